@@ -1,0 +1,120 @@
+//! Errors a user can meet: a stable code and a sentence saying what to do next.
+//!
+//! Every refusal that crosses the dispatcher API, the control socket or the CLI is a
+//! [`DroverError`]. The code is part of the public interface (scripts match on it), so a
+//! code is never renamed; the sentence may be improved freely.
+
+use serde::{Deserialize, Serialize};
+use std::fmt;
+
+/// Stable error codes. Serialized in SCREAMING_SNAKE_CASE, e.g. `TASK_REQUIRED`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "SCREAMING_SNAKE_CASE")]
+pub enum ErrorCode {
+    InvalidProvider,
+    TaskRequired,
+    TaskTooLong,
+    CwdInvalid,
+    ModelUnknown,
+    ModelDisabled,
+    PermissionPolicyUnsupported,
+    InvalidSpec,
+    BudgetExceeded,
+    BudgetUnpriced,
+    MaxConcurrent,
+    QueueFull,
+    HeldFull,
+    RunNotFound,
+    RunNotActive,
+    MaxTurns,
+    NoPendingRequest,
+    PermissionAlreadyResolved,
+    ConfigInvalid,
+    ConfigUnreadable,
+    LedgerError,
+    OwnerRunning,
+    NoOwner,
+    Internal,
+}
+
+impl ErrorCode {
+    /// The code as users see it (`TASK_REQUIRED`).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ErrorCode::InvalidProvider => "INVALID_PROVIDER",
+            ErrorCode::TaskRequired => "TASK_REQUIRED",
+            ErrorCode::TaskTooLong => "TASK_TOO_LONG",
+            ErrorCode::CwdInvalid => "CWD_INVALID",
+            ErrorCode::ModelUnknown => "MODEL_UNKNOWN",
+            ErrorCode::ModelDisabled => "MODEL_DISABLED",
+            ErrorCode::PermissionPolicyUnsupported => "PERMISSION_POLICY_UNSUPPORTED",
+            ErrorCode::InvalidSpec => "INVALID_SPEC",
+            ErrorCode::BudgetExceeded => "BUDGET_EXCEEDED",
+            ErrorCode::BudgetUnpriced => "BUDGET_UNPRICED",
+            ErrorCode::MaxConcurrent => "MAX_CONCURRENT",
+            ErrorCode::QueueFull => "QUEUE_FULL",
+            ErrorCode::HeldFull => "HELD_FULL",
+            ErrorCode::RunNotFound => "RUN_NOT_FOUND",
+            ErrorCode::RunNotActive => "RUN_NOT_ACTIVE",
+            ErrorCode::MaxTurns => "MAX_TURNS",
+            ErrorCode::NoPendingRequest => "NO_PENDING_REQUEST",
+            ErrorCode::PermissionAlreadyResolved => "PERMISSION_ALREADY_RESOLVED",
+            ErrorCode::ConfigInvalid => "CONFIG_INVALID",
+            ErrorCode::ConfigUnreadable => "CONFIG_UNREADABLE",
+            ErrorCode::LedgerError => "LEDGER_ERROR",
+            ErrorCode::OwnerRunning => "OWNER_RUNNING",
+            ErrorCode::NoOwner => "NO_OWNER",
+            ErrorCode::Internal => "INTERNAL",
+        }
+    }
+}
+
+impl fmt::Display for ErrorCode {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// A refusal: the stable code plus one sentence that says what to change.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, thiserror::Error)]
+#[error("{code}: {message}")]
+pub struct DroverError {
+    pub code: ErrorCode,
+    pub message: String,
+}
+
+impl DroverError {
+    pub fn new(code: ErrorCode, message: impl Into<String>) -> Self {
+        DroverError {
+            code,
+            message: message.into(),
+        }
+    }
+}
+
+/// Milliseconds since the Unix epoch. Pure code takes time as a value; only drivers read
+/// the clock.
+pub type UnixMillis = i64;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn codes_serialize_as_their_display_form() {
+        for code in [
+            ErrorCode::InvalidProvider,
+            ErrorCode::PermissionPolicyUnsupported,
+            ErrorCode::NoPendingRequest,
+        ] {
+            let json = serde_json::to_string(&code).unwrap();
+            assert_eq!(json, format!("\"{}\"", code.as_str()));
+        }
+    }
+
+    #[test]
+    fn error_displays_code_then_sentence() {
+        let e = DroverError::new(ErrorCode::TaskRequired, "Give the run a task.");
+        assert_eq!(e.to_string(), "TASK_REQUIRED: Give the run a task.");
+    }
+}

@@ -1,0 +1,9 @@
+//! drover: dispatch coding-agent runs and supervise them.
+//!
+//! The library holds everything; `src/main.rs` is a thin entry point. Decision code
+//! (`live_state`, `spec`, `result_contract`) is pure: no I/O, no clock. The ledger owns the
+//! SQLite file through one writer thread.
+
+pub mod error;
+
+pub use error::{DroverError, ErrorCode, UnixMillis};
