@@ -4,6 +4,11 @@
 //! (`live_state`, `spec`, `result_contract`) is pure: no I/O, no clock. The ledger owns the
 //! SQLite file through one writer thread.
 
+pub mod config;
 pub mod error;
+pub mod ledger;
+pub mod live_state;
+pub mod result_contract;
+pub mod spec;
 
 pub use error::{DroverError, ErrorCode, UnixMillis};

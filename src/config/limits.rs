@@ -1,0 +1,42 @@
+//! Every number drover enforces (DESIGN.md §3, §5, §6, §7, §8), as read from `[limits]`.
+//!
+//! The defaults live in `assets/default-config.toml`; this struct has no defaults of its
+//! own, so the embedded file is the one source of truth.
+
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Limits {
+    pub task_max_chars: usize,
+    pub max_minutes_default: u32,
+    pub max_minutes_min: u32,
+    pub max_minutes_max: u32,
+    pub budget_usd_default: f64,
+    pub budget_usd_min: f64,
+    pub budget_usd_max: f64,
+    pub idle_timeout_secs_default: u64,
+    pub idle_timeout_secs_min: u64,
+    pub idle_timeout_secs_max: u64,
+    pub max_turns_default: u32,
+    pub max_turns_min: u32,
+    pub max_turns_max: u32,
+    pub idempotency_window_secs: u64,
+    pub stalled_after_secs: u64,
+    pub retention_finished_runs: u32,
+    pub transcript_max_lines: usize,
+    pub transcript_max_chars: usize,
+    pub per_account: u32,
+    pub per_session_running: u32,
+    pub queued_per_session: u32,
+    pub held_per_session: u32,
+    pub per_workflow: u32,
+    pub session_warning_usd: f64,
+    pub session_hard_cap_usd: f64,
+    pub permission_timeout_secs: u64,
+    pub question_timeout_secs: u64,
+    pub route_card_expiry_secs: u64,
+    /// Concurrent runs per provider name (`claude-code`, `codex`, `opencode`, `sim`).
+    pub per_provider: BTreeMap<String, u32>,
+}
