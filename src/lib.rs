@@ -9,6 +9,7 @@ pub mod error;
 pub mod ledger;
 pub mod live_state;
 pub mod result_contract;
+pub mod run_state;
 pub mod spec;
 
 pub use error::{DroverError, ErrorCode, UnixMillis};

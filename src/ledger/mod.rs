@@ -1,1 +1,167 @@
-//! (being written)
+//! The ledger: one SQLite file (WAL) holding runs, their ordered events, turns, usage
+//! rows, decisions and budget sessions (DESIGN.md §11).
+//!
+//! What must stay true:
+//! - all writes go through the one writer thread ([`writer`]); reads use connections of
+//!   their own ([`LedgerReader`]);
+//! - a write that asked for an ack is on disk (committed, WAL) when the ack arrives, so
+//!   what was shown is never lost;
+//! - each run's events have contiguous seqs 1, 2, 3, … (enforced by the schema);
+//! - opening the file recovers runs left active (see [`recovery`]);
+//! - retention deletes old finished runs in the background, never on the write path.
+
+mod reader;
+pub mod records;
+pub mod recovery;
+mod retention;
+mod schema;
+pub mod writer;
+
+pub use reader::LedgerReader;
+pub use records::{
+    BudgetSessionRecord, DecisionRecord, EventRecord, RunPatch, RunRecord, TurnRecord, UsageRecord,
+    kind,
+};
+pub use recovery::Recovery;
+pub use writer::{Ack, LedgerWriter, WriteOp, WriterOptions};
+
+use rusqlite::Connection;
+use std::path::{Path, PathBuf};
+use std::sync::mpsc;
+use std::thread::JoinHandle;
+use std::time::Duration;
+
+use crate::{DroverError, ErrorCode, UnixMillis};
+
+#[derive(Debug, thiserror::Error)]
+pub enum LedgerError {
+    #[error("sqlite: {0}")]
+    Sqlite(#[from] rusqlite::Error),
+    #[error("json: {0}")]
+    Json(#[from] serde_json::Error),
+    #[error("the ledger schema version {found} is newer than this drover knows ({known})")]
+    TooNew { found: i64, known: i64 },
+    #[error("the ledger writer has stopped")]
+    Closed,
+    #[error("commit failed: {0}")]
+    Commit(String),
+    #[error("write refused: {0}")]
+    Rejected(String),
+    #[error("run {run_id} has a damaged row: {what}")]
+    Corrupt { run_id: String, what: String },
+    #[error("cannot start the ledger writer: {0}")]
+    Io(#[from] std::io::Error),
+}
+
+impl From<LedgerError> for DroverError {
+    fn from(e: LedgerError) -> Self {
+        let hint = match &e {
+            LedgerError::TooNew { .. } => {
+                "upgrade drover, or point DROVER_HOME at another directory"
+            }
+            _ => "check the disk and the ledger file's permissions, then try again",
+        };
+        DroverError::new(ErrorCode::LedgerError, format!("{e}; {hint}"))
+    }
+}
+
+/// How the ledger is opened.
+#[derive(Debug, Clone)]
+pub struct LedgerOptions {
+    pub writer: WriterOptions,
+    /// Finished runs kept with their events; older ones are deleted in the background.
+    pub retention_finished_runs: u32,
+    /// How often the retention pass looks for runs to delete.
+    pub retention_interval: Duration,
+}
+
+impl Default for LedgerOptions {
+    fn default() -> Self {
+        LedgerOptions {
+            writer: WriterOptions::default(),
+            retention_finished_runs: 500,
+            retention_interval: Duration::from_secs(300),
+        }
+    }
+}
+
+/// The open ledger: owns the writer thread and the retention thread.
+pub struct Ledger {
+    path: PathBuf,
+    writer: LedgerWriter,
+    writer_thread: Option<JoinHandle<()>>,
+    retention: Option<retention::Retention>,
+}
+
+impl Ledger {
+    /// Opens (creating if needed) the ledger file, migrates it, recovers runs left active
+    /// and starts the writer and retention threads.
+    pub fn open(
+        path: &Path,
+        options: LedgerOptions,
+        now: UnixMillis,
+    ) -> Result<(Ledger, Recovery), LedgerError> {
+        let mut conn = Connection::open(path)?;
+        schema::configure(&conn)?;
+        schema::migrate(&mut conn)?;
+        let recovery = recovery::recover(&mut conn, now)?;
+        let (tx, rx) = mpsc::channel();
+        let writer_options = options.writer;
+        let writer_thread = std::thread::Builder::new()
+            .name("ledger-writer".into())
+            .spawn(move || writer::run(conn, rx, writer_options))?;
+        let writer = LedgerWriter::new(tx);
+        let retention = retention::Retention::start(
+            path.to_path_buf(),
+            writer.clone(),
+            options.retention_finished_runs,
+            options.retention_interval,
+        )?;
+        Ok((
+            Ledger {
+                path: path.to_path_buf(),
+                writer,
+                writer_thread: Some(writer_thread),
+                retention: Some(retention),
+            },
+            recovery,
+        ))
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// A handle for sending writes; clone it freely.
+    pub fn writer(&self) -> LedgerWriter {
+        self.writer.clone()
+    }
+
+    /// A new read connection.
+    pub fn reader(&self) -> Result<LedgerReader, LedgerError> {
+        LedgerReader::open(&self.path)
+    }
+
+    /// Commits everything sent so far and stops the threads.
+    pub fn close(mut self) {
+        self.stop();
+    }
+
+    fn stop(&mut self) {
+        if let Some(retention) = self.retention.take() {
+            retention.stop();
+        }
+        self.writer.shutdown();
+        if let Some(handle) = self.writer_thread.take()
+            && handle.join().is_err()
+        {
+            tracing::error!("ledger: the writer thread panicked");
+        }
+    }
+}
+
+impl Drop for Ledger {
+    fn drop(&mut self) {
+        self.stop();
+    }
+}

@@ -1,0 +1,381 @@
+//! Read queries over the ledger, each on a connection of its own (never the writer's).
+//!
+//! Rows from the file are untrusted: a column that does not parse becomes a
+//! [`LedgerError::Corrupt`] naming the run, never a panic.
+
+use rusqlite::{Connection, OpenFlags, OptionalExtension, Row, params};
+use serde_json::Value;
+use std::path::Path;
+
+use super::LedgerError;
+use super::records::{DecisionRecord, EventRecord, RunRecord, TurnRecord, UsageRecord};
+use super::schema;
+use crate::UnixMillis;
+use crate::run_state::RunState;
+
+/// A read-only view of the ledger file.
+pub struct LedgerReader {
+    conn: Connection,
+}
+
+const RUN_COLUMNS: &str = "run_id, created_at, updated_at, finished_at, state, completion_reason,
+    provider, model, title, budget_session, workflow_id, parent_run, idempotency_key,
+    provider_session_id, removed, spec_json, live_state_json, result_json";
+
+impl LedgerReader {
+    /// Opens a read-only connection. The file must exist and carry a schema this build
+    /// knows.
+    pub fn open(path: &Path) -> Result<LedgerReader, LedgerError> {
+        let conn = Connection::open_with_flags(
+            path,
+            OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX,
+        )?;
+        conn.busy_timeout(std::time::Duration::from_secs(5))?;
+        let version: i64 = conn.query_row("PRAGMA user_version", [], |r| r.get(0))?;
+        if version > schema::current_version() {
+            return Err(LedgerError::TooNew {
+                found: version,
+                known: schema::current_version(),
+            });
+        }
+        Ok(LedgerReader { conn })
+    }
+
+    pub fn run(&self, run_id: &str) -> Result<Option<RunRecord>, LedgerError> {
+        let sql = format!("SELECT {RUN_COLUMNS} FROM runs WHERE run_id = ?1");
+        let raw = self
+            .conn
+            .query_row(&sql, params![run_id], RawRun::from_row)
+            .optional()?;
+        raw.map(RawRun::into_record).transpose()
+    }
+
+    /// Runs, newest first; `include_removed` keeps runs the user removed from the trays.
+    pub fn runs(&self, include_removed: bool) -> Result<Vec<RunRecord>, LedgerError> {
+        let sql = format!(
+            "SELECT {RUN_COLUMNS} FROM runs WHERE (?1 OR removed = 0)
+             ORDER BY created_at DESC, run_id DESC"
+        );
+        let mut st = self.conn.prepare_cached(&sql)?;
+        let raws = st
+            .query_map(params![include_removed], RawRun::from_row)?
+            .collect::<Result<Vec<_>, _>>()?;
+        raws.into_iter().map(RawRun::into_record).collect()
+    }
+
+    /// Runs whose state is active (not finished).
+    pub fn active_runs(&self) -> Result<Vec<RunRecord>, LedgerError> {
+        Ok(self
+            .runs(true)?
+            .into_iter()
+            .filter(|r| r.state.is_active())
+            .collect())
+    }
+
+    /// The run holding this idempotency key created at or after `since`.
+    pub fn run_by_idempotency_key(
+        &self,
+        key: &str,
+        since: UnixMillis,
+    ) -> Result<Option<RunRecord>, LedgerError> {
+        let sql = format!(
+            "SELECT {RUN_COLUMNS} FROM runs WHERE idempotency_key = ?1 AND created_at >= ?2
+             ORDER BY created_at DESC LIMIT 1"
+        );
+        let raw = self
+            .conn
+            .query_row(&sql, params![key, since], RawRun::from_row)
+            .optional()?;
+        raw.map(RawRun::into_record).transpose()
+    }
+
+    /// A run's events in seq order, from `after_seq` (exclusive).
+    pub fn events(&self, run_id: &str, after_seq: u64) -> Result<Vec<EventRecord>, LedgerError> {
+        let mut st = self.conn.prepare_cached(
+            "SELECT run_id, seq, kind, at, body_json FROM events
+             WHERE run_id = ?1 AND seq > ?2 ORDER BY seq",
+        )?;
+        let rows = st
+            .query_map(params![run_id, after_seq as i64], |r| {
+                Ok((
+                    r.get::<_, String>(0)?,
+                    r.get::<_, i64>(1)?,
+                    r.get::<_, String>(2)?,
+                    r.get::<_, i64>(3)?,
+                    r.get::<_, String>(4)?,
+                ))
+            })?
+            .collect::<Result<Vec<_>, _>>()?;
+        rows.into_iter()
+            .map(|(run_id, seq, kind, at, body)| {
+                let body = parse_json(&run_id, "events.body_json", &body)?;
+                Ok(EventRecord {
+                    run_id,
+                    seq: seq as u64,
+                    kind,
+                    at,
+                    body,
+                })
+            })
+            .collect()
+    }
+
+    /// The highest event seq of a run (0 when it has none).
+    pub fn last_seq(&self, run_id: &str) -> Result<u64, LedgerError> {
+        let seq: i64 = self.conn.query_row(
+            "SELECT COALESCE(MAX(seq), 0) FROM events WHERE run_id = ?1",
+            params![run_id],
+            |r| r.get(0),
+        )?;
+        Ok(seq as u64)
+    }
+
+    pub fn turns(&self, run_id: &str) -> Result<Vec<TurnRecord>, LedgerError> {
+        let mut st = self.conn.prepare_cached(
+            "SELECT run_id, number, origin, started_at, ended_at, prompt_preview, text,
+                usage_json, cost_usd, result_json
+             FROM turns WHERE run_id = ?1 ORDER BY number",
+        )?;
+        type Raw = (
+            String,
+            u32,
+            String,
+            i64,
+            Option<i64>,
+            String,
+            Option<String>,
+            Option<String>,
+            Option<f64>,
+            Option<String>,
+        );
+        let rows: Vec<Raw> = st
+            .query_map(params![run_id], |r| {
+                Ok((
+                    r.get(0)?,
+                    r.get(1)?,
+                    r.get(2)?,
+                    r.get(3)?,
+                    r.get(4)?,
+                    r.get(5)?,
+                    r.get(6)?,
+                    r.get(7)?,
+                    r.get(8)?,
+                    r.get(9)?,
+                ))
+            })?
+            .collect::<Result<_, _>>()?;
+        rows.into_iter()
+            .map(
+                |(
+                    run_id,
+                    number,
+                    origin,
+                    started_at,
+                    ended_at,
+                    preview,
+                    text,
+                    usage,
+                    cost,
+                    result,
+                )| {
+                    Ok(TurnRecord {
+                        usage: parse_opt_json(&run_id, "turns.usage_json", usage)?,
+                        result: parse_opt_json(&run_id, "turns.result_json", result)?,
+                        run_id,
+                        number,
+                        origin,
+                        started_at,
+                        ended_at,
+                        prompt_preview: preview,
+                        text,
+                        cost_usd: cost,
+                    })
+                },
+            )
+            .collect()
+    }
+
+    /// Usage rows of one run, or of every run when `run_id` is `None`.
+    pub fn usage(&self, run_id: Option<&str>) -> Result<Vec<UsageRecord>, LedgerError> {
+        let mut st = self.conn.prepare_cached(
+            "SELECT run_id, turn, at, provider, model, part, input, output, reasoning,
+                cache_read, cache_write, cost_usd, basis, fidelity, source, budget_session
+             FROM usage WHERE (?1 IS NULL OR run_id = ?1) ORDER BY id",
+        )?;
+        let rows = st
+            .query_map(params![run_id], |r| {
+                Ok(UsageRecord {
+                    run_id: r.get(0)?,
+                    turn: r.get(1)?,
+                    at: r.get(2)?,
+                    provider: r.get(3)?,
+                    model: r.get(4)?,
+                    part: r.get(5)?,
+                    input: r.get::<_, i64>(6)?.max(0) as u64,
+                    output: r.get::<_, i64>(7)?.max(0) as u64,
+                    reasoning: r.get::<_, i64>(8)?.max(0) as u64,
+                    cache_read: r.get::<_, i64>(9)?.max(0) as u64,
+                    cache_write: r.get::<_, i64>(10)?.max(0) as u64,
+                    cost_usd: r.get(11)?,
+                    basis: r.get(12)?,
+                    fidelity: r.get(13)?,
+                    source: r.get(14)?,
+                    budget_session: r.get(15)?,
+                })
+            })?
+            .collect::<Result<Vec<_>, _>>()?;
+        Ok(rows)
+    }
+
+    pub fn decisions(&self, run_id: &str) -> Result<Vec<DecisionRecord>, LedgerError> {
+        let mut st = self.conn.prepare_cached(
+            "SELECT run_id, at, kind, request_id, who, decision, body_json
+             FROM decisions WHERE run_id = ?1 ORDER BY id",
+        )?;
+        let rows = st
+            .query_map(params![run_id], |r| {
+                Ok((
+                    r.get::<_, Option<String>>(0)?,
+                    r.get::<_, i64>(1)?,
+                    r.get::<_, String>(2)?,
+                    r.get::<_, Option<String>>(3)?,
+                    r.get::<_, String>(4)?,
+                    r.get::<_, String>(5)?,
+                    r.get::<_, String>(6)?,
+                ))
+            })?
+            .collect::<Result<Vec<_>, _>>()?;
+        rows.into_iter()
+            .map(|(run, at, kind, request_id, who, decision, body)| {
+                Ok(DecisionRecord {
+                    body: parse_json(run.as_deref().unwrap_or("-"), "decisions.body_json", &body)?,
+                    run_id: run,
+                    at,
+                    kind,
+                    request_id,
+                    who,
+                    decision,
+                })
+            })
+            .collect()
+    }
+
+    pub fn meta(&self, key: &str) -> Result<Option<String>, LedgerError> {
+        Ok(self
+            .conn
+            .query_row("SELECT value FROM meta WHERE key = ?1", params![key], |r| {
+                r.get(0)
+            })
+            .optional()?)
+    }
+
+    /// Finished runs beyond the newest `keep`, oldest first.
+    pub fn finished_beyond(&self, keep: u32) -> Result<Vec<String>, LedgerError> {
+        let mut st = self.conn.prepare_cached(
+            "SELECT run_id FROM runs WHERE finished_at IS NOT NULL
+             ORDER BY finished_at DESC, run_id DESC LIMIT -1 OFFSET ?1",
+        )?;
+        let ids = st
+            .query_map(params![keep], |r| r.get(0))?
+            .collect::<Result<Vec<String>, _>>()?;
+        Ok(ids.into_iter().rev().collect())
+    }
+}
+
+/// A `runs` row before its JSON columns are parsed.
+pub(super) struct RawRun {
+    run_id: String,
+    created_at: i64,
+    updated_at: i64,
+    finished_at: Option<i64>,
+    state: String,
+    completion_reason: Option<String>,
+    provider: String,
+    model: Option<String>,
+    title: String,
+    budget_session: String,
+    workflow_id: Option<String>,
+    parent_run: Option<String>,
+    idempotency_key: Option<String>,
+    provider_session_id: Option<String>,
+    removed: bool,
+    spec_json: String,
+    live_state_json: Option<String>,
+    result_json: Option<String>,
+}
+
+impl RawRun {
+    pub(super) fn from_row(r: &Row<'_>) -> rusqlite::Result<RawRun> {
+        Ok(RawRun {
+            run_id: r.get(0)?,
+            created_at: r.get(1)?,
+            updated_at: r.get(2)?,
+            finished_at: r.get(3)?,
+            state: r.get(4)?,
+            completion_reason: r.get(5)?,
+            provider: r.get(6)?,
+            model: r.get(7)?,
+            title: r.get(8)?,
+            budget_session: r.get(9)?,
+            workflow_id: r.get(10)?,
+            parent_run: r.get(11)?,
+            idempotency_key: r.get(12)?,
+            provider_session_id: r.get(13)?,
+            removed: r.get(14)?,
+            spec_json: r.get(15)?,
+            live_state_json: r.get(16)?,
+            result_json: r.get(17)?,
+        })
+    }
+
+    pub(super) fn into_record(self) -> Result<RunRecord, LedgerError> {
+        let state = RunState::parse(&self.state).ok_or_else(|| LedgerError::Corrupt {
+            run_id: self.run_id.clone(),
+            what: format!("unknown run state {:?}", self.state),
+        })?;
+        let live_state = match &self.live_state_json {
+            Some(text) => Some(
+                serde_json::from_str(text).map_err(|e| LedgerError::Corrupt {
+                    run_id: self.run_id.clone(),
+                    what: format!("runs.live_state_json: {e}"),
+                })?,
+            ),
+            None => None,
+        };
+        Ok(RunRecord {
+            spec: parse_json(&self.run_id, "runs.spec_json", &self.spec_json)?,
+            result: parse_opt_json(&self.run_id, "runs.result_json", self.result_json)?,
+            live_state,
+            state,
+            run_id: self.run_id,
+            created_at: self.created_at,
+            updated_at: self.updated_at,
+            finished_at: self.finished_at,
+            completion_reason: self.completion_reason,
+            provider: self.provider,
+            model: self.model,
+            title: self.title,
+            budget_session: self.budget_session,
+            workflow_id: self.workflow_id,
+            parent_run: self.parent_run,
+            idempotency_key: self.idempotency_key,
+            provider_session_id: self.provider_session_id,
+            removed: self.removed,
+        })
+    }
+}
+
+fn parse_json(run_id: &str, column: &str, text: &str) -> Result<Value, LedgerError> {
+    serde_json::from_str(text).map_err(|e| LedgerError::Corrupt {
+        run_id: run_id.to_string(),
+        what: format!("{column}: {e}"),
+    })
+}
+
+fn parse_opt_json(
+    run_id: &str,
+    column: &str,
+    text: Option<String>,
+) -> Result<Option<Value>, LedgerError> {
+    text.map(|t| parse_json(run_id, column, &t)).transpose()
+}

@@ -1,0 +1,142 @@
+//! Recovery on open: a run left active by a drover that stopped or crashed becomes
+//! `interrupted`, its live state `ended` with cause `resident_replaced`, with events
+//! saying so. Nothing else is guessed.
+
+use rusqlite::{Connection, params};
+use serde_json::json;
+
+use super::LedgerError;
+use super::reader::RawRun;
+use super::records::kind;
+use crate::UnixMillis;
+use crate::live_state::{self, Assignment, Cause, LiveState, LiveStateEvent, LiveStateKind};
+use crate::run_state::RunState;
+
+/// The completion reason given to runs found active on open.
+pub const INTERRUPTED_REASON: &str = "interrupted";
+
+/// What recovery changed.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Recovery {
+    /// Runs found active and marked `interrupted`, oldest first.
+    pub interrupted: Vec<String>,
+}
+
+pub(super) fn recover(conn: &mut Connection, now: UnixMillis) -> Result<Recovery, LedgerError> {
+    let tx = conn.transaction()?;
+    let active: Vec<String> = RunState::ALL
+        .iter()
+        .filter(|s| s.is_active())
+        .map(|s| format!("'{}'", s.as_str()))
+        .collect();
+    let sql = format!(
+        "SELECT run_id, created_at, updated_at, finished_at, state, completion_reason,
+            provider, model, title, budget_session, workflow_id, parent_run, idempotency_key,
+            provider_session_id, removed, spec_json, live_state_json, result_json
+         FROM runs WHERE state IN ({}) ORDER BY created_at, run_id",
+        active.join(", ")
+    );
+    let raws = {
+        let mut st = tx.prepare(&sql)?;
+        st.query_map([], RawRun::from_row)?
+            .collect::<Result<Vec<_>, _>>()?
+    };
+    let mut report = Recovery::default();
+    for raw in raws {
+        // A row that does not parse is still interrupted: its live state starts afresh.
+        let (run_id, previous_state, live) = match raw.into_record() {
+            Ok(r) => (r.run_id, r.state.as_str().to_string(), r.live_state),
+            Err(LedgerError::Corrupt { run_id, what }) => {
+                tracing::warn!(%run_id, %what, "ledger: recovering a run with a damaged row");
+                (run_id, "unknown".to_string(), None)
+            }
+            Err(e) => return Err(e),
+        };
+        let ended = end_live_state(live.as_ref(), now);
+        let mut seq: i64 = tx.query_row(
+            "SELECT COALESCE(MAX(seq), 0) FROM events WHERE run_id = ?1",
+            params![run_id],
+            |r| r.get(0),
+        )?;
+        let mut append = |kind: &str, body: serde_json::Value| -> Result<(), LedgerError> {
+            seq += 1;
+            tx.execute(
+                "INSERT INTO events (run_id, seq, kind, at, body_json) VALUES (?1, ?2, ?3, ?4, ?5)",
+                params![run_id, seq, kind, now, serde_json::to_string(&body)?],
+            )?;
+            Ok(())
+        };
+        for event in ended.iter().flat_map(|(events, _)| events) {
+            append(kind::LIVE_STATE, serde_json::to_value(event)?)?;
+        }
+        append(
+            kind::RUN_STATE,
+            json!({
+                "from": previous_state,
+                "to": RunState::Interrupted.as_str(),
+                "reason": INTERRUPTED_REASON,
+                "note": "drover stopped while this run was active; it was not resumed",
+            }),
+        )?;
+        let live_json = match &ended {
+            Some((_, state)) => Some(serde_json::to_string(state)?),
+            None => None,
+        };
+        tx.execute(
+            "UPDATE runs SET state = ?2, completion_reason = ?3, finished_at = ?4,
+                updated_at = ?4, live_state_json = COALESCE(?5, live_state_json)
+             WHERE run_id = ?1",
+            params![
+                run_id,
+                RunState::Interrupted.as_str(),
+                INTERRUPTED_REASON,
+                now,
+                live_json
+            ],
+        )?;
+        report.interrupted.push(run_id);
+    }
+    tx.commit()?;
+    Ok(report)
+}
+
+/// The events that end a run's last live state, and the state they yield. `None` when
+/// the live state had already ended. A run that never had a live state is admitted first,
+/// so folding its events still tells a legal story.
+fn end_live_state(
+    current: Option<&LiveState>,
+    now: UnixMillis,
+) -> Option<(Vec<LiveStateEvent>, LiveState)> {
+    if current.is_some_and(|s| s.state == LiveStateKind::Ended) {
+        return None;
+    }
+    let mut events = Vec::new();
+    let mut state = current.cloned();
+    if state.is_none() {
+        let admitted = Assignment {
+            expected_seq: 0,
+            state: LiveStateKind::Admitted,
+            bound: Some(now),
+            detail: None,
+            cause: None,
+        };
+        state = live_state::assign(None, &admitted, now).ok();
+        events.push(LiveStateEvent {
+            at: now,
+            assignment: admitted,
+        });
+    }
+    let ended = Assignment {
+        expected_seq: state.as_ref().map_or(0, |s| s.seq),
+        state: LiveStateKind::Ended,
+        bound: None,
+        detail: Some("drover stopped while this run was active".to_string()),
+        cause: Some(Cause::ResidentReplaced),
+    };
+    let final_state = live_state::assign(state.as_ref(), &ended, now).ok()?;
+    events.push(LiveStateEvent {
+        at: now,
+        assignment: ended,
+    });
+    Some((events, final_state))
+}

@@ -1,0 +1,402 @@
+//! The ledger's single writer: one thread owns the write connection and applies
+//! [`WriteOp`]s in group-committed transactions.
+//!
+//! What must stay true:
+//! - every write goes through this thread, in the order it was sent;
+//! - a write that asked for an ack is acknowledged only after the transaction holding it
+//!   committed (or with the error that stopped it);
+//! - one refused op (say, an event with a gap in its seq) is backed out alone — SQLite's
+//!   ABORT keeps the rest of the transaction — and reported on that op's ack;
+//! - a batch is committed when it holds `max_batch` ops or its first op is `max_delay`
+//!   old, whichever comes first: an ack waits at most `max_delay` plus one commit.
+
+use rusqlite::{Connection, Transaction, params};
+use std::sync::mpsc::{self, Receiver, RecvTimeoutError, Sender, TryRecvError};
+use std::time::{Duration, Instant};
+use tokio::sync::oneshot;
+
+use super::LedgerError;
+use super::records::{
+    BudgetSessionRecord, DecisionRecord, EventRecord, RunPatch, RunRecord, TurnRecord, UsageRecord,
+};
+
+/// One change to the ledger.
+#[derive(Debug, Clone)]
+pub enum WriteOp {
+    InsertRun(Box<RunRecord>),
+    UpdateRun {
+        run_id: String,
+        patch: Box<RunPatch>,
+    },
+    /// Built with [`WriteOp::event`], which serializes the body on the sender's thread.
+    AppendEvent(NewEvent),
+    UpsertTurn(Box<TurnRecord>),
+    InsertUsage(Box<UsageRecord>),
+    InsertDecision(Box<DecisionRecord>),
+    PutBudgetSession(BudgetSessionRecord),
+    PutMeta {
+        key: String,
+        value: String,
+    },
+    /// Delete runs with everything that belongs to them (retention).
+    DeleteRuns(Vec<String>),
+}
+
+/// An event ready for the writer: its body already serialized.
+#[derive(Debug, Clone)]
+pub struct NewEvent {
+    pub run_id: String,
+    pub seq: u64,
+    pub kind: String,
+    pub at: crate::UnixMillis,
+    pub body_json: String,
+}
+
+impl WriteOp {
+    /// Appends an event; the body is serialized here so the writer thread only inserts.
+    pub fn event(e: EventRecord) -> Result<WriteOp, LedgerError> {
+        Ok(WriteOp::AppendEvent(NewEvent {
+            body_json: serde_json::to_string(&e.body)?,
+            run_id: e.run_id,
+            seq: e.seq,
+            kind: e.kind,
+            at: e.at,
+        }))
+    }
+}
+
+type AckSender = oneshot::Sender<Result<(), LedgerError>>;
+type PendingAcks = Vec<(AckSender, Result<(), LedgerError>)>;
+
+/// Completes once the transaction holding the write committed.
+pub type Ack = oneshot::Receiver<Result<(), LedgerError>>;
+
+pub(super) enum Message {
+    /// The common case, kept free of a Vec allocation.
+    One(WriteOp),
+    Ops(Vec<WriteOp>, Option<AckSender>),
+    Shutdown,
+}
+
+/// How the writer batches.
+#[derive(Debug, Clone, Copy)]
+pub struct WriterOptions {
+    pub max_batch: usize,
+    pub max_delay: Duration,
+}
+
+impl Default for WriterOptions {
+    fn default() -> Self {
+        WriterOptions {
+            max_batch: 10_000,
+            max_delay: Duration::from_millis(5),
+        }
+    }
+}
+
+/// A cloneable handle that sends writes to the writer thread.
+#[derive(Clone)]
+pub struct LedgerWriter {
+    tx: Sender<Message>,
+}
+
+impl LedgerWriter {
+    pub(super) fn new(tx: Sender<Message>) -> Self {
+        LedgerWriter { tx }
+    }
+
+    /// Sends a write without waiting; a failure is logged by the writer.
+    pub fn send(&self, op: WriteOp) -> Result<(), LedgerError> {
+        self.tx
+            .send(Message::One(op))
+            .map_err(|_| LedgerError::Closed)
+    }
+
+    /// Sends writes that commit in the same transaction; the ack resolves after the commit.
+    pub fn send_acked(&self, ops: Vec<WriteOp>) -> Ack {
+        let (ack_tx, ack_rx) = oneshot::channel();
+        if let Err(mpsc::SendError(Message::Ops(_, Some(ack_tx)))) =
+            self.tx.send(Message::Ops(ops, Some(ack_tx)))
+        {
+            let _ = ack_tx.send(Err(LedgerError::Closed));
+        }
+        ack_rx
+    }
+
+    /// Sends writes and waits (async) until they are committed.
+    pub async fn commit(&self, ops: Vec<WriteOp>) -> Result<(), LedgerError> {
+        self.send_acked(ops)
+            .await
+            .unwrap_or(Err(LedgerError::Closed))
+    }
+
+    /// Sends writes and blocks the thread until they are committed. Not for async code.
+    pub fn commit_blocking(&self, ops: Vec<WriteOp>) -> Result<(), LedgerError> {
+        self.send_acked(ops)
+            .blocking_recv()
+            .unwrap_or(Err(LedgerError::Closed))
+    }
+
+    pub(super) fn shutdown(&self) {
+        let _ = self.tx.send(Message::Shutdown);
+    }
+}
+
+/// The writer thread's loop. Returns when shut down or every sender is gone.
+pub(super) fn run(mut conn: Connection, rx: Receiver<Message>, opts: WriterOptions) {
+    let mut acks: PendingAcks = Vec::new();
+    while let Ok(first) = rx.recv() {
+        let started = Instant::now();
+        let tx = match conn.transaction() {
+            Ok(tx) => tx,
+            Err(e) => {
+                tracing::error!(error = %e, "ledger: cannot begin a transaction");
+                answer(first, Err(LedgerError::from(e)));
+                continue;
+            }
+        };
+        let mut ops = 0usize;
+        let mut stop = !apply(&tx, first, &mut acks, &mut ops);
+        while !stop && ops < opts.max_batch {
+            let next = match rx.try_recv() {
+                Ok(m) => m,
+                Err(TryRecvError::Disconnected) => {
+                    stop = true;
+                    break;
+                }
+                Err(TryRecvError::Empty) => {
+                    let left = opts.max_delay.saturating_sub(started.elapsed());
+                    match rx.recv_timeout(left) {
+                        Ok(m) => m,
+                        Err(RecvTimeoutError::Timeout) => break,
+                        Err(RecvTimeoutError::Disconnected) => {
+                            stop = true;
+                            break;
+                        }
+                    }
+                }
+            };
+            stop = !apply(&tx, next, &mut acks, &mut ops);
+        }
+        let committed = tx.commit();
+        if let Err(e) = &committed {
+            tracing::error!(error = %e, ops, "ledger: commit failed");
+        }
+        for (ack, result) in acks.drain(..) {
+            let outcome = match &committed {
+                Ok(()) => result,
+                Err(e) => Err(LedgerError::Commit(e.to_string())),
+            };
+            let _ = ack.send(outcome);
+        }
+        if stop {
+            break;
+        }
+    }
+}
+
+/// Applies one message inside the open transaction. Returns false on shutdown.
+fn apply(
+    tx: &Transaction<'_>,
+    message: Message,
+    acks: &mut PendingAcks,
+    count: &mut usize,
+) -> bool {
+    let (ops, ack) = match message {
+        Message::One(op) => {
+            *count += 1;
+            if let Err(e) = apply_op(tx, &op) {
+                tracing::warn!(error = %e, "ledger: write refused");
+            }
+            return true;
+        }
+        Message::Ops(ops, ack) => (ops, ack),
+        Message::Shutdown => return false,
+    };
+    let mut outcome = Ok(());
+    for op in &ops {
+        *count += 1;
+        if let Err(e) = apply_op(tx, op) {
+            tracing::warn!(error = %e, "ledger: write refused");
+            if outcome.is_ok() {
+                outcome = Err(e);
+            }
+        }
+    }
+    if let Some(ack) = ack {
+        acks.push((ack, outcome));
+    }
+    true
+}
+
+fn answer(message: Message, result: Result<(), LedgerError>) {
+    if let Message::Ops(_, Some(ack)) = message {
+        let _ = ack.send(result);
+    }
+}
+
+fn json(v: &impl serde::Serialize) -> Result<String, LedgerError> {
+    Ok(serde_json::to_string(v)?)
+}
+
+fn opt_json(v: &Option<impl serde::Serialize>) -> Result<Option<String>, LedgerError> {
+    v.as_ref().map(json).transpose()
+}
+
+fn apply_op(tx: &Transaction<'_>, op: &WriteOp) -> Result<(), LedgerError> {
+    match op {
+        WriteOp::AppendEvent(e) => {
+            let mut st = tx.prepare_cached(
+                "INSERT INTO events (run_id, seq, kind, at, body_json) VALUES (?1, ?2, ?3, ?4, ?5)",
+            )?;
+            st.execute(params![e.run_id, e.seq as i64, e.kind, e.at, e.body_json])?;
+        }
+        WriteOp::InsertRun(r) => {
+            let mut st = tx.prepare_cached(
+                "INSERT INTO runs (run_id, created_at, updated_at, finished_at, state,
+                    completion_reason, provider, model, title, budget_session, workflow_id,
+                    parent_run, idempotency_key, provider_session_id, removed, spec_json,
+                    live_state_json, result_json)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16,
+                    ?17, ?18)",
+            )?;
+            st.execute(params![
+                r.run_id,
+                r.created_at,
+                r.updated_at,
+                r.finished_at,
+                r.state.as_str(),
+                r.completion_reason,
+                r.provider,
+                r.model,
+                r.title,
+                r.budget_session,
+                r.workflow_id,
+                r.parent_run,
+                r.idempotency_key,
+                r.provider_session_id,
+                r.removed,
+                json(&r.spec)?,
+                opt_json(&r.live_state)?,
+                opt_json(&r.result)?,
+            ])?;
+        }
+        WriteOp::UpdateRun { run_id, patch: p } => {
+            let mut st = tx.prepare_cached(
+                "UPDATE runs SET updated_at = ?2,
+                    state = COALESCE(?3, state),
+                    completion_reason = COALESCE(?4, completion_reason),
+                    finished_at = COALESCE(?5, finished_at),
+                    model = COALESCE(?6, model),
+                    provider_session_id = COALESCE(?7, provider_session_id),
+                    removed = COALESCE(?8, removed),
+                    live_state_json = COALESCE(?9, live_state_json),
+                    result_json = COALESCE(?10, result_json)
+                 WHERE run_id = ?1",
+            )?;
+            let changed = st.execute(params![
+                run_id,
+                p.updated_at,
+                p.state.map(|s| s.as_str()),
+                p.completion_reason,
+                p.finished_at,
+                p.model,
+                p.provider_session_id,
+                p.removed,
+                opt_json(&p.live_state)?,
+                opt_json(&p.result)?,
+            ])?;
+            if changed == 0 {
+                return Err(LedgerError::Rejected(format!("no run {run_id}")));
+            }
+        }
+        WriteOp::UpsertTurn(t) => {
+            let mut st = tx.prepare_cached(
+                "INSERT INTO turns (run_id, number, origin, started_at, ended_at, prompt_preview,
+                    text, usage_json, cost_usd, result_json)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)
+                 ON CONFLICT (run_id, number) DO UPDATE SET
+                    origin = excluded.origin, started_at = excluded.started_at,
+                    ended_at = excluded.ended_at, prompt_preview = excluded.prompt_preview,
+                    text = excluded.text, usage_json = excluded.usage_json,
+                    cost_usd = excluded.cost_usd, result_json = excluded.result_json",
+            )?;
+            st.execute(params![
+                t.run_id,
+                t.number,
+                t.origin,
+                t.started_at,
+                t.ended_at,
+                t.prompt_preview,
+                t.text,
+                opt_json(&t.usage)?,
+                t.cost_usd,
+                opt_json(&t.result)?,
+            ])?;
+        }
+        WriteOp::InsertUsage(u) => {
+            let mut st = tx.prepare_cached(
+                "INSERT INTO usage (run_id, turn, at, provider, model, part, input, output,
+                    reasoning, cache_read, cache_write, cost_usd, basis, fidelity, source,
+                    budget_session)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16)",
+            )?;
+            st.execute(params![
+                u.run_id,
+                u.turn,
+                u.at,
+                u.provider,
+                u.model,
+                u.part,
+                u.input as i64,
+                u.output as i64,
+                u.reasoning as i64,
+                u.cache_read as i64,
+                u.cache_write as i64,
+                u.cost_usd,
+                u.basis,
+                u.fidelity,
+                u.source,
+                u.budget_session,
+            ])?;
+        }
+        WriteOp::InsertDecision(d) => {
+            let mut st = tx.prepare_cached(
+                "INSERT INTO decisions (run_id, at, kind, request_id, who, decision, body_json)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
+            )?;
+            st.execute(params![
+                d.run_id,
+                d.at,
+                d.kind,
+                d.request_id,
+                d.who,
+                d.decision,
+                json(&d.body)?
+            ])?;
+        }
+        WriteOp::PutBudgetSession(b) => {
+            let mut st = tx.prepare_cached(
+                "INSERT INTO budget_sessions (name, created_at, warning_usd, hard_cap_usd)
+                 VALUES (?1, ?2, ?3, ?4)
+                 ON CONFLICT (name) DO UPDATE SET
+                    warning_usd = excluded.warning_usd, hard_cap_usd = excluded.hard_cap_usd",
+            )?;
+            st.execute(params![b.name, b.created_at, b.warning_usd, b.hard_cap_usd])?;
+        }
+        WriteOp::PutMeta { key, value } => {
+            let mut st = tx.prepare_cached(
+                "INSERT INTO meta (key, value) VALUES (?1, ?2)
+                 ON CONFLICT (key) DO UPDATE SET value = excluded.value",
+            )?;
+            st.execute(params![key, value])?;
+        }
+        WriteOp::DeleteRuns(ids) => {
+            let mut st = tx.prepare_cached("DELETE FROM runs WHERE run_id = ?1")?;
+            for id in ids {
+                st.execute(params![id])?;
+            }
+        }
+    }
+    Ok(())
+}
