@@ -4,12 +4,16 @@
 //! (`live_state`, `spec`, `result_contract`) is pure: no I/O, no clock. The ledger owns the
 //! SQLite file through one writer thread.
 
+pub mod cli;
 pub mod config;
 pub mod error;
 pub mod ledger;
 pub mod live_state;
+pub mod logging;
+pub mod paths;
 pub mod result_contract;
 pub mod run_state;
 pub mod spec;
+pub mod terminal;
 
 pub use error::{DroverError, ErrorCode, UnixMillis};

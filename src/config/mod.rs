@@ -1,15 +1,35 @@
 //! Configuration: the embedded defaults (`assets/default-config.toml`) with the user's
 //! TOML file merged over them.
+//!
+//! What must stay true:
+//! - the embedded file is the one source of default values: no struct here has serde
+//!   defaults for a value the file sets, and the file sets every field;
+//! - a [`Config`] that [`Config::load`] returns has passed the checks in [`validate`]
+//!   (clamp ranges in order, money finite and non-negative, every non-sim provider has a
+//!   command);
+//! - every refusal is one line that names the user's file, the line and the key.
+//!
+//! Layout: this module holds the types; [`load`] reads, merges and turns serde errors into
+//! sentences; [`locate`] maps keys and byte offsets to lines of a TOML document;
+//! [`validate`] holds the checks serde cannot express.
 
 pub mod limits;
+mod load;
+mod locate;
+mod validate;
 
 pub use limits::Limits;
 
+use crate::error::{DroverError, ErrorCode};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
+use std::path::Path;
 
 /// The embedded defaults, exactly as shipped.
 pub const DEFAULT_CONFIG_TOML: &str = include_str!("../../assets/default-config.toml");
+
+/// The provider name of the simulated agent, the one provider whose `command` may be empty.
+pub const SIM_PROVIDER: &str = "sim";
 
 /// The merged configuration.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -45,6 +65,43 @@ impl Config {
     pub fn defaults() -> Config {
         toml::from_str(DEFAULT_CONFIG_TOML).expect("the embedded default config is valid")
     }
+
+    /// Reads the user's file at `path` and merges it over the defaults. A missing file
+    /// means the defaults. Refusals are `CONFIG_UNREADABLE` (the file cannot be read as
+    /// text) or `CONFIG_INVALID` (bad TOML, an unknown key, a wrong type, values out of
+    /// order), each one line naming the file, the line and the key.
+    pub fn load(path: &Path) -> Result<Config, DroverError> {
+        match load::read_user_file(path)? {
+            Some(text) => Config::parse(&text, path),
+            None => Ok(Config::defaults()),
+        }
+    }
+
+    /// Merges `text`, the contents of the user's file, over the defaults. `path` is only
+    /// used to name the file in messages.
+    pub fn parse(text: &str, path: &Path) -> Result<Config, DroverError> {
+        load::parse_over_defaults(text, path)
+    }
+
+    /// The configuration as TOML, every key present (`drover config show`).
+    pub fn to_toml_string(&self) -> Result<String, DroverError> {
+        toml::to_string_pretty(self).map_err(|e| {
+            DroverError::new(
+                ErrorCode::Internal,
+                format!("cannot write the configuration as TOML: {e}"),
+            )
+        })
+    }
+
+    /// The configuration as pretty-printed JSON (`drover config show --json`).
+    pub fn to_json_string(&self) -> Result<String, DroverError> {
+        serde_json::to_string_pretty(self).map_err(|e| {
+            DroverError::new(
+                ErrorCode::Internal,
+                format!("cannot write the configuration as JSON: {e}"),
+            )
+        })
+    }
 }
 
 #[cfg(test)]
@@ -59,5 +116,30 @@ mod tests {
         assert_eq!(c.limits.per_provider["codex"], 4);
         assert_eq!(c.limits.session_hard_cap_usd, 25.0);
         assert!(c.providers.contains_key("sim"));
+    }
+
+    #[test]
+    fn embedded_defaults_pass_the_semantic_checks() {
+        let c = Config::parse("", Path::new("/p/config.toml")).unwrap();
+        assert_eq!(c, Config::defaults());
+    }
+
+    /// The defaults file must set every field: the unknown-key message lists the known
+    /// keys from it, and `config show` must show what is in force.
+    #[test]
+    fn embedded_defaults_set_every_field() {
+        let from_file: toml::Table = toml::from_str(DEFAULT_CONFIG_TOML).unwrap();
+        let round_trip: toml::Table =
+            toml::from_str(&Config::defaults().to_toml_string().unwrap()).unwrap();
+        assert_eq!(from_file, round_trip);
+    }
+
+    #[test]
+    fn toml_and_json_output_round_trip() {
+        let c = Config::defaults();
+        let from_toml: Config = toml::from_str(&c.to_toml_string().unwrap()).unwrap();
+        let from_json: Config = serde_json::from_str(&c.to_json_string().unwrap()).unwrap();
+        assert_eq!(from_toml, c);
+        assert_eq!(from_json, c);
     }
 }

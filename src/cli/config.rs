@@ -1,0 +1,37 @@
+//! `drover config path` and `drover config show [--json]`.
+//!
+//! `path` never reads the file, so it still answers when the file is broken (that is
+//! when the user needs it most).
+
+use super::write_stdout;
+use crate::config::Config;
+use crate::error::DroverError;
+use crate::paths::Paths;
+use clap::Subcommand;
+
+#[derive(Debug, Subcommand)]
+pub enum ConfigCommand {
+    /// Print the config file's path (it need not exist).
+    Path,
+    /// Print the configuration in force: the defaults with your file merged over them.
+    Show {
+        /// Print JSON instead of TOML.
+        #[arg(long)]
+        json: bool,
+    },
+}
+
+pub fn run(command: ConfigCommand, paths: &Paths) -> Result<(), DroverError> {
+    match command {
+        ConfigCommand::Path => write_stdout(&format!("{}\n", paths.config_file.display())),
+        ConfigCommand::Show { json } => {
+            let config = Config::load(&paths.config_file)?;
+            let text = if json {
+                config.to_json_string()? + "\n"
+            } else {
+                config.to_toml_string()?
+            };
+            write_stdout(&text)
+        }
+    }
+}

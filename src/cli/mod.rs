@@ -1,0 +1,87 @@
+//! The command line: clap types for every subcommand and the driver that runs one.
+//!
+//! Each subcommand group lives in its own file with its own clap enum and `run`; this
+//! module only lists them in [`Command`] and does what every subcommand shares: resolve
+//! [`Paths`], create the data and log directories, start logging. Output that is data goes
+//! to stdout (`--json` where it is data); refusals are returned as [`DroverError`] for
+//! `main` to print.
+
+pub mod config;
+
+use crate::error::{DroverError, ErrorCode};
+use crate::paths::Paths;
+use clap::{Parser, Subcommand};
+use std::io::{self, Write};
+
+/// drover: dispatch coding-agent runs and supervise them.
+#[derive(Debug, Parser)]
+#[command(name = "drover", version, about, long_about = None)]
+// Until the dashboard exists, `drover` alone prints help; it will open the dashboard.
+#[command(subcommand_required = true, arg_required_else_help = true)]
+pub struct Cli {
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+/// Every subcommand group. A new group (serve, dispatch, runs, show, …) is a new file in
+/// `src/cli/` with its own clap type and `run`, plus one variant here.
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Where the config file is and what is in force.
+    #[command(subcommand)]
+    Config(config::ConfigCommand),
+}
+
+/// Runs one parsed command line.
+pub fn run(cli: Cli) -> Result<(), DroverError> {
+    let paths = Paths::resolve()?;
+    paths.ensure_dirs()?;
+    let _log = crate::logging::init(&paths.log_dir)?;
+    tracing::info!(version = env!("CARGO_PKG_VERSION"), command = ?cli.command, "drover started");
+    let result = match cli.command {
+        Command::Config(command) => config::run(command, &paths),
+    };
+    if let Err(e) = &result {
+        tracing::error!(code = %e.code, "{}", e.message);
+    }
+    result
+}
+
+/// Writes `text` to stdout. A closed pipe (`drover … | head`) is not an error.
+pub(crate) fn write_stdout(text: &str) -> Result<(), DroverError> {
+    let mut out = io::stdout().lock();
+    match out.write_all(text.as_bytes()).and_then(|()| out.flush()) {
+        Ok(()) => Ok(()),
+        Err(e) if e.kind() == io::ErrorKind::BrokenPipe => Ok(()),
+        Err(e) => Err(DroverError::new(
+            ErrorCode::Internal,
+            format!("cannot write to standard output: {e}"),
+        )),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::CommandFactory;
+
+    #[test]
+    fn the_command_line_definition_is_consistent() {
+        Cli::command().debug_assert();
+    }
+
+    #[test]
+    fn config_subcommands_parse() {
+        let cli = Cli::try_parse_from(["drover", "config", "show", "--json"]).unwrap();
+        assert!(matches!(
+            cli.command,
+            Command::Config(config::ConfigCommand::Show { json: true })
+        ));
+        let cli = Cli::try_parse_from(["drover", "config", "path"]).unwrap();
+        assert!(matches!(
+            cli.command,
+            Command::Config(config::ConfigCommand::Path)
+        ));
+        assert!(Cli::try_parse_from(["drover", "config", "nope"]).is_err());
+    }
+}

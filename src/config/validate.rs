@@ -1,0 +1,264 @@
+//! Checks on a deserialized [`Config`] that types cannot express: each clamp range in
+//! order (min ≤ default ≤ max), money finite and non-negative, the session warning at or
+//! below the hard cap, a command for every provider but `sim`, and rails only for
+//! providers that exist.
+//!
+//! Pure: it sees only the config and reports the first problem with the keys involved;
+//! the loader picks the one the user wrote to name a line.
+
+use super::{Config, SIM_PROVIDER};
+use crate::config::locate::dotted;
+use std::fmt::Display;
+
+/// One problem, with the keys it involves in the order to blame them.
+#[derive(Debug, Clone, PartialEq)]
+pub(super) struct Problem {
+    pub message: String,
+    keys: Vec<Vec<String>>,
+}
+
+impl Problem {
+    fn new(message: String, keys: Vec<Vec<String>>) -> Problem {
+        Problem { message, keys }
+    }
+
+    /// The first involved key for which `written` holds (the user set it), else the first.
+    pub fn key_to_blame(&self, written: impl Fn(&[String]) -> bool) -> &[String] {
+        self.keys
+            .iter()
+            .find(|k| written(k))
+            .or_else(|| self.keys.first())
+            .map_or(&[], Vec::as_slice)
+    }
+}
+
+fn limit(name: &str) -> Vec<String> {
+    vec!["limits".to_owned(), name.to_owned()]
+}
+
+/// The first problem in `config`, if any.
+pub(super) fn check(config: &Config) -> Result<(), Problem> {
+    let l = &config.limits;
+
+    for (name, value) in [
+        ("budget_usd_default", l.budget_usd_default),
+        ("budget_usd_min", l.budget_usd_min),
+        ("budget_usd_max", l.budget_usd_max),
+        ("session_warning_usd", l.session_warning_usd),
+        ("session_hard_cap_usd", l.session_hard_cap_usd),
+    ] {
+        if !value.is_finite() || value < 0.0 {
+            return Err(Problem::new(
+                format!(
+                    "`{}` must be a dollar amount of 0 or more, found {value}",
+                    dotted(&limit(name))
+                ),
+                vec![limit(name)],
+            ));
+        }
+    }
+
+    range(
+        "max_minutes",
+        l.max_minutes_min,
+        l.max_minutes_default,
+        l.max_minutes_max,
+    )?;
+    range(
+        "budget_usd",
+        l.budget_usd_min,
+        l.budget_usd_default,
+        l.budget_usd_max,
+    )?;
+    range(
+        "idle_timeout_secs",
+        l.idle_timeout_secs_min,
+        l.idle_timeout_secs_default,
+        l.idle_timeout_secs_max,
+    )?;
+    range(
+        "max_turns",
+        l.max_turns_min,
+        l.max_turns_default,
+        l.max_turns_max,
+    )?;
+    not_above(
+        "session_warning_usd",
+        l.session_warning_usd,
+        "session_hard_cap_usd",
+        l.session_hard_cap_usd,
+    )?;
+
+    for (name, provider) in &config.providers {
+        if name != SIM_PROVIDER && provider.command.trim().is_empty() {
+            let key = vec!["providers".to_owned(), name.clone(), "command".to_owned()];
+            return Err(Problem::new(
+                format!(
+                    "`{}` is empty; set it to the provider's executable (a name on PATH or a path)",
+                    dotted(&key)
+                ),
+                vec![key, vec!["providers".to_owned(), name.clone()]],
+            ));
+        }
+    }
+
+    for name in l.per_provider.keys() {
+        if !config.providers.contains_key(name) {
+            let key = vec!["limits".to_owned(), "per_provider".to_owned(), name.clone()];
+            let known: Vec<&str> = config.providers.keys().map(String::as_str).collect();
+            return Err(Problem::new(
+                format!(
+                    "`{}` names no provider; providers are: {}",
+                    dotted(&key),
+                    known.join(", ")
+                ),
+                vec![key],
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// `<stem>_min` ≤ `<stem>_default` ≤ `<stem>_max`.
+fn range<T: PartialOrd + Display + Copy>(
+    stem: &str,
+    min: T,
+    default: T,
+    max: T,
+) -> Result<(), Problem> {
+    let (min_key, default_key, max_key) = (
+        format!("{stem}_min"),
+        format!("{stem}_default"),
+        format!("{stem}_max"),
+    );
+    not_above(&min_key, min, &default_key, default)?;
+    not_above(&default_key, default, &max_key, max)
+}
+
+/// `limits.<low_name>` ≤ `limits.<high_name>`; blames the key the user wrote, the higher
+/// one first (lowering a ceiling is the usual edit).
+fn not_above<T: PartialOrd + Display>(
+    low_name: &str,
+    low: T,
+    high_name: &str,
+    high: T,
+) -> Result<(), Problem> {
+    if low <= high {
+        return Ok(());
+    }
+    let (low_key, high_key) = (limit(low_name), limit(high_name));
+    Err(Problem::new(
+        format!(
+            "`{}` ({low}) must not exceed `{}` ({high})",
+            dotted(&low_key),
+            dotted(&high_key)
+        ),
+        vec![high_key, low_key],
+    ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn problem(edit: impl FnOnce(&mut Config)) -> Problem {
+        let mut c = Config::defaults();
+        edit(&mut c);
+        match check(&c) {
+            Ok(()) => panic!("expected a problem"),
+            Err(p) => p,
+        }
+    }
+
+    fn blamed(p: &Problem) -> String {
+        dotted(p.key_to_blame(|_| false))
+    }
+
+    #[test]
+    fn the_defaults_pass() {
+        assert_eq!(check(&Config::defaults()), Ok(()));
+    }
+
+    #[test]
+    fn each_clamp_range_must_be_in_order() {
+        type Edit = fn(&mut Config);
+        let cases: [(Edit, &str); 5] = [
+            (
+                |c| c.limits.max_minutes_min = 50,
+                "`limits.max_minutes_min` (50) must not exceed `limits.max_minutes_default` (45)",
+            ),
+            (
+                |c| c.limits.max_minutes_max = 30,
+                "`limits.max_minutes_default` (45) must not exceed `limits.max_minutes_max` (30)",
+            ),
+            (
+                |c| c.limits.budget_usd_default = 30.0,
+                "`limits.budget_usd_default` (30) must not exceed `limits.budget_usd_max` (25)",
+            ),
+            (
+                |c| c.limits.idle_timeout_secs_min = 2000,
+                "`limits.idle_timeout_secs_min` (2000) must not exceed `limits.idle_timeout_secs_default` (1200)",
+            ),
+            (
+                |c| c.limits.max_turns_max = 2,
+                "`limits.max_turns_default` (6) must not exceed `limits.max_turns_max` (2)",
+            ),
+        ];
+        for (edit, message) in cases {
+            assert_eq!(problem(edit).message, message);
+        }
+    }
+
+    #[test]
+    fn money_must_be_finite_and_not_negative() {
+        let p = problem(|c| c.limits.budget_usd_min = -1.0);
+        assert_eq!(
+            p.message,
+            "`limits.budget_usd_min` must be a dollar amount of 0 or more, found -1"
+        );
+        let p = problem(|c| c.limits.session_hard_cap_usd = f64::NAN);
+        assert_eq!(blamed(&p), "limits.session_hard_cap_usd");
+        let p = problem(|c| c.limits.session_warning_usd = f64::INFINITY);
+        assert_eq!(blamed(&p), "limits.session_warning_usd");
+    }
+
+    #[test]
+    fn warning_must_not_exceed_the_hard_cap() {
+        let p = problem(|c| c.limits.session_hard_cap_usd = 5.0);
+        assert_eq!(
+            p.message,
+            "`limits.session_warning_usd` (8) must not exceed `limits.session_hard_cap_usd` (5)"
+        );
+        assert_eq!(blamed(&p), "limits.session_hard_cap_usd");
+        // when only the lower key was written, it is the one blamed
+        let only_warning = p.key_to_blame(|k| dotted(k) == "limits.session_warning_usd");
+        assert_eq!(dotted(only_warning), "limits.session_warning_usd");
+    }
+
+    #[test]
+    fn providers_other_than_sim_need_a_command() {
+        let p = problem(|c| {
+            if let Some(codex) = c.providers.get_mut("codex") {
+                codex.command = " ".into();
+            }
+        });
+        assert_eq!(blamed(&p), "providers.codex.command");
+        assert!(p.message.starts_with("`providers.codex.command` is empty"));
+        let mut c = Config::defaults();
+        if let Some(sim) = c.providers.get_mut(SIM_PROVIDER) {
+            sim.command.clear();
+        }
+        assert_eq!(check(&c), Ok(()));
+    }
+
+    #[test]
+    fn rails_must_name_a_known_provider() {
+        let p = problem(|c| {
+            c.limits.per_provider.insert("claud-code".into(), 1);
+        });
+        assert_eq!(
+            p.message,
+            "`limits.per_provider.claud-code` names no provider; providers are: claude-code, codex, opencode, sim"
+        );
+    }
+}
