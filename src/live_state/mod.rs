@@ -1,65 +1,304 @@
-//! (placeholder until the live-state branch merges)
+//! The live-state machine (DESIGN.md §4): what a run is doing right now, with a deadline.
+//!
+//! Owns the states, the transition table, the rules an [`Assignment`] must pass, and the
+//! fold that rebuilds a [`LiveState`] from the ledger's [`LiveStateEvent`]s. It is pure: no
+//! I/O and no clock, `now` is always passed in. What must stay true:
+//! - the only way to a new `LiveState` is [`assign`]; [`fold`] replays it, so a state
+//!   rebuilt from the ledger equals the state that was shown;
+//! - every accepted assignment raises `seq` by one, and an assignment names the `seq` it
+//!   expects;
+//! - `ended` is terminal, carries a cause and no bound; every other state has a bound
+//!   that was not in the past when it was assigned;
+//! - `assign` passes every detail through [`sanitize_detail`].
+
+mod sanitize;
+#[cfg(test)]
+mod tests;
+
+pub use sanitize::{MAX_DETAIL_CHARS, sanitize_detail};
+
 use crate::UnixMillis;
 use serde::{Deserialize, Serialize};
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+use std::fmt;
+
+/// Where a run is, as shown on its live line.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum LiveStateKind {
     Admitted,
+    WaitingDeploy,
+    WaitingRepository,
+    FallingBack,
+    Preparing,
     Working,
+    WaitingProvider,
+    WrappingUp,
     Ended,
 }
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+
+impl LiveStateKind {
+    pub const ALL: [LiveStateKind; 9] = [
+        LiveStateKind::Admitted,
+        LiveStateKind::WaitingDeploy,
+        LiveStateKind::WaitingRepository,
+        LiveStateKind::FallingBack,
+        LiveStateKind::Preparing,
+        LiveStateKind::Working,
+        LiveStateKind::WaitingProvider,
+        LiveStateKind::WrappingUp,
+        LiveStateKind::Ended,
+    ];
+
+    /// The serialized name (`waiting_deploy`).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            LiveStateKind::Admitted => "admitted",
+            LiveStateKind::WaitingDeploy => "waiting_deploy",
+            LiveStateKind::WaitingRepository => "waiting_repository",
+            LiveStateKind::FallingBack => "falling_back",
+            LiveStateKind::Preparing => "preparing",
+            LiveStateKind::Working => "working",
+            LiveStateKind::WaitingProvider => "waiting_provider",
+            LiveStateKind::WrappingUp => "wrapping_up",
+            LiveStateKind::Ended => "ended",
+        }
+    }
+
+    /// The words shown on the live line.
+    pub fn human(self) -> &'static str {
+        match self {
+            LiveStateKind::Admitted => "admitted",
+            LiveStateKind::WaitingDeploy => "waiting for the current deploy",
+            LiveStateKind::WaitingRepository => "waiting for the repository",
+            LiveStateKind::FallingBack => "switching to a fallback workspace",
+            LiveStateKind::Preparing => "preparing the workspace",
+            LiveStateKind::Working => "working",
+            LiveStateKind::WaitingProvider => "waiting for the model provider",
+            LiveStateKind::WrappingUp => "wrapping up",
+            LiveStateKind::Ended => "ended",
+        }
+    }
+
+    pub fn is_terminal(self) -> bool {
+        self == LiveStateKind::Ended
+    }
+}
+
+impl fmt::Display for LiveStateKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// Why a run's live state ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Cause {
+    Completed,
+    Failed,
+    Stopped,
+    Withdrawn,
+    Refused,
+    LeaseLapsed,
     ResidentReplaced,
+    RunnerGone,
 }
+
+impl Cause {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Cause::Completed => "completed",
+            Cause::Failed => "failed",
+            Cause::Stopped => "stopped",
+            Cause::Withdrawn => "withdrawn",
+            Cause::Refused => "refused",
+            Cause::LeaseLapsed => "lease_lapsed",
+            Cause::ResidentReplaced => "resident_replaced",
+            Cause::RunnerGone => "runner_gone",
+        }
+    }
+}
+
+/// Whether DESIGN.md §4 allows the move `from` → `to`. Staying in the same state is
+/// allowed for every state but `ended`.
+pub fn allowed(from: Option<LiveStateKind>, to: LiveStateKind) -> bool {
+    match from {
+        None => to == LiveStateKind::Admitted,
+        Some(from) if from == to => !from.is_terminal(),
+        Some(from) => successors(from).contains(&to),
+    }
+}
+
+/// The table in DESIGN.md §4, row by row (same-state moves aside).
+#[rustfmt::skip]
+fn successors(from: LiveStateKind) -> &'static [LiveStateKind] {
+    use LiveStateKind::*;
+    match from {
+        Admitted => &[WaitingDeploy, WaitingRepository, FallingBack, Preparing, Working, WrappingUp, Ended],
+        WaitingDeploy => &[WaitingRepository, FallingBack, Preparing, Working, WrappingUp, Ended],
+        WaitingRepository => &[WaitingDeploy, FallingBack, Preparing, Working, WrappingUp, Ended],
+        FallingBack => &[Preparing, Working, WrappingUp, Ended],
+        Preparing => &[WaitingDeploy, WaitingRepository, FallingBack, Working, WrappingUp, Ended],
+        Working => &[WaitingDeploy, WaitingRepository, FallingBack, Preparing, WaitingProvider, WrappingUp, Ended],
+        WaitingProvider => &[Working, WrappingUp, Ended],
+        WrappingUp => &[Ended],
+        Ended => &[],
+    }
+}
+
+/// A run's current live state.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct LiveState {
     pub state: LiveStateKind,
+    /// When the run entered `state`; kept when the same state is assigned again.
     pub since: UnixMillis,
+    /// The deadline; `None` only for `ended`.
     pub bound: Option<UnixMillis>,
+    /// One sanitised line, at most 160 characters.
     pub detail: Option<String>,
+    /// Why the run ended; `Some` only for `ended`.
     pub cause: Option<Cause>,
+    /// How many assignments have been accepted.
     pub seq: u64,
 }
+
+/// A request to set a run's live state.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Assignment {
+    /// The `seq` of the live state this assignment replaces (0 for a run without one).
     pub expected_seq: u64,
     pub state: LiveStateKind,
     pub bound: Option<UnixMillis>,
     pub detail: Option<String>,
     pub cause: Option<Cause>,
 }
+
+/// Why an assignment was refused. Serializes as its [`code`](Refusal::code).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum Refusal {
+    #[error(
+        "Expected sequence {expected} but the live state is at {current}; read it again and retry."
+    )]
+    StaleSequence { expected: u64, current: u64 },
+    #[error("The run has ended; its live state can no longer change.")]
+    Terminal,
+    #[error("A live state cannot move from {} to {to}.", .from.map_or("(none)", LiveStateKind::as_str))]
+    InvalidTransition {
+        from: Option<LiveStateKind>,
+        to: LiveStateKind,
+    },
+    #[error("Ending a run needs a cause.")]
+    CauseRequired,
+    #[error("The state {state} needs a bound (a deadline).")]
+    BoundRequired { state: LiveStateKind },
+    #[error("The bound {bound} is in the past (now is {now}); give a deadline that is not.")]
+    InvalidBound { bound: UnixMillis, now: UnixMillis },
+}
+
+impl Refusal {
+    /// The stable code scripts match on.
+    pub fn code(&self) -> &'static str {
+        match self {
+            Refusal::StaleSequence { .. } => "stale-sequence",
+            Refusal::InvalidTransition { .. } => "invalid-transition",
+            Refusal::Terminal => "terminal",
+            Refusal::BoundRequired { .. } => "bound-required",
+            Refusal::InvalidBound { .. } => "invalid-bound",
+            Refusal::CauseRequired => "cause-required",
+        }
+    }
+}
+
+impl Serialize for Refusal {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.serialize_str(self.code())
+    }
+}
+
+/// Checks `a` against `current` and returns the new live state, or why it was refused.
+pub fn assign(
+    current: Option<&LiveState>,
+    a: &Assignment,
+    now: UnixMillis,
+) -> Result<LiveState, Refusal> {
+    let current_seq = current.map_or(0, |c| c.seq);
+    if a.expected_seq != current_seq {
+        return Err(Refusal::StaleSequence {
+            expected: a.expected_seq,
+            current: current_seq,
+        });
+    }
+    let from = current.map(|c| c.state);
+    if from.is_some_and(LiveStateKind::is_terminal) {
+        return Err(Refusal::Terminal);
+    }
+    if !allowed(from, a.state) {
+        return Err(Refusal::InvalidTransition { from, to: a.state });
+    }
+    let (bound, cause) = if a.state.is_terminal() {
+        (None, Some(a.cause.ok_or(Refusal::CauseRequired)?))
+    } else {
+        let bound = a.bound.ok_or(Refusal::BoundRequired { state: a.state })?;
+        if bound < now {
+            return Err(Refusal::InvalidBound { bound, now });
+        }
+        (Some(bound), None)
+    };
+    let since = match current {
+        Some(c) if c.state == a.state => c.since,
+        _ => now,
+    };
+    Ok(LiveState {
+        state: a.state,
+        since,
+        bound,
+        detail: a.detail.as_deref().and_then(sanitize_detail),
+        cause,
+        // Saturating: 2^64 assignments cannot happen, and a forged seq must not panic.
+        seq: current_seq.saturating_add(1),
+    })
+}
+
+/// What the ledger stores for each accepted assignment.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct LiveStateEvent {
     pub at: UnixMillis,
     pub assignment: Assignment,
 }
-pub fn assign(
-    current: Option<&LiveState>,
-    a: &Assignment,
-    now: UnixMillis,
-) -> Result<LiveState, ()> {
-    Ok(LiveState {
-        state: a.state,
-        since: now,
-        bound: a.bound,
-        detail: a.detail.clone(),
-        cause: a.cause,
-        seq: current.map_or(0, |c| c.seq) + 1,
-    })
+
+impl LiveStateEvent {
+    /// The event to store for an assignment that `assign` accepted as `accepted` at
+    /// `at`: it holds what was kept (the sanitised detail, no dropped bound or cause), so
+    /// no secret reaches the ledger, and folding it yields `accepted` again.
+    pub fn accepted(a: &Assignment, accepted: &LiveState, at: UnixMillis) -> Self {
+        LiveStateEvent {
+            at,
+            assignment: Assignment {
+                expected_seq: a.expected_seq,
+                state: accepted.state,
+                bound: accepted.bound,
+                detail: accepted.detail.clone(),
+                cause: accepted.cause,
+            },
+        }
+    }
 }
+
+/// The live state rebuilt from a run's events.
+#[derive(Debug, Clone, Default, PartialEq)]
 pub struct Fold {
     pub state: Option<LiveState>,
+    /// Events that `assign` refused (ledger data is untrusted); they were not applied.
     pub skipped: usize,
 }
+
+/// Replays `assign` over `events` in order, with `now = at`.
 pub fn fold<'a>(events: impl IntoIterator<Item = &'a LiveStateEvent>) -> Fold {
-    let mut f = Fold {
-        state: None,
-        skipped: 0,
-    };
-    for e in events {
-        f.state = assign(f.state.as_ref(), &e.assignment, e.at).ok();
-    }
-    f
+    events.into_iter().fold(Fold::default(), |mut f, e| {
+        match assign(f.state.as_ref(), &e.assignment, e.at) {
+            Ok(next) => f.state = Some(next),
+            Err(_) => f.skipped += 1,
+        }
+        f
+    })
 }
