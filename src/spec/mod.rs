@@ -1,1 +1,36 @@
-//! (being written)
+//! Dispatch spec validation: turns what a client sent ([`SpecInput`]) into a [`Spec`] the
+//! dispatcher can act on, or refuses it with a stable code and one sentence saying what
+//! to change (DESIGN.md §3).
+//!
+//! What must stay true:
+//! - Pure: no I/O, no clock. The file system is consulted only through
+//!   [`ValidationContext::dir_exists`], models only through [`ModelCatalog`].
+//! - Every bound and default comes from [`crate::config::Limits`]; the only constants
+//!   here are the shape of titles and tags.
+//! - Words are refused (`INVALID_PROVIDER`, `TASK_REQUIRED`, `TASK_TOO_LONG`,
+//!   `CWD_INVALID`, `MODEL_UNKNOWN`, `MODEL_DISABLED`, `PERMISSION_POLICY_UNSUPPORTED`,
+//!   `INVALID_SPEC`); numbers never are: they are clamped and each clamp is listed in
+//!   [`Spec::clamps`].
+//!
+//! Files: `input` (wire shape), `validated` (the result and its vocabularies),
+//! `context` (what validation consults), `validate` (the checks), `clamp` (numbers),
+//! `title`, `suggest` ("did you mean"), `text` (one-line text helpers).
+
+mod clamp;
+mod context;
+mod input;
+mod suggest;
+pub mod text;
+mod title;
+mod validate;
+mod validated;
+
+#[cfg(test)]
+mod tests;
+
+pub use context::{AnyModel, ModelCatalog, ModelResolution, ProviderInfo, ValidationContext};
+pub use input::SpecInput;
+pub use suggest::{MAX_SUGGESTIONS, suggest};
+pub use title::{TITLE_MAX_CHARS, derive_title};
+pub use validate::{MAX_TAGS, TAG_MAX_CHARS, validate};
+pub use validated::{Capability, Clamp, Effort, PermissionPolicy, Spec};

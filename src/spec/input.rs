@@ -1,0 +1,62 @@
+//! What a client sends to dispatch a run: the CLI, the dashboard's form and the control
+//! socket all build a `SpecInput`.
+//!
+//! Owns the wire shape only. What must stay true: every field is optional (a missing
+//! field takes its default in `validate`), words stay raw strings so a bad word is
+//! refused with a sentence rather than a parse error, and numbers are signed/floating so
+//! out-of-range values reach the clamps instead of failing to deserialize.
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+use std::path::PathBuf;
+
+/// An unvalidated dispatch request.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct SpecInput {
+    /// Provider name; absent or blank means the configured default provider.
+    pub provider: Option<String>,
+    /// Model name; absent, blank or `auto` means the provider default / routed.
+    pub model: Option<String>,
+    /// `minimal`, `low`, `medium`, `high` or `xhigh`.
+    pub effort: Option<String>,
+    /// Working directory; relative paths are resolved against the caller's directory.
+    pub cwd: Option<PathBuf>,
+    pub task: String,
+    pub context: Option<String>,
+    pub title: Option<String>,
+    pub tags: Vec<String>,
+    /// `read-only`, `workspace` or `full`.
+    pub capability: Option<String>,
+    /// `ask`, `restricted` or `auto`.
+    pub policy: Option<String>,
+    pub max_minutes: Option<i64>,
+    pub budget_usd: Option<f64>,
+    pub idle_timeout_secs: Option<i64>,
+    pub max_turns: Option<i64>,
+    pub output_schema: Option<Value>,
+    pub workflow_id: Option<String>,
+    pub parent_run: Option<String>,
+    pub idempotency_key: Option<String>,
+    pub queue_if_busy: Option<bool>,
+    /// Scenario name for the simulated provider.
+    pub scenario: Option<String>,
+    /// Task class, used to remember route choices.
+    pub class: Option<String>,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_field_is_optional_on_the_wire() {
+        let input: SpecInput = serde_json::from_str("{}").unwrap();
+        assert_eq!(input, SpecInput::default());
+        let input: SpecInput =
+            serde_json::from_str(r#"{"task":"fix it","max_minutes":-3,"tags":["a"]}"#).unwrap();
+        assert_eq!(input.task, "fix it");
+        assert_eq!(input.max_minutes, Some(-3));
+        assert_eq!(input.tags, vec!["a".to_string()]);
+    }
+}

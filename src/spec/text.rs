@@ -1,0 +1,116 @@
+//! Short, safe text for one-line places: titles, list items, echoes in error sentences.
+//!
+//! Owns clipping and line-folding. What must stay true: a clipped string never has more
+//! characters than asked for, is cut on a char boundary, and ends in "…" when something
+//! was cut; nothing here panics on any input.
+
+/// `text` cut to at most `max_chars` characters. When something is cut, the result ends
+/// in "…" (counted within `max_chars`) with the whitespace before it dropped.
+pub fn clip(text: &str, max_chars: usize) -> String {
+    if max_chars == 0 {
+        return String::new();
+    }
+    // Only walk as far as needed: a huge input costs `max_chars` steps, not its length.
+    if text.char_indices().nth(max_chars).is_none() {
+        return text.to_string();
+    }
+    let cut = text
+        .char_indices()
+        .nth(max_chars - 1)
+        .map_or(text.len(), |(at, _)| at);
+    let mut out = text[..cut].trim_end().to_string();
+    out.push('…');
+    out
+}
+
+/// `text` on one line: runs of whitespace and control characters become one space, and
+/// the ends are trimmed.
+pub fn one_line(text: &str) -> String {
+    let mut out = String::with_capacity(text.len().min(256));
+    for word in text
+        .split(|c: char| c.is_whitespace() || c.is_control())
+        .filter(|w| !w.is_empty())
+    {
+        if !out.is_empty() {
+            out.push(' ');
+        }
+        out.push_str(word);
+    }
+    out
+}
+
+/// Whether `text` has anything to read once whitespace and control characters are gone.
+pub fn has_visible_text(text: &str) -> bool {
+    text.chars().any(|c| !c.is_whitespace() && !c.is_control())
+}
+
+/// A value the user sent, quoted for an error sentence: one line, at most 60 characters.
+pub fn quoted(text: &str) -> String {
+    format!("\"{}\"", clip(&one_line(text), 60))
+}
+
+/// Words joined for a sentence: `a`, `a or b`, `a, b or c`.
+pub fn either<S: AsRef<str>>(words: &[S]) -> String {
+    match words {
+        [] => String::new(),
+        [one] => one.as_ref().to_string(),
+        [init @ .., last] => {
+            let init: Vec<&str> = init.iter().map(AsRef::as_ref).collect();
+            format!("{} or {}", init.join(", "), last.as_ref())
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn clip_keeps_short_text_and_cuts_long_text_inside_the_limit() {
+        let cases: &[(&str, usize, &str)] = &[
+            ("", 5, ""),
+            ("abc", 3, "abc"),
+            ("abcd", 3, "ab…"),
+            ("ab cd", 4, "ab…"),
+            ("ééééé", 4, "ééé…"),
+            ("日本語テキスト", 3, "日本…"),
+            ("🦀🦀🦀", 2, "🦀…"),
+            ("abc", 1, "…"),
+            ("abc", 0, ""),
+        ];
+        for &(text, max, want) in cases {
+            let got = clip(text, max);
+            assert_eq!(got, want, "clip({text:?}, {max})");
+            assert!(got.chars().count() <= max);
+        }
+    }
+
+    #[test]
+    fn one_line_folds_whitespace_and_control_characters() {
+        let cases: &[(&str, &str)] = &[
+            ("  a  b\t\tc \n d ", "a b c d"),
+            ("a\r\nb", "a b"),
+            ("x\u{1b}[31mred", "x [31mred"),
+            ("\u{7}", ""),
+            ("", ""),
+        ];
+        for &(text, want) in cases {
+            assert_eq!(one_line(text), want, "one_line({text:?})");
+        }
+    }
+
+    #[test]
+    fn either_lists_words_for_a_sentence() {
+        assert_eq!(either::<&str>(&[]), "");
+        assert_eq!(either(&["a"]), "a");
+        assert_eq!(either(&["a", "b"]), "a or b");
+        assert_eq!(either(&["a", "b", "c"]), "a, b or c");
+    }
+
+    #[test]
+    fn quoted_echoes_are_short_and_on_one_line() {
+        assert_eq!(quoted("x\ny"), "\"x y\"");
+        let long = "m".repeat(1_000);
+        assert_eq!(quoted(&long).chars().count(), 62);
+    }
+}

@@ -1,0 +1,235 @@
+//! The validated spec and its closed vocabularies (capability, permission policy, effort).
+//!
+//! Owns the shape the dispatcher acts on. What must stay true: a `Spec` only comes out of
+//! `validate` (or the ledger, which stored one), so every number in it is inside the
+//! limits it was validated against, and every adjustment is listed in `clamps`.
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+use std::fmt;
+use std::path::PathBuf;
+
+/// A dispatch that passed validation.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Spec {
+    /// The provider's configured name (`claude-code`, `codex`, `opencode`, `sim`).
+    pub provider: String,
+    /// The catalog id of the model; `None` means the provider's default or routed
+    /// (the input `auto`).
+    pub model: Option<String>,
+    pub effort: Option<Effort>,
+    /// Absolute (resolved against the caller's directory) and known to exist.
+    pub cwd: PathBuf,
+    pub task: String,
+    pub context: Option<String>,
+    /// One line, at most 80 characters.
+    pub title: String,
+    pub tags: Vec<String>,
+    pub capability: Capability,
+    pub policy: PermissionPolicy,
+    pub max_minutes: u32,
+    /// US dollars, whole cents.
+    pub budget_usd: f64,
+    pub idle_timeout_secs: u64,
+    pub max_turns: u32,
+    /// A JSON object (a JSON Schema) the final answer must satisfy.
+    pub output_schema: Option<Value>,
+    pub workflow_id: Option<String>,
+    pub parent_run: Option<String>,
+    pub idempotency_key: Option<String>,
+    pub queue_if_busy: bool,
+    /// Scenario name for the simulated provider.
+    pub scenario: Option<String>,
+    /// Task class, used to remember route choices.
+    pub class: Option<String>,
+    /// Every number that was changed to fit the limits, so the dispatcher can note it.
+    #[serde(default)]
+    pub clamps: Vec<Clamp>,
+}
+
+/// One number that was not used as asked.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Clamp {
+    /// The spec field (`max_minutes`, `budget_usd`, …).
+    pub field: String,
+    /// What was asked, as sent (`500`, `NaN`).
+    pub requested: String,
+    /// What the run uses.
+    pub applied: String,
+}
+
+impl fmt::Display for Clamp {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "{}: asked for {}, using {}",
+            self.field, self.requested, self.applied
+        )
+    }
+}
+
+/// What the run may touch.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Capability {
+    /// Read files, change nothing.
+    ReadOnly,
+    /// Change files inside the working directory.
+    #[default]
+    Workspace,
+    /// No sandbox.
+    Full,
+}
+
+impl Capability {
+    pub const ALL: [Capability; 3] = [
+        Capability::ReadOnly,
+        Capability::Workspace,
+        Capability::Full,
+    ];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Capability::ReadOnly => "read-only",
+            Capability::Workspace => "workspace",
+            Capability::Full => "full",
+        }
+    }
+
+    /// The word as a user types it: case-insensitive, `read-only`, `read_only` or
+    /// `readonly`.
+    pub fn from_word(word: &str) -> Option<Capability> {
+        match word.trim().to_ascii_lowercase().as_str() {
+            "read-only" | "read_only" | "readonly" => Some(Capability::ReadOnly),
+            "workspace" => Some(Capability::Workspace),
+            "full" => Some(Capability::Full),
+            _ => None,
+        }
+    }
+}
+
+/// How tool-use requests from the provider are answered (DESIGN.md §8).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum PermissionPolicy {
+    /// Every request becomes a prompt.
+    #[default]
+    Ask,
+    /// The provider's sandbox decides; no prompts.
+    Restricted,
+    /// Everything allowed; no prompts.
+    Auto,
+}
+
+impl PermissionPolicy {
+    pub const ALL: [PermissionPolicy; 3] = [
+        PermissionPolicy::Ask,
+        PermissionPolicy::Restricted,
+        PermissionPolicy::Auto,
+    ];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            PermissionPolicy::Ask => "ask",
+            PermissionPolicy::Restricted => "restricted",
+            PermissionPolicy::Auto => "auto",
+        }
+    }
+
+    /// The word as a user types it, case-insensitive.
+    pub fn from_word(word: &str) -> Option<PermissionPolicy> {
+        let word = word.trim();
+        Self::ALL
+            .into_iter()
+            .find(|p| p.as_str().eq_ignore_ascii_case(word))
+    }
+}
+
+/// Reasoning effort asked of the model.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Effort {
+    Minimal,
+    Low,
+    Medium,
+    High,
+    Xhigh,
+}
+
+impl Effort {
+    pub const ALL: [Effort; 5] = [
+        Effort::Minimal,
+        Effort::Low,
+        Effort::Medium,
+        Effort::High,
+        Effort::Xhigh,
+    ];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Effort::Minimal => "minimal",
+            Effort::Low => "low",
+            Effort::Medium => "medium",
+            Effort::High => "high",
+            Effort::Xhigh => "xhigh",
+        }
+    }
+
+    /// The word as a user types it, case-insensitive.
+    pub fn from_word(word: &str) -> Option<Effort> {
+        let word = word.trim();
+        Self::ALL
+            .into_iter()
+            .find(|e| e.as_str().eq_ignore_ascii_case(word))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn words_round_trip_through_serde_and_from_word() {
+        for c in Capability::ALL {
+            let json = serde_json::to_string(&c).unwrap();
+            assert_eq!(json, format!("\"{}\"", c.as_str()));
+            assert_eq!(Capability::from_word(c.as_str()), Some(c));
+        }
+        for p in PermissionPolicy::ALL {
+            let json = serde_json::to_string(&p).unwrap();
+            assert_eq!(json, format!("\"{}\"", p.as_str()));
+            assert_eq!(PermissionPolicy::from_word(p.as_str()), Some(p));
+        }
+        for e in Effort::ALL {
+            let json = serde_json::to_string(&e).unwrap();
+            assert_eq!(json, format!("\"{}\"", e.as_str()));
+            assert_eq!(Effort::from_word(e.as_str()), Some(e));
+        }
+    }
+
+    #[test]
+    fn words_are_case_insensitive_and_spelling_tolerant_where_documented() {
+        assert_eq!(
+            Capability::from_word(" READ_ONLY "),
+            Some(Capability::ReadOnly)
+        );
+        assert_eq!(
+            Capability::from_word("readonly"),
+            Some(Capability::ReadOnly)
+        );
+        assert_eq!(Capability::from_word("root"), None);
+        assert_eq!(
+            PermissionPolicy::from_word("Ask"),
+            Some(PermissionPolicy::Ask)
+        );
+        assert_eq!(PermissionPolicy::from_word("yolo"), None);
+        assert_eq!(Effort::from_word("XHigh"), Some(Effort::Xhigh));
+        assert_eq!(Effort::from_word("max"), None);
+    }
+
+    #[test]
+    fn defaults_are_workspace_and_ask() {
+        assert_eq!(Capability::default(), Capability::Workspace);
+        assert_eq!(PermissionPolicy::default(), PermissionPolicy::Ask);
+    }
+}
