@@ -1,0 +1,229 @@
+//! The dispatcher API: the requests every front end sends (the dashboard, the headless
+//! CLI through the control socket) and the views it gets back.
+//!
+//! What must stay true: the dashboard never knows more than a headless client could —
+//! everything it shows comes from these types. They are serialized as JSON on the control
+//! socket, so field names are part of the public interface.
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+use crate::UnixMillis;
+use crate::live_state::LiveState;
+use crate::providers::{PermissionAnswer, RequestKind, Tokens};
+use crate::run_state::RunState;
+use crate::spec::SpecInput;
+
+/// One request to the dispatcher.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "method", content = "params", rename_all = "snake_case")]
+pub enum Request {
+    Ping,
+    Dispatch {
+        spec: SpecInput,
+    },
+    Runs {
+        #[serde(default)]
+        state: Option<RunState>,
+        #[serde(default)]
+        include_removed: bool,
+    },
+    Show {
+        run_id: String,
+    },
+    Transcript {
+        run_id: String,
+        #[serde(default)]
+        format: TranscriptFormat,
+    },
+    FollowUp {
+        run_id: String,
+        text: String,
+    },
+    Respond {
+        run_id: String,
+        request_id: String,
+        answer: PermissionAnswer,
+    },
+    Stop {
+        run_id: String,
+    },
+    Complete {
+        run_id: String,
+    },
+    /// Remove one finished run from the trays, or every finished run.
+    Remove {
+        #[serde(default)]
+        run_id: Option<String>,
+        #[serde(default)]
+        finished: bool,
+    },
+    KillAll,
+    Wait {
+        run_ids: Vec<String>,
+        #[serde(default)]
+        until: WaitUntil,
+        /// Done when any run meets the condition (default: all of them).
+        #[serde(default)]
+        any: bool,
+        #[serde(default)]
+        timeout_secs: Option<u64>,
+    },
+    /// Start receiving [`DispatchEvent`]s (of these runs, or of all when empty).
+    Subscribe {
+        #[serde(default)]
+        run_ids: Vec<String>,
+    },
+}
+
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum TranscriptFormat {
+    /// The run's last parsed result block.
+    Result,
+    /// The assistant's text of every turn.
+    Text,
+    /// The transcript ring: one line per provider event.
+    #[default]
+    Tail,
+    /// Every event in the ledger, as JSON.
+    Events,
+}
+
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum WaitUntil {
+    /// The run is idle, needs the user, or has ended.
+    Idle,
+    /// The run has ended.
+    #[default]
+    Terminal,
+    /// Anything happened to the run.
+    Event,
+}
+
+/// The answer to `wait`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct WaitOutcome {
+    pub timed_out: bool,
+    pub runs: Vec<RunSummary>,
+}
+
+/// One row in a list of runs.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct RunSummary {
+    pub run_id: String,
+    pub state: RunState,
+    pub completion_reason: Option<String>,
+    pub provider: String,
+    pub model: Option<String>,
+    pub title: String,
+    pub live_state: Option<LiveState>,
+    pub cost_usd: f64,
+    pub budget_usd: f64,
+    pub pending: usize,
+    pub needs_input: bool,
+    pub stalled: bool,
+    pub created_at: UnixMillis,
+    pub finished_at: Option<UnixMillis>,
+}
+
+/// Everything about one run (`drover show --json`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct RunView {
+    pub run_id: String,
+    pub state: RunState,
+    pub completion_reason: Option<String>,
+    pub provider: String,
+    pub model: Option<String>,
+    pub title: String,
+    pub task: String,
+    pub cwd: String,
+    pub policy: String,
+    pub live_state: Option<LiveState>,
+    pub cost_usd: f64,
+    pub budget_usd: f64,
+    /// The weakest basis of the run's spend: `reported`, `estimated`, `free`, `unpriced`.
+    pub cost_basis: String,
+    pub tokens: Tokens,
+    pub turns: Vec<TurnView>,
+    pub pending: Vec<PendingView>,
+    pub last_result: Option<ResultView>,
+    pub notes: Vec<NoteView>,
+    pub provider_session_id: Option<String>,
+    pub stalled: bool,
+    pub created_at: UnixMillis,
+    pub finished_at: Option<UnixMillis>,
+    pub max_turns: u32,
+    pub queued_follow_ups: usize,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct TurnView {
+    pub number: u32,
+    /// `dispatch`, `follow_up`, `user`, `result_retry`.
+    pub origin: String,
+    pub started_at: UnixMillis,
+    pub ended_at: Option<UnixMillis>,
+    pub prompt_preview: String,
+    pub text: Option<String>,
+    pub tokens: Tokens,
+    pub cost_usd: Option<f64>,
+    pub result: Option<Value>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct PendingView {
+    pub request_id: String,
+    pub kind: RequestKind,
+    pub tool: String,
+    pub input: Value,
+    pub suggestions: Value,
+    pub created_at: UnixMillis,
+    pub expires_at: UnixMillis,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ResultView {
+    pub status: Option<String>,
+    pub summary: Option<String>,
+    pub question: Option<String>,
+    pub files: Vec<String>,
+    pub changes: Vec<String>,
+    pub follow_ups: Vec<String>,
+    /// For runs with an output schema: the JSON answer.
+    pub json: Option<Value>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct NoteView {
+    pub at: UnixMillis,
+    pub text: String,
+}
+
+/// What subscribers hear, published only after the ledger acknowledged it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "event", rename_all = "snake_case")]
+pub enum DispatchEvent {
+    RunChanged { run: RunSummary },
+    LiveState { run_id: String, live_state: LiveState },
+    Transcript { run_id: String, line: String },
+    PermissionRequested { run_id: String, pending: PendingView },
+    PermissionResolved { run_id: String, request_id: String, how: String },
+    Note { run_id: String, note: NoteView },
+    RunRemoved { run_id: String },
+}
+
+impl DispatchEvent {
+    pub fn run_id(&self) -> &str {
+        match self {
+            DispatchEvent::RunChanged { run } => &run.run_id,
+            DispatchEvent::LiveState { run_id, .. }
+            | DispatchEvent::Transcript { run_id, .. }
+            | DispatchEvent::PermissionRequested { run_id, .. }
+            | DispatchEvent::PermissionResolved { run_id, .. }
+            | DispatchEvent::Note { run_id, .. }
+            | DispatchEvent::RunRemoved { run_id } => run_id,
+        }
+    }
+}

@@ -1,0 +1,224 @@
+//! The adapter contract: how the dispatcher starts a provider CLI and what it hears back.
+//!
+//! An adapter owns one child process and translates its protocol both ways. The
+//! dispatcher never sees provider JSON: it sends [`ProviderCommand`]s and receives
+//! [`ProviderEvent`]s tagged with the run id. What must stay true:
+//! - every adapter ends with exactly one [`ProviderEvent::Exited`], after which it sends
+//!   nothing more;
+//! - a line the adapter cannot understand becomes a [`ProviderEvent::Notice`], never a
+//!   panic or a dead run;
+//! - the child cannot outlive drover (own process group, kill on drop, parent-death
+//!   signal).
+
+pub mod claude;
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use tokio::sync::mpsc;
+
+use crate::UnixMillis;
+use crate::spec::{Capability, PermissionPolicy};
+
+/// Everything an adapter needs to start a run's child.
+#[derive(Debug, Clone)]
+pub struct LaunchSpec {
+    pub run_id: String,
+    /// `claude-code`, `sim`, …
+    pub provider: String,
+    /// The executable and the argument prefix from config (already resolved: for `sim`,
+    /// this drover executable with `sim-agent`).
+    pub command: PathBuf,
+    pub args: Vec<String>,
+    /// Added to the child's inherited environment.
+    pub env: BTreeMap<String, String>,
+    pub cwd: PathBuf,
+    pub model: Option<String>,
+    pub effort: Option<String>,
+    pub policy: PermissionPolicy,
+    pub capability: Capability,
+    /// Continue this provider session instead of starting a new one.
+    pub resume_session: Option<String>,
+    /// The sim's scenario (name or file); ignored by real providers.
+    pub scenario: Option<String>,
+}
+
+/// What the dispatcher asks of a running adapter.
+#[derive(Debug, Clone, PartialEq)]
+pub enum ProviderCommand {
+    /// Send one user turn.
+    StartTurn { prompt: String },
+    /// Answer a pending permission request or question.
+    Answer {
+        request_id: String,
+        answer: PermissionAnswer,
+    },
+    /// Interrupt the turn in flight (the session stays usable).
+    Interrupt,
+    /// End the child: close stdin, wait, SIGTERM, wait, SIGKILL.
+    Shutdown,
+}
+
+/// A decision on a permission request.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "behavior", rename_all = "snake_case")]
+pub enum PermissionAnswer {
+    /// Allow; `always` also allows the same again for the rest of this run's session
+    /// (the request's suggestions are applied).
+    Allow { always: bool },
+    Deny { message: Option<String> },
+    /// Answers to a question, keyed by the question text (or option key).
+    Answer { answers: BTreeMap<String, String> },
+}
+
+/// Whether a request asks for a tool or asks the user something.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum RequestKind {
+    Permission,
+    Question,
+}
+
+/// A provider asking to use a tool, or asking the user a question.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct PermissionRequest {
+    /// The provider's own id for the request; answers must name it.
+    pub request_id: String,
+    pub kind: RequestKind,
+    pub tool: String,
+    pub input: Value,
+    /// The provider's suggested permission updates (shown; applied by "allow always").
+    pub suggestions: Value,
+    pub tool_use_id: Option<String>,
+    pub blocked_path: Option<String>,
+}
+
+/// Tokens in five classes (DESIGN.md §6).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Tokens {
+    pub input: u64,
+    pub output: u64,
+    pub reasoning: u64,
+    pub cache_read: u64,
+    pub cache_write: u64,
+}
+
+impl Tokens {
+    pub fn add(&mut self, other: &Tokens) {
+        self.input += other.input;
+        self.output += other.output;
+        self.reasoning += other.reasoning;
+        self.cache_read += other.cache_read;
+        self.cache_write += other.cache_write;
+    }
+}
+
+/// Usage of one model within a turn, as the provider reported it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ModelUsage {
+    pub model: String,
+    pub tokens: Tokens,
+    pub cost_usd: Option<f64>,
+}
+
+/// How a turn ended, as the provider reported it.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct TurnEnd {
+    pub is_error: bool,
+    /// e.g. `success`, `error_max_turns`, `error_during_execution`.
+    pub subtype: String,
+    /// The final answer text of the turn.
+    pub text: Option<String>,
+    pub session_id: Option<String>,
+    /// The provider session's running total in dollars (Claude); a turn's charge is the
+    /// difference from the previous total.
+    pub total_cost_usd: Option<f64>,
+    pub tokens: Tokens,
+    pub model_usage: Vec<ModelUsage>,
+    pub num_turns: Option<u32>,
+    pub duration_ms: Option<u64>,
+    pub api_error_status: Option<u16>,
+    pub terminal_reason: Option<String>,
+    pub structured_output: Option<Value>,
+    pub permission_denials: u32,
+}
+
+/// What an adapter reports, in the order it happened.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+pub enum ProviderEvent {
+    /// The child is up and the handshake is done.
+    Ready {
+        version: Option<String>,
+    },
+    /// The provider's session (id, model) is known or changed.
+    Session {
+        session_id: String,
+        model: Option<String>,
+    },
+    /// A piece of the assistant's answer.
+    AssistantText { text: String },
+    /// The model is thinking (content is not kept, only its size).
+    Thinking { chars: usize },
+    ToolStarted {
+        tool_use_id: String,
+        name: String,
+        input: Value,
+    },
+    ToolFinished {
+        tool_use_id: String,
+        is_error: bool,
+        /// One line about the result.
+        summary: String,
+    },
+    PermissionRequested(PermissionRequest),
+    /// The provider withdrew a request before it was answered.
+    PermissionWithdrawn { request_id: String },
+    /// Tokens of one model message, as they stream (cost comes with `TurnCompleted`).
+    Usage { model: Option<String>, tokens: Tokens },
+    /// The provider is rate-limited or overloaded; the turn is held until `until`.
+    RateLimited {
+        until: Option<UnixMillis>,
+        detail: String,
+    },
+    /// The provider answers again after a rate limit.
+    RateLimitCleared,
+    TurnCompleted(TurnEnd),
+    /// Something worth a line in the transcript (a skipped line, a warning).
+    Notice { text: String },
+    /// The child is gone. Always the last event.
+    Exited {
+        code: Option<i32>,
+        signal: Option<i32>,
+        /// The last lines the child wrote to stderr.
+        stderr_tail: String,
+    },
+}
+
+/// An event tagged with its run.
+#[derive(Debug, Clone)]
+pub struct RunProviderEvent {
+    pub run_id: String,
+    pub event: ProviderEvent,
+}
+
+/// Where adapters send their events (shared by all runs; bounded, so a flood of child
+/// output slows the child rather than drover's memory).
+pub type ProviderEventSink = mpsc::Sender<RunProviderEvent>;
+
+/// A started adapter.
+#[derive(Debug)]
+pub struct AdapterHandle {
+    pub commands: mpsc::UnboundedSender<ProviderCommand>,
+    /// The child's pid (= its process group id).
+    pub pid: Option<u32>,
+}
+
+/// Why a child could not be started.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+#[error("cannot start {command}: {reason}")]
+pub struct LaunchError {
+    pub command: String,
+    pub reason: String,
+}
