@@ -6,11 +6,13 @@
 
 pub mod cli;
 pub mod config;
+pub mod dispatch;
 pub mod error;
 pub mod ledger;
 pub mod live_state;
 pub mod logging;
 pub mod paths;
+pub mod providers;
 pub mod result_contract;
 pub mod run_state;
 pub mod spec;
