@@ -3,7 +3,20 @@
 //! Clients (the dashboard, the control socket) hold a [`DispatcherHandle`]: they send
 //! [`Request`]s and subscribe to [`DispatchEvent`]s. Nothing else mutates run state.
 
+mod actor;
 pub mod api;
+mod broker;
+mod lifecycle;
+mod prompts;
+mod provider_events;
+mod publish;
+pub mod rails;
+mod requests;
+mod run;
+mod transcript;
+mod waits;
+
+pub use actor::Clock;
 
 pub use api::{DispatchEvent, Request};
 
@@ -76,26 +89,5 @@ fn stopped() -> DroverError {
 pub async fn start(
     options: DispatcherOptions,
 ) -> Result<(DispatcherHandle, tokio::task::JoinHandle<()>), DroverError> {
-    let _ = options;
-    let (tx, mut rx) = mpsc::channel::<Envelope>(256);
-    let (events, _) = broadcast::channel(4096);
-    // TEMPORARY (replaced by the actor before this lands): answers every request with an
-    // error so the socket and CLI layers can be built against the handle.
-    let join = tokio::spawn(async move {
-        while let Some(envelope) = rx.recv().await {
-            match envelope {
-                Envelope::Request(Request::Ping, reply) => {
-                    let _ = reply.send(Ok(serde_json::json!({"pong": true})));
-                }
-                Envelope::Request(_, reply) => {
-                    let _ = reply.send(Err(stopped()));
-                }
-                Envelope::Shutdown(done) => {
-                    let _ = done.send(());
-                    break;
-                }
-            }
-        }
-    });
-    Ok((DispatcherHandle { tx, events }, join))
+    actor::start(options).await
 }

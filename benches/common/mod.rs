@@ -1,0 +1,92 @@
+//! Shared by the benchmarks: the raw-rusqlite baseline every throughput figure is
+//! compared with, and the rows it inserts.
+
+#![allow(dead_code)]
+
+use drover::ledger::{Ledger, LedgerOptions, RunRecord, WriteOp};
+use drover::run_state::RunState;
+use rusqlite::{Connection, params};
+use serde_json::{Value, json};
+use std::path::Path;
+use std::time::Instant;
+
+pub fn env_or(name: &str, default: u64) -> u64 {
+    std::env::var(name)
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(default)
+}
+
+pub fn run_record(i: u64) -> RunRecord {
+    RunRecord {
+        run_id: format!("run-{i:04}"),
+        created_at: 1,
+        updated_at: 1,
+        finished_at: None,
+        state: RunState::Running,
+        completion_reason: None,
+        provider: "sim".into(),
+        model: None,
+        title: format!("bench run {i}"),
+        budget_session: "default".into(),
+        workflow_id: None,
+        parent_run: None,
+        idempotency_key: None,
+        provider_session_id: None,
+        removed: false,
+        spec: json!({}),
+        live_state: None,
+        result: None,
+    }
+}
+
+pub fn body(seq: u64) -> Value {
+    json!({"type": "assistant", "summary": format!("text: working on step {seq} of the task")})
+}
+
+/// The same rows inserted directly with rusqlite, 10,000 per transaction.
+pub fn raw_inserts(path: &Path, runs: u64, events: u64) -> f64 {
+    {
+        let (ledger, _) = Ledger::open(path, LedgerOptions::default(), 1).expect("open ledger");
+        let inserts = (0..runs)
+            .map(|i| WriteOp::InsertRun(Box::new(run_record(i))))
+            .collect();
+        ledger
+            .writer()
+            .commit_blocking(inserts)
+            .expect("insert runs");
+        ledger.close();
+    }
+    let mut conn = Connection::open(path).expect("open raw");
+    conn.pragma_update(None, "journal_mode", "WAL").unwrap();
+    conn.pragma_update(None, "synchronous", "NORMAL").unwrap();
+    conn.pragma_update(None, "foreign_keys", "ON").unwrap();
+    let ids: Vec<String> = (0..runs).map(|i| format!("run-{i:04}")).collect();
+    let start = Instant::now();
+    let mut tx = conn.transaction().unwrap();
+    let mut in_tx = 0;
+    for seq in 1..=events {
+        for id in &ids {
+            {
+                let mut st = tx
+                    .prepare_cached(
+                        "INSERT INTO events (run_id, seq, kind, at, body_json)
+                         VALUES (?1, ?2, ?3, ?4, ?5)",
+                    )
+                    .unwrap();
+                let text = serde_json::to_string(&body(seq)).unwrap();
+                st.execute(params![id, seq as i64, "provider", seq as i64, text])
+                    .unwrap();
+            }
+            in_tx += 1;
+            if in_tx == 10_000 {
+                tx.commit().unwrap();
+                tx = conn.transaction().unwrap();
+                in_tx = 0;
+            }
+        }
+    }
+    tx.commit().unwrap();
+    start.elapsed().as_secs_f64()
+}
+

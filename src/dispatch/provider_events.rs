@@ -1,0 +1,490 @@
+//! What the dispatcher does with each adapter event: the run's live state, its turns,
+//! its result, its pending requests, and its end when the child goes away.
+//!
+//! What must stay true: every provider event is written to the ledger in the order it
+//! arrived (kind `transcript`, with its one-line summary); an event for a run that is
+//! ending only matters if it is the child's exit.
+
+use serde_json::json;
+
+use super::actor::Actor;
+use super::api::{DispatchEvent, ResultView};
+use super::lifecycle::TOOL_BOUND_MS;
+use super::prompts;
+use super::run::{Batch, TurnOrigin, TURN_TEXT_MAX_CHARS};
+use super::transcript::summarize;
+use crate::ledger::{RunPatch, UsageRecord, WriteOp};
+use crate::live_state::{Cause, LiveStateKind};
+use crate::providers::{PermissionAnswer, ProviderEvent, RequestKind, RunProviderEvent, TurnEnd};
+use crate::result_contract::{ResultStatus, parse_json_result, parse_result};
+use crate::run_state::RunState;
+use crate::spec::PermissionPolicy;
+
+/// How long a rate-limited turn is expected to wait when the provider gives no hint.
+const RATE_LIMIT_DEFAULT_MS: i64 = 60_000;
+
+impl Actor {
+    pub fn on_provider_event(&mut self, tagged: RunProviderEvent) {
+        let RunProviderEvent { run_id, event } = tagged;
+        let now = self.now();
+        let Some(run) = self.runs.get_mut(&run_id) else {
+            return;
+        };
+        let mut batch = Batch::default();
+        let line = summarize(&event);
+        run.event(
+            &mut batch,
+            "transcript",
+            json!({"line": line, "event": event}),
+            now,
+        );
+        if let Some(line) = line {
+            run.transcript.push(line.clone());
+            batch.events.push(DispatchEvent::Transcript {
+                run_id: run_id.clone(),
+                line,
+            });
+        }
+        run.last_event_at = now;
+        if run.stalled {
+            run.stalled = false;
+            run.note(&mut batch, "the provider is active again", now);
+            run.touch(&mut batch);
+        }
+        if let ProviderEvent::Exited { .. } = event {
+            self.commit(batch);
+            return self.on_exited(&run_id);
+        }
+        if run.ending.is_some() {
+            self.commit(batch);
+            return;
+        }
+        // Any sign of life after a rate limit means the provider answers again.
+        if run.rate_limited
+            && !matches!(
+                event,
+                ProviderEvent::RateLimited { .. } | ProviderEvent::Notice { .. }
+            )
+        {
+            run.rate_limited = false;
+            let deadline = run.deadline;
+            run.set_live(&mut batch, LiveStateKind::Working, Some(deadline), Some("model turn"), None, now);
+        }
+        match event {
+            ProviderEvent::Ready { .. } => {
+                run.ready = true;
+                self.commit(batch);
+                let prompt = self
+                    .runs
+                    .get(&run_id)
+                    .map(|r| prompts::first_turn(&r.spec))
+                    .unwrap_or_default();
+                return self.start_turn(&run_id, prompt, TurnOrigin::Dispatch);
+            }
+            ProviderEvent::Session { session_id, model } => {
+                run.provider_session_id = Some(session_id.clone());
+                if model.is_some() {
+                    run.model = model.clone();
+                }
+                batch.ops.push(WriteOp::UpdateRun {
+                    run_id: run_id.clone(),
+                    patch: Box::new(RunPatch {
+                        updated_at: now,
+                        provider_session_id: Some(session_id),
+                        model,
+                        ..RunPatch::default()
+                    }),
+                });
+                run.touch(&mut batch);
+            }
+            ProviderEvent::AssistantText { text } => {
+                if let Some(turn) = run.turns.last_mut()
+                    && turn.text.chars().count() < TURN_TEXT_MAX_CHARS
+                {
+                    if !turn.text.is_empty() {
+                        turn.text.push('\n');
+                    }
+                    turn.text.push_str(&text);
+                    if turn.text.len() > TURN_TEXT_MAX_CHARS * 4 {
+                        turn.text = crate::spec::text::clip(&turn.text, TURN_TEXT_MAX_CHARS);
+                    }
+                }
+            }
+            ProviderEvent::ToolStarted { name, .. } => {
+                let bound = (now + TOOL_BOUND_MS).min(run.deadline);
+                run.set_live(
+                    &mut batch,
+                    LiveStateKind::Working,
+                    Some(bound),
+                    Some(&format!("running a tool: {name}")),
+                    None,
+                    now,
+                );
+            }
+            ProviderEvent::ToolFinished { .. } => {
+                let deadline = run.deadline;
+                run.set_live(&mut batch, LiveStateKind::Working, Some(deadline), Some("model turn"), None, now);
+            }
+            ProviderEvent::PermissionRequested(request) => {
+                self.commit(batch);
+                return self.on_permission_request(&run_id, request);
+            }
+            ProviderEvent::PermissionWithdrawn { request_id } => {
+                if run.broker.withdraw(&request_id).is_some() {
+                    batch.events.push(DispatchEvent::PermissionResolved {
+                        run_id: run_id.clone(),
+                        request_id: request_id.clone(),
+                        how: "withdrawn by the provider".into(),
+                    });
+                    batch.ops.push(WriteOp::InsertDecision(Box::new(
+                        crate::ledger::DecisionRecord {
+                            run_id: Some(run_id.clone()),
+                            at: now,
+                            kind: "permission".into(),
+                            request_id: Some(request_id),
+                            who: "provider".into(),
+                            decision: "withdrawn".into(),
+                            body: json!({}),
+                        },
+                    )));
+                    if run.broker.is_empty() && run.state == RunState::AwaitingPermission {
+                        run.set_state(&mut batch, RunState::Running, None, now);
+                        let deadline = run.deadline;
+                        run.set_live(&mut batch, LiveStateKind::Working, Some(deadline), Some("model turn"), None, now);
+                    } else {
+                        run.touch(&mut batch);
+                    }
+                }
+            }
+            ProviderEvent::Usage { tokens, .. } => {
+                if let Some(turn) = run.turns.last_mut() {
+                    turn.tokens.add(&tokens);
+                }
+            }
+            ProviderEvent::RateLimited { until, detail } => {
+                run.rate_limited = true;
+                let bound = until.filter(|u| *u > now).unwrap_or(now + RATE_LIMIT_DEFAULT_MS);
+                run.set_live(
+                    &mut batch,
+                    LiveStateKind::WaitingProvider,
+                    Some(bound),
+                    Some(&detail),
+                    None,
+                    now,
+                );
+            }
+            ProviderEvent::RateLimitCleared | ProviderEvent::Thinking { .. } | ProviderEvent::Notice { .. } => {}
+            ProviderEvent::TurnCompleted(end) => {
+                self.commit(batch);
+                return self.on_turn_completed(&run_id, end);
+            }
+            ProviderEvent::Exited { .. } => {}
+        }
+        self.commit(batch);
+    }
+
+    fn on_permission_request(&mut self, run_id: &str, request: crate::providers::PermissionRequest) {
+        let now = self.now();
+        let permission_ms = self.limits().permission_timeout_secs as i64 * 1000;
+        let question_ms = self.limits().question_timeout_secs as i64 * 1000;
+        let Some(run) = self.runs.get_mut(run_id) else {
+            return;
+        };
+        // Policies other than `ask` are enforced by the provider's own mode; a request that
+        // still arrives is answered by the policy, not shown.
+        let automatic = match run.spec.policy {
+            PermissionPolicy::Ask if run.broker.allowed_always(&request) => {
+                Some((PermissionAnswer::Allow { always: true }, "always"))
+            }
+            PermissionPolicy::Ask => None,
+            PermissionPolicy::Auto if request.kind == RequestKind::Permission => {
+                Some((PermissionAnswer::Allow { always: false }, "policy"))
+            }
+            _ => Some((
+                PermissionAnswer::Deny {
+                    message: Some(format!(
+                        "the {} policy does not allow this without asking",
+                        run.spec.policy.as_str()
+                    )),
+                },
+                "policy",
+            )),
+        };
+        if let Some((answer, who)) = automatic {
+            let how = super::requests::describe_answer(&answer);
+            let tool = request.tool.clone();
+            return self.answer_request(run_id, request.request_id, answer, who, &tool, &how, now);
+        }
+        let tool = request.tool.clone();
+        let kind = request.kind;
+        let mut batch = Batch::default();
+        let Some(pending) = run.broker.add(request, now, permission_ms, question_ms).cloned() else {
+            return;
+        };
+        let view = run.pending_view(&pending);
+        run.event(&mut batch, "permission_requested", serde_json::to_value(&view).unwrap_or_default(), now);
+        batch.events.push(DispatchEvent::PermissionRequested {
+            run_id: run_id.to_string(),
+            pending: view,
+        });
+        if run.state != RunState::AwaitingPermission {
+            run.set_state(&mut batch, RunState::AwaitingPermission, None, now);
+        } else {
+            run.touch(&mut batch);
+        }
+        let detail = match kind {
+            RequestKind::Permission => format!("waiting for your answer: {tool}"),
+            RequestKind::Question => "waiting for your answer to a question".to_string(),
+        };
+        let bound = run.broker.next_expiry().unwrap_or(pending.expires_at);
+        run.set_live(&mut batch, LiveStateKind::Working, Some(bound), Some(&detail), None, now);
+        self.commit(batch);
+    }
+
+    fn on_turn_completed(&mut self, run_id: &str, end: TurnEnd) {
+        let now = self.now();
+        let Some(run) = self.runs.get_mut(run_id) else {
+            return;
+        };
+        let mut batch = Batch::default();
+        run.turn_in_flight = false;
+        // Money: the provider's running total; this turn's charge is the difference.
+        let charge = end.total_cost_usd.map(|total| {
+            let charge = (total - run.last_total_cost).max(0.0);
+            run.last_total_cost = total.max(run.last_total_cost);
+            charge
+        });
+        let session = run.session.clone();
+        let number = run.turns.last().map(|t| t.number);
+        let Some(turn) = run.turns.last_mut() else {
+            self.commit(batch);
+            return;
+        };
+        if end.tokens != Default::default() {
+            turn.tokens = end.tokens;
+        }
+        if let Some(text) = end.text.as_ref().filter(|t| !t.trim().is_empty()) {
+            turn.text = crate::spec::text::clip(text, TURN_TEXT_MAX_CHARS);
+        }
+        turn.ended_at = Some(now);
+        turn.cost_usd = charge;
+        let origin = turn.origin;
+        let text = turn.text.clone();
+        let tokens = turn.tokens;
+        run.tokens.add(&tokens);
+        if let Some(charge) = charge {
+            run.cost_usd += charge;
+            run.cost_basis = "reported".into();
+        }
+        let model = end
+            .model_usage
+            .first()
+            .map(|m| m.model.clone())
+            .or_else(|| run.model.clone());
+        batch.ops.push(WriteOp::InsertUsage(Box::new(UsageRecord {
+            run_id: run_id.to_string(),
+            turn: number,
+            at: now,
+            provider: run.spec.provider.clone(),
+            model,
+            part: "main".into(),
+            input: tokens.input,
+            output: tokens.output,
+            reasoning: tokens.reasoning,
+            cache_read: tokens.cache_read,
+            cache_write: tokens.cache_write,
+            cost_usd: charge,
+            basis: if charge.is_some() { "reported" } else { "unpriced" }.into(),
+            fidelity: "exact".into(),
+            source: "result.total_cost_usd".into(),
+            budget_session: session,
+        })));
+
+        if end.is_error {
+            let status = end
+                .api_error_status
+                .map(|s| format!(" (HTTP {s})"))
+                .unwrap_or_default();
+            let why = format!(
+                "the provider ended the turn with an error: {}{status}{}",
+                end.subtype,
+                end.text
+                    .as_deref()
+                    .map(|t| format!(": {}", crate::spec::text::clip(&crate::spec::text::one_line(t), 200)))
+                    .unwrap_or_default()
+            );
+            if let Some(turn) = run.turns.last() {
+                batch.ops.push(turn.record(run_id));
+            }
+            run.note(&mut batch, why, now);
+            self.commit(batch);
+            return self.end_run(run_id, RunState::Failed, "provider_error", Cause::Failed);
+        }
+
+        // The result: JSON for schema runs, the `## Result` block otherwise.
+        let mut retry = false;
+        if run.spec.output_schema.is_some() {
+            let json = end.structured_output.clone().or_else(|| parse_json_result(&text));
+            if let Some(turn) = run.turns.last_mut() {
+                turn.result = json.clone();
+            }
+            match json {
+                Some(value) => {
+                    run.last_result = Some(ResultView {
+                        status: Some("done".into()),
+                        summary: None,
+                        question: None,
+                        files: vec![],
+                        changes: vec![],
+                        follow_ups: vec![],
+                        json: Some(value),
+                    });
+                }
+                None => run.note(&mut batch, "the answer was not valid JSON for the output schema", now),
+            }
+        } else {
+            let block = parse_result(&text);
+            if let Some(turn) = run.turns.last_mut() {
+                turn.result = serde_json::to_value(&block).ok().filter(|_| block.found);
+            }
+            if block.found {
+                run.needs_input = block.status == Some(ResultStatus::NeedsInput);
+                if block.status == Some(ResultStatus::Blocked) {
+                    run.note(&mut batch, "the run reports it is blocked", now);
+                }
+                run.last_result = Some(ResultView {
+                    status: block
+                        .status
+                        .map(|s| s.as_str().to_string())
+                        .or(block.raw_status.clone()),
+                    summary: block.summary,
+                    question: block.question,
+                    files: block.files,
+                    changes: block.changes,
+                    follow_ups: block.follow_ups,
+                    json: None,
+                });
+                batch.ops.push(WriteOp::UpdateRun {
+                    run_id: run_id.to_string(),
+                    patch: Box::new(RunPatch {
+                        updated_at: now,
+                        result: serde_json::to_value(&run.last_result).ok(),
+                        ..RunPatch::default()
+                    }),
+                });
+            } else if origin != TurnOrigin::ResultRetry {
+                retry = true;
+                run.note(&mut batch, "no ## Result block; asking once more for it", now);
+            } else {
+                run.note(&mut batch, "no ## Result block after the retry; the run gave no usable result", now);
+            }
+        }
+        if let Some(turn) = run.turns.last() {
+            batch.ops.push(turn.record(run_id));
+        }
+        if retry {
+            self.commit(batch);
+            return self.start_turn(run_id, prompts::result_retry(), TurnOrigin::ResultRetry);
+        }
+        if let Some(next) = run.follow_ups.pop_front() {
+            self.commit(batch);
+            return self.start_turn(run_id, next, TurnOrigin::FollowUp);
+        }
+        if run.user_turns() >= run.spec.max_turns {
+            run.note(&mut batch, format!("reached its {} turns", run.spec.max_turns), now);
+            self.commit(batch);
+            return self.end_run(run_id, RunState::Completed, "max_turns", Cause::Completed);
+        }
+        run.set_state(&mut batch, RunState::Idle, None, now);
+        let idle_until = now + run.spec.idle_timeout_secs as i64 * 1000;
+        let detail = if run.needs_input {
+            "needs your input: answer with a follow-up"
+        } else {
+            "idle: waiting for a follow-up"
+        };
+        run.set_live(&mut batch, LiveStateKind::Working, Some(idle_until), Some(detail), None, now);
+        self.commit(batch);
+        self.check_waiters();
+    }
+
+    fn on_exited(&mut self, run_id: &str) {
+        let Some(run) = self.runs.get(run_id) else {
+            return;
+        };
+        let (state, reason, cause) = match &run.ending {
+            Some(e) => (e.state, e.reason.clone(), e.cause),
+            None if !run.ready => (RunState::Failed, "launch_error".to_string(), Cause::RunnerGone),
+            None => (RunState::Failed, "provider_error".to_string(), Cause::RunnerGone),
+        };
+        if run.ending.is_none() {
+            let now = self.now();
+            if let Some(run) = self.runs.get_mut(run_id) {
+                let mut batch = Batch::default();
+                run.note(&mut batch, "the provider process ended unexpectedly", now);
+                self.commit(batch);
+            }
+        }
+        self.finalize(run_id, state, &reason, cause);
+    }
+
+    /// Idle timeouts, time boxes, permission expiry, the stalled watchdog, waits.
+    pub fn on_timers(&mut self) {
+        let now = self.now();
+        let stalled_after = self.limits().stalled_after_secs as i64 * 1000;
+        let ids: Vec<String> = self.order.clone();
+        for id in ids {
+            let Some(run) = self.runs.get_mut(&id) else {
+                continue;
+            };
+            if run.state.is_terminal() {
+                continue;
+            }
+            let expired = run.broker.take_expired(now);
+            if !expired.is_empty() {
+                for p in expired {
+                    let minutes = (p.expires_at - p.created_at) / 60_000;
+                    let answer = PermissionAnswer::Deny {
+                        message: Some(format!("no answer within {minutes} minutes")),
+                    };
+                    let how = format!("deny: no answer within {minutes} minutes");
+                    self.answer_request(&id, p.request.request_id, answer, "timeout", &p.request.tool, &how, now);
+                }
+                continue;
+            }
+            if run.ending.is_none() && run.holds_slot() && now >= run.deadline {
+                let minutes = run.spec.max_minutes;
+                let mut batch = Batch::default();
+                run.note(&mut batch, format!("ran past its {minutes} minutes"), now);
+                self.commit(batch);
+                self.end_run(&id, RunState::Failed, "timeout", Cause::Failed);
+                continue;
+            }
+            if let Some(idle) = run.idle_since
+                && run.ending.is_none()
+                && now >= idle + run.spec.idle_timeout_secs as i64 * 1000
+            {
+                self.end_run(&id, RunState::Completed, "idle_timeout", Cause::Completed);
+                continue;
+            }
+            if run.turn_in_flight
+                && !run.stalled
+                && run.broker.is_empty()
+                && now >= run.last_event_at + stalled_after
+            {
+                run.stalled = true;
+                let mut batch = Batch::default();
+                run.note(
+                    &mut batch,
+                    format!(
+                        "stalled: no provider event for {} minutes (not stopped; stop it if it is stuck)",
+                        stalled_after / 60_000
+                    ),
+                    now,
+                );
+                run.touch(&mut batch);
+                self.commit(batch);
+            }
+        }
+        self.check_waiters();
+    }
+}

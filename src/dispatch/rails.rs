@@ -1,0 +1,213 @@
+//! Rails and the queue (DESIGN.md §5): how many runs may hold a slot at once, per
+//! provider, per budget session and per workflow, and which queued run starts next. Pure.
+//!
+//! What must stay true: a run starts only when every rail it belongs to has room; the
+//! queue is FIFO but skips runs whose rail is still full; a full queue refuses.
+
+use crate::config::Limits;
+use crate::{DroverError, ErrorCode};
+
+/// The rails one run belongs to.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RailSlot {
+    pub provider: String,
+    pub session: String,
+    pub workflow: Option<String>,
+}
+
+/// The rail that keeps a run from starting.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum RailBlock {
+    Provider { provider: String, limit: u32 },
+    Session { session: String, limit: u32 },
+    Workflow { workflow: String, limit: u32 },
+}
+
+impl RailBlock {
+    pub fn describe(&self) -> String {
+        match self {
+            RailBlock::Provider { provider, limit } => {
+                format!("{provider} already runs {limit} runs (its limit)")
+            }
+            RailBlock::Session { session, limit } => {
+                format!("budget session {session} already runs {limit} runs (its limit)")
+            }
+            RailBlock::Workflow { workflow, limit } => {
+                format!("workflow {workflow} already runs {limit} runs (its limit)")
+            }
+        }
+    }
+}
+
+/// What to do with a new run.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Admission {
+    Start,
+    Queue(RailBlock),
+    Refuse(DroverError),
+}
+
+/// The first rail that is full for `candidate`, given the runs holding slots.
+pub fn blocked_by(limits: &Limits, holding: &[RailSlot], candidate: &RailSlot) -> Option<RailBlock> {
+    let provider_limit = limits
+        .per_provider
+        .get(&candidate.provider)
+        .copied()
+        .unwrap_or(1);
+    if holding.iter().filter(|s| s.provider == candidate.provider).count() as u32 >= provider_limit
+    {
+        return Some(RailBlock::Provider {
+            provider: candidate.provider.clone(),
+            limit: provider_limit,
+        });
+    }
+    if holding.iter().filter(|s| s.session == candidate.session).count() as u32
+        >= limits.per_session_running
+    {
+        return Some(RailBlock::Session {
+            session: candidate.session.clone(),
+            limit: limits.per_session_running,
+        });
+    }
+    if let Some(w) = &candidate.workflow
+        && holding
+            .iter()
+            .filter(|s| s.workflow.as_ref() == Some(w))
+            .count() as u32
+            >= limits.per_workflow
+    {
+        return Some(RailBlock::Workflow {
+            workflow: w.clone(),
+            limit: limits.per_workflow,
+        });
+    }
+    None
+}
+
+/// Start, queue or refuse a new run. `queued_in_session` counts runs already queued in
+/// the candidate's budget session.
+pub fn admit(
+    limits: &Limits,
+    holding: &[RailSlot],
+    queued_in_session: usize,
+    candidate: &RailSlot,
+    queue_if_busy: bool,
+) -> Admission {
+    let Some(block) = blocked_by(limits, holding, candidate) else {
+        return Admission::Start;
+    };
+    if !queue_if_busy {
+        return Admission::Refuse(DroverError::new(
+            ErrorCode::MaxConcurrent,
+            format!(
+                "{}; wait for one to end, or dispatch without --no-queue to queue it",
+                block.describe()
+            ),
+        ));
+    }
+    if queued_in_session as u32 >= limits.queued_per_session {
+        return Admission::Refuse(DroverError::new(
+            ErrorCode::QueueFull,
+            format!(
+                "{} runs are already queued in budget session {} (the limit); wait for the \
+                 queue to drain or stop queued runs",
+                limits.queued_per_session, candidate.session
+            ),
+        ));
+    }
+    Admission::Queue(block)
+}
+
+/// The index of the first queued run (oldest first) whose rails have room, if any.
+pub fn next_to_start(limits: &Limits, holding: &[RailSlot], queue: &[RailSlot]) -> Option<usize> {
+    queue
+        .iter()
+        .position(|candidate| blocked_by(limits, holding, candidate).is_none())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::Config;
+
+    fn slot(provider: &str, workflow: Option<&str>) -> RailSlot {
+        RailSlot {
+            provider: provider.into(),
+            session: "default".into(),
+            workflow: workflow.map(str::to_string),
+        }
+    }
+
+    fn limits() -> Limits {
+        Config::defaults().limits
+    }
+
+    #[test]
+    fn provider_session_and_workflow_rails() {
+        let l = limits();
+        let three_claude = vec![slot("claude-code", None); 3];
+        let cases: Vec<(&str, Vec<RailSlot>, RailSlot, Option<&str>)> = vec![
+            ("empty", vec![], slot("claude-code", None), None),
+            ("two of three", vec![slot("claude-code", None); 2], slot("claude-code", None), None),
+            ("claude full", three_claude.clone(), slot("claude-code", None), Some("provider")),
+            ("other provider free", three_claude, slot("sim", None), None),
+            ("session full", vec![slot("sim", None); 6], slot("sim", None), Some("session")),
+            (
+                "workflow full",
+                vec![slot("sim", Some("w")); 5],
+                slot("sim", Some("w")),
+                None,
+            ),
+            (
+                "unknown provider gets one slot",
+                vec![slot("mystery", None)],
+                slot("mystery", None),
+                Some("provider"),
+            ),
+        ];
+        for (name, holding, candidate, want) in cases {
+            let got = blocked_by(&l, &holding, &candidate).map(|b| match b {
+                RailBlock::Provider { .. } => "provider",
+                RailBlock::Session { .. } => "session",
+                RailBlock::Workflow { .. } => "workflow",
+            });
+            assert_eq!(got, want, "{name}");
+        }
+        let mut tight = l.clone();
+        tight.per_workflow = 2;
+        assert!(matches!(
+            blocked_by(&tight, &vec![slot("sim", Some("w")); 2], &slot("sim", Some("w"))),
+            Some(RailBlock::Workflow { .. })
+        ));
+    }
+
+    #[test]
+    fn admission_starts_queues_or_refuses() {
+        let l = limits();
+        let full = vec![slot("claude-code", None); 3];
+        assert_eq!(admit(&l, &[], 0, &slot("claude-code", None), true), Admission::Start);
+        assert!(matches!(
+            admit(&l, &full, 0, &slot("claude-code", None), true),
+            Admission::Queue(RailBlock::Provider { limit: 3, .. })
+        ));
+        let Admission::Refuse(e) = admit(&l, &full, 0, &slot("claude-code", None), false) else {
+            panic!("expected a refusal")
+        };
+        assert_eq!(e.code, ErrorCode::MaxConcurrent);
+        assert!(e.message.contains("--no-queue"));
+        let Admission::Refuse(e) = admit(&l, &full, 20, &slot("claude-code", None), true) else {
+            panic!("expected a refusal")
+        };
+        assert_eq!(e.code, ErrorCode::QueueFull);
+    }
+
+    #[test]
+    fn the_queue_is_fifo_but_skips_runs_whose_rail_is_full() {
+        let l = limits();
+        let holding = vec![slot("claude-code", None); 3];
+        let queue = vec![slot("claude-code", None), slot("sim", None), slot("sim", None)];
+        assert_eq!(next_to_start(&l, &holding, &queue), Some(1));
+        assert_eq!(next_to_start(&l, &holding, &queue[..1]), None);
+        assert_eq!(next_to_start(&l, &holding[..2], &queue), Some(0));
+    }
+}

@@ -1,0 +1,380 @@
+//! One run as the dispatcher holds it in memory, and the batch of ledger writes and
+//! published events that each change to it produces.
+//!
+//! What must stay true: every change to a run goes through a [`Batch`] — the ledger ops
+//! and the events to publish after they commit — so nothing reaches a subscriber that is
+//! not on disk; each run's ledger events get contiguous seqs from `next_seq`.
+
+use serde_json::{Value, json};
+use std::collections::VecDeque;
+
+use super::api::{DispatchEvent, NoteView, PendingView, ResultView, RunSummary, RunView, TurnView};
+use super::broker::{Broker, Pending};
+use super::transcript::TranscriptRing;
+use crate::UnixMillis;
+use crate::ledger::{EventRecord, RunPatch, TurnRecord, WriteOp, kind};
+use crate::live_state::{self, Assignment, Cause, LiveState, LiveStateEvent, LiveStateKind};
+use crate::providers::{AdapterHandle, Tokens};
+use crate::run_state::RunState;
+use crate::spec::Spec;
+
+/// Ledger writes plus the events to publish once they are committed.
+#[derive(Default)]
+pub struct Batch {
+    pub ops: Vec<WriteOp>,
+    pub events: Vec<DispatchEvent>,
+}
+
+impl Batch {
+    pub fn is_empty(&self) -> bool {
+        self.ops.is_empty() && self.events.is_empty()
+    }
+}
+
+/// Why and how a run is ending, kept while its child shuts down.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Ending {
+    pub state: RunState,
+    pub reason: String,
+    pub cause: Cause,
+}
+
+/// Where a turn came from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TurnOrigin {
+    Dispatch,
+    FollowUp,
+    ResultRetry,
+}
+
+impl TurnOrigin {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            TurnOrigin::Dispatch => "dispatch",
+            TurnOrigin::FollowUp => "follow_up",
+            TurnOrigin::ResultRetry => "result_retry",
+        }
+    }
+}
+
+/// Longest turn text kept.
+pub const TURN_TEXT_MAX_CHARS: usize = 100_000;
+
+#[derive(Debug, Clone)]
+pub struct Turn {
+    pub number: u32,
+    pub origin: TurnOrigin,
+    pub started_at: UnixMillis,
+    pub ended_at: Option<UnixMillis>,
+    pub prompt_preview: String,
+    pub text: String,
+    pub tokens: Tokens,
+    pub cost_usd: Option<f64>,
+    pub result: Option<Value>,
+}
+
+impl Turn {
+    pub fn record(&self, run_id: &str) -> WriteOp {
+        WriteOp::UpsertTurn(Box::new(TurnRecord {
+            run_id: run_id.to_string(),
+            number: self.number,
+            origin: self.origin.as_str().to_string(),
+            started_at: self.started_at,
+            ended_at: self.ended_at,
+            prompt_preview: self.prompt_preview.clone(),
+            text: (!self.text.is_empty()).then(|| self.text.clone()),
+            usage: serde_json::to_value(self.tokens).ok(),
+            cost_usd: self.cost_usd,
+            result: self.result.clone(),
+        }))
+    }
+
+    pub fn view(&self) -> TurnView {
+        TurnView {
+            number: self.number,
+            origin: self.origin.as_str().to_string(),
+            started_at: self.started_at,
+            ended_at: self.ended_at,
+            prompt_preview: self.prompt_preview.clone(),
+            text: (!self.text.is_empty()).then(|| self.text.clone()),
+            tokens: self.tokens,
+            cost_usd: self.cost_usd,
+            result: self.result.clone(),
+        }
+    }
+}
+
+pub struct Run {
+    pub id: String,
+    pub spec: Spec,
+    pub session: String,
+    pub state: RunState,
+    pub completion_reason: Option<String>,
+    pub created_at: UnixMillis,
+    pub finished_at: Option<UnixMillis>,
+    /// The run's time box ends here (created + max minutes).
+    pub deadline: UnixMillis,
+    pub live: Option<LiveState>,
+    pub next_seq: u64,
+    pub model: Option<String>,
+    pub provider_session_id: Option<String>,
+    pub adapter: Option<AdapterHandle>,
+    pub ready: bool,
+    pub turns: Vec<Turn>,
+    pub turn_in_flight: bool,
+    pub follow_ups: VecDeque<String>,
+    pub broker: Broker,
+    pub notes: Vec<NoteView>,
+    pub transcript: TranscriptRing,
+    pub last_result: Option<ResultView>,
+    pub needs_input: bool,
+    pub cost_usd: f64,
+    pub cost_basis: String,
+    pub tokens: Tokens,
+    /// The provider session's running dollar total at the end of the last turn.
+    pub last_total_cost: f64,
+    pub last_event_at: UnixMillis,
+    pub stalled: bool,
+    pub idle_since: Option<UnixMillis>,
+    pub rate_limited: bool,
+    pub ending: Option<Ending>,
+}
+
+impl Run {
+    pub fn new(id: String, spec: Spec, session: String, now: UnixMillis, ring: TranscriptRing) -> Run {
+        let deadline = now + i64::from(spec.max_minutes) * 60_000;
+        Run {
+            id,
+            model: spec.model.clone(),
+            spec,
+            session,
+            state: RunState::Queued,
+            completion_reason: None,
+            created_at: now,
+            finished_at: None,
+            deadline,
+            live: None,
+            next_seq: 1,
+            provider_session_id: None,
+            adapter: None,
+            ready: false,
+            turns: Vec::new(),
+            turn_in_flight: false,
+            follow_ups: VecDeque::new(),
+            broker: Broker::default(),
+            notes: Vec::new(),
+            transcript: ring,
+            last_result: None,
+            needs_input: false,
+            cost_usd: 0.0,
+            cost_basis: "free".to_string(),
+            tokens: Tokens::default(),
+            last_total_cost: 0.0,
+            last_event_at: now,
+            stalled: false,
+            idle_since: None,
+            rate_limited: false,
+            ending: None,
+        }
+    }
+
+    /// Turns the user asked for (result retries do not count against max turns).
+    pub fn user_turns(&self) -> u32 {
+        self.turns
+            .iter()
+            .filter(|t| t.origin != TurnOrigin::ResultRetry)
+            .count() as u32
+    }
+
+    pub fn holds_slot(&self) -> bool {
+        matches!(
+            self.state,
+            RunState::Starting | RunState::Running | RunState::Idle | RunState::AwaitingPermission
+        )
+    }
+
+    /// Appends one event to the run's ordered stream.
+    pub fn event(&mut self, batch: &mut Batch, kind: &str, body: Value, at: UnixMillis) {
+        let record = EventRecord {
+            run_id: self.id.clone(),
+            seq: self.next_seq,
+            kind: kind.to_string(),
+            at,
+            body,
+        };
+        match WriteOp::event(record) {
+            Ok(op) => {
+                self.next_seq += 1;
+                batch.ops.push(op);
+            }
+            Err(e) => tracing::error!(run = %self.id, error = %e, "cannot serialize an event"),
+        }
+    }
+
+    pub fn note(&mut self, batch: &mut Batch, text: impl Into<String>, at: UnixMillis) {
+        let note = NoteView {
+            at,
+            text: text.into(),
+        };
+        self.event(batch, kind::NOTE, json!({"text": note.text}), at);
+        self.notes.push(note.clone());
+        batch.events.push(DispatchEvent::Note {
+            run_id: self.id.clone(),
+            note,
+        });
+    }
+
+    /// Moves the live state; a refused assignment is logged and changes nothing.
+    pub fn set_live(
+        &mut self,
+        batch: &mut Batch,
+        state: LiveStateKind,
+        bound: Option<UnixMillis>,
+        detail: Option<&str>,
+        cause: Option<Cause>,
+        now: UnixMillis,
+    ) {
+        let assignment = Assignment {
+            expected_seq: self.live.as_ref().map_or(0, |l| l.seq),
+            state,
+            bound: bound.map(|b| b.max(now)),
+            detail: detail.map(str::to_string),
+            cause,
+        };
+        match live_state::assign(self.live.as_ref(), &assignment, now) {
+            Ok(next) => {
+                let stored = LiveStateEvent::accepted(&assignment, &next, now);
+                let body = serde_json::to_value(&stored).unwrap_or(Value::Null);
+                self.event(batch, kind::LIVE_STATE, body, now);
+                batch.ops.push(WriteOp::UpdateRun {
+                    run_id: self.id.clone(),
+                    patch: Box::new(RunPatch {
+                        updated_at: now,
+                        live_state: Some(next.clone()),
+                        ..RunPatch::default()
+                    }),
+                });
+                batch.events.push(DispatchEvent::LiveState {
+                    run_id: self.id.clone(),
+                    live_state: next.clone(),
+                });
+                self.live = Some(next);
+            }
+            Err(refusal) => {
+                tracing::warn!(run = %self.id, %refusal, ?state, "live-state change refused");
+            }
+        }
+    }
+
+    /// Moves the run state (with its end reason when it ends).
+    pub fn set_state(
+        &mut self,
+        batch: &mut Batch,
+        state: RunState,
+        reason: Option<&str>,
+        now: UnixMillis,
+    ) {
+        let from = self.state;
+        self.state = state;
+        if state.is_terminal() {
+            self.finished_at = Some(now);
+            self.completion_reason = reason.map(str::to_string);
+        }
+        if state == RunState::Idle {
+            self.idle_since = Some(now);
+        } else {
+            self.idle_since = None;
+        }
+        self.event(
+            batch,
+            kind::RUN_STATE,
+            json!({"from": from.as_str(), "to": state.as_str(), "reason": reason}),
+            now,
+        );
+        batch.ops.push(WriteOp::UpdateRun {
+            run_id: self.id.clone(),
+            patch: Box::new(RunPatch {
+                updated_at: now,
+                state: Some(state),
+                completion_reason: self.completion_reason.clone().filter(|_| state.is_terminal()),
+                finished_at: self.finished_at.filter(|_| state.is_terminal()),
+                ..RunPatch::default()
+            }),
+        });
+        batch.events.push(DispatchEvent::RunChanged {
+            run: self.summary(),
+        });
+    }
+
+    /// Publishes the run's row again (cost, flags) without a state change.
+    pub fn touch(&self, batch: &mut Batch) {
+        batch.events.push(DispatchEvent::RunChanged {
+            run: self.summary(),
+        });
+    }
+
+    pub fn pending_view(&self, p: &Pending) -> PendingView {
+        PendingView {
+            request_id: p.request.request_id.clone(),
+            kind: p.request.kind,
+            tool: p.request.tool.clone(),
+            input: p.request.input.clone(),
+            suggestions: p.request.suggestions.clone(),
+            created_at: p.created_at,
+            expires_at: p.expires_at,
+        }
+    }
+
+    pub fn summary(&self) -> RunSummary {
+        RunSummary {
+            run_id: self.id.clone(),
+            state: self.state,
+            completion_reason: self.completion_reason.clone(),
+            provider: self.spec.provider.clone(),
+            model: self.model.clone(),
+            title: self.spec.title.clone(),
+            live_state: self.live.clone(),
+            cost_usd: self.cost_usd,
+            budget_usd: self.spec.budget_usd,
+            pending: self.broker.pending().len(),
+            needs_input: self.needs_input,
+            stalled: self.stalled,
+            created_at: self.created_at,
+            finished_at: self.finished_at,
+        }
+    }
+
+    pub fn view(&self) -> RunView {
+        RunView {
+            run_id: self.id.clone(),
+            state: self.state,
+            completion_reason: self.completion_reason.clone(),
+            provider: self.spec.provider.clone(),
+            model: self.model.clone(),
+            title: self.spec.title.clone(),
+            task: self.spec.task.clone(),
+            cwd: self.spec.cwd.display().to_string(),
+            policy: self.spec.policy.as_str().to_string(),
+            live_state: self.live.clone(),
+            cost_usd: self.cost_usd,
+            budget_usd: self.spec.budget_usd,
+            cost_basis: self.cost_basis.clone(),
+            tokens: self.tokens,
+            turns: self.turns.iter().map(Turn::view).collect(),
+            pending: self
+                .broker
+                .pending()
+                .iter()
+                .map(|p| self.pending_view(p))
+                .collect(),
+            last_result: self.last_result.clone(),
+            notes: self.notes.clone(),
+            provider_session_id: self.provider_session_id.clone(),
+            stalled: self.stalled,
+            created_at: self.created_at,
+            finished_at: self.finished_at,
+            max_turns: self.spec.max_turns,
+            queued_follow_ups: self.follow_ups.len(),
+        }
+    }
+}
