@@ -34,6 +34,14 @@ pub enum ErrorCode {
     LedgerError,
     OwnerRunning,
     NoOwner,
+    /// The owner did not answer a control-socket request in time.
+    OwnerUnresponsive,
+    /// A control-socket line that is not a request (not JSON, too long, unknown method).
+    InvalidRequest,
+    /// `drover wait` gave up before its condition was met.
+    WaitTimeout,
+    /// The command was stopped by a signal (Ctrl-C) before it finished.
+    Interrupted,
     Internal,
 }
 
@@ -64,6 +72,10 @@ impl ErrorCode {
             ErrorCode::LedgerError => "LEDGER_ERROR",
             ErrorCode::OwnerRunning => "OWNER_RUNNING",
             ErrorCode::NoOwner => "NO_OWNER",
+            ErrorCode::OwnerUnresponsive => "OWNER_UNRESPONSIVE",
+            ErrorCode::InvalidRequest => "INVALID_REQUEST",
+            ErrorCode::WaitTimeout => "WAIT_TIMEOUT",
+            ErrorCode::Interrupted => "INTERRUPTED",
             ErrorCode::Internal => "INTERNAL",
         }
     }
@@ -106,6 +118,10 @@ mod tests {
             ErrorCode::InvalidProvider,
             ErrorCode::PermissionPolicyUnsupported,
             ErrorCode::NoPendingRequest,
+            ErrorCode::OwnerUnresponsive,
+            ErrorCode::InvalidRequest,
+            ErrorCode::WaitTimeout,
+            ErrorCode::Interrupted,
         ] {
             let json = serde_json::to_string(&code).unwrap();
             assert_eq!(json, format!("\"{}\"", code.as_str()));

@@ -6,6 +6,7 @@
 
 pub mod cli;
 pub mod config;
+pub mod control;
 pub mod dispatch;
 pub mod error;
 pub mod ledger;

@@ -14,7 +14,7 @@ fn main() -> ExitCode {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
             eprintln!("error[{}]: {}", e.code, e.message);
-            ExitCode::FAILURE
+            ExitCode::from(drover::cli::exit_code(&e))
         }
     }
 }

@@ -7,6 +7,11 @@
 //! `main` to print.
 
 pub mod config;
+mod dispatch;
+mod headless;
+mod render;
+pub mod runs;
+pub mod serve;
 
 use crate::error::{DroverError, ErrorCode};
 use crate::paths::Paths;
@@ -30,6 +35,11 @@ pub enum Command {
     /// Where the config file is and what is in force.
     #[command(subcommand)]
     Config(config::ConfigCommand),
+    /// Own the data directory with no dashboard: runs the dispatcher and listens for the
+    /// headless commands of other terminals until Ctrl-C.
+    Serve(serve::ServeArgs),
+    #[command(flatten)]
+    Run(runs::RunCommand),
 }
 
 /// Runs one parsed command line.
@@ -40,11 +50,23 @@ pub fn run(cli: Cli) -> Result<(), DroverError> {
     tracing::info!(version = env!("CARGO_PKG_VERSION"), command = ?cli.command, "drover started");
     let result = match cli.command {
         Command::Config(command) => config::run(command, &paths),
+        Command::Serve(args) => serve::run(args, &paths),
+        Command::Run(command) => runs::run(command, &paths),
     };
     if let Err(e) = &result {
         tracing::error!(code = %e.code, "{}", e.message);
     }
     result
+}
+
+/// The process exit code for a refusal: 3 when `wait` timed out, 130 when a signal
+/// stopped the command, 1 otherwise (clap exits 2 on usage errors by itself).
+pub fn exit_code(e: &DroverError) -> u8 {
+    match e.code {
+        ErrorCode::WaitTimeout => 3,
+        ErrorCode::Interrupted => 130,
+        _ => 1,
+    }
 }
 
 /// Writes `text` to stdout. A closed pipe (`drover … | head`) is not an error.

@@ -1,0 +1,494 @@
+//! `drover dispatch`: builds a [`SpecInput`] from the command line and hands it to the
+//! owner of the data directory — or, when nobody owns it, makes this process the owner
+//! for as long as the run lives.
+//!
+//! What must stay true: validation is the dispatcher's (words and numbers go through
+//! raw, so a mistake is refused with its code and sentence, and numbers are clamped, not
+//! refused); paths are resolved here, against the caller's directory, because the owner
+//! runs elsewhere; in the foreground, events are subscribed to before the dispatch, so
+//! not one event of the run is missed, and the run's end (or a signal) shuts the
+//! dispatcher down, which records anything still active as interrupted.
+
+use clap::Args;
+use serde_json::{Value, json};
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+use tokio::sync::broadcast::error::RecvError;
+
+use super::headless::{StopSignals, dispatcher_options, note, now_millis, print_json};
+use super::runs::JsonFlag;
+use super::{render, write_stdout};
+use crate::control::{ControlClient, Host};
+use crate::dispatch::api::{WaitOutcome, WaitUntil};
+use crate::dispatch::{DispatchEvent, Request};
+use crate::error::{DroverError, ErrorCode};
+use crate::paths::Paths;
+use crate::run_state::RunState;
+use crate::spec::SpecInput;
+
+#[derive(Debug, Args)]
+pub struct DispatchArgs {
+    /// What the run should do (words are joined with spaces).
+    #[arg(required = true, value_name = "TASK")]
+    pub task: Vec<String>,
+    /// claude-code, codex, opencode or sim (default: the configured provider).
+    #[arg(long)]
+    pub provider: Option<String>,
+    /// A model of the provider, or `auto` to route.
+    #[arg(long)]
+    pub model: Option<String>,
+    /// minimal, low, medium, high or xhigh.
+    #[arg(long)]
+    pub effort: Option<String>,
+    /// The directory the run works in (default: the current directory).
+    #[arg(long, value_name = "DIR")]
+    pub cwd: Option<PathBuf>,
+    /// A one-line title (default: derived from the task).
+    #[arg(long)]
+    pub title: Option<String>,
+    /// Background the worker gets with the task.
+    #[arg(long)]
+    pub context: Option<String>,
+    /// ask (prompt for each tool use), restricted (provider sandbox) or auto.
+    #[arg(long)]
+    pub policy: Option<String>,
+    /// read-only, workspace or full.
+    #[arg(long)]
+    pub capability: Option<String>,
+    /// The run's dollar cap (clamped to the configured range).
+    #[arg(long, value_name = "USD", allow_negative_numbers = true)]
+    pub budget: Option<f64>,
+    /// Turns before the run ends (clamped to the configured range).
+    #[arg(long, value_name = "N", allow_negative_numbers = true)]
+    pub max_turns: Option<i64>,
+    /// Minutes before the run is stopped (clamped to the configured range).
+    #[arg(long, value_name = "N", allow_negative_numbers = true)]
+    pub max_minutes: Option<i64>,
+    /// End the run after this long idle.
+    #[arg(long, value_name = "SECS", allow_negative_numbers = true)]
+    pub idle_timeout: Option<i64>,
+    /// A tag (repeatable).
+    #[arg(long = "tag", value_name = "TAG")]
+    pub tags: Vec<String>,
+    /// The workflow this run belongs to (fan-out limits apply per workflow).
+    #[arg(long, value_name = "ID")]
+    pub workflow: Option<String>,
+    /// The run this one continues from.
+    #[arg(long, value_name = "RUN")]
+    pub parent: Option<String>,
+    /// A repeated dispatch with the same key within 24 h returns the same run.
+    #[arg(long, value_name = "KEY")]
+    pub idempotency_key: Option<String>,
+    /// Refuse (MAX_CONCURRENT) instead of queueing when the provider is busy.
+    #[arg(long)]
+    pub no_queue: bool,
+    /// The simulated provider's scenario.
+    #[arg(long, value_name = "NAME")]
+    pub scenario: Option<String>,
+    /// The task class (route choices are remembered per class).
+    #[arg(long, value_name = "CLASS")]
+    pub class: Option<String>,
+    /// A JSON Schema file: the run answers with JSON that satisfies it.
+    #[arg(long, value_name = "FILE")]
+    pub output_schema: Option<PathBuf>,
+    /// With a drover running: wait until the run ends.
+    #[arg(long)]
+    pub wait: bool,
+    #[command(flatten)]
+    pub output: JsonFlag,
+}
+
+impl DispatchArgs {
+    /// The spec to send. Relative paths are resolved against `caller_dir`; the output
+    /// schema file is read here (`INVALID_SPEC` when it cannot be).
+    pub fn spec_input(&self, caller_dir: &Path) -> Result<SpecInput, DroverError> {
+        let cwd = match &self.cwd {
+            Some(dir) => caller_dir.join(dir),
+            None => caller_dir.to_path_buf(),
+        };
+        let output_schema = match &self.output_schema {
+            Some(file) => Some(read_schema(&caller_dir.join(file))?),
+            None => None,
+        };
+        Ok(SpecInput {
+            provider: self.provider.clone(),
+            model: self.model.clone(),
+            effort: self.effort.clone(),
+            cwd: Some(cwd),
+            task: self.task.join(" "),
+            context: self.context.clone(),
+            title: self.title.clone(),
+            tags: self.tags.clone(),
+            capability: self.capability.clone(),
+            policy: self.policy.clone(),
+            max_minutes: self.max_minutes,
+            budget_usd: self.budget,
+            idle_timeout_secs: self.idle_timeout,
+            max_turns: self.max_turns,
+            output_schema,
+            workflow_id: self.workflow.clone(),
+            parent_run: self.parent.clone(),
+            idempotency_key: self.idempotency_key.clone(),
+            queue_if_busy: self.no_queue.then_some(false),
+            scenario: self.scenario.clone(),
+            class: self.class.clone(),
+        })
+    }
+}
+
+fn read_schema(file: &Path) -> Result<Value, DroverError> {
+    let text = std::fs::read_to_string(file).map_err(|e| {
+        DroverError::new(
+            ErrorCode::InvalidSpec,
+            format!(
+                "cannot read the output schema {}: {e}; give --output-schema a readable JSON file",
+                file.display()
+            ),
+        )
+    })?;
+    serde_json::from_str(&text).map_err(|e| {
+        DroverError::new(
+            ErrorCode::InvalidSpec,
+            format!(
+                "the output schema {} is not JSON ({e}); fix the file or drop --output-schema",
+                file.display()
+            ),
+        )
+    })
+}
+
+/// `drover dispatch`.
+pub async fn run(args: DispatchArgs, paths: &Paths) -> Result<(), DroverError> {
+    let caller_dir = std::env::current_dir().map_err(|e| {
+        DroverError::new(
+            ErrorCode::CwdInvalid,
+            format!(
+                "cannot read the current directory: {e}; cd somewhere that exists, or pass --cwd"
+            ),
+        )
+    })?;
+    let spec = args.spec_input(&caller_dir)?;
+    let json = args.output.json;
+    if let Some(client) = ControlClient::connect(paths).await? {
+        return via_owner(client, spec, args.wait, json).await;
+    }
+    let host = match Host::start(dispatcher_options(paths)?).await {
+        Ok(host) => host,
+        Err(e) if e.code == ErrorCode::OwnerRunning => {
+            // Another drover took the directory between our look and our lock: use it.
+            let client = owner_coming_up(paths).await?.ok_or(e)?;
+            return via_owner(client, spec, args.wait, json).await;
+        }
+        Err(e) => return Err(e),
+    };
+    let mut host = host;
+    let outcome = follow(&mut host, spec, json, paths).await;
+    host.shutdown().await;
+    outcome
+}
+
+/// A client of an owner that holds the lock but may not listen yet (it is starting).
+async fn owner_coming_up(paths: &Paths) -> Result<Option<ControlClient>, DroverError> {
+    for _ in 0..50 {
+        if let Some(client) = ControlClient::connect(paths).await? {
+            return Ok(Some(client));
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    Ok(None)
+}
+
+/// Dispatches through the owner: prints the run id (or the answer), then with `wait` the
+/// runs once it ended.
+async fn via_owner(
+    mut client: ControlClient,
+    spec: SpecInput,
+    wait: bool,
+    json: bool,
+) -> Result<(), DroverError> {
+    let answer = client.request(Request::Dispatch { spec }).await?;
+    let run_id = run_id_of(&answer)?.to_string();
+    if json {
+        print_json(&answer)?;
+    } else {
+        write_stdout(&format!("{run_id}\n"))?;
+    }
+    if !wait {
+        return Ok(());
+    }
+    let outcome = client
+        .request(Request::Wait {
+            run_ids: vec![run_id],
+            until: WaitUntil::Terminal,
+            any: false,
+            timeout_secs: None,
+        })
+        .await?;
+    if json {
+        print_json(&outcome)
+    } else {
+        write_stdout(&render::as_view::<WaitOutcome>(&outcome, |o| {
+            render::wait_outcome(o, now_millis())
+        }))
+    }
+}
+
+/// This process owns the dispatcher: dispatch, then print the run's events until it ends
+/// or a stop signal arrives.
+async fn follow(
+    host: &mut Host,
+    spec: SpecInput,
+    json: bool,
+    paths: &Paths,
+) -> Result<(), DroverError> {
+    let mut signals = StopSignals::install()?;
+    let handle = host.handle().clone();
+    // Before the dispatch, so the run's first events are kept for us.
+    let mut events = handle.subscribe();
+    let answer = handle.request(Request::Dispatch { spec }).await?;
+    let run_id = run_id_of(&answer)?.to_string();
+    if json {
+        print_json(&answer)?;
+    } else {
+        write_stdout(&format!("{run_id}\n"))?;
+        note(&format!(
+            "drover: this terminal owns {} until {run_id} ends (other terminals can act on it); Ctrl-C stops it",
+            paths.data_dir.display()
+        ));
+    }
+    // A repeated idempotency key can return a run that already ended.
+    if state_of(&answer).is_some_and(RunState::is_terminal) {
+        return Ok(());
+    }
+    loop {
+        tokio::select! {
+            signal = signals.recv() => {
+                return Err(DroverError::new(
+                    ErrorCode::Interrupted,
+                    format!("{signal}: drover shut down; {run_id} is recorded as interrupted"),
+                ));
+            }
+            e = host.dispatcher_ended() => return Err(e),
+            received = events.recv() => match received {
+                Ok(event) if event.run_id() == run_id => {
+                    if json {
+                        print_json(&event)?;
+                    } else {
+                        write_stdout(&(render::event_line(&event) + "\n"))?;
+                    }
+                    if ends_run(&event) {
+                        return Ok(());
+                    }
+                }
+                Ok(_) => {}
+                Err(RecvError::Lagged(missed)) => {
+                    if json {
+                        print_json(&json!({"lagged": missed}))?;
+                    } else {
+                        note(&format!("drover: {missed} events were missed (the terminal was slow)"));
+                    }
+                    // The end may have been among them.
+                    let view = handle.request(Request::Show { run_id: run_id.clone() }).await?;
+                    if state_of(&view).is_some_and(RunState::is_terminal) {
+                        return Ok(());
+                    }
+                }
+                Err(RecvError::Closed) => {
+                    return Err(DroverError::new(
+                        ErrorCode::Internal,
+                        format!("the dispatcher stopped before {run_id} ended; see the log"),
+                    ));
+                }
+            },
+        }
+    }
+}
+
+/// The run id in the answer to `dispatch` (a run view, or an object holding one).
+fn run_id_of(answer: &Value) -> Result<&str, DroverError> {
+    answer
+        .get("run_id")
+        .or_else(|| answer.get("run")?.get("run_id"))
+        .and_then(Value::as_str)
+        .ok_or_else(|| {
+            DroverError::new(
+                ErrorCode::Internal,
+                format!("the answer to dispatch names no run ({answer}); check that both ends are the same drover version"),
+            )
+        })
+}
+
+/// The run state in a run view (or an object holding one).
+fn state_of(view: &Value) -> Option<RunState> {
+    view.get("state")
+        .or_else(|| view.get("run")?.get("state"))
+        .and_then(Value::as_str)
+        .and_then(RunState::parse)
+}
+
+/// The events after which a followed run has nothing more to say.
+fn ends_run(event: &DispatchEvent) -> bool {
+    match event {
+        DispatchEvent::RunChanged { run } => run.state.is_terminal(),
+        DispatchEvent::RunRemoved { .. } => true,
+        _ => false,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::cli::runs::RunCommand;
+    use crate::cli::{Cli, Command};
+    use clap::Parser;
+
+    fn args(argv: &[&str]) -> DispatchArgs {
+        let full = ["drover", "dispatch"]
+            .into_iter()
+            .chain(argv.iter().copied());
+        match Cli::try_parse_from(full) {
+            Ok(Cli {
+                command: Command::Run(RunCommand::Dispatch(args)),
+            }) => *args,
+            other => panic!("{argv:?}: {other:?}"),
+        }
+    }
+
+    fn spec(argv: &[&str]) -> SpecInput {
+        args(argv).spec_input(Path::new("/home/me/proj")).unwrap()
+    }
+
+    #[test]
+    fn the_defaults_are_the_task_and_the_current_directory() {
+        assert_eq!(
+            spec(&["fix", "the", "parser"]),
+            SpecInput {
+                task: "fix the parser".into(),
+                cwd: Some("/home/me/proj".into()),
+                ..SpecInput::default()
+            }
+        );
+    }
+
+    #[test]
+    fn every_flag_lands_in_its_spec_field() {
+        let full = spec(&[
+            "--provider",
+            "codex",
+            "--model",
+            "gpt-5",
+            "--effort",
+            "high",
+            "--cwd",
+            "sub/dir",
+            "--title",
+            "Parser",
+            "--context",
+            "see issue 4",
+            "--policy",
+            "restricted",
+            "--capability",
+            "read-only",
+            "--budget",
+            "2.5",
+            "--max-turns",
+            "3",
+            "--max-minutes",
+            "-5",
+            "--idle-timeout",
+            "600",
+            "--tag",
+            "a",
+            "--tag",
+            "b",
+            "--workflow",
+            "wf",
+            "--parent",
+            "r0",
+            "--idempotency-key",
+            "k1",
+            "--no-queue",
+            "--scenario",
+            "happy",
+            "--class",
+            "bugfix",
+            "fix it",
+        ]);
+        assert_eq!(
+            full,
+            SpecInput {
+                provider: Some("codex".into()),
+                model: Some("gpt-5".into()),
+                effort: Some("high".into()),
+                cwd: Some("/home/me/proj/sub/dir".into()),
+                task: "fix it".into(),
+                context: Some("see issue 4".into()),
+                title: Some("Parser".into()),
+                tags: vec!["a".into(), "b".into()],
+                capability: Some("read-only".into()),
+                policy: Some("restricted".into()),
+                max_minutes: Some(-5), // clamped by validation, not refused here
+                budget_usd: Some(2.5),
+                idle_timeout_secs: Some(600),
+                max_turns: Some(3),
+                output_schema: None,
+                workflow_id: Some("wf".into()),
+                parent_run: Some("r0".into()),
+                idempotency_key: Some("k1".into()),
+                queue_if_busy: Some(false),
+                scenario: Some("happy".into()),
+                class: Some("bugfix".into()),
+            }
+        );
+        assert_eq!(spec(&["--cwd", "/abs", "t"]).cwd, Some("/abs".into()));
+        // Words go through raw: the dispatcher refuses them with a sentence.
+        assert_eq!(
+            spec(&["--policy", "yolo", "t"]).policy.as_deref(),
+            Some("yolo")
+        );
+        let flags = args(&["--wait", "--json", "t"]);
+        assert!(flags.wait && flags.output.json);
+    }
+
+    #[test]
+    fn the_output_schema_is_read_from_its_file() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join("schema.json"), r#"{"type": "object"}"#).unwrap();
+        std::fs::write(dir.path().join("bad.json"), "{type").unwrap();
+        let with = |file: &str| args(&["--output-schema", file, "t"]).spec_input(dir.path());
+        assert_eq!(
+            with("schema.json").unwrap().output_schema,
+            Some(json!({"type": "object"}))
+        );
+        for (file, words) in [("bad.json", "not JSON"), ("missing.json", "cannot read")] {
+            let e = with(file).unwrap_err();
+            assert_eq!(e.code, ErrorCode::InvalidSpec);
+            assert!(
+                e.message.contains(words) && e.message.contains(file),
+                "{}",
+                e.message
+            );
+        }
+    }
+
+    #[test]
+    fn a_task_is_required() {
+        let e = Cli::try_parse_from(["drover", "dispatch", "--model", "m"]).unwrap_err();
+        assert_eq!(e.kind(), clap::error::ErrorKind::MissingRequiredArgument);
+    }
+
+    #[test]
+    fn the_run_id_and_state_are_read_from_the_answer() {
+        let flat = json!({"run_id": "r1", "state": "queued"});
+        let nested = json!({"run": {"run_id": "r2", "state": "completed"}});
+        assert_eq!(run_id_of(&flat).unwrap(), "r1");
+        assert_eq!(run_id_of(&nested).unwrap(), "r2");
+        assert_eq!(state_of(&flat), Some(RunState::Queued));
+        assert_eq!(state_of(&nested), Some(RunState::Completed));
+        assert_eq!(state_of(&json!({"state": "weird"})), None);
+        assert_eq!(
+            run_id_of(&json!({"ok": true})).unwrap_err().code,
+            ErrorCode::Internal
+        );
+    }
+}

@@ -1,0 +1,111 @@
+//! What the headless run commands share: their tokio runtime, the dispatcher options of
+//! an owner process, stop signals, one-line notes on stderr, and asking the owner (or
+//! the ledger, when nobody owns the data directory).
+
+use serde::Serialize;
+use serde_json::Value;
+use std::io::Write;
+use std::time::{SystemTime, UNIX_EPOCH};
+use tokio::signal::unix::{Signal, SignalKind, signal};
+
+use super::write_stdout;
+use crate::UnixMillis;
+use crate::config::Config;
+use crate::control::{ControlClient, offline};
+use crate::dispatch::{DispatcherOptions, Request};
+use crate::error::{DroverError, ErrorCode};
+use crate::paths::Paths;
+
+/// The runtime a headless command runs on.
+pub(crate) fn runtime() -> Result<tokio::runtime::Runtime, DroverError> {
+    tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| {
+            DroverError::new(
+                ErrorCode::Internal,
+                format!("cannot start the async runtime: {e}; check the process limits"),
+            )
+        })
+}
+
+/// What this process needs to own the dispatcher: the config in force and its own path.
+pub(crate) fn dispatcher_options(paths: &Paths) -> Result<DispatcherOptions, DroverError> {
+    let config = Config::load(&paths.config_file)?;
+    let self_exe = std::env::current_exe().map_err(|e| {
+        DroverError::new(
+            ErrorCode::Internal,
+            format!("cannot find the drover executable: {e}; run drover by its full path"),
+        )
+    })?;
+    Ok(DispatcherOptions {
+        paths: paths.clone(),
+        config,
+        self_exe,
+    })
+}
+
+/// SIGINT and SIGTERM, the signals that stop an owner process.
+pub(crate) struct StopSignals {
+    interrupt: Signal,
+    terminate: Signal,
+}
+
+impl StopSignals {
+    /// Must be called inside the runtime. From now on these signals no longer kill the
+    /// process: [`StopSignals::recv`] reports them.
+    pub(crate) fn install() -> Result<StopSignals, DroverError> {
+        let install = |kind| {
+            signal(kind).map_err(|e| {
+                DroverError::new(
+                    ErrorCode::Internal,
+                    format!("cannot listen for signals: {e}"),
+                )
+            })
+        };
+        Ok(StopSignals {
+            interrupt: install(SignalKind::interrupt())?,
+            terminate: install(SignalKind::terminate())?,
+        })
+    }
+
+    /// The name of the next stop signal.
+    pub(crate) async fn recv(&mut self) -> &'static str {
+        tokio::select! {
+            _ = self.interrupt.recv() => "SIGINT",
+            _ = self.terminate.recv() => "SIGTERM",
+        }
+    }
+}
+
+/// One line for the person at the terminal, on stderr. A closed stderr is not an error.
+pub(crate) fn note(text: &str) {
+    let _ = writeln!(std::io::stderr().lock(), "{text}");
+}
+
+/// Prints a value as one JSON line: `--json` output is the API's JSON exactly.
+pub(crate) fn print_json(value: &impl Serialize) -> Result<(), DroverError> {
+    let text = serde_json::to_string(value).map_err(|e| {
+        DroverError::new(
+            ErrorCode::Internal,
+            format!("cannot write the answer as JSON: {e}"),
+        )
+    })?;
+    write_stdout(&(text + "\n"))
+}
+
+/// Sends `request` to the owner of the data directory; with no owner, answers it from
+/// the ledger when it only reads (`NO_OWNER` otherwise).
+pub(crate) async fn ask(paths: &Paths, request: Request) -> Result<Value, DroverError> {
+    match ControlClient::connect(paths).await? {
+        Some(mut client) => client.request(request).await,
+        None => offline::answer(paths, &request),
+    }
+}
+
+/// Now, for ages shown to the user.
+pub(crate) fn now_millis() -> UnixMillis {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as UnixMillis)
+}

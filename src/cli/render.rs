@@ -1,0 +1,555 @@
+//! Human output of the headless run commands: short, aligned lines built from the API's
+//! views. `--json` output never comes through here.
+//!
+//! What must stay true: pure functions of the view (and of `now`, passed in); text that
+//! came from a provider or a user is folded to one line (control characters become
+//! spaces, so a transcript cannot drive the terminal); an answer of an unexpected shape
+//! is shown as JSON rather than refused.
+
+use serde::de::DeserializeOwned;
+use serde_json::Value;
+
+use crate::UnixMillis;
+use crate::control::offline::TranscriptView;
+use crate::dispatch::DispatchEvent;
+use crate::dispatch::api::{ResultView, RunSummary, RunView, TranscriptFormat, WaitOutcome};
+use crate::live_state::LiveState;
+use crate::providers::RequestKind;
+use crate::spec::text::{clip, one_line};
+
+/// The longest title shown in a table row.
+const TITLE_COLUMN_CHARS: usize = 60;
+/// The longest free text (task, previews, notes) shown on one line.
+const TEXT_CHARS: usize = 120;
+
+/// Renders `value` as `T` with `render`, or as pretty JSON when it is not a `T`.
+pub fn as_view<T: DeserializeOwned>(value: &Value, render: impl FnOnce(&T) -> String) -> String {
+    match serde_json::from_value::<T>(value.clone()) {
+        Ok(view) => render(&view),
+        Err(_) => serde_json::to_string_pretty(value).unwrap_or_default() + "\n",
+    }
+}
+
+/// `12s`, `5m`, `3h`, `2d` since `then`.
+pub fn age(now: UnixMillis, then: UnixMillis) -> String {
+    let secs = (now - then).max(0) / 1000;
+    match secs {
+        s if s < 60 => format!("{s}s"),
+        s if s < 3_600 => format!("{}m", s / 60),
+        s if s < 86_400 => format!("{}h", s / 3_600),
+        s => format!("{}d", s / 86_400),
+    }
+}
+
+pub fn usd(amount: f64) -> String {
+    format!("${amount:.2}")
+}
+
+/// Rows padded to their widest cell; the last column is not padded.
+fn table(rows: &[Vec<String>]) -> String {
+    let columns = rows.iter().map(Vec::len).max().unwrap_or(0);
+    let widths: Vec<usize> = (0..columns)
+        .map(|c| {
+            rows.iter()
+                .filter_map(|r| r.get(c))
+                .map(|cell| cell.chars().count())
+                .max()
+                .unwrap_or(0)
+        })
+        .collect();
+    let mut out = String::new();
+    for row in rows {
+        let mut line = String::new();
+        for (c, cell) in row.iter().enumerate() {
+            if c + 1 == row.len() {
+                line.push_str(cell);
+            } else {
+                line.push_str(cell);
+                line.extend(std::iter::repeat_n(
+                    ' ',
+                    widths[c] - cell.chars().count() + 2,
+                ));
+            }
+        }
+        out.push_str(line.trim_end());
+        out.push('\n');
+    }
+    out
+}
+
+/// The state column: the run state, then what needs attention.
+fn state_cell(run: &RunSummary) -> String {
+    let mut cell = run.state.as_str().to_string();
+    if let Some(reason) = &run.completion_reason {
+        cell.push_str(&format!(" ({reason})"));
+    }
+    if run.pending > 0 {
+        cell.push_str(&format!(" · {} pending", run.pending));
+    }
+    if run.needs_input {
+        cell.push_str(" · needs input");
+    }
+    if run.stalled {
+        cell.push_str(" · stalled");
+    }
+    cell
+}
+
+fn provider_cell(provider: &str, model: Option<&str>) -> String {
+    match model {
+        Some(model) => format!("{provider}/{model}"),
+        None => provider.to_string(),
+    }
+}
+
+/// `drover runs`: one aligned row per run.
+pub fn runs_table(runs: &[RunSummary], now: UnixMillis) -> String {
+    if runs.is_empty() {
+        return "no runs\n".to_string();
+    }
+    let mut rows = vec![
+        ["RUN", "STATE", "SPENT", "AGE", "PROVIDER", "TITLE"]
+            .map(String::from)
+            .to_vec(),
+    ];
+    for run in runs {
+        rows.push(vec![
+            run.run_id.clone(),
+            state_cell(run),
+            format!("{} of {}", usd(run.cost_usd), usd(run.budget_usd)),
+            age(now, run.created_at),
+            provider_cell(&run.provider, run.model.as_deref()),
+            clip(&one_line(&run.title), TITLE_COLUMN_CHARS),
+        ]);
+    }
+    table(&rows)
+}
+
+fn live_line(live: &LiveState) -> String {
+    let mut line = live.state.human().to_string();
+    if let Some(cause) = live.cause {
+        line.push_str(&format!(" ({})", cause.as_str()));
+    }
+    if let Some(detail) = &live.detail {
+        line.push_str(&format!(": {}", one_line(detail)));
+    }
+    line
+}
+
+fn result_lines(result: &ResultView) -> Vec<(String, String)> {
+    let mut lines = Vec::new();
+    let status = result.status.as_deref().unwrap_or("no status");
+    let head = match &result.summary {
+        Some(summary) => format!("{status}: {}", clip(&one_line(summary), TEXT_CHARS)),
+        None => status.to_string(),
+    };
+    lines.push(("result".to_string(), head));
+    if let Some(question) = &result.question {
+        lines.push((String::new(), format!("question: {}", one_line(question))));
+    }
+    for (label, items) in [
+        ("changes", &result.changes),
+        ("files", &result.files),
+        ("follow-ups", &result.follow_ups),
+    ] {
+        if !items.is_empty() {
+            let items: Vec<String> = items.iter().map(|i| one_line(i)).collect();
+            lines.push((String::new(), format!("{label}: {}", items.join(", "))));
+        }
+    }
+    if let Some(json) = &result.json {
+        lines.push((String::new(), format!("json: {json}")));
+    }
+    lines
+}
+
+/// `drover show`: the run, key by key.
+pub fn run_view(run: &RunView, now: UnixMillis) -> String {
+    let mut lines: Vec<(String, String)> = Vec::new();
+    let mut push = |key: &str, value: String| lines.push((key.to_string(), value));
+    push("run", format!("{}  {}", run.run_id, one_line(&run.title)));
+    let mut state = run.state.as_str().to_string();
+    if let Some(reason) = &run.completion_reason {
+        state.push_str(&format!(" ({reason})"));
+    }
+    if run.stalled {
+        state.push_str(" · stalled: no provider event for a while");
+    }
+    push("state", state);
+    if let Some(live) = &run.live_state {
+        push("live", live_line(live));
+    }
+    push(
+        "provider",
+        provider_cell(&run.provider, run.model.as_deref()),
+    );
+    push("task", clip(&one_line(&run.task), TEXT_CHARS));
+    push("cwd", run.cwd.clone());
+    push("policy", run.policy.clone());
+    push(
+        "spent",
+        format!(
+            "{} of {} ({})",
+            usd(run.cost_usd),
+            usd(run.budget_usd),
+            run.cost_basis
+        ),
+    );
+    let t = &run.tokens;
+    push(
+        "tokens",
+        format!(
+            "{} in · {} out · {} reasoning · {} cache read · {} cache write",
+            t.input, t.output, t.reasoning, t.cache_read, t.cache_write
+        ),
+    );
+    let mut turns = format!("{} of at most {}", run.turns.len(), run.max_turns);
+    if run.queued_follow_ups > 0 {
+        turns.push_str(&format!(" · {} follow-ups queued", run.queued_follow_ups));
+    }
+    push("turns", turns);
+    let turn_rows: Vec<Vec<String>> = run
+        .turns
+        .iter()
+        .map(|turn| {
+            vec![
+                turn.number.to_string(),
+                turn.origin.clone(),
+                turn.cost_usd.map(usd).unwrap_or_else(|| "-".into()),
+                clip(&one_line(&turn.prompt_preview), TEXT_CHARS),
+            ]
+        })
+        .collect();
+    for line in table(&turn_rows).lines() {
+        push("", line.to_string());
+    }
+    for pending in &run.pending {
+        push(
+            "pending",
+            format!(
+                "{} {} {}: drover respond {} {} allow|always|deny",
+                pending.request_id,
+                kind_words(pending.kind),
+                one_line(&pending.tool),
+                run.run_id,
+                pending.request_id
+            ),
+        );
+    }
+    if let Some(result) = &run.last_result {
+        lines.extend(result_lines(result));
+    }
+    for note in &run.notes {
+        lines.push(("note".into(), clip(&one_line(&note.text), TEXT_CHARS)));
+    }
+    let mut when = format!("created {} ago", age(now, run.created_at));
+    if let Some(finished) = run.finished_at {
+        when.push_str(&format!(" · finished {} ago", age(now, finished)));
+    }
+    lines.push(("when".into(), when));
+    let rows: Vec<Vec<String>> = lines.into_iter().map(|(k, v)| vec![k, v]).collect();
+    table(&rows)
+}
+
+/// `drover transcript`: the lines, the events or the result.
+pub fn transcript(view: &TranscriptView) -> String {
+    let mut out = String::new();
+    match view.format {
+        TranscriptFormat::Tail | TranscriptFormat::Text => {
+            for line in &view.lines {
+                out.push_str(&one_line(line));
+                out.push('\n');
+            }
+        }
+        TranscriptFormat::Events => {
+            let rows: Vec<Vec<String>> = view
+                .events
+                .iter()
+                .map(|e| vec![e.seq.to_string(), e.kind.clone(), e.body.to_string()])
+                .collect();
+            out = table(&rows);
+        }
+        TranscriptFormat::Result => match &view.result {
+            Some(result) => {
+                let rows: Vec<Vec<String>> = result_lines(result)
+                    .into_iter()
+                    .map(|(k, v)| vec![k, v])
+                    .collect();
+                out = table(&rows);
+            }
+            None => out.push_str("no result yet\n"),
+        },
+    }
+    out
+}
+
+/// `drover wait`: the runs as they are now.
+pub fn wait_outcome(outcome: &WaitOutcome, now: UnixMillis) -> String {
+    runs_table(&outcome.runs, now)
+}
+
+fn kind_words(kind: RequestKind) -> &'static str {
+    match kind {
+        RequestKind::Permission => "permission for",
+        RequestKind::Question => "question from",
+    }
+}
+
+/// One event of the run a foreground `drover dispatch` follows (its id is already on
+/// screen, so it is not repeated).
+pub fn event_line(event: &DispatchEvent) -> String {
+    let (tag, text) = match event {
+        DispatchEvent::RunChanged { run } => ("state", {
+            let mut text = state_cell(run);
+            text.push_str(&format!("  {} spent", usd(run.cost_usd)));
+            text
+        }),
+        DispatchEvent::LiveState { live_state, .. } => ("live", live_line(live_state)),
+        DispatchEvent::Transcript { line, .. } => ("|", one_line(line)),
+        DispatchEvent::PermissionRequested { run_id, pending } => (
+            "asks",
+            format!(
+                "{} {} (request {}): drover respond {run_id} {} allow|always|deny",
+                kind_words(pending.kind),
+                one_line(&pending.tool),
+                pending.request_id,
+                pending.request_id
+            ),
+        ),
+        DispatchEvent::PermissionResolved {
+            request_id, how, ..
+        } => ("answered", format!("{request_id}: {}", one_line(how))),
+        DispatchEvent::Note { note, .. } => ("note", one_line(&note.text)),
+        DispatchEvent::RunRemoved { .. } => ("removed", "from the trays".to_string()),
+    };
+    format!("{tag:<8}  {text}")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::dispatch::api::{NoteView, PendingView};
+    use crate::live_state::{Cause, LiveStateKind};
+    use crate::run_state::RunState;
+    use serde_json::json;
+
+    fn summary(run_id: &str, state: RunState, title: &str) -> RunSummary {
+        RunSummary {
+            run_id: run_id.into(),
+            state,
+            completion_reason: None,
+            provider: "sim".into(),
+            model: Some("sim-standard".into()),
+            title: title.into(),
+            live_state: None,
+            cost_usd: 0.25,
+            budget_usd: 5.0,
+            pending: 0,
+            needs_input: false,
+            stalled: false,
+            created_at: 0,
+            finished_at: None,
+        }
+    }
+
+    #[test]
+    fn ages_are_short() {
+        let cases = [
+            (0, "0s"),
+            (59_999, "59s"),
+            (60_000, "1m"),
+            (3_599_000, "59m"),
+            (3_600_000, "1h"),
+            (86_400_000, "1d"),
+            (-5_000, "0s"),
+        ];
+        for (elapsed, expected) in cases {
+            assert_eq!(age(elapsed, 0), expected, "{elapsed}");
+        }
+    }
+
+    #[test]
+    fn the_runs_table_is_aligned_and_flags_what_needs_attention() {
+        let mut waiting = summary("r-22", RunState::AwaitingPermission, "ask\x1b[31m me");
+        waiting.pending = 2;
+        let mut done = summary("r-1", RunState::Completed, "done");
+        done.completion_reason = Some("complete".into());
+        done.model = None;
+        let text = runs_table(&[waiting, done], 90_000);
+        let lines: Vec<&str> = text.lines().collect();
+        assert_eq!(
+            lines,
+            [
+                "RUN   STATE                            SPENT           AGE  PROVIDER          TITLE",
+                "r-22  awaiting_permission · 2 pending  $0.25 of $5.00  1m   sim/sim-standard  ask [31m me",
+                "r-1   completed (complete)             $0.25 of $5.00  1m   sim               done",
+            ]
+        );
+        assert_eq!(runs_table(&[], 0), "no runs\n");
+    }
+
+    #[test]
+    fn event_lines_are_short_and_say_what_to_do() {
+        let pending = PendingView {
+            request_id: "q1".into(),
+            kind: RequestKind::Permission,
+            tool: "Bash".into(),
+            input: json!({"command": "ls"}),
+            suggestions: json!([]),
+            created_at: 0,
+            expires_at: 1,
+        };
+        let mut changed = summary("r1", RunState::Failed, "t");
+        changed.completion_reason = Some("provider_error".into());
+        let cases = [
+            (
+                DispatchEvent::RunChanged { run: changed },
+                "state     failed (provider_error)  $0.25 spent",
+            ),
+            (
+                DispatchEvent::LiveState {
+                    run_id: "r1".into(),
+                    live_state: LiveState {
+                        state: LiveStateKind::Working,
+                        since: 0,
+                        bound: Some(1),
+                        detail: Some("running a tool".into()),
+                        cause: None,
+                        seq: 2,
+                    },
+                },
+                "live      working: running a tool",
+            ),
+            (
+                DispatchEvent::LiveState {
+                    run_id: "r1".into(),
+                    live_state: LiveState {
+                        state: LiveStateKind::Ended,
+                        since: 0,
+                        bound: None,
+                        detail: None,
+                        cause: Some(Cause::Completed),
+                        seq: 3,
+                    },
+                },
+                "live      ended (completed)",
+            ),
+            (
+                DispatchEvent::Transcript {
+                    run_id: "r1".into(),
+                    line: "tool\nRead\r".into(),
+                },
+                "|         tool Read",
+            ),
+            (
+                DispatchEvent::PermissionRequested {
+                    run_id: "r1".into(),
+                    pending,
+                },
+                "asks      permission for Bash (request q1): drover respond r1 q1 allow|always|deny",
+            ),
+            (
+                DispatchEvent::PermissionResolved {
+                    run_id: "r1".into(),
+                    request_id: "q1".into(),
+                    how: "allow".into(),
+                },
+                "answered  q1: allow",
+            ),
+            (
+                DispatchEvent::Note {
+                    run_id: "r1".into(),
+                    note: NoteView {
+                        at: 0,
+                        text: "budget lowered".into(),
+                    },
+                },
+                "note      budget lowered",
+            ),
+            (
+                DispatchEvent::RunRemoved {
+                    run_id: "r1".into(),
+                },
+                "removed   from the trays",
+            ),
+        ];
+        for (event, expected) in cases {
+            assert_eq!(event_line(&event), expected);
+        }
+    }
+
+    #[test]
+    fn show_lists_turns_aligned_and_says_how_to_answer_what_is_pending() {
+        let turn = |number: u32, origin: &str| crate::dispatch::api::TurnView {
+            number,
+            origin: origin.into(),
+            started_at: 0,
+            ended_at: None,
+            prompt_preview: format!("prompt {number}"),
+            text: None,
+            tokens: Default::default(),
+            cost_usd: Some(0.5),
+            result: None,
+        };
+        let view = RunView {
+            run_id: "R-7".into(),
+            state: RunState::AwaitingPermission,
+            completion_reason: None,
+            provider: "sim".into(),
+            model: None,
+            title: "Title".into(),
+            task: "do\nit".into(),
+            cwd: "/w".into(),
+            policy: "ask".into(),
+            live_state: None,
+            cost_usd: 1.0,
+            budget_usd: 5.0,
+            cost_basis: "reported".into(),
+            tokens: Default::default(),
+            turns: vec![turn(1, "dispatch"), turn(2, "follow_up")],
+            pending: vec![PendingView {
+                request_id: "Q-1".into(),
+                kind: RequestKind::Question,
+                tool: "AskUser".into(),
+                input: json!({}),
+                suggestions: json!([]),
+                created_at: 0,
+                expires_at: 1,
+            }],
+            last_result: None,
+            notes: vec![],
+            provider_session_id: None,
+            stalled: true,
+            created_at: 0,
+            finished_at: None,
+            max_turns: 6,
+            queued_follow_ups: 1,
+        };
+        let text = run_view(&view, 120_000);
+        let lines: Vec<&str> = text.lines().collect();
+        let expected = [
+            "run       R-7  Title",
+            "state     awaiting_permission · stalled: no provider event for a while",
+            "provider  sim",
+            "task      do it",
+            "cwd       /w",
+            "policy    ask",
+            "spent     $1.00 of $5.00 (reported)",
+            "tokens    0 in · 0 out · 0 reasoning · 0 cache read · 0 cache write",
+            "turns     2 of at most 6 · 1 follow-ups queued",
+            "          1  dispatch   $0.50  prompt 1",
+            "          2  follow_up  $0.50  prompt 2",
+            "pending   Q-1 question from AskUser: drover respond R-7 Q-1 allow|always|deny",
+            "when      created 2m ago",
+        ];
+        assert_eq!(lines, expected);
+    }
+
+    #[test]
+    fn an_answer_of_an_unexpected_shape_is_shown_as_json() {
+        let text = as_view::<RunSummary>(&json!({"surprise": 1}), |_| "view".into());
+        assert_eq!(text, "{\n  \"surprise\": 1\n}\n");
+        let text = as_view::<Vec<RunSummary>>(&json!([]), |runs| runs_table(runs, 0));
+        assert_eq!(text, "no runs\n");
+    }
+}

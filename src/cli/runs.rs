@@ -1,0 +1,644 @@
+//! The headless run commands: `dispatch`, `runs`, `show`, `transcript`, `follow-up`,
+//! `respond`, `stop`, `complete`, `remove`, `kill-all`, `wait`.
+//!
+//! Each one is a dispatcher [`Request`] sent to the process that owns the data directory
+//! (over the control socket). With no owner, the read-only ones (`runs`, `show`,
+//! `transcript`) are answered from the ledger in the same shapes, and the others are
+//! refused with `NO_OWNER` — except `dispatch`, which then makes this process the owner
+//! until its run ends (see [`super::dispatch`]).
+//!
+//! What must stay true: `--json` prints the API's answer exactly, one JSON line per
+//! answer; a refusal prints `error[CODE]: sentence` (by `main`) and exits 1; `wait`
+//! exits 3 when it times out (after printing the runs as they are).
+
+use clap::{ArgGroup, Args, Subcommand, ValueEnum};
+use serde_json::Value;
+use std::collections::BTreeMap;
+
+use super::dispatch::DispatchArgs;
+use super::headless::{ask, now_millis, print_json, runtime};
+use super::{render, write_stdout};
+use crate::control::offline::TranscriptView;
+use crate::dispatch::Request;
+use crate::dispatch::api::{RunSummary, RunView, TranscriptFormat, WaitOutcome, WaitUntil};
+use crate::error::{DroverError, ErrorCode};
+use crate::paths::Paths;
+use crate::providers::PermissionAnswer;
+use crate::run_state::RunState;
+
+/// `--json` on every run command.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Args)]
+pub struct JsonFlag {
+    /// Print the answer as one JSON line (the dispatcher API's shape).
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum RunCommand {
+    /// Dispatch a run. With a drover running, it takes the run and this returns at once
+    /// (unless --wait); otherwise this process runs it and follows it until it ends.
+    Dispatch(Box<DispatchArgs>),
+    /// List runs, newest first.
+    Runs {
+        /// Only runs in this state (queued, running, idle, completed, …).
+        #[arg(long, value_parser = parse_run_state)]
+        state: Option<RunState>,
+        /// Include runs removed from the trays.
+        #[arg(long)]
+        all: bool,
+        #[command(flatten)]
+        output: JsonFlag,
+    },
+    /// Everything about one run.
+    Show {
+        run: String,
+        #[command(flatten)]
+        output: JsonFlag,
+    },
+    /// A run's transcript.
+    Transcript {
+        run: String,
+        /// result: the last result block; text: each turn's answer; tail: one line per
+        /// provider event; events: every recorded event.
+        #[arg(long, value_enum, default_value_t = FormatArg::Tail)]
+        format: FormatArg,
+        #[command(flatten)]
+        output: JsonFlag,
+    },
+    /// Send the next prompt to an idle run (queued if a turn is running).
+    FollowUp {
+        run: String,
+        /// The prompt (words are joined with spaces).
+        #[arg(required = true, num_args = 1..)]
+        text: Vec<String>,
+        #[command(flatten)]
+        output: JsonFlag,
+    },
+    /// Answer a run's permission request or question.
+    Respond(RespondArgs),
+    /// Stop a run (pending requests are denied).
+    Stop {
+        run: String,
+        #[command(flatten)]
+        output: JsonFlag,
+    },
+    /// End an idle run as complete.
+    Complete {
+        run: String,
+        #[command(flatten)]
+        output: JsonFlag,
+    },
+    /// Remove a finished run (or every finished run) from the trays; its spend still counts.
+    Remove(RemoveArgs),
+    /// Stop every active, queued and held run.
+    KillAll {
+        #[command(flatten)]
+        output: JsonFlag,
+    },
+    /// Wait until runs are idle, finished, or have news. Exits 3 on timeout.
+    Wait(WaitArgs),
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum FormatArg {
+    Result,
+    Text,
+    Tail,
+    Events,
+}
+
+impl From<FormatArg> for TranscriptFormat {
+    fn from(format: FormatArg) -> Self {
+        match format {
+            FormatArg::Result => TranscriptFormat::Result,
+            FormatArg::Text => TranscriptFormat::Text,
+            FormatArg::Tail => TranscriptFormat::Tail,
+            FormatArg::Events => TranscriptFormat::Events,
+        }
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum Decision {
+    /// Allow this once.
+    Allow,
+    /// Allow this and the same again for the rest of the run's session.
+    Always,
+    Deny,
+}
+
+#[derive(Debug, Args)]
+pub struct RespondArgs {
+    pub run: String,
+    /// The request id shown with the prompt (`drover show RUN` lists them).
+    pub request_id: String,
+    /// allow, always or deny (not with --answer).
+    #[arg(
+        value_enum,
+        required_unless_present = "answers",
+        conflicts_with = "answers"
+    )]
+    pub decision: Option<Decision>,
+    /// Why it is denied (with deny).
+    #[arg(long, conflicts_with = "answers")]
+    pub message: Option<String>,
+    /// Answer a question: the question (or option key) and the answer. Repeatable.
+    #[arg(long = "answer", value_name = "KEY=VALUE", value_parser = parse_key_value)]
+    pub answers: Vec<(String, String)>,
+    #[command(flatten)]
+    pub output: JsonFlag,
+}
+
+#[derive(Debug, Args)]
+#[command(group(ArgGroup::new("which").required(true).args(["run", "finished"])))]
+pub struct RemoveArgs {
+    pub run: Option<String>,
+    /// Every finished run.
+    #[arg(long)]
+    pub finished: bool,
+    #[command(flatten)]
+    pub output: JsonFlag,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum UntilArg {
+    /// Idle, waiting for the user, or finished.
+    Idle,
+    /// Finished.
+    Terminal,
+    /// Anything happened.
+    Event,
+}
+
+impl From<UntilArg> for WaitUntil {
+    fn from(until: UntilArg) -> Self {
+        match until {
+            UntilArg::Idle => WaitUntil::Idle,
+            UntilArg::Terminal => WaitUntil::Terminal,
+            UntilArg::Event => WaitUntil::Event,
+        }
+    }
+}
+
+#[derive(Debug, Args)]
+pub struct WaitArgs {
+    /// The runs to wait for.
+    #[arg(required = true, value_name = "RUN")]
+    pub runs: Vec<String>,
+    #[arg(long, value_enum, default_value_t = UntilArg::Terminal)]
+    pub until: UntilArg,
+    /// Done when any of the runs is (default: all of them).
+    #[arg(long)]
+    pub any: bool,
+    /// Give up after this many seconds (exit code 3).
+    #[arg(long, value_name = "SECS")]
+    pub timeout: Option<u64>,
+    #[command(flatten)]
+    pub output: JsonFlag,
+}
+
+fn parse_run_state(word: &str) -> Result<RunState, String> {
+    RunState::parse(word).ok_or_else(|| {
+        let known: Vec<&str> = RunState::ALL.iter().map(|s| s.as_str()).collect();
+        format!("use one of {}", known.join(", "))
+    })
+}
+
+fn parse_key_value(text: &str) -> Result<(String, String), String> {
+    match text.split_once('=') {
+        Some((key, value)) if !key.trim().is_empty() => Ok((key.to_string(), value.to_string())),
+        _ => Err("write it as KEY=VALUE (the question, `=`, your answer)".into()),
+    }
+}
+
+/// The answer `respond` sends. `Err` is a usage mistake clap cannot see.
+pub fn permission_answer(args: &RespondArgs) -> Result<PermissionAnswer, String> {
+    if !args.answers.is_empty() {
+        let answers: BTreeMap<String, String> = args.answers.iter().cloned().collect();
+        return Ok(PermissionAnswer::Answer { answers });
+    }
+    match (args.decision, &args.message) {
+        (Some(Decision::Deny), message) => Ok(PermissionAnswer::Deny {
+            message: message.clone(),
+        }),
+        (Some(Decision::Allow | Decision::Always), Some(_)) => {
+            Err("--message goes with deny; drop it, or deny".into())
+        }
+        (Some(Decision::Allow), None) => Ok(PermissionAnswer::Allow { always: false }),
+        (Some(Decision::Always), None) => Ok(PermissionAnswer::Allow { always: true }),
+        (None, _) => Err("say allow, always or deny, or give --answer KEY=VALUE".into()),
+    }
+}
+
+impl RunCommand {
+    /// The request this command sends (`dispatch` builds its own: it reads files).
+    pub fn request(&self) -> Result<Option<Request>, String> {
+        let request = match self {
+            RunCommand::Dispatch(_) => return Ok(None),
+            RunCommand::Runs { state, all, .. } => Request::Runs {
+                state: *state,
+                include_removed: *all,
+            },
+            RunCommand::Show { run, .. } => Request::Show {
+                run_id: run.clone(),
+            },
+            RunCommand::Transcript { run, format, .. } => Request::Transcript {
+                run_id: run.clone(),
+                format: (*format).into(),
+            },
+            RunCommand::FollowUp { run, text, .. } => Request::FollowUp {
+                run_id: run.clone(),
+                text: text.join(" "),
+            },
+            RunCommand::Respond(args) => Request::Respond {
+                run_id: args.run.clone(),
+                request_id: args.request_id.clone(),
+                answer: permission_answer(args)?,
+            },
+            RunCommand::Stop { run, .. } => Request::Stop {
+                run_id: run.clone(),
+            },
+            RunCommand::Complete { run, .. } => Request::Complete {
+                run_id: run.clone(),
+            },
+            RunCommand::Remove(args) => Request::Remove {
+                run_id: args.run.clone(),
+                finished: args.finished,
+            },
+            RunCommand::KillAll { .. } => Request::KillAll,
+            RunCommand::Wait(args) => Request::Wait {
+                run_ids: args.runs.clone(),
+                until: args.until.into(),
+                any: args.any,
+                timeout_secs: args.timeout,
+            },
+        };
+        Ok(Some(request))
+    }
+
+    /// The subcommand's name on the command line.
+    fn name(&self) -> &'static str {
+        match self {
+            RunCommand::Dispatch(_) => "dispatch",
+            RunCommand::Runs { .. } => "runs",
+            RunCommand::Show { .. } => "show",
+            RunCommand::Transcript { .. } => "transcript",
+            RunCommand::FollowUp { .. } => "follow-up",
+            RunCommand::Respond(_) => "respond",
+            RunCommand::Stop { .. } => "stop",
+            RunCommand::Complete { .. } => "complete",
+            RunCommand::Remove(_) => "remove",
+            RunCommand::KillAll { .. } => "kill-all",
+            RunCommand::Wait(_) => "wait",
+        }
+    }
+
+    fn json(&self) -> bool {
+        match self {
+            RunCommand::Dispatch(args) => args.output.json,
+            RunCommand::Runs { output, .. }
+            | RunCommand::Show { output, .. }
+            | RunCommand::Transcript { output, .. }
+            | RunCommand::FollowUp { output, .. }
+            | RunCommand::Stop { output, .. }
+            | RunCommand::Complete { output, .. }
+            | RunCommand::KillAll { output } => output.json,
+            RunCommand::Respond(RespondArgs { output, .. })
+            | RunCommand::Remove(RemoveArgs { output, .. })
+            | RunCommand::Wait(WaitArgs { output, .. }) => output.json,
+        }
+    }
+}
+
+/// Runs one run command.
+pub fn run(command: RunCommand, paths: &Paths) -> Result<(), DroverError> {
+    if let RunCommand::Dispatch(args) = command {
+        return runtime()?.block_on(super::dispatch::run(*args, paths));
+    }
+    let request = match command.request() {
+        Ok(Some(request)) => request,
+        Ok(None) => {
+            return Err(DroverError::new(
+                ErrorCode::Internal,
+                "this command has no request of its own",
+            ));
+        }
+        Err(usage) => {
+            use clap::CommandFactory;
+            let mut root = super::Cli::command();
+            root.build();
+            let kind = clap::error::ErrorKind::ArgumentConflict;
+            match root.find_subcommand_mut(command.name()) {
+                Some(sub) => sub.error(kind, usage).exit(),
+                None => root.error(kind, usage).exit(),
+            }
+        }
+    };
+    let json = command.json();
+    let answer = runtime()?.block_on(ask(paths, request.clone()))?;
+    if json {
+        print_json(&answer)?;
+    } else {
+        write_stdout(&human(&command, &request, &answer))?;
+    }
+    if let Request::Wait {
+        until,
+        timeout_secs,
+        ..
+    } = request
+        && answer.get("timed_out") == Some(&Value::Bool(true))
+    {
+        return Err(wait_timed_out(until, timeout_secs));
+    }
+    Ok(())
+}
+
+fn wait_timed_out(until: WaitUntil, timeout_secs: Option<u64>) -> DroverError {
+    let condition = match until {
+        WaitUntil::Idle => "idle",
+        WaitUntil::Terminal => "finished",
+        WaitUntil::Event => "changed",
+    };
+    DroverError::new(
+        ErrorCode::WaitTimeout,
+        format!(
+            "the runs were not {condition} within {} s; wait again, or raise --timeout",
+            timeout_secs.unwrap_or(0)
+        ),
+    )
+}
+
+/// The human form of an answer.
+fn human(command: &RunCommand, request: &Request, answer: &Value) -> String {
+    let now = now_millis();
+    match (command, request) {
+        (RunCommand::Runs { .. }, _) => {
+            render::as_view::<Vec<RunSummary>>(answer, |runs| render::runs_table(runs, now))
+        }
+        (RunCommand::Show { .. }, _) => {
+            render::as_view::<RunView>(answer, |run| render::run_view(run, now))
+        }
+        (RunCommand::Transcript { .. }, _) => {
+            render::as_view::<TranscriptView>(answer, render::transcript)
+        }
+        (RunCommand::Wait(_), _) => {
+            render::as_view::<WaitOutcome>(answer, |outcome| render::wait_outcome(outcome, now))
+        }
+        (_, Request::FollowUp { run_id, .. }) => format!("follow-up sent to {run_id}\n"),
+        (
+            _,
+            Request::Respond {
+                run_id,
+                request_id,
+                answer: how,
+            },
+        ) => {
+            let how = match how {
+                PermissionAnswer::Allow { always: false } => "allowed",
+                PermissionAnswer::Allow { always: true } => "allowed always",
+                PermissionAnswer::Deny { .. } => "denied",
+                PermissionAnswer::Answer { .. } => "answered",
+            };
+            format!("{how} request {request_id} of {run_id}\n")
+        }
+        (_, Request::Stop { run_id }) => format!("stopping {run_id}\n"),
+        (_, Request::Complete { run_id }) => format!("completing {run_id}\n"),
+        (
+            _,
+            Request::Remove {
+                run_id: Some(run_id),
+                ..
+            },
+        ) => format!("removed {run_id} from the trays\n"),
+        (_, Request::Remove { run_id: None, .. }) => {
+            "removed the finished runs from the trays\n".to_string()
+        }
+        (_, Request::KillAll) => "stopping every active, queued and held run\n".to_string(),
+        _ => serde_json::to_string_pretty(answer).unwrap_or_default() + "\n",
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::cli::{Cli, Command};
+    use clap::Parser;
+
+    fn command(args: &[&str]) -> RunCommand {
+        let argv = std::iter::once("drover").chain(args.iter().copied());
+        match Cli::try_parse_from(argv) {
+            Ok(Cli {
+                command: Command::Run(command),
+            }) => command,
+            Ok(other) => panic!("{args:?} parsed as {other:?}"),
+            Err(e) => panic!("{args:?}: {e}"),
+        }
+    }
+
+    fn request(args: &[&str]) -> Request {
+        command(args).request().unwrap().unwrap()
+    }
+
+    fn usage_error(args: &[&str]) -> clap::error::ErrorKind {
+        let argv = std::iter::once("drover").chain(args.iter().copied());
+        Cli::try_parse_from(argv).unwrap_err().kind()
+    }
+
+    #[test]
+    fn each_command_line_maps_to_its_request() {
+        let r = || "r1".to_string();
+        let cases: Vec<(&[&str], Request)> = vec![
+            (
+                &["runs"],
+                Request::Runs {
+                    state: None,
+                    include_removed: false,
+                },
+            ),
+            (
+                &["runs", "--state", "awaiting_permission", "--all", "--json"],
+                Request::Runs {
+                    state: Some(RunState::AwaitingPermission),
+                    include_removed: true,
+                },
+            ),
+            (&["show", "r1"], Request::Show { run_id: r() }),
+            (
+                &["transcript", "r1"],
+                Request::Transcript {
+                    run_id: r(),
+                    format: TranscriptFormat::Tail,
+                },
+            ),
+            (
+                &["transcript", "r1", "--format", "events"],
+                Request::Transcript {
+                    run_id: r(),
+                    format: TranscriptFormat::Events,
+                },
+            ),
+            (
+                &["follow-up", "r1", "also", "fix", "the tests"],
+                Request::FollowUp {
+                    run_id: r(),
+                    text: "also fix the tests".into(),
+                },
+            ),
+            (&["stop", "r1"], Request::Stop { run_id: r() }),
+            (&["complete", "r1"], Request::Complete { run_id: r() }),
+            (
+                &["remove", "r1"],
+                Request::Remove {
+                    run_id: Some(r()),
+                    finished: false,
+                },
+            ),
+            (
+                &["remove", "--finished"],
+                Request::Remove {
+                    run_id: None,
+                    finished: true,
+                },
+            ),
+            (&["kill-all"], Request::KillAll),
+            (
+                &["wait", "r1", "r2"],
+                Request::Wait {
+                    run_ids: vec![r(), "r2".into()],
+                    until: WaitUntil::Terminal,
+                    any: false,
+                    timeout_secs: None,
+                },
+            ),
+            (
+                &["wait", "r1", "--until", "idle", "--any", "--timeout", "30"],
+                Request::Wait {
+                    run_ids: vec![r()],
+                    until: WaitUntil::Idle,
+                    any: true,
+                    timeout_secs: Some(30),
+                },
+            ),
+        ];
+        for (args, expected) in cases {
+            assert_eq!(request(args), expected, "{args:?}");
+        }
+        assert!(command(&["show", "r1", "--json"]).json());
+        for (args, name) in [
+            (&["follow-up", "r1", "x"][..], "follow-up"),
+            (&["kill-all"], "kill-all"),
+            (&["respond", "r1", "q1", "deny"], "respond"),
+        ] {
+            assert_eq!(command(args).name(), name);
+        }
+        assert!(!command(&["show", "r1"]).json());
+    }
+
+    #[test]
+    fn respond_maps_decisions_messages_and_answers() {
+        let answer = |args: &[&str]| match request(args) {
+            Request::Respond {
+                run_id,
+                request_id,
+                answer,
+            } => {
+                assert_eq!((run_id.as_str(), request_id.as_str()), ("r1", "q1"));
+                answer
+            }
+            other => panic!("{other:?}"),
+        };
+        let cases: Vec<(&[&str], PermissionAnswer)> = vec![
+            (
+                &["respond", "r1", "q1", "allow"],
+                PermissionAnswer::Allow { always: false },
+            ),
+            (
+                &["respond", "r1", "q1", "always"],
+                PermissionAnswer::Allow { always: true },
+            ),
+            (
+                &["respond", "r1", "q1", "deny"],
+                PermissionAnswer::Deny { message: None },
+            ),
+            (
+                &["respond", "r1", "q1", "deny", "--message", "not there"],
+                PermissionAnswer::Deny {
+                    message: Some("not there".into()),
+                },
+            ),
+            (
+                &[
+                    "respond",
+                    "r1",
+                    "q1",
+                    "--answer",
+                    "Which db?=postgres",
+                    "--answer",
+                    "size=a=b",
+                ],
+                PermissionAnswer::Answer {
+                    answers: BTreeMap::from([
+                        ("Which db?".to_string(), "postgres".to_string()),
+                        ("size".to_string(), "a=b".to_string()),
+                    ]),
+                },
+            ),
+        ];
+        for (args, expected) in cases {
+            assert_eq!(answer(args), expected, "{args:?}");
+        }
+        // A message with allow is a usage mistake clap cannot see.
+        let allow_with_message = command(&["respond", "r1", "q1", "allow", "--message", "x"]);
+        assert!(allow_with_message.request().unwrap_err().contains("deny"));
+    }
+
+    #[test]
+    fn usage_mistakes_are_refused_by_the_parser() {
+        use clap::error::ErrorKind;
+        let cases: &[(&[&str], ErrorKind)] = &[
+            (&["respond", "r1", "q1"], ErrorKind::MissingRequiredArgument),
+            (
+                &["respond", "r1", "q1", "allow", "--answer", "k=v"],
+                ErrorKind::ArgumentConflict,
+            ),
+            (&["respond", "r1", "q1", "maybe"], ErrorKind::InvalidValue),
+            (
+                &["respond", "r1", "q1", "--answer", "novalue"],
+                ErrorKind::ValueValidation,
+            ),
+            (&["remove"], ErrorKind::MissingRequiredArgument),
+            (&["remove", "r1", "--finished"], ErrorKind::ArgumentConflict),
+            (&["runs", "--state", "sleeping"], ErrorKind::ValueValidation),
+            (&["wait"], ErrorKind::MissingRequiredArgument),
+            (&["wait", "r1", "--until", "soon"], ErrorKind::InvalidValue),
+            (
+                &["transcript", "r1", "--format", "html"],
+                ErrorKind::InvalidValue,
+            ),
+            (&["follow-up", "r1"], ErrorKind::MissingRequiredArgument),
+        ];
+        for (args, kind) in cases {
+            assert_eq!(usage_error(args), *kind, "{args:?}");
+        }
+    }
+
+    #[test]
+    fn a_timed_out_wait_names_its_condition_and_exits_3() {
+        let e = wait_timed_out(WaitUntil::Idle, Some(30));
+        assert_eq!(e.code, ErrorCode::WaitTimeout);
+        assert_eq!(
+            e.message,
+            "the runs were not idle within 30 s; wait again, or raise --timeout"
+        );
+        assert_eq!(crate::cli::exit_code(&e), 3);
+        for (code, exit) in [
+            (ErrorCode::Interrupted, 130),
+            (ErrorCode::NoOwner, 1),
+            (ErrorCode::RunNotFound, 1),
+            (ErrorCode::OwnerUnresponsive, 1),
+        ] {
+            assert_eq!(crate::cli::exit_code(&DroverError::new(code, "x")), exit);
+        }
+    }
+}

@@ -1,0 +1,49 @@
+//! `drover serve`: own the data directory with no dashboard, so headless commands in
+//! other terminals have a dispatcher to talk to.
+//!
+//! What must stay true: one line says where it listens (stderr, or a JSON line on stdout
+//! with `--json`); SIGINT or SIGTERM shuts down cleanly — every active run is stopped and
+//! recorded as interrupted by shutdown, the socket file is removed, the lock released —
+//! and the exit code is 0.
+
+use clap::Args;
+use serde_json::json;
+
+use super::headless::{StopSignals, dispatcher_options, note, print_json, runtime};
+use crate::control::Host;
+use crate::error::DroverError;
+use crate::paths::Paths;
+
+#[derive(Debug, Args)]
+pub struct ServeArgs {
+    /// Print {"socket": …, "pid": …} on stdout once listening.
+    #[arg(long)]
+    pub json: bool,
+}
+
+pub fn run(args: ServeArgs, paths: &Paths) -> Result<(), DroverError> {
+    runtime()?.block_on(serve(args, paths))
+}
+
+async fn serve(args: ServeArgs, paths: &Paths) -> Result<(), DroverError> {
+    let mut signals = StopSignals::install()?;
+    let mut host = Host::start(dispatcher_options(paths)?).await?;
+    let pid = std::process::id();
+    if args.json {
+        print_json(&json!({"socket": host.socket_path(), "pid": pid}))?;
+    } else {
+        note(&format!(
+            "drover serve: listening on {} (pid {pid}); Ctrl-C stops it and every active run",
+            host.socket_path().display()
+        ));
+    }
+    let outcome = tokio::select! {
+        signal = signals.recv() => {
+            tracing::info!(signal, "serve: stopping");
+            Ok(())
+        }
+        e = host.dispatcher_ended() => Err(e),
+    };
+    host.shutdown().await;
+    outcome
+}

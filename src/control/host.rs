@@ -1,0 +1,85 @@
+//! Becoming the owner of a data directory: the lock, then the dispatcher, then the socket.
+//!
+//! The order is what must stay true: the lock first, so a second process never opens the
+//! ledger (and runs recovery) under a live owner; the socket last, so nobody reaches a
+//! dispatcher that is not up. Shutting down reverses it: the dispatcher stops every run
+//! (recorded as interrupted by shutdown) while subscribers still hear about it, then the
+//! socket closes and the lock is released.
+
+use std::path::Path;
+use tokio::task::JoinHandle;
+
+use super::owner::OwnerLock;
+use super::server::{ControlServer, serve};
+use crate::dispatch::{self, DispatcherHandle, DispatcherOptions};
+use crate::error::{DroverError, ErrorCode};
+
+/// A running dispatcher owned by this process, reachable on the control socket.
+pub struct Host {
+    handle: DispatcherHandle,
+    dispatcher: Option<JoinHandle<()>>,
+    server: ControlServer,
+}
+
+impl Host {
+    /// Takes the owner lock (`OWNER_RUNNING` when another process holds it), starts the
+    /// dispatcher and listens on the control socket. Must be called inside a tokio
+    /// runtime.
+    pub async fn start(options: DispatcherOptions) -> Result<Host, DroverError> {
+        let owner = OwnerLock::acquire(&options.paths)?;
+        let paths = options.paths.clone();
+        let (handle, dispatcher) = dispatch::start(options).await?;
+        match serve(handle.clone(), owner, &paths) {
+            Ok(server) => Ok(Host {
+                handle,
+                dispatcher: Some(dispatcher),
+                server,
+            }),
+            Err(e) => {
+                handle.shutdown().await;
+                let _ = dispatcher.await;
+                Err(e)
+            }
+        }
+    }
+
+    /// The dispatcher, for this process's own requests.
+    pub fn handle(&self) -> &DispatcherHandle {
+        &self.handle
+    }
+
+    pub fn socket_path(&self) -> &Path {
+        self.server.socket_path()
+    }
+
+    /// Completes if the dispatcher task ends before [`Host::shutdown`] asked it to (it
+    /// panicked or gave up): the error says so. Cancel-safe.
+    pub async fn dispatcher_ended(&mut self) -> DroverError {
+        let outcome = match self.dispatcher.as_mut() {
+            Some(task) => task.await,
+            None => std::future::pending().await,
+        };
+        self.dispatcher = None;
+        let how = match outcome {
+            Err(e) if e.is_panic() => "it panicked",
+            _ => "it stopped on its own",
+        };
+        DroverError::new(
+            ErrorCode::Internal,
+            format!("the dispatcher ended unexpectedly ({how}); see the log, then restart drover"),
+        )
+    }
+
+    /// Stops every active run, ends the dispatcher, closes the socket (removing its file)
+    /// and releases the lock.
+    pub async fn shutdown(mut self) {
+        self.handle.shutdown().await;
+        if let Some(task) = self.dispatcher.take()
+            && let Err(e) = task.await
+            && e.is_panic()
+        {
+            tracing::error!("the dispatcher task panicked while shutting down");
+        }
+        self.server.stop().await;
+    }
+}

@@ -1,0 +1,69 @@
+//! The control socket: how headless commands in other terminals reach the process that
+//! owns the dispatcher (DESIGN.md §2, §12).
+//!
+//! The owner (the dashboard, `drover serve`, or a `drover dispatch` run in the
+//! foreground) holds an exclusive lock on the data directory ([`OwnerLock`]) and listens
+//! on a Unix socket there ([`serve`]); every other drover process is a client
+//! ([`ControlClient`]). The wire format is JSON lines (see [`wire`]). When nobody owns
+//! the directory, read-only commands build the same views from the ledger ([`offline`]).
+//!
+//! What must stay true:
+//! - the socket file is mode 0600 and a peer of another uid is refused, so only the user
+//!   can drive their runs;
+//! - the server speaks only the dispatcher API ([`Dispatcher`]): a client can ask nothing
+//!   the dashboard could not;
+//! - a bad line (not JSON, too long, unknown method) is answered with `INVALID_REQUEST`
+//!   and the connection goes on; nothing a client sends can stop the server;
+//! - the socket file exists only while an owner serves it (removed on a clean stop, and
+//!   as stale by the next owner after a crash).
+
+mod client;
+mod host;
+pub mod offline;
+mod owner;
+mod server;
+pub mod wire;
+
+#[cfg(test)]
+mod tests;
+
+pub use client::{ControlClient, EventStream, StreamItem, request_timeout};
+pub use host::Host;
+pub use owner::OwnerLock;
+pub use server::{ControlServer, serve};
+
+use serde_json::Value;
+use std::future::Future;
+use tokio::sync::broadcast;
+
+use crate::dispatch::{DispatchEvent, DispatcherHandle, Request};
+use crate::error::{DroverError, ErrorCode};
+use crate::paths::Paths;
+
+/// What the control server needs from the dispatcher: requests and the event stream.
+/// [`DispatcherHandle`] is the one real implementation; tests use a fake.
+pub trait Dispatcher: Clone + Send + Sync + 'static {
+    fn request(&self, request: Request) -> impl Future<Output = Result<Value, DroverError>> + Send;
+    fn subscribe(&self) -> broadcast::Receiver<DispatchEvent>;
+}
+
+impl Dispatcher for DispatcherHandle {
+    fn request(&self, request: Request) -> impl Future<Output = Result<Value, DroverError>> + Send {
+        DispatcherHandle::request(self, request)
+    }
+
+    fn subscribe(&self) -> broadcast::Receiver<DispatchEvent> {
+        DispatcherHandle::subscribe(self)
+    }
+}
+
+/// The refusal for a command that changes runs when no process owns the data directory.
+pub fn no_owner(paths: &Paths) -> DroverError {
+    DroverError::new(
+        ErrorCode::NoOwner,
+        format!(
+            "no drover owns {}; start `drover serve` (or the dashboard) first",
+            paths.data_dir.display()
+        ),
+    )
+}
