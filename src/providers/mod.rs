@@ -11,6 +11,7 @@
 //!   signal).
 
 pub mod claude;
+pub mod process;
 
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
@@ -66,10 +67,16 @@ pub enum ProviderCommand {
 pub enum PermissionAnswer {
     /// Allow; `always` also allows the same again for the rest of this run's session
     /// (the request's suggestions are applied).
-    Allow { always: bool },
-    Deny { message: Option<String> },
+    Allow {
+        always: bool,
+    },
+    Deny {
+        message: Option<String>,
+    },
     /// Answers to a question, keyed by the question text (or option key).
-    Answer { answers: BTreeMap<String, String> },
+    Answer {
+        answers: BTreeMap<String, String>,
+    },
 }
 
 /// Whether a request asks for a tool or asks the user something.
@@ -158,9 +165,13 @@ pub enum ProviderEvent {
         model: Option<String>,
     },
     /// A piece of the assistant's answer.
-    AssistantText { text: String },
+    AssistantText {
+        text: String,
+    },
     /// The model is thinking (content is not kept, only its size).
-    Thinking { chars: usize },
+    Thinking {
+        chars: usize,
+    },
     ToolStarted {
         tool_use_id: String,
         name: String,
@@ -174,9 +185,14 @@ pub enum ProviderEvent {
     },
     PermissionRequested(PermissionRequest),
     /// The provider withdrew a request before it was answered.
-    PermissionWithdrawn { request_id: String },
+    PermissionWithdrawn {
+        request_id: String,
+    },
     /// Tokens of one model message, as they stream (cost comes with `TurnCompleted`).
-    Usage { model: Option<String>, tokens: Tokens },
+    Usage {
+        model: Option<String>,
+        tokens: Tokens,
+    },
     /// The provider is rate-limited or overloaded; the turn is held until `until`.
     RateLimited {
         until: Option<UnixMillis>,
@@ -186,7 +202,9 @@ pub enum ProviderEvent {
     RateLimitCleared,
     TurnCompleted(TurnEnd),
     /// Something worth a line in the transcript (a skipped line, a warning).
-    Notice { text: String },
+    Notice {
+        text: String,
+    },
     /// The child is gone. Always the last event.
     Exited {
         code: Option<i32>,

@@ -1,0 +1,168 @@
+//! The command line a Claude Code child is started with.
+//!
+//! Pure. What must stay true: the child always speaks stream-json both ways with
+//! permission requests over stdio (`--permission-prompt-tool stdio`), and the
+//! permission mode and tool restrictions always come from the run's policy and
+//! capability ([`super::policy`]); nothing else widens them.
+
+use crate::providers::LaunchSpec;
+
+use super::policy;
+
+/// The arguments after the executable: the configured prefix, then the protocol flags,
+/// then the run's own.
+pub fn build_args(spec: &LaunchSpec) -> Vec<String> {
+    let mut args = spec.args.clone();
+    args.extend(
+        [
+            "--input-format",
+            "stream-json",
+            "--output-format",
+            "stream-json",
+            "--verbose",
+            "--permission-prompt-tool",
+            "stdio",
+            "--permission-mode",
+            policy::permission_mode(spec.policy),
+        ]
+        .map(String::from),
+    );
+    if let Some(model) = &spec.model {
+        args.push("--model".into());
+        args.push(model.clone());
+    }
+    if let Some(effort) = &spec.effort {
+        args.push("--effort".into());
+        args.push(effort.clone());
+    }
+    if let Some(session) = &spec.resume_session {
+        // One argument, so an id can never be taken for a flag.
+        args.push(format!("--resume={session}"));
+    }
+    let disallowed = policy::disallowed_tools(spec.capability);
+    if !disallowed.is_empty() {
+        args.push("--disallowedTools".into());
+        args.push(disallowed.join(","));
+    }
+    args
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::spec::{Capability, PermissionPolicy};
+    use std::collections::BTreeMap;
+    use std::path::PathBuf;
+
+    fn spec(policy: PermissionPolicy, capability: Capability) -> LaunchSpec {
+        LaunchSpec {
+            run_id: "r1".into(),
+            provider: "claude-code".into(),
+            command: PathBuf::from("claude"),
+            args: vec![],
+            env: BTreeMap::new(),
+            cwd: PathBuf::from("/w"),
+            model: None,
+            effort: None,
+            policy,
+            capability,
+            resume_session: None,
+            scenario: None,
+        }
+    }
+
+    const PROTOCOL: [&str; 7] = [
+        "--input-format",
+        "stream-json",
+        "--output-format",
+        "stream-json",
+        "--verbose",
+        "--permission-prompt-tool",
+        "stdio",
+    ];
+
+    fn with_protocol(rest: &[&str]) -> Vec<String> {
+        PROTOCOL.iter().chain(rest).map(|s| s.to_string()).collect()
+    }
+
+    #[test]
+    fn policy_and_capability_table() {
+        use Capability::*;
+        use PermissionPolicy::*;
+        let table: Vec<(PermissionPolicy, Capability, Vec<&str>)> = vec![
+            (Ask, Workspace, vec!["--permission-mode", "default"]),
+            (Ask, Full, vec!["--permission-mode", "default"]),
+            (
+                Ask,
+                ReadOnly,
+                vec![
+                    "--permission-mode",
+                    "default",
+                    "--disallowedTools",
+                    "Bash,Edit,Write,NotebookEdit",
+                ],
+            ),
+            (Restricted, Workspace, vec!["--permission-mode", "dontAsk"]),
+            (
+                Restricted,
+                ReadOnly,
+                vec![
+                    "--permission-mode",
+                    "dontAsk",
+                    "--disallowedTools",
+                    "Bash,Edit,Write,NotebookEdit",
+                ],
+            ),
+            (Auto, Workspace, vec!["--permission-mode", "acceptEdits"]),
+            (Auto, Full, vec!["--permission-mode", "acceptEdits"]),
+            (
+                Auto,
+                ReadOnly,
+                vec![
+                    "--permission-mode",
+                    "acceptEdits",
+                    "--disallowedTools",
+                    "Bash,Edit,Write,NotebookEdit",
+                ],
+            ),
+        ];
+        for (policy, capability, rest) in table {
+            assert_eq!(
+                build_args(&spec(policy, capability)),
+                with_protocol(&rest),
+                "{policy:?} {capability:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn never_skips_permissions() {
+        for policy in PermissionPolicy::ALL {
+            for capability in Capability::ALL {
+                let args = build_args(&spec(policy, capability));
+                assert!(!args.iter().any(|a| a.contains("dangerously")), "{args:?}");
+                assert!(!args.iter().any(|a| a == "bypassPermissions"), "{args:?}");
+            }
+        }
+    }
+
+    #[test]
+    fn prefix_model_effort_and_resume() {
+        let mut s = spec(PermissionPolicy::Ask, Capability::Workspace);
+        s.args = vec!["--debug-to-stderr".into()];
+        s.model = Some("claude-sonnet-4-5".into());
+        s.effort = Some("high".into());
+        s.resume_session = Some("-odd-session".into());
+        let mut expected = vec!["--debug-to-stderr".to_string()];
+        expected.extend(with_protocol(&[
+            "--permission-mode",
+            "default",
+            "--model",
+            "claude-sonnet-4-5",
+            "--effort",
+            "high",
+            "--resume=-odd-session",
+        ]));
+        assert_eq!(build_args(&s), expected);
+    }
+}

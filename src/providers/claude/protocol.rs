@@ -1,0 +1,827 @@
+//! Claude Code's stream-json protocol, read side: one stdout line in, drover events out.
+//!
+//! Pure: no I/O and no clock (`now` is passed in). [`ParseState`] carries what a line
+//! needs from earlier lines: the requests awaiting an answer, drover's own control
+//! requests awaiting a response, the handshake, the rate-limit flag, the usage already
+//! reported for the message being streamed, and the replies to write back. What must
+//! stay true:
+//! - no line panics or stops the run: what cannot be understood becomes a
+//!   [`ProviderEvent::Notice`] with a short, clipped description;
+//! - a `can_use_tool` request is answered exactly once: shown to the user (policy
+//!   `ask`) and kept until [`ParseState::answer`] or a withdrawal forgets it, or answered
+//!   at once by the policy ([`policy::unattended_answer`]);
+//! - every other control request from the CLI gets an error reply, so the CLI never
+//!   waits on drover for something drover does not do;
+//! - the `Usage` events of one model message add up to that message's usage (the CLI
+//!   repeats a message's usage on each of its content-block lines; only growth is
+//!   reported);
+//! - a turn's `model_usage` is that turn's: the CLI's `modelUsage` holds running totals
+//!   for its process (checked on 2.1.197: the second turn of a process reports both
+//!   turns, a resumed process starts from zero), so the growth since the previous
+//!   `result` is reported; `total_cost_usd` stays the running total the contract asks
+//!   for;
+//! - `Session` is sent when the session id or model is new, not on every turn's init;
+//! - a `result` with `is_error` withdraws the requests still pending (the CLI abandons
+//!   them without saying so).
+
+use std::collections::HashMap;
+
+use serde_json::{Map, Value};
+
+use crate::UnixMillis;
+use crate::providers::{
+    ModelUsage, PermissionAnswer, PermissionRequest, ProviderEvent, RequestKind, Tokens, TurnEnd,
+};
+use crate::spec::PermissionPolicy;
+
+use super::{encode, policy};
+
+/// How long a Notice's quote of a line may be.
+const QUOTE_CHARS: usize = 120;
+/// How long a tool result's one-line summary may be.
+const SUMMARY_CHARS: usize = 160;
+
+/// System message subtypes that carry nothing for drover.
+const QUIET_SYSTEM_SUBTYPES: [&str; 8] = [
+    "status",
+    "hook_started",
+    "hook_progress",
+    "hook_response",
+    "task_started",
+    "task_progress",
+    "task_notification",
+    "task_updated",
+];
+
+/// Line types that carry nothing for drover (`stream_event` only comes with
+/// `--include-partial-messages`, which drover does not pass).
+const QUIET_TYPES: [&str; 3] = ["stream_event", "keep_alive", "tool_progress"];
+
+/// Where the `initialize` handshake stands.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Handshake {
+    Waiting,
+    /// Answered (CLI 2.1.197 answers with its commands, agents, models and account;
+    /// not with its version, which only the init message of the first turn names).
+    Done,
+    /// The CLI refused it.
+    Failed {
+        error: String,
+    },
+}
+
+/// A control request drover sent and is waiting on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum OwnRequest {
+    Initialize,
+    Interrupt,
+}
+
+/// What parsing remembers between lines (see the module doc).
+#[derive(Debug, Clone)]
+pub struct ParseState {
+    policy: PermissionPolicy,
+    pending: HashMap<String, PermissionRequest>,
+    own: HashMap<String, OwnRequest>,
+    next_request: u64,
+    handshake: Handshake,
+    /// `claude_code_version` from the init message.
+    version: Option<String>,
+    rate_limited: bool,
+    /// The message whose usage was last reported, and the largest usage reported for it.
+    streamed_usage: Option<(String, Tokens)>,
+    /// The last `modelUsage` running totals, per model: tokens and dollars.
+    model_totals: HashMap<String, (Tokens, f64)>,
+    /// The session last reported.
+    session: Option<(String, Option<String>)>,
+    outgoing: Vec<String>,
+}
+
+impl ParseState {
+    pub fn new(policy: PermissionPolicy) -> ParseState {
+        ParseState {
+            policy,
+            pending: HashMap::new(),
+            own: HashMap::new(),
+            next_request: 0,
+            handshake: Handshake::Waiting,
+            version: None,
+            rate_limited: false,
+            streamed_usage: None,
+            model_totals: HashMap::new(),
+            session: None,
+            outgoing: Vec::new(),
+        }
+    }
+
+    /// The `initialize` line to send first; its response completes the handshake.
+    pub fn initialize_request(&mut self) -> String {
+        let id = self.own_request(OwnRequest::Initialize);
+        self.handshake = Handshake::Waiting;
+        encode::initialize(&id)
+    }
+
+    /// An `interrupt` line; its response is handled here.
+    pub fn interrupt_request(&mut self) -> String {
+        let id = self.own_request(OwnRequest::Interrupt);
+        encode::interrupt(&id)
+    }
+
+    fn own_request(&mut self, kind: OwnRequest) -> String {
+        self.next_request += 1;
+        let name = match kind {
+            OwnRequest::Initialize => "init",
+            OwnRequest::Interrupt => "interrupt",
+        };
+        let id = format!("drover_{}_{name}", self.next_request);
+        self.own.insert(id.clone(), kind);
+        id
+    }
+
+    pub fn handshake(&self) -> &Handshake {
+        &self.handshake
+    }
+
+    /// The CLI's version, once an init message named it.
+    pub fn version(&self) -> Option<&str> {
+        self.version.as_deref()
+    }
+
+    /// The requests waiting for the user's answer, in no particular order.
+    pub fn pending_requests(&self) -> impl Iterator<Item = &PermissionRequest> {
+        self.pending.values()
+    }
+
+    /// Replies produced by parsing (answers given by the policy, refusals of control
+    /// requests drover does not handle), to be written to the child in order.
+    pub fn take_outgoing(&mut self) -> Vec<String> {
+        std::mem::take(&mut self.outgoing)
+    }
+
+    /// The line that answers request `request_id`, which is then forgotten. `Err` holds a
+    /// notice when the answer cannot apply: the id is unknown (never asked, already
+    /// answered, or withdrawn), or question answers were given to a permission request
+    /// (which then stays pending).
+    pub fn answer(
+        &mut self,
+        request_id: &str,
+        answer: &PermissionAnswer,
+    ) -> Result<String, String> {
+        let Some(request) = self.pending.get(request_id) else {
+            return Err(format!(
+                "dropped an answer to request {}: it is not pending (answered, withdrawn or \
+                 never asked)",
+                clip(request_id, 60)
+            ));
+        };
+        if matches!(answer, PermissionAnswer::Answer { .. })
+            && request.kind != RequestKind::Question
+        {
+            return Err(format!(
+                "dropped an answer to request {}: it asks to use {}, so it takes allow or deny, \
+                 not answers",
+                clip(request_id, 60),
+                clip(&request.tool, 60)
+            ));
+        }
+        let line = answer_line(request, answer);
+        self.pending.remove(request_id);
+        Ok(line)
+    }
+}
+
+/// The `control_response` line for `answer` to `request`.
+fn answer_line(request: &PermissionRequest, answer: &PermissionAnswer) -> String {
+    let id = &request.request_id;
+    match answer {
+        PermissionAnswer::Allow { always } => {
+            let permissions = if *always {
+                policy::session_permissions(&request.suggestions)
+            } else {
+                None
+            };
+            encode::allow(id, &request.input, permissions)
+        }
+        PermissionAnswer::Deny { message } => encode::deny(
+            id,
+            message
+                .as_deref()
+                .filter(|m| !m.trim().is_empty())
+                .unwrap_or("The user denied this."),
+        ),
+        PermissionAnswer::Answer { answers } => {
+            let mut input = match &request.input {
+                Value::Object(map) => map.clone(),
+                _ => Map::new(),
+            };
+            let answers: Map<String, Value> = answers
+                .iter()
+                .map(|(k, v)| (k.clone(), Value::String(v.clone())))
+                .collect();
+            input.insert("answers".into(), Value::Object(answers));
+            encode::allow(id, &Value::Object(input), None)
+        }
+    }
+}
+
+/// Turn one stdout line into events (possibly none), updating `state`.
+pub fn parse_line(line: &str, state: &mut ParseState, now: UnixMillis) -> Vec<ProviderEvent> {
+    let trimmed = line.trim();
+    if trimmed.is_empty() {
+        return Vec::new();
+    }
+    let value: Value = match serde_json::from_str(trimmed) {
+        Ok(value) => value,
+        Err(_) => {
+            return vec![notice(format!(
+                "skipped a line that is not JSON: {}",
+                clip(trimmed, QUOTE_CHARS)
+            ))];
+        }
+    };
+    let Value::Object(msg) = value else {
+        return vec![notice(format!(
+            "skipped a JSON line that is not an object: {}",
+            clip(trimmed, QUOTE_CHARS)
+        ))];
+    };
+    let Some(kind) = str_at(&msg, "type") else {
+        return vec![notice(format!(
+            "skipped a JSON object without a type: {}",
+            clip(trimmed, QUOTE_CHARS)
+        ))];
+    };
+    match kind {
+        "system" => system(&msg, state, now),
+        "assistant" => assistant(&msg, state),
+        "user" => user(&msg),
+        "result" => result(&msg, state),
+        "rate_limit_event" => rate_limit_event(&msg, state),
+        "control_request" => control_request(&msg, state),
+        "control_cancel_request" => control_cancel(&msg, state),
+        "control_response" => control_response(&msg, state),
+        quiet if QUIET_TYPES.contains(&quiet) => Vec::new(),
+        other => vec![notice(format!(
+            "skipped a line of unknown type {}",
+            clip(other, 40)
+        ))],
+    }
+}
+
+fn system(msg: &Map<String, Value>, state: &mut ParseState, now: UnixMillis) -> Vec<ProviderEvent> {
+    match str_at(msg, "subtype").unwrap_or("") {
+        "init" => {
+            if let Some(version) = str_at(msg, "claude_code_version") {
+                state.version = Some(version.to_string());
+            }
+            let mut events = Vec::new();
+            match str_at(msg, "session_id") {
+                Some(session_id) => {
+                    let session = (
+                        session_id.to_string(),
+                        str_at(msg, "model").map(str::to_string),
+                    );
+                    if state.session.as_ref() != Some(&session) {
+                        state.session = Some(session.clone());
+                        events.push(ProviderEvent::Session {
+                            session_id: session.0,
+                            model: session.1,
+                        });
+                    }
+                }
+                None => events.push(notice("the CLI's init message has no session id".into())),
+            }
+            let expected = policy::permission_mode(state.policy);
+            if let Some(mode) = str_at(msg, "permissionMode")
+                && mode != expected
+            {
+                events.push(notice(format!(
+                    "the CLI runs in permission mode {}, not {expected}",
+                    clip(mode, 40)
+                )));
+            }
+            events
+        }
+        "api_retry" => api_retry(msg, state, now),
+        "compact_boundary" => vec![notice("the conversation was compacted".into())],
+        // Sent in mode dontAsk (policy restricted) when the CLI itself denies a tool.
+        "permission_denied" => {
+            let tool = str_at(msg, "tool_name").unwrap_or("a tool");
+            let why = str_at(msg, "decision_reason_type")
+                .map(|r| format!(" (by {})", clip(r, 40)))
+                .unwrap_or_default();
+            vec![notice(format!("the CLI denied {}{why}", clip(tool, 60)))]
+        }
+        quiet if QUIET_SYSTEM_SUBTYPES.contains(&quiet) => Vec::new(),
+        other => vec![notice(format!(
+            "skipped a system message of subtype {}",
+            clip(if other.is_empty() { "(none)" } else { other }, 40)
+        ))],
+    }
+}
+
+fn api_retry(
+    msg: &Map<String, Value>,
+    state: &mut ParseState,
+    now: UnixMillis,
+) -> Vec<ProviderEvent> {
+    let status = u64_at(msg, "error_status");
+    let error = str_at(msg, "error");
+    let delay = u64_at(msg, "retry_delay_ms");
+    let mut detail = String::from("API error");
+    match (status, error) {
+        (Some(s), Some(e)) => detail.push_str(&format!(" {s} {}", clip(e, 40))),
+        (Some(s), None) => detail.push_str(&format!(" {s}")),
+        (None, Some(e)) => detail.push_str(&format!(" {}", clip(e, 40))),
+        (None, None) => {}
+    }
+    if let (Some(attempt), Some(max)) = (u64_at(msg, "attempt"), u64_at(msg, "max_retries")) {
+        detail.push_str(&format!(", retry {attempt}/{max}"));
+    }
+    if let Some(ms) = delay {
+        detail.push_str(&format!(" in {:.1} s", ms as f64 / 1000.0));
+    }
+    let limited = matches!(status, Some(429 | 529))
+        || matches!(
+            error,
+            Some("rate_limit" | "overloaded" | "overloaded_error")
+        );
+    if limited {
+        state.rate_limited = true;
+        vec![ProviderEvent::RateLimited {
+            until: delay.map(|ms| now.saturating_add(i64::try_from(ms).unwrap_or(i64::MAX))),
+            detail,
+        }]
+    } else {
+        vec![notice(detail)]
+    }
+}
+
+fn assistant(msg: &Map<String, Value>, state: &mut ParseState) -> Vec<ProviderEvent> {
+    let mut events = Vec::new();
+    if std::mem::take(&mut state.rate_limited) {
+        events.push(ProviderEvent::RateLimitCleared);
+    }
+    if let Some(error) = str_at(msg, "error") {
+        events.push(notice(format!(
+            "the CLI reports an error: {}",
+            clip(error, 60)
+        )));
+    }
+    let Some(message) = msg.get("message").and_then(Value::as_object) else {
+        events.push(notice("skipped an assistant line without a message".into()));
+        return events;
+    };
+    for block in message
+        .get("content")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+    {
+        let Some(block) = block.as_object() else {
+            continue;
+        };
+        match str_at(block, "type").unwrap_or("") {
+            "text" => {
+                if let Some(text) = str_at(block, "text")
+                    && !text.is_empty()
+                {
+                    events.push(ProviderEvent::AssistantText {
+                        text: text.to_string(),
+                    });
+                }
+            }
+            "thinking" => events.push(ProviderEvent::Thinking {
+                chars: str_at(block, "thinking").map_or(0, |t| t.chars().count()),
+            }),
+            "redacted_thinking" => events.push(ProviderEvent::Thinking { chars: 0 }),
+            "tool_use" => match (str_at(block, "id"), str_at(block, "name")) {
+                (Some(id), Some(name)) => events.push(ProviderEvent::ToolStarted {
+                    tool_use_id: id.to_string(),
+                    name: name.to_string(),
+                    input: block.get("input").cloned().unwrap_or(Value::Null),
+                }),
+                _ => events.push(notice("skipped a tool use without an id or a name".into())),
+            },
+            _ => {}
+        }
+    }
+    if let Some(usage) = message.get("usage").and_then(Value::as_object) {
+        let tokens = usage_tokens(usage);
+        let delta = match (str_at(message, "id"), &mut state.streamed_usage) {
+            (Some(id), Some((last_id, reported))) if last_id == id => {
+                let delta = growth(reported, &tokens);
+                *reported = field_max(reported, &tokens);
+                delta
+            }
+            (id, streamed) => {
+                *streamed = id.map(|id| (id.to_string(), tokens));
+                tokens
+            }
+        };
+        if delta != Tokens::default() {
+            events.push(ProviderEvent::Usage {
+                model: str_at(message, "model").map(str::to_string),
+                tokens: delta,
+            });
+        }
+    }
+    events
+}
+
+fn user(msg: &Map<String, Value>) -> Vec<ProviderEvent> {
+    let blocks = msg
+        .get("message")
+        .and_then(|m| m.get("content"))
+        .and_then(Value::as_array);
+    let mut events = Vec::new();
+    for block in blocks.into_iter().flatten() {
+        let Some(block) = block.as_object() else {
+            continue;
+        };
+        if str_at(block, "type") != Some("tool_result") {
+            continue;
+        }
+        let Some(id) = str_at(block, "tool_use_id") else {
+            events.push(notice("skipped a tool result without a tool use id".into()));
+            continue;
+        };
+        events.push(ProviderEvent::ToolFinished {
+            tool_use_id: id.to_string(),
+            is_error: block
+                .get("is_error")
+                .and_then(Value::as_bool)
+                .unwrap_or(false),
+            summary: tool_result_summary(block.get("content")),
+        });
+    }
+    events
+}
+
+fn result(msg: &Map<String, Value>, state: &mut ParseState) -> Vec<ProviderEvent> {
+    let is_error = msg
+        .get("is_error")
+        .and_then(Value::as_bool)
+        .unwrap_or(false);
+    let mut events = Vec::new();
+    if !is_error && std::mem::take(&mut state.rate_limited) {
+        events.push(ProviderEvent::RateLimitCleared);
+    }
+    state.streamed_usage = None;
+    if is_error {
+        // An interrupted or failed turn abandons its tool uses without a
+        // `control_cancel_request` (seen on 2.1.197 after an interrupt): withdraw what is
+        // still pending. After a successful turn, a pending request may belong to a
+        // background task and stays.
+        let mut withdrawn: Vec<String> = state.pending.drain().map(|(id, _)| id).collect();
+        withdrawn.sort();
+        events.extend(
+            withdrawn
+                .into_iter()
+                .map(|request_id| ProviderEvent::PermissionWithdrawn { request_id }),
+        );
+    }
+    let model_usage = msg
+        .get("modelUsage")
+        .and_then(Value::as_object)
+        .map(|models| turn_model_usage(models, &mut state.model_totals))
+        .unwrap_or_default();
+    let permission_denials = match msg.get("permission_denials") {
+        Some(Value::Array(list)) => u32::try_from(list.len()).unwrap_or(u32::MAX),
+        Some(other) => other
+            .as_u64()
+            .map_or(0, |n| u32::try_from(n).unwrap_or(u32::MAX)),
+        None => 0,
+    };
+    events.push(ProviderEvent::TurnCompleted(TurnEnd {
+        is_error,
+        subtype: str_at(msg, "subtype").unwrap_or("unknown").to_string(),
+        text: str_at(msg, "result").map(str::to_string),
+        session_id: str_at(msg, "session_id").map(str::to_string),
+        total_cost_usd: f64_at(msg, "total_cost_usd"),
+        tokens: msg
+            .get("usage")
+            .and_then(Value::as_object)
+            .map(usage_tokens)
+            .unwrap_or_default(),
+        model_usage,
+        num_turns: u64_at(msg, "num_turns").and_then(|n| u32::try_from(n).ok()),
+        duration_ms: u64_at(msg, "duration_ms"),
+        api_error_status: u64_at(msg, "api_error_status").and_then(|n| u16::try_from(n).ok()),
+        terminal_reason: str_at(msg, "terminal_reason").map(str::to_string),
+        structured_output: msg
+            .get("structured_output")
+            .filter(|v| !v.is_null())
+            .cloned(),
+        permission_denials,
+    }));
+    events
+}
+
+/// This turn's usage per model, from the CLI's running totals (see the module doc).
+/// Models this turn did not use are left out.
+fn turn_model_usage(
+    models: &Map<String, Value>,
+    totals: &mut HashMap<String, (Tokens, f64)>,
+) -> Vec<ModelUsage> {
+    let mut out = Vec::new();
+    for (model, usage) in models {
+        let Some(usage) = usage.as_object() else {
+            continue;
+        };
+        let tokens = Tokens {
+            input: u64_at(usage, "inputTokens").unwrap_or(0),
+            output: u64_at(usage, "outputTokens").unwrap_or(0),
+            reasoning: 0,
+            cache_read: u64_at(usage, "cacheReadInputTokens").unwrap_or(0),
+            cache_write: u64_at(usage, "cacheCreationInputTokens").unwrap_or(0),
+        };
+        let cost = f64_at(usage, "costUSD");
+        let (before, cost_before) = totals.get(model).copied().unwrap_or_default();
+        let turn_tokens = growth(&before, &tokens);
+        let turn_cost = cost.map(|c| (c - cost_before).max(0.0));
+        totals.insert(model.clone(), (tokens, cost.unwrap_or(cost_before)));
+        if turn_tokens != Tokens::default() || turn_cost.is_some_and(|c| c > 0.0) {
+            out.push(ModelUsage {
+                model: model.clone(),
+                tokens: turn_tokens,
+                cost_usd: turn_cost,
+            });
+        }
+    }
+    out
+}
+
+fn rate_limit_event(msg: &Map<String, Value>, state: &mut ParseState) -> Vec<ProviderEvent> {
+    let Some(info) = msg.get("rate_limit_info").and_then(Value::as_object) else {
+        return vec![notice("skipped a rate limit event without its info".into())];
+    };
+    let limit = str_at(info, "rateLimitType").map(|t| format!(" ({})", clip(t, 40)));
+    let limit = limit.as_deref().unwrap_or("");
+    match str_at(info, "status").unwrap_or("") {
+        "rejected" => {
+            state.rate_limited = true;
+            vec![ProviderEvent::RateLimited {
+                until: info
+                    .get("resetsAt")
+                    .and_then(Value::as_f64)
+                    .map(epoch_millis),
+                detail: format!("rate limit reached{limit}"),
+            }]
+        }
+        "allowed" => {
+            if std::mem::take(&mut state.rate_limited) {
+                vec![ProviderEvent::RateLimitCleared]
+            } else {
+                Vec::new()
+            }
+        }
+        "allowed_warning" => vec![notice(format!("nearing the rate limit{limit}"))],
+        other => vec![notice(format!(
+            "rate limit event with status {}",
+            clip(if other.is_empty() { "(none)" } else { other }, 40)
+        ))],
+    }
+}
+
+/// `resetsAt` is in seconds since the epoch; a value that is clearly milliseconds
+/// already is taken as such.
+fn epoch_millis(value: f64) -> UnixMillis {
+    let millis = if value > 1e11 { value } else { value * 1000.0 };
+    millis as UnixMillis
+}
+
+fn control_request(msg: &Map<String, Value>, state: &mut ParseState) -> Vec<ProviderEvent> {
+    let Some(request_id) = str_at(msg, "request_id") else {
+        return vec![notice(
+            "skipped a control request without a request id".into(),
+        )];
+    };
+    let request = msg.get("request").and_then(Value::as_object);
+    let subtype = request.and_then(|r| str_at(r, "subtype")).unwrap_or("");
+    let (Some(request), "can_use_tool") = (request, subtype) else {
+        let what = if subtype.is_empty() {
+            "(none)"
+        } else {
+            subtype
+        };
+        state.outgoing.push(encode::error_response(
+            request_id,
+            &format!("drover does not handle control requests of subtype {what}"),
+        ));
+        return vec![notice(format!(
+            "refused a control request of subtype {}",
+            clip(what, 40)
+        ))];
+    };
+    let Some(tool) = str_at(request, "tool_name") else {
+        state.outgoing.push(encode::error_response(
+            request_id,
+            "a can_use_tool request needs a tool_name",
+        ));
+        return vec![notice(
+            "refused a permission request without a tool name".into(),
+        )];
+    };
+    let request = PermissionRequest {
+        request_id: request_id.to_string(),
+        kind: policy::request_kind(tool),
+        tool: tool.to_string(),
+        input: request.get("input").cloned().unwrap_or(Value::Null),
+        suggestions: request
+            .get("permission_suggestions")
+            .cloned()
+            .unwrap_or(Value::Null),
+        tool_use_id: str_at(request, "tool_use_id").map(str::to_string),
+        blocked_path: str_at(request, "blocked_path").map(str::to_string),
+    };
+    match policy::unattended_answer(state.policy, request.kind) {
+        None => {
+            state
+                .pending
+                .insert(request.request_id.clone(), request.clone());
+            vec![ProviderEvent::PermissionRequested(request)]
+        }
+        Some(answer) => {
+            state.outgoing.push(answer_line(&request, &answer));
+            let verb = match answer {
+                PermissionAnswer::Allow { .. } => "allowed",
+                _ => "denied",
+            };
+            let what = match request.kind {
+                RequestKind::Question => "a question".to_string(),
+                RequestKind::Permission => clip(&request.tool, 60),
+            };
+            vec![notice(format!(
+                "{verb} {what} without asking (policy {})",
+                state.policy.as_str()
+            ))]
+        }
+    }
+}
+
+fn control_cancel(msg: &Map<String, Value>, state: &mut ParseState) -> Vec<ProviderEvent> {
+    match str_at(msg, "request_id") {
+        // A request answered already (by the user or the policy) has nothing to withdraw.
+        Some(id) => match state.pending.remove(id) {
+            Some(_) => vec![ProviderEvent::PermissionWithdrawn {
+                request_id: id.to_string(),
+            }],
+            None => Vec::new(),
+        },
+        None => vec![notice(
+            "skipped a control cancel request without a request id".into(),
+        )],
+    }
+}
+
+fn control_response(msg: &Map<String, Value>, state: &mut ParseState) -> Vec<ProviderEvent> {
+    let Some((response, id)) = msg
+        .get("response")
+        .and_then(Value::as_object)
+        .and_then(|r| Some((r, str_at(r, "request_id")?)))
+    else {
+        return vec![notice(
+            "skipped a control response without a request id".into(),
+        )];
+    };
+    let Some(own) = state.own.remove(id) else {
+        return vec![notice(format!(
+            "skipped a control response to an unknown request {}",
+            clip(id, 60)
+        ))];
+    };
+    let failed = str_at(response, "subtype") == Some("error");
+    let error = str_at(response, "error").unwrap_or("no reason given");
+    match (own, failed) {
+        (OwnRequest::Initialize, false) => {
+            state.handshake = Handshake::Done;
+            Vec::new()
+        }
+        (OwnRequest::Initialize, true) => {
+            state.handshake = Handshake::Failed {
+                error: clip(error, QUOTE_CHARS),
+            };
+            vec![notice(format!(
+                "the CLI refused the handshake: {}",
+                clip(error, QUOTE_CHARS)
+            ))]
+        }
+        (OwnRequest::Interrupt, false) => Vec::new(),
+        (OwnRequest::Interrupt, true) => vec![notice(format!(
+            "the CLI refused the interrupt: {}",
+            clip(error, QUOTE_CHARS)
+        ))],
+    }
+}
+
+/// One line about a tool's result: its first non-empty line, clipped, and how many more.
+fn tool_result_summary(content: Option<&Value>) -> String {
+    let text = match content {
+        None | Some(Value::Null) => None,
+        Some(Value::String(s)) => Some(s.clone()),
+        Some(Value::Array(blocks)) => {
+            let texts: Vec<&str> = blocks
+                .iter()
+                .filter_map(|b| b.as_object())
+                .filter(|b| str_at(b, "type") == Some("text"))
+                .filter_map(|b| str_at(b, "text"))
+                .collect();
+            if texts.is_empty() {
+                let image = blocks
+                    .iter()
+                    .filter_map(|b| b.as_object())
+                    .any(|b| str_at(b, "type") == Some("image"));
+                return if image { "(image)" } else { "(no output)" }.to_string();
+            }
+            Some(texts.join("\n"))
+        }
+        Some(other) => Some(other.to_string()),
+    };
+    let Some(text) = text else {
+        return "(no output)".to_string();
+    };
+    let mut lines = text.lines().map(str::trim).filter(|l| !l.is_empty());
+    let Some(first) = lines.next() else {
+        return "(no output)".to_string();
+    };
+    let more = lines.count();
+    let first = clip(first, SUMMARY_CHARS);
+    match more {
+        0 => first,
+        1 => format!("{first} (+1 line)"),
+        n => format!("{first} (+{n} lines)"),
+    }
+}
+
+fn usage_tokens(usage: &Map<String, Value>) -> Tokens {
+    Tokens {
+        input: u64_at(usage, "input_tokens").unwrap_or(0),
+        output: u64_at(usage, "output_tokens").unwrap_or(0),
+        reasoning: 0,
+        cache_read: u64_at(usage, "cache_read_input_tokens").unwrap_or(0),
+        cache_write: u64_at(usage, "cache_creation_input_tokens").unwrap_or(0),
+    }
+}
+
+/// What `now` adds over `reported`, field by field (never negative).
+fn growth(reported: &Tokens, now: &Tokens) -> Tokens {
+    Tokens {
+        input: now.input.saturating_sub(reported.input),
+        output: now.output.saturating_sub(reported.output),
+        reasoning: now.reasoning.saturating_sub(reported.reasoning),
+        cache_read: now.cache_read.saturating_sub(reported.cache_read),
+        cache_write: now.cache_write.saturating_sub(reported.cache_write),
+    }
+}
+
+fn field_max(a: &Tokens, b: &Tokens) -> Tokens {
+    Tokens {
+        input: a.input.max(b.input),
+        output: a.output.max(b.output),
+        reasoning: a.reasoning.max(b.reasoning),
+        cache_read: a.cache_read.max(b.cache_read),
+        cache_write: a.cache_write.max(b.cache_write),
+    }
+}
+
+fn notice(text: String) -> ProviderEvent {
+    ProviderEvent::Notice { text }
+}
+
+fn str_at<'a>(map: &'a Map<String, Value>, key: &str) -> Option<&'a str> {
+    map.get(key).and_then(Value::as_str)
+}
+
+/// A non-negative integer field (a float with no fraction counts).
+fn u64_at(map: &Map<String, Value>, key: &str) -> Option<u64> {
+    let value = map.get(key)?;
+    value.as_u64().or_else(|| {
+        value
+            .as_f64()
+            .filter(|f| *f >= 0.0 && f.fract() == 0.0 && *f < u64::MAX as f64)
+            .map(|f| f as u64)
+    })
+}
+
+fn f64_at(map: &Map<String, Value>, key: &str) -> Option<f64> {
+    map.get(key).and_then(Value::as_f64)
+}
+
+/// `s` cut to at most `max` characters, with `…` when cut; control characters become
+/// spaces so a clipped quote stays on one line.
+fn clip(s: &str, max: usize) -> String {
+    let mut out = String::new();
+    for (i, c) in s.chars().enumerate() {
+        if i == max {
+            out.push('…');
+            break;
+        }
+        out.push(if c.is_control() { ' ' } else { c });
+    }
+    out
+}
+
+#[cfg(test)]
+#[path = "protocol_tests.rs"]
+mod tests;
