@@ -50,7 +50,9 @@ fn main() {
                 ..SpecInput::default()
             };
             let run = handle
-                .request(Request::Dispatch { spec })
+                .request(Request::Dispatch {
+                    spec: Box::new(spec),
+                })
                 .await
                 .expect("dispatch");
             ids.push(run["run_id"].as_str().expect("run id").to_string());

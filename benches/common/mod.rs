@@ -89,4 +89,3 @@ pub fn raw_inserts(path: &Path, runs: u64, events: u64) -> f64 {
     tx.commit().unwrap();
     start.elapsed().as_secs_f64()
 }
-

@@ -206,7 +206,11 @@ async fn via_owner(
     wait: bool,
     json: bool,
 ) -> Result<(), DroverError> {
-    let answer = client.request(Request::Dispatch { spec }).await?;
+    let answer = client
+        .request(Request::Dispatch {
+            spec: Box::new(spec),
+        })
+        .await?;
     let run_id = run_id_of(&answer)?.to_string();
     if json {
         print_json(&answer)?;
@@ -245,7 +249,11 @@ async fn follow(
     let handle = host.handle().clone();
     // Before the dispatch, so the run's first events are kept for us.
     let mut events = handle.subscribe();
-    let answer = handle.request(Request::Dispatch { spec }).await?;
+    let answer = handle
+        .request(Request::Dispatch {
+            spec: Box::new(spec),
+        })
+        .await?;
     let run_id = run_id_of(&answer)?.to_string();
     if json {
         print_json(&answer)?;

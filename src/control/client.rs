@@ -280,7 +280,6 @@ mod tests {
     use super::*;
     use crate::dispatch::api::{TranscriptFormat, WaitUntil};
     use crate::providers::PermissionAnswer;
-    use crate::spec::SpecInput;
 
     fn wait(timeout_secs: Option<u64>) -> Request {
         Request::Wait {
@@ -314,7 +313,7 @@ mod tests {
             ),
             (
                 Request::Dispatch {
-                    spec: SpecInput::default(),
+                    spec: Box::default(),
                 },
                 Some(CHANGE_TIMEOUT),
             ),

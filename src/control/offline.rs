@@ -128,6 +128,19 @@ pub fn run_summaries_from_ledger(
         .collect()
 }
 
+/// One run's row from its ledger record (its cost summed from its usage rows).
+pub fn summary_from_record(
+    reader: &LedgerReader,
+    run: &RunRecord,
+) -> Result<RunSummary, DroverError> {
+    let cost = reader
+        .usage(Some(&run.run_id))?
+        .iter()
+        .filter_map(|u| u.cost_usd)
+        .sum();
+    summary(run.clone(), cost)
+}
+
 fn summary(run: RunRecord, cost_usd: f64) -> Result<RunSummary, DroverError> {
     let spec = stored_spec(&run)?;
     let last_result = stored_result(&run)?;

@@ -268,7 +268,8 @@ impl Actor {
             self.next_id += 1;
             let stamp = self.now() as u64;
             let id = format!("r{}{:0>2}", base36(stamp), base36(self.next_id % 1296));
-            let taken = self.runs.contains_key(&id) || self.reader.run(&id).ok().flatten().is_some();
+            let taken =
+                self.runs.contains_key(&id) || self.reader.run(&id).ok().flatten().is_some();
             if !taken {
                 return id;
             }

@@ -20,7 +20,7 @@ use crate::spec::SpecInput;
 pub enum Request {
     Ping,
     Dispatch {
-        spec: SpecInput,
+        spec: Box<SpecInput>,
     },
     Runs {
         #[serde(default)]
@@ -205,13 +205,33 @@ pub struct NoteView {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "event", rename_all = "snake_case")]
 pub enum DispatchEvent {
-    RunChanged { run: RunSummary },
-    LiveState { run_id: String, live_state: LiveState },
-    Transcript { run_id: String, line: String },
-    PermissionRequested { run_id: String, pending: PendingView },
-    PermissionResolved { run_id: String, request_id: String, how: String },
-    Note { run_id: String, note: NoteView },
-    RunRemoved { run_id: String },
+    RunChanged {
+        run: RunSummary,
+    },
+    LiveState {
+        run_id: String,
+        live_state: LiveState,
+    },
+    Transcript {
+        run_id: String,
+        line: String,
+    },
+    PermissionRequested {
+        run_id: String,
+        pending: PendingView,
+    },
+    PermissionResolved {
+        run_id: String,
+        request_id: String,
+        how: String,
+    },
+    Note {
+        run_id: String,
+        note: NoteView,
+    },
+    RunRemoved {
+        run_id: String,
+    },
 }
 
 impl DispatchEvent {

@@ -40,8 +40,7 @@ impl Broker {
         question_timeout_ms: i64,
     ) -> Option<&Pending> {
         let id = &request.request_id;
-        if self.pending.iter().any(|p| &p.request.request_id == id) || self.resolved.contains(id)
-        {
+        if self.pending.iter().any(|p| &p.request.request_id == id) || self.resolved.contains(id) {
             return None;
         }
         let timeout = match request.kind {
@@ -58,8 +57,7 @@ impl Broker {
 
     /// Whether the user already allowed this exact tool use "always" on this run.
     pub fn allowed_always(&self, request: &PermissionRequest) -> bool {
-        request.kind == RequestKind::Permission
-            && self.always.contains(&always_key(request))
+        request.kind == RequestKind::Permission && self.always.contains(&always_key(request))
     }
 
     /// Remembers an "allow always" for requests identical to this one.
@@ -173,15 +171,25 @@ mod tests {
     fn permissions_and_questions_expire_after_their_own_timeouts() {
         let mut b = Broker::default();
         assert_eq!(
-            b.add(request("p", RequestKind::Permission), 1_000, TEN_MIN, THIRTY_MIN)
-                .unwrap()
-                .expires_at,
+            b.add(
+                request("p", RequestKind::Permission),
+                1_000,
+                TEN_MIN,
+                THIRTY_MIN
+            )
+            .unwrap()
+            .expires_at,
             1_000 + TEN_MIN
         );
         assert_eq!(
-            b.add(request("q", RequestKind::Question), 2_000, TEN_MIN, THIRTY_MIN)
-                .unwrap()
-                .expires_at,
+            b.add(
+                request("q", RequestKind::Question),
+                2_000,
+                TEN_MIN,
+                THIRTY_MIN
+            )
+            .unwrap()
+            .expires_at,
             2_000 + THIRTY_MIN
         );
         assert_eq!(b.next_expiry(), Some(1_000 + TEN_MIN));
@@ -200,8 +208,18 @@ mod tests {
     #[test]
     fn an_answer_lands_on_its_request_or_nowhere() {
         let mut b = Broker::default();
-        b.add(request("a", RequestKind::Permission), 0, TEN_MIN, THIRTY_MIN);
-        b.add(request("b", RequestKind::Permission), 1, TEN_MIN, THIRTY_MIN);
+        b.add(
+            request("a", RequestKind::Permission),
+            0,
+            TEN_MIN,
+            THIRTY_MIN,
+        );
+        b.add(
+            request("b", RequestKind::Permission),
+            1,
+            TEN_MIN,
+            THIRTY_MIN,
+        );
         assert_eq!(
             b.take_for_answer("zzz").unwrap_err().code,
             ErrorCode::NoPendingRequest
@@ -217,10 +235,19 @@ mod tests {
     #[test]
     fn repeated_or_resolved_ids_are_not_added_twice() {
         let mut b = Broker::default();
-        assert!(b.add(request("a", RequestKind::Permission), 0, 1, 1).is_some());
-        assert!(b.add(request("a", RequestKind::Permission), 0, 1, 1).is_none());
+        assert!(
+            b.add(request("a", RequestKind::Permission), 0, 1, 1)
+                .is_some()
+        );
+        assert!(
+            b.add(request("a", RequestKind::Permission), 0, 1, 1)
+                .is_none()
+        );
         b.take_for_answer("a").unwrap();
-        assert!(b.add(request("a", RequestKind::Permission), 0, 1, 1).is_none());
+        assert!(
+            b.add(request("a", RequestKind::Permission), 0, 1, 1)
+                .is_none()
+        );
     }
 
     #[test]

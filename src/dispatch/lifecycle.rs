@@ -10,7 +10,6 @@ use super::actor::Actor;
 use super::prompts;
 use super::rails::{self, RailSlot};
 use super::run::{Batch, Ending, Run, Turn, TurnOrigin};
-use crate::UnixMillis;
 use crate::live_state::{Cause, LiveStateKind};
 use crate::providers::{self, LaunchSpec, ProviderCommand};
 use crate::run_state::RunState;
@@ -219,20 +218,24 @@ impl Actor {
         };
         let mut batch = Batch::default();
         for pending in run.broker.drain() {
-            batch.ops.push(WriteOp::InsertDecision(Box::new(DecisionRecord {
-                run_id: Some(run.id.clone()),
-                at: now,
-                kind: "permission".into(),
-                request_id: Some(pending.request.request_id.clone()),
-                who: "system".into(),
-                decision: "deny".into(),
-                body: json!({"message": format!("the run ended ({reason})")}),
-            })));
-            batch.events.push(crate::dispatch::api::DispatchEvent::PermissionResolved {
-                run_id: run.id.clone(),
-                request_id: pending.request.request_id,
-                how: format!("denied: the run ended ({reason})"),
-            });
+            batch
+                .ops
+                .push(WriteOp::InsertDecision(Box::new(DecisionRecord {
+                    run_id: Some(run.id.clone()),
+                    at: now,
+                    kind: "permission".into(),
+                    request_id: Some(pending.request.request_id.clone()),
+                    who: "system".into(),
+                    decision: "deny".into(),
+                    body: json!({"message": format!("the run ended ({reason})")}),
+                })));
+            batch
+                .events
+                .push(crate::dispatch::api::DispatchEvent::PermissionResolved {
+                    run_id: run.id.clone(),
+                    request_id: pending.request.request_id,
+                    how: format!("denied: the run ended ({reason})"),
+                });
         }
         match &run.adapter {
             Some(adapter) => {
@@ -276,19 +279,28 @@ impl Actor {
         run.turn_in_flight = false;
         run.ending = None;
         if run.live.is_none() {
-            run.set_live(&mut batch, LiveStateKind::Admitted, Some(now), None, None, now);
+            run.set_live(
+                &mut batch,
+                LiveStateKind::Admitted,
+                Some(now),
+                None,
+                None,
+                now,
+            );
         }
-        run.set_live(&mut batch, LiveStateKind::Ended, None, None, Some(cause), now);
+        run.set_live(
+            &mut batch,
+            LiveStateKind::Ended,
+            None,
+            None,
+            Some(cause),
+            now,
+        );
         run.set_state(&mut batch, state, Some(reason), now);
         self.commit(batch);
         self.queue.retain(|id| id != run_id);
         self.start_queued();
         self.check_waiters();
-    }
-
-    /// Whether a run's time box is over.
-    pub fn past_deadline(run: &Run, now: UnixMillis) -> bool {
-        now >= run.deadline
     }
 }
 

@@ -11,7 +11,7 @@ use super::actor::Actor;
 use super::api::{DispatchEvent, ResultView};
 use super::lifecycle::TOOL_BOUND_MS;
 use super::prompts;
-use super::run::{Batch, TurnOrigin, TURN_TEXT_MAX_CHARS};
+use super::run::{Batch, TURN_TEXT_MAX_CHARS, TurnOrigin};
 use super::transcript::summarize;
 use crate::ledger::{RunPatch, UsageRecord, WriteOp};
 use crate::live_state::{Cause, LiveStateKind};
@@ -68,7 +68,14 @@ impl Actor {
         {
             run.rate_limited = false;
             let deadline = run.deadline;
-            run.set_live(&mut batch, LiveStateKind::Working, Some(deadline), Some("model turn"), None, now);
+            run.set_live(
+                &mut batch,
+                LiveStateKind::Working,
+                Some(deadline),
+                Some("model turn"),
+                None,
+                now,
+            );
         }
         match event {
             ProviderEvent::Ready { .. } => {
@@ -123,7 +130,14 @@ impl Actor {
             }
             ProviderEvent::ToolFinished { .. } => {
                 let deadline = run.deadline;
-                run.set_live(&mut batch, LiveStateKind::Working, Some(deadline), Some("model turn"), None, now);
+                run.set_live(
+                    &mut batch,
+                    LiveStateKind::Working,
+                    Some(deadline),
+                    Some("model turn"),
+                    None,
+                    now,
+                );
             }
             ProviderEvent::PermissionRequested(request) => {
                 self.commit(batch);
@@ -150,7 +164,14 @@ impl Actor {
                     if run.broker.is_empty() && run.state == RunState::AwaitingPermission {
                         run.set_state(&mut batch, RunState::Running, None, now);
                         let deadline = run.deadline;
-                        run.set_live(&mut batch, LiveStateKind::Working, Some(deadline), Some("model turn"), None, now);
+                        run.set_live(
+                            &mut batch,
+                            LiveStateKind::Working,
+                            Some(deadline),
+                            Some("model turn"),
+                            None,
+                            now,
+                        );
                     } else {
                         run.touch(&mut batch);
                     }
@@ -163,7 +184,9 @@ impl Actor {
             }
             ProviderEvent::RateLimited { until, detail } => {
                 run.rate_limited = true;
-                let bound = until.filter(|u| *u > now).unwrap_or(now + RATE_LIMIT_DEFAULT_MS);
+                let bound = until
+                    .filter(|u| *u > now)
+                    .unwrap_or(now + RATE_LIMIT_DEFAULT_MS);
                 run.set_live(
                     &mut batch,
                     LiveStateKind::WaitingProvider,
@@ -173,7 +196,9 @@ impl Actor {
                     now,
                 );
             }
-            ProviderEvent::RateLimitCleared | ProviderEvent::Thinking { .. } | ProviderEvent::Notice { .. } => {}
+            ProviderEvent::RateLimitCleared
+            | ProviderEvent::Thinking { .. }
+            | ProviderEvent::Notice { .. } => {}
             ProviderEvent::TurnCompleted(end) => {
                 self.commit(batch);
                 return self.on_turn_completed(&run_id, end);
@@ -183,7 +208,11 @@ impl Actor {
         self.commit(batch);
     }
 
-    fn on_permission_request(&mut self, run_id: &str, request: crate::providers::PermissionRequest) {
+    fn on_permission_request(
+        &mut self,
+        run_id: &str,
+        request: crate::providers::PermissionRequest,
+    ) {
         let now = self.now();
         let permission_ms = self.limits().permission_timeout_secs as i64 * 1000;
         let question_ms = self.limits().question_timeout_secs as i64 * 1000;
@@ -218,11 +247,20 @@ impl Actor {
         let tool = request.tool.clone();
         let kind = request.kind;
         let mut batch = Batch::default();
-        let Some(pending) = run.broker.add(request, now, permission_ms, question_ms).cloned() else {
+        let Some(pending) = run
+            .broker
+            .add(request, now, permission_ms, question_ms)
+            .cloned()
+        else {
             return;
         };
         let view = run.pending_view(&pending);
-        run.event(&mut batch, "permission_requested", serde_json::to_value(&view).unwrap_or_default(), now);
+        run.event(
+            &mut batch,
+            "permission_requested",
+            serde_json::to_value(&view).unwrap_or_default(),
+            now,
+        );
         batch.events.push(DispatchEvent::PermissionRequested {
             run_id: run_id.to_string(),
             pending: view,
@@ -237,7 +275,14 @@ impl Actor {
             RequestKind::Question => "waiting for your answer to a question".to_string(),
         };
         let bound = run.broker.next_expiry().unwrap_or(pending.expires_at);
-        run.set_live(&mut batch, LiveStateKind::Working, Some(bound), Some(&detail), None, now);
+        run.set_live(
+            &mut batch,
+            LiveStateKind::Working,
+            Some(bound),
+            Some(&detail),
+            None,
+            now,
+        );
         self.commit(batch);
     }
 
@@ -294,7 +339,12 @@ impl Actor {
             cache_read: tokens.cache_read,
             cache_write: tokens.cache_write,
             cost_usd: charge,
-            basis: if charge.is_some() { "reported" } else { "unpriced" }.into(),
+            basis: if charge.is_some() {
+                "reported"
+            } else {
+                "unpriced"
+            }
+            .into(),
             fidelity: "exact".into(),
             source: "result.total_cost_usd".into(),
             budget_session: session,
@@ -310,7 +360,10 @@ impl Actor {
                 end.subtype,
                 end.text
                     .as_deref()
-                    .map(|t| format!(": {}", crate::spec::text::clip(&crate::spec::text::one_line(t), 200)))
+                    .map(|t| format!(
+                        ": {}",
+                        crate::spec::text::clip(&crate::spec::text::one_line(t), 200)
+                    ))
                     .unwrap_or_default()
             );
             if let Some(turn) = run.turns.last() {
@@ -324,7 +377,10 @@ impl Actor {
         // The result: JSON for schema runs, the `## Result` block otherwise.
         let mut retry = false;
         if run.spec.output_schema.is_some() {
-            let json = end.structured_output.clone().or_else(|| parse_json_result(&text));
+            let json = end
+                .structured_output
+                .clone()
+                .or_else(|| parse_json_result(&text));
             if let Some(turn) = run.turns.last_mut() {
                 turn.result = json.clone();
             }
@@ -340,7 +396,11 @@ impl Actor {
                         json: Some(value),
                     });
                 }
-                None => run.note(&mut batch, "the answer was not valid JSON for the output schema", now),
+                None => run.note(
+                    &mut batch,
+                    "the answer was not valid JSON for the output schema",
+                    now,
+                ),
             }
         } else {
             let block = parse_result(&text);
@@ -374,9 +434,17 @@ impl Actor {
                 });
             } else if origin != TurnOrigin::ResultRetry {
                 retry = true;
-                run.note(&mut batch, "no ## Result block; asking once more for it", now);
+                run.note(
+                    &mut batch,
+                    "no ## Result block; asking once more for it",
+                    now,
+                );
             } else {
-                run.note(&mut batch, "no ## Result block after the retry; the run gave no usable result", now);
+                run.note(
+                    &mut batch,
+                    "no ## Result block after the retry; the run gave no usable result",
+                    now,
+                );
             }
         }
         if let Some(turn) = run.turns.last() {
@@ -391,7 +459,11 @@ impl Actor {
             return self.start_turn(run_id, next, TurnOrigin::FollowUp);
         }
         if run.user_turns() >= run.spec.max_turns {
-            run.note(&mut batch, format!("reached its {} turns", run.spec.max_turns), now);
+            run.note(
+                &mut batch,
+                format!("reached its {} turns", run.spec.max_turns),
+                now,
+            );
             self.commit(batch);
             return self.end_run(run_id, RunState::Completed, "max_turns", Cause::Completed);
         }
@@ -402,7 +474,14 @@ impl Actor {
         } else {
             "idle: waiting for a follow-up"
         };
-        run.set_live(&mut batch, LiveStateKind::Working, Some(idle_until), Some(detail), None, now);
+        run.set_live(
+            &mut batch,
+            LiveStateKind::Working,
+            Some(idle_until),
+            Some(detail),
+            None,
+            now,
+        );
         self.commit(batch);
         self.check_waiters();
     }
@@ -413,8 +492,16 @@ impl Actor {
         };
         let (state, reason, cause) = match &run.ending {
             Some(e) => (e.state, e.reason.clone(), e.cause),
-            None if !run.ready => (RunState::Failed, "launch_error".to_string(), Cause::RunnerGone),
-            None => (RunState::Failed, "provider_error".to_string(), Cause::RunnerGone),
+            None if !run.ready => (
+                RunState::Failed,
+                "launch_error".to_string(),
+                Cause::RunnerGone,
+            ),
+            None => (
+                RunState::Failed,
+                "provider_error".to_string(),
+                Cause::RunnerGone,
+            ),
         };
         if run.ending.is_none() {
             let now = self.now();
@@ -447,7 +534,15 @@ impl Actor {
                         message: Some(format!("no answer within {minutes} minutes")),
                     };
                     let how = format!("deny: no answer within {minutes} minutes");
-                    self.answer_request(&id, p.request.request_id, answer, "timeout", &p.request.tool, &how, now);
+                    self.answer_request(
+                        &id,
+                        p.request.request_id,
+                        answer,
+                        "timeout",
+                        &p.request.tool,
+                        &how,
+                        now,
+                    );
                 }
                 continue;
             }

@@ -48,20 +48,31 @@ pub enum Admission {
 }
 
 /// The first rail that is full for `candidate`, given the runs holding slots.
-pub fn blocked_by(limits: &Limits, holding: &[RailSlot], candidate: &RailSlot) -> Option<RailBlock> {
+pub fn blocked_by(
+    limits: &Limits,
+    holding: &[RailSlot],
+    candidate: &RailSlot,
+) -> Option<RailBlock> {
     let provider_limit = limits
         .per_provider
         .get(&candidate.provider)
         .copied()
         .unwrap_or(1);
-    if holding.iter().filter(|s| s.provider == candidate.provider).count() as u32 >= provider_limit
+    if holding
+        .iter()
+        .filter(|s| s.provider == candidate.provider)
+        .count() as u32
+        >= provider_limit
     {
         return Some(RailBlock::Provider {
             provider: candidate.provider.clone(),
             limit: provider_limit,
         });
     }
-    if holding.iter().filter(|s| s.session == candidate.session).count() as u32
+    if holding
+        .iter()
+        .filter(|s| s.session == candidate.session)
+        .count() as u32
         >= limits.per_session_running
     {
         return Some(RailBlock::Session {
@@ -148,10 +159,25 @@ mod tests {
         let three_claude = vec![slot("claude-code", None); 3];
         let cases: Vec<(&str, Vec<RailSlot>, RailSlot, Option<&str>)> = vec![
             ("empty", vec![], slot("claude-code", None), None),
-            ("two of three", vec![slot("claude-code", None); 2], slot("claude-code", None), None),
-            ("claude full", three_claude.clone(), slot("claude-code", None), Some("provider")),
+            (
+                "two of three",
+                vec![slot("claude-code", None); 2],
+                slot("claude-code", None),
+                None,
+            ),
+            (
+                "claude full",
+                three_claude.clone(),
+                slot("claude-code", None),
+                Some("provider"),
+            ),
             ("other provider free", three_claude, slot("sim", None), None),
-            ("session full", vec![slot("sim", None); 6], slot("sim", None), Some("session")),
+            (
+                "session full",
+                vec![slot("sim", None); 6],
+                slot("sim", None),
+                Some("session"),
+            ),
             (
                 "workflow full",
                 vec![slot("sim", Some("w")); 5],
@@ -176,7 +202,11 @@ mod tests {
         let mut tight = l.clone();
         tight.per_workflow = 2;
         assert!(matches!(
-            blocked_by(&tight, &vec![slot("sim", Some("w")); 2], &slot("sim", Some("w"))),
+            blocked_by(
+                &tight,
+                &vec![slot("sim", Some("w")); 2],
+                &slot("sim", Some("w"))
+            ),
             Some(RailBlock::Workflow { .. })
         ));
     }
@@ -185,7 +215,10 @@ mod tests {
     fn admission_starts_queues_or_refuses() {
         let l = limits();
         let full = vec![slot("claude-code", None); 3];
-        assert_eq!(admit(&l, &[], 0, &slot("claude-code", None), true), Admission::Start);
+        assert_eq!(
+            admit(&l, &[], 0, &slot("claude-code", None), true),
+            Admission::Start
+        );
         assert!(matches!(
             admit(&l, &full, 0, &slot("claude-code", None), true),
             Admission::Queue(RailBlock::Provider { limit: 3, .. })
@@ -205,7 +238,11 @@ mod tests {
     fn the_queue_is_fifo_but_skips_runs_whose_rail_is_full() {
         let l = limits();
         let holding = vec![slot("claude-code", None); 3];
-        let queue = vec![slot("claude-code", None), slot("sim", None), slot("sim", None)];
+        let queue = vec![
+            slot("claude-code", None),
+            slot("sim", None),
+            slot("sim", None),
+        ];
         assert_eq!(next_to_start(&l, &holding, &queue), Some(1));
         assert_eq!(next_to_start(&l, &holding, &queue[..1]), None);
         assert_eq!(next_to_start(&l, &holding[..2], &queue), Some(0));

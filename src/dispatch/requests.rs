@@ -11,6 +11,7 @@ use super::api::{DispatchEvent, Request, TranscriptFormat};
 use super::rails::{self, Admission};
 use super::run::{Batch, Run, TurnOrigin};
 use super::transcript::TranscriptRing;
+use crate::control::offline;
 use crate::ledger::{DecisionRecord, RunPatch, RunRecord, WriteOp, kind};
 use crate::live_state::{Cause, LiveStateKind};
 use crate::providers::{PermissionAnswer, ProviderCommand, RequestKind};
@@ -56,7 +57,7 @@ impl Actor {
         }
         let answer = match request {
             Request::Ping => Ok(json!({"pong": true, "pid": std::process::id()})),
-            Request::Dispatch { spec } => return self.dispatch(spec, reply),
+            Request::Dispatch { spec } => return self.dispatch(*spec, reply),
             Request::Runs {
                 state,
                 include_removed,
@@ -170,13 +171,15 @@ impl Actor {
         }
         if let Some(key) = input.idempotency_key.as_deref().filter(|k| !k.is_empty()) {
             let since = now - self.limits().idempotency_window_secs as i64 * 1000;
-            if let Some(run) = self.runs.values().find(|r| {
-                r.spec.idempotency_key.as_deref() == Some(key) && r.created_at >= since
-            }) {
+            if let Some(run) = self
+                .runs
+                .values()
+                .find(|r| r.spec.idempotency_key.as_deref() == Some(key) && r.created_at >= since)
+            {
                 return to_value(&run.summary());
             }
             if let Some(record) = self.reader.run_by_idempotency_key(key, since)? {
-                return to_value(&crate::control::offline::summary_from_record(&self.reader, &record)?);
+                return to_value(&offline::summary_from_record(&self.reader, &record)?);
             }
         }
         let providers = self.provider_infos();
@@ -246,7 +249,14 @@ impl Actor {
             now,
         );
         let deadline = run.deadline;
-        run.set_live(&mut batch, LiveStateKind::Admitted, Some(deadline), None, None, now);
+        run.set_live(
+            &mut batch,
+            LiveStateKind::Admitted,
+            Some(deadline),
+            None,
+            None,
+            now,
+        );
         for clamp in run.spec.clamps.clone() {
             run.note(&mut batch, format!("clamped: {clamp}"), now);
         }
@@ -265,7 +275,11 @@ impl Actor {
         Ok(summary)
     }
 
-    fn list_runs(&self, state: Option<RunState>, include_removed: bool) -> Result<Value, DroverError> {
+    fn list_runs(
+        &self,
+        state: Option<RunState>,
+        include_removed: bool,
+    ) -> Result<Value, DroverError> {
         let mut rows: Vec<_> = self
             .order
             .iter()
@@ -273,37 +287,42 @@ impl Actor {
             .filter_map(|id| self.runs.get(id))
             .map(Run::summary)
             .collect();
-        for record in self.reader.runs(include_removed)? {
-            if !self.runs.contains_key(&record.run_id) {
-                rows.push(crate::control::offline::summary_from_record(&self.reader, &record)?);
-            }
-        }
+        rows.extend(
+            offline::run_summaries_from_ledger(&self.reader, None, include_removed)?
+                .into_iter()
+                .filter(|r| !self.runs.contains_key(&r.run_id)),
+        );
         rows.retain(|r| state.is_none_or(|s| r.state == s));
-        rows.sort_by(|a, b| b.created_at.cmp(&a.created_at).then(b.run_id.cmp(&a.run_id)));
+        rows.sort_by(|a, b| {
+            b.created_at
+                .cmp(&a.created_at)
+                .then(b.run_id.cmp(&a.run_id))
+        });
         to_value(&rows)
     }
 
     fn show(&self, run_id: &str) -> Result<Value, DroverError> {
         match self.runs.get(run_id) {
             Some(run) => to_value(&run.view()),
-            None => to_value(&crate::control::offline::run_view_from_ledger(&self.reader, run_id)?),
+            None => to_value(&offline::run_view_from_ledger(&self.reader, run_id)?),
         }
     }
 
     fn transcript(&self, run_id: &str, format: TranscriptFormat) -> Result<Value, DroverError> {
-        let Some(run) = self.runs.get(run_id) else {
-            return crate::control::offline::transcript_from_ledger(&self.reader, run_id, format);
-        };
-        match format {
-            TranscriptFormat::Tail => to_value(&run.transcript.lines().collect::<Vec<_>>()),
-            TranscriptFormat::Text => to_value(
-                &run.turns
-                    .iter()
-                    .map(|t| json!({"number": t.number, "origin": t.origin.as_str(), "text": t.text}))
-                    .collect::<Vec<_>>(),
-            ),
-            TranscriptFormat::Result => to_value(&run.last_result),
-            TranscriptFormat::Events => to_value(&self.reader.events(run_id, 0)?),
+        // The ring is in memory; everything else is in the ledger, committed turn by turn.
+        match self.runs.get(run_id) {
+            Some(run) if format == TranscriptFormat::Tail => to_value(&offline::TranscriptView {
+                run_id: run_id.to_string(),
+                format,
+                lines: run.transcript.lines().cloned().collect(),
+                events: Vec::new(),
+                result: None,
+            }),
+            _ => to_value(&offline::transcript_from_ledger(
+                &self.reader,
+                run_id,
+                format,
+            )?),
         }
     }
 
@@ -339,7 +358,11 @@ impl Actor {
         } else if let Some(run) = self.runs.get_mut(run_id) {
             let mut batch = Batch::default();
             run.follow_ups.push_back(text);
-            run.note(&mut batch, "follow-up queued until the current turn ends", now);
+            run.note(
+                &mut batch,
+                "follow-up queued until the current turn ends",
+                now,
+            );
             run.touch(&mut batch);
             self.commit(batch);
         }
@@ -387,7 +410,15 @@ impl Actor {
         }
         let tool = pending.request.tool.clone();
         let how = describe_answer(&answer);
-        self.answer_request(run_id, pending.request.request_id.clone(), answer, "user", &tool, &how, now);
+        self.answer_request(
+            run_id,
+            pending.request.request_id.clone(),
+            answer,
+            "user",
+            &tool,
+            &how,
+            now,
+        );
         Ok(self.summary_value(run_id))
     }
 
@@ -413,15 +444,17 @@ impl Actor {
             });
         }
         let mut batch = Batch::default();
-        batch.ops.push(WriteOp::InsertDecision(Box::new(DecisionRecord {
-            run_id: Some(run.id.clone()),
-            at: now,
-            kind: "permission".into(),
-            request_id: Some(request_id.clone()),
-            who: who.into(),
-            decision: how.into(),
-            body: serde_json::to_value(&answer).unwrap_or(Value::Null),
-        })));
+        batch
+            .ops
+            .push(WriteOp::InsertDecision(Box::new(DecisionRecord {
+                run_id: Some(run.id.clone()),
+                at: now,
+                kind: "permission".into(),
+                request_id: Some(request_id.clone()),
+                who: who.into(),
+                decision: how.into(),
+                body: serde_json::to_value(&answer).unwrap_or(Value::Null),
+            })));
         run.event(
             &mut batch,
             "permission_resolved",
@@ -437,12 +470,22 @@ impl Actor {
             run.set_state(&mut batch, RunState::Running, None, now);
             let allowed = !matches!(answer, PermissionAnswer::Deny { .. });
             let (bound, detail) = if allowed {
-                (now + super::lifecycle::TOOL_BOUND_MS, format!("running a tool: {tool}"))
+                (
+                    now + super::lifecycle::TOOL_BOUND_MS,
+                    format!("running a tool: {tool}"),
+                )
             } else {
                 (run.deadline, "model turn".to_string())
             };
             let bound = bound.min(run.deadline);
-            run.set_live(&mut batch, LiveStateKind::Working, Some(bound), Some(&detail), None, now);
+            run.set_live(
+                &mut batch,
+                LiveStateKind::Working,
+                Some(bound),
+                Some(&detail),
+                None,
+                now,
+            );
         } else {
             run.touch(&mut batch);
         }
@@ -457,7 +500,10 @@ impl Actor {
                     Some(run) if run.state.is_active() => {
                         return Err(DroverError::new(
                             ErrorCode::RunNotActive,
-                            format!("run {id} is still {}; stop it first, then remove it", run.state),
+                            format!(
+                                "run {id} is still {}; stop it first, then remove it",
+                                run.state
+                            ),
                         ));
                     }
                     Some(_) => {}
@@ -502,7 +548,9 @@ impl Actor {
                     ..RunPatch::default()
                 }),
             });
-            batch.events.push(DispatchEvent::RunRemoved { run_id: id.clone() });
+            batch
+                .events
+                .push(DispatchEvent::RunRemoved { run_id: id.clone() });
             self.runs.remove(id);
         }
         self.order.retain(|id| !targets.contains(id));

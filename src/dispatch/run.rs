@@ -141,7 +141,13 @@ pub struct Run {
 }
 
 impl Run {
-    pub fn new(id: String, spec: Spec, session: String, now: UnixMillis, ring: TranscriptRing) -> Run {
+    pub fn new(
+        id: String,
+        spec: Spec,
+        session: String,
+        now: UnixMillis,
+        ring: TranscriptRing,
+    ) -> Run {
         let deadline = now + i64::from(spec.max_minutes) * 60_000;
         Run {
             id,
@@ -296,7 +302,10 @@ impl Run {
             patch: Box::new(RunPatch {
                 updated_at: now,
                 state: Some(state),
-                completion_reason: self.completion_reason.clone().filter(|_| state.is_terminal()),
+                completion_reason: self
+                    .completion_reason
+                    .clone()
+                    .filter(|_| state.is_terminal()),
                 finished_at: self.finished_at.filter(|_| state.is_terminal()),
                 ..RunPatch::default()
             }),

@@ -45,14 +45,12 @@ impl TranscriptRing {
         self.lines.iter()
     }
 
+    #[cfg(test)]
     pub fn len(&self) -> usize {
         self.lines.len()
     }
 
-    pub fn is_empty(&self) -> bool {
-        self.lines.is_empty()
-    }
-
+    #[cfg(test)]
     pub fn chars(&self) -> usize {
         self.chars
     }
@@ -63,11 +61,17 @@ pub fn summarize(event: &ProviderEvent) -> Option<String> {
     let line = match event {
         ProviderEvent::Ready { version } => format!(
             "ready{}",
-            version.as_deref().map(|v| format!(" ({v})")).unwrap_or_default()
+            version
+                .as_deref()
+                .map(|v| format!(" ({v})"))
+                .unwrap_or_default()
         ),
         ProviderEvent::Session { session_id, model } => format!(
             "session {session_id}{}",
-            model.as_deref().map(|m| format!(" on {m}")).unwrap_or_default()
+            model
+                .as_deref()
+                .map(|m| format!(" on {m}"))
+                .unwrap_or_default()
         ),
         ProviderEvent::AssistantText { text } => format!("text: {}", one_line(text)),
         ProviderEvent::Thinking { chars } => format!("thinking ({chars} chars)"),
@@ -99,7 +103,11 @@ pub fn summarize(event: &ProviderEvent) -> Option<String> {
         ProviderEvent::TurnCompleted(end) => format!(
             "turn {}{}{}",
             if end.is_error { "failed: " } else { "done" },
-            if end.is_error { end.subtype.as_str() } else { "" },
+            if end.is_error {
+                end.subtype.as_str()
+            } else {
+                ""
+            },
             end.total_cost_usd
                 .map(|c| format!(" (session ${c:.4})"))
                 .unwrap_or_default()
@@ -128,7 +136,15 @@ pub fn summarize(event: &ProviderEvent) -> Option<String> {
 
 /// The part of a tool input a person wants first: the command, the path, or the JSON.
 pub fn tool_input_summary(input: &serde_json::Value) -> String {
-    for key in ["command", "cmd", "file_path", "path", "pattern", "url", "query"] {
+    for key in [
+        "command",
+        "cmd",
+        "file_path",
+        "path",
+        "pattern",
+        "url",
+        "query",
+    ] {
         if let Some(v) = input.get(key).and_then(|v| v.as_str()) {
             return v.to_string();
         }
@@ -155,7 +171,10 @@ mod tests {
         for i in 0..10 {
             r.push(format!("line {i}"));
         }
-        assert_eq!(r.lines().cloned().collect::<Vec<_>>(), ["line 7", "line 8", "line 9"]);
+        assert_eq!(
+            r.lines().cloned().collect::<Vec<_>>(),
+            ["line 7", "line 8", "line 9"]
+        );
         let mut r = TranscriptRing::new(100, 10);
         r.push("12345".into());
         r.push("67890".into());
@@ -193,10 +212,12 @@ mod tests {
             .unwrap(),
             "process ended (exit code 3): panic: bad"
         );
-        assert!(summarize(&ProviderEvent::Usage {
-            model: None,
-            tokens: Default::default()
-        })
-        .is_none());
+        assert!(
+            summarize(&ProviderEvent::Usage {
+                model: None,
+                tokens: Default::default()
+            })
+            .is_none()
+        );
     }
 }

@@ -89,7 +89,9 @@ impl Actor {
                         || (run.ending.is_none()
                             && matches!(
                                 run.state,
-                                RunState::Idle | RunState::AwaitingPermission | RunState::AwaitingRoute
+                                RunState::Idle
+                                    | RunState::AwaitingPermission
+                                    | RunState::AwaitingRoute
                             ))
                 }
                 WaitUntil::Event => run.next_seq > *base || run.state.is_terminal(),
@@ -108,12 +110,9 @@ impl Actor {
             .iter()
             .filter_map(|id| match self.runs.get(id) {
                 Some(run) => Some(run.summary()),
-                None => self
-                    .reader
-                    .run(id)
-                    .ok()
-                    .flatten()
-                    .and_then(|r| crate::control::offline::summary_from_record(&self.reader, &r).ok()),
+                None => self.reader.run(id).ok().flatten().and_then(|r| {
+                    crate::control::offline::summary_from_record(&self.reader, &r).ok()
+                }),
             })
             .collect();
         serde_json::to_value(WaitOutcome { timed_out, runs }).unwrap_or(Value::Null)
