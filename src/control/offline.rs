@@ -228,6 +228,7 @@ pub fn run_view_from_ledger(reader: &LedgerReader, run_id: &str) -> Result<RunVi
         finished_at: run.finished_at,
         max_turns: spec.max_turns,
         queued_follow_ups: 0,
+        pid: None,
     })
 }
 

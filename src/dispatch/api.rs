@@ -156,6 +156,8 @@ pub struct RunView {
     pub finished_at: Option<UnixMillis>,
     pub max_turns: u32,
     pub queued_follow_ups: usize,
+    /// The provider child's pid (its process group id) while it runs.
+    pub pid: Option<u32>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

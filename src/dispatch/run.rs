@@ -384,6 +384,7 @@ impl Run {
             finished_at: self.finished_at,
             max_turns: self.spec.max_turns,
             queued_follow_ups: self.follow_ups.len(),
+            pid: self.adapter.as_ref().and_then(|a| a.pid),
         }
     }
 }
