@@ -7,6 +7,7 @@
 //! `main` to print.
 
 pub mod config;
+pub mod sim;
 
 use crate::error::{DroverError, ErrorCode};
 use crate::paths::Paths;
@@ -30,16 +31,25 @@ pub enum Command {
     /// Where the config file is and what is in force.
     #[command(subcommand)]
     Config(config::ConfigCommand),
+    /// The simulated agent: a Claude-Code-compatible stream-json CLI driven by a scenario.
+    #[command(hide = true)]
+    SimAgent(sim::SimAgentArgs),
 }
 
 /// Runs one parsed command line.
 pub fn run(cli: Cli) -> Result<(), DroverError> {
+    // A protocol child: stdout is the protocol, exit codes are its own, and it touches
+    // neither the data directory nor the log file.
+    if let Command::SimAgent(args) = cli.command {
+        std::process::exit(sim::run(args));
+    }
     let paths = Paths::resolve()?;
     paths.ensure_dirs()?;
     let _log = crate::logging::init(&paths.log_dir)?;
     tracing::info!(version = env!("CARGO_PKG_VERSION"), command = ?cli.command, "drover started");
     let result = match cli.command {
         Command::Config(command) => config::run(command, &paths),
+        Command::SimAgent(_) => unreachable!("sim-agent exits above"),
     };
     if let Err(e) = &result {
         tracing::error!(code = %e.code, "{}", e.message);
