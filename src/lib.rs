@@ -16,6 +16,7 @@ pub mod paths;
 pub mod providers;
 pub mod result_contract;
 pub mod run_state;
+pub mod sim;
 pub mod spec;
 pub mod terminal;
 

@@ -12,6 +12,7 @@ mod headless;
 mod render;
 pub mod runs;
 pub mod serve;
+pub mod sim;
 
 use crate::error::{DroverError, ErrorCode};
 use crate::paths::Paths;
@@ -40,10 +41,18 @@ pub enum Command {
     Serve(serve::ServeArgs),
     #[command(flatten)]
     Run(runs::RunCommand),
+    /// The simulated agent: a Claude-Code-compatible stream-json CLI driven by a scenario.
+    #[command(hide = true)]
+    SimAgent(sim::SimAgentArgs),
 }
 
 /// Runs one parsed command line.
 pub fn run(cli: Cli) -> Result<(), DroverError> {
+    // A protocol child: stdout is the protocol, exit codes are its own, and it touches
+    // neither the data directory nor the log file.
+    if let Command::SimAgent(args) = cli.command {
+        std::process::exit(sim::run(args));
+    }
     let paths = Paths::resolve()?;
     paths.ensure_dirs()?;
     let _log = crate::logging::init(&paths.log_dir)?;
@@ -52,6 +61,10 @@ pub fn run(cli: Cli) -> Result<(), DroverError> {
         Command::Config(command) => config::run(command, &paths),
         Command::Serve(args) => serve::run(args, &paths),
         Command::Run(command) => runs::run(command, &paths),
+        Command::SimAgent(_) => Err(DroverError::new(
+            ErrorCode::Internal,
+            "sim-agent is handled before the data directory is touched",
+        )),
     };
     if let Err(e) = &result {
         tracing::error!(code = %e.code, "{}", e.message);

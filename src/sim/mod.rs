@@ -1,0 +1,20 @@
+//! The simulated agent: a stand-in for Claude Code that drover ships inside itself.
+//!
+//! `drover sim-agent --scenario NAME|FILE [claude flags]` is a Claude-Code-compatible
+//! stream-json CLI. drover's Claude adapter runs it exactly as it runs `claude`, so the
+//! demo and most tests exercise the real adapter, dispatcher and ledger code without an
+//! API key or a network. What it does is scripted by a scenario ([`scenario`]: turns of
+//! steps such as text, tool calls behind permission requests, questions, rate limits,
+//! crashes, hangs); [`agent`] plays a scenario over stdin/stdout; [`wire`] holds the
+//! shape of every line.
+//!
+//! What must stay true: the sim speaks the real `claude` protocol (docs/PROVIDERS.md) and
+//! nothing else. Nothing in it is drover-specific: no extra line types, no extra fields
+//! an adapter could come to rely on, no knowledge of drover's run ids, policies or
+//! ledger. A behaviour the real CLI does not have belongs in neither the sim nor the
+//! adapter; where the sim must choose (ids, timings, default texts), it follows what the
+//! real CLI does.
+
+pub mod agent;
+pub mod scenario;
+pub mod wire;
