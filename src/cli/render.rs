@@ -524,6 +524,7 @@ mod tests {
             finished_at: None,
             max_turns: 6,
             queued_follow_ups: 1,
+            pid: None,
         };
         let text = run_view(&view, 120_000);
         let lines: Vec<&str> = text.lines().collect();
