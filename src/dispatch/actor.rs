@@ -5,6 +5,7 @@
 //! over client requests, adapter events and the next deadline.
 
 use serde_json::Value;
+use std::cell::RefCell;
 use std::collections::{HashMap, VecDeque};
 use std::time::Duration;
 use tokio::sync::{broadcast, mpsc, oneshot};
@@ -64,7 +65,20 @@ pub struct Actor {
     pub shutdown: Option<oneshot::Sender<()>>,
     /// When shutting down, the moment to give up waiting for children.
     pub shutdown_deadline: Option<UnixMillis>,
+    /// Writes, events and replies queued during one turn of the loop.
+    pub outbox: RefCell<Outbox>,
 }
+
+/// What one turn of the loop produced, committed together.
+#[derive(Default)]
+pub struct Outbox {
+    ops: Vec<WriteOp>,
+    events: Vec<super::api::DispatchEvent>,
+    replies: Vec<(Reply, Result<Value, DroverError>)>,
+}
+
+/// Adapter events handled per turn of the loop before committing.
+const PROVIDER_EVENTS_PER_TURN: usize = 512;
 
 /// How long shutdown waits for children to exit before giving up on them.
 const SHUTDOWN_GRACE_MS: i64 = 15_000;
@@ -108,6 +122,7 @@ pub async fn start(
         next_id: 0,
         shutdown: None,
         shutdown_deadline: None,
+        outbox: RefCell::new(Outbox::default()),
     };
     let join = tokio::spawn(async move {
         actor.run(rx, provider_rx).await;
@@ -150,9 +165,18 @@ impl Actor {
                         self.begin_shutdown(None);
                     }
                 },
-                Some(event) = provider_events.recv() => self.on_provider_event(event),
+                Some(event) = provider_events.recv() => {
+                    self.on_provider_event(event);
+                    for _ in 1..PROVIDER_EVENTS_PER_TURN {
+                        match provider_events.try_recv() {
+                            Ok(event) => self.on_provider_event(event),
+                            Err(_) => break,
+                        }
+                    }
+                }
                 _ = sleep => self.on_timers(),
             }
+            self.flush_outbox();
             if self.shutdown_finished() {
                 break;
             }
@@ -188,30 +212,31 @@ impl Actor {
         next
     }
 
-    /// Sends a batch to the ledger; its events are published after the commit.
+    /// Queues a batch for the ledger; its events are published after the commit. Batches
+    /// queued in one turn of the loop share one transaction and one ack.
     pub fn commit(&self, batch: Batch) {
-        self.commit_with_reply(batch, None);
+        let mut outbox = self.outbox.borrow_mut();
+        outbox.ops.extend(batch.ops);
+        outbox.events.extend(batch.events);
     }
 
-    pub fn commit_with_reply(
-        &self,
-        batch: Batch,
-        reply: Option<(Reply, Result<Value, DroverError>)>,
-    ) {
-        if batch.is_empty() && reply.is_none() {
+    /// Answers after everything queued so far is committed.
+    pub fn reply_after_commit(&self, reply: Reply, value: Result<Value, DroverError>) {
+        self.outbox.borrow_mut().replies.push((reply, value));
+    }
+
+    /// Sends what the loop turn queued to the ledger and the publisher.
+    fn flush_outbox(&self) {
+        let outbox = std::mem::take(&mut *self.outbox.borrow_mut());
+        if outbox.ops.is_empty() && outbox.events.is_empty() && outbox.replies.is_empty() {
             return;
         }
-        let ack = self.writer.send_acked(batch.ops);
+        let ack = self.writer.send_acked(outbox.ops);
         let _ = self.publish.send(Publication {
             ack,
-            events: batch.events,
-            reply,
+            events: outbox.events,
+            replies: outbox.replies,
         });
-    }
-
-    /// Answers after everything sent so far is committed.
-    pub fn reply_after_commit(&self, reply: Reply, value: Result<Value, DroverError>) {
-        self.commit_with_reply(Batch::default(), Some((reply, value)));
     }
 
     pub fn begin_shutdown(&mut self, done: Option<oneshot::Sender<()>>) {
@@ -252,6 +277,7 @@ impl Actor {
             let value = self.wait_outcome(&w, true);
             self.reply_after_commit(w.reply, Ok(value));
         }
+        self.flush_outbox();
         let barrier = self.writer.send_acked(Vec::<WriteOp>::new());
         let _ = barrier.await;
         if let Some(ledger) = self.ledger.take() {

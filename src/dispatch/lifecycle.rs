@@ -171,7 +171,7 @@ impl Actor {
         run.event(
             &mut batch,
             "turn_started",
-            json!({"number": turn.number, "origin": origin.as_str(), "prompt": turn.prompt_preview}),
+            &json!({"number": turn.number, "origin": origin.as_str(), "prompt": turn.prompt_preview}),
             now,
         );
         run.turns.push(turn);

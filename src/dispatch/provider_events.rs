@@ -20,6 +20,13 @@ use crate::result_contract::{ResultStatus, parse_json_result, parse_result};
 use crate::run_state::RunState;
 use crate::spec::PermissionPolicy;
 
+/// The ledger body of a provider event: its one-line summary and the event itself.
+#[derive(serde::Serialize)]
+struct TranscriptBody<'a> {
+    line: Option<&'a str>,
+    event: &'a ProviderEvent,
+}
+
 /// How long a rate-limited turn is expected to wait when the provider gives no hint.
 const RATE_LIMIT_DEFAULT_MS: i64 = 60_000;
 
@@ -35,7 +42,10 @@ impl Actor {
         run.event(
             &mut batch,
             "transcript",
-            json!({"line": line, "event": event}),
+            &TranscriptBody {
+                line: line.as_deref(),
+                event: &event,
+            },
             now,
         );
         if let Some(line) = line {
@@ -255,12 +265,7 @@ impl Actor {
             return;
         };
         let view = run.pending_view(&pending);
-        run.event(
-            &mut batch,
-            "permission_requested",
-            serde_json::to_value(&view).unwrap_or_default(),
-            now,
-        );
+        run.event(&mut batch, "permission_requested", &view, now);
         batch.events.push(DispatchEvent::PermissionRequested {
             run_id: run_id.to_string(),
             pending: view,

@@ -16,7 +16,7 @@ use crate::{DroverError, ErrorCode};
 pub struct Publication {
     pub ack: Ack,
     pub events: Vec<DispatchEvent>,
-    pub reply: Option<(Reply, Result<Value, DroverError>)>,
+    pub replies: Vec<(Reply, Result<Value, DroverError>)>,
 }
 
 pub fn spawn(
@@ -30,7 +30,7 @@ pub fn spawn(
                     for e in p.events {
                         let _ = events.send(e);
                     }
-                    if let Some((reply, value)) = p.reply {
+                    for (reply, value) in p.replies {
                         let _ = reply.send(value);
                     }
                 }
@@ -40,7 +40,7 @@ pub fn spawn(
                         _ => "the ledger writer stopped".to_string(),
                     };
                     tracing::error!(%why, "ledger write failed; the change is not published");
-                    if let Some((reply, _)) = p.reply {
+                    for (reply, _) in p.replies {
                         let _ = reply.send(Err(DroverError::new(
                             ErrorCode::LedgerError,
                             format!(

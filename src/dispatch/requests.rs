@@ -245,7 +245,7 @@ impl Actor {
         run.event(
             &mut batch,
             kind::RUN_STATE,
-            json!({"from": null, "to": "queued", "reason": "dispatched"}),
+            &json!({"from": null, "to": "queued", "reason": "dispatched"}),
             now,
         );
         let deadline = run.deadline;
@@ -458,7 +458,7 @@ impl Actor {
         run.event(
             &mut batch,
             "permission_resolved",
-            json!({"request_id": request_id, "who": who, "decision": how}),
+            &json!({"request_id": request_id, "who": who, "decision": how}),
             now,
         );
         batch.events.push(DispatchEvent::PermissionResolved {

@@ -12,7 +12,8 @@ use super::api::{DispatchEvent, NoteView, PendingView, ResultView, RunSummary, R
 use super::broker::{Broker, Pending};
 use super::transcript::TranscriptRing;
 use crate::UnixMillis;
-use crate::ledger::{EventRecord, RunPatch, TurnRecord, WriteOp, kind};
+use crate::ledger::writer::NewEvent;
+use crate::ledger::{RunPatch, TurnRecord, WriteOp, kind};
 use crate::live_state::{self, Assignment, Cause, LiveState, LiveStateEvent, LiveStateKind};
 use crate::providers::{AdapterHandle, Tokens};
 use crate::run_state::RunState;
@@ -23,12 +24,6 @@ use crate::spec::Spec;
 pub struct Batch {
     pub ops: Vec<WriteOp>,
     pub events: Vec<DispatchEvent>,
-}
-
-impl Batch {
-    pub fn is_empty(&self) -> bool {
-        self.ops.is_empty() && self.events.is_empty()
-    }
 }
 
 /// Why and how a run is ending, kept while its child shuts down.
@@ -199,19 +194,24 @@ impl Run {
         )
     }
 
-    /// Appends one event to the run's ordered stream.
-    pub fn event(&mut self, batch: &mut Batch, kind: &str, body: Value, at: UnixMillis) {
-        let record = EventRecord {
-            run_id: self.id.clone(),
-            seq: self.next_seq,
-            kind: kind.to_string(),
-            at,
-            body,
-        };
-        match WriteOp::event(record) {
-            Ok(op) => {
+    /// Appends one event to the run's ordered stream. The body is serialized here, once.
+    pub fn event(
+        &mut self,
+        batch: &mut Batch,
+        kind: &str,
+        body: &impl serde::Serialize,
+        at: UnixMillis,
+    ) {
+        match serde_json::to_string(body) {
+            Ok(body_json) => {
+                batch.ops.push(WriteOp::AppendEvent(NewEvent {
+                    run_id: self.id.clone(),
+                    seq: self.next_seq,
+                    kind: kind.to_string(),
+                    at,
+                    body_json,
+                }));
                 self.next_seq += 1;
-                batch.ops.push(op);
             }
             Err(e) => tracing::error!(run = %self.id, error = %e, "cannot serialize an event"),
         }
@@ -222,7 +222,7 @@ impl Run {
             at,
             text: text.into(),
         };
-        self.event(batch, kind::NOTE, json!({"text": note.text}), at);
+        self.event(batch, kind::NOTE, &json!({"text": note.text}), at);
         self.notes.push(note.clone());
         batch.events.push(DispatchEvent::Note {
             run_id: self.id.clone(),
@@ -251,7 +251,7 @@ impl Run {
             Ok(next) => {
                 let stored = LiveStateEvent::accepted(&assignment, &next, now);
                 let body = serde_json::to_value(&stored).unwrap_or(Value::Null);
-                self.event(batch, kind::LIVE_STATE, body, now);
+                self.event(batch, kind::LIVE_STATE, &body, now);
                 batch.ops.push(WriteOp::UpdateRun {
                     run_id: self.id.clone(),
                     patch: Box::new(RunPatch {
@@ -294,7 +294,7 @@ impl Run {
         self.event(
             batch,
             kind::RUN_STATE,
-            json!({"from": from.as_str(), "to": state.as_str(), "reason": reason}),
+            &json!({"from": from.as_str(), "to": state.as_str(), "reason": reason}),
             now,
         );
         batch.ops.push(WriteOp::UpdateRun {

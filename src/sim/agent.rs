@@ -322,6 +322,9 @@ enum Verdict {
 
 struct Agent<W: AsyncWrite + Unpin> {
     out: BufWriter<W>,
+    /// Inside a burst of repeated lines: write without flushing (the burst's last line
+    /// flushes).
+    batching: bool,
     inbox: UnboundedReceiver<Inbound>,
     stdin_closed: bool,
     /// User messages waiting for their turn.
@@ -366,7 +369,8 @@ impl<W: AsyncWrite + Unpin> Agent<W> {
         // A resumed session has had its opening turn: it goes on with the follow-ups.
         let next_turn = usize::from(resumed && options.scenario.turns.len() > 1);
         Agent {
-            out: BufWriter::new(output),
+            out: BufWriter::with_capacity(64 * 1024, output),
+            batching: false,
             inbox,
             stdin_closed: false,
             queued: VecDeque::new(),
@@ -543,11 +547,12 @@ impl<W: AsyncWrite + Unpin> Agent<W> {
     }
 
     async fn write_raw(&mut self, text: &str) -> Result<(), Stop> {
+        let batching = self.batching;
         let out = &mut self.out;
         let written = async {
             out.write_all(text.as_bytes()).await?;
             out.write_all(b"\n").await?;
-            out.flush().await
+            if batching { Ok(()) } else { out.flush().await }
         }
         .await;
         written.map_err(|e| {
@@ -635,6 +640,11 @@ impl<W: AsyncWrite + Unpin> Agent<W> {
                     }
                     _ => None,
                 };
+                // A burst of repeated messages with no pause between them is flushed once,
+                // at its last line, instead of once per line.
+                self.batching = i < times
+                    && step.delay_ms == 0
+                    && matches!(step.action, Action::Text { .. } | Action::Thinking { .. });
                 let flow = match &step.action {
                     Action::Text { text, meta } => {
                         let mut text = fill(text, &vars);
