@@ -42,9 +42,10 @@ pub fn request_timeout(request: &Request) -> Option<Duration> {
             timeout_secs: None, ..
         } => None,
         Request::Ping | Request::Subscribe { .. } => Some(QUICK_TIMEOUT),
-        Request::Runs { .. } | Request::Show { .. } | Request::Transcript { .. } => {
-            Some(READ_TIMEOUT)
-        }
+        Request::Runs { .. }
+        | Request::Show { .. }
+        | Request::Transcript { .. }
+        | Request::Budget => Some(READ_TIMEOUT),
         Request::Dispatch { .. }
         | Request::FollowUp { .. }
         | Request::Respond { .. }

@@ -162,6 +162,51 @@ fn summary(run: RunRecord, cost_usd: f64) -> Result<RunSummary, DroverError> {
     })
 }
 
+/// The money of one budget session from its usage rows; `reserved_usd` is what live runs
+/// may still spend (only an owner knows; offline it is 0).
+pub fn budget_from_ledger(
+    reader: &LedgerReader,
+    session: &str,
+    limits: &crate::config::Limits,
+    reserved_usd: f64,
+) -> Result<crate::dispatch::api::BudgetView, DroverError> {
+    let mut spent = 0.0;
+    let mut basis_of: std::collections::BTreeMap<String, &'static str> = Default::default();
+    for row in reader
+        .usage(None)?
+        .iter()
+        .filter(|u| u.budget_session == session)
+    {
+        spent += row.cost_usd.unwrap_or(0.0);
+        let weakest = weakest_basis(
+            basis_of
+                .get(&row.run_id)
+                .copied()
+                .into_iter()
+                .chain([row.basis.as_str()]),
+        );
+        basis_of.insert(row.run_id.clone(), weakest);
+    }
+    let mut runs_by_basis = std::collections::BTreeMap::new();
+    for basis in basis_of.values() {
+        *runs_by_basis.entry(basis.to_string()).or_insert(0) += 1;
+    }
+    Ok(crate::dispatch::api::BudgetView {
+        session: session.to_string(),
+        spent_usd: spent,
+        reserved_usd,
+        available_usd: (limits.session_hard_cap_usd - spent - reserved_usd).max(0.0),
+        warning_usd: limits.session_warning_usd,
+        hard_cap_usd: limits.session_hard_cap_usd,
+        unpriced_runs: basis_of
+            .iter()
+            .filter(|(_, b)| **b == "unpriced")
+            .map(|(id, _)| id.clone())
+            .collect(),
+        runs_by_basis,
+    })
+}
+
 /// Everything about one run (`drover show`). `RUN_NOT_FOUND` when the ledger has no such
 /// run.
 pub fn run_view_from_ledger(reader: &LedgerReader, run_id: &str) -> Result<RunView, DroverError> {

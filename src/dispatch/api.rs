@@ -59,6 +59,8 @@ pub enum Request {
         finished: bool,
     },
     KillAll,
+    /// The current budget session's money: spent, reserved, caps.
+    Budget,
     Wait {
         run_ids: Vec<String>,
         #[serde(default)]
@@ -107,6 +109,24 @@ pub enum WaitUntil {
 pub struct WaitOutcome {
     pub timed_out: bool,
     pub runs: Vec<RunSummary>,
+}
+
+/// The money of one budget session (`drover budget`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct BudgetView {
+    pub session: String,
+    /// Booked spend of every run of the session (removed runs included).
+    pub spent_usd: f64,
+    /// What live runs may still spend: each one's cap minus its spend.
+    pub reserved_usd: f64,
+    /// What a new run could get: hard cap minus spent and reserved (not below zero).
+    pub available_usd: f64,
+    pub warning_usd: f64,
+    pub hard_cap_usd: f64,
+    /// How many runs have each weakest cost basis.
+    pub runs_by_basis: std::collections::BTreeMap<String, usize>,
+    /// Runs with usage that could not be priced.
+    pub unpriced_runs: Vec<String>,
 }
 
 /// One row in a list of runs.

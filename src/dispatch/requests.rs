@@ -96,6 +96,7 @@ impl Actor {
                 timeout_secs,
             } => return self.register_wait(run_ids, until, any, timeout_secs, reply),
             Request::Subscribe { .. } => Ok(json!({"subscribed": true})),
+            Request::Budget => self.budget().and_then(|b| to_value(&b)),
         };
         self.reply_after_commit(reply, answer);
     }
@@ -299,6 +300,18 @@ impl Actor {
                 .then(b.run_id.cmp(&a.run_id))
         });
         to_value(&rows)
+    }
+
+    /// The session's money: booked spend from the ledger plus live runs' reservations.
+    fn budget(&self) -> Result<super::api::BudgetView, DroverError> {
+        let session = DEFAULT_SESSION;
+        let reserved: f64 = self
+            .runs
+            .values()
+            .filter(|r| r.session == session && r.state.is_active())
+            .map(|r| (r.spec.budget_usd - r.cost_usd).max(0.0))
+            .sum();
+        offline::budget_from_ledger(&self.reader, session, self.limits(), reserved)
     }
 
     fn show(&self, run_id: &str) -> Result<Value, DroverError> {
