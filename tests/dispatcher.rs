@@ -1,0 +1,256 @@
+//! The dispatcher in-process on the simulated agent: timeouts under paused time,
+//! commit-then-publish, the live state rebuilt from the ledger, shutdown.
+
+use drover::config::Config;
+use drover::dispatch::api::{DispatchEvent, RunView, WaitUntil};
+use drover::dispatch::{self, DispatcherHandle, DispatcherOptions, Request};
+use drover::ledger::{LedgerReader, kind};
+use drover::live_state::{self, Cause, LiveStateEvent, LiveStateKind};
+use drover::paths::Paths;
+use drover::providers::PermissionAnswer;
+use drover::run_state::RunState;
+use drover::spec::SpecInput;
+use serde_json::Value;
+use std::time::Duration;
+use tempfile::TempDir;
+
+struct Harness {
+    home: TempDir,
+    paths: Paths,
+    handle: DispatcherHandle,
+    join: tokio::task::JoinHandle<()>,
+}
+
+impl Harness {
+    async fn start(config: &str) -> Harness {
+        let home = tempfile::tempdir().unwrap();
+        let paths = Paths::under(home.path());
+        paths.ensure_dirs().unwrap();
+        std::fs::write(&paths.config_file, config).unwrap();
+        let config = Config::load(&paths.config_file).unwrap();
+        let (handle, join) = dispatch::start(DispatcherOptions {
+            paths: paths.clone(),
+            config,
+            self_exe: env!("CARGO_BIN_EXE_drover").into(),
+        })
+        .await
+        .unwrap();
+        Harness {
+            home,
+            paths,
+            handle,
+            join,
+        }
+    }
+
+    async fn request(&self, request: Request) -> Value {
+        tokio::time::timeout(Duration::from_secs(60), self.handle.request(request))
+            .await
+            .expect("the dispatcher answers")
+            .expect("the request is accepted")
+    }
+
+    async fn dispatch(&self, scenario: &str) -> String {
+        let spec = SpecInput {
+            provider: Some("sim".into()),
+            scenario: Some(scenario.into()),
+            task: format!("run the {scenario} scenario"),
+            cwd: Some(self.home.path().to_path_buf()),
+            ..SpecInput::default()
+        };
+        let run = self
+            .request(Request::Dispatch {
+                spec: Box::new(spec),
+            })
+            .await;
+        run["run_id"].as_str().unwrap().to_string()
+    }
+
+    async fn show(&self, run_id: &str) -> RunView {
+        serde_json::from_value(
+            self.request(Request::Show {
+                run_id: run_id.into(),
+            })
+            .await,
+        )
+        .unwrap()
+    }
+
+    async fn wait(&self, run_id: &str, until: WaitUntil) -> RunView {
+        let outcome = self
+            .request(Request::Wait {
+                run_ids: vec![run_id.into()],
+                until,
+                any: false,
+                timeout_secs: Some(30),
+            })
+            .await;
+        assert_eq!(outcome["timed_out"], false, "{outcome}");
+        self.show(run_id).await
+    }
+
+    fn reader(&self) -> LedgerReader {
+        LedgerReader::open(&self.paths.ledger_file).unwrap()
+    }
+
+    async fn stop(self) {
+        self.handle.shutdown().await;
+        let _ = tokio::time::timeout(Duration::from_secs(30), self.join).await;
+    }
+}
+
+fn live_events(reader: &LedgerReader, run_id: &str) -> Vec<LiveStateEvent> {
+    reader
+        .events(run_id, 0)
+        .unwrap()
+        .into_iter()
+        .filter(|e| e.kind == kind::LIVE_STATE)
+        .map(|e| serde_json::from_value(e.body).unwrap())
+        .collect()
+}
+
+#[tokio::test(flavor = "current_thread")]
+async fn an_unanswered_permission_is_denied_when_its_time_is_up() {
+    let h = Harness::start("").await;
+    let run = h.dispatch("tool-permission").await;
+    let view = h.wait(&run, WaitUntil::Idle).await;
+    assert_eq!(view.state, RunState::AwaitingPermission);
+    let first = view.pending[0].clone();
+    assert_eq!(first.tool, "Bash");
+    assert_eq!(first.expires_at - first.created_at, 600_000);
+
+    // Ten minutes pass with nobody answering.
+    tokio::time::pause();
+    tokio::time::advance(Duration::from_secs(601)).await;
+    tokio::time::resume();
+
+    // The Bash request was denied by the timeout; the run goes on to its Edit request.
+    let mut view = h.show(&run).await;
+    for _ in 0..200 {
+        if view.pending.first().is_some_and(|p| p.tool == "Edit") {
+            break;
+        }
+        h.request(Request::Wait {
+            run_ids: vec![run.clone()],
+            until: WaitUntil::Event,
+            any: false,
+            timeout_secs: Some(5),
+        })
+        .await;
+        view = h.show(&run).await;
+    }
+    assert_eq!(view.pending[0].tool, "Edit", "{view:?}");
+    let decisions = h.reader().decisions(&run).unwrap();
+    assert_eq!(decisions[0].request_id.as_deref(), Some(first.request_id.as_str()));
+    assert_eq!(decisions[0].who, "timeout");
+    assert!(decisions[0].decision.starts_with("deny"), "{:?}", decisions[0]);
+    h.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn subscribers_only_hear_what_the_ledger_already_holds() {
+    let h = Harness::start("").await;
+    let mut events = h.handle.subscribe();
+    let run = h.dispatch("tool-permission").await;
+    let reader = h.reader();
+    let mut checked = 0;
+    let mut answered = 0;
+    while checked < 400 {
+        let event = tokio::time::timeout(Duration::from_secs(30), events.recv())
+            .await
+            .expect("events keep coming")
+            .expect("no lag in this test");
+        match &event {
+            DispatchEvent::LiveState { run_id, live_state } => {
+                let stored = reader.run(run_id).unwrap().unwrap().live_state.unwrap();
+                assert!(
+                    stored.seq >= live_state.seq,
+                    "published live-state seq {} before the ledger held it ({})",
+                    live_state.seq,
+                    stored.seq
+                );
+            }
+            DispatchEvent::RunChanged { run: summary } => {
+                let stored = reader.run(&summary.run_id).unwrap().unwrap();
+                let order = |s: RunState| RunState::ALL.iter().position(|x| *x == s);
+                // The stored state is the published one or a later one, never an earlier.
+                assert!(
+                    stored.state == summary.state
+                        || stored.state.is_terminal()
+                        || order(stored.state) >= order(summary.state)
+                        || summary.state == RunState::AwaitingPermission,
+                    "published {} while the ledger says {}",
+                    summary.state,
+                    stored.state
+                );
+            }
+            DispatchEvent::PermissionRequested { run_id, pending } => {
+                answered += 1;
+                h.request(Request::Respond {
+                    run_id: run_id.clone(),
+                    request_id: pending.request_id.clone(),
+                    answer: PermissionAnswer::Allow { always: false },
+                })
+                .await;
+            }
+            _ => {}
+        }
+        checked += 1;
+        if let DispatchEvent::RunChanged { run: s } = &event
+            && s.state == RunState::Idle
+        {
+            break;
+        }
+    }
+    assert_eq!(answered, 2, "both tool calls were asked for and answered");
+    let view = h.show(&run).await;
+    assert_eq!(view.state, RunState::Idle);
+    h.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_live_state_folds_back_from_the_ledger() {
+    let h = Harness::start("").await;
+    let run = h.dispatch("quick-success").await;
+    h.wait(&run, WaitUntil::Idle).await;
+    h.request(Request::Complete { run_id: run.clone() }).await;
+    let view = h.wait(&run, WaitUntil::Terminal).await;
+    assert_eq!(view.state, RunState::Completed);
+    assert_eq!(view.completion_reason.as_deref(), Some("complete"));
+    let live = view.live_state.clone().unwrap();
+    assert_eq!(live.state, LiveStateKind::Ended);
+    assert_eq!(live.cause, Some(Cause::Completed));
+
+    let reader = h.reader();
+    let events = live_events(&reader, &run);
+    let folded = live_state::fold(&events);
+    assert_eq!(folded.skipped, 0);
+    assert_eq!(folded.state.as_ref(), Some(&live));
+    let states: Vec<LiveStateKind> = events.iter().map(|e| e.assignment.state).collect();
+    assert_eq!(states.first(), Some(&LiveStateKind::Admitted));
+    assert!(states.contains(&LiveStateKind::Preparing));
+    assert!(states.contains(&LiveStateKind::Working));
+    assert_eq!(states[states.len() - 2..], [LiveStateKind::WrappingUp, LiveStateKind::Ended]);
+    let all = reader.events(&run, 0).unwrap();
+    assert!(all.iter().enumerate().all(|(i, e)| e.seq == i as u64 + 1));
+    h.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn shutdown_interrupts_active_runs_and_records_why() {
+    let h = Harness::start("").await;
+    let run = h.dispatch("hang").await;
+    let view = h.wait(&run, WaitUntil::Event).await;
+    assert!(view.state.is_active());
+    let paths = h.paths.clone();
+    let home = tempfile::TempDir::path(&h.home).to_path_buf();
+    h.stop().await;
+    let reader = LedgerReader::open(&paths.ledger_file).unwrap();
+    let record = reader.run(&run).unwrap().unwrap();
+    assert_eq!(record.state, RunState::Interrupted);
+    assert_eq!(record.completion_reason.as_deref(), Some("shutdown"));
+    let live = record.live_state.unwrap();
+    assert_eq!(live.state, LiveStateKind::Ended);
+    assert_eq!(live.cause, Some(Cause::Stopped));
+    assert!(home.exists());
+}
