@@ -1,0 +1,1518 @@
+//! The headless CLI end to end: the real `drover` binary, a real `drover serve` owner on a
+//! real control socket, real `sim` children, and a private `DROVER_HOME` per test.
+//!
+//! Each test asserts what a user of the CLI sees: run and live states, results, money,
+//! transcript lines, pending requests, refusals (`error[CODE]: sentence`, exit 1) and exit
+//! codes. Nothing sleeps and hopes: runs are awaited with `drover wait`, and the few
+//! conditions the CLI cannot wait for (a stall flag, a process group going away) are
+//! polled with a bound (see `common`).
+//!
+//! Tests named `bug_…` pin down defects found while writing these tests; they fail until
+//! the defect is fixed.
+
+mod common;
+
+use common::*;
+use nix::sys::signal::Signal;
+use serde_json::Value;
+use std::time::Duration;
+
+/// The window between a permission request's creation and its expiry (DESIGN.md §8).
+const PERMISSION_WINDOW_MS: i64 = 600_000;
+/// The same for a question.
+const QUESTION_WINDOW_MS: i64 = 1_800_000;
+
+fn strings(value: &Value) -> Vec<String> {
+    value
+        .as_array()
+        .unwrap_or_else(|| panic!("not an array: {value}"))
+        .iter()
+        .map(|v| v.as_str().expect("a string").to_string())
+        .collect()
+}
+
+fn has_line(lines: &[String], prefix: &str) -> bool {
+    lines.iter().any(|l| l.starts_with(prefix))
+}
+
+/// The pending request's shape (DESIGN.md §8) and its expiry window.
+fn assert_pending_shape(pending: &Value, kind: &str, tool: &str, window_ms: i64) {
+    for key in [
+        "request_id",
+        "kind",
+        "tool",
+        "input",
+        "created_at",
+        "expires_at",
+    ] {
+        assert!(pending.get(key).is_some(), "{key} missing in {pending}");
+    }
+    assert!(!str_at(pending, "request_id").is_empty(), "{pending}");
+    assert_eq!(pending["kind"], kind, "{pending}");
+    assert_eq!(pending["tool"], tool, "{pending}");
+    let created = pending["created_at"].as_i64().expect("created_at");
+    let expires = pending["expires_at"].as_i64().expect("expires_at");
+    assert_eq!(expires - created, window_ms, "{pending}");
+}
+
+/// The `permission_resolved` events of a run: (request id, who, decision).
+fn resolutions(home: &Home, run: &str) -> Vec<(String, String, String)> {
+    home.events(run)
+        .iter()
+        .filter(|e| e["kind"] == "permission_resolved")
+        .map(|e| {
+            let b = &e["body"];
+            (
+                str_at(b, "request_id").to_string(),
+                str_at(b, "who").to_string(),
+                str_at(b, "decision").to_string(),
+            )
+        })
+        .collect()
+}
+
+/// The tools of a run's `permission_requested` events, in order.
+fn requested_tools(home: &Home, run: &str) -> Vec<String> {
+    home.events(run)
+        .iter()
+        .filter(|e| e["kind"] == "permission_requested")
+        .map(|e| str_at(&e["body"], "tool").to_string())
+        .collect()
+}
+
+// ---------------------------------------------------------------------------------------
+// One scenario at a time
+// ---------------------------------------------------------------------------------------
+
+#[test]
+fn quick_success_goes_idle_with_its_result_then_completes_on_request() {
+    let home = Home::new();
+    let _serve = home.serve();
+    let answer = home.dispatch_json("quick-success", "Say hello", &[]);
+    assert_eq!(answer["provider"], "sim", "{answer}");
+    assert_eq!(answer["title"], "Say hello", "{answer}");
+    let run = str_at(&answer, "run_id").to_string();
+
+    let view = home.wait_idle(&run);
+    assert_eq!(view["state"], "idle", "{view}");
+    assert_eq!(view["completion_reason"], Value::Null, "{view}");
+    assert_eq!(view["cwd"], home.work().display().to_string(), "{view}");
+    assert_eq!(view["live_state"]["state"], "working", "{view}");
+    assert_eq!(
+        view["live_state"]["detail"], "idle: waiting for a follow-up",
+        "{view}"
+    );
+    let result = &view["last_result"];
+    assert_eq!(result["status"], "done", "{view}");
+    assert_eq!(
+        result["summary"], "Read the task and answered it directly; nothing needed changing.",
+        "{view}"
+    );
+    assert!(same_usd(&view["cost_usd"], 0.01), "{view}");
+    assert_eq!(view["cost_basis"], "reported", "{view}");
+    let turns = view["turns"].as_array().expect("turns");
+    assert_eq!(turns.len(), 1, "{view}");
+    assert_eq!(turns[0]["origin"], "dispatch");
+    assert!(same_usd(&turns[0]["cost_usd"], 0.01), "{view}");
+    assert!(
+        view["pid"].as_u64().is_some(),
+        "a warm run has a child: {view}"
+    );
+    let tail = home.tail(&run);
+    assert_eq!(tail.first().map(String::as_str), Some("ready"), "{tail:?}");
+    assert_eq!(
+        tail.last().map(String::as_str),
+        Some("turn done (session $0.0100)"),
+        "{tail:?}"
+    );
+
+    let completing = home.json(&["complete", &run]);
+    assert_eq!(completing["run_id"], run.as_str(), "{completing}");
+    let view = home.wait_terminal(&run);
+    assert_eq!(view["state"], "completed", "{view}");
+    assert_eq!(view["completion_reason"], "complete", "{view}");
+    assert_eq!(view["live_state"]["state"], "ended", "{view}");
+    assert_eq!(view["live_state"]["cause"], "completed", "{view}");
+    assert_eq!(view["pid"], Value::Null, "{view}");
+    assert!(view["finished_at"].as_i64().is_some(), "{view}");
+    assert!(same_usd(&view["cost_usd"], 0.01), "{view}");
+
+    let states = home.live_states(&run);
+    assert_eq!(
+        &states[..3],
+        ["admitted", "preparing", "working"],
+        "{states:?}"
+    );
+    assert_eq!(
+        &states[states.len() - 2..],
+        ["wrapping_up", "ended"],
+        "{states:?}"
+    );
+    assert!(
+        states[2..states.len() - 2].iter().all(|s| s == "working"),
+        "{states:?}"
+    );
+    let row = home.row(&run);
+    assert_eq!(row["state"], "completed", "{row}");
+    assert!(same_usd(&row["cost_usd"], 0.01), "{row}");
+}
+
+#[test]
+fn tool_permission_allow_then_deny_with_a_message() {
+    let home = Home::new();
+    let _serve = home.serve();
+    let run = home.dispatch("tool-permission", "Fix greeting", &[]);
+
+    let view = home.wait_idle(&run);
+    assert_eq!(view["state"], "awaiting_permission", "{view}");
+    assert_eq!(view["policy"], "ask", "{view}");
+    assert_eq!(
+        view["live_state"]["detail"], "waiting for your answer: Bash",
+        "{view}"
+    );
+    let pending = view["pending"].as_array().expect("pending");
+    assert_eq!(pending.len(), 1, "{view}");
+    let bash = pending[0].clone();
+    assert_pending_shape(&bash, "permission", "Bash", PERMISSION_WINDOW_MS);
+    assert_eq!(bash["input"]["command"], "ls -la", "{bash}");
+    assert_eq!(home.row(&run)["pending"], 1);
+    let bash_id = str_at(&bash, "request_id").to_string();
+
+    let answer = home.json(&["respond", &run, &bash_id, "allow"]);
+    assert_eq!(answer["run_id"], run.as_str(), "{answer}");
+    let edit = home.wait_for_pending(&run, "Edit");
+    assert_pending_shape(&edit, "permission", "Edit", PERMISSION_WINDOW_MS);
+    assert_eq!(edit["input"]["file_path"], "src/main.rs", "{edit}");
+    let edit_id = str_at(&edit, "request_id").to_string();
+    assert_ne!(edit_id, bash_id);
+    let tail = home.tail(&run);
+    let asked = tail
+        .iter()
+        .position(|l| l == "asks permission for Bash: ls -la")
+        .unwrap_or_else(|| panic!("{tail:?}"));
+    assert!(
+        tail[asked + 1].starts_with("tool done: total 16"),
+        "the allowed command ran: {tail:?}"
+    );
+
+    // An answer lands on its request or nowhere.
+    let again = home.refused(
+        &["respond", &run, &bash_id, "allow"],
+        "PERMISSION_ALREADY_RESOLVED",
+    );
+    assert!(again.contains(&bash_id), "{again}");
+    let made_up = home.refused(
+        &["respond", &run, "req-made-up", "allow"],
+        "NO_PENDING_REQUEST",
+    );
+    assert!(made_up.contains("req-made-up"), "{made_up}");
+    // A question's answer does not fit a permission request; the request stays pending.
+    home.refused(
+        &["respond", &run, &edit_id, "--answer", "x=y"],
+        "INVALID_SPEC",
+    );
+    assert_eq!(
+        home.show(&run)["pending"][0]["request_id"],
+        edit_id.as_str()
+    );
+
+    home.json(&[
+        "respond",
+        &run,
+        &edit_id,
+        "deny",
+        "--message",
+        "not in this repo",
+    ]);
+    let view = home.wait_idle(&run);
+    assert_eq!(
+        view["state"], "idle",
+        "the run went on after the denial: {view}"
+    );
+    assert_eq!(view["pending"], Value::Array(vec![]), "{view}");
+    assert_eq!(view["last_result"]["status"], "done", "{view}");
+    assert!(same_usd(&view["cost_usd"], 0.02), "{view}");
+    let tail = home.tail(&run);
+    assert!(
+        tail.contains(&"tool failed: not in this repo".to_string()),
+        "{tail:?}"
+    );
+    assert!(
+        tail.contains(&"text: The edit was declined, so src/main.rs is unchanged.".to_string()),
+        "{tail:?}"
+    );
+    assert_eq!(
+        resolutions(&home, &run),
+        [
+            (bash_id, "user".to_string(), "allow".to_string()),
+            (
+                edit_id,
+                "user".to_string(),
+                "deny: not in this repo".to_string()
+            ),
+        ]
+    );
+}
+
+#[test]
+fn a_question_is_answered_by_key_and_the_answer_reaches_the_result() {
+    let home = Home::new();
+    let _serve = home.serve();
+    let run = home.dispatch("question", "Set up the cache", &[]);
+    let view = home.wait_idle(&run);
+    assert_eq!(view["state"], "awaiting_permission", "{view}");
+    assert_eq!(
+        view["live_state"]["detail"], "waiting for your answer to a question",
+        "{view}"
+    );
+    let question = view["pending"][0].clone();
+    assert_pending_shape(&question, "question", "AskUserQuestion", QUESTION_WINDOW_MS);
+    assert_eq!(
+        question["input"]["questions"][0]["question"], "Which database should the cache use?",
+        "{question}"
+    );
+    let id = str_at(&question, "request_id");
+
+    let answer = home.drover(&[
+        "respond",
+        &run,
+        id,
+        "--answer",
+        "Which database should the cache use?=Postgres",
+    ]);
+    assert_eq!(answer.status.code(), Some(0), "{}", describe(&answer));
+    assert_eq!(stdout(&answer), format!("answered request {id} of {run}\n"));
+
+    let view = home.wait_idle(&run);
+    assert_eq!(view["state"], "idle", "{view}");
+    let result = &view["last_result"];
+    assert_eq!(result["status"], "done", "{view}");
+    assert_eq!(
+        result["summary"], "Set the cache up on Postgres, as chosen.",
+        "{view}"
+    );
+    assert_eq!(strings(&result["files"]), ["src/cache.rs"], "{view}");
+    assert!(same_usd(&view["cost_usd"], 0.015), "{view}");
+    let tail = home.tail(&run);
+    assert!(
+        tail.contains(&"text: Going with Postgres for the cache.".to_string()),
+        "{tail:?}"
+    );
+    let decided = resolutions(&home, &run);
+    assert_eq!(decided.len(), 1, "{decided:?}");
+    assert_eq!(
+        decided[0].2, "answer: Which database should the cache use?=Postgres",
+        "{decided:?}"
+    );
+}
+
+#[test]
+fn needs_input_shows_the_question_and_a_follow_up_answers_it() {
+    let home = Home::new();
+    let _serve = home.serve();
+    let run = home.dispatch("needs-input", "Deploy to staging", &[]);
+    let view = home.wait_idle(&run);
+    assert_eq!(view["state"], "idle", "{view}");
+    let result = &view["last_result"];
+    assert_eq!(result["status"], "needs_input", "{view}");
+    assert_eq!(
+        result["question"], "Should I deploy to staging-eu or staging-us?",
+        "{view}"
+    );
+    assert_eq!(
+        view["live_state"]["detail"], "needs your input: answer with a follow-up",
+        "{view}"
+    );
+    assert!(same_usd(&view["cost_usd"], 0.012), "{view}");
+    let row = home.row(&run);
+    assert_eq!(row["needs_input"], true, "{row}");
+
+    home.json(&["follow-up", &run, "staging-eu"]);
+    let view = home.wait_idle(&run);
+    assert_eq!(view["last_result"]["status"], "done", "{view}");
+    assert_eq!(
+        view["last_result"]["summary"], "Deployed to the target named in the answer: staging-eu",
+        "{view}"
+    );
+    assert_eq!(home.row(&run)["needs_input"], false);
+}
+
+#[test]
+fn blocked_reports_status_blocked_with_its_follow_ups() {
+    let home = Home::new();
+    let _serve = home.serve();
+    let run = home.dispatch("blocked", "Run the tests", &[]);
+    let view = home.wait_idle(&run);
+    assert_eq!(view["state"], "idle", "{view}");
+    let result = &view["last_result"];
+    assert_eq!(result["status"], "blocked", "{view}");
+    assert_eq!(
+        result["summary"],
+        "Cannot run the test suite: the package registry is unreachable from this machine.",
+        "{view}"
+    );
+    assert_eq!(
+        strings(&result["follow_ups"]),
+        ["Give the machine network access to the registry, or vendor the dependencies."],
+        "{view}"
+    );
+    assert!(
+        notes_of(&view).contains(&"the run reports it is blocked".to_string()),
+        "{view}"
+    );
+    assert!(has_line(
+        &home.tail(&run),
+        "tool failed: error: failed to download"
+    ));
+}
+
+#[test]
+fn a_follow_up_starts_turn_two_and_the_cost_grows() {
+    let home = Home::new();
+    let _serve = home.serve();
+    let run = home.dispatch("multi-turn", "Write a parser", &[]);
+    let view = home.wait_idle(&run);
+    assert!(same_usd(&view["cost_usd"], 0.01), "{view}");
+    assert_eq!(
+        view["last_result"]["summary"], "Wrote the first version of the parser.",
+        "{view}"
+    );
+
+    let answer = home.json(&["follow-up", &run, "accept", "a", "&str"]);
+    assert_eq!(answer["run_id"], run.as_str(), "{answer}");
+    let view = home.wait_idle(&run);
+    assert_eq!(view["state"], "idle", "{view}");
+    let turns = view["turns"].as_array().expect("turns");
+    assert_eq!(turns.len(), 2, "{view}");
+    assert_eq!(turns[0]["origin"], "dispatch");
+    assert_eq!(turns[1]["origin"], "follow_up");
+    assert_eq!(turns[1]["number"], 2);
+    assert_eq!(turns[1]["prompt_preview"], "accept a &str", "{view}");
+    assert!(same_usd(&turns[1]["cost_usd"], 0.01), "{view}");
+    assert!(same_usd(&view["cost_usd"], 0.02), "{view}");
+    assert_eq!(
+        view["last_result"]["summary"], "Handled the first follow-up: accept a &str",
+        "{view}"
+    );
+    let starts: Vec<Value> = home
+        .events(&run)
+        .into_iter()
+        .filter(|e| e["kind"] == "turn_started")
+        .map(|e| e["body"]["origin"].clone())
+        .collect();
+    assert_eq!(starts, ["dispatch", "follow_up"]);
+}
+
+#[test]
+fn max_turns_one_completes_after_the_turn_and_refuses_follow_ups() {
+    let home = Home::new();
+    let _serve = home.serve();
+    let run = home.dispatch("quick-success", "One turn only", &["--max-turns", "1"]);
+    let view = home.wait_terminal(&run);
+    assert_eq!(view["state"], "completed", "{view}");
+    assert_eq!(view["completion_reason"], "max_turns", "{view}");
+    assert_eq!(view["max_turns"], 1, "{view}");
+    assert_eq!(view["live_state"]["state"], "ended", "{view}");
+    assert_eq!(view["live_state"]["cause"], "completed", "{view}");
+    assert_eq!(view["last_result"]["status"], "done", "{view}");
+    let refusal = home.refused(&["follow-up", &run, "one more"], "RUN_NOT_ACTIVE");
+    assert!(refusal.contains(&run), "{refusal}");
+}
+
+#[test]
+fn a_follow_up_during_a_turn_is_queued_and_allow_always_covers_the_next_turn() {
+    let home = Home::new();
+    let _serve = home.serve();
+    let run = home.dispatch("tool-permission", "Fix greeting", &["--max-turns", "2"]);
+    let bash = home.wait_for_pending(&run, "Bash");
+
+    // Turn 1 is still running (it waits for an answer): the follow-up waits its turn.
+    let queued = home.json(&["follow-up", &run, "and the README"]);
+    assert_eq!(queued["state"], "awaiting_permission", "{queued}");
+    let view = home.show(&run);
+    assert_eq!(view["queued_follow_ups"], 1, "{view}");
+    assert!(
+        notes_of(&view).contains(&"follow-up queued until the current turn ends".to_string()),
+        "{view}"
+    );
+    // One turn running plus one queued is every turn the run may take.
+    let refusal = home.refused(&["follow-up", &run, "and the docs"], "MAX_TURNS");
+    assert!(refusal.contains('2'), "{refusal}");
+
+    home.json(&["respond", &run, str_at(&bash, "request_id"), "always"]);
+    let edit = home.wait_for_pending(&run, "Edit");
+    home.json(&["respond", &run, str_at(&edit, "request_id"), "always"]);
+
+    // Turn 2 repeats the same tool uses: they run without asking, then max turns ends it.
+    let view = home.wait_terminal(&run);
+    assert_eq!(view["state"], "completed", "{view}");
+    assert_eq!(view["completion_reason"], "max_turns", "{view}");
+    let origins: Vec<&Value> = view["turns"]
+        .as_array()
+        .expect("turns")
+        .iter()
+        .map(|t| &t["origin"])
+        .collect();
+    assert_eq!(origins, ["dispatch", "follow_up"], "{view}");
+    assert_eq!(view["turns"][1]["prompt_preview"], "and the README");
+    assert!(same_usd(&view["cost_usd"], 0.04), "{view}");
+    assert_eq!(
+        requested_tools(&home, &run),
+        ["Bash", "Edit"],
+        "only turn 1 asked"
+    );
+    let decided: Vec<(String, String)> = resolutions(&home, &run)
+        .into_iter()
+        .map(|(_, who, how)| (who, how))
+        .collect();
+    let by_user = ("user".to_string(), "allow always".to_string());
+    assert_eq!(decided, [by_user.clone(), by_user]);
+    let tail = home.tail(&run);
+    let turn_two = tail
+        .iter()
+        .position(|l| l == "turn done (session $0.0200)")
+        .map(|i| &tail[i + 1..])
+        .unwrap_or_else(|| panic!("{tail:?}"));
+    let tools: Vec<&str> = turn_two
+        .iter()
+        .filter(|l| l.starts_with("tool ") || l.starts_with("asks "))
+        .map(String::as_str)
+        .collect();
+    assert_eq!(
+        tools,
+        [
+            "tool Bash: ls -la",
+            "tool done: total 16 (+3 lines)",
+            "tool Edit: src/main.rs",
+            "tool done: The file src/main.rs has been updated.",
+        ],
+        "{tail:?}"
+    );
+}
+
+#[test]
+fn no_result_block_gets_one_retry_turn() {
+    let home = Home::new();
+    let _serve = home.serve();
+    let run = home.dispatch("no-result-block", "Rename the helper", &[]);
+    let view = home.wait_idle(&run);
+    assert_eq!(view["state"], "idle", "{view}");
+    let turns = view["turns"].as_array().expect("turns");
+    assert_eq!(turns.len(), 2, "{view}");
+    assert_eq!(turns[0]["origin"], "dispatch");
+    assert_eq!(turns[0]["result"], Value::Null, "{view}");
+    assert_eq!(turns[1]["origin"], "result_retry");
+    let result = &view["last_result"];
+    assert_eq!(result["status"], "done", "{view}");
+    assert_eq!(
+        result["summary"], "Renamed the helper and updated its two callers.",
+        "{view}"
+    );
+    assert_eq!(
+        strings(&result["files"]),
+        ["src/util.rs", "src/main.rs"],
+        "{view}"
+    );
+    assert!(
+        notes_of(&view).contains(&"no ## Result block; asking once more for it".to_string()),
+        "{view}"
+    );
+    assert!(same_usd(&view["cost_usd"], 0.02), "{view}");
+}
+
+#[test]
+fn garbage_lines_are_noted_and_the_run_still_gets_its_result() {
+    let home = Home::new();
+    let _serve = home.serve();
+    let run = home.dispatch("garbage-lines", "Work through the noise", &[]);
+    let view = home.wait_idle(&run);
+    assert_eq!(view["state"], "idle", "{view}");
+    assert_eq!(view["last_result"]["status"], "done", "{view}");
+    assert_eq!(
+        view["last_result"]["summary"], "Finished despite noise on the output stream.",
+        "{view}"
+    );
+    let tail = home.tail(&run);
+    for skipped in [
+        "note: skipped a line that is not JSON: Debugger attached.",
+        "note: skipped a JSON line that is not an object: [1, 2, 3]",
+        "note: skipped a JSON line that is not an object: 42",
+        "note: skipped a line that is not JSON: warning: something printed this to stdout",
+    ] {
+        assert!(tail.contains(&skipped.to_string()), "{skipped}: {tail:?}");
+    }
+    assert!(
+        has_line(
+            &tail,
+            "note: skipped a line that is not JSON: {\"type\":\"assistant\""
+        ),
+        "the cut-off object: {tail:?}"
+    );
+}
+
+#[test]
+fn rate_limited_waits_for_the_provider_then_works() {
+    let home = Home::new();
+    let _serve = home.serve();
+    let run = home.dispatch("rate-limited", "Wait out the limit", &[]);
+    let view = home.wait_idle(&run);
+    assert_eq!(view["state"], "idle", "{view}");
+    assert_eq!(view["last_result"]["status"], "done", "{view}");
+    let states = home.live_states(&run);
+    let at = states
+        .iter()
+        .position(|s| s == "waiting_provider")
+        .unwrap_or_else(|| panic!("never waited for the provider: {states:?}"));
+    assert_eq!(
+        states.get(at + 1).map(String::as_str),
+        Some("working"),
+        "{states:?}"
+    );
+    let tail = home.tail(&run);
+    assert!(has_line(&tail, "rate limited: "), "{tail:?}");
+    assert!(tail.contains(&"rate limit cleared".to_string()), "{tail:?}");
+}
+
+#[test]
+fn a_crash_mid_turn_fails_the_run_with_provider_error() {
+    let home = Home::new();
+    let _serve = home.serve();
+    let run = home.dispatch("crash-midturn", "Read the config", &[]);
+    let view = home.wait_terminal(&run);
+    assert_eq!(view["state"], "failed", "{view}");
+    assert_eq!(view["completion_reason"], "provider_error", "{view}");
+    assert_eq!(view["live_state"]["state"], "ended", "{view}");
+    assert_eq!(view["live_state"]["cause"], "runner_gone", "{view}");
+    assert_eq!(view["last_result"], Value::Null, "{view}");
+    assert_eq!(view["pid"], Value::Null, "{view}");
+    assert!(
+        notes_of(&view).contains(&"the provider process ended unexpectedly".to_string()),
+        "{view}"
+    );
+    let tail = home.tail(&run);
+    assert_eq!(
+        tail.last().map(String::as_str),
+        Some(
+            "process ended (exit code 1): Error: simulated crash: the agent process died in the middle of a turn"
+        ),
+        "{tail:?}"
+    );
+    home.live_states(&run);
+    home.refused(&["follow-up", &run, "try again"], "RUN_NOT_ACTIVE");
+}
+
+#[test]
+fn a_hung_run_is_flagged_stalled_and_stop_ends_its_process_group() {
+    let home = Home::with_config("[limits]\nstalled_after_secs = 1\n");
+    let _serve = home.serve();
+    let run = home.dispatch("hang", "Look into it", &[]);
+    let view = home.wait_for(&run, "the stall flag", |v| v["stalled"] == true);
+    assert_eq!(view["state"], "running", "flagged, not killed: {view}");
+    assert!(
+        notes_of(&view).iter().any(|n| n.starts_with("stalled")),
+        "{view}"
+    );
+    assert_eq!(home.row(&run)["stalled"], true);
+    let pid = view["pid"].as_u64().expect("a running child has a pid") as u32;
+    assert!(group_alive(pid), "the child's group is alive while it runs");
+
+    let stopping = home.json(&["stop", &run]);
+    assert_eq!(stopping["run_id"], run.as_str(), "{stopping}");
+    let view = home.wait_terminal(&run);
+    assert_eq!(view["state"], "stopped", "{view}");
+    assert_eq!(view["completion_reason"], "user", "{view}");
+    assert_eq!(view["live_state"]["state"], "ended", "{view}");
+    assert_eq!(view["live_state"]["cause"], "stopped", "{view}");
+    assert_eq!(view["pid"], Value::Null, "{view}");
+    assert_group_gone(pid);
+    home.refused(&["stop", &run], "RUN_NOT_ACTIVE");
+}
+
+#[test]
+fn stop_while_a_permission_is_pending_ends_the_run_and_its_child() {
+    let home = Home::new();
+    let _serve = home.serve();
+    let run = home.dispatch("tool-permission", "Fix greeting", &[]);
+    let bash = home.wait_for_pending(&run, "Bash");
+    let pid = home.show(&run)["pid"].as_u64().expect("pid") as u32;
+
+    let out = home.drover(&["stop", &run]);
+    assert_eq!(out.status.code(), Some(0), "{}", describe(&out));
+    assert_eq!(stdout(&out), format!("stopping {run}\n"));
+    let view = home.wait_terminal(&run);
+    assert_eq!(view["state"], "stopped", "{view}");
+    assert_eq!(view["completion_reason"], "user", "{view}");
+    assert_eq!(view["pending"], Value::Array(vec![]), "{view}");
+    assert_eq!(view["live_state"]["cause"], "stopped", "{view}");
+    assert_eq!(home.row(&run)["pending"], 0);
+    assert_group_gone(pid);
+    // The request went with the run.
+    home.refused(
+        &["respond", &run, str_at(&bash, "request_id"), "allow"],
+        "RUN_NOT_ACTIVE",
+    );
+}
+
+#[test]
+fn an_unanswered_permission_is_denied_by_timeout_and_the_run_goes_on() {
+    let home = Home::with_config("[limits]\npermission_timeout_secs = 1\n");
+    let _serve = home.serve();
+    let run = home.dispatch("tool-permission", "Fix greeting", &[]);
+    // Each request lives 1 s, so the run is only awaited once both have timed out.
+    let view = home.wait_for(&run, "both requests timing out", |v| v["state"] == "idle");
+    assert_eq!(view["pending"], Value::Array(vec![]), "{view}");
+    assert_eq!(view["last_result"]["status"], "done", "{view}");
+    let asked: Vec<Value> = home
+        .events(&run)
+        .into_iter()
+        .filter(|e| e["kind"] == "permission_requested")
+        .map(|e| e["body"].clone())
+        .collect();
+    assert_eq!(asked.len(), 2, "{asked:?}");
+    assert_pending_shape(&asked[0], "permission", "Bash", 1_000);
+    assert_pending_shape(&asked[1], "permission", "Edit", 1_000);
+    let decided = resolutions(&home, &run);
+    let ids: Vec<&str> = decided.iter().map(|(id, _, _)| id.as_str()).collect();
+    let asked_ids: Vec<&str> = asked.iter().map(|a| str_at(a, "request_id")).collect();
+    assert_eq!(ids, asked_ids, "each request was resolved, in order");
+    for (_, who, how) in &decided {
+        assert_eq!(who, "timeout", "{decided:?}");
+        assert!(how.starts_with("deny"), "{decided:?}");
+    }
+    let tail = home.tail(&run);
+    let failed = tail
+        .iter()
+        .filter(|l| l.starts_with("tool failed: "))
+        .count();
+    assert_eq!(failed, 2, "both tools failed: {tail:?}");
+    assert!(
+        tail.contains(
+            &"text: Understood, I won't run commands. I'll go by the file names in the task instead."
+                .to_string()
+        ),
+        "{tail:?}"
+    );
+}
+
+// ---------------------------------------------------------------------------------------
+// Owners: restart, no owner, foreground dispatch
+// ---------------------------------------------------------------------------------------
+
+#[test]
+fn a_run_in_flight_when_the_owner_dies_is_interrupted_on_the_next_start() {
+    let home = Home::new();
+    let serve = home.serve();
+    let run = home.dispatch("hang", "Look into it", &[]);
+    let view = home.wait_for(&run, "the turn to start", |v| {
+        v["state"] == "running" && v["pid"].is_u64()
+    });
+    let pid = view["pid"].as_u64().expect("pid") as u32;
+
+    serve.kill9();
+    // The child does not outlive its owner.
+    assert_group_gone(pid);
+    // Nobody owns the directory: the ledger still says what it last knew.
+    assert_eq!(home.show(&run)["state"], "running");
+    home.refused(&["stop", &run], "NO_OWNER");
+    home.refused(&["wait", &run, "--timeout", "1"], "NO_OWNER");
+
+    let _serve = home.serve();
+    let view = home.show(&run);
+    assert_eq!(view["state"], "interrupted", "{view}");
+    assert_eq!(view["live_state"]["state"], "ended", "{view}");
+    assert_eq!(view["live_state"]["cause"], "resident_replaced", "{view}");
+    assert!(view["finished_at"].as_i64().is_some(), "{view}");
+    let events = home.events(&run); // checks seqs are 1..n
+    assert_eq!(events.last().expect("events")["kind"], "run_state");
+    assert_eq!(events.last().expect("events")["body"]["to"], "interrupted");
+    assert_eq!(
+        home.live_states(&run).last().map(String::as_str),
+        Some("ended")
+    );
+    home.refused(&["follow-up", &run, "go on"], "RUN_NOT_ACTIVE");
+}
+
+#[test]
+fn read_only_commands_answer_from_the_ledger_without_an_owner() {
+    let home = Home::new();
+    let serve = home.serve();
+    let done = home.dispatch("multi-turn", "Write a parser", &[]);
+    home.wait_idle(&done);
+    home.json(&["follow-up", &done, "add tests"]);
+    home.wait_idle(&done);
+    home.json(&["complete", &done]);
+    home.wait_terminal(&done);
+    let asking = home.dispatch("tool-permission", "Fix greeting", &[]);
+    let request = home.wait_for_pending(&asking, "Bash");
+
+    let live_view = home.show(&done);
+    let live_tail = home.tail(&done);
+    let live_result = home.json(&["transcript", &done, "--format", "result"]);
+    let status = serve.stop();
+    assert_eq!(status.code(), Some(0), "serve exits 0 on SIGTERM");
+    assert!(!home.socket().exists(), "the socket file is removed");
+
+    // The same answers, from the ledger.
+    assert_eq!(home.show(&done), live_view);
+    assert_eq!(home.tail(&done), live_tail);
+    assert_eq!(
+        home.json(&["transcript", &done, "--format", "result"]),
+        live_result
+    );
+    let text = home.json(&["transcript", &done, "--format", "text"]);
+    let lines = strings(&text["lines"]);
+    assert!(
+        lines.contains(&"## turn 1 (dispatch)".to_string()),
+        "{lines:?}"
+    );
+    assert!(
+        lines.contains(&"## turn 2 (follow_up)".to_string()),
+        "{lines:?}"
+    );
+    let runs = home.runs();
+    let ids: Vec<&Value> = runs.iter().map(|r| &r["run_id"]).collect();
+    assert_eq!(ids, [&asking, &done], "newest first");
+    // The run that was active when the owner stopped was stopped with it.
+    let view = home.show(&asking);
+    assert_eq!(view["state"], "interrupted", "{view}");
+    assert_eq!(view["completion_reason"], "shutdown", "{view}");
+    assert_eq!(view["live_state"]["state"], "ended", "{view}");
+    let waited = home.json(&["wait", &done, &asking]);
+    assert_eq!(waited["timed_out"], false, "{waited}");
+    let queued = home.json(&["runs", "--state", "queued"]);
+    assert_eq!(queued, Value::Array(vec![]));
+    home.refused(&["show", "r-nope"], "RUN_NOT_FOUND");
+
+    // Whatever changes runs needs an owner.
+    let id = str_at(&request, "request_id");
+    for args in [
+        vec!["stop", &asking],
+        vec!["follow-up", &done, "more"],
+        vec!["respond", &asking, id, "allow"],
+        vec!["complete", &done],
+        vec!["remove", &done],
+        vec!["kill-all"],
+    ] {
+        let line = home.refused(&args, "NO_OWNER");
+        assert!(line.contains("drover serve"), "{line}");
+    }
+}
+
+#[test]
+fn a_foreground_dispatch_owns_the_home_until_another_terminal_completes_its_run() {
+    let home = Home::new();
+    let fg = Foreground::start(
+        &home,
+        &[
+            "dispatch",
+            "--provider",
+            "sim",
+            "--scenario",
+            "quick-success",
+            "--json",
+            "Say hello",
+        ],
+    );
+    let first: Value =
+        serde_json::from_str(&fg.next_line(Duration::from_secs(RUN_LIMIT_SECS))).expect("JSON");
+    let run = str_at(&first, "run_id").to_string();
+    // Other terminals reach the foreground owner through the socket.
+    let view = home.wait_idle(&run);
+    assert_eq!(view["state"], "idle", "{view}");
+    home.refused(&["serve"], "OWNER_RUNNING");
+    home.json(&["complete", &run]);
+
+    let (status, lines, stderr) = fg.finish(Duration::from_secs(RUN_LIMIT_SECS));
+    assert_eq!(status.code(), Some(0), "stderr: {stderr}");
+    let events: Vec<Value> = lines
+        .iter()
+        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("{l:?}: {e}")))
+        .collect();
+    for e in &events {
+        assert!(e["event"].is_string(), "one event per line: {e}");
+    }
+    let last = events.last().expect("events were printed");
+    assert_eq!(last["event"], "run_changed", "{last}");
+    assert_eq!(last["run"]["state"], "completed", "{last}");
+    assert_eq!(last["run"]["completion_reason"], "complete", "{last}");
+    let live: Vec<&Value> = events
+        .iter()
+        .filter(|e| e["event"] == "live_state")
+        .map(|e| &e["live_state"]["state"])
+        .collect();
+    assert_eq!(live.first(), Some(&&Value::from("admitted")), "{live:?}");
+    assert_eq!(live.last(), Some(&&Value::from("ended")), "{live:?}");
+    assert!(
+        events
+            .iter()
+            .any(|e| e["event"] == "transcript" && e["line"] == "turn done (session $0.0100)"),
+        "{lines:?}"
+    );
+    // It gave the home up when it ended.
+    assert!(!home.socket().exists());
+    assert_eq!(home.show(&run)["state"], "completed");
+}
+
+#[test]
+fn a_foreground_dispatch_ends_when_its_run_times_out_idle() {
+    // The idle timeout's floor is lowered so the run ends within the test.
+    let home = Home::with_config("[limits]\nidle_timeout_secs_min = 1\n");
+    let fg = Foreground::start(
+        &home,
+        &[
+            "dispatch",
+            "--provider",
+            "sim",
+            "--scenario",
+            "quick-success",
+            "--idle-timeout",
+            "1",
+            "Say hello",
+        ],
+    );
+    let run = fg.next_line(Duration::from_secs(RUN_LIMIT_SECS));
+    let (status, lines, stderr) = fg.finish(Duration::from_secs(RUN_LIMIT_SECS));
+    assert_eq!(status.code(), Some(0), "stderr: {stderr}");
+    assert!(
+        stderr.contains(&format!("this terminal owns {}", home.path().display())),
+        "{stderr}"
+    );
+    assert!(
+        lines
+            .iter()
+            .any(|l| l.starts_with("live      ended (completed)")),
+        "{lines:?}"
+    );
+    assert_eq!(
+        lines
+            .last()
+            .map(|l| l.starts_with("state     completed (idle_timeout)")),
+        Some(true),
+        "{lines:?}"
+    );
+    let view = home.show(&run);
+    assert_eq!(view["state"], "completed", "{view}");
+    assert_eq!(view["completion_reason"], "idle_timeout", "{view}");
+}
+
+#[test]
+fn ctrl_c_on_a_foreground_dispatch_interrupts_its_run_and_exits_130() {
+    let home = Home::new();
+    let mut fg = Foreground::start(
+        &home,
+        &[
+            "dispatch",
+            "--provider",
+            "sim",
+            "--scenario",
+            "hang",
+            "--json",
+            "Look into it",
+        ],
+    );
+    let first: Value =
+        serde_json::from_str(&fg.next_line(Duration::from_secs(RUN_LIMIT_SECS))).expect("JSON");
+    let run = str_at(&first, "run_id").to_string();
+    let view = home.wait_for(&run, "the turn to start", |v| {
+        v["state"] == "running" && v["pid"].is_u64()
+    });
+    let pid = view["pid"].as_u64().expect("pid") as u32;
+
+    fg.signal(Signal::SIGINT);
+    let (status, _, stderr) = fg.finish(Duration::from_secs(RUN_LIMIT_SECS));
+    assert_eq!(status.code(), Some(130), "stderr: {stderr}");
+    let last = stderr.lines().last().unwrap_or_default();
+    assert!(last.starts_with("error[INTERRUPTED]: SIGINT"), "{stderr}");
+    assert!(last.contains(&run), "{stderr}");
+    assert_group_gone(pid);
+    let view = home.show(&run);
+    assert_eq!(view["state"], "interrupted", "{view}");
+    assert_eq!(view["completion_reason"], "shutdown", "{view}");
+    assert_eq!(view["live_state"]["state"], "ended", "{view}");
+}
+
+#[test]
+fn a_refused_foreground_dispatch_exits_1_and_leaves_nothing_behind() {
+    let home = Home::new();
+    let out = home.drover(&["dispatch", "--provider", "nope", "--json", "x"]);
+    assert_refused(&out, "INVALID_PROVIDER", "dispatch --provider nope");
+    assert_eq!(home.runs(), Vec::<Value>::new());
+    assert!(!home.socket().exists());
+    // The home is free again.
+    let _serve = home.serve();
+}
+
+#[test]
+fn dispatch_wait_prints_the_run_then_the_runs_once_it_ended() {
+    let home = Home::new();
+    let _serve = home.serve();
+    let out = home.drover(&[
+        "dispatch",
+        "--provider",
+        "sim",
+        "--scenario",
+        "crash-midturn",
+        "--wait",
+        "--json",
+        "Read the config",
+    ]);
+    assert_eq!(out.status.code(), Some(0), "{}", describe(&out));
+    let text = stdout(&out);
+    let lines: Vec<Value> = text
+        .lines()
+        .map(|l| serde_json::from_str(l).expect("JSON lines"))
+        .collect();
+    assert_eq!(lines.len(), 2, "{text}");
+    let run = str_at(&lines[0], "run_id");
+    assert_eq!(lines[1]["timed_out"], false, "{text}");
+    assert_eq!(lines[1]["runs"][0]["run_id"], run, "{text}");
+    assert_eq!(lines[1]["runs"][0]["state"], "failed", "{text}");
+}
+
+// ---------------------------------------------------------------------------------------
+// Refusals and exit codes
+// ---------------------------------------------------------------------------------------
+
+#[test]
+fn refused_dispatches_say_why_and_create_nothing() {
+    let home = Home::new();
+    let _serve = home.serve();
+    let sim = |extra: &[&str], task: &str| -> Vec<String> {
+        let mut args: Vec<String> = [
+            "dispatch",
+            "--provider",
+            "sim",
+            "--scenario",
+            "quick-success",
+        ]
+        .map(String::from)
+        .to_vec();
+        args.extend(extra.iter().map(|s| s.to_string()));
+        args.push(task.to_string());
+        args
+    };
+    let too_long = "a".repeat(20_001);
+    let cases: Vec<(Vec<String>, &str, &str)> = vec![
+        (
+            vec![
+                "dispatch".into(),
+                "--provider".into(),
+                "nope".into(),
+                "x".into(),
+            ],
+            "INVALID_PROVIDER",
+            "\"nope\"",
+        ),
+        (
+            vec![
+                "dispatch".into(),
+                "--provider".into(),
+                "codex".into(),
+                "x".into(),
+            ],
+            "INVALID_PROVIDER",
+            "codex",
+        ),
+        (sim(&[], ""), "TASK_REQUIRED", "empty"),
+        (sim(&[], "   "), "TASK_REQUIRED", "empty"),
+        (sim(&[], &too_long), "TASK_TOO_LONG", "20001"),
+        (
+            sim(&["--cwd", "/nonexistent/drover-test"], "x"),
+            "CWD_INVALID",
+            "/nonexistent/drover-test",
+        ),
+        (
+            sim(&["--policy", "sometimes"], "x"),
+            "PERMISSION_POLICY_UNSUPPORTED",
+            "sometimes",
+        ),
+        (sim(&["--capability", "root"], "x"), "INVALID_SPEC", "root"),
+        (
+            sim(&["--effort", "extreme"], "x"),
+            "INVALID_SPEC",
+            "extreme",
+        ),
+    ];
+    for (args, code, mentions) in cases {
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        for json in [false, true] {
+            let mut args = args.clone();
+            if json {
+                args.push("--json");
+            }
+            let line = home.refused(&args, code);
+            assert!(line.contains(mentions), "{line}");
+        }
+    }
+    assert_eq!(home.runs(), Vec::<Value>::new(), "nothing was created");
+
+    // The limit itself is accepted.
+    let run = home.dispatch("quick-success", &"a".repeat(20_000), &[]);
+    assert_eq!(home.wait_idle(&run)["state"], "idle");
+}
+
+#[test]
+fn commands_on_unknown_or_finished_runs_are_refused() {
+    let home = Home::new();
+    let _serve = home.serve();
+    for args in [
+        vec!["show", "r-nope"],
+        vec!["transcript", "r-nope"],
+        vec!["stop", "r-nope"],
+        vec!["complete", "r-nope"],
+        vec!["follow-up", "r-nope", "hi"],
+        vec!["respond", "r-nope", "q1", "allow"],
+        vec!["wait", "r-nope", "--timeout", "1"],
+        vec!["remove", "r-nope"],
+    ] {
+        let line = home.refused(&args, "RUN_NOT_FOUND");
+        assert!(line.contains("r-nope"), "{line}");
+    }
+
+    let run = home.dispatch("quick-success", "Say hello", &[]);
+    home.wait_idle(&run);
+    home.refused(&["follow-up", &run, "   "], "TASK_REQUIRED");
+    home.refused(&["follow-up", &run, &"a".repeat(20_001)], "TASK_TOO_LONG");
+    home.refused(&["remove", &run], "RUN_NOT_ACTIVE");
+    home.json(&["stop", &run]);
+    home.wait_terminal(&run);
+    for args in [
+        vec!["stop", &run],
+        vec!["complete", &run],
+        vec!["follow-up", &run, "hi"],
+        vec!["respond", &run, "q1", "allow"],
+    ] {
+        let line = home.refused(&args, "RUN_NOT_ACTIVE");
+        assert!(line.contains(&run), "{line}");
+    }
+}
+
+#[test]
+fn numbers_out_of_range_are_clamped_with_a_note_not_refused() {
+    let home = Home::new();
+    let _serve = home.serve();
+    let view = home.show(&home.dispatch(
+        "quick-success",
+        "Clamp me",
+        &[
+            "--max-turns",
+            "99",
+            "--budget",
+            "100",
+            "--max-minutes",
+            "0",
+            "--idle-timeout",
+            "5",
+        ],
+    ));
+    assert_eq!(view["max_turns"], 20, "{view}");
+    assert!(same_usd(&view["budget_usd"], 25.0), "{view}");
+    let notes = notes_of(&view);
+    for note in [
+        "clamped: max_turns: asked for 99, using 20",
+        "clamped: budget_usd: asked for 100, using 25.00",
+        "clamped: max_minutes: asked for 0, using 1",
+        "clamped: idle_timeout_secs: asked for 5, using 30",
+    ] {
+        assert!(notes.contains(&note.to_string()), "{note}: {notes:?}");
+    }
+}
+
+#[test]
+fn a_second_owner_is_refused_with_owner_running() {
+    let home = Home::new();
+    let serve = home.serve();
+    let line = home.refused(&["serve"], "OWNER_RUNNING");
+    assert!(line.contains(&format!("pid {}", serve.pid())), "{line}");
+    let line = home.refused(&["serve", "--json"], "OWNER_RUNNING");
+    assert!(line.contains(&home.path().display().to_string()), "{line}");
+    // The first owner is unharmed.
+    assert_eq!(home.runs(), Vec::<Value>::new());
+    assert_eq!(serve.stop().code(), Some(0));
+}
+
+#[test]
+fn wait_that_times_out_prints_the_runs_and_exits_3() {
+    let home = Home::new();
+    let _serve = home.serve();
+    let run = home.dispatch("quick-success", "Say hello", &[]);
+    home.wait_idle(&run);
+    let out = home.drover(&["wait", &run, "--timeout", "1", "--json"]);
+    assert_eq!(out.status.code(), Some(3), "{}", describe(&out));
+    let outcome = one_json_line(&out, "wait --timeout 1");
+    assert_eq!(outcome["timed_out"], true, "{outcome}");
+    assert_eq!(outcome["runs"][0]["run_id"], run.as_str(), "{outcome}");
+    assert_eq!(outcome["runs"][0]["state"], "idle", "{outcome}");
+    let err = stderr(&out);
+    assert!(
+        err.starts_with("error[WAIT_TIMEOUT]: the runs were not finished within 1 s"),
+        "{err}"
+    );
+    // Human output too: the table, then the refusal.
+    let out = home.drover(&["wait", &run, "--timeout", "1"]);
+    assert_eq!(out.status.code(), Some(3), "{}", describe(&out));
+    assert!(stdout(&out).starts_with("RUN "), "{}", describe(&out));
+    assert!(stderr(&out).starts_with("error[WAIT_TIMEOUT]: "));
+}
+
+#[test]
+fn usage_mistakes_exit_2() {
+    let home = Home::new();
+    for args in [
+        vec!["respond", "r1", "q1", "maybe"],
+        vec!["respond", "r1", "q1", "allow", "--message", "why"],
+        vec!["runs", "--state", "sleeping"],
+        vec!["wait", "r1", "--until", "soon"],
+        vec!["dispatch"],
+    ] {
+        let out = home.drover(&args);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {}", describe(&out));
+        assert!(
+            stderr(&out).contains("error"),
+            "{args:?}: {}",
+            describe(&out)
+        );
+    }
+}
+
+// ---------------------------------------------------------------------------------------
+// Rails, idempotency, kill-all and remove, human output
+// ---------------------------------------------------------------------------------------
+
+#[test]
+fn a_full_rail_queues_the_next_run_until_the_first_completes() {
+    let home = Home::with_config("[limits.per_provider]\nsim = 1\n");
+    let _serve = home.serve();
+    let first = home.dispatch("quick-success", "First", &[]);
+    home.wait_idle(&first);
+    let second = home.dispatch_json("quick-success", "Second", &[]);
+    assert_eq!(second["state"], "queued", "{second}");
+    assert_eq!(second["live_state"]["state"], "admitted", "{second}");
+    let second = str_at(&second, "run_id").to_string();
+    let notes = home.notes(&second);
+    assert!(
+        notes.contains(&"queued: sim already runs 1 runs (its limit)".to_string()),
+        "{notes:?}"
+    );
+    let queued = array(home.json(&["runs", "--state", "queued"]));
+    assert_eq!(queued.len(), 1, "{queued:?}");
+    assert_eq!(queued[0]["run_id"], second.as_str());
+
+    home.json(&["complete", &first]);
+    let view = home.wait_idle(&second);
+    assert_eq!(view["state"], "idle", "{view}");
+    assert_eq!(view["last_result"]["status"], "done", "{view}");
+    assert_eq!(home.show(&first)["state"], "completed");
+}
+
+#[test]
+fn a_full_rail_refuses_with_no_queue_and_a_full_queue_refuses() {
+    let home =
+        Home::with_config("[limits]\nqueued_per_session = 1\n[limits.per_provider]\nsim = 1\n");
+    let _serve = home.serve();
+    let first = home.dispatch("quick-success", "First", &[]);
+    home.wait_idle(&first);
+    let line = home.refused(
+        &[
+            "dispatch",
+            "--provider",
+            "sim",
+            "--no-queue",
+            "--json",
+            "Second",
+        ],
+        "MAX_CONCURRENT",
+    );
+    assert!(line.contains("--no-queue"), "{line}");
+    assert_eq!(home.runs().len(), 1);
+
+    let queued = home.dispatch_json("quick-success", "Second", &[]);
+    assert_eq!(queued["state"], "queued", "{queued}");
+    let line = home.refused(
+        &["dispatch", "--provider", "sim", "--json", "Third"],
+        "QUEUE_FULL",
+    );
+    assert!(line.contains("queued"), "{line}");
+    assert_eq!(home.runs().len(), 2);
+}
+
+#[test]
+fn an_idempotency_key_returns_the_same_run() {
+    let home = Home::new();
+    let serve = home.serve();
+    let key = ["--idempotency-key", "ticket-42"];
+    let run = home.dispatch("quick-success", "Say hello", &key);
+    let again = home.dispatch("quick-success", "Say hello again", &key);
+    assert_eq!(again, run);
+    assert_eq!(home.runs().len(), 1);
+    home.wait_idle(&run);
+    home.json(&["complete", &run]);
+    home.wait_terminal(&run);
+    assert_eq!(serve.stop().code(), Some(0));
+
+    // From the ledger, after a restart …
+    let serve = home.serve();
+    let again = home.dispatch_json("quick-success", "Say hello", &key);
+    assert_eq!(again["run_id"], run.as_str(), "{again}");
+    assert_eq!(again["state"], "completed", "{again}");
+    assert_eq!(serve.stop().code(), Some(0));
+    // … and in the foreground, which returns at once since the run already ended.
+    let out = home.drover(&[
+        "dispatch",
+        "--provider",
+        "sim",
+        "--idempotency-key",
+        "ticket-42",
+        "--json",
+        "Say hello",
+    ]);
+    assert_eq!(out.status.code(), Some(0), "{}", describe(&out));
+    assert_eq!(one_json_line(&out, "dispatch")["run_id"], run.as_str());
+    assert_eq!(home.runs().len(), 1);
+}
+
+#[test]
+fn kill_all_stops_every_active_run_and_remove_hides_finished_ones() {
+    let home = Home::new();
+    let _serve = home.serve();
+    let a = home.dispatch("quick-success", "A", &[]);
+    let b = home.dispatch("tool-permission", "B", &[]);
+    home.wait_idle(&a);
+    home.wait_idle(&b);
+    let stopped = home.json(&["kill-all"]);
+    let mut ids = strings(&stopped["stopped"]);
+    ids.sort();
+    let mut expected = vec![a.clone(), b.clone()];
+    expected.sort();
+    assert_eq!(ids, expected, "{stopped}");
+    let outcome = home.json(&["wait", &a, &b, "--timeout", "30"]);
+    assert_eq!(outcome["timed_out"], false, "{outcome}");
+    for row in array(outcome["runs"].clone()) {
+        assert_eq!(row["state"], "stopped", "{row}");
+        assert_eq!(row["completion_reason"], "user", "{row}");
+    }
+
+    let removed = home.json(&["remove", &a]);
+    assert_eq!(strings(&removed["removed"]), [a.as_str()]);
+    let listed: Vec<Value> = home.runs().iter().map(|r| r["run_id"].clone()).collect();
+    assert_eq!(listed, [b.as_str()]);
+    assert_eq!(array(home.json(&["runs", "--all"])).len(), 2);
+    assert_eq!(
+        home.show(&a)["state"],
+        "stopped",
+        "a removed run can still be shown"
+    );
+    let removed = home.json(&["remove", "--finished"]);
+    assert_eq!(strings(&removed["removed"]), [b.as_str()]);
+    assert_eq!(home.runs(), Vec::<Value>::new());
+}
+
+#[test]
+fn human_output_is_short_lines_about_the_run() {
+    let home = Home::new();
+    let _serve = home.serve();
+    let out = home.drover(&[
+        "dispatch",
+        "--provider",
+        "sim",
+        "--scenario",
+        "tool-permission",
+        "Fix",
+        "the",
+        "greeting",
+    ]);
+    assert_eq!(out.status.code(), Some(0), "{}", describe(&out));
+    let run = stdout(&out).trim_end().to_string();
+    assert!(
+        !run.contains(char::is_whitespace),
+        "just the run id: {run:?}"
+    );
+    let pending = home.wait_for_pending(&run, "Bash");
+    let id = str_at(&pending, "request_id");
+
+    let runs = stdout(&home.drover(&["runs"]));
+    let lines: Vec<&str> = runs.lines().collect();
+    assert!(lines[0].starts_with("RUN "), "{runs}");
+    assert!(lines[1].starts_with(&run), "{runs}");
+    assert!(
+        lines[1].contains("awaiting_permission · 1 pending"),
+        "{runs}"
+    );
+    assert!(lines[1].ends_with("Fix the greeting"), "{runs}");
+
+    let show = stdout(&home.drover(&["show", &run]));
+    assert!(show.contains("state     awaiting_permission\n"), "{show}");
+    assert!(
+        show.contains(&format!(
+            "pending   {id} permission for Bash: drover respond {run} {id} allow|always|deny\n"
+        )),
+        "{show}"
+    );
+
+    let out = home.drover(&["respond", &run, id, "deny"]);
+    assert_eq!(stdout(&out), format!("denied request {id} of {run}\n"));
+    let edit = home.wait_for_pending(&run, "Edit");
+    let out = home.drover(&["respond", &run, str_at(&edit, "request_id"), "allow"]);
+    assert_eq!(
+        stdout(&out),
+        format!("allowed request {} of {run}\n", str_at(&edit, "request_id"))
+    );
+    home.wait_idle(&run);
+    let show = stdout(&home.drover(&["show", &run]));
+    assert!(
+        show.contains(
+            "result    done: Looked at the project and updated the greeting in src/main.rs.\n"
+        ),
+        "{show}"
+    );
+    assert!(
+        show.contains("spent     $0.02 of $5.00 (reported)\n"),
+        "{show}"
+    );
+    let out = home.drover(&["transcript", &run]);
+    assert!(
+        stdout(&out).contains("\ntool failed: "),
+        "{}",
+        describe(&out)
+    );
+    let out = home.drover(&["complete", &run]);
+    assert_eq!(stdout(&out), format!("completing {run}\n"));
+}
+
+// ---------------------------------------------------------------------------------------
+// Defects found while writing these tests (they fail until fixed)
+// ---------------------------------------------------------------------------------------
+
+/// Stopping a run drains its pending requests (DESIGN.md §8: "Stopping the run denies what
+/// is pending"): the decision is written and subscribers hear `permission_resolved`, but
+/// the run's own event stream never records it, so `transcript --format events` (and any
+/// fold of the stream) shows a request that was asked and never answered.
+#[test]
+fn bug_a_request_denied_by_a_stop_is_resolved_in_the_runs_event_stream() {
+    let home = Home::new();
+    let _serve = home.serve();
+    let run = home.dispatch("tool-permission", "Fix greeting", &[]);
+    let bash = home.wait_for_pending(&run, "Bash");
+    home.json(&["stop", &run]);
+    home.wait_terminal(&run);
+    let decided = resolutions(&home, &run);
+    assert_eq!(
+        decided.len(),
+        1,
+        "the drained request {} has no permission_resolved event: {decided:?}",
+        str_at(&bash, "request_id")
+    );
+    assert_eq!(decided[0].0, str_at(&bash, "request_id"));
+    assert!(decided[0].2.starts_with("deny"), "{decided:?}");
+}
+
+/// When a stalled run is stopped, the child's exit (which the stop caused) is taken for a
+/// sign of life: the run gets the note "the provider is active again" as it ends.
+#[test]
+fn bug_stopping_a_stalled_run_does_not_note_the_provider_active_again() {
+    let home = Home::with_config("[limits]\nstalled_after_secs = 1\n");
+    let _serve = home.serve();
+    let run = home.dispatch("hang", "Look into it", &[]);
+    home.wait_for(&run, "the stall flag", |v| v["stalled"] == true);
+    home.json(&["stop", &run]);
+    let view = home.wait_terminal(&run);
+    let notes = notes_of(&view);
+    assert!(
+        !notes.iter().any(|n| n.contains("active again")),
+        "the provider was stopped, not active again: {notes:?}"
+    );
+}
+
+/// The stall note and the permission-timeout denial state their threshold in whole
+/// minutes, so a threshold under a minute reads "0 minutes" (and 90 s reads "1 minutes").
+#[test]
+fn bug_sub_minute_timeouts_are_not_described_as_0_minutes() {
+    let home = Home::with_config("[limits]\nstalled_after_secs = 1\npermission_timeout_secs = 1\n");
+    let _serve = home.serve();
+    let hung = home.dispatch("hang", "Look into it", &[]);
+    let asking = home.dispatch("tool-permission", "Fix greeting", &[]);
+    let view = home.wait_for(&hung, "the stall flag", |v| v["stalled"] == true);
+    home.wait_for(&asking, "both requests timing out", |v| {
+        v["state"] == "idle"
+    });
+    let stall = notes_of(&view)
+        .into_iter()
+        .find(|n| n.starts_with("stalled"))
+        .expect("a stall note");
+    let denial = resolutions(&home, &asking)
+        .into_iter()
+        .map(|(_, _, how)| how)
+        .next()
+        .expect("a denial");
+    let wrong: Vec<&String> = [&stall, &denial]
+        .into_iter()
+        .filter(|text| text.contains(" 0 minutes"))
+        .collect();
+    assert!(
+        wrong.is_empty(),
+        "a 1 s threshold described as 0 minutes: {wrong:?}"
+    );
+}
+
+/// A turn that dies before its result line has used tokens (the sim reported 2,500 input
+/// tokens in usage events), but the run shows "$0.00 (free)" and 0 tokens: the usage is
+/// dropped and the spend is booked as free. DESIGN.md §6: usage that cannot be priced is
+/// recorded and flagged (`unpriced`), never booked as $0.
+#[test]
+fn bug_a_crashed_turn_keeps_its_usage_and_is_not_shown_as_free() {
+    let home = Home::new();
+    let _serve = home.serve();
+    let run = home.dispatch("crash-midturn", "Read the config", &[]);
+    let view = home.wait_terminal(&run);
+    assert_eq!(view["state"], "failed", "{view}");
+    assert!(
+        view["tokens"]["input"].as_u64().unwrap_or(0) > 0,
+        "the crashed turn's tokens are lost: {}",
+        view["tokens"]
+    );
+    assert_ne!(view["cost_basis"], "free", "{view}");
+}
+
+/// `complete` is documented as "End an idle run as complete", but any active run is
+/// accepted: a run still waiting in the queue, which never started, ends as `completed`
+/// (reason `complete`, live cause `completed`) with no turn and no result.
+#[test]
+fn bug_complete_refuses_a_run_that_never_started() {
+    let home = Home::with_config("[limits.per_provider]\nsim = 1\n");
+    let _serve = home.serve();
+    let first = home.dispatch("quick-success", "First", &[]);
+    home.wait_idle(&first);
+    let queued = home.dispatch("quick-success", "Second", &[]);
+    assert_eq!(home.show(&queued)["state"], "queued");
+    let out = home.drover(&["complete", &queued]);
+    let view = home.show(&queued);
+    assert_eq!(
+        out.status.code(),
+        Some(1),
+        "a queued run cannot be complete: {}; the run is now {} ({})",
+        describe(&out),
+        view["state"],
+        view["completion_reason"]
+    );
+    assert!(stderr(&out).starts_with("error["), "{}", describe(&out));
+    assert_eq!(view["state"], "queued", "{view}");
+}
+
+/// `drover show` tells the user how to answer what is pending. For a question it says
+/// `drover respond RUN REQ allow|always|deny`; following it (`allow`) sends no answer at
+/// all and the agent goes on with "(no answer)" (the run "succeeds" with "Set the cache
+/// up on (no answer)"). A question's hint should name `--answer`.
+#[test]
+fn bug_the_hint_for_a_pending_question_says_how_to_answer_it() {
+    let home = Home::new();
+    let _serve = home.serve();
+    let run = home.dispatch("question", "Set up the cache", &[]);
+    let question = home.wait_for_pending(&run, "AskUserQuestion");
+    let id = str_at(&question, "request_id");
+    let show = stdout(&home.drover(&["show", &run]));
+    let line = show
+        .lines()
+        .find(|l| l.starts_with("pending") && l.contains(id))
+        .unwrap_or_else(|| panic!("{show}"));
+    assert!(line.contains("--answer"), "{line}");
+}
