@@ -6,9 +6,6 @@
 //! codes. Nothing sleeps and hopes: runs are awaited with `drover wait`, and the few
 //! conditions the CLI cannot wait for (a stall flag, a process group going away) are
 //! polled with a bound (see `common`).
-//!
-//! Tests named `bug_…` pin down defects found while writing these tests; they fail until
-//! the defect is fixed.
 
 mod common;
 
@@ -1388,7 +1385,7 @@ fn human_output_is_short_lines_about_the_run() {
 /// the run's own event stream never records it, so `transcript --format events` (and any
 /// fold of the stream) shows a request that was asked and never answered.
 #[test]
-fn bug_a_request_denied_by_a_stop_is_resolved_in_the_runs_event_stream() {
+fn a_request_denied_by_a_stop_is_resolved_in_the_runs_event_stream() {
     let home = Home::new();
     let _serve = home.serve();
     let run = home.dispatch("tool-permission", "Fix greeting", &[]);
@@ -1409,7 +1406,7 @@ fn bug_a_request_denied_by_a_stop_is_resolved_in_the_runs_event_stream() {
 /// When a stalled run is stopped, the child's exit (which the stop caused) is taken for a
 /// sign of life: the run gets the note "the provider is active again" as it ends.
 #[test]
-fn bug_stopping_a_stalled_run_does_not_note_the_provider_active_again() {
+fn stopping_a_stalled_run_does_not_note_the_provider_active_again() {
     let home = Home::with_config("[limits]\nstalled_after_secs = 1\n");
     let _serve = home.serve();
     let run = home.dispatch("hang", "Look into it", &[]);
@@ -1426,7 +1423,7 @@ fn bug_stopping_a_stalled_run_does_not_note_the_provider_active_again() {
 /// The stall note and the permission-timeout denial state their threshold in whole
 /// minutes, so a threshold under a minute reads "0 minutes" (and 90 s reads "1 minutes").
 #[test]
-fn bug_sub_minute_timeouts_are_not_described_as_0_minutes() {
+fn sub_minute_timeouts_are_not_described_as_0_minutes() {
     let home = Home::with_config("[limits]\nstalled_after_secs = 1\npermission_timeout_secs = 1\n");
     let _serve = home.serve();
     let hung = home.dispatch("hang", "Look into it", &[]);
@@ -1459,7 +1456,7 @@ fn bug_sub_minute_timeouts_are_not_described_as_0_minutes() {
 /// dropped and the spend is booked as free. DESIGN.md §6: usage that cannot be priced is
 /// recorded and flagged (`unpriced`), never booked as $0.
 #[test]
-fn bug_a_crashed_turn_keeps_its_usage_and_is_not_shown_as_free() {
+fn a_crashed_turn_keeps_its_usage_and_is_not_shown_as_free() {
     let home = Home::new();
     let _serve = home.serve();
     let run = home.dispatch("crash-midturn", "Read the config", &[]);
@@ -1477,7 +1474,7 @@ fn bug_a_crashed_turn_keeps_its_usage_and_is_not_shown_as_free() {
 /// accepted: a run still waiting in the queue, which never started, ends as `completed`
 /// (reason `complete`, live cause `completed`) with no turn and no result.
 #[test]
-fn bug_complete_refuses_a_run_that_never_started() {
+fn complete_refuses_a_run_that_never_started() {
     let home = Home::with_config("[limits.per_provider]\nsim = 1\n");
     let _serve = home.serve();
     let first = home.dispatch("quick-success", "First", &[]);
@@ -1503,7 +1500,7 @@ fn bug_complete_refuses_a_run_that_never_started() {
 /// all and the agent goes on with "(no answer)" (the run "succeeds" with "Set the cache
 /// up on (no answer)"). A question's hint should name `--answer`.
 #[test]
-fn bug_the_hint_for_a_pending_question_says_how_to_answer_it() {
+fn the_hint_for_a_pending_question_says_how_to_answer_it() {
     let home = Home::new();
     let _serve = home.serve();
     let run = home.dispatch("question", "Set up the cache", &[]);

@@ -41,6 +41,21 @@ pub fn age(now: UnixMillis, then: UnixMillis) -> String {
     }
 }
 
+/// How to answer a pending request from the command line.
+fn answer_hint(pending: &crate::dispatch::api::PendingView) -> String {
+    match pending.kind {
+        crate::providers::RequestKind::Permission => "allow|always|deny".to_string(),
+        crate::providers::RequestKind::Question => {
+            let question = pending
+                .input
+                .pointer("/questions/0/question")
+                .and_then(|q| q.as_str())
+                .unwrap_or("QUESTION");
+            format!("allow --answer \"{question}=CHOICE\" (or deny)")
+        }
+    }
+}
+
 pub fn usd(amount: f64) -> String {
     format!("${amount:.2}")
 }
@@ -227,12 +242,13 @@ pub fn run_view(run: &RunView, now: UnixMillis) -> String {
         push(
             "pending",
             format!(
-                "{} {} {}: drover respond {} {} allow|always|deny",
+                "{} {} {}: drover respond {} {} {}",
                 pending.request_id,
                 kind_words(pending.kind),
                 one_line(&pending.tool),
                 run.run_id,
-                pending.request_id
+                pending.request_id,
+                answer_hint(pending)
             ),
         );
     }
@@ -309,11 +325,12 @@ pub fn event_line(event: &DispatchEvent) -> String {
         DispatchEvent::PermissionRequested { run_id, pending } => (
             "asks",
             format!(
-                "{} {} (request {}): drover respond {run_id} {} allow|always|deny",
+                "{} {} (request {}): drover respond {run_id} {} {}",
                 kind_words(pending.kind),
                 one_line(&pending.tool),
                 pending.request_id,
-                pending.request_id
+                pending.request_id,
+                answer_hint(pending)
             ),
         ),
         DispatchEvent::PermissionResolved {
@@ -540,7 +557,7 @@ mod tests {
             "turns     2 of at most 6 · 1 follow-ups queued",
             "          1  dispatch   $0.50  prompt 1",
             "          2  follow_up  $0.50  prompt 2",
-            "pending   Q-1 question from AskUser: drover respond R-7 Q-1 allow|always|deny",
+            "pending   Q-1 question from AskUser: drover respond R-7 Q-1 allow --answer \"QUESTION=CHOICE\" (or deny)",
             "when      created 2m ago",
         ];
         assert_eq!(lines, expected);

@@ -218,24 +218,15 @@ impl Actor {
         };
         let mut batch = Batch::default();
         for pending in run.broker.drain() {
-            batch
-                .ops
-                .push(WriteOp::InsertDecision(Box::new(DecisionRecord {
-                    run_id: Some(run.id.clone()),
-                    at: now,
-                    kind: "permission".into(),
-                    request_id: Some(pending.request.request_id.clone()),
-                    who: "system".into(),
-                    decision: "deny".into(),
-                    body: json!({"message": format!("the run ended ({reason})")}),
-                })));
-            batch
-                .events
-                .push(crate::dispatch::api::DispatchEvent::PermissionResolved {
-                    run_id: run.id.clone(),
-                    request_id: pending.request.request_id,
-                    how: format!("denied: the run ended ({reason})"),
-                });
+            let message = format!("the run ended ({reason})");
+            run.record_resolution(
+                &mut batch,
+                pending.request.request_id,
+                "system",
+                &format!("deny: {message}"),
+                json!({"behavior": "deny", "message": message}),
+                now,
+            );
         }
         match &run.adapter {
             Some(adapter) => {
@@ -303,5 +294,3 @@ impl Actor {
         self.check_waiters();
     }
 }
-
-use crate::ledger::{DecisionRecord, WriteOp};

@@ -19,6 +19,7 @@ use crate::providers::{PermissionAnswer, ProviderEvent, RequestKind, RunProvider
 use crate::result_contract::{ResultStatus, parse_json_result, parse_result};
 use crate::run_state::RunState;
 use crate::spec::PermissionPolicy;
+use crate::spec::text::duration_words;
 
 /// The ledger body of a provider event: its one-line summary and the event itself.
 #[derive(serde::Serialize)]
@@ -56,12 +57,13 @@ impl Actor {
             });
         }
         run.last_event_at = now;
-        if run.stalled {
+        let exited = matches!(event, ProviderEvent::Exited { .. });
+        if run.stalled && !exited && run.ending.is_none() {
             run.stalled = false;
             run.note(&mut batch, "the provider is active again", now);
             run.touch(&mut batch);
         }
-        if let ProviderEvent::Exited { .. } = event {
+        if exited {
             self.commit(batch);
             return self.on_exited(&run_id);
         }
@@ -155,22 +157,14 @@ impl Actor {
             }
             ProviderEvent::PermissionWithdrawn { request_id } => {
                 if run.broker.withdraw(&request_id).is_some() {
-                    batch.events.push(DispatchEvent::PermissionResolved {
-                        run_id: run_id.clone(),
-                        request_id: request_id.clone(),
-                        how: "withdrawn by the provider".into(),
-                    });
-                    batch.ops.push(WriteOp::InsertDecision(Box::new(
-                        crate::ledger::DecisionRecord {
-                            run_id: Some(run_id.clone()),
-                            at: now,
-                            kind: "permission".into(),
-                            request_id: Some(request_id),
-                            who: "provider".into(),
-                            decision: "withdrawn".into(),
-                            body: json!({}),
-                        },
-                    )));
+                    run.record_resolution(
+                        &mut batch,
+                        request_id,
+                        "provider",
+                        "withdrawn by the provider",
+                        json!({}),
+                        now,
+                    );
                     if run.broker.is_empty() && run.state == RunState::AwaitingPermission {
                         run.set_state(&mut batch, RunState::Running, None, now);
                         let deadline = run.deadline;
@@ -492,6 +486,7 @@ impl Actor {
     }
 
     fn on_exited(&mut self, run_id: &str) {
+        self.book_unfinished_turn(run_id);
         let Some(run) = self.runs.get(run_id) else {
             return;
         };
@@ -519,6 +514,59 @@ impl Actor {
         self.finalize(run_id, state, &reason, cause);
     }
 
+    /// A turn cut short (the child died or was stopped mid-turn) never reported its cost:
+    /// its streamed tokens are booked as `unpriced`, never as $0.
+    fn book_unfinished_turn(&mut self, run_id: &str) {
+        let now = self.now();
+        let Some(run) = self.runs.get_mut(run_id) else {
+            return;
+        };
+        if !run.turn_in_flight {
+            return;
+        }
+        run.turn_in_flight = false;
+        let session = run.session.clone();
+        let provider = run.spec.provider.clone();
+        let model = run.model.clone();
+        let Some(turn) = run.turns.last_mut().filter(|t| t.ended_at.is_none()) else {
+            return;
+        };
+        turn.ended_at = Some(now);
+        let tokens = turn.tokens;
+        let number = turn.number;
+        let record = turn.record(run_id);
+        let mut batch = Batch::default();
+        batch.ops.push(record);
+        if tokens != Default::default() {
+            run.tokens.add(&tokens);
+            run.cost_basis = "unpriced".into();
+            batch.ops.push(WriteOp::InsertUsage(Box::new(UsageRecord {
+                run_id: run_id.to_string(),
+                turn: Some(number),
+                at: now,
+                provider,
+                model,
+                part: "main".into(),
+                input: tokens.input,
+                output: tokens.output,
+                reasoning: tokens.reasoning,
+                cache_read: tokens.cache_read,
+                cache_write: tokens.cache_write,
+                cost_usd: None,
+                basis: "unpriced".into(),
+                fidelity: "partial".into(),
+                source: "streamed message usage (the turn never finished)".into(),
+                budget_session: session,
+            })));
+            run.note(
+                &mut batch,
+                "the turn ended early; its streamed usage is booked unpriced",
+                now,
+            );
+        }
+        self.commit(batch);
+    }
+
     /// Idle timeouts, time boxes, permission expiry, the stalled watchdog, waits.
     pub fn on_timers(&mut self) {
         let now = self.now();
@@ -534,11 +582,11 @@ impl Actor {
             let expired = run.broker.take_expired(now);
             if !expired.is_empty() {
                 for p in expired {
-                    let minutes = (p.expires_at - p.created_at) / 60_000;
+                    let within = duration_words(p.expires_at - p.created_at);
                     let answer = PermissionAnswer::Deny {
-                        message: Some(format!("no answer within {minutes} minutes")),
+                        message: Some(format!("no answer within {within}")),
                     };
-                    let how = format!("deny: no answer within {minutes} minutes");
+                    let how = format!("deny: no answer within {within}");
                     self.answer_request(
                         &id,
                         p.request.request_id,
@@ -576,8 +624,8 @@ impl Actor {
                 run.note(
                     &mut batch,
                     format!(
-                        "stalled: no provider event for {} minutes (not stopped; stop it if it is stuck)",
-                        stalled_after / 60_000
+                        "stalled: no provider event for {} (not stopped; stop it if it is stuck)",
+                        duration_words(stalled_after)
                     ),
                     now,
                 );

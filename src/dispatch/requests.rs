@@ -12,7 +12,7 @@ use super::rails::{self, Admission};
 use super::run::{Batch, Run, TurnOrigin};
 use super::transcript::TranscriptRing;
 use crate::control::offline;
-use crate::ledger::{DecisionRecord, RunPatch, RunRecord, WriteOp, kind};
+use crate::ledger::{RunPatch, RunRecord, WriteOp, kind};
 use crate::live_state::{Cause, LiveStateKind};
 use crate::providers::{PermissionAnswer, ProviderCommand, RequestKind};
 use crate::run_state::RunState;
@@ -73,9 +73,7 @@ impl Actor {
             Request::Stop { run_id } => {
                 self.end_if_active(&run_id, RunState::Stopped, "user", Cause::Stopped)
             }
-            Request::Complete { run_id } => {
-                self.end_if_active(&run_id, RunState::Completed, "complete", Cause::Completed)
-            }
+            Request::Complete { run_id } => self.complete(&run_id),
             Request::Remove { run_id, finished } => self.remove(run_id.as_deref(), finished),
             Request::KillAll => {
                 let active: Vec<String> = self
@@ -110,6 +108,23 @@ impl Actor {
     ) -> Result<Value, DroverError> {
         self.active_run(run_id)?;
         self.end_run(run_id, state, reason, cause);
+        Ok(self.summary_value(run_id))
+    }
+
+    /// Ends an idle run as complete; a run still in a turn (or not started) is refused.
+    fn complete(&mut self, run_id: &str) -> Result<Value, DroverError> {
+        let run = self.active_run(run_id)?;
+        if run.state != RunState::Idle || run.turn_in_flight {
+            return Err(DroverError::new(
+                ErrorCode::RunNotIdle,
+                format!(
+                    "run {run_id} is {}, not idle; wait for it with `drover wait {run_id} \
+                     --until idle`, or end it now with `drover stop {run_id}`",
+                    run.state
+                ),
+            ));
+        }
+        self.end_run(run_id, RunState::Completed, "complete", Cause::Completed);
         Ok(self.summary_value(run_id))
     }
 
@@ -457,28 +472,14 @@ impl Actor {
             });
         }
         let mut batch = Batch::default();
-        batch
-            .ops
-            .push(WriteOp::InsertDecision(Box::new(DecisionRecord {
-                run_id: Some(run.id.clone()),
-                at: now,
-                kind: "permission".into(),
-                request_id: Some(request_id.clone()),
-                who: who.into(),
-                decision: how.into(),
-                body: serde_json::to_value(&answer).unwrap_or(Value::Null),
-            })));
-        run.event(
+        run.record_resolution(
             &mut batch,
-            "permission_resolved",
-            &json!({"request_id": request_id, "who": who, "decision": how}),
+            request_id,
+            who,
+            how,
+            serde_json::to_value(&answer).unwrap_or(Value::Null),
             now,
         );
-        batch.events.push(DispatchEvent::PermissionResolved {
-            run_id: run.id.clone(),
-            request_id,
-            how: how.to_string(),
-        });
         if run.broker.is_empty() && run.state == RunState::AwaitingPermission {
             run.set_state(&mut batch, RunState::Running, None, now);
             let allowed = !matches!(answer, PermissionAnswer::Deny { .. });

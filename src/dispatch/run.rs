@@ -13,7 +13,7 @@ use super::broker::{Broker, Pending};
 use super::transcript::TranscriptRing;
 use crate::UnixMillis;
 use crate::ledger::writer::NewEvent;
-use crate::ledger::{RunPatch, TurnRecord, WriteOp, kind};
+use crate::ledger::{DecisionRecord, RunPatch, TurnRecord, WriteOp, kind};
 use crate::live_state::{self, Assignment, Cause, LiveState, LiveStateEvent, LiveStateKind};
 use crate::providers::{AdapterHandle, Tokens};
 use crate::run_state::RunState;
@@ -319,6 +319,41 @@ impl Run {
     pub fn touch(&self, batch: &mut Batch) {
         batch.events.push(DispatchEvent::RunChanged {
             run: self.summary(),
+        });
+    }
+
+    /// Records how a pending request left the list: the decision row, an event in the
+    /// run's stream, and the published resolution.
+    pub fn record_resolution(
+        &mut self,
+        batch: &mut Batch,
+        request_id: String,
+        who: &str,
+        decision: &str,
+        body: Value,
+        now: UnixMillis,
+    ) {
+        batch
+            .ops
+            .push(WriteOp::InsertDecision(Box::new(DecisionRecord {
+                run_id: Some(self.id.clone()),
+                at: now,
+                kind: "permission".into(),
+                request_id: Some(request_id.clone()),
+                who: who.into(),
+                decision: decision.into(),
+                body,
+            })));
+        self.event(
+            batch,
+            "permission_resolved",
+            &json!({"request_id": request_id, "who": who, "decision": decision}),
+            now,
+        );
+        batch.events.push(DispatchEvent::PermissionResolved {
+            run_id: self.id.clone(),
+            request_id,
+            how: decision.to_string(),
         });
     }
 

@@ -4,6 +4,16 @@
 //! characters than asked for, is cut on a char boundary, and ends in "…" when something
 //! was cut; nothing here panics on any input.
 
+/// A duration in words a person reads at a glance: `45 s`, `10 min`, `2 h`.
+pub fn duration_words(ms: i64) -> String {
+    let secs = ms.max(0) / 1000;
+    match secs {
+        s if s < 120 => format!("{s} s"),
+        s if s < 7_200 => format!("{} min", s / 60),
+        s => format!("{} h", s / 3_600),
+    }
+}
+
 /// `text` cut to at most `max_chars` characters. When something is cut, the result ends
 /// in "…" (counted within `max_chars`) with the whitespace before it dropped.
 pub fn clip(text: &str, max_chars: usize) -> String {
