@@ -222,19 +222,28 @@ async fn via_owner(
     }
     let outcome = client
         .request(Request::Wait {
-            run_ids: vec![run_id],
+            run_ids: vec![run_id.clone()],
             until: WaitUntil::Terminal,
             any: false,
             timeout_secs: None,
         })
         .await?;
     if json {
-        print_json(&outcome)
+        print_json(&outcome)?;
     } else {
         write_stdout(&render::as_view::<WaitOutcome>(&outcome, |o| {
             render::wait_outcome(o, now_millis())
-        }))
+        }))?;
     }
+    if outcome["timed_out"] == true {
+        return Err(DroverError::new(
+            ErrorCode::WaitTimeout,
+            format!(
+                "{run_id} had not ended when the wait gave up; `drover wait {run_id}` waits again"
+            ),
+        ));
+    }
+    Ok(())
 }
 
 /// This process owns the dispatcher: dispatch, then print the run's events until it ends
@@ -283,6 +292,16 @@ async fn follow(
                         print_json(&event)?;
                     } else {
                         write_stdout(&(render::event_line(&event) + "\n"))?;
+                        if let DispatchEvent::RunChanged { run } = &event
+                            && run.state == RunState::Idle
+                        {
+                            note(&format!(
+                                "drover: {run_id} is idle and keeps its session warm: from another \
+                                 terminal, `drover follow-up {run_id} TEXT` continues it and \
+                                 `drover complete {run_id}` ends it; it completes by itself after \
+                                 its idle timeout; Ctrl-C stops it now"
+                            ));
+                        }
                     }
                     if ends_run(&event) {
                         return Ok(());
