@@ -626,6 +626,32 @@ fn a_hung_run_is_flagged_stalled_and_stop_ends_its_process_group() {
 }
 
 #[test]
+fn a_child_killed_mid_turn_fails_the_run_and_leaves_no_process() {
+    let home = Home::new();
+    let _serve = home.serve();
+    let run = home.dispatch("hang", "Look into it", &[]);
+    let view = home.wait_for(&run, "the turn to start", |v| {
+        v["turns"].as_array().is_some_and(|t| !t.is_empty()) && v["pid"].is_u64()
+    });
+    let pid = view["pid"].as_u64().expect("a running child has a pid") as u32;
+    // Someone outside drover kills the agent (by its pid, which drover started).
+    let killed = std::process::Command::new("kill")
+        .args(["-KILL", &pid.to_string()])
+        .status()
+        .expect("kill runs");
+    assert!(killed.success());
+    let view = home.wait_terminal(&run);
+    assert_eq!(view["state"], "failed", "{view}");
+    assert_eq!(view["completion_reason"], "provider_error", "{view}");
+    assert_eq!(view["live_state"]["cause"], "runner_gone", "{view}");
+    assert!(
+        notes_of(&view).iter().any(|n| n.contains("ended unexpectedly")),
+        "{view}"
+    );
+    assert_group_gone(pid);
+}
+
+#[test]
 fn stop_while_a_permission_is_pending_ends_the_run_and_its_child() {
     let home = Home::new();
     let _serve = home.serve();
