@@ -645,7 +645,9 @@ fn a_child_killed_mid_turn_fails_the_run_and_leaves_no_process() {
     assert_eq!(view["completion_reason"], "provider_error", "{view}");
     assert_eq!(view["live_state"]["cause"], "runner_gone", "{view}");
     assert!(
-        notes_of(&view).iter().any(|n| n.contains("ended unexpectedly")),
+        notes_of(&view)
+            .iter()
+            .any(|n| n.contains("ended unexpectedly")),
         "{view}"
     );
     assert_group_gone(pid);

@@ -180,15 +180,7 @@ impl Actor {
         if run.state != RunState::Running {
             run.set_state(&mut batch, RunState::Running, None, now);
         }
-        let deadline = run.deadline;
-        run.set_live(
-            &mut batch,
-            LiveStateKind::Working,
-            Some(deadline),
-            Some("model turn"),
-            None,
-            now,
-        );
+        run.model_turn(&mut batch, now);
         self.commit(batch);
     }
 

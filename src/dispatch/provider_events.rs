@@ -79,15 +79,7 @@ impl Actor {
             )
         {
             run.rate_limited = false;
-            let deadline = run.deadline;
-            run.set_live(
-                &mut batch,
-                LiveStateKind::Working,
-                Some(deadline),
-                Some("model turn"),
-                None,
-                now,
-            );
+            run.model_turn(&mut batch, now);
         }
         match event {
             ProviderEvent::Ready { .. } => {
@@ -141,15 +133,7 @@ impl Actor {
                 );
             }
             ProviderEvent::ToolFinished { .. } => {
-                let deadline = run.deadline;
-                run.set_live(
-                    &mut batch,
-                    LiveStateKind::Working,
-                    Some(deadline),
-                    Some("model turn"),
-                    None,
-                    now,
-                );
+                run.model_turn(&mut batch, now);
             }
             ProviderEvent::PermissionRequested(request) => {
                 self.commit(batch);
@@ -167,15 +151,7 @@ impl Actor {
                     );
                     if run.broker.is_empty() && run.state == RunState::AwaitingPermission {
                         run.set_state(&mut batch, RunState::Running, None, now);
-                        let deadline = run.deadline;
-                        run.set_live(
-                            &mut batch,
-                            LiveStateKind::Working,
-                            Some(deadline),
-                            Some("model turn"),
-                            None,
-                            now,
-                        );
+                        run.model_turn(&mut batch, now);
                     } else {
                         run.touch(&mut batch);
                     }

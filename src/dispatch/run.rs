@@ -272,6 +272,19 @@ impl Run {
         }
     }
 
+    /// Back to `working` on a model turn, bounded by the run's time box.
+    pub fn model_turn(&mut self, batch: &mut Batch, now: UnixMillis) {
+        let deadline = self.deadline;
+        self.set_live(
+            batch,
+            LiveStateKind::Working,
+            Some(deadline),
+            Some("model turn"),
+            None,
+            now,
+        );
+    }
+
     /// Moves the run state (with its end reason when it ends).
     pub fn set_state(
         &mut self,
