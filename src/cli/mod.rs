@@ -8,6 +8,7 @@
 
 pub mod config;
 mod dispatch;
+mod doctor;
 mod headless;
 mod render;
 pub mod runs;
@@ -39,6 +40,9 @@ pub enum Command {
     /// Own the data directory with no dashboard: runs the dispatcher and listens for the
     /// headless commands of other terminals until Ctrl-C.
     Serve(serve::ServeArgs),
+    /// What drover finds on this machine: each provider's CLI and version, the config and
+    /// data paths, and how to fix what is missing.
+    Doctor(doctor::DoctorArgs),
     #[command(flatten)]
     Run(runs::RunCommand),
     /// The simulated agent: a Claude-Code-compatible stream-json CLI driven by a scenario.
@@ -60,6 +64,7 @@ pub fn run(cli: Cli) -> Result<(), DroverError> {
     let result = match cli.command {
         Command::Config(command) => config::run(command, &paths),
         Command::Serve(args) => serve::run(args, &paths),
+        Command::Doctor(args) => doctor::run(args, &paths),
         Command::Run(command) => runs::run(command, &paths),
         Command::SimAgent(_) => Err(DroverError::new(
             ErrorCode::Internal,

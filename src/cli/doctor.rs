@@ -1,0 +1,319 @@
+//! `drover doctor`: what drover finds on this machine — each provider's CLI (the
+//! configured command or the one on PATH), its version and whether drover was tested
+//! with it, the config and data paths, whether a drover owns the data directory — and,
+//! for anything missing, the command that fixes it.
+//!
+//! What must stay true: doctor only looks (a `--version` call per CLI, bounded in time);
+//! it never changes the machine or the data directory.
+
+use clap::Args;
+use regex::Regex;
+use serde::Serialize;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::sync::LazyLock;
+use std::time::{Duration, Instant};
+
+use super::headless::{print_json, runtime};
+use super::runs::JsonFlag;
+use super::write_stdout;
+use crate::config::{Config, SIM_PROVIDER};
+use crate::control::ControlClient;
+use crate::error::DroverError;
+use crate::paths::Paths;
+
+/// The CLI versions drover's conformance tests ran against (tests/peers/package.json).
+pub const TESTED_VERSIONS: &[(&str, &str)] = &[
+    ("claude-code", "2.1.197"),
+    ("codex", "0.171.0"),
+    ("opencode", "1.18.33"),
+];
+
+/// How each provider's CLI is installed when it is missing.
+const INSTALL: &[(&str, &str)] = &[
+    (
+        "claude-code",
+        "npm install -g @anthropic-ai/claude-code@2.1.197",
+    ),
+    ("codex", "npm install -g @openai/codex@0.171.0"),
+    ("opencode", "npm install -g opencode-ai@1.18.33"),
+];
+
+/// How long one `--version` call may take.
+const VERSION_TIMEOUT: Duration = Duration::from_secs(10);
+
+#[derive(Debug, Args)]
+pub struct DoctorArgs {
+    #[command(flatten)]
+    pub output: JsonFlag,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct ProviderCheck {
+    pub provider: String,
+    pub enabled: bool,
+    /// The command as configured.
+    pub command: String,
+    /// Where it was found, if it was.
+    pub path: Option<PathBuf>,
+    pub version: Option<String>,
+    pub tested_version: Option<String>,
+    /// `ok`, `untested-version`, `missing`, `no-version`, `disabled`.
+    pub status: String,
+    /// What to do about it, when something is wrong.
+    pub fix: Option<String>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Report {
+    pub version: String,
+    pub config_file: PathBuf,
+    pub config_exists: bool,
+    pub data_dir: PathBuf,
+    pub ledger_file: PathBuf,
+    pub ledger_exists: bool,
+    pub log_dir: PathBuf,
+    pub socket_file: PathBuf,
+    /// The pid of the drover that owns the data directory, if one answers.
+    pub owner_pid: Option<u64>,
+    pub providers: Vec<ProviderCheck>,
+}
+
+pub fn run(args: DoctorArgs, paths: &Paths) -> Result<(), DroverError> {
+    let config = Config::load(&paths.config_file)?;
+    let self_exe = std::env::current_exe().ok();
+    let owner_pid = runtime()?.block_on(async {
+        let mut client = ControlClient::connect(paths).await.ok()??;
+        let pong = client.request(crate::dispatch::Request::Ping).await.ok()?;
+        pong.get("pid").and_then(|p| p.as_u64())
+    });
+    let report = Report {
+        version: env!("CARGO_PKG_VERSION").to_string(),
+        config_exists: paths.config_file.is_file(),
+        config_file: paths.config_file.clone(),
+        data_dir: paths.data_dir.clone(),
+        ledger_exists: paths.ledger_file.is_file(),
+        ledger_file: paths.ledger_file.clone(),
+        log_dir: paths.log_dir.clone(),
+        socket_file: paths.socket_file.clone(),
+        owner_pid,
+        providers: config
+            .providers
+            .iter()
+            .map(|(name, p)| {
+                check_provider(
+                    name,
+                    p.enabled,
+                    &p.command,
+                    &p.args,
+                    self_exe.as_deref(),
+                    &paths.config_file,
+                )
+            })
+            .collect(),
+    };
+    if args.output.json {
+        print_json(&report)
+    } else {
+        write_stdout(&render(&report))
+    }
+}
+
+/// Finds one provider's CLI and asks it for its version.
+pub fn check_provider(
+    name: &str,
+    enabled: bool,
+    command: &str,
+    args: &[String],
+    self_exe: Option<&Path>,
+    config_file: &Path,
+) -> ProviderCheck {
+    let tested = TESTED_VERSIONS
+        .iter()
+        .find(|(p, _)| *p == name)
+        .map(|(_, v)| v.to_string());
+    let mut check = ProviderCheck {
+        provider: name.to_string(),
+        enabled,
+        command: command.to_string(),
+        path: None,
+        version: None,
+        tested_version: tested.clone(),
+        status: String::new(),
+        fix: None,
+    };
+    if !enabled {
+        check.status = "disabled".into();
+        return check;
+    }
+    let (program, version_args): (Option<PathBuf>, Vec<String>) =
+        if command.is_empty() && name == SIM_PROVIDER {
+            (
+                self_exe.map(Path::to_path_buf),
+                vec!["--version".to_string()],
+            )
+        } else {
+            let mut all = args.to_vec();
+            all.push("--version".to_string());
+            (which::which(command).ok(), all)
+        };
+    let Some(program) = program else {
+        check.status = "missing".into();
+        let install = INSTALL
+            .iter()
+            .find(|(p, _)| *p == name)
+            .map(|(_, cmd)| format!("install it with `{cmd}`, or "))
+            .unwrap_or_default();
+        check.fix = Some(format!(
+            "`{command}` is not on PATH: {install}set `command` under [providers.{name}] in {}",
+            config_file.display()
+        ));
+        return check;
+    };
+    check.path = Some(program.clone());
+    check.version = version_of(&program, &version_args);
+    check.status = match (&check.version, &tested) {
+        (None, _) => {
+            check.fix = Some(format!(
+                "`{} --version` gave no version within {} s; check that it runs",
+                program.display(),
+                VERSION_TIMEOUT.as_secs()
+            ));
+            "no-version".into()
+        }
+        (Some(found), Some(tested)) if found != tested => {
+            check.fix = Some(format!(
+                "drover was tested with {name} {tested}; it may work with {found}, and \
+                 `{}` installs the tested one",
+                INSTALL
+                    .iter()
+                    .find(|(p, _)| *p == name)
+                    .map_or("", |(_, c)| c)
+            ));
+            "untested-version".into()
+        }
+        _ => "ok".into(),
+    };
+    check
+}
+
+static SEMVER: LazyLock<Regex> =
+    LazyLock::new(|| Regex::new(r"\b(\d+\.\d+\.\d+(?:-[0-9A-Za-z.]+)?)\b").expect("valid regex"));
+
+/// The first version number `program --version` prints, waiting at most
+/// [`VERSION_TIMEOUT`] (the child is killed by its pid after that).
+fn version_of(program: &Path, args: &[String]) -> Option<String> {
+    let mut child = Command::new(program)
+        .args(args)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .ok()?;
+    let deadline = Instant::now() + VERSION_TIMEOUT;
+    loop {
+        match child.try_wait() {
+            Ok(Some(_)) => break,
+            Ok(None) if Instant::now() < deadline => std::thread::sleep(Duration::from_millis(20)),
+            _ => {
+                let _ = child.kill();
+                let _ = child.wait();
+                return None;
+            }
+        }
+    }
+    let mut out = String::new();
+    use std::io::Read;
+    child.stdout.take()?.read_to_string(&mut out).ok()?;
+    parse_version(&out)
+}
+
+/// The first semantic version in a `--version` line (`2.1.197 (Claude Code)`,
+/// `codex-cli 0.171.0`).
+pub fn parse_version(text: &str) -> Option<String> {
+    SEMVER.captures(text).map(|c| c[1].to_string())
+}
+
+fn render(report: &Report) -> String {
+    let mut out = String::new();
+    let yes_no = |b: bool| if b { "" } else { " (not created yet)" };
+    out.push_str(&format!("drover {}\n", report.version));
+    out.push_str(&format!(
+        "config   {}{}\n",
+        report.config_file.display(),
+        if report.config_exists {
+            ""
+        } else {
+            " (none: the defaults apply)"
+        }
+    ));
+    out.push_str(&format!("data     {}\n", report.data_dir.display()));
+    out.push_str(&format!(
+        "ledger   {}{}\n",
+        report.ledger_file.display(),
+        yes_no(report.ledger_exists)
+    ));
+    out.push_str(&format!("logs     {}\n", report.log_dir.display()));
+    out.push_str(&match report.owner_pid {
+        Some(pid) => format!("owner    drover pid {pid} owns this data directory\n"),
+        None => "owner    none (start `drover serve` or the dashboard)\n".to_string(),
+    });
+    for p in &report.providers {
+        let found = match (&p.path, &p.version) {
+            (Some(path), Some(v)) => format!("{} {v}", path.display()),
+            (Some(path), None) => path.display().to_string(),
+            (None, _) => format!("`{}` not found", p.command),
+        };
+        out.push_str(&format!("{:<12} {:<17} {found}\n", p.provider, p.status));
+        if let Some(fix) = &p.fix {
+            out.push_str(&format!("{:<12} fix: {fix}\n", ""));
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn versions_are_read_from_each_clis_own_words() {
+        let cases = [
+            ("2.1.197 (Claude Code)\n", Some("2.1.197")),
+            ("codex-cli 0.171.0\n", Some("0.171.0")),
+            ("1.18.33\n", Some("1.18.33")),
+            ("drover 0.1.0-sim\n", Some("0.1.0-sim")),
+            ("no version here\n", None),
+            ("", None),
+        ];
+        for (text, want) in cases {
+            assert_eq!(parse_version(text).as_deref(), want, "{text:?}");
+        }
+    }
+
+    #[test]
+    fn a_missing_cli_says_how_to_install_it() {
+        let check = check_provider(
+            "codex",
+            true,
+            "definitely-not-a-command-drover",
+            &[],
+            None,
+            Path::new("/home/me/.config/drover/config.toml"),
+        );
+        assert_eq!(check.status, "missing");
+        let fix = check.fix.unwrap();
+        assert!(
+            fix.contains("npm install -g @openai/codex@0.171.0"),
+            "{fix}"
+        );
+        assert!(fix.contains("[providers.codex]"), "{fix}");
+    }
+
+    #[test]
+    fn a_disabled_provider_is_not_looked_for() {
+        let check = check_provider("opencode", false, "opencode", &[], None, Path::new("c"));
+        assert_eq!(check.status, "disabled");
+        assert_eq!(check.path, None);
+    }
+}
