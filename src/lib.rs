@@ -1,8 +1,8 @@
 //! drover: dispatch coding-agent runs and supervise them.
 //!
 //! The library holds everything; `src/main.rs` is a thin entry point. Decision code
-//! (`live_state`, `spec`, `result_contract`) is pure: no I/O, no clock. The ledger owns the
-//! SQLite file through one writer thread.
+//! (`live_state`, `spec`, `result_contract`, `money`) is pure: no I/O, no clock. The
+//! ledger owns the SQLite file through one writer thread.
 
 pub mod cli;
 pub mod config;
@@ -12,6 +12,7 @@ pub mod error;
 pub mod ledger;
 pub mod live_state;
 pub mod logging;
+pub mod money;
 pub mod paths;
 pub mod providers;
 pub mod result_contract;

@@ -80,9 +80,12 @@ pub(super) fn parse_over_defaults(text: &str, path: &Path) -> Result<Config, Dro
     let merged_text = toml::to_string(&merged)
         .map_err(|e| internal(format!("cannot write the merged configuration: {e}")))?;
     let config: Config = toml::from_str(&merged_text).map_err(|e| {
-        let key = e.span().and_then(|span| {
-            locate::spanned(&merged_text).and_then(|doc| locate::key_path_at(&doc, span.start))
-        });
+        let key = e
+            .span()
+            .and_then(|span| {
+                locate::spanned(&merged_text).and_then(|doc| locate::key_path_at(&doc, span.start))
+            })
+            .map(|key| outermost_mismatch(key, &docs));
         let problem = describe(e.message(), key.as_deref(), &docs);
         invalid(path, text, docs.user.as_ref(), key.as_deref(), &problem)
     })?;
@@ -171,6 +174,28 @@ struct Docs<'a> {
     defaults: Option<SpannedDoc<'static>>,
 }
 
+/// `key`, or the shortest part of it where the user wrote a different kind of value than
+/// the defaults hold (`[[limits]]` where `[limits]` belongs): an error deep inside a
+/// value of the wrong kind is that value's fault.
+fn outermost_mismatch(key: Vec<String>, docs: &Docs<'_>) -> Vec<String> {
+    let (Some(user), Some(defaults)) = (docs.user.as_ref(), docs.defaults.as_ref()) else {
+        return key;
+    };
+    for end in 1..key.len() {
+        let prefix = &key[..end];
+        if let (Some(written), Some(shipped)) = (
+            locate::item_at(user, prefix),
+            locate::item_at(defaults, prefix),
+        ) && !locate::accepts(
+            locate::expected_kind_of(&shipped),
+            locate::kind_of(&written),
+        ) {
+            return prefix.to_vec();
+        }
+    }
+    key
+}
+
 /// A serde message about `key` as a sentence for the user.
 fn describe(message: &str, key: Option<&[String]>, docs: &Docs<'_>) -> String {
     let Some(key) = key else {
@@ -184,13 +209,18 @@ fn describe(message: &str, key: Option<&[String]>, docs: &Docs<'_>) -> String {
         .strip_prefix("missing field `")
         .and_then(|r| r.strip_suffix('`'))
     {
-        return format!("[{name}] needs a `{field}` key");
+        let article = if field.starts_with(['a', 'e', 'i', 'o', 'u']) {
+            "an"
+        } else {
+            "a"
+        };
+        return format!("[{name}] needs {article} `{field}` key");
     }
     let written = docs.user.as_ref().and_then(|d| locate::item_at(d, key));
     let shipped = docs.defaults.as_ref().and_then(|d| locate::item_at(d, key));
     // A key the defaults set has the defaults' kind; this also catches shapes serde words
     // oddly (an array of tables where a table belongs is read as a struct sequence).
-    if let (Some(written), Some(shipped)) = (written, shipped) {
+    if let (Some(written), Some(shipped)) = (&written, &shipped) {
         let expected = locate::expected_kind_of(shipped);
         let found = locate::kind_of(written);
         if !locate::accepts(expected, found) {
@@ -204,7 +234,7 @@ fn describe(message: &str, key: Option<&[String]>, docs: &Docs<'_>) -> String {
         let expected = serde_expected_kind(expected);
         let unexpected = serde_unexpected_kind(unexpected);
         // The span of a bad element resolves to the array's key.
-        if let Some(toml_edit::Item::Value(toml_edit::Value::Array(_))) = written
+        if let Some(toml_edit::Item::Value(toml_edit::Value::Array(_))) = &written
             && unexpected != "an array"
         {
             return format!(
@@ -212,7 +242,7 @@ fn describe(message: &str, key: Option<&[String]>, docs: &Docs<'_>) -> String {
                 plural(expected)
             );
         }
-        let found = written.map_or(unexpected, locate::kind_of);
+        let found = written.as_ref().map_or(unexpected, locate::kind_of);
         return format!("`{name}` must be {expected}, found {found}");
     }
     if let Some((unexpected, expected)) = message
@@ -473,7 +503,7 @@ mod tests {
         assert_eq!(
             e.message,
             "/p/config.toml line 2: unknown key `limitz` (did you mean `limits`?); \
-             known keys at the top level: limits, providers"
+             known keys at the top level: limits, providers, pricing, catalog"
         );
         let e = refusal("[providers.my-agent]\ncommand = \"x\"\ncomand = \"y\"\n");
         assert!(
@@ -598,6 +628,109 @@ mod tests {
             "{}",
             e.message
         );
+    }
+
+    #[test]
+    fn pricing_and_catalog_entries_are_read_from_the_user_file() {
+        let c = parse(
+            "[pricing]\nenforce = true\n\n\
+             [[catalog.models]]\nprovider = \"codex\"\nid = \"gpt-5.5\"\ninput_per_mtok = 1.25\n\
+             output_per_mtok = 10\nhidden = false\n\n\
+             [[catalog.models]]\nprovider = \"sim\"\nid = \"sim-new\"\ntier = \"small\"\nfree = true\n",
+        )
+        .unwrap();
+        assert!(c.pricing.enforce);
+        assert_eq!(c.catalog.models.len(), 2);
+        let first = &c.catalog.models[0];
+        assert_eq!(
+            (first.provider.as_str(), first.id.as_str()),
+            ("codex", "gpt-5.5")
+        );
+        assert_eq!(first.input_per_mtok, Some(1.25));
+        // an integer is accepted where dollars are expected
+        assert_eq!(first.output_per_mtok, Some(10.0));
+        assert_eq!(first.hidden, Some(false));
+        assert_eq!(first.tier, None);
+        assert_eq!(c.catalog.models[1].free, Some(true));
+        // inline tables are the same entries
+        let inline =
+            parse("catalog.models = [{ provider = \"sim\", id = \"sim-small\", hidden = true }]\n")
+                .unwrap();
+        assert_eq!(inline.catalog.models[0].hidden, Some(true));
+    }
+
+    #[test]
+    fn bad_catalog_entries_name_the_line_the_entry_and_the_key() {
+        let two = |second: &str| {
+            format!(
+                "[[catalog.models]]\nprovider = \"codex\"\nid = \"gpt-5.4\"\nhidden = true\n\n\
+                 [[catalog.models]]\nprovider = \"codex\"\n{second}"
+            )
+        };
+        let cases: Vec<(String, &str)> = vec![
+            (
+                two("id = \"gpt-9\"\ntierr = \"small\"\n"),
+                "line 9: unknown key `catalog.models[1].tierr` (did you mean `tier`?); known keys in [catalog.models[1]]: provider, id, aliases, tier, input_per_mtok, output_per_mtok, cache_read_per_mtok, cache_write_per_mtok, free, context_window, vision, default, hidden",
+            ),
+            (
+                two("id = \"gpt-9\"\ntier = \"small\"\ninput_per_mtok = \"cheap\"\n"),
+                "line 10: `catalog.models[1].input_per_mtok` must be a number, found a string",
+            ),
+            (
+                two("tier = \"small\"\n"),
+                "line 6: [catalog.models[1]] needs an `id` key",
+            ),
+            (
+                two("id = \"gpt-9\"\n"),
+                "line 6: `catalog.models[1]` adds codex model `gpt-9`, which needs a `tier` (small, standard or frontier)",
+            ),
+            (
+                two("id = \"gpt-9\"\ntier = \"huge\"\n"),
+                "line 9: `catalog.models[1].tier` must be small, standard or frontier, found \"huge\"",
+            ),
+            (
+                two("id = \"gpt-9\"\ntier = \"small\"\ncache_read_per_mtok = -0.5\n"),
+                "line 10: `catalog.models[1].cache_read_per_mtok` must be a dollar amount of 0 or more, found -0.5",
+            ),
+            (
+                two("id = \"gpt-9\"\ntier = \"small\"\nfree = true\noutput_per_mtok = 2\n"),
+                "line 10: `catalog.models[1].free` is true but the entry also sets prices; keep one or the other",
+            ),
+            (
+                two("id = \"gpt-9\"\ntier = \"small\"\naliases = [\"GPT-5.5\"]\n"),
+                "line 10: `catalog.models[1].aliases`: the alias `gpt-5.5` of codex model `gpt-9` already names codex model `gpt-5.5`; a name may stand for one model only",
+            ),
+            (
+                two("id = \"GPT-5.4\"\n"),
+                "line 8: `catalog.models[1]` repeats codex model `GPT-5.4` of `catalog.models[0]`; merge the two entries",
+            ),
+            (
+                "[[catalog.models]]\nprovider = \"codx\"\nid = \"gpt-9\"\n".to_string(),
+                "line 2: `catalog.models[0].provider` names no provider (\"codx\"); providers are: claude-code, codex, opencode, sim",
+            ),
+            (
+                "catalog.models = [{ provider = \"sim\", id = \"sim-small\" },\n  { provider = \"sim\", id = \"x\", vision = \"yes\" }]\n".to_string(),
+                "line 2: `catalog.models[1].vision` must be a boolean, found a string",
+            ),
+            (
+                "[catalog]\nmodels = { provider = \"sim\" }\n".to_string(),
+                "line 2: `catalog.models` must be an array, found a table",
+            ),
+            (
+                "[pricing]\nenforce = \"yes\"\n".to_string(),
+                "line 2: `pricing.enforce` must be a boolean, found a string",
+            ),
+            (
+                "[pricing]\nenforced = true\n".to_string(),
+                "line 2: unknown key `pricing.enforced` (did you mean `enforce`?); known keys in [pricing]: enforce",
+            ),
+        ];
+        for (text, want) in cases {
+            let e = refusal(&text);
+            assert_eq!(e.code, ErrorCode::ConfigInvalid, "for {text:?}");
+            assert_eq!(e.message, format!("{FILE} {want}"), "for {text:?}");
+            assert_one_line(&e);
+        }
     }
 
     #[test]

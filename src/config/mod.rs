@@ -6,18 +6,22 @@
 //!   defaults for a value the file sets, and the file sets every field;
 //! - a [`Config`] that [`Config::load`] returns has passed the checks in [`validate`]
 //!   (clamp ranges in order, money finite and non-negative, every non-sim provider has a
-//!   command);
+//!   command, every `[[catalog.models]]` entry merges cleanly over the embedded model
+//!   catalog, so [`crate::money::Catalog::from_config`] cannot fail on it);
 //! - every refusal is one line that names the user's file, the line and the key.
 //!
-//! Layout: this module holds the types; [`load`] reads, merges and turns serde errors into
-//! sentences; [`locate`] maps keys and byte offsets to lines of a TOML document;
-//! [`validate`] holds the checks serde cannot express.
+//! Layout: this module holds the types; [`catalog`] the `[pricing]` and `[catalog]`
+//! shapes; [`load`] reads, merges and turns serde errors into sentences; [`locate`] maps
+//! keys and byte offsets to lines of a TOML document; [`validate`] holds the checks serde
+//! cannot express.
 
+pub mod catalog;
 pub mod limits;
 mod load;
 mod locate;
 mod validate;
 
+pub use catalog::{CatalogConfig, CatalogEntry, PricingConfig};
 pub use limits::Limits;
 
 use crate::error::{DroverError, ErrorCode};
@@ -37,6 +41,8 @@ pub const SIM_PROVIDER: &str = "sim";
 pub struct Config {
     pub limits: Limits,
     pub providers: BTreeMap<String, ProviderConfig>,
+    pub pricing: PricingConfig,
+    pub catalog: CatalogConfig,
 }
 
 /// How to start one provider's CLI.
@@ -116,6 +122,8 @@ mod tests {
         assert_eq!(c.limits.per_provider["codex"], 4);
         assert_eq!(c.limits.session_hard_cap_usd, 25.0);
         assert!(c.providers.contains_key("sim"));
+        assert!(!c.pricing.enforce);
+        assert!(c.catalog.models.is_empty());
     }
 
     #[test]

@@ -1,13 +1,15 @@
 //! Checks on a deserialized [`Config`] that types cannot express: each clamp range in
 //! order (min ≤ default ≤ max), money finite and non-negative, the session warning at or
-//! below the hard cap, a command for every provider but `sim`, and rails only for
-//! providers that exist.
+//! below the hard cap, a command for every provider but `sim`, rails and catalog entries
+//! only for providers that exist, and catalog entries that merge over the embedded model
+//! catalog (those checks are the catalog's own, [`crate::money::Catalog::with_entries`]).
 //!
 //! Pure: it sees only the config and reports the first problem with the keys involved;
 //! the loader picks the one the user wrote to name a line.
 
 use super::{Config, SIM_PROVIDER};
-use crate::config::locate::dotted;
+use crate::config::locate::{dotted, index_segment};
+use crate::money::Catalog;
 use std::fmt::Display;
 
 /// One problem, with the keys it involves in the order to blame them.
@@ -116,7 +118,48 @@ pub(super) fn check(config: &Config) -> Result<(), Problem> {
             ));
         }
     }
-    Ok(())
+    catalog_entries(config)
+}
+
+/// The path of key `key` (or of the whole entry) of `[[catalog.models]]` entry `index`.
+fn entry_key(index: usize, key: Option<&str>) -> Vec<String> {
+    let mut path = vec![
+        "catalog".to_owned(),
+        "models".to_owned(),
+        index_segment(index),
+    ];
+    path.extend(key.map(str::to_owned));
+    path
+}
+
+/// Each `[[catalog.models]]` entry names a configured provider and merges cleanly over
+/// the embedded catalog.
+fn catalog_entries(config: &Config) -> Result<(), Problem> {
+    for (index, entry) in config.catalog.models.iter().enumerate() {
+        let provider = entry.provider.trim();
+        if !provider.is_empty() && !config.providers.contains_key(provider) {
+            let key = entry_key(index, Some("provider"));
+            let known: Vec<&str> = config.providers.keys().map(String::as_str).collect();
+            return Err(Problem::new(
+                format!(
+                    "`{}` names no provider ({provider:?}); providers are: {}",
+                    dotted(&key),
+                    known.join(", ")
+                ),
+                vec![key, entry_key(index, None)],
+            ));
+        }
+    }
+    match Catalog::with_entries(&config.catalog.models) {
+        Ok(_) => Ok(()),
+        Err(problem) => {
+            let mut keys = vec![entry_key(problem.entry, problem.key)];
+            if problem.key.is_some() {
+                keys.push(entry_key(problem.entry, None));
+            }
+            Err(Problem::new(problem.message, keys))
+        }
+    }
 }
 
 /// `<stem>_min` ≤ `<stem>_default` ≤ `<stem>_max`.

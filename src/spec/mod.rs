@@ -16,7 +16,7 @@
 //! `context` (what validation consults), `validate` (the checks), `clamp` (numbers),
 //! `title`, `suggest` ("did you mean"), `text` (one-line text helpers).
 
-mod clamp;
+pub(crate) mod clamp;
 mod context;
 mod input;
 mod suggest;

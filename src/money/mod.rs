@@ -1,0 +1,29 @@
+//! Money: the model catalog, pricing usage into rows, and budget decisions (DESIGN.md §6).
+//!
+//! Owns what a model costs and what a run may spend. Pure throughout: no I/O, no clock;
+//! the dispatcher keeps the numbers, asks these functions and does what they return.
+//! What must stay true:
+//! - usage that cannot be priced is recorded without a cost, never as $0;
+//! - no run is granted more than its session's hard cap leaves after spend and
+//!   reservations;
+//! - the catalog built from a loaded config is valid (the loader checked it).
+//!
+//! Files: `catalog` (models, tiers, prices, resolution), `pricing` (tokens × price,
+//! basis, Claude's per-turn split), `budget` (caps, fitting, after-usage actions).
+
+pub mod budget;
+pub mod catalog;
+pub mod pricing;
+
+#[cfg(test)]
+mod tests;
+
+pub use budget::{
+    BudgetAction, Fit, RunCap, RunMoney, SessionMoney, StopReason, after_usage, check_price, fit,
+    reserved, run_cap, session_caps,
+};
+pub use catalog::{Catalog, CatalogProblem, EMBEDDED_CATALOG_TOML, Model, Tier};
+pub use pricing::{
+    Basis, ClaudeTurn, Fidelity, Part, Price, RunSpend, UsageDraft, claude_turn, estimated,
+    openai_tokens, reported, total_cost_delta, weakest_basis,
+};
