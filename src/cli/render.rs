@@ -322,6 +322,7 @@ pub fn event_line(event: &DispatchEvent) -> String {
         }),
         DispatchEvent::LiveState { live_state, .. } => ("live", live_line(live_state)),
         DispatchEvent::Transcript { line, .. } => ("|", one_line(line)),
+        DispatchEvent::Budget { note, .. } => ("budget", one_line(note)),
         DispatchEvent::PermissionRequested { run_id, pending } => (
             "asks",
             format!(
@@ -542,6 +543,13 @@ mod tests {
             max_turns: 6,
             queued_follow_ups: 1,
             pid: None,
+            budget: crate::dispatch::api::RunBudget {
+                cap: 5.0,
+                spent: 1.0,
+                remaining: 4.0,
+                clamped_from: None,
+            },
+            usage: Vec::new(),
         };
         let text = run_view(&view, 120_000);
         let lines: Vec<&str> = text.lines().collect();

@@ -52,7 +52,9 @@ pub fn request_timeout(request: &Request) -> Option<Duration> {
         | Request::Stop { .. }
         | Request::Complete { .. }
         | Request::Remove { .. }
-        | Request::KillAll => Some(CHANGE_TIMEOUT),
+        | Request::KillAll
+        | Request::BudgetSet { .. }
+        | Request::BudgetNew { .. } => Some(CHANGE_TIMEOUT),
     }
 }
 

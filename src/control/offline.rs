@@ -18,7 +18,8 @@ use std::collections::HashMap;
 use super::no_owner;
 use crate::dispatch::Request;
 use crate::dispatch::api::{
-    NoteView, ResultView, RunSummary, RunView, TranscriptFormat, TurnView, WaitOutcome, WaitUntil,
+    NoteView, ResultView, RunBudget, RunSummary, RunView, TranscriptFormat, TurnView, WaitOutcome,
+    WaitUntil,
 };
 use crate::error::{DroverError, ErrorCode};
 use crate::ledger::{EventRecord, LedgerError, LedgerReader, RunRecord, UsageRecord, kind};
@@ -178,7 +179,7 @@ pub fn budget_from_ledger(
         .filter(|u| u.budget_session == session)
     {
         spent += row.cost_usd.unwrap_or(0.0);
-        let weakest = weakest_basis(
+        let weakest = crate::money::pricing::weakest_basis(
             basis_of
                 .get(&row.run_id)
                 .copied()
@@ -191,7 +192,16 @@ pub fn budget_from_ledger(
     for basis in basis_of.values() {
         *runs_by_basis.entry(basis.to_string()).or_insert(0) += 1;
     }
+    let money = crate::money::budget::SessionMoney::restore(
+        session,
+        spent,
+        reserved_usd,
+        limits.session_warning_usd,
+        limits.session_hard_cap_usd,
+    );
     Ok(crate::dispatch::api::BudgetView {
+        warned: money.warned,
+        closed: money.closed,
         session: session.to_string(),
         spent_usd: spent,
         reserved_usd,
@@ -248,6 +258,7 @@ pub fn run_view_from_ledger(reader: &LedgerReader, run_id: &str) -> Result<RunVi
             Some(NoteView { at: e.at, text })
         })
         .collect();
+    let budget = RunBudget::of(&spec, usage.iter().filter_map(|u| u.cost_usd).sum());
     Ok(RunView {
         run_id: run.run_id,
         state: run.state,
@@ -261,7 +272,8 @@ pub fn run_view_from_ledger(reader: &LedgerReader, run_id: &str) -> Result<RunVi
         live_state: run.live_state,
         cost_usd: usage.iter().filter_map(|u| u.cost_usd).sum(),
         budget_usd: spec.budget_usd,
-        cost_basis: weakest_basis(usage.iter().map(|u| u.basis.as_str())).to_string(),
+        cost_basis: crate::money::pricing::weakest_basis(usage.iter().map(|u| u.basis.as_str()))
+            .to_string(),
         tokens,
         turns,
         pending: Vec::new(),
@@ -274,6 +286,8 @@ pub fn run_view_from_ledger(reader: &LedgerReader, run_id: &str) -> Result<RunVi
         max_turns: spec.max_turns,
         queued_follow_ups: 0,
         pid: None,
+        budget,
+        usage,
     })
 }
 
@@ -354,19 +368,6 @@ pub fn wait_from_ledger(
         timed_out: false,
         runs,
     }))
-}
-
-/// The weakest basis among a run's usage rows: `unpriced` < `estimated` < `reported` <
-/// `free`; `free` when there are none. A word drover does not know counts as `unpriced`,
-/// so it can never make spend look firmer than it is.
-pub fn weakest_basis<'a>(bases: impl IntoIterator<Item = &'a str>) -> &'static str {
-    const ORDER: [&str; 4] = ["unpriced", "estimated", "reported", "free"];
-    let rank = |basis: &str| ORDER.iter().position(|b| *b == basis).unwrap_or(0);
-    bases
-        .into_iter()
-        .map(rank)
-        .min()
-        .map_or("free", |at| ORDER[at])
 }
 
 /// A run shows in the Needs-you tray while its last result asks a question.
@@ -841,7 +842,11 @@ mod tests {
             (&["reported", "something-new"], "unpriced"),
         ];
         for (bases, weakest) in cases {
-            assert_eq!(weakest_basis(bases.iter().copied()), *weakest, "{bases:?}");
+            assert_eq!(
+                crate::money::pricing::weakest_basis(bases.iter().copied()),
+                *weakest,
+                "{bases:?}"
+            );
         }
     }
 }

@@ -67,6 +67,8 @@ pub struct Actor {
     pub shutdown_deadline: Option<UnixMillis>,
     /// Writes, events and replies queued during one turn of the loop.
     pub outbox: RefCell<Outbox>,
+    /// The catalog and the budget sessions (loaded at start).
+    pub money: Option<super::money::Money>,
 }
 
 /// What one turn of the loop produced, committed together.
@@ -123,7 +125,10 @@ pub async fn start(
         shutdown: None,
         shutdown_deadline: None,
         outbox: RefCell::new(Outbox::default()),
+        money: None,
     };
+    let mut actor = actor;
+    actor.load_money()?;
     let join = tokio::spawn(async move {
         actor.run(rx, provider_rx).await;
         let _ = publisher.await;

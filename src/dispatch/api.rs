@@ -61,6 +61,17 @@ pub enum Request {
     KillAll,
     /// The current budget session's money: spent, reserved, caps.
     Budget,
+    /// New caps for the current budget session (the one not given stays).
+    BudgetSet {
+        #[serde(default)]
+        warning_usd: Option<f64>,
+        #[serde(default)]
+        hard_cap_usd: Option<f64>,
+    },
+    /// Start a new budget session; new runs count against it.
+    BudgetNew {
+        name: String,
+    },
     Wait {
         run_ids: Vec<String>,
         #[serde(default)]
@@ -127,6 +138,39 @@ pub struct BudgetView {
     pub runs_by_basis: std::collections::BTreeMap<String, usize>,
     /// Runs with usage that could not be priced.
     pub unpriced_runs: Vec<String>,
+    /// The warning was given.
+    pub warned: bool,
+    /// The hard cap was reached: dispatches are refused until it is raised.
+    pub closed: bool,
+}
+
+impl RunBudget {
+    /// A run's money from its spec (the cap, and what was asked when it was lowered) and
+    /// its booked spend.
+    pub fn of(spec: &crate::spec::Spec, spent: f64) -> RunBudget {
+        RunBudget {
+            cap: spec.budget_usd,
+            spent,
+            remaining: (spec.budget_usd - spent).max(0.0),
+            clamped_from: spec
+                .clamps
+                .iter()
+                .rev()
+                .find(|c| c.field == "budget_usd")
+                .and_then(|c| c.requested.trim_start_matches('$').parse().ok()),
+        }
+    }
+}
+
+/// One run's money (`show --json` → `budget`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct RunBudget {
+    /// The run's dollar cap (whole cents).
+    pub cap: f64,
+    pub spent: f64,
+    pub remaining: f64,
+    /// What was asked for, when the cap was lowered to fit the session.
+    pub clamped_from: Option<f64>,
 }
 
 /// One row in a list of runs.
@@ -178,6 +222,9 @@ pub struct RunView {
     pub queued_follow_ups: usize,
     /// The provider child's pid (its process group id) while it runs.
     pub pid: Option<u32>,
+    pub budget: RunBudget,
+    /// Every usage row booked on the run, oldest first.
+    pub usage: Vec<crate::ledger::UsageRecord>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -254,6 +301,12 @@ pub enum DispatchEvent {
     RunRemoved {
         run_id: String,
     },
+    /// The budget session's money changed in a way the user must hear about: the
+    /// warning, the hard cap, a reopened session. Not about one run (`run_id()` is "").
+    Budget {
+        session: String,
+        note: String,
+    },
 }
 
 impl DispatchEvent {
@@ -266,6 +319,7 @@ impl DispatchEvent {
             | DispatchEvent::PermissionResolved { run_id, .. }
             | DispatchEvent::Note { run_id, .. }
             | DispatchEvent::RunRemoved { run_id } => run_id,
+            DispatchEvent::Budget { .. } => "",
         }
     }
 }

@@ -56,13 +56,17 @@ impl Actor {
             let Some(id) = self.queue.remove(index) else {
                 return;
             };
-            self.launch(&id);
+            self.launch(&id, true);
         }
     }
 
-    /// Spawns the run's adapter: `starting`, live `preparing`.
-    pub fn launch(&mut self, run_id: &str) {
+    /// Spawns the run's adapter: `starting`, live `preparing`. A run coming from the
+    /// queue is first fitted again into what its budget session has left.
+    pub fn launch(&mut self, run_id: &str, from_queue: bool) {
         let now = self.now();
+        if from_queue && !self.refit(run_id) {
+            return;
+        }
         let Some(spec) = self.launch_spec(run_id) else {
             return;
         };
@@ -96,6 +100,43 @@ impl Actor {
                 run.note(&mut batch, format!("launch failed: {e}"), now);
                 self.commit(batch);
                 self.finalize(run_id, RunState::Failed, "launch_error", Cause::Failed);
+            }
+        }
+    }
+
+    /// Fits a queued run's cap again as it starts. False when nothing is left: the run
+    /// is stopped, never started.
+    fn refit(&mut self, run_id: &str) -> bool {
+        let now = self.now();
+        let Some(run) = self.runs.get(run_id) else {
+            return false;
+        };
+        let (session, provider, model, cap) = (
+            run.session.clone(),
+            run.spec.provider.clone(),
+            run.model.clone(),
+            run.spec.budget_usd,
+        );
+        match self.fit_run(&session, &provider, model.as_deref(), cap) {
+            Ok((fitted, notes)) => {
+                if let Some(run) = self.runs.get_mut(run_id) {
+                    let mut batch = Batch::default();
+                    run.spec.budget_usd = fitted;
+                    for note in notes {
+                        run.note(&mut batch, note, now);
+                    }
+                    self.commit(batch);
+                }
+                true
+            }
+            Err(e) => {
+                if let Some(run) = self.runs.get_mut(run_id) {
+                    let mut batch = Batch::default();
+                    run.note(&mut batch, format!("not started: {}", e.message), now);
+                    self.commit(batch);
+                }
+                self.finalize(run_id, RunState::Stopped, "budget_exceeded", Cause::Refused);
+                false
             }
         }
     }

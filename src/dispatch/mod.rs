@@ -7,6 +7,7 @@ mod actor;
 pub mod api;
 mod broker;
 mod lifecycle;
+mod money;
 mod prompts;
 mod provider_events;
 mod publish;

@@ -13,7 +13,7 @@ use super::lifecycle::TOOL_BOUND_MS;
 use super::prompts;
 use super::run::{Batch, TURN_TEXT_MAX_CHARS, TurnOrigin};
 use super::transcript::summarize;
-use crate::ledger::{RunPatch, UsageRecord, WriteOp};
+use crate::ledger::{RunPatch, WriteOp};
 use crate::live_state::{Cause, LiveStateKind};
 use crate::providers::{PermissionAnswer, ProviderEvent, RequestKind, RunProviderEvent, TurnEnd};
 use crate::result_contract::{ResultStatus, parse_json_result, parse_result};
@@ -157,10 +157,13 @@ impl Actor {
                     }
                 }
             }
-            ProviderEvent::Usage { tokens, .. } => {
+            ProviderEvent::Usage { tokens, model } => {
                 if let Some(turn) = run.turns.last_mut() {
                     turn.tokens.add(&tokens);
                 }
+                self.commit(batch);
+                self.refresh_config();
+                return self.on_streamed_usage(&run_id, model.as_deref(), &tokens);
             }
             ProviderEvent::RateLimited { until, detail } => {
                 run.rate_limited = true;
@@ -263,19 +266,17 @@ impl Actor {
 
     fn on_turn_completed(&mut self, run_id: &str, end: TurnEnd) {
         let now = self.now();
+        self.refresh_config();
+        let mut batch = Batch::default();
+        // Money: the turn's reported cost replaces the estimate streamed during it.
+        let charge = self.book_turn(run_id, &end, &mut batch);
+        self.commit(std::mem::take(&mut batch));
+        // The caps, now that the turn's real cost is booked (this may stop the run).
+        self.check_money(run_id);
         let Some(run) = self.runs.get_mut(run_id) else {
             return;
         };
-        let mut batch = Batch::default();
         run.turn_in_flight = false;
-        // Money: the provider's running total; this turn's charge is the difference.
-        let charge = end.total_cost_usd.map(|total| {
-            let charge = (total - run.last_total_cost).max(0.0);
-            run.last_total_cost = total.max(run.last_total_cost);
-            charge
-        });
-        let session = run.session.clone();
-        let number = run.turns.last().map(|t| t.number);
         let Some(turn) = run.turns.last_mut() else {
             self.commit(batch);
             return;
@@ -292,38 +293,6 @@ impl Actor {
         let text = turn.text.clone();
         let tokens = turn.tokens;
         run.tokens.add(&tokens);
-        if let Some(charge) = charge {
-            run.cost_usd += charge;
-            run.cost_basis = "reported".into();
-        }
-        let model = end
-            .model_usage
-            .first()
-            .map(|m| m.model.clone())
-            .or_else(|| run.model.clone());
-        batch.ops.push(WriteOp::InsertUsage(Box::new(UsageRecord {
-            run_id: run_id.to_string(),
-            turn: number,
-            at: now,
-            provider: run.spec.provider.clone(),
-            model,
-            part: "main".into(),
-            input: tokens.input,
-            output: tokens.output,
-            reasoning: tokens.reasoning,
-            cache_read: tokens.cache_read,
-            cache_write: tokens.cache_write,
-            cost_usd: charge,
-            basis: if charge.is_some() {
-                "reported"
-            } else {
-                "unpriced"
-            }
-            .into(),
-            fidelity: "exact".into(),
-            source: "result.total_cost_usd".into(),
-            budget_session: session,
-        })));
 
         if end.is_error {
             let status = end
@@ -425,6 +394,11 @@ impl Actor {
         if let Some(turn) = run.turns.last() {
             batch.ops.push(turn.record(run_id));
         }
+        if run.ending.is_some() {
+            // Stopped for money while the turn ended: nothing more is sent.
+            self.commit(batch);
+            return;
+        }
         if retry {
             self.commit(batch);
             return self.start_turn(run_id, prompts::result_retry(), TurnOrigin::ResultRetry);
@@ -491,7 +465,7 @@ impl Actor {
     }
 
     /// A turn cut short (the child died or was stopped mid-turn) never reported its cost:
-    /// its streamed tokens are booked as `unpriced`, never as $0.
+    /// its streamed tokens are booked (estimated from the catalog, or unpriced — never $0).
     fn book_unfinished_turn(&mut self, run_id: &str) {
         let now = self.now();
         let Some(run) = self.runs.get_mut(run_id) else {
@@ -501,9 +475,6 @@ impl Actor {
             return;
         }
         run.turn_in_flight = false;
-        let session = run.session.clone();
-        let provider = run.spec.provider.clone();
-        let model = run.model.clone();
         let Some(turn) = run.turns.last_mut().filter(|t| t.ended_at.is_none()) else {
             return;
         };
@@ -515,30 +486,7 @@ impl Actor {
         batch.ops.push(record);
         if tokens != Default::default() {
             run.tokens.add(&tokens);
-            run.cost_basis = "unpriced".into();
-            batch.ops.push(WriteOp::InsertUsage(Box::new(UsageRecord {
-                run_id: run_id.to_string(),
-                turn: Some(number),
-                at: now,
-                provider,
-                model,
-                part: "main".into(),
-                input: tokens.input,
-                output: tokens.output,
-                reasoning: tokens.reasoning,
-                cache_read: tokens.cache_read,
-                cache_write: tokens.cache_write,
-                cost_usd: None,
-                basis: "unpriced".into(),
-                fidelity: "partial".into(),
-                source: "streamed message usage (the turn never finished)".into(),
-                budget_session: session,
-            })));
-            run.note(
-                &mut batch,
-                "the turn ended early; its streamed usage is booked unpriced",
-                now,
-            );
+            self.book_cut_turn(run_id, tokens, number, &mut batch);
         }
         self.commit(batch);
     }

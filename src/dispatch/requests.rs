@@ -16,7 +16,7 @@ use crate::ledger::{RunPatch, RunRecord, WriteOp, kind};
 use crate::live_state::{Cause, LiveStateKind};
 use crate::providers::{PermissionAnswer, ProviderCommand, RequestKind};
 use crate::run_state::RunState;
-use crate::spec::{self, AnyModel, PermissionPolicy, ProviderInfo, SpecInput, ValidationContext};
+use crate::spec::{self, PermissionPolicy, ProviderInfo, SpecInput, ValidationContext};
 use crate::{DroverError, ErrorCode};
 
 /// Providers drover can run today.
@@ -94,7 +94,12 @@ impl Actor {
                 timeout_secs,
             } => return self.register_wait(run_ids, until, any, timeout_secs, reply),
             Request::Subscribe { .. } => Ok(json!({"subscribed": true})),
-            Request::Budget => self.budget().and_then(|b| to_value(&b)),
+            Request::Budget => self.budget_view().and_then(|b| to_value(&b)),
+            Request::BudgetSet {
+                warning_usd,
+                hard_cap_usd,
+            } => self.budget_set(warning_usd, hard_cap_usd),
+            Request::BudgetNew { name } => self.budget_new(name),
         };
         self.reply_after_commit(reply, answer);
     }
@@ -198,6 +203,7 @@ impl Actor {
                 return to_value(&offline::summary_from_record(&self.reader, &record)?);
             }
         }
+        self.refresh_config();
         let providers = self.provider_infos();
         let current_dir = std::env::current_dir().unwrap_or_else(|_| "/".into());
         let dir_exists = |p: &std::path::Path| p.is_dir();
@@ -207,10 +213,20 @@ impl Actor {
             default_provider: DEFAULT_PROVIDER,
             current_dir: &current_dir,
             dir_exists: &dir_exists,
-            models: &AnyModel,
+            models: &self.money().catalog,
         };
-        let spec = spec::validate(&input, &ctx)?;
-        let session = DEFAULT_SESSION.to_string();
+        let mut spec = spec::validate(&input, &ctx)?;
+        let session = self.current_session();
+        let mut notes: Vec<String> = spec
+            .clamps
+            .iter()
+            .map(|c| format!("clamped: {c}"))
+            .collect();
+        if spec.model.is_none() {
+            let (model, note) = self.default_model(&spec.provider);
+            spec.model = model;
+            notes.extend(note);
+        }
         let slot = rails::RailSlot {
             provider: spec.provider.clone(),
             session: session.clone(),
@@ -231,6 +247,21 @@ impl Actor {
         if let Admission::Refuse(e) = admission {
             return Err(e);
         }
+        let (cap, fit_notes) = self.fit_run(
+            &session,
+            &spec.provider,
+            spec.model.as_deref(),
+            spec.budget_usd,
+        )?;
+        if cap != spec.budget_usd {
+            spec.clamps.push(spec::Clamp {
+                field: "budget_usd".into(),
+                requested: spec.budget_usd.to_string(),
+                applied: format!("{cap:.2}"),
+            });
+            spec.budget_usd = cap;
+        }
+        notes.extend(fit_notes);
         let id = self.new_run_id();
         let ring = TranscriptRing::new(
             self.limits().transcript_max_lines,
@@ -273,8 +304,8 @@ impl Actor {
             None,
             now,
         );
-        for clamp in run.spec.clamps.clone() {
-            run.note(&mut batch, format!("clamped: {clamp}"), now);
+        for note in notes {
+            run.note(&mut batch, note, now);
         }
         if let Admission::Queue(block) = &admission {
             run.note(&mut batch, format!("queued: {}", block.describe()), now);
@@ -285,7 +316,7 @@ impl Actor {
         self.order.push(id.clone());
         self.commit(batch);
         match admission {
-            Admission::Start => self.launch(&id),
+            Admission::Start => self.launch(&id, false),
             _ => self.queue.push_back(id.clone()),
         }
         Ok(summary)
@@ -317,21 +348,13 @@ impl Actor {
         to_value(&rows)
     }
 
-    /// The session's money: booked spend from the ledger plus live runs' reservations.
-    fn budget(&self) -> Result<super::api::BudgetView, DroverError> {
-        let session = DEFAULT_SESSION;
-        let reserved: f64 = self
-            .runs
-            .values()
-            .filter(|r| r.session == session && r.state.is_active())
-            .map(|r| (r.spec.budget_usd - r.cost_usd).max(0.0))
-            .sum();
-        offline::budget_from_ledger(&self.reader, session, self.limits(), reserved)
-    }
-
     fn show(&self, run_id: &str) -> Result<Value, DroverError> {
         match self.runs.get(run_id) {
-            Some(run) => to_value(&run.view()),
+            Some(run) => {
+                let mut view = run.view();
+                view.usage = self.reader.usage(Some(run_id))?;
+                to_value(&view)
+            }
             None => to_value(&offline::run_view_from_ledger(&self.reader, run_id)?),
         }
     }
@@ -355,6 +378,7 @@ impl Actor {
     }
 
     fn follow_up(&mut self, run_id: &str, text: String) -> Result<Value, DroverError> {
+        self.refresh_config();
         if text.trim().is_empty() {
             return Err(DroverError::new(
                 ErrorCode::TaskRequired,

@@ -124,6 +124,9 @@ pub struct Run {
     pub last_result: Option<ResultView>,
     pub needs_input: bool,
     pub cost_usd: f64,
+    /// Estimated spend of the turn in flight, from streamed usage; replaced by the
+    /// turn's reported cost when it ends.
+    pub provisional_usd: f64,
     pub cost_basis: String,
     pub tokens: Tokens,
     /// The provider session's running dollar total at the end of the last turn.
@@ -168,6 +171,7 @@ impl Run {
             last_result: None,
             needs_input: false,
             cost_usd: 0.0,
+            provisional_usd: 0.0,
             cost_basis: "free".to_string(),
             tokens: Tokens::default(),
             last_total_cost: 0.0,
@@ -391,7 +395,7 @@ impl Run {
             model: self.model.clone(),
             title: self.spec.title.clone(),
             live_state: self.live.clone(),
-            cost_usd: self.cost_usd,
+            cost_usd: self.cost_usd + self.provisional_usd,
             budget_usd: self.spec.budget_usd,
             pending: self.broker.pending().len(),
             needs_input: self.needs_input,
@@ -433,6 +437,8 @@ impl Run {
             max_turns: self.spec.max_turns,
             queued_follow_ups: self.follow_ups.len(),
             pid: self.adapter.as_ref().and_then(|a| a.pid),
+            budget: super::api::RunBudget::of(&self.spec, self.cost_usd),
+            usage: Vec::new(),
         }
     }
 }

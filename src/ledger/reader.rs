@@ -8,7 +8,9 @@ use serde_json::Value;
 use std::path::Path;
 
 use super::LedgerError;
-use super::records::{DecisionRecord, EventRecord, RunRecord, TurnRecord, UsageRecord};
+use super::records::{
+    BudgetSessionRecord, DecisionRecord, EventRecord, RunRecord, TurnRecord, UsageRecord,
+};
 use super::schema;
 use crate::UnixMillis;
 use crate::run_state::RunState;
@@ -258,6 +260,25 @@ impl LedgerReader {
                 })
             })
             .collect()
+    }
+
+    pub fn budget_session(&self, name: &str) -> Result<Option<BudgetSessionRecord>, LedgerError> {
+        Ok(self
+            .conn
+            .query_row(
+                "SELECT name, created_at, warning_usd, hard_cap_usd FROM budget_sessions
+                 WHERE name = ?1",
+                params![name],
+                |r| {
+                    Ok(BudgetSessionRecord {
+                        name: r.get(0)?,
+                        created_at: r.get(1)?,
+                        warning_usd: r.get(2)?,
+                        hard_cap_usd: r.get(3)?,
+                    })
+                },
+            )
+            .optional()?)
     }
 
     pub fn meta(&self, key: &str) -> Result<Option<String>, LedgerError> {
