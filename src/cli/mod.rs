@@ -6,6 +6,7 @@
 //! to stdout (`--json` where it is data); refusals are returned as [`DroverError`] for
 //! `main` to print.
 
+mod budget;
 pub mod config;
 mod dispatch;
 mod doctor;
@@ -43,6 +44,8 @@ pub enum Command {
     /// What drover finds on this machine: each provider's CLI and version, the config and
     /// data paths, and how to fix what is missing.
     Doctor(doctor::DoctorArgs),
+    /// The budget session's money: spent, reserved, available, caps; `set` and `new`.
+    Budget(budget::BudgetArgs),
     #[command(flatten)]
     Run(runs::RunCommand),
     /// The simulated agent: a Claude-Code-compatible stream-json CLI driven by a scenario.
@@ -65,6 +68,7 @@ pub fn run(cli: Cli) -> Result<(), DroverError> {
         Command::Config(command) => config::run(command, &paths),
         Command::Serve(args) => serve::run(args, &paths),
         Command::Doctor(args) => doctor::run(args, &paths),
+        Command::Budget(args) => budget::run(args, &paths),
         Command::Run(command) => runs::run(command, &paths),
         Command::SimAgent(_) => Err(DroverError::new(
             ErrorCode::Internal,

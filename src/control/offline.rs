@@ -91,6 +91,13 @@ pub fn answer(paths: &Paths, request: &Request) -> Result<Value, DroverError> {
             Some(outcome) => to_value(outcome),
             None => return Err(no_owner(paths)),
         },
+        (Request::Budget, Some(reader)) => {
+            let session = reader
+                .meta("budget_session")?
+                .unwrap_or_else(|| "default".to_string());
+            let config = crate::config::Config::load(&paths.config_file)?;
+            to_value(budget_from_ledger(reader, &session, &config.limits, 0.0)?)
+        }
         _ => return Err(no_owner(paths)),
     };
     Ok(value)
@@ -171,6 +178,8 @@ pub fn budget_from_ledger(
     limits: &crate::config::Limits,
     reserved_usd: f64,
 ) -> Result<crate::dispatch::api::BudgetView, DroverError> {
+    let record = reader.budget_session(session)?;
+    let (warning_usd, hard_cap_usd) = crate::money::budget::session_caps(limits, record.as_ref());
     let mut spent = 0.0;
     let mut basis_of: std::collections::BTreeMap<String, &'static str> = Default::default();
     for row in reader
@@ -196,8 +205,8 @@ pub fn budget_from_ledger(
         session,
         spent,
         reserved_usd,
-        limits.session_warning_usd,
-        limits.session_hard_cap_usd,
+        warning_usd,
+        hard_cap_usd,
     );
     Ok(crate::dispatch::api::BudgetView {
         warned: money.warned,
@@ -205,9 +214,9 @@ pub fn budget_from_ledger(
         session: session.to_string(),
         spent_usd: spent,
         reserved_usd,
-        available_usd: (limits.session_hard_cap_usd - spent - reserved_usd).max(0.0),
-        warning_usd: limits.session_warning_usd,
-        hard_cap_usd: limits.session_hard_cap_usd,
+        available_usd: money.available(),
+        warning_usd,
+        hard_cap_usd,
         unpriced_runs: basis_of
             .iter()
             .filter(|(_, b)| **b == "unpriced")

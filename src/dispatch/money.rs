@@ -25,7 +25,7 @@ use crate::{DroverError, ErrorCode, UnixMillis};
 
 /// The ledger meta key naming the budget session new runs count against.
 const SESSION_KEY: &str = "budget_session";
-/// The config file is looked at no more often than this.
+/// On the hot path, the config file is looked at no more often than this.
 const CONFIG_CHECK_MS: i64 = 500;
 
 /// The money state the actor keeps.
@@ -474,12 +474,13 @@ impl Actor {
         serde_json::to_value(self.budget_view()?).map_err(internal)
     }
 
-    /// Re-reads the config file when it changed (at most every half second): limits,
-    /// caps, providers and the catalog take effect without a restart. A broken file is
-    /// logged and the config in force is kept.
-    pub fn refresh_config(&mut self) {
+    /// Re-reads the config file when it changed: limits, caps, providers and the catalog
+    /// take effect without a restart. A broken file is logged and the config in force is
+    /// kept. On the hot path (usage rows) the file is looked at no more often than every
+    /// half second; at a dispatch, follow-up or turn end, every time.
+    pub fn refresh_config(&mut self, hot_path: bool) {
         let now = self.now();
-        if now - self.money().config_checked_at < CONFIG_CHECK_MS {
+        if hot_path && now - self.money().config_checked_at < CONFIG_CHECK_MS {
             return;
         }
         self.money_mut().config_checked_at = now;

@@ -162,7 +162,7 @@ impl Actor {
                     turn.tokens.add(&tokens);
                 }
                 self.commit(batch);
-                self.refresh_config();
+                self.refresh_config(true);
                 return self.on_streamed_usage(&run_id, model.as_deref(), &tokens);
             }
             ProviderEvent::RateLimited { until, detail } => {
@@ -266,7 +266,7 @@ impl Actor {
 
     fn on_turn_completed(&mut self, run_id: &str, end: TurnEnd) {
         let now = self.now();
-        self.refresh_config();
+        self.refresh_config(false);
         let mut batch = Batch::default();
         // Money: the turn's reported cost replaces the estimate streamed during it.
         let charge = self.book_turn(run_id, &end, &mut batch);

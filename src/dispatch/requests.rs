@@ -203,7 +203,7 @@ impl Actor {
                 return to_value(&offline::summary_from_record(&self.reader, &record)?);
             }
         }
-        self.refresh_config();
+        self.refresh_config(false);
         let providers = self.provider_infos();
         let current_dir = std::env::current_dir().unwrap_or_else(|_| "/".into());
         let dir_exists = |p: &std::path::Path| p.is_dir();
@@ -311,7 +311,6 @@ impl Actor {
             run.note(&mut batch, format!("queued: {}", block.describe()), now);
         }
         run.touch(&mut batch);
-        let summary = to_value(&run.summary())?;
         self.runs.insert(id.clone(), run);
         self.order.push(id.clone());
         self.commit(batch);
@@ -319,7 +318,8 @@ impl Actor {
             Admission::Start => self.launch(&id, false),
             _ => self.queue.push_back(id.clone()),
         }
-        Ok(summary)
+        // The answer shows where the run is now: starting, or queued.
+        Ok(self.summary_value(&id))
     }
 
     fn list_runs(
@@ -378,7 +378,7 @@ impl Actor {
     }
 
     fn follow_up(&mut self, run_id: &str, text: String) -> Result<Value, DroverError> {
-        self.refresh_config();
+        self.refresh_config(false);
         if text.trim().is_empty() {
             return Err(DroverError::new(
                 ErrorCode::TaskRequired,

@@ -385,5 +385,6 @@ fn cents_down(dollars: f64) -> f64 {
 
 /// `$3.21`.
 pub fn usd(dollars: f64) -> String {
-    format!("${dollars:.2}")
+    // `+ 0.0` turns a negative zero (from rounding) into a plain one.
+    format!("${:.2}", dollars + 0.0)
 }
