@@ -22,8 +22,14 @@ pub const TOOL_BOUND_MS: i64 = 600_000;
 pub const WRAP_UP_BOUND_MS: i64 = 30_000;
 
 impl Actor {
-    pub fn slot_of(run: &Run) -> RailSlot {
+    pub fn slot_of(&self, run: &Run) -> RailSlot {
+        let env = self
+            .config()
+            .providers
+            .get(&run.spec.provider)
+            .map(|p| &p.env);
         RailSlot {
+            account: env.and_then(|env| rails::account_of(&run.spec.provider, env)),
             provider: run.spec.provider.clone(),
             session: run.session.clone(),
             workflow: run.spec.workflow_id.clone(),
@@ -34,7 +40,7 @@ impl Actor {
         self.runs
             .values()
             .filter(|r| r.holds_slot())
-            .map(Self::slot_of)
+            .map(|r| self.slot_of(r))
             .collect()
     }
 
@@ -48,7 +54,7 @@ impl Actor {
             let queue: Vec<RailSlot> = self
                 .queue
                 .iter()
-                .filter_map(|id| self.runs.get(id).map(Self::slot_of))
+                .filter_map(|id| self.runs.get(id).map(|r| self.slot_of(r)))
                 .collect();
             let Some(index) = rails::next_to_start(self.limits(), &holding, &queue) else {
                 return;

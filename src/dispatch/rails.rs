@@ -11,14 +11,38 @@ use crate::{DroverError, ErrorCode};
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct RailSlot {
     pub provider: String,
+    /// The provider account the run uses, when the config names one (see
+    /// [`account_of`]); runs of one account share the per-account rail.
+    pub account: Option<String>,
     pub session: String,
     pub workflow: Option<String>,
+}
+
+/// The environment variable that picks a provider's account (its config directory).
+pub fn account_variable(provider: &str) -> Option<&'static str> {
+    match provider {
+        "claude-code" => Some("CLAUDE_CONFIG_DIR"),
+        "codex" => Some("CODEX_HOME"),
+        "opencode" => Some("OPENCODE_CONFIG"),
+        _ => None,
+    }
+}
+
+/// The account a provider's runs use: the value of its account variable in the
+/// provider's configured environment, if set.
+pub fn account_of(
+    provider: &str,
+    env: &std::collections::BTreeMap<String, String>,
+) -> Option<String> {
+    let var = account_variable(provider)?;
+    env.get(var).map(|dir| format!("{provider}:{dir}"))
 }
 
 /// The rail that keeps a run from starting.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum RailBlock {
     Provider { provider: String, limit: u32 },
+    Account { account: String, limit: u32 },
     Session { session: String, limit: u32 },
     Workflow { workflow: String, limit: u32 },
 }
@@ -28,6 +52,9 @@ impl RailBlock {
         match self {
             RailBlock::Provider { provider, limit } => {
                 format!("{provider} already runs {limit} runs (its limit)")
+            }
+            RailBlock::Account { account, limit } => {
+                format!("account {account} already runs {limit} runs (its limit)")
             }
             RailBlock::Session { session, limit } => {
                 format!("budget session {session} already runs {limit} runs (its limit)")
@@ -67,6 +94,18 @@ pub fn blocked_by(
         return Some(RailBlock::Provider {
             provider: candidate.provider.clone(),
             limit: provider_limit,
+        });
+    }
+    if let Some(account) = &candidate.account
+        && holding
+            .iter()
+            .filter(|s| s.account.as_ref() == Some(account))
+            .count() as u32
+            >= limits.per_account
+    {
+        return Some(RailBlock::Account {
+            account: account.clone(),
+            limit: limits.per_account,
         });
     }
     if holding
@@ -144,6 +183,7 @@ mod tests {
     fn slot(provider: &str, workflow: Option<&str>) -> RailSlot {
         RailSlot {
             provider: provider.into(),
+            account: None,
             session: "default".into(),
             workflow: workflow.map(str::to_string),
         }
@@ -194,6 +234,7 @@ mod tests {
         for (name, holding, candidate, want) in cases {
             let got = blocked_by(&l, &holding, &candidate).map(|b| match b {
                 RailBlock::Provider { .. } => "provider",
+                RailBlock::Account { .. } => "account",
                 RailBlock::Session { .. } => "session",
                 RailBlock::Workflow { .. } => "workflow",
             });
@@ -209,6 +250,41 @@ mod tests {
             ),
             Some(RailBlock::Workflow { .. })
         ));
+    }
+
+    #[test]
+    fn runs_of_one_named_account_share_its_rail() {
+        let l = limits();
+        let mut env = std::collections::BTreeMap::new();
+        assert_eq!(account_of("claude-code", &env), None);
+        env.insert(
+            "CLAUDE_CONFIG_DIR".to_string(),
+            "/home/me/.claude-work".to_string(),
+        );
+        let account = account_of("claude-code", &env);
+        assert_eq!(
+            account.as_deref(),
+            Some("claude-code:/home/me/.claude-work")
+        );
+        assert_eq!(account_of("sim", &env), None);
+        let with_account = RailSlot {
+            account,
+            ..slot("claude-code", None)
+        };
+        let two = vec![with_account.clone(); 2];
+        assert!(matches!(
+            blocked_by(&l, &two, &with_account),
+            Some(RailBlock::Account { limit: 2, .. })
+        ));
+        // Without a named account only the provider rail (3) applies.
+        assert_eq!(
+            blocked_by(
+                &l,
+                &vec![slot("claude-code", None); 2],
+                &slot("claude-code", None)
+            ),
+            None
+        );
     }
 
     #[test]

@@ -228,6 +228,11 @@ impl Actor {
             notes.extend(note);
         }
         let slot = rails::RailSlot {
+            account: self
+                .config()
+                .providers
+                .get(&spec.provider)
+                .and_then(|p| rails::account_of(&spec.provider, &p.env)),
             provider: spec.provider.clone(),
             session: session.clone(),
             workflow: spec.workflow_id.clone(),
