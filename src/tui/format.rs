@@ -114,6 +114,40 @@ pub fn live_line(live: &LiveState, now: UnixMillis) -> Vec<Span<'static>> {
     spans
 }
 
+/// The live line fitted to `width` columns: the detail is shortened first, then the time
+/// in state is dropped, so the state's words and the countdown stay visible.
+pub fn live_line_fit(live: &LiveState, now: UnixMillis, width: usize) -> Vec<Span<'static>> {
+    let spans = live_line(live, now);
+    let total: usize = spans.iter().map(Span::width).sum();
+    if total <= width {
+        return spans;
+    }
+    let detail_at = spans.iter().position(|s| s.content == ": ");
+    let Some(at) = detail_at else {
+        return spans;
+    };
+    let mut spans = spans;
+    let over = total - width;
+    let detail_w = spans[at + 1].width();
+    // Shorten the detail, unless too little of it would be left to read.
+    if detail_w >= over + 8 {
+        let keep = detail_w - over;
+        let clipped = clip(&spans[at + 1].content, keep);
+        spans[at + 1] = Span::styled(clipped, spans[at + 1].style);
+        return spans;
+    }
+    // Not enough to cut from the detail: drop it, then the time in the state if needed.
+    spans.drain(at..=at + 1);
+    let total: usize = spans.iter().map(Span::width).sum();
+    if total > width && !live.state.is_terminal() && spans.len() > 2 {
+        let time_at = spans.len() - 1 - usize::from(live.bound.is_some());
+        if spans[time_at].content.starts_with(" · ") {
+            spans.remove(time_at);
+        }
+    }
+    spans
+}
+
 /// The live line as plain text (for tests and narrow places).
 pub fn live_text(live: &LiveState, now: UnixMillis) -> String {
     live_line(live, now)
@@ -302,6 +336,31 @@ mod tests {
             seq: 9,
         };
         assert_eq!(live_text(&ended, 12_000), "ended (completed)");
+    }
+
+    #[test]
+    fn a_long_live_line_keeps_its_words_and_countdown() {
+        let live = LiveState {
+            state: LiveStateKind::Working,
+            since: 0,
+            bound: Some(600_000),
+            detail: Some("waiting for your answer: Bash".into()),
+            cause: None,
+            seq: 3,
+        };
+        let text = |w| -> String {
+            live_line_fit(&live, 12_000, w)
+                .iter()
+                .map(|s| s.content.as_ref())
+                .collect()
+        };
+        assert_eq!(
+            text(200),
+            "working: waiting for your answer: Bash · 12s · 9m48s left"
+        );
+        assert_eq!(text(48), "working: waiting for your an… · 12s · 9m48s left");
+        assert_eq!(text(30), "working · 12s · 9m48s left");
+        assert_eq!(text(20), "working · 9m48s left");
     }
 
     #[test]

@@ -122,7 +122,7 @@ fn summary_lines(entry: &RunEntry, now: crate::UnixMillis, width: usize) -> Vec<
     lines.push(budget_line(entry, width));
     if let Some(live) = &run.live_state {
         let mut spans = vec![label("live")];
-        spans.extend(format::live_line(live, now));
+        spans.extend(format::live_line_fit(live, now, width.saturating_sub(8)));
         lines.push(Line::from(spans));
     }
     if let Some(p) = entry.pending.first() {
@@ -149,25 +149,18 @@ fn summary_lines(entry: &RunEntry, now: crate::UnixMillis, width: usize) -> Vec<
         } else {
             String::new()
         };
+        let suffix = format!(" · {}{more}", format::countdown(p.expires_at, now));
+        let room = width.saturating_sub(8 + super::width_of(&suffix));
         lines.push(Line::from(vec![
             Span::styled(format!("{:<8}", "prompt"), theme::attention()),
-            Span::styled(
-                format::clip(&what, width.saturating_sub(30)),
-                theme::attention(),
-            ),
-            Span::styled(
-                format!(
-                    " · {}{more} · enter to answer",
-                    format::countdown(p.expires_at, now)
-                ),
-                theme::dim(),
-            ),
+            Span::styled(format::clip(&what, room), theme::attention()),
+            Span::styled(suffix, theme::dim()),
         ]));
     } else if let Some(need) = needs_you(run) {
         lines.push(Line::from(vec![
             Span::styled(format!("{:<8}", "needs"), theme::attention()),
             Span::styled(need.words(), theme::attention()),
-            Span::styled(" · enter to answer with a follow-up", theme::dim()),
+            Span::styled(" · answer with a follow-up", theme::dim()),
         ]));
     }
     if let Some(result) = detail.and_then(|d| d.last_result.as_ref()) {

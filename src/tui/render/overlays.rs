@@ -296,10 +296,10 @@ fn form(buf: &mut Buffer, body: Rect, f: &DispatchForm) {
             ));
             spans.push(Span::styled(" ›", theme::dim()));
         } else if value.is_empty() {
-            spans.push(Span::styled(field.placeholder(), theme::dim()));
             if focused {
                 spans.push(Span::styled("▏", theme::focus()));
             }
+            spans.push(Span::styled(field.placeholder(), theme::dim()));
         } else {
             let field_text = crate::tui::views::text::TextField::new(value);
             spans.push(Span::raw(field_text.visible(room)));
@@ -452,9 +452,18 @@ fn help(buf: &mut Buffer, body: Rect, h: &HelpView, app: &App) {
         "Mouse: click a run to select it; the wheel moves the selection or scrolls the transcript.",
         theme::dim(),
     ));
-    let room = inner.height as usize;
+    let room = (inner.height as usize).saturating_sub(1);
     let scroll = (h.scroll as usize).min(lines.len().saturating_sub(room));
     for (i, line) in lines.iter().skip(scroll).take(room).enumerate() {
         put_line(buf, inner, i as u16, line);
+    }
+    let below = lines.len().saturating_sub(scroll + room);
+    if below > 0 {
+        put_line(
+            buf,
+            inner,
+            room as u16,
+            &Line::styled(format!("↓ {below} more (j to scroll)"), theme::focus()),
+        );
     }
 }

@@ -150,15 +150,19 @@ pub fn run_lines(
     first.push(Span::styled(money, money_style));
 
     let mut second = vec![Span::raw("   ")];
+    let stalled = if run.stalled { " · stalled" } else { "" };
+    let room = width.saturating_sub(3 + stalled.len());
     match &run.live_state {
-        Some(live) if run.state.is_active() => second.extend(format::live_line(live, now)),
+        Some(live) if run.state.is_active() => {
+            second.extend(format::live_line_fit(live, now, room))
+        }
         _ => second.push(Span::styled(
             format::state_words(run.state, run.completion_reason.as_deref()),
             theme::dim(),
         )),
     }
     if run.stalled {
-        second.push(Span::styled(" · stalled", theme::warning()));
+        second.push(Span::styled(stalled, theme::warning()));
     }
     (Line::from(first), Line::from(second))
 }

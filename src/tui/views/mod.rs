@@ -216,7 +216,17 @@ impl Overlay {
     pub fn hides(&self, action: Action) -> bool {
         match self {
             Overlay::Prompt(p) if p.context() == Context::Prompt => {
-                if p.is_question() {
+                let answers = matches!(
+                    action,
+                    Action::AllowOnce
+                        | Action::AllowAlways
+                        | Action::Deny
+                        | Action::DenyWithMessage
+                        | Action::TypeAnswer
+                );
+                if !p.can_answer() {
+                    answers
+                } else if p.is_question() {
                     matches!(action, Action::AllowOnce | Action::AllowAlways)
                 } else {
                     action == Action::TypeAnswer
@@ -228,7 +238,8 @@ impl Overlay {
 
     /// Whether number keys pick a choice here (a question).
     pub fn takes_digits(&self) -> bool {
-        matches!(self, Overlay::Prompt(p) if p.is_question() && p.context() == Context::Prompt)
+        matches!(self, Overlay::Prompt(p)
+            if p.is_question() && p.can_answer() && p.context() == Context::Prompt)
     }
 
     pub fn handle_key(&mut self, action: Option<Action>, key: &KeyEvent) -> Outcome {

@@ -150,7 +150,7 @@ impl PromptView {
     }
 
     /// Whether an answer may be sent now.
-    fn can_answer(&self) -> bool {
+    pub fn can_answer(&self) -> bool {
         matches!(self.state, PromptState::Open | PromptState::Failed(_))
     }
 
