@@ -20,5 +20,6 @@ pub mod run_state;
 pub mod sim;
 pub mod spec;
 pub mod terminal;
+pub mod tui;
 
 pub use error::{DroverError, ErrorCode, UnixMillis};

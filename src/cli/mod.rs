@@ -8,6 +8,8 @@
 
 mod budget;
 pub mod config;
+mod dashboard;
+pub mod demo;
 mod dispatch;
 mod doctor;
 mod headless;
@@ -22,19 +24,56 @@ use clap::{Parser, Subcommand};
 use std::io::{self, Write};
 
 /// drover: dispatch coding-agent runs and supervise them.
-#[derive(Debug, Parser)]
-#[command(name = "drover", version, about, long_about = None)]
-// Until the dashboard exists, `drover` alone prints help; it will open the dashboard.
-#[command(subcommand_required = true, arg_required_else_help = true)]
+///
+/// Parsed through [`CliArgs`], where the subcommand is optional: no subcommand is
+/// [`Command::Dashboard`].
+#[derive(Debug)]
 pub struct Cli {
-    #[command(subcommand)]
     pub command: Command,
 }
+
+/// drover: dispatch coding-agent runs and supervise them. Without a subcommand, drover
+/// opens the dashboard.
+#[derive(Debug, Parser)]
+#[command(name = "drover", version, about, long_about = None)]
+struct CliArgs {
+    #[command(subcommand)]
+    command: Option<Command>,
+}
+
+impl clap::CommandFactory for Cli {
+    fn command() -> clap::Command {
+        CliArgs::command()
+    }
+
+    fn command_for_update() -> clap::Command {
+        CliArgs::command_for_update()
+    }
+}
+
+impl clap::FromArgMatches for Cli {
+    fn from_arg_matches(matches: &clap::ArgMatches) -> Result<Self, clap::Error> {
+        let args = CliArgs::from_arg_matches(matches)?;
+        Ok(Cli {
+            command: args.command.unwrap_or(Command::Dashboard),
+        })
+    }
+
+    fn update_from_arg_matches(&mut self, matches: &clap::ArgMatches) -> Result<(), clap::Error> {
+        *self = Cli::from_arg_matches(matches)?;
+        Ok(())
+    }
+}
+
+impl Parser for Cli {}
 
 /// Every subcommand group. A new group (serve, dispatch, runs, show, …) is a new file in
 /// `src/cli/` with its own clap type and `run`, plus one variant here.
 #[derive(Debug, Subcommand)]
 pub enum Command {
+    /// The dashboard (what `drover` with no subcommand runs).
+    #[command(skip)]
+    Dashboard,
     /// Where the config file is and what is in force.
     #[command(subcommand)]
     Config(config::ConfigCommand),
@@ -46,6 +85,9 @@ pub enum Command {
     Doctor(doctor::DoctorArgs),
     /// The budget session's money: spent, reserved, available, caps; `set` and `new`.
     Budget(budget::BudgetArgs),
+    /// The dashboard on the simulated provider with a few runs already dispatched, in a
+    /// throwaway data directory (unless DROVER_HOME is set): no CLI, no API key.
+    Demo(demo::DemoArgs),
     #[command(flatten)]
     Run(runs::RunCommand),
     /// The simulated agent: a Claude-Code-compatible stream-json CLI driven by a scenario.
@@ -60,11 +102,20 @@ pub fn run(cli: Cli) -> Result<(), DroverError> {
     if let Command::SimAgent(args) = cli.command {
         std::process::exit(sim::run(args));
     }
-    let paths = Paths::resolve()?;
+    // The demo picks its own (throwaway) directory; it is removed when `_demo_home` drops.
+    let (paths, _demo_home) = match &cli.command {
+        Command::Demo(_) => {
+            let home = demo::home()?;
+            (home.paths.clone(), Some(home))
+        }
+        _ => (Paths::resolve()?, None),
+    };
     paths.ensure_dirs()?;
     let _log = crate::logging::init(&paths.log_dir)?;
     tracing::info!(version = env!("CARGO_PKG_VERSION"), command = ?cli.command, "drover started");
     let result = match cli.command {
+        Command::Dashboard => dashboard::run(&paths),
+        Command::Demo(args) => demo::run(args, &paths),
         Command::Config(command) => config::run(command, &paths),
         Command::Serve(args) => serve::run(args, &paths),
         Command::Doctor(args) => doctor::run(args, &paths),
@@ -127,5 +178,17 @@ mod tests {
             Command::Config(config::ConfigCommand::Path)
         ));
         assert!(Cli::try_parse_from(["drover", "config", "nope"]).is_err());
+    }
+
+    #[test]
+    fn no_subcommand_is_the_dashboard_and_demo_is_a_subcommand() {
+        let cli = Cli::try_parse_from(["drover"]).unwrap();
+        assert!(matches!(cli.command, Command::Dashboard));
+        let cli = Cli::try_parse_from(["drover", "demo"]).unwrap();
+        assert!(matches!(cli.command, Command::Demo(_)));
+        assert!(
+            Cli::try_parse_from(["drover", "dashboard"]).is_err(),
+            "not a word to type"
+        );
     }
 }

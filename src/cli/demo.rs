@@ -1,0 +1,146 @@
+//! `drover demo`: the dashboard on the simulated provider with a handful of runs already
+//! dispatched (`assets/demo.toml`), so a new user sees every tray, a permission prompt, a
+//! question, a queued run and a moving budget gauge with no CLI and no API key.
+//!
+//! What must stay true: without `DROVER_HOME` the demo never touches the user's real
+//! data — it runs in a throwaway directory that is deleted when it ends. With
+//! `DROVER_HOME` set, that directory is used (and kept); the demo's config is written
+//! there only when it has no config file yet.
+
+use clap::Args;
+use serde::Deserialize;
+use std::os::unix::fs::DirBuilderExt;
+use std::path::PathBuf;
+
+use super::headless::runtime;
+use crate::error::{DroverError, ErrorCode};
+use crate::paths::{HOME_ENV, Paths};
+use crate::spec::SpecInput;
+
+/// The demo's config and runs.
+pub const DEMO_TOML: &str = include_str!("../../assets/demo.toml");
+
+#[derive(Debug, Args)]
+pub struct DemoArgs {
+    /// Open the dashboard without dispatching the demo runs.
+    #[arg(long)]
+    pub no_runs: bool,
+}
+
+#[derive(Debug, Deserialize)]
+struct Demo {
+    config: toml::Table,
+    runs: Vec<SpecInput>,
+}
+
+fn demo() -> Result<Demo, DroverError> {
+    toml::from_str(DEMO_TOML).map_err(|e| {
+        DroverError::new(
+            ErrorCode::Internal,
+            format!("the embedded demo file is not valid: {e}"),
+        )
+    })
+}
+
+/// Where the demo keeps its files; a throwaway directory is removed on drop.
+pub struct DemoHome {
+    pub paths: Paths,
+    throwaway: Option<PathBuf>,
+}
+
+impl Drop for DemoHome {
+    fn drop(&mut self) {
+        if let Some(dir) = &self.throwaway {
+            let _ = std::fs::remove_dir_all(dir);
+        }
+    }
+}
+
+/// `$DROVER_HOME` when set, else a new private directory under the system's temp dir.
+pub fn home() -> Result<DemoHome, DroverError> {
+    if std::env::var_os(HOME_ENV).is_some_and(|h| !h.is_empty()) {
+        return Ok(DemoHome {
+            paths: Paths::resolve()?,
+            throwaway: None,
+        });
+    }
+    let stamp = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos());
+    let dir = std::env::temp_dir().join(format!("drover-demo-{}-{stamp}", std::process::id()));
+    std::fs::DirBuilder::new()
+        .mode(0o700)
+        .create(&dir)
+        .map_err(|e| {
+            DroverError::new(
+                ErrorCode::Internal,
+                format!(
+                    "cannot create the demo's directory {}: {e}; set {HOME_ENV} to a writable directory",
+                    dir.display()
+                ),
+            )
+        })?;
+    Ok(DemoHome {
+        paths: Paths::under(&dir),
+        throwaway: Some(dir),
+    })
+}
+
+pub fn run(args: DemoArgs, paths: &Paths) -> Result<(), DroverError> {
+    let demo = demo()?;
+    if !paths.config_file.exists() {
+        let text = toml::to_string(&demo.config).map_err(|e| {
+            DroverError::new(
+                ErrorCode::Internal,
+                format!("cannot write the demo config: {e}"),
+            )
+        })?;
+        std::fs::write(&paths.config_file, text).map_err(|e| {
+            DroverError::new(
+                ErrorCode::Internal,
+                format!("cannot write {}: {e}", paths.config_file.display()),
+            )
+        })?;
+    }
+    let cwd = std::env::current_dir().unwrap_or_else(|_| "/".into());
+    let runs = if args.no_runs {
+        Vec::new()
+    } else {
+        demo.runs
+            .into_iter()
+            .map(|spec| SpecInput {
+                provider: Some(crate::config::SIM_PROVIDER.to_string()),
+                cwd: Some(cwd.clone()),
+                ..spec
+            })
+            .collect()
+    };
+    runtime()?.block_on(super::dashboard::open(
+        paths,
+        runs,
+        crate::config::SIM_PROVIDER,
+    ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_demo_file_holds_a_valid_config_and_known_scenarios() {
+        let demo = demo().unwrap();
+        let text = toml::to_string(&demo.config).unwrap();
+        let config =
+            crate::config::Config::parse(&text, std::path::Path::new("demo.toml")).unwrap();
+        assert!(
+            config.limits.per_provider["sim"] < demo.runs.len() as u32,
+            "some runs queue"
+        );
+        let known = crate::sim::scenario::builtin_names();
+        for run in &demo.runs {
+            let scenario = run.scenario.as_deref().unwrap();
+            assert!(known.contains(&scenario), "{scenario}");
+            assert!(!run.task.is_empty());
+        }
+    }
+}

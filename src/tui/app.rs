@@ -1,0 +1,736 @@
+//! The dashboard's state machine: the view model, the stack of views and the key table.
+//!
+//! [`App::handle`] takes one [`AppEvent`] and returns the [`Effect`]s to carry out; it
+//! never awaits, never reads the clock (the driver sets `model.now`) and never touches
+//! the ledger, so the whole dashboard can be driven by tests without a terminal.
+//!
+//! What must stay true:
+//! - keys go to the top view of the stack, or to the dashboard when the stack is empty;
+//! - fetches are coalesced: at most one `Show` per run and one `Budget` in flight, with
+//!   one more sent afterwards if something changed meanwhile;
+//! - the selected run's detail and transcript are fetched when it is selected and kept
+//!   fresh by events; a run whose pending count is not matched by known requests has its
+//!   view fetched, so the prompt queue is complete even for requests made before the
+//!   dashboard subscribed.
+
+use crossterm::event::{KeyEvent, KeyEventKind, MouseButton, MouseEvent, MouseEventKind};
+use serde::de::DeserializeOwned;
+use serde_json::Value;
+use std::collections::HashSet;
+use std::path::PathBuf;
+
+use super::event::{AppEvent, Effect, ReplyTag};
+use super::keys::{Action, Context, KeyTable};
+use super::layout::Areas;
+use super::model::{Flash, ViewModel};
+use super::views::form::DispatchForm;
+use super::views::prompt::{PromptState, PromptView};
+use super::views::{
+    ConfirmView, Confirmable, HelpView, InputBox, InputPurpose, Outcome, Overlay, ViewCommand,
+};
+use crate::DroverError;
+use crate::control::offline::TranscriptView;
+use crate::dispatch::api::{BudgetView, RunSummary, RunView, TranscriptFormat};
+use crate::dispatch::{DispatchEvent, Request};
+use crate::error::ErrorCode;
+use crate::run_state::RunState;
+
+/// Lines a page key moves the transcript.
+const PAGE_LINES: usize = 10;
+/// Lines a mouse wheel step moves the transcript.
+const WHEEL_LINES: usize = 3;
+
+/// What the dashboard is started with.
+#[derive(Debug, Clone)]
+pub struct AppOptions {
+    /// Provider names offered by the dispatch form.
+    pub providers: Vec<String>,
+    /// The provider the form starts on.
+    pub default_provider: String,
+    /// The form's working directory (the directory drover was started in).
+    pub cwd: PathBuf,
+    /// Scenario names offered for the simulated provider.
+    pub scenarios: Vec<String>,
+    /// Ring the bell and post an OSC 9 notification when a run starts needing the user.
+    pub notify: bool,
+    pub keys: KeyTable,
+}
+
+impl AppOptions {
+    pub fn new(cwd: PathBuf) -> Self {
+        AppOptions {
+            providers: vec!["claude-code".into(), "sim".into()],
+            default_provider: "claude-code".into(),
+            cwd,
+            scenarios: crate::sim::scenario::builtin_names()
+                .into_iter()
+                .map(str::to_string)
+                .collect(),
+            notify: true,
+            keys: KeyTable::defaults(),
+        }
+    }
+}
+
+pub struct App {
+    pub model: ViewModel,
+    pub overlays: Vec<Overlay>,
+    pub keys: KeyTable,
+    options: AppOptions,
+    show_in_flight: HashSet<String>,
+    show_again: HashSet<String>,
+    budget_in_flight: bool,
+    budget_again: bool,
+    runs_in_flight: bool,
+    quitting: bool,
+}
+
+impl App {
+    pub fn new(options: AppOptions, model: ViewModel) -> Self {
+        App {
+            model,
+            overlays: Vec::new(),
+            keys: options.keys.clone(),
+            options,
+            show_in_flight: HashSet::new(),
+            show_again: HashSet::new(),
+            budget_in_flight: false,
+            budget_again: false,
+            runs_in_flight: false,
+            quitting: false,
+        }
+    }
+
+    /// The first fetches: every run and the session's money.
+    pub fn start(&mut self) -> Vec<Effect> {
+        let mut effects = Vec::new();
+        self.fetch_runs(&mut effects);
+        self.fetch_budget(&mut effects);
+        effects
+    }
+
+    /// Whether the app has asked to quit.
+    pub fn quitting(&self) -> bool {
+        self.quitting
+    }
+
+    /// The key table in force now: the top view's, or the dashboard's.
+    pub fn context(&self) -> Context {
+        self.overlays
+            .last()
+            .map_or(Context::Dashboard, Overlay::context)
+    }
+
+    /// Whether something on screen counts down (so a frame is due every second).
+    pub fn has_countdowns(&self) -> bool {
+        self.overlays
+            .iter()
+            .any(|o| matches!(o, Overlay::Prompt(_)))
+            || self.model.runs().any(|e| {
+                e.summary.state.is_active()
+                    && (e
+                        .summary
+                        .live_state
+                        .as_ref()
+                        .is_some_and(|l| l.bound.is_some())
+                        || !e.pending.is_empty())
+            })
+    }
+
+    pub fn handle(&mut self, event: AppEvent) -> Vec<Effect> {
+        let selected_before = self.model.selected().map(str::to_string);
+        let mut effects = Vec::new();
+        match event {
+            AppEvent::Key(key) if key.kind != KeyEventKind::Release => {
+                self.on_key(key, &mut effects)
+            }
+            AppEvent::Key(_) => {}
+            AppEvent::Mouse(mouse) => self.on_mouse(mouse),
+            AppEvent::Resize { width, height } => {
+                self.model.width = width;
+                self.model.height = height;
+                self.model.keep_selection_visible();
+            }
+            AppEvent::Dispatch(event) => self.on_dispatch_event(&event, &mut effects),
+            AppEvent::Lagged | AppEvent::Tick => {
+                self.fetch_runs(&mut effects);
+                self.fetch_budget(&mut effects);
+                if let Some(id) = self.model.selected().map(str::to_string) {
+                    self.fetch_show(&id, &mut effects);
+                }
+            }
+            AppEvent::Reply { tag, result } => self.on_reply(tag, result, &mut effects),
+            AppEvent::Terminate => {
+                self.quitting = true;
+                effects.push(Effect::Quit);
+            }
+        }
+        let selected_now = self.model.selected().map(str::to_string);
+        if selected_now != selected_before
+            && let Some(id) = selected_now
+        {
+            self.on_selected(&id, &mut effects);
+        }
+        effects
+    }
+
+    // ---- keys ----
+
+    fn on_key(&mut self, key: KeyEvent, effects: &mut Vec<Effect>) {
+        if let Some(top) = self.overlays.last_mut() {
+            let action = self.keys.action(top.context(), &key);
+            let outcome = top.handle_key(action, &key);
+            self.apply_outcome(outcome, effects);
+            return;
+        }
+        let Some(action) = self.keys.action(Context::Dashboard, &key) else {
+            return;
+        };
+        self.model.flash = None;
+        self.on_dashboard_action(action, effects);
+    }
+
+    fn apply_outcome(&mut self, outcome: Outcome, effects: &mut Vec<Effect>) {
+        if outcome.close {
+            self.overlays.pop();
+        }
+        match outcome.command {
+            None => {}
+            Some(ViewCommand::Request(tag, request)) => {
+                effects.push(Effect::Request { tag, request })
+            }
+            Some(ViewCommand::Quit) => {
+                self.quitting = true;
+                effects.push(Effect::Quit);
+            }
+            Some(ViewCommand::SetFilter(text)) => self.model.set_filter(text),
+            Some(ViewCommand::NextPrompt { after }) => self.next_prompt(after.as_deref()),
+        }
+    }
+
+    fn on_dashboard_action(&mut self, action: Action, effects: &mut Vec<Effect>) {
+        let selected = self.model.selected_entry().map(|e| e.summary.clone());
+        match action {
+            Action::SelectNext => self.model.move_selection(1),
+            Action::SelectPrev => self.model.move_selection(-1),
+            Action::SelectFirst => self.model.select_first(),
+            Action::SelectLast => self.model.select_last(),
+            Action::ScrollUp => self.scroll_transcript(-(PAGE_LINES as isize)),
+            Action::ScrollDown => self.scroll_transcript(PAGE_LINES as isize),
+            Action::FollowEnd => self.model.transcript_scroll = None,
+            Action::Open => self.open_selected(),
+            Action::NextPending => self.next_prompt(None),
+            Action::NewDispatch => self.overlays.push(Overlay::Form(DispatchForm::new(
+                &self.options.providers,
+                &self.options.default_provider,
+                &self.options.cwd,
+                &self.options.scenarios,
+            ))),
+            Action::FollowUp => match selected {
+                Some(run) if run.state.is_active() => self.open_follow_up(&run),
+                Some(run) => self.flash_error(format!(
+                    "{} has {}; dispatch a new run instead",
+                    run.run_id, run.state
+                )),
+                None => self.flash_error("select a run first".into()),
+            },
+            Action::Stop | Action::Complete => match selected {
+                Some(run) if run.state.is_active() => {
+                    let (tag, request, verb) = if action == Action::Stop {
+                        (
+                            ReplyTag::Stop(run.run_id.clone()),
+                            Request::Stop {
+                                run_id: run.run_id.clone(),
+                            },
+                            "stopping",
+                        )
+                    } else {
+                        (
+                            ReplyTag::Complete(run.run_id.clone()),
+                            Request::Complete {
+                                run_id: run.run_id.clone(),
+                            },
+                            "completing",
+                        )
+                    };
+                    self.flash_info(format!("{verb} {}…", run.run_id));
+                    effects.push(Effect::Request { tag, request });
+                }
+                Some(run) => self.flash_error(format!("{} has already ended", run.run_id)),
+                None => self.flash_error("select a run first".into()),
+            },
+            Action::Remove => match selected {
+                Some(run) if run.state.is_terminal() => effects.push(Effect::Request {
+                    tag: ReplyTag::Remove,
+                    request: Request::Remove {
+                        run_id: Some(run.run_id.clone()),
+                        finished: false,
+                    },
+                }),
+                Some(run) => self.flash_error(format!(
+                    "{} is still {}; stop it first, then remove it",
+                    run.run_id, run.state
+                )),
+                None => self.flash_error("select a run first".into()),
+            },
+            Action::RemoveFinished => effects.push(Effect::Request {
+                tag: ReplyTag::Remove,
+                request: Request::Remove {
+                    run_id: None,
+                    finished: true,
+                },
+            }),
+            Action::KillAll => {
+                let active = self.model.counts().active;
+                if active == 0 {
+                    self.flash_info("no run is active".into());
+                } else {
+                    self.overlays.push(Overlay::Confirm(ConfirmView {
+                        what: Confirmable::KillAll,
+                        message: format!(
+                            "Stop all {active} active run{}? Their pending requests are denied.",
+                            plural(active)
+                        ),
+                    }));
+                }
+            }
+            Action::Filter => {
+                let previous = self.model.filter.clone();
+                self.overlays.push(Overlay::Input(InputBox::new(
+                    InputPurpose::Filter { previous },
+                    self.model.filter.clone(),
+                )));
+            }
+            Action::Help => self.overlays.push(Overlay::Help(HelpView::default())),
+            Action::Quit => {
+                let active = self.model.counts().active;
+                if active == 0 {
+                    self.quitting = true;
+                    effects.push(Effect::Quit);
+                } else {
+                    self.overlays.push(Overlay::Confirm(ConfirmView {
+                        what: Confirmable::Quit,
+                        message: format!(
+                            "{active} run{} still active. Quit and stop {}? (recorded as \
+                             interrupted by shutdown)",
+                            plural(active),
+                            if active == 1 { "it" } else { "them" }
+                        ),
+                    }));
+                }
+            }
+            _ => {}
+        }
+    }
+
+    /// Enter on the dashboard: answer what the selected run waits for.
+    fn open_selected(&mut self) {
+        let Some(entry) = self.model.selected_entry() else {
+            return;
+        };
+        if let Some(pending) = entry.pending.first() {
+            let view = PromptView::new(entry.summary.run_id.clone(), pending.clone());
+            self.overlays.push(Overlay::Prompt(view));
+        } else if entry.summary.state.is_active() && entry.summary.state != RunState::Queued {
+            let run = entry.summary.clone();
+            self.open_follow_up(&run);
+        } else {
+            self.flash_info(format!(
+                "{} waits for nothing from you",
+                entry.summary.run_id
+            ));
+        }
+    }
+
+    fn open_follow_up(&mut self, run: &RunSummary) {
+        let question = self
+            .model
+            .run(&run.run_id)
+            .and_then(|e| e.detail.as_ref())
+            .and_then(|d| d.last_result.as_ref())
+            .filter(|_| run.needs_input)
+            .and_then(|r| r.question.clone());
+        self.overlays.push(Overlay::Input(InputBox::new(
+            InputPurpose::FollowUp {
+                run_id: run.run_id.clone(),
+                title: run.title.clone(),
+                question,
+            },
+            "",
+        )));
+    }
+
+    /// Shows the oldest pending request (other than `after`) in a prompt view: replaces
+    /// the prompt on top, or opens one. With nothing pending, closes the prompt.
+    fn next_prompt(&mut self, after: Option<&str>) {
+        let next = self
+            .model
+            .oldest_pending(after)
+            .map(|(entry, p)| PromptView::new(entry.summary.run_id.clone(), p.clone()));
+        let on_prompt = matches!(self.overlays.last(), Some(Overlay::Prompt(_)));
+        match next {
+            Some(view) => {
+                self.model.select(&view.run_id);
+                if on_prompt {
+                    self.overlays.pop();
+                }
+                self.overlays.push(Overlay::Prompt(view));
+            }
+            None => {
+                if on_prompt {
+                    self.overlays.pop();
+                }
+                self.flash_info("nothing else is waiting for you".into());
+            }
+        }
+    }
+
+    fn scroll_transcript(&mut self, delta: isize) {
+        let Some(entry) = self.model.selected_entry() else {
+            return;
+        };
+        let len = entry.transcript.len();
+        let page = (self.model.height as usize / 3).max(1);
+        let bottom = len.saturating_sub(page);
+        let from = self.model.transcript_scroll.unwrap_or(bottom) as isize;
+        let to = (from + delta).max(0) as usize;
+        self.model.transcript_scroll = if to >= bottom { None } else { Some(to) };
+    }
+
+    fn on_mouse(&mut self, mouse: MouseEvent) {
+        if let Some(Overlay::Prompt(prompt)) = self.overlays.last_mut() {
+            match mouse.kind {
+                MouseEventKind::ScrollDown => prompt.scroll = prompt.scroll.saturating_add(1),
+                MouseEventKind::ScrollUp => prompt.scroll = prompt.scroll.saturating_sub(1),
+                _ => {}
+            }
+            return;
+        }
+        if !self.overlays.is_empty() {
+            return;
+        }
+        let areas = Areas::of(ratatui::layout::Rect::new(
+            0,
+            0,
+            self.model.width,
+            self.model.height,
+        ));
+        let at = ratatui::layout::Position::new(mouse.column, mouse.row);
+        let in_trays = areas.trays_inner.contains(at);
+        let in_detail = areas.detail.contains(at);
+        match mouse.kind {
+            MouseEventKind::Down(MouseButton::Left) if in_trays => {
+                let line = (mouse.row - areas.trays_inner.y) as usize;
+                if let Some(id) = self.model.run_at_line(line).map(str::to_string) {
+                    self.model.select(&id);
+                }
+            }
+            MouseEventKind::ScrollDown if in_trays => self.model.move_selection(1),
+            MouseEventKind::ScrollUp if in_trays => self.model.move_selection(-1),
+            MouseEventKind::ScrollDown if in_detail => self.scroll_transcript(WHEEL_LINES as isize),
+            MouseEventKind::ScrollUp if in_detail => {
+                self.scroll_transcript(-(WHEEL_LINES as isize))
+            }
+            _ => {}
+        }
+    }
+
+    // ---- dispatcher events and answers ----
+
+    fn on_dispatch_event(&mut self, event: &DispatchEvent, effects: &mut Vec<Effect>) {
+        let applied = self.model.apply(event);
+        if let Some(text) = applied.started_needing
+            && self.options.notify
+        {
+            effects.push(Effect::Notify(text));
+        }
+        let run_id = event.run_id().to_string();
+        let selected = self.model.selected() == Some(run_id.as_str());
+        match event {
+            DispatchEvent::RunChanged { run } => {
+                self.fetch_budget(effects);
+                if selected || applied.pending_unknown {
+                    self.fetch_show(&run_id, effects);
+                }
+                if run.state.is_terminal() {
+                    self.prompts_gone(&run_id, None, "the run has ended");
+                }
+            }
+            DispatchEvent::PermissionResolved {
+                request_id, how, ..
+            } => {
+                self.prompts_gone(
+                    &run_id,
+                    Some(request_id),
+                    &format!("it was resolved elsewhere ({how})"),
+                );
+            }
+            DispatchEvent::RunRemoved { .. } => {
+                self.prompts_gone(&run_id, None, "the run was removed");
+            }
+            _ => {}
+        }
+    }
+
+    /// Marks prompts of `run_id` (of one request, or all) that are still waiting for the
+    /// user as gone: nothing will be sent for them.
+    fn prompts_gone(&mut self, run_id: &str, request_id: Option<&str>, why: &str) {
+        for overlay in &mut self.overlays {
+            if let Overlay::Prompt(p) = overlay
+                && p.run_id == run_id
+                && request_id.is_none_or(|id| p.request.request_id == id)
+                && matches!(p.state, PromptState::Open | PromptState::Failed(_))
+            {
+                p.state = PromptState::Gone(format!(
+                    "This request is no longer pending: {why}. Nothing was sent."
+                ));
+            }
+        }
+    }
+
+    fn on_reply(
+        &mut self,
+        tag: ReplyTag,
+        result: Result<Value, DroverError>,
+        effects: &mut Vec<Effect>,
+    ) {
+        match tag {
+            ReplyTag::Runs => {
+                self.runs_in_flight = false;
+                match decode::<Vec<RunSummary>>(result) {
+                    Ok(runs) => {
+                        self.model.replace_runs(runs);
+                        let unknown: Vec<String> = self
+                            .model
+                            .runs()
+                            .filter(|e| {
+                                e.summary.state.is_active() && e.summary.pending != e.pending.len()
+                            })
+                            .map(|e| e.summary.run_id.clone())
+                            .collect();
+                        for id in unknown {
+                            self.fetch_show(&id, effects);
+                        }
+                    }
+                    Err(e) => self.flash_error(format!("cannot list runs: {}", e.message)),
+                }
+            }
+            ReplyTag::Budget => {
+                self.budget_in_flight = false;
+                if let Ok(budget) = decode::<BudgetView>(result) {
+                    self.model.budget = Some(budget);
+                }
+                if std::mem::take(&mut self.budget_again) {
+                    self.fetch_budget(effects);
+                }
+            }
+            ReplyTag::Show(id) => {
+                self.show_in_flight.remove(&id);
+                if let Ok(view) = decode::<RunView>(result) {
+                    self.model.set_detail(view);
+                }
+                if self.show_again.remove(&id) {
+                    self.fetch_show(&id, effects);
+                }
+            }
+            ReplyTag::Transcript(id) => {
+                if let Ok(view) = decode::<TranscriptView>(result) {
+                    self.model.set_transcript(&id, view.lines);
+                }
+            }
+            ReplyTag::Dispatch => self.on_dispatched(result),
+            ReplyTag::Respond { run_id, request_id } => {
+                self.on_responded(&run_id, &request_id, result)
+            }
+            ReplyTag::FollowUp(run_id) => {
+                let at = self.overlays.iter().rposition(|o| {
+                    matches!(o, Overlay::Input(InputBox { purpose: InputPurpose::FollowUp { run_id: id, .. }, .. }) if *id == run_id)
+                });
+                match result {
+                    Ok(_) => {
+                        if let Some(at) = at {
+                            self.overlays.remove(at);
+                        }
+                        self.flash_info(format!("follow-up sent to {run_id}"));
+                    }
+                    Err(e) => match at.map(|at| &mut self.overlays[at]) {
+                        Some(Overlay::Input(input)) => {
+                            input.sending = false;
+                            input.error = Some(format!("{}: {}", e.code, e.message));
+                        }
+                        _ => self.flash_error(format!("{}: {}", e.code, e.message)),
+                    },
+                }
+            }
+            ReplyTag::Stop(id) | ReplyTag::Complete(id) => match result {
+                Ok(_) => self.flash_info(format!("{id} is ending")),
+                Err(e) => self.flash_error(format!("{}: {}", e.code, e.message)),
+            },
+            ReplyTag::Remove => match result {
+                Ok(value) => {
+                    let n = value
+                        .get("removed")
+                        .and_then(Value::as_array)
+                        .map_or(0, Vec::len);
+                    self.flash_info(format!("removed {n} finished run{}", plural(n)));
+                }
+                Err(e) => self.flash_error(format!("{}: {}", e.code, e.message)),
+            },
+            ReplyTag::KillAll => match result {
+                Ok(value) => {
+                    let n = value
+                        .get("stopped")
+                        .and_then(Value::as_array)
+                        .map_or(0, Vec::len);
+                    self.flash_info(format!("stopping {n} run{}", plural(n)));
+                }
+                Err(e) => self.flash_error(format!("{}: {}", e.code, e.message)),
+            },
+        }
+    }
+
+    fn on_dispatched(&mut self, result: Result<Value, DroverError>) {
+        let form_at = self
+            .overlays
+            .iter()
+            .rposition(|o| matches!(o, Overlay::Form(_)));
+        match decode::<RunSummary>(result) {
+            Ok(run) => {
+                if let Some(at) = form_at {
+                    self.overlays.remove(at);
+                }
+                let id = run.run_id.clone();
+                self.model.upsert(run);
+                self.model.select(&id);
+                self.flash_info(format!("dispatched {id}"));
+            }
+            Err(e) => match form_at.map(|at| &mut self.overlays[at]) {
+                Some(Overlay::Form(form)) => form.refused(&e),
+                _ => self.flash_error(format!("{}: {}", e.code, e.message)),
+            },
+        }
+    }
+
+    fn on_responded(&mut self, run_id: &str, request_id: &str, result: Result<Value, DroverError>) {
+        let prompt_at = self.overlays.iter().rposition(|o| {
+            matches!(o, Overlay::Prompt(p) if p.request.request_id == request_id && p.run_id == run_id)
+        });
+        match result {
+            Ok(_) => {
+                self.model.forget_pending(run_id, request_id);
+                if let Some(at) = prompt_at {
+                    let on_top = at + 1 == self.overlays.len();
+                    if on_top {
+                        // Answering moves to the next request.
+                        self.next_prompt(Some(request_id));
+                    } else {
+                        self.overlays.remove(at);
+                    }
+                }
+            }
+            Err(e) => {
+                let gone = matches!(
+                    e.code,
+                    ErrorCode::PermissionAlreadyResolved
+                        | ErrorCode::NoPendingRequest
+                        | ErrorCode::RunNotActive
+                        | ErrorCode::RunNotFound
+                );
+                if gone {
+                    self.model.forget_pending(run_id, request_id);
+                }
+                match prompt_at.map(|at| &mut self.overlays[at]) {
+                    Some(Overlay::Prompt(p)) => {
+                        p.state = if gone {
+                            PromptState::Gone(format!(
+                                "This request is no longer pending ({}): it was answered \
+                                 elsewhere, withdrawn or timed out. Your answer was not applied.",
+                                e.code
+                            ))
+                        } else {
+                            PromptState::Failed(format!("{}: {}", e.code, e.message))
+                        };
+                    }
+                    _ => self.flash_error(format!("{}: {}", e.code, e.message)),
+                }
+            }
+        }
+    }
+
+    // ---- fetches ----
+
+    fn on_selected(&mut self, run_id: &str, effects: &mut Vec<Effect>) {
+        self.fetch_show(run_id, effects);
+        if self.model.run(run_id).is_some_and(|e| !e.transcript_loaded) {
+            effects.push(Effect::Request {
+                tag: ReplyTag::Transcript(run_id.to_string()),
+                request: Request::Transcript {
+                    run_id: run_id.to_string(),
+                    format: TranscriptFormat::Tail,
+                },
+            });
+        }
+    }
+
+    fn fetch_show(&mut self, run_id: &str, effects: &mut Vec<Effect>) {
+        if self.show_in_flight.contains(run_id) {
+            self.show_again.insert(run_id.to_string());
+            return;
+        }
+        self.show_in_flight.insert(run_id.to_string());
+        effects.push(Effect::Request {
+            tag: ReplyTag::Show(run_id.to_string()),
+            request: Request::Show {
+                run_id: run_id.to_string(),
+            },
+        });
+    }
+
+    fn fetch_budget(&mut self, effects: &mut Vec<Effect>) {
+        if self.budget_in_flight {
+            self.budget_again = true;
+            return;
+        }
+        self.budget_in_flight = true;
+        effects.push(Effect::Request {
+            tag: ReplyTag::Budget,
+            request: Request::Budget,
+        });
+    }
+
+    fn fetch_runs(&mut self, effects: &mut Vec<Effect>) {
+        if self.runs_in_flight {
+            return;
+        }
+        self.runs_in_flight = true;
+        effects.push(Effect::Request {
+            tag: ReplyTag::Runs,
+            request: Request::Runs {
+                state: None,
+                include_removed: false,
+            },
+        });
+    }
+
+    fn flash_info(&mut self, text: String) {
+        self.model.flash = Some(Flash { text, error: false });
+    }
+
+    fn flash_error(&mut self, text: String) {
+        self.model.flash = Some(Flash { text, error: true });
+    }
+}
+
+fn decode<T: DeserializeOwned>(result: Result<Value, DroverError>) -> Result<T, DroverError> {
+    let value = result?;
+    serde_json::from_value(value).map_err(|e| {
+        DroverError::new(
+            ErrorCode::Internal,
+            format!("the dispatcher answered in an unexpected shape: {e}"),
+        )
+    })
+}
+
+fn plural(n: usize) -> &'static str {
+    if n == 1 { "" } else { "s" }
+}

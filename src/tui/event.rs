@@ -1,0 +1,83 @@
+//! The one event type of the dashboard and what the app asks its driver to do.
+//!
+//! Everything that can change what is on screen arrives as an [`AppEvent`] — a key, a
+//! mouse action, a resize, a dispatcher event, the answer to a request, a periodic tick —
+//! and goes through `App::handle`, which returns [`Effect`]s for the driver to carry out.
+//! What must stay true: the app never awaits; requests to the dispatcher leave as
+//! `Effect::Request` and come back as `AppEvent::Reply` with the [`ReplyTag`] they left
+//! with, so each answer finds its way to the view that asked.
+
+use crossterm::event::{KeyEvent, MouseEvent};
+use serde_json::Value;
+use tokio::sync::mpsc;
+
+use crate::DroverError;
+use crate::dispatch::{DispatchEvent, Request};
+
+/// Something happened.
+#[derive(Debug, Clone)]
+pub enum AppEvent {
+    Key(KeyEvent),
+    Mouse(MouseEvent),
+    Resize {
+        width: u16,
+        height: u16,
+    },
+    /// A dispatcher event (published after the ledger committed it).
+    Dispatch(DispatchEvent),
+    /// The dispatcher's event stream skipped events: everything is fetched again.
+    Lagged,
+    /// The answer to an `Effect::Request`.
+    Reply {
+        tag: ReplyTag,
+        result: Result<Value, DroverError>,
+    },
+    /// The periodic safety-net refresh of runs and money.
+    Tick,
+    /// A stop signal (SIGTERM, SIGHUP) reached the dashboard: quit without asking.
+    Terminate,
+}
+
+/// Which request an answer belongs to.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ReplyTag {
+    Runs,
+    Budget,
+    Show(String),
+    Transcript(String),
+    Dispatch,
+    Respond { run_id: String, request_id: String },
+    FollowUp(String),
+    Stop(String),
+    Complete(String),
+    Remove,
+    KillAll,
+}
+
+/// What the app asks of its driver.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Effect {
+    /// Send a request to the dispatcher; its answer comes back as `AppEvent::Reply`.
+    Request { tag: ReplyTag, request: Request },
+    /// Ring the bell and post a desktop notification (OSC 9) with this text.
+    Notify(String),
+    /// Leave the dashboard (active runs are stopped by the dispatcher's shutdown).
+    Quit,
+}
+
+/// A cloneable sender of app events, for input threads and request tasks.
+#[derive(Debug, Clone)]
+pub struct AppEventSender {
+    tx: mpsc::UnboundedSender<AppEvent>,
+}
+
+impl AppEventSender {
+    pub fn new(tx: mpsc::UnboundedSender<AppEvent>) -> Self {
+        AppEventSender { tx }
+    }
+
+    /// Sends an event; after the loop has ended, events are dropped.
+    pub fn send(&self, event: AppEvent) {
+        let _ = self.tx.send(event);
+    }
+}

@@ -1,0 +1,717 @@
+//! Key bindings as data: one table per context (the dashboard, a permission prompt, the
+//! dispatch form, a text box, a confirmation, help), used both to handle keys and to
+//! draw the footer hints and the help overlay.
+//!
+//! What must stay true: a key does what the footer and help say it does, because all
+//! three read the same [`KeyTable`]. Bindings are `key = "action_name"` pairs
+//! ([`KeyTable::with_overrides`] reads them from a TOML table shaped like
+//! `[keys.dashboard] "N" = "new_dispatch"`; `"none"` unbinds a key). Text boxes take
+//! printable characters before the table is consulted, so only non-printing keys are
+//! bound in text contexts.
+
+use crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
+use std::fmt;
+
+/// Where keys are read: the top view of the stack, or the dashboard under it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Context {
+    Dashboard,
+    Prompt,
+    Form,
+    Input,
+    Confirm,
+    Help,
+}
+
+impl Context {
+    pub const ALL: [Context; 6] = [
+        Context::Dashboard,
+        Context::Prompt,
+        Context::Form,
+        Context::Input,
+        Context::Confirm,
+        Context::Help,
+    ];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Context::Dashboard => "dashboard",
+            Context::Prompt => "prompt",
+            Context::Form => "form",
+            Context::Input => "input",
+            Context::Confirm => "confirm",
+            Context::Help => "help",
+        }
+    }
+
+    /// The heading of this context's section in the help overlay.
+    pub fn heading(self) -> &'static str {
+        match self {
+            Context::Dashboard => "Dashboard",
+            Context::Prompt => "Permission prompt / question",
+            Context::Form => "New dispatch form",
+            Context::Input => "Text box (follow-up, filter, message)",
+            Context::Confirm => "Confirmation",
+            Context::Help => "Help",
+        }
+    }
+
+    fn from_name(name: &str) -> Option<Context> {
+        Context::ALL.into_iter().find(|c| c.name() == name)
+    }
+}
+
+/// Everything a key can do.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Action {
+    // dashboard
+    SelectNext,
+    SelectPrev,
+    SelectFirst,
+    SelectLast,
+    ScrollUp,
+    ScrollDown,
+    FollowEnd,
+    Open,
+    NextPending,
+    NewDispatch,
+    FollowUp,
+    Stop,
+    Complete,
+    Remove,
+    RemoveFinished,
+    KillAll,
+    Filter,
+    Help,
+    Quit,
+    // prompt
+    AllowOnce,
+    AllowAlways,
+    Deny,
+    DenyWithMessage,
+    TypeAnswer,
+    NextRequest,
+    // form and text boxes
+    NextField,
+    PrevField,
+    ChoicePrev,
+    ChoiceNext,
+    Submit,
+    // everywhere
+    Confirm,
+    Close,
+}
+
+impl Action {
+    pub const ALL: [Action; 32] = [
+        Action::SelectNext,
+        Action::SelectPrev,
+        Action::SelectFirst,
+        Action::SelectLast,
+        Action::ScrollUp,
+        Action::ScrollDown,
+        Action::FollowEnd,
+        Action::Open,
+        Action::NextPending,
+        Action::NewDispatch,
+        Action::FollowUp,
+        Action::Stop,
+        Action::Complete,
+        Action::Remove,
+        Action::RemoveFinished,
+        Action::KillAll,
+        Action::Filter,
+        Action::Help,
+        Action::Quit,
+        Action::AllowOnce,
+        Action::AllowAlways,
+        Action::Deny,
+        Action::DenyWithMessage,
+        Action::TypeAnswer,
+        Action::NextRequest,
+        Action::NextField,
+        Action::PrevField,
+        Action::ChoicePrev,
+        Action::ChoiceNext,
+        Action::Submit,
+        Action::Confirm,
+        Action::Close,
+    ];
+
+    /// The name used in the config file (`new_dispatch`).
+    pub fn name(self) -> &'static str {
+        match self {
+            Action::SelectNext => "select_next",
+            Action::SelectPrev => "select_prev",
+            Action::SelectFirst => "select_first",
+            Action::SelectLast => "select_last",
+            Action::ScrollUp => "scroll_up",
+            Action::ScrollDown => "scroll_down",
+            Action::FollowEnd => "follow_end",
+            Action::Open => "open",
+            Action::NextPending => "next_pending",
+            Action::NewDispatch => "new_dispatch",
+            Action::FollowUp => "follow_up",
+            Action::Stop => "stop",
+            Action::Complete => "complete",
+            Action::Remove => "remove",
+            Action::RemoveFinished => "remove_finished",
+            Action::KillAll => "kill_all",
+            Action::Filter => "filter",
+            Action::Help => "help",
+            Action::Quit => "quit",
+            Action::AllowOnce => "allow_once",
+            Action::AllowAlways => "allow_always",
+            Action::Deny => "deny",
+            Action::DenyWithMessage => "deny_with_message",
+            Action::TypeAnswer => "type_answer",
+            Action::NextRequest => "next_request",
+            Action::NextField => "next_field",
+            Action::PrevField => "prev_field",
+            Action::ChoicePrev => "choice_prev",
+            Action::ChoiceNext => "choice_next",
+            Action::Submit => "submit",
+            Action::Confirm => "confirm",
+            Action::Close => "close",
+        }
+    }
+
+    /// What it does, for the help overlay.
+    pub fn describe(self) -> &'static str {
+        match self {
+            Action::SelectNext => "select the next run",
+            Action::SelectPrev => "select the previous run",
+            Action::SelectFirst => "select the first run",
+            Action::SelectLast => "select the last run",
+            Action::ScrollUp => "scroll up (transcript, long input)",
+            Action::ScrollDown => "scroll down (transcript, long input)",
+            Action::FollowEnd => "follow the end of the transcript",
+            Action::Open => "answer the selected run (prompt or follow-up)",
+            Action::NextPending => "answer the oldest pending request of any run",
+            Action::NewDispatch => "dispatch a new run",
+            Action::FollowUp => "send a follow-up to the selected run",
+            Action::Stop => "stop the selected run",
+            Action::Complete => "complete the selected run",
+            Action::Remove => "remove the selected finished run",
+            Action::RemoveFinished => "remove every finished run",
+            Action::KillAll => "stop every active run (asks first)",
+            Action::Filter => "filter runs by title, provider, model or id",
+            Action::Help => "show this help",
+            Action::Quit => "quit (asks first when runs are active)",
+            Action::AllowOnce => "allow this tool use once",
+            Action::AllowAlways => "allow it for the rest of this run",
+            Action::Deny => "deny",
+            Action::DenyWithMessage => "deny with a message to the model",
+            Action::TypeAnswer => "type an answer to a question",
+            Action::NextRequest => "show the next pending request",
+            Action::NextField => "next field",
+            Action::PrevField => "previous field",
+            Action::ChoicePrev => "previous choice",
+            Action::ChoiceNext => "next choice",
+            Action::Submit => "send",
+            Action::Confirm => "yes",
+            Action::Close => "close / cancel",
+        }
+    }
+
+    /// The word in the footer, for actions worth a hint there.
+    pub fn hint(self) -> Option<&'static str> {
+        Some(match self {
+            Action::Open => "answer",
+            Action::NextPending => "next request",
+            Action::NewDispatch => "new",
+            Action::FollowUp => "follow-up",
+            Action::Stop => "stop",
+            Action::Complete => "complete",
+            Action::Filter => "filter",
+            Action::Help => "help",
+            Action::Quit => "quit",
+            Action::AllowOnce => "allow",
+            Action::AllowAlways => "always",
+            Action::Deny => "deny",
+            Action::DenyWithMessage => "deny+msg",
+            Action::TypeAnswer => "type answer",
+            Action::NextRequest => "next",
+            Action::NextField => "next field",
+            Action::ChoiceNext => "change",
+            Action::Submit => "send",
+            Action::Confirm => "yes",
+            Action::Close => "close",
+            _ => return None,
+        })
+    }
+
+    fn from_name(name: &str) -> Option<Action> {
+        Action::ALL.into_iter().find(|a| a.name() == name)
+    }
+}
+
+/// One key with its modifiers (Shift is part of the character: `X`, not shift-x).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct KeyCombo {
+    pub code: KeyCode,
+    pub ctrl: bool,
+    pub alt: bool,
+}
+
+impl KeyCombo {
+    pub const fn plain(code: KeyCode) -> KeyCombo {
+        KeyCombo {
+            code,
+            ctrl: false,
+            alt: false,
+        }
+    }
+
+    pub const fn char(c: char) -> KeyCombo {
+        KeyCombo::plain(KeyCode::Char(c))
+    }
+
+    pub const fn ctrl(c: char) -> KeyCombo {
+        KeyCombo {
+            code: KeyCode::Char(c),
+            ctrl: true,
+            alt: false,
+        }
+    }
+
+    /// The combo a key event is, with Shift folded into characters.
+    pub fn of(event: &KeyEvent) -> KeyCombo {
+        let code = match event.code {
+            KeyCode::Char(c) if event.modifiers.contains(KeyModifiers::CONTROL) => {
+                KeyCode::Char(c.to_ascii_lowercase())
+            }
+            // Some terminals report Shift-Tab as Tab with Shift.
+            KeyCode::Tab if event.modifiers.contains(KeyModifiers::SHIFT) => KeyCode::BackTab,
+            code => code,
+        };
+        KeyCombo {
+            code,
+            ctrl: event.modifiers.contains(KeyModifiers::CONTROL),
+            alt: event.modifiers.contains(KeyModifiers::ALT),
+        }
+    }
+
+    /// Parses `j`, `J`, `?`, `ctrl-c`, `alt-x`, `enter`, `esc`, `tab`, `backtab`, `up`,
+    /// `down`, `left`, `right`, `pgup`, `pgdn`, `home`, `end`, `space`, `backspace`,
+    /// `delete`, `f1`…`f12`.
+    pub fn parse(text: &str) -> Option<KeyCombo> {
+        let mut ctrl = false;
+        let mut alt = false;
+        let mut rest = text;
+        loop {
+            let lower = rest.to_ascii_lowercase();
+            if lower.starts_with("ctrl-") && rest.len() > 5 {
+                ctrl = true;
+                rest = &rest[5..];
+            } else if lower.starts_with("alt-") && rest.len() > 4 {
+                alt = true;
+                rest = &rest[4..];
+            } else {
+                break;
+            }
+        }
+        let mut chars = rest.chars();
+        let code = match (chars.next(), chars.next()) {
+            (Some(c), None) => KeyCode::Char(if ctrl { c.to_ascii_lowercase() } else { c }),
+            _ => match rest.to_ascii_lowercase().as_str() {
+                "enter" | "return" => KeyCode::Enter,
+                "esc" | "escape" => KeyCode::Esc,
+                "tab" => KeyCode::Tab,
+                "backtab" | "shift-tab" => KeyCode::BackTab,
+                "up" => KeyCode::Up,
+                "down" => KeyCode::Down,
+                "left" => KeyCode::Left,
+                "right" => KeyCode::Right,
+                "pgup" | "pageup" => KeyCode::PageUp,
+                "pgdn" | "pagedown" => KeyCode::PageDown,
+                "home" => KeyCode::Home,
+                "end" => KeyCode::End,
+                "space" => KeyCode::Char(' '),
+                "backspace" => KeyCode::Backspace,
+                "delete" | "del" => KeyCode::Delete,
+                f if f.starts_with('f') => {
+                    KeyCode::F(f[1..].parse().ok().filter(|n| (1..=12).contains(n))?)
+                }
+                _ => return None,
+            },
+        };
+        Some(KeyCombo { code, ctrl, alt })
+    }
+}
+
+impl fmt::Display for KeyCombo {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if self.ctrl {
+            f.write_str("ctrl-")?;
+        }
+        if self.alt {
+            f.write_str("alt-")?;
+        }
+        match self.code {
+            KeyCode::Char(' ') => f.write_str("space"),
+            KeyCode::Char(c) => write!(f, "{c}"),
+            KeyCode::Enter => f.write_str("enter"),
+            KeyCode::Esc => f.write_str("esc"),
+            KeyCode::Tab => f.write_str("tab"),
+            KeyCode::BackTab => f.write_str("shift-tab"),
+            KeyCode::Up => f.write_str("↑"),
+            KeyCode::Down => f.write_str("↓"),
+            KeyCode::Left => f.write_str("←"),
+            KeyCode::Right => f.write_str("→"),
+            KeyCode::PageUp => f.write_str("pgup"),
+            KeyCode::PageDown => f.write_str("pgdn"),
+            KeyCode::Home => f.write_str("home"),
+            KeyCode::End => f.write_str("end"),
+            KeyCode::Backspace => f.write_str("backspace"),
+            KeyCode::Delete => f.write_str("delete"),
+            KeyCode::F(n) => write!(f, "f{n}"),
+            other => write!(f, "{other:?}"),
+        }
+    }
+}
+
+/// One binding: a key and what it does.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Binding {
+    pub key: KeyCombo,
+    pub action: Action,
+}
+
+const fn bind(key: KeyCombo, action: Action) -> Binding {
+    Binding { key, action }
+}
+
+use Action as A;
+use KeyCode as K;
+
+/// The shipped bindings. The first key of an action is the one hints show.
+#[rustfmt::skip]
+const DASHBOARD: &[Binding] = &[
+    bind(KeyCombo::char('n'), A::NewDispatch),
+    bind(KeyCombo::char('p'), A::NextPending),
+    bind(KeyCombo::plain(K::Enter), A::Open),
+    bind(KeyCombo::char('f'), A::FollowUp),
+    bind(KeyCombo::char('s'), A::Stop),
+    bind(KeyCombo::char('c'), A::Complete),
+    bind(KeyCombo::char('/'), A::Filter),
+    bind(KeyCombo::char('?'), A::Help),
+    bind(KeyCombo::char('q'), A::Quit),
+    bind(KeyCombo::ctrl('c'), A::Quit),
+    bind(KeyCombo::char('j'), A::SelectNext),
+    bind(KeyCombo::plain(K::Down), A::SelectNext),
+    bind(KeyCombo::char('k'), A::SelectPrev),
+    bind(KeyCombo::plain(K::Up), A::SelectPrev),
+    bind(KeyCombo::char('g'), A::SelectFirst),
+    bind(KeyCombo::plain(K::Home), A::SelectFirst),
+    bind(KeyCombo::char('G'), A::SelectLast),
+    bind(KeyCombo::plain(K::End), A::SelectLast),
+    bind(KeyCombo::plain(K::PageUp), A::ScrollUp),
+    bind(KeyCombo::plain(K::PageDown), A::ScrollDown),
+    bind(KeyCombo::char('F'), A::FollowEnd),
+    bind(KeyCombo::char('x'), A::Remove),
+    bind(KeyCombo::char('X'), A::RemoveFinished),
+    bind(KeyCombo::char('K'), A::KillAll),
+];
+
+#[rustfmt::skip]
+const PROMPT: &[Binding] = &[
+    bind(KeyCombo::char('y'), A::AllowOnce),
+    bind(KeyCombo::char('a'), A::AllowAlways),
+    bind(KeyCombo::char('d'), A::Deny),
+    bind(KeyCombo::char('m'), A::DenyWithMessage),
+    bind(KeyCombo::char('t'), A::TypeAnswer),
+    bind(KeyCombo::plain(K::Tab), A::NextRequest),
+    bind(KeyCombo::plain(K::Esc), A::Close),
+    bind(KeyCombo::char('j'), A::ScrollDown),
+    bind(KeyCombo::plain(K::Down), A::ScrollDown),
+    bind(KeyCombo::plain(K::PageDown), A::ScrollDown),
+    bind(KeyCombo::char('k'), A::ScrollUp),
+    bind(KeyCombo::plain(K::Up), A::ScrollUp),
+    bind(KeyCombo::plain(K::PageUp), A::ScrollUp),
+];
+
+#[rustfmt::skip]
+const FORM: &[Binding] = &[
+    bind(KeyCombo::plain(K::Enter), A::Submit),
+    bind(KeyCombo::plain(K::Tab), A::NextField),
+    bind(KeyCombo::plain(K::Down), A::NextField),
+    bind(KeyCombo::plain(K::BackTab), A::PrevField),
+    bind(KeyCombo::plain(K::Up), A::PrevField),
+    bind(KeyCombo::plain(K::Right), A::ChoiceNext),
+    bind(KeyCombo::plain(K::Left), A::ChoicePrev),
+    bind(KeyCombo::plain(K::Esc), A::Close),
+];
+
+#[rustfmt::skip]
+const INPUT: &[Binding] = &[
+    bind(KeyCombo::plain(K::Enter), A::Submit),
+    bind(KeyCombo::plain(K::Esc), A::Close),
+];
+
+#[rustfmt::skip]
+const CONFIRM: &[Binding] = &[
+    bind(KeyCombo::char('y'), A::Confirm),
+    bind(KeyCombo::plain(K::Enter), A::Confirm),
+    bind(KeyCombo::char('n'), A::Close),
+    bind(KeyCombo::plain(K::Esc), A::Close),
+];
+
+#[rustfmt::skip]
+const HELP: &[Binding] = &[
+    bind(KeyCombo::plain(K::Esc), A::Close),
+    bind(KeyCombo::char('?'), A::Close),
+    bind(KeyCombo::char('q'), A::Close),
+    bind(KeyCombo::char('j'), A::ScrollDown),
+    bind(KeyCombo::plain(K::Down), A::ScrollDown),
+    bind(KeyCombo::char('k'), A::ScrollUp),
+    bind(KeyCombo::plain(K::Up), A::ScrollUp),
+];
+
+fn shipped(context: Context) -> &'static [Binding] {
+    match context {
+        Context::Dashboard => DASHBOARD,
+        Context::Prompt => PROMPT,
+        Context::Form => FORM,
+        Context::Input => INPUT,
+        Context::Confirm => CONFIRM,
+        Context::Help => HELP,
+    }
+}
+
+/// The bindings in force, per context.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct KeyTable {
+    tables: Vec<(Context, Vec<Binding>)>,
+}
+
+impl Default for KeyTable {
+    fn default() -> Self {
+        KeyTable::defaults()
+    }
+}
+
+impl KeyTable {
+    /// The shipped bindings.
+    pub fn defaults() -> KeyTable {
+        KeyTable {
+            tables: Context::ALL
+                .into_iter()
+                .map(|c| (c, shipped(c).to_vec()))
+                .collect(),
+        }
+    }
+
+    pub fn bindings(&self, context: Context) -> &[Binding] {
+        self.tables
+            .iter()
+            .find(|(c, _)| *c == context)
+            .map_or(&[], |(_, b)| b.as_slice())
+    }
+
+    /// What `event` does in `context`.
+    pub fn action(&self, context: Context, event: &KeyEvent) -> Option<Action> {
+        let combo = KeyCombo::of(event);
+        self.bindings(context)
+            .iter()
+            .find(|b| b.key == combo)
+            .map(|b| b.action)
+    }
+
+    /// The first key bound to `action` in `context`.
+    pub fn key_for(&self, context: Context, action: Action) -> Option<KeyCombo> {
+        self.bindings(context)
+            .iter()
+            .find(|b| b.action == action)
+            .map(|b| b.key)
+    }
+
+    /// Every key bound to `action` in `context`, as `j/↓`.
+    pub fn keys_text(&self, context: Context, action: Action) -> String {
+        self.bindings(context)
+            .iter()
+            .filter(|b| b.action == action)
+            .map(|b| b.key.to_string())
+            .collect::<Vec<_>>()
+            .join("/")
+    }
+
+    /// The footer hints of `context`: (first key, action) for each action with a hint
+    /// word, in table order, each action once.
+    pub fn hints(&self, context: Context) -> Vec<(String, Action)> {
+        let mut seen = Vec::new();
+        let mut hints = Vec::new();
+        for b in self.bindings(context) {
+            if seen.contains(&b.action) {
+                continue;
+            }
+            seen.push(b.action);
+            if b.action.hint().is_some() {
+                hints.push((b.key.to_string(), b.action));
+            }
+        }
+        hints
+    }
+
+    /// The actions of `context` with all their keys, in table order (for help).
+    pub fn actions(&self, context: Context) -> Vec<(String, Action)> {
+        let mut seen = Vec::new();
+        for b in self.bindings(context) {
+            if !seen.contains(&b.action) {
+                seen.push(b.action);
+            }
+        }
+        seen.into_iter()
+            .map(|a| (self.keys_text(context, a), a))
+            .collect()
+    }
+
+    /// Applies `[keys.<context>] "<key>" = "<action>"` overrides (`"none"` unbinds the
+    /// key). An unknown context, key or action is refused with a sentence naming it.
+    pub fn with_overrides(mut self, keys: &toml::Table) -> Result<KeyTable, String> {
+        for (context_name, table) in keys {
+            let context = Context::from_name(context_name).ok_or_else(|| {
+                format!(
+                    "[keys.{context_name}]: no such context; use one of {}",
+                    Context::ALL.map(Context::name).join(", ")
+                )
+            })?;
+            let table = table.as_table().ok_or_else(|| {
+                format!("[keys.{context_name}] must be a table of key = \"action\"")
+            })?;
+            let bindings = &mut self
+                .tables
+                .iter_mut()
+                .find(|(c, _)| *c == context)
+                .expect("every context has a table")
+                .1;
+            for (key_text, action) in table {
+                let key = KeyCombo::parse(key_text).ok_or_else(|| {
+                    format!("[keys.{context_name}] \"{key_text}\": not a key (try \"x\", \"X\", \"ctrl-x\", \"enter\", \"f2\")")
+                })?;
+                let action_name = action.as_str().ok_or_else(|| {
+                    format!("[keys.{context_name}] \"{key_text}\" must name an action as a string")
+                })?;
+                bindings.retain(|b| b.key != key);
+                if action_name == "none" {
+                    continue;
+                }
+                let action = Action::from_name(action_name).ok_or_else(|| {
+                    format!("[keys.{context_name}] \"{key_text}\": no action `{action_name}`")
+                })?;
+                bindings.insert(0, bind(key, action));
+            }
+        }
+        Ok(self)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn key(code: KeyCode, mods: KeyModifiers) -> KeyEvent {
+        KeyEvent::new(code, mods)
+    }
+
+    #[test]
+    fn shifted_characters_and_control_keys_match_their_bindings() {
+        let t = KeyTable::defaults();
+        let d = Context::Dashboard;
+        assert_eq!(
+            t.action(d, &key(K::Char('X'), KeyModifiers::SHIFT)),
+            Some(A::RemoveFinished)
+        );
+        assert_eq!(
+            t.action(d, &key(K::Char('x'), KeyModifiers::NONE)),
+            Some(A::Remove)
+        );
+        assert_eq!(
+            t.action(d, &key(K::Char('c'), KeyModifiers::CONTROL)),
+            Some(A::Quit)
+        );
+        assert_eq!(
+            t.action(d, &key(K::Char('c'), KeyModifiers::NONE)),
+            Some(A::Complete)
+        );
+        assert_eq!(
+            t.action(Context::Form, &key(K::Tab, KeyModifiers::SHIFT)),
+            Some(A::PrevField)
+        );
+        assert_eq!(t.action(d, &key(K::Char('z'), KeyModifiers::NONE)), None);
+    }
+
+    #[test]
+    fn keys_parse_and_print_back() {
+        for text in [
+            "j", "X", "?", "ctrl-c", "enter", "esc", "tab", "pgup", "f2", "space",
+        ] {
+            let combo = KeyCombo::parse(text).unwrap_or_else(|| panic!("{text}"));
+            let again = KeyCombo::parse(&combo.to_string().replace('↑', "up"));
+            assert_eq!(again, Some(combo), "{text}");
+        }
+        assert_eq!(KeyCombo::parse("Ctrl-C"), Some(KeyCombo::ctrl('c')));
+        assert_eq!(KeyCombo::parse("bogus"), None);
+        assert_eq!(KeyCombo::parse("f13"), None);
+    }
+
+    #[test]
+    fn hints_come_from_the_table_first_key_first() {
+        let t = KeyTable::defaults();
+        let hints = t.hints(Context::Dashboard);
+        assert_eq!(hints[0], ("n".to_string(), A::NewDispatch));
+        assert!(hints.contains(&("?".to_string(), A::Help)));
+        assert!(hints.contains(&("q".to_string(), A::Quit)));
+        // ctrl-c is a second key for quit: hinted once, by its first key.
+        assert_eq!(hints.iter().filter(|(_, a)| *a == A::Quit).count(), 1);
+        assert_eq!(t.keys_text(Context::Dashboard, A::Quit), "q/ctrl-c");
+    }
+
+    #[test]
+    fn overrides_rebind_unbind_and_refuse_mistakes() {
+        let keys: toml::Table = toml::from_str(
+            "[dashboard]\nN = \"new_dispatch\"\nn = \"none\"\n[prompt]\nY = \"allow_always\"\n",
+        )
+        .unwrap();
+        let t = KeyTable::defaults().with_overrides(&keys).unwrap();
+        let d = Context::Dashboard;
+        assert_eq!(
+            t.action(d, &key(K::Char('N'), KeyModifiers::SHIFT)),
+            Some(A::NewDispatch)
+        );
+        assert_eq!(t.action(d, &key(K::Char('n'), KeyModifiers::NONE)), None);
+        assert_eq!(t.hints(d)[0], ("N".to_string(), A::NewDispatch));
+        assert_eq!(
+            t.action(Context::Prompt, &key(K::Char('Y'), KeyModifiers::SHIFT)),
+            Some(A::AllowAlways)
+        );
+        for bad in [
+            "[nowhere]\nx = \"stop\"",
+            "[dashboard]\nbogus-key = \"stop\"",
+            "[dashboard]\nx = \"explode\"",
+            "[dashboard]\nx = 3",
+        ] {
+            let keys: toml::Table = toml::from_str(bad).unwrap();
+            assert!(KeyTable::defaults().with_overrides(&keys).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn no_key_is_bound_twice_in_a_context() {
+        let t = KeyTable::defaults();
+        for context in Context::ALL {
+            let keys: Vec<KeyCombo> = t.bindings(context).iter().map(|b| b.key).collect();
+            for (i, k) in keys.iter().enumerate() {
+                assert!(!keys[..i].contains(k), "{k} twice in {context:?}");
+            }
+        }
+    }
+
+    #[test]
+    fn every_action_has_a_name_that_reads_back() {
+        for action in Action::ALL {
+            assert_eq!(Action::from_name(action.name()), Some(action));
+            assert!(!action.describe().is_empty());
+        }
+    }
+}

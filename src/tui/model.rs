@@ -1,0 +1,820 @@
+//! The view model: a plain snapshot of what the dashboard knows, fed by dispatcher events
+//! and answers, read by `render` without any I/O.
+//!
+//! What must stay true:
+//! - everything here comes from the dispatcher API (summaries, views, events); nothing is
+//!   invented, and nothing here awaits or touches the ledger;
+//! - the tray rows ([`ViewModel::rows`]) are rebuilt whenever a run or the filter
+//!   changes, never while drawing;
+//! - the selection is a run id, so it stays on the same run while rows move between
+//!   trays; it is `None` only when no row is visible.
+
+use std::collections::{HashMap, VecDeque};
+
+use crate::UnixMillis;
+use crate::dispatch::DispatchEvent;
+use crate::dispatch::api::{BudgetView, PendingView, RunSummary, RunView};
+use crate::providers::RequestKind;
+use crate::run_state::RunState;
+
+/// Transcript lines kept per run (the dispatcher's ring holds as many).
+pub const TRANSCRIPT_MAX_LINES: usize = 2_000;
+/// Notes kept per run in the detail pane.
+const NOTES_MAX: usize = 50;
+
+/// A group of runs in the left pane.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Tray {
+    NeedsYou,
+    Running,
+    Idle,
+    Queued,
+    Finished,
+}
+
+impl Tray {
+    pub const ALL: [Tray; 5] = [
+        Tray::NeedsYou,
+        Tray::Running,
+        Tray::Idle,
+        Tray::Queued,
+        Tray::Finished,
+    ];
+
+    pub fn title(self) -> &'static str {
+        match self {
+            Tray::NeedsYou => "Needs you",
+            Tray::Running => "Running",
+            Tray::Idle => "Idle",
+            Tray::Queued => "Queued",
+            Tray::Finished => "Finished",
+        }
+    }
+
+    /// The tray a run belongs to.
+    pub fn of(run: &RunSummary) -> Tray {
+        if run.state.is_terminal() {
+            Tray::Finished
+        } else if needs_you(run).is_some() {
+            Tray::NeedsYou
+        } else {
+            match run.state {
+                RunState::Queued => Tray::Queued,
+                RunState::Idle => Tray::Idle,
+                _ => Tray::Running,
+            }
+        }
+    }
+}
+
+/// Why a run needs the user.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Need {
+    Permission,
+    Input,
+    Route,
+}
+
+impl Need {
+    pub fn words(self) -> &'static str {
+        match self {
+            Need::Permission => "awaiting permission",
+            Need::Input => "needs input",
+            Need::Route => "held on a route card",
+        }
+    }
+}
+
+/// What an active run waits for from the user, if anything.
+pub fn needs_you(run: &RunSummary) -> Option<Need> {
+    if run.state.is_terminal() {
+        None
+    } else if run.state == RunState::AwaitingPermission || run.pending > 0 {
+        Some(Need::Permission)
+    } else if run.state == RunState::AwaitingRoute {
+        Some(Need::Route)
+    } else if run.needs_input {
+        Some(Need::Input)
+    } else {
+        None
+    }
+}
+
+/// One line of the left pane.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Row {
+    /// A tray's heading, with how many (filtered) runs it holds.
+    Header(Tray, usize),
+    Run(String),
+}
+
+impl Row {
+    /// Lines the row takes on screen.
+    pub fn height(&self) -> usize {
+        match self {
+            Row::Header(..) => 1,
+            Row::Run(_) => 2,
+        }
+    }
+}
+
+/// Everything known about one run.
+#[derive(Debug, Clone)]
+pub struct RunEntry {
+    pub summary: RunSummary,
+    /// The full view, once fetched (kept fresh for the selected run).
+    pub detail: Option<RunView>,
+    /// Pending requests, oldest first.
+    pub pending: Vec<PendingView>,
+    pub transcript: VecDeque<String>,
+    /// Whether the transcript was fetched (otherwise it holds only lines heard since).
+    pub transcript_loaded: bool,
+}
+
+impl RunEntry {
+    fn new(summary: RunSummary) -> Self {
+        RunEntry {
+            summary,
+            detail: None,
+            pending: Vec::new(),
+            transcript: VecDeque::new(),
+            transcript_loaded: false,
+        }
+    }
+}
+
+/// A message in the footer: what an action did, or why it was refused.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Flash {
+    pub text: String,
+    pub error: bool,
+}
+
+/// What changed for the user when an event was applied.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Applied {
+    /// The run now needs the user and did not before (text for a notification).
+    pub started_needing: Option<String>,
+    /// The run's summary changed (state, money, flags): its detail may be stale.
+    pub summary_changed: bool,
+    /// The run's pending count differs from the requests known here.
+    pub pending_unknown: bool,
+}
+
+/// The dashboard's snapshot.
+#[derive(Debug, Clone, Default)]
+pub struct ViewModel {
+    /// The clock used for ages and countdowns, set before each frame.
+    pub now: UnixMillis,
+    /// The terminal size.
+    pub width: u16,
+    pub height: u16,
+    pub budget: Option<BudgetView>,
+    runs: HashMap<String, RunEntry>,
+    rows: Vec<Row>,
+    selected: Option<String>,
+    /// Rows above the visible part of the left pane.
+    pub list_top: usize,
+    pub filter: String,
+    /// `None` follows the end of the transcript; `Some(n)` shows it from line `n`.
+    pub transcript_scroll: Option<usize>,
+    pub flash: Option<Flash>,
+}
+
+impl ViewModel {
+    pub fn new(now: UnixMillis, width: u16, height: u16) -> Self {
+        ViewModel {
+            now,
+            width,
+            height,
+            ..ViewModel::default()
+        }
+    }
+
+    pub fn run(&self, run_id: &str) -> Option<&RunEntry> {
+        self.runs.get(run_id)
+    }
+
+    pub fn run_mut(&mut self, run_id: &str) -> Option<&mut RunEntry> {
+        self.runs.get_mut(run_id)
+    }
+
+    pub fn runs(&self) -> impl Iterator<Item = &RunEntry> {
+        self.runs.values()
+    }
+
+    pub fn run_count(&self) -> usize {
+        self.runs.len()
+    }
+
+    pub fn rows(&self) -> &[Row] {
+        &self.rows
+    }
+
+    pub fn selected(&self) -> Option<&str> {
+        self.selected.as_deref()
+    }
+
+    pub fn selected_entry(&self) -> Option<&RunEntry> {
+        self.selected.as_deref().and_then(|id| self.runs.get(id))
+    }
+
+    /// Replaces every summary with a fresh list (the answer to `Request::Runs`). Details,
+    /// pending requests and transcripts of runs still listed are kept.
+    pub fn replace_runs(&mut self, summaries: Vec<RunSummary>) {
+        let mut next = HashMap::with_capacity(summaries.len());
+        for summary in summaries {
+            let entry = match self.runs.remove(&summary.run_id) {
+                Some(mut entry) => {
+                    entry.summary = summary;
+                    entry
+                }
+                None => RunEntry::new(summary),
+            };
+            next.insert(entry.summary.run_id.clone(), entry);
+        }
+        self.runs = next;
+        self.rebuild_rows();
+    }
+
+    /// Adds or updates one run's summary.
+    pub fn upsert(&mut self, summary: RunSummary) -> Applied {
+        let mut applied = Applied {
+            summary_changed: true,
+            ..Applied::default()
+        };
+        let before = self.runs.get(&summary.run_id).map(|e| e.summary.clone());
+        let need_before = before.as_ref().and_then(needs_you);
+        let need_now = needs_you(&summary);
+        // Permission requests notify on their own event; input and routes notify here.
+        if need_before.is_none() && matches!(need_now, Some(Need::Input | Need::Route)) {
+            applied.started_needing = Some(format!(
+                "{} {}",
+                crate::spec::text::clip(&summary.title, 60),
+                need_now.map_or("", Need::words)
+            ));
+        }
+        let entry = self
+            .runs
+            .entry(summary.run_id.clone())
+            .or_insert_with(|| RunEntry::new(summary.clone()));
+        if summary.state.is_terminal() {
+            entry.pending.clear();
+        }
+        applied.pending_unknown = summary.pending != entry.pending.len();
+        entry.summary = summary;
+        self.rebuild_rows();
+        applied
+    }
+
+    /// Applies one dispatcher event.
+    pub fn apply(&mut self, event: &DispatchEvent) -> Applied {
+        match event {
+            DispatchEvent::RunChanged { run } => self.upsert(run.clone()),
+            DispatchEvent::LiveState { run_id, live_state } => {
+                if let Some(entry) = self.runs.get_mut(run_id) {
+                    entry.summary.live_state = Some(live_state.clone());
+                    if let Some(detail) = &mut entry.detail {
+                        detail.live_state = Some(live_state.clone());
+                    }
+                }
+                Applied::default()
+            }
+            DispatchEvent::Transcript { run_id, line } => {
+                if let Some(entry) = self.runs.get_mut(run_id) {
+                    push_line(&mut entry.transcript, line.clone());
+                }
+                Applied::default()
+            }
+            DispatchEvent::PermissionRequested { run_id, pending } => {
+                let mut applied = Applied::default();
+                if let Some(entry) = self.runs.get_mut(run_id) {
+                    if !entry
+                        .pending
+                        .iter()
+                        .any(|p| p.request_id == pending.request_id)
+                    {
+                        entry.pending.push(pending.clone());
+                        entry.pending.sort_by_key(|p| p.created_at);
+                    }
+                    let what = match pending.kind {
+                        RequestKind::Permission => format!("asks to use {}", pending.tool),
+                        RequestKind::Question => "asks you a question".to_string(),
+                    };
+                    applied.started_needing = Some(format!(
+                        "{} {what}",
+                        crate::spec::text::clip(&entry.summary.title, 60)
+                    ));
+                    if let Some(detail) = &mut entry.detail {
+                        detail.pending = entry.pending.clone();
+                    }
+                }
+                self.rebuild_rows();
+                applied
+            }
+            DispatchEvent::PermissionResolved {
+                run_id, request_id, ..
+            } => {
+                self.forget_pending(run_id, request_id);
+                Applied::default()
+            }
+            DispatchEvent::Note { run_id, note } => {
+                if let Some(detail) = self.runs.get_mut(run_id).and_then(|e| e.detail.as_mut()) {
+                    detail.notes.push(note.clone());
+                    if detail.notes.len() > NOTES_MAX {
+                        detail.notes.remove(0);
+                    }
+                }
+                Applied::default()
+            }
+            DispatchEvent::RunRemoved { run_id } => {
+                self.runs.remove(run_id);
+                self.rebuild_rows();
+                Applied::default()
+            }
+        }
+    }
+
+    /// Takes a request off a run's pending list (answered, withdrawn, expired).
+    pub fn forget_pending(&mut self, run_id: &str, request_id: &str) {
+        if let Some(entry) = self.runs.get_mut(run_id) {
+            entry.pending.retain(|p| p.request_id != request_id);
+            if let Some(detail) = &mut entry.detail {
+                detail.pending.retain(|p| p.request_id != request_id);
+            }
+        }
+    }
+
+    /// Stores a run's full view (the answer to `Request::Show`).
+    pub fn set_detail(&mut self, view: RunView) {
+        let Some(entry) = self.runs.get_mut(&view.run_id) else {
+            return;
+        };
+        entry.pending = view.pending.clone();
+        entry.pending.sort_by_key(|p| p.created_at);
+        entry.summary.live_state = view.live_state.clone();
+        entry.detail = Some(view);
+        self.rebuild_rows();
+    }
+
+    /// Stores a run's transcript tail (the answer to `Request::Transcript`).
+    pub fn set_transcript(&mut self, run_id: &str, lines: Vec<String>) {
+        if let Some(entry) = self.runs.get_mut(run_id) {
+            let skip = lines.len().saturating_sub(TRANSCRIPT_MAX_LINES);
+            entry.transcript = lines.into_iter().skip(skip).collect();
+            entry.transcript_loaded = true;
+        }
+    }
+
+    /// The oldest pending request of any run, other than `except` (a request id).
+    pub fn oldest_pending(&self, except: Option<&str>) -> Option<(&RunEntry, &PendingView)> {
+        self.runs
+            .values()
+            .filter(|e| e.summary.state.is_active())
+            .flat_map(|e| e.pending.iter().map(move |p| (e, p)))
+            .filter(|(_, p)| Some(p.request_id.as_str()) != except)
+            .min_by(|(_, a), (_, b)| {
+                a.created_at
+                    .cmp(&b.created_at)
+                    .then_with(|| a.request_id.cmp(&b.request_id))
+            })
+    }
+
+    /// How many requests are pending across all runs.
+    pub fn pending_total(&self) -> usize {
+        self.runs
+            .values()
+            .filter(|e| e.summary.state.is_active())
+            .map(|e| e.pending.len().max(e.summary.pending))
+            .sum()
+    }
+
+    /// Runs per header count: (running, queued, held, needs you, active).
+    pub fn counts(&self) -> Counts {
+        let mut c = Counts::default();
+        for e in self.runs.values() {
+            let s = &e.summary;
+            if s.state.is_active() {
+                c.active += 1;
+            }
+            match s.state {
+                RunState::Starting | RunState::Running | RunState::AwaitingPermission => {
+                    c.running += 1
+                }
+                RunState::Queued => c.queued += 1,
+                RunState::AwaitingRoute => c.held += 1,
+                _ => {}
+            }
+            if needs_you(s).is_some() {
+                c.needs_you += 1;
+            }
+        }
+        c
+    }
+
+    // ---- selection and the left pane ----
+
+    /// Selects a run (if it is visible) and resets the transcript to follow its end.
+    pub fn select(&mut self, run_id: &str) {
+        if self
+            .rows
+            .iter()
+            .any(|r| matches!(r, Row::Run(id) if id == run_id))
+        {
+            if self.selected.as_deref() != Some(run_id) {
+                self.transcript_scroll = None;
+            }
+            self.selected = Some(run_id.to_string());
+            self.keep_selection_visible();
+        }
+    }
+
+    /// Moves the selection by `delta` runs (headers are skipped).
+    pub fn move_selection(&mut self, delta: isize) {
+        let ids: Vec<&String> = self.run_ids().collect();
+        if ids.is_empty() {
+            return;
+        }
+        let at = self
+            .selected
+            .as_ref()
+            .and_then(|s| ids.iter().position(|id| *id == s))
+            .unwrap_or(0) as isize;
+        let next = (at + delta).clamp(0, ids.len() as isize - 1) as usize;
+        let id = ids[next].clone();
+        self.select(&id);
+    }
+
+    pub fn select_first(&mut self) {
+        let first = self.run_ids().next().cloned();
+        if let Some(id) = first {
+            self.select(&id);
+        }
+    }
+
+    pub fn select_last(&mut self) {
+        let last = self.run_ids().last().cloned();
+        if let Some(id) = last {
+            self.select(&id);
+        }
+    }
+
+    fn run_ids(&self) -> impl Iterator<Item = &String> {
+        self.rows.iter().filter_map(|r| match r {
+            Row::Run(id) => Some(id),
+            Row::Header(..) => None,
+        })
+    }
+
+    /// Lines available to the tray list at the current size.
+    pub fn list_height(&self) -> usize {
+        super::layout::Areas::of(ratatui::layout::Rect::new(0, 0, self.width, self.height))
+            .trays_inner
+            .height as usize
+    }
+
+    /// Scrolls the left pane so the selected run's two lines are on screen.
+    pub fn keep_selection_visible(&mut self) {
+        let height = self.list_height().max(1);
+        let Some(index) = self.selected.as_ref().and_then(|s| {
+            self.rows
+                .iter()
+                .position(|r| matches!(r, Row::Run(id) if id == s))
+        }) else {
+            self.list_top = self.list_top.min(self.rows.len().saturating_sub(1));
+            return;
+        };
+        // Show the tray's header too when it sits right above the selected run.
+        let want_top = if index > 0 && matches!(self.rows[index - 1], Row::Header(..)) {
+            index - 1
+        } else {
+            index
+        };
+        if want_top < self.list_top {
+            self.list_top = want_top;
+        }
+        while self.list_top < index
+            && self.rows[self.list_top..=index]
+                .iter()
+                .map(Row::height)
+                .sum::<usize>()
+                > height
+        {
+            self.list_top += 1;
+        }
+    }
+
+    /// The run at line `line` of the tray list (for mouse clicks).
+    pub fn run_at_line(&self, line: usize) -> Option<&str> {
+        let mut y = 0;
+        for row in self.rows.iter().skip(self.list_top) {
+            let h = row.height();
+            if line < y + h {
+                return match row {
+                    Row::Run(id) => Some(id),
+                    Row::Header(..) => None,
+                };
+            }
+            y += h;
+        }
+        None
+    }
+
+    pub fn set_filter(&mut self, filter: String) {
+        self.filter = filter;
+        self.rebuild_rows();
+    }
+
+    /// Regroups the (filtered) runs into trays, keeps the selection on a visible run.
+    pub fn rebuild_rows(&mut self) {
+        let needle = self.filter.trim().to_lowercase();
+        let mut trays: [Vec<&RunEntry>; 5] = Default::default();
+        for entry in self.runs.values() {
+            if !needle.is_empty() && !matches_filter(&entry.summary, &needle) {
+                continue;
+            }
+            trays[Tray::of(&entry.summary) as usize].push(entry);
+        }
+        let mut rows = Vec::with_capacity(self.runs.len() + Tray::ALL.len());
+        for tray in Tray::ALL {
+            let list = &mut trays[tray as usize];
+            if list.is_empty() {
+                continue;
+            }
+            sort_tray(tray, list);
+            rows.push(Row::Header(tray, list.len()));
+            rows.extend(list.iter().map(|e| Row::Run(e.summary.run_id.clone())));
+        }
+        self.rows = rows;
+        let selected_visible = self.selected.as_ref().is_some_and(|s| {
+            self.rows
+                .iter()
+                .any(|r| matches!(r, Row::Run(id) if id == s))
+        });
+        if !selected_visible {
+            let first = self.run_ids().next().cloned();
+            self.selected = first;
+            self.transcript_scroll = None;
+        }
+        self.keep_selection_visible();
+    }
+}
+
+/// Header counts.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Counts {
+    pub running: usize,
+    pub queued: usize,
+    pub held: usize,
+    pub needs_you: usize,
+    pub active: usize,
+}
+
+fn matches_filter(run: &RunSummary, needle: &str) -> bool {
+    [
+        Some(run.title.as_str()),
+        Some(run.provider.as_str()),
+        run.model.as_deref(),
+        Some(run.run_id.as_str()),
+        Some(run.state.as_str()),
+    ]
+    .into_iter()
+    .flatten()
+    .any(|field| field.to_lowercase().contains(needle))
+}
+
+/// The order inside a tray: what waits longest for the user first; finished runs newest
+/// first; the rest oldest first (the order they were dispatched).
+fn sort_tray(tray: Tray, list: &mut [&RunEntry]) {
+    match tray {
+        Tray::NeedsYou => list.sort_by(|a, b| {
+            let since = |e: &RunEntry| {
+                e.pending
+                    .first()
+                    .map(|p| p.created_at)
+                    .or(e.summary.live_state.as_ref().map(|l| l.since))
+                    .unwrap_or(e.summary.created_at)
+            };
+            since(a)
+                .cmp(&since(b))
+                .then_with(|| a.summary.run_id.cmp(&b.summary.run_id))
+        }),
+        Tray::Finished => list.sort_by(|a, b| {
+            let end = |e: &RunEntry| e.summary.finished_at.unwrap_or(e.summary.created_at);
+            end(b)
+                .cmp(&end(a))
+                .then_with(|| b.summary.run_id.cmp(&a.summary.run_id))
+        }),
+        _ => list.sort_by(|a, b| {
+            a.summary
+                .created_at
+                .cmp(&b.summary.created_at)
+                .then_with(|| a.summary.run_id.cmp(&b.summary.run_id))
+        }),
+    }
+}
+
+fn push_line(lines: &mut VecDeque<String>, line: String) {
+    lines.push_back(line);
+    while lines.len() > TRANSCRIPT_MAX_LINES {
+        lines.pop_front();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::dispatch::api::NoteView;
+
+    pub(crate) fn summary(id: &str, state: RunState) -> RunSummary {
+        RunSummary {
+            run_id: id.to_string(),
+            state,
+            completion_reason: None,
+            provider: "sim".into(),
+            model: None,
+            title: format!("run {id}"),
+            live_state: None,
+            cost_usd: 0.0,
+            budget_usd: 5.0,
+            pending: 0,
+            needs_input: false,
+            stalled: false,
+            created_at: 1_000,
+            finished_at: None,
+        }
+    }
+
+    fn pending(id: &str, at: UnixMillis) -> PendingView {
+        PendingView {
+            request_id: id.into(),
+            kind: RequestKind::Permission,
+            tool: "Bash".into(),
+            input: serde_json::json!({"command": "ls"}),
+            suggestions: serde_json::Value::Null,
+            created_at: at,
+            expires_at: at + 600_000,
+        }
+    }
+
+    #[test]
+    fn runs_fall_into_their_trays() {
+        let mut needs_input = summary("a", RunState::Idle);
+        needs_input.needs_input = true;
+        let mut asking = summary("b", RunState::Running);
+        asking.pending = 1;
+        let table = [
+            (summary("q", RunState::Queued), Tray::Queued),
+            (summary("s", RunState::Starting), Tray::Running),
+            (summary("r", RunState::Running), Tray::Running),
+            (summary("i", RunState::Idle), Tray::Idle),
+            (needs_input, Tray::NeedsYou),
+            (asking, Tray::NeedsYou),
+            (summary("p", RunState::AwaitingPermission), Tray::NeedsYou),
+            (summary("h", RunState::AwaitingRoute), Tray::NeedsYou),
+            (summary("c", RunState::Completed), Tray::Finished),
+            (summary("f", RunState::Failed), Tray::Finished),
+            (summary("x", RunState::Stopped), Tray::Finished),
+            (summary("z", RunState::Interrupted), Tray::Finished),
+        ];
+        for (run, tray) in table {
+            assert_eq!(Tray::of(&run), tray, "{}", run.run_id);
+        }
+    }
+
+    #[test]
+    fn selection_follows_the_run_across_trays_and_skips_headers() {
+        let mut m = ViewModel::new(0, 120, 40);
+        m.replace_runs(vec![
+            summary("a", RunState::Running),
+            summary("b", RunState::Queued),
+        ]);
+        assert_eq!(m.selected(), Some("a"));
+        m.move_selection(1);
+        assert_eq!(m.selected(), Some("b"));
+        m.move_selection(5);
+        assert_eq!(m.selected(), Some("b"));
+        // b starts running: it moves tray, the selection stays on it.
+        m.upsert(summary("b", RunState::Running));
+        assert_eq!(m.selected(), Some("b"));
+        assert_eq!(
+            m.rows(),
+            &[
+                Row::Header(Tray::Running, 2),
+                Row::Run("a".into()),
+                Row::Run("b".into())
+            ]
+        );
+    }
+
+    #[test]
+    fn the_filter_hides_rows_and_moves_the_selection_to_a_visible_run() {
+        let mut m = ViewModel::new(0, 120, 40);
+        let mut b = summary("b", RunState::Running);
+        b.title = "Fix the login bug".into();
+        m.replace_runs(vec![summary("a", RunState::Running), b]);
+        m.select("a");
+        m.set_filter("LOGIN".into());
+        assert_eq!(m.selected(), Some("b"));
+        assert_eq!(m.rows().len(), 2);
+    }
+
+    #[test]
+    fn pending_requests_come_and_go_and_the_oldest_is_first() {
+        let mut m = ViewModel::new(0, 120, 40);
+        m.replace_runs(vec![
+            summary("a", RunState::Running),
+            summary("b", RunState::Running),
+        ]);
+        let applied = m.apply(&DispatchEvent::PermissionRequested {
+            run_id: "a".into(),
+            pending: pending("late", 5_000),
+        });
+        assert_eq!(
+            applied.started_needing.as_deref(),
+            Some("run a asks to use Bash")
+        );
+        m.apply(&DispatchEvent::PermissionRequested {
+            run_id: "b".into(),
+            pending: pending("early", 2_000),
+        });
+        let (entry, p) = m.oldest_pending(None).unwrap();
+        assert_eq!(
+            (entry.summary.run_id.as_str(), p.request_id.as_str()),
+            ("b", "early")
+        );
+        let (_, p) = m.oldest_pending(Some("early")).unwrap();
+        assert_eq!(p.request_id, "late");
+        m.apply(&DispatchEvent::PermissionResolved {
+            run_id: "b".into(),
+            request_id: "early".into(),
+            how: "allow".into(),
+        });
+        assert_eq!(m.oldest_pending(None).unwrap().1.request_id, "late");
+    }
+
+    #[test]
+    fn needing_input_is_announced_once() {
+        let mut m = ViewModel::new(0, 120, 40);
+        m.replace_runs(vec![summary("a", RunState::Running)]);
+        let mut idle = summary("a", RunState::Idle);
+        idle.needs_input = true;
+        assert_eq!(
+            m.upsert(idle.clone()).started_needing.as_deref(),
+            Some("run a needs input")
+        );
+        assert_eq!(m.upsert(idle).started_needing, None);
+    }
+
+    #[test]
+    fn transcripts_are_bounded_and_notes_reach_a_loaded_detail() {
+        let mut m = ViewModel::new(0, 120, 40);
+        m.replace_runs(vec![summary("a", RunState::Running)]);
+        for i in 0..(TRANSCRIPT_MAX_LINES + 10) {
+            m.apply(&DispatchEvent::Transcript {
+                run_id: "a".into(),
+                line: format!("line {i}"),
+            });
+        }
+        let t = &m.run("a").unwrap().transcript;
+        assert_eq!(t.len(), TRANSCRIPT_MAX_LINES);
+        assert_eq!(t.front().unwrap(), "line 10");
+        // A note for a run whose detail is not loaded is not invented into one.
+        m.apply(&DispatchEvent::Note {
+            run_id: "a".into(),
+            note: NoteView {
+                at: 1,
+                text: "hello".into(),
+            },
+        });
+        assert!(m.run("a").unwrap().detail.is_none());
+    }
+
+    #[test]
+    fn the_list_scrolls_to_keep_the_selection_in_view() {
+        // 80x24: the tray list has a handful of lines.
+        let mut m = ViewModel::new(0, 80, 24);
+        m.replace_runs(
+            (0..30)
+                .map(|i| {
+                    let mut s = summary(&format!("r{i:02}"), RunState::Running);
+                    s.created_at = i;
+                    s
+                })
+                .collect(),
+        );
+        m.select_last();
+        let height = m.list_height();
+        let shown: usize = m.rows()[m.list_top..].iter().map(Row::height).sum();
+        assert!(shown <= m.rows().len() * 2);
+        assert_eq!(
+            m.run_at_line(height - 2),
+            Some("r29"),
+            "last run at the bottom"
+        );
+        m.select_first();
+        assert_eq!(m.list_top, 0);
+        assert_eq!(m.run_at_line(1), Some("r00"));
+        assert_eq!(m.run_at_line(0), None, "line 0 is the tray header");
+    }
+}

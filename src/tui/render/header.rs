@@ -1,0 +1,138 @@
+//! The header: the budget session and the counts on the first line; the session gauge
+//! (spent, reserved, warning mark, hard cap) on the second, coloured by level.
+
+use ratatui::buffer::Buffer;
+use ratatui::layout::Rect;
+use ratatui::text::{Line, Span};
+
+use super::put_line;
+use crate::dispatch::api::BudgetView;
+use crate::tui::format::usd;
+use crate::tui::model::ViewModel;
+use crate::tui::theme::{self, BudgetLevel};
+
+pub fn draw(buf: &mut Buffer, area: Rect, model: &ViewModel) {
+    let counts = model.counts();
+    let session = model
+        .budget
+        .as_ref()
+        .map_or("default", |b| b.session.as_str());
+    let mut first = vec![
+        Span::styled(" drover", theme::brand()),
+        Span::styled("  session ", theme::dim()),
+        Span::styled(session.to_string(), theme::title()),
+        Span::styled("   ", theme::dim()),
+        Span::raw(format!("{} running", counts.running)),
+        Span::styled(" · ", theme::dim()),
+        Span::raw(format!("{} queued", counts.queued)),
+        Span::styled(" · ", theme::dim()),
+        Span::raw(format!("{} held", counts.held)),
+        Span::styled(" · ", theme::dim()),
+    ];
+    let needs = format!("{} needs you", counts.needs_you);
+    first.push(if counts.needs_you > 0 {
+        Span::styled(needs, theme::attention())
+    } else {
+        Span::raw(needs)
+    });
+    if !model.filter.is_empty() {
+        first.push(Span::styled(
+            format!("   filter: {}", crate::tui::format::one_line(&model.filter)),
+            theme::focus(),
+        ));
+    }
+    put_line(buf, area, 0, &Line::from(first));
+    if let Some(budget) = &model.budget {
+        put_line(buf, area, 1, &gauge_line(budget, area.width as usize));
+    } else {
+        put_line(
+            buf,
+            area,
+            1,
+            &Line::styled(" budget: reading…", theme::dim()),
+        );
+    }
+}
+
+/// The session gauge: ` budget [███▒▒│░░░░] $3.20 spent · $4.00 reserved · warn $8.00 ·
+/// cap $25.00`, with a word when the warning or the cap is reached.
+pub fn gauge_line(budget: &BudgetView, width: usize) -> Line<'static> {
+    let level = BudgetLevel::of(budget.spent_usd, budget.warning_usd, budget.hard_cap_usd);
+    let mut tail = vec![
+        Span::styled(usd(budget.spent_usd), theme::gauge_spent(level)),
+        Span::styled(" spent · ", theme::dim()),
+        Span::raw(usd(budget.reserved_usd)),
+        Span::styled(" reserved · ", theme::dim()),
+        Span::styled("warn ", theme::dim()),
+        Span::raw(usd(budget.warning_usd)),
+        Span::styled(" · cap ", theme::dim()),
+        Span::raw(usd(budget.hard_cap_usd)),
+    ];
+    match level {
+        BudgetLevel::Normal => {}
+        BudgetLevel::Warning => tail.push(Span::styled(" ⚠ warning reached", theme::warning())),
+        BudgetLevel::Cap => tail.push(Span::styled(
+            " ■ hard cap reached: new runs are refused",
+            theme::error_bold(),
+        )),
+    }
+    let tail_width: usize = tail.iter().map(Span::width).sum();
+    let label = " budget ";
+    // The bar takes what is left, between 10 and 40 cells.
+    let bar_cells = width
+        .saturating_sub(label.len() + 3 + tail_width)
+        .clamp(10, 40);
+    let mut spans = vec![
+        Span::styled(label, theme::dim()),
+        Span::styled("[", theme::dim()),
+    ];
+    spans.extend(bar(budget, bar_cells, level));
+    spans.push(Span::styled("] ", theme::dim()));
+    spans.extend(tail);
+    Line::from(spans)
+}
+
+/// The bar's cells: spent `█`, reserved `▒`, free `░`, with the warning mark `│`.
+fn bar(budget: &BudgetView, cells: usize, level: BudgetLevel) -> Vec<Span<'static>> {
+    let cap = budget.hard_cap_usd.max(0.01);
+    let cell_of = |usd: f64| -> usize {
+        let f = (usd / cap).clamp(0.0, 1.0);
+        (f * cells as f64).round() as usize
+    };
+    let spent = if budget.spent_usd > 0.0 {
+        cell_of(budget.spent_usd).max(1)
+    } else {
+        0
+    }
+    .min(cells);
+    let reserved_end = cell_of(budget.spent_usd + budget.reserved_usd)
+        .max(spent)
+        .min(cells);
+    let warn_at = cell_of(budget.warning_usd).min(cells.saturating_sub(1));
+    let mut spans = Vec::new();
+    let mut run = String::new();
+    let mut run_style = None;
+    for i in 0..cells {
+        let (ch, style) = if i == warn_at && i >= spent {
+            ('│', theme::warning())
+        } else if i < spent {
+            ('█', theme::gauge_spent(level))
+        } else if i < reserved_end {
+            ('▒', theme::gauge_reserved())
+        } else {
+            ('░', theme::dim())
+        };
+        if run_style != Some(style) && !run.is_empty() {
+            spans.push(Span::styled(
+                std::mem::take(&mut run),
+                run_style.unwrap_or_default(),
+            ));
+        }
+        run_style = Some(style);
+        run.push(ch);
+    }
+    if !run.is_empty() {
+        spans.push(Span::styled(run, run_style.unwrap_or_default()));
+    }
+    spans
+}

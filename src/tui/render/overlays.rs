@@ -1,0 +1,469 @@
+//! The views on the stack, drawn over the body: permission prompt and question, the
+//! dispatch form, text boxes, confirmations and help.
+
+use ratatui::buffer::Buffer;
+use ratatui::layout::Rect;
+use ratatui::text::{Line, Span};
+use ratatui::widgets::{Block, Clear, Widget};
+
+use super::{put_line, width_of};
+use crate::tui::app::App;
+use crate::tui::format;
+use crate::tui::keys::Context;
+use crate::tui::layout::centered;
+use crate::tui::theme;
+use crate::tui::views::form::DispatchForm;
+use crate::tui::views::prompt::{PromptMode, PromptState, PromptView, questions};
+use crate::tui::views::{ConfirmView, HelpView, InputBox, InputPurpose, Overlay};
+
+pub fn draw(buf: &mut Buffer, body: Rect, overlay: &Overlay, app: &App) {
+    match overlay {
+        Overlay::Prompt(p) => prompt(buf, body, p, app),
+        Overlay::Form(f) => form(buf, body, f),
+        Overlay::Input(i) => input(buf, body, i),
+        Overlay::Confirm(c) => confirm(buf, body, c),
+        Overlay::Help(h) => help(buf, body, h, app),
+    }
+}
+
+/// Clears `area`, draws a titled border, returns the inside.
+fn frame(buf: &mut Buffer, area: Rect, title: String) -> Rect {
+    Clear.render(area, buf);
+    let block = Block::bordered()
+        .border_style(theme::overlay_border())
+        .title(Span::styled(format!(" {title} "), theme::title()));
+    let inner = block.inner(area);
+    block.render(area, buf);
+    Rect::new(
+        inner.x + 1,
+        inner.y,
+        inner.width.saturating_sub(2),
+        inner.height,
+    )
+}
+
+/// Wraps `text` at `width` columns (by characters; long words are cut).
+fn wrap(text: &str, width: usize) -> Vec<String> {
+    let width = width.max(1);
+    let mut out = Vec::new();
+    let mut line = String::new();
+    let mut line_w = 0;
+    for ch in text.chars() {
+        let w = width_of(ch.encode_utf8(&mut [0; 4]));
+        if line_w + w > width {
+            out.push(std::mem::take(&mut line));
+            line_w = 0;
+        }
+        line.push(ch);
+        line_w += w;
+    }
+    out.push(line);
+    out
+}
+
+fn prompt(buf: &mut Buffer, body: Rect, view: &PromptView, app: &App) {
+    let model = &app.model;
+    let total = model.pending_total().max(1);
+    let title_of_run = model
+        .run(&view.run_id)
+        .map(|e| format::clip(&format::one_line(&e.summary.title), 40))
+        .unwrap_or_default();
+    let kind = if view.is_question() {
+        "Question"
+    } else {
+        "Permission"
+    };
+    let outer_w = body.width.saturating_sub(4).min(110);
+    // Inside: the border and a margin of one column on each side.
+    let width = outer_w.saturating_sub(4) as usize;
+    // Fixed lines at the top and bottom; the input (or the question) scrolls between.
+    let mut head: Vec<Line<'static>> = Vec::new();
+    let mut body_lines: Vec<Line<'static>> = Vec::new();
+    let mut foot: Vec<Line<'static>> = Vec::new();
+    let request = &view.request;
+    if view.is_question() {
+        head.push(Line::from(vec![
+            Span::styled("The run asks you", theme::attention()),
+            Span::styled(format!(" (via {})", request.tool), theme::dim()),
+        ]));
+        let current = view.current_question();
+        for q in questions(request) {
+            let answered = view.answers.get(&q.question);
+            let is_current = current.as_ref().is_some_and(|c| c.question == q.question);
+            if let Some(h) = &q.header {
+                body_lines.push(Line::styled(format::one_line(h), theme::dim()));
+            }
+            for (i, l) in wrap(&format::one_line(&q.question), width)
+                .into_iter()
+                .enumerate()
+            {
+                body_lines.push(Line::styled(
+                    l,
+                    if i == 0 && is_current {
+                        theme::title()
+                    } else {
+                        theme::text()
+                    },
+                ));
+            }
+            for (i, (label, description)) in q.options.iter().enumerate() {
+                let mut spans = vec![
+                    Span::styled(format!("  {} ", i + 1), theme::key()),
+                    Span::styled(format::one_line(label), theme::focus()),
+                ];
+                if let Some(d) = description {
+                    spans.push(Span::styled(
+                        format!(" — {}", format::one_line(d)),
+                        theme::dim(),
+                    ));
+                }
+                body_lines.push(Line::from(spans));
+            }
+            if let Some(a) = answered {
+                body_lines.push(Line::styled(
+                    format!("  answered: {}", format::one_line(a)),
+                    theme::success(),
+                ));
+            }
+            body_lines.push(Line::raw(""));
+        }
+    } else {
+        head.push(Line::from(vec![
+            Span::styled(request.tool.clone(), theme::attention()),
+            Span::styled(" wants to run with this input:", theme::text()),
+        ]));
+        let fields = format::input_fields(&request.input);
+        let key_w = fields
+            .iter()
+            .map(|(k, _)| width_of(k))
+            .max()
+            .unwrap_or(0)
+            .min(16);
+        for (key, value) in fields {
+            let room = width.saturating_sub(key_w + 4);
+            let mut first = true;
+            for raw in &value {
+                for piece in wrap(raw, room) {
+                    let label = if first {
+                        format!("  {key:<key_w$}  ")
+                    } else {
+                        " ".repeat(key_w + 4)
+                    };
+                    first = false;
+                    body_lines.push(Line::from(vec![
+                        Span::styled(label, theme::dim()),
+                        Span::raw(piece),
+                    ]));
+                }
+            }
+        }
+        let suggestions = format::suggestion_lines(&request.suggestions);
+        if !suggestions.is_empty() {
+            body_lines.push(Line::raw(""));
+            body_lines.push(Line::styled("allow always would add:", theme::dim()));
+            for s in suggestions {
+                for piece in wrap(&s, width.saturating_sub(2)) {
+                    body_lines.push(Line::raw(format!("  {piece}")));
+                }
+            }
+        }
+    }
+    let expired = request.expires_at < model.now;
+    foot.push(Line::from(vec![
+        Span::styled(
+            format::countdown(request.expires_at, model.now),
+            if expired {
+                theme::error()
+            } else {
+                theme::attention()
+            },
+        ),
+        Span::styled(
+            format!(
+                " to answer (then denied) · asked {} ago · request {}",
+                format::duration(model.now - request.created_at),
+                request.request_id
+            ),
+            theme::dim(),
+        ),
+    ]));
+    match &view.state {
+        PromptState::Open => {}
+        PromptState::Sending(how) => {
+            foot.push(Line::styled(format!("sending: {how}…"), theme::focus()))
+        }
+        PromptState::Gone(why) => {
+            for l in wrap(why, width) {
+                foot.push(Line::styled(l, theme::error_bold()));
+            }
+        }
+        PromptState::Failed(why) => {
+            for l in wrap(why, width) {
+                foot.push(Line::styled(l, theme::error()));
+            }
+        }
+    }
+    match &view.mode {
+        PromptMode::Keys => {}
+        PromptMode::DenyMessage(field) => {
+            foot.push(Line::from(vec![
+                Span::styled("deny, telling the model: ", theme::attention()),
+                Span::raw(field.visible(width.saturating_sub(26))),
+                Span::styled("▏", theme::focus()),
+            ]));
+        }
+        PromptMode::FreeText(field) => {
+            foot.push(Line::from(vec![
+                Span::styled("your answer: ", theme::attention()),
+                Span::raw(field.visible(width.saturating_sub(14))),
+                Span::styled("▏", theme::focus()),
+            ]));
+        }
+    }
+    // As tall as the content (plus the scroll line), at most the body.
+    let wanted = (head.len() + body_lines.len() + foot.len() + 2) as u16 + 2;
+    let area = centered(body, outer_w, wanted.clamp(10, body.height.max(1)));
+    let inner = frame(
+        buf,
+        area,
+        format!(
+            "{kind} · {title_of_run} ({}) · {total} pending",
+            view.run_id
+        ),
+    );
+    let height = inner.height as usize;
+    let room = height.saturating_sub(head.len() + foot.len() + 1);
+    let max_scroll = body_lines.len().saturating_sub(room);
+    let scroll = (view.scroll as usize).min(max_scroll);
+    let mut y = 0u16;
+    for line in &head {
+        put_line(buf, inner, y, line);
+        y += 1;
+    }
+    for line in body_lines.iter().skip(scroll).take(room) {
+        put_line(buf, inner, y, line);
+        y += 1;
+    }
+    let more_below = body_lines.len() > scroll + room;
+    let indicator = match (scroll > 0, more_below) {
+        (false, false) => String::new(),
+        (true, false) => format!("↑ {scroll} more above (k to scroll)"),
+        (false, true) => format!(
+            "↓ {} more below (j to scroll)",
+            body_lines.len() - scroll - room
+        ),
+        (true, true) => format!(
+            "↑ {scroll} above · ↓ {} below (j/k to scroll)",
+            body_lines.len() - scroll - room
+        ),
+    };
+    let foot_y = inner.height.saturating_sub(foot.len() as u16 + 1);
+    put_line(buf, inner, foot_y, &Line::styled(indicator, theme::focus()));
+    for (i, line) in foot.iter().enumerate() {
+        put_line(buf, inner, foot_y + 1 + i as u16, line);
+    }
+}
+
+fn form(buf: &mut Buffer, body: Rect, f: &DispatchForm) {
+    let fields = f.fields();
+    let height = (fields.len() as u16 + 6).min(body.height);
+    let area = centered(body, body.width.saturating_sub(4).min(90), height + 2);
+    let inner = frame(buf, area, "New dispatch".to_string());
+    let width = inner.width as usize;
+    let mut y = 0u16;
+    for field in &fields {
+        let focused = f.focus == *field;
+        let value = f.text_of(*field);
+        let label_style = if focused {
+            theme::focus()
+        } else {
+            theme::dim()
+        };
+        let mut spans = vec![
+            Span::styled(if focused { "› " } else { "  " }, theme::focus()),
+            Span::styled(format!("{:<10}", field.label()), label_style),
+        ];
+        let room = width.saturating_sub(16);
+        if DispatchForm::is_choice(*field) {
+            spans.push(Span::styled("‹ ", theme::dim()));
+            spans.push(Span::styled(
+                value,
+                if focused {
+                    theme::focus()
+                } else {
+                    theme::text()
+                },
+            ));
+            spans.push(Span::styled(" ›", theme::dim()));
+        } else if value.is_empty() {
+            if focused {
+                spans.push(Span::styled("▏", theme::focus()));
+            }
+            spans.push(Span::styled(field.placeholder(), theme::dim()));
+        } else {
+            let field_text = crate::tui::views::text::TextField::new(value);
+            spans.push(Span::raw(field_text.visible(room)));
+            if focused {
+                spans.push(Span::styled("▏", theme::focus()));
+            }
+        }
+        put_line(buf, inner, y, &Line::from(spans));
+        y += 1;
+        if let Some(e) = f.error.as_ref().filter(|e| e.field == Some(*field)) {
+            for l in wrap(
+                &format!("{}: {}", e.code, e.message),
+                width.saturating_sub(12),
+            ) {
+                put_line(
+                    buf,
+                    inner,
+                    y,
+                    &Line::from(vec![
+                        Span::raw(" ".repeat(12)),
+                        Span::styled(l, theme::error()),
+                    ]),
+                );
+                y += 1;
+            }
+        }
+    }
+    y += 1;
+    if let Some(e) = f.error.as_ref().filter(|e| e.field.is_none()) {
+        for l in wrap(&format!("{}: {}", e.code, e.message), width) {
+            put_line(buf, inner, y, &Line::styled(l, theme::error()));
+            y += 1;
+        }
+    }
+    if f.sending {
+        put_line(buf, inner, y, &Line::styled("dispatching…", theme::focus()));
+    } else {
+        put_line(
+            buf,
+            inner,
+            y,
+            &Line::styled(
+                "←/→ change a choice · blank fields take the defaults",
+                theme::dim(),
+            ),
+        );
+    }
+}
+
+fn input(buf: &mut Buffer, body: Rect, i: &InputBox) {
+    let (title, intro): (String, Vec<String>) = match &i.purpose {
+        InputPurpose::FollowUp {
+            run_id,
+            title,
+            question,
+        } => (
+            format!(
+                "Follow-up · {} ({run_id})",
+                format::clip(&format::one_line(title), 40)
+            ),
+            question
+                .as_deref()
+                .map(|q| vec![format!("The run asks: {}", format::one_line(q))])
+                .unwrap_or_default(),
+        ),
+        InputPurpose::Filter { .. } => (
+            "Filter runs".to_string(),
+            vec!["Title, provider, model, state or run id; enter keeps it, esc restores.".into()],
+        ),
+    };
+    let width = body.width.saturating_sub(4).min(90);
+    let inner_w = width.saturating_sub(4) as usize;
+    let intro_lines: Vec<String> = intro.iter().flat_map(|t| wrap(t, inner_w)).collect();
+    let height = intro_lines.len() as u16 + 2 + u16::from(i.error.is_some() || i.sending) + 2;
+    let area = centered(body, width, height);
+    let inner = frame(buf, area, title);
+    let mut y = 0u16;
+    for l in &intro_lines {
+        put_line(buf, inner, y, &Line::styled(l.clone(), theme::attention()));
+        y += 1;
+    }
+    put_line(
+        buf,
+        inner,
+        y,
+        &Line::from(vec![
+            Span::styled("› ", theme::focus()),
+            Span::raw(i.field.visible(inner_w.saturating_sub(3))),
+            Span::styled("▏", theme::focus()),
+        ]),
+    );
+    y += 1;
+    if let Some(e) = &i.error {
+        put_line(
+            buf,
+            inner,
+            y + 1,
+            &Line::styled(format::clip(e, inner_w), theme::error()),
+        );
+    } else if i.sending {
+        put_line(buf, inner, y + 1, &Line::styled("sending…", theme::focus()));
+    }
+}
+
+fn confirm(buf: &mut Buffer, body: Rect, c: &ConfirmView) {
+    let width = body.width.saturating_sub(4).min(70);
+    let lines = wrap(&c.message, width.saturating_sub(4) as usize);
+    let area = centered(body, width, lines.len() as u16 + 4);
+    let inner = frame(buf, area, "Are you sure?".to_string());
+    for (i, l) in lines.iter().enumerate() {
+        put_line(
+            buf,
+            inner,
+            i as u16,
+            &Line::styled(l.clone(), theme::attention()),
+        );
+    }
+}
+
+fn help(buf: &mut Buffer, body: Rect, h: &HelpView, app: &App) {
+    let area = centered(body, body.width.saturating_sub(4).min(100), body.height);
+    let inner = frame(buf, area, "Keys".to_string());
+    let mut lines: Vec<Line<'static>> = Vec::new();
+    for context in Context::ALL {
+        if context == Context::Help {
+            continue;
+        }
+        lines.push(Line::styled(context.heading(), theme::title()));
+        for (keys, action) in app.keys.actions(context) {
+            lines.push(Line::from(vec![
+                Span::styled(format!("  {keys:<14}"), theme::key()),
+                Span::raw(action.describe()),
+            ]));
+        }
+        if matches!(context, Context::Prompt) {
+            lines.push(Line::from(vec![
+                Span::styled(format!("  {:<14}", "1-9"), theme::key()),
+                Span::raw("pick a question's choice by its number"),
+            ]));
+        }
+        if matches!(context, Context::Input | Context::Form) {
+            lines.push(Line::from(vec![
+                Span::styled(format!("  {:<14}", "ctrl-u/ctrl-w"), theme::key()),
+                Span::raw("clear the text / delete a word"),
+            ]));
+        }
+        lines.push(Line::raw(""));
+    }
+    lines.push(Line::styled(
+        "Mouse: click a run to select it; the wheel moves the selection or scrolls the transcript.",
+        theme::dim(),
+    ));
+    let room = (inner.height as usize).saturating_sub(1);
+    let scroll = (h.scroll as usize).min(lines.len().saturating_sub(room));
+    for (i, line) in lines.iter().skip(scroll).take(room).enumerate() {
+        put_line(buf, inner, i as u16, line);
+    }
+    let below = lines.len().saturating_sub(scroll + room);
+    if below > 0 {
+        put_line(
+            buf,
+            inner,
+            room as u16,
+            &Line::styled(format!("↓ {below} more (j to scroll)"), theme::focus()),
+        );
+    }
+}

@@ -1,0 +1,168 @@
+//! The left pane: tray headings and two lines per run — glyph, title, provider/model and
+//! the cost/cap mini gauge; then the live line.
+
+use ratatui::buffer::Buffer;
+use ratatui::layout::Rect;
+use ratatui::text::{Line, Span};
+use ratatui::widgets::{Block, Borders, Widget};
+
+use super::{put_line, width_of};
+use crate::tui::format::{self, usd};
+use crate::tui::keys::{Action, Context, KeyTable};
+use crate::tui::layout::Areas;
+use crate::tui::model::{Row, RunEntry, Tray, ViewModel};
+use crate::tui::theme;
+
+pub fn draw(buf: &mut Buffer, areas: &Areas, model: &ViewModel, keys: &KeyTable) {
+    if areas.detail.width > 0 {
+        Block::new()
+            .borders(Borders::RIGHT)
+            .border_style(theme::pane_border())
+            .render(areas.trays, buf);
+    }
+    let area = areas.trays_inner;
+    if model.rows().is_empty() {
+        empty(buf, area, model, keys);
+        return;
+    }
+    let mut y: u16 = 0;
+    for row in model.rows().iter().skip(model.list_top) {
+        if y >= area.height {
+            break;
+        }
+        match row {
+            Row::Header(tray, count) => {
+                put_line(buf, area, y, &header(*tray, *count, area.width as usize));
+                y += 1;
+            }
+            Row::Run(id) => {
+                let Some(entry) = model.run(id) else {
+                    continue;
+                };
+                let selected = model.selected() == Some(id.as_str());
+                let (first, second) = run_lines(entry, model.now, area.width as usize);
+                put_line(buf, area, y, &first);
+                put_line(buf, area, y + 1, &second);
+                if selected {
+                    let rows = 2.min(area.height - y);
+                    buf.set_style(
+                        Rect::new(area.x, area.y + y, area.width, rows),
+                        theme::selected(),
+                    );
+                }
+                y += 2;
+            }
+        }
+    }
+}
+
+fn empty(buf: &mut Buffer, area: Rect, model: &ViewModel, keys: &KeyTable) {
+    let lines: Vec<Line<'static>> = if model.run_count() == 0 {
+        let key = keys
+            .key_for(Context::Dashboard, Action::NewDispatch)
+            .map_or_else(|| "n".to_string(), |k| k.to_string());
+        vec![
+            Line::styled(" No runs yet.", theme::title()),
+            Line::from(vec![
+                Span::styled(" Press ", theme::dim()),
+                Span::styled(key, theme::key()),
+                Span::styled(" to dispatch one.", theme::dim()),
+            ]),
+        ]
+    } else {
+        vec![Line::styled(
+            format!(" No run matches “{}”.", format::one_line(&model.filter)),
+            theme::dim(),
+        )]
+    };
+    for (i, line) in lines.iter().enumerate() {
+        put_line(buf, area, 1 + i as u16, line);
+    }
+}
+
+fn header(tray: Tray, count: usize, width: usize) -> Line<'static> {
+    let style = if tray == Tray::NeedsYou {
+        theme::attention()
+    } else {
+        theme::title()
+    };
+    let text = format!(" {} ({count}) ", tray.title());
+    let rule = "─".repeat(width.saturating_sub(width_of(&text) + 1));
+    Line::from(vec![
+        Span::styled(text, style),
+        Span::styled(rule, theme::pane_border()),
+    ])
+}
+
+/// The two lines of a run's row.
+pub fn run_lines(
+    entry: &RunEntry,
+    now: crate::UnixMillis,
+    width: usize,
+) -> (Line<'static>, Line<'static>) {
+    let run = &entry.summary;
+    let (glyph, glyph_style) = format::glyph(run);
+    let fraction = if run.budget_usd > 0.0 {
+        run.cost_usd / run.budget_usd
+    } else {
+        0.0
+    };
+    // Right side: cost/cap and the mini gauge; provider/model when there is room.
+    let money = if width >= 50 {
+        format!(
+            "{}/{} {}",
+            usd(run.cost_usd),
+            usd(run.budget_usd),
+            format::mini_bar(fraction, 5)
+        )
+    } else {
+        format!("{} {}", usd(run.cost_usd), format::mini_bar(fraction, 3))
+    };
+    let provider = format::provider_model(&run.provider, run.model.as_deref());
+    let show_provider = width >= 70;
+    let right_width = width_of(&money)
+        + if show_provider {
+            width_of(&provider) + 2
+        } else {
+            0
+        };
+    let title_room = width.saturating_sub(3 + right_width + 2);
+    let title = format::clip(&format::one_line(&run.title), title_room);
+    let pad = width.saturating_sub(3 + width_of(&title) + right_width + 1);
+    let mut first = vec![
+        Span::raw(" "),
+        Span::styled(glyph, glyph_style),
+        Span::raw(" "),
+        Span::styled(title, theme::title()),
+        Span::raw(" ".repeat(pad)),
+    ];
+    if show_provider {
+        first.push(Span::styled(provider, theme::dim()));
+        first.push(Span::raw("  "));
+    }
+    let money_style = if fraction >= 1.0 {
+        theme::error()
+    } else if fraction >= 0.8 {
+        theme::warning()
+    } else {
+        theme::dim()
+    };
+    first.push(Span::styled(money, money_style));
+
+    let mut second = vec![Span::raw("   ")];
+    let stalled = if run.stalled { " · stalled" } else { "" };
+    let room = width.saturating_sub(3 + stalled.len());
+    match &run.live_state {
+        Some(live) if run.state.is_active() => {
+            second.extend(format::live_line_fit(live, now, room))
+        }
+        _ => second.push(Span::styled(
+            format::state_words(run.state, run.completion_reason.as_deref()),
+            theme::dim(),
+        )),
+    }
+    if run.stalled {
+        second.push(Span::styled(stalled, theme::warning()));
+    }
+    (Line::from(first), Line::from(second))
+}

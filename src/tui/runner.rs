@@ -1,0 +1,235 @@
+//! The driver and the event loop: the only place in the dashboard that awaits, reads the
+//! clock, owns the terminal and talks to the dispatcher.
+//!
+//! One `tokio::select!` loop takes app events (keys, mouse and resizes from the input
+//! thread; answers from request tasks; stop signals), dispatcher events, frame requests
+//! and a slow refresh tick; it hands each to [`App::handle`] and carries out the
+//! [`Effect`]s. What must stay true: drawing happens only when a frame was requested (a
+//! burst of changes is one frame; countdowns ask for the next second), and a request to
+//! the dispatcher never blocks the loop (each runs in its own task and answers with an
+//! `AppEvent::Reply`).
+
+use crossterm::event::{self as term, Event};
+use ratatui::Terminal;
+use ratatui::backend::{Backend, CrosstermBackend};
+use std::future::Future;
+use std::io::Write;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use tokio::sync::{broadcast, mpsc};
+
+use super::app::{App, AppOptions};
+use super::event::{AppEvent, AppEventSender, Effect};
+use super::frame::FrameRequester;
+use super::model::ViewModel;
+use super::render;
+use crate::UnixMillis;
+use crate::dispatch::DispatcherHandle;
+use crate::error::{DroverError, ErrorCode};
+
+/// How often runs and money are fetched again even when no event said so.
+const REFRESH_EVERY: Duration = Duration::from_secs(10);
+/// How long the input thread waits for a key before checking whether to stop.
+const INPUT_POLL: Duration = Duration::from_millis(100);
+
+/// Carries out the app's requests against a dispatcher.
+#[derive(Clone)]
+pub struct Driver {
+    handle: DispatcherHandle,
+    events: AppEventSender,
+}
+
+impl Driver {
+    pub fn new(handle: DispatcherHandle, events: AppEventSender) -> Self {
+        Driver { handle, events }
+    }
+
+    /// Starts a request in its own task (its answer comes back as an app event); returns
+    /// the effects that belong to the terminal's owner (notifications, quitting).
+    pub fn execute(&self, effect: Effect) -> Option<Effect> {
+        match effect {
+            Effect::Request { tag, request } => {
+                let handle = self.handle.clone();
+                let events = self.events.clone();
+                tokio::spawn(async move {
+                    let result = handle.request(request).await;
+                    events.send(AppEvent::Reply { tag, result });
+                });
+                None
+            }
+            other => Some(other),
+        }
+    }
+}
+
+/// Now, in Unix milliseconds.
+pub fn now_millis() -> UnixMillis {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as UnixMillis)
+}
+
+/// Runs the dashboard on this terminal until the user quits, a stop signal arrives or the
+/// dispatcher ends (`dispatcher_ended` completes). Takes the terminal (raw mode, the
+/// alternate screen, mouse capture) and gives it back before returning. Active runs are
+/// left to the caller, who stops them by shutting the dispatcher down.
+pub async fn run_on_terminal(
+    handle: DispatcherHandle,
+    dispatcher_ended: impl Future<Output = DroverError>,
+    options: AppOptions,
+) -> Result<(), DroverError> {
+    let guard = crate::terminal::TerminalGuard::enter().map_err(|e| {
+        DroverError::new(
+            ErrorCode::Internal,
+            format!(
+                "the dashboard needs a terminal ({e}); run it in one, or use the headless \
+                 commands (`drover serve`, `drover runs`, `drover dispatch`)"
+            ),
+        )
+    })?;
+    let backend = CrosstermBackend::new(std::io::stdout());
+    let mut terminal = Terminal::new(backend).map_err(terminal_error)?;
+    terminal.clear().map_err(terminal_error)?;
+    let outcome = event_loop(&mut terminal, handle, dispatcher_ended, options).await;
+    drop(terminal);
+    drop(guard);
+    outcome
+}
+
+fn terminal_error(e: impl std::fmt::Display) -> DroverError {
+    DroverError::new(
+        ErrorCode::Internal,
+        format!("cannot draw on the terminal: {e}"),
+    )
+}
+
+async fn event_loop<B: Backend + Write>(
+    terminal: &mut Terminal<B>,
+    handle: DispatcherHandle,
+    dispatcher_ended: impl Future<Output = DroverError>,
+    options: AppOptions,
+) -> Result<(), DroverError> {
+    let (tx, mut rx) = mpsc::unbounded_channel();
+    let sender = AppEventSender::new(tx);
+    let mut events = handle.subscribe();
+    let driver = Driver::new(handle, sender.clone());
+    let (frames, mut draws) = FrameRequester::spawn();
+    let stop_input = Arc::new(AtomicBool::new(false));
+    let input = spawn_input_thread(sender.clone(), stop_input.clone());
+    spawn_signal_listener(sender.clone());
+
+    let size = terminal.size().map_err(terminal_error)?;
+    let mut app = App::new(
+        options,
+        ViewModel::new(now_millis(), size.width, size.height),
+    );
+    let mut refresh = tokio::time::interval(REFRESH_EVERY);
+    refresh.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    refresh.tick().await;
+    tokio::pin!(dispatcher_ended);
+
+    let mut effects = app.start();
+    let outcome = loop {
+        for effect in effects.drain(..) {
+            match driver.execute(effect) {
+                Some(Effect::Notify(text)) => notify(terminal.backend_mut(), &text),
+                Some(Effect::Quit) | Some(Effect::Request { .. }) | None => {}
+            }
+        }
+        if app.quitting() {
+            break Ok(());
+        }
+        frames.schedule_frame();
+        tokio::select! {
+            Some(event) = rx.recv() => effects = app.handle(event),
+            event = events.recv() => match event {
+                Ok(event) => effects = app.handle(AppEvent::Dispatch(event)),
+                Err(broadcast::error::RecvError::Lagged(_)) => effects = app.handle(AppEvent::Lagged),
+                Err(broadcast::error::RecvError::Closed) => break Err(DroverError::new(
+                    ErrorCode::Internal,
+                    "the dispatcher stopped publishing events; see the log, then restart drover",
+                )),
+            },
+            Some(()) = draws.recv() => {
+                app.model.now = now_millis();
+                terminal.draw(|frame| render::draw(frame, &app)).map_err(terminal_error)?;
+                if app.has_countdowns() {
+                    let to_next_second = 1_000 - app.model.now.rem_euclid(1_000) + 5;
+                    frames.schedule_frame_in(Duration::from_millis(to_next_second as u64));
+                }
+                // Nothing changed: no new frame needed.
+                continue;
+            }
+            _ = refresh.tick() => effects = app.handle(AppEvent::Tick),
+            e = &mut dispatcher_ended => break Err(e),
+        }
+    };
+    stop_input.store(true, Ordering::SeqCst);
+    let _ = tokio::task::spawn_blocking(move || input.join()).await;
+    outcome
+}
+
+/// Rings the bell and posts an OSC 9 desktop notification (terminals that do not know
+/// OSC 9 ignore it).
+fn notify(out: &mut impl Write, text: &str) {
+    let text = super::format::clip(&super::format::one_line(text), 120);
+    let _ = write!(out, "\x07\x1b]9;drover: {text}\x07");
+    let _ = out.flush();
+}
+
+/// Reads terminal input on its own thread (crossterm's reads block) until `stop`.
+fn spawn_input_thread(
+    sender: AppEventSender,
+    stop: Arc<AtomicBool>,
+) -> std::thread::JoinHandle<()> {
+    std::thread::spawn(move || {
+        while !stop.load(Ordering::SeqCst) {
+            match term::poll(INPUT_POLL) {
+                Ok(false) => continue,
+                Ok(true) => {}
+                Err(_) => {
+                    sender.send(AppEvent::Terminate);
+                    return;
+                }
+            }
+            match term::read() {
+                Ok(Event::Key(key)) => sender.send(AppEvent::Key(key)),
+                Ok(Event::Mouse(mouse)) => sender.send(AppEvent::Mouse(mouse)),
+                Ok(Event::Resize(width, height)) => sender.send(AppEvent::Resize { width, height }),
+                Ok(_) => {}
+                Err(_) => {
+                    sender.send(AppEvent::Terminate);
+                    return;
+                }
+            }
+        }
+    })
+}
+
+/// SIGTERM, SIGHUP and SIGINT end the dashboard (runs are stopped on the way out).
+fn spawn_signal_listener(sender: AppEventSender) {
+    use tokio::signal::unix::{SignalKind, signal};
+    tokio::spawn(async move {
+        let (Ok(mut term), Ok(mut hup), Ok(mut int)) = (
+            signal(SignalKind::terminate()),
+            signal(SignalKind::hangup()),
+            signal(SignalKind::interrupt()),
+        ) else {
+            tracing::warn!("cannot listen for stop signals; quit with q");
+            return;
+        };
+        tokio::select! {
+            _ = term.recv() => {}
+            _ = hup.recv() => {}
+            _ = int.recv() => {}
+        }
+        sender.send(AppEvent::Terminate);
+    });
+}
+
+/// The receiving end of app events, for tests and other drivers without a terminal.
+pub fn channel() -> (AppEventSender, mpsc::UnboundedReceiver<AppEvent>) {
+    let (tx, rx) = mpsc::unbounded_channel();
+    (AppEventSender::new(tx), rx)
+}

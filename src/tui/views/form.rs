@@ -1,0 +1,321 @@
+//! The new-dispatch form: task, provider, model, policy, budget, working directory and,
+//! for the simulated provider, the scenario.
+//!
+//! What must stay true: the form only builds a [`SpecInput`]; the dispatcher validates
+//! it, and its refusal (code and sentence) is shown inline next to the field it is about,
+//! with the form left as the user typed it. Blank fields are sent as absent, so the
+//! dispatcher's defaults apply.
+
+use crossterm::event::KeyEvent;
+use std::path::PathBuf;
+
+use super::text::TextField;
+use super::{Outcome, ViewCommand};
+use crate::dispatch::Request;
+use crate::error::{DroverError, ErrorCode};
+use crate::spec::SpecInput;
+use crate::tui::event::ReplyTag;
+use crate::tui::keys::Action;
+
+/// The form's fields, in order.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Field {
+    Task,
+    Provider,
+    Model,
+    Policy,
+    Budget,
+    Cwd,
+    Scenario,
+}
+
+impl Field {
+    pub fn label(self) -> &'static str {
+        match self {
+            Field::Task => "Task",
+            Field::Provider => "Provider",
+            Field::Model => "Model",
+            Field::Policy => "Policy",
+            Field::Budget => "Budget $",
+            Field::Cwd => "Directory",
+            Field::Scenario => "Scenario",
+        }
+    }
+
+    /// What a blank field means.
+    pub fn placeholder(self) -> &'static str {
+        match self {
+            Field::Task => "what should the agent do?",
+            Field::Model => "provider default",
+            Field::Budget => "default ($5.00)",
+            _ => "",
+        }
+    }
+
+    /// The field a dispatcher refusal is about.
+    fn of_error(code: ErrorCode) -> Option<Field> {
+        Some(match code {
+            ErrorCode::TaskRequired | ErrorCode::TaskTooLong => Field::Task,
+            ErrorCode::InvalidProvider => Field::Provider,
+            ErrorCode::ModelUnknown | ErrorCode::ModelDisabled => Field::Model,
+            ErrorCode::PermissionPolicyUnsupported => Field::Policy,
+            ErrorCode::BudgetExceeded | ErrorCode::BudgetUnpriced => Field::Budget,
+            ErrorCode::CwdInvalid => Field::Cwd,
+            _ => return None,
+        })
+    }
+}
+
+/// A refusal shown in the form.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FormError {
+    /// The field it is shown under; `None` shows it above the keys.
+    pub field: Option<Field>,
+    pub code: String,
+    pub message: String,
+}
+
+/// A field that picks one of a few words.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Choice {
+    pub options: Vec<String>,
+    pub index: usize,
+}
+
+impl Choice {
+    pub fn new(options: Vec<String>, selected: &str) -> Self {
+        let index = options.iter().position(|o| o == selected).unwrap_or(0);
+        Choice { options, index }
+    }
+
+    pub fn value(&self) -> &str {
+        self.options.get(self.index).map_or("", String::as_str)
+    }
+
+    fn step(&mut self, delta: isize) {
+        if self.options.is_empty() {
+            return;
+        }
+        let n = self.options.len() as isize;
+        self.index = (self.index as isize + delta).rem_euclid(n) as usize;
+    }
+}
+
+/// The scenario choice meaning "the sim's default".
+pub const DEFAULT_SCENARIO: &str = "(default)";
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct DispatchForm {
+    pub focus: Field,
+    pub task: TextField,
+    pub provider: Choice,
+    pub model: TextField,
+    pub policy: Choice,
+    pub budget: TextField,
+    pub cwd: TextField,
+    pub scenario: Choice,
+    pub error: Option<FormError>,
+    pub sending: bool,
+}
+
+impl DispatchForm {
+    pub fn new(
+        providers: &[String],
+        default_provider: &str,
+        cwd: &std::path::Path,
+        scenarios: &[String],
+    ) -> Self {
+        let mut scenario_options = vec![DEFAULT_SCENARIO.to_string()];
+        scenario_options.extend(scenarios.iter().cloned());
+        DispatchForm {
+            focus: Field::Task,
+            task: TextField::default(),
+            provider: Choice::new(providers.to_vec(), default_provider),
+            model: TextField::default(),
+            policy: Choice::new(
+                crate::spec::PermissionPolicy::ALL
+                    .iter()
+                    .map(|p| p.as_str().to_string())
+                    .collect(),
+                crate::spec::PermissionPolicy::default().as_str(),
+            ),
+            budget: TextField::default(),
+            cwd: TextField::new(cwd.display().to_string()),
+            scenario: Choice::new(scenario_options, DEFAULT_SCENARIO),
+            error: None,
+            sending: false,
+        }
+    }
+
+    /// The fields shown now (the scenario only for the simulated provider).
+    pub fn fields(&self) -> Vec<Field> {
+        let mut fields = vec![
+            Field::Task,
+            Field::Provider,
+            Field::Model,
+            Field::Policy,
+            Field::Budget,
+            Field::Cwd,
+        ];
+        if self.provider.value() == crate::config::SIM_PROVIDER {
+            fields.push(Field::Scenario);
+        }
+        fields
+    }
+
+    pub fn is_choice(field: Field) -> bool {
+        matches!(field, Field::Provider | Field::Policy | Field::Scenario)
+    }
+
+    pub fn text_of(&self, field: Field) -> String {
+        match field {
+            Field::Task => self.task.text.clone(),
+            Field::Provider => self.provider.value().to_string(),
+            Field::Model => self.model.text.clone(),
+            Field::Policy => self.policy.value().to_string(),
+            Field::Budget => self.budget.text.clone(),
+            Field::Cwd => self.cwd.text.clone(),
+            Field::Scenario => self.scenario.value().to_string(),
+        }
+    }
+
+    fn text_field(&mut self, field: Field) -> Option<&mut TextField> {
+        match field {
+            Field::Task => Some(&mut self.task),
+            Field::Model => Some(&mut self.model),
+            Field::Budget => Some(&mut self.budget),
+            Field::Cwd => Some(&mut self.cwd),
+            _ => None,
+        }
+    }
+
+    fn choice(&mut self, field: Field) -> Option<&mut Choice> {
+        match field {
+            Field::Provider => Some(&mut self.provider),
+            Field::Policy => Some(&mut self.policy),
+            Field::Scenario => Some(&mut self.scenario),
+            _ => None,
+        }
+    }
+
+    fn move_focus(&mut self, delta: isize) {
+        let fields = self.fields();
+        let at = fields.iter().position(|f| *f == self.focus).unwrap_or(0) as isize;
+        let n = fields.len() as isize;
+        self.focus = fields[(at + delta).rem_euclid(n) as usize];
+    }
+
+    pub fn handle_key(&mut self, action: Option<Action>, key: &KeyEvent) -> Outcome {
+        if self.sending {
+            return if action == Some(Action::Close) {
+                Outcome::close()
+            } else {
+                Outcome::stay()
+            };
+        }
+        match action {
+            Some(Action::Close) => return Outcome::close(),
+            Some(Action::Submit) => return self.submit(),
+            Some(Action::NextField) => self.move_focus(1),
+            Some(Action::PrevField) => self.move_focus(-1),
+            Some(Action::ChoiceNext) => {
+                if let Some(choice) = self.choice(self.focus) {
+                    choice.step(1);
+                }
+            }
+            Some(Action::ChoicePrev) => {
+                if let Some(choice) = self.choice(self.focus) {
+                    choice.step(-1);
+                }
+            }
+            _ => {
+                let focus = self.focus;
+                if let Some(field) = self.text_field(focus) {
+                    field.edit(key);
+                } else if key.code == crossterm::event::KeyCode::Char(' ')
+                    && let Some(choice) = self.choice(focus)
+                {
+                    choice.step(1);
+                }
+            }
+        }
+        Outcome::stay()
+    }
+
+    /// The spec the form describes, or a refusal of what cannot be sent as typed.
+    pub fn spec(&self) -> Result<SpecInput, FormError> {
+        let blank = |t: &str| {
+            let t = t.trim();
+            (!t.is_empty()).then(|| t.to_string())
+        };
+        let budget_usd = match blank(&self.budget.text) {
+            None => None,
+            Some(text) => Some(
+                text.trim_start_matches('$')
+                    .parse::<f64>()
+                    .ok()
+                    .filter(|b| b.is_finite())
+                    .ok_or_else(|| FormError {
+                        field: Some(Field::Budget),
+                        code: ErrorCode::InvalidSpec.as_str().to_string(),
+                        message: format!("{text:?} is not an amount of dollars; write e.g. 2.50"),
+                    })?,
+            ),
+        };
+        let provider = self.provider.value().to_string();
+        let scenario = (provider == crate::config::SIM_PROVIDER
+            && self.scenario.value() != DEFAULT_SCENARIO)
+            .then(|| self.scenario.value().to_string());
+        Ok(SpecInput {
+            provider: blank(&provider),
+            model: blank(&self.model.text),
+            cwd: blank(&self.cwd.text).map(PathBuf::from),
+            task: self.task.text.clone(),
+            policy: blank(self.policy.value()),
+            budget_usd,
+            scenario,
+            ..SpecInput::default()
+        })
+    }
+
+    fn submit(&mut self) -> Outcome {
+        match self.spec() {
+            Ok(spec) => {
+                self.sending = true;
+                self.error = None;
+                Outcome {
+                    close: false,
+                    command: Some(ViewCommand::Request(
+                        ReplyTag::Dispatch,
+                        Request::Dispatch {
+                            spec: Box::new(spec),
+                        },
+                    )),
+                }
+            }
+            Err(e) => {
+                if let Some(field) = e.field {
+                    self.focus = field;
+                }
+                self.error = Some(e);
+                Outcome::stay()
+            }
+        }
+    }
+
+    /// The dispatcher refused the spec: show why, next to its field.
+    pub fn refused(&mut self, e: &DroverError) {
+        self.sending = false;
+        let field = Field::of_error(e.code);
+        if let Some(field) = field
+            && self.fields().contains(&field)
+        {
+            self.focus = field;
+        }
+        self.error = Some(FormError {
+            field,
+            code: e.code.as_str().to_string(),
+            message: e.message.clone(),
+        });
+    }
+}

@@ -1,0 +1,286 @@
+//! The permission prompt: one pending request of one run — a tool asking to run, or a
+//! question for the user — answered by keyboard.
+//!
+//! What must stay true: an answer names the request id this view shows, never another;
+//! once the request is known to be gone (answered elsewhere, withdrawn, timed out, or
+//! refused as such by the dispatcher) the view says so and sends nothing more for it;
+//! a question is answered with one of its own choices or with typed text.
+
+use crossterm::event::{KeyCode, KeyEvent};
+use serde_json::Value;
+use std::collections::BTreeMap;
+
+use super::text::TextField;
+use super::{Outcome, ViewCommand};
+use crate::dispatch::Request;
+use crate::dispatch::api::PendingView;
+use crate::providers::{PermissionAnswer, RequestKind};
+use crate::tui::event::ReplyTag;
+use crate::tui::keys::{Action, Context};
+
+/// Where the request stands, as far as this view knows.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum PromptState {
+    /// Waiting for the user's answer.
+    Open,
+    /// An answer was sent; waiting for the dispatcher to take it.
+    Sending(String),
+    /// The request is no longer pending; nothing is sent from here.
+    Gone(String),
+    /// The answer was refused for another reason; the user may answer again.
+    Failed(String),
+}
+
+/// Keys, or one of the text boxes of the prompt.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum PromptMode {
+    Keys,
+    DenyMessage(TextField),
+    FreeText(TextField),
+}
+
+/// One question of an `AskUserQuestion` request.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Question {
+    pub question: String,
+    pub header: Option<String>,
+    pub options: Vec<(String, Option<String>)>,
+}
+
+/// The questions in a question request's input (one made-up question when the input
+/// has none in the known shape, so typed text can still answer it).
+pub fn questions(request: &PendingView) -> Vec<Question> {
+    let found: Vec<Question> = request
+        .input
+        .get("questions")
+        .and_then(Value::as_array)
+        .map(|qs| {
+            qs.iter()
+                .filter_map(|q| {
+                    let question = q.get("question")?.as_str()?.to_string();
+                    let header = q.get("header").and_then(Value::as_str).map(str::to_string);
+                    let options = q
+                        .get("options")
+                        .and_then(Value::as_array)
+                        .map(|opts| {
+                            opts.iter()
+                                .filter_map(|o| {
+                                    let label = match o {
+                                        Value::String(s) => s.clone(),
+                                        _ => o.get("label")?.as_str()?.to_string(),
+                                    };
+                                    let description = o
+                                        .get("description")
+                                        .and_then(Value::as_str)
+                                        .map(str::to_string);
+                                    Some((label, description))
+                                })
+                                .collect()
+                        })
+                        .unwrap_or_default();
+                    Some(Question {
+                        question,
+                        header,
+                        options,
+                    })
+                })
+                .collect()
+        })
+        .unwrap_or_default();
+    if found.is_empty() {
+        let question = request
+            .input
+            .get("question")
+            .and_then(Value::as_str)
+            .unwrap_or(&request.tool)
+            .to_string();
+        vec![Question {
+            question,
+            header: None,
+            options: Vec::new(),
+        }]
+    } else {
+        found
+    }
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct PromptView {
+    pub run_id: String,
+    pub request: PendingView,
+    pub state: PromptState,
+    pub mode: PromptMode,
+    /// Lines of the input scrolled past.
+    pub scroll: u16,
+    /// Answers given so far to a multi-question request, keyed by question text.
+    pub answers: BTreeMap<String, String>,
+}
+
+impl PromptView {
+    pub fn new(run_id: impl Into<String>, request: PendingView) -> Self {
+        PromptView {
+            run_id: run_id.into(),
+            request,
+            state: PromptState::Open,
+            mode: PromptMode::Keys,
+            scroll: 0,
+            answers: BTreeMap::new(),
+        }
+    }
+
+    pub fn is_question(&self) -> bool {
+        self.request.kind == RequestKind::Question
+    }
+
+    pub fn context(&self) -> Context {
+        match self.mode {
+            PromptMode::Keys => Context::Prompt,
+            _ => Context::Input,
+        }
+    }
+
+    /// The question being answered now (the first one without an answer).
+    pub fn current_question(&self) -> Option<Question> {
+        if !self.is_question() {
+            return None;
+        }
+        questions(&self.request)
+            .into_iter()
+            .find(|q| !self.answers.contains_key(&q.question))
+    }
+
+    /// Whether an answer may be sent now.
+    pub fn can_answer(&self) -> bool {
+        matches!(self.state, PromptState::Open | PromptState::Failed(_))
+    }
+
+    pub fn handle_key(&mut self, action: Option<Action>, key: &KeyEvent) -> Outcome {
+        match &mut self.mode {
+            PromptMode::DenyMessage(field) | PromptMode::FreeText(field) => {
+                match action {
+                    Some(Action::Submit) => {
+                        let text = field.text.trim().to_string();
+                        let deny = matches!(self.mode, PromptMode::DenyMessage(_));
+                        self.mode = PromptMode::Keys;
+                        if deny {
+                            let message = (!text.is_empty()).then_some(text);
+                            return self.send(PermissionAnswer::Deny { message });
+                        }
+                        if text.is_empty() {
+                            return Outcome::stay();
+                        }
+                        return self.answer_current(text);
+                    }
+                    Some(Action::Close) => self.mode = PromptMode::Keys,
+                    _ => {
+                        field.edit(key);
+                    }
+                }
+                return Outcome::stay();
+            }
+            PromptMode::Keys => {}
+        }
+        if let KeyCode::Char(c @ '1'..='9') = key.code
+            && self.is_question()
+            && self.can_answer()
+        {
+            let index = c as usize - '1' as usize;
+            if let Some(label) = self
+                .current_question()
+                .and_then(|q| q.options.get(index).map(|(label, _)| label.clone()))
+            {
+                return self.answer_current(label);
+            }
+            return Outcome::stay();
+        }
+        match action {
+            Some(Action::Close) => Outcome::close(),
+            Some(Action::NextRequest) => Outcome {
+                close: false,
+                command: Some(ViewCommand::NextPrompt {
+                    after: Some(self.request.request_id.clone()),
+                }),
+            },
+            Some(Action::ScrollDown) => {
+                self.scroll = self.scroll.saturating_add(1);
+                Outcome::stay()
+            }
+            Some(Action::ScrollUp) => {
+                self.scroll = self.scroll.saturating_sub(1);
+                Outcome::stay()
+            }
+            _ if !self.can_answer() => Outcome::stay(),
+            Some(Action::AllowOnce) if !self.is_question() => {
+                self.send(PermissionAnswer::Allow { always: false })
+            }
+            Some(Action::AllowAlways) if !self.is_question() => {
+                self.send(PermissionAnswer::Allow { always: true })
+            }
+            Some(Action::Deny) => self.send(PermissionAnswer::Deny { message: None }),
+            Some(Action::DenyWithMessage) => {
+                self.mode = PromptMode::DenyMessage(TextField::default());
+                Outcome::stay()
+            }
+            Some(Action::TypeAnswer) if self.is_question() => {
+                self.mode = PromptMode::FreeText(TextField::default());
+                Outcome::stay()
+            }
+            _ => Outcome::stay(),
+        }
+    }
+
+    /// Records the answer to the current question; sends them all after the last one.
+    fn answer_current(&mut self, answer: String) -> Outcome {
+        let Some(question) = self.current_question() else {
+            return Outcome::stay();
+        };
+        self.answers.insert(question.question, answer);
+        if self.current_question().is_some() {
+            return Outcome::stay();
+        }
+        let answers = self.answers.clone();
+        self.send(PermissionAnswer::Answer { answers })
+    }
+
+    fn send(&mut self, answer: PermissionAnswer) -> Outcome {
+        self.state = PromptState::Sending(answer_words(&answer));
+        Outcome {
+            close: false,
+            command: Some(ViewCommand::Request(
+                ReplyTag::Respond {
+                    run_id: self.run_id.clone(),
+                    request_id: self.request.request_id.clone(),
+                },
+                Request::Respond {
+                    run_id: self.run_id.clone(),
+                    request_id: self.request.request_id.clone(),
+                    answer,
+                },
+            )),
+        }
+    }
+}
+
+/// An answer in words, for the "sending…" line.
+pub fn answer_words(answer: &PermissionAnswer) -> String {
+    match answer {
+        PermissionAnswer::Allow { always: false } => "allow once".into(),
+        PermissionAnswer::Allow { always: true } => "allow always".into(),
+        PermissionAnswer::Deny { message: None } => "deny".into(),
+        PermissionAnswer::Deny { message: Some(m) } => {
+            format!(
+                "deny: {}",
+                crate::spec::text::clip(&crate::spec::text::one_line(m), 60)
+            )
+        }
+        PermissionAnswer::Answer { answers } => format!(
+            "answer {}",
+            crate::spec::text::clip(
+                &crate::spec::text::one_line(
+                    &answers.values().cloned().collect::<Vec<_>>().join(", ")
+                ),
+                60
+            )
+        ),
+    }
+}

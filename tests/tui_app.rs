@@ -1,0 +1,525 @@
+//! The dashboard driven through key events against a real dispatcher on the simulated
+//! agent (`drover sim-agent`, the real Claude adapter, the real ledger), with no
+//! terminal: the test plays the event loop — app events and dispatcher events go into
+//! `App::handle`, and its requests go to the dispatcher through the `Driver`.
+//!
+//! Every wait is bounded and event-driven: the loop runs until a condition holds or
+//! `STEP_TIMEOUT` passes (then the test fails saying what it waited for).
+
+mod tui_common;
+
+use crossterm::event::KeyCode;
+use drover::config::Config;
+use drover::control::offline::TranscriptView;
+use drover::dispatch::api::{RunSummary, RunView, TranscriptFormat, WaitOutcome, WaitUntil};
+use drover::dispatch::{self, DispatchEvent, DispatcherHandle, DispatcherOptions, Request};
+use drover::paths::Paths;
+use drover::providers::PermissionAnswer;
+use drover::run_state::RunState;
+use drover::spec::SpecInput;
+use drover::tui::views::Overlay;
+use drover::tui::views::prompt::PromptState;
+use drover::tui::{App, AppEvent, Driver, Effect, ViewModel};
+use serde::de::DeserializeOwned;
+use std::time::Duration;
+use tokio::sync::{broadcast, mpsc};
+use tui_common::{char_key, key, options};
+
+const STEP_TIMEOUT: Duration = Duration::from_secs(30);
+
+struct Harness {
+    app: App,
+    handle: DispatcherHandle,
+    join: Option<tokio::task::JoinHandle<()>>,
+    driver: Driver,
+    rx: mpsc::UnboundedReceiver<AppEvent>,
+    events: broadcast::Receiver<DispatchEvent>,
+    notifications: Vec<String>,
+    quit: bool,
+    paths: Paths,
+    home: tempfile::TempDir,
+}
+
+impl Harness {
+    async fn start() -> Harness {
+        let home = tempfile::tempdir().expect("temp dir");
+        let paths = Paths::under(home.path());
+        paths.ensure_dirs().expect("dirs");
+        let config = Config::load(&paths.config_file).expect("default config");
+        let (handle, join) = dispatch::start(DispatcherOptions {
+            paths: paths.clone(),
+            config,
+            self_exe: env!("CARGO_BIN_EXE_drover").into(),
+        })
+        .await
+        .expect("dispatcher starts");
+        let events = handle.subscribe();
+        let (sender, rx) = drover::tui::runner::channel();
+        let driver = Driver::new(handle.clone(), sender);
+        let mut opts = options();
+        opts.cwd = home.path().to_path_buf();
+        let app = App::new(
+            opts,
+            ViewModel::new(drover::tui::runner::now_millis(), 120, 40),
+        );
+        let mut h = Harness {
+            app,
+            handle,
+            join: Some(join),
+            driver,
+            rx,
+            events,
+            notifications: Vec::new(),
+            quit: false,
+            paths,
+            home,
+        };
+        let effects = h.app.start();
+        h.carry_out(effects);
+        h
+    }
+
+    fn carry_out(&mut self, effects: Vec<Effect>) {
+        for effect in effects {
+            match self.driver.execute(effect) {
+                Some(Effect::Notify(text)) => self.notifications.push(text),
+                Some(Effect::Quit) => self.quit = true,
+                _ => {}
+            }
+        }
+    }
+
+    fn handle_event(&mut self, event: AppEvent) {
+        self.app.model.now = drover::tui::runner::now_millis();
+        let effects = self.app.handle(event);
+        self.carry_out(effects);
+    }
+
+    /// Presses keys (each handled like the event loop does).
+    fn press(&mut self, events: impl IntoIterator<Item = AppEvent>) {
+        for event in events {
+            self.handle_event(event);
+        }
+    }
+
+    fn type_text(&mut self, text: &str) {
+        self.press(text.chars().map(char_key).collect::<Vec<_>>());
+    }
+
+    /// Runs the event loop until `done` holds.
+    async fn pump_until(&mut self, what: &str, done: impl Fn(&App) -> bool) {
+        let deadline = tokio::time::Instant::now() + STEP_TIMEOUT;
+        while !done(&self.app) {
+            let event = tokio::select! {
+                Some(event) = self.rx.recv() => event,
+                event = self.events.recv() => match event {
+                    Ok(event) => AppEvent::Dispatch(event),
+                    Err(broadcast::error::RecvError::Lagged(_)) => AppEvent::Lagged,
+                    Err(broadcast::error::RecvError::Closed) => panic!("the dispatcher stopped while waiting for {what}"),
+                },
+                () = tokio::time::sleep_until(deadline) => panic!("timed out waiting for {what}"),
+            };
+            self.handle_event(event);
+        }
+    }
+
+    async fn ask<T: DeserializeOwned>(&self, request: Request) -> T {
+        let value = self
+            .handle
+            .request(request)
+            .await
+            .expect("request answered");
+        serde_json::from_value(value).expect("answer shape")
+    }
+
+    async fn dispatch(&self, scenario: &str, task: &str) -> String {
+        let run: RunSummary = self
+            .ask(Request::Dispatch {
+                spec: Box::new(SpecInput {
+                    provider: Some("sim".into()),
+                    scenario: Some(scenario.into()),
+                    task: task.into(),
+                    cwd: Some(self.home.path().to_path_buf()),
+                    ..SpecInput::default()
+                }),
+            })
+            .await;
+        run.run_id
+    }
+
+    async fn show(&self, run_id: &str) -> RunView {
+        self.ask(Request::Show {
+            run_id: run_id.into(),
+        })
+        .await
+    }
+
+    async fn wait(&self, run_id: &str, until: WaitUntil) -> RunSummary {
+        let outcome: WaitOutcome = self
+            .ask(Request::Wait {
+                run_ids: vec![run_id.into()],
+                until,
+                any: false,
+                timeout_secs: Some(STEP_TIMEOUT.as_secs()),
+            })
+            .await;
+        assert!(!outcome.timed_out, "run {run_id} did not reach {until:?}");
+        outcome.runs.into_iter().next().expect("the run")
+    }
+
+    async fn events_of(&self, run_id: &str) -> Vec<drover::ledger::EventRecord> {
+        let view: TranscriptView = self
+            .ask(Request::Transcript {
+                run_id: run_id.into(),
+                format: TranscriptFormat::Events,
+            })
+            .await;
+        view.events
+    }
+
+    /// Shuts the dispatcher down (what the dashboard does on quit); returns the data
+    /// directory so the ledger can still be read.
+    async fn shutdown(mut self) -> tempfile::TempDir {
+        self.handle.shutdown().await;
+        if let Some(join) = self.join.take() {
+            let _ = join.await;
+        }
+        self.home
+    }
+}
+
+fn top(app: &App) -> Option<&Overlay> {
+    app.overlays.last()
+}
+
+fn prompt_request(app: &App) -> Option<(String, String)> {
+    match top(app) {
+        Some(Overlay::Prompt(p)) => Some((p.run_id.clone(), p.request.request_id.clone())),
+        _ => None,
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn dispatch_from_the_form_with_an_inline_refusal_first() {
+    let mut h = Harness::start().await;
+    h.pump_until("the first list of runs", |app| app.model.budget.is_some())
+        .await;
+
+    // An empty task: the dispatcher refuses, the form says why and stays open.
+    h.press([char_key('n'), key(KeyCode::Enter)]);
+    h.pump_until(
+        "the refusal in the form",
+        |app| matches!(top(app), Some(Overlay::Form(f)) if f.error.is_some()),
+    )
+    .await;
+    let Some(Overlay::Form(form)) = top(&h.app) else {
+        panic!("the form is open")
+    };
+    assert_eq!(form.error.as_ref().unwrap().code, "TASK_REQUIRED");
+    let runs: Vec<RunSummary> = h
+        .ask(Request::Runs {
+            state: None,
+            include_removed: true,
+        })
+        .await;
+    assert!(runs.is_empty(), "nothing is created for a refused dispatch");
+
+    // Type a task and send it: the sim's quick-success scenario (the form's default).
+    h.type_text("Say hello from the form");
+    h.press([key(KeyCode::Enter)]);
+    h.pump_until("the form to close on the dispatch", |app| {
+        app.overlays.is_empty() && app.model.run_count() == 1
+    })
+    .await;
+    let run_id = h
+        .app
+        .model
+        .selected()
+        .expect("the new run is selected")
+        .to_string();
+    let run = h.wait(&run_id, WaitUntil::Idle).await;
+    assert_eq!(run.state, RunState::Idle);
+    assert_eq!(run.provider, "sim");
+    assert_eq!(run.title, "Say hello from the form");
+    let view = h.show(&run_id).await;
+    assert_eq!(view.cwd, h.home.path().display().to_string());
+    assert_eq!(view.policy, "ask");
+    assert_eq!(
+        view.last_result.and_then(|r| r.status).as_deref(),
+        Some("done")
+    );
+    let _ = h.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_permission_is_answered_with_one_key_and_the_prompt_moves_on() {
+    let mut h = Harness::start().await;
+    let run_id = h
+        .dispatch("tool-permission", "List the files, then edit main.rs")
+        .await;
+    h.pump_until("a pending request", |app| {
+        app.model.oldest_pending(None).is_some()
+    })
+    .await;
+    assert!(
+        h.notifications
+            .iter()
+            .any(|n| n.contains("asks to use Bash")),
+        "a notification: {:?}",
+        h.notifications
+    );
+
+    h.press([char_key('p')]);
+    let (shown_run, first) = prompt_request(&h.app).expect("the prompt opens");
+    assert_eq!(shown_run, run_id);
+    // One key answers the request on screen. Nothing else is pending yet, so the prompt
+    // closes; the run's next request (the Edit) is the next one `p` shows.
+    h.press([char_key('y')]);
+    h.pump_until("the answer taken and the Edit requested", |app| {
+        app.overlays.is_empty()
+            && app
+                .model
+                .oldest_pending(None)
+                .is_some_and(|(_, p)| p.request_id != first)
+    })
+    .await;
+    h.press([char_key('p')]);
+    let (_, second) = prompt_request(&h.app).expect("the next request on screen");
+    let Some(Overlay::Prompt(p)) = top(&h.app) else {
+        unreachable!()
+    };
+    assert_eq!(p.request.tool, "Edit");
+
+    // Allow the Edit "always"; with nothing left the prompt closes.
+    h.press([char_key('a')]);
+    h.pump_until("the prompt to close", |app| app.overlays.is_empty())
+        .await;
+    let run = h.wait(&run_id, WaitUntil::Idle).await;
+    assert_eq!(run.state, RunState::Idle);
+    assert_eq!(run.pending, 0);
+
+    let events = h.events_of(&run_id).await;
+    let decision = |id: &str| {
+        events
+            .iter()
+            .filter(|e| e.kind == "permission_resolved" && e.body["request_id"] == id)
+            .map(|e| e.body["decision"].as_str().unwrap_or("").to_string())
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(
+        decision(&first),
+        ["allow"],
+        "the answer landed on the request shown"
+    );
+    assert_eq!(decision(&second), ["allow always"]);
+    let view = h.show(&run_id).await;
+    assert_eq!(
+        view.last_result.and_then(|r| r.status).as_deref(),
+        Some("done")
+    );
+    let _ = h.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_question_is_answered_by_the_number_of_its_choice() {
+    let mut h = Harness::start().await;
+    let run_id = h.dispatch("question", "Set up the cache").await;
+    h.pump_until("the question", |app| {
+        app.model.oldest_pending(None).is_some()
+    })
+    .await;
+    h.press([char_key('p'), char_key('2')]);
+    h.pump_until("the prompt to close", |app| app.overlays.is_empty())
+        .await;
+    h.wait(&run_id, WaitUntil::Idle).await;
+    let view = h.show(&run_id).await;
+    let summary = view.last_result.and_then(|r| r.summary).unwrap_or_default();
+    assert!(summary.contains("Postgres"), "{summary}");
+    let _ = h.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_request_answered_elsewhere_is_shown_as_gone_and_nothing_is_sent() {
+    let mut h = Harness::start().await;
+    let run_id = h.dispatch("tool-permission", "List the files").await;
+    h.pump_until("a pending request", |app| {
+        app.model.oldest_pending(None).is_some()
+    })
+    .await;
+    h.press([char_key('p')]);
+    let (_, request_id) = prompt_request(&h.app).expect("the prompt opens");
+
+    // Another terminal answers it first.
+    let _: serde_json::Value = h
+        .ask(Request::Respond {
+            run_id: run_id.clone(),
+            request_id: request_id.clone(),
+            answer: PermissionAnswer::Deny {
+                message: Some("answered from another terminal".into()),
+            },
+        })
+        .await;
+    h.pump_until("the prompt to say the request is gone", |app| {
+        matches!(top(app), Some(Overlay::Prompt(p))
+            if p.request.request_id == request_id && matches!(p.state, PromptState::Gone(_)))
+    })
+    .await;
+    // The key that would have allowed it sends nothing.
+    let effects = h.app.handle(char_key('y'));
+    assert!(effects.is_empty(), "{effects:?}");
+
+    let events = h.events_of(&run_id).await;
+    let resolved: Vec<_> = events
+        .iter()
+        .filter(|e| e.kind == "permission_resolved" && e.body["request_id"] == request_id.as_str())
+        .collect();
+    assert_eq!(resolved.len(), 1, "{resolved:?}");
+    assert!(
+        resolved[0].body["decision"]
+            .as_str()
+            .unwrap_or("")
+            .starts_with("deny"),
+        "{resolved:?}"
+    );
+    let _ = h.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_follow_up_answers_a_run_that_needs_input() {
+    let mut h = Harness::start().await;
+    let run_id = h.dispatch("needs-input", "Deploy the release").await;
+    h.pump_until("the run to need input", |app| {
+        app.model
+            .run(&run_id)
+            .is_some_and(|e| e.summary.needs_input && e.summary.state == RunState::Idle)
+    })
+    .await;
+    h.app.model.select(&run_id);
+    h.press([char_key('f')]);
+    assert!(matches!(top(&h.app), Some(Overlay::Input(_))));
+    h.type_text("staging-eu");
+    h.press([key(KeyCode::Enter)]);
+    h.pump_until("the follow-up box to close", |app| app.overlays.is_empty())
+        .await;
+    h.pump_until("the follow-up turn to finish", |app| {
+        app.model.run(&run_id).is_some_and(|e| {
+            e.summary.state == RunState::Idle
+                && !e.summary.needs_input
+                && e.detail.as_ref().is_some_and(|d| d.turns.len() == 2)
+        })
+    })
+    .await;
+    let view = h.show(&run_id).await;
+    assert_eq!(view.turns.len(), 2);
+    assert_eq!(view.turns[1].origin, "follow_up");
+    let result = view.last_result.expect("a result");
+    assert_eq!(result.status.as_deref(), Some("done"));
+    assert!(
+        result.summary.unwrap_or_default().contains("staging-eu"),
+        "the follow-up carried the answer"
+    );
+    let _ = h.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn stop_ends_the_selected_run() {
+    let mut h = Harness::start().await;
+    let run_id = h.dispatch("hang", "Look into it").await;
+    h.pump_until("the run to be running", |app| {
+        app.model
+            .run(&run_id)
+            .is_some_and(|e| e.summary.state == RunState::Running)
+    })
+    .await;
+    h.app.model.select(&run_id);
+    h.press([char_key('s')]);
+    let run = h.wait(&run_id, WaitUntil::Terminal).await;
+    assert_eq!(run.state, RunState::Stopped);
+    assert_eq!(run.completion_reason.as_deref(), Some("user"));
+    h.pump_until("the run in the Finished tray", |app| {
+        app.model
+            .run(&run_id)
+            .is_some_and(|e| e.summary.state == RunState::Stopped)
+    })
+    .await;
+    let _ = h.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kill_all_asks_first_then_stops_every_active_run() {
+    let mut h = Harness::start().await;
+    let a = h.dispatch("hang", "first").await;
+    let b = h.dispatch("hang", "second").await;
+    h.pump_until("both runs listed", |app| app.model.counts().active == 2)
+        .await;
+    h.press([char_key('K')]);
+    assert!(matches!(top(&h.app), Some(Overlay::Confirm(_))));
+    h.press([char_key('n')]);
+    assert!(h.app.overlays.is_empty(), "no closes the question");
+    h.press([char_key('K'), char_key('y')]);
+    for id in [&a, &b] {
+        let run = h.wait(id, WaitUntil::Terminal).await;
+        assert_eq!(run.state, RunState::Stopped, "{id}");
+    }
+    let _ = h.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn quitting_with_an_active_run_asks_then_the_shutdown_records_it_interrupted() {
+    let mut h = Harness::start().await;
+    let run_id = h.dispatch("hang", "Keep going").await;
+    h.pump_until("the run listed", |app| app.model.counts().active == 1)
+        .await;
+    h.press([char_key('q')]);
+    assert!(!h.quit, "not before the answer");
+    h.press([char_key('y')]);
+    assert!(h.quit, "quit after yes");
+    // What the dashboard does on quit: shut the dispatcher down.
+    let paths = h.paths.clone();
+    let _home = h.shutdown().await;
+    let view: RunView = serde_json::from_value(
+        drover::control::offline::answer(&paths, &Request::Show { run_id })
+            .expect("the ledger answers"),
+    )
+    .expect("a run view");
+    assert_eq!(view.state, RunState::Interrupted);
+    assert_eq!(view.completion_reason.as_deref(), Some("shutdown"));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn answering_moves_to_the_oldest_request_of_another_run() {
+    let mut h = Harness::start().await;
+    let first = h.dispatch("tool-permission", "first").await;
+    h.pump_until("the first run's request", |app| {
+        app.model.pending_total() == 1
+    })
+    .await;
+    let second = h.dispatch("tool-permission", "second").await;
+    h.pump_until("both runs' requests", |app| app.model.pending_total() == 2)
+        .await;
+    h.press([char_key('p')]);
+    assert_eq!(
+        prompt_request(&h.app).map(|(run, _)| run),
+        Some(first.clone()),
+        "the oldest request first"
+    );
+    h.press([char_key('y')]);
+    h.pump_until("the other run's request on screen", |app| {
+        prompt_request(app).is_some_and(|(run, _)| run == second)
+    })
+    .await;
+    let (_, denied) = prompt_request(&h.app).unwrap();
+    h.press([char_key('d')]);
+    h.pump_until("the second run's request answered", |app| {
+        prompt_request(app).is_none_or(|(_, id)| id != denied)
+    })
+    .await;
+    let events = h.events_of(&second).await;
+    assert!(
+        events.iter().any(|e| e.kind == "permission_resolved"
+            && e.body["request_id"] == denied.as_str()
+            && e.body["decision"] == "deny"),
+        "the deny landed on the second run's request"
+    );
+    let _ = h.shutdown().await;
+}

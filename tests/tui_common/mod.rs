@@ -1,0 +1,308 @@
+//! Shared by the dashboard tests: hand-built view models (fixed clock, fixed ids) and
+//! rendering on ratatui's `TestBackend`.
+
+#![allow(dead_code)]
+
+use crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
+use drover::dispatch::DispatchEvent;
+use drover::dispatch::api::{
+    BudgetView, NoteView, PendingView, ResultView, RunSummary, RunView, TurnView,
+};
+use drover::live_state::{Cause, LiveState, LiveStateKind};
+use drover::providers::{RequestKind, Tokens};
+use drover::run_state::RunState;
+use drover::tui::{App, AppEvent, AppOptions, ViewModel, render};
+use ratatui::Terminal;
+use ratatui::backend::TestBackend;
+use serde_json::{Value, json};
+
+/// The fixed clock of every hand-built model.
+pub const NOW: i64 = 1_750_000_000_000;
+
+/// A run id in the fixture's shape (`r` + digit + letters), masked in snapshots.
+pub fn id(n: u32) -> String {
+    format!("r{n}k9x2a0{n}")
+}
+
+pub fn live(
+    state: LiveStateKind,
+    ago_secs: i64,
+    left_secs: i64,
+    detail: Option<&str>,
+) -> LiveState {
+    LiveState {
+        state,
+        since: NOW - ago_secs * 1_000,
+        bound: (state != LiveStateKind::Ended).then_some(NOW + left_secs * 1_000),
+        detail: detail.map(str::to_string),
+        cause: (state == LiveStateKind::Ended).then_some(Cause::Completed),
+        seq: 3,
+    }
+}
+
+pub fn summary(n: u32, title: &str, state: RunState) -> RunSummary {
+    let live_state = if state.is_terminal() {
+        Some(live(LiveStateKind::Ended, 0, 0, None))
+    } else {
+        Some(match state {
+            RunState::Queued => live(LiveStateKind::Admitted, 40, 2_660, None),
+            RunState::Starting => live(
+                LiveStateKind::Preparing,
+                2,
+                58,
+                Some("starting the provider"),
+            ),
+            RunState::Idle => live(
+                LiveStateKind::Working,
+                95,
+                1_105,
+                Some("idle: waiting for a follow-up"),
+            ),
+            RunState::AwaitingPermission => live(
+                LiveStateKind::Working,
+                12,
+                588,
+                Some("waiting for your answer: Bash"),
+            ),
+            RunState::AwaitingRoute => live(
+                LiveStateKind::Admitted,
+                50,
+                1_750,
+                Some("held on a route card"),
+            ),
+            _ => live(LiveStateKind::Working, 185, 2_515, Some("model turn")),
+        })
+    };
+    RunSummary {
+        run_id: id(n),
+        state,
+        completion_reason: state.is_terminal().then(|| match state {
+            RunState::Completed => "complete".to_string(),
+            RunState::Failed => "provider_error".to_string(),
+            RunState::Stopped => "user".to_string(),
+            _ => "shutdown".to_string(),
+        }),
+        provider: "sim".into(),
+        model: Some("claude-sonnet-4-5".into()),
+        title: title.into(),
+        live_state,
+        cost_usd: 0.12 * f64::from(n % 5),
+        budget_usd: 5.0,
+        pending: usize::from(state == RunState::AwaitingPermission),
+        needs_input: false,
+        stalled: false,
+        created_at: NOW - 600_000 + i64::from(n) * 1_000,
+        finished_at: state
+            .is_terminal()
+            .then_some(NOW - 60_000 + i64::from(n) * 1_000),
+    }
+}
+
+pub fn bash_request(n: u32, command: &str) -> PendingView {
+    PendingView {
+        request_id: format!("req_{n}"),
+        kind: RequestKind::Permission,
+        tool: "Bash".into(),
+        input: json!({"command": command, "description": "Run the test suite"}),
+        suggestions: json!([{"type": "addRules", "rules": [{"toolName": "Bash",
+            "ruleContent": "cargo test:*"}], "behavior": "allow", "destination": "session"}]),
+        created_at: NOW - 12_000,
+        expires_at: NOW + 588_000,
+    }
+}
+
+pub fn question_request(n: u32) -> PendingView {
+    PendingView {
+        request_id: format!("req_{n}"),
+        kind: RequestKind::Question,
+        tool: "AskUserQuestion".into(),
+        input: json!({"questions": [{"question": "Which database should the cache use?",
+            "header": "Database", "multiSelect": false, "options": [
+                {"label": "SQLite", "description": "A file next to the app; nothing to run."},
+                {"label": "Postgres", "description": "The shared server the rest of the stack uses."}]}]}),
+        suggestions: Value::Null,
+        created_at: NOW - 30_000,
+        expires_at: NOW + 1_770_000,
+    }
+}
+
+pub fn view_of(s: &RunSummary) -> RunView {
+    RunView {
+        run_id: s.run_id.clone(),
+        state: s.state,
+        completion_reason: s.completion_reason.clone(),
+        provider: s.provider.clone(),
+        model: s.model.clone(),
+        title: s.title.clone(),
+        task: format!("{} — keep the public API as it is.", s.title),
+        cwd: "/home/dev/project".into(),
+        policy: "ask".into(),
+        live_state: s.live_state.clone(),
+        cost_usd: s.cost_usd,
+        budget_usd: s.budget_usd,
+        cost_basis: "reported".into(),
+        tokens: Tokens::default(),
+        turns: vec![TurnView {
+            number: 1,
+            origin: "dispatch".into(),
+            started_at: s.created_at,
+            ended_at: None,
+            prompt_preview: "…".into(),
+            text: None,
+            tokens: Tokens::default(),
+            cost_usd: None,
+            result: None,
+        }],
+        pending: Vec::new(),
+        last_result: None,
+        notes: Vec::new(),
+        provider_session_id: None,
+        stalled: false,
+        created_at: s.created_at,
+        finished_at: s.finished_at,
+        max_turns: 6,
+        queued_follow_ups: 0,
+        pid: None,
+    }
+}
+
+pub fn budget(spent: f64, reserved: f64) -> BudgetView {
+    BudgetView {
+        session: "default".into(),
+        spent_usd: spent,
+        reserved_usd: reserved,
+        available_usd: (25.0 - spent - reserved).max(0.0),
+        warning_usd: 8.0,
+        hard_cap_usd: 25.0,
+        runs_by_basis: Default::default(),
+        unpriced_runs: Vec::new(),
+    }
+}
+
+pub fn options() -> AppOptions {
+    let mut o = AppOptions::new("/home/dev/project".into());
+    o.providers = vec![
+        "claude-code".into(),
+        "codex".into(),
+        "opencode".into(),
+        "sim".into(),
+    ];
+    o.default_provider = "sim".into();
+    o.scenarios = vec![
+        "quick-success".into(),
+        "tool-permission".into(),
+        "hang".into(),
+    ];
+    o
+}
+
+/// An app with these runs, a budget, and nothing else.
+pub fn app_with(runs: Vec<RunSummary>, width: u16, height: u16) -> App {
+    let mut model = ViewModel::new(NOW, width, height);
+    model.budget = Some(budget(1.84, 6.50));
+    model.replace_runs(runs);
+    App::new(options(), model)
+}
+
+/// A realistic dashboard: every tray populated, the first Needs-you run selected with its
+/// detail and transcript loaded.
+pub fn busy_app(width: u16, height: u16) -> App {
+    let mut needs_input = summary(3, "Deploy the release to staging", RunState::Idle);
+    needs_input.needs_input = true;
+    needs_input.live_state = Some(live(
+        LiveStateKind::Working,
+        20,
+        1_180,
+        Some("needs your input: answer with a follow-up"),
+    ));
+    let mut stalled = summary(
+        5,
+        "Investigate the flaky integration test",
+        RunState::Running,
+    );
+    stalled.stalled = true;
+    let runs = vec![
+        summary(
+            1,
+            "Update the greeting in src/main.rs",
+            RunState::AwaitingPermission,
+        ),
+        needs_input,
+        summary(4, "Refactor the twenty storage modules", RunState::Running),
+        stalled,
+        summary(6, "Write the changelog for 0.4", RunState::Idle),
+        summary(7, "Port the CLI to the new config API", RunState::Queued),
+        summary(8, "Check the README links", RunState::Completed),
+        summary(9, "Bump the MSRV to 1.88", RunState::Failed),
+    ];
+    let mut app = app_with(runs, width, height);
+    app.model.apply(&DispatchEvent::PermissionRequested {
+        run_id: id(1),
+        pending: bash_request(1, "cargo test --workspace"),
+    });
+    let first = app.model.run(&id(1)).unwrap().summary.clone();
+    let mut view = view_of(&first);
+    view.pending = vec![bash_request(1, "cargo test --workspace")];
+    view.notes = vec![NoteView {
+        at: NOW - 90_000,
+        text: "clamped: budget $40.00 → $25.00".into(),
+    }];
+    view.last_result = Some(ResultView {
+        status: Some("done".into()),
+        summary: Some("Listed the project files.".into()),
+        question: None,
+        files: vec![],
+        changes: vec![],
+        follow_ups: vec![],
+        json: None,
+    });
+    app.model.set_detail(view);
+    app.model.set_transcript(
+        &id(1),
+        vec![
+            "ready (2.1.0)".into(),
+            "session 8f198f6b on claude-sonnet-4-5".into(),
+            "text: I'll list the project files first.".into(),
+            "tool Bash: ls -la".into(),
+            "tool result: total 16 (4 lines)".into(),
+            "text: Now I'll run the test suite.".into(),
+            "tool Bash: cargo test --workspace".into(),
+            "asks permission for Bash: cargo test --workspace".into(),
+        ],
+    );
+    app.model.select(&id(1));
+    app
+}
+
+pub fn key(code: KeyCode) -> AppEvent {
+    AppEvent::Key(KeyEvent::new(code, KeyModifiers::NONE))
+}
+
+pub fn char_key(c: char) -> AppEvent {
+    let mods = if c.is_ascii_uppercase() {
+        KeyModifiers::SHIFT
+    } else {
+        KeyModifiers::NONE
+    };
+    AppEvent::Key(KeyEvent::new(KeyCode::Char(c), mods))
+}
+
+/// Draws the app on a `TestBackend` of the model's size and returns the screen as text.
+pub fn render_app(app: &App) -> String {
+    let mut terminal =
+        Terminal::new(TestBackend::new(app.model.width, app.model.height)).expect("terminal");
+    terminal
+        .draw(|frame| render::draw(frame, app))
+        .expect("draw");
+    terminal.backend().to_string()
+}
+
+/// The buffer of one frame, for style assertions.
+pub fn render_buffer(app: &App) -> ratatui::buffer::Buffer {
+    let mut terminal =
+        Terminal::new(TestBackend::new(app.model.width, app.model.height)).expect("terminal");
+    terminal
+        .draw(|frame| render::draw(frame, app))
+        .expect("draw");
+    terminal.backend().buffer().clone()
+}

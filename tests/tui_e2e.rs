@@ -1,0 +1,233 @@
+//! End to end in a real terminal: `drover demo` runs in tmux (a private tmux server), a
+//! permission prompt is answered with keys, the run is completed with a key, and
+//! `drover show --json` from another process (through the control socket) finds it
+//! completed; quitting stops the rest and records them as interrupted.
+//!
+//! Needs `tmux` (`apt-get install tmux`); without it this test fails and says so. Every
+//! wait is bounded and watches for a condition (the pane's text or the dispatcher's
+//! answer), never a fixed sleep.
+
+use serde_json::Value;
+use std::path::Path;
+use std::process::{Command, Output};
+use std::time::{Duration, Instant};
+
+const DEADLINE: Duration = Duration::from_secs(30);
+const POLL: Duration = Duration::from_millis(100);
+
+struct Tmux {
+    socket: String,
+}
+
+impl Tmux {
+    fn run(&self, args: &[&str]) -> Output {
+        Command::new("tmux")
+            .args(["-L", &self.socket])
+            .args(args)
+            .output()
+            .expect("tmux runs (install it: apt-get install tmux)")
+    }
+
+    fn pane(&self) -> String {
+        String::from_utf8_lossy(&self.run(&["capture-pane", "-p", "-t", "demo"]).stdout)
+            .into_owned()
+    }
+
+    fn keys(&self, keys: &[&str]) {
+        let mut args = vec!["send-keys", "-t", "demo"];
+        args.extend_from_slice(keys);
+        self.run(&args);
+    }
+
+    /// Waits until the pane shows `text`; `retry` keys are sent every second meanwhile.
+    fn wait_for(&self, text: &str, retry: &[&str]) -> String {
+        let start = Instant::now();
+        let mut last_retry = Instant::now();
+        loop {
+            let pane = self.pane();
+            if pane.contains(text) {
+                return pane;
+            }
+            assert!(
+                start.elapsed() < DEADLINE,
+                "the dashboard never showed {text:?}; the pane:\n{pane}"
+            );
+            if !retry.is_empty() && last_retry.elapsed() > Duration::from_secs(1) {
+                self.keys(retry);
+                last_retry = Instant::now();
+            }
+            std::thread::sleep(POLL);
+        }
+    }
+}
+
+impl Drop for Tmux {
+    fn drop(&mut self) {
+        let _ = Command::new("tmux")
+            .args(["-L", &self.socket, "kill-server"])
+            .output();
+    }
+}
+
+fn drover(home: &Path, args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_drover"))
+        .env("DROVER_HOME", home)
+        .args(args)
+        .output()
+        .expect("drover runs")
+}
+
+fn json(output: Output) -> Value {
+    assert!(
+        output.status.success(),
+        "drover failed: {}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    serde_json::from_slice(&output.stdout).expect("one JSON answer")
+}
+
+/// The demo's run with this title, once the dashboard owns the directory and listed it.
+fn run_titled(home: &Path, title: &str) -> Value {
+    let start = Instant::now();
+    loop {
+        let out = drover(home, &["runs", "--json"]);
+        if out.status.success()
+            && let Ok(Value::Array(runs)) = serde_json::from_slice::<Value>(&out.stdout)
+            && let Some(run) = runs.into_iter().find(|r| r["title"] == title)
+        {
+            return run;
+        }
+        assert!(
+            start.elapsed() < DEADLINE,
+            "the demo never dispatched {title:?}"
+        );
+        std::thread::sleep(POLL);
+    }
+}
+
+fn show(home: &Path, run_id: &str) -> Value {
+    json(drover(home, &["show", run_id, "--json"]))
+}
+
+#[test]
+fn the_demo_answers_a_permission_by_keys_and_another_terminal_sees_the_run_completed() {
+    let probe = Command::new("tmux").arg("-V").output();
+    assert!(
+        probe.is_ok_and(|o| o.status.success()),
+        "this test needs tmux; install it (apt-get install tmux)"
+    );
+    let home = tempfile::tempdir().expect("temp dir");
+    let tmux = Tmux {
+        socket: format!("drover-e2e-{}", std::process::id()),
+    };
+    let command = format!(
+        "DROVER_HOME='{}' '{}' demo; echo DEMO-EXIT=$?; sleep 600",
+        home.path().display(),
+        env!("CARGO_BIN_EXE_drover")
+    );
+    let started = tmux.run(&[
+        "new-session",
+        "-d",
+        "-s",
+        "demo",
+        "-x",
+        "120",
+        "-y",
+        "36",
+        &command,
+    ]);
+    assert!(started.status.success(), "{:?}", started);
+
+    let run = run_titled(home.path(), "Update the greeting in src/main.rs");
+    let run_id = run["run_id"].as_str().expect("run id").to_string();
+    let waited = drover(
+        home.path(),
+        &[
+            "wait",
+            &run_id,
+            "--until",
+            "idle",
+            "--timeout",
+            "30",
+            "--json",
+        ],
+    );
+    assert!(
+        waited.status.success(),
+        "the run never asked for permission"
+    );
+
+    // `p` opens the oldest request of any run; tab walks to this run's Bash.
+    tmux.keys(&["p"]);
+    let pane = tmux.wait_for("Bash wants to run", &["p", "Tab"]);
+    assert!(
+        pane.contains("ls -la"),
+        "the command is shown whole:\n{pane}"
+    );
+    tmux.keys(&["y"]);
+
+    // The run goes on and asks for the Edit; answer it "always".
+    let start = Instant::now();
+    loop {
+        let view = show(home.path(), &run_id);
+        if view["pending"][0]["tool"] == "Edit" {
+            break;
+        }
+        assert!(start.elapsed() < DEADLINE, "no Edit request: {view}");
+        std::thread::sleep(POLL);
+    }
+    tmux.wait_for("Edit wants to run", &["p", "Tab"]);
+    tmux.keys(&["a"]);
+    let waited = json(drover(
+        home.path(),
+        &[
+            "wait",
+            &run_id,
+            "--until",
+            "idle",
+            "--timeout",
+            "30",
+            "--json",
+        ],
+    ));
+    assert_eq!(waited["runs"][0]["state"], "idle", "{waited}");
+
+    // Back on the dashboard, filter down to the run and complete it with `c`.
+    tmux.keys(&["Escape"]);
+    tmux.wait_for("? help", &["Escape"]);
+    tmux.keys(&["/", "greeting", "Enter"]);
+    tmux.wait_for("filter: greeting", &[]);
+    tmux.wait_for("Looked at the project", &[]);
+    tmux.keys(&["c"]);
+    let waited = json(drover(
+        home.path(),
+        &[
+            "wait",
+            &run_id,
+            "--until",
+            "terminal",
+            "--timeout",
+            "30",
+            "--json",
+        ],
+    ));
+    assert_eq!(waited["runs"][0]["state"], "completed", "{waited}");
+    let view = show(home.path(), &run_id);
+    assert_eq!(view["state"], "completed");
+    assert_eq!(view["completion_reason"], "complete");
+    assert_eq!(view["last_result"]["status"], "done");
+
+    // Quit (it asks, runs are active), which stops the rest as interrupted.
+    tmux.keys(&["q"]);
+    tmux.wait_for("Are you sure?", &[]);
+    tmux.keys(&["y"]);
+    tmux.wait_for("DEMO-EXIT=0", &[]);
+    let runs = json(drover(home.path(), &["runs", "--json"]));
+    for run in runs.as_array().expect("runs") {
+        let state = run["state"].as_str().unwrap_or("");
+        assert!(
+            ["completed", "interrupted", "stopped", "failed"].contains(&state),
+            "nothing is left active: {run}"
+        );
+    }
+}

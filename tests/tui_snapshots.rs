@@ -1,0 +1,320 @@
+//! Snapshots of every dashboard view, drawn on ratatui's `TestBackend` from hand-built
+//! view models (a fixed clock; run and request ids masked by filters).
+//!
+//! Update after a deliberate UI change with `INSTA_UPDATE=always cargo test --test
+//! tui_snapshots` and review the `.snap` files like code.
+
+mod tui_common;
+
+use crossterm::event::KeyCode;
+use drover::DroverError;
+use drover::ErrorCode;
+use drover::dispatch::api::RunSummary;
+use drover::live_state::LiveStateKind;
+use drover::run_state::RunState;
+use drover::tui::views::Overlay;
+use drover::tui::views::prompt::{PromptState, PromptView};
+use drover::tui::{App, AppEvent, ReplyTag};
+use ratatui::style::Color;
+use tui_common::*;
+
+fn snap(name: &str, app: &App) {
+    let screen = render_app(app);
+    insta::with_settings!({
+        snapshot_path => "snapshots",
+        prepend_module_to_snapshot => false,
+        filters => vec![
+            (r"\br[0-9][0-9a-z]{6,10}\b", "[run-id]"),
+            (r"\breq_[0-9a-z]+\b", "[req-id]"),
+        ],
+    }, {
+        insta::assert_snapshot!(name, screen);
+    });
+}
+
+fn press(app: &mut App, events: impl IntoIterator<Item = AppEvent>) {
+    for e in events {
+        let _ = app.handle(e);
+    }
+}
+
+fn typed(text: &str) -> Vec<AppEvent> {
+    text.chars().map(char_key).collect()
+}
+
+#[test]
+fn empty_dashboard() {
+    let mut app = app_with(Vec::new(), 100, 24);
+    app.model.budget = Some(budget(0.0, 0.0));
+    snap("empty_dashboard", &app);
+}
+
+fn one_tray(name: &str, runs: Vec<RunSummary>) {
+    let app = app_with(runs, 100, 12);
+    snap(name, &app);
+}
+
+#[test]
+fn each_tray_populated() {
+    let mut input = summary(2, "Deploy the release to staging", RunState::Idle);
+    input.needs_input = true;
+    input.live_state = Some(live(
+        LiveStateKind::Working,
+        20,
+        1_180,
+        Some("needs your input: answer with a follow-up"),
+    ));
+    one_tray(
+        "tray_needs_you",
+        vec![
+            summary(
+                1,
+                "Update the greeting in src/main.rs",
+                RunState::AwaitingPermission,
+            ),
+            input,
+            summary(
+                3,
+                "Pick a model for the design review",
+                RunState::AwaitingRoute,
+            ),
+        ],
+    );
+    one_tray(
+        "tray_running",
+        vec![
+            summary(1, "Refactor the twenty storage modules", RunState::Running),
+            summary(2, "Start the benchmark run", RunState::Starting),
+        ],
+    );
+    one_tray(
+        "tray_idle",
+        vec![summary(1, "Write the changelog for 0.4", RunState::Idle)],
+    );
+    one_tray(
+        "tray_queued",
+        vec![
+            summary(1, "Port the CLI to the new config API", RunState::Queued),
+            summary(2, "Add a health check endpoint", RunState::Queued),
+        ],
+    );
+    one_tray(
+        "tray_finished",
+        vec![
+            summary(1, "Check the README links", RunState::Completed),
+            summary(2, "Bump the MSRV to 1.88", RunState::Failed),
+            summary(3, "Try the new parser", RunState::Stopped),
+            summary(4, "Rename the crate", RunState::Interrupted),
+        ],
+    );
+}
+
+#[test]
+fn the_whole_dashboard_with_the_detail_pane() {
+    snap("dashboard_120x36", &busy_app(120, 36));
+}
+
+#[test]
+fn the_live_line_in_each_live_state() {
+    let details = [
+        (LiveStateKind::Admitted, None),
+        (LiveStateKind::WaitingDeploy, Some("claude 2.1.0 → 2.1.1")),
+        (
+            LiveStateKind::WaitingRepository,
+            Some("another run holds /home/dev/project"),
+        ),
+        (LiveStateKind::FallingBack, Some("using a fresh worktree")),
+        (LiveStateKind::Preparing, Some("starting the provider")),
+        (LiveStateKind::Working, Some("running a tool: Bash")),
+        (
+            LiveStateKind::WaitingProvider,
+            Some("rate limited until 12:05"),
+        ),
+        (LiveStateKind::WrappingUp, Some("stopping the provider")),
+    ];
+    let mut runs = Vec::new();
+    for (i, (state, detail)) in details.into_iter().enumerate() {
+        let mut s = summary(
+            i as u32 + 1,
+            &format!("live state {}", state.as_str()),
+            RunState::Running,
+        );
+        s.live_state = Some(live(state, 75 + i as i64, 600 - 60 * i as i64, detail));
+        runs.push(s);
+    }
+    // Past its bound: the countdown turns into "overdue".
+    let mut overdue = summary(9, "live state overdue", RunState::Running);
+    overdue.live_state = Some(live(
+        LiveStateKind::Working,
+        700,
+        -42,
+        Some("running a tool: Bash"),
+    ));
+    runs.push(overdue);
+    let mut ended = summary(10, "live state ended", RunState::Stopped);
+    ended.live_state = Some(live(LiveStateKind::Ended, 0, 0, None));
+    runs.push(ended);
+    let app = app_with(runs, 120, 26);
+    snap("live_line_each_state", &app);
+}
+
+#[test]
+fn a_permission_prompt_with_a_short_input() {
+    let mut app = busy_app(100, 30);
+    press(&mut app, [char_key('p')]);
+    assert!(matches!(app.overlays.last(), Some(Overlay::Prompt(_))));
+    snap("permission_prompt_short", &app);
+}
+
+#[test]
+fn a_permission_prompt_with_a_long_input_scrolls() {
+    let mut app = busy_app(100, 30);
+    let script: String = (1..=40)
+        .map(|i| format!("cargo test -p storage-module-{i:02} -- --test-threads=1 --nocapture\n"))
+        .collect();
+    let request = bash_request(7, &script);
+    app.overlays
+        .push(Overlay::Prompt(PromptView::new(id(1), request)));
+    snap("permission_prompt_long_top", &app);
+    press(&mut app, std::iter::repeat_n(char_key('j'), 12));
+    snap("permission_prompt_long_scrolled", &app);
+}
+
+#[test]
+fn a_question() {
+    let mut app = busy_app(100, 30);
+    app.overlays
+        .push(Overlay::Prompt(PromptView::new(id(3), question_request(3))));
+    snap("question", &app);
+}
+
+#[test]
+fn a_request_that_went_away_says_so() {
+    let mut app = busy_app(100, 30);
+    press(&mut app, [char_key('p'), char_key('y')]);
+    // The dispatcher says the request is gone (answered from another terminal).
+    let events = app.handle(AppEvent::Reply {
+        tag: ReplyTag::Respond {
+            run_id: id(1),
+            request_id: "req_1".into(),
+        },
+        result: Err(DroverError::new(
+            ErrorCode::PermissionAlreadyResolved,
+            "request req_1 was already answered, withdrawn or timed out",
+        )),
+    });
+    assert!(events.is_empty(), "nothing more is sent");
+    let Some(Overlay::Prompt(p)) = app.overlays.last() else {
+        panic!("the prompt stays to say so")
+    };
+    assert!(matches!(p.state, PromptState::Gone(_)));
+    snap("permission_prompt_gone", &app);
+}
+
+#[test]
+fn the_dispatch_form_with_an_error() {
+    let mut app = busy_app(100, 30);
+    press(&mut app, [char_key('n')]);
+    press(&mut app, typed("Fix the login redirect loop"));
+    for _ in 0..5 {
+        press(&mut app, [key(KeyCode::Tab)]);
+    }
+    press(&mut app, (0..40).map(|_| key(KeyCode::Backspace)));
+    press(&mut app, typed("/no/such/dir"));
+    let effects = app.handle(key(KeyCode::Enter));
+    assert_eq!(effects.len(), 1, "{effects:?}");
+    let _ = app.handle(AppEvent::Reply {
+        tag: ReplyTag::Dispatch,
+        result: Err(DroverError::new(
+            ErrorCode::CwdInvalid,
+            "The working directory \"/no/such/dir\" does not exist; give an existing directory.",
+        )),
+    });
+    snap("dispatch_form_error", &app);
+}
+
+#[test]
+fn the_dispatch_form_as_it_opens() {
+    let mut app = busy_app(100, 30);
+    press(&mut app, [char_key('n')]);
+    snap("dispatch_form", &app);
+}
+
+fn header_app(spent: f64, reserved: f64) -> App {
+    let mut app = app_with(vec![summary(1, "a run", RunState::Running)], 120, 4);
+    app.model.budget = Some(budget(spent, reserved));
+    app
+}
+
+/// The colour of the first spent cell of the session gauge.
+fn gauge_colour(app: &App) -> Option<Color> {
+    let buf = render_buffer(app);
+    (0..buf.area.width)
+        .map(|x| &buf[(x, 1)])
+        .find(|cell| cell.symbol() == "█")
+        .and_then(|cell| cell.style().fg)
+}
+
+#[test]
+fn the_budget_header_below_at_warning_and_at_cap() {
+    let below = header_app(3.20, 4.00);
+    snap("budget_below_warning", &below);
+    assert_eq!(gauge_colour(&below), Some(Color::Green));
+    let warning = header_app(9.75, 6.00);
+    snap("budget_at_warning", &warning);
+    assert_eq!(gauge_colour(&warning), Some(Color::Yellow));
+    let cap = header_app(25.00, 0.0);
+    snap("budget_at_cap", &cap);
+    assert_eq!(gauge_colour(&cap), Some(Color::Red));
+}
+
+#[test]
+fn help() {
+    let mut app = busy_app(100, 50);
+    press(&mut app, [char_key('?')]);
+    snap("help", &app);
+}
+
+#[test]
+fn a_narrow_80x24_terminal() {
+    snap("narrow_80x24", &busy_app(80, 24));
+}
+
+#[test]
+fn the_follow_up_box_shows_the_runs_question() {
+    let mut app = busy_app(100, 30);
+    let mut view = view_of(&app.model.run(&id(3)).unwrap().summary.clone());
+    view.last_result = Some(drover::dispatch::api::ResultView {
+        status: Some("needs_input".into()),
+        summary: Some("Two deploy targets match the task.".into()),
+        question: Some("Should I deploy to staging-eu or staging-us?".into()),
+        files: vec![],
+        changes: vec![],
+        follow_ups: vec![],
+        json: None,
+    });
+    app.model.set_detail(view);
+    app.model.select(&id(3));
+    press(&mut app, [key(KeyCode::Enter)]);
+    press(&mut app, typed("staging-eu"));
+    snap("follow_up_with_question", &app);
+}
+
+#[test]
+fn quitting_with_active_runs_asks_first() {
+    let mut app = busy_app(100, 30);
+    let effects = app.handle(char_key('q'));
+    assert!(effects.is_empty(), "nothing happens before the answer");
+    snap("confirm_quit", &app);
+    let effects = app.handle(char_key('y'));
+    assert_eq!(effects, vec![drover::tui::Effect::Quit]);
+}
+
+#[test]
+fn the_filter_narrows_the_trays() {
+    let mut app = busy_app(100, 24);
+    press(&mut app, [char_key('/')]);
+    press(&mut app, typed("readme"));
+    press(&mut app, [key(KeyCode::Enter)]);
+    snap("filtered", &app);
+}
