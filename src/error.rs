@@ -43,6 +43,13 @@ pub enum ErrorCode {
     WaitTimeout,
     /// The command was stopped by a signal (Ctrl-C) before it finished.
     Interrupted,
+    /// A route card's pick cannot be taken (the model is gone or hidden, no vision for
+    /// design work, no price while pricing is enforced); the card stays open.
+    RoutePickRefused,
+    /// No route card is open for that run (or no option has that number).
+    RouteNotFound,
+    /// Routing found no option: every provider is unavailable or none has a suitable model.
+    NoRoute,
     Internal,
 }
 
@@ -78,6 +85,9 @@ impl ErrorCode {
             ErrorCode::InvalidRequest => "INVALID_REQUEST",
             ErrorCode::WaitTimeout => "WAIT_TIMEOUT",
             ErrorCode::Interrupted => "INTERRUPTED",
+            ErrorCode::RoutePickRefused => "ROUTE_PICK_REFUSED",
+            ErrorCode::RouteNotFound => "ROUTE_NOT_FOUND",
+            ErrorCode::NoRoute => "NO_ROUTE",
             ErrorCode::Internal => "INTERNAL",
         }
     }
@@ -124,6 +134,9 @@ mod tests {
             ErrorCode::InvalidRequest,
             ErrorCode::WaitTimeout,
             ErrorCode::Interrupted,
+            ErrorCode::RoutePickRefused,
+            ErrorCode::RouteNotFound,
+            ErrorCode::NoRoute,
         ] {
             let json = serde_json::to_string(&code).unwrap();
             assert_eq!(json, format!("\"{}\"", code.as_str()));

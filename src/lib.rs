@@ -16,6 +16,7 @@ pub mod money;
 pub mod paths;
 pub mod providers;
 pub mod result_contract;
+pub mod route;
 pub mod run_state;
 pub mod sim;
 pub mod spec;

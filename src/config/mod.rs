@@ -7,11 +7,12 @@
 //! - a [`Config`] that [`Config::load`] returns has passed the checks in [`validate`]
 //!   (clamp ranges in order, money finite and non-negative, every non-sim provider has a
 //!   command, every `[[catalog.models]]` entry merges cleanly over the embedded model
-//!   catalog, so [`crate::money::Catalog::from_config`] cannot fail on it);
+//!   catalog, so [`crate::money::Catalog::from_config`] cannot fail on it, and
+//!   `[routing.classes.<class>]` names only task classes);
 //! - every refusal is one line that names the user's file, the line and the key.
 //!
 //! Layout: this module holds the types; [`catalog`] the `[pricing]` and `[catalog]`
-//! shapes; [`load`] reads, merges and turns serde errors into sentences; [`locate`] maps
+//! shapes; [`routing`] the `[routing]` shape; [`load`] reads, merges and turns serde errors into sentences; [`locate`] maps
 //! keys and byte offsets to lines of a TOML document; [`validate`] holds the checks serde
 //! cannot express.
 
@@ -19,10 +20,12 @@ pub mod catalog;
 pub mod limits;
 mod load;
 mod locate;
+pub mod routing;
 mod validate;
 
 pub use catalog::{CatalogConfig, CatalogEntry, PricingConfig};
 pub use limits::Limits;
+pub use routing::{ClassRouting, RoutingConfig, RoutingMode};
 
 use crate::error::{DroverError, ErrorCode};
 use serde::{Deserialize, Serialize};
@@ -43,6 +46,7 @@ pub struct Config {
     pub providers: BTreeMap<String, ProviderConfig>,
     pub pricing: PricingConfig,
     pub catalog: CatalogConfig,
+    pub routing: RoutingConfig,
 }
 
 /// How to start one provider's CLI.
@@ -124,6 +128,11 @@ mod tests {
         assert!(c.providers.contains_key("sim"));
         assert!(!c.pricing.enforce);
         assert!(c.catalog.models.is_empty());
+        assert_eq!(c.routing.mode, RoutingMode::Ask);
+        assert_eq!(c.routing.ask_above_tier, crate::money::Tier::Standard);
+        assert_eq!(c.routing.ask_above_price_per_mtok, None);
+        assert_eq!(c.routing.card_expiry_secs, 1800);
+        assert!(c.routing.classes.is_empty());
     }
 
     #[test]

@@ -2,7 +2,8 @@
 //! order (min ≤ default ≤ max), money finite and non-negative, the session warning at or
 //! below the hard cap, a command for every provider but `sim`, rails and catalog entries
 //! only for providers that exist, and catalog entries that merge over the embedded model
-//! catalog (those checks are the catalog's own, [`crate::money::Catalog::with_entries`]).
+//! catalog (those checks are the catalog's own, [`crate::money::Catalog::with_entries`]),
+//! and a `[routing]` section with a sane price threshold and expiry and known class names.
 //!
 //! Pure: it sees only the config and reports the first problem with the keys involved;
 //! the loader picks the one the user wrote to name a line.
@@ -10,6 +11,7 @@
 use super::{Config, SIM_PROVIDER};
 use crate::config::locate::{dotted, index_segment};
 use crate::money::Catalog;
+use crate::route::TaskClass;
 use std::fmt::Display;
 
 /// One problem, with the keys it involves in the order to blame them.
@@ -118,7 +120,52 @@ pub(super) fn check(config: &Config) -> Result<(), Problem> {
             ));
         }
     }
-    catalog_entries(config)
+    catalog_entries(config)?;
+    routing(config)
+}
+
+/// `[routing]`: the price threshold a dollar amount, cards that last at least a second,
+/// and `[routing.classes.<class>]` only for task classes.
+fn routing(config: &Config) -> Result<(), Problem> {
+    let r = &config.routing;
+    let key = |name: &str| vec!["routing".to_owned(), name.to_owned()];
+    if let Some(price) = r.ask_above_price_per_mtok
+        && !(price.is_finite() && price >= 0.0)
+    {
+        let key = key("ask_above_price_per_mtok");
+        return Err(Problem::new(
+            format!(
+                "`{}` must be a dollar amount of 0 or more, found {price}",
+                dotted(&key)
+            ),
+            vec![key],
+        ));
+    }
+    if r.card_expiry_secs == 0 {
+        let key = key("card_expiry_secs");
+        return Err(Problem::new(
+            format!(
+                "`{}` must be at least 1 (seconds a route card stays open), found 0",
+                dotted(&key)
+            ),
+            vec![key],
+        ));
+    }
+    for name in r.classes.keys() {
+        if TaskClass::parse(name).is_none() {
+            let key = vec!["routing".to_owned(), "classes".to_owned(), name.clone()];
+            let known: Vec<&str> = TaskClass::ALL.iter().map(|c| c.as_str()).collect();
+            return Err(Problem::new(
+                format!(
+                    "`{}` names no task class; classes are: {}",
+                    dotted(&key),
+                    known.join(", ")
+                ),
+                vec![key],
+            ));
+        }
+    }
+    Ok(())
 }
 
 /// The path of key `key` (or of the whole entry) of `[[catalog.models]]` entry `index`.
