@@ -159,6 +159,7 @@ fn summary(i: usize, state: RunState) -> RunSummary {
         stalled: false,
         created_at: NOW - 3_600_000 + i as i64,
         finished_at: state.is_terminal().then_some(NOW - 1_000 + i as i64),
+        escalation_offered: false,
     }
 }
 
@@ -201,5 +202,16 @@ fn view(run_id: &str) -> RunView {
         max_turns: 6,
         queued_follow_ups: 0,
         pid: None,
+        budget: drover::dispatch::api::RunBudget {
+            cap: 5.0,
+            spent: 0.0,
+            remaining: 5.0,
+            clamped_from: None,
+        },
+        usage: Vec::new(),
+        route: None,
+        escalation: None,
+        depth: 0,
+        parent_run: None,
     }
 }

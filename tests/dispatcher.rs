@@ -280,3 +280,42 @@ async fn shutdown_interrupts_active_runs_and_records_why() {
     drop(reader);
     h.stop().await;
 }
+
+#[tokio::test(flavor = "current_thread")]
+async fn an_unanswered_route_card_expires_and_stops_its_run() {
+    let h = Harness::start("").await;
+    let spec = SpecInput {
+        provider: Some("sim".into()),
+        model: Some("auto".into()),
+        scenario: Some("quick-success".into()),
+        task: "Fix the login bug".into(),
+        cwd: Some(h.home.path().to_path_buf()),
+        ..SpecInput::default()
+    };
+    let held = h
+        .request(Request::Dispatch {
+            spec: Box::new(spec),
+        })
+        .await;
+    assert_eq!(held["state"], "awaiting_route", "{held}");
+    let run = held["run_id"].as_str().unwrap().to_string();
+
+    // Thirty minutes pass with nobody picking.
+    tokio::time::pause();
+    tokio::time::advance(Duration::from_secs(1_801)).await;
+    tokio::time::resume();
+
+    let view = h.wait(&run, WaitUntil::Terminal).await;
+    assert_eq!(view.state, RunState::Stopped);
+    assert_eq!(view.completion_reason.as_deref(), Some("route_expired"));
+    let card = view.route.expect("the card is kept");
+    assert_eq!(card.status, "expired");
+    assert_eq!(card.decided_by.as_deref(), Some("timeout"));
+    let decisions = h.reader().decisions(&run).unwrap();
+    assert!(
+        decisions
+            .iter()
+            .any(|d| d.kind == "route" && d.decision == "expired")
+    );
+    h.stop().await;
+}

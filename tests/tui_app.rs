@@ -108,8 +108,13 @@ impl Harness {
 
     /// Runs the event loop until `done` holds.
     async fn pump_until(&mut self, what: &str, done: impl Fn(&App) -> bool) {
+        self.pump_until_harness(what, |h| done(&h.app)).await;
+    }
+
+    /// Like `pump_until`, for conditions on the harness (the notifications it saw).
+    async fn pump_until_harness(&mut self, what: &str, done: impl Fn(&Harness) -> bool) {
         let deadline = tokio::time::Instant::now() + STEP_TIMEOUT;
-        while !done(&self.app) {
+        while !done(self) {
             let event = tokio::select! {
                 Some(event) = self.rx.recv() => event,
                 event = self.events.recv() => match event {
@@ -259,6 +264,14 @@ async fn a_permission_is_answered_with_one_key_and_the_prompt_moves_on() {
         .await;
     h.pump_until("a pending request", |app| {
         app.model.oldest_pending(None).is_some()
+    })
+    .await;
+    // The request may be seen through a refresh before its event: the notification
+    // comes with the event.
+    h.pump_until_harness("the notification", |h| {
+        h.notifications
+            .iter()
+            .any(|n| n.contains("asks to use Bash"))
     })
     .await;
     assert!(

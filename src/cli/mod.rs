@@ -14,6 +14,7 @@ mod dispatch;
 mod doctor;
 mod headless;
 mod render;
+mod route;
 pub mod runs;
 pub mod serve;
 pub mod sim;
@@ -90,6 +91,8 @@ pub enum Command {
     Demo(demo::DemoArgs),
     #[command(flatten)]
     Run(runs::RunCommand),
+    #[command(flatten)]
+    Route(route::RouteCommand),
     /// The simulated agent: a Claude-Code-compatible stream-json CLI driven by a scenario.
     #[command(hide = true)]
     SimAgent(sim::SimAgentArgs),
@@ -121,6 +124,7 @@ pub fn run(cli: Cli) -> Result<(), DroverError> {
         Command::Doctor(args) => doctor::run(args, &paths),
         Command::Budget(args) => budget::run(args, &paths),
         Command::Run(command) => runs::run(command, &paths),
+        Command::Route(command) => route::run(command, &paths),
         Command::SimAgent(_) => Err(DroverError::new(
             ErrorCode::Internal,
             "sim-agent is handled before the data directory is touched",

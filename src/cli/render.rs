@@ -367,6 +367,7 @@ mod tests {
             stalled: false,
             created_at: 0,
             finished_at: None,
+            escalation_offered: false,
         }
     }
 
@@ -550,6 +551,10 @@ mod tests {
                 clamped_from: None,
             },
             usage: Vec::new(),
+            route: None,
+            escalation: None,
+            depth: 0,
+            parent_run: None,
         };
         let text = run_view(&view, 120_000);
         let lines: Vec<&str> = text.lines().collect();

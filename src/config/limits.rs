@@ -36,7 +36,6 @@ pub struct Limits {
     pub session_hard_cap_usd: f64,
     pub permission_timeout_secs: u64,
     pub question_timeout_secs: u64,
-    pub route_card_expiry_secs: u64,
     /// Concurrent runs per provider name (`claude-code`, `codex`, `opencode`, `sim`).
     pub per_provider: BTreeMap<String, u32>,
 }

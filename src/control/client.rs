@@ -45,7 +45,8 @@ pub fn request_timeout(request: &Request) -> Option<Duration> {
         Request::Runs { .. }
         | Request::Show { .. }
         | Request::Transcript { .. }
-        | Request::Budget => Some(READ_TIMEOUT),
+        | Request::Budget
+        | Request::Routes => Some(READ_TIMEOUT),
         Request::Dispatch { .. }
         | Request::FollowUp { .. }
         | Request::Respond { .. }
@@ -54,7 +55,11 @@ pub fn request_timeout(request: &Request) -> Option<Duration> {
         | Request::Remove { .. }
         | Request::KillAll
         | Request::BudgetSet { .. }
-        | Request::BudgetNew { .. } => Some(CHANGE_TIMEOUT),
+        | Request::BudgetNew { .. }
+        | Request::Route { .. }
+        | Request::RouteDecline { .. }
+        | Request::Escalate { .. }
+        | Request::Retry { .. } => Some(CHANGE_TIMEOUT),
     }
 }
 

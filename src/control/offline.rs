@@ -167,6 +167,7 @@ fn summary(run: RunRecord, cost_usd: f64) -> Result<RunSummary, DroverError> {
         stalled: false,
         created_at: run.created_at,
         finished_at: run.finished_at,
+        escalation_offered: false,
     })
 }
 
@@ -224,6 +225,20 @@ pub fn budget_from_ledger(
             .collect(),
         runs_by_basis,
     })
+}
+
+/// The body of a run's last event of `kind`, parsed (`None` when it has none).
+fn last_event_body<T: serde::de::DeserializeOwned>(
+    reader: &LedgerReader,
+    run_id: &str,
+    kind: &str,
+) -> Result<Option<T>, DroverError> {
+    Ok(reader
+        .events(run_id, 0)?
+        .into_iter()
+        .rev()
+        .find(|e| e.kind == kind)
+        .and_then(|e| serde_json::from_value(e.body).ok()))
 }
 
 /// Everything about one run (`drover show`). `RUN_NOT_FOUND` when the ledger has no such
@@ -297,6 +312,12 @@ pub fn run_view_from_ledger(reader: &LedgerReader, run_id: &str) -> Result<RunVi
         pid: None,
         budget,
         usage,
+        route: last_event_body(reader, run_id, "route")?,
+        escalation: last_event_body(reader, run_id, "escalation_offer")?,
+        depth: last_event_body::<serde_json::Value>(reader, run_id, "lineage")?
+            .and_then(|l| l.get("depth")?.as_u64())
+            .unwrap_or(0) as u32,
+        parent_run: run.parent_run.clone(),
     })
 }
 

@@ -214,6 +214,9 @@ impl Actor {
         for w in &self.waiters {
             consider(w.deadline);
         }
+        if let Some(at) = self.next_route_expiry() {
+            consider(at);
+        }
         next
     }
 

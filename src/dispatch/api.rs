@@ -72,6 +72,31 @@ pub enum Request {
     BudgetNew {
         name: String,
     },
+    /// The open route cards.
+    Routes,
+    /// Pick option `option` (1-based) of a held run's route card.
+    Route {
+        run_id: String,
+        option: u32,
+        #[serde(default)]
+        remember: bool,
+    },
+    /// Decline a held run's route card: the run is stopped (`route_declined`).
+    RouteDecline {
+        run_id: String,
+    },
+    /// A new run one tier up (or on the named provider/model), carrying the old result.
+    Escalate {
+        run_id: String,
+        #[serde(default)]
+        provider: Option<String>,
+        #[serde(default)]
+        model: Option<String>,
+    },
+    /// A new run on the same model after a transient failure.
+    Retry {
+        run_id: String,
+    },
     Wait {
         run_ids: Vec<String>,
         #[serde(default)]
@@ -190,6 +215,9 @@ pub struct RunSummary {
     pub stalled: bool,
     pub created_at: UnixMillis,
     pub finished_at: Option<UnixMillis>,
+    /// An escalation or retry is offered (the run shows in Needs you).
+    #[serde(default)]
+    pub escalation_offered: bool,
 }
 
 /// Everything about one run (`drover show --json`).
@@ -225,6 +253,32 @@ pub struct RunView {
     pub budget: RunBudget,
     /// Every usage row booked on the run, oldest first.
     pub usage: Vec<crate::ledger::UsageRecord>,
+    /// The route card of a run dispatched without a model (open or decided).
+    pub route: Option<RouteCardView>,
+    /// What to do about a run that failed or ended blocked: escalate or retry.
+    pub escalation: Option<crate::route::Escalation>,
+    /// How many escalations or retries led to this run (0 for a fresh dispatch).
+    pub depth: u32,
+    pub parent_run: Option<String>,
+}
+
+/// A held run's route card (`show --json` → `route`, `drover routes`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct RouteCardView {
+    pub route_id: String,
+    /// The task class the options were chosen for.
+    pub class: String,
+    /// `open`, `decided`, `declined`, `expired`, `closed`.
+    pub status: String,
+    pub options: Vec<crate::route::RouteOption>,
+    /// Providers not offered, and why.
+    pub left_out: Vec<crate::route::LeftOut>,
+    pub created_at: UnixMillis,
+    pub expires_at: UnixMillis,
+    pub decided_by: Option<String>,
+    pub decided_at: Option<UnixMillis>,
+    /// Why the last pick was refused (the card stays open).
+    pub refused: Option<String>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

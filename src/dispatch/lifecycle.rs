@@ -289,6 +289,7 @@ impl Actor {
                 self.commit(batch);
             }
             None => {
+                self.close_card(run_id, &mut batch);
                 self.commit(batch);
                 self.finalize(run_id, state, reason, cause);
             }
@@ -328,6 +329,7 @@ impl Actor {
         );
         run.set_state(&mut batch, state, Some(reason), now);
         self.commit(batch);
+        self.offer_escalation(run_id);
         self.queue.retain(|id| id != run_id);
         self.start_queued();
         self.check_waiters();

@@ -494,6 +494,7 @@ impl Actor {
     /// Idle timeouts, time boxes, permission expiry, the stalled watchdog, waits.
     pub fn on_timers(&mut self) {
         let now = self.now();
+        self.expire_routes(now);
         let stalled_after = self.limits().stalled_after_secs as i64 * 1000;
         let ids: Vec<String> = self.order.clone();
         for id in ids {

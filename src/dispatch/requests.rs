@@ -20,7 +20,7 @@ use crate::spec::{self, PermissionPolicy, ProviderInfo, SpecInput, ValidationCon
 use crate::{DroverError, ErrorCode};
 
 /// Providers drover can run today.
-const RUNNABLE: &[&str] = &["claude-code", "sim"];
+pub const RUNNABLE: &[&str] = &["claude-code", "sim"];
 /// Used when a dispatch names no provider.
 const DEFAULT_PROVIDER: &str = "claude-code";
 /// The budget session runs belong to until budget sessions land.
@@ -100,6 +100,26 @@ impl Actor {
                 hard_cap_usd,
             } => self.budget_set(warning_usd, hard_cap_usd),
             Request::BudgetNew { name } => self.budget_new(name),
+            Request::Routes => Ok(self.open_routes()),
+            Request::Route {
+                run_id,
+                option,
+                remember,
+            } => self.pick_route(&run_id, option, remember),
+            Request::RouteDecline { run_id } => self.decline_route(&run_id),
+            Request::Escalate {
+                run_id,
+                provider,
+                model,
+            } => self.escalate(
+                &run_id,
+                crate::route::EscalationKind::Escalate,
+                provider,
+                model,
+            ),
+            Request::Retry { run_id } => {
+                self.escalate(&run_id, crate::route::EscalationKind::Retry, None, None)
+            }
         };
         self.reply_after_commit(reply, answer);
     }
@@ -175,7 +195,7 @@ impl Actor {
     }
 
     /// Validates and creates a run. Returns the run's summary.
-    fn admit(&mut self, input: SpecInput) -> Result<Value, DroverError> {
+    pub fn admit(&mut self, input: SpecInput) -> Result<Value, DroverError> {
         let now = self.now();
         if let Some(name) = input.provider.as_deref().map(str::trim)
             && !name.is_empty()
@@ -204,6 +224,12 @@ impl Actor {
             }
         }
         self.refresh_config(false);
+        let wants_route = super::routes::wants_route(&input);
+        let mut input = input;
+        if wants_route {
+            // Validation must not read "auto" as a model name.
+            input.model = None;
+        }
         let providers = self.provider_infos();
         let current_dir = std::env::current_dir().unwrap_or_else(|_| "/".into());
         let dir_exists = |p: &std::path::Path| p.is_dir();
@@ -222,51 +248,84 @@ impl Actor {
             .iter()
             .map(|c| format!("clamped: {c}"))
             .collect();
-        if spec.model.is_none() {
+        let mut hold = None;
+        if wants_route {
+            if input
+                .provider
+                .as_deref()
+                .is_none_or(|p| p.trim().is_empty())
+            {
+                // Route across providers, not only the default one.
+                spec.provider = String::new();
+            }
+            match self.route_spec(&input, &mut spec, &session)? {
+                super::routes::Routed::Proceed(route_notes) => notes.extend(route_notes),
+                super::routes::Routed::Hold(card, route_notes) => {
+                    notes.extend(route_notes);
+                    if spec.provider.is_empty()
+                        && let Some(first) = card.options.first()
+                    {
+                        spec.provider = first.provider.clone();
+                    }
+                    hold = Some(card);
+                }
+            }
+        }
+        if spec.model.is_none() && hold.is_none() {
             let (model, note) = self.default_model(&spec.provider);
             spec.model = model;
             notes.extend(note);
         }
-        let slot = rails::RailSlot {
-            account: self
-                .config()
-                .providers
-                .get(&spec.provider)
-                .and_then(|p| rails::account_of(&spec.provider, &p.env)),
-            provider: spec.provider.clone(),
-            session: session.clone(),
-            workflow: spec.workflow_id.clone(),
+        // A held run takes no slot and no money until its route is decided.
+        let admission = if hold.is_some() {
+            Admission::Queue(rails::RailBlock::Session {
+                session: session.clone(),
+                limit: 0,
+            })
+        } else {
+            let slot = rails::RailSlot {
+                account: self
+                    .config()
+                    .providers
+                    .get(&spec.provider)
+                    .and_then(|p| rails::account_of(&spec.provider, &p.env)),
+                provider: spec.provider.clone(),
+                session: session.clone(),
+                workflow: spec.workflow_id.clone(),
+            };
+            let queued_in_session = self
+                .queue
+                .iter()
+                .filter(|id| self.runs.get(*id).is_some_and(|r| r.session == session))
+                .count();
+            rails::admit(
+                self.limits(),
+                &self.holding_slots(),
+                queued_in_session,
+                &slot,
+                spec.queue_if_busy,
+            )
         };
-        let queued_in_session = self
-            .queue
-            .iter()
-            .filter(|id| self.runs.get(*id).is_some_and(|r| r.session == session))
-            .count();
-        let admission = rails::admit(
-            self.limits(),
-            &self.holding_slots(),
-            queued_in_session,
-            &slot,
-            spec.queue_if_busy,
-        );
         if let Admission::Refuse(e) = admission {
             return Err(e);
         }
-        let (cap, fit_notes) = self.fit_run(
-            &session,
-            &spec.provider,
-            spec.model.as_deref(),
-            spec.budget_usd,
-        )?;
-        if cap != spec.budget_usd {
-            spec.clamps.push(spec::Clamp {
-                field: "budget_usd".into(),
-                requested: spec.budget_usd.to_string(),
-                applied: format!("{cap:.2}"),
-            });
-            spec.budget_usd = cap;
+        if hold.is_none() {
+            let (cap, fit_notes) = self.fit_run(
+                &session,
+                &spec.provider,
+                spec.model.as_deref(),
+                spec.budget_usd,
+            )?;
+            if cap != spec.budget_usd {
+                spec.clamps.push(spec::Clamp {
+                    field: "budget_usd".into(),
+                    requested: spec.budget_usd.to_string(),
+                    applied: format!("{cap:.2}"),
+                });
+                spec.budget_usd = cap;
+            }
+            notes.extend(fit_notes);
         }
-        notes.extend(fit_notes);
         let id = self.new_run_id();
         let ring = TranscriptRing::new(
             self.limits().transcript_max_lines,
@@ -312,16 +371,19 @@ impl Actor {
         for note in notes {
             run.note(&mut batch, note, now);
         }
-        if let Admission::Queue(block) = &admission {
+        if let Admission::Queue(block) = &admission
+            && hold.is_none()
+        {
             run.note(&mut batch, format!("queued: {}", block.describe()), now);
         }
         run.touch(&mut batch);
         self.runs.insert(id.clone(), run);
         self.order.push(id.clone());
         self.commit(batch);
-        match admission {
-            Admission::Start => self.launch(&id, false),
-            _ => self.queue.push_back(id.clone()),
+        match (hold, admission) {
+            (Some(card), _) => self.hold(&id, card),
+            (None, Admission::Start) => self.launch(&id, false),
+            (None, _) => self.queue.push_back(id.clone()),
         }
         // The answer shows where the run is now: starting, or queued.
         Ok(self.summary_value(&id))

@@ -136,6 +136,12 @@ pub struct Run {
     pub idle_since: Option<UnixMillis>,
     pub rate_limited: bool,
     pub ending: Option<Ending>,
+    /// The route card, for a run dispatched without a model.
+    pub route: Option<super::api::RouteCardView>,
+    /// What is offered now that the run has ended.
+    pub escalation: Option<crate::route::Escalation>,
+    /// How many escalations or retries led here.
+    pub depth: u32,
 }
 
 impl Run {
@@ -180,6 +186,9 @@ impl Run {
             idle_since: None,
             rate_limited: false,
             ending: None,
+            route: None,
+            escalation: None,
+            depth: 0,
         }
     }
 
@@ -402,6 +411,7 @@ impl Run {
             stalled: self.stalled,
             created_at: self.created_at,
             finished_at: self.finished_at,
+            escalation_offered: self.escalation.is_some(),
         }
     }
 
@@ -439,6 +449,10 @@ impl Run {
             pid: self.adapter.as_ref().and_then(|a| a.pid),
             budget: super::api::RunBudget::of(&self.spec, self.cost_usd),
             usage: Vec::new(),
+            route: self.route.clone(),
+            escalation: self.escalation.clone(),
+            depth: self.depth,
+            parent_run: self.spec.parent_run.clone(),
         }
     }
 }

@@ -332,6 +332,18 @@ impl ViewModel {
                 self.rebuild_rows();
                 Applied::default()
             }
+            DispatchEvent::Budget { note, .. } => {
+                // The warning, the hard cap or a reopened session: said once, and the
+                // header's gauge is fetched again.
+                self.flash = Some(Flash {
+                    text: note.clone(),
+                    error: false,
+                });
+                Applied {
+                    summary_changed: true,
+                    ..Applied::default()
+                }
+            }
         }
     }
 
@@ -642,6 +654,7 @@ mod tests {
             stalled: false,
             created_at: 1_000,
             finished_at: None,
+            escalation_offered: false,
         }
     }
 

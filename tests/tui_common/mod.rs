@@ -95,6 +95,7 @@ pub fn summary(n: u32, title: &str, state: RunState) -> RunSummary {
         finished_at: state
             .is_terminal()
             .then_some(NOW - 60_000 + i64::from(n) * 1_000),
+        escalation_offered: false,
     }
 }
 
@@ -163,6 +164,17 @@ pub fn view_of(s: &RunSummary) -> RunView {
         max_turns: 6,
         queued_follow_ups: 0,
         pid: None,
+        budget: drover::dispatch::api::RunBudget {
+            cap: 5.0,
+            spent: 0.0,
+            remaining: 5.0,
+            clamped_from: None,
+        },
+        usage: Vec::new(),
+        route: None,
+        escalation: None,
+        depth: 0,
+        parent_run: None,
     }
 }
 
@@ -176,6 +188,8 @@ pub fn budget(spent: f64, reserved: f64) -> BudgetView {
         hard_cap_usd: 25.0,
         runs_by_basis: Default::default(),
         unpriced_runs: Vec::new(),
+        warned: spent >= 8.0,
+        closed: spent >= 25.0,
     }
 }
 

@@ -1,0 +1,179 @@
+//! Route cards and escalation from the command line: `drover routes`, `drover route RUN
+//! N [--remember]`, `drover route RUN --decline`, `drover escalate RUN [--provider P
+//! --model M]`, `drover retry RUN`.
+
+use clap::{Args, Subcommand};
+use serde_json::Value;
+
+use super::headless::{ask, now_millis, print_json, runtime};
+use super::runs::JsonFlag;
+use super::write_stdout;
+use crate::dispatch::Request;
+use crate::dispatch::api::RouteCardView;
+use crate::error::{DroverError, ErrorCode};
+use crate::paths::Paths;
+
+#[derive(Debug, Subcommand)]
+pub enum RouteCommand {
+    /// The open route cards: runs waiting for you to pick where they run.
+    Routes {
+        #[command(flatten)]
+        output: JsonFlag,
+    },
+    /// Pick option N of a held run's route card (or decline it).
+    Route(RouteArgs),
+    /// Start a new run one tier up (or on --provider/--model), carrying the old result.
+    Escalate {
+        run: String,
+        #[arg(long, requires = "model")]
+        provider: Option<String>,
+        #[arg(long, requires = "provider")]
+        model: Option<String>,
+        #[command(flatten)]
+        output: JsonFlag,
+    },
+    /// Start the run again on the same model after a transient failure.
+    Retry {
+        run: String,
+        #[command(flatten)]
+        output: JsonFlag,
+    },
+}
+
+#[derive(Debug, Args)]
+pub struct RouteArgs {
+    pub run: String,
+    /// The option's number on the card.
+    #[arg(required_unless_present = "decline", conflicts_with = "decline")]
+    pub option: Option<u32>,
+    /// Skip the card next time for tasks of this class.
+    #[arg(long, conflicts_with = "decline")]
+    pub remember: bool,
+    /// Decline the card: the run is stopped.
+    #[arg(long)]
+    pub decline: bool,
+    #[command(flatten)]
+    pub output: JsonFlag,
+}
+
+pub fn run(command: RouteCommand, paths: &Paths) -> Result<(), DroverError> {
+    let (request, json) = match command {
+        RouteCommand::Routes { output } => (Request::Routes, output.json),
+        RouteCommand::Route(args) if args.decline => {
+            (Request::RouteDecline { run_id: args.run }, args.output.json)
+        }
+        RouteCommand::Route(args) => (
+            Request::Route {
+                run_id: args.run,
+                option: args.option.ok_or_else(|| {
+                    DroverError::new(
+                        ErrorCode::InvalidSpec,
+                        "name the option to pick, or --decline",
+                    )
+                })?,
+                remember: args.remember,
+            },
+            args.output.json,
+        ),
+        RouteCommand::Escalate {
+            run,
+            provider,
+            model,
+            output,
+        } => (
+            Request::Escalate {
+                run_id: run,
+                provider,
+                model,
+            },
+            output.json,
+        ),
+        RouteCommand::Retry { run, output } => (Request::Retry { run_id: run }, output.json),
+    };
+    let answer = runtime()?.block_on(ask(paths, request.clone()))?;
+    if json {
+        return print_json(&answer);
+    }
+    write_stdout(&human(&request, &answer))
+}
+
+fn human(request: &Request, answer: &Value) -> String {
+    let field = |k: &str| {
+        answer
+            .get(k)
+            .and_then(Value::as_str)
+            .unwrap_or("?")
+            .to_string()
+    };
+    match request {
+        Request::Routes => routes(answer),
+        Request::Route { run_id, .. } => format!(
+            "{run_id} runs on {}/{} ({})\n",
+            field("provider"),
+            field("model"),
+            field("state")
+        ),
+        Request::RouteDecline { run_id } => format!("declined the route card of {run_id}\n"),
+        Request::Escalate { run_id, .. } | Request::Retry { run_id } => format!(
+            "{} (from {run_id}) on {}/{}\n",
+            field("run_id"),
+            field("provider"),
+            field("model")
+        ),
+        _ => serde_json::to_string_pretty(answer).unwrap_or_default() + "\n",
+    }
+}
+
+fn routes(answer: &Value) -> String {
+    let cards = answer.as_array().cloned().unwrap_or_default();
+    if cards.is_empty() {
+        return "no open route cards\n".to_string();
+    }
+    let now = now_millis();
+    let mut out = String::new();
+    for entry in cards {
+        let run_id = entry.get("run_id").and_then(Value::as_str).unwrap_or("?");
+        let title = entry.get("title").and_then(Value::as_str).unwrap_or("");
+        let Some(card) = entry
+            .get("card")
+            .and_then(|c| serde_json::from_value::<RouteCardView>(c.clone()).ok())
+        else {
+            continue;
+        };
+        out.push_str(&format!(
+            "{run_id}  {title}  ({} task, expires in {})\n",
+            card.class,
+            crate::spec::text::duration_words(card.expires_at - now)
+        ));
+        for o in &card.options {
+            let price = if o.free {
+                "free".to_string()
+            } else {
+                match (o.input_per_mtok, o.output_per_mtok) {
+                    (Some(i), Some(p)) => format!("${i}/${p} per Mtok"),
+                    _ => "no price".to_string(),
+                }
+            };
+            out.push_str(&format!(
+                "  {}. {}/{}  {}  {price}  {}{}  {}{}\n",
+                o.number,
+                o.provider,
+                o.model,
+                o.tier,
+                o.context_window
+                    .map(|c| format!("{}k context", c / 1000))
+                    .unwrap_or_default(),
+                if o.vision { " · vision" } else { "" },
+                o.reason,
+                if o.recommended { "  (recommended)" } else { "" }
+            ));
+        }
+        if let Some(refused) = &card.refused {
+            out.push_str(&format!("  refused: {refused}\n"));
+        }
+        out.push_str(&format!(
+            "  pick: drover route {run_id} N [--remember] · decline: drover route {run_id} --decline\n"
+        ));
+    }
+    out
+}
