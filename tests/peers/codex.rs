@@ -1,0 +1,1 @@
+//! Codex smoke tests (placeholder).

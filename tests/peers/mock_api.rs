@@ -1,0 +1,1 @@
+//! Mock API self tests (placeholder).

@@ -1,0 +1,1 @@
+//! OpenCode smoke tests (placeholder).
