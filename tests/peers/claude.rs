@@ -12,7 +12,7 @@ use std::time::Duration;
 use nix::sys::signal::Signal;
 use serde_json::{Value, json};
 
-use crate::drover::{Drover, eventually, group_alive, processes_with};
+use crate::drover::{Drover, eventually, group_alive, processes_with, provider_config};
 use crate::mock::{MockApi, Protocol, RecordedRequest, Reply, Usage};
 use crate::peers;
 
@@ -41,33 +41,16 @@ impl Rig {
     async fn with_env(script: Vec<Reply>, extra_env: &[(&str, &str)]) -> Rig {
         let claude = peers::cli("claude");
         let mock = MockApi::start(Protocol::AnthropicMessages, script).await;
-        // The directories the config names exist once `Drover::start` made them; their
-        // paths are known before.
-        let placeholder = "@ROOT@";
-        let mut env = vec![
-            ("ANTHROPIC_BASE_URL".to_string(), mock.url()),
-            ("ANTHROPIC_API_KEY".into(), "sk-ant-mock-key".into()),
-            ("DISABLE_TELEMETRY".into(), "1".into()),
-            (
-                "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC".into(),
-                "1".into(),
-            ),
-            ("DISABLE_AUTOUPDATER".into(), "1".into()),
-            (
-                "CLAUDE_CONFIG_DIR".into(),
-                format!("{placeholder}/claude-config"),
-            ),
-            ("HOME".into(), format!("{placeholder}/home")),
-        ];
-        env.extend(
-            extra_env
-                .iter()
-                .map(|(k, v)| (k.to_string(), v.to_string())),
-        );
-        let config = config_toml(&claude.display().to_string(), &env);
-        let drover =
-            Drover::start_with(|root| config.replace(placeholder, &root.display().to_string()))
-                .await;
+        let drover = Drover::start_with(|root| {
+            let mut env = peers::claude_env(root, &mock.url());
+            env.extend(
+                extra_env
+                    .iter()
+                    .map(|(k, v)| (k.to_string(), v.to_string())),
+            );
+            provider_config("claude-code", &claude, &env)
+        })
+        .await;
         Rig { mock, drover }
     }
 
@@ -124,23 +107,6 @@ impl Rig {
             "the CLI's process group {pid} outlived its completed run"
         );
     }
-}
-
-/// The config file: the pinned CLI and its environment.
-fn config_toml(command: &str, env: &[(String, String)]) -> String {
-    let mut text = format!(
-        "[providers.claude-code]\ncommand = {}\nargs = []\n\n[providers.claude-code.env]\n",
-        toml_string(command)
-    );
-    for (key, value) in env {
-        text.push_str(&format!("{key} = {}\n", toml_string(value)));
-    }
-    text
-}
-
-fn toml_string(s: &str) -> String {
-    // A JSON string is a valid TOML basic string for the characters used here.
-    Value::String(s.to_string()).to_string()
 }
 
 /// The live-state assignments the run went through, in order (from the events

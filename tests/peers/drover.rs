@@ -42,14 +42,8 @@ pub struct Drover {
 }
 
 impl Drover {
-    /// Writes `config` as `config.toml` and starts `drover serve`.
-    #[allow(dead_code)]
-    pub async fn start(config: &str) -> Drover {
-        Drover::start_with(|_| config.to_string()).await
-    }
-
-    /// [`Drover::start`] with a config that names paths under the temporary directory
-    /// (`make` gets its path).
+    /// Writes the config `make` returns (given the temporary directory, so it can name
+    /// paths in it) as `config.toml` and starts `drover serve`.
     pub async fn start_with(make: impl FnOnce(&Path) -> String) -> Drover {
         let dir = tempfile::Builder::new()
             .prefix("drover-peers-")
@@ -86,10 +80,6 @@ impl Drover {
     /// A home directory for provider children (the config's `env` points `HOME` here).
     pub fn child_home(&self) -> PathBuf {
         self.root().join("home")
-    }
-
-    pub fn serve_pid(&self) -> u32 {
-        self.serve_pid
     }
 
     fn env(&self) -> Vec<(String, String)> {
@@ -158,6 +148,7 @@ impl Drover {
     }
 
     /// drover serve's peak resident memory (VmHWM), in KiB.
+    #[allow(dead_code)] // the bench's
     pub fn serve_peak_rss_kib(&self) -> Option<u64> {
         proc_status_kib(self.serve_pid, "VmHWM")
     }
@@ -256,21 +247,6 @@ impl Drover {
         self.until(run, "ended", timeout, |v| !v["finished_at"].is_null())
             .await
     }
-
-    /// The tail of drover's log files, for failure messages.
-    pub fn log_tail(&self) -> String {
-        let dir = self.drover_home().join("logs");
-        let mut text = String::new();
-        if let Ok(entries) = std::fs::read_dir(dir) {
-            for entry in entries.flatten() {
-                if let Ok(t) = std::fs::read_to_string(entry.path()) {
-                    text.push_str(&t);
-                }
-            }
-        }
-        let lines: Vec<&str> = text.lines().collect();
-        lines[lines.len().saturating_sub(40)..].join("\n")
-    }
 }
 
 impl Drop for Drover {
@@ -291,7 +267,29 @@ impl Drop for Drover {
     }
 }
 
+/// A drover config file that runs `provider` with `command` and adds `env` to its
+/// child's environment.
+pub fn provider_config(provider: &str, command: &Path, env: &[(String, String)]) -> String {
+    let env: toml::Table = env
+        .iter()
+        .map(|(k, v)| (k.clone(), toml::Value::String(v.clone())))
+        .collect();
+    let mut section = toml::Table::new();
+    section.insert(
+        "command".into(),
+        toml::Value::String(command.display().to_string()),
+    );
+    section.insert("args".into(), toml::Value::Array(Vec::new()));
+    section.insert("env".into(), toml::Value::Table(env));
+    let mut providers = toml::Table::new();
+    providers.insert(provider.into(), toml::Value::Table(section));
+    let mut config = toml::Table::new();
+    config.insert("providers".into(), toml::Value::Table(providers));
+    toml::to_string(&config).expect("a config file")
+}
+
 /// A field of `/proc/PID/status` in KiB (`VmHWM`, `VmRSS`).
+#[allow(dead_code)] // the bench's
 pub fn proc_status_kib(pid: u32, field: &str) -> Option<u64> {
     let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
     status

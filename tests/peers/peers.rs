@@ -61,6 +61,27 @@ pub fn base_env(home: &Path) -> Vec<(String, String)> {
     ]
 }
 
+/// The environment PROVIDERS.md gives Claude Code to run offline against a mock
+/// Anthropic API at `api_url`: a fake key, no telemetry, no other traffic, no updates,
+/// and its config and home under `root` (created by the CLI as needed).
+pub fn claude_env(root: &Path, api_url: &str) -> Vec<(String, String)> {
+    [
+        ("ANTHROPIC_BASE_URL", api_url.to_string()),
+        ("ANTHROPIC_API_KEY", "sk-ant-mock-key".into()),
+        ("DISABLE_TELEMETRY", "1".into()),
+        ("CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC", "1".into()),
+        ("DISABLE_AUTOUPDATER", "1".into()),
+        (
+            "CLAUDE_CONFIG_DIR",
+            root.join("claude-config").display().to_string(),
+        ),
+        ("HOME", root.join("home").display().to_string()),
+    ]
+    .into_iter()
+    .map(|(k, v)| (k.to_string(), v))
+    .collect()
+}
+
 /// Runs `program args` with `env` only (bounded by `timeout`); its exit success, stdout
 /// and stderr.
 pub async fn run_bounded(

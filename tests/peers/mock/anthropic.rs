@@ -7,7 +7,9 @@
 use axum::http::Method;
 use serde_json::{Value, json};
 
-use super::{Reply, ReplyContext, ReplyKind, Route, SseEvent, ToolResult, content_text, halves};
+use super::{
+    Reply, ReplyContext, ReplyKind, Route, SseEvent, ToolResult, content_text, halves, has_tools,
+};
 
 pub fn route(method: &Method, path: &str, body: &Value) -> Route {
     match (method.as_str(), path.trim_end_matches('/')) {
@@ -22,12 +24,6 @@ pub fn route(method: &Method, path: &str, body: &Value) -> Route {
         })),
         _ => Route::Unknown,
     }
-}
-
-fn has_tools(body: &Value) -> bool {
-    body.get("tools")
-        .and_then(Value::as_array)
-        .is_some_and(|t| !t.is_empty())
 }
 
 pub fn error_body(status: u16, message: &str) -> Value {

@@ -257,17 +257,9 @@ impl MockApi {
         }
     }
 
-    pub fn protocol(&self) -> Protocol {
-        self.shared.protocol
-    }
-
     /// `http://127.0.0.1:PORT` (no trailing slash, no `/v1`).
     pub fn url(&self) -> String {
         format!("http://{}", self.addr)
-    }
-
-    pub fn port(&self) -> u16 {
-        self.addr.port()
     }
 
     /// Appends replies to the script.
@@ -612,4 +604,11 @@ pub fn halves(text: &str) -> Vec<String> {
     }
     let mid = text.char_indices().nth(n / 2).map_or(0, |(i, _)| i);
     vec![text[..mid].to_string(), text[mid..].to_string()]
+}
+
+/// Whether a model request offers the model tools (an agent turn, not a side request).
+pub fn has_tools(body: &Value) -> bool {
+    body.get("tools")
+        .and_then(Value::as_array)
+        .is_some_and(|t| !t.is_empty())
 }

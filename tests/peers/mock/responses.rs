@@ -7,15 +7,14 @@
 use axum::http::Method;
 use serde_json::{Value, json};
 
-use super::{Reply, ReplyContext, ReplyKind, Route, SseEvent, ToolResult, content_text, halves};
+use super::{
+    Reply, ReplyContext, ReplyKind, Route, SseEvent, ToolResult, content_text, halves, has_tools,
+};
 
 pub fn route(method: &Method, path: &str, body: &Value) -> Route {
     match (method.as_str(), path.trim_end_matches('/')) {
         ("POST", "/v1/responses") => Route::Model {
-            side: !body
-                .get("tools")
-                .and_then(Value::as_array)
-                .is_some_and(|t| !t.is_empty()),
+            side: !has_tools(body),
         },
         ("GET", "/v1/models") => Route::Json(json!({
             "object": "list",
