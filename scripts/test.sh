@@ -32,4 +32,5 @@ else
     (cd "$peers" && npm ci --no-audit --no-fund)
 fi
 
-cargo test --all-features "$@"
+# --no-fail-fast: a failing target does not hide the results of the ones after it.
+cargo test --all-features --no-fail-fast "$@"

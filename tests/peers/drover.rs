@@ -10,6 +10,7 @@
 
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use nix::sys::signal::{Signal, kill};
@@ -124,11 +125,30 @@ impl Drover {
             .expect("drover serve starts");
         let stdout = child.stdout.take().expect("piped stdout");
         let mut lines = BufReader::new(stdout).lines();
+        // stderr is drained too (so serve never blocks on a full pipe) and kept for a
+        // failure message.
+        let said = Arc::new(Mutex::new(String::new()));
+        let mut errors = BufReader::new(child.stderr.take().expect("piped stderr")).lines();
+        let kept = said.clone();
+        tokio::spawn(async move {
+            while let Ok(Some(line)) = errors.next_line().await {
+                let mut kept = kept.lock().unwrap_or_else(|e| e.into_inner());
+                if kept.len() < 64 * 1024 {
+                    kept.push_str(&line);
+                    kept.push('\n');
+                }
+            }
+        });
         let line = tokio::time::timeout(STEP, lines.next_line())
             .await
-            .expect("drover serve said where it listens in time")
-            .expect("reading drover serve's stdout")
-            .expect("drover serve printed its socket line");
+            .ok()
+            .and_then(|line| line.ok().flatten());
+        let Some(line) = line else {
+            let _ = child.start_kill();
+            let _ = tokio::time::timeout(STEP, child.wait()).await;
+            let stderr = said.lock().unwrap_or_else(|e| e.into_inner()).clone();
+            panic!("drover serve did not say where it listens within {STEP:?}; stderr:\n{stderr}");
+        };
         let hello: Value = serde_json::from_str(&line).expect("serve --json prints JSON");
         self.serve_pid = hello["pid"].as_u64().expect("serve --json names its pid") as u32;
         assert_eq!(Some(self.serve_pid), child.id());
