@@ -14,11 +14,22 @@ use crate::peers::{self, base_env, run_bounded};
 /// One `codex exec` against the mock (it retries a dead API forever: always bounded).
 const EXEC: Duration = Duration::from_secs(90);
 
-/// `CODEX_HOME/config.toml` pointing Codex at the mock, with no retries.
+/// `CODEX_HOME/config.toml` pointing Codex at the mock, with no retries, and nothing
+/// else on the network: without `[features] plugins/apps = false` the pinned Codex
+/// looks up api.github.com and chatgpt.com, without `[analytics] enabled = false`
+/// ab.chatgpt.com (seen with strace).
 fn write_config(codex_home: &Path, mock: &MockApi) {
     let config = format!(
         r#"model = "gpt-5.5"
 model_provider = "mock"
+check_for_update_on_startup = false
+
+[analytics]
+enabled = false
+
+[features]
+plugins = false
+apps = false
 
 [model_providers.mock]
 name = "Mock"

@@ -204,6 +204,10 @@ async fn opencode_serve_asks_before_running_bash_and_runs_it_once_allowed() {
         env.push((key.into(), root.path().join(dir).display().to_string()));
     }
     env.push(("OPENCODE_CONFIG".into(), config_file.display().to_string()));
+    // OpenCode installs `@opencode-ai/plugin` into its config directory from the npm
+    // registry at start (in the background, whatever the flags above say): npm offline
+    // keeps that off the network (the install fails quietly).
+    env.push(("npm_config_offline".into(), "true".into()));
     for flag in [
         "OPENCODE_DISABLE_MODELS_FETCH",
         "OPENCODE_DISABLE_AUTOUPDATE",
