@@ -1,7 +1,7 @@
 //! `cargo bench --bench peers`: one Claude Code run (one turn, a text answer, the
 //! process ended) directly against the mock Anthropic API, then the same through drover
-//! (`drover dispatch --max-turns 1 --wait` to a `drover serve`), with drover serve's peak
-//! resident memory (VmHWM). Prints figures; asserts nothing about speed.
+//! (`drover dispatch --max-turns 1 --wait` to a `drover serve`), alternating, with drover
+//! serve's peak resident memory (VmHWM). Prints figures; asserts nothing about speed.
 //!
 //! Needs the pinned CLIs (`npm ci` in tests/peers, or scripts/test.sh).
 
@@ -26,7 +26,7 @@ use drover::{Drover, proc_status_kib, provider_config};
 use mock::{MockApi, Protocol};
 
 /// Measured runs per side (after one warm-up run each).
-const RUNS: usize = 5;
+const RUNS: usize = 7;
 const MODEL: &str = "claude-sonnet-4-5";
 const BOUND: Duration = Duration::from_secs(120);
 
@@ -168,15 +168,6 @@ fn main() {
         for dir in ["home", "work", "claude-config"] {
             std::fs::create_dir_all(direct_root.path().join(dir)).unwrap();
         }
-        direct_run(&claude, direct_root.path(), &mock).await;
-        let (mut to_result, mut to_exit, mut peaks) = (vec![], vec![], vec![]);
-        for _ in 0..RUNS {
-            let (r, e, p) = direct_run(&claude, direct_root.path(), &mock).await;
-            to_result.push(ms(r));
-            to_exit.push(ms(e));
-            peaks.push(p as f64 / 1024.0);
-        }
-
         let drover = Drover::start_with(|root| {
             provider_config(
                 "claude-code",
@@ -186,9 +177,17 @@ fn main() {
         })
         .await;
         let idle_peak = drover.serve_peak_rss_kib().unwrap_or(0);
+        // A warm-up run each, then the two kinds alternate, so a change in the machine's
+        // load weighs on both alike.
+        direct_run(&claude, direct_root.path(), &mock).await;
         drover_run(&drover).await;
+        let (mut to_result, mut to_exit, mut peaks) = (vec![], vec![], vec![]);
         let (mut walls, mut turns) = (vec![], vec![]);
         for _ in 0..RUNS {
+            let (r, e, p) = direct_run(&claude, direct_root.path(), &mock).await;
+            to_result.push(ms(r));
+            to_exit.push(ms(e));
+            peaks.push(p as f64 / 1024.0);
             let (wall, turn) = drover_run(&drover).await;
             walls.push(ms(wall));
             turns.push(ms(turn));
