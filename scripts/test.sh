@@ -1,5 +1,36 @@
 #!/usr/bin/env bash
-# The one test command (README): builds drover and runs every test.
+# The one test command (README): installs the pinned provider CLIs the conformance tests
+# run (tests/peers, `npm ci`), then builds drover and runs every test.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-cargo test --all-features "$@"
+
+peers=tests/peers
+need_node() {
+    echo "error: $1" >&2
+    echo "The conformance tests run the real provider CLIs (Claude Code, Codex, OpenCode)," >&2
+    echo "installed from the npm registry with npm. Install Node.js 18 or newer with npm" >&2
+    echo "(e.g. apt-get install nodejs npm, or https://nodejs.org), then run scripts/test.sh again." >&2
+    exit 1
+}
+command -v node >/dev/null 2>&1 || need_node "node (Node.js) is not on PATH"
+command -v npm >/dev/null 2>&1 || need_node "npm is not on PATH"
+node_major=$(node -p 'process.versions.node.split(".")[0]' 2>/dev/null || echo 0)
+if [ "$node_major" -lt 18 ]; then
+    need_node "Node.js $(node --version 2>/dev/null || echo '?') is too old"
+fi
+
+# `npm ci` reinstalls from the lockfile; skip it when node_modules is newer than both
+# manifests (npm writes node_modules/.package-lock.json last) and every CLI is there.
+installed="$peers/node_modules/.package-lock.json"
+if [ -f "$installed" ] && [ "$installed" -nt "$peers/package.json" ] &&
+    [ "$installed" -nt "$peers/package-lock.json" ] &&
+    [ -x "$peers/node_modules/.bin/claude" ] && [ -x "$peers/node_modules/.bin/codex" ] &&
+    [ -x "$peers/node_modules/.bin/opencode" ]; then
+    echo "tests/peers: the pinned provider CLIs are installed (npm ci skipped)"
+else
+    echo "tests/peers: installing the pinned provider CLIs (npm ci)"
+    (cd "$peers" && npm ci --no-audit --no-fund)
+fi
+
+# --no-fail-fast: a failing target does not hide the results of the ones after it.
+cargo test --all-features --no-fail-fast "$@"

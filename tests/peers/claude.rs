@@ -1,0 +1,649 @@
+//! Claude Code (`claude`, the pinned version) run by drover through its headless
+//! interface, against the mock Anthropic Messages API.
+//!
+//! Each test owns a `drover serve` in a temporary `DROVER_HOME` whose `config.toml` points
+//! `[providers.claude-code]` at the pinned CLI and its `env` at the mock (base URL, a fake
+//! key, no telemetry or other traffic, a throwaway `CLAUDE_CONFIG_DIR` and `HOME`). What a
+//! user relies on is checked from both ends: what drover shows (`show --json`, the
+//! events transcript) and what the model API actually received.
+
+use std::time::Duration;
+
+use nix::sys::signal::Signal;
+use serde_json::{Value, json};
+
+use crate::drover::{Drover, eventually, group_alive, processes_with, provider_config};
+use crate::mock::{MockApi, Protocol, RecordedRequest, Reply, Usage};
+use crate::peers;
+
+/// The model every run asks for.
+const MODEL: &str = "claude-sonnet-4-5";
+/// How long a turn against the mock may take (the CLI starts in about a second).
+const TURN: Duration = Duration::from_secs(60);
+
+/// A final answer with the `## Result` block drover asks for.
+fn done(summary: &str) -> String {
+    format!("All set.\n\n## Result\nstatus: done\nsummary: {summary}")
+}
+
+/// A mock Anthropic API and a drover whose `claude-code` provider talks to it.
+struct Rig {
+    mock: MockApi,
+    drover: Drover,
+}
+
+impl Rig {
+    async fn start(script: Vec<Reply>) -> Rig {
+        Rig::with_env(script, &[]).await
+    }
+
+    /// `extra_env` is added to the provider's `env` in the config.
+    async fn with_env(script: Vec<Reply>, extra_env: &[(&str, &str)]) -> Rig {
+        let claude = peers::cli("claude");
+        let mock = MockApi::start(Protocol::AnthropicMessages, script).await;
+        let drover = Drover::start_with(|root| {
+            let mut env = peers::claude_env(root, &mock.url());
+            env.extend(
+                extra_env
+                    .iter()
+                    .map(|(k, v)| (k.to_string(), v.to_string())),
+            );
+            provider_config("claude-code", &claude, &env)
+        })
+        .await;
+        Rig { mock, drover }
+    }
+
+    async fn dispatch(&self, task: &str) -> String {
+        self.drover
+            .dispatch(&[
+                "--provider",
+                "claude-code",
+                "--model",
+                MODEL,
+                "--policy",
+                "ask",
+                task,
+            ])
+            .await
+    }
+
+    /// Waits for the run's first pending permission request.
+    async fn pending(&self, run: &str) -> Value {
+        let view = self
+            .drover
+            .until(run, "asking for permission", TURN, |v| {
+                v["pending"].as_array().is_some_and(|p| !p.is_empty())
+            })
+            .await;
+        assert_eq!(view["state"], "awaiting_permission", "{view:#}");
+        view["pending"][0].clone()
+    }
+
+    async fn respond(&self, run: &str, request: &str, decision: &[&str]) {
+        let mut args = vec!["respond", run, request];
+        args.extend_from_slice(decision);
+        let out = self.drover.run(&args).await;
+        assert!(out.success, "respond failed: {}{}", out.stdout, out.stderr);
+    }
+
+    /// The Claude Code session id the CLI sent with a model request.
+    fn session_header(request: &RecordedRequest) -> String {
+        request
+            .header("x-claude-code-session-id")
+            .unwrap_or_else(|| panic!("the CLI sent no session header: {:?}", request.headers))
+            .to_string()
+    }
+
+    /// Ends an idle run as complete and checks its child is gone.
+    async fn complete(&self, run: &str, pid: u32) {
+        let out = self.drover.run(&["complete", run]).await;
+        assert!(out.success, "complete failed: {}{}", out.stdout, out.stderr);
+        let view = self.drover.until_ended(run, TURN).await;
+        assert_eq!(view["state"], "completed", "{view:#}");
+        assert!(view["pid"].is_null(), "{view:#}");
+        assert!(
+            eventually(Duration::from_secs(5), || !group_alive(pid)).await,
+            "the CLI's process group {pid} outlived its completed run"
+        );
+    }
+}
+
+/// The live-state assignments the run went through, in order (from the events
+/// transcript): each with its `state`, `bound`, `detail`, and the event's `at`.
+fn live_states(events: &[Value]) -> Vec<Value> {
+    events
+        .iter()
+        .filter(|e| e["kind"] == "live_state")
+        .map(|e| {
+            let mut assignment = e["body"]["assignment"].clone();
+            assignment["at"] = e["at"].clone();
+            assignment
+        })
+        .collect()
+}
+
+/// The provider events drover recorded (`transcript` events), as the adapter parsed them.
+fn provider_events(events: &[Value]) -> Vec<Value> {
+    events
+        .iter()
+        .filter(|e| e["kind"] == "transcript")
+        .map(|e| e["body"]["event"].clone())
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_tool_call_allowed_by_the_user_runs_and_its_result_goes_back_to_the_model() {
+    let command = "echo allowed-7f3a > allowed.txt && cat allowed.txt";
+    let rig = Rig::start(vec![
+        Reply::tool_call(
+            "Bash",
+            json!({"command": command, "description": "Write allowed.txt"}),
+        ),
+        Reply::text(done("wrote allowed.txt")),
+    ])
+    .await;
+    let run = rig.dispatch("Write allowed.txt").await;
+
+    let pending = rig.pending(&run).await;
+    assert_eq!(pending["kind"], "permission", "{pending:#}");
+    assert_eq!(pending["tool"], "Bash", "{pending:#}");
+    assert_eq!(pending["input"]["command"], command, "{pending:#}");
+    assert!(
+        !rig.drover.work_dir().join("allowed.txt").exists(),
+        "the tool ran before it was allowed"
+    );
+    let request = pending["request_id"].as_str().unwrap().to_string();
+    rig.respond(&run, &request, &["allow"]).await;
+
+    let view = rig.drover.until_state(&run, "idle", TURN).await;
+    assert!(view["pending"].as_array().unwrap().is_empty(), "{view:#}");
+    assert_eq!(view["last_result"]["status"], "done", "{view:#}");
+    assert_eq!(
+        std::fs::read_to_string(rig.drover.work_dir().join("allowed.txt")).unwrap(),
+        "allowed-7f3a\n"
+    );
+    let requests = rig.mock.wait_for_model_requests(2, TURN).await;
+    let results = rig.mock.tool_results(&requests[1]);
+    assert_eq!(results.len(), 1, "{results:?}");
+    assert!(results[0].call_id.starts_with("toolu_mock_"), "{results:?}");
+    assert!(!results[0].is_error, "{results:?}");
+    assert!(results[0].content.contains("allowed-7f3a"), "{results:?}");
+    assert_eq!(rig.mock.remaining(), 0);
+
+    // The ledger holds the CLI's own session id: the one it sends the API.
+    let session = Rig::session_header(&requests[0]);
+    assert_eq!(Rig::session_header(&requests[1]), session);
+    assert_eq!(view["provider_session_id"], session.as_str(), "{view:#}");
+    let pid = view["pid"].as_u64().expect("an idle run keeps its child") as u32;
+    rig.complete(&run, pid).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_tool_call_denied_by_the_user_does_not_run_and_the_model_hears_why() {
+    let command = "echo denied-51c2 > denied.txt";
+    let rig = Rig::start(vec![
+        Reply::tool_call(
+            "Bash",
+            json!({"command": command, "description": "Write denied.txt"}),
+        ),
+        Reply::text(done("the user said no, so nothing was written")),
+    ])
+    .await;
+    let run = rig.dispatch("Write denied.txt").await;
+    let pending = rig.pending(&run).await;
+    assert_eq!(pending["input"]["command"], command, "{pending:#}");
+    let request = pending["request_id"].as_str().unwrap().to_string();
+    rig.respond(
+        &run,
+        &request,
+        &["deny", "--message", "not in this directory"],
+    )
+    .await;
+
+    let view = rig.drover.until_state(&run, "idle", TURN).await;
+    assert_eq!(view["last_result"]["status"], "done", "{view:#}");
+    assert!(
+        !rig.drover.work_dir().join("denied.txt").exists(),
+        "a denied tool ran"
+    );
+    let requests = rig.mock.wait_for_model_requests(2, TURN).await;
+    let results = rig.mock.tool_results(&requests[1]);
+    assert_eq!(results.len(), 1, "{results:?}");
+    assert!(
+        results[0].is_error,
+        "a denial is an error result: {results:?}"
+    );
+    assert!(
+        results[0].content.contains("not in this directory"),
+        "the model hears the user's reason: {results:?}"
+    );
+    let pid = view["pid"].as_u64().unwrap() as u32;
+    rig.complete(&run, pid).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_question_from_the_model_is_answered_through_respond() {
+    let question = "Which colour should the button be?";
+    let rig = Rig::start(vec![
+        Reply::tool_call(
+            "AskUserQuestion",
+            json!({"questions": [{
+                "question": question, "header": "Colour", "multiSelect": false,
+                "options": [{"label": "Blue", "description": "calm"},
+                            {"label": "Red", "description": "loud"}]}]}),
+        ),
+        Reply::text(done("the button is blue")),
+    ])
+    .await;
+    let run = rig.dispatch("Style the button").await;
+    let pending = rig.pending(&run).await;
+    assert_eq!(pending["kind"], "question", "{pending:#}");
+    assert_eq!(pending["tool"], "AskUserQuestion", "{pending:#}");
+    let request = pending["request_id"].as_str().unwrap().to_string();
+    let answer = format!("{question}=Blue");
+    rig.respond(&run, &request, &["--answer", &answer]).await;
+
+    let view = rig.drover.until_state(&run, "idle", TURN).await;
+    assert_eq!(
+        view["last_result"]["summary"], "the button is blue",
+        "{view:#}"
+    );
+    let requests = rig.mock.wait_for_model_requests(2, TURN).await;
+    let results = rig.mock.tool_results(&requests[1]);
+    assert_eq!(results.len(), 1, "{results:?}");
+    assert!(!results[0].is_error, "{results:?}");
+    assert!(
+        results[0]
+            .content
+            .contains(&format!("\"{question}\"=\"Blue\"")),
+        "the model hears the user's answer to its question: {results:?}"
+    );
+    let pid = view["pid"].as_u64().unwrap() as u32;
+    rig.complete(&run, pid).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_follow_up_turn_continues_the_same_provider_session() {
+    let rig = Rig::start(vec![
+        Reply::text(done("first part done")),
+        Reply::text(done("second part done")),
+    ])
+    .await;
+    let run = rig.dispatch("Do the first part").await;
+    let first = rig.drover.until_state(&run, "idle", TURN).await;
+    let session = first["provider_session_id"]
+        .as_str()
+        .expect("the run knows its provider session")
+        .to_string();
+    let pid = first["pid"].as_u64().unwrap() as u32;
+
+    let out = rig
+        .drover
+        .run(&["follow-up", &run, "Now", "the", "second", "part"])
+        .await;
+    assert!(
+        out.success,
+        "follow-up failed: {}{}",
+        out.stdout, out.stderr
+    );
+    let view = rig
+        .drover
+        .until(&run, "idle after two turns", TURN, |v| {
+            v["state"] == "idle" && v["turns"].as_array().is_some_and(|t| t.len() == 2)
+        })
+        .await;
+    assert_eq!(view["turns"][1]["origin"], "follow_up", "{view:#}");
+    assert_eq!(
+        view["last_result"]["summary"], "second part done",
+        "{view:#}"
+    );
+    assert_eq!(view["provider_session_id"], session.as_str(), "{view:#}");
+    assert_eq!(
+        view["pid"], pid,
+        "the same CLI process serves the follow-up"
+    );
+
+    let requests = rig.mock.wait_for_model_requests(2, TURN).await;
+    for request in &requests {
+        assert_eq!(Rig::session_header(request), session);
+    }
+    // The follow-up carries the conversation: the first answer, then the new prompt.
+    let messages = requests[1].body["messages"].as_array().unwrap();
+    let text = |m: &Value| crate::mock::content_text(&m["content"]);
+    assert!(
+        messages
+            .iter()
+            .any(|m| m["role"] == "assistant" && text(m).contains("first part done")),
+        "{messages:#?}"
+    );
+    let last = messages.last().unwrap();
+    assert_eq!(last["role"], "user");
+    assert!(text(last).contains("Now the second part"), "{last:#}");
+    rig.complete(&run, pid).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn usage_and_cost_are_booked_as_the_cli_reported_them() {
+    let first_tool = Usage {
+        input: 1200,
+        output: 80,
+        cache_read: 300,
+        cache_write: 50,
+        reasoning: 0,
+    };
+    let first_text = Usage {
+        input: 1500,
+        output: 120,
+        cache_read: 0,
+        cache_write: 0,
+        reasoning: 0,
+    };
+    let second = Usage {
+        input: 900,
+        output: 60,
+        cache_read: 0,
+        cache_write: 0,
+        reasoning: 0,
+    };
+    let rig = Rig::start(vec![
+        Reply::tool_call(
+            "Bash",
+            json!({"command": "touch usage.txt", "description": "Touch a file"}),
+        )
+        .usage(first_tool),
+        Reply::text(done("one")).usage(first_text),
+        Reply::text(done("two")).usage(second),
+    ])
+    .await;
+    let run = rig.dispatch("Count tokens").await;
+    let pending = rig.pending(&run).await;
+    rig.respond(&run, pending["request_id"].as_str().unwrap(), &["allow"])
+        .await;
+    let view = rig.drover.until_state(&run, "idle", TURN).await;
+
+    // Tokens: the turn's two model requests, as the CLI summed them.
+    assert_eq!(
+        view["tokens"],
+        json!({"input": 2700, "output": 200, "reasoning": 0, "cache_read": 300, "cache_write": 50}),
+        "{view:#}"
+    );
+    let totals = |events: &[Value]| -> Vec<f64> {
+        provider_events(events)
+            .iter()
+            .filter(|e| e["type"] == "turn_completed")
+            .map(|e| {
+                e["total_cost_usd"]
+                    .as_f64()
+                    .expect("the CLI reported a total")
+            })
+            .collect()
+    };
+    let reported = totals(&rig.drover.events(&run).await);
+    assert_eq!(reported.len(), 1);
+    assert!(reported[0] > 0.0);
+    assert!(
+        (view["cost_usd"].as_f64().unwrap() - reported[0]).abs() < 1e-9,
+        "drover booked {} but the CLI reported {}",
+        view["cost_usd"],
+        reported[0]
+    );
+    assert_eq!(view["cost_basis"], "reported", "{view:#}");
+    // Cross-check: the pinned CLI prices claude-sonnet-4-5 at $3 / $15 per million input /
+    // output tokens, $0.30 cache read, $3.75 cache write.
+    let priced = (2700.0 * 3.0 + 200.0 * 15.0 + 300.0 * 0.3 + 50.0 * 3.75) / 1e6;
+    assert!(
+        (reported[0] - priced).abs() < 1e-9,
+        "the CLI reported {} for usage priced at {priced}",
+        reported[0]
+    );
+
+    // A second turn: the CLI's total is a running one; drover books the difference.
+    let out = rig.drover.run(&["follow-up", &run, "Again"]).await;
+    assert!(out.success, "{}{}", out.stdout, out.stderr);
+    let view = rig
+        .drover
+        .until(&run, "idle after two turns", TURN, |v| {
+            v["state"] == "idle" && v["turns"].as_array().is_some_and(|t| t.len() == 2)
+        })
+        .await;
+    let reported = totals(&rig.drover.events(&run).await);
+    assert_eq!(reported.len(), 2);
+    let cost = view["cost_usd"].as_f64().unwrap();
+    assert!(
+        (cost - reported[1]).abs() < 1e-9,
+        "drover booked {cost} but the CLI's running total is {}",
+        reported[1]
+    );
+    let turn_two = view["turns"][1]["cost_usd"].as_f64().unwrap();
+    assert!(
+        (turn_two - (reported[1] - reported[0])).abs() < 1e-9,
+        "{view:#}"
+    );
+    assert_eq!(view["turns"][1]["tokens"]["input"], 900, "{view:#}");
+    assert_eq!(view["tokens"]["input"], 3600, "{view:#}");
+    assert_eq!(view["tokens"]["output"], 260, "{view:#}");
+    let pid = view["pid"].as_u64().unwrap() as u32;
+    rig.complete(&run, pid).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_rate_limit_holds_the_run_in_waiting_provider_until_the_api_answers_again() {
+    let rig = Rig::start(vec![
+        Reply::error(429).retry_after(Duration::from_secs(1)),
+        Reply::error(529),
+        Reply::text(done("answered after the rate limit")),
+    ])
+    .await;
+    let run = rig.dispatch("Say something").await;
+    let view = rig.drover.until_state(&run, "idle", TURN).await;
+    assert_eq!(
+        view["last_result"]["summary"], "answered after the rate limit",
+        "{view:#}"
+    );
+    let requests = rig.mock.wait_for_model_requests(3, TURN).await;
+    assert_eq!(requests.len(), 3, "{}", crate::mock::describe(&requests));
+
+    let states = live_states(&rig.drover.events(&run).await);
+    let kinds: Vec<&str> = states.iter().filter_map(|s| s["state"].as_str()).collect();
+    let waiting = kinds
+        .iter()
+        .position(|k| *k == "waiting_provider")
+        .unwrap_or_else(|| panic!("the run never waited for the provider: {kinds:?}"));
+    // The provider's retry hint (retry-after: 1 s, which the CLI honours) is the bound.
+    let held = &states[waiting];
+    let hint = held["bound"].as_i64().unwrap() - held["at"].as_i64().unwrap();
+    assert!(
+        (900..=1100).contains(&hint),
+        "the wait is bounded by the retry hint: {held:#}"
+    );
+    assert!(
+        held["detail"].as_str().unwrap_or("").contains("429"),
+        "{held:#}"
+    );
+    assert!(
+        kinds[waiting..].contains(&"working"),
+        "the run went back to work after the rate limit: {kinds:?}"
+    );
+    assert_eq!(view["live_state"]["state"], "working", "{view:#}");
+    let pid = view["pid"].as_u64().unwrap() as u32;
+    rig.complete(&run, pid).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_server_error_that_outlasts_the_retries_fails_the_run() {
+    // Two retries (the CLI's default is ten, with back-off: minutes).
+    let rig = Rig::with_env(
+        vec![Reply::error(500), Reply::error(500), Reply::error(500)],
+        &[("CLAUDE_CODE_MAX_RETRIES", "2")],
+    )
+    .await;
+    let run = rig.dispatch("Say something").await;
+    let running = rig
+        .drover
+        .until(&run, "running with a child", TURN, |v| v["pid"].is_u64())
+        .await;
+    let pid = running["pid"].as_u64().unwrap() as u32;
+    let view = rig.drover.until_ended(&run, TURN).await;
+    assert_eq!(view["state"], "failed", "{view:#}");
+    assert_eq!(view["completion_reason"], "provider_error", "{view:#}");
+    let notes: Vec<&str> = view["notes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|n| n["text"].as_str())
+        .collect();
+    assert!(
+        notes.iter().any(|n| n.contains("HTTP 500")),
+        "the run says the API failed with 500: {notes:?}"
+    );
+    let requests = rig.mock.model_requests();
+    assert_eq!(requests.len(), 3, "{}", crate::mock::describe(&requests));
+    assert!(
+        eventually(Duration::from_secs(5), || !group_alive(pid)).await,
+        "the CLI's process group {pid} outlived its failed run"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn stopping_a_run_while_the_model_answers_leaves_no_process_behind() {
+    let rig = Rig::start(vec![
+        Reply::text(done("too late")).delay(Duration::from_secs(120)),
+    ])
+    .await;
+    let run = rig.dispatch("Take your time").await;
+    rig.mock.wait_for_model_requests(1, TURN).await;
+    let view = rig.drover.show(&run).await;
+    assert_eq!(view["state"], "running", "{view:#}");
+    let pid = view["pid"]
+        .as_u64()
+        .expect("a running run shows its child's pid") as u32;
+    assert!(group_alive(pid));
+
+    let out = rig.drover.run(&["stop", &run]).await;
+    assert!(out.success, "stop failed: {}{}", out.stdout, out.stderr);
+    let view = rig.drover.until_ended(&run, TURN).await;
+    assert_eq!(view["state"], "stopped", "{view:#}");
+    assert_eq!(view["completion_reason"], "user", "{view:#}");
+    assert!(view["pid"].is_null(), "{view:#}");
+    assert!(
+        !group_alive(pid),
+        "process group {pid} outlived the stopped run"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn stopping_a_run_while_its_tool_runs_leaves_no_process_behind() {
+    // A marker no other process has: the tool's own command line.
+    let marker = format!("drover-stop-{}", std::process::id());
+    let command = format!("sleep 97 && touch slept.txt # {marker}");
+    let rig = Rig::start(vec![
+        Reply::tool_call("Bash", json!({"command": command, "description": "Wait"})),
+        Reply::text(done("never reached")),
+    ])
+    .await;
+    let run = rig.dispatch("Wait a while").await;
+    let pending = rig.pending(&run).await;
+    rig.respond(&run, pending["request_id"].as_str().unwrap(), &["allow"])
+        .await;
+    assert!(
+        eventually(TURN, || !processes_with(&marker).is_empty()).await,
+        "the allowed tool never started"
+    );
+    let view = rig.drover.show(&run).await;
+    let pid = view["pid"].as_u64().unwrap() as u32;
+
+    let out = rig.drover.run(&["stop", &run]).await;
+    assert!(out.success, "stop failed: {}{}", out.stdout, out.stderr);
+    let view = rig.drover.until_ended(&run, TURN).await;
+    assert_eq!(view["state"], "stopped", "{view:#}");
+    assert!(
+        !group_alive(pid),
+        "process group {pid} outlived the stopped run"
+    );
+    // Claude Code runs a Bash tool in a session of its own, outside the CLI's process
+    // group; on SIGTERM or SIGKILL the CLI leaves it running (only an `interrupt` control
+    // request ends it). Whatever is left is killed here, then reported.
+    let left = processes_with(&marker);
+    let described: Vec<String> = left
+        .iter()
+        .map(|(pid, cmdline)| {
+            let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+            let fields: Vec<&str> = stat
+                .rsplit_once(')')
+                .map(|(_, rest)| rest.split_whitespace().collect())
+                .unwrap_or_default();
+            let field = |i: usize| fields.get(i).copied().unwrap_or("?");
+            format!(
+                "pid {pid} (ppid {}, pgid {}, sid {}): {cmdline}",
+                field(1),
+                field(2),
+                field(3)
+            )
+        })
+        .collect();
+    for (pid, _) in &left {
+        let _ = nix::sys::signal::kill(nix::unistd::Pid::from_raw(-(*pid as i32)), Signal::SIGKILL);
+    }
+    assert!(
+        left.is_empty(),
+        "the allowed tool outlived the stopped run (the CLI's own group {pid} is gone): {described:#?}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_drover_crash_with_a_run_in_flight_leaves_it_interrupted_after_restart() {
+    let mut rig = Rig::start(vec![
+        Reply::text(done("too late")).delay(Duration::from_secs(120)),
+    ])
+    .await;
+    let run = rig.dispatch("Take your time").await;
+    rig.mock.wait_for_model_requests(1, TURN).await;
+    let view = rig.drover.show(&run).await;
+    let pid = view["pid"].as_u64().unwrap() as u32;
+    let session = view["provider_session_id"].as_str().map(str::to_string);
+
+    rig.drover.stop_serve(Signal::SIGKILL).await;
+    assert!(
+        eventually(Duration::from_secs(10), || !group_alive(pid)).await,
+        "the CLI's process group {pid} outlived a killed drover"
+    );
+    rig.drover.serve().await;
+    let view = rig.drover.show(&run).await;
+    assert_eq!(view["state"], "interrupted", "{view:#}");
+    assert_eq!(view["completion_reason"], "interrupted", "{view:#}");
+    assert_eq!(view["live_state"]["state"], "ended", "{view:#}");
+    assert_eq!(view["live_state"]["cause"], "resident_replaced", "{view:#}");
+    // The ledger keeps the CLI's session, for a resume (not built yet: issue 7 item 7).
+    let sent = Rig::session_header(&rig.mock.model_requests()[0]);
+    assert_eq!(session.as_deref(), Some(sent.as_str()), "{view:#}");
+    assert_eq!(view["provider_session_id"], sent.as_str(), "{view:#}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_drover_shutdown_with_a_run_in_flight_ends_the_child_and_records_it_interrupted() {
+    let mut rig = Rig::start(vec![
+        Reply::text(done("too late")).delay(Duration::from_secs(120)),
+    ])
+    .await;
+    let run = rig.dispatch("Take your time").await;
+    rig.mock.wait_for_model_requests(1, TURN).await;
+    let view = rig.drover.show(&run).await;
+    let pid = view["pid"].as_u64().unwrap() as u32;
+
+    let status = rig.drover.stop_serve(Signal::SIGTERM).await;
+    assert!(
+        status.success(),
+        "drover serve exits 0 on SIGTERM: {status:?}"
+    );
+    assert!(
+        !group_alive(pid),
+        "the CLI's process group {pid} outlived drover serve"
+    );
+    rig.drover.serve().await;
+    let view = rig.drover.show(&run).await;
+    assert_eq!(view["state"], "interrupted", "{view:#}");
+    assert_eq!(view["completion_reason"], "shutdown", "{view:#}");
+    let sent = Rig::session_header(&rig.mock.model_requests()[0]);
+    assert_eq!(view["provider_session_id"], sent.as_str(), "{view:#}");
+}

@@ -1,0 +1,376 @@
+//! drover's headless interface, driven as a user drives it: `drover serve` owning a
+//! `DROVER_HOME` in a temporary directory, and one `drover …` command per step
+//! (`dispatch`, `show --json`, `respond`, `follow-up`, `stop`, `transcript`).
+//!
+//! What must stay true: every command and every wait is bounded; the serve process and
+//! everything it started are ended when the harness is dropped (SIGTERM, then SIGKILL by
+//! pid); children see only the environment given here plus the provider's `env` from the
+//! config file (so nothing from the caller's environment — credentials, real endpoints —
+//! reaches them).
+
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use nix::sys::signal::{Signal, kill};
+use nix::unistd::Pid;
+use serde_json::Value;
+use tempfile::TempDir;
+use tokio::io::{AsyncBufReadExt, BufReader};
+use tokio::process::{Child, Command};
+
+use crate::peers::base_env;
+
+/// The longest one drover command may take.
+pub const STEP: Duration = Duration::from_secs(30);
+
+/// What a drover command did.
+#[derive(Debug)]
+pub struct Output {
+    pub success: bool,
+    pub code: Option<i32>,
+    pub stdout: String,
+    pub stderr: String,
+}
+
+/// A temporary world for one test: `DROVER_HOME`, the run's working directory, a home
+/// directory for the provider child, and a running `drover serve`.
+pub struct Drover {
+    dir: TempDir,
+    serve: Option<Child>,
+    serve_pid: u32,
+}
+
+impl Drover {
+    /// Writes the config `make` returns (given the temporary directory, so it can name
+    /// paths in it) as `config.toml` and starts `drover serve`.
+    pub async fn start_with(make: impl FnOnce(&Path) -> String) -> Drover {
+        let dir = tempfile::Builder::new()
+            .prefix("drover-peers-")
+            .tempdir()
+            .expect("a temporary directory");
+        for sub in ["drover", "work", "home"] {
+            std::fs::create_dir_all(dir.path().join(sub)).expect("test directories");
+        }
+        std::fs::write(dir.path().join("drover/config.toml"), make(dir.path()))
+            .expect("config.toml");
+        let mut drover = Drover {
+            dir,
+            serve: None,
+            serve_pid: 0,
+        };
+        drover.serve().await;
+        drover
+    }
+
+    /// The temporary directory everything lives in.
+    pub fn root(&self) -> &Path {
+        self.dir.path()
+    }
+
+    pub fn drover_home(&self) -> PathBuf {
+        self.root().join("drover")
+    }
+
+    /// The working directory runs are dispatched in.
+    pub fn work_dir(&self) -> PathBuf {
+        self.root().join("work")
+    }
+
+    /// A home directory for provider children (the config's `env` points `HOME` here).
+    pub fn child_home(&self) -> PathBuf {
+        self.root().join("home")
+    }
+
+    fn env(&self) -> Vec<(String, String)> {
+        let mut env = base_env(&self.child_home());
+        env.push((
+            "DROVER_HOME".into(),
+            self.drover_home().display().to_string(),
+        ));
+        env.push(("DROVER_LOG".into(), "debug".into()));
+        // Belt and braces: should the config's env not reach a Claude child, it still
+        // talks to nothing but a closed loopback port.
+        env.push(("ANTHROPIC_BASE_URL".into(), "http://127.0.0.1:9".into()));
+        env.push((
+            "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC".into(),
+            "1".into(),
+        ));
+        env.push(("DISABLE_TELEMETRY".into(), "1".into()));
+        env.push(("DISABLE_AUTOUPDATER".into(), "1".into()));
+        env
+    }
+
+    fn command(&self, args: &[&str]) -> Command {
+        let mut command = Command::new(env!("CARGO_BIN_EXE_drover"));
+        command
+            .args(args)
+            .env_clear()
+            .envs(self.env())
+            .current_dir(self.work_dir())
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .kill_on_drop(true);
+        command
+    }
+
+    /// Starts `drover serve --json` and waits for its `{"socket", "pid"}` line.
+    pub async fn serve(&mut self) {
+        assert!(self.serve.is_none(), "drover serve is already running");
+        let mut child = self
+            .command(&["serve", "--json"])
+            .spawn()
+            .expect("drover serve starts");
+        let stdout = child.stdout.take().expect("piped stdout");
+        let mut lines = BufReader::new(stdout).lines();
+        // stderr is drained too (so serve never blocks on a full pipe) and kept for a
+        // failure message.
+        let said = Arc::new(Mutex::new(String::new()));
+        let mut errors = BufReader::new(child.stderr.take().expect("piped stderr")).lines();
+        let kept = said.clone();
+        tokio::spawn(async move {
+            while let Ok(Some(line)) = errors.next_line().await {
+                let mut kept = kept.lock().unwrap_or_else(|e| e.into_inner());
+                if kept.len() < 64 * 1024 {
+                    kept.push_str(&line);
+                    kept.push('\n');
+                }
+            }
+        });
+        let line = tokio::time::timeout(STEP, lines.next_line())
+            .await
+            .ok()
+            .and_then(|line| line.ok().flatten());
+        let Some(line) = line else {
+            let _ = child.start_kill();
+            let _ = tokio::time::timeout(STEP, child.wait()).await;
+            let stderr = said.lock().unwrap_or_else(|e| e.into_inner()).clone();
+            panic!("drover serve did not say where it listens within {STEP:?}; stderr:\n{stderr}");
+        };
+        let hello: Value = serde_json::from_str(&line).expect("serve --json prints JSON");
+        self.serve_pid = hello["pid"].as_u64().expect("serve --json names its pid") as u32;
+        assert_eq!(Some(self.serve_pid), child.id());
+        // Keep draining stdout so serve never blocks on a full pipe.
+        tokio::spawn(async move { while let Ok(Some(_)) = lines.next_line().await {} });
+        self.serve = Some(child);
+    }
+
+    /// Sends `signal` to `drover serve` and waits (bounded) for it to exit.
+    pub async fn stop_serve(&mut self, signal: Signal) -> std::process::ExitStatus {
+        let mut child = self.serve.take().expect("drover serve is running");
+        kill(Pid::from_raw(self.serve_pid as i32), signal).expect("signal drover serve");
+        tokio::time::timeout(Duration::from_secs(60), child.wait())
+            .await
+            .expect("drover serve exited in time")
+            .expect("waiting for drover serve")
+    }
+
+    /// drover serve's peak resident memory (VmHWM), in KiB.
+    #[allow(dead_code)] // the bench's
+    pub fn serve_peak_rss_kib(&self) -> Option<u64> {
+        proc_status_kib(self.serve_pid, "VmHWM")
+    }
+
+    /// Runs `drover args…` (bounded by [`STEP`]).
+    pub async fn run(&self, args: &[&str]) -> Output {
+        let child = self.command(args).spawn().expect("drover starts");
+        let output = tokio::time::timeout(STEP, child.wait_with_output())
+            .await
+            .unwrap_or_else(|_| panic!("drover {args:?} ran past {STEP:?}"))
+            .expect("drover's output");
+        Output {
+            success: output.status.success(),
+            code: output.status.code(),
+            stdout: String::from_utf8_lossy(&output.stdout).into_owned(),
+            stderr: String::from_utf8_lossy(&output.stderr).into_owned(),
+        }
+    }
+
+    /// Runs `drover args… --json`, which must succeed, and parses its answer.
+    pub async fn json(&self, args: &[&str]) -> Value {
+        let mut all = args.to_vec();
+        all.push("--json");
+        let out = self.run(&all).await;
+        assert!(
+            out.success,
+            "drover {all:?} failed ({:?}): {}{}",
+            out.code, out.stdout, out.stderr
+        );
+        serde_json::from_str(out.stdout.trim())
+            .unwrap_or_else(|e| panic!("drover {all:?} printed no JSON ({e}): {}", out.stdout))
+    }
+
+    /// Dispatches a run and returns its id.
+    pub async fn dispatch(&self, args: &[&str]) -> String {
+        let work = self.work_dir().display().to_string();
+        let mut all = vec!["dispatch", "--cwd", &work];
+        all.extend_from_slice(args);
+        let answer = self.json(&all).await;
+        answer
+            .get("run_id")
+            .or_else(|| answer.get("run").and_then(|r| r.get("run_id")))
+            .and_then(Value::as_str)
+            .unwrap_or_else(|| panic!("the answer to dispatch names no run: {answer}"))
+            .to_string()
+    }
+
+    /// `drover show RUN --json`.
+    pub async fn show(&self, run: &str) -> Value {
+        self.json(&["show", run]).await
+    }
+
+    /// Every recorded event of the run (`transcript --format events --json`).
+    pub async fn events(&self, run: &str) -> Vec<Value> {
+        let view = self.json(&["transcript", run, "--format", "events"]).await;
+        view["events"]
+            .as_array()
+            .unwrap_or_else(|| panic!("the events transcript has no events list: {view}"))
+            .clone()
+    }
+
+    /// Polls `show` until `done` holds (bounded by `timeout`); the view that met it.
+    pub async fn until(
+        &self,
+        run: &str,
+        what: &str,
+        timeout: Duration,
+        done: impl Fn(&Value) -> bool,
+    ) -> Value {
+        let deadline = Instant::now() + timeout;
+        loop {
+            let view = self.show(run).await;
+            if done(&view) {
+                return view;
+            }
+            if Instant::now() >= deadline {
+                let tail = self.run(&["transcript", run]).await.stdout;
+                panic!(
+                    "{run} was not {what} within {timeout:?}; last view: {view:#}\ntranscript:\n{tail}"
+                );
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    }
+
+    /// Waits until the run's state is `state`.
+    pub async fn until_state(&self, run: &str, state: &str, timeout: Duration) -> Value {
+        self.until(run, &format!("in state {state}"), timeout, |v| {
+            v["state"] == state
+        })
+        .await
+    }
+
+    /// Waits until the run has ended (any terminal state).
+    pub async fn until_ended(&self, run: &str, timeout: Duration) -> Value {
+        self.until(run, "ended", timeout, |v| !v["finished_at"].is_null())
+            .await
+    }
+}
+
+impl Drop for Drover {
+    fn drop(&mut self) {
+        let Some(mut child) = self.serve.take() else {
+            return;
+        };
+        // SIGTERM lets serve stop its runs (and their children); SIGKILL after 10 s.
+        let _ = kill(Pid::from_raw(self.serve_pid as i32), Signal::SIGTERM);
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while Instant::now() < deadline {
+            if let Ok(Some(_)) = child.try_wait() {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        let _ = child.start_kill();
+    }
+}
+
+/// A drover config file that runs `provider` with `command` and adds `env` to its
+/// child's environment.
+pub fn provider_config(provider: &str, command: &Path, env: &[(String, String)]) -> String {
+    let env: toml::Table = env
+        .iter()
+        .map(|(k, v)| (k.clone(), toml::Value::String(v.clone())))
+        .collect();
+    let mut section = toml::Table::new();
+    section.insert(
+        "command".into(),
+        toml::Value::String(command.display().to_string()),
+    );
+    section.insert("args".into(), toml::Value::Array(Vec::new()));
+    section.insert("env".into(), toml::Value::Table(env));
+    let mut providers = toml::Table::new();
+    providers.insert(provider.into(), toml::Value::Table(section));
+    let mut config = toml::Table::new();
+    config.insert("providers".into(), toml::Value::Table(providers));
+    toml::to_string(&config).expect("a config file")
+}
+
+/// A field of `/proc/PID/status` in KiB (`VmHWM`, `VmRSS`).
+#[allow(dead_code)] // the bench's
+pub fn proc_status_kib(pid: u32, field: &str) -> Option<u64> {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
+    status
+        .lines()
+        .find(|l| l.starts_with(&format!("{field}:")))?
+        .split_whitespace()
+        .nth(1)?
+        .parse()
+        .ok()
+}
+
+/// Whether any process is left in process group `pgid`.
+pub fn group_alive(pgid: u32) -> bool {
+    kill(Pid::from_raw(-(pgid as i32)), None).is_ok()
+}
+
+/// The live (not zombie) processes whose command line contains `needle`.
+pub fn processes_with(needle: &str) -> Vec<(u32, String)> {
+    let mut found = Vec::new();
+    let Ok(entries) = std::fs::read_dir("/proc") else {
+        return found;
+    };
+    for entry in entries.flatten() {
+        let Some(pid) = entry
+            .file_name()
+            .to_str()
+            .and_then(|n| n.parse::<u32>().ok())
+        else {
+            continue;
+        };
+        let Ok(cmdline) = std::fs::read(format!("/proc/{pid}/cmdline")) else {
+            continue;
+        };
+        let cmdline = String::from_utf8_lossy(&cmdline).replace('\0', " ");
+        if !cmdline.contains(needle) {
+            continue;
+        }
+        let zombie = std::fs::read_to_string(format!("/proc/{pid}/stat"))
+            .ok()
+            .and_then(|s| {
+                s.rsplit_once(')')
+                    .map(|(_, rest)| rest.trim_start().starts_with('Z'))
+            })
+            .unwrap_or(true);
+        if !zombie && pid != std::process::id() {
+            found.push((pid, cmdline));
+        }
+    }
+    found
+}
+
+/// Waits (bounded) until `gone` holds; whether it did.
+pub async fn eventually(timeout: Duration, gone: impl Fn() -> bool) -> bool {
+    let deadline = Instant::now() + timeout;
+    loop {
+        if gone() {
+            return true;
+        }
+        if Instant::now() >= deadline {
+            return false;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}

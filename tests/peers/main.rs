@@ -1,0 +1,22 @@
+//! Conformance tests against the real provider CLIs (the versions pinned in
+//! `tests/peers/package.json`), each talking to a mock model API on 127.0.0.1.
+//!
+//! - `claude`: Claude Code driven through drover's headless interface (`drover serve`,
+//!   `dispatch`, `respond`, `follow-up`, `stop`, `show --json`, `transcript`).
+//! - `codex`, `opencode`: drover has no adapters for them yet; these check that the pinned
+//!   binaries start and talk to their mock APIs directly, so the adapters can be built on
+//!   that.
+//! - `mock_api`: the mocks' own wire format, checked with a plain HTTP client.
+//!
+//! The CLIs are installed by `npm ci` in `tests/peers/` (scripts/test.sh does it). Their
+//! absence fails the tests with that instruction; nothing is skipped. No test sends
+//! traffic anywhere but 127.0.0.1, and every wait is bounded: the CLIs retry a dead API
+//! forever.
+
+mod claude;
+mod codex;
+mod drover;
+mod mock;
+mod mock_api;
+mod opencode;
+mod peers;
