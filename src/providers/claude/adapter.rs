@@ -40,6 +40,8 @@ use super::{args, encode};
 pub struct AdapterTimings {
     /// For the answer to `initialize` (MCP servers can make the CLI slow to answer).
     pub handshake: Duration,
+    /// For a turn in flight to end after an `interrupt`, before the child is ended.
+    pub interrupt: Duration,
     pub shutdown: ShutdownTimings,
 }
 
@@ -47,6 +49,7 @@ impl Default for AdapterTimings {
     fn default() -> Self {
         AdapterTimings {
             handshake: Duration::from_secs(60),
+            interrupt: Duration::from_secs(3),
             shutdown: ShutdownTimings::default(),
         }
     }
@@ -92,6 +95,7 @@ pub fn launch_with(
         stdout,
         commands: rx,
         timings,
+        turn_open: false,
     };
     runtime.spawn(driver.run());
     Ok(AdapterHandle {
@@ -123,6 +127,8 @@ struct Driver {
     stdout: LineReader<ChildStdout>,
     commands: mpsc::UnboundedReceiver<ProviderCommand>,
     timings: AdapterTimings,
+    /// A turn was sent and its `result` has not come yet.
+    turn_open: bool,
 }
 
 impl Driver {
@@ -222,13 +228,49 @@ impl Driver {
                     _ => return Stop::ChildGone,
                 },
                 command = self.commands.recv() => match command {
-                    None | Some(ProviderCommand::Shutdown) => return Stop::Shutdown,
+                    None => return Stop::Shutdown,
+                    Some(ProviderCommand::Shutdown) => {
+                        self.interrupt_turn().await;
+                        return Stop::Shutdown;
+                    }
                     Some(command) => self.command(command).await,
                 },
                 () = self.child.exited() => return Stop::ChildGone,
             }
             if !self.sink_open {
                 return Stop::Shutdown;
+            }
+        }
+    }
+
+    /// Ends a turn in flight with an `interrupt` before the child is ended: Claude Code
+    /// runs a Bash tool in a session of its own, outside the child's process group, so
+    /// only an interrupt stops the tool; signals would leave it running. Bounded by
+    /// `timings.interrupt`.
+    async fn interrupt_turn(&mut self) {
+        if !self.turn_open {
+            return;
+        }
+        let line = self.state.interrupt_request();
+        if !self.child.send_line(line) {
+            return;
+        }
+        let deadline = Instant::now() + self.timings.interrupt;
+        while self.turn_open {
+            tokio::select! {
+                line = self.stdout.next_line() => match line {
+                    Ok(Some(line)) => self.line(line).await,
+                    _ => return,
+                },
+                () = self.child.exited() => return,
+                () = tokio::time::sleep_until(deadline) => {
+                    let secs = self.timings.interrupt.as_secs_f64();
+                    self.emit(notice(format!(
+                        "the CLI did not end its turn within {secs:.1} s of an interrupt"
+                    )))
+                    .await;
+                    return;
+                }
             }
         }
     }
@@ -245,7 +287,10 @@ impl Driver {
 
     async fn command(&mut self, command: ProviderCommand) {
         let line = match command {
-            ProviderCommand::StartTurn { prompt } => encode::user_turn(&prompt),
+            ProviderCommand::StartTurn { prompt } => {
+                self.turn_open = true;
+                encode::user_turn(&prompt)
+            }
             ProviderCommand::Answer { request_id, answer } => {
                 match self.state.answer(&request_id, &answer) {
                     Ok(line) => line,
@@ -265,6 +310,9 @@ impl Driver {
     }
 
     async fn emit(&mut self, event: ProviderEvent) {
+        if matches!(event, ProviderEvent::TurnCompleted(_)) {
+            self.turn_open = false;
+        }
         if !self.ready {
             if matches!(event, ProviderEvent::Ready { .. }) {
                 self.ready = true;

@@ -74,6 +74,7 @@ const WAIT: Duration = Duration::from_secs(20);
 fn short_timings() -> AdapterTimings {
     AdapterTimings {
         handshake: Duration::from_secs(10),
+        interrupt: Duration::from_millis(500),
         shutdown: ShutdownTimings {
             stdin_grace: Duration::from_millis(500),
             term_grace: Duration::from_millis(500),
