@@ -662,6 +662,7 @@ impl App {
     fn on_selected(&mut self, run_id: &str, effects: &mut Vec<Effect>) {
         self.fetch_show(run_id, effects);
         if self.model.run(run_id).is_some_and(|e| !e.transcript_loaded) {
+            self.model.transcript_requested(run_id);
             effects.push(Effect::Request {
                 tag: ReplyTag::Transcript(run_id.to_string()),
                 request: Request::Transcript {

@@ -130,6 +130,7 @@ async fn event_loop<B: Backend + Write>(
     tokio::pin!(dispatcher_ended);
 
     let mut effects = app.start();
+    frames.schedule_frame();
     let outcome = loop {
         for effect in effects.drain(..) {
             match driver.execute(effect) {
@@ -140,7 +141,6 @@ async fn event_loop<B: Backend + Write>(
         if app.quitting() {
             break Ok(());
         }
-        frames.schedule_frame();
         tokio::select! {
             Some(event) = rx.recv() => effects = app.handle(event),
             event = events.recv() => match event {
@@ -158,12 +158,14 @@ async fn event_loop<B: Backend + Write>(
                     let to_next_second = 1_000 - app.model.now.rem_euclid(1_000) + 5;
                     frames.schedule_frame_in(Duration::from_millis(to_next_second as u64));
                 }
-                // Nothing changed: no new frame needed.
+                // A frame changes nothing: no new frame is asked for.
                 continue;
             }
             _ = refresh.tick() => effects = app.handle(AppEvent::Tick),
             e = &mut dispatcher_ended => break Err(e),
         }
+        // Something was handled: one frame (merged with any others asked for meanwhile).
+        frames.schedule_frame();
     };
     stop_input.store(true, Ordering::SeqCst);
     let _ = tokio::task::spawn_blocking(move || input.join()).await;
