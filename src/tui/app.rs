@@ -331,6 +331,12 @@ impl App {
         if let Some(pending) = entry.pending.first() {
             let view = PromptView::new(entry.summary.run_id.clone(), pending.clone());
             self.overlays.push(Overlay::Prompt(view));
+        } else if entry.summary.state == RunState::AwaitingRoute {
+            // The dispatcher has no route-card requests yet: nothing to answer with.
+            self.flash_error(format!(
+                "{} waits on a route card; this dashboard cannot show route cards yet",
+                entry.summary.run_id
+            ));
         } else if entry.summary.state.is_active() && entry.summary.state != RunState::Queued {
             let run = entry.summary.clone();
             self.open_follow_up(&run);
