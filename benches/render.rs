@@ -6,6 +6,10 @@
 //! frames (default 3,000), for the dashboard alone and with a permission prompt open.
 //! Targets: p50 ≤ 1 ms, p99 ≤ 3 ms. Each frame moves the clock (countdowns change) and
 //! every tenth frame moves the selection, so frames are not identical.
+//!
+//! A baseline is printed too: a fixed busy loop as long as a typical frame, timed the
+//! same way. Its p99 is the machine's noise floor (a loaded machine preempts any work
+//! for whole scheduler ticks); a frame p99 near the baseline's is noise, not drawing.
 
 use drover::dispatch::api::{PendingView, RunSummary, RunView};
 use drover::live_state::{LiveState, LiveStateKind};
@@ -35,9 +39,43 @@ fn main() {
         .expect("pending requests");
     app.overlays.push(Overlay::Prompt(pending));
     let prompt = measure(&mut app, frames);
+    let typical = {
+        let mut sorted = plain.clone();
+        sorted.sort();
+        sorted[sorted.len() / 2]
+    };
+    let baseline = baseline(typical, frames);
     println!("render: 1,000 runs (100 active, 20 need you), 2,000-line transcript, 200x60");
     report("dashboard", &plain);
     report("with a permission prompt", &prompt);
+    report("baseline (busy loop)", &baseline);
+}
+
+/// `frames` runs of a busy loop calibrated to take about `typical`, timed like frames.
+fn baseline(typical: Duration, frames: usize) -> Vec<Duration> {
+    let spin = |n: u64| {
+        let mut x = 0u64;
+        for i in 0..n {
+            x = std::hint::black_box(x.wrapping_mul(31).wrapping_add(i));
+        }
+        x
+    };
+    let mut n = 1_000u64;
+    loop {
+        let start = Instant::now();
+        spin(n);
+        if start.elapsed() >= typical || n > 1 << 40 {
+            break;
+        }
+        n *= 2;
+    }
+    (0..frames)
+        .map(|_| {
+            let start = Instant::now();
+            std::hint::black_box(spin(n));
+            start.elapsed()
+        })
+        .collect()
 }
 
 fn report(what: &str, times: &[Duration]) {

@@ -231,3 +231,50 @@ fn the_demo_answers_a_permission_by_keys_and_another_terminal_sees_the_run_compl
         );
     }
 }
+
+#[test]
+fn closing_the_terminal_stops_the_runs_and_releases_the_directory() {
+    let probe = Command::new("tmux").arg("-V").output();
+    assert!(
+        probe.is_ok_and(|o| o.status.success()),
+        "this test needs tmux; install it (apt-get install tmux)"
+    );
+    let home = tempfile::tempdir().expect("temp dir");
+    let tmux = Tmux {
+        socket: format!("drover-e2e-close-{}", std::process::id()),
+    };
+    let command = format!(
+        "exec env DROVER_HOME='{}' '{}' demo",
+        home.path().display(),
+        env!("CARGO_BIN_EXE_drover")
+    );
+    let started = tmux.run(&[
+        "new-session",
+        "-d",
+        "-s",
+        "demo",
+        "-x",
+        "100",
+        "-y",
+        "30",
+        &command,
+    ]);
+    assert!(started.status.success(), "{:?}", started);
+    let run = run_titled(home.path(), "Investigate the flaky integration test");
+    tmux.wait_for("needs you", &[]);
+
+    // The terminal goes away (as when its window is closed).
+    tmux.run(&["kill-server"]);
+    let socket = home.path().join("drover.sock");
+    let start = Instant::now();
+    while socket.exists() {
+        assert!(
+            start.elapsed() < DEADLINE,
+            "the dashboard did not shut down after its terminal went away"
+        );
+        std::thread::sleep(POLL);
+    }
+    let view = show(home.path(), run["run_id"].as_str().expect("run id"));
+    assert_eq!(view["state"], "interrupted", "{view}");
+    assert_eq!(view["completion_reason"], "shutdown", "{view}");
+}

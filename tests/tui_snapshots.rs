@@ -266,6 +266,13 @@ fn the_budget_header_below_at_warning_and_at_cap() {
     let cap = header_app(25.00, 0.0);
     snap("budget_at_cap", &cap);
     assert_eq!(gauge_colour(&cap), Some(Color::Red));
+    // At 80 columns the words shorten so the level still shows.
+    let mut narrow = header_app(9.75, 6.00);
+    narrow.model.width = 80;
+    snap("budget_at_warning_80", &narrow);
+    let mut narrow = header_app(25.00, 0.0);
+    narrow.model.width = 80;
+    snap("budget_at_cap_80", &narrow);
 }
 
 #[test]

@@ -331,6 +331,12 @@ impl App {
         if let Some(pending) = entry.pending.first() {
             let view = PromptView::new(entry.summary.run_id.clone(), pending.clone());
             self.overlays.push(Overlay::Prompt(view));
+        } else if entry.summary.state == RunState::AwaitingRoute {
+            // The dispatcher has no route-card requests yet: nothing to answer with.
+            self.flash_error(format!(
+                "{} waits on a route card; this dashboard cannot show route cards yet",
+                entry.summary.run_id
+            ));
         } else if entry.summary.state.is_active() && entry.summary.state != RunState::Queued {
             let run = entry.summary.clone();
             self.open_follow_up(&run);
@@ -662,6 +668,7 @@ impl App {
     fn on_selected(&mut self, run_id: &str, effects: &mut Vec<Effect>) {
         self.fetch_show(run_id, effects);
         if self.model.run(run_id).is_some_and(|e| !e.transcript_loaded) {
+            self.model.transcript_requested(run_id);
             effects.push(Effect::Request {
                 tag: ReplyTag::Transcript(run_id.to_string()),
                 request: Request::Transcript {

@@ -24,6 +24,8 @@
 #![deny(clippy::print_stdout, clippy::print_stderr)]
 
 pub mod app;
+#[cfg(test)]
+mod app_tests;
 pub mod event;
 pub mod format;
 pub mod frame;

@@ -129,6 +129,9 @@ pub struct RunEntry {
     pub transcript: VecDeque<String>,
     /// Whether the transcript was fetched (otherwise it holds only lines heard since).
     pub transcript_loaded: bool,
+    /// Lines heard since the transcript was asked for, while the answer is on its way
+    /// (they may or may not be in it; [`ViewModel::set_transcript`] merges them).
+    heard_since_fetch: Option<Vec<String>>,
 }
 
 impl RunEntry {
@@ -139,6 +142,7 @@ impl RunEntry {
             pending: Vec::new(),
             transcript: VecDeque::new(),
             transcript_loaded: false,
+            heard_since_fetch: None,
         }
     }
 }
@@ -283,6 +287,9 @@ impl ViewModel {
             DispatchEvent::Transcript { run_id, line } => {
                 if let Some(entry) = self.runs.get_mut(run_id) {
                     push_line(&mut entry.transcript, line.clone());
+                    if let Some(heard) = &mut entry.heard_since_fetch {
+                        heard.push(line.clone());
+                    }
                 }
                 Applied::default()
             }
@@ -369,11 +376,30 @@ impl ViewModel {
         self.rebuild_rows();
     }
 
-    /// Stores a run's transcript tail (the answer to `Request::Transcript`).
+    /// Notes that a run's transcript was asked for: lines heard from now on are kept
+    /// aside until the answer comes.
+    pub fn transcript_requested(&mut self, run_id: &str) {
+        if let Some(entry) = self.runs.get_mut(run_id) {
+            entry.heard_since_fetch = Some(Vec::new());
+        }
+    }
+
+    /// Stores a run's transcript tail (the answer to `Request::Transcript`), followed by
+    /// the lines heard since it was asked for that the answer does not already end with.
     pub fn set_transcript(&mut self, run_id: &str, lines: Vec<String>) {
         if let Some(entry) = self.runs.get_mut(run_id) {
-            let skip = lines.len().saturating_sub(TRANSCRIPT_MAX_LINES);
-            entry.transcript = lines.into_iter().skip(skip).collect();
+            let heard = entry.heard_since_fetch.take().unwrap_or_default();
+            // The longest prefix of what was heard that the answer already ends with.
+            let overlap = (0..=heard.len().min(lines.len()))
+                .rev()
+                .find(|&k| lines[lines.len() - k..] == heard[..k])
+                .unwrap_or(0);
+            let mut all: VecDeque<String> = lines.into_iter().collect();
+            all.extend(heard.into_iter().skip(overlap));
+            while all.len() > TRANSCRIPT_MAX_LINES {
+                all.pop_front();
+            }
+            entry.transcript = all;
             entry.transcript_loaded = true;
         }
     }
@@ -801,6 +827,26 @@ mod tests {
             },
         });
         assert!(m.run("a").unwrap().detail.is_none());
+    }
+
+    #[test]
+    fn a_fetched_transcript_keeps_the_lines_heard_while_it_was_on_its_way() {
+        let line = |run: &str, text: &str| DispatchEvent::Transcript {
+            run_id: run.into(),
+            line: text.into(),
+        };
+        // The answer was taken before "c" was published: "c" is added after it.
+        let mut m = ViewModel::new(0, 120, 40);
+        m.replace_runs(vec![summary("a", RunState::Running)]);
+        m.transcript_requested("a");
+        m.apply(&line("a", "c"));
+        m.set_transcript("a", vec!["a".into(), "b".into()]);
+        assert_eq!(m.run("a").unwrap().transcript, ["a", "b", "c"]);
+        // The answer already holds "c": it is not repeated.
+        m.transcript_requested("a");
+        m.apply(&line("a", "c"));
+        m.set_transcript("a", vec!["a".into(), "b".into(), "c".into()]);
+        assert_eq!(m.run("a").unwrap().transcript, ["a", "b", "c"]);
     }
 
     #[test]

@@ -13,7 +13,7 @@ use crossterm::event::{self as term, Event};
 use ratatui::Terminal;
 use ratatui::backend::{Backend, CrosstermBackend};
 use std::future::Future;
-use std::io::Write;
+use std::io::{IsTerminal, Write};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
@@ -32,6 +32,9 @@ use crate::error::{DroverError, ErrorCode};
 const REFRESH_EVERY: Duration = Duration::from_secs(10);
 /// How long the input thread waits for a key before checking whether to stop.
 const INPUT_POLL: Duration = Duration::from_millis(100);
+/// How often the loop checks that its terminal is still there (a closed terminal emulator
+/// or a killed tmux pane does not always send SIGHUP).
+const TERMINAL_CHECK_EVERY: Duration = Duration::from_secs(2);
 
 /// Carries out the app's requests against a dispatcher.
 #[derive(Clone)]
@@ -92,7 +95,15 @@ pub async fn run_on_terminal(
     let mut terminal = Terminal::new(backend).map_err(terminal_error)?;
     terminal.clear().map_err(terminal_error)?;
     let outcome = event_loop(&mut terminal, handle, dispatcher_ended, options).await;
-    drop(terminal);
+    // ratatui's `Terminal` prints to stderr from its destructor when it cannot show the
+    // cursor, and printing to a terminal that is gone panics, which would skip stopping
+    // the runs. Show the cursor here; if even that fails, the terminal is gone and the
+    // `Terminal` is forgotten instead of dropped.
+    if terminal.show_cursor().is_ok() {
+        drop(terminal);
+    } else {
+        std::mem::forget(terminal);
+    }
     drop(guard);
     outcome
 }
@@ -127,9 +138,12 @@ async fn event_loop<B: Backend + Write>(
     let mut refresh = tokio::time::interval(REFRESH_EVERY);
     refresh.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     refresh.tick().await;
+    let mut terminal_check = tokio::time::interval(TERMINAL_CHECK_EVERY);
+    terminal_check.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     tokio::pin!(dispatcher_ended);
 
     let mut effects = app.start();
+    frames.schedule_frame();
     let outcome = loop {
         for effect in effects.drain(..) {
             match driver.execute(effect) {
@@ -140,7 +154,6 @@ async fn event_loop<B: Backend + Write>(
         if app.quitting() {
             break Ok(());
         }
-        frames.schedule_frame();
         tokio::select! {
             Some(event) = rx.recv() => effects = app.handle(event),
             event = events.recv() => match event {
@@ -158,15 +171,27 @@ async fn event_loop<B: Backend + Write>(
                     let to_next_second = 1_000 - app.model.now.rem_euclid(1_000) + 5;
                     frames.schedule_frame_in(Duration::from_millis(to_next_second as u64));
                 }
-                // Nothing changed: no new frame needed.
+                // A frame changes nothing: no new frame is asked for.
                 continue;
             }
             _ = refresh.tick() => effects = app.handle(AppEvent::Tick),
+            _ = terminal_check.tick() => {
+                if std::io::stdin().is_terminal() {
+                    continue;
+                }
+                tracing::warn!("the terminal is gone; stopping the dashboard");
+                effects = app.handle(AppEvent::Terminate);
+            }
             e = &mut dispatcher_ended => break Err(e),
         }
+        // Something was handled: one frame (merged with any others asked for meanwhile).
+        frames.schedule_frame();
     };
+    // The input thread ends at its next poll. It is not waited for: when the terminal has
+    // gone away, crossterm's poll can spin without returning (crossterm-rs/crossterm#793),
+    // and the process must still shut its runs down and exit.
     stop_input.store(true, Ordering::SeqCst);
-    let _ = tokio::task::spawn_blocking(move || input.join()).await;
+    drop(input);
     outcome
 }
 

@@ -40,17 +40,30 @@ pub fn draw(buf: &mut Buffer, area: Rect, app: &App) {
     if app.overlays.last().is_some_and(|top| top.takes_digits()) {
         hints.insert(0, ("1-9".to_string(), "choose"));
     }
-    for (i, (key, word)) in hints.iter().enumerate() {
-        let piece = width_of(key) + width_of(word) + 3;
-        // Keep room for the last hint (help or close) when the line is short.
-        let last = i + 1 == hints.len();
-        if used + piece > width && !last {
+    // Hints in table order while they fit; help (or close) is always kept, at the end.
+    let keep_last = hints
+        .iter()
+        .rposition(|(_, word)| *word == "help" || *word == "close");
+    let piece = |(key, word): &(String, &str)| width_of(key) + width_of(word) + 3;
+    let reserved = keep_last.map_or(0, |i| piece(&hints[i]));
+    let mut shown: Vec<usize> = Vec::new();
+    for (i, hint) in hints.iter().enumerate() {
+        if Some(i) == keep_last {
             continue;
         }
-        if used + piece > width {
+        if used + piece(hint) + reserved > width {
             break;
         }
-        used += piece;
+        used += piece(hint);
+        shown.push(i);
+    }
+    if let Some(i) = keep_last {
+        // Keep the table's order: help goes where it stands among the shown hints.
+        let at = shown.iter().position(|&j| j > i).unwrap_or(shown.len());
+        shown.insert(at, i);
+    }
+    for i in shown {
+        let (key, word) = &hints[i];
         spans.push(Span::raw(" "));
         spans.push(Span::styled(key.clone(), theme::key()));
         spans.push(Span::styled(format!(" {word} "), theme::dim()));

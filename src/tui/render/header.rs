@@ -58,26 +58,16 @@ pub fn draw(buf: &mut Buffer, area: Rect, model: &ViewModel) {
 /// cap $25.00`, with a word when the warning or the cap is reached.
 pub fn gauge_line(budget: &BudgetView, width: usize) -> Line<'static> {
     let level = BudgetLevel::of(budget.spent_usd, budget.warning_usd, budget.hard_cap_usd);
-    let mut tail = vec![
-        Span::styled(usd(budget.spent_usd), theme::gauge_spent(level)),
-        Span::styled(" spent · ", theme::dim()),
-        Span::raw(usd(budget.reserved_usd)),
-        Span::styled(" reserved · ", theme::dim()),
-        Span::styled("warn ", theme::dim()),
-        Span::raw(usd(budget.warning_usd)),
-        Span::styled(" · cap ", theme::dim()),
-        Span::raw(usd(budget.hard_cap_usd)),
-    ];
-    match level {
-        BudgetLevel::Normal => {}
-        BudgetLevel::Warning => tail.push(Span::styled(" ⚠ warning reached", theme::warning())),
-        BudgetLevel::Cap => tail.push(Span::styled(
-            " ■ hard cap reached: new runs are refused",
-            theme::error_bold(),
-        )),
-    }
-    let tail_width: usize = tail.iter().map(Span::width).sum();
     let label = " budget ";
+    let full = gauge_tail(budget, level, false);
+    let full_width: usize = full.iter().map(Span::width).sum();
+    // Narrow terminals get the short words, so the level is never cut off.
+    let tail = if label.len() + 3 + 12 + full_width > width {
+        gauge_tail(budget, level, true)
+    } else {
+        full
+    };
+    let tail_width: usize = tail.iter().map(Span::width).sum();
     // The bar takes what is left, between 10 and 40 cells.
     let bar_cells = width
         .saturating_sub(label.len() + 3 + tail_width)
@@ -90,6 +80,37 @@ pub fn gauge_line(budget: &BudgetView, width: usize) -> Line<'static> {
     spans.push(Span::styled("] ", theme::dim()));
     spans.extend(tail);
     Line::from(spans)
+}
+
+/// The words after the bar: spent, reserved, the warning and the cap, and the level when
+/// it is reached (short forms for narrow terminals).
+fn gauge_tail(budget: &BudgetView, level: BudgetLevel, short: bool) -> Vec<Span<'static>> {
+    let mut tail = vec![
+        Span::styled(usd(budget.spent_usd), theme::gauge_spent(level)),
+        Span::styled(if short { " + " } else { " spent · " }, theme::dim()),
+        Span::raw(usd(budget.reserved_usd)),
+        Span::styled(if short { " res · " } else { " reserved · " }, theme::dim()),
+    ];
+    if !short {
+        tail.push(Span::styled("warn ", theme::dim()));
+        tail.push(Span::raw(usd(budget.warning_usd)));
+        tail.push(Span::styled(" · ", theme::dim()));
+    }
+    tail.push(Span::styled("cap ", theme::dim()));
+    tail.push(Span::raw(usd(budget.hard_cap_usd)));
+    match (level, short) {
+        (BudgetLevel::Normal, _) => {}
+        (BudgetLevel::Warning, false) => {
+            tail.push(Span::styled(" ⚠ warning reached", theme::warning()))
+        }
+        (BudgetLevel::Warning, true) => tail.push(Span::styled(" ⚠ warning", theme::warning())),
+        (BudgetLevel::Cap, false) => tail.push(Span::styled(
+            " ■ hard cap reached: new runs are refused",
+            theme::error_bold(),
+        )),
+        (BudgetLevel::Cap, true) => tail.push(Span::styled(" ■ at cap", theme::error_bold())),
+    }
+    tail
 }
 
 /// The bar's cells: spent `█`, reserved `▒`, free `░`, with the warning mark `│`.
