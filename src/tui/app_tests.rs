@@ -28,6 +28,7 @@ fn summary(id: &str, state: RunState) -> RunSummary {
         stalled: false,
         created_at: id.len() as i64,
         finished_at: None,
+        escalation_offered: false,
     }
 }
 
