@@ -19,6 +19,13 @@ if [ "$node_major" -lt 18 ]; then
     need_node "Node.js $(node --version 2>/dev/null || echo '?') is too old"
 fi
 
+# The dashboard's end-to-end tests run the real binary in tmux.
+if ! command -v tmux >/dev/null 2>&1; then
+    echo "error: tmux is not on PATH; the dashboard's end-to-end tests drive drover in tmux." >&2
+    echo "Install it (e.g. apt-get install tmux), then run scripts/test.sh again." >&2
+    exit 1
+fi
+
 # `npm ci` reinstalls from the lockfile; skip it when node_modules is newer than both
 # manifests (npm writes node_modules/.package-lock.json last) and every CLI is there.
 installed="$peers/node_modules/.package-lock.json"
