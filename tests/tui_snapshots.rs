@@ -14,6 +14,7 @@ use drover::live_state::LiveStateKind;
 use drover::run_state::RunState;
 use drover::tui::views::Overlay;
 use drover::tui::views::prompt::{PromptState, PromptView};
+use drover::tui::views::route::RouteState;
 use drover::tui::{App, AppEvent, ReplyTag};
 use ratatui::style::Color;
 use tui_common::*;
@@ -324,4 +325,47 @@ fn the_filter_narrows_the_trays() {
     press(&mut app, typed("readme"));
     press(&mut app, [key(KeyCode::Enter)]);
     snap("filtered", &app);
+}
+
+#[test]
+fn a_route_card() {
+    let mut app = held_app(100, 30);
+    press(&mut app, [key(KeyCode::Enter)]);
+    assert!(matches!(app.overlays.last(), Some(Overlay::Route(_))));
+    // The header counts the run as held.
+    assert_eq!(app.model.counts().held, 1);
+    snap("route_card", &app);
+}
+
+#[test]
+fn a_route_card_with_a_refused_pick() {
+    let mut app = held_app(100, 30);
+    press(&mut app, [key(KeyCode::Enter), char_key('r')]);
+    let effects = app.handle(char_key('2'));
+    assert!(
+        effects.iter().any(|e| matches!(
+            e,
+            drover::tui::Effect::Request {
+                request: drover::dispatch::Request::Route {
+                    option: 2,
+                    remember: true,
+                    ..
+                },
+                ..
+            }
+        )),
+        "{effects:?}"
+    );
+    let _ = app.handle(AppEvent::Reply {
+        tag: ReplyTag::Route(id(3)),
+        result: Err(DroverError::new(
+            ErrorCode::RoutePickRefused,
+            "option 2 (claude-opus-4-1) would need $12.00 but only $4.20 is left in the session",
+        )),
+    });
+    let Some(Overlay::Route(r)) = app.overlays.last() else {
+        panic!("the card stays open")
+    };
+    assert!(matches!(r.state, RouteState::Refused(_)));
+    snap("route_card_refused", &app);
 }

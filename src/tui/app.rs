@@ -25,6 +25,7 @@ use super::layout::Areas;
 use super::model::{Flash, ViewModel};
 use super::views::form::DispatchForm;
 use super::views::prompt::{PromptState, PromptView};
+use super::views::route::{RouteState, RouteView};
 use super::views::{
     ConfirmView, Confirmable, HelpView, InputBox, InputPurpose, Outcome, Overlay, ViewCommand,
 };
@@ -33,6 +34,7 @@ use crate::control::offline::TranscriptView;
 use crate::dispatch::api::{BudgetView, RunSummary, RunView, TranscriptFormat};
 use crate::dispatch::{DispatchEvent, Request};
 use crate::error::ErrorCode;
+use crate::route::EscalationKind;
 use crate::run_state::RunState;
 
 /// Lines a page key moves the transcript.
@@ -83,6 +85,8 @@ pub struct App {
     budget_again: bool,
     runs_in_flight: bool,
     quitting: bool,
+    /// Runs whose view is wanted (a route card opened before its card was known).
+    want_show: Vec<String>,
 }
 
 impl App {
@@ -98,6 +102,7 @@ impl App {
             budget_again: false,
             runs_in_flight: false,
             quitting: false,
+            want_show: Vec::new(),
         }
     }
 
@@ -125,7 +130,7 @@ impl App {
     pub fn has_countdowns(&self) -> bool {
         self.overlays
             .iter()
-            .any(|o| matches!(o, Overlay::Prompt(_)))
+            .any(|o| matches!(o, Overlay::Prompt(_) | Overlay::Route(_)))
             || self.model.runs().any(|e| {
                 e.summary.state.is_active()
                     && (e
@@ -164,6 +169,9 @@ impl App {
                 self.quitting = true;
                 effects.push(Effect::Quit);
             }
+        }
+        for id in std::mem::take(&mut self.want_show) {
+            self.fetch_show(&id, &mut effects);
         }
         let selected_now = self.model.selected().map(str::to_string);
         if selected_now != selected_before
@@ -302,6 +310,52 @@ impl App {
                 )));
             }
             Action::Help => self.overlays.push(Overlay::Help(HelpView::default())),
+            Action::Escalate => match selected {
+                Some(run) if run.escalation_offered => {
+                    let offer = self
+                        .model
+                        .run(&run.run_id)
+                        .and_then(|e| e.detail.as_ref())
+                        .and_then(|d| d.escalation.clone());
+                    let Some(offer) = offer else {
+                        self.want_show.push(run.run_id.clone());
+                        self.flash_info(format!(
+                            "loading {}'s offer; press again in a moment",
+                            run.run_id
+                        ));
+                        return;
+                    };
+                    let request = match offer.kind {
+                        EscalationKind::Escalate => Request::Escalate {
+                            run_id: run.run_id.clone(),
+                            provider: None,
+                            model: None,
+                        },
+                        EscalationKind::Retry => Request::Retry {
+                            run_id: run.run_id.clone(),
+                        },
+                    };
+                    self.flash_info(format!(
+                        "{} {} on {}/{}…",
+                        if offer.kind == EscalationKind::Escalate {
+                            "escalating"
+                        } else {
+                            "retrying"
+                        },
+                        run.run_id,
+                        offer.to_provider,
+                        offer.to_model
+                    ));
+                    effects.push(Effect::Request {
+                        tag: ReplyTag::Escalate(run.run_id.clone()),
+                        request,
+                    });
+                }
+                Some(run) => {
+                    self.flash_error(format!("{} has no escalation or retry offered", run.run_id))
+                }
+                None => self.flash_error("select a run first".into()),
+            },
             Action::Quit => {
                 let active = self.model.counts().active;
                 if active == 0 {
@@ -332,9 +386,15 @@ impl App {
             let view = PromptView::new(entry.summary.run_id.clone(), pending.clone());
             self.overlays.push(Overlay::Prompt(view));
         } else if entry.summary.state == RunState::AwaitingRoute {
-            // The dispatcher has no route-card requests yet: nothing to answer with.
-            self.flash_error(format!(
-                "{} waits on a route card; this dashboard cannot show route cards yet",
+            let id = entry.summary.run_id.clone();
+            self.open_route(&id);
+        } else if entry.summary.escalation_offered {
+            let key = self
+                .keys
+                .key_for(Context::Dashboard, Action::Escalate)
+                .map_or_else(|| "the escalate key".to_string(), |k| k.to_string());
+            self.flash_info(format!(
+                "{} ended with an escalation offered: press {key} to take it",
                 entry.summary.run_id
             ));
         } else if entry.summary.state.is_active() && entry.summary.state != RunState::Queued {
@@ -366,21 +426,48 @@ impl App {
         )));
     }
 
-    /// Shows the oldest pending request (other than `after`) in a prompt view: replaces
-    /// the prompt on top, or opens one. With nothing pending, closes the prompt.
+    /// Shows the oldest thing waiting for the user (a pending request or a held run's
+    /// route card; other than `after`, a request id or a run id) in its view: replaces
+    /// the prompt or card on top, or opens one. With nothing waiting, closes it.
     fn next_prompt(&mut self, after: Option<&str>) {
-        let next = self
+        let request = self
             .model
             .oldest_pending(after)
-            .map(|(entry, p)| PromptView::new(entry.summary.run_id.clone(), p.clone()));
-        let on_prompt = matches!(self.overlays.last(), Some(Overlay::Prompt(_)));
+            .map(|(entry, p)| (p.created_at, entry.summary.run_id.clone(), Some(p.clone())));
+        let held = self
+            .model
+            .runs()
+            .filter(|e| e.summary.state == RunState::AwaitingRoute)
+            .filter(|e| Some(e.summary.run_id.as_str()) != after)
+            .map(|e| {
+                let at = e
+                    .detail
+                    .as_ref()
+                    .and_then(|d| d.route.as_ref())
+                    .map_or(e.summary.created_at, |r| r.created_at);
+                (at, e.summary.run_id.clone(), None)
+            })
+            .min_by(|a, b| a.0.cmp(&b.0).then_with(|| a.1.cmp(&b.1)));
+        let next = match (request, held) {
+            (Some(r), Some(h)) => Some(if h.0 < r.0 { h } else { r }),
+            (r, h) => r.or(h),
+        };
+        let on_prompt = matches!(
+            self.overlays.last(),
+            Some(Overlay::Prompt(_) | Overlay::Route(_))
+        );
         match next {
-            Some(view) => {
-                self.model.select(&view.run_id);
+            Some((_, run_id, pending)) => {
+                self.model.select(&run_id);
                 if on_prompt {
                     self.overlays.pop();
                 }
-                self.overlays.push(Overlay::Prompt(view));
+                match pending {
+                    Some(p) => self
+                        .overlays
+                        .push(Overlay::Prompt(PromptView::new(run_id, p))),
+                    None => self.open_route(&run_id),
+                }
             }
             None => {
                 if on_prompt {
@@ -389,6 +476,21 @@ impl App {
                 self.flash_info("nothing else is waiting for you".into());
             }
         }
+    }
+
+    /// Opens the route card of a held run (fetching the run's view when the card is not
+    /// known yet).
+    fn open_route(&mut self, run_id: &str) {
+        let card = self
+            .model
+            .run(run_id)
+            .and_then(|e| e.detail.as_ref())
+            .and_then(|d| d.route.clone());
+        if card.is_none() {
+            self.want_show.push(run_id.to_string());
+        }
+        self.overlays
+            .push(Overlay::Route(RouteView::new(run_id, card)));
     }
 
     fn scroll_transcript(&mut self, delta: isize) {
@@ -461,6 +563,9 @@ impl App {
                 if run.state.is_terminal() {
                     self.prompts_gone(&run_id, None, "the run has ended");
                 }
+                if run.state != RunState::AwaitingRoute {
+                    self.route_gone(&run_id, &format!("the run is now {}", run.state));
+                }
             }
             DispatchEvent::PermissionResolved {
                 request_id, how, ..
@@ -490,6 +595,82 @@ impl App {
                 p.state = PromptState::Gone(format!(
                     "This request is no longer pending: {why}. Nothing was sent."
                 ));
+            }
+        }
+    }
+
+    /// Marks route cards of `run_id` still open for a pick as gone.
+    fn route_gone(&mut self, run_id: &str, why: &str) {
+        for overlay in &mut self.overlays {
+            if let Overlay::Route(r) = overlay
+                && r.run_id == run_id
+                && matches!(r.state, RouteState::Open | RouteState::Refused(_))
+            {
+                r.state = RouteState::Gone(format!(
+                    "This card is no longer open: {why}. Nothing was sent."
+                ));
+            }
+        }
+    }
+
+    fn route_view_at(&self, run_id: &str) -> Option<usize> {
+        self.overlays
+            .iter()
+            .rposition(|o| matches!(o, Overlay::Route(r) if r.run_id == run_id))
+    }
+
+    fn on_routed(&mut self, run_id: &str, declined: bool, result: Result<Value, DroverError>) {
+        let at = self.route_view_at(run_id);
+        match result {
+            Ok(value) => {
+                if let Some(at) = at {
+                    let on_top = at + 1 == self.overlays.len();
+                    self.overlays.remove(at);
+                    if on_top && !declined {
+                        // Like answering a prompt: the next thing waiting, if any.
+                        if self.model.oldest_pending(None).is_some()
+                            || self.model.runs().any(|e| {
+                                e.summary.state == RunState::AwaitingRoute
+                                    && e.summary.run_id != run_id
+                            })
+                        {
+                            self.next_prompt(Some(run_id));
+                        }
+                    }
+                }
+                if let Ok(run) = serde_json::from_value::<RunSummary>(value) {
+                    self.model.upsert(run);
+                }
+                self.want_show.push(run_id.to_string());
+                self.flash_info(if declined {
+                    format!("declined {run_id}'s route card; the run is stopped")
+                } else {
+                    format!("routed {run_id}")
+                });
+            }
+            Err(e) => {
+                self.want_show.push(run_id.to_string());
+                let gone = matches!(
+                    e.code,
+                    ErrorCode::RouteNotFound | ErrorCode::RunNotActive | ErrorCode::RunNotFound
+                );
+                match at.map(|at| &mut self.overlays[at]) {
+                    Some(Overlay::Route(r)) => {
+                        r.state = if gone {
+                            RouteState::Gone(format!(
+                                "This card is no longer open ({}): {}. Nothing was applied.",
+                                e.code, e.message
+                            ))
+                        } else {
+                            RouteState::Refused(if e.code == ErrorCode::RoutePickRefused {
+                                e.message
+                            } else {
+                                format!("{}: {}", e.code, e.message)
+                            })
+                        };
+                    }
+                    _ => self.flash_error(format!("{}: {}", e.code, e.message)),
+                }
             }
         }
     }
@@ -533,6 +714,13 @@ impl App {
             ReplyTag::Show(id) => {
                 self.show_in_flight.remove(&id);
                 if let Ok(view) = decode::<RunView>(result) {
+                    for overlay in &mut self.overlays {
+                        if let Overlay::Route(r) = overlay
+                            && r.run_id == view.run_id
+                        {
+                            r.set_card(view.route.clone());
+                        }
+                    }
                     self.model.set_detail(view);
                 }
                 if self.show_again.remove(&id) {
@@ -579,6 +767,24 @@ impl App {
                         .and_then(Value::as_array)
                         .map_or(0, Vec::len);
                     self.flash_info(format!("removed {n} finished run{}", plural(n)));
+                }
+                Err(e) => self.flash_error(format!("{}: {}", e.code, e.message)),
+            },
+            ReplyTag::Route(run_id) => self.on_routed(&run_id, false, result),
+            ReplyTag::RouteDecline(run_id) => self.on_routed(&run_id, true, result),
+            ReplyTag::Escalate(run_id) => match result {
+                Ok(value) => {
+                    let id = value
+                        .get("run_id")
+                        .and_then(Value::as_str)
+                        .unwrap_or_default()
+                        .to_string();
+                    if let Ok(run) = serde_json::from_value::<RunSummary>(value) {
+                        self.model.upsert(run);
+                        self.model.select(&id);
+                    }
+                    self.want_show.push(run_id.clone());
+                    self.flash_info(format!("{run_id} went on as {id}"));
                 }
                 Err(e) => self.flash_error(format!("{}: {}", e.code, e.message)),
             },

@@ -52,6 +52,9 @@ pub enum ReplyTag {
     Complete(String),
     Remove,
     KillAll,
+    Route(String),
+    RouteDecline(String),
+    Escalate(String),
 }
 
 /// What the app asks of its driver.

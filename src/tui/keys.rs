@@ -21,12 +21,14 @@ pub enum Context {
     Input,
     Confirm,
     Help,
+    Route,
 }
 
 impl Context {
-    pub const ALL: [Context; 6] = [
+    pub const ALL: [Context; 7] = [
         Context::Dashboard,
         Context::Prompt,
+        Context::Route,
         Context::Form,
         Context::Input,
         Context::Confirm,
@@ -41,6 +43,7 @@ impl Context {
             Context::Input => "input",
             Context::Confirm => "confirm",
             Context::Help => "help",
+            Context::Route => "route",
         }
     }
 
@@ -53,6 +56,7 @@ impl Context {
             Context::Input => "Text box (follow-up, filter, message)",
             Context::Confirm => "Confirmation",
             Context::Help => "Help",
+            Context::Route => "Route card (1-9 picks an option)",
         }
     }
 
@@ -84,6 +88,7 @@ pub enum Action {
     Filter,
     Help,
     Quit,
+    Escalate,
     // prompt
     AllowOnce,
     AllowAlways,
@@ -91,6 +96,10 @@ pub enum Action {
     DenyWithMessage,
     TypeAnswer,
     NextRequest,
+    // route card
+    Pick,
+    ToggleRemember,
+    Decline,
     // form and text boxes
     NextField,
     PrevField,
@@ -103,7 +112,7 @@ pub enum Action {
 }
 
 impl Action {
-    pub const ALL: [Action; 32] = [
+    pub const ALL: [Action; 36] = [
         Action::SelectNext,
         Action::SelectPrev,
         Action::SelectFirst,
@@ -123,6 +132,10 @@ impl Action {
         Action::Filter,
         Action::Help,
         Action::Quit,
+        Action::Escalate,
+        Action::Pick,
+        Action::ToggleRemember,
+        Action::Decline,
         Action::AllowOnce,
         Action::AllowAlways,
         Action::Deny,
@@ -160,6 +173,10 @@ impl Action {
             Action::Filter => "filter",
             Action::Help => "help",
             Action::Quit => "quit",
+            Action::Escalate => "escalate",
+            Action::Pick => "pick",
+            Action::ToggleRemember => "toggle_remember",
+            Action::Decline => "decline",
             Action::AllowOnce => "allow_once",
             Action::AllowAlways => "allow_always",
             Action::Deny => "deny",
@@ -198,6 +215,10 @@ impl Action {
             Action::Filter => "filter runs by title, provider, model or id",
             Action::Help => "show this help",
             Action::Quit => "quit (asks first when runs are active)",
+            Action::Escalate => "escalate / retry the selected finished run (as offered)",
+            Action::Pick => "pick the highlighted option",
+            Action::ToggleRemember => "remember the pick for this task class",
+            Action::Decline => "decline the card (the run is stopped)",
             Action::AllowOnce => "allow this tool use once",
             Action::AllowAlways => "allow it for the rest of this run",
             Action::Deny => "deny",
@@ -226,6 +247,10 @@ impl Action {
             Action::Filter => "filter",
             Action::Help => "help",
             Action::Quit => "quit",
+            Action::Escalate => "escalate",
+            Action::Pick => "pick",
+            Action::ToggleRemember => "remember",
+            Action::Decline => "decline",
             Action::AllowOnce => "allow",
             Action::AllowAlways => "always",
             Action::Deny => "deny",
@@ -412,6 +437,20 @@ const DASHBOARD: &[Binding] = &[
     bind(KeyCombo::char('x'), A::Remove),
     bind(KeyCombo::char('X'), A::RemoveFinished),
     bind(KeyCombo::char('K'), A::KillAll),
+    bind(KeyCombo::char('e'), A::Escalate),
+];
+
+#[rustfmt::skip]
+const ROUTE: &[Binding] = &[
+    bind(KeyCombo::plain(K::Enter), A::Pick),
+    bind(KeyCombo::char('r'), A::ToggleRemember),
+    bind(KeyCombo::char('d'), A::Decline),
+    bind(KeyCombo::plain(K::Tab), A::NextRequest),
+    bind(KeyCombo::plain(K::Esc), A::Close),
+    bind(KeyCombo::char('j'), A::SelectNext),
+    bind(KeyCombo::plain(K::Down), A::SelectNext),
+    bind(KeyCombo::char('k'), A::SelectPrev),
+    bind(KeyCombo::plain(K::Up), A::SelectPrev),
 ];
 
 #[rustfmt::skip]
@@ -476,6 +515,7 @@ fn shipped(context: Context) -> &'static [Binding] {
         Context::Input => INPUT,
         Context::Confirm => CONFIRM,
         Context::Help => HELP,
+        Context::Route => ROUTE,
     }
 }
 

@@ -53,10 +53,10 @@ impl Tray {
 
     /// The tray a run belongs to.
     pub fn of(run: &RunSummary) -> Tray {
-        if run.state.is_terminal() {
-            Tray::Finished
-        } else if needs_you(run).is_some() {
+        if needs_you(run).is_some() {
             Tray::NeedsYou
+        } else if run.state.is_terminal() {
+            Tray::Finished
         } else {
             match run.state {
                 RunState::Queued => Tray::Queued,
@@ -73,6 +73,8 @@ pub enum Need {
     Permission,
     Input,
     Route,
+    /// A finished run with an escalation or retry offered.
+    Escalation,
 }
 
 impl Need {
@@ -81,6 +83,7 @@ impl Need {
             Need::Permission => "awaiting permission",
             Need::Input => "needs input",
             Need::Route => "held on a route card",
+            Need::Escalation => "escalation offered",
         }
     }
 }
@@ -88,7 +91,7 @@ impl Need {
 /// What an active run waits for from the user, if anything.
 pub fn needs_you(run: &RunSummary) -> Option<Need> {
     if run.state.is_terminal() {
-        None
+        run.escalation_offered.then_some(Need::Escalation)
     } else if run.state == RunState::AwaitingPermission || run.pending > 0 {
         Some(Need::Permission)
     } else if run.state == RunState::AwaitingRoute {
@@ -251,7 +254,9 @@ impl ViewModel {
         let need_before = before.as_ref().and_then(needs_you);
         let need_now = needs_you(&summary);
         // Permission requests notify on their own event; input and routes notify here.
-        if need_before.is_none() && matches!(need_now, Some(Need::Input | Need::Route)) {
+        if need_before.is_none()
+            && matches!(need_now, Some(Need::Input | Need::Route | Need::Escalation))
+        {
             applied.started_needing = Some(format!(
                 "{} {}",
                 crate::spec::text::clip(&summary.title, 60),

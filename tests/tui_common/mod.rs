@@ -320,3 +320,99 @@ pub fn render_buffer(app: &App) -> ratatui::buffer::Buffer {
         .expect("draw");
     terminal.backend().buffer().clone()
 }
+
+#[allow(clippy::too_many_arguments)]
+fn route_option(
+    number: u32,
+    provider: &str,
+    model: &str,
+    tier: &str,
+    prices: Option<(f64, f64)>,
+    context: Option<u64>,
+    vision: bool,
+    reason: &str,
+) -> drover::route::RouteOption {
+    drover::route::RouteOption {
+        number,
+        provider: provider.into(),
+        model: model.into(),
+        effort: None,
+        tier: tier.into(),
+        input_per_mtok: prices.map(|p| p.0),
+        output_per_mtok: prices.map(|p| p.1),
+        free: prices.is_none() && provider == "sim",
+        context_window: context,
+        vision,
+        reason: reason.into(),
+        recommended: number == 1,
+    }
+}
+
+/// A held run's open route card with three ranked options.
+pub fn route_card() -> drover::dispatch::api::RouteCardView {
+    drover::dispatch::api::RouteCardView {
+        route_id: "route_1".into(),
+        class: "code".into(),
+        status: "open".into(),
+        options: vec![
+            route_option(
+                1,
+                "claude-code",
+                "claude-sonnet-4-5",
+                "standard",
+                Some((3.0, 15.0)),
+                Some(200_000),
+                true,
+                "standard tier suits code; $3/$15 per Mtok; 200k context",
+            ),
+            route_option(
+                2,
+                "claude-code",
+                "claude-opus-4-1",
+                "frontier",
+                Some((15.0, 75.0)),
+                Some(200_000),
+                true,
+                "frontier tier: stronger on hard refactors, five times the price",
+            ),
+            route_option(
+                3,
+                "sim",
+                "sim-small",
+                "small",
+                None,
+                Some(1_000_000),
+                false,
+                "small tier, free: good enough for mechanical edits",
+            ),
+        ],
+        left_out: vec![drover::route::LeftOut {
+            provider: "codex".into(),
+            reason: "not installed".into(),
+        }],
+        created_at: NOW - 45_000,
+        expires_at: NOW + 255_000,
+        decided_by: None,
+        decided_at: None,
+        refused: None,
+    }
+}
+
+/// A dashboard with one run held on a route card (selected, its view loaded).
+pub fn held_app(width: u16, height: u16) -> App {
+    let held = summary(
+        3,
+        "Pick a model for the design review",
+        RunState::AwaitingRoute,
+    );
+    let runs = vec![
+        held.clone(),
+        summary(4, "Refactor the twenty storage modules", RunState::Running),
+    ];
+    let mut app = app_with(runs, width, height);
+    let mut view = view_of(&held);
+    view.route = Some(route_card());
+    app.model.set_detail(view);
+    app.model.select(&id(3));
+    app
+}

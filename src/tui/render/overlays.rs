@@ -14,11 +14,13 @@ use crate::tui::layout::centered;
 use crate::tui::theme;
 use crate::tui::views::form::DispatchForm;
 use crate::tui::views::prompt::{PromptMode, PromptState, PromptView, questions};
+use crate::tui::views::route::{RouteState, RouteView};
 use crate::tui::views::{ConfirmView, HelpView, InputBox, InputPurpose, Overlay};
 
 pub fn draw(buf: &mut Buffer, body: Rect, overlay: &Overlay, app: &App) {
     match overlay {
         Overlay::Prompt(p) => prompt(buf, body, p, app),
+        Overlay::Route(r) => route(buf, body, r, app),
         Overlay::Form(f) => form(buf, body, f),
         Overlay::Input(i) => input(buf, body, i),
         Overlay::Confirm(c) => confirm(buf, body, c),
@@ -261,6 +263,187 @@ fn prompt(buf: &mut Buffer, body: Rect, view: &PromptView, app: &App) {
     put_line(buf, inner, foot_y, &Line::styled(indicator, theme::focus()));
     for (i, line) in foot.iter().enumerate() {
         put_line(buf, inner, foot_y + 1 + i as u16, line);
+    }
+}
+
+/// A price per million tokens, or what stands for one.
+fn price(option: &crate::route::RouteOption) -> String {
+    if option.free {
+        return "free".to_string();
+    }
+    match (option.input_per_mtok, option.output_per_mtok) {
+        (Some(i), Some(o)) => format!("{} / {} per Mtok", format::usd(i), format::usd(o)),
+        (Some(i), None) => format!("{} in per Mtok", format::usd(i)),
+        (None, Some(o)) => format!("{} out per Mtok", format::usd(o)),
+        (None, None) => "no price".to_string(),
+    }
+}
+
+/// A context window in tokens: `200k`, `1M`.
+fn context_words(tokens: Option<u64>) -> String {
+    match tokens {
+        None => "context ?".to_string(),
+        Some(t) if t >= 1_000_000 && t % 1_000_000 == 0 => format!("{}M ctx", t / 1_000_000),
+        Some(t) if t >= 1_000 => format!("{}k ctx", t / 1_000),
+        Some(t) => format!("{t} ctx"),
+    }
+}
+
+fn route(buf: &mut Buffer, body: Rect, view: &RouteView, app: &App) {
+    let model = &app.model;
+    let title_of_run = model
+        .run(&view.run_id)
+        .map(|e| format::clip(&format::one_line(&e.summary.title), 40))
+        .unwrap_or_default();
+    let outer_w = body.width.saturating_sub(4).min(110);
+    let width = outer_w.saturating_sub(4) as usize;
+    let mut lines: Vec<Line<'static>> = Vec::new();
+    let mut foot: Vec<Line<'static>> = Vec::new();
+    match &view.card {
+        None => lines.push(Line::styled("loading the route card…", theme::dim())),
+        Some(card) => {
+            lines.push(Line::from(vec![
+                Span::styled("Pick a model for this run", theme::attention()),
+                Span::styled(
+                    format!(" (task class: {}; ranked, best first)", card.class),
+                    theme::dim(),
+                ),
+            ]));
+            lines.push(Line::raw(""));
+            let name_w = card
+                .options
+                .iter()
+                .map(|o| width_of(&format!("{}/{}", o.provider, o.model)))
+                .max()
+                .unwrap_or(0)
+                .min(36);
+            for (i, o) in card.options.iter().enumerate() {
+                let highlighted = i == view.selected;
+                let name = format::clip(&format!("{}/{}", o.provider, o.model), name_w);
+                let mut spans = vec![
+                    Span::styled(if highlighted { "› " } else { "  " }, theme::focus()),
+                    Span::styled(format!("{} ", o.number), theme::key()),
+                    Span::styled(if o.recommended { "★ " } else { "  " }, theme::attention()),
+                    Span::styled(
+                        format!("{name:<name_w$}"),
+                        if highlighted {
+                            theme::selected()
+                        } else {
+                            theme::text()
+                        },
+                    ),
+                    Span::styled(format!("  {:<8}", o.tier), theme::dim()),
+                    Span::styled(
+                        format!("  {}", price(o)),
+                        if o.free {
+                            theme::success()
+                        } else {
+                            theme::text()
+                        },
+                    ),
+                    Span::styled(
+                        format!("  {}", context_words(o.context_window)),
+                        theme::dim(),
+                    ),
+                ];
+                if o.vision {
+                    spans.push(Span::styled("  vision", theme::dim()));
+                }
+                lines.push(Line::from(spans));
+                let reason = if o.recommended {
+                    format!("recommended · {}", format::one_line(&o.reason))
+                } else {
+                    format::one_line(&o.reason)
+                };
+                for piece in wrap(&reason, width.saturating_sub(8)) {
+                    lines.push(Line::styled(format!("        {piece}"), theme::dim()));
+                }
+            }
+            if !card.left_out.is_empty() {
+                lines.push(Line::raw(""));
+                lines.push(Line::styled("not offered:", theme::dim()));
+                for l in &card.left_out {
+                    let text = format!("{} — {}", l.provider, format::one_line(&l.reason));
+                    for piece in wrap(&text, width.saturating_sub(2)) {
+                        lines.push(Line::styled(format!("  {piece}"), theme::dim()));
+                    }
+                }
+            }
+            lines.push(Line::raw(""));
+            lines.push(Line::from(vec![
+                Span::styled(if view.remember { "[x]" } else { "[ ]" }, theme::focus()),
+                Span::styled(
+                    format!(" remember this pick for {} tasks", card.class),
+                    theme::text(),
+                ),
+            ]));
+            let expired = card.expires_at < model.now;
+            foot.push(Line::from(vec![
+                Span::styled(
+                    format::countdown(card.expires_at, model.now),
+                    if expired {
+                        theme::error()
+                    } else {
+                        theme::attention()
+                    },
+                ),
+                Span::styled(
+                    format!(
+                        " to pick (then the run is stopped) · held {} · card {}",
+                        format::duration(model.now - card.created_at),
+                        card.route_id
+                    ),
+                    theme::dim(),
+                ),
+            ]));
+        }
+    }
+    if view.confirm_decline {
+        foot.push(Line::styled(
+            "press d again to decline: the run is stopped (route_declined)",
+            theme::warning(),
+        ));
+    }
+    match &view.state {
+        RouteState::Open => {}
+        RouteState::Sending(what) => {
+            foot.push(Line::styled(format!("sending: {what}…"), theme::focus()))
+        }
+        RouteState::Refused(why) => {
+            for (i, l) in wrap(&format!("pick refused: {why}"), width)
+                .into_iter()
+                .enumerate()
+            {
+                foot.push(Line::styled(
+                    l,
+                    if i == 0 {
+                        theme::error_bold()
+                    } else {
+                        theme::error()
+                    },
+                ));
+            }
+        }
+        RouteState::Gone(why) => {
+            for l in wrap(why, width) {
+                foot.push(Line::styled(l, theme::error_bold()));
+            }
+        }
+    }
+    let wanted = (lines.len() + foot.len() + 1) as u16 + 2;
+    let area = centered(body, outer_w, wanted.clamp(8, body.height.max(1)));
+    let inner = frame(
+        buf,
+        area,
+        format!("Route card · {title_of_run} ({})", view.run_id),
+    );
+    let room = (inner.height as usize).saturating_sub(foot.len() + 1);
+    for (y, line) in lines.iter().take(room).enumerate() {
+        put_line(buf, inner, y as u16, line);
+    }
+    let foot_y = inner.height.saturating_sub(foot.len() as u16);
+    for (i, line) in foot.iter().enumerate() {
+        put_line(buf, inner, foot_y + i as u16, line);
     }
 }
 

@@ -8,6 +8,7 @@
 
 pub mod form;
 pub mod prompt;
+pub mod route;
 pub mod text;
 
 use crossterm::event::KeyEvent;
@@ -17,6 +18,7 @@ use crate::tui::event::ReplyTag;
 use crate::tui::keys::{Action, Context};
 use form::DispatchForm;
 use prompt::PromptView;
+use route::RouteView;
 use text::TextField;
 
 /// What a view wants done.
@@ -193,6 +195,7 @@ impl HelpView {
 #[derive(Debug, Clone, PartialEq)]
 pub enum Overlay {
     Prompt(PromptView),
+    Route(RouteView),
     Form(DispatchForm),
     Input(InputBox),
     Confirm(ConfirmView),
@@ -204,6 +207,7 @@ impl Overlay {
     pub fn context(&self) -> Context {
         match self {
             Overlay::Prompt(p) => p.context(),
+            Overlay::Route(_) => Context::Route,
             Overlay::Form(_) => Context::Form,
             Overlay::Input(_) => Context::Input,
             Overlay::Confirm(_) => Context::Confirm,
@@ -232,6 +236,7 @@ impl Overlay {
                     action == Action::TypeAnswer
                 }
             }
+            Overlay::Route(r) => !r.can_pick() && matches!(action, Action::Pick | Action::Decline),
             _ => false,
         }
     }
@@ -240,11 +245,13 @@ impl Overlay {
     pub fn takes_digits(&self) -> bool {
         matches!(self, Overlay::Prompt(p)
             if p.is_question() && p.can_answer() && p.context() == Context::Prompt)
+            || matches!(self, Overlay::Route(r) if r.can_pick())
     }
 
     pub fn handle_key(&mut self, action: Option<Action>, key: &KeyEvent) -> Outcome {
         match self {
             Overlay::Prompt(v) => v.handle_key(action, key),
+            Overlay::Route(v) => v.handle_key(action, key),
             Overlay::Form(v) => v.handle_key(action, key),
             Overlay::Input(v) => v.handle_key(action, key),
             Overlay::Confirm(v) => v.handle_key(action),
