@@ -319,3 +319,35 @@ async fn an_unanswered_route_card_expires_and_stops_its_run() {
     );
     h.stop().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn picking_a_route_option_starts_the_run_on_that_model() {
+    let h = Harness::start("").await;
+    let spec = SpecInput {
+        provider: Some("sim".into()),
+        model: Some("auto".into()),
+        scenario: Some("hang".into()),
+        task: "Look into the flaky test".into(),
+        cwd: Some(h.home.path().to_path_buf()),
+        ..SpecInput::default()
+    };
+    let held = h
+        .request(Request::Dispatch {
+            spec: Box::new(spec),
+        })
+        .await;
+    let run = held["run_id"].as_str().unwrap().to_string();
+    let view = h.show(&run).await;
+    let second = view.route.expect("a card").options[1].clone();
+    let picked = h
+        .request(Request::Route {
+            run_id: run.clone(),
+            option: 2,
+            remember: false,
+        })
+        .await;
+    assert_eq!(picked["model"], second.model.as_str(), "{picked}");
+    let view = h.show(&run).await;
+    assert_ne!(view.state, RunState::AwaitingRoute);
+    h.stop().await;
+}
