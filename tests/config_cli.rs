@@ -266,3 +266,24 @@ fn a_refusal_is_also_logged() {
     assert!(text.contains("ERROR"), "{text}");
     assert!(text.contains("CONFIG_INVALID"), "{text}");
 }
+
+#[test]
+fn dashboard_key_bindings_are_checked_before_the_terminal_is_taken() {
+    let home = Home::new();
+    home.write_config("[keys.dashboard]\n\"N\" = \"fly_away\"\n");
+    // `drover` alone opens the dashboard; the bad binding stops it before that.
+    let out = home.drover(&[]);
+    let file = home.config_file();
+    assert_refused(
+        &out,
+        "CONFIG_INVALID",
+        &[&file.display().to_string(), "[keys.dashboard]", "fly_away"],
+    );
+    home.write_config(
+        "[keys.dashboard]\n\"N\" = \"new_dispatch\"\n[notifications]\nenabled = false\n",
+    );
+    let shown = home.drover(&["config", "show", "--json"]);
+    let json: serde_json::Value = serde_json::from_str(&stdout(&shown)).unwrap();
+    assert_eq!(json["keys"]["dashboard"]["N"], "new_dispatch");
+    assert_eq!(json["notifications"]["enabled"], false);
+}

@@ -35,6 +35,15 @@ pub(crate) async fn open(
         .map(|(name, _)| name.clone())
         .collect();
     app_options.default_provider = default_provider.to_string();
+    app_options.notify = options.config.notifications.enabled;
+    app_options.keys = crate::tui::keys::KeyTable::defaults()
+        .with_overrides(&options.config.keys)
+        .map_err(|why| {
+            DroverError::new(
+                crate::ErrorCode::ConfigInvalid,
+                format!("{}: {why}", options.paths.config_file.display()),
+            )
+        })?;
     let mut host = Host::start(options).await?;
     let handle = host.handle().clone();
     dispatch_all(&handle, initial).await;

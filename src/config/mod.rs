@@ -47,6 +47,21 @@ pub struct Config {
     pub pricing: PricingConfig,
     pub catalog: CatalogConfig,
     pub routing: RoutingConfig,
+    /// Dashboard key bindings over the built-in table, by context:
+    /// `[keys.dashboard] "N" = "new_dispatch"` (`"none"` unbinds a key). Checked by the
+    /// dashboard when it opens.
+    #[serde(default)]
+    pub keys: toml::Table,
+    pub notifications: NotificationsConfig,
+}
+
+/// `[notifications]`: how the dashboard gets your attention.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct NotificationsConfig {
+    /// Ring the terminal bell and post an OSC 9 notification when a run starts needing
+    /// you (a permission prompt, a question, a route card).
+    pub enabled: bool,
 }
 
 /// How to start one provider's CLI.
