@@ -34,6 +34,10 @@ pub struct Money {
     /// Budget sessions seen since start, by name.
     pub sessions: std::collections::HashMap<String, SessionMoney>,
     pub current: String,
+    /// Each session's provisional (streamed, not yet reported) spend, kept as runs add
+    /// and settle it, so checking the caps after a usage row costs the same with 1 run
+    /// or 100.
+    provisional: std::collections::HashMap<String, f64>,
     config_mtime: Option<SystemTime>,
     config_checked_at: UnixMillis,
 }
@@ -44,6 +48,7 @@ impl Money {
             catalog: Catalog::from_config(config)?,
             sessions: Default::default(),
             current,
+            provisional: Default::default(),
             config_mtime: None,
             config_checked_at: now,
         })
@@ -112,11 +117,28 @@ impl Actor {
     }
 
     fn provisional_in(&self, session: &str) -> f64 {
-        self.runs
-            .values()
-            .filter(|r| r.session == session)
-            .map(|r| r.provisional_usd)
-            .sum()
+        self.money()
+            .provisional
+            .get(session)
+            .copied()
+            .unwrap_or(0.0)
+    }
+
+    /// Moves a run's provisional spend (and its session's total) by `delta`.
+    fn add_provisional(&mut self, run_id: &str, delta: f64) {
+        let Some(run) = self.runs.get_mut(run_id) else {
+            return;
+        };
+        run.provisional_usd += delta;
+        let session = run.session.clone();
+        let total = self.money_mut().provisional.entry(session).or_insert(0.0);
+        *total = (*total + delta).max(0.0);
+    }
+
+    /// The run's provisional spend settles (its real cost was booked).
+    fn settle_provisional(&mut self, run_id: &str) {
+        let provisional = self.runs.get(run_id).map_or(0.0, |r| r.provisional_usd);
+        self.add_provisional(run_id, -provisional);
     }
 
     /// The session as the budget decisions must see it now: booked plus provisional
@@ -181,12 +203,24 @@ impl Actor {
         let Some(run) = self.runs.get(run_id) else {
             return;
         };
-        let model = model.map(str::to_string).or_else(|| run.model.clone());
-        let price = self.price_of(&run.spec.provider, model.as_deref());
-        if let Some(cost) = price.cost(tokens)
-            && let Some(run) = self.runs.get_mut(run_id)
-        {
-            run.provisional_usd += cost;
+        let price = match model {
+            // The usual case: the run's own model, whose price is looked up once.
+            None => run.price.clone(),
+            Some(m) if Some(m) == run.model.as_deref() => run.price.clone(),
+            Some(m) => Some(self.price_of(&run.spec.provider, Some(m))),
+        };
+        let price = match price {
+            Some(p) => p,
+            None => {
+                let p = self.price_of(&run.spec.provider, run.model.as_deref());
+                if let Some(run) = self.runs.get_mut(run_id) {
+                    run.price = Some(p.clone());
+                }
+                p
+            }
+        };
+        if let Some(cost) = price.cost(tokens) {
+            self.add_provisional(run_id, cost);
             self.check_money(run_id);
         }
     }
@@ -209,9 +243,9 @@ impl Actor {
             .map(|d| d.into_record(run_id, turn_number, now, &provider, &session))
             .collect();
         let booked: f64 = rows.iter().filter_map(|r| r.cost_usd).sum();
+        self.settle_provisional(run_id);
         let run = self.runs.get_mut(run_id)?;
         run.last_total_cost = turn.running_total;
-        run.provisional_usd = 0.0;
         run.cost_usd += booked;
         // A run starts at `free` (no usage), the neutral end of the basis order.
         run.cost_basis = pricing::weakest_basis(
@@ -248,8 +282,8 @@ impl Actor {
         let cost = row.cost_usd.unwrap_or(0.0);
         let session = run.session.clone();
         let basis = row.basis.clone();
+        self.settle_provisional(run_id);
         if let Some(run) = self.runs.get_mut(run_id) {
-            run.provisional_usd = 0.0;
             run.cost_usd += cost;
             run.cost_basis =
                 pricing::weakest_basis([run.cost_basis.as_str(), basis.as_str()]).to_string();
@@ -275,9 +309,12 @@ impl Actor {
         }
         let session = run.session.clone();
         let money = run_money(run);
-        let Ok(mut now) = self.session_now(&session) else {
+        // Reservations do not enter this decision: only spend (booked + provisional).
+        if self.ensure_session(&session).is_err() {
             return;
-        };
+        }
+        let mut now = self.money().sessions[&session].clone();
+        now.spent += self.provisional_in(&session);
         let actions = budget::after_usage(&money, &mut now);
         if let Some(s) = self.money_mut().sessions.get_mut(&session) {
             s.warned = now.warned;

@@ -94,8 +94,9 @@ impl Actor {
             }
             ProviderEvent::Session { session_id, model } => {
                 run.provider_session_id = Some(session_id.clone());
-                if model.is_some() {
+                if model.is_some() && model != run.model {
                     run.model = model.clone();
+                    run.price = None;
                 }
                 batch.ops.push(WriteOp::UpdateRun {
                     run_id: run_id.clone(),
@@ -109,14 +110,17 @@ impl Actor {
                 run.touch(&mut batch);
             }
             ProviderEvent::AssistantText { text } => {
+                // Bytes bound chars from above: once the text holds the cap in bytes, it
+                // is cut to the cap in chars (once) and nothing more is appended. No
+                // per-event count over the whole text.
                 if let Some(turn) = run.turns.last_mut()
-                    && turn.text.chars().count() < TURN_TEXT_MAX_CHARS
+                    && turn.text.len() < TURN_TEXT_MAX_CHARS
                 {
                     if !turn.text.is_empty() {
                         turn.text.push('\n');
                     }
                     turn.text.push_str(&text);
-                    if turn.text.len() > TURN_TEXT_MAX_CHARS * 4 {
+                    if turn.text.len() >= TURN_TEXT_MAX_CHARS {
                         turn.text = crate::spec::text::clip(&turn.text, TURN_TEXT_MAX_CHARS);
                     }
                 }

@@ -333,6 +333,7 @@ impl Actor {
         };
         apply_option(&mut run.spec, &option);
         run.model = run.spec.model.clone();
+        run.price = None;
         run.spec.budget_usd = cap;
         run.note(
             &mut batch,

@@ -127,6 +127,8 @@ pub struct Run {
     /// Estimated spend of the turn in flight, from streamed usage; replaced by the
     /// turn's reported cost when it ends.
     pub provisional_usd: f64,
+    /// The catalog price of the run's model, looked up once.
+    pub price: Option<crate::money::pricing::Price>,
     pub cost_basis: String,
     pub tokens: Tokens,
     /// The provider session's running dollar total at the end of the last turn.
@@ -178,6 +180,7 @@ impl Run {
             needs_input: false,
             cost_usd: 0.0,
             provisional_usd: 0.0,
+            price: None,
             cost_basis: "free".to_string(),
             tokens: Tokens::default(),
             last_total_cost: 0.0,
