@@ -205,8 +205,8 @@ impl Actor {
         };
         let price = match model {
             // The usual case: the run's own model, whose price is looked up once.
-            None => run.price.clone(),
-            Some(m) if Some(m) == run.model.as_deref() => run.price.clone(),
+            None => run.price,
+            Some(m) if Some(m) == run.model.as_deref() => run.price,
             Some(m) => Some(self.price_of(&run.spec.provider, Some(m))),
         };
         let price = match price {
@@ -214,7 +214,7 @@ impl Actor {
             None => {
                 let p = self.price_of(&run.spec.provider, run.model.as_deref());
                 if let Some(run) = self.runs.get_mut(run_id) {
-                    run.price = Some(p.clone());
+                    run.price = Some(p);
                 }
                 p
             }
