@@ -264,6 +264,8 @@ wait_for demo "Bash wants to run" Tab
 shot demo permission
 wait_for demo "Question ·" Tab
 shot demo question
+wait_for demo "Route card ·" Tab
+shot demo route-card
 tmux_ send-keys -t demo Escape
 wait_for demo "? help" Escape
 

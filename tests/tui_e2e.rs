@@ -176,7 +176,8 @@ fn the_demo_answers_a_permission_by_keys_and_another_terminal_sees_the_run_compl
         assert!(start.elapsed() < DEADLINE, "no Edit request: {view}");
         std::thread::sleep(POLL);
     }
-    tmux.wait_for("Edit wants to run", &["p", "Tab"]);
+    // Tab walks every waiting item (requests and route cards, oldest first) in turn.
+    tmux.wait_for("Edit wants to run", &["Tab"]);
     tmux.keys(&["a"]);
     let waited = json(drover(
         home.path(),

@@ -30,8 +30,9 @@ use super::views::{
     ConfirmView, Confirmable, HelpView, InputBox, InputPurpose, Outcome, Overlay, ViewCommand,
 };
 use crate::DroverError;
+use crate::UnixMillis;
 use crate::control::offline::TranscriptView;
-use crate::dispatch::api::{BudgetView, RunSummary, RunView, TranscriptFormat};
+use crate::dispatch::api::{BudgetView, PendingView, RunSummary, RunView, TranscriptFormat};
 use crate::dispatch::{DispatchEvent, Request};
 use crate::error::ErrorCode;
 use crate::route::EscalationKind;
@@ -430,27 +431,47 @@ impl App {
     /// route card; other than `after`, a request id or a run id) in its view: replaces
     /// the prompt or card on top, or opens one. With nothing waiting, closes it.
     fn next_prompt(&mut self, after: Option<&str>) {
-        let request = self
-            .model
-            .oldest_pending(after)
-            .map(|(entry, p)| (p.created_at, entry.summary.run_id.clone(), Some(p.clone())));
-        let held = self
+        // Everything waiting for the user, oldest first: pending requests and held runs'
+        // route cards. The walk goes to the item after `after` (wrapping round), so Tab
+        // visits every item in turn; an `after` that is gone starts from the oldest.
+        let mut waiting: Vec<(UnixMillis, String, Option<PendingView>)> = self
             .model
             .runs()
-            .filter(|e| e.summary.state == RunState::AwaitingRoute)
-            .filter(|e| Some(e.summary.run_id.as_str()) != after)
-            .map(|e| {
-                let at = e
-                    .detail
-                    .as_ref()
-                    .and_then(|d| d.route.as_ref())
-                    .map_or(e.summary.created_at, |r| r.created_at);
-                (at, e.summary.run_id.clone(), None)
+            .filter(|e| e.summary.state.is_active())
+            .flat_map(|e| {
+                e.pending
+                    .iter()
+                    .map(move |p| (p.created_at, e.summary.run_id.clone(), Some(p.clone())))
             })
-            .min_by(|a, b| a.0.cmp(&b.0).then_with(|| a.1.cmp(&b.1)));
-        let next = match (request, held) {
-            (Some(r), Some(h)) => Some(if h.0 < r.0 { h } else { r }),
-            (r, h) => r.or(h),
+            .collect();
+        waiting.extend(
+            self.model
+                .runs()
+                .filter(|e| e.summary.state == RunState::AwaitingRoute)
+                .map(|e| {
+                    let at = e
+                        .detail
+                        .as_ref()
+                        .and_then(|d| d.route.as_ref())
+                        .map_or(e.summary.created_at, |r| r.created_at);
+                    (at, e.summary.run_id.clone(), None)
+                }),
+        );
+        let key = |item: &(UnixMillis, String, Option<PendingView>)| -> String {
+            item.2
+                .as_ref()
+                .map_or_else(|| item.1.clone(), |p| p.request_id.clone())
+        };
+        waiting.sort_by(|a, b| a.0.cmp(&b.0).then_with(|| key(a).cmp(&key(b))));
+        let next = match after.and_then(|a| waiting.iter().position(|w| key(w) == a)) {
+            Some(at) => waiting
+                .iter()
+                .cycle()
+                .skip(at + 1)
+                .take(waiting.len() - 1)
+                .next()
+                .cloned(),
+            None => waiting.first().cloned(),
         };
         let on_prompt = matches!(
             self.overlays.last(),
