@@ -157,10 +157,15 @@ fn summary_lines(entry: &RunEntry, now: crate::UnixMillis, width: usize) -> Vec<
             Span::styled(suffix, theme::dim()),
         ]));
     } else if let Some(need) = needs_you(run) {
+        let how = match need {
+            crate::tui::model::Need::Route => " · enter opens the card",
+            crate::tui::model::Need::Escalation => " · e escalates or retries",
+            _ => " · answer with a follow-up",
+        };
         lines.push(Line::from(vec![
             Span::styled(format!("{:<8}", "needs"), theme::attention()),
             Span::styled(need.words(), theme::attention()),
-            Span::styled(" · answer with a follow-up", theme::dim()),
+            Span::styled(how, theme::dim()),
         ]));
     }
     if let Some(result) = detail.and_then(|d| d.last_result.as_ref()) {
