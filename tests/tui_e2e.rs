@@ -193,6 +193,28 @@ fn the_demo_answers_a_permission_by_keys_and_another_terminal_sees_the_run_compl
     ));
     assert_eq!(waited["runs"][0]["state"], "idle", "{waited}");
 
+    // The run held on a route card: walk to its card and pick option 2 by key.
+    let held = run_titled(home.path(), "Review the payments refactor");
+    let held_id = held["run_id"].as_str().expect("run id").to_string();
+    let second = show(home.path(), &held_id)["route"]["options"][1]["model"]
+        .as_str()
+        .expect("a second option")
+        .to_string();
+    tmux.keys(&["Escape", "p"]);
+    tmux.wait_for("Route card ·", &["Tab"]);
+    tmux.keys(&["2"]);
+    let start = Instant::now();
+    let view = loop {
+        let view = show(home.path(), &held_id);
+        if view["state"] != "awaiting_route" {
+            break view;
+        }
+        assert!(start.elapsed() < DEADLINE, "the pick never landed: {view}");
+        std::thread::sleep(POLL);
+    };
+    assert_eq!(view["model"], second.as_str(), "{view}");
+    assert_eq!(view["route"]["decided_by"], "user", "{view}");
+
     // Back on the dashboard, filter down to the run and complete it with `c`.
     tmux.keys(&["Escape"]);
     tmux.wait_for("? help", &["Escape"]);
