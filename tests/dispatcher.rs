@@ -66,6 +66,23 @@ impl Harness {
         run["run_id"].as_str().unwrap().to_string()
     }
 
+    /// Dispatches a sim run with `--model auto` (held behind a route card); returns the
+    /// answer.
+    async fn dispatch_auto(&self, scenario: &str, task: &str) -> Value {
+        let spec = SpecInput {
+            provider: Some("sim".into()),
+            model: Some("auto".into()),
+            scenario: Some(scenario.into()),
+            task: task.into(),
+            cwd: Some(self.home.path().to_path_buf()),
+            ..SpecInput::default()
+        };
+        self.request(Request::Dispatch {
+            spec: Box::new(spec),
+        })
+        .await
+    }
+
     async fn show(&self, run_id: &str) -> RunView {
         serde_json::from_value(
             self.request(Request::Show {
@@ -284,19 +301,7 @@ async fn shutdown_interrupts_active_runs_and_records_why() {
 #[tokio::test(flavor = "current_thread")]
 async fn an_unanswered_route_card_expires_and_stops_its_run() {
     let h = Harness::start("").await;
-    let spec = SpecInput {
-        provider: Some("sim".into()),
-        model: Some("auto".into()),
-        scenario: Some("quick-success".into()),
-        task: "Fix the login bug".into(),
-        cwd: Some(h.home.path().to_path_buf()),
-        ..SpecInput::default()
-    };
-    let held = h
-        .request(Request::Dispatch {
-            spec: Box::new(spec),
-        })
-        .await;
+    let held = h.dispatch_auto("quick-success", "Fix the login bug").await;
     assert_eq!(held["state"], "awaiting_route", "{held}");
     let run = held["run_id"].as_str().unwrap().to_string();
 
@@ -323,19 +328,7 @@ async fn an_unanswered_route_card_expires_and_stops_its_run() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn picking_a_route_option_starts_the_run_on_that_model() {
     let h = Harness::start("").await;
-    let spec = SpecInput {
-        provider: Some("sim".into()),
-        model: Some("auto".into()),
-        scenario: Some("hang".into()),
-        task: "Look into the flaky test".into(),
-        cwd: Some(h.home.path().to_path_buf()),
-        ..SpecInput::default()
-    };
-    let held = h
-        .request(Request::Dispatch {
-            spec: Box::new(spec),
-        })
-        .await;
+    let held = h.dispatch_auto("hang", "Look into the flaky test").await;
     let run = held["run_id"].as_str().unwrap().to_string();
     let view = h.show(&run).await;
     let second = view.route.expect("a card").options[1].clone();
