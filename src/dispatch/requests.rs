@@ -153,7 +153,8 @@ impl Actor {
         Ok(self.summary_value(run_id))
     }
 
-    fn summary_value(&self, run_id: &str) -> Value {
+    /// A run's summary as JSON (null when it is not in memory).
+    pub fn summary_value(&self, run_id: &str) -> Value {
         self.runs
             .get(run_id)
             .and_then(|r| serde_json::to_value(r.summary()).ok())

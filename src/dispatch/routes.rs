@@ -364,7 +364,7 @@ impl Actor {
         run.set_state(&mut batch, RunState::Queued, Some("route decided"), now);
         self.commit(batch);
         self.admit_existing(run_id);
-        Ok(self.summary_of(run_id))
+        Ok(self.summary_value(run_id))
     }
 
     /// Starts or queues a run that already exists (after its route was decided).
@@ -420,7 +420,7 @@ impl Actor {
             "route_declined",
             Cause::Withdrawn,
         );
-        Ok(self.summary_of(run_id))
+        Ok(self.summary_value(run_id))
     }
 
     /// Cards past their expiry stop their runs (`route_expired`).
@@ -644,15 +644,8 @@ impl Actor {
                 );
                 self.commit(batch);
             }
-            return Ok(self.summary_of(&child_id));
+            return Ok(self.summary_value(&child_id));
         }
         Ok(answer)
-    }
-
-    pub fn summary_of(&self, run_id: &str) -> Value {
-        self.runs
-            .get(run_id)
-            .and_then(|r| serde_json::to_value(r.summary()).ok())
-            .unwrap_or(Value::Null)
     }
 }
