@@ -79,6 +79,8 @@ impl Actor {
         let sink = self.provider_tx.clone();
         let launched = match spec.provider.as_str() {
             "claude-code" | "sim" => providers::claude::launch(spec, sink),
+            "codex" => providers::codex::launch(spec, sink),
+            "opencode" => providers::opencode::launch(spec, sink),
             other => Err(providers::LaunchError {
                 command: other.to_string(),
                 reason: "drover has no adapter for this provider yet".to_string(),

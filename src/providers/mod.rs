@@ -11,6 +11,8 @@
 //!   signal).
 
 pub mod claude;
+pub mod codex;
+pub mod opencode;
 pub mod process;
 
 use serde::{Deserialize, Serialize};
@@ -149,6 +151,11 @@ pub struct TurnEnd {
     pub terminal_reason: Option<String>,
     pub structured_output: Option<Value>,
     pub permission_denials: u32,
+    /// The provider failed in a way that may pass on its own (rate limit, overload, a
+    /// 5xx after its retries, a dropped connection): the run fails as
+    /// `provider_unavailable` and a retry is offered.
+    #[serde(default)]
+    pub transient: bool,
 }
 
 /// What an adapter reports, in the order it happened.
@@ -212,6 +219,13 @@ pub enum ProviderEvent {
         /// The last lines the child wrote to stderr.
         stderr_tail: String,
     },
+}
+
+/// Whether an HTTP status from a model API means "try again later": a timeout, a
+/// conflict, a rate limit (429), or a server error (5xx, Anthropic's 529 overload
+/// included).
+pub fn is_transient_status(status: u16) -> bool {
+    matches!(status, 408 | 409 | 425 | 429 | 500..=599)
 }
 
 /// An event tagged with its run.

@@ -493,8 +493,10 @@ fn result(msg: &Map<String, Value>, state: &mut ParseState) -> Vec<ProviderEvent
             .map_or(0, |n| u32::try_from(n).unwrap_or(u32::MAX)),
         None => 0,
     };
+    let api_error_status = u64_at(msg, "api_error_status").and_then(|n| u16::try_from(n).ok());
     events.push(ProviderEvent::TurnCompleted(TurnEnd {
         is_error,
+        transient: is_error && api_error_status.is_some_and(crate::providers::is_transient_status),
         subtype: str_at(msg, "subtype").unwrap_or("unknown").to_string(),
         text: str_at(msg, "result").map(str::to_string),
         session_id: str_at(msg, "session_id").map(str::to_string),
@@ -507,7 +509,7 @@ fn result(msg: &Map<String, Value>, state: &mut ParseState) -> Vec<ProviderEvent
         model_usage,
         num_turns: u64_at(msg, "num_turns").and_then(|n| u32::try_from(n).ok()),
         duration_ms: u64_at(msg, "duration_ms"),
-        api_error_status: u64_at(msg, "api_error_status").and_then(|n| u16::try_from(n).ok()),
+        api_error_status,
         terminal_reason: str_at(msg, "terminal_reason").map(str::to_string),
         structured_output: msg
             .get("structured_output")
