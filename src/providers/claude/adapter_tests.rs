@@ -203,6 +203,7 @@ fn exited(code: Option<i32>, signal: Option<i32>, stderr_tail: &str) -> Provider
 fn turn_end(text: &str) -> ProviderEvent {
     ProviderEvent::TurnCompleted(TurnEnd {
         is_error: false,
+        transient: false,
         subtype: "success".into(),
         text: Some(text.into()),
         session_id: Some("sess-1".into()),

@@ -145,6 +145,7 @@ fn result_fills_every_field_of_turn_end() {
     let events = parse(&mut ask(), line);
     let expected = TurnEnd {
         is_error: false,
+        transient: false,
         subtype: "success".into(),
         text: Some("Done.\n\n## Result\nstatus: done".into()),
         session_id: Some("5f1e-aa".into()),
