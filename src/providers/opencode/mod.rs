@@ -1,12 +1,16 @@
-//! The opencode adapter (docs/PROVIDERS.md). Being built: until it lands, a launch is refused
-//! with a clear reason.
+//! The OpenCode adapter: runs `opencode serve` on a loopback port per run and drives one
+//! session over its HTTP API and `/event` stream (docs/PROVIDERS.md, DESIGN.md §10).
+//!
+//! Split by responsibility: [`launch`] builds the server's command line and environment
+//! (loopback only, a password per run, permission rules from the run's policy),
+//! [`protocol`] turns the server's events into drover events and drover's answers into
+//! request bodies (pure), and [`adapter`] drives one server per run on top of the
+//! provider-neutral [`crate::providers::process`]. What must stay true is the adapter
+//! contract of [`crate::providers`]: exactly one `Exited` last, a `Notice` for whatever
+//! cannot be understood, and no child outliving its run.
 
-use crate::providers::{AdapterHandle, LaunchError, LaunchSpec, ProviderEventSink};
+pub mod adapter;
+pub mod launch;
+pub mod protocol;
 
-/// Start a opencode child for `spec` and its driver task.
-pub fn launch(spec: LaunchSpec, _sink: ProviderEventSink) -> Result<AdapterHandle, LaunchError> {
-    Err(LaunchError {
-        command: spec.command.display().to_string(),
-        reason: "drover has no adapter for this provider yet".to_string(),
-    })
-}
+pub use adapter::{AdapterTimings, launch, launch_with};

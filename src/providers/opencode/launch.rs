@@ -1,0 +1,209 @@
+//! How an `opencode serve` child is started: its command line, its environment, and
+//! where it says it listens.
+//!
+//! Pure. What must stay true:
+//! - the server only ever listens on 127.0.0.1, on the port drover chose;
+//! - it is protected by a basic-auth password made for this run (so another local
+//!   process cannot drive the run's session), which only drover knows;
+//! - the permission rules come from the run's policy and capability
+//!   (`OPENCODE_PERMISSION`, merged by OpenCode over its own config): `ask` asks for
+//!   edits, commands and fetches, `auto` allows them, `restricted` denies them, and
+//!   `read-only` denies edits and commands whatever the policy. Nothing else widens them.
+
+use std::collections::BTreeMap;
+
+use serde_json::{Value, json};
+
+use crate::providers::LaunchSpec;
+use crate::spec::{Capability, PermissionPolicy};
+
+/// The basic-auth user drover names (OpenCode's default is `opencode`; set explicitly so
+/// a user's `OPENCODE_SERVER_USERNAME` cannot get in the way).
+pub const SERVER_USER: &str = "opencode";
+
+/// The arguments after the executable: the configured prefix, then `serve` on loopback.
+pub fn serve_args(spec: &LaunchSpec, port: u16) -> Vec<String> {
+    let mut args = spec.args.clone();
+    args.extend([
+        "serve".to_string(),
+        "--hostname".to_string(),
+        "127.0.0.1".to_string(),
+        "--port".to_string(),
+        port.to_string(),
+    ]);
+    args
+}
+
+/// The permission rules for a policy and capability (OpenCode's `permission` config).
+pub fn permission_rules(policy: PermissionPolicy, capability: Capability) -> Value {
+    let action = match policy {
+        PermissionPolicy::Ask => "ask",
+        PermissionPolicy::Auto => "allow",
+        PermissionPolicy::Restricted => "deny",
+    };
+    let mut rules = json!({"edit": action, "bash": action, "webfetch": action});
+    if capability == Capability::ReadOnly {
+        rules["edit"] = json!("deny");
+        rules["bash"] = json!("deny");
+    }
+    rules
+}
+
+/// The child's added environment: the configured one, then drover's own (which wins).
+pub fn serve_env(spec: &LaunchSpec, password: &str) -> BTreeMap<String, String> {
+    let mut env = spec.env.clone();
+    env.insert("OPENCODE_SERVER_USERNAME".into(), SERVER_USER.into());
+    env.insert("OPENCODE_SERVER_PASSWORD".into(), password.into());
+    env.insert(
+        "OPENCODE_PERMISSION".into(),
+        permission_rules(spec.policy, spec.capability).to_string(),
+    );
+    env
+}
+
+/// The base URL in the server's "listening" line (`opencode server listening on
+/// http://127.0.0.1:4096`), when the line is that one and names a loopback address.
+pub fn listening_url(line: &str) -> Option<String> {
+    let (_, rest) = line.split_once("listening on ")?;
+    let url = rest.split_whitespace().next()?.trim_end_matches('/');
+    let host_port = url.strip_prefix("http://")?;
+    let (host, port) = host_port.rsplit_once(':')?;
+    port.parse::<u16>().ok()?;
+    matches!(host, "127.0.0.1" | "localhost").then(|| format!("http://127.0.0.1:{port}"))
+}
+
+/// A password for one run: 32 hex digits from the OS's random source; `None` when the
+/// source cannot be read.
+pub fn fresh_password() -> Option<String> {
+    use std::io::Read;
+    let mut bytes = [0u8; 16];
+    std::fs::File::open("/dev/urandom")
+        .and_then(|mut f| f.read_exact(&mut bytes))
+        .ok()?;
+    Some(bytes.iter().map(|b| format!("{b:02x}")).collect())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::path::PathBuf;
+
+    fn spec(policy: PermissionPolicy, capability: Capability) -> LaunchSpec {
+        LaunchSpec {
+            run_id: "r1".into(),
+            provider: "opencode".into(),
+            command: PathBuf::from("opencode"),
+            args: vec!["--print-logs".into()],
+            env: BTreeMap::from([
+                ("HOME".to_string(), "/h".to_string()),
+                ("OPENCODE_SERVER_PASSWORD".to_string(), "theirs".to_string()),
+            ]),
+            cwd: PathBuf::from("/w"),
+            model: None,
+            effort: None,
+            policy,
+            capability,
+            resume_session: None,
+            scenario: None,
+        }
+    }
+
+    #[test]
+    fn serve_listens_on_loopback_after_the_configured_prefix() {
+        let args = serve_args(&spec(PermissionPolicy::Ask, Capability::Workspace), 41234);
+        assert_eq!(
+            args,
+            [
+                "--print-logs",
+                "serve",
+                "--hostname",
+                "127.0.0.1",
+                "--port",
+                "41234"
+            ]
+        );
+    }
+
+    #[test]
+    fn policy_and_capability_to_permission_rules() {
+        let table = [
+            (
+                PermissionPolicy::Ask,
+                Capability::Workspace,
+                json!({"edit": "ask", "bash": "ask", "webfetch": "ask"}),
+            ),
+            (
+                PermissionPolicy::Auto,
+                Capability::Full,
+                json!({"edit": "allow", "bash": "allow", "webfetch": "allow"}),
+            ),
+            (
+                PermissionPolicy::Restricted,
+                Capability::Workspace,
+                json!({"edit": "deny", "bash": "deny", "webfetch": "deny"}),
+            ),
+            (
+                PermissionPolicy::Auto,
+                Capability::ReadOnly,
+                json!({"edit": "deny", "bash": "deny", "webfetch": "allow"}),
+            ),
+            (
+                PermissionPolicy::Ask,
+                Capability::ReadOnly,
+                json!({"edit": "deny", "bash": "deny", "webfetch": "ask"}),
+            ),
+        ];
+        for (policy, capability, rules) in table {
+            assert_eq!(
+                permission_rules(policy, capability),
+                rules,
+                "{policy:?} {capability:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn drover_sets_the_password_and_rules_over_the_configured_env() {
+        let env = serve_env(&spec(PermissionPolicy::Ask, Capability::Workspace), "s3cret");
+        assert_eq!(env["HOME"], "/h");
+        assert_eq!(env["OPENCODE_SERVER_PASSWORD"], "s3cret");
+        assert_eq!(env["OPENCODE_SERVER_USERNAME"], SERVER_USER);
+        let rules: Value = serde_json::from_str(&env["OPENCODE_PERMISSION"]).unwrap();
+        assert_eq!(rules["bash"], "ask");
+    }
+
+    #[test]
+    fn the_listening_line_names_a_loopback_url() {
+        let table = [
+            (
+                "opencode server listening on http://127.0.0.1:4096",
+                Some("http://127.0.0.1:4096"),
+            ),
+            (
+                "opencode server listening on http://localhost:5000/",
+                Some("http://127.0.0.1:5000"),
+            ),
+            ("opencode server listening on http://0.0.0.0:4096", None),
+            ("opencode server listening on http://10.1.2.3:80", None),
+            ("listening on http://127.0.0.1:notaport", None),
+            (
+                "Warning: OPENCODE_SERVER_PASSWORD is not set; server is unsecured.",
+                None,
+            ),
+            ("", None),
+            ("listening on ", None),
+        ];
+        for (line, url) in table {
+            assert_eq!(listening_url(line).as_deref(), url, "{line:?}");
+        }
+    }
+
+    #[test]
+    fn passwords_are_fresh_hex() {
+        let a = fresh_password().expect("/dev/urandom");
+        let b = fresh_password().expect("/dev/urandom");
+        assert_eq!(a.len(), 32);
+        assert!(a.chars().all(|c| c.is_ascii_hexdigit()));
+        assert_ne!(a, b);
+    }
+}
