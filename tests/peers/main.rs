@@ -3,9 +3,9 @@
 //!
 //! - `claude`: Claude Code driven through drover's headless interface (`drover serve`,
 //!   `dispatch`, `respond`, `follow-up`, `stop`, `show --json`, `transcript`).
-//! - `codex`, `opencode`: drover has no adapters for them yet; these check that the pinned
-//!   binaries start and talk to their mock APIs directly, so the adapters can be built on
-//!   that.
+//! - `opencode`: OpenCode driven through drover's headless interface, like `claude`.
+//! - `codex`: drover has no adapter for it yet; this checks that the pinned binary starts
+//!   and talks to its mock API directly, so the adapter can be built on that.
 //! - `mock_api`: the mocks' own wire format, checked with a plain HTTP client.
 //!
 //! The CLIs are installed by `npm ci` in `tests/peers/` (scripts/test.sh does it). Their

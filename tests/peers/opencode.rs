@@ -1,211 +1,55 @@
-//! OpenCode (`opencode`, the pinned version) against the mock OpenAI chat completions
-//! API, run directly: drover has no OpenCode adapter yet, so this only proves the binary
-//! serves its HTTP API, asks for permission over it, runs the tool once allowed and books
-//! cost per message — the ground the adapter will be built on (PROVIDERS.md, "OpenCode").
+//! OpenCode (`opencode`, the pinned version) run by drover through its headless
+//! interface, against the mock OpenAI chat completions API.
+//!
+//! Each test owns a `drover serve` in a temporary `DROVER_HOME` whose `config.toml` points
+//! `[providers.opencode]` at the pinned CLI, its `env` at an `opencode.json` naming the
+//! mock as provider `mock` (model `mock/mock-model`, priced $1 / $2 / $0.10 per million
+//! input / output / cache-read tokens), and at throwaway XDG directories and `HOME`, with
+//! every OpenCode download and update switched off and npm offline. The catalog gets the
+//! same model at the same price. What a user relies on is checked from both ends: what
+//! drover shows (`show --json`, the events transcript) and what the model API received.
 
-use std::path::Path;
-use std::process::Stdio;
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use nix::sys::signal::{Signal, kill};
-use nix::unistd::Pid;
 use serde_json::{Value, json};
-use tokio::io::{AsyncBufReadExt, BufReader};
-use tokio::sync::mpsc;
 
+use crate::drover::{Drover, eventually, group_alive, processes_with, provider_config};
 use crate::mock::{MockApi, Protocol, Reply, Usage};
-use crate::peers::{self, base_env};
+use crate::peers;
 
-/// Any one step against OpenCode (it retries a dead API forever: always bounded).
-const STEP: Duration = Duration::from_secs(90);
+/// The model every run asks for, as drover names it (`provider/model`).
+const MODEL: &str = "mock/mock-model";
+/// The mock model's price in the OpenCode config and the catalog, $ per million tokens.
+const PRICE_INPUT: f64 = 1.0;
+const PRICE_OUTPUT: f64 = 2.0;
+const PRICE_CACHE_READ: f64 = 0.1;
+/// How long a turn against the mock may take (the server starts in about 2 s).
+const TURN: Duration = Duration::from_secs(90);
 
-/// `opencode serve` on a loopback port; ended (SIGTERM, then SIGKILL) when dropped.
-struct Server {
-    child: tokio::process::Child,
-    pid: u32,
-    base: String,
+/// A final answer with the `## Result` block drover asks for.
+fn done(summary: &str) -> String {
+    format!("All set.\n\n## Result\nstatus: done\nsummary: {summary}")
 }
 
-impl Server {
-    async fn start(opencode: &Path, env: &[(String, String)], cwd: &Path) -> Server {
-        let port = {
-            let probe = std::net::TcpListener::bind("127.0.0.1:0").expect("a free port");
-            probe.local_addr().unwrap().port()
-        };
-        let port_arg = port.to_string();
-        let mut child = tokio::process::Command::new(opencode)
-            .args(["serve", "--port", &port_arg, "--hostname", "127.0.0.1"])
-            .env_clear()
-            .envs(env.iter().map(|(k, v)| (k, v)))
-            .current_dir(cwd)
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .kill_on_drop(true)
-            .spawn()
-            .expect("opencode serve starts");
-        let pid = child.id().expect("opencode's pid");
-        // Both streams are read to their end, so opencode never blocks on a full pipe;
-        // the first line that says it listens is passed on.
-        let (tx, mut rx) = mpsc::unbounded_channel::<String>();
-        for stream in [
-            Box::new(child.stdout.take().unwrap()) as Box<dyn tokio::io::AsyncRead + Unpin + Send>,
-            Box::new(child.stderr.take().unwrap()),
-        ] {
-            let tx = tx.clone();
-            tokio::spawn(async move {
-                let mut lines = BufReader::new(stream).lines();
-                while let Ok(Some(line)) = lines.next_line().await {
-                    let _ = tx.send(line);
-                }
-            });
-        }
-        drop(tx);
-        let mut said = Vec::new();
-        let listening = tokio::time::timeout(STEP, async {
-            while let Some(line) = rx.recv().await {
-                let hit = line.contains("listening");
-                said.push(line);
-                if hit {
-                    return true;
-                }
-            }
-            false
-        })
-        .await;
-        assert!(
-            matches!(listening, Ok(true)),
-            "opencode serve did not say it listens: {said:#?}"
-        );
-        tokio::spawn(async move { while rx.recv().await.is_some() {} });
-        Server {
-            child,
-            pid,
-            base: format!("http://127.0.0.1:{port}"),
-        }
-    }
-}
-
-impl Drop for Server {
-    fn drop(&mut self) {
-        let _ = kill(Pid::from_raw(self.pid as i32), Signal::SIGTERM);
-        let deadline = std::time::Instant::now() + Duration::from_secs(10);
-        while std::time::Instant::now() < deadline {
-            if let Ok(Some(_)) = self.child.try_wait() {
-                return;
-            }
-            std::thread::sleep(Duration::from_millis(50));
-        }
-        let _ = self.child.start_kill();
-    }
-}
-
-/// OpenCode's `/event` stream, parsed as server-sent events into JSON messages.
-fn subscribe(client: reqwest::Client, url: String) -> mpsc::UnboundedReceiver<Value> {
-    let (tx, rx) = mpsc::unbounded_channel();
-    tokio::spawn(async move {
-        let Ok(mut response) = client.get(&url).send().await else {
-            return;
-        };
-        let mut buffer = String::new();
-        while let Ok(Some(chunk)) = response.chunk().await {
-            buffer.push_str(&String::from_utf8_lossy(&chunk));
-            while let Some(end) = buffer.find("\n\n") {
-                let event: String = buffer.drain(..end + 2).collect();
-                let data: Vec<&str> = event
-                    .lines()
-                    .filter_map(|l| l.strip_prefix("data:"))
-                    .map(str::trim_start)
-                    .collect();
-                if let Ok(value) = serde_json::from_str::<Value>(&data.join("\n"))
-                    && tx.send(value).is_err()
-                {
-                    return;
-                }
-            }
-        }
-    });
-    rx
-}
-
-/// The next event `wanted` accepts (bounded by [`STEP`]); every event read is kept.
-async fn next_event(
-    events: &mut mpsc::UnboundedReceiver<Value>,
-    seen: &mut Vec<Value>,
-    what: &str,
-    wanted: impl Fn(&Value) -> bool,
-) -> Value {
-    let deadline = tokio::time::Instant::now() + STEP;
-    loop {
-        let event = tokio::time::timeout_at(deadline, events.recv())
-            .await
-            .unwrap_or_else(|_| {
-                let types: Vec<&str> = seen.iter().filter_map(|e| e["type"].as_str()).collect();
-                panic!("no {what} from opencode within {STEP:?}; events: {types:?}")
-            })
-            .unwrap_or_else(|| panic!("opencode's event stream ended before {what}"));
-        seen.push(event.clone());
-        if wanted(&event) {
-            return event;
-        }
-    }
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn opencode_serve_asks_before_running_bash_and_runs_it_once_allowed() {
-    let opencode = peers::cli("opencode");
-    let root = tempfile::tempdir().unwrap();
-    let dirs = ["home", "config", "data", "cache", "state", "work"];
-    for dir in dirs {
-        std::fs::create_dir_all(root.path().join(dir)).unwrap();
-    }
-    let marker = "opencode-smoke-2c8f";
-    let usage = Usage {
-        input: 1000,
-        output: 100,
-        cache_read: 0,
-        cache_write: 0,
-        reasoning: 0,
-    };
-    let mock = MockApi::start(
-        Protocol::OpenAiChat,
-        [
-            Reply::tool_call(
-                "bash",
-                json!({"command": format!("touch allowed.txt && echo {marker}"),
-                       "description": "Touch a file"}),
-            )
-            .usage(usage),
-            Reply::text("Touched it.").usage(usage),
-        ],
-    )
-    .await;
-    let config = json!({
-        "model": "mock/mock-model", "small_model": "mock/mock-model",
-        "autoupdate": false, "share": "disabled", "enabled_providers": ["mock"],
-        "provider": {"mock": {
-            "npm": "@ai-sdk/openai-compatible", "name": "Mock",
-            "options": {"baseURL": format!("{}/v1", mock.url()), "apiKey": "sk-mock"},
-            "models": {"mock-model": {
-                "name": "Mock", "tool_call": true,
-                "limit": {"context": 128000, "output": 8192},
-                "cost": {"input": 1, "output": 2, "cache_read": 0.1}}}}},
-        "permission": {"bash": "ask", "edit": "ask"}
-    });
-    let config_file = root.path().join("opencode.json");
-    std::fs::write(&config_file, config.to_string()).unwrap();
-    let mut env = base_env(&root.path().join("home"));
+/// The environment PROVIDERS.md gives OpenCode to run offline, everything under `root`
+/// (`oc/…`), with its config at `config_file`.
+fn opencode_env(root: &Path, config_file: &Path) -> Vec<(String, String)> {
+    let mut env = Vec::new();
     for (key, dir) in [
-        ("XDG_CONFIG_HOME", "config"),
-        ("XDG_DATA_HOME", "data"),
-        ("XDG_CACHE_HOME", "cache"),
-        ("XDG_STATE_HOME", "state"),
+        ("XDG_CONFIG_HOME", "oc/config"),
+        ("XDG_DATA_HOME", "oc/data"),
+        ("XDG_CACHE_HOME", "oc/cache"),
+        ("XDG_STATE_HOME", "oc/state"),
     ] {
-        env.push((key.into(), root.path().join(dir).display().to_string()));
+        let path = root.join(dir);
+        std::fs::create_dir_all(&path).expect("an XDG directory");
+        env.push((key.to_string(), path.display().to_string()));
     }
+    env.push(("HOME".into(), root.join("home").display().to_string()));
     env.push(("OPENCODE_CONFIG".into(), config_file.display().to_string()));
     // OpenCode installs `@opencode-ai/plugin` into its config directory from the npm
-    // registry at start (in the background, whatever the flags above say): npm offline
+    // registry at start (in the background, whatever the flags below say): npm offline
     // keeps that off the network (the install fails quietly).
     env.push(("npm_config_offline".into(), "true".into()));
     for flag in [
@@ -217,96 +61,573 @@ async fn opencode_serve_asks_before_running_bash_and_runs_it_once_allowed() {
     ] {
         env.push((flag.into(), "1".into()));
     }
-    let work = root.path().join("work");
-    let server = Server::start(&opencode, &env, &work).await;
-    let client = reqwest::Client::builder()
-        .timeout(STEP)
-        .build()
-        .expect("an HTTP client");
-    // The event stream stays open: no overall timeout on it, each read is bounded.
-    let streaming = reqwest::Client::builder()
-        .connect_timeout(STEP)
-        .build()
-        .expect("an HTTP client");
-    let mut events = subscribe(streaming, format!("{}/event", server.base));
-    let mut seen = Vec::new();
-    next_event(&mut events, &mut seen, "server.connected", |e| {
-        e["type"] == "server.connected"
+    env
+}
+
+/// OpenCode's config: the mock as the only provider, bash and edits asking first.
+fn opencode_config(mock_url: &str) -> Value {
+    json!({
+        "model": MODEL, "small_model": MODEL,
+        "autoupdate": false, "share": "disabled", "enabled_providers": ["mock"],
+        "provider": {"mock": {
+            "npm": "@ai-sdk/openai-compatible", "name": "Mock",
+            "options": {"baseURL": format!("{mock_url}/v1"), "apiKey": "sk-mock"},
+            "models": {"mock-model": {
+                "name": "Mock", "tool_call": true,
+                "limit": {"context": 128000, "output": 8192},
+                "cost": {"input": PRICE_INPUT, "output": PRICE_OUTPUT,
+                         "cache_read": PRICE_CACHE_READ}}}}},
+        "permission": {"bash": "ask", "edit": "ask"}
     })
-    .await;
+}
 
-    let session: Value = client
-        .post(format!("{}/session", server.base))
-        .json(&json!({"title": "drover peers smoke"}))
-        .send()
-        .await
-        .expect("POST /session")
-        .json()
-        .await
-        .expect("a session");
-    let session_id = session["id"]
-        .as_str()
-        .unwrap_or_else(|| panic!("no session id: {session}"))
-        .to_string();
-    assert!(session_id.starts_with("ses_"), "{session}");
-    let prompt = client
-        .post(format!("{}/session/{session_id}/prompt_async", server.base))
-        .json(
-            &json!({"parts": [{"type": "text", "text": "Touch the file"}],
-                      "model": {"providerID": "mock", "modelID": "mock-model"}}),
-        )
-        .send()
-        .await
-        .expect("POST prompt_async");
-    assert!(prompt.status().is_success(), "{}", prompt.status());
+/// The drover config: the opencode provider and the mock model in the catalog.
+fn drover_config(root: &Path, mock_url: &str) -> String {
+    let config_file = root.join("opencode.json");
+    std::fs::write(&config_file, opencode_config(mock_url).to_string()).expect("opencode.json");
+    let env = opencode_env(root, &config_file);
+    let mut config = provider_config("opencode", &peers::cli("opencode"), &env);
+    config.push_str(&format!(
+        "\n[[catalog.models]]\nprovider = \"opencode\"\nid = \"{MODEL}\"\ntier = \"small\"\n\
+         input_per_mtok = {PRICE_INPUT:?}\noutput_per_mtok = {PRICE_OUTPUT:?}\n\
+         cache_read_per_mtok = {PRICE_CACHE_READ:?}\ncache_write_per_mtok = 0.0\n"
+    ));
+    config
+}
 
-    let asked = next_event(&mut events, &mut seen, "permission.asked", |e| {
-        e["type"] == "permission.asked"
-    })
-    .await;
-    let properties = &asked["properties"];
-    assert_eq!(properties["sessionID"], session_id.as_str(), "{asked}");
-    assert_eq!(properties["permission"], "bash", "{asked}");
-    assert!(
-        !work.join("allowed.txt").exists(),
-        "the command ran before it was allowed"
-    );
-    let permission = properties["id"].as_str().unwrap().to_string();
-    let reply = client
-        .post(format!("{}/permission/{permission}/reply", server.base))
-        .json(&json!({"reply": "once"}))
-        .send()
-        .await
-        .expect("POST permission reply");
-    assert!(reply.status().is_success(), "{}", reply.status());
+/// A mock chat completions API and a drover whose `opencode` provider talks to it.
+struct Rig {
+    mock: MockApi,
+    drover: Drover,
+}
 
-    next_event(&mut events, &mut seen, "session.idle", |e| {
-        e["type"] == "session.idle" && e["properties"]["sessionID"] == session_id.as_str()
-    })
-    .await;
-    assert!(work.join("allowed.txt").exists(), "the allowed command ran");
-    let model = mock.model_requests();
-    assert_eq!(
-        model.len(),
-        2,
-        "{}",
-        crate::mock::describe(&mock.requests())
-    );
-    assert_eq!(model[0].body["stream"], true);
-    let results = mock.tool_results(&model[1]);
-    assert_eq!(results.len(), 1, "{:#}", model[1].body["messages"]);
-    assert!(results[0].call_id.starts_with("call_mock_"), "{results:?}");
-    assert!(results[0].content.contains(marker), "{results:?}");
+impl Rig {
+    async fn start(script: Vec<Reply>) -> Rig {
+        let mock = MockApi::start(Protocol::OpenAiChat, script).await;
+        let url = mock.url();
+        let drover = Drover::start_with(|root| drover_config(root, &url)).await;
+        Rig { mock, drover }
+    }
 
-    // Cost per message, from the configured price: 1000 × $1/M + 100 × $2/M each.
-    let costs: Vec<f64> = seen
+    async fn dispatch(&self, task: &str) -> String {
+        self.drover
+            .dispatch(&[
+                "--provider",
+                "opencode",
+                "--model",
+                MODEL,
+                "--policy",
+                "ask",
+                task,
+            ])
+            .await
+    }
+
+    /// Waits for the run's first pending permission request.
+    async fn pending(&self, run: &str) -> Value {
+        let view = self
+            .drover
+            .until(run, "asking for permission", TURN, |v| {
+                v["pending"].as_array().is_some_and(|p| !p.is_empty())
+            })
+            .await;
+        assert_eq!(view["state"], "awaiting_permission", "{view:#}");
+        view["pending"][0].clone()
+    }
+
+    async fn respond(&self, run: &str, request: &str, decision: &[&str]) {
+        let mut args = vec!["respond", run, request];
+        args.extend_from_slice(decision);
+        let out = self.drover.run(&args).await;
+        assert!(out.success, "respond failed: {}{}", out.stdout, out.stderr);
+    }
+
+    /// Ends an idle run as complete and checks its server is gone.
+    async fn complete(&self, run: &str, pid: u32) {
+        let out = self.drover.run(&["complete", run]).await;
+        assert!(out.success, "complete failed: {}{}", out.stdout, out.stderr);
+        let view = self.drover.until_ended(run, TURN).await;
+        assert_eq!(view["state"], "completed", "{view:#}");
+        assert!(view["pid"].is_null(), "{view:#}");
+        assert!(
+            eventually(Duration::from_secs(10), || !group_alive(pid)).await,
+            "the server's process group {pid} outlived its completed run"
+        );
+    }
+
+    /// Where OpenCode keeps its data (sessions) for this drover.
+    fn opencode_data(&self) -> PathBuf {
+        self.drover.root().join("oc/data")
+    }
+}
+
+/// The live-state assignments the run went through, in order (from the events
+/// transcript): each with its `state`, `bound`, `detail`, and the event's `at`.
+fn live_states(events: &[Value]) -> Vec<Value> {
+    events
         .iter()
-        .filter(|e| e["type"] == "message.updated")
-        .filter(|e| e["properties"]["info"]["role"] == "assistant")
-        .filter_map(|e| e["properties"]["info"]["cost"].as_f64())
+        .filter(|e| e["kind"] == "live_state")
+        .map(|e| {
+            let mut assignment = e["body"]["assignment"].clone();
+            assignment["at"] = e["at"].clone();
+            assignment
+        })
+        .collect()
+}
+
+/// The provider events drover recorded (`transcript` events), as the adapter parsed them.
+fn provider_events(events: &[Value]) -> Vec<Value> {
+    events
+        .iter()
+        .filter(|e| e["kind"] == "transcript")
+        .map(|e| e["body"]["event"].clone())
+        .collect()
+}
+
+/// Whether any file under `dir` has `needle` in its name or its content (OpenCode's
+/// storage layout is its own business; the session id is somewhere in it).
+fn mentioned_under(dir: &Path, needle: &str) -> bool {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return false;
+    };
+    entries.flatten().any(|entry| {
+        let path = entry.path();
+        if entry.file_name().to_string_lossy().contains(needle) {
+            return true;
+        }
+        if path.is_dir() {
+            return mentioned_under(&path, needle);
+        }
+        std::fs::read(&path)
+            .map(|bytes| {
+                bytes
+                    .windows(needle.len())
+                    .any(|w| w == needle.as_bytes())
+            })
+            .unwrap_or(false)
+    })
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn opencode_a_tool_call_allowed_by_the_user_runs_and_its_result_goes_back_to_the_model() {
+    let command = "echo allowed-7f3a > allowed.txt && cat allowed.txt";
+    let rig = Rig::start(vec![
+        Reply::tool_call(
+            "bash",
+            json!({"command": command, "description": "Write allowed.txt"}),
+        ),
+        Reply::text(done("wrote allowed.txt")),
+    ])
+    .await;
+    let run = rig.dispatch("Write allowed.txt").await;
+
+    let pending = rig.pending(&run).await;
+    assert_eq!(pending["kind"], "permission", "{pending:#}");
+    assert_eq!(pending["tool"], "bash", "{pending:#}");
+    assert!(
+        pending["input"].to_string().contains("allowed-7f3a"),
+        "the request shows the command: {pending:#}"
+    );
+    assert!(
+        !rig.drover.work_dir().join("allowed.txt").exists(),
+        "the tool ran before it was allowed"
+    );
+    let request = pending["request_id"].as_str().unwrap().to_string();
+    assert!(request.starts_with("per"), "{pending:#}");
+    rig.respond(&run, &request, &["allow"]).await;
+
+    let view = rig.drover.until_state(&run, "idle", TURN).await;
+    assert!(view["pending"].as_array().unwrap().is_empty(), "{view:#}");
+    assert_eq!(view["last_result"]["status"], "done", "{view:#}");
+    assert_eq!(
+        view["last_result"]["summary"], "wrote allowed.txt",
+        "{view:#}"
+    );
+    assert_eq!(
+        std::fs::read_to_string(rig.drover.work_dir().join("allowed.txt")).unwrap(),
+        "allowed-7f3a\n"
+    );
+    let requests = rig.mock.wait_for_model_requests(2, TURN).await;
+    let results = rig.mock.tool_results(&requests[1]);
+    assert_eq!(results.len(), 1, "{results:?}");
+    assert!(results[0].call_id.starts_with("call_mock_"), "{results:?}");
+    assert!(results[0].content.contains("allowed-7f3a"), "{results:?}");
+    assert_eq!(rig.mock.remaining(), 0);
+
+    // The tool's start and end are in the transcript, under the model's call id.
+    let events = provider_events(&rig.drover.events(&run).await);
+    let started = events
+        .iter()
+        .find(|e| e["type"] == "tool_started")
+        .unwrap_or_else(|| panic!("no tool_started: {events:#?}"));
+    assert_eq!(started["name"], "bash", "{started:#}");
+    assert_eq!(started["tool_use_id"], results[0].call_id.as_str());
+    assert!(
+        events
+            .iter()
+            .any(|e| e["type"] == "tool_finished" && e["is_error"] == false),
+        "{events:#?}"
+    );
+
+    // The run knows OpenCode's session, and it is the one OpenCode stored.
+    let session = view["provider_session_id"]
+        .as_str()
+        .unwrap_or_else(|| panic!("no provider session: {view:#}"));
+    assert!(session.starts_with("ses_"), "{view:#}");
+    assert!(
+        mentioned_under(&rig.opencode_data(), session),
+        "OpenCode's storage does not know session {session}"
+    );
+    let pid = view["pid"].as_u64().expect("an idle run keeps its server") as u32;
+    rig.complete(&run, pid).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn opencode_a_tool_call_denied_by_the_user_does_not_run_and_the_model_hears_why() {
+    let command = "echo denied-51c2 > denied.txt";
+    let rig = Rig::start(vec![
+        Reply::tool_call(
+            "bash",
+            json!({"command": command, "description": "Write denied.txt"}),
+        ),
+        Reply::text(done("the user said no, so nothing was written")),
+    ])
+    .await;
+    let run = rig.dispatch("Write denied.txt").await;
+    let pending = rig.pending(&run).await;
+    assert!(
+        pending["input"].to_string().contains("denied-51c2"),
+        "{pending:#}"
+    );
+    let request = pending["request_id"].as_str().unwrap().to_string();
+    rig.respond(
+        &run,
+        &request,
+        &["deny", "--message", "not in this directory"],
+    )
+    .await;
+
+    // The turn goes on: the model hears the reason and answers.
+    let view = rig.drover.until_state(&run, "idle", TURN).await;
+    assert_eq!(view["last_result"]["status"], "done", "{view:#}");
+    assert!(
+        !rig.drover.work_dir().join("denied.txt").exists(),
+        "a denied tool ran"
+    );
+    let requests = rig.mock.wait_for_model_requests(2, TURN).await;
+    let results = rig.mock.tool_results(&requests[1]);
+    assert_eq!(results.len(), 1, "{results:?}");
+    assert!(
+        results[0].content.contains("not in this directory"),
+        "the model hears the user's reason: {results:?}"
+    );
+    let events = provider_events(&rig.drover.events(&run).await);
+    assert!(
+        events
+            .iter()
+            .any(|e| e["type"] == "tool_finished" && e["is_error"] == true),
+        "the denied tool ends as an error: {events:#?}"
+    );
+    let pid = view["pid"].as_u64().unwrap() as u32;
+    rig.complete(&run, pid).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn opencode_a_follow_up_turn_continues_the_same_session() {
+    let rig = Rig::start(vec![
+        Reply::text(done("first part done")),
+        Reply::text(done("second part done")),
+    ])
+    .await;
+    let run = rig.dispatch("Do the first part").await;
+    let first = rig.drover.until_state(&run, "idle", TURN).await;
+    let session = first["provider_session_id"]
+        .as_str()
+        .expect("the run knows its provider session")
+        .to_string();
+    assert!(session.starts_with("ses_"), "{first:#}");
+    let pid = first["pid"].as_u64().unwrap() as u32;
+
+    let out = rig
+        .drover
+        .run(&["follow-up", &run, "Now", "the", "second", "part"])
+        .await;
+    assert!(
+        out.success,
+        "follow-up failed: {}{}",
+        out.stdout, out.stderr
+    );
+    let view = rig
+        .drover
+        .until(&run, "idle after two turns", TURN, |v| {
+            v["state"] == "idle" && v["turns"].as_array().is_some_and(|t| t.len() == 2)
+        })
+        .await;
+    assert_eq!(view["turns"][1]["origin"], "follow_up", "{view:#}");
+    assert_eq!(
+        view["last_result"]["summary"], "second part done",
+        "{view:#}"
+    );
+    assert_eq!(view["provider_session_id"], session.as_str(), "{view:#}");
+    assert_eq!(view["pid"], pid, "the same server serves the follow-up");
+
+    // The follow-up carries the conversation: the first answer, then the new prompt.
+    let requests = rig.mock.wait_for_model_requests(2, TURN).await;
+    let messages = requests[1].body["messages"].as_array().unwrap();
+    let text = |m: &Value| crate::mock::content_text(&m["content"]);
+    assert!(
+        messages
+            .iter()
+            .any(|m| m["role"] == "assistant" && text(m).contains("first part done")),
+        "{messages:#?}"
+    );
+    let last = messages.last().unwrap();
+    assert_eq!(last["role"], "user");
+    assert!(text(last).contains("Now the second part"), "{last:#}");
+
+    // The ledger keeps the session: a restarted drover still shows it.
+    rig.complete(&run, pid).await;
+    let mut rig = rig;
+    rig.drover
+        .stop_serve(nix::sys::signal::Signal::SIGTERM)
+        .await;
+    rig.drover.serve().await;
+    let view = rig.drover.show(&run).await;
+    assert_eq!(view["provider_session_id"], session.as_str(), "{view:#}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn opencode_cost_is_booked_as_opencode_reported_it() {
+    let tool = Usage {
+        input: 1200,
+        output: 80,
+        cache_read: 0,
+        cache_write: 0,
+        reasoning: 0,
+    };
+    let text = Usage {
+        input: 1500,
+        output: 120,
+        cache_read: 0,
+        cache_write: 0,
+        reasoning: 0,
+    };
+    let rig = Rig::start(vec![
+        Reply::tool_call(
+            "bash",
+            json!({"command": "touch usage.txt", "description": "Touch a file"}),
+        )
+        .usage(tool),
+        Reply::text(done("counted")).usage(text),
+    ])
+    .await;
+    let run = rig.dispatch("Count tokens").await;
+    let pending = rig.pending(&run).await;
+    rig.respond(&run, pending["request_id"].as_str().unwrap(), &["allow"])
+        .await;
+    let view = rig.drover.until_state(&run, "idle", TURN).await;
+
+    // What the mock's usage costs at the configured price.
+    let priced = |u: &Usage| {
+        (u.input as f64 * PRICE_INPUT
+            + u.output as f64 * PRICE_OUTPUT
+            + u.cache_read as f64 * PRICE_CACHE_READ)
+            / 1e6
+    };
+    let expected = priced(&tool) + priced(&text);
+    let cost = view["cost_usd"].as_f64().expect("a booked cost");
+    assert!(
+        (cost - expected).abs() < 1e-9,
+        "drover booked {cost}, the usage at the configured price is {expected}: {view:#}"
+    );
+    assert_eq!(view["cost_basis"], "reported", "{view:#}");
+    assert!(
+        (view["turns"][0]["cost_usd"].as_f64().unwrap() - expected).abs() < 1e-9,
+        "{view:#}"
+    );
+    assert_eq!(view["tokens"]["input"], 2700, "{view:#}");
+    assert_eq!(view["tokens"]["output"], 200, "{view:#}");
+
+    // As OpenCode reported it: per message, summed into the turn's model usage.
+    let events = provider_events(&rig.drover.events(&run).await);
+    let completed: Vec<&Value> = events
+        .iter()
+        .filter(|e| e["type"] == "turn_completed")
+        .collect();
+    assert_eq!(completed.len(), 1, "{events:#?}");
+    let usage = completed[0]["model_usage"].as_array().unwrap();
+    assert_eq!(usage.len(), 1, "{usage:#?}");
+    assert_eq!(usage[0]["model"], MODEL, "{usage:#?}");
+    assert!(
+        (usage[0]["cost_usd"].as_f64().unwrap() - expected).abs() < 1e-9,
+        "{usage:#?}"
+    );
+    // The streamed usage adds up to the turn's tokens.
+    let streamed: u64 = events
+        .iter()
+        .filter(|e| e["type"] == "usage")
+        .filter_map(|e| e["tokens"]["input"].as_u64())
+        .sum();
+    assert_eq!(streamed, 2700, "{events:#?}");
+    let pid = view["pid"].as_u64().unwrap() as u32;
+    rig.complete(&run, pid).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn opencode_a_rate_limit_holds_the_run_in_waiting_provider_until_the_api_answers_again() {
+    let rig = Rig::start(vec![
+        Reply::error(429).retry_after(Duration::from_secs(2)),
+        Reply::text(done("answered after the rate limit")),
+    ])
+    .await;
+    let run = rig.dispatch("Say something").await;
+    let view = rig.drover.until_state(&run, "idle", TURN).await;
+    assert_eq!(
+        view["last_result"]["summary"], "answered after the rate limit",
+        "{view:#}"
+    );
+    let requests = rig.mock.wait_for_model_requests(2, TURN).await;
+    assert_eq!(requests.len(), 2, "{}", crate::mock::describe(&requests));
+
+    let states = live_states(&rig.drover.events(&run).await);
+    let kinds: Vec<&str> = states.iter().filter_map(|s| s["state"].as_str()).collect();
+    let waiting = kinds
+        .iter()
+        .position(|k| *k == "waiting_provider")
+        .unwrap_or_else(|| panic!("the run never waited for the provider: {kinds:?}"));
+    // OpenCode's `next` (now + the retry-after-ms hint of 2 s) is the bound.
+    let held = &states[waiting];
+    let hint = held["bound"].as_i64().unwrap() - held["at"].as_i64().unwrap();
+    assert!(
+        (1_500..=2_500).contains(&hint),
+        "the wait is bounded by the retry hint: {held:#}"
+    );
+    assert!(
+        !held["detail"].as_str().unwrap_or("").is_empty(),
+        "{held:#}"
+    );
+    assert!(
+        kinds[waiting..].contains(&"working"),
+        "the run went back to work after the rate limit: {kinds:?}"
+    );
+    assert_eq!(view["live_state"]["state"], "working", "{view:#}");
+    let pid = view["pid"].as_u64().unwrap() as u32;
+    rig.complete(&run, pid).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn opencode_a_server_error_that_outlasts_the_retries_fails_the_run_as_unavailable() {
+    // OpenCode 1.18.33 retries a retryable error 5 times (6 requests), waiting what the
+    // retry-after-ms header says.
+    let rig = Rig::start(
+        (0..6)
+            .map(|_| Reply::error(500).retry_after(Duration::from_millis(200)))
+            .collect(),
+    )
+    .await;
+    let run = rig.dispatch("Say something").await;
+    let running = rig
+        .drover
+        .until(&run, "running with a server", TURN, |v| v["pid"].is_u64())
+        .await;
+    let pid = running["pid"].as_u64().unwrap() as u32;
+    let view = rig.drover.until_ended(&run, TURN).await;
+    assert_eq!(view["state"], "failed", "{view:#}");
+    assert_eq!(
+        view["completion_reason"], "provider_unavailable",
+        "{view:#}"
+    );
+    let notes: Vec<&str> = view["notes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|n| n["text"].as_str())
         .collect();
     assert!(
-        costs.iter().any(|c| (c - 0.0012).abs() < 1e-9),
-        "an assistant message costs $0.0012: {costs:?}"
+        notes.iter().any(|n| n.contains("HTTP 500")),
+        "the run says the API failed with 500: {notes:?}"
+    );
+    let requests = rig.mock.model_requests();
+    assert_eq!(requests.len(), 6, "{}", crate::mock::describe(&requests));
+    let events = provider_events(&rig.drover.events(&run).await);
+    let end = events
+        .iter()
+        .find(|e| e["type"] == "turn_completed")
+        .unwrap_or_else(|| panic!("no turn_completed: {events:#?}"));
+    assert_eq!(end["is_error"], true, "{end:#}");
+    assert_eq!(end["transient"], true, "{end:#}");
+    assert_eq!(end["api_error_status"], 500, "{end:#}");
+    assert!(
+        eventually(Duration::from_secs(10), || !group_alive(pid)).await,
+        "the server's process group {pid} outlived its failed run"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn opencode_stopping_a_run_while_the_model_answers_leaves_no_process_behind() {
+    let rig = Rig::start(vec![
+        Reply::text(done("too late")).delay(Duration::from_secs(120)),
+    ])
+    .await;
+    let run = rig.dispatch("Take your time").await;
+    rig.mock.wait_for_model_requests(1, TURN).await;
+    let view = rig.drover.show(&run).await;
+    assert_eq!(view["state"], "running", "{view:#}");
+    let pid = view["pid"]
+        .as_u64()
+        .expect("a running run shows its server's pid") as u32;
+    assert!(group_alive(pid));
+
+    let out = rig.drover.run(&["stop", &run]).await;
+    assert!(out.success, "stop failed: {}{}", out.stdout, out.stderr);
+    let view = rig.drover.until_ended(&run, TURN).await;
+    assert_eq!(view["state"], "stopped", "{view:#}");
+    assert_eq!(view["completion_reason"], "user", "{view:#}");
+    assert!(view["pid"].is_null(), "{view:#}");
+    assert!(
+        !group_alive(pid),
+        "process group {pid} outlived the stopped run"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn opencode_stopping_a_run_while_its_tool_runs_leaves_no_process_behind() {
+    // A marker no other process has: the tool's own command line.
+    let marker = format!("drover-oc-stop-{}", std::process::id());
+    let command = format!("sleep 97 && touch slept.txt # {marker}");
+    let rig = Rig::start(vec![
+        Reply::tool_call("bash", json!({"command": command, "description": "Wait"})),
+        Reply::text(done("never reached")),
+    ])
+    .await;
+    let run = rig.dispatch("Wait a while").await;
+    let pending = rig.pending(&run).await;
+    rig.respond(&run, pending["request_id"].as_str().unwrap(), &["allow"])
+        .await;
+    assert!(
+        eventually(TURN, || !processes_with(&marker).is_empty()).await,
+        "the allowed tool never started"
+    );
+    let view = rig.drover.show(&run).await;
+    let pid = view["pid"].as_u64().unwrap() as u32;
+
+    let out = rig.drover.run(&["stop", &run]).await;
+    assert!(out.success, "stop failed: {}{}", out.stdout, out.stderr);
+    let view = rig.drover.until_ended(&run, TURN).await;
+    assert_eq!(view["state"], "stopped", "{view:#}");
+    assert!(
+        !group_alive(pid),
+        "process group {pid} outlived the stopped run"
+    );
+    let left = processes_with(&marker);
+    for (pid, _) in &left {
+        let _ = nix::sys::signal::kill(
+            nix::unistd::Pid::from_raw(*pid as i32),
+            nix::sys::signal::Signal::SIGKILL,
+        );
+    }
+    assert!(
+        left.is_empty(),
+        "the allowed tool outlived the stopped run: {left:#?}"
     );
 }
