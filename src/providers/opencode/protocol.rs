@@ -411,7 +411,7 @@ impl ParseState {
                 text = Some(joined.join("\n"));
             }
         }
-        model_usage.retain(|u| u.tokens != Tokens::default() || u.cost_usd.is_some());
+        model_usage.retain(|u| u.tokens != Tokens::default() || u.cost_usd.is_some_and(|c| c > 0.0));
         let (is_error, subtype, terminal_reason, status, transient) = match &turn.error {
             None => (false, "success".to_string(), None, None, false),
             Some(error) => {
