@@ -262,6 +262,7 @@ impl Run {
             bound: bound.map(|b| b.max(now)),
             detail: detail.map(str::to_string),
             cause,
+            reopen: false,
         };
         match live_state::assign(self.live.as_ref(), &assignment, now) {
             Ok(next) => {
