@@ -322,8 +322,20 @@ impl Actor {
                 batch.ops.push(turn.record(run_id));
             }
             run.note(&mut batch, why, now);
+            // A failure that may pass (rate limit, overload, 5xx after the provider's own
+            // retries) is told apart, so a retry is offered.
+            let reason = if end.transient {
+                run.note(
+                    &mut batch,
+                    "this failure may pass: retry the run later",
+                    now,
+                );
+                "provider_unavailable"
+            } else {
+                "provider_error"
+            };
             self.commit(batch);
-            return self.end_run(run_id, RunState::Failed, "provider_error", Cause::Failed);
+            return self.end_run(run_id, RunState::Failed, reason, Cause::Failed);
         }
 
         // The result: JSON for schema runs, the `## Result` block otherwise.

@@ -486,7 +486,12 @@ async fn a_server_error_that_outlasts_the_retries_fails_the_run() {
     let pid = running["pid"].as_u64().unwrap() as u32;
     let view = rig.drover.until_ended(&run, TURN).await;
     assert_eq!(view["state"], "failed", "{view:#}");
-    assert_eq!(view["completion_reason"], "provider_error", "{view:#}");
+    // Transient: a retry on the same model is offered.
+    assert_eq!(
+        view["completion_reason"], "provider_unavailable",
+        "{view:#}"
+    );
+    assert_eq!(view["escalation"]["kind"], "retry", "{view:#}");
     let notes: Vec<&str> = view["notes"]
         .as_array()
         .unwrap()
