@@ -533,10 +533,12 @@ async fn opencode_a_server_error_that_outlasts_the_retries_fails_the_run_as_unav
     let pid = running["pid"].as_u64().unwrap() as u32;
     let view = rig.drover.until_ended(&run, TURN).await;
     assert_eq!(view["state"], "failed", "{view:#}");
+    // Transient: a retry on the same model is offered.
     assert_eq!(
         view["completion_reason"], "provider_unavailable",
         "{view:#}"
     );
+    assert_eq!(view["escalation"]["kind"], "retry", "{view:#}");
     let notes: Vec<&str> = view["notes"]
         .as_array()
         .unwrap()
@@ -630,4 +632,94 @@ async fn opencode_stopping_a_run_while_its_tool_runs_leaves_no_process_behind() 
         left.is_empty(),
         "the allowed tool outlived the stopped run: {left:#?}"
     );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn opencode_resume_after_a_drover_crash_continues_the_same_session_on_the_same_run() {
+    let mut rig = Rig::start(vec![Reply::text(done("first part written"))]).await;
+    let run = rig.dispatch("Write the first part").await;
+    let idle = rig.drover.until_state(&run, "idle", TURN).await;
+    let pid = idle["pid"].as_u64().unwrap() as u32;
+    let session = idle["provider_session_id"]
+        .as_str()
+        .expect("the run knows its session")
+        .to_string();
+
+    rig.drover
+        .stop_serve(nix::sys::signal::Signal::SIGKILL)
+        .await;
+    assert!(
+        eventually(Duration::from_secs(10), || !group_alive(pid)).await,
+        "the server's process group {pid} outlived a killed drover"
+    );
+    rig.drover.serve().await;
+    assert_eq!(rig.drover.show(&run).await["state"], "interrupted");
+
+    // `drover resume` starts a new server on the same OpenCode data, which finds the
+    // session: the model hears the first turn again, and the new turn is on the same run.
+    rig.mock
+        .push([Reply::text(done("picked up where it stopped"))]);
+    let out = rig
+        .drover
+        .run(&["resume", &run, "Now", "the", "second", "part"])
+        .await;
+    assert!(out.success, "resume failed: {}{}", out.stdout, out.stderr);
+    let view = rig
+        .drover
+        .until(&run, "the resumed turn to end", TURN, |v| {
+            v["state"] == "idle" && v["turns"].as_array().is_some_and(|t| t.len() == 2)
+        })
+        .await;
+    assert_eq!(view["provider_session_id"], session.as_str(), "{view:#}");
+    let turns = view["turns"].as_array().expect("turns");
+    assert_eq!(turns[1]["origin"], "resume", "{view:#}");
+    assert_eq!(
+        view["last_result"]["summary"], "picked up where it stopped",
+        "{view:#}"
+    );
+    let new_pid = view["pid"].as_u64().expect("a resumed server") as u32;
+    assert_ne!(new_pid, pid, "a new server serves the resumed run");
+    let requests = rig.mock.model_requests();
+    assert_eq!(requests.len(), 2, "{}", crate::mock::describe(&requests));
+    let history = requests[1].body["messages"].to_string();
+    assert!(
+        history.contains("Write the first part") && history.contains("first part written"),
+        "the resumed session holds the first turn: {history}"
+    );
+    assert!(
+        history.contains("Now the second part"),
+        "the resumed turn's prompt: {history}"
+    );
+    rig.complete(&run, new_pid).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn opencode_resume_of_a_session_opencode_does_not_have_fails_the_launch() {
+    let mut rig = Rig::start(vec![Reply::text(done("first part written"))]).await;
+    let run = rig.dispatch("Write the first part").await;
+    let idle = rig.drover.until_state(&run, "idle", TURN).await;
+    let pid = idle["pid"].as_u64().unwrap() as u32;
+    rig.drover
+        .stop_serve(nix::sys::signal::Signal::SIGKILL)
+        .await;
+    assert!(
+        eventually(Duration::from_secs(10), || !group_alive(pid)).await,
+        "the server's process group {pid} outlived a killed drover"
+    );
+    // OpenCode's storage is lost meanwhile.
+    std::fs::remove_dir_all(rig.opencode_data()).expect("remove OpenCode's data");
+    std::fs::create_dir_all(rig.opencode_data()).expect("an empty data directory");
+    rig.drover.serve().await;
+
+    let out = rig.drover.run(&["resume", &run, "Go on"]).await;
+    assert!(out.success, "resume failed: {}{}", out.stdout, out.stderr);
+    let view = rig.drover.until_ended(&run, TURN).await;
+    assert_eq!(view["state"], "failed", "{view:#}");
+    assert_eq!(view["completion_reason"], "launch_error", "{view:#}");
+    let transcript = rig.drover.run(&["transcript", &run]).await.stdout;
+    assert!(
+        transcript.contains("cannot resume OpenCode session"),
+        "the run says why: {transcript}"
+    );
+    assert_eq!(rig.mock.model_requests().len(), 1, "no turn was sent");
 }
