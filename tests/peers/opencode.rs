@@ -199,11 +199,7 @@ fn mentioned_under(dir: &Path, needle: &str) -> bool {
             return mentioned_under(&path, needle);
         }
         std::fs::read(&path)
-            .map(|bytes| {
-                bytes
-                    .windows(needle.len())
-                    .any(|w| w == needle.as_bytes())
-            })
+            .map(|bytes| bytes.windows(needle.len()).any(|w| w == needle.as_bytes()))
             .unwrap_or(false)
     })
 }
@@ -256,6 +252,13 @@ async fn opencode_a_tool_call_allowed_by_the_user_runs_and_its_result_goes_back_
 
     // The tool's start and end are in the transcript, under the model's call id.
     let events = provider_events(&rig.drover.events(&run).await);
+    // Everything the pinned server said was understood.
+    let skipped: Vec<&Value> = events
+        .iter()
+        .filter(|e| e["type"] == "notice")
+        .filter(|e| e["text"].as_str().is_some_and(|t| t.contains("skipped")))
+        .collect();
+    assert!(skipped.is_empty(), "{skipped:#?}");
     let started = events
         .iter()
         .find(|e| e["type"] == "tool_started")

@@ -329,8 +329,10 @@ impl Driver {
                 return Err(Stop::NoStart);
             }
             Err(_) => {
-                self.emit(notice("OpenCode's event stream did not open in time".into()))
-                    .await;
+                self.emit(notice(
+                    "OpenCode's event stream did not open in time".into(),
+                ))
+                .await;
                 return Err(Stop::NoStart);
             }
         };
@@ -360,13 +362,17 @@ impl Driver {
                 Ok(())
             }
             Ok(Some(StreamItem::End(why))) => {
-                self.emit(notice(format!("OpenCode's event stream ended at once: {why}")))
-                    .await;
+                self.emit(notice(format!(
+                    "OpenCode's event stream ended at once: {why}"
+                )))
+                .await;
                 Err(Stop::NoStart)
             }
             Ok(None) | Err(_) => {
-                self.emit(notice("OpenCode's event stream sent nothing in time".into()))
-                    .await;
+                self.emit(notice(
+                    "OpenCode's event stream sent nothing in time".into(),
+                ))
+                .await;
                 Err(Stop::NoStart)
             }
         }
@@ -591,7 +597,12 @@ impl Driver {
             Ok((StatusCode::NOT_FOUND, _)) => {
                 self.call(
                     Method::POST,
-                    &["session", &reply.session_id, "permissions", &reply.request_id],
+                    &[
+                        "session",
+                        &reply.session_id,
+                        "permissions",
+                        &reply.request_id,
+                    ],
                     Some(protocol::legacy_reply_body(&reply)),
                 )
                 .await

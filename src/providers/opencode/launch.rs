@@ -164,7 +164,10 @@ mod tests {
 
     #[test]
     fn drover_sets_the_password_and_rules_over_the_configured_env() {
-        let env = serve_env(&spec(PermissionPolicy::Ask, Capability::Workspace), "s3cret");
+        let env = serve_env(
+            &spec(PermissionPolicy::Ask, Capability::Workspace),
+            "s3cret",
+        );
         assert_eq!(env["HOME"], "/h");
         assert_eq!(env["OPENCODE_SERVER_PASSWORD"], "s3cret");
         assert_eq!(env["OPENCODE_SERVER_USERNAME"], SERVER_USER);

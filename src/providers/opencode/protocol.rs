@@ -67,6 +67,11 @@ const QUIET_TYPES: &[&str] = &[
     "mcp.tools.changed",
     "storage.write",
     "ide.installed",
+    // Seen from 1.18.33 at start: its plugins, model catalog and integrations loading.
+    "plugin.added",
+    "catalog.updated",
+    "reference.updated",
+    "integration.updated",
 ];
 
 /// Part types that carry nothing for drover (their content comes in other parts or in
@@ -163,8 +168,9 @@ pub struct ParseState {
     turn: Option<Turn>,
     messages: HashMap<String, Message>,
     user_messages: HashSet<String>,
-    /// Messages created before the open turn started (a late update of an earlier turn's
-    /// message): never counted in this turn.
+    /// Messages of ended turns, and messages created before the open turn started: a
+    /// late update of one (OpenCode completes a failed turn's message after saying idle,
+    /// then says idle again) never counts in the open turn.
     old_messages: HashSet<String>,
     /// Text, reasoning and tool parts already reported (tools: started, finished).
     parts_done: HashSet<String>,
@@ -382,6 +388,7 @@ impl ParseState {
         let mut tokens = Tokens::default();
         let mut text = None;
         for id in &turn.messages {
+            self.old_messages.insert(id.clone());
             let Some(message) = self.messages.remove(id) else {
                 continue;
             };
@@ -411,7 +418,8 @@ impl ParseState {
                 text = Some(joined.join("\n"));
             }
         }
-        model_usage.retain(|u| u.tokens != Tokens::default() || u.cost_usd.is_some_and(|c| c > 0.0));
+        model_usage
+            .retain(|u| u.tokens != Tokens::default() || u.cost_usd.is_some_and(|c| c > 0.0));
         let (is_error, subtype, terminal_reason, status, transient) = match &turn.error {
             None => (false, "success".to_string(), None, None, false),
             Some(error) => {
@@ -424,7 +432,13 @@ impl ParseState {
                 } else {
                     error.name.clone()
                 };
-                (true, subtype, Some(error.name.clone()), error.status, transient)
+                (
+                    true,
+                    subtype,
+                    Some(error.name.clone()),
+                    error.status,
+                    transient,
+                )
             }
         };
         let text = match (&turn.error, text) {
@@ -459,7 +473,9 @@ fn message_updated(props: &Map<String, Value>, state: &mut ParseState) -> Vec<Pr
         return Vec::new();
     }
     let Some(id) = str_at(info, "id") else {
-        return vec![notice("skipped a message update without a message id".into())];
+        return vec![notice(
+            "skipped a message update without a message id".into(),
+        )];
     };
     let created = info
         .get("time")
@@ -467,10 +483,11 @@ fn message_updated(props: &Map<String, Value>, state: &mut ParseState) -> Vec<Pr
         .and_then(|t| t.get("created"))
         .and_then(Value::as_f64)
         .map(epoch_millis);
-    let before_turn = match (&state.turn, created) {
-        (Some(turn), Some(created)) => created < turn.started_at.saturating_sub(CLOCK_SLACK_MS),
-        _ => false,
-    };
+    let before_turn = state.old_messages.contains(id)
+        || match (&state.turn, created) {
+            (Some(turn), Some(created)) => created < turn.started_at.saturating_sub(CLOCK_SLACK_MS),
+            _ => false,
+        };
     if before_turn {
         state.old_messages.insert(id.to_string());
     }
@@ -564,7 +581,9 @@ fn part_updated(props: &Map<String, Value>, state: &mut ParseState) -> Vec<Provi
         return Vec::new();
     }
     let (Some(id), Some(message_id)) = (str_at(part, "id"), str_at(part, "messageID")) else {
-        return vec![notice("skipped a part without an id or a message id".into())];
+        return vec![notice(
+            "skipped a part without an id or a message id".into(),
+        )];
     };
     if state.user_messages.contains(message_id)
         || state.old_messages.contains(message_id)
@@ -754,7 +773,9 @@ fn turn_error(error: &Map<String, Value>) -> TurnError {
         status: data
             .and_then(|d| u64_at(d, "statusCode"))
             .and_then(|s| u16::try_from(s).ok()),
-        retryable: data.and_then(|d| d.get("isRetryable")).and_then(Value::as_bool),
+        retryable: data
+            .and_then(|d| d.get("isRetryable"))
+            .and_then(Value::as_bool),
     }
 }
 
@@ -818,7 +839,9 @@ fn permission_replied(props: &Map<String, Value>, state: &mut ParseState) -> Vec
         return Vec::new();
     }
     let Some(id) = str_at(props, "requestID").or_else(|| str_at(props, "permissionID")) else {
-        return vec![notice("skipped a permission reply without a request id".into())];
+        return vec![notice(
+            "skipped a permission reply without a request id".into(),
+        )];
     };
     match state.pending.remove(id) {
         Some(_) => vec![ProviderEvent::PermissionWithdrawn {
