@@ -714,3 +714,7 @@ fn now_millis() -> UnixMillis {
         UnixMillis::try_from(d.as_millis()).unwrap_or(UnixMillis::MAX)
     })
 }
+
+#[cfg(test)]
+#[path = "adapter_tests.rs"]
+mod tests;
