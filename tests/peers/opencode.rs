@@ -110,6 +110,10 @@ impl Rig {
     }
 
     async fn dispatch(&self, task: &str) -> String {
+        self.dispatch_with_policy("ask", task).await
+    }
+
+    async fn dispatch_with_policy(&self, policy: &str, task: &str) -> String {
         self.drover
             .dispatch(&[
                 "--provider",
@@ -117,7 +121,7 @@ impl Rig {
                 "--model",
                 MODEL,
                 "--policy",
-                "ask",
+                policy,
                 task,
             ])
             .await
@@ -725,4 +729,112 @@ async fn opencode_resume_of_a_session_opencode_does_not_have_fails_the_launch() 
         "the run says why: {transcript}"
     );
     assert_eq!(rig.mock.model_requests().len(), 1, "no turn was sent");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn opencode_allow_always_lets_the_same_kind_of_command_run_again_without_asking() {
+    let rig = Rig::start(vec![
+        Reply::tool_call(
+            "bash",
+            json!({"command": "echo one > one.txt", "description": "First"}),
+        ),
+        Reply::tool_call(
+            "bash",
+            json!({"command": "echo two > two.txt", "description": "Second"}),
+        ),
+        Reply::text(done("wrote both")),
+    ])
+    .await;
+    let run = rig.dispatch("Write two files").await;
+    let pending = rig.pending(&run).await;
+    rig.respond(&run, pending["request_id"].as_str().unwrap(), &["always"])
+        .await;
+    let view = rig.drover.until_state(&run, "idle", TURN).await;
+    assert_eq!(view["last_result"]["summary"], "wrote both", "{view:#}");
+    let work = rig.drover.work_dir();
+    assert!(work.join("one.txt").exists() && work.join("two.txt").exists());
+    // One request was shown; the second command (same `echo *` rule) did not ask.
+    let asked = rig
+        .drover
+        .events(&run)
+        .await
+        .iter()
+        .filter(|e| e["kind"] == "permission_requested")
+        .count();
+    assert_eq!(asked, 1, "only the first command asked");
+    let pid = view["pid"].as_u64().unwrap() as u32;
+    rig.complete(&run, pid).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn opencode_policy_auto_runs_commands_without_asking() {
+    let rig = Rig::start(vec![
+        Reply::tool_call(
+            "bash",
+            json!({"command": "echo auto-9d1e > auto.txt", "description": "Write"}),
+        ),
+        Reply::text(done("wrote auto.txt")),
+    ])
+    .await;
+    let run = rig.dispatch_with_policy("auto", "Write auto.txt").await;
+    let view = rig.drover.until_state(&run, "idle", TURN).await;
+    assert_eq!(view["last_result"]["summary"], "wrote auto.txt", "{view:#}");
+    assert_eq!(
+        std::fs::read_to_string(rig.drover.work_dir().join("auto.txt")).unwrap(),
+        "auto-9d1e\n"
+    );
+    let events = rig.drover.events(&run).await;
+    assert!(
+        !events.iter().any(|e| e["kind"] == "permission_requested"),
+        "nothing was shown to the user"
+    );
+    // OpenCode itself did not ask (the policy reached it as its permission rules).
+    let asked: Vec<Value> = provider_events(&events)
+        .into_iter()
+        .filter(|e| e["type"] == "permission_requested")
+        .collect();
+    assert!(asked.is_empty(), "OpenCode asked: {asked:#?}");
+    let pid = view["pid"].as_u64().unwrap() as u32;
+    rig.complete(&run, pid).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn opencode_policy_restricted_denies_commands_inside_opencode() {
+    let rig = Rig::start(vec![
+        Reply::tool_call(
+            "bash",
+            json!({"command": "echo restricted-4b7a > restricted.txt", "description": "Write"}),
+        ),
+        Reply::text(done("could not write")),
+    ])
+    .await;
+    let run = rig
+        .dispatch_with_policy("restricted", "Write restricted.txt")
+        .await;
+    let view = rig.drover.until_state(&run, "idle", TURN).await;
+    assert!(
+        !rig.drover.work_dir().join("restricted.txt").exists(),
+        "a command ran under the restricted policy"
+    );
+    let events = rig.drover.events(&run).await;
+    assert!(
+        !events.iter().any(|e| e["kind"] == "permission_requested"),
+        "nothing was shown to the user"
+    );
+    // OpenCode itself did not ask (the policy reached it as its permission rules).
+    let asked: Vec<Value> = provider_events(&events)
+        .into_iter()
+        .filter(|e| e["type"] == "permission_requested")
+        .collect();
+    assert!(asked.is_empty(), "OpenCode asked: {asked:#?}");
+    // The model heard the tool was not allowed, and the turn went on.
+    let requests = rig.mock.wait_for_model_requests(2, TURN).await;
+    let results = rig.mock.tool_results(&requests[1]);
+    assert_eq!(results.len(), 1, "{results:?}");
+    assert!(
+        !results[0].content.contains("restricted-4b7a\n"),
+        "{results:?}"
+    );
+    let pid = view["pid"].as_u64().unwrap() as u32;
+    rig.complete(&run, pid).await;
 }
