@@ -838,3 +838,41 @@ async fn opencode_policy_restricted_denies_commands_inside_opencode() {
     let pid = view["pid"].as_u64().unwrap() as u32;
     rig.complete(&run, pid).await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn opencode_a_question_from_the_model_is_answered_through_respond() {
+    let question = "Which colour should the button be?";
+    let rig = Rig::start(vec![
+        Reply::tool_call(
+            "question",
+            json!({"questions": [{
+                "question": question, "header": "Colour",
+                "options": [{"label": "Blue", "description": "calm"},
+                            {"label": "Red", "description": "loud"}]}]}),
+        ),
+        Reply::text(done("the button is blue")),
+    ])
+    .await;
+    let run = rig.dispatch("Style the button").await;
+    let pending = rig.pending(&run).await;
+    assert_eq!(pending["kind"], "question", "{pending:#}");
+    assert_eq!(pending["tool"], "question", "{pending:#}");
+    let request = pending["request_id"].as_str().unwrap().to_string();
+    let answer = format!("{question}=Blue");
+    rig.respond(&run, &request, &["--answer", &answer]).await;
+
+    let view = rig.drover.until_state(&run, "idle", TURN).await;
+    assert_eq!(
+        view["last_result"]["summary"], "the button is blue",
+        "{view:#}"
+    );
+    let requests = rig.mock.wait_for_model_requests(2, TURN).await;
+    let results = rig.mock.tool_results(&requests[1]);
+    assert_eq!(results.len(), 1, "{results:?}");
+    assert!(
+        results[0].content.contains("Blue"),
+        "the model hears the user's answer to its question: {results:?}"
+    );
+    let pid = view["pid"].as_u64().unwrap() as u32;
+    rig.complete(&run, pid).await;
+}

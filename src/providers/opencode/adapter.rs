@@ -38,7 +38,7 @@ use crate::providers::{
 };
 
 use super::launch::{self, SERVER_USER};
-use super::protocol::{self, ParseState, Reply};
+use super::protocol::{self, Outgoing, ParseState, Reply};
 
 /// How long the adapter waits on its server.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -555,7 +555,13 @@ impl Driver {
             }
             ProviderCommand::Answer { request_id, answer } => {
                 match self.state.answer(&request_id, &answer) {
-                    Ok(reply) => self.reply(reply).await,
+                    Ok(Outgoing::Permission(reply)) => self.reply(reply).await,
+                    Ok(Outgoing::QuestionReply { request_id, body }) => {
+                        self.answer_question(&request_id, "reply", Some(body)).await;
+                    }
+                    Ok(Outgoing::QuestionReject { request_id }) => {
+                        self.answer_question(&request_id, "reject", None).await;
+                    }
                     Err(text) => self.emit(notice(text)).await,
                 }
             }
@@ -617,6 +623,23 @@ impl Driver {
         self.emit(notice(format!(
             "could not answer OpenCode's permission request {}: {failure}",
             reply.request_id
+        )))
+        .await;
+    }
+
+    /// Posts an answer to a question (`reply`, with the answers) or dismisses it
+    /// (`reject`).
+    async fn answer_question(&mut self, request_id: &str, verb: &str, body: Option<Value>) {
+        let failure = match self
+            .call(Method::POST, &["question", request_id, verb], body)
+            .await
+        {
+            Ok((status, _)) if status.is_success() => return,
+            Ok((status, body)) => format!("HTTP {status} {}", error_text(&body)),
+            Err(e) => e,
+        };
+        self.emit(notice(format!(
+            "could not answer OpenCode's question {request_id}: {failure}"
         )))
         .await;
     }

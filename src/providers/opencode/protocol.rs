@@ -19,7 +19,7 @@
 //! - a permission request is shown once and answered at most once; one OpenCode settles
 //!   without drover's answer is withdrawn; an errored turn withdraws what is left.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::{BTreeMap, HashMap, HashSet};
 
 use serde_json::{Map, Value, json};
 
@@ -130,6 +130,43 @@ pub struct Reply {
     pub message: Option<String>,
 }
 
+/// What drover posts to answer a request.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Outgoing {
+    Permission(Reply),
+    /// `POST /question/{request_id}/reply` with this body ([`question_reply_body`]).
+    QuestionReply {
+        request_id: String,
+        body: Value,
+    },
+    /// `POST /question/{request_id}/reject`.
+    QuestionReject {
+        request_id: String,
+    },
+}
+
+/// The body of `POST /question/{id}/reply`: per question, in order, the labels chosen
+/// (or a typed answer). `answers` is keyed by the question's text, or by its header.
+pub fn question_reply_body(questions: &Value, answers: &BTreeMap<String, String>) -> Value {
+    let list: Vec<Value> = questions
+        .as_array()
+        .into_iter()
+        .flatten()
+        .map(|q| {
+            let by = |key: &str| {
+                q.get(key)
+                    .and_then(Value::as_str)
+                    .and_then(|k| answers.get(k))
+            };
+            match by("question").or_else(|| by("header")) {
+                Some(answer) => json!([answer]),
+                None => json!([]),
+            }
+        })
+        .collect();
+    json!({ "answers": list })
+}
+
 /// The body of `POST /permission/{id}/reply`.
 pub fn reply_body(reply: &Reply) -> Value {
     match &reply.message {
@@ -221,46 +258,86 @@ impl ParseState {
         self.end_turn(now)
     }
 
-    /// The reply that answers request `request_id`, which is then forgotten. `Err` holds
-    /// a notice when it cannot apply: the id is not pending, or question answers were
-    /// given to a permission request (which then stays pending).
-    pub fn answer(&mut self, request_id: &str, answer: &PermissionAnswer) -> Result<Reply, String> {
-        if !self.pending.contains_key(request_id) {
+    /// What answers request `request_id`, which is then forgotten. `Err` holds a notice
+    /// when the answer cannot apply: the id is not pending, question answers were given
+    /// to a permission request, or an allow to a question (either then stays pending).
+    pub fn answer(
+        &mut self,
+        request_id: &str,
+        answer: &PermissionAnswer,
+    ) -> Result<Outgoing, String> {
+        let Some(request) = self.pending.get(request_id) else {
             return Err(format!(
                 "dropped an answer to request {}: it is not pending (answered, withdrawn or \
                  never asked)",
                 clip(request_id, 60)
             ));
-        }
-        let (reply, message) = match answer {
-            PermissionAnswer::Allow { always: true } => ("always", None),
-            PermissionAnswer::Allow { always: false } => ("once", None),
-            PermissionAnswer::Deny { message } => (
-                "reject",
-                Some(
-                    message
-                        .as_deref()
-                        .map(str::trim)
-                        .filter(|m| !m.is_empty())
-                        .unwrap_or(DEFAULT_DENIAL)
-                        .to_string(),
-                ),
-            ),
-            PermissionAnswer::Answer { .. } => {
+        };
+        let deny_message = |message: &Option<String>| {
+            message
+                .as_deref()
+                .map(str::trim)
+                .filter(|m| !m.is_empty())
+                .map(str::to_string)
+        };
+        let outgoing = match (request.kind, answer) {
+            (RequestKind::Permission, PermissionAnswer::Allow { always }) => {
+                Outgoing::Permission(Reply {
+                    request_id: request_id.to_string(),
+                    session_id: self.session_id.clone(),
+                    reply: if *always { "always" } else { "once" },
+                    message: None,
+                })
+            }
+            (RequestKind::Permission, PermissionAnswer::Deny { message }) => {
+                Outgoing::Permission(Reply {
+                    request_id: request_id.to_string(),
+                    session_id: self.session_id.clone(),
+                    reply: "reject",
+                    message: Some(
+                        deny_message(message).unwrap_or_else(|| DEFAULT_DENIAL.to_string()),
+                    ),
+                })
+            }
+            (RequestKind::Permission, PermissionAnswer::Answer { .. }) => {
                 return Err(format!(
                     "dropped an answer to request {}: it asks for a permission, so it takes \
                      allow or deny, not answers",
                     clip(request_id, 60)
                 ));
             }
+            (RequestKind::Question, PermissionAnswer::Answer { answers }) => {
+                Outgoing::QuestionReply {
+                    request_id: request_id.to_string(),
+                    body: question_reply_body(&request.input["questions"], answers),
+                }
+            }
+            // A reason is handed to the model as the answer to every question, so the
+            // turn goes on; a bare denial dismisses the question.
+            (RequestKind::Question, PermissionAnswer::Deny { message }) => {
+                match deny_message(message) {
+                    Some(reason) => {
+                        let questions = request.input["questions"].as_array().map_or(0, Vec::len);
+                        Outgoing::QuestionReply {
+                            request_id: request_id.to_string(),
+                            body: json!({ "answers": vec![json!([reason]); questions.max(1)] }),
+                        }
+                    }
+                    None => Outgoing::QuestionReject {
+                        request_id: request_id.to_string(),
+                    },
+                }
+            }
+            (RequestKind::Question, PermissionAnswer::Allow { .. }) => {
+                return Err(format!(
+                    "dropped an answer to request {}: it is a question, so it takes answers \
+                     or deny, not allow",
+                    clip(request_id, 60)
+                ));
+            }
         };
         self.pending.remove(request_id);
-        Ok(Reply {
-            request_id: request_id.to_string(),
-            session_id: self.session_id.clone(),
-            reply,
-            message,
-        })
+        Ok(outgoing)
     }
 
     /// Forget the pending requests (the server is going away); their ids.
@@ -314,17 +391,8 @@ pub fn parse_event(data: &str, state: &mut ParseState, now: UnixMillis) -> Vec<P
         "session.error" => session_error(props, state),
         "permission.asked" | "permission.updated" => permission_asked(props, state),
         "permission.replied" => permission_replied(props, state),
-        "question.asked" => {
-            if str_at(props, "sessionID") == Some(state.session_id.as_str()) {
-                vec![notice(
-                    "OpenCode asks the user a question, which drover cannot answer for it: \
-                     stop the run or wait for its timeout"
-                        .into(),
-                )]
-            } else {
-                Vec::new()
-            }
-        }
+        "question.asked" => question_asked(props, state),
+        "question.replied" | "question.rejected" => permission_replied(props, state),
         quiet if QUIET_TYPES.contains(&quiet) => Vec::new(),
         other => {
             if state.unknown_types.len() < 64 && state.unknown_types.insert(other.to_string()) {
@@ -828,6 +896,40 @@ fn permission_asked(props: &Map<String, Value>, state: &mut ParseState) -> Vec<P
         input: Value::Object(input),
         suggestions: props.get("always").cloned().unwrap_or(Value::Null),
         tool_use_id,
+        blocked_path: None,
+    };
+    state.pending.insert(id.to_string(), request.clone());
+    vec![ProviderEvent::PermissionRequested(request)]
+}
+
+fn question_asked(props: &Map<String, Value>, state: &mut ParseState) -> Vec<ProviderEvent> {
+    if !state.ours(props) {
+        return Vec::new();
+    }
+    let Some(id) = str_at(props, "id") else {
+        return vec![notice("skipped a question without an id".into())];
+    };
+    if state.pending.contains_key(id) {
+        return Vec::new();
+    }
+    let Some(questions) = props.get("questions").filter(|q| q.is_array()) else {
+        return vec![notice(format!(
+            "skipped question {} that asks nothing",
+            clip(id, 60)
+        ))];
+    };
+    state.mark_active();
+    let request = PermissionRequest {
+        request_id: id.to_string(),
+        kind: RequestKind::Question,
+        tool: "question".into(),
+        input: json!({ "questions": questions }),
+        suggestions: Value::Null,
+        tool_use_id: props
+            .get("tool")
+            .and_then(Value::as_object)
+            .and_then(|t| str_at(t, "callID"))
+            .map(str::to_string),
         blocked_path: None,
     };
     state.pending.insert(id.to_string(), request.clone());

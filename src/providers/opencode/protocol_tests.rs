@@ -4,6 +4,7 @@
 
 use super::*;
 use serde_json::json;
+use std::collections::BTreeMap;
 
 const NOW: UnixMillis = 1_800_000_000_000;
 const SID: &str = "ses_abc";
@@ -389,9 +390,12 @@ fn a_permission_request_is_shown_once_and_answered_once() {
         answers: Default::default(),
     };
     assert!(s.answer("per_1", &answers).is_err());
-    let reply = s
+    let Outgoing::Permission(reply) = s
         .answer("per_1", &PermissionAnswer::Allow { always: false })
-        .expect("pending");
+        .expect("pending")
+    else {
+        panic!("a permission gets a permission reply");
+    };
     assert_eq!(
         reply,
         Reply {
@@ -443,7 +447,9 @@ fn answers_map_to_opencode_replies() {
     for (answer, reply, message) in table {
         let mut s = state();
         feed(&mut s, &[ASKED.to_string()]);
-        let got = s.answer("per_1", &answer).expect("pending");
+        let Outgoing::Permission(got) = s.answer("per_1", &answer).expect("pending") else {
+            panic!("a permission gets a permission reply");
+        };
         assert_eq!(got.reply, reply, "{answer:?}");
         assert_eq!(got.message.as_deref(), message, "{answer:?}");
         let body = reply_body(&got);
@@ -663,6 +669,14 @@ fn hostile_or_odd_events_become_notices_never_panics() {
             ev("session.error", json!({"error": {"name": "Boom"}})),
             "OpenCode reports an error: Boom",
         ),
+        (
+            ev("question.asked", json!({"sessionID": SID})),
+            "question without an id",
+        ),
+        (
+            ev("question.asked", json!({"sessionID": SID, "id": "que_x"})),
+            "asks nothing",
+        ),
         (ev(&long, json!({})), "unknown type"),
         (long.clone(), "not JSON"),
     ];
@@ -730,4 +744,73 @@ fn prompts_name_the_model_when_drover_has_one() {
             "{model:?}"
         );
     }
+}
+
+const QUESTION: &str = r#"{"id":"evt_q","type":"question.asked","properties":{"id":"que_1","sessionID":"ses_abc","questions":[{"question":"Which colour?","header":"Colour","options":[{"label":"Blue","description":"calm"},{"label":"Red","description":"loud"}]},{"question":"How big?","header":"Size","options":[{"label":"S","description":""}]}],"tool":{"messageID":"msg_a1","callID":"call_q"}}}"#;
+
+#[test]
+fn a_question_is_shown_and_answered_by_question_text_or_header() {
+    let mut s = state();
+    s.begin_turn(NOW);
+    let events = feed(&mut s, &[QUESTION.to_string(), QUESTION.to_string()]);
+    let [ProviderEvent::PermissionRequested(request)] = events.as_slice() else {
+        panic!("{events:?}");
+    };
+    assert_eq!(request.kind, RequestKind::Question);
+    assert_eq!(request.tool, "question");
+    assert_eq!(request.tool_use_id.as_deref(), Some("call_q"));
+    assert_eq!(request.input["questions"][0]["header"], "Colour");
+    assert!(
+        s.answer("que_1", &PermissionAnswer::Allow { always: false })
+            .is_err(),
+        "a question takes answers"
+    );
+    let answers = BTreeMap::from([
+        ("Which colour?".to_string(), "Blue".to_string()),
+        ("Size".to_string(), "S".to_string()),
+    ]);
+    assert_eq!(
+        s.answer("que_1", &PermissionAnswer::Answer { answers }),
+        Ok(Outgoing::QuestionReply {
+            request_id: "que_1".into(),
+            body: json!({"answers": [["Blue"], ["S"]]}),
+        })
+    );
+}
+
+#[test]
+fn a_denied_question_hands_the_reason_on_or_is_dismissed() {
+    let mut s = state();
+    feed(&mut s, &[QUESTION.to_string()]);
+    assert_eq!(
+        s.answer(
+            "que_1",
+            &PermissionAnswer::Deny {
+                message: Some("decide yourself".into())
+            }
+        ),
+        Ok(Outgoing::QuestionReply {
+            request_id: "que_1".into(),
+            body: json!({"answers": [["decide yourself"], ["decide yourself"]]}),
+        })
+    );
+    feed(&mut s, &[QUESTION.to_string()]);
+    assert_eq!(
+        s.answer("que_1", &PermissionAnswer::Deny { message: None }),
+        Ok(Outgoing::QuestionReject {
+            request_id: "que_1".into()
+        })
+    );
+    // Settled elsewhere: withdrawn.
+    feed(&mut s, &[QUESTION.to_string()]);
+    let rejected = ev(
+        "question.rejected",
+        json!({"sessionID": SID, "requestID": "que_1"}),
+    );
+    assert_eq!(
+        feed(&mut s, &[rejected]),
+        vec![ProviderEvent::PermissionWithdrawn {
+            request_id: "que_1".into()
+        }]
+    );
 }
