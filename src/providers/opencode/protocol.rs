@@ -41,12 +41,16 @@ pub const DEFAULT_DENIAL: &str = "The user denied this.";
 /// flight from an earlier one (same machine: only rounding and scheduling).
 const CLOCK_SLACK_MS: UnixMillis = 2_000;
 
+/// How often a long stream of deltas (which carry no drover event of their own) is
+/// reported as a sign of life, so the dispatcher's silence timeout only catches a model
+/// that says nothing at all.
+pub const PROGRESS_EVERY_MS: UnixMillis = 60_000;
+
 /// Event types that carry nothing for drover.
 const QUIET_TYPES: &[&str] = &[
     "server.connected",
     "server.heartbeat",
     "server.instance.disposed",
-    "message.part.delta",
     "message.part.removed",
     "message.removed",
     "session.created",
@@ -215,6 +219,10 @@ pub struct ParseState {
     pending: HashMap<String, PermissionRequest>,
     rate_limited: bool,
     unknown_types: HashSet<String>,
+    /// When parsing last gave drover an event.
+    last_sign_at: UnixMillis,
+    /// Characters streamed since then.
+    streamed_chars: usize,
 }
 
 impl ParseState {
@@ -238,6 +246,8 @@ impl ParseState {
 
     /// A turn was sent (`prompt_async`) at `now`. A turn still open is replaced.
     pub fn begin_turn(&mut self, now: UnixMillis) {
+        self.last_sign_at = now;
+        self.streamed_chars = 0;
         self.turn = Some(Turn {
             started_at: now,
             ..Turn::default()
@@ -350,6 +360,14 @@ impl ParseState {
 
 /// Turn the data of one server-sent event into drover events (possibly none).
 pub fn parse_event(data: &str, state: &mut ParseState, now: UnixMillis) -> Vec<ProviderEvent> {
+    let events = parse_one(data, state, now);
+    if !events.is_empty() {
+        state.last_sign_at = now;
+    }
+    events
+}
+
+fn parse_one(data: &str, state: &mut ParseState, now: UnixMillis) -> Vec<ProviderEvent> {
     let trimmed = data.trim();
     if trimmed.is_empty() {
         return Vec::new();
@@ -380,6 +398,7 @@ pub fn parse_event(data: &str, state: &mut ParseState, now: UnixMillis) -> Vec<P
     match kind {
         "message.updated" => message_updated(props, state),
         "message.part.updated" => part_updated(props, state),
+        "message.part.delta" => part_delta(props, state, now),
         "session.status" => session_status(props, state, now),
         "session.idle" => {
             if str_at(props, "sessionID") == Some(state.session_id.as_str()) {
@@ -703,6 +722,31 @@ fn part_updated(props: &Map<String, Value>, state: &mut ParseState) -> Vec<Provi
         ))),
     }
     events
+}
+
+fn part_delta(
+    props: &Map<String, Value>,
+    state: &mut ParseState,
+    now: UnixMillis,
+) -> Vec<ProviderEvent> {
+    let Some(message) = str_at(props, "messageID") else {
+        return Vec::new();
+    };
+    if !state.ours(props)
+        || state.turn.is_none()
+        || state.user_messages.contains(message)
+        || state.old_messages.contains(message)
+    {
+        return Vec::new();
+    }
+    state.streamed_chars += str_at(props, "delta").map_or(0, |d| d.chars().count());
+    if now.saturating_sub(state.last_sign_at) < PROGRESS_EVERY_MS {
+        return Vec::new();
+    }
+    let chars = std::mem::take(&mut state.streamed_chars);
+    vec![notice(format!(
+        "the model is still answering ({chars} characters in the last minute or so)"
+    ))]
 }
 
 fn tool_part(id: &str, part: &Map<String, Value>, state: &mut ParseState) -> Vec<ProviderEvent> {

@@ -814,3 +814,39 @@ fn a_denied_question_hands_the_reason_on_or_is_dismissed() {
         }]
     );
 }
+
+#[test]
+fn a_long_stream_of_deltas_gives_a_sign_of_life_now_and_then() {
+    let mut s = state();
+    s.begin_turn(NOW);
+    let delta = |text: &str| {
+        ev(
+            "message.part.delta",
+            json!({"sessionID": SID, "messageID": "msg_a1", "partID": "prt_1",
+                   "field": "text", "delta": text}),
+        )
+    };
+    assert_eq!(parse_event(&status("busy"), &mut s, NOW), vec![]);
+    assert_eq!(parse_event(&delta("ab"), &mut s, NOW + 1), vec![]);
+    assert_eq!(parse_event(&delta("cd"), &mut s, NOW + 30_000), vec![]);
+    assert_eq!(
+        parse_event(&delta("ef"), &mut s, NOW + PROGRESS_EVERY_MS - 1),
+        vec![]
+    );
+    let later = parse_event(&delta("gh"), &mut s, NOW + PROGRESS_EVERY_MS);
+    assert_eq!(
+        later,
+        vec![ProviderEvent::Notice {
+            text: "the model is still answering (8 characters in the last minute or so)".into()
+        }]
+    );
+    // Other sessions' deltas say nothing.
+    let other = ev(
+        "message.part.delta",
+        json!({"sessionID": "ses_other", "messageID": "m", "delta": "x"}),
+    );
+    assert_eq!(
+        parse_event(&other, &mut s, NOW + 10 * PROGRESS_EVERY_MS),
+        vec![]
+    );
+}
