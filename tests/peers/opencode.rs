@@ -876,3 +876,36 @@ async fn opencode_a_question_from_the_model_is_answered_through_respond() {
     let pid = view["pid"].as_u64().unwrap() as u32;
     rig.complete(&run, pid).await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn opencode_policy_auto_still_keeps_a_workspace_run_inside_its_directory() {
+    let rig = Rig::start(Vec::new()).await;
+    let outside = rig.drover.root().join("outside.txt");
+    let inside = rig.drover.work_dir().join("inside.txt");
+    rig.mock.push([
+        Reply::tool_call(
+            "write",
+            json!({"filePath": outside.display().to_string(), "content": "escaped"}),
+        ),
+        Reply::tool_call(
+            "write",
+            json!({"filePath": inside.display().to_string(), "content": "stayed"}),
+        ),
+        Reply::text(done("wrote what was allowed")),
+    ]);
+    let run = rig.dispatch_with_policy("auto", "Write two files").await;
+    let view = rig.drover.until_state(&run, "idle", TURN).await;
+    assert!(
+        !outside.exists(),
+        "a workspace run wrote outside its directory"
+    );
+    assert_eq!(std::fs::read_to_string(&inside).unwrap(), "stayed");
+    let events = rig.drover.events(&run).await;
+    let asked: Vec<Value> = provider_events(&events)
+        .into_iter()
+        .filter(|e| e["type"] == "permission_requested")
+        .collect();
+    assert!(asked.is_empty(), "OpenCode asked: {asked:#?}");
+    let pid = view["pid"].as_u64().unwrap() as u32;
+    rig.complete(&run, pid).await;
+}

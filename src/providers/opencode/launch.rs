@@ -7,8 +7,10 @@
 //!   process cannot drive the run's session), which only drover knows;
 //! - the permission rules come from the run's policy and capability
 //!   (`OPENCODE_PERMISSION`, merged by OpenCode over its own config): `ask` asks for
-//!   edits, commands and fetches, `auto` allows them, `restricted` denies them, and
-//!   `read-only` denies edits and commands whatever the policy. Nothing else widens them.
+//!   edits, commands and fetches, `auto` allows them, `restricted` denies them;
+//!   `read-only` denies edits and commands whatever the policy, and every capability but
+//!   `full` denies work outside the working directory (OpenCode's `external_directory`,
+//!   which would otherwise ask, and be allowed under `auto`). Nothing else widens them.
 
 use std::collections::BTreeMap;
 
@@ -46,6 +48,11 @@ pub fn permission_rules(policy: PermissionPolicy, capability: Capability) -> Val
         rules["edit"] = json!("deny");
         rules["bash"] = json!("deny");
     }
+    // A pattern map, not a word: OpenCode's own rule for its data directory stays.
+    rules["external_directory"] = match capability {
+        Capability::Full => json!({"*": action}),
+        Capability::Workspace | Capability::ReadOnly => json!({"*": "deny"}),
+    };
     rules
 }
 
@@ -130,27 +137,44 @@ mod tests {
             (
                 PermissionPolicy::Ask,
                 Capability::Workspace,
-                json!({"edit": "ask", "bash": "ask", "webfetch": "ask"}),
+                json!({"edit": "ask", "bash": "ask", "webfetch": "ask",
+                       "external_directory": {"*": "deny"}}),
+            ),
+            (
+                PermissionPolicy::Ask,
+                Capability::Full,
+                json!({"edit": "ask", "bash": "ask", "webfetch": "ask",
+                       "external_directory": {"*": "ask"}}),
             ),
             (
                 PermissionPolicy::Auto,
                 Capability::Full,
-                json!({"edit": "allow", "bash": "allow", "webfetch": "allow"}),
+                json!({"edit": "allow", "bash": "allow", "webfetch": "allow",
+                       "external_directory": {"*": "allow"}}),
+            ),
+            (
+                PermissionPolicy::Auto,
+                Capability::Workspace,
+                json!({"edit": "allow", "bash": "allow", "webfetch": "allow",
+                       "external_directory": {"*": "deny"}}),
             ),
             (
                 PermissionPolicy::Restricted,
                 Capability::Workspace,
-                json!({"edit": "deny", "bash": "deny", "webfetch": "deny"}),
+                json!({"edit": "deny", "bash": "deny", "webfetch": "deny",
+                       "external_directory": {"*": "deny"}}),
             ),
             (
                 PermissionPolicy::Auto,
                 Capability::ReadOnly,
-                json!({"edit": "deny", "bash": "deny", "webfetch": "allow"}),
+                json!({"edit": "deny", "bash": "deny", "webfetch": "allow",
+                       "external_directory": {"*": "deny"}}),
             ),
             (
                 PermissionPolicy::Ask,
                 Capability::ReadOnly,
-                json!({"edit": "deny", "bash": "deny", "webfetch": "ask"}),
+                json!({"edit": "deny", "bash": "deny", "webfetch": "ask",
+                       "external_directory": {"*": "deny"}}),
             ),
         ];
         for (policy, capability, rules) in table {
