@@ -256,6 +256,15 @@ async fn opencode_a_tool_call_allowed_by_the_user_runs_and_its_result_goes_back_
 
     // The tool's start and end are in the transcript, under the model's call id.
     let events = provider_events(&rig.drover.events(&run).await);
+    let ready = events
+        .iter()
+        .find(|e| e["type"] == "ready")
+        .unwrap_or_else(|| panic!("no ready: {events:#?}"));
+    assert_eq!(
+        ready["version"],
+        peers::pinned_version("opencode-ai").as_str(),
+        "{ready:#}"
+    );
     // Everything the pinned server said was understood.
     let skipped: Vec<&Value> = events
         .iter()
