@@ -5,9 +5,9 @@
 //!
 //! What must stay true:
 //! - the run's events start with `Ready` (the server listens, the event stream is open,
-//!   the session exists) and end with exactly one `Exited`, after which nothing is sent;
-//!   a server that does not come up within its bound, dies, or refuses the session gets
-//!   no `Ready`, only notices and `Exited` with its stderr tail;
+//!   the session exists) and `Session`, and end with exactly one `Exited`, after which
+//!   nothing is sent; a server that does not come up within its bound, dies, or refuses
+//!   the session gets no `Ready`, only notices and `Exited` with its stderr tail;
 //! - every HTTP call has a timeout; the event stream has a connect timeout and a read
 //!   timeout longer than the server's 10 s heartbeat, so a hung server cannot hang the
 //!   run; the stream ending is the end of the run (events would be lost otherwise);
@@ -135,6 +135,7 @@ pub fn launch_with(
         base: None,
         events: None,
         stream_task: None,
+        first_event: None,
         state: ParseState::default(),
     };
     runtime.spawn(driver.run());
@@ -192,6 +193,8 @@ struct Driver {
     base: Option<Url>,
     events: Option<mpsc::Receiver<StreamItem>>,
     stream_task: Option<JoinHandle<()>>,
+    /// The stream's first event, held until `Ready` is sent.
+    first_event: Option<String>,
     state: ParseState,
 }
 
@@ -205,6 +208,17 @@ impl Driver {
                     model: self.model.clone(),
                 })
                 .await;
+                if let Some(model) = self.model.clone()
+                    && protocol::split_model(&model).is_none()
+                {
+                    self.emit(notice(format!(
+                        "the model {model} is not named provider/model: OpenCode uses its default"
+                    )))
+                    .await;
+                }
+                if let Some(first) = self.first_event.take() {
+                    self.event(&first).await;
+                }
                 for command in queued {
                     self.command(command).await;
                 }
@@ -253,14 +267,6 @@ impl Driver {
             None => self.new_session().await?,
         };
         self.state = ParseState::new(&session_id, self.model.as_deref());
-        if let Some(model) = self.model.as_deref()
-            && protocol::split_model(model).is_none()
-        {
-            self.emit(notice(format!(
-                "the model {model} is not named provider/model: OpenCode uses its default"
-            )))
-            .await;
-        }
         let version = self.version().await;
         Ok((version, queued))
     }
@@ -354,10 +360,8 @@ impl Driver {
         }));
         match tokio::time::timeout(self.timings.request, rx.recv()).await {
             Ok(Some(StreamItem::Data(data))) => {
-                let events = protocol::parse_event(&data, &mut self.state, now_millis());
-                for event in events {
-                    self.emit(event).await;
-                }
+                // Parsed after `Ready`, once the session is known.
+                self.first_event = Some(data);
                 self.events = Some(rx);
                 Ok(())
             }
