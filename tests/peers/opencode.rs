@@ -921,3 +921,40 @@ async fn opencode_policy_auto_still_keeps_a_workspace_run_inside_its_directory()
     let pid = view["pid"].as_u64().unwrap() as u32;
     rig.complete(&run, pid).await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn opencode_an_answer_without_a_result_block_gets_one_retry_turn_at_once() {
+    // The retry turn is sent the moment the first ends: the tail of the first turn's
+    // events must not end it early.
+    let rig = Rig::start(vec![
+        Reply::text("Done, no block."),
+        Reply::text(done("the block, as asked")),
+    ])
+    .await;
+    let run = rig.dispatch("Say something").await;
+    let view = rig
+        .drover
+        .until(&run, "idle after the retry turn", TURN, |v| {
+            v["state"] == "idle" && v["turns"].as_array().is_some_and(|t| t.len() == 2)
+        })
+        .await;
+    assert_eq!(view["turns"][1]["origin"], "result_retry", "{view:#}");
+    assert_eq!(
+        view["last_result"]["summary"], "the block, as asked",
+        "{view:#}"
+    );
+    let requests = rig.mock.wait_for_model_requests(2, TURN).await;
+    assert_eq!(requests.len(), 2, "{}", crate::mock::describe(&requests));
+    let events = provider_events(&rig.drover.events(&run).await);
+    let ends: Vec<&Value> = events
+        .iter()
+        .filter(|e| e["type"] == "turn_completed")
+        .collect();
+    assert_eq!(ends.len(), 2, "{ends:#?}");
+    assert_eq!(ends[0]["text"], "Done, no block.", "{ends:#?}");
+    // Each turn books its own message: neither counts the other's tokens.
+    assert_eq!(ends[0]["tokens"]["output"], 100, "{ends:#?}");
+    assert_eq!(ends[1]["tokens"]["output"], 100, "{ends:#?}");
+    let pid = view["pid"].as_u64().unwrap() as u32;
+    rig.complete(&run, pid).await;
+}
