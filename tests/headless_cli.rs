@@ -758,6 +758,74 @@ fn a_run_in_flight_when_the_owner_dies_is_interrupted_on_the_next_start() {
 }
 
 #[test]
+fn an_interrupted_run_resumes_in_its_provider_session_with_the_turn_on_the_same_run() {
+    let home = Home::new();
+    let serve = home.serve();
+    let run = home.dispatch("multi-turn", "Write a parser", &[]);
+    let before = home.wait_idle(&run);
+    let session = before["provider_session_id"]
+        .as_str()
+        .expect("the sim reports its session")
+        .to_string();
+    let pid = before["pid"].as_u64().expect("pid") as u32;
+    home.refused(&["resume", &run], "RUN_NOT_RESUMABLE"); // it is still running here
+    serve.kill9();
+    assert_group_gone(pid);
+
+    let _serve = home.serve();
+    assert_eq!(home.show(&run)["state"], "interrupted");
+    let answer = home.json(&["resume", &run, "go on with the tests"]);
+    assert_eq!(answer["run_id"], run.as_str(), "{answer}");
+    let view = home.wait_idle(&run);
+    // The same run, the same provider session, one more turn.
+    assert_eq!(view["provider_session_id"], session.as_str(), "{view}");
+    let turns = view["turns"].as_array().expect("turns");
+    assert_eq!(turns.len(), 2, "{view}");
+    assert_eq!(turns[1]["origin"], "resume", "{view}");
+    assert_eq!(turns[1]["prompt_preview"], "go on with the tests", "{view}");
+    assert!(view["finished_at"].is_null(), "the end is cleared: {view}");
+    assert!(view["completion_reason"].is_null(), "{view}");
+    let notes: Vec<String> = view["notes"]
+        .as_array()
+        .expect("notes")
+        .iter()
+        .filter_map(|n| n["text"].as_str().map(str::to_string))
+        .collect();
+    assert!(
+        notes.contains(&format!("resumed in provider session {session}")),
+        "{notes:?}"
+    );
+    // The live state ended, then a new segment began: a reopened admitted (+) → preparing → working.
+    let states = home.live_states(&run);
+    let ended = states
+        .iter()
+        .position(|s| s == "ended")
+        .expect("ended once");
+    assert_eq!(
+        states[ended + 1..].first().map(String::as_str),
+        Some("+admitted"),
+        "{states:?}"
+    );
+    assert!(
+        states[ended + 1..].iter().any(|s| s == "working"),
+        "{states:?}"
+    );
+    let events = home.events(&run); // seqs still contiguous across the restart
+    assert!(
+        events
+            .iter()
+            .any(|e| e["kind"] == "run_state" && e["body"]["reason"] == "resume"),
+        "{events:?}"
+    );
+    // It goes on as any run does.
+    home.json(&["complete", &run]);
+    let done = home.wait_terminal(&run);
+    assert_eq!(done["state"], "completed", "{done}");
+    home.refused(&["resume", &run], "RUN_NOT_RESUMABLE");
+    home.refused(&["resume", "r-nope"], "RUN_NOT_FOUND");
+}
+
+#[test]
 fn read_only_commands_answer_from_the_ledger_without_an_owner() {
     let home = Home::new();
     let serve = home.serve();

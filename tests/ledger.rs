@@ -143,6 +143,7 @@ fn runs_left_active_are_interrupted_on_open() {
             bound: Some(20_000),
             detail: None,
             cause: None,
+            reopen: false,
         };
         let working = live_state::Assignment {
             expected_seq: 1,
@@ -150,6 +151,7 @@ fn runs_left_active_are_interrupted_on_open() {
             bound: Some(50_000),
             detail: Some("model turn".into()),
             cause: None,
+            reopen: false,
         };
         let s1 = live_state::assign(None, &admitted, 10_000).unwrap();
         let s2 = live_state::assign(Some(&s1), &working, 11_000).unwrap();

@@ -75,6 +75,16 @@ pub enum RunCommand {
         #[command(flatten)]
         output: JsonFlag,
     },
+    /// Start a run that a drover restart interrupted again, in the same provider
+    /// session; the new turn is recorded on the same run.
+    Resume {
+        run: String,
+        /// The new turn's prompt (words are joined with spaces); by default drover asks
+        /// the agent to check what it had done and carry on.
+        text: Vec<String>,
+        #[command(flatten)]
+        output: JsonFlag,
+    },
     /// Answer a run's permission request or question.
     Respond(RespondArgs),
     /// Stop a run (pending requests are denied).
@@ -251,6 +261,10 @@ impl RunCommand {
                 run_id: run.clone(),
                 text: text.join(" "),
             },
+            RunCommand::Resume { run, text, .. } => Request::Resume {
+                run_id: run.clone(),
+                text: (!text.is_empty()).then(|| text.join(" ")),
+            },
             RunCommand::Respond(args) => Request::Respond {
                 run_id: args.run.clone(),
                 request_id: args.request_id.clone(),
@@ -285,6 +299,7 @@ impl RunCommand {
             RunCommand::Show { .. } => "show",
             RunCommand::Transcript { .. } => "transcript",
             RunCommand::FollowUp { .. } => "follow-up",
+            RunCommand::Resume { .. } => "resume",
             RunCommand::Respond(_) => "respond",
             RunCommand::Stop { .. } => "stop",
             RunCommand::Complete { .. } => "complete",
@@ -301,6 +316,7 @@ impl RunCommand {
             | RunCommand::Show { output, .. }
             | RunCommand::Transcript { output, .. }
             | RunCommand::FollowUp { output, .. }
+            | RunCommand::Resume { output, .. }
             | RunCommand::Stop { output, .. }
             | RunCommand::Complete { output, .. }
             | RunCommand::KillAll { output } => output.json,
@@ -386,6 +402,9 @@ fn human(command: &RunCommand, request: &Request, answer: &Value) -> String {
             render::as_view::<WaitOutcome>(answer, |outcome| render::wait_outcome(outcome, now))
         }
         (_, Request::FollowUp { run_id, .. }) => format!("follow-up sent to {run_id}\n"),
+        (_, Request::Resume { run_id, .. }) => format!(
+            "resuming {run_id} in its provider session; watch it with `drover show {run_id}`\n"
+        ),
         (
             _,
             Request::Respond {

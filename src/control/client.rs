@@ -49,6 +49,7 @@ pub fn request_timeout(request: &Request) -> Option<Duration> {
         | Request::Routes => Some(READ_TIMEOUT),
         Request::Dispatch { .. }
         | Request::FollowUp { .. }
+        | Request::Resume { .. }
         | Request::Respond { .. }
         | Request::Stop { .. }
         | Request::Complete { .. }

@@ -415,7 +415,7 @@ fn row_tokens(row: &UsageRecord) -> Tokens {
     }
 }
 
-fn stored_spec(run: &RunRecord) -> Result<Spec, DroverError> {
+pub fn stored_spec(run: &RunRecord) -> Result<Spec, DroverError> {
     serde_json::from_value(run.spec.clone()).map_err(|e| damaged(run, "runs.spec_json", e))
 }
 

@@ -40,6 +40,13 @@ pub enum Request {
         run_id: String,
         text: String,
     },
+    /// Start an interrupted run again in its provider session, with a new turn.
+    Resume {
+        run_id: String,
+        /// The turn's prompt; drover's own "go on" prompt when absent.
+        #[serde(default)]
+        text: Option<String>,
+    },
     Respond {
         run_id: String,
         request_id: String,

@@ -181,7 +181,8 @@ impl Actor {
             effort: run.spec.effort.map(|e| e.as_str().to_string()),
             policy: run.spec.policy,
             capability: run.spec.capability,
-            resume_session: None,
+            // Only a resumed run continues its provider session; every other start is new.
+            resume_session: run.resume.as_ref().and(run.provider_session_id.clone()),
             scenario: run.spec.scenario.clone(),
         })
     }

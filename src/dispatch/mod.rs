@@ -13,6 +13,7 @@ mod provider_events;
 mod publish;
 pub mod rails;
 mod requests;
+mod resume;
 mod routes;
 mod run;
 mod transcript;

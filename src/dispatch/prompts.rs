@@ -6,6 +6,7 @@ use crate::spec::Spec;
 
 const FIRST_TURN: &str = include_str!("../../assets/prompts/first-turn.md");
 const RESULT_RETRY: &str = include_str!("../../assets/prompts/result-retry.md");
+const RESUME: &str = include_str!("../../assets/prompts/resume.md");
 
 /// The first prompt of a run. Runs with an output schema are asked for JSON instead of
 /// the block.
@@ -29,6 +30,11 @@ pub fn first_turn(spec: &Spec) -> String {
 /// The short turn that asks again for a missing `## Result` block.
 pub fn result_retry() -> String {
     RESULT_RETRY.to_string()
+}
+
+/// The turn `drover resume` sends when the user gave no prompt of their own.
+pub fn resume() -> String {
+    RESUME.trim_end().to_string()
 }
 
 /// A one-line preview of a prompt for the turn record.

@@ -84,6 +84,10 @@ impl Actor {
         match event {
             ProviderEvent::Ready { .. } => {
                 run.ready = true;
+                if let Some(prompt) = run.resume.take() {
+                    self.commit(batch);
+                    return self.start_turn(&run_id, prompt, TurnOrigin::Resume);
+                }
                 self.commit(batch);
                 let prompt = self
                     .runs

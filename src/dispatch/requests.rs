@@ -65,6 +65,7 @@ impl Actor {
             Request::Show { run_id } => self.show(&run_id),
             Request::Transcript { run_id, format } => self.transcript(&run_id, format),
             Request::FollowUp { run_id, text } => self.follow_up(&run_id, text),
+            Request::Resume { run_id, text } => self.resume(&run_id, text),
             Request::Respond {
                 run_id,
                 request_id,

@@ -40,6 +40,8 @@ pub enum TurnOrigin {
     Dispatch,
     FollowUp,
     ResultRetry,
+    /// The first turn after `drover resume`.
+    Resume,
 }
 
 impl TurnOrigin {
@@ -48,6 +50,7 @@ impl TurnOrigin {
             TurnOrigin::Dispatch => "dispatch",
             TurnOrigin::FollowUp => "follow_up",
             TurnOrigin::ResultRetry => "result_retry",
+            TurnOrigin::Resume => "resume",
         }
     }
 }
@@ -144,6 +147,9 @@ pub struct Run {
     pub escalation: Option<crate::route::Escalation>,
     /// How many escalations or retries led here.
     pub depth: u32,
+    /// Set by `drover resume`: the prompt of the turn to send once the child, started
+    /// in the recorded provider session, is ready.
+    pub resume: Option<String>,
 }
 
 impl Run {
@@ -192,6 +198,7 @@ impl Run {
             route: None,
             escalation: None,
             depth: 0,
+            resume: None,
         }
     }
 
@@ -262,10 +269,16 @@ impl Run {
             bound: bound.map(|b| b.max(now)),
             detail: detail.map(str::to_string),
             cause,
+            reopen: false,
         };
-        match live_state::assign(self.live.as_ref(), &assignment, now) {
+        self.apply_live(batch, &assignment, now);
+    }
+
+    fn apply_live(&mut self, batch: &mut Batch, assignment: &Assignment, now: UnixMillis) {
+        let state = assignment.state;
+        match live_state::assign(self.live.as_ref(), assignment, now) {
             Ok(next) => {
-                let stored = LiveStateEvent::accepted(&assignment, &next, now);
+                let stored = LiveStateEvent::accepted(assignment, &next, now);
                 let body = serde_json::to_value(&stored).unwrap_or(Value::Null);
                 self.event(batch, kind::LIVE_STATE, &body, now);
                 batch.ops.push(WriteOp::UpdateRun {
@@ -342,6 +355,23 @@ impl Run {
         batch.events.push(DispatchEvent::RunChanged {
             run: self.summary(),
         });
+    }
+
+    /// Opens a new segment of an ended run's live state (`drover resume`): `admitted`
+    /// again, with `bound`, the end forgotten in memory.
+    pub fn reopen_live(&mut self, batch: &mut Batch, bound: UnixMillis, now: UnixMillis) {
+        let assignment = Assignment {
+            expected_seq: self.live.as_ref().map_or(0, |l| l.seq),
+            state: LiveStateKind::Admitted,
+            bound: Some(bound.max(now)),
+            detail: Some("resumed".to_string()),
+            cause: None,
+            reopen: self.live.is_some(),
+        };
+        self.finished_at = None;
+        self.completion_reason = None;
+        self.escalation = None;
+        self.apply_live(batch, &assignment, now);
     }
 
     /// Publishes the run's row again (cost, flags) without a state change.

@@ -52,6 +52,9 @@ pub struct RunPatch {
     pub removed: Option<bool>,
     pub live_state: Option<LiveState>,
     pub result: Option<Value>,
+    /// The run is resumed: its end (`finished_at`, `completion_reason`) is cleared.
+    #[serde(default)]
+    pub reopened: bool,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

@@ -119,6 +119,7 @@ fn end_live_state(
             bound: Some(now),
             detail: None,
             cause: None,
+            reopen: false,
         };
         state = live_state::assign(None, &admitted, now).ok();
         events.push(LiveStateEvent {
@@ -132,6 +133,7 @@ fn end_live_state(
         bound: None,
         detail: Some("drover stopped while this run was active".to_string()),
         cause: Some(Cause::ResidentReplaced),
+        reopen: false,
     };
     let final_state = live_state::assign(state.as_ref(), &ended, now).ok()?;
     events.push(LiveStateEvent {

@@ -285,8 +285,9 @@ fn apply_op(tx: &Transaction<'_>, op: &WriteOp) -> Result<(), LedgerError> {
             let mut st = tx.prepare_cached(
                 "UPDATE runs SET updated_at = ?2,
                     state = COALESCE(?3, state),
-                    completion_reason = COALESCE(?4, completion_reason),
-                    finished_at = COALESCE(?5, finished_at),
+                    completion_reason = CASE WHEN ?11 THEN NULL
+                        ELSE COALESCE(?4, completion_reason) END,
+                    finished_at = CASE WHEN ?11 THEN NULL ELSE COALESCE(?5, finished_at) END,
                     model = COALESCE(?6, model),
                     provider_session_id = COALESCE(?7, provider_session_id),
                     removed = COALESCE(?8, removed),
@@ -305,6 +306,7 @@ fn apply_op(tx: &Transaction<'_>, op: &WriteOp) -> Result<(), LedgerError> {
                 p.removed,
                 opt_json(&p.live_state)?,
                 opt_json(&p.result)?,
+                p.reopened,
             ])?;
             if changed == 0 {
                 return Err(LedgerError::Rejected(format!("no run {run_id}")));

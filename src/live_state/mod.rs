@@ -8,7 +8,10 @@
 //! - every accepted assignment raises `seq` by one, and an assignment names the `seq` it
 //!   expects;
 //! - `ended` is terminal, carries a cause and no bound; every other state has a bound
-//!   that was not in the past when it was assigned;
+//!   that was not in the past when it was assigned. The one way out of `ended` is a
+//!   *reopen* (`drover resume`): an assignment marked `reopen` that moves `ended` →
+//!   `admitted` and starts a new segment of the same run; a reopen from any other state
+//!   is refused, and an ordinary assignment never leaves `ended`;
 //! - `assign` passes every detail through [`sanitize_detail`].
 
 mod sanitize;
@@ -171,6 +174,9 @@ pub struct Assignment {
     pub bound: Option<UnixMillis>,
     pub detail: Option<String>,
     pub cause: Option<Cause>,
+    /// Starts a new segment: the only move out of `ended`, and only to `admitted`.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub reopen: bool,
 }
 
 /// Why an assignment was refused. Serializes as its [`code`](Refusal::code).
@@ -229,10 +235,13 @@ pub fn assign(
         });
     }
     let from = current.map(|c| c.state);
-    if from.is_some_and(LiveStateKind::is_terminal) {
+    if a.reopen {
+        if from != Some(LiveStateKind::Ended) || a.state != LiveStateKind::Admitted {
+            return Err(Refusal::InvalidTransition { from, to: a.state });
+        }
+    } else if from.is_some_and(LiveStateKind::is_terminal) {
         return Err(Refusal::Terminal);
-    }
-    if !allowed(from, a.state) {
+    } else if !allowed(from, a.state) {
         return Err(Refusal::InvalidTransition { from, to: a.state });
     }
     let (bound, cause) = if a.state.is_terminal() {
@@ -279,6 +288,7 @@ impl LiveStateEvent {
                 bound: accepted.bound,
                 detail: accepted.detail.clone(),
                 cause: accepted.cause,
+                reopen: a.reopen,
             },
         }
     }

@@ -50,6 +50,7 @@ fn to(state: LiveStateKind, expected_seq: u64) -> Assignment {
         bound: Some(LATER),
         detail: Some("after".into()),
         cause: Some(Cause::Completed),
+        reopen: false,
     }
 }
 
@@ -132,6 +133,7 @@ fn each_refusal_has_its_reason_in_check_order() {
         bound,
         detail: None,
         cause,
+        reopen: false,
     };
     let cases: Vec<(&str, Option<&LiveState>, Assignment, Refusal)> = vec![
         (
@@ -280,6 +282,7 @@ fn same_state_keeps_since_and_updates_the_rest() {
         bound: Some(NOW + 120_000),
         detail: Some("running a tool: Bash".into()),
         cause: None,
+        reopen: false,
     };
     let after = assign(Some(&before), &tool, NOW);
     let expected = LiveState {
@@ -389,6 +392,7 @@ fn events_round_trip_through_json() {
         at: NOW,
         assignment: Assignment {
             cause: None,
+            reopen: false,
             ..to(Preparing, 2)
         },
     };
@@ -474,6 +478,7 @@ fn step(
         bound: (!state.is_terminal()).then_some(at + 60_000),
         detail: Some(detail.into()),
         cause: state.is_terminal().then_some(Cause::Completed),
+        reopen: false,
     };
     (at, a)
 }
@@ -515,6 +520,7 @@ fn fold_equals_the_assignments_applied_in_order() {
             NOW + 4,
             Assignment {
                 cause: None,
+                reopen: false,
                 ..step(NOW + 4, 1, Ended, "no cause").1
             },
         ),
@@ -611,6 +617,7 @@ fn fold_matches_live_state_over_random_scripts() {
                 bound: rng.pick(&[None, Some(at - 1), Some(at), Some(at + 90_000)]),
                 detail: (rng.below(3) > 0).then(|| junk(&mut rng)),
                 cause: rng.pick(&[None, Some(Cause::Stopped), Some(Cause::RunnerGone)]),
+                reopen: false,
             };
             if let Ok(next) = assign(live.as_ref(), &a, at) {
                 live = Some(next);
@@ -813,4 +820,126 @@ fn sanitize_is_safe_and_idempotent_on_any_input() {
         kept > inputs.len() / 5 && cut > 200,
         "{kept} kept, {cut} cut"
     );
+}
+
+#[test]
+fn a_reopen_is_the_one_way_out_of_ended_and_only_to_admitted() {
+    let reopen = |state| Assignment {
+        reopen: true,
+        cause: None,
+        ..to(state, 7)
+    };
+    // From `ended` to `admitted`: a new segment, seq goes on, the cause is gone.
+    let next = assign(
+        Some(&current(LiveStateKind::Ended, 7)),
+        &reopen(LiveStateKind::Admitted),
+        NOW,
+    )
+    .expect("a reopen from ended");
+    assert_eq!(next.state, LiveStateKind::Admitted);
+    assert_eq!(next.seq, 8);
+    assert_eq!(next.since, NOW);
+    assert_eq!(next.cause, None);
+    assert_eq!(next.bound, Some(LATER));
+
+    // A reopen to anything but `admitted`, or from anything but `ended`, is refused.
+    for target in LiveStateKind::ALL {
+        if target == LiveStateKind::Admitted {
+            continue;
+        }
+        let got = code(assign(
+            Some(&current(LiveStateKind::Ended, 7)),
+            &reopen(target),
+            NOW,
+        ));
+        assert_eq!(got.err(), Some("invalid-transition"), "ended → {target:?}");
+    }
+    for from in LiveStateKind::ALL {
+        if from == LiveStateKind::Ended {
+            continue;
+        }
+        let got = code(assign(
+            Some(&current(from, 7)),
+            &reopen(LiveStateKind::Admitted),
+            NOW,
+        ));
+        assert_eq!(
+            got.err(),
+            Some("invalid-transition"),
+            "reopen from {from:?}"
+        );
+    }
+    let first = Assignment {
+        expected_seq: 0,
+        ..reopen(LiveStateKind::Admitted)
+    };
+    let got = code(assign(None, &first, NOW));
+    assert_eq!(
+        got.err(),
+        Some("invalid-transition"),
+        "reopen of no live state"
+    );
+
+    // A reopen still needs the right seq and a bound.
+    let stale = Assignment {
+        expected_seq: 6,
+        ..reopen(LiveStateKind::Admitted)
+    };
+    let got = code(assign(Some(&current(LiveStateKind::Ended, 7)), &stale, NOW));
+    assert_eq!(got.err(), Some("stale-sequence"));
+    let unbounded = Assignment {
+        bound: None,
+        ..reopen(LiveStateKind::Admitted)
+    };
+    let got = code(assign(
+        Some(&current(LiveStateKind::Ended, 7)),
+        &unbounded,
+        NOW,
+    ));
+    assert_eq!(got.err(), Some("bound-required"));
+}
+
+#[test]
+fn a_fold_replays_a_reopened_run_into_its_second_segment() {
+    let step = |expected_seq, state, cause, reopen| Assignment {
+        expected_seq,
+        state,
+        bound: (state != LiveStateKind::Ended).then_some(LATER),
+        detail: None,
+        cause,
+        reopen,
+    };
+    let script = [
+        step(0, LiveStateKind::Admitted, None, false),
+        step(1, LiveStateKind::Working, None, false),
+        step(
+            2,
+            LiveStateKind::Ended,
+            Some(Cause::ResidentReplaced),
+            false,
+        ),
+        step(3, LiveStateKind::Admitted, None, true),
+        step(4, LiveStateKind::Preparing, None, false),
+    ];
+    let mut live = None;
+    let mut events = Vec::new();
+    for a in &script {
+        let next = assign(live.as_ref(), a, NOW).expect("each step is accepted");
+        events.push(LiveStateEvent::accepted(a, &next, NOW));
+        live = Some(next);
+    }
+    // The stored events keep the reopen mark, through JSON too.
+    let stored: Vec<LiveStateEvent> = events
+        .iter()
+        .map(|e| serde_json::from_value(serde_json::to_value(e).unwrap()).unwrap())
+        .collect();
+    let folded = fold(&stored);
+    assert_eq!(folded.skipped, 0);
+    assert_eq!(folded.state, live);
+    // Without the mark, the same event is refused: nothing leaves `ended` by accident.
+    let mut forged = stored.clone();
+    forged[3].assignment.reopen = false;
+    let folded = fold(&forged);
+    assert_eq!(folded.skipped, 2);
+    assert_eq!(folded.state.unwrap().state, LiveStateKind::Ended);
 }

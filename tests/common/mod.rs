@@ -242,7 +242,12 @@ impl Home {
             .events(run)
             .iter()
             .filter(|e| e["kind"] == "live_state")
-            .map(|e| str_at(&e["body"]["assignment"], "state").to_string())
+            .map(|e| {
+                let a = &e["body"]["assignment"];
+                // A reopen (`drover resume`) starts a new segment: `ended` → `+admitted`.
+                let mark = if a["reopen"] == true { "+" } else { "" };
+                format!("{mark}{}", str_at(a, "state"))
+            })
             .collect();
         assert_legal_live_sequence(&states);
         states
@@ -665,8 +670,10 @@ pub fn assert_legal_live_sequence(states: &[String]) {
         "{states:?}"
     );
     for pair in states.windows(2) {
-        let (from, to) = (pair[0].as_str(), pair[1].as_str());
-        let legal = (from == to && from != "ended") || successors(from).contains(&to);
+        let (from, to) = (pair[0].trim_start_matches('+'), pair[1].as_str());
+        let legal = (from == to && from != "ended")
+            || successors(from).contains(&to)
+            || (from == "ended" && to == "+admitted");
         assert!(legal, "live state {from} → {to} is not allowed: {states:?}");
     }
 }
