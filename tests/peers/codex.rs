@@ -725,9 +725,9 @@ async fn codex_exec_directly_runs_a_tool_call_and_resumes_its_thread_with_runnin
         ],
     )
     .await;
-    write_config(&root.path().join("codex-home"), &mock, 0);
     let mut env = base_env(&root.path().join("home"));
     env.extend(codex_env(root.path()));
+    write_config(&root.path().join("codex-home"), &mock, 0);
     let work = root.path().join("work");
     let work_arg = work.display().to_string();
 

@@ -24,15 +24,14 @@ use serde_json::{Value, json};
 
 use crate::UnixMillis;
 use crate::providers::{
-    LaunchSpec, ModelUsage, PermissionAnswer, PermissionRequest, ProviderEvent, RequestKind,
-    Tokens, TurnEnd,
+    LaunchSpec, PermissionAnswer, PermissionRequest, ProviderEvent, RequestKind, Tokens, TurnEnd,
 };
 
 use super::args::sandbox;
 use super::encode;
 use super::protocol::{
     ErrorClass, classify_turn_error, clip, is_retry_message, item_completed, item_started,
-    rate_limited, str_of, usage_tokens, version_of,
+    model_usage, rate_limited, str_of, usage_tokens, version_of,
 };
 
 /// JSON-RPC error code of an overloaded app-server.
@@ -713,15 +712,7 @@ impl AppState {
         let mut end = TurnEnd {
             session_id: self.thread_id.clone(),
             tokens: turn.tokens,
-            model_usage: self
-                .model
-                .iter()
-                .map(|model| ModelUsage {
-                    model: model.clone(),
-                    tokens: turn.tokens,
-                    cost_usd: None,
-                })
-                .collect(),
+            model_usage: model_usage(self.model.as_deref(), turn.tokens),
             duration_ms: reported.get("durationMs").and_then(Value::as_u64),
             ..TurnEnd::default()
         };

@@ -18,11 +18,11 @@
 
 use serde_json::Value;
 
-use crate::providers::{ModelUsage, ProviderEvent, Tokens, TurnEnd};
+use crate::providers::{ProviderEvent, Tokens, TurnEnd};
 
 use super::protocol::{
     ErrorClass, classify_message, clip, is_retry_message, item_completed, item_started,
-    rate_limited, str_of, tokens_minus, usage_tokens,
+    model_usage, rate_limited, str_of, tokens_minus, usage_tokens,
 };
 
 /// What a run's exec turns have in common, and the turn in flight.
@@ -129,7 +129,7 @@ impl ExecState {
                     text: turn.text,
                     session_id: self.thread_id.clone(),
                     tokens,
-                    model_usage: self.model_usage(tokens),
+                    model_usage: model_usage(self.model.as_deref(), tokens),
                     ..TurnEnd::default()
                 }));
             }
@@ -229,17 +229,6 @@ impl ExecState {
             session_id: self.thread_id.clone(),
             ..TurnEnd::default()
         })]
-    }
-
-    fn model_usage(&self, tokens: Tokens) -> Vec<ModelUsage> {
-        self.model
-            .iter()
-            .map(|model| ModelUsage {
-                model: model.clone(),
-                tokens,
-                cost_usd: None,
-            })
-            .collect()
     }
 
     fn progress(&mut self, events: &mut Vec<ProviderEvent>) {

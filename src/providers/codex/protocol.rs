@@ -11,7 +11,7 @@
 use serde_json::{Value, json};
 
 use crate::money::pricing::openai_tokens;
-use crate::providers::{ProviderEvent, Tokens, is_transient_status};
+use crate::providers::{ModelUsage, ProviderEvent, Tokens, is_transient_status};
 
 /// The one-line summaries and tool inputs are clipped to this many characters.
 const SUMMARY_CHARS: usize = 200;
@@ -40,6 +40,20 @@ pub fn usage_tokens(usage: &Value) -> Tokens {
         count(usage, &["output_tokens", "outputTokens"]),
         count(usage, &["reasoning_output_tokens", "reasoningOutputTokens"]),
     )
+}
+
+/// The turn's usage under the thread's model: none when no tokens were reported (no
+/// row is booked for nothing) or the model is unknown (the tokens are then priced under
+/// the run's model).
+pub fn model_usage(model: Option<&str>, tokens: Tokens) -> Vec<ModelUsage> {
+    match model {
+        Some(model) if tokens != Tokens::default() => vec![ModelUsage {
+            model: model.to_string(),
+            tokens,
+            cost_usd: None,
+        }],
+        _ => Vec::new(),
+    }
 }
 
 /// `a - b`, class by class, never below zero.
