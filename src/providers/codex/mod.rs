@@ -68,3 +68,7 @@ pub fn launch_with(
         PermissionPolicy::Restricted | PermissionPolicy::Auto => exec::launch(spec, sink, timings),
     }
 }
+
+#[cfg(test)]
+#[path = "protocol_tests.rs"]
+mod protocol_tests;
