@@ -211,14 +211,11 @@ impl ExecDriver {
         if exited {
             let drain = self.timings.shutdown.drain;
             let deadline = tokio::time::Instant::now() + drain;
-            loop {
-                match tokio::time::timeout_at(deadline, running.stdout.next_line()).await {
-                    Ok(Ok(Some(line))) => {
-                        let events = self.parse(line);
-                        self.out.send_all(events).await;
-                    }
-                    _ => break,
-                }
+            while let Ok(Ok(Some(line))) =
+                tokio::time::timeout_at(deadline, running.stdout.next_line()).await
+            {
+                let events = self.parse(line);
+                self.out.send_all(events).await;
             }
         }
         let report = running.process.shutdown(self.timings.shutdown).await;
