@@ -72,3 +72,7 @@ pub fn launch_with(
 #[cfg(test)]
 #[path = "protocol_tests.rs"]
 mod protocol_tests;
+
+#[cfg(test)]
+#[path = "adapter_tests.rs"]
+mod adapter_tests;
