@@ -14,7 +14,7 @@ use std::time::Duration;
 use nix::sys::signal::Signal;
 use serde_json::{Value, json};
 
-use crate::drover::{Drover, eventually, group_alive, provider_config};
+use crate::drover::{Drover, eventually, group_alive, processes_with, provider_config};
 use crate::mock::{MockApi, Protocol, Reply, Usage};
 use crate::peers::{self, base_env, run_bounded};
 
@@ -840,4 +840,66 @@ async fn codex_exec_directly_runs_a_tool_call_and_resumes_its_thread_with_runnin
         input.contains("Printed it.") && input.contains("And again"),
         "the resumed turn carries the thread: {input}"
     );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn stopping_an_exec_turn_leaves_no_process_behind() {
+    // The task's marker is in the exec child's command line (its prompt).
+    let marker = format!("drover-codex-stop-{}", std::process::id());
+    let rig = Rig::start(vec![
+        Reply::text(done("too late")).delay(Duration::from_secs(120)),
+    ])
+    .await;
+    let run = rig
+        .dispatch("restricted", &format!("Take your time ({marker})"))
+        .await;
+    rig.mock.wait_for_model_requests(1, TURN).await;
+    assert!(
+        !processes_with(&marker).is_empty(),
+        "the exec child is not running"
+    );
+    let out = rig.drover.run(&["stop", &run]).await;
+    assert!(out.success, "stop failed: {}{}", out.stdout, out.stderr);
+    let view = rig.drover.until_ended(&run, TURN).await;
+    assert_eq!(view["state"], "stopped", "{view:#}");
+    assert_eq!(view["completion_reason"], "user", "{view:#}");
+    let left = processes_with(&marker);
+    assert!(
+        left.is_empty(),
+        "the exec turn outlived its stopped run: {left:?}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_exec_turn_waits_out_a_rate_limit_then_completes() {
+    let rig = Rig::with_retries(
+        vec![
+            Reply::error(429).retry_after(Duration::from_secs(1)),
+            Reply::text(done("answered after the rate limit")),
+        ],
+        2,
+    )
+    .await;
+    let run = rig.dispatch("restricted", "Say something").await;
+    let view = rig.drover.until_state(&run, "idle", TURN).await;
+    assert_eq!(
+        view["last_result"]["summary"], "answered after the rate limit",
+        "{view:#}"
+    );
+    let states = live_states(&rig.drover.events(&run).await);
+    let kinds: Vec<&str> = states.iter().filter_map(|s| s["state"].as_str()).collect();
+    let waiting = kinds
+        .iter()
+        .position(|k| *k == "waiting_provider")
+        .unwrap_or_else(|| panic!("the run never waited for the provider: {kinds:?}"));
+    assert!(
+        states[waiting]["detail"]
+            .as_str()
+            .unwrap_or("")
+            .contains("429"),
+        "{:#}",
+        states[waiting]
+    );
+    assert!(kinds[waiting..].contains(&"working"), "{kinds:?}");
+    rig.complete(&run, None).await;
 }
