@@ -903,3 +903,41 @@ async fn an_exec_turn_waits_out_a_rate_limit_then_completes() {
     assert!(kinds[waiting..].contains(&"working"), "{kinds:?}");
     rig.complete(&run, None).await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn stopping_a_run_while_its_command_runs_leaves_no_process_behind() {
+    // A marker no other process has: the command's own command line.
+    let marker = format!("drover-codex-tool-{}", std::process::id());
+    let command = format!("sleep 97 && touch slept.txt # {marker}");
+    let rig = Rig::start(vec![
+        Reply::tool_call("exec_command", json!({"cmd": command})),
+        Reply::text(done("never reached")),
+    ])
+    .await;
+    let run = rig.dispatch("ask", "Wait a while").await;
+    let pending = rig.pending(&run).await;
+    rig.respond(&run, pending["request_id"].as_str().unwrap(), &["allow"])
+        .await;
+    assert!(
+        eventually(TURN, || !processes_with(&marker).is_empty()).await,
+        "the allowed command never started"
+    );
+    let pid = rig.drover.show(&run).await["pid"].as_u64().unwrap() as u32;
+
+    let out = rig.drover.run(&["stop", &run]).await;
+    assert!(out.success, "stop failed: {}{}", out.stdout, out.stderr);
+    let view = rig.drover.until_ended(&run, TURN).await;
+    assert_eq!(view["state"], "stopped", "{view:#}");
+    assert!(
+        !group_alive(pid),
+        "process group {pid} outlived the stopped run"
+    );
+    let left = processes_with(&marker);
+    for (pid, _) in &left {
+        let _ = nix::sys::signal::kill(nix::unistd::Pid::from_raw(*pid as i32), Signal::SIGKILL);
+    }
+    assert!(
+        left.is_empty(),
+        "the allowed command outlived the stopped run: {left:?}"
+    );
+}
