@@ -679,6 +679,13 @@ async fn an_interrupted_run_resumes_its_codex_thread_after_a_drover_restart() {
         input.contains("Start the work") && input.contains("Carry on"),
         "the resumed turn carries the thread: {input}"
     );
+    // The resumed turn is booked on its own usage (the mock's default for the reply).
+    let turns = view["turns"].as_array().unwrap();
+    assert_eq!(
+        turns.last().unwrap()["tokens"],
+        drover_tokens(&[Usage::default()]),
+        "{view:#}"
+    );
     let pid = view["pid"].as_u64().unwrap() as u32;
     rig.complete(&run, Some(pid)).await;
 }
@@ -940,4 +947,66 @@ async fn stopping_a_run_while_its_command_runs_leaves_no_process_behind() {
         left.is_empty(),
         "the allowed command outlived the stopped run: {left:?}"
     );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_resumed_idle_run_books_only_the_new_turns_usage() {
+    let first = Usage {
+        input: 4000,
+        output: 200,
+        cache_read: 0,
+        cache_write: 0,
+        reasoning: 0,
+    };
+    let second = Usage {
+        input: 700,
+        output: 40,
+        cache_read: 100,
+        cache_write: 0,
+        reasoning: 0,
+    };
+    let mut rig = Rig::start(vec![
+        Reply::text(done("first")).usage(first),
+        Reply::text(done("second")).usage(second),
+    ])
+    .await;
+    let run = rig.dispatch("ask", "Start the work").await;
+    let view = rig.drover.until_state(&run, "idle", TURN).await;
+    let pid = view["pid"].as_u64().unwrap() as u32;
+    let thread = view["provider_session_id"].as_str().unwrap().to_string();
+
+    rig.drover.stop_serve(Signal::SIGKILL).await;
+    assert!(
+        eventually(Duration::from_secs(10), || !group_alive(pid)).await,
+        "codex's process group {pid} outlived a killed drover"
+    );
+    rig.drover.serve().await;
+    let view = rig.drover.show(&run).await;
+    assert_eq!(view["state"], "interrupted", "{view:#}");
+
+    let out = rig.drover.run(&["resume", &run, "Next"]).await;
+    assert!(out.success, "resume failed: {}{}", out.stdout, out.stderr);
+    let view = rig
+        .drover
+        .until(&run, "idle after the resumed turn", TURN, |v| {
+            v["state"] == "idle" && v["turns"].as_array().is_some_and(|t| t.len() == 2)
+        })
+        .await;
+    assert_eq!(view["last_result"]["summary"], "second", "{view:#}");
+    assert_eq!(view["provider_session_id"], thread.as_str(), "{view:#}");
+    // Codex repeats the thread's last usage when it resumes: it is not this turn's.
+    assert_eq!(
+        view["turns"][1]["tokens"],
+        drover_tokens(&[second]),
+        "{view:#}"
+    );
+    assert_eq!(view["tokens"], drover_tokens(&[first, second]), "{view:#}");
+    let expected = gpt55_cost(&drover_tokens(&[first, second]));
+    let cost = view["cost_usd"].as_f64().unwrap();
+    assert!(
+        (cost - expected).abs() < 1e-9,
+        "{cost} vs {expected}: {view:#}"
+    );
+    let pid = view["pid"].as_u64().unwrap() as u32;
+    rig.complete(&run, Some(pid)).await;
 }

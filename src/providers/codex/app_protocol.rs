@@ -94,6 +94,11 @@ struct Turn {
     error: Option<(String, ErrorClass)>,
     /// An interrupt was asked before the turn's id was known.
     interrupt_wanted: bool,
+    /// Token updates naming a turn while this turn's id was not known yet: a resumed
+    /// thread repeats its last turn's usage (with that turn's id) right after
+    /// `thread/resume`, before `turn/start` is answered. Counted once the id is known,
+    /// if it is this turn's.
+    unplaced_usage: Vec<(String, Tokens)>,
 }
 
 /// A server request waiting for drover's answer.
@@ -440,21 +445,18 @@ impl AppState {
                     .and_then(|t| t.get("id"))
                     .and_then(Value::as_str)
                     .map(str::to_string);
-                let mut interrupt = None;
-                if let Some(turn) = &mut self.turn
-                    && let Some(id) = id
-                {
-                    if turn.id.is_none() {
-                        turn.id = Some(id.clone());
-                    }
-                    if std::mem::take(&mut turn.interrupt_wanted) {
-                        interrupt = Some(id);
-                    }
+                let Some(id) = id else {
+                    return Vec::new();
+                };
+                let events = self.place_turn(&id);
+                let interrupt = self
+                    .turn
+                    .as_mut()
+                    .is_some_and(|turn| std::mem::take(&mut turn.interrupt_wanted));
+                if let (true, Some(thread)) = (interrupt, self.thread_id.clone()) {
+                    self.send_interrupt(&thread, &id, now);
                 }
-                if let (Some(turn), Some(thread)) = (interrupt, self.thread_id.clone()) {
-                    self.send_interrupt(&thread, &turn, now);
-                }
-                Vec::new()
+                events
             }
             RequestKindOut::Interrupt => Vec::new(),
         }
@@ -567,6 +569,38 @@ impl AppState {
         }
     }
 
+    /// The turn in flight's id is known: token updates that waited for it are counted
+    /// when they are this turn's, dropped otherwise.
+    fn place_turn(&mut self, id: &str) -> Vec<ProviderEvent> {
+        let Some(turn) = &mut self.turn else {
+            return Vec::new();
+        };
+        if turn.id.is_some() {
+            return Vec::new();
+        }
+        turn.id = Some(id.to_string());
+        let ours: Vec<Tokens> = std::mem::take(&mut turn.unplaced_usage)
+            .into_iter()
+            .filter(|(theirs, _)| theirs == id)
+            .map(|(_, tokens)| tokens)
+            .collect();
+        ours.into_iter()
+            .flat_map(|tokens| self.count_usage(tokens))
+            .collect()
+    }
+
+    /// One model request's tokens, counted into the turn in flight.
+    fn count_usage(&mut self, tokens: Tokens) -> Vec<ProviderEvent> {
+        let Some(turn) = &mut self.turn else {
+            return Vec::new();
+        };
+        turn.tokens.add(&tokens);
+        vec![ProviderEvent::Usage {
+            model: self.model.clone(),
+            tokens,
+        }]
+    }
+
     /// Whether a notification belongs to the turn in flight (by `turnId` when both
     /// are known).
     fn of_current_turn(&self, params: &Value) -> bool {
@@ -592,10 +626,8 @@ impl AppState {
                     .get("turn")
                     .and_then(|t| t.get("id"))
                     .and_then(Value::as_str);
-                if let (Some(turn), Some(id)) = (&mut self.turn, id)
-                    && turn.id.is_none()
-                {
-                    turn.id = Some(id.to_string());
+                if let Some(id) = id {
+                    events.extend(self.place_turn(id));
                 }
             }
             "item/started" => {
@@ -624,19 +656,21 @@ impl AppState {
             }
             "thread/tokenUsage/updated" => {
                 self.progress(&mut events);
-                if self.of_current_turn(params) {
-                    let last = params
-                        .get("tokenUsage")
-                        .and_then(|u| u.get("last"))
-                        .map(usage_tokens)
-                        .unwrap_or_default();
-                    if let Some(turn) = &mut self.turn {
-                        turn.tokens.add(&last);
+                let last = params
+                    .get("tokenUsage")
+                    .and_then(|u| u.get("last"))
+                    .map(usage_tokens)
+                    .unwrap_or_default();
+                let theirs = params.get("turnId").and_then(Value::as_str);
+                let unplaced = self.turn.as_ref().is_some_and(|t| t.id.is_none());
+                match theirs {
+                    Some(theirs) if unplaced => {
+                        if let Some(turn) = &mut self.turn {
+                            turn.unplaced_usage.push((theirs.to_string(), last));
+                        }
                     }
-                    events.push(ProviderEvent::Usage {
-                        model: self.model.clone(),
-                        tokens: last,
-                    });
+                    _ if self.of_current_turn(params) => events.extend(self.count_usage(last)),
+                    _ => {}
                 }
             }
             "error" => {

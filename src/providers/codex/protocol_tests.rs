@@ -631,6 +631,32 @@ fn a_resumed_run_resumes_its_thread() {
 }
 
 #[test]
+fn a_resumed_threads_old_usage_is_not_booked_on_the_new_turn() {
+    // After `thread/resume` Codex repeats the last turn's usage (with that turn's id)
+    // before it answers `turn/start`: seen with the pinned 0.171.0.
+    let mut state = open_thread(Some(THREAD));
+    state.start_turn("Carry on".into(), NOW);
+    let id = sent(&mut state)[0]["id"].clone();
+    let mut old = token_update(1000, 0, 50);
+    old["params"]["turnId"] = json!("old-turn");
+    assert!(line(&mut state, old).is_empty());
+    // This turn's own update may also come before the answer: it waits for the id.
+    assert!(line(&mut state, token_update(300, 0, 7)).is_empty());
+    let events = line(
+        &mut state,
+        json!({"id": id, "result": {"turn": {"id": TURN}}}),
+    );
+    assert!(
+        matches!(events[..], [ProviderEvent::Usage { .. }]),
+        "{events:?}"
+    );
+    line(&mut state, token_update(200, 0, 3));
+    let end = turn_end(&line(&mut state, completed("completed", Value::Null)));
+    assert_eq!(end.tokens.input, 500);
+    assert_eq!(end.tokens.output, 10);
+}
+
+#[test]
 fn turns_asked_before_the_thread_is_open_wait_for_it() {
     let mut state = AppState::new(&spec(None), Bounds::default());
     state.start(NOW);
