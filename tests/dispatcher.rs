@@ -344,3 +344,52 @@ async fn picking_a_route_option_starts_the_run_on_that_model() {
     assert_ne!(view.state, RunState::AwaitingRoute);
     h.stop().await;
 }
+
+#[tokio::test(flavor = "current_thread")]
+async fn a_model_turn_silent_past_the_providers_timeout_fails_as_a_transient_timeout() {
+    let h = Harness::start("[providers.sim]\nsilence_timeout_secs = 30\n").await;
+    let run = h.dispatch("hang").await;
+    // The sim says one thing, then nothing more.
+    let mut view = h.show(&run).await;
+    for _ in 0..200 {
+        if view.turns.first().is_some_and(|t| t.text.is_some()) {
+            break;
+        }
+        h.request(Request::Wait {
+            run_ids: vec![run.clone()],
+            until: WaitUntil::Event,
+            any: false,
+            timeout_secs: Some(5),
+        })
+        .await;
+        view = h.show(&run).await;
+    }
+    assert_eq!(view.state, RunState::Running, "{view:?}");
+
+    // Twenty seconds of silence are allowed; thirty are not.
+    tokio::time::pause();
+    tokio::time::advance(Duration::from_secs(20)).await;
+    tokio::time::resume();
+    assert_eq!(h.show(&run).await.state, RunState::Running);
+    tokio::time::pause();
+    tokio::time::advance(Duration::from_secs(11)).await;
+    tokio::time::resume();
+
+    let view = h.wait(&run, WaitUntil::Terminal).await;
+    assert_eq!(view.state, RunState::Failed, "{view:?}");
+    assert_eq!(view.completion_reason.as_deref(), Some("timeout"));
+    assert!(
+        view.notes
+            .iter()
+            .any(|n| n.text.starts_with("no word from sim for ")),
+        "{:?}",
+        view.notes
+    );
+    let offer = view.escalation.expect("a retry is offered");
+    assert_eq!(
+        offer.kind,
+        drover::route::EscalationKind::Retry,
+        "{offer:?}"
+    );
+    h.stop().await;
+}

@@ -208,3 +208,23 @@ fn a_crash_offers_a_retry_on_the_same_model() {
     assert_eq!(view["parent_run"], run.as_str());
     assert_eq!(view["depth"], 1);
 }
+
+#[test]
+fn an_api_error_that_outlasts_the_retries_is_transient_and_offers_a_retry() {
+    let home = Home::new();
+    let _serve = home.serve();
+    let run = home.dispatch("api-error", "Read the config", &["--model", "sim-small"]);
+    let view = home.wait_terminal(&run);
+    assert_eq!(view["state"], "failed", "{view}");
+    assert_eq!(view["completion_reason"], "provider_unavailable", "{view}");
+    assert_eq!(view["escalation"]["kind"], "retry", "{view}");
+    assert_eq!(view["escalation"]["to_model"], "sim-small", "{view}");
+    let notes: Vec<&str> = view["notes"]
+        .as_array()
+        .expect("notes")
+        .iter()
+        .filter_map(|n| n["text"].as_str())
+        .collect();
+    assert!(notes.iter().any(|n| n.contains("HTTP 529")), "{notes:?}");
+    assert!(notes.iter().any(|n| n.contains("may pass")), "{notes:?}");
+}

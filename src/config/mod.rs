@@ -79,6 +79,11 @@ pub struct ProviderConfig {
     pub env: BTreeMap<String, String>,
     #[serde(default = "enabled_by_default")]
     pub enabled: bool,
+    /// A model turn with no word from the provider for this long (no tool running, no
+    /// request waiting for an answer) fails the run as `timeout`, so a CLI that retries a
+    /// dead API forever does not hold its slot. Absent or 0: no such timeout.
+    #[serde(default)]
+    pub silence_timeout_secs: Option<u64>,
 }
 
 fn enabled_by_default() -> bool {
@@ -86,6 +91,15 @@ fn enabled_by_default() -> bool {
 }
 
 impl Config {
+    /// `provider`'s silence timeout in milliseconds, when it has one.
+    pub fn silence_ms(&self, provider: &str) -> Option<i64> {
+        self.providers
+            .get(provider)
+            .and_then(|p| p.silence_timeout_secs)
+            .filter(|secs| *secs > 0)
+            .map(|secs| i64::try_from(secs.saturating_mul(1000)).unwrap_or(i64::MAX))
+    }
+
     /// The embedded defaults alone (no user file).
     pub fn defaults() -> Config {
         toml::from_str(DEFAULT_CONFIG_TOML).expect("the embedded default config is valid")

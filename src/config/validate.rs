@@ -106,6 +106,27 @@ pub(super) fn check(config: &Config) -> Result<(), Problem> {
         }
     }
 
+    for (name, provider) in &config.providers {
+        if let Some(secs) = provider.silence_timeout_secs
+            && secs != 0
+            && !(10..=86_400).contains(&secs)
+        {
+            let key = vec![
+                "providers".to_owned(),
+                name.clone(),
+                "silence_timeout_secs".to_owned(),
+            ];
+            return Err(Problem::new(
+                format!(
+                    "`{}` is {secs}; give a number of seconds from 10 to 86400, or 0 for no \
+                     timeout",
+                    dotted(&key)
+                ),
+                vec![key],
+            ));
+        }
+    }
+
     for name in l.per_provider.keys() {
         if !config.providers.contains_key(name) {
             let key = vec!["limits".to_owned(), "per_provider".to_owned(), name.clone()];

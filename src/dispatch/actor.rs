@@ -210,6 +210,10 @@ impl Actor {
             if run.turn_in_flight && !run.stalled && run.broker.is_empty() {
                 consider(run.last_event_at + stalled_after);
             }
+            let silence = self.options.config.silence_ms(&run.spec.provider);
+            if let Some(at) = run.silence_deadline(silence) {
+                consider(at);
+            }
         }
         for w in &self.waiters {
             consider(w.deadline);

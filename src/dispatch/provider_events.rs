@@ -130,6 +130,7 @@ impl Actor {
                 }
             }
             ProviderEvent::ToolStarted { name, .. } => {
+                run.tool_open = true;
                 let bound = (now + TOOL_BOUND_MS).min(run.deadline);
                 run.set_live(
                     &mut batch,
@@ -141,6 +142,7 @@ impl Actor {
                 );
             }
             ProviderEvent::ToolFinished { .. } => {
+                run.tool_open = false;
                 run.model_turn(&mut batch, now);
             }
             ProviderEvent::PermissionRequested(request) => {
@@ -191,6 +193,7 @@ impl Actor {
             | ProviderEvent::Thinking { .. }
             | ProviderEvent::Notice { .. } => {}
             ProviderEvent::TurnCompleted(end) => {
+                run.tool_open = false;
                 self.commit(batch);
                 return self.on_turn_completed(&run_id, end);
             }
@@ -322,8 +325,20 @@ impl Actor {
                 batch.ops.push(turn.record(run_id));
             }
             run.note(&mut batch, why, now);
+            // A failure that may pass (rate limit, overload, 5xx after the provider's own
+            // retries) is told apart, so a retry is offered.
+            let reason = if end.transient {
+                run.note(
+                    &mut batch,
+                    "this failure may pass: retry the run later",
+                    now,
+                );
+                "provider_unavailable"
+            } else {
+                "provider_error"
+            };
             self.commit(batch);
-            return self.end_run(run_id, RunState::Failed, "provider_error", Cause::Failed);
+            return self.end_run(run_id, RunState::Failed, reason, Cause::Failed);
         }
 
         // The result: JSON for schema runs, the `## Result` block otherwise.
@@ -547,6 +562,27 @@ impl Actor {
                 self.end_run(&id, RunState::Completed, "idle_timeout", Cause::Completed);
                 continue;
             }
+            let silence = run.silence_deadline(self.options.config.silence_ms(&run.spec.provider));
+            if silence.is_some_and(|at| now >= at) {
+                let silent_for = now - run.last_event_at;
+                let provider = run.spec.provider.clone();
+                let mut batch = Batch::default();
+                run.note(
+                    &mut batch,
+                    format!(
+                        "no word from {provider} for {} while the model was answering; it \
+                         may be retrying an API that does not answer",
+                        duration_words(silent_for)
+                    ),
+                    now,
+                );
+                self.commit(batch);
+                self.end_run(&id, RunState::Failed, "timeout", Cause::Failed);
+                continue;
+            }
+            let Some(run) = self.runs.get_mut(&id) else {
+                continue;
+            };
             if run.turn_in_flight
                 && !run.stalled
                 && run.broker.is_empty()

@@ -140,6 +140,8 @@ pub struct Run {
     pub stalled: bool,
     pub idle_since: Option<UnixMillis>,
     pub rate_limited: bool,
+    /// A tool is running inside the provider (its silence is not the model's).
+    pub tool_open: bool,
     pub ending: Option<Ending>,
     /// The route card, for a run dispatched without a model.
     pub route: Option<super::api::RouteCardView>,
@@ -194,6 +196,7 @@ impl Run {
             stalled: false,
             idle_since: None,
             rate_limited: false,
+            tool_open: false,
             ending: None,
             route: None,
             escalation: None,
@@ -208,6 +211,18 @@ impl Run {
             .iter()
             .filter(|t| t.origin != TurnOrigin::ResultRetry)
             .count() as u32
+    }
+
+    /// When this run's silence timeout (`silence` ms) falls due: only while the model
+    /// itself owes an answer (a turn in flight, no tool running, no request waiting for
+    /// the user, not already ending).
+    pub fn silence_deadline(&self, silence: Option<i64>) -> Option<UnixMillis> {
+        let owed = self.turn_in_flight
+            && !self.tool_open
+            && self.broker.is_empty()
+            && self.ending.is_none()
+            && self.adapter.is_some();
+        silence.filter(|_| owed).map(|ms| self.last_event_at + ms)
     }
 
     pub fn holds_slot(&self) -> bool {

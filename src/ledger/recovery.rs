@@ -75,7 +75,7 @@ pub(super) fn recover(conn: &mut Connection, now: UnixMillis) -> Result<Recovery
                 "from": previous_state,
                 "to": RunState::Interrupted.as_str(),
                 "reason": INTERRUPTED_REASON,
-                "note": "drover stopped while this run was active; it was not resumed",
+                "note": "drover stopped while this run was active; `drover resume` continues it in its provider session",
             }),
         )?;
         let live_json = match &ended {

@@ -18,8 +18,9 @@ use super::router::ProviderAvailability;
 use super::rules::RoutingRules;
 
 /// Completion reasons of a failure that may well pass: retry on the same model.
-pub const TRANSIENT_REASONS: [&str; 6] = [
+pub const TRANSIENT_REASONS: [&str; 7] = [
     "timeout",
+    "provider_unavailable",
     "provider_error",
     "rate_limit",
     "rate_limited",

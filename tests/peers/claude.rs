@@ -486,7 +486,12 @@ async fn a_server_error_that_outlasts_the_retries_fails_the_run() {
     let pid = running["pid"].as_u64().unwrap() as u32;
     let view = rig.drover.until_ended(&run, TURN).await;
     assert_eq!(view["state"], "failed", "{view:#}");
-    assert_eq!(view["completion_reason"], "provider_error", "{view:#}");
+    // Transient: a retry on the same model is offered.
+    assert_eq!(
+        view["completion_reason"], "provider_unavailable",
+        "{view:#}"
+    );
+    assert_eq!(view["escalation"]["kind"], "retry", "{view:#}");
     let notes: Vec<&str> = view["notes"]
         .as_array()
         .unwrap()
@@ -614,10 +619,85 @@ async fn a_drover_crash_with_a_run_in_flight_leaves_it_interrupted_after_restart
     assert_eq!(view["completion_reason"], "interrupted", "{view:#}");
     assert_eq!(view["live_state"]["state"], "ended", "{view:#}");
     assert_eq!(view["live_state"]["cause"], "resident_replaced", "{view:#}");
-    // The ledger keeps the CLI's session, for a resume (not built yet: issue 7 item 7).
+    // The ledger keeps the CLI's session, for a resume.
     let sent = Rig::session_header(&rig.mock.model_requests()[0]);
     assert_eq!(session.as_deref(), Some(sent.as_str()), "{view:#}");
     assert_eq!(view["provider_session_id"], sent.as_str(), "{view:#}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn resume_after_a_drover_crash_continues_the_same_claude_session_on_the_same_run() {
+    let mut rig = Rig::start(vec![Reply::text(done("first part written"))]).await;
+    let run = rig.dispatch("Write the first part").await;
+    let idle = rig
+        .drover
+        .until(&run, "the first turn to end", TURN, |v| {
+            v["state"] == "idle"
+        })
+        .await;
+    let pid = idle["pid"].as_u64().unwrap() as u32;
+    let sent = Rig::session_header(&rig.mock.model_requests()[0]);
+    assert_eq!(idle["provider_session_id"], sent.as_str(), "{idle:#}");
+
+    rig.drover.stop_serve(Signal::SIGKILL).await;
+    assert!(
+        eventually(Duration::from_secs(10), || !group_alive(pid)).await,
+        "the CLI's process group {pid} outlived a killed drover"
+    );
+    rig.drover.serve().await;
+    assert_eq!(rig.drover.show(&run).await["state"], "interrupted");
+
+    // `drover resume` starts `claude --resume=SESSION`: the model hears the same session,
+    // with the first turn in its history, and the new turn lands on the same run.
+    rig.mock
+        .push([Reply::text(done("picked up where it stopped"))]);
+    let out = rig
+        .drover
+        .run(&["resume", &run, "Now", "the", "second", "part"])
+        .await;
+    assert!(out.success, "resume failed: {}{}", out.stdout, out.stderr);
+    let view = rig
+        .drover
+        .until(&run, "the resumed turn to end", TURN, |v| {
+            v["state"] == "idle" && v["turns"].as_array().is_some_and(|t| t.len() == 2)
+        })
+        .await;
+    assert_eq!(view["provider_session_id"], sent.as_str(), "{view:#}");
+    let turns = view["turns"].as_array().expect("turns");
+    assert_eq!(turns[1]["origin"], "resume", "{view:#}");
+    assert_eq!(
+        turns[1]["prompt_preview"], "Now the second part",
+        "{view:#}"
+    );
+    assert_eq!(
+        view["last_result"]["summary"], "picked up where it stopped",
+        "{view:#}"
+    );
+    let requests = rig.mock.model_requests();
+    assert_eq!(requests.len(), 2, "{}", crate::mock::describe(&requests));
+    assert_eq!(
+        Rig::session_header(&requests[1]),
+        sent,
+        "the same Claude session"
+    );
+    let history = requests[1].body["messages"].to_string();
+    assert!(
+        history.contains("Write the first part") && history.contains("first part written"),
+        "the resumed session holds the first turn: {history}"
+    );
+    // Money goes on from what the first turn cost (the resumed CLI counts from zero).
+    let spent: f64 = view["usage"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|u| u["cost_usd"].as_f64())
+        .sum();
+    assert!(
+        (view["cost_usd"].as_f64().unwrap() - spent).abs() < 1e-9,
+        "{view:#}"
+    );
+    let pid = view["pid"].as_u64().expect("a resumed child") as u32;
+    rig.complete(&run, pid).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
