@@ -34,6 +34,11 @@ use super::protocol::{
     model_usage, rate_limited, str_of, usage_tokens, version_of,
 };
 
+/// While the model streams (message or reasoning deltas, which drover does not keep),
+/// at most one `Thinking` per this many milliseconds says it is still at work, so a
+/// long answer is not taken for silence.
+pub const STREAMING_SIGN_MS: i64 = 30_000;
+
 /// JSON-RPC error code of an overloaded app-server.
 pub const OVERLOADED: i64 = -32001;
 
@@ -131,6 +136,9 @@ pub struct AppState {
     /// File changes by item id (from `item/started`), shown with their approval request.
     file_changes: BTreeMap<String, Vec<Value>>,
     rate_limited: bool,
+    /// Characters streamed since the last sign of streaming, and when that was.
+    streamed_chars: usize,
+    last_streaming_sign: UnixMillis,
     outgoing: Vec<String>,
 }
 
@@ -154,6 +162,8 @@ impl AppState {
             approvals: BTreeMap::new(),
             file_changes: BTreeMap::new(),
             rate_limited: false,
+            streamed_chars: 0,
+            last_streaming_sign: 0,
             outgoing: Vec::new(),
         }
     }
@@ -238,6 +248,8 @@ impl AppState {
         };
         self.turn = Some(Turn::default());
         self.rate_limited = false;
+        self.streamed_chars = 0;
+        self.last_streaming_sign = now;
         let params = encode::turn_params(&thread, &prompt, self.effort.as_deref());
         self.request(RequestKindOut::TurnStart, "turn/start", params, now);
         Vec::new()
@@ -731,6 +743,20 @@ impl AppState {
                     .find(|t| !t.is_empty())
                     .unwrap_or(method);
                 events.push(notice(clip(&format!("Codex: {text}"))));
+            }
+            "item/agentMessage/delta"
+            | "item/reasoning/textDelta"
+            | "item/reasoning/summaryTextDelta" => {
+                self.progress(&mut events);
+                if self.turn.is_some() {
+                    self.streamed_chars += str_of(params, "delta").chars().count();
+                    if now - self.last_streaming_sign >= STREAMING_SIGN_MS {
+                        self.last_streaming_sign = now;
+                        events.push(ProviderEvent::Thinking {
+                            chars: std::mem::take(&mut self.streamed_chars),
+                        });
+                    }
+                }
             }
             _ if is_quiet(method) => {}
             _ => events.push(notice(format!(

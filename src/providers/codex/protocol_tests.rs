@@ -657,6 +657,36 @@ fn a_resumed_threads_old_usage_is_not_booked_on_the_new_turn() {
 }
 
 #[test]
+fn a_long_stream_gives_a_sign_of_life_at_most_every_thirty_seconds() {
+    use super::app_protocol::STREAMING_SIGN_MS;
+    let mut state = turn_running();
+    let delta = |text: &str| {
+        json!({"method": "item/agentMessage/delta",
+               "params": {"threadId": THREAD, "turnId": TURN, "itemId": "m", "delta": text}})
+        .to_string()
+    };
+    assert!(state.parse_line(&delta("abc"), NOW + 1).is_empty());
+    assert!(
+        state
+            .parse_line(&delta("de"), NOW + STREAMING_SIGN_MS - 1)
+            .is_empty()
+    );
+    assert_eq!(
+        state.parse_line(&delta("f"), NOW + STREAMING_SIGN_MS),
+        vec![ProviderEvent::Thinking { chars: 6 }]
+    );
+    assert!(
+        state
+            .parse_line(&delta("g"), NOW + STREAMING_SIGN_MS + 1)
+            .is_empty()
+    );
+    assert_eq!(
+        state.parse_line(&delta("hi"), NOW + 2 * STREAMING_SIGN_MS),
+        vec![ProviderEvent::Thinking { chars: 3 }]
+    );
+}
+
+#[test]
 fn turns_asked_before_the_thread_is_open_wait_for_it() {
     let mut state = AppState::new(&spec(None), Bounds::default());
     state.start(NOW);
