@@ -939,6 +939,14 @@ async fn stopping_a_run_while_its_command_runs_leaves_no_process_behind() {
         !group_alive(pid),
         "process group {pid} outlived the stopped run"
     );
+    // Codex runs the command in a session of its own (codex-linux-sandbox, its own
+    // session and group, seen in /proc), which drover's group kill does not reach: Codex
+    // ends it (on the interrupt drover sends first, or as it exits), and a killed process
+    // takes a moment to be gone.
+    eventually(Duration::from_secs(5), || {
+        processes_with(&marker).is_empty()
+    })
+    .await;
     let left = processes_with(&marker);
     for (pid, _) in &left {
         let _ = nix::sys::signal::kill(nix::unistd::Pid::from_raw(*pid as i32), Signal::SIGKILL);
