@@ -507,8 +507,10 @@ async fn a_server_error_that_outlasts_the_retries_fails_the_run_as_provider_unav
         view["completion_reason"], "provider_unavailable",
         "{view:#}"
     );
-    assert_eq!(view["escalation_offered"], true, "{view:#}");
+    // A retry on the same provider and model is offered.
     assert_eq!(view["escalation"]["kind"], "retry", "{view:#}");
+    assert_eq!(view["escalation"]["to_provider"], "codex", "{view:#}");
+    assert_eq!(view["escalation"]["to_model"], MODEL, "{view:#}");
     let ends: Vec<Value> = provider_events(&rig.drover.events(&run).await)
         .into_iter()
         .filter(|e| e["type"] == "turn_completed")
