@@ -953,9 +953,14 @@ async fn stopping_a_run_while_its_command_runs_leaves_no_process_behind() {
     for (pid, _) in &left {
         let _ = nix::sys::signal::kill(nix::unistd::Pid::from_raw(*pid as i32), Signal::SIGKILL);
     }
+    let events: Vec<Value> = provider_events(&rig.drover.events(&run).await)
+        .into_iter()
+        .map(|e| json!([e["type"], e["subtype"], e["text"]]))
+        .collect();
     assert!(
         left.is_empty(),
-        "the allowed command outlived the stopped run: {left:?}"
+        "the allowed command outlived the stopped run: {:?}; provider events: {events:?}",
+        left.iter().map(|(pid, _)| pid).collect::<Vec<_>>()
     );
 }
 

@@ -11,7 +11,8 @@
 //!   `turn/interrupt`), bounded by `timings.interrupt`; then the child is always ended
 //!   through [`ProviderProcess::shutdown`] (closing stdin ends the app-server), which
 //!   reaps it and sweeps its group, whether it exited by itself, closed stdout, was
-//!   asked to stop, or the dispatcher went away;
+//!   asked to stop, or the dispatcher went away; the processes Codex started outside
+//!   that group are noted before and killed after ([`sweep`]);
 //! - nothing the child writes can make the task panic.
 
 use tokio::process::ChildStdout;
@@ -29,8 +30,8 @@ use crate::providers::{
 
 use super::AdapterTimings;
 use super::app_protocol::{AppState, Handshake};
-use super::args;
 use super::sink::{EventSink, notice, now_millis};
+use super::{args, sweep};
 
 /// Start `codex app-server` for `spec` and its driver task.
 pub fn launch(
@@ -65,6 +66,7 @@ pub fn launch(
         stdout,
         commands: rx,
         timings,
+        escaped: Vec::new(),
     };
     runtime.spawn(driver.run());
     Ok(AdapterHandle {
@@ -94,6 +96,8 @@ struct Driver {
     stdout: LineReader<ChildStdout>,
     commands: mpsc::UnboundedReceiver<ProviderCommand>,
     timings: AdapterTimings,
+    /// Processes outside the child's group, noted for the sweep at the end.
+    escaped: Vec<sweep::Noted>,
 }
 
 /// The instant of a wall-clock deadline.
@@ -107,6 +111,9 @@ impl Driver {
         self.flush();
         let stop = self.running().await;
         tracing::debug!(run_id = %self.out.run_id(), ?stop, "ending codex app-server");
+        // Noted while the app-server still parents them (see [`sweep`]).
+        let mut escaped = std::mem::take(&mut self.escaped);
+        escaped.extend(sweep::escaped_descendants(self.child.pid()));
         let Driver {
             mut out,
             mut state,
@@ -119,6 +126,7 @@ impl Driver {
         // Held only when no `Ready` came: they go out without it.
         out.send_all(held).await;
         let report = close(&mut out, &mut state, child, stdout, timings.shutdown).await;
+        sweep::kill_left(&escaped);
         out.send(ProviderEvent::Exited {
             code: report.code,
             signal: report.signal,
@@ -165,6 +173,8 @@ impl Driver {
         if !self.state.turn_open() {
             return;
         }
+        // Before the interrupt: it may orphan a command without ending it.
+        self.escaped = sweep::escaped_descendants(self.child.pid());
         let events = self.state.interrupt(now_millis());
         self.flush();
         self.emit_all(events).await;

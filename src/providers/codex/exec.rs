@@ -9,7 +9,8 @@
 //! - every child is started with [`process::spawn`] (stdin closed at once, which is
 //!   what `</dev/null` gives) and always ended and reaped with
 //!   [`ProviderProcess::shutdown`]; an `Interrupt` (or `Shutdown`) mid-turn ends the
-//!   child's process group and reports the turn ended (an error, not transient);
+//!   child's process group (and the processes Codex started outside it, [`sweep`]) and
+//!   reports the turn ended (an error, not transient);
 //! - [`AdapterHandle::pid`] is `None`: no child is up between turns, and each turn has
 //!   a new one;
 //! - nothing a child writes can make the task panic.
@@ -29,9 +30,9 @@ use crate::providers::{
 };
 
 use super::AdapterTimings;
-use super::args;
 use super::exec_protocol::ExecState;
 use super::sink::{EventSink, notice};
+use super::{args, sweep};
 
 /// Start the exec-mode driver for `spec`. Fails at once when the working directory or
 /// the executable is missing (each turn's child is started later).
@@ -233,7 +234,10 @@ impl ExecDriver {
             stdin_grace: Duration::ZERO,
             ..self.timings.shutdown
         };
+        // Noted while the child still parents them (see [`sweep`]).
+        let escaped = sweep::escaped_descendants(running.process.pid());
         let report = running.process.shutdown(timings).await;
+        sweep::kill_left(&escaped);
         self.last_exit = Some(report);
         let events = self.state.interrupted();
         self.out.send_all(events).await;

@@ -22,6 +22,7 @@ pub mod exec_protocol;
 pub mod protocol;
 
 mod sink;
+pub mod sweep;
 
 use std::time::Duration;
 
