@@ -1025,3 +1025,23 @@ async fn a_resumed_idle_run_books_only_the_new_turns_usage() {
     let pid = view["pid"].as_u64().unwrap() as u32;
     rig.complete(&run, Some(pid)).await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_exec_turn_whose_server_errors_outlast_the_retries_fails_as_provider_unavailable() {
+    let rig = Rig::with_retries((0..6).map(|_| Reply::error(503)).collect(), 1).await;
+    let run = rig.dispatch("restricted", "Say something").await;
+    let view = rig.drover.until_ended(&run, TURN).await;
+    assert_eq!(view["state"], "failed", "{view:#}");
+    assert_eq!(
+        view["completion_reason"], "provider_unavailable",
+        "{view:#}"
+    );
+    assert_eq!(view["escalation"]["kind"], "retry", "{view:#}");
+    let ends: Vec<Value> = provider_events(&rig.drover.events(&run).await)
+        .into_iter()
+        .filter(|e| e["type"] == "turn_completed")
+        .collect();
+    assert_eq!(ends.len(), 1, "{ends:#?}");
+    assert_eq!(ends[0]["transient"], true, "{ends:#?}");
+    assert_eq!(ends[0]["api_error_status"], 503, "{ends:#?}");
+}
