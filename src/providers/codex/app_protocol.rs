@@ -63,6 +63,17 @@ impl Default for Bounds {
     }
 }
 
+impl Bounds {
+    fn of(&self, kind: RequestKindOut) -> i64 {
+        match kind {
+            RequestKindOut::Initialize => self.initialize,
+            RequestKindOut::Thread => self.thread,
+            RequestKindOut::TurnStart => self.turn_start,
+            RequestKindOut::Interrupt => self.interrupt,
+        }
+    }
+}
+
 /// Where the `initialize` handshake stands.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Handshake {
@@ -182,10 +193,6 @@ impl AppState {
         &self.handshake
     }
 
-    pub fn thread_id(&self) -> Option<&str> {
-        self.thread_id.as_deref()
-    }
-
     /// A turn was started and has not ended.
     pub fn turn_open(&self) -> bool {
         self.turn.is_some()
@@ -204,12 +211,7 @@ impl AppState {
     fn request(&mut self, kind: RequestKindOut, method: &'static str, params: Value, now: i64) {
         let id = self.next_id;
         self.next_id += 1;
-        let bound = match kind {
-            RequestKindOut::Initialize => self.bounds.initialize,
-            RequestKindOut::Thread => self.bounds.thread,
-            RequestKindOut::TurnStart => self.bounds.turn_start,
-            RequestKindOut::Interrupt => self.bounds.interrupt,
-        };
+        let bound = self.bounds.of(kind);
         self.pending.insert(
             id,
             PendingRequest {
@@ -317,12 +319,7 @@ impl AppState {
             let Some(request) = self.pending.remove(&id) else {
                 continue;
             };
-            let bound = match request.kind {
-                RequestKindOut::Initialize => self.bounds.initialize,
-                RequestKindOut::Thread => self.bounds.thread,
-                RequestKindOut::TurnStart => self.bounds.turn_start,
-                RequestKindOut::Interrupt => self.bounds.interrupt,
-            };
+            let bound = self.bounds.of(request.kind);
             let message = format!(
                 "Codex did not answer {} within {:.1} s",
                 request.method,
