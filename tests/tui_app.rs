@@ -536,3 +536,45 @@ async fn answering_moves_to_the_oldest_request_of_another_run() {
     );
     let _ = h.shutdown().await;
 }
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_held_run_is_routed_by_picking_option_two_on_its_card() {
+    let mut h = Harness::start().await;
+    let run: RunSummary = h
+        .ask(Request::Dispatch {
+            spec: Box::new(SpecInput {
+                provider: Some("sim".into()),
+                model: Some("auto".into()),
+                scenario: Some("hang".into()),
+                task: "Look into the flaky test".into(),
+                cwd: Some(h.home.path().to_path_buf()),
+                ..SpecInput::default()
+            }),
+        })
+        .await;
+    let run_id = run.run_id;
+    h.pump_until("the run to be held on its card", |app| {
+        app.model
+            .run(&run_id)
+            .is_some_and(|e| e.summary.state == RunState::AwaitingRoute)
+    })
+    .await;
+    h.app.model.select(&run_id);
+    h.press([char_key('p')]);
+    h.pump_until(
+        "the card to be loaded",
+        |app| matches!(top(app), Some(Overlay::Route(r)) if r.card.is_some()),
+    )
+    .await;
+    let Some(Overlay::Route(card)) = top(&h.app) else {
+        unreachable!()
+    };
+    let second = card.card.as_ref().expect("card").options[1].clone();
+    h.press([char_key('2')]);
+    h.pump_until("the card to close", |app| top(app).is_none())
+        .await;
+    let view = h.show(&run_id).await;
+    assert_ne!(view.state, RunState::AwaitingRoute);
+    assert_eq!(view.provider, second.provider);
+    assert_eq!(view.model.as_deref(), Some(second.model.as_str()));
+    let _ = h.shutdown().await;
+}

@@ -576,6 +576,7 @@ impl App {
         let run_id = event.run_id().to_string();
         let selected = self.model.selected() == Some(run_id.as_str());
         match event {
+            DispatchEvent::RunChanged { .. } if applied.stale => {}
             DispatchEvent::RunChanged { run } => {
                 self.fetch_budget(effects);
                 if selected || applied.pending_unknown {

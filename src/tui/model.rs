@@ -166,6 +166,9 @@ pub struct Applied {
     pub summary_changed: bool,
     /// The run's pending count differs from the requests known here.
     pub pending_unknown: bool,
+    /// The summary is older than the one already known (a reply's snapshot can overtake
+    /// the events before it): it was not applied.
+    pub stale: bool,
 }
 
 /// The dashboard's snapshot.
@@ -251,6 +254,15 @@ impl ViewModel {
             ..Applied::default()
         };
         let before = self.runs.get(&summary.run_id).map(|e| e.summary.clone());
+        // Live-state seqs only grow: a summary behind the known one is an old event
+        // arriving after a fresher snapshot, and must not undo it.
+        let seq = |s: &RunSummary| s.live_state.as_ref().map_or(0, |l| l.seq);
+        if before.as_ref().is_some_and(|b| seq(&summary) < seq(b)) {
+            return Applied {
+                stale: true,
+                ..Applied::default()
+            };
+        }
         let need_before = before.as_ref().and_then(needs_you);
         let need_now = needs_you(&summary);
         // Permission requests notify on their own event; input and routes notify here.
@@ -282,6 +294,18 @@ impl ViewModel {
             DispatchEvent::RunChanged { run } => self.upsert(run.clone()),
             DispatchEvent::LiveState { run_id, live_state } => {
                 if let Some(entry) = self.runs.get_mut(run_id) {
+                    // An old event behind a fresher snapshot changes nothing.
+                    if entry
+                        .summary
+                        .live_state
+                        .as_ref()
+                        .is_some_and(|known| live_state.seq < known.seq)
+                    {
+                        return Applied {
+                            stale: true,
+                            ..Applied::default()
+                        };
+                    }
                     entry.summary.live_state = Some(live_state.clone());
                     if let Some(detail) = &mut entry.detail {
                         detail.live_state = Some(live_state.clone());
@@ -376,7 +400,10 @@ impl ViewModel {
         };
         entry.pending = view.pending.clone();
         entry.pending.sort_by_key(|p| p.created_at);
-        entry.summary.live_state = view.live_state.clone();
+        let seq = |l: &Option<crate::live_state::LiveState>| l.as_ref().map_or(0, |l| l.seq);
+        if seq(&view.live_state) >= seq(&entry.summary.live_state) {
+            entry.summary.live_state = view.live_state.clone();
+        }
         entry.detail = Some(view);
         self.rebuild_rows();
     }
@@ -699,6 +726,56 @@ mod tests {
             created_at: at,
             expires_at: at + 600_000,
         }
+    }
+
+    fn live(seq: u64, state: crate::live_state::LiveStateKind) -> crate::live_state::LiveState {
+        crate::live_state::LiveState {
+            state,
+            since: 1_000,
+            bound: Some(2_000),
+            detail: None,
+            cause: None,
+            seq,
+        }
+    }
+
+    #[test]
+    fn old_events_behind_a_fresher_snapshot_change_nothing() {
+        use crate::live_state::LiveStateKind::Admitted;
+        // A `runs` answer (a snapshot) can overtake the events published before it.
+        let mut m = ViewModel::new(0, 120, 40);
+        let mut held = summary("h", RunState::AwaitingRoute);
+        held.live_state = Some(live(2, Admitted));
+        m.replace_runs(vec![held]);
+
+        let old_live = DispatchEvent::LiveState {
+            run_id: "h".into(),
+            live_state: live(1, Admitted),
+        };
+        assert!(m.apply(&old_live).stale);
+        let mut queued = summary("h", RunState::Queued);
+        queued.live_state = Some(live(1, Admitted));
+        let old_change = DispatchEvent::RunChanged { run: queued };
+        assert!(m.apply(&old_change).stale);
+        let entry = m.run("h").expect("the run");
+        assert_eq!(entry.summary.state, RunState::AwaitingRoute);
+        assert_eq!(entry.summary.live_state.as_ref().map(|l| l.seq), Some(2));
+
+        // Events at or past the known seq apply.
+        let mut started = summary("h", RunState::Starting);
+        started.live_state = Some(live(3, Admitted));
+        let applied = m.apply(&DispatchEvent::RunChanged { run: started });
+        assert!(!applied.stale);
+        assert_eq!(m.run("h").unwrap().summary.state, RunState::Starting);
+        assert!(m.apply(&old_live).stale, "seq 1 is behind 3");
+        let seq = m
+            .run("h")
+            .unwrap()
+            .summary
+            .live_state
+            .as_ref()
+            .map(|l| l.seq);
+        assert_eq!(seq, Some(3));
     }
 
     #[test]
