@@ -1045,3 +1045,49 @@ async fn an_exec_turn_whose_server_errors_outlast_the_retries_fails_as_provider_
     assert_eq!(ends[0]["transient"], true, "{ends:#?}");
     assert_eq!(ends[0]["api_error_status"], 503, "{ends:#?}");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_interrupted_exec_run_resumes_its_codex_thread_after_a_drover_restart() {
+    let mut rig = Rig::start(vec![
+        Reply::text(done("first exec turn")),
+        Reply::text(done("resumed exec turn")),
+    ])
+    .await;
+    let run = rig.dispatch("restricted", "Start the work").await;
+    let view = rig.drover.until_state(&run, "idle", TURN).await;
+    let thread = view["provider_session_id"].as_str().unwrap().to_string();
+
+    rig.drover.stop_serve(Signal::SIGKILL).await;
+    rig.drover.serve().await;
+    let view = rig.drover.show(&run).await;
+    assert_eq!(view["state"], "interrupted", "{view:#}");
+
+    let out = rig.drover.run(&["resume", &run, "Carry", "on"]).await;
+    assert!(out.success, "resume failed: {}{}", out.stdout, out.stderr);
+    let view = rig
+        .drover
+        .until(&run, "idle after the resumed turn", TURN, |v| {
+            v["state"] == "idle" && v["turns"].as_array().is_some_and(|t| t.len() == 2)
+        })
+        .await;
+    assert_eq!(
+        view["last_result"]["summary"], "resumed exec turn",
+        "{view:#}"
+    );
+    assert_eq!(view["provider_session_id"], thread.as_str(), "{view:#}");
+    let requests = rig.mock.wait_for_model_requests(2, TURN).await;
+    assert_eq!(
+        thread_header(&requests[1]),
+        thread,
+        "exec resume continues the thread"
+    );
+    let input = input_text(&requests[1]);
+    assert!(
+        input.contains("first exec turn") && input.contains("Carry on"),
+        "the resumed turn carries the thread: {input}"
+    );
+    // Not checked: the resumed turn's tokens. codex exec reports the thread's running
+    // total and a restarted drover does not know the total before it, so this turn books
+    // the whole thread (an overestimate; see exec_protocol).
+    rig.complete(&run, None).await;
+}
