@@ -125,6 +125,7 @@ fn start(mode: &str, policy: PermissionPolicy) -> FakeRun {
         policy,
         capability: Capability::Workspace,
         resume_session: None,
+        resume_tokens: None,
         scenario: None,
     };
     let (tx, events) = mpsc::channel(64);

@@ -81,6 +81,7 @@ mod tests {
             policy: PermissionPolicy::Restricted,
             capability,
             resume_session: None,
+            resume_tokens: None,
             scenario: None,
         }
     }

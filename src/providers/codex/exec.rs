@@ -63,7 +63,11 @@ pub fn launch(
         return Err(fail("no such executable".into()));
     }
     let (commands, rx) = mpsc::unbounded_channel();
-    let state = ExecState::new(spec.model.clone(), spec.resume_session.clone());
+    let state = ExecState::new(
+        spec.model.clone(),
+        spec.resume_session.clone(),
+        spec.resume_tokens,
+    );
     let driver = ExecDriver {
         out: EventSink::new(spec.run_id.clone(), sink),
         spec,

@@ -10,8 +10,9 @@
 //! - `turn.completed` usage is the *thread's* running total (a resumed exec counts the
 //!   turns before it; checked against the pinned 0.171.0), so a turn's tokens are the
 //!   growth since the previous turn's total. A thread resumed after a drover restart
-//!   has no known previous total: its first turn books the whole total (an
-//!   overestimate, never an underestimate);
+//!   starts from the tokens drover already booked on the run (`LaunchSpec::
+//!   resume_tokens`): tokens of a turn cut short by the restart, never booked, are
+//!   booked on the first resumed turn; nothing is booked twice;
 //! - "Reconnecting… n/m (…)" errors are retries in progress (`RateLimited`); progress
 //!   after them clears it;
 //! - nothing codex writes panics; a line that cannot be understood is a `Notice`.
@@ -44,10 +45,12 @@ struct ExecTurn {
 }
 
 impl ExecState {
-    /// `thread`: continue this Codex thread (a resumed run).
-    pub fn new(model: Option<String>, thread: Option<String>) -> ExecState {
+    /// `thread`: continue this Codex thread (a resumed run), whose tokens booked so far
+    /// are `booked` (the thread's total as far as drover knows).
+    pub fn new(model: Option<String>, thread: Option<String>, booked: Option<Tokens>) -> ExecState {
         ExecState {
             model,
+            thread_total: booked.filter(|_| thread.is_some()),
             thread_id: thread,
             ..ExecState::default()
         }

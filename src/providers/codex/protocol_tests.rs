@@ -197,6 +197,7 @@ fn spec(resume: Option<&str>) -> LaunchSpec {
         policy: PermissionPolicy::Ask,
         capability: Capability::Workspace,
         resume_session: resume.map(str::to_string),
+        resume_tokens: None,
         scenario: None,
     }
 }
@@ -821,7 +822,7 @@ fn exec_lines(state: &mut ExecState, lines: &[Value]) -> Vec<ProviderEvent> {
 
 #[test]
 fn exec_turns_book_the_growth_of_the_threads_running_total() {
-    let mut state = ExecState::new(Some("gpt-5.5".into()), None);
+    let mut state = ExecState::new(Some("gpt-5.5".into()), None, None);
     let usage = |input: u64, output: u64| {
         json!({"type": "turn.completed", "usage": {"input_tokens": input, "cached_input_tokens": 0,
                "cache_write_input_tokens": 0, "output_tokens": output, "reasoning_output_tokens": 0}})
@@ -868,8 +869,34 @@ fn exec_turns_book_the_growth_of_the_threads_running_total() {
 }
 
 #[test]
+fn an_exec_thread_resumed_after_a_restart_counts_from_what_drover_booked() {
+    use crate::providers::Tokens;
+    let booked = Tokens {
+        input: 1000,
+        output: 50,
+        ..Tokens::default()
+    };
+    let mut state = ExecState::new(None, Some(THREAD.into()), Some(booked));
+    state.begin_turn();
+    let events = exec_lines(
+        &mut state,
+        &[
+            json!({"type": "thread.started", "thread_id": THREAD}),
+            json!({"type": "turn.completed", "usage": {"input_tokens": 1600, "cached_input_tokens": 0,
+                   "output_tokens": 70, "reasoning_output_tokens": 0}}),
+        ],
+    );
+    let end = turn_end(&events);
+    assert_eq!(
+        end.tokens.input, 600,
+        "only the growth past the booked total"
+    );
+    assert_eq!(end.tokens.output, 20);
+}
+
+#[test]
 fn exec_retries_and_failures() {
-    let mut state = ExecState::new(None, Some(THREAD.into()));
+    let mut state = ExecState::new(None, Some(THREAD.into()), None);
     state.begin_turn();
     let events = exec_lines(
         &mut state,
@@ -924,7 +951,7 @@ fn exec_retries_and_failures() {
 
 #[test]
 fn exec_hostile_lines_are_notices() {
-    let mut state = ExecState::new(None, None);
+    let mut state = ExecState::new(None, None, None);
     state.begin_turn();
     for text in [
         "not json",
