@@ -1096,15 +1096,17 @@ fn refused_dispatches_say_why_and_create_nothing() {
             "INVALID_PROVIDER",
             "\"nope\"",
         ),
+        // A configured provider without an adapter (opencode is the last one; drop this
+        // case when its adapter lands).
         (
             vec![
                 "dispatch".into(),
                 "--provider".into(),
-                "codex".into(),
+                "opencode".into(),
                 "x".into(),
             ],
             "INVALID_PROVIDER",
-            "codex",
+            "opencode",
         ),
         (sim(&[], ""), "TASK_REQUIRED", "empty"),
         (sim(&[], "   "), "TASK_REQUIRED", "empty"),

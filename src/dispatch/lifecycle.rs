@@ -183,6 +183,7 @@ impl Actor {
             capability: run.spec.capability,
             // Only a resumed run continues its provider session; every other start is new.
             resume_session: run.resume.as_ref().and(run.provider_session_id.clone()),
+            resume_tokens: run.resume.as_ref().map(|_| run.tokens),
             scenario: run.spec.scenario.clone(),
         })
     }

@@ -20,7 +20,7 @@ use crate::spec::{self, PermissionPolicy, ProviderInfo, SpecInput, ValidationCon
 use crate::{DroverError, ErrorCode};
 
 /// Providers drover can run today.
-pub const RUNNABLE: &[&str] = &["claude-code", "sim", "opencode"];
+pub const RUNNABLE: &[&str] = &["claude-code", "codex", "sim", "opencode"];
 /// Used when a dispatch names no provider.
 const DEFAULT_PROVIDER: &str = "claude-code";
 /// The budget session runs belong to until budget sessions land.

@@ -43,6 +43,9 @@ pub struct LaunchSpec {
     pub capability: Capability,
     /// Continue this provider session instead of starting a new one.
     pub resume_session: Option<String>,
+    /// With `resume_session`: the tokens drover has booked on the run so far (for a
+    /// provider that reports a session's running total, the base to count from).
+    pub resume_tokens: Option<Tokens>,
     /// The sim's scenario (name or file); ignored by real providers.
     pub scenario: Option<String>,
 }

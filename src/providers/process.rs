@@ -93,7 +93,7 @@ pub struct ProviderProcess {
     child: Child,
     pid: u32,
     stdin: StdinWriter,
-    exit_watch: Option<JoinHandle<()>>,
+    exit_watch: Option<ExitWatch>,
     stderr: StderrTail,
     /// Set once the leader is reaped: from then on its pid may be reused, so the group
     /// is never signalled again.
@@ -149,7 +149,7 @@ pub fn spawn(
     else {
         return Err(fail("the child's stdio pipes are missing".into()));
     };
-    let exit_watch = tokio::task::spawn_blocking(move || wait_exited_unreaped(pid));
+    let exit_watch = ExitWatch::start(pid);
     let process = ProviderProcess {
         child,
         pid,
@@ -159,6 +159,58 @@ pub fn spawn(
         reaped: false,
     };
     Ok((process, LineReader::new(stdout, MAX_LINE_BYTES)))
+}
+
+/// How the leader's exit is noticed without reaping it: a pidfd (readable once the
+/// process has exited) watched by the runtime's reactor, so no thread waits per child;
+/// on a kernel without pidfds (before Linux 5.3), a blocking `waitid(WNOWAIT)` on the
+/// blocking pool.
+#[derive(Debug)]
+enum ExitWatch {
+    Pidfd(tokio::io::unix::AsyncFd<std::os::fd::OwnedFd>),
+    Blocking(JoinHandle<()>),
+}
+
+impl ExitWatch {
+    fn start(pid: u32) -> ExitWatch {
+        let pidfd = i32::try_from(pid)
+            .ok()
+            .and_then(rustix::process::Pid::from_raw)
+            .and_then(|p| {
+                rustix::process::pidfd_open(p, rustix::process::PidfdFlags::NONBLOCK).ok()
+            })
+            .and_then(|fd| {
+                // SAFETY: `fd` is an `OwnedFd` moved into the `AsyncFd`: it is open, stays
+                // open and names the same pidfd until the `AsyncFd` is dropped.
+                unsafe {
+                    tokio::io::unix::AsyncFd::register_with_interest(
+                        fd,
+                        tokio::io::Interest::READABLE,
+                    )
+                }
+                .ok()
+            });
+        match pidfd {
+            Some(fd) => ExitWatch::Pidfd(fd),
+            None => ExitWatch::Blocking(tokio::task::spawn_blocking(move || {
+                wait_exited_unreaped(pid)
+            })),
+        }
+    }
+
+    /// Resolves once the process has exited. Cancel-safe.
+    async fn exited(&mut self) {
+        match self {
+            // Readiness stays set once the process is gone; an error tells nothing more
+            // and counts as exited (shutdown still signals the group before reaping).
+            ExitWatch::Pidfd(fd) => {
+                let _ = fd.readable().await;
+            }
+            ExitWatch::Blocking(handle) => {
+                let _ = handle.await;
+            }
+        }
+    }
 }
 
 /// Block until the process `pid` has exited, leaving it a zombie (not reaped), so its pid
@@ -224,9 +276,9 @@ impl ProviderProcess {
     /// `select!` branch polled again and again.
     pub async fn exited(&mut self) {
         if let Some(watch) = self.exit_watch.as_mut() {
-            // A watcher that panicked or was cancelled tells nothing more: treat it as
-            // exited; `shutdown` still signals the group before reaping.
-            let _ = watch.await;
+            // A watcher that failed tells nothing more: treat it as exited; `shutdown`
+            // still signals the group before reaping.
+            watch.exited().await;
             self.exit_watch = None;
         }
     }

@@ -1,26 +1,44 @@
-//! Codex (`codex`, the pinned version) against the mock OpenAI Responses API, run
-//! directly: drover has no Codex adapter yet, so these only prove the binary starts, talks
-//! to the mock, runs a tool call and resumes its thread — the ground the adapter will be
-//! built on (PROVIDERS.md, "Codex").
+//! Codex (`codex`, the pinned version) run by drover through its headless interface,
+//! against the mock OpenAI Responses API; plus one direct `codex exec` run that pins down
+//! the CLI facts the exec mode relies on.
+//!
+//! Each test owns a `drover serve` in a temporary `DROVER_HOME` whose `config.toml` points
+//! `[providers.codex]` at the pinned CLI, with `CODEX_HOME` (and `HOME`, `TMPDIR`) in the
+//! temporary directory and a `config.toml` there that sends Codex to the mock and nowhere
+//! else. What a user relies on is checked from both ends: what drover shows (`show
+//! --json`, the events transcript) and what the model API actually received.
 
 use std::path::Path;
 use std::time::Duration;
 
+use nix::sys::signal::Signal;
 use serde_json::{Value, json};
 
+use crate::drover::{Drover, eventually, group_alive, processes_with, provider_config};
 use crate::mock::{MockApi, Protocol, Reply, Usage};
 use crate::peers::{self, base_env, run_bounded};
 
-/// One `codex exec` against the mock (it retries a dead API forever: always bounded).
+/// The model every run asks for (priced in the catalog: $5 / $30 / $0.50 per million
+/// input / output / cached input tokens).
+const MODEL: &str = "gpt-5.5";
+/// How long a turn against the mock may take (Codex starts in about half a second; a
+/// retried request waits for its back-off).
+const TURN: Duration = Duration::from_secs(60);
+/// One direct `codex exec` against the mock (it retries a dead API: always bounded).
 const EXEC: Duration = Duration::from_secs(90);
 
-/// `CODEX_HOME/config.toml` pointing Codex at the mock, with no retries, and nothing
-/// else on the network: without `[features] plugins/apps = false` the pinned Codex
-/// looks up api.github.com and chatgpt.com, without `[analytics] enabled = false`
-/// ab.chatgpt.com (seen with strace).
-fn write_config(codex_home: &Path, mock: &MockApi) {
+/// A final answer with the `## Result` block drover asks for.
+fn done(summary: &str) -> String {
+    format!("All set.\n\n## Result\nstatus: done\nsummary: {summary}")
+}
+
+/// `CODEX_HOME/config.toml` pointing Codex at the mock, with `retries` request and stream
+/// retries, and nothing else on the network: without `[features] plugins/apps = false`
+/// the pinned Codex looks up api.github.com and chatgpt.com, without `[analytics]
+/// enabled = false` ab.chatgpt.com (seen with strace).
+fn write_config(codex_home: &Path, mock: &MockApi, retries: u32) {
     let config = format!(
-        r#"model = "gpt-5.5"
+        r#"model = "{MODEL}"
 model_provider = "mock"
 check_for_update_on_startup = false
 
@@ -36,23 +54,642 @@ name = "Mock"
 base_url = "{}/v1"
 env_key = "MOCK_API_KEY"
 wire_api = "responses"
-request_max_retries = 0
-stream_max_retries = 0
+request_max_retries = {retries}
+stream_max_retries = {retries}
 "#,
         mock.url()
     );
     std::fs::write(codex_home.join("config.toml"), config).expect("codex config.toml");
 }
 
-fn env(root: &Path) -> Vec<(String, String)> {
-    let mut env = base_env(&root.join("home"));
-    env.push((
-        "CODEX_HOME".into(),
-        root.join("codex-home").display().to_string(),
-    ));
-    env.push(("MOCK_API_KEY".into(), "sk-mock".into()));
-    env.push(("TMPDIR".into(), root.join("tmp").display().to_string()));
-    env
+/// The variables Codex needs under `root` (its home, `CODEX_HOME`, a temporary
+/// directory) and the mock's fake key.
+fn codex_env(root: &Path) -> Vec<(String, String)> {
+    for dir in ["home", "codex-home", "tmp"] {
+        std::fs::create_dir_all(root.join(dir)).expect("codex directories");
+    }
+    vec![
+        ("HOME".into(), root.join("home").display().to_string()),
+        (
+            "CODEX_HOME".into(),
+            root.join("codex-home").display().to_string(),
+        ),
+        ("MOCK_API_KEY".into(), "sk-mock".into()),
+        ("TMPDIR".into(), root.join("tmp").display().to_string()),
+    ]
+}
+
+/// A mock Responses API and a drover whose `codex` provider talks to it.
+struct Rig {
+    mock: MockApi,
+    drover: Drover,
+}
+
+impl Rig {
+    async fn start(script: Vec<Reply>) -> Rig {
+        Rig::with_retries(script, 0).await
+    }
+
+    async fn with_retries(script: Vec<Reply>, retries: u32) -> Rig {
+        let codex = peers::cli("codex");
+        let mock = MockApi::start(Protocol::OpenAiResponses, script).await;
+        let drover = Drover::start_with(|root| {
+            let env = codex_env(root);
+            write_config(&root.join("codex-home"), &mock, retries);
+            provider_config("codex", &codex, &env)
+        })
+        .await;
+        Rig { mock, drover }
+    }
+
+    async fn dispatch(&self, policy: &str, task: &str) -> String {
+        self.drover
+            .dispatch(&[
+                "--provider",
+                "codex",
+                "--model",
+                MODEL,
+                "--policy",
+                policy,
+                task,
+            ])
+            .await
+    }
+
+    /// Waits for the run's first pending permission request.
+    async fn pending(&self, run: &str) -> Value {
+        let view = self
+            .drover
+            .until(run, "asking for permission", TURN, |v| {
+                v["pending"].as_array().is_some_and(|p| !p.is_empty())
+            })
+            .await;
+        assert_eq!(view["state"], "awaiting_permission", "{view:#}");
+        view["pending"][0].clone()
+    }
+
+    async fn respond(&self, run: &str, request: &str, decision: &[&str]) {
+        let mut args = vec!["respond", run, request];
+        args.extend_from_slice(decision);
+        let out = self.drover.run(&args).await;
+        assert!(out.success, "respond failed: {}{}", out.stdout, out.stderr);
+    }
+
+    /// Ends an idle run as complete and checks its child (if any) is gone.
+    async fn complete(&self, run: &str, pid: Option<u32>) {
+        let out = self.drover.run(&["complete", run]).await;
+        assert!(out.success, "complete failed: {}{}", out.stdout, out.stderr);
+        let view = self.drover.until_ended(run, TURN).await;
+        assert_eq!(view["state"], "completed", "{view:#}");
+        assert!(view["pid"].is_null(), "{view:#}");
+        if let Some(pid) = pid {
+            assert!(
+                eventually(Duration::from_secs(5), || !group_alive(pid)).await,
+                "codex's process group {pid} outlived its completed run"
+            );
+        }
+    }
+}
+
+/// The live-state assignments the run went through, in order (from the events
+/// transcript): each with its `state`, `bound`, `detail`, and the event's `at`.
+fn live_states(events: &[Value]) -> Vec<Value> {
+    events
+        .iter()
+        .filter(|e| e["kind"] == "live_state")
+        .map(|e| {
+            let mut assignment = e["body"]["assignment"].clone();
+            assignment["at"] = e["at"].clone();
+            assignment
+        })
+        .collect()
+}
+
+/// The provider events drover recorded (`transcript` events), as the adapter parsed them.
+fn provider_events(events: &[Value]) -> Vec<Value> {
+    events
+        .iter()
+        .filter(|e| e["kind"] == "transcript")
+        .map(|e| e["body"]["event"].clone())
+        .collect()
+}
+
+/// The text of a Responses API request's input (every item, as JSON).
+fn input_text(request: &crate::mock::RecordedRequest) -> String {
+    request.body["input"].to_string()
+}
+
+/// The thread id Codex sent with a model request.
+fn thread_header(request: &crate::mock::RecordedRequest) -> String {
+    request
+        .header("thread-id")
+        .unwrap_or_else(|| panic!("Codex sent no thread-id header: {:?}", request.headers))
+        .to_string()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_command_allowed_by_the_user_runs_and_its_output_goes_back_to_the_model() {
+    let command = "echo allowed-7f3a > allowed.txt && cat allowed.txt";
+    let rig = Rig::start(vec![
+        Reply::tool_call("exec_command", json!({"cmd": command})),
+        Reply::text(done("wrote allowed.txt")),
+    ])
+    .await;
+    let run = rig.dispatch("ask", "Write allowed.txt").await;
+
+    let pending = rig.pending(&run).await;
+    assert_eq!(pending["kind"], "permission", "{pending:#}");
+    assert_eq!(pending["tool"], "shell", "{pending:#}");
+    assert!(
+        pending["input"]["command"]
+            .as_str()
+            .unwrap_or("")
+            .contains(command),
+        "{pending:#}"
+    );
+    assert!(
+        !rig.drover.work_dir().join("allowed.txt").exists(),
+        "the command ran before it was allowed"
+    );
+    let request = pending["request_id"].as_str().unwrap().to_string();
+    rig.respond(&run, &request, &["allow"]).await;
+
+    let view = rig.drover.until_state(&run, "idle", TURN).await;
+    assert!(view["pending"].as_array().unwrap().is_empty(), "{view:#}");
+    assert_eq!(view["last_result"]["status"], "done", "{view:#}");
+    assert_eq!(
+        view["last_result"]["summary"], "wrote allowed.txt",
+        "{view:#}"
+    );
+    assert_eq!(
+        std::fs::read_to_string(rig.drover.work_dir().join("allowed.txt")).unwrap(),
+        "allowed-7f3a\n"
+    );
+    let requests = rig.mock.wait_for_model_requests(2, TURN).await;
+    let results = rig.mock.tool_results(&requests[1]);
+    assert_eq!(results.len(), 1, "{results:?}");
+    assert!(results[0].call_id.starts_with("call_mock_"), "{results:?}");
+    assert!(results[0].content.contains("allowed-7f3a"), "{results:?}");
+    assert_eq!(rig.mock.remaining(), 0);
+
+    // The transcript shows the tool's start and end with the same id.
+    let events = provider_events(&rig.drover.events(&run).await);
+    let started = events
+        .iter()
+        .find(|e| e["type"] == "tool_started")
+        .unwrap_or_else(|| panic!("no tool_started: {events:#?}"));
+    assert_eq!(started["name"], "shell", "{started:#}");
+    let finished = events
+        .iter()
+        .find(|e| e["type"] == "tool_finished")
+        .unwrap_or_else(|| panic!("no tool_finished: {events:#?}"));
+    assert_eq!(
+        finished["tool_use_id"], started["tool_use_id"],
+        "{finished:#}"
+    );
+    assert_eq!(finished["is_error"], false, "{finished:#}");
+    // The ledger holds Codex's thread id: the one it sends the API.
+    let thread = thread_header(&requests[0]);
+    assert_eq!(thread_header(&requests[1]), thread);
+    assert_eq!(view["provider_session_id"], thread.as_str(), "{view:#}");
+    let pid = view["pid"].as_u64().expect("an idle run keeps its child") as u32;
+    rig.complete(&run, Some(pid)).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_command_denied_by_the_user_does_not_run_and_the_model_hears_it() {
+    let command = "echo denied-51c2 > denied.txt";
+    let rig = Rig::start(vec![
+        Reply::tool_call("exec_command", json!({"cmd": command})),
+        Reply::text(done("the user said no, so nothing was written")),
+    ])
+    .await;
+    let run = rig.dispatch("ask", "Write denied.txt").await;
+    let pending = rig.pending(&run).await;
+    let request = pending["request_id"].as_str().unwrap().to_string();
+    rig.respond(&run, &request, &["deny", "--message", "not here"])
+        .await;
+
+    let view = rig.drover.until_state(&run, "idle", TURN).await;
+    assert_eq!(view["last_result"]["status"], "done", "{view:#}");
+    assert!(
+        !rig.drover.work_dir().join("denied.txt").exists(),
+        "a denied command ran"
+    );
+    let requests = rig.mock.wait_for_model_requests(2, TURN).await;
+    let results = rig.mock.tool_results(&requests[1]);
+    assert_eq!(results.len(), 1, "{results:?}");
+    // Codex's `decline` carries no message: the model hears the command was rejected.
+    assert!(
+        results[0].content.contains("rejected by user"),
+        "the model hears the command was rejected: {results:?}"
+    );
+    let events = provider_events(&rig.drover.events(&run).await);
+    let finished = events
+        .iter()
+        .find(|e| e["type"] == "tool_finished")
+        .unwrap_or_else(|| panic!("no tool_finished: {events:#?}"));
+    assert_eq!(finished["is_error"], true, "{finished:#}");
+    let pid = view["pid"].as_u64().unwrap() as u32;
+    rig.complete(&run, Some(pid)).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_follow_up_turn_continues_the_same_codex_thread() {
+    let rig = Rig::start(vec![
+        Reply::text(done("first part done")),
+        Reply::text(done("second part done")),
+    ])
+    .await;
+    let run = rig.dispatch("ask", "Do the first part").await;
+    let first = rig.drover.until_state(&run, "idle", TURN).await;
+    let session = first["provider_session_id"]
+        .as_str()
+        .expect("the run knows its Codex thread")
+        .to_string();
+    let pid = first["pid"].as_u64().unwrap() as u32;
+
+    let out = rig
+        .drover
+        .run(&["follow-up", &run, "Now", "the", "second", "part"])
+        .await;
+    assert!(
+        out.success,
+        "follow-up failed: {}{}",
+        out.stdout, out.stderr
+    );
+    let view = rig
+        .drover
+        .until(&run, "idle after two turns", TURN, |v| {
+            v["state"] == "idle" && v["turns"].as_array().is_some_and(|t| t.len() == 2)
+        })
+        .await;
+    assert_eq!(view["turns"][1]["origin"], "follow_up", "{view:#}");
+    assert_eq!(
+        view["last_result"]["summary"], "second part done",
+        "{view:#}"
+    );
+    assert_eq!(view["provider_session_id"], session.as_str(), "{view:#}");
+    assert_eq!(view["pid"], pid, "the same app-server serves the follow-up");
+
+    let requests = rig.mock.wait_for_model_requests(2, TURN).await;
+    for request in &requests {
+        assert_eq!(thread_header(request), session);
+    }
+    // The follow-up carries the conversation: the first answer, then the new prompt.
+    let input = input_text(&requests[1]);
+    assert!(input.contains("first part done"), "{input}");
+    assert!(input.contains("Now the second part"), "{input}");
+    rig.complete(&run, Some(pid)).await;
+}
+
+/// `Usage` as the mock reports it, in drover's classes (OpenAI's input includes the
+/// cached tokens and its output the reasoning ones).
+fn drover_tokens(usages: &[Usage]) -> Value {
+    let sum = |f: fn(&Usage) -> u64| usages.iter().map(f).sum::<u64>();
+    json!({
+        "input": sum(|u| u.input - u.cache_read),
+        "output": sum(|u| u.output - u.reasoning),
+        "reasoning": sum(|u| u.reasoning),
+        "cache_read": sum(|u| u.cache_read),
+        "cache_write": 0,
+    })
+}
+
+/// What the catalog's gpt-5.5 price makes of `tokens` (drover's classes): $5 per million
+/// uncached input tokens, $30 output (reasoning included), $0.50 cached input.
+fn gpt55_cost(tokens: &Value) -> f64 {
+    let n = |k: &str| tokens[k].as_u64().unwrap() as f64;
+    (n("input") * 5.0 + (n("output") + n("reasoning")) * 30.0 + n("cache_read") * 0.5) / 1e6
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn usage_is_booked_as_tokens_priced_from_the_catalog() {
+    let first_tool = Usage {
+        input: 2000,
+        output: 50,
+        cache_read: 500,
+        cache_write: 0,
+        reasoning: 10,
+    };
+    let first_text = Usage {
+        input: 2100,
+        output: 30,
+        cache_read: 0,
+        cache_write: 0,
+        reasoning: 0,
+    };
+    let second = Usage {
+        input: 900,
+        output: 60,
+        cache_read: 300,
+        cache_write: 0,
+        reasoning: 20,
+    };
+    let rig = Rig::start(vec![
+        Reply::tool_call("exec_command", json!({"cmd": "touch usage.txt"})).usage(first_tool),
+        Reply::text(done("one")).usage(first_text),
+        Reply::text(done("two")).usage(second),
+    ])
+    .await;
+    let run = rig.dispatch("ask", "Count tokens").await;
+    let pending = rig.pending(&run).await;
+    rig.respond(&run, pending["request_id"].as_str().unwrap(), &["allow"])
+        .await;
+    let view = rig.drover.until_state(&run, "idle", TURN).await;
+
+    // Tokens: the turn's two model requests, summed.
+    let turn_one = drover_tokens(&[first_tool, first_text]);
+    assert_eq!(view["tokens"], turn_one, "{view:#}");
+    assert_eq!(view["cost_basis"], "estimated", "{view:#}");
+    let expected = gpt55_cost(&turn_one);
+    assert!(expected > 0.0);
+    let cost = view["cost_usd"].as_f64().unwrap();
+    assert!(
+        (cost - expected).abs() < 1e-9,
+        "drover booked {cost} for tokens the catalog prices at {expected}: {view:#}"
+    );
+
+    // A second turn is booked on its own tokens (not the thread's running total).
+    let out = rig.drover.run(&["follow-up", &run, "Again"]).await;
+    assert!(out.success, "{}{}", out.stdout, out.stderr);
+    let view = rig
+        .drover
+        .until(&run, "idle after two turns", TURN, |v| {
+            v["state"] == "idle" && v["turns"].as_array().is_some_and(|t| t.len() == 2)
+        })
+        .await;
+    let turn_two = drover_tokens(&[second]);
+    assert_eq!(view["turns"][1]["tokens"], turn_two, "{view:#}");
+    assert_eq!(
+        view["tokens"],
+        drover_tokens(&[first_tool, first_text, second]),
+        "{view:#}"
+    );
+    let turn_cost = view["turns"][1]["cost_usd"].as_f64().unwrap();
+    assert!((turn_cost - gpt55_cost(&turn_two)).abs() < 1e-9, "{view:#}");
+    let cost = view["cost_usd"].as_f64().unwrap();
+    assert!(
+        (cost - expected - gpt55_cost(&turn_two)).abs() < 1e-9,
+        "{view:#}"
+    );
+    assert_eq!(view["cost_basis"], "estimated", "{view:#}");
+    let pid = view["pid"].as_u64().unwrap() as u32;
+    rig.complete(&run, Some(pid)).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_rate_limit_holds_the_run_in_waiting_provider_until_the_api_answers_again() {
+    // Codex retries a 429 as a stream reconnect (honouring retry-after), when retries
+    // are configured.
+    let rig = Rig::with_retries(
+        vec![
+            Reply::error(429).retry_after(Duration::from_secs(1)),
+            Reply::text(done("answered after the rate limit")),
+        ],
+        2,
+    )
+    .await;
+    let run = rig.dispatch("ask", "Say something").await;
+    let view = rig.drover.until_state(&run, "idle", TURN).await;
+    assert_eq!(
+        view["last_result"]["summary"], "answered after the rate limit",
+        "{view:#}"
+    );
+    let requests = rig.mock.wait_for_model_requests(2, TURN).await;
+    assert_eq!(requests.len(), 2, "{}", crate::mock::describe(&requests));
+
+    let events = rig.drover.events(&run).await;
+    let states = live_states(&events);
+    let kinds: Vec<&str> = states.iter().filter_map(|s| s["state"].as_str()).collect();
+    let waiting = kinds
+        .iter()
+        .position(|k| *k == "waiting_provider")
+        .unwrap_or_else(|| panic!("the run never waited for the provider: {kinds:?}"));
+    let held = &states[waiting];
+    assert!(
+        held["detail"].as_str().unwrap_or("").contains("429"),
+        "{held:#}"
+    );
+    assert!(
+        kinds[waiting..].contains(&"working"),
+        "the run went back to work after the rate limit: {kinds:?}"
+    );
+    let provider = provider_events(&events);
+    let limited = provider
+        .iter()
+        .position(|e| e["type"] == "rate_limited")
+        .unwrap_or_else(|| panic!("no rate_limited event: {provider:#?}"));
+    assert!(
+        provider[limited..]
+            .iter()
+            .any(|e| e["type"] == "rate_limit_cleared"),
+        "the adapter said the rate limit was over: {provider:#?}"
+    );
+    assert_eq!(view["live_state"]["state"], "working", "{view:#}");
+    let pid = view["pid"].as_u64().unwrap() as u32;
+    rig.complete(&run, Some(pid)).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_server_error_that_outlasts_the_retries_fails_the_run_as_provider_unavailable() {
+    // One request retry and one stream retry: Codex makes four requests, then gives up.
+    let rig = Rig::with_retries((0..6).map(|_| Reply::error(500)).collect(), 1).await;
+    let run = rig.dispatch("ask", "Say something").await;
+    let running = rig
+        .drover
+        .until(&run, "running with a child", TURN, |v| v["pid"].is_u64())
+        .await;
+    let pid = running["pid"].as_u64().unwrap() as u32;
+    let view = rig.drover.until_ended(&run, TURN).await;
+    assert_eq!(view["state"], "failed", "{view:#}");
+    assert_eq!(
+        view["completion_reason"], "provider_unavailable",
+        "{view:#}"
+    );
+    // A retry on the same provider and model is offered.
+    assert_eq!(view["escalation"]["kind"], "retry", "{view:#}");
+    assert_eq!(view["escalation"]["to_provider"], "codex", "{view:#}");
+    assert_eq!(view["escalation"]["to_model"], MODEL, "{view:#}");
+    let ends: Vec<Value> = provider_events(&rig.drover.events(&run).await)
+        .into_iter()
+        .filter(|e| e["type"] == "turn_completed")
+        .collect();
+    assert_eq!(ends.len(), 1, "{ends:#?}");
+    assert_eq!(ends[0]["is_error"], true, "{ends:#?}");
+    assert_eq!(ends[0]["transient"], true, "{ends:#?}");
+    assert_eq!(ends[0]["api_error_status"], 500, "{ends:#?}");
+    let requests = rig.mock.model_requests();
+    assert_eq!(requests.len(), 4, "{}", crate::mock::describe(&requests));
+    assert!(
+        eventually(Duration::from_secs(5), || !group_alive(pid)).await,
+        "codex's process group {pid} outlived its failed run"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn stopping_a_run_while_the_model_answers_leaves_no_process_behind() {
+    let rig = Rig::start(vec![
+        Reply::text(done("too late")).delay(Duration::from_secs(120)),
+    ])
+    .await;
+    let run = rig.dispatch("ask", "Take your time").await;
+    rig.mock.wait_for_model_requests(1, TURN).await;
+    let view = rig.drover.show(&run).await;
+    assert_eq!(view["state"], "running", "{view:#}");
+    let pid = view["pid"]
+        .as_u64()
+        .expect("a running run shows its child's pid") as u32;
+    assert!(group_alive(pid));
+
+    let out = rig.drover.run(&["stop", &run]).await;
+    assert!(out.success, "stop failed: {}{}", out.stdout, out.stderr);
+    let view = rig.drover.until_ended(&run, TURN).await;
+    assert_eq!(view["state"], "stopped", "{view:#}");
+    assert_eq!(view["completion_reason"], "user", "{view:#}");
+    assert!(view["pid"].is_null(), "{view:#}");
+    assert!(
+        !group_alive(pid),
+        "process group {pid} outlived the stopped run"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_restricted_policy_runs_codex_exec_per_turn_and_resumes_its_thread() {
+    let command = "echo exec-3c1e > exec.txt";
+    let tool = Usage {
+        input: 1500,
+        output: 40,
+        cache_read: 200,
+        cache_write: 0,
+        reasoning: 5,
+    };
+    let first = Usage {
+        input: 1700,
+        output: 30,
+        cache_read: 0,
+        cache_write: 0,
+        reasoning: 0,
+    };
+    let second = Usage {
+        input: 2000,
+        output: 70,
+        cache_read: 1000,
+        cache_write: 0,
+        reasoning: 0,
+    };
+    let rig = Rig::start(vec![
+        Reply::tool_call("exec_command", json!({"cmd": command})).usage(tool),
+        Reply::text(done("wrote exec.txt")).usage(first),
+        Reply::text(done("second exec turn")).usage(second),
+    ])
+    .await;
+    let run = rig.dispatch("restricted", "Write exec.txt").await;
+    let view = rig.drover.until_state(&run, "idle", TURN).await;
+    // exec never asks: the sandbox (workspace-write) decides.
+    assert_eq!(view["last_result"]["summary"], "wrote exec.txt", "{view:#}");
+    assert_eq!(
+        std::fs::read_to_string(rig.drover.work_dir().join("exec.txt")).unwrap(),
+        "exec-3c1e\n"
+    );
+    // No child between turns.
+    assert!(view["pid"].is_null(), "{view:#}");
+    let requests = rig.mock.wait_for_model_requests(2, TURN).await;
+    let thread = thread_header(&requests[0]);
+    assert_eq!(view["provider_session_id"], thread.as_str(), "{view:#}");
+    assert_eq!(view["tokens"], drover_tokens(&[tool, first]), "{view:#}");
+
+    let out = rig.drover.run(&["follow-up", &run, "And", "again"]).await;
+    assert!(out.success, "{}{}", out.stdout, out.stderr);
+    let view = rig
+        .drover
+        .until(&run, "idle after two turns", TURN, |v| {
+            v["state"] == "idle" && v["turns"].as_array().is_some_and(|t| t.len() == 2)
+        })
+        .await;
+    assert_eq!(
+        view["last_result"]["summary"], "second exec turn",
+        "{view:#}"
+    );
+    assert_eq!(view["provider_session_id"], thread.as_str(), "{view:#}");
+    let requests = rig.mock.wait_for_model_requests(3, TURN).await;
+    assert_eq!(
+        thread_header(&requests[2]),
+        thread,
+        "exec resume continues the thread"
+    );
+    let input = input_text(&requests[2]);
+    assert!(
+        input.contains("wrote exec.txt") && input.contains("And again"),
+        "the resumed turn carries the thread: {input}"
+    );
+    // codex exec reports the thread's running total; the turn is booked on its own part.
+    assert_eq!(
+        view["turns"][1]["tokens"],
+        drover_tokens(&[second]),
+        "{view:#}"
+    );
+    let expected = gpt55_cost(&drover_tokens(&[tool, first, second]));
+    let cost = view["cost_usd"].as_f64().unwrap();
+    assert!(
+        (cost - expected).abs() < 1e-9,
+        "{cost} vs {expected}: {view:#}"
+    );
+    rig.complete(&run, None).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_interrupted_run_resumes_its_codex_thread_after_a_drover_restart() {
+    let mut rig = Rig::start(vec![
+        Reply::text(done("too late")).delay(Duration::from_secs(120)),
+        Reply::text(done("carried on")),
+    ])
+    .await;
+    let run = rig.dispatch("ask", "Start the work").await;
+    rig.mock.wait_for_model_requests(1, TURN).await;
+    let view = rig.drover.show(&run).await;
+    let pid = view["pid"].as_u64().unwrap() as u32;
+    let thread = view["provider_session_id"]
+        .as_str()
+        .expect("the thread is known once the turn runs")
+        .to_string();
+    assert_eq!(thread_header(&rig.mock.model_requests()[0]), thread);
+
+    rig.drover.stop_serve(Signal::SIGKILL).await;
+    assert!(
+        eventually(Duration::from_secs(10), || !group_alive(pid)).await,
+        "codex's process group {pid} outlived a killed drover"
+    );
+    rig.drover.serve().await;
+    let view = rig.drover.show(&run).await;
+    assert_eq!(view["state"], "interrupted", "{view:#}");
+
+    let out = rig.drover.run(&["resume", &run, "Carry", "on"]).await;
+    assert!(out.success, "resume failed: {}{}", out.stdout, out.stderr);
+    let view = rig.drover.until_state(&run, "idle", TURN).await;
+    assert_eq!(view["last_result"]["summary"], "carried on", "{view:#}");
+    assert_eq!(view["provider_session_id"], thread.as_str(), "{view:#}");
+    let requests = rig.mock.wait_for_model_requests(2, TURN).await;
+    let last = requests.last().unwrap();
+    assert_eq!(
+        thread_header(last),
+        thread,
+        "the resumed app-server continues the thread"
+    );
+    let input = input_text(last);
+    assert!(
+        input.contains("Start the work") && input.contains("Carry on"),
+        "the resumed turn carries the thread: {input}"
+    );
+    // The resumed turn is booked on its own usage (the mock's default for the reply).
+    let turns = view["turns"].as_array().unwrap();
+    assert_eq!(
+        turns.last().unwrap()["tokens"],
+        drover_tokens(&[Usage::default()]),
+        "{view:#}"
+    );
+    let pid = view["pid"].as_u64().unwrap() as u32;
+    rig.complete(&run, Some(pid)).await;
 }
 
 /// The JSON lines of `codex exec --json` (other lines are skipped).
@@ -69,12 +706,10 @@ fn of_type<'a>(lines: &'a [Value], kind: &str) -> Vec<&'a Value> {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn codex_exec_runs_a_tool_call_against_the_mock_and_resumes_its_thread() {
+async fn codex_exec_directly_runs_a_tool_call_and_resumes_its_thread_with_running_totals() {
     let codex = peers::cli("codex");
     let root = tempfile::tempdir().unwrap();
-    for dir in ["home", "codex-home", "work", "tmp"] {
-        std::fs::create_dir_all(root.path().join(dir)).unwrap();
-    }
+    std::fs::create_dir_all(root.path().join("work")).unwrap();
     let marker = "codex-smoke-4d1e";
     let mock = MockApi::start(
         Protocol::OpenAiResponses,
@@ -99,8 +734,9 @@ async fn codex_exec_runs_a_tool_call_against_the_mock_and_resumes_its_thread() {
         ],
     )
     .await;
-    write_config(&root.path().join("codex-home"), &mock);
-    let env = env(root.path());
+    let mut env = base_env(&root.path().join("home"));
+    env.extend(codex_env(root.path()));
+    write_config(&root.path().join("codex-home"), &mock, 0);
     let work = root.path().join("work");
     let work_arg = work.display().to_string();
 
@@ -195,6 +831,12 @@ async fn codex_exec_runs_a_tool_call_against_the_mock_and_resumes_its_thread() {
         Some(thread.as_str()),
         "{stdout}"
     );
+    // A resumed exec reports the thread's running total, not the turn's own usage
+    // (the adapter books the difference).
+    let turn = of_type(&lines, "turn.completed");
+    assert_eq!(turn.len(), 1, "{stdout}");
+    assert_eq!(turn[0]["usage"]["input_tokens"], 4100 + 1000, "{}", turn[0]);
+    assert_eq!(turn[0]["usage"]["output_tokens"], 80 + 100, "{}", turn[0]);
     let model = mock.model_requests();
     assert_eq!(
         model.len(),
@@ -209,184 +851,243 @@ async fn codex_exec_runs_a_tool_call_against_the_mock_and_resumes_its_thread() {
     );
 }
 
-/// `codex app-server` over stdio: JSON-RPC lines (the server omits `"jsonrpc"`).
-struct AppServer {
-    child: tokio::process::Child,
-    stdin: tokio::process::ChildStdin,
-    lines: tokio::io::Lines<tokio::io::BufReader<tokio::process::ChildStdout>>,
-    /// Every message read so far, for failure messages.
-    seen: Vec<Value>,
-}
-
-impl AppServer {
-    fn start(codex: &Path, env: &[(String, String)], cwd: &Path) -> AppServer {
-        use tokio::io::AsyncBufReadExt;
-        let mut child = tokio::process::Command::new(codex)
-            .arg("app-server")
-            .env_clear()
-            .envs(env.iter().map(|(k, v)| (k, v)))
-            .current_dir(cwd)
-            .stdin(std::process::Stdio::piped())
-            .stdout(std::process::Stdio::piped())
-            .stderr(std::process::Stdio::null())
-            .kill_on_drop(true)
-            .spawn()
-            .expect("codex app-server starts");
-        let stdin = child.stdin.take().unwrap();
-        let lines = tokio::io::BufReader::new(child.stdout.take().unwrap()).lines();
-        AppServer {
-            child,
-            stdin,
-            lines,
-            seen: Vec::new(),
-        }
-    }
-
-    async fn send(&mut self, message: Value) {
-        use tokio::io::AsyncWriteExt;
-        let line = message.to_string() + "\n";
-        tokio::time::timeout(EXEC, self.stdin.write_all(line.as_bytes()))
-            .await
-            .expect("writing to codex app-server in time")
-            .expect("codex app-server reads stdin");
-    }
-
-    /// The next message that `wanted` accepts (bounded by [`EXEC`] overall).
-    async fn until(&mut self, what: &str, wanted: impl Fn(&Value) -> bool) -> Value {
-        let deadline = tokio::time::Instant::now() + EXEC;
-        loop {
-            let line = tokio::time::timeout_at(deadline, self.lines.next_line())
-                .await
-                .unwrap_or_else(|_| panic!("no {what} from codex app-server: {:#?}", self.seen))
-                .expect("reading codex app-server")
-                .unwrap_or_else(|| {
-                    panic!("codex app-server ended before {what}: {:#?}", self.seen)
-                });
-            let Ok(message) = serde_json::from_str::<Value>(&line) else {
-                continue;
-            };
-            self.seen.push(message.clone());
-            if wanted(&message) {
-                return message;
-            }
-        }
-    }
-
-    async fn request(&mut self, id: u64, method: &str, params: Value) -> Value {
-        self.send(json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params}))
-            .await;
-        let answer = self
-            .until(&format!("the answer to {method}"), |m| {
-                m["id"] == id && m.get("method").is_none()
-            })
-            .await;
-        assert!(answer.get("error").is_none(), "{method} failed: {answer}");
-        answer["result"].clone()
-    }
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn stopping_an_exec_turn_leaves_no_process_behind() {
+    // The task's marker is in the exec child's command line (its prompt).
+    let marker = format!("drover-codex-stop-{}", std::process::id());
+    let rig = Rig::start(vec![
+        Reply::text(done("too late")).delay(Duration::from_secs(120)),
+    ])
+    .await;
+    let run = rig
+        .dispatch("restricted", &format!("Take your time ({marker})"))
+        .await;
+    rig.mock.wait_for_model_requests(1, TURN).await;
+    assert!(
+        !processes_with(&marker).is_empty(),
+        "the exec child is not running"
+    );
+    let out = rig.drover.run(&["stop", &run]).await;
+    assert!(out.success, "stop failed: {}{}", out.stdout, out.stderr);
+    let view = rig.drover.until_ended(&run, TURN).await;
+    assert_eq!(view["state"], "stopped", "{view:#}");
+    assert_eq!(view["completion_reason"], "user", "{view:#}");
+    let left = processes_with(&marker);
+    assert!(
+        left.is_empty(),
+        "the exec turn outlived its stopped run: {left:?}"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn codex_app_server_asks_before_running_a_command_and_runs_it_once_accepted() {
-    let codex = peers::cli("codex");
-    let root = tempfile::tempdir().unwrap();
-    for dir in ["home", "codex-home", "work", "tmp"] {
-        std::fs::create_dir_all(root.path().join(dir)).unwrap();
-    }
-    let marker = "codex-approval-9b27";
-    let mock = MockApi::start(
-        Protocol::OpenAiResponses,
-        [
-            Reply::tool_call(
-                "exec_command",
-                json!({"cmd": format!("touch approved.txt && echo {marker}")}),
-            ),
-            Reply::text("Touched it."),
+async fn an_exec_turn_waits_out_a_rate_limit_then_completes() {
+    let rig = Rig::with_retries(
+        vec![
+            Reply::error(429).retry_after(Duration::from_secs(1)),
+            Reply::text(done("answered after the rate limit")),
         ],
+        2,
     )
     .await;
-    write_config(&root.path().join("codex-home"), &mock);
-    let env = env(root.path());
-    let work = root.path().join("work");
-    let mut server = AppServer::start(&codex, &env, &work);
-
-    let init = server
-        .request(
-            1,
-            "initialize",
-            json!({"clientInfo": {"name": "drover-peers", "title": null, "version": "0"},
-                   "capabilities": {"experimentalApi": false}}),
-        )
-        .await;
-    assert!(init["userAgent"].is_string(), "{init}");
-    server
-        .send(json!({"jsonrpc": "2.0", "method": "initialized"}))
-        .await;
-    let started = server
-        .request(
-            2,
-            "thread/start",
-            json!({"cwd": work, "approvalPolicy": "untrusted", "sandbox": "workspace-write",
-                   "model": "gpt-5.5"}),
-        )
-        .await;
-    let thread = started["thread"]["id"]
-        .as_str()
-        .unwrap_or_else(|| panic!("thread/start names no thread: {started}"))
-        .to_string();
-    server
-        .request(
-            3,
-            "turn/start",
-            json!({"threadId": thread,
-                   "input": [{"type": "text", "text": "Touch the file", "text_elements": []}]}),
-        )
-        .await;
-    let ask = server
-        .until("a command approval request", |m| {
-            m["method"] == "item/commandExecution/requestApproval"
-        })
-        .await;
+    let run = rig.dispatch("restricted", "Say something").await;
+    let view = rig.drover.until_state(&run, "idle", TURN).await;
+    assert_eq!(
+        view["last_result"]["summary"], "answered after the rate limit",
+        "{view:#}"
+    );
+    let states = live_states(&rig.drover.events(&run).await);
+    let kinds: Vec<&str> = states.iter().filter_map(|s| s["state"].as_str()).collect();
+    let waiting = kinds
+        .iter()
+        .position(|k| *k == "waiting_provider")
+        .unwrap_or_else(|| panic!("the run never waited for the provider: {kinds:?}"));
     assert!(
-        ask["params"]["command"]
+        states[waiting]["detail"]
             .as_str()
             .unwrap_or("")
-            .contains("touch approved.txt"),
-        "{ask}"
+            .contains("429"),
+        "{:#}",
+        states[waiting]
     );
-    assert!(
-        !work.join("approved.txt").exists(),
-        "the command ran before it was approved"
-    );
-    let id = ask["id"].clone();
-    server
-        .send(json!({"jsonrpc": "2.0", "id": id, "result": {"decision": "accept"}}))
+    assert!(kinds[waiting..].contains(&"working"), "{kinds:?}");
+    rig.complete(&run, None).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn stopping_a_run_while_its_command_runs_leaves_no_process_behind() {
+    // A marker no other process has: the command's own command line.
+    let marker = format!("drover-codex-tool-{}", std::process::id());
+    let command = format!("sleep 97 && touch slept.txt # {marker}");
+    let rig = Rig::start(vec![
+        Reply::tool_call("exec_command", json!({"cmd": command})),
+        Reply::text(done("never reached")),
+    ])
+    .await;
+    let run = rig.dispatch("ask", "Wait a while").await;
+    let pending = rig.pending(&run).await;
+    rig.respond(&run, pending["request_id"].as_str().unwrap(), &["allow"])
         .await;
-    let done = server
-        .until("turn/completed", |m| m["method"] == "turn/completed")
-        .await;
-    assert_eq!(done["params"]["turn"]["status"], "completed", "{done}");
     assert!(
-        work.join("approved.txt").exists(),
-        "the accepted command ran"
+        eventually(TURN, || !processes_with(&marker).is_empty()).await,
+        "the allowed command never started"
     );
-    let model = mock.model_requests();
+    let pid = rig.drover.show(&run).await["pid"].as_u64().unwrap() as u32;
+
+    let out = rig.drover.run(&["stop", &run]).await;
+    assert!(out.success, "stop failed: {}{}", out.stdout, out.stderr);
+    let view = rig.drover.until_ended(&run, TURN).await;
+    assert_eq!(view["state"], "stopped", "{view:#}");
+    assert!(
+        !group_alive(pid),
+        "process group {pid} outlived the stopped run"
+    );
+    // Codex runs the command in a session of its own (codex-linux-sandbox, its own
+    // session and group, seen in /proc), which drover's group kill does not reach: Codex
+    // ends it (on the interrupt drover sends first, or as it exits), and a killed process
+    // takes a moment to be gone.
+    eventually(Duration::from_secs(5), || {
+        processes_with(&marker).is_empty()
+    })
+    .await;
+    let left = processes_with(&marker);
+    for (pid, _) in &left {
+        let _ = nix::sys::signal::kill(nix::unistd::Pid::from_raw(*pid as i32), Signal::SIGKILL);
+    }
+    let events: Vec<Value> = provider_events(&rig.drover.events(&run).await)
+        .into_iter()
+        .map(|e| json!([e["type"], e["subtype"], e["text"]]))
+        .collect();
+    assert!(
+        left.is_empty(),
+        "the allowed command outlived the stopped run: {:?}; provider events: {events:?}",
+        left.iter().map(|(pid, _)| pid).collect::<Vec<_>>()
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_resumed_idle_run_books_only_the_new_turns_usage() {
+    let first = Usage {
+        input: 4000,
+        output: 200,
+        cache_read: 0,
+        cache_write: 0,
+        reasoning: 0,
+    };
+    let second = Usage {
+        input: 700,
+        output: 40,
+        cache_read: 100,
+        cache_write: 0,
+        reasoning: 0,
+    };
+    let mut rig = Rig::start(vec![
+        Reply::text(done("first")).usage(first),
+        Reply::text(done("second")).usage(second),
+    ])
+    .await;
+    let run = rig.dispatch("ask", "Start the work").await;
+    let view = rig.drover.until_state(&run, "idle", TURN).await;
+    let pid = view["pid"].as_u64().unwrap() as u32;
+    let thread = view["provider_session_id"].as_str().unwrap().to_string();
+
+    rig.drover.stop_serve(Signal::SIGKILL).await;
+    assert!(
+        eventually(Duration::from_secs(10), || !group_alive(pid)).await,
+        "codex's process group {pid} outlived a killed drover"
+    );
+    rig.drover.serve().await;
+    let view = rig.drover.show(&run).await;
+    assert_eq!(view["state"], "interrupted", "{view:#}");
+
+    let out = rig.drover.run(&["resume", &run, "Next"]).await;
+    assert!(out.success, "resume failed: {}{}", out.stdout, out.stderr);
+    let view = rig
+        .drover
+        .until(&run, "idle after the resumed turn", TURN, |v| {
+            v["state"] == "idle" && v["turns"].as_array().is_some_and(|t| t.len() == 2)
+        })
+        .await;
+    assert_eq!(view["last_result"]["summary"], "second", "{view:#}");
+    assert_eq!(view["provider_session_id"], thread.as_str(), "{view:#}");
+    // Codex repeats the thread's last usage when it resumes: it is not this turn's.
     assert_eq!(
-        model.len(),
-        2,
-        "{}",
-        crate::mock::describe(&mock.requests())
+        view["turns"][1]["tokens"],
+        drover_tokens(&[second]),
+        "{view:#}"
     );
-    let results = mock.tool_results(&model[1]);
-    assert_eq!(results.len(), 1, "{:#}", model[1].body["input"]);
-    assert!(results[0].content.contains(marker), "{results:?}");
+    assert_eq!(view["tokens"], drover_tokens(&[first, second]), "{view:#}");
+    let expected = gpt55_cost(&drover_tokens(&[first, second]));
+    let cost = view["cost_usd"].as_f64().unwrap();
     assert!(
-        server
-            .seen
-            .iter()
-            .any(|m| m["method"] == "thread/tokenUsage/updated"),
-        "codex reports token usage: {:#?}",
-        server.seen
+        (cost - expected).abs() < 1e-9,
+        "{cost} vs {expected}: {view:#}"
     );
-    drop(server.stdin);
-    let _ = tokio::time::timeout(Duration::from_secs(10), server.child.wait()).await;
+    let pid = view["pid"].as_u64().unwrap() as u32;
+    rig.complete(&run, Some(pid)).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_exec_turn_whose_server_errors_outlast_the_retries_fails_as_provider_unavailable() {
+    let rig = Rig::with_retries((0..6).map(|_| Reply::error(503)).collect(), 1).await;
+    let run = rig.dispatch("restricted", "Say something").await;
+    let view = rig.drover.until_ended(&run, TURN).await;
+    assert_eq!(view["state"], "failed", "{view:#}");
+    assert_eq!(
+        view["completion_reason"], "provider_unavailable",
+        "{view:#}"
+    );
+    assert_eq!(view["escalation"]["kind"], "retry", "{view:#}");
+    let ends: Vec<Value> = provider_events(&rig.drover.events(&run).await)
+        .into_iter()
+        .filter(|e| e["type"] == "turn_completed")
+        .collect();
+    assert_eq!(ends.len(), 1, "{ends:#?}");
+    assert_eq!(ends[0]["transient"], true, "{ends:#?}");
+    assert_eq!(ends[0]["api_error_status"], 503, "{ends:#?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_interrupted_exec_run_resumes_its_codex_thread_after_a_drover_restart() {
+    let mut rig = Rig::start(vec![
+        Reply::text(done("first exec turn")),
+        Reply::text(done("resumed exec turn")),
+    ])
+    .await;
+    let run = rig.dispatch("restricted", "Start the work").await;
+    let view = rig.drover.until_state(&run, "idle", TURN).await;
+    let thread = view["provider_session_id"].as_str().unwrap().to_string();
+
+    rig.drover.stop_serve(Signal::SIGKILL).await;
+    rig.drover.serve().await;
+    let view = rig.drover.show(&run).await;
+    assert_eq!(view["state"], "interrupted", "{view:#}");
+
+    let out = rig.drover.run(&["resume", &run, "Carry", "on"]).await;
+    assert!(out.success, "resume failed: {}{}", out.stdout, out.stderr);
+    let view = rig
+        .drover
+        .until(&run, "idle after the resumed turn", TURN, |v| {
+            v["state"] == "idle" && v["turns"].as_array().is_some_and(|t| t.len() == 2)
+        })
+        .await;
+    assert_eq!(
+        view["last_result"]["summary"], "resumed exec turn",
+        "{view:#}"
+    );
+    assert_eq!(view["provider_session_id"], thread.as_str(), "{view:#}");
+    let requests = rig.mock.wait_for_model_requests(2, TURN).await;
+    assert_eq!(
+        thread_header(&requests[1]),
+        thread,
+        "exec resume continues the thread"
+    );
+    let input = input_text(&requests[1]);
+    assert!(
+        input.contains("first exec turn") && input.contains("Carry on"),
+        "the resumed turn carries the thread: {input}"
+    );
+    // Not checked: the resumed turn's tokens. codex exec reports the thread's running
+    // total and a restarted drover does not know the total before it, so this turn books
+    // the whole thread (an overestimate; see exec_protocol).
+    rig.complete(&run, None).await;
 }

@@ -3,9 +3,10 @@
 //!
 //! - `claude`: Claude Code driven through drover's headless interface (`drover serve`,
 //!   `dispatch`, `respond`, `follow-up`, `stop`, `show --json`, `transcript`).
+//! - `codex`: Codex driven through drover's headless interface, in both modes (`ask`:
+//!   `codex app-server`; `restricted`/`auto`: `codex exec` per turn), plus one direct
+//!   `codex exec` run that pins the CLI facts the exec mode relies on.
 //! - `opencode`: OpenCode driven through drover's headless interface, like `claude`.
-//! - `codex`: drover has no adapter for it yet; this checks that the pinned binary starts
-//!   and talks to its mock API directly, so the adapter can be built on that.
 //! - `mock_api`: the mocks' own wire format, checked with a plain HTTP client.
 //!
 //! The CLIs are installed by `npm ci` in `tests/peers/` (scripts/test.sh does it). Their

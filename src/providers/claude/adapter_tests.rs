@@ -108,6 +108,7 @@ fn fake_spec(dir: &TempDir, mode: &str, policy: PermissionPolicy) -> LaunchSpec 
         policy,
         capability: Capability::Workspace,
         resume_session: None,
+        resume_tokens: None,
         scenario: None,
     }
 }

@@ -67,6 +67,7 @@ mod tests {
             policy,
             capability,
             resume_session: None,
+            resume_tokens: None,
             scenario: None,
         }
     }

@@ -43,6 +43,7 @@ fn spec(script: &str) -> LaunchSpec {
         policy: PermissionPolicy::Ask,
         capability: Capability::Workspace,
         resume_session: None,
+        resume_tokens: None,
         scenario: None,
     }
 }

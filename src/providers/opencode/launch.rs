@@ -111,6 +111,7 @@ mod tests {
             policy,
             capability,
             resume_session: None,
+            resume_tokens: None,
             scenario: None,
         }
     }

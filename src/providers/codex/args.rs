@@ -1,0 +1,153 @@
+//! The command lines a Codex child is started with, and the sandbox a run gets.
+//!
+//! Pure. What must stay true: the sandbox always comes from the run's capability
+//! ([`sandbox`]), in both modes; nothing here ever passes a flag that bypasses approvals
+//! or the sandbox (`--dangerously-bypass-approvals-and-sandbox`, `--full-auto`).
+//!
+//! Policy `ask` runs `codex app-server` (the mode with approvals). Policies `restricted`
+//! and `auto` run one `codex exec --json` per turn: exec never asks (its approval policy
+//! is forced to `never`), so both get the capability's sandbox and differ only in what
+//! drover does with a request that still arrives (none does in exec mode). `auto` is not
+//! widened to `danger-full-access`: "no prompts" is what exec already gives, and the
+//! capability stays the bound on what the run may touch.
+
+use crate::providers::LaunchSpec;
+use crate::spec::Capability;
+
+/// Codex's sandbox mode for a capability.
+pub fn sandbox(capability: Capability) -> &'static str {
+    match capability {
+        Capability::ReadOnly => "read-only",
+        Capability::Workspace => "workspace-write",
+        Capability::Full => "danger-full-access",
+    }
+}
+
+/// `codex app-server`, after the configured prefix.
+pub fn app_server_args(spec: &LaunchSpec) -> Vec<String> {
+    let mut args = spec.args.clone();
+    args.push("app-server".into());
+    args
+}
+
+/// One `codex exec --json` turn: a new thread, or a follow-up on `thread` (`exec …
+/// resume THREAD`). The prompt comes last, after `--`, so it can never be read as a flag.
+pub fn exec_args(spec: &LaunchSpec, thread: Option<&str>, prompt: &str) -> Vec<String> {
+    let mut args = spec.args.clone();
+    args.extend(["exec", "--json", "--skip-git-repo-check"].map(String::from));
+    if let Some(model) = &spec.model {
+        args.push("-m".into());
+        args.push(model.clone());
+    }
+    if let Some(effort) = &spec.effort {
+        args.push("-c".into());
+        args.push(format!("model_reasoning_effort={}", toml_string(effort)));
+    }
+    args.push("-s".into());
+    args.push(sandbox(spec.capability).into());
+    args.push("-C".into());
+    args.push(spec.cwd.display().to_string());
+    if let Some(thread) = thread {
+        args.push("resume".into());
+        args.push(thread.to_string());
+    }
+    args.push("--".into());
+    args.push(prompt.to_string());
+    args
+}
+
+/// A TOML basic string (for `-c key=value`, whose value is parsed as TOML).
+fn toml_string(value: &str) -> String {
+    toml::Value::String(value.to_string()).to_string()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::spec::PermissionPolicy;
+    use std::collections::BTreeMap;
+    use std::path::PathBuf;
+
+    fn spec(capability: Capability) -> LaunchSpec {
+        LaunchSpec {
+            run_id: "r1".into(),
+            provider: "codex".into(),
+            command: PathBuf::from("codex"),
+            args: vec![],
+            env: BTreeMap::new(),
+            cwd: PathBuf::from("/w"),
+            model: None,
+            effort: None,
+            policy: PermissionPolicy::Restricted,
+            capability,
+            resume_session: None,
+            resume_tokens: None,
+            scenario: None,
+        }
+    }
+
+    #[test]
+    fn sandbox_follows_the_capability() {
+        assert_eq!(sandbox(Capability::ReadOnly), "read-only");
+        assert_eq!(sandbox(Capability::Workspace), "workspace-write");
+        assert_eq!(sandbox(Capability::Full), "danger-full-access");
+    }
+
+    #[test]
+    fn exec_new_thread_and_resume() {
+        let mut s = spec(Capability::Workspace);
+        s.args = vec!["--prefix".into()];
+        s.model = Some("gpt-5.5".into());
+        assert_eq!(
+            exec_args(&s, None, "-do it"),
+            [
+                "--prefix",
+                "exec",
+                "--json",
+                "--skip-git-repo-check",
+                "-m",
+                "gpt-5.5",
+                "-s",
+                "workspace-write",
+                "-C",
+                "/w",
+                "--",
+                "-do it"
+            ]
+        );
+        s.effort = Some("high".into());
+        let args = exec_args(&s, Some("01a2"), "again");
+        assert_eq!(
+            args[6..],
+            [
+                "-c",
+                "model_reasoning_effort=\"high\"",
+                "-s",
+                "workspace-write",
+                "-C",
+                "/w",
+                "resume",
+                "01a2",
+                "--",
+                "again"
+            ]
+        );
+    }
+
+    #[test]
+    fn never_bypasses_the_sandbox_or_approvals() {
+        for capability in Capability::ALL {
+            let args = exec_args(&spec(capability), Some("t"), "p");
+            assert!(
+                !args
+                    .iter()
+                    .any(|a| a.contains("dangerously") || a == "--full-auto"),
+                "{args:?}"
+            );
+        }
+        assert_eq!(
+            app_server_args(&spec(Capability::Full)),
+            ["app-server".to_string()]
+        );
+    }
+}

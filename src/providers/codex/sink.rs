@@ -1,0 +1,65 @@
+//! Sending a run's events to the dispatcher, for both Codex drivers.
+//!
+//! What must stay true: once the receiver is gone nothing more is sent (and the driver
+//! can see it, to end its child).
+
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use crate::UnixMillis;
+use crate::providers::{ProviderEvent, ProviderEventSink, RunProviderEvent};
+
+/// A run's event sender.
+pub struct EventSink {
+    run_id: String,
+    sink: ProviderEventSink,
+    open: bool,
+}
+
+impl EventSink {
+    pub fn new(run_id: String, sink: ProviderEventSink) -> EventSink {
+        EventSink {
+            run_id,
+            sink,
+            open: true,
+        }
+    }
+
+    pub fn run_id(&self) -> &str {
+        &self.run_id
+    }
+
+    /// Whether the dispatcher still listens.
+    pub fn is_open(&self) -> bool {
+        self.open
+    }
+
+    pub async fn send(&mut self, event: ProviderEvent) {
+        if !self.open {
+            return;
+        }
+        let event = RunProviderEvent {
+            run_id: self.run_id.clone(),
+            event,
+        };
+        if self.sink.send(event).await.is_err() {
+            tracing::debug!(run_id = %self.run_id, "the event receiver is gone");
+            self.open = false;
+        }
+    }
+
+    pub async fn send_all(&mut self, events: Vec<ProviderEvent>) {
+        for event in events {
+            self.send(event).await;
+        }
+    }
+}
+
+pub fn notice(text: String) -> ProviderEvent {
+    ProviderEvent::Notice { text }
+}
+
+pub fn now_millis() -> UnixMillis {
+    SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| {
+        UnixMillis::try_from(d.as_millis()).unwrap_or(UnixMillis::MAX)
+    })
+}
