@@ -13,7 +13,9 @@
 //!   run; the stream ending is the end of the run (events would be lost otherwise);
 //! - the child is always ended through [`ProviderProcess::shutdown`] (its whole process
 //!   group, always reaped), after a turn in flight was aborted over HTTP (bounded), so
-//!   the tools it runs stop too;
+//!   the tools it runs stop too; OpenCode runs tools outside its process group, so what
+//!   of its descendants outside the group is still there once it is gone is killed
+//!   ([`sweep`], noted before the abort and before the end);
 //! - nothing the server sends can make the task panic.
 
 use std::collections::VecDeque;
@@ -36,6 +38,8 @@ use crate::providers::{
     AdapterHandle, LaunchError, LaunchSpec, ProviderCommand, ProviderEvent, ProviderEventSink,
     RunProviderEvent,
 };
+
+use crate::providers::codex::sweep;
 
 use super::launch::{self, SERVER_USER};
 use super::protocol::{self, Outgoing, ParseState, Reply};
@@ -136,6 +140,7 @@ pub fn launch_with(
         events: None,
         stream_task: None,
         first_event: None,
+        escaped: Vec::new(),
         state: ParseState::default(),
     };
     runtime.spawn(driver.run());
@@ -195,6 +200,9 @@ struct Driver {
     stream_task: Option<JoinHandle<()>>,
     /// The stream's first event, held until `Ready` is sent.
     first_event: Option<String>,
+    /// Processes the server started outside its process group, noted before a turn is
+    /// aborted, killed once the server is gone if they are still there.
+    escaped: Vec<sweep::Noted>,
     state: ParseState,
 }
 
@@ -230,6 +238,10 @@ impl Driver {
         if let Some(task) = self.stream_task.take() {
             task.abort();
         }
+        // Noted while the server still parents them: it runs its tools outside its own
+        // process group, so ending the group does not reach a tool the abort missed.
+        let mut escaped = std::mem::take(&mut self.escaped);
+        escaped.extend(sweep::escaped_descendants(self.child.pid()));
         let Driver {
             run_id,
             sink,
@@ -241,6 +253,7 @@ impl Driver {
             ..
         } = self;
         let report = close(child, stdout, stdout_open, timings.shutdown).await;
+        sweep::kill_left(&escaped);
         send(
             &sink,
             &mut sink_open,
@@ -499,6 +512,8 @@ impl Driver {
         if !self.state.turn_open() {
             return;
         }
+        // The abort may orphan a tool without ending it: note them first.
+        self.escaped = sweep::escaped_descendants(self.child.pid());
         self.abort().await;
         let deadline = Instant::now() + self.timings.interrupt;
         while self.state.turn_open() {
