@@ -10,14 +10,19 @@
 //!   flood the transcript); events of other sessions are ignored;
 //! - a turn ends exactly once, with one `TurnCompleted`, when the session goes idle after
 //!   it started: an `idle` that comes before any sign of the new turn (the tail of the
-//!   previous one: OpenCode says idle twice, `session.status` and `session.idle`) does not
-//!   end it, unless an error for it came already;
+//!   previous one: OpenCode says idle as `session.status` and `session.idle`, and after
+//!   an error or an abort says it all again once the failed message is completed) does
+//!   not end it, unless an error for it came already; a message of an ended turn never
+//!   counts in a later one;
 //! - the `Usage` events of one message add up to that message's tokens (OpenCode repeats
 //!   a message's running totals in every `message.updated`; only growth is reported);
 //! - a turn's `model_usage` holds, per model (`providerID/modelID`), the sum of the final
 //!   tokens and the final cost of the turn's assistant messages, as OpenCode reported them;
-//! - a permission request is shown once and answered at most once; one OpenCode settles
-//!   without drover's answer is withdrawn; an errored turn withdraws what is left.
+//! - a permission request or a question (`question.asked`) is shown once and answered at
+//!   most once; one OpenCode settles without drover's answer is withdrawn; an errored
+//!   turn withdraws what is left;
+//! - a long answer streamed as deltas only (no drover event of their own) still gives a
+//!   sign of life every [`PROGRESS_EVERY_MS`].
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 
