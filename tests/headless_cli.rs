@@ -1096,18 +1096,6 @@ fn refused_dispatches_say_why_and_create_nothing() {
             "INVALID_PROVIDER",
             "\"nope\"",
         ),
-        // A configured provider without an adapter (opencode is the last one; drop this
-        // case when its adapter lands).
-        (
-            vec![
-                "dispatch".into(),
-                "--provider".into(),
-                "opencode".into(),
-                "x".into(),
-            ],
-            "INVALID_PROVIDER",
-            "opencode",
-        ),
         (sim(&[], ""), "TASK_REQUIRED", "empty"),
         (sim(&[], "   "), "TASK_REQUIRED", "empty"),
         (sim(&[], &too_long), "TASK_TOO_LONG", "20001"),
