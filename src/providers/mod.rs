@@ -14,6 +14,7 @@ pub mod claude;
 pub mod codex;
 pub mod opencode;
 pub mod process;
+pub mod sweep;
 
 use serde::{Deserialize, Serialize};
 use serde_json::Value;

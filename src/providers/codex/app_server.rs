@@ -30,8 +30,9 @@ use crate::providers::{
 
 use super::AdapterTimings;
 use super::app_protocol::{AppState, Handshake};
+use super::args;
 use super::sink::{EventSink, notice, now_millis};
-use super::{args, sweep};
+use crate::providers::sweep;
 
 /// Start `codex app-server` for `spec` and its driver task.
 pub fn launch(

@@ -30,9 +30,10 @@ use crate::providers::{
 };
 
 use super::AdapterTimings;
+use super::args;
 use super::exec_protocol::ExecState;
 use super::sink::{EventSink, notice};
-use super::{args, sweep};
+use crate::providers::sweep;
 
 /// Start the exec-mode driver for `spec`. Fails at once when the working directory or
 /// the executable is missing (each turn's child is started later).

@@ -22,7 +22,6 @@ pub mod exec_protocol;
 pub mod protocol;
 
 mod sink;
-pub mod sweep;
 
 use std::time::Duration;
 

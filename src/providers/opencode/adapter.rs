@@ -39,7 +39,7 @@ use crate::providers::{
     RunProviderEvent,
 };
 
-use crate::providers::codex::sweep;
+use crate::providers::sweep;
 
 use super::launch::{self, SERVER_USER};
 use super::protocol::{self, Outgoing, ParseState, Reply};

@@ -1,4 +1,5 @@
-//! Processes Codex starts outside its own process group, found and ended with it.
+//! Processes a provider CLI starts outside its own process group, found and ended with
+//! it (Codex and OpenCode both do; Claude Code's Bash tool too, which its interrupt ends).
 //!
 //! Codex runs each command in a session of its own (`codex-linux-sandbox`, then the
 //! shell; seen in /proc with the pinned 0.171.0), so ending the child's process group
