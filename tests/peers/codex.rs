@@ -20,7 +20,7 @@ use crate::peers::{self, base_env, run_bounded};
 
 /// The model every run asks for (priced in the catalog: $5 / $30 / $0.50 per million
 /// input / output / cached input tokens).
-const MODEL: &str = "gpt-5.5";
+pub const MODEL: &str = "gpt-5.5";
 /// How long a turn against the mock may take (Codex starts in about half a second; a
 /// retried request waits for its back-off).
 const TURN: Duration = Duration::from_secs(60);
@@ -36,7 +36,7 @@ fn done(summary: &str) -> String {
 /// retries, and nothing else on the network: without `[features] plugins/apps = false`
 /// the pinned Codex looks up api.github.com and chatgpt.com, without `[analytics]
 /// enabled = false` ab.chatgpt.com (seen with strace).
-fn write_config(codex_home: &Path, mock: &MockApi, retries: u32) {
+pub fn write_config(codex_home: &Path, mock: &MockApi, retries: u32) {
     let config = format!(
         r#"model = "{MODEL}"
 model_provider = "mock"
@@ -64,7 +64,7 @@ stream_max_retries = {retries}
 
 /// The variables Codex needs under `root` (its home, `CODEX_HOME`, a temporary
 /// directory) and the mock's fake key.
-fn codex_env(root: &Path) -> Vec<(String, String)> {
+pub fn codex_env(root: &Path) -> Vec<(String, String)> {
     for dir in ["home", "codex-home", "tmp"] {
         std::fs::create_dir_all(root.join(dir)).expect("codex directories");
     }

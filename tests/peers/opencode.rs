@@ -19,7 +19,7 @@ use crate::mock::{MockApi, Protocol, Reply, Usage};
 use crate::peers;
 
 /// The model every run asks for, as drover names it (`provider/model`).
-const MODEL: &str = "mock/mock-model";
+pub const MODEL: &str = "mock/mock-model";
 /// The mock model's price in the OpenCode config and the catalog, $ per million tokens.
 const PRICE_INPUT: f64 = 1.0;
 const PRICE_OUTPUT: f64 = 2.0;
@@ -34,7 +34,7 @@ fn done(summary: &str) -> String {
 
 /// The environment PROVIDERS.md gives OpenCode to run offline, everything under `root`
 /// (`oc/…`), with its config at `config_file`.
-fn opencode_env(root: &Path, config_file: &Path) -> Vec<(String, String)> {
+pub fn opencode_env(root: &Path, config_file: &Path) -> Vec<(String, String)> {
     let mut env = Vec::new();
     for (key, dir) in [
         ("XDG_CONFIG_HOME", "oc/config"),
@@ -65,7 +65,7 @@ fn opencode_env(root: &Path, config_file: &Path) -> Vec<(String, String)> {
 }
 
 /// OpenCode's config: the mock as the only provider, bash and edits asking first.
-fn opencode_config(mock_url: &str) -> Value {
+pub fn opencode_config(mock_url: &str) -> Value {
     json!({
         "model": MODEL, "small_model": MODEL,
         "autoupdate": false, "share": "disabled", "enabled_providers": ["mock"],
@@ -82,7 +82,7 @@ fn opencode_config(mock_url: &str) -> Value {
 }
 
 /// The drover config: the opencode provider and the mock model in the catalog.
-fn drover_config(root: &Path, mock_url: &str) -> String {
+pub fn drover_config(root: &Path, mock_url: &str) -> String {
     let config_file = root.join("opencode.json");
     std::fs::write(&config_file, opencode_config(mock_url).to_string()).expect("opencode.json");
     let env = opencode_env(root, &config_file);
