@@ -14,7 +14,9 @@ use std::time::Duration;
 use nix::sys::signal::Signal;
 use serde_json::{Value, json};
 
-use crate::drover::{Drover, eventually, group_alive, processes_with, provider_config};
+use crate::drover::{
+    Drover, eventually, group_alive, live_states, processes_with, provider_config, provider_events,
+};
 use crate::mock::{MockApi, Protocol, Reply, Usage};
 use crate::peers::{self, base_env, run_bounded};
 
@@ -149,29 +151,6 @@ impl Rig {
             );
         }
     }
-}
-
-/// The live-state assignments the run went through, in order (from the events
-/// transcript): each with its `state`, `bound`, `detail`, and the event's `at`.
-fn live_states(events: &[Value]) -> Vec<Value> {
-    events
-        .iter()
-        .filter(|e| e["kind"] == "live_state")
-        .map(|e| {
-            let mut assignment = e["body"]["assignment"].clone();
-            assignment["at"] = e["at"].clone();
-            assignment
-        })
-        .collect()
-}
-
-/// The provider events drover recorded (`transcript` events), as the adapter parsed them.
-fn provider_events(events: &[Value]) -> Vec<Value> {
-    events
-        .iter()
-        .filter(|e| e["kind"] == "transcript")
-        .map(|e| e["body"]["event"].clone())
-        .collect()
 }
 
 /// The text of a Responses API request's input (every item, as JSON).

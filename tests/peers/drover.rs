@@ -374,3 +374,26 @@ pub async fn eventually(timeout: Duration, gone: impl Fn() -> bool) -> bool {
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
 }
+
+/// The live-state assignments the run went through, in order (from the events
+/// transcript): each with its `state`, `bound`, `detail`, and the event's `at`.
+pub fn live_states(events: &[Value]) -> Vec<Value> {
+    events
+        .iter()
+        .filter(|e| e["kind"] == "live_state")
+        .map(|e| {
+            let mut assignment = e["body"]["assignment"].clone();
+            assignment["at"] = e["at"].clone();
+            assignment
+        })
+        .collect()
+}
+
+/// The provider events drover recorded (`transcript` events), as the adapter parsed them.
+pub fn provider_events(events: &[Value]) -> Vec<Value> {
+    events
+        .iter()
+        .filter(|e| e["kind"] == "transcript")
+        .map(|e| e["body"]["event"].clone())
+        .collect()
+}

@@ -14,7 +14,9 @@ use std::time::Duration;
 
 use serde_json::{Value, json};
 
-use crate::drover::{Drover, eventually, group_alive, processes_with, provider_config};
+use crate::drover::{
+    Drover, eventually, group_alive, live_states, processes_with, provider_config, provider_events,
+};
 use crate::mock::{MockApi, Protocol, Reply, Usage};
 use crate::peers;
 
@@ -163,29 +165,6 @@ impl Rig {
     fn opencode_data(&self) -> PathBuf {
         self.drover.root().join("oc/data")
     }
-}
-
-/// The live-state assignments the run went through, in order (from the events
-/// transcript): each with its `state`, `bound`, `detail`, and the event's `at`.
-fn live_states(events: &[Value]) -> Vec<Value> {
-    events
-        .iter()
-        .filter(|e| e["kind"] == "live_state")
-        .map(|e| {
-            let mut assignment = e["body"]["assignment"].clone();
-            assignment["at"] = e["at"].clone();
-            assignment
-        })
-        .collect()
-}
-
-/// The provider events drover recorded (`transcript` events), as the adapter parsed them.
-fn provider_events(events: &[Value]) -> Vec<Value> {
-    events
-        .iter()
-        .filter(|e| e["kind"] == "transcript")
-        .map(|e| e["body"]["event"].clone())
-        .collect()
 }
 
 /// Whether any file under `dir` has `needle` in its name or its content (OpenCode's
