@@ -42,7 +42,11 @@ struct Harness {
 
 impl Harness {
     async fn start() -> Harness {
-        let home = tempfile::tempdir().expect("temp dir");
+        Harness::start_in(tempfile::tempdir().expect("temp dir")).await
+    }
+
+    /// A dashboard and dispatcher on an existing data directory (a restart).
+    async fn start_in(home: tempfile::TempDir) -> Harness {
         let paths = Paths::under(home.path());
         paths.ensure_dirs().expect("dirs");
         let config = Config::load(&paths.config_file).expect("default config");
@@ -576,5 +580,49 @@ async fn a_held_run_is_routed_by_picking_option_two_on_its_card() {
     assert_ne!(view.state, RunState::AwaitingRoute);
     assert_eq!(view.provider, second.provider);
     assert_eq!(view.model.as_deref(), Some(second.model.as_str()));
+    let _ = h.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_interrupted_run_is_resumed_by_key_after_a_restart() {
+    let mut h = Harness::start().await;
+    let run_id = h.dispatch("multi-turn", "Write a parser").await;
+    h.wait(&run_id, WaitUntil::Idle).await;
+    let home = h.shutdown().await;
+
+    // drover starts again: the run was interrupted by the shutdown.
+    let mut h = Harness::start_in(home).await;
+    h.pump_until("the interrupted run listed", |app| {
+        app.model
+            .run(&run_id)
+            .is_some_and(|e| e.summary.state == RunState::Interrupted)
+    })
+    .await;
+    h.app.model.select(&run_id);
+    h.press([key(KeyCode::Enter)]);
+    let hint = h.app.model.flash.as_ref().map(|f| f.text.clone());
+    assert!(
+        hint.as_deref()
+            .is_some_and(|t| t.contains("press R to resume")),
+        "{hint:?}"
+    );
+    h.press([char_key('R')]);
+    h.pump_until("the resumed turn to end", |app| {
+        app.model
+            .run(&run_id)
+            .is_some_and(|e| e.summary.state == RunState::Idle)
+    })
+    .await;
+    let view = h.show(&run_id).await;
+    assert_eq!(view.turns.len(), 2, "{view:?}");
+    assert_eq!(view.turns[1].origin, "resume");
+    // A run that is not interrupted is not resumed.
+    h.press([char_key('R')]);
+    let said = h.app.model.flash.as_ref().map(|f| f.text.clone());
+    assert!(
+        said.as_deref()
+            .is_some_and(|t| t.contains("only a run a drover restart interrupted")),
+        "{said:?}"
+    );
     let _ = h.shutdown().await;
 }

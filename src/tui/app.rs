@@ -357,6 +357,23 @@ impl App {
                 }
                 None => self.flash_error("select a run first".into()),
             },
+            Action::Resume => match selected {
+                Some(run) if run.state == RunState::Interrupted => {
+                    self.flash_info(format!("resuming {} in its provider session…", run.run_id));
+                    effects.push(Effect::Request {
+                        tag: ReplyTag::Resume(run.run_id.clone()),
+                        request: Request::Resume {
+                            run_id: run.run_id.clone(),
+                            text: None,
+                        },
+                    });
+                }
+                Some(run) => self.flash_error(format!(
+                    "{} is {}; only a run a drover restart interrupted can be resumed",
+                    run.run_id, run.state
+                )),
+                None => self.flash_error("select a run first".into()),
+            },
             Action::Quit => {
                 let active = self.model.counts().active;
                 if active == 0 {
@@ -389,13 +406,22 @@ impl App {
         } else if entry.summary.state == RunState::AwaitingRoute {
             let id = entry.summary.run_id.clone();
             self.open_route(&id);
-        } else if entry.summary.escalation_offered {
+        } else if entry.summary.escalation_offered && entry.summary.state != RunState::Interrupted {
             let key = self
                 .keys
                 .key_for(Context::Dashboard, Action::Escalate)
                 .map_or_else(|| "the escalate key".to_string(), |k| k.to_string());
             self.flash_info(format!(
                 "{} ended with an escalation offered: press {key} to take it",
+                entry.summary.run_id
+            ));
+        } else if entry.summary.state == RunState::Interrupted {
+            let key = self
+                .keys
+                .key_for(Context::Dashboard, Action::Resume)
+                .map_or_else(|| "the resume key".to_string(), |k| k.to_string());
+            self.flash_info(format!(
+                "{} was interrupted by a drover restart: press {key} to resume it",
                 entry.summary.run_id
             ));
         } else if entry.summary.state.is_active() && entry.summary.state != RunState::Queued {
@@ -807,6 +833,16 @@ impl App {
                     }
                     self.want_show.push(run_id.clone());
                     self.flash_info(format!("{run_id} went on as {id}"));
+                }
+                Err(e) => self.flash_error(format!("{}: {}", e.code, e.message)),
+            },
+            ReplyTag::Resume(run_id) => match result {
+                Ok(value) => {
+                    if let Ok(run) = serde_json::from_value::<RunSummary>(value) {
+                        self.model.upsert(run);
+                    }
+                    self.want_show.push(run_id.clone());
+                    self.flash_info(format!("resumed {run_id}"));
                 }
                 Err(e) => self.flash_error(format!("{}: {}", e.code, e.message)),
             },

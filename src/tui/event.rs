@@ -55,6 +55,7 @@ pub enum ReplyTag {
     Route(String),
     RouteDecline(String),
     Escalate(String),
+    Resume(String),
 }
 
 /// What the app asks of its driver.

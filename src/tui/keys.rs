@@ -89,6 +89,7 @@ pub enum Action {
     Help,
     Quit,
     Escalate,
+    Resume,
     // prompt
     AllowOnce,
     AllowAlways,
@@ -112,7 +113,7 @@ pub enum Action {
 }
 
 impl Action {
-    pub const ALL: [Action; 36] = [
+    pub const ALL: [Action; 37] = [
         Action::SelectNext,
         Action::SelectPrev,
         Action::SelectFirst,
@@ -133,6 +134,7 @@ impl Action {
         Action::Help,
         Action::Quit,
         Action::Escalate,
+        Action::Resume,
         Action::Pick,
         Action::ToggleRemember,
         Action::Decline,
@@ -174,6 +176,7 @@ impl Action {
             Action::Help => "help",
             Action::Quit => "quit",
             Action::Escalate => "escalate",
+            Action::Resume => "resume",
             Action::Pick => "pick",
             Action::ToggleRemember => "toggle_remember",
             Action::Decline => "decline",
@@ -216,6 +219,7 @@ impl Action {
             Action::Help => "show this help",
             Action::Quit => "quit (asks first when runs are active)",
             Action::Escalate => "escalate / retry the selected finished run (as offered)",
+            Action::Resume => "resume the selected interrupted run in its provider session",
             Action::Pick => "pick the highlighted option",
             Action::ToggleRemember => "remember the pick for this task class",
             Action::Decline => "decline the card (the run is stopped)",
@@ -248,6 +252,7 @@ impl Action {
             Action::Help => "help",
             Action::Quit => "quit",
             Action::Escalate => "escalate",
+            Action::Resume => "resume",
             Action::Pick => "pick",
             Action::ToggleRemember => "remember",
             Action::Decline => "decline",
@@ -438,6 +443,7 @@ const DASHBOARD: &[Binding] = &[
     bind(KeyCombo::char('X'), A::RemoveFinished),
     bind(KeyCombo::char('K'), A::KillAll),
     bind(KeyCombo::char('e'), A::Escalate),
+    bind(KeyCombo::char('R'), A::Resume),
 ];
 
 #[rustfmt::skip]
