@@ -585,7 +585,7 @@ async fn a_held_run_is_routed_by_picking_option_two_on_its_card() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_interrupted_run_is_resumed_by_key_after_a_restart() {
-    let mut h = Harness::start().await;
+    let h = Harness::start().await;
     let run_id = h.dispatch("multi-turn", "Write a parser").await;
     h.wait(&run_id, WaitUntil::Idle).await;
     let home = h.shutdown().await;
