@@ -5,7 +5,7 @@
 #
 # Views: the dashboard (dark and light terminal palettes), a permission prompt, a
 # question, the dispatch form with an inline refusal, help, budget near the cap, and an
-# 80x24 terminal. (Route cards are not in the dispatcher yet, so there is no route card.)
+# 80x24 terminal, and a held run's route card.
 #
 # Needs tmux, python3 and chromium; missing Debian packages are installed with apt-get.
 # Usage: scripts/screenshots.sh [OUT_DIR]   (default: screenshots/)
