@@ -13,7 +13,8 @@ use nix::sys::signal::Signal;
 use serde_json::{Value, json};
 
 use crate::drover::{
-    Drover, eventually, group_alive, live_states, processes_with, provider_config, provider_events,
+    Drover, eventually, group_alive, live_states, mentioned_under, processes_with, provider_config,
+    provider_events,
 };
 use crate::mock::{MockApi, Protocol, RecordedRequest, Reply, Usage};
 use crate::peers;
@@ -617,6 +618,19 @@ async fn resume_after_a_drover_crash_continues_the_same_claude_session_on_the_sa
     let pid = idle["pid"].as_u64().unwrap() as u32;
     let sent = Rig::session_header(&rig.mock.model_requests()[0]);
     assert_eq!(idle["provider_session_id"], sent.as_str(), "{idle:#}");
+    // The CLI writes its session file a moment after the turn's result; a session killed
+    // before that is lost to `--resume` ("No conversation found"). Resume is about the
+    // drover crash, so let the CLI finish writing first.
+    let projects = rig.drover.root().join("claude-config/projects");
+    assert!(
+        eventually(Duration::from_secs(10), || mentioned_under(
+            &projects,
+            "first part written"
+        ))
+        .await,
+        "claude never wrote its session under {}",
+        projects.display()
+    );
 
     rig.drover.stop_serve(Signal::SIGKILL).await;
     assert!(

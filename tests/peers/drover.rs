@@ -397,3 +397,23 @@ pub fn provider_events(events: &[Value]) -> Vec<Value> {
         .map(|e| e["body"]["event"].clone())
         .collect()
 }
+
+/// Whether any file under `dir` has `needle` in its name or its content (the CLIs'
+/// storage layouts are their own business).
+pub fn mentioned_under(dir: &Path, needle: &str) -> bool {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return false;
+    };
+    entries.flatten().any(|entry| {
+        let path = entry.path();
+        if entry.file_name().to_string_lossy().contains(needle) {
+            return true;
+        }
+        if path.is_dir() {
+            return mentioned_under(&path, needle);
+        }
+        std::fs::read(&path)
+            .map(|bytes| bytes.windows(needle.len()).any(|w| w == needle.as_bytes()))
+            .unwrap_or(false)
+    })
+}

@@ -15,7 +15,8 @@ use std::time::Duration;
 use serde_json::{Value, json};
 
 use crate::drover::{
-    Drover, eventually, group_alive, live_states, processes_with, provider_config, provider_events,
+    Drover, eventually, group_alive, live_states, mentioned_under, processes_with, provider_config,
+    provider_events,
 };
 use crate::mock::{MockApi, Protocol, Reply, Usage};
 use crate::peers;
@@ -165,26 +166,6 @@ impl Rig {
     fn opencode_data(&self) -> PathBuf {
         self.drover.root().join("oc/data")
     }
-}
-
-/// Whether any file under `dir` has `needle` in its name or its content (OpenCode's
-/// storage layout is its own business; the session id is somewhere in it).
-fn mentioned_under(dir: &Path, needle: &str) -> bool {
-    let Ok(entries) = std::fs::read_dir(dir) else {
-        return false;
-    };
-    entries.flatten().any(|entry| {
-        let path = entry.path();
-        if entry.file_name().to_string_lossy().contains(needle) {
-            return true;
-        }
-        if path.is_dir() {
-            return mentioned_under(&path, needle);
-        }
-        std::fs::read(&path)
-            .map(|bytes| bytes.windows(needle.len()).any(|w| w == needle.as_bytes()))
-            .unwrap_or(false)
-    })
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
