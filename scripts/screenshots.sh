@@ -269,11 +269,11 @@ shot demo route-card
 tmux_ send-keys -t demo Escape
 wait_for demo "? help" Escape
 
-# The dispatch form, refused inline: opencode has no adapter yet.
+# The dispatch form, refused inline: a model the catalog does not know.
 tmux_ send-keys -t demo n
 wait_for demo "New dispatch"
-tmux_ send-keys -t demo "Add a health check endpoint to the API" Tab Left Enter
-wait_for demo "INVALID_PROVIDER"
+tmux_ send-keys -t demo "Add a health check endpoint to the API" Tab Tab "sonnet-9" Enter
+wait_for demo "MODEL_UNKNOWN"
 shot demo dispatch-form
 tmux_ send-keys -t demo Escape
 
