@@ -826,6 +826,37 @@ fn an_interrupted_run_resumes_in_its_provider_session_with_the_turn_on_the_same_
 }
 
 #[test]
+fn resuming_a_run_a_shutdown_interrupted_withdraws_the_retry_it_was_offered() {
+    let home = Home::new();
+    let serve = home.serve();
+    let run = home.dispatch("multi-turn", "Write a parser", &[]);
+    home.wait_idle(&run);
+    assert_eq!(serve.stop().code(), Some(0));
+
+    let serve = home.serve();
+    let view = home.show(&run);
+    assert_eq!(view["completion_reason"], "shutdown", "{view}");
+    assert_eq!(view["escalation"]["kind"], "retry", "{view}");
+    home.json(&["resume", &run]);
+    let view = home.wait_idle(&run);
+    // Without a prompt of its own, the resume turn asks the agent to carry on.
+    assert!(
+        view["turns"][1]["prompt_preview"]
+            .as_str()
+            .is_some_and(|p| p.starts_with("drover was restarted")),
+        "{view}"
+    );
+    home.json(&["complete", &run]);
+    home.wait_terminal(&run);
+    assert_eq!(serve.stop().code(), Some(0));
+    // Read back from the ledger alone: completed, two turns, no stale offer.
+    let view = home.show(&run);
+    assert_eq!(view["state"], "completed", "{view}");
+    assert_eq!(view["turns"].as_array().map(Vec::len), Some(2), "{view}");
+    assert!(view["escalation"].is_null(), "{view}");
+}
+
+#[test]
 fn read_only_commands_answer_from_the_ledger_without_an_owner() {
     let home = Home::new();
     let serve = home.serve();

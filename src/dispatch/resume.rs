@@ -173,6 +173,9 @@ impl Actor {
         });
         let deadline = run.deadline;
         run.reopen_live(&mut batch, deadline.min(now + PREPARE_BOUND_MS), now);
+        // An offer made when the run ended no longer stands (the ledger's view reads the
+        // last `escalation_offer` event; an empty one withdraws it).
+        run.event(&mut batch, "escalation_offer", &Value::Null, now);
         run.note(
             &mut batch,
             format!("resumed in provider session {session_id}"),
