@@ -35,7 +35,7 @@ use tokio::process::{Child, ChildStdin, ChildStdout, Command};
 use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
 
-use super::LaunchError;
+use super::{LaunchError, LaunchSpec};
 
 /// The longest stdout line kept (a longer one is skipped whole).
 pub const MAX_LINE_BYTES: usize = 8 * 1024 * 1024;
@@ -98,6 +98,28 @@ pub struct ProviderProcess {
     /// Set once the leader is reaped: from then on its pid may be reused, so the group
     /// is never signalled again.
     reaped: bool,
+}
+
+/// The runtime an adapter's driver task runs on; a launch outside one is refused.
+pub fn adapter_runtime(spec: &LaunchSpec) -> Result<tokio::runtime::Handle, LaunchError> {
+    tokio::runtime::Handle::try_current().map_err(|_| LaunchError {
+        command: spec.command.display().to_string(),
+        reason: "no tokio runtime to run the adapter on".into(),
+    })
+}
+
+/// [`spawn`] of the run's own command with `args`, in its working directory and with its
+/// environment.
+pub fn spawn_spec(
+    spec: &LaunchSpec,
+    args: &[String],
+) -> Result<(ProviderProcess, LineReader<ChildStdout>), LaunchError> {
+    spawn(ChildCommand {
+        program: &spec.command,
+        args,
+        env: &spec.env,
+        cwd: &spec.cwd,
+    })
 }
 
 /// Spawn `command` with piped stdio in a process group of its own. Returns the process

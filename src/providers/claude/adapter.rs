@@ -24,8 +24,7 @@ use tokio::time::Instant;
 
 use crate::UnixMillis;
 use crate::providers::process::{
-    self, ChildCommand, ExitReport, Line, LineReader, MAX_LINE_BYTES, ProviderProcess,
-    ShutdownTimings,
+    self, ExitReport, Line, LineReader, MAX_LINE_BYTES, ProviderProcess, ShutdownTimings,
 };
 use crate::providers::{
     AdapterHandle, LaunchError, LaunchSpec, ProviderCommand, ProviderEvent, ProviderEventSink,
@@ -68,19 +67,8 @@ pub fn launch_with(
     sink: ProviderEventSink,
     timings: AdapterTimings,
 ) -> Result<AdapterHandle, LaunchError> {
-    let Ok(runtime) = tokio::runtime::Handle::try_current() else {
-        return Err(LaunchError {
-            command: spec.command.display().to_string(),
-            reason: "no tokio runtime to run the adapter on".into(),
-        });
-    };
-    let argv = args::build_args(&spec);
-    let (child, stdout) = process::spawn(ChildCommand {
-        program: &spec.command,
-        args: &argv,
-        env: &spec.env,
-        cwd: &spec.cwd,
-    })?;
+    let runtime = process::adapter_runtime(&spec)?;
+    let (child, stdout) = process::spawn_spec(&spec, &args::build_args(&spec))?;
     let pid = child.pid();
     tracing::debug!(run_id = %spec.run_id, pid, "claude child started");
     let (commands, rx) = mpsc::unbounded_channel();

@@ -21,8 +21,7 @@ use tokio::time::Instant;
 
 use crate::UnixMillis;
 use crate::providers::process::{
-    self, ChildCommand, ExitReport, Line, LineReader, MAX_LINE_BYTES, ProviderProcess,
-    ShutdownTimings,
+    self, ExitReport, Line, LineReader, MAX_LINE_BYTES, ProviderProcess, ShutdownTimings,
 };
 use crate::providers::{
     AdapterHandle, LaunchError, LaunchSpec, ProviderCommand, ProviderEvent, ProviderEventSink,
@@ -40,19 +39,8 @@ pub fn launch(
     sink: ProviderEventSink,
     timings: AdapterTimings,
 ) -> Result<AdapterHandle, LaunchError> {
-    let Ok(runtime) = tokio::runtime::Handle::try_current() else {
-        return Err(LaunchError {
-            command: spec.command.display().to_string(),
-            reason: "no tokio runtime to run the adapter on".into(),
-        });
-    };
-    let argv = args::app_server_args(&spec);
-    let (child, stdout) = process::spawn(ChildCommand {
-        program: &spec.command,
-        args: &argv,
-        env: &spec.env,
-        cwd: &spec.cwd,
-    })?;
+    let runtime = process::adapter_runtime(&spec)?;
+    let (child, stdout) = process::spawn_spec(&spec, &args::app_server_args(&spec))?;
     let pid = child.pid();
     tracing::debug!(run_id = %spec.run_id, pid, "codex app-server started");
     let mut state = AppState::new(&spec, timings.bounds);

@@ -22,8 +22,7 @@ use tokio::process::ChildStdout;
 use tokio::sync::mpsc;
 
 use crate::providers::process::{
-    self, ChildCommand, ExitReport, Line, LineReader, MAX_LINE_BYTES, ProviderProcess,
-    ShutdownTimings,
+    self, ExitReport, Line, LineReader, MAX_LINE_BYTES, ProviderProcess, ShutdownTimings,
 };
 use crate::providers::{
     AdapterHandle, LaunchError, LaunchSpec, ProviderCommand, ProviderEvent, ProviderEventSink,
@@ -46,9 +45,7 @@ pub fn launch(
         command: spec.command.display().to_string(),
         reason,
     };
-    let Ok(runtime) = tokio::runtime::Handle::try_current() else {
-        return Err(fail("no tokio runtime to run the adapter on".into()));
-    };
+    let runtime = process::adapter_runtime(&spec)?;
     if !spec.cwd.is_dir() {
         return Err(fail(format!(
             "the working directory {} does not exist or is not a directory",
@@ -191,12 +188,7 @@ impl ExecDriver {
     async fn start_turn(&mut self, prompt: &str) -> Option<TurnChild> {
         let argv = args::exec_args(&self.spec, self.state.thread_id(), prompt);
         self.state.begin_turn();
-        match process::spawn(ChildCommand {
-            program: &self.spec.command,
-            args: &argv,
-            env: &self.spec.env,
-            cwd: &self.spec.cwd,
-        }) {
+        match process::spawn_spec(&self.spec, &argv) {
             Ok((mut process, stdout)) => {
                 // Codex exec reads stdin to its end before it starts: give it none.
                 process.close_stdin();

@@ -93,9 +93,7 @@ pub fn launch_with(
         command: spec.command.display().to_string(),
         reason,
     };
-    let Ok(runtime) = tokio::runtime::Handle::try_current() else {
-        return Err(fail("no tokio runtime to run the adapter on".into()));
-    };
+    let runtime = process::adapter_runtime(&spec)?;
     let password = launch::fresh_password()
         .ok_or_else(|| fail("cannot read /dev/urandom for the server's password".into()))?;
     let port = free_port().map_err(|e| fail(format!("no free loopback port: {e}")))?;
