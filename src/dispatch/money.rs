@@ -254,6 +254,7 @@ impl Actor {
                 .chain([run.cost_basis.as_str()]),
         )
         .to_string();
+        run.usage.extend(rows.iter().cloned());
         for row in rows {
             batch.ops.push(WriteOp::InsertUsage(Box::new(row)));
         }
@@ -284,6 +285,7 @@ impl Actor {
         let basis = row.basis.clone();
         self.settle_provisional(run_id);
         if let Some(run) = self.runs.get_mut(run_id) {
+            run.usage.push(row.clone());
             run.cost_usd += cost;
             run.cost_basis =
                 pricing::weakest_basis([run.cost_basis.as_str(), basis.as_str()]).to_string();

@@ -419,11 +419,7 @@ impl Actor {
 
     fn show(&self, run_id: &str) -> Result<Value, DroverError> {
         match self.runs.get(run_id) {
-            Some(run) => {
-                let mut view = run.view();
-                view.usage = self.reader.usage(Some(run_id))?;
-                to_value(&view)
-            }
+            Some(run) => to_value(&run.view()),
             None => to_value(&offline::run_view_from_ledger(&self.reader, run_id)?),
         }
     }

@@ -132,6 +132,7 @@ impl Actor {
         run.tokens = view.tokens;
         run.cost_usd = view.cost_usd;
         run.cost_basis = view.cost_basis;
+        run.usage = view.usage;
         run.notes = view.notes;
         run.last_result = view.last_result;
         run.depth = view.depth;

@@ -133,6 +133,9 @@ pub struct Run {
     /// The catalog price of the run's model, looked up once.
     pub price: Option<crate::money::pricing::Price>,
     pub cost_basis: String,
+    /// The usage rows booked on this run, as written to the ledger (kept here so `show`
+    /// answers with what the run's money already counts, before the ledger commits).
+    pub usage: Vec<crate::ledger::UsageRecord>,
     pub tokens: Tokens,
     /// The provider session's running dollar total at the end of the last turn.
     pub last_total_cost: f64,
@@ -190,6 +193,7 @@ impl Run {
             provisional_usd: 0.0,
             price: None,
             cost_basis: "free".to_string(),
+            usage: Vec::new(),
             tokens: Tokens::default(),
             last_total_cost: 0.0,
             last_event_at: now,
@@ -496,7 +500,7 @@ impl Run {
             queued_follow_ups: self.follow_ups.len(),
             pid: self.adapter.as_ref().and_then(|a| a.pid),
             budget: super::api::RunBudget::of(&self.spec, self.cost_usd),
-            usage: Vec::new(),
+            usage: self.usage.clone(),
             route: self.route.clone(),
             escalation: self.escalation.clone(),
             depth: self.depth,
