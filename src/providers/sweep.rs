@@ -17,13 +17,16 @@
 
 use std::collections::BTreeMap;
 
-use nix::sys::signal::{Signal, kill};
+use nix::sys::signal::{Signal, kill, killpg};
 use nix::unistd::Pid;
 
 /// A process noted for the sweep.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Noted {
     pid: i32,
+    /// Its process group (its own pid when it leads one, as a command in a session of
+    /// its own does).
+    pgid: i32,
     /// Its start time (clock ticks since boot), which a reused pid would not share.
     start: u64,
 }
@@ -71,7 +74,7 @@ pub fn escaped_descendants(root: u32) -> Vec<Noted> {
     while let Some(parent) = queue.pop() {
         for &(pid, pgid, start) in children.get(&parent).map_or(&[][..], Vec::as_slice) {
             if pgid != root {
-                found.push(Noted { pid, start });
+                found.push(Noted { pid, pgid, start });
             }
             queue.push(pid);
         }
@@ -79,11 +82,17 @@ pub fn escaped_descendants(root: u32) -> Vec<Noted> {
     found
 }
 
-/// SIGKILL what is left of `noted` (each only if it is still the same process).
+/// SIGKILL what is left of `noted`, each only if it is still the same process. A noted
+/// process that leads its own group takes its group with it: a command's shell may have
+/// started more of it after it was noted.
 pub fn kill_left(noted: &[Noted]) {
     for process in noted {
         if stat_of(process.pid).is_some_and(|(_, _, start)| start == process.start) {
-            tracing::debug!(pid = process.pid, "killing a process Codex left behind");
+            tracing::debug!(pid = process.pid, "killing a process the CLI left behind");
+            if process.pgid == process.pid {
+                // Still alive, so its group id is still its own, never a reused one.
+                let _ = killpg(Pid::from_raw(process.pgid), Signal::SIGKILL);
+            }
             let _ = kill(Pid::from_raw(process.pid), Signal::SIGKILL);
         }
     }

@@ -924,7 +924,7 @@ async fn stopping_a_run_while_its_command_runs_leaves_no_process_behind() {
     // session and group, seen in /proc), which drover's group kill does not reach: Codex
     // ends it (on the interrupt drover sends first, or as it exits), and a killed process
     // takes a moment to be gone.
-    eventually(Duration::from_secs(5), || {
+    eventually(Duration::from_secs(15), || {
         processes_with(&marker).is_empty()
     })
     .await;
