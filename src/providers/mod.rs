@@ -15,6 +15,7 @@ pub mod codex;
 pub mod opencode;
 pub mod process;
 pub mod sweep;
+pub mod wire;
 
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
@@ -118,6 +119,28 @@ pub struct Tokens {
 }
 
 impl Tokens {
+    /// `self - other`, class by class, never below zero (what a running count grew by).
+    pub fn saturating_sub(&self, other: &Tokens) -> Tokens {
+        Tokens {
+            input: self.input.saturating_sub(other.input),
+            output: self.output.saturating_sub(other.output),
+            reasoning: self.reasoning.saturating_sub(other.reasoning),
+            cache_read: self.cache_read.saturating_sub(other.cache_read),
+            cache_write: self.cache_write.saturating_sub(other.cache_write),
+        }
+    }
+
+    /// The larger of the two counts, class by class.
+    pub fn field_max(&self, other: &Tokens) -> Tokens {
+        Tokens {
+            input: self.input.max(other.input),
+            output: self.output.max(other.output),
+            reasoning: self.reasoning.max(other.reasoning),
+            cache_read: self.cache_read.max(other.cache_read),
+            cache_write: self.cache_write.max(other.cache_write),
+        }
+    }
+
     pub fn add(&mut self, other: &Tokens) {
         self.input += other.input;
         self.output += other.output;

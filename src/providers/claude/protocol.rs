@@ -35,6 +35,7 @@ use crate::providers::{
 use crate::spec::PermissionPolicy;
 
 use super::{encode, policy};
+use crate::providers::wire::{clip, f64_at, str_at, u64_at};
 
 /// How long a Notice's quote of a line may be.
 const QUOTE_CHARS: usize = 120;
@@ -410,8 +411,8 @@ fn assistant(msg: &Map<String, Value>, state: &mut ParseState) -> Vec<ProviderEv
         let tokens = usage_tokens(usage);
         let delta = match (str_at(message, "id"), &mut state.streamed_usage) {
             (Some(id), Some((last_id, reported))) if last_id == id => {
-                let delta = growth(reported, &tokens);
-                *reported = field_max(reported, &tokens);
+                let delta = tokens.saturating_sub(reported);
+                *reported = reported.field_max(&tokens);
                 delta
             }
             (id, streamed) => {
@@ -540,7 +541,7 @@ fn turn_model_usage(
         };
         let cost = f64_at(usage, "costUSD");
         let (before, cost_before) = totals.get(model).copied().unwrap_or_default();
-        let turn_tokens = growth(&before, &tokens);
+        let turn_tokens = tokens.saturating_sub(&before);
         let turn_cost = cost.map(|c| (c - cost_before).max(0.0));
         totals.insert(model.clone(), (tokens, cost.unwrap_or(cost_before)));
         if turn_tokens != Tokens::default() || turn_cost.is_some_and(|c| c > 0.0) {
@@ -766,62 +767,8 @@ fn usage_tokens(usage: &Map<String, Value>) -> Tokens {
     }
 }
 
-/// What `now` adds over `reported`, field by field (never negative).
-fn growth(reported: &Tokens, now: &Tokens) -> Tokens {
-    Tokens {
-        input: now.input.saturating_sub(reported.input),
-        output: now.output.saturating_sub(reported.output),
-        reasoning: now.reasoning.saturating_sub(reported.reasoning),
-        cache_read: now.cache_read.saturating_sub(reported.cache_read),
-        cache_write: now.cache_write.saturating_sub(reported.cache_write),
-    }
-}
-
-fn field_max(a: &Tokens, b: &Tokens) -> Tokens {
-    Tokens {
-        input: a.input.max(b.input),
-        output: a.output.max(b.output),
-        reasoning: a.reasoning.max(b.reasoning),
-        cache_read: a.cache_read.max(b.cache_read),
-        cache_write: a.cache_write.max(b.cache_write),
-    }
-}
-
 fn notice(text: String) -> ProviderEvent {
     ProviderEvent::Notice { text }
-}
-
-fn str_at<'a>(map: &'a Map<String, Value>, key: &str) -> Option<&'a str> {
-    map.get(key).and_then(Value::as_str)
-}
-
-/// A non-negative integer field (a float with no fraction counts).
-fn u64_at(map: &Map<String, Value>, key: &str) -> Option<u64> {
-    let value = map.get(key)?;
-    value.as_u64().or_else(|| {
-        value
-            .as_f64()
-            .filter(|f| *f >= 0.0 && f.fract() == 0.0 && *f < u64::MAX as f64)
-            .map(|f| f as u64)
-    })
-}
-
-fn f64_at(map: &Map<String, Value>, key: &str) -> Option<f64> {
-    map.get(key).and_then(Value::as_f64)
-}
-
-/// `s` cut to at most `max` characters, with `…` when cut; control characters become
-/// spaces so a clipped quote stays on one line.
-fn clip(s: &str, max: usize) -> String {
-    let mut out = String::new();
-    for (i, c) in s.chars().enumerate() {
-        if i == max {
-            out.push('…');
-            break;
-        }
-        out.push(if c.is_control() { ' ' } else { c });
-    }
-    out
 }
 
 #[cfg(test)]

@@ -23,7 +23,7 @@ use crate::providers::{ProviderEvent, Tokens, TurnEnd};
 
 use super::protocol::{
     ErrorClass, classify_message, clip, is_retry_message, item_completed, item_started,
-    model_usage, rate_limited, str_of, tokens_minus, usage_tokens,
+    model_usage, rate_limited, str_of, usage_tokens,
 };
 
 /// What a run's exec turns have in common, and the turn in flight.
@@ -123,7 +123,7 @@ impl ExecState {
                 };
                 let total = event.get("usage").map(usage_tokens).unwrap_or_default();
                 let tokens = match &self.thread_total {
-                    Some(before) => tokens_minus(&total, before),
+                    Some(before) => total.saturating_sub(before),
                     None => total,
                 };
                 self.thread_total = Some(total);

@@ -56,17 +56,6 @@ pub fn model_usage(model: Option<&str>, tokens: Tokens) -> Vec<ModelUsage> {
     }
 }
 
-/// `a - b`, class by class, never below zero.
-pub fn tokens_minus(a: &Tokens, b: &Tokens) -> Tokens {
-    Tokens {
-        input: a.input.saturating_sub(b.input),
-        output: a.output.saturating_sub(b.output),
-        reasoning: a.reasoning.saturating_sub(b.reasoning),
-        cache_read: a.cache_read.saturating_sub(b.cache_read),
-        cache_write: a.cache_write.saturating_sub(b.cache_write),
-    }
-}
-
 /// How a Codex error reads to drover.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ErrorClass {

@@ -29,6 +29,7 @@ use std::collections::{BTreeMap, HashMap, HashSet};
 use serde_json::{Map, Value, json};
 
 use crate::UnixMillis;
+use crate::providers::wire::{clip, str_at, u64_at};
 use crate::providers::{
     ModelUsage, PermissionAnswer, PermissionRequest, ProviderEvent, RequestKind, Tokens, TurnEnd,
     is_transient_status,
@@ -642,8 +643,8 @@ fn assistant_message(
     }
     if let Some(tokens) = info.get("tokens").and_then(Value::as_object) {
         let now = message_tokens(tokens);
-        let delta = growth(&message.tokens, &now);
-        message.tokens = field_max(&message.tokens, &now);
+        let delta = now.saturating_sub(&message.tokens);
+        message.tokens = message.tokens.field_max(&now);
         if delta != Tokens::default() {
             events.push(ProviderEvent::Usage {
                 model: message.model.clone(),
@@ -1032,58 +1033,8 @@ fn one_line(text: Option<&str>) -> String {
     }
 }
 
-/// What `now` adds over `reported`, field by field (never negative).
-fn growth(reported: &Tokens, now: &Tokens) -> Tokens {
-    Tokens {
-        input: now.input.saturating_sub(reported.input),
-        output: now.output.saturating_sub(reported.output),
-        reasoning: now.reasoning.saturating_sub(reported.reasoning),
-        cache_read: now.cache_read.saturating_sub(reported.cache_read),
-        cache_write: now.cache_write.saturating_sub(reported.cache_write),
-    }
-}
-
-fn field_max(a: &Tokens, b: &Tokens) -> Tokens {
-    Tokens {
-        input: a.input.max(b.input),
-        output: a.output.max(b.output),
-        reasoning: a.reasoning.max(b.reasoning),
-        cache_read: a.cache_read.max(b.cache_read),
-        cache_write: a.cache_write.max(b.cache_write),
-    }
-}
-
 fn notice(text: String) -> ProviderEvent {
     ProviderEvent::Notice { text }
-}
-
-fn str_at<'a>(map: &'a Map<String, Value>, key: &str) -> Option<&'a str> {
-    map.get(key).and_then(Value::as_str)
-}
-
-/// A non-negative integer field (a float with no fraction counts).
-fn u64_at(map: &Map<String, Value>, key: &str) -> Option<u64> {
-    let value = map.get(key)?;
-    value.as_u64().or_else(|| {
-        value
-            .as_f64()
-            .filter(|f| *f >= 0.0 && f.fract() == 0.0 && *f < u64::MAX as f64)
-            .map(|f| f as u64)
-    })
-}
-
-/// `s` cut to at most `max` characters, with `…` when cut; control characters become
-/// spaces so a clipped quote stays on one line.
-fn clip(s: &str, max: usize) -> String {
-    let mut out = String::new();
-    for (i, c) in s.chars().enumerate() {
-        if i == max {
-            out.push('…');
-            break;
-        }
-        out.push(if c.is_control() { ' ' } else { c });
-    }
-    out
 }
 
 #[cfg(test)]
