@@ -217,6 +217,41 @@ impl Drover {
     }
 
     /// `drover show RUN --json`.
+    /// Waits (up to `within`) for the run's first pending permission request.
+    pub async fn pending(&self, run: &str, within: Duration) -> Value {
+        let view = self
+            .until(run, "asking for permission", within, |v| {
+                v["pending"].as_array().is_some_and(|p| !p.is_empty())
+            })
+            .await;
+        assert_eq!(view["state"], "awaiting_permission", "{view:#}");
+        view["pending"][0].clone()
+    }
+
+    /// `drover respond RUN REQUEST DECISION…`, which must succeed.
+    pub async fn respond(&self, run: &str, request: &str, decision: &[&str]) {
+        let mut args = vec!["respond", run, request];
+        args.extend_from_slice(decision);
+        let out = self.run(&args).await;
+        assert!(out.success, "respond failed: {}{}", out.stdout, out.stderr);
+    }
+
+    /// Ends an idle run as complete (waiting up to `within`) and checks the child's
+    /// process group `pid`, if there is one, is gone within `grace`.
+    pub async fn complete(&self, run: &str, pid: Option<u32>, within: Duration, grace: Duration) {
+        let out = self.run(&["complete", run]).await;
+        assert!(out.success, "complete failed: {}{}", out.stdout, out.stderr);
+        let view = self.until_ended(run, within).await;
+        assert_eq!(view["state"], "completed", "{view:#}");
+        assert!(view["pid"].is_null(), "{view:#}");
+        if let Some(pid) = pid {
+            assert!(
+                eventually(grace, || !group_alive(pid)).await,
+                "the provider's process group {pid} outlived its completed run"
+            );
+        }
+    }
+
     pub async fn show(&self, run: &str) -> Value {
         self.json(&["show", run]).await
     }

@@ -130,36 +130,18 @@ impl Rig {
             .await
     }
 
-    /// Waits for the run's first pending permission request.
     async fn pending(&self, run: &str) -> Value {
-        let view = self
-            .drover
-            .until(run, "asking for permission", TURN, |v| {
-                v["pending"].as_array().is_some_and(|p| !p.is_empty())
-            })
-            .await;
-        assert_eq!(view["state"], "awaiting_permission", "{view:#}");
-        view["pending"][0].clone()
+        self.drover.pending(run, TURN).await
     }
 
     async fn respond(&self, run: &str, request: &str, decision: &[&str]) {
-        let mut args = vec!["respond", run, request];
-        args.extend_from_slice(decision);
-        let out = self.drover.run(&args).await;
-        assert!(out.success, "respond failed: {}{}", out.stdout, out.stderr);
+        self.drover.respond(run, request, decision).await
     }
 
     /// Ends an idle run as complete and checks its server is gone.
     async fn complete(&self, run: &str, pid: u32) {
-        let out = self.drover.run(&["complete", run]).await;
-        assert!(out.success, "complete failed: {}{}", out.stdout, out.stderr);
-        let view = self.drover.until_ended(run, TURN).await;
-        assert_eq!(view["state"], "completed", "{view:#}");
-        assert!(view["pid"].is_null(), "{view:#}");
-        assert!(
-            eventually(Duration::from_secs(10), || !group_alive(pid)).await,
-            "the server's process group {pid} outlived its completed run"
-        );
+        let grace = Duration::from_secs(10);
+        self.drover.complete(run, Some(pid), TURN, grace).await
     }
 
     /// Where OpenCode keeps its data (sessions) for this drover.
