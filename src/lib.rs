@@ -5,6 +5,7 @@
 //! ledger owns the SQLite file through one writer thread.
 
 pub mod cli;
+pub mod clock;
 pub mod config;
 pub mod control;
 pub mod dispatch;
