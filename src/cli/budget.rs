@@ -2,13 +2,11 @@
 //! `budget new` starts a new session (both need a running drover).
 
 use clap::{Args, Subcommand};
-use serde_json::Value;
 
 use super::headless::{ask, print_json, runtime};
 use super::runs::JsonFlag;
 use super::write_stdout;
-use crate::dispatch::Request;
-use crate::dispatch::api::BudgetView;
+use crate::dispatch::{Request, Response};
 use crate::error::DroverError;
 use crate::money::budget::usd;
 use crate::paths::Paths;
@@ -67,8 +65,8 @@ pub fn run(args: BudgetArgs, paths: &Paths) -> Result<(), DroverError> {
     write_stdout(&render(&answer))
 }
 
-fn render(answer: &Value) -> String {
-    let Ok(b) = serde_json::from_value::<BudgetView>(answer.clone()) else {
+fn render(answer: &Response) -> String {
+    let Response::Budget(b) = answer else {
         return serde_json::to_string_pretty(answer).unwrap_or_default() + "\n";
     };
     let state = if b.closed {

@@ -82,15 +82,9 @@ async fn count_active(handle: &DispatcherHandle) -> usize {
         })
         .await
     {
-        Ok(serde_json::Value::Array(runs)) => runs
-            .iter()
-            .filter(|r| {
-                r.get("state")
-                    .and_then(serde_json::Value::as_str)
-                    .and_then(crate::run_state::RunState::parse)
-                    .is_some_and(|s| s.is_active())
-            })
-            .count(),
+        Ok(crate::dispatch::Response::Runs(runs)) => {
+            runs.iter().filter(|r| r.state.is_active()).count()
+        }
         _ => 0,
     }
 }

@@ -19,7 +19,7 @@ use super::headless::{StopSignals, dispatcher_options, note, now_millis, print_j
 use super::runs::JsonFlag;
 use super::{render, write_stdout};
 use crate::control::{ControlClient, Host};
-use crate::dispatch::api::{WaitOutcome, WaitUntil};
+use crate::dispatch::api::WaitUntil;
 use crate::dispatch::{DispatchEvent, Request};
 use crate::error::{DroverError, ErrorCode};
 use crate::paths::Paths;
@@ -206,14 +206,15 @@ async fn via_owner(
     wait: bool,
     json: bool,
 ) -> Result<(), DroverError> {
-    let answer = client
+    let run = client
         .request(Request::Dispatch {
             spec: Box::new(spec),
         })
-        .await?;
-    let run_id = run_id_of(&answer)?.to_string();
+        .await?
+        .into_run()?;
+    let run_id = run.run_id.clone();
     if json {
-        print_json(&answer)?;
+        print_json(&run)?;
     } else {
         write_stdout(&format!("{run_id}\n"))?;
     }
@@ -227,15 +228,14 @@ async fn via_owner(
             any: false,
             timeout_secs: None,
         })
-        .await?;
+        .await?
+        .into_wait()?;
     if json {
         print_json(&outcome)?;
     } else {
-        write_stdout(&render::as_view::<WaitOutcome>(&outcome, |o| {
-            render::wait_outcome(o, now_millis())
-        }))?;
+        write_stdout(&render::wait_outcome(&outcome, now_millis()))?;
     }
-    if outcome["timed_out"] == true {
+    if outcome.timed_out {
         return Err(DroverError::new(
             ErrorCode::WaitTimeout,
             format!(
@@ -258,14 +258,15 @@ async fn follow(
     let handle = host.handle().clone();
     // Before the dispatch, so the run's first events are kept for us.
     let mut events = handle.subscribe();
-    let answer = handle
+    let run = handle
         .request(Request::Dispatch {
             spec: Box::new(spec),
         })
-        .await?;
-    let run_id = run_id_of(&answer)?.to_string();
+        .await?
+        .into_run()?;
+    let run_id = run.run_id.clone();
     if json {
-        print_json(&answer)?;
+        print_json(&run)?;
     } else {
         write_stdout(&format!("{run_id}\n"))?;
         note(&format!(
@@ -274,7 +275,7 @@ async fn follow(
         ));
     }
     // A repeated idempotency key can return a run that already ended.
-    if state_of(&answer).is_some_and(RunState::is_terminal) {
+    if run.state.is_terminal() {
         return Ok(());
     }
     loop {
@@ -315,8 +316,11 @@ async fn follow(
                         note(&format!("drover: {missed} events were missed (the terminal was slow)"));
                     }
                     // The end may have been among them.
-                    let view = handle.request(Request::Show { run_id: run_id.clone() }).await?;
-                    if state_of(&view).is_some_and(RunState::is_terminal) {
+                    let view = handle
+                        .request(Request::Show { run_id: run_id.clone() })
+                        .await?
+                        .into_show()?;
+                    if view.state.is_terminal() {
                         return Ok(());
                     }
                 }
@@ -329,28 +333,6 @@ async fn follow(
             },
         }
     }
-}
-
-/// The run id in the answer to `dispatch` (a run view, or an object holding one).
-fn run_id_of(answer: &Value) -> Result<&str, DroverError> {
-    answer
-        .get("run_id")
-        .or_else(|| answer.get("run")?.get("run_id"))
-        .and_then(Value::as_str)
-        .ok_or_else(|| {
-            DroverError::new(
-                ErrorCode::Internal,
-                format!("the answer to dispatch names no run ({answer}); check that both ends are the same drover version"),
-            )
-        })
-}
-
-/// The run state in a run view (or an object holding one).
-fn state_of(view: &Value) -> Option<RunState> {
-    view.get("state")
-        .or_else(|| view.get("run")?.get("state"))
-        .and_then(Value::as_str)
-        .and_then(RunState::parse)
 }
 
 /// The events after which a followed run has nothing more to say.

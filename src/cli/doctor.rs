@@ -85,7 +85,10 @@ pub fn run(args: DoctorArgs, paths: &Paths) -> Result<(), DroverError> {
     let owner_pid = runtime()?.block_on(async {
         let mut client = ControlClient::connect(paths).await.ok()??;
         let pong = client.request(crate::dispatch::Request::Ping).await.ok()?;
-        pong.get("pid").and_then(|p| p.as_u64())
+        match pong {
+            crate::dispatch::Response::Pong(p) => Some(u64::from(p.pid)),
+            _ => None,
+        }
     });
     let report = Report {
         version: env!("CARGO_PKG_VERSION").to_string(),

@@ -3,7 +3,6 @@
 //! the ledger, when nobody owns the data directory).
 
 use serde::Serialize;
-use serde_json::Value;
 use std::io::Write;
 use std::time::{SystemTime, UNIX_EPOCH};
 use tokio::signal::unix::{Signal, SignalKind, signal};
@@ -12,7 +11,7 @@ use super::write_stdout;
 use crate::UnixMillis;
 use crate::config::Config;
 use crate::control::{ControlClient, offline};
-use crate::dispatch::{DispatcherOptions, Request};
+use crate::dispatch::{DispatcherOptions, Request, Response};
 use crate::error::{DroverError, ErrorCode};
 use crate::paths::Paths;
 
@@ -96,7 +95,7 @@ pub(crate) fn print_json(value: &impl Serialize) -> Result<(), DroverError> {
 
 /// Sends `request` to the owner of the data directory; with no owner, answers it from
 /// the ledger when it only reads (`NO_OWNER` otherwise).
-pub(crate) async fn ask(paths: &Paths, request: Request) -> Result<Value, DroverError> {
+pub(crate) async fn ask(paths: &Paths, request: Request) -> Result<Response, DroverError> {
     match ControlClient::connect(paths).await? {
         Some(mut client) => client.request(request).await,
         None => offline::answer(paths, &request),

@@ -6,13 +6,12 @@
 //! spaces, so a transcript cannot drive the terminal); an answer of an unexpected shape
 //! is shown as JSON rather than refused.
 
-use serde::de::DeserializeOwned;
-use serde_json::Value;
 
 use crate::UnixMillis;
-use crate::control::offline::TranscriptView;
 use crate::dispatch::DispatchEvent;
-use crate::dispatch::api::{ResultView, RunSummary, RunView, TranscriptFormat, WaitOutcome};
+use crate::dispatch::api::{
+    ResultView, RunSummary, RunView, TranscriptFormat, TranscriptView, WaitOutcome,
+};
 use crate::live_state::LiveState;
 use crate::providers::RequestKind;
 use crate::spec::text::{clip, one_line};
@@ -21,14 +20,6 @@ use crate::spec::text::{clip, one_line};
 const TITLE_COLUMN_CHARS: usize = 60;
 /// The longest free text (task, previews, notes) shown on one line.
 const TEXT_CHARS: usize = 120;
-
-/// Renders `value` as `T` with `render`, or as pretty JSON when it is not a `T`.
-pub fn as_view<T: DeserializeOwned>(value: &Value, render: impl FnOnce(&T) -> String) -> String {
-    match serde_json::from_value::<T>(value.clone()) {
-        Ok(view) => render(&view),
-        Err(_) => serde_json::to_string_pretty(value).unwrap_or_default() + "\n",
-    }
-}
 
 /// `12s`, `5m`, `3h`, `2d` since `then`.
 pub fn age(now: UnixMillis, then: UnixMillis) -> String {

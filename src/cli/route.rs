@@ -3,13 +3,12 @@
 //! --model M]`, `drover retry RUN`.
 
 use clap::{Args, Subcommand};
-use serde_json::Value;
 
 use super::headless::{ask, now_millis, print_json, runtime};
 use super::runs::JsonFlag;
 use super::write_stdout;
-use crate::dispatch::Request;
-use crate::dispatch::api::RouteCardView;
+use crate::dispatch::api::OpenRoute;
+use crate::dispatch::{Request, Response};
 use crate::error::{DroverError, ErrorCode};
 use crate::paths::Paths;
 
@@ -97,49 +96,40 @@ pub fn run(command: RouteCommand, paths: &Paths) -> Result<(), DroverError> {
     write_stdout(&human(&request, &answer))
 }
 
-fn human(request: &Request, answer: &Value) -> String {
-    let field = |k: &str| {
-        answer
-            .get(k)
-            .and_then(Value::as_str)
-            .unwrap_or("?")
-            .to_string()
-    };
-    match request {
-        Request::Routes => routes(answer),
-        Request::Route { run_id, .. } => format!(
+fn human(request: &Request, answer: &Response) -> String {
+    match (request, answer) {
+        (_, Response::Routes(cards)) => routes(cards),
+        (Request::Route { run_id, .. }, Response::Run(run)) => format!(
             "{run_id} runs on {}/{} ({})\n",
-            field("provider"),
-            field("model"),
-            field("state")
+            run.provider,
+            run.model.as_deref().unwrap_or("?"),
+            run.state
         ),
-        Request::RouteDecline { run_id } => format!("declined the route card of {run_id}\n"),
-        Request::Escalate { run_id, .. } | Request::Retry { run_id } => format!(
-            "{} (from {run_id}) on {}/{}\n",
-            field("run_id"),
-            field("provider"),
-            field("model")
-        ),
+        (Request::RouteDecline { run_id }, _) => {
+            format!("declined the route card of {run_id}\n")
+        }
+        (Request::Escalate { run_id, .. } | Request::Retry { run_id }, Response::Run(run)) => {
+            format!(
+                "{} (from {run_id}) on {}/{}\n",
+                run.run_id,
+                run.provider,
+                run.model.as_deref().unwrap_or("?")
+            )
+        }
         _ => serde_json::to_string_pretty(answer).unwrap_or_default() + "\n",
     }
 }
 
-fn routes(answer: &Value) -> String {
-    let cards = answer.as_array().cloned().unwrap_or_default();
+fn routes(cards: &[OpenRoute]) -> String {
     if cards.is_empty() {
         return "no open route cards\n".to_string();
     }
     let now = now_millis();
     let mut out = String::new();
     for entry in cards {
-        let run_id = entry.get("run_id").and_then(Value::as_str).unwrap_or("?");
-        let title = entry.get("title").and_then(Value::as_str).unwrap_or("");
-        let Some(card) = entry
-            .get("card")
-            .and_then(|c| serde_json::from_value::<RouteCardView>(c.clone()).ok())
-        else {
-            continue;
-        };
+        let run_id = &entry.run_id;
+        let title = &entry.title;
+        let card = &entry.card;
         out.push_str(&format!(
             "{run_id}  {title}  ({} task, expires in {})\n",
             card.class,

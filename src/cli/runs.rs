@@ -12,15 +12,13 @@
 //! exits 3 when it times out (after printing the runs as they are).
 
 use clap::{ArgGroup, Args, Subcommand, ValueEnum};
-use serde_json::Value;
 use std::collections::BTreeMap;
 
 use super::dispatch::DispatchArgs;
 use super::headless::{ask, now_millis, print_json, runtime};
 use super::{render, write_stdout};
-use crate::control::offline::TranscriptView;
-use crate::dispatch::Request;
-use crate::dispatch::api::{RunSummary, RunView, TranscriptFormat, WaitOutcome, WaitUntil};
+use crate::dispatch::api::{TranscriptFormat, WaitUntil};
+use crate::dispatch::{Request, Response};
 use crate::error::{DroverError, ErrorCode};
 use crate::paths::Paths;
 use crate::providers::PermissionAnswer;
@@ -356,14 +354,14 @@ pub fn run(command: RunCommand, paths: &Paths) -> Result<(), DroverError> {
     if json {
         print_json(&answer)?;
     } else {
-        write_stdout(&human(&command, &request, &answer))?;
+        write_stdout(&human(&request, &answer))?;
     }
     if let Request::Wait {
         until,
         timeout_secs,
         ..
     } = request
-        && answer.get("timed_out") == Some(&Value::Bool(true))
+        && matches!(&answer, Response::Wait(w) if w.timed_out)
     {
         return Err(wait_timed_out(until, timeout_secs));
     }
@@ -386,21 +384,13 @@ fn wait_timed_out(until: WaitUntil, timeout_secs: Option<u64>) -> DroverError {
 }
 
 /// The human form of an answer.
-fn human(command: &RunCommand, request: &Request, answer: &Value) -> String {
+fn human(request: &Request, answer: &Response) -> String {
     let now = now_millis();
-    match (command, request) {
-        (RunCommand::Runs { .. }, _) => {
-            render::as_view::<Vec<RunSummary>>(answer, |runs| render::runs_table(runs, now))
-        }
-        (RunCommand::Show { .. }, _) => {
-            render::as_view::<RunView>(answer, |run| render::run_view(run, now))
-        }
-        (RunCommand::Transcript { .. }, _) => {
-            render::as_view::<TranscriptView>(answer, render::transcript)
-        }
-        (RunCommand::Wait(_), _) => {
-            render::as_view::<WaitOutcome>(answer, |outcome| render::wait_outcome(outcome, now))
-        }
+    match (answer, request) {
+        (Response::Runs(runs), _) => render::runs_table(runs, now),
+        (Response::Show(run), _) => render::run_view(run, now),
+        (Response::Transcript(view), _) => render::transcript(view),
+        (Response::Wait(outcome), _) => render::wait_outcome(outcome, now),
         (_, Request::FollowUp { run_id, .. }) => format!("follow-up sent to {run_id}\n"),
         (_, Request::Resume { run_id, .. }) => format!(
             "resuming {run_id} in its provider session; watch it with `drover show {run_id}`\n"

@@ -15,6 +15,7 @@ use tokio::net::UnixStream;
 use tokio::net::unix::{OwnedReadHalf, OwnedWriteHalf};
 
 use super::wire::{self, ClientLine, ClientSide, Line, LineReader};
+use crate::dispatch::api::Response;
 use crate::dispatch::{DispatchEvent, Request};
 use crate::error::{DroverError, ErrorCode};
 use crate::paths::Paths;
@@ -113,9 +114,10 @@ impl ControlClient {
         }))
     }
 
-    /// Sends one request and waits for its answer, within [`request_timeout`]. For an
-    /// event stream use [`ControlClient::subscribe`].
-    pub async fn request(&mut self, request: Request) -> Result<Value, DroverError> {
+    /// Sends one request and waits for its answer, within [`request_timeout`], read as
+    /// the request's typed [`Response`]. For an event stream use
+    /// [`ControlClient::subscribe`].
+    pub async fn request(&mut self, request: Request) -> Result<Response, DroverError> {
         if matches!(request, Request::Subscribe { .. }) {
             return Err(DroverError::new(
                 ErrorCode::Internal,
@@ -123,7 +125,10 @@ impl ControlClient {
             ));
         }
         let limit = request_timeout(&request);
-        self.request_within(request, limit).await
+        let value = self.request_within(request.clone(), limit).await?;
+        request
+            .decode(value)
+            .map_err(|e| self.link.unreadable(&format!("an answer in an unexpected shape: {e}")))
     }
 
     /// Turns this connection into an event stream: events of `run_ids` (every run when

@@ -11,7 +11,7 @@
 //! - the socket file is mode 0600 and a peer of another uid is refused, so only the user
 //!   can drive their runs;
 //! - the server speaks only the dispatcher API ([`Dispatcher`]): a client can ask nothing
-//!   the dashboard could not;
+//!   the dashboard could not; this is where typed answers become JSON and back;
 //! - a bad line (not JSON, too long, unknown method) is answered with `INVALID_REQUEST`
 //!   and the connection goes on; nothing a client sends can stop the server;
 //! - the socket file exists only while an owner serves it (removed on a clean stop, and
@@ -32,23 +32,28 @@ pub use host::Host;
 pub use owner::OwnerLock;
 pub use server::{ControlServer, serve};
 
-use serde_json::Value;
 use std::future::Future;
 use tokio::sync::broadcast;
 
-use crate::dispatch::{DispatchEvent, DispatcherHandle, Request};
+use crate::dispatch::{DispatchEvent, DispatcherHandle, Request, Response};
 use crate::error::{DroverError, ErrorCode};
 use crate::paths::Paths;
 
 /// What the control server needs from the dispatcher: requests and the event stream.
 /// [`DispatcherHandle`] is the one real implementation; tests use a fake.
 pub trait Dispatcher: Clone + Send + Sync + 'static {
-    fn request(&self, request: Request) -> impl Future<Output = Result<Value, DroverError>> + Send;
+    fn request(
+        &self,
+        request: Request,
+    ) -> impl Future<Output = Result<Response, DroverError>> + Send;
     fn subscribe(&self) -> broadcast::Receiver<DispatchEvent>;
 }
 
 impl Dispatcher for DispatcherHandle {
-    fn request(&self, request: Request) -> impl Future<Output = Result<Value, DroverError>> + Send {
+    fn request(
+        &self,
+        request: Request,
+    ) -> impl Future<Output = Result<Response, DroverError>> + Send {
         DispatcherHandle::request(self, request)
     }
 

@@ -1,52 +1,20 @@
 //! Answers from the ledger alone, for when no process owns the data directory: the same
-//! JSON shapes the dispatcher gives ([`RunSummary`], [`RunView`], [`TranscriptView`],
-//! [`WaitOutcome`]), built from ledger rows.
+//! shapes the owner gives, built by the dispatcher's own projections
+//! ([`crate::dispatch::views`]).
 //!
-//! This is the one place that turns ledger rows into API views. What must stay true:
-//! - only a read-only connection is used ([`LedgerReader`]); the file may be owned by
-//!   nobody, and reading must never change it;
-//! - money is summed from usage rows (never guessed): `cost_usd` adds what was priced and
-//!   `cost_basis` is the weakest basis seen, so an unpriced row is never hidden as $0;
-//! - what only a live dispatcher knows is reported as absent, not invented: no pending
-//!   requests, not stalled, no queued follow-ups;
-//! - a damaged row is a `LEDGER_ERROR` naming the run, never a panic.
+//! What must stay true: only a read-only connection is used, and reading never creates
+//! the ledger; a request that only an owner can answer (any change, and a `wait` the
+//! ledger does not already meet) is `NO_OWNER`.
 
-use serde::{Deserialize, Serialize};
 use serde_json::Value;
-use std::collections::HashMap;
 
 use super::no_owner;
 use crate::dispatch::Request;
-use crate::dispatch::api::{
-    NoteView, ResultView, RunBudget, RunSummary, RunView, TranscriptFormat, TurnView, WaitOutcome,
-    WaitUntil,
-};
-use crate::error::{DroverError, ErrorCode};
-use crate::ledger::{EventRecord, LedgerError, LedgerReader, RunRecord, UsageRecord, kind};
+use crate::dispatch::api::Response;
+use crate::dispatch::views;
+use crate::error::DroverError;
+use crate::ledger::LedgerReader;
 use crate::paths::Paths;
-use crate::providers::Tokens;
-use crate::result_contract::ResultBlock;
-use crate::run_state::RunState;
-use crate::spec::Spec;
-
-/// The event kind whose `body.line` is one transcript line (the transcript ring's lines,
-/// as the dispatcher records them).
-pub const TRANSCRIPT_EVENT: &str = "transcript";
-
-/// The answer to `transcript`: one field is filled, according to `format` — `lines` for
-/// `tail` (one line per provider event) and `text` (each turn's text under a
-/// `## turn N (origin)` line), `events` for `events`, `result` for `result`.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct TranscriptView {
-    pub run_id: String,
-    pub format: TranscriptFormat,
-    #[serde(default)]
-    pub lines: Vec<String>,
-    #[serde(default)]
-    pub events: Vec<EventRecord>,
-    #[serde(default)]
-    pub result: Option<ResultView>,
-}
 
 /// The ledger of `paths`, read-only; `None` when there is no ledger file yet.
 pub fn open_reader(paths: &Paths) -> Result<Option<LedgerReader>, DroverError> {
@@ -57,27 +25,29 @@ pub fn open_reader(paths: &Paths) -> Result<Option<LedgerReader>, DroverError> {
 }
 
 /// Answers `request` from the ledger, as the owner would: `runs`, `show`, `transcript`,
-/// and a `wait` whose condition the ledger already meets. Anything else (and a `wait`
-/// that only a running dispatcher could satisfy) is `NO_OWNER`.
-pub fn answer(paths: &Paths, request: &Request) -> Result<Value, DroverError> {
+/// `budget`, and a `wait` whose condition the ledger already meets. Anything else (and a
+/// `wait` that only a running dispatcher could satisfy) is `NO_OWNER`.
+pub fn answer(paths: &Paths, request: &Request) -> Result<Response, DroverError> {
     let reader = open_reader(paths)?;
-    let value = match (request, reader.as_ref()) {
+    let response = match (request, reader.as_ref()) {
         (
             Request::Runs {
                 state,
                 include_removed,
             },
             reader,
-        ) => match reader {
-            Some(reader) => to_value(run_summaries_from_ledger(reader, *state, *include_removed)?),
-            None => Value::Array(Vec::new()),
-        },
-        (Request::Show { run_id }, Some(reader)) => to_value(run_view_from_ledger(reader, run_id)?),
-        (Request::Transcript { run_id, format }, Some(reader)) => {
-            to_value(transcript_from_ledger(reader, run_id, *format)?)
+        ) => Response::Runs(match reader {
+            Some(reader) => views::run_summaries_from_ledger(reader, *state, *include_removed)?,
+            None => Vec::new(),
+        }),
+        (Request::Show { run_id }, Some(reader)) => {
+            Response::Show(Box::new(views::run_view_from_ledger(reader, run_id)?))
         }
+        (Request::Transcript { run_id, format }, Some(reader)) => Response::Transcript(
+            Box::new(views::transcript_from_ledger(reader, run_id, *format)?),
+        ),
         (Request::Show { run_id } | Request::Transcript { run_id, .. }, None) => {
-            return Err(run_not_found(run_id));
+            return Err(views::run_not_found(run_id));
         }
         (
             Request::Wait {
@@ -87,707 +57,39 @@ pub fn answer(paths: &Paths, request: &Request) -> Result<Value, DroverError> {
                 ..
             },
             Some(reader),
-        ) => match wait_from_ledger(reader, run_ids, *until, *any)? {
-            Some(outcome) => to_value(outcome),
+        ) => match views::wait_from_ledger(reader, run_ids, *until, *any)? {
+            Some(outcome) => Response::Wait(outcome),
             None => return Err(no_owner(paths)),
         },
         (Request::Budget, Some(reader)) => {
             let session = reader
-                .meta("budget_session")?
-                .unwrap_or_else(|| "default".to_string());
+                .meta(crate::dispatch::core::SESSION_KEY)?
+                .unwrap_or_else(|| crate::dispatch::core::DEFAULT_SESSION.to_string());
             let config = crate::config::Config::load(&paths.config_file)?;
-            to_value(budget_from_ledger(reader, &session, &config.limits, 0.0)?)
+            Response::Budget(Box::new(views::budget_from_ledger(
+                reader,
+                &session,
+                &config.limits,
+                0.0,
+            )?))
         }
         _ => return Err(no_owner(paths)),
     };
-    Ok(value)
+    Ok(response)
 }
 
-fn to_value(view: impl Serialize) -> Value {
-    // Our own view types always serialize (no maps with non-string keys, no NaN keys).
-    serde_json::to_value(view).unwrap_or(Value::Null)
-}
-
-fn run_not_found(run_id: &str) -> DroverError {
-    DroverError::new(
-        ErrorCode::RunNotFound,
-        format!("there is no run {run_id}; `drover runs --all` lists every run"),
-    )
-}
-
-/// Rows of `drover runs`, newest first; `state` keeps only runs in that state.
-pub fn run_summaries_from_ledger(
-    reader: &LedgerReader,
-    state: Option<RunState>,
-    include_removed: bool,
-) -> Result<Vec<RunSummary>, DroverError> {
-    let mut spend: HashMap<String, f64> = HashMap::new();
-    for row in reader.usage(None)? {
-        *spend.entry(row.run_id).or_default() += row.cost_usd.unwrap_or(0.0);
-    }
-    reader
-        .runs(include_removed)?
-        .into_iter()
-        .filter(|run| state.is_none_or(|s| run.state == s))
-        .map(|run| {
-            let cost = spend.get(&run.run_id).copied().unwrap_or(0.0);
-            summary(run, cost)
-        })
-        .collect()
-}
-
-/// One run's row from its ledger record (its cost summed from its usage rows).
-pub fn summary_from_record(
-    reader: &LedgerReader,
-    run: &RunRecord,
-) -> Result<RunSummary, DroverError> {
-    let cost = reader
-        .usage(Some(&run.run_id))?
-        .iter()
-        .filter_map(|u| u.cost_usd)
-        .sum();
-    summary(run.clone(), cost)
-}
-
-fn summary(run: RunRecord, cost_usd: f64) -> Result<RunSummary, DroverError> {
-    let spec = stored_spec(&run)?;
-    let last_result = stored_result(&run)?;
-    Ok(RunSummary {
-        needs_input: needs_input(run.state, last_result.as_ref()),
-        run_id: run.run_id,
-        state: run.state,
-        completion_reason: run.completion_reason,
-        provider: run.provider,
-        model: run.model,
-        title: run.title,
-        live_state: run.live_state,
-        cost_usd,
-        budget_usd: spec.budget_usd,
-        pending: 0,
-        stalled: false,
-        created_at: run.created_at,
-        finished_at: run.finished_at,
-        escalation_offered: false,
-    })
-}
-
-/// The money of one budget session from its usage rows; `reserved_usd` is what live runs
-/// may still spend (only an owner knows; offline it is 0).
-pub fn budget_from_ledger(
-    reader: &LedgerReader,
-    session: &str,
-    limits: &crate::config::Limits,
-    reserved_usd: f64,
-) -> Result<crate::dispatch::api::BudgetView, DroverError> {
-    let record = reader.budget_session(session)?;
-    let (warning_usd, hard_cap_usd) = crate::money::budget::session_caps(limits, record.as_ref());
-    let mut spent = 0.0;
-    let mut basis_of: std::collections::BTreeMap<String, &'static str> = Default::default();
-    for row in reader
-        .usage(None)?
-        .iter()
-        .filter(|u| u.budget_session == session)
-    {
-        spent += row.cost_usd.unwrap_or(0.0);
-        let weakest = crate::money::pricing::weakest_basis(
-            basis_of
-                .get(&row.run_id)
-                .copied()
-                .into_iter()
-                .chain([row.basis.as_str()]),
-        );
-        basis_of.insert(row.run_id.clone(), weakest);
-    }
-    let mut runs_by_basis = std::collections::BTreeMap::new();
-    for basis in basis_of.values() {
-        *runs_by_basis.entry(basis.to_string()).or_insert(0) += 1;
-    }
-    let money = crate::money::budget::SessionMoney::restore(
-        session,
-        spent,
-        reserved_usd,
-        warning_usd,
-        hard_cap_usd,
-    );
-    Ok(crate::dispatch::api::BudgetView {
-        warned: money.warned,
-        closed: money.closed,
-        session: session.to_string(),
-        spent_usd: spent,
-        reserved_usd,
-        available_usd: money.available(),
-        warning_usd,
-        hard_cap_usd,
-        unpriced_runs: basis_of
-            .iter()
-            .filter(|(_, b)| **b == "unpriced")
-            .map(|(id, _)| id.clone())
-            .collect(),
-        runs_by_basis,
-    })
-}
-
-/// The body of a run's last event of `kind`, parsed (`None` when it has none).
-fn last_event_body<T: serde::de::DeserializeOwned>(
-    reader: &LedgerReader,
-    run_id: &str,
-    kind: &str,
-) -> Result<Option<T>, DroverError> {
-    Ok(reader
-        .events(run_id, 0)?
-        .into_iter()
-        .rev()
-        .find(|e| e.kind == kind)
-        .and_then(|e| serde_json::from_value(e.body).ok()))
-}
-
-/// Everything about one run (`drover show`). `RUN_NOT_FOUND` when the ledger has no such
-/// run.
-pub fn run_view_from_ledger(reader: &LedgerReader, run_id: &str) -> Result<RunView, DroverError> {
-    let run = reader.run(run_id)?.ok_or_else(|| run_not_found(run_id))?;
-    let spec = stored_spec(&run)?;
-    let last_result = stored_result(&run)?;
-    let usage = reader.usage(Some(run_id))?;
-    let mut tokens = Tokens::default();
-    for row in &usage {
-        tokens.add(&row_tokens(row));
-    }
-    let turns = reader
-        .turns(run_id)?
-        .into_iter()
-        .map(|turn| {
-            let mut turn_tokens = Tokens::default();
-            for row in usage.iter().filter(|u| u.turn == Some(turn.number)) {
-                turn_tokens.add(&row_tokens(row));
-            }
-            TurnView {
-                number: turn.number,
-                origin: turn.origin,
-                started_at: turn.started_at,
-                ended_at: turn.ended_at,
-                prompt_preview: turn.prompt_preview,
-                text: turn.text,
-                tokens: turn_tokens,
-                cost_usd: turn.cost_usd,
-                result: turn.result,
-            }
-        })
-        .collect();
-    let notes = reader
-        .events(run_id, 0)?
-        .into_iter()
-        .filter(|e| e.kind == kind::NOTE)
-        .filter_map(|e| {
-            let text = e.body.get("text")?.as_str()?.to_string();
-            Some(NoteView { at: e.at, text })
-        })
-        .collect();
-    let budget = RunBudget::of(&spec, usage.iter().filter_map(|u| u.cost_usd).sum());
-    Ok(RunView {
-        run_id: run.run_id,
-        state: run.state,
-        completion_reason: run.completion_reason,
-        provider: run.provider,
-        model: run.model,
-        title: run.title,
-        task: spec.task,
-        cwd: spec.cwd.to_string_lossy().into_owned(),
-        policy: spec.policy.as_str().to_string(),
-        live_state: run.live_state,
-        cost_usd: usage.iter().filter_map(|u| u.cost_usd).sum(),
-        budget_usd: spec.budget_usd,
-        cost_basis: crate::money::pricing::weakest_basis(usage.iter().map(|u| u.basis.as_str()))
-            .to_string(),
-        tokens,
-        turns,
-        pending: Vec::new(),
-        last_result,
-        notes,
-        provider_session_id: run.provider_session_id,
-        stalled: false,
-        created_at: run.created_at,
-        finished_at: run.finished_at,
-        max_turns: spec.max_turns,
-        queued_follow_ups: 0,
-        pid: None,
-        budget,
-        usage,
-        route: last_event_body(reader, run_id, "route")?,
-        escalation: last_event_body(reader, run_id, "escalation_offer")?,
-        depth: last_event_body::<serde_json::Value>(reader, run_id, "lineage")?
-            .and_then(|l| l.get("depth")?.as_u64())
-            .unwrap_or(0) as u32,
-        parent_run: run.parent_run.clone(),
-    })
-}
-
-/// The transcript of one run in `format`, from its ledger rows: `tail` from the events
-/// of kind [`TRANSCRIPT_EVENT`], `text` from the turns, `events` every event, `result`
-/// the run's last result.
-pub fn transcript_from_ledger(
-    reader: &LedgerReader,
-    run_id: &str,
-    format: TranscriptFormat,
-) -> Result<TranscriptView, DroverError> {
-    let run = reader.run(run_id)?.ok_or_else(|| run_not_found(run_id))?;
-    let mut view = TranscriptView {
-        run_id: run_id.to_string(),
-        format,
-        lines: Vec::new(),
-        events: Vec::new(),
-        result: None,
-    };
-    match format {
-        TranscriptFormat::Tail => {
-            view.lines = reader
-                .events(run_id, 0)?
-                .into_iter()
-                .filter(|e| e.kind == TRANSCRIPT_EVENT)
-                .filter_map(|e| Some(e.body.get("line")?.as_str()?.to_string()))
-                .collect();
-        }
-        TranscriptFormat::Text => {
-            for turn in reader.turns(run_id)? {
-                view.lines
-                    .push(format!("## turn {} ({})", turn.number, turn.origin));
-                if let Some(text) = turn.text {
-                    view.lines.extend(text.lines().map(str::to_string));
-                }
-            }
-        }
-        TranscriptFormat::Events => view.events = reader.events(run_id, 0)?,
-        TranscriptFormat::Result => view.result = stored_result(&run)?,
-    }
-    Ok(view)
-}
-
-/// A `wait` answered from the ledger: `Some` when the ledger already meets the
-/// condition (nothing will change while nobody owns the directory, so a condition not
-/// met now never will be: `None`). `until event` is never met offline.
-pub fn wait_from_ledger(
-    reader: &LedgerReader,
-    run_ids: &[String],
-    until: WaitUntil,
-    any: bool,
-) -> Result<Option<WaitOutcome>, DroverError> {
-    let mut runs = Vec::with_capacity(run_ids.len());
-    for run_id in run_ids {
-        let run = reader.run(run_id)?.ok_or_else(|| run_not_found(run_id))?;
-        let cost = reader
-            .usage(Some(run_id))?
-            .iter()
-            .filter_map(|u| u.cost_usd)
-            .sum();
-        runs.push(summary(run, cost)?);
-    }
-    let met = |run: &RunSummary| match until {
-        WaitUntil::Terminal => run.state.is_terminal(),
-        WaitUntil::Idle => {
-            run.state.is_terminal()
-                || matches!(run.state, RunState::Idle | RunState::AwaitingPermission)
-                || run.needs_input
-        }
-        WaitUntil::Event => false,
-    };
-    let done = if any {
-        runs.iter().any(met)
-    } else {
-        !runs.is_empty() && runs.iter().all(met)
-    };
-    Ok(done.then_some(WaitOutcome {
-        timed_out: false,
-        runs,
-    }))
-}
-
-/// A run shows in the Needs-you tray while its last result asks a question.
-fn needs_input(state: RunState, result: Option<&ResultView>) -> bool {
-    state.is_active() && result.and_then(|r| r.status.as_deref()) == Some("needs_input")
-}
-
-fn row_tokens(row: &UsageRecord) -> Tokens {
-    Tokens {
-        input: row.input,
-        output: row.output,
-        reasoning: row.reasoning,
-        cache_read: row.cache_read,
-        cache_write: row.cache_write,
-    }
-}
-
-pub fn stored_spec(run: &RunRecord) -> Result<Spec, DroverError> {
-    serde_json::from_value(run.spec.clone()).map_err(|e| damaged(run, "runs.spec_json", e))
-}
-
-/// The run's result column: a `ResultView` as the dispatcher stores it; a bare
-/// `ResultBlock` (the parser's own shape) is read too.
-fn stored_result(run: &RunRecord) -> Result<Option<ResultView>, DroverError> {
-    let Some(value) = &run.result else {
-        return Ok(None);
-    };
-    if let Ok(view) = serde_json::from_value::<ResultView>(value.clone()) {
-        return Ok(Some(view));
-    }
-    if value.get("found").is_none() {
-        return Err(damaged(
-            run,
-            "runs.result_json",
-            "neither a result view nor a result block",
-        ));
-    }
-    let block = serde_json::from_value::<ResultBlock>(value.clone())
-        .map_err(|e| damaged(run, "runs.result_json", e))?;
-    Ok(Some(ResultView {
-        status: block
-            .status
-            .map(|s| s.as_str().to_string())
-            .or(block.raw_status),
-        summary: block.summary,
-        question: block.question,
-        files: block.files,
-        changes: block.changes,
-        follow_ups: block.follow_ups,
-        json: None,
-    }))
-}
-
-fn damaged(run: &RunRecord, column: &str, e: impl std::fmt::Display) -> DroverError {
-    LedgerError::Corrupt {
-        run_id: run.run_id.clone(),
-        what: format!("{column}: {e}"),
-    }
-    .into()
+/// [`answer`] as JSON (what `--json` prints).
+pub fn answer_json(paths: &Paths, request: &Request) -> Result<Value, DroverError> {
+    answer(paths, request).map(|r| r.to_json())
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::ledger::{Ledger, LedgerOptions, RunRecord, TurnRecord, WriteOp};
-    use crate::live_state::{Cause, LiveState, LiveStateKind};
-    use crate::spec::{Capability, PermissionPolicy};
+    use crate::dispatch::api::{RunSummary, RunView, WaitUntil};
+    use crate::dispatch::views::tests::filled;
+    use crate::error::ErrorCode;
     use serde_json::json;
-
-    fn spec(task: &str, budget_usd: f64, policy: PermissionPolicy, max_turns: u32) -> Value {
-        serde_json::to_value(Spec {
-            provider: "sim".into(),
-            model: Some("sim-standard".into()),
-            effort: None,
-            cwd: "/work/project".into(),
-            task: task.into(),
-            context: None,
-            title: task.into(),
-            tags: vec![],
-            capability: Capability::Workspace,
-            policy,
-            max_minutes: 45,
-            budget_usd,
-            idle_timeout_secs: 1200,
-            max_turns,
-            output_schema: None,
-            workflow_id: None,
-            parent_run: None,
-            idempotency_key: None,
-            queue_if_busy: true,
-            scenario: None,
-            class: None,
-            clamps: vec![],
-        })
-        .unwrap()
-    }
-
-    fn run(run_id: &str, state: RunState, created_at: i64, spec: Value) -> RunRecord {
-        RunRecord {
-            run_id: run_id.into(),
-            created_at,
-            updated_at: created_at,
-            finished_at: state.is_terminal().then_some(created_at + 500),
-            state,
-            completion_reason: state.is_terminal().then(|| "complete".to_string()),
-            provider: "sim".into(),
-            model: Some("sim-standard".into()),
-            title: format!("title of {run_id}"),
-            budget_session: "default".into(),
-            workflow_id: None,
-            parent_run: None,
-            idempotency_key: None,
-            provider_session_id: None,
-            removed: false,
-            spec,
-            live_state: None,
-            result: None,
-        }
-    }
-
-    fn usage(run_id: &str, turn: Option<u32>, cost: Option<f64>, basis: &str) -> WriteOp {
-        WriteOp::InsertUsage(Box::new(UsageRecord {
-            run_id: run_id.into(),
-            turn,
-            at: 1_100,
-            provider: "sim".into(),
-            model: Some("sim-standard".into()),
-            part: "main".into(),
-            input: 100,
-            output: 10,
-            reasoning: 1,
-            cache_read: 1_000,
-            cache_write: 5,
-            cost_usd: cost,
-            basis: basis.into(),
-            fidelity: "exact".into(),
-            source: "test".into(),
-            budget_session: "default".into(),
-        }))
-    }
-
-    fn turn(run_id: &str, number: u32, origin: &str, text: &str) -> WriteOp {
-        WriteOp::UpsertTurn(Box::new(TurnRecord {
-            run_id: run_id.into(),
-            number,
-            origin: origin.into(),
-            started_at: 1_000 + number as i64,
-            ended_at: Some(1_050 + number as i64),
-            prompt_preview: format!("prompt {number}"),
-            text: Some(text.into()),
-            usage: None,
-            cost_usd: Some(0.1),
-            result: Some(json!({"status": "done"})),
-        }))
-    }
-
-    fn event(run_id: &str, seq: u64, kind: &str, body: Value) -> WriteOp {
-        WriteOp::event(EventRecord {
-            run_id: run_id.into(),
-            seq,
-            kind: kind.into(),
-            at: 1_000 + seq as i64,
-            body,
-        })
-        .unwrap()
-    }
-
-    fn done_result() -> ResultView {
-        ResultView {
-            status: Some("done".into()),
-            summary: Some("fixed the parser".into()),
-            question: None,
-            files: vec!["src/parse.rs".into()],
-            changes: vec!["handle empty input".into()],
-            follow_ups: vec![],
-            json: None,
-        }
-    }
-
-    /// r1: completed with two turns, priced usage and events; r2: running and asking a
-    /// question, unpriced usage; r3: completed and removed, no usage.
-    fn fill_ledger(paths: &Paths) {
-        let (ledger, _) = Ledger::open(&paths.ledger_file, LedgerOptions::default(), 0).unwrap();
-        let mut r1 = run(
-            "r1",
-            RunState::Completed,
-            1_000,
-            spec("fix the parser", 2.5, PermissionPolicy::Auto, 4),
-        );
-        r1.result = Some(serde_json::to_value(done_result()).unwrap());
-        r1.provider_session_id = Some("sess-1".into());
-        r1.live_state = Some(LiveState {
-            state: LiveStateKind::Ended,
-            since: 1_500,
-            bound: None,
-            detail: None,
-            cause: Some(Cause::Completed),
-            seq: 4,
-        });
-        let mut r2 = run(
-            "r2",
-            RunState::Idle,
-            3_000,
-            spec("pick a database", 5.0, PermissionPolicy::Ask, 6),
-        );
-        // The parser's own shape, as a result column may hold it.
-        r2.result = Some(json!({"found": true, "status": "needs_input", "question": "which db?"}));
-        let mut r3 = run(
-            "r3",
-            RunState::Completed,
-            2_000,
-            spec("old chore", 1.0, PermissionPolicy::Ask, 6),
-        );
-        r3.removed = true;
-        let mut ops = vec![
-            WriteOp::InsertRun(Box::new(r1)),
-            WriteOp::InsertRun(Box::new(r2)),
-            WriteOp::InsertRun(Box::new(r3)),
-            usage("r1", Some(1), Some(0.10), "reported"),
-            usage("r1", Some(2), Some(0.05), "estimated"),
-            usage("r2", Some(1), None, "unpriced"),
-            turn("r1", 1, "dispatch", "line one\nline two"),
-            turn("r1", 2, "follow_up", "done"),
-        ];
-        ops.extend([
-            event("r1", 1, kind::RUN_STATE, json!({"state": "running"})),
-            event("r1", 2, TRANSCRIPT_EVENT, json!({"line": "tool: Read"})),
-            event(
-                "r1",
-                3,
-                kind::NOTE,
-                json!({"text": "budget lowered to $2.50"}),
-            ),
-            event(
-                "r1",
-                4,
-                TRANSCRIPT_EVENT,
-                json!({"line": "assistant: done"}),
-            ),
-        ]);
-        ledger.writer().commit_blocking(ops).unwrap();
-        ledger.close();
-    }
-
-    fn filled() -> (tempfile::TempDir, Paths, LedgerReader) {
-        let dir = tempfile::tempdir().unwrap();
-        let paths = Paths::under(dir.path());
-        fill_ledger(&paths);
-        let reader = open_reader(&paths).unwrap().unwrap();
-        (dir, paths, reader)
-    }
-
-    fn close(a: f64, b: f64) -> bool {
-        (a - b).abs() < 1e-9
-    }
-
-    #[test]
-    fn summaries_sum_spend_and_follow_the_filters() {
-        let (_dir, _paths, reader) = filled();
-        let rows = run_summaries_from_ledger(&reader, None, false).unwrap();
-        let ids: Vec<_> = rows.iter().map(|r| r.run_id.as_str()).collect();
-        assert_eq!(ids, ["r2", "r1"], "newest first, removed runs left out");
-        let (r2, r1) = (&rows[0], &rows[1]);
-        assert!(close(r1.cost_usd, 0.15), "{}", r1.cost_usd);
-        assert_eq!(r1.budget_usd, 2.5);
-        assert_eq!(r1.completion_reason.as_deref(), Some("complete"));
-        assert_eq!(r1.finished_at, Some(1_500));
-        assert_eq!(
-            r1.live_state.as_ref().unwrap().cause,
-            Some(Cause::Completed)
-        );
-        assert!(!r1.needs_input && !r1.stalled && r1.pending == 0);
-        // Unpriced usage is never booked as spend; the run asks a question.
-        assert_eq!(r2.cost_usd, 0.0);
-        assert!(r2.needs_input);
-
-        let completed =
-            run_summaries_from_ledger(&reader, Some(RunState::Completed), true).unwrap();
-        let ids: Vec<_> = completed.iter().map(|r| r.run_id.as_str()).collect();
-        assert_eq!(ids, ["r3", "r1"]);
-        assert!(
-            run_summaries_from_ledger(&reader, Some(RunState::Failed), true)
-                .unwrap()
-                .is_empty()
-        );
-    }
-
-    #[test]
-    fn a_run_view_is_built_from_every_table() {
-        let (_dir, _paths, reader) = filled();
-        let view = run_view_from_ledger(&reader, "r1").unwrap();
-        assert_eq!(view.task, "fix the parser");
-        assert_eq!(view.cwd, "/work/project");
-        assert_eq!(view.policy, "auto");
-        assert_eq!(view.max_turns, 4);
-        assert_eq!(view.budget_usd, 2.5);
-        assert!(close(view.cost_usd, 0.15));
-        assert_eq!(view.cost_basis, "estimated");
-        assert_eq!(
-            view.tokens,
-            Tokens {
-                input: 200,
-                output: 20,
-                reasoning: 2,
-                cache_read: 2_000,
-                cache_write: 10
-            }
-        );
-        assert_eq!(view.turns.len(), 2);
-        assert_eq!(view.turns[0].origin, "dispatch");
-        assert_eq!(view.turns[0].tokens.input, 100, "only turn 1's usage");
-        assert_eq!(view.turns[1].text.as_deref(), Some("done"));
-        assert_eq!(view.turns[1].result, Some(json!({"status": "done"})));
-        assert_eq!(
-            view.notes,
-            vec![NoteView {
-                at: 1_003,
-                text: "budget lowered to $2.50".into()
-            }]
-        );
-        assert_eq!(view.last_result, Some(done_result()));
-        assert_eq!(view.provider_session_id.as_deref(), Some("sess-1"));
-        assert!(view.pending.is_empty() && !view.stalled && view.queued_follow_ups == 0);
-
-        let r2 = run_view_from_ledger(&reader, "r2").unwrap();
-        assert_eq!(r2.cost_basis, "unpriced");
-        let result = r2.last_result.unwrap();
-        assert_eq!(result.status.as_deref(), Some("needs_input"));
-        assert_eq!(result.question.as_deref(), Some("which db?"));
-        assert_eq!(
-            run_view_from_ledger(&reader, "r3").unwrap().cost_basis,
-            "free"
-        );
-
-        let e = run_view_from_ledger(&reader, "nope").unwrap_err();
-        assert_eq!(e.code, ErrorCode::RunNotFound);
-    }
-
-    #[test]
-    fn transcripts_come_from_events_turns_and_the_result() {
-        let (_dir, _paths, reader) = filled();
-        let get = |format| transcript_from_ledger(&reader, "r1", format).unwrap();
-        assert_eq!(
-            get(TranscriptFormat::Tail).lines,
-            ["tool: Read", "assistant: done"]
-        );
-        assert_eq!(
-            get(TranscriptFormat::Text).lines,
-            [
-                "## turn 1 (dispatch)",
-                "line one",
-                "line two",
-                "## turn 2 (follow_up)",
-                "done"
-            ]
-        );
-        let events = get(TranscriptFormat::Events).events;
-        assert_eq!(
-            events.iter().map(|e| e.seq).collect::<Vec<_>>(),
-            [1, 2, 3, 4]
-        );
-        assert_eq!(get(TranscriptFormat::Result).result, Some(done_result()));
-        let e = transcript_from_ledger(&reader, "nope", TranscriptFormat::Tail).unwrap_err();
-        assert_eq!(e.code, ErrorCode::RunNotFound);
-    }
-
-    #[test]
-    fn a_wait_is_answered_offline_only_when_already_met() {
-        let (_dir, _paths, reader) = filled();
-        let ids = |ids: &[&str]| ids.iter().map(|s| s.to_string()).collect::<Vec<_>>();
-        // (runs, until, any, met)
-        let cases = [
-            (ids(&["r1"]), WaitUntil::Terminal, false, true),
-            (ids(&["r1", "r2"]), WaitUntil::Terminal, false, false),
-            (ids(&["r1", "r2"]), WaitUntil::Terminal, true, true),
-            (ids(&["r2"]), WaitUntil::Idle, false, true),
-            (ids(&["r1"]), WaitUntil::Event, true, false),
-            (ids(&[]), WaitUntil::Terminal, false, false),
-        ];
-        for (run_ids, until, any, met) in cases {
-            let outcome = wait_from_ledger(&reader, &run_ids, until, any).unwrap();
-            assert_eq!(outcome.is_some(), met, "{run_ids:?} {until:?} any={any}");
-            if let Some(outcome) = outcome {
-                assert!(!outcome.timed_out);
-                assert_eq!(outcome.runs.len(), run_ids.len());
-            }
-        }
-        let e = wait_from_ledger(&reader, &ids(&["nope"]), WaitUntil::Terminal, false).unwrap_err();
-        assert_eq!(e.code, ErrorCode::RunNotFound);
-    }
 
     #[test]
     fn answer_serves_questions_and_refuses_changes_without_an_owner() {
@@ -798,7 +100,7 @@ mod tests {
             state: None,
             include_removed: false,
         };
-        assert_eq!(answer(&paths, &runs).unwrap(), json!([]));
+        assert_eq!(answer_json(&paths, &runs).unwrap(), json!([]));
         let show = Request::Show {
             run_id: "r1".into(),
         };
@@ -809,11 +111,11 @@ mod tests {
         assert!(!paths.ledger_file.exists());
 
         let (_dir, paths, _reader) = filled();
-        let shown = answer(&paths, &show).unwrap();
+        let shown = answer_json(&paths, &show).unwrap();
         let view: RunView = serde_json::from_value(shown).unwrap();
         assert_eq!(view.run_id, "r1");
         let listed: Vec<RunSummary> =
-            serde_json::from_value(answer(&paths, &runs).unwrap()).unwrap();
+            serde_json::from_value(answer_json(&paths, &runs).unwrap()).unwrap();
         assert_eq!(listed.len(), 2);
         let stop = Request::Stop {
             run_id: "r1".into(),
@@ -834,49 +136,5 @@ mod tests {
             timeout_secs: Some(5),
         };
         assert_eq!(answer(&paths, &unmet).unwrap_err().code, ErrorCode::NoOwner);
-    }
-
-    #[test]
-    fn a_damaged_spec_is_a_ledger_error_naming_the_run() {
-        let dir = tempfile::tempdir().unwrap();
-        let paths = Paths::under(dir.path());
-        let (ledger, _) = Ledger::open(&paths.ledger_file, LedgerOptions::default(), 0).unwrap();
-        let bad = run(
-            "rb",
-            RunState::Completed,
-            1,
-            json!({"task": "no other fields"}),
-        );
-        ledger
-            .writer()
-            .commit_blocking(vec![WriteOp::InsertRun(Box::new(bad))])
-            .unwrap();
-        let reader = ledger.reader().unwrap();
-        let e = run_view_from_ledger(&reader, "rb").unwrap_err();
-        assert_eq!(e.code, ErrorCode::LedgerError);
-        assert!(
-            e.message.contains("rb") && e.message.contains("spec_json"),
-            "{}",
-            e.message
-        );
-    }
-
-    #[test]
-    fn the_weakest_basis_wins() {
-        let cases: &[(&[&str], &str)] = &[
-            (&[], "free"),
-            (&["free"], "free"),
-            (&["free", "reported"], "reported"),
-            (&["reported", "estimated", "free"], "estimated"),
-            (&["estimated", "unpriced", "reported"], "unpriced"),
-            (&["reported", "something-new"], "unpriced"),
-        ];
-        for (bases, weakest) in cases {
-            assert_eq!(
-                crate::money::pricing::weakest_basis(bases.iter().copied()),
-                *weakest,
-                "{bases:?}"
-            );
-        }
     }
 }

@@ -1,9 +1,11 @@
 //! The dispatcher API: the requests every front end sends (the dashboard, the headless
-//! CLI through the control socket) and the views it gets back.
+//! CLI through the control socket), the typed [`Response`] each gets back, and the views
+//! inside it.
 //!
 //! What must stay true: the dashboard never knows more than a headless client could —
-//! everything it shows comes from these types. They are serialized as JSON on the control
-//! socket, so field names are part of the public interface.
+//! everything it shows comes from these types. In process they travel typed; only the
+//! control socket turns them into JSON (serde on these same types, [`Request::decode`] on
+//! the way back), so field names are part of the public interface.
 
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
@@ -119,6 +121,170 @@ pub enum Request {
         #[serde(default)]
         run_ids: Vec<String>,
     },
+}
+
+/// The answer to one [`Request`]: which variant follows from the request (see
+/// [`Request::decode`]). Serialized without a tag, as the view it carries.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(untagged)]
+pub enum Response {
+    /// `ping`.
+    Pong(Pong),
+    /// The run a request created or changed: `dispatch`, `follow_up`, `resume`,
+    /// `respond`, `stop`, `complete`, `route`, `route_decline`, `escalate`, `retry`.
+    Run(Box<RunSummary>),
+    /// `runs`, newest first.
+    Runs(Vec<RunSummary>),
+    /// `show`.
+    Show(Box<RunView>),
+    /// `transcript`.
+    Transcript(Box<TranscriptView>),
+    /// `remove`.
+    Removed(Removed),
+    /// `kill_all`.
+    Stopped(Stopped),
+    /// `wait`.
+    Wait(WaitOutcome),
+    /// `subscribe`.
+    Subscribed(Subscribed),
+    /// `budget`, `budget_set`, `budget_new`.
+    Budget(Box<BudgetView>),
+    /// `routes`.
+    Routes(Vec<OpenRoute>),
+}
+
+/// The answer to `ping`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Pong {
+    pub pong: bool,
+    /// The owner's process id.
+    pub pid: u32,
+}
+
+/// The answer to `remove`: the runs that left the trays.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Removed {
+    pub removed: Vec<String>,
+}
+
+/// The answer to `kill_all`: the runs asked to stop.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Stopped {
+    pub stopped: Vec<String>,
+}
+
+/// The answer to `subscribe` (the events follow on the same connection).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Subscribed {
+    pub subscribed: bool,
+}
+
+impl Default for Subscribed {
+    fn default() -> Self {
+        Subscribed { subscribed: true }
+    }
+}
+
+/// One open route card in `drover routes`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct OpenRoute {
+    pub run_id: String,
+    pub title: String,
+    pub card: RouteCardView,
+}
+
+/// The answer to `transcript`: one field is filled, according to `format` — `lines` for
+/// `tail` (one line per provider event) and `text` (each turn's text under a
+/// `## turn N (origin)` line), `events` for `events`, `result` for `result`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct TranscriptView {
+    pub run_id: String,
+    pub format: TranscriptFormat,
+    #[serde(default)]
+    pub lines: Vec<String>,
+    #[serde(default)]
+    pub events: Vec<crate::ledger::EventRecord>,
+    #[serde(default)]
+    pub result: Option<ResultView>,
+}
+
+impl Request {
+    /// Reads the JSON answer to this request (from the control socket) as its typed
+    /// [`Response`].
+    pub fn decode(&self, value: Value) -> Result<Response, serde_json::Error> {
+        fn boxed<T: serde::de::DeserializeOwned>(v: Value) -> Result<Box<T>, serde_json::Error> {
+            serde_json::from_value(v).map(Box::new)
+        }
+        Ok(match self {
+            Request::Ping => Response::Pong(serde_json::from_value(value)?),
+            Request::Dispatch { .. }
+            | Request::FollowUp { .. }
+            | Request::Resume { .. }
+            | Request::Respond { .. }
+            | Request::Stop { .. }
+            | Request::Complete { .. }
+            | Request::Route { .. }
+            | Request::RouteDecline { .. }
+            | Request::Escalate { .. }
+            | Request::Retry { .. } => Response::Run(boxed(value)?),
+            Request::Runs { .. } => Response::Runs(serde_json::from_value(value)?),
+            Request::Show { .. } => Response::Show(boxed(value)?),
+            Request::Transcript { .. } => Response::Transcript(boxed(value)?),
+            Request::Remove { .. } => Response::Removed(serde_json::from_value(value)?),
+            Request::KillAll => Response::Stopped(serde_json::from_value(value)?),
+            Request::Wait { .. } => Response::Wait(serde_json::from_value(value)?),
+            Request::Subscribe { .. } => Response::Subscribed(serde_json::from_value(value)?),
+            Request::Budget | Request::BudgetSet { .. } | Request::BudgetNew { .. } => {
+                Response::Budget(boxed(value)?)
+            }
+            Request::Routes => Response::Routes(serde_json::from_value(value)?),
+        })
+    }
+}
+
+/// Takes the one view a [`Response`] variant carries (`$unbox` turns it into the view);
+/// any other variant is an internal error: the dispatcher answered a request with the
+/// wrong shape.
+macro_rules! response_into {
+    ($($name:ident => $variant:ident($v:ident) -> $ty:ty = $unbox:expr),* $(,)?) => {
+        impl Response {
+            $(
+                pub fn $name(self) -> Result<$ty, crate::DroverError> {
+                    match self {
+                        Response::$variant($v) => Ok($unbox),
+                        other => Err(wrong_shape(stringify!($variant), &other)),
+                    }
+                }
+            )*
+        }
+    };
+}
+
+response_into! {
+    into_run => Run(v) -> RunSummary = *v,
+    into_runs => Runs(v) -> Vec<RunSummary> = v,
+    into_show => Show(v) -> RunView = *v,
+    into_transcript => Transcript(v) -> TranscriptView = *v,
+    into_removed => Removed(v) -> Removed = v,
+    into_stopped => Stopped(v) -> Stopped = v,
+    into_wait => Wait(v) -> WaitOutcome = v,
+    into_budget => Budget(v) -> BudgetView = *v,
+    into_routes => Routes(v) -> Vec<OpenRoute> = v,
+}
+
+fn wrong_shape(expected: &str, got: &Response) -> crate::DroverError {
+    crate::DroverError::new(
+        crate::ErrorCode::Internal,
+        format!("the dispatcher answered with {got:?} where {expected} was expected"),
+    )
+}
+
+impl Response {
+    /// The JSON form, as the control socket and `--json` output carry it.
+    pub fn to_json(&self) -> Value {
+        // Our own view types always serialize (no maps with non-string keys).
+        serde_json::to_value(self).unwrap_or(Value::Null)
+    }
 }
 
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]

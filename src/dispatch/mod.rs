@@ -1,29 +1,27 @@
-//! The dispatcher: one tokio task that owns every run (DESIGN.md §2, §3).
+//! The dispatcher: the one owner of every run (DESIGN.md §2, §3).
 //!
-//! Clients (the dashboard, the control socket) hold a [`DispatcherHandle`]: they send
-//! [`Request`]s and subscribe to [`DispatchEvent`]s. Nothing else mutates run state.
+//! Clients (the dashboard, the control socket, the headless CLI's own owner) hold a
+//! [`DispatcherHandle`]: they send [`Request`]s, get typed [`api::Response`]s, and
+//! subscribe to [`DispatchEvent`]s. Nothing else mutates run state.
+//!
+//! The shape, and where to look:
+//! - [`core`]: the state and every lifecycle rule as plain code — an input and the time
+//!   in, effects out (its module doc has a table of which file holds which rule);
+//! - `driver`: the tokio task that feeds the core and carries out its effects (the clock,
+//!   the channels, the adapters, the config file);
+//! - `publish`: commit-then-publish, and the thread that answers ledger reads;
+//! - [`api`]: the requests, responses, views and events every client speaks;
+//! - [`views`]: the ledger-to-view projections (runs not in memory, and the offline CLI).
 
-mod actor;
 pub mod api;
-mod broker;
-mod lifecycle;
-mod money;
-mod prompts;
-mod provider_events;
+pub mod core;
+mod driver;
 mod publish;
-pub mod rails;
-mod requests;
-mod resume;
-mod routes;
-mod run;
-mod transcript;
-mod waits;
+pub mod views;
 
-pub use actor::Clock;
+pub use api::{DispatchEvent, Request, Response};
+pub use driver::Clock;
 
-pub use api::{DispatchEvent, Request};
-
-use serde_json::Value;
 use std::path::PathBuf;
 use tokio::sync::{broadcast, mpsc, oneshot};
 
@@ -40,7 +38,7 @@ pub struct DispatcherOptions {
     pub self_exe: PathBuf,
 }
 
-pub(crate) type Reply = oneshot::Sender<Result<Value, DroverError>>;
+pub(crate) type Reply = oneshot::Sender<Result<Response, DroverError>>;
 
 pub(crate) enum Envelope {
     Request(Request, Reply),
@@ -56,8 +54,8 @@ pub struct DispatcherHandle {
 }
 
 impl DispatcherHandle {
-    /// Sends one request and waits for its answer (the JSON form of the API's view types).
-    pub async fn request(&self, request: Request) -> Result<Value, DroverError> {
+    /// Sends one request and waits for its typed answer.
+    pub async fn request(&self, request: Request) -> Result<Response, DroverError> {
         let (reply, answer) = oneshot::channel();
         self.tx
             .send(Envelope::Request(request, reply))
@@ -92,5 +90,5 @@ fn stopped() -> DroverError {
 pub async fn start(
     options: DispatcherOptions,
 ) -> Result<(DispatcherHandle, tokio::task::JoinHandle<()>), DroverError> {
-    actor::start(options).await
+    driver::start(options).await
 }

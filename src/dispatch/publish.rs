@@ -1,27 +1,42 @@
-//! Commit-then-publish: events and replies wait for the ledger's ack of the writes that
-//! carry them, in the order they were produced.
+//! Commit-then-publish: events, replies and ledger reads wait for the ledger's ack of the
+//! writes queued before them, in the order they were produced; the reads then run on a
+//! thread of their own.
 //!
 //! What must stay true: a subscriber never sees a change that is not on disk, and sees
 //! changes in the order the dispatcher made them (acks complete in commit order, and this
-//! task awaits them one after another).
+//! task awaits them one after another); a read sees every write the dispatcher made
+//! before asking for it; no SQLite call runs on a runtime thread.
 
-use serde_json::Value;
+use std::path::PathBuf;
 use tokio::sync::{broadcast, mpsc};
 
 use super::Reply;
-use super::api::DispatchEvent;
-use crate::ledger::Ack;
+use super::api::{DispatchEvent, Response};
+use super::core::{Fetch, Input, Query, Then};
+use super::views;
+use crate::ledger::{Ack, LedgerReader};
 use crate::{DroverError, ErrorCode};
 
+/// What one turn of the dispatcher's loop sends after its commit.
 pub struct Publication {
     pub ack: Ack,
     pub events: Vec<DispatchEvent>,
-    pub replies: Vec<(Reply, Result<Value, DroverError>)>,
+    pub replies: Vec<(Reply, Result<Response, DroverError>)>,
+    pub reads: Vec<ReadJob>,
+}
+
+/// A ledger read for the reader thread.
+pub enum ReadJob {
+    /// Answer a client.
+    Answer { reply: Reply, query: Query },
+    /// Hand the answer back to the dispatcher.
+    Load { fetch: Fetch, then: Then },
 }
 
 pub fn spawn(
     mut queue: mpsc::UnboundedReceiver<Publication>,
     events: broadcast::Sender<DispatchEvent>,
+    reads: std::sync::mpsc::Sender<ReadJob>,
 ) -> tokio::task::JoinHandle<()> {
     tokio::spawn(async move {
         while let Some(p) = queue.recv().await {
@@ -51,6 +66,42 @@ pub fn spawn(
                     }
                 }
             }
+            // Reads answer from what is on disk, whatever became of these writes.
+            for job in p.reads {
+                let _ = reads.send(job);
+            }
         }
     })
+}
+
+/// Starts the thread that answers ledger reads, on a read-only connection of its own.
+/// Answers to [`ReadJob::Load`] come back to the dispatcher on `loaded`.
+pub fn spawn_reader(
+    ledger_file: PathBuf,
+    loaded: mpsc::UnboundedSender<Input>,
+) -> Result<std::sync::mpsc::Sender<ReadJob>, DroverError> {
+    let reader = LedgerReader::open(&ledger_file)?;
+    let (tx, rx) = std::sync::mpsc::channel::<ReadJob>();
+    std::thread::Builder::new()
+        .name("ledger-reader".into())
+        .spawn(move || {
+            for job in rx {
+                match job {
+                    ReadJob::Answer { reply, query } => {
+                        let _ = reply.send(views::answer(&reader, query));
+                    }
+                    ReadJob::Load { fetch, then } => {
+                        let answer = views::fetch(&reader, fetch);
+                        let _ = loaded.send(Input::Loaded { then, answer });
+                    }
+                }
+            }
+        })
+        .map_err(|e| {
+            DroverError::new(
+                ErrorCode::Internal,
+                format!("cannot start the ledger reader thread: {e}"),
+            )
+        })?;
+    Ok(tx)
 }

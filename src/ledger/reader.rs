@@ -132,6 +132,13 @@ impl LedgerReader {
         Ok(seq as u64)
     }
 
+    /// When the newest run was created (`None` for an empty ledger).
+    pub fn newest_run_at(&self) -> Result<Option<UnixMillis>, LedgerError> {
+        Ok(self
+            .conn
+            .query_row("SELECT MAX(created_at) FROM runs", [], |r| r.get(0))?)
+    }
+
     pub fn turns(&self, run_id: &str) -> Result<Vec<TurnRecord>, LedgerError> {
         let mut st = self.conn.prepare_cached(
             "SELECT run_id, number, origin, started_at, ended_at, prompt_preview, text,

@@ -14,6 +14,7 @@ pub mod claude;
 pub mod codex;
 pub mod opencode;
 pub mod process;
+pub mod registry;
 pub mod sweep;
 pub mod wire;
 
@@ -26,14 +27,16 @@ use tokio::sync::mpsc;
 use crate::UnixMillis;
 use crate::spec::{Capability, PermissionPolicy};
 
+pub use registry::{DEFAULT_PROVIDER, Launcher, ProviderTraits, launch, traits};
+
 /// Everything an adapter needs to start a run's child.
 #[derive(Debug, Clone)]
 pub struct LaunchSpec {
     pub run_id: String,
     /// `claude-code`, `sim`, …
     pub provider: String,
-    /// The executable and the argument prefix from config (already resolved: for `sim`,
-    /// this drover executable with `sim-agent`).
+    /// The executable and the argument prefix from config (`command` empty when the config
+    /// names none: [`launch`] resolves it, e.g. to this drover's `sim-agent` for `sim`).
     pub command: PathBuf,
     pub args: Vec<String>,
     /// Added to the child's inherited environment.

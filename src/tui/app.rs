@@ -14,8 +14,6 @@
 //!   dashboard subscribed.
 
 use crossterm::event::{KeyEvent, KeyEventKind, MouseButton, MouseEvent, MouseEventKind};
-use serde::de::DeserializeOwned;
-use serde_json::Value;
 use std::collections::HashSet;
 use std::path::PathBuf;
 
@@ -31,9 +29,8 @@ use super::views::{
 };
 use crate::DroverError;
 use crate::UnixMillis;
-use crate::control::offline::TranscriptView;
-use crate::dispatch::api::{BudgetView, PendingView, RunSummary, RunView, TranscriptFormat};
-use crate::dispatch::{DispatchEvent, Request};
+use crate::dispatch::api::{PendingView, RunSummary, TranscriptFormat};
+use crate::dispatch::{DispatchEvent, Request, Response};
 use crate::error::ErrorCode;
 use crate::route::EscalationKind;
 use crate::run_state::RunState;
@@ -667,10 +664,10 @@ impl App {
             .rposition(|o| matches!(o, Overlay::Route(r) if r.run_id == run_id))
     }
 
-    fn on_routed(&mut self, run_id: &str, declined: bool, result: Result<Value, DroverError>) {
+    fn on_routed(&mut self, run_id: &str, declined: bool, result: Result<Response, DroverError>) {
         let at = self.route_view_at(run_id);
-        match result {
-            Ok(value) => {
+        match result.and_then(Response::into_run) {
+            Ok(run) => {
                 if let Some(at) = at {
                     let on_top = at + 1 == self.overlays.len();
                     self.overlays.remove(at);
@@ -686,9 +683,7 @@ impl App {
                         }
                     }
                 }
-                if let Ok(run) = serde_json::from_value::<RunSummary>(value) {
-                    self.model.upsert(run);
-                }
+                self.model.upsert(run);
                 self.want_show.push(run_id.to_string());
                 self.flash_info(if declined {
                     format!("declined {run_id}'s route card; the run is stopped")
@@ -726,13 +721,13 @@ impl App {
     fn on_reply(
         &mut self,
         tag: ReplyTag,
-        result: Result<Value, DroverError>,
+        result: Result<Response, DroverError>,
         effects: &mut Vec<Effect>,
     ) {
         match tag {
             ReplyTag::Runs => {
                 self.runs_in_flight = false;
-                match decode::<Vec<RunSummary>>(result) {
+                match result.and_then(Response::into_runs) {
                     Ok(runs) => {
                         self.model.replace_runs(runs);
                         let unknown: Vec<String> = self
@@ -752,7 +747,7 @@ impl App {
             }
             ReplyTag::Budget => {
                 self.budget_in_flight = false;
-                if let Ok(budget) = decode::<BudgetView>(result) {
+                if let Ok(budget) = result.and_then(Response::into_budget) {
                     self.model.budget = Some(budget);
                 }
                 if std::mem::take(&mut self.budget_again) {
@@ -761,7 +756,7 @@ impl App {
             }
             ReplyTag::Show(id) => {
                 self.show_in_flight.remove(&id);
-                if let Ok(view) = decode::<RunView>(result) {
+                if let Ok(view) = result.and_then(Response::into_show) {
                     for overlay in &mut self.overlays {
                         if let Overlay::Route(r) = overlay
                             && r.run_id == view.run_id
@@ -776,7 +771,7 @@ impl App {
                 }
             }
             ReplyTag::Transcript(id) => {
-                if let Ok(view) = decode::<TranscriptView>(result) {
+                if let Ok(view) = result.and_then(Response::into_transcript) {
                     self.model.set_transcript(&id, view.lines);
                 }
             }
@@ -808,50 +803,36 @@ impl App {
                 Ok(_) => self.flash_info(format!("{id} is ending")),
                 Err(e) => self.flash_error(format!("{}: {}", e.code, e.message)),
             },
-            ReplyTag::Remove => match result {
-                Ok(value) => {
-                    let n = value
-                        .get("removed")
-                        .and_then(Value::as_array)
-                        .map_or(0, Vec::len);
+            ReplyTag::Remove => match result.and_then(Response::into_removed) {
+                Ok(removed) => {
+                    let n = removed.removed.len();
                     self.flash_info(format!("removed {n} finished run{}", plural(n)));
                 }
                 Err(e) => self.flash_error(format!("{}: {}", e.code, e.message)),
             },
             ReplyTag::Route(run_id) => self.on_routed(&run_id, false, result),
             ReplyTag::RouteDecline(run_id) => self.on_routed(&run_id, true, result),
-            ReplyTag::Escalate(run_id) => match result {
-                Ok(value) => {
-                    let id = value
-                        .get("run_id")
-                        .and_then(Value::as_str)
-                        .unwrap_or_default()
-                        .to_string();
-                    if let Ok(run) = serde_json::from_value::<RunSummary>(value) {
-                        self.model.upsert(run);
-                        self.model.select(&id);
-                    }
+            ReplyTag::Escalate(run_id) => match result.and_then(Response::into_run) {
+                Ok(run) => {
+                    let id = run.run_id.clone();
+                    self.model.upsert(run);
+                    self.model.select(&id);
                     self.want_show.push(run_id.clone());
                     self.flash_info(format!("{run_id} went on as {id}"));
                 }
                 Err(e) => self.flash_error(format!("{}: {}", e.code, e.message)),
             },
-            ReplyTag::Resume(run_id) => match result {
-                Ok(value) => {
-                    if let Ok(run) = serde_json::from_value::<RunSummary>(value) {
-                        self.model.upsert(run);
-                    }
+            ReplyTag::Resume(run_id) => match result.and_then(Response::into_run) {
+                Ok(run) => {
+                    self.model.upsert(run);
                     self.want_show.push(run_id.clone());
                     self.flash_info(format!("resumed {run_id}"));
                 }
                 Err(e) => self.flash_error(format!("{}: {}", e.code, e.message)),
             },
-            ReplyTag::KillAll => match result {
-                Ok(value) => {
-                    let n = value
-                        .get("stopped")
-                        .and_then(Value::as_array)
-                        .map_or(0, Vec::len);
+            ReplyTag::KillAll => match result.and_then(Response::into_stopped) {
+                Ok(stopped) => {
+                    let n = stopped.stopped.len();
                     self.flash_info(format!("stopping {n} run{}", plural(n)));
                 }
                 Err(e) => self.flash_error(format!("{}: {}", e.code, e.message)),
@@ -859,12 +840,12 @@ impl App {
         }
     }
 
-    fn on_dispatched(&mut self, result: Result<Value, DroverError>) {
+    fn on_dispatched(&mut self, result: Result<Response, DroverError>) {
         let form_at = self
             .overlays
             .iter()
             .rposition(|o| matches!(o, Overlay::Form(_)));
-        match decode::<RunSummary>(result) {
+        match result.and_then(Response::into_run) {
             Ok(run) => {
                 if let Some(at) = form_at {
                     self.overlays.remove(at);
@@ -881,7 +862,12 @@ impl App {
         }
     }
 
-    fn on_responded(&mut self, run_id: &str, request_id: &str, result: Result<Value, DroverError>) {
+    fn on_responded(
+        &mut self,
+        run_id: &str,
+        request_id: &str,
+        result: Result<Response, DroverError>,
+    ) {
         let prompt_at = self.overlays.iter().rposition(|o| {
             matches!(o, Overlay::Prompt(p) if p.request.request_id == request_id && p.run_id == run_id)
         });
@@ -990,16 +976,6 @@ impl App {
     fn flash_error(&mut self, text: String) {
         self.model.flash = Some(Flash { text, error: true });
     }
-}
-
-fn decode<T: DeserializeOwned>(result: Result<Value, DroverError>) -> Result<T, DroverError> {
-    let value = result?;
-    serde_json::from_value(value).map_err(|e| {
-        DroverError::new(
-            ErrorCode::Internal,
-            format!("the dispatcher answered in an unexpected shape: {e}"),
-        )
-    })
 }
 
 fn plural(n: usize) -> &'static str {

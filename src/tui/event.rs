@@ -8,11 +8,10 @@
 //! with, so each answer finds its way to the view that asked.
 
 use crossterm::event::{KeyEvent, MouseEvent};
-use serde_json::Value;
 use tokio::sync::mpsc;
 
 use crate::DroverError;
-use crate::dispatch::{DispatchEvent, Request};
+use crate::dispatch::{DispatchEvent, Request, Response};
 
 /// Something happened.
 #[derive(Debug, Clone)]
@@ -30,7 +29,7 @@ pub enum AppEvent {
     /// The answer to an `Effect::Request`.
     Reply {
         tag: ReplyTag,
-        result: Result<Value, DroverError>,
+        result: Result<Response, DroverError>,
     },
     /// The periodic safety-net refresh of runs and money.
     Tick,

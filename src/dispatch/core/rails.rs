@@ -18,23 +18,14 @@ pub struct RailSlot {
     pub workflow: Option<String>,
 }
 
-/// The environment variable that picks a provider's account (its config directory).
-pub fn account_variable(provider: &str) -> Option<&'static str> {
-    match provider {
-        "claude-code" => Some("CLAUDE_CONFIG_DIR"),
-        "codex" => Some("CODEX_HOME"),
-        "opencode" => Some("OPENCODE_CONFIG"),
-        _ => None,
-    }
-}
-
-/// The account a provider's runs use: the value of its account variable in the
-/// provider's configured environment, if set.
+/// The account a provider's runs use: the value of its account variable (see
+/// [`crate::providers::ProviderTraits::account_variable`]) in the provider's configured
+/// environment, if set.
 pub fn account_of(
     provider: &str,
     env: &std::collections::BTreeMap<String, String>,
 ) -> Option<String> {
-    let var = account_variable(provider)?;
+    let var = crate::providers::traits(provider)?.account_variable?;
     env.get(var).map(|dir| format!("{provider}:{dir}"))
 }
 

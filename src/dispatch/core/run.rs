@@ -8,19 +8,22 @@
 use serde_json::{Value, json};
 use std::collections::VecDeque;
 
-use super::api::{DispatchEvent, NoteView, PendingView, ResultView, RunSummary, RunView, TurnView};
+use super::Launched;
 use super::broker::{Broker, Pending};
 use super::transcript::TranscriptRing;
 use crate::UnixMillis;
+use crate::dispatch::api::{
+    DispatchEvent, NoteView, PendingView, ResultView, RunBudget, RunSummary, RunView, TurnView,
+};
 use crate::ledger::writer::NewEvent;
 use crate::ledger::{DecisionRecord, RunPatch, TurnRecord, WriteOp, kind};
 use crate::live_state::{self, Assignment, Cause, LiveState, LiveStateEvent, LiveStateKind};
-use crate::providers::{AdapterHandle, Tokens};
+use crate::providers::Tokens;
 use crate::run_state::RunState;
 use crate::spec::Spec;
 
 /// Ledger writes plus the events to publish once they are committed.
-#[derive(Default)]
+#[derive(Debug, Default)]
 pub struct Batch {
     pub ops: Vec<WriteOp>,
     pub events: Vec<DispatchEvent>,
@@ -116,7 +119,11 @@ pub struct Run {
     pub next_seq: u64,
     pub model: Option<String>,
     pub provider_session_id: Option<String>,
-    pub adapter: Option<AdapterHandle>,
+    /// The run's adapter and child, once launched (until the child has exited).
+    pub child: Option<Launched>,
+    /// An [`super::Effect::Launch`] was asked for and its outcome is not in yet: the run
+    /// holds its slot meanwhile.
+    pub launching: bool,
     pub ready: bool,
     pub turns: Vec<Turn>,
     pub turn_in_flight: bool,
@@ -147,7 +154,7 @@ pub struct Run {
     pub tool_open: bool,
     pub ending: Option<Ending>,
     /// The route card, for a run dispatched without a model.
-    pub route: Option<super::api::RouteCardView>,
+    pub route: Option<crate::dispatch::api::RouteCardView>,
     /// What is offered now that the run has ended.
     pub escalation: Option<crate::route::Escalation>,
     /// How many escalations or retries led here.
@@ -179,7 +186,8 @@ impl Run {
             live: None,
             next_seq: 1,
             provider_session_id: None,
-            adapter: None,
+            child: None,
+            launching: false,
             ready: false,
             turns: Vec::new(),
             turn_in_flight: false,
@@ -225,15 +233,19 @@ impl Run {
             && !self.tool_open
             && self.broker.is_empty()
             && self.ending.is_none()
-            && self.adapter.is_some();
+            && self.child.is_some();
         silence.filter(|_| owed).map(|ms| self.last_event_at + ms)
     }
 
     pub fn holds_slot(&self) -> bool {
-        matches!(
-            self.state,
-            RunState::Starting | RunState::Running | RunState::Idle | RunState::AwaitingPermission
-        )
+        self.launching
+            || matches!(
+                self.state,
+                RunState::Starting
+                    | RunState::Running
+                    | RunState::Idle
+                    | RunState::AwaitingPermission
+            )
     }
 
     /// Appends one event to the run's ordered stream. The body is serialized here, once.
@@ -498,8 +510,8 @@ impl Run {
             finished_at: self.finished_at,
             max_turns: self.spec.max_turns,
             queued_follow_ups: self.follow_ups.len(),
-            pid: self.adapter.as_ref().and_then(|a| a.pid),
-            budget: super::api::RunBudget::of(&self.spec, self.cost_usd),
+            pid: self.child.and_then(|c| c.pid),
+            budget: RunBudget::of(&self.spec, self.cost_usd),
             usage: self.usage.clone(),
             route: self.route.clone(),
             escalation: self.escalation.clone(),

@@ -4,9 +4,9 @@
 
 use crate::spec::Spec;
 
-const FIRST_TURN: &str = include_str!("../../assets/prompts/first-turn.md");
-const RESULT_RETRY: &str = include_str!("../../assets/prompts/result-retry.md");
-const RESUME: &str = include_str!("../../assets/prompts/resume.md");
+const FIRST_TURN: &str = include_str!("../../../assets/prompts/first-turn.md");
+const RESULT_RETRY: &str = include_str!("../../../assets/prompts/result-retry.md");
+const RESUME: &str = include_str!("../../../assets/prompts/resume.md");
 
 /// The first prompt of a run. Runs with an output schema are asked for JSON instead of
 /// the block.

@@ -1,17 +1,16 @@
-//! A run's life in the dispatcher: admission, launch, turns, and its end.
+//! A run's life after admission: its launch, the turns sent to it, the queue, and its end.
 //!
 //! What must stay true: every end has a reason and a live-state cause; a run with a
 //! child ends only when the child has exited (the end is recorded then); the queue is
-//! re-checked whenever a slot frees.
+//! re-checked whenever a slot frees; a run being launched holds its slot.
 
 use serde_json::json;
 
-use super::actor::Actor;
-use super::prompts;
-use super::rails::{self, RailSlot};
 use super::run::{Batch, Ending, Run, Turn, TurnOrigin};
+use super::rails::{self, RailSlot};
+use super::{Core, Effect, Launched, prompts};
 use crate::live_state::{Cause, LiveStateKind};
-use crate::providers::{self, LaunchSpec, ProviderCommand};
+use crate::providers::{LaunchError, LaunchSpec, ProviderCommand};
 use crate::run_state::RunState;
 
 /// How long the child may take to start and finish its handshake.
@@ -21,22 +20,28 @@ pub const TOOL_BOUND_MS: i64 = 600_000;
 /// How long a child may take to shut down while the run wraps up.
 pub const WRAP_UP_BOUND_MS: i64 = 30_000;
 
-impl Actor {
-    pub fn slot_of(&self, run: &Run) -> RailSlot {
-        let env = self
-            .config()
-            .providers
-            .get(&run.spec.provider)
-            .map(|p| &p.env);
+impl Core {
+    pub(super) fn slot_of(&self, run: &Run) -> RailSlot {
+        self.slot_for(&run.spec.provider, &run.session, run.spec.workflow_id.clone())
+    }
+
+    /// The rails a run of `provider` in `session` belongs to.
+    pub(super) fn slot_for(
+        &self,
+        provider: &str,
+        session: &str,
+        workflow: Option<String>,
+    ) -> RailSlot {
+        let env = self.config.providers.get(provider).map(|p| &p.env);
         RailSlot {
-            account: env.and_then(|env| rails::account_of(&run.spec.provider, env)),
-            provider: run.spec.provider.clone(),
-            session: run.session.clone(),
-            workflow: run.spec.workflow_id.clone(),
+            account: env.and_then(|env| rails::account_of(provider, env)),
+            provider: provider.to_string(),
+            session: session.to_string(),
+            workflow,
         }
     }
 
-    pub fn holding_slots(&self) -> Vec<RailSlot> {
+    pub(super) fn holding_slots(&self) -> Vec<RailSlot> {
         self.runs
             .values()
             .filter(|r| r.holds_slot())
@@ -44,9 +49,17 @@ impl Actor {
             .collect()
     }
 
+    /// How many runs of `session` wait in the queue.
+    pub(super) fn queued_in(&self, session: &str) -> usize {
+        self.queue
+            .iter()
+            .filter(|id| self.runs.get(*id).is_some_and(|r| r.session == session))
+            .count()
+    }
+
     /// Starts queued runs while their rails have room (FIFO, skipping blocked ones).
-    pub fn start_queued(&mut self) {
-        if self.shutdown_deadline.is_some() {
+    pub(super) fn start_queued(&mut self) {
+        if self.shutting_down() {
             return;
         }
         loop {
@@ -66,33 +79,41 @@ impl Actor {
         }
     }
 
-    /// Spawns the run's adapter: `starting`, live `preparing`. A run coming from the
-    /// queue is first fitted again into what its budget session has left.
-    pub fn launch(&mut self, run_id: &str, from_queue: bool) {
-        let now = self.now();
+    /// Asks for the run's adapter (its outcome comes back as [`super::Input::Launched`]).
+    /// A run coming from the queue is first fitted again into what its budget session has
+    /// left.
+    pub(super) fn launch(&mut self, run_id: &str, from_queue: bool) {
         if from_queue && !self.refit(run_id) {
             return;
         }
         let Some(spec) = self.launch_spec(run_id) else {
             return;
         };
-        let sink = self.provider_tx.clone();
-        let launched = match spec.provider.as_str() {
-            "claude-code" | "sim" => providers::claude::launch(spec, sink),
-            "codex" => providers::codex::launch(spec, sink),
-            "opencode" => providers::opencode::launch(spec, sink),
-            other => Err(providers::LaunchError {
-                command: other.to_string(),
-                reason: "drover has no adapter for this provider yet".to_string(),
-            }),
-        };
+        if let Some(run) = self.runs.get_mut(run_id) {
+            run.launching = true;
+        }
+        self.out.push(Effect::Launch(Box::new(spec)));
+    }
+
+    /// The launch's outcome: `starting`, live `preparing`; or the run fails
+    /// (`launch_error`).
+    pub(super) fn on_launched(&mut self, run_id: &str, outcome: Result<Launched, LaunchError>) {
+        let now = self.now;
         let Some(run) = self.runs.get_mut(run_id) else {
             return;
         };
+        run.launching = false;
+        if run.state.is_terminal() {
+            // Ended while its launch was under way: the child is not wanted.
+            if outcome.is_ok() {
+                self.send(run_id, ProviderCommand::Shutdown);
+            }
+            return;
+        }
         let mut batch = Batch::default();
-        match launched {
-            Ok(handle) => {
-                run.adapter = Some(handle);
+        match outcome {
+            Ok(child) => {
+                run.child = Some(child);
                 run.set_state(&mut batch, RunState::Starting, None, now);
                 run.set_live(
                     &mut batch,
@@ -115,7 +136,7 @@ impl Actor {
     /// Fits a queued run's cap again as it starts. False when nothing is left: the run
     /// is stopped, never started.
     fn refit(&mut self, run_id: &str) -> bool {
-        let now = self.now();
+        let now = self.now;
         let Some(run) = self.runs.get(run_id) else {
             return false;
         };
@@ -151,30 +172,12 @@ impl Actor {
 
     fn launch_spec(&self, run_id: &str) -> Option<LaunchSpec> {
         let run = self.runs.get(run_id)?;
-        let provider = self.config().providers.get(&run.spec.provider);
-        let (command, mut args) = match provider {
-            Some(p) if !p.command.is_empty() => (p.command.clone().into(), p.args.clone()),
-            _ if run.spec.provider == "sim" => {
-                let mut args = provider.map(|p| p.args.clone()).unwrap_or_default();
-                args.insert(0, "sim-agent".to_string());
-                (self.options.self_exe.clone(), args)
-            }
-            _ => (run.spec.provider.clone().into(), Vec::new()),
-        };
-        if run.spec.provider == "sim" {
-            args.push("--scenario".to_string());
-            args.push(
-                run.spec
-                    .scenario
-                    .clone()
-                    .unwrap_or_else(|| "quick-success".to_string()),
-            );
-        }
+        let provider = self.config.providers.get(&run.spec.provider);
         Some(LaunchSpec {
             run_id: run.id.clone(),
             provider: run.spec.provider.clone(),
-            command,
-            args,
+            command: provider.map(|p| p.command.clone()).unwrap_or_default().into(),
+            args: provider.map(|p| p.args.clone()).unwrap_or_default(),
             env: provider.map(|p| p.env.clone()).unwrap_or_default(),
             cwd: run.spec.cwd.clone(),
             model: run.model.clone(),
@@ -189,22 +192,13 @@ impl Actor {
     }
 
     /// Sends a turn to the child: `running`, live `working` "model turn".
-    pub fn start_turn(&mut self, run_id: &str, prompt: String, origin: TurnOrigin) {
-        let now = self.now();
+    pub(super) fn start_turn(&mut self, run_id: &str, prompt: String, origin: TurnOrigin) {
+        let now = self.now;
         let Some(run) = self.runs.get_mut(run_id) else {
             return;
         };
-        let Some(adapter) = &run.adapter else {
+        if run.child.is_none() {
             return;
-        };
-        if adapter
-            .commands
-            .send(ProviderCommand::StartTurn {
-                prompt: prompt.clone(),
-            })
-            .is_err()
-        {
-            return; // the adapter is ending; its Exited event will end the run
         }
         let mut batch = Batch::default();
         let turn = Turn {
@@ -232,13 +226,14 @@ impl Actor {
             run.set_state(&mut batch, RunState::Running, None, now);
         }
         run.model_turn(&mut batch, now);
+        self.send(run_id, ProviderCommand::StartTurn { prompt });
         self.commit(batch);
     }
 
     /// Ends a run. With a live child it asks the child to stop and records the end when
     /// the child has exited; without one it ends now.
-    pub fn end_run(&mut self, run_id: &str, state: RunState, reason: &str, cause: Cause) {
-        let now = self.now();
+    pub(super) fn end_run(&mut self, run_id: &str, state: RunState, reason: &str, cause: Cause) {
+        let now = self.now;
         let Some(run) = self.runs.get_mut(run_id) else {
             return;
         };
@@ -271,38 +266,35 @@ impl Actor {
                 now,
             );
         }
-        match &run.adapter {
-            Some(adapter) => {
-                run.ending = Some(Ending {
-                    state,
-                    reason: reason.to_string(),
-                    cause,
-                });
-                let _ = adapter.commands.send(ProviderCommand::Shutdown);
-                if state == RunState::Completed {
-                    run.set_live(
-                        &mut batch,
-                        LiveStateKind::WrappingUp,
-                        Some(now + WRAP_UP_BOUND_MS),
-                        Some("ending the provider session"),
-                        None,
-                        now,
-                    );
-                }
-                run.touch(&mut batch);
-                self.commit(batch);
+        if run.child.is_some() {
+            run.ending = Some(Ending {
+                state,
+                reason: reason.to_string(),
+                cause,
+            });
+            if state == RunState::Completed {
+                run.set_live(
+                    &mut batch,
+                    LiveStateKind::WrappingUp,
+                    Some(now + WRAP_UP_BOUND_MS),
+                    Some("ending the provider session"),
+                    None,
+                    now,
+                );
             }
-            None => {
-                self.close_card(run_id, &mut batch);
-                self.commit(batch);
-                self.finalize(run_id, state, reason, cause);
-            }
+            run.touch(&mut batch);
+            self.send(run_id, ProviderCommand::Shutdown);
+            self.commit(batch);
+        } else {
+            self.close_card(run_id, &mut batch);
+            self.commit(batch);
+            self.finalize(run_id, state, reason, cause);
         }
     }
 
     /// Records a run's end: final state, reason, live state `ended`. Frees its slot.
-    pub fn finalize(&mut self, run_id: &str, state: RunState, reason: &str, cause: Cause) {
-        let now = self.now();
+    pub(super) fn finalize(&mut self, run_id: &str, state: RunState, reason: &str, cause: Cause) {
+        let now = self.now;
         let Some(run) = self.runs.get_mut(run_id) else {
             return;
         };
@@ -310,7 +302,8 @@ impl Actor {
             return;
         }
         let mut batch = Batch::default();
-        run.adapter = None;
+        run.child = None;
+        run.launching = false;
         run.turn_in_flight = false;
         run.ending = None;
         if run.live.is_none() {

@@ -14,15 +14,13 @@
 
 use serde_json::{Value, json};
 
-use super::actor::Actor;
-use super::api::TranscriptFormat;
 use super::lifecycle::PREPARE_BOUND_MS;
-use super::prompts;
 use super::rails::{self, Admission};
-use super::requests::{RUNNABLE, not_found};
 use super::run::{Batch, Run, Turn, TurnOrigin};
 use super::transcript::TranscriptRing;
-use crate::control::offline;
+use super::{Core, Fetch, ReplyTo, Then, not_found, prompts};
+use crate::dispatch::api::Response;
+use crate::dispatch::views::{self, ResumeData};
 use crate::ledger::{RunPatch, WriteOp, kind};
 use crate::run_state::RunState;
 use crate::{DroverError, ErrorCode};
@@ -31,31 +29,68 @@ fn not_resumable(run_id: &str, why: impl std::fmt::Display) -> DroverError {
     DroverError::new(ErrorCode::RunNotResumable, format!("run {run_id} {why}"))
 }
 
-impl Actor {
-    pub fn resume(&mut self, run_id: &str, text: Option<String>) -> Result<Value, DroverError> {
-        self.refresh_config(false);
+impl Core {
+    /// `resume`: checks what memory can tell, then reads the run from the ledger.
+    pub(super) fn resume(&mut self, to: ReplyTo, run_id: &str, text: Option<String>) {
         let prompt = match text {
             Some(text) if !text.trim().is_empty() => text,
             _ => prompts::resume(),
         };
         let max_chars = self.limits().task_max_chars;
         if prompt.chars().count() > max_chars {
-            return Err(DroverError::new(
+            let e = DroverError::new(
                 ErrorCode::TaskTooLong,
                 format!("the resume prompt is longer than {max_chars} characters; shorten it"),
-            ));
+            );
+            return self.reply(to, Err(e));
         }
-        if let Some(run) = self.runs.get(run_id) {
-            return Err(not_resumable(
-                run_id,
-                format!(
-                    "is {} in this drover; only a run interrupted by a drover restart can be \
-                     resumed (use follow-up on an idle run)",
-                    run.state
-                ),
-            ));
+        if let Some(e) = self.in_memory_refusal(run_id) {
+            return self.reply(to, Err(e));
         }
-        let record = self.reader.run(run_id)?.ok_or_else(|| not_found(run_id))?;
+        self.load(
+            Fetch::Resumable {
+                run_id: run_id.to_string(),
+            },
+            Then::Resume {
+                to,
+                run_id: run_id.to_string(),
+                prompt,
+            },
+        );
+    }
+
+    fn in_memory_refusal(&self, run_id: &str) -> Option<DroverError> {
+        let run = self.runs.get(run_id)?;
+        Some(not_resumable(
+            run_id,
+            format!(
+                "is {} in this drover; only a run interrupted by a drover restart can be \
+                 resumed (use follow-up on an idle run)",
+                run.state
+            ),
+        ))
+    }
+
+    /// The run as the ledger has it: rebuilt in memory and launched again.
+    pub(super) fn resume_loaded(
+        &mut self,
+        run_id: &str,
+        prompt: String,
+        data: ResumeData,
+    ) -> Result<Response, DroverError> {
+        if self.shutting_down() {
+            return Err(super::admission::shutting_down());
+        }
+        if let Some(e) = self.in_memory_refusal(run_id) {
+            return Err(e);
+        }
+        let ResumeData {
+            record,
+            view,
+            tail,
+            last_seq,
+            session,
+        } = data;
         if record.removed {
             return Err(not_found(run_id));
         }
@@ -80,11 +115,11 @@ impl Actor {
         };
         let provider = record.provider.clone();
         let enabled = self
-            .config()
+            .config
             .providers
             .get(&provider)
             .is_some_and(|p| p.enabled);
-        if !RUNNABLE.contains(&provider.as_str()) || !enabled {
+        if crate::providers::traits(&provider).is_none() || !enabled {
             return Err(DroverError::new(
                 ErrorCode::InvalidProvider,
                 format!(
@@ -93,8 +128,7 @@ impl Actor {
                 ),
             ));
         }
-        let spec = offline::stored_spec(&record)?;
-        let view = offline::run_view_from_ledger(&self.reader, run_id)?;
+        let spec = views::stored_spec(&record)?;
         let user_turns = view
             .turns
             .iter()
@@ -113,18 +147,16 @@ impl Actor {
             self.limits().transcript_max_lines,
             self.limits().transcript_max_chars,
         );
-        for line in
-            offline::transcript_from_ledger(&self.reader, run_id, TranscriptFormat::Tail)?.lines
-        {
+        for line in tail {
             ring.push(line);
         }
-        let next_seq = self.reader.last_seq(run_id)? + 1;
+        self.adopt_session(session);
 
-        let now = self.now();
+        let now = self.now;
         let mut run = Run::new(run_id.to_string(), spec, record.budget_session, now, ring);
         run.state = RunState::Interrupted;
         run.created_at = record.created_at;
-        run.next_seq = next_seq;
+        run.next_seq = last_seq + 1;
         run.live = record.live_state;
         run.model = record.model;
         run.provider_session_id = Some(session_id.clone());
@@ -141,15 +173,7 @@ impl Actor {
         // A full rail queues the resumed run; a full queue refuses it before anything
         // is written.
         let slot = self.slot_of(&run);
-        let queued = self
-            .queue
-            .iter()
-            .filter(|id| {
-                self.runs
-                    .get(*id)
-                    .is_some_and(|r| r.session == slot.session)
-            })
-            .count();
+        let queued = self.queued_in(&slot.session);
         let admission = rails::admit(self.limits(), &self.holding_slots(), queued, &slot, true);
         if let Admission::Refuse(e) = admission {
             return Err(e);
@@ -195,13 +219,13 @@ impl Actor {
             Admission::Start => self.launch(run_id, true),
             _ => self.queue.push_back(run_id.to_string()),
         }
-        Ok(self.summary_value(run_id))
+        self.summary_response(run_id)
     }
 }
 
 impl Turn {
     /// A turn as the ledger kept it (its origin word read back).
-    fn from_view(view: &super::api::TurnView) -> Turn {
+    fn from_view(view: &crate::dispatch::api::TurnView) -> Turn {
         let origin = match view.origin.as_str() {
             "follow_up" => TurnOrigin::FollowUp,
             "result_retry" => TurnOrigin::ResultRetry,

@@ -9,10 +9,10 @@
 
 use serde_json::{Value, json};
 
-use super::actor::Actor;
-use super::api::RouteCardView;
+use super::Core;
 use super::rails::Admission;
 use super::run::{Batch, Run};
+use crate::dispatch::api::{OpenRoute, Response, RouteCardView};
 use crate::ledger::{DecisionRecord, WriteOp};
 use crate::live_state::{Cause, LiveStateKind};
 use crate::route::{
@@ -32,7 +32,7 @@ pub enum Routed {
 }
 
 /// The ledger meta key holding a remembered route for a task class.
-fn memory_key(class: TaskClass) -> String {
+pub fn memory_key(class: TaskClass) -> String {
     format!("route_memory.{}", class.as_str())
 }
 
@@ -54,25 +54,26 @@ fn apply_option(spec: &mut Spec, option: &RouteOption) {
     }
 }
 
-impl Actor {
-    /// Providers routing may offer, with the reason each one left out is left out. The
-    /// simulated agent is only offered when the dispatch names it.
-    pub fn routing_providers(&self, named: Option<&str>) -> Vec<ProviderAvailability> {
-        self.config()
+impl Core {
+    /// Providers routing may offer, with the reason each one left out is left out. A
+    /// provider offered only when named (the simulated agent) is left out otherwise.
+    pub(super) fn routing_providers(&self, named: Option<&str>) -> Vec<ProviderAvailability> {
+        self.config
             .providers
             .iter()
             .filter(|(name, _)| named.is_none_or(|n| n == name.as_str()))
             .map(|(name, p)| {
-                let reason = if !p.enabled {
-                    Some("disabled in the config".to_string())
-                } else if !super::requests::RUNNABLE.contains(&name.as_str()) {
-                    Some("drover has no adapter for it yet".to_string())
-                } else if name == "sim" && named.is_none() {
-                    Some("the simulated agent is offered only with --provider sim".to_string())
-                } else if name != "sim" && which::which(&p.command).is_err() {
-                    Some(format!("its CLI (`{}`) is not installed", p.command))
-                } else {
-                    None
+                let traits = crate::providers::traits(name);
+                let reason = match traits {
+                    _ if !p.enabled => Some("disabled in the config".to_string()),
+                    None => Some("drover has no adapter for it".to_string()),
+                    Some(t) if t.only_when_named && named.is_none() => Some(format!(
+                        "{name} is offered only when named (--provider {name})"
+                    )),
+                    Some(t) if t.needs_cli && !self.facts.cli_found(&cli_command(t, &p.command)) => {
+                        Some(format!("its CLI (`{}`) is not installed", cli_command(t, &p.command)))
+                    }
+                    Some(_) => None,
                 };
                 ProviderAvailability {
                     name: name.clone(),
@@ -85,7 +86,7 @@ impl Actor {
 
     /// Routes a spec that asked for it: a remembered choice, the recommended option, or
     /// a route card.
-    pub fn route_spec(
+    pub(super) fn route_spec(
         &mut self,
         input: &SpecInput,
         spec: &mut Spec,
@@ -97,7 +98,7 @@ impl Actor {
         let named = input.provider.as_deref().filter(|p| !p.trim().is_empty());
         let providers = self.routing_providers(named);
         let rules = RoutingRules::embedded();
-        let routing = route::route(spec, class, &self.money().catalog, &providers, &rules);
+        let routing = route::route(spec, class, &self.money.catalog, &providers, &rules);
         if routing.options.is_empty() {
             let why: Vec<String> = routing
                 .left_out
@@ -114,7 +115,7 @@ impl Actor {
                 ),
             ));
         }
-        if let Some(memory) = self.reader.meta(&memory_key(class))?
+        if let Some(memory) = self.route_memory.get(class.as_str()).cloned()
             && let Some(option) = routing
                 .options
                 .iter()
@@ -128,7 +129,7 @@ impl Actor {
             return Ok(Routed::Proceed(notes));
         }
         let recommended = &routing.options[0];
-        match route::decide(&self.config().routing, class, recommended) {
+        match route::decide(&self.config.routing, class, recommended) {
             RouteDecision::Take => {
                 apply_option(spec, recommended);
                 notes.push(format!(
@@ -152,8 +153,8 @@ impl Actor {
                         ),
                     ));
                 }
-                let now = self.now();
-                let expiry = self.config().routing.card_expiry_secs as i64 * 1000;
+                let now = self.now;
+                let expiry = super::answers::secs_ms(self.config.routing.card_expiry_secs);
                 let card = RouteCardView {
                     route_id: String::new(),
                     class: class.as_str().to_string(),
@@ -172,8 +173,8 @@ impl Actor {
     }
 
     /// Puts a new run behind its route card.
-    pub fn hold(&mut self, run_id: &str, mut card: RouteCardView) {
-        let now = self.now();
+    pub(super) fn hold(&mut self, run_id: &str, mut card: RouteCardView) {
+        let now = self.now;
         let Some(run) = self.runs.get_mut(run_id) else {
             return;
         };
@@ -199,7 +200,7 @@ impl Actor {
         let run = self
             .runs
             .get(run_id)
-            .ok_or_else(|| super::requests::not_found(run_id))?;
+            .ok_or_else(|| super::not_found(run_id))?;
         match &run.route {
             Some(card) if card.status == "open" && run.state == RunState::AwaitingRoute => Ok(run),
             _ => Err(DroverError::new(
@@ -218,7 +219,7 @@ impl Actor {
         body: Value,
         batch: &mut Batch,
     ) {
-        let now = self.now();
+        let now = self.now;
         let Some(run) = self.runs.get_mut(run_id) else {
             return;
         };
@@ -246,17 +247,17 @@ impl Actor {
     }
 
     /// `drover route RUN N [--remember]`.
-    pub fn pick_route(
+    pub(super) fn pick_route(
         &mut self,
         run_id: &str,
         number: u32,
         remember: bool,
-    ) -> Result<Value, DroverError> {
-        // The catalog may have changed since the card was made: check against today's.
-        self.refresh_config(false);
+    ) -> Result<Response, DroverError> {
+        // The catalog may have changed since the card was made: it is checked against
+        // today's (the driver reads the config again before a pick).
         let run = self.open_card(run_id)?;
         let Some(card) = run.route.clone() else {
-            return Err(super::requests::not_found(run_id));
+            return Err(super::not_found(run_id));
         };
         let option = card
             .options
@@ -277,8 +278,8 @@ impl Actor {
         let refusal = match route::validate_pick(
             &option,
             class,
-            &self.money().catalog,
-            self.config().pricing.enforce,
+            &self.money.catalog,
+            self.config.pricing.enforce,
         ) {
             Err(e) => Some(e),
             Ok(()) => self
@@ -313,7 +314,7 @@ impl Actor {
             Some(&option.model),
             self.runs[run_id].spec.budget_usd,
         )?;
-        let now = self.now();
+        let now = self.now;
         let mut batch = Batch::default();
         self.decide_card(
             run_id,
@@ -323,13 +324,16 @@ impl Actor {
             &mut batch,
         );
         if remember {
+            let value = format!("{}/{}", option.provider, option.model);
+            self.route_memory
+                .insert(class.as_str().to_string(), value.clone());
             batch.ops.push(WriteOp::PutMeta {
                 key: memory_key(class),
-                value: format!("{}/{}", option.provider, option.model),
+                value,
             });
         }
         let Some(run) = self.runs.get_mut(run_id) else {
-            return Err(super::requests::not_found(run_id));
+            return Err(super::not_found(run_id));
         };
         apply_option(&mut run.spec, &option);
         run.model = run.spec.model.clone();
@@ -364,7 +368,7 @@ impl Actor {
         run.set_state(&mut batch, RunState::Queued, Some("route decided"), now);
         self.commit(batch);
         self.admit_existing(run_id);
-        Ok(self.summary_value(run_id))
+        self.summary_response(run_id)
     }
 
     /// Starts or queues a run that already exists (after its route was decided).
@@ -373,12 +377,7 @@ impl Actor {
             return;
         };
         let slot = self.slot_of(run);
-        let session = run.session.clone();
-        let queued_in_session = self
-            .queue
-            .iter()
-            .filter(|id| self.runs.get(*id).is_some_and(|r| r.session == session))
-            .count();
+        let queued_in_session = self.queued_in(&run.session);
         match super::rails::admit(
             self.limits(),
             &self.holding_slots(),
@@ -388,7 +387,7 @@ impl Actor {
         ) {
             Admission::Start => self.launch(run_id, false),
             Admission::Queue(block) => {
-                let now = self.now();
+                let now = self.now;
                 if let Some(run) = self.runs.get_mut(run_id) {
                     let mut batch = Batch::default();
                     run.note(&mut batch, format!("queued: {}", block.describe()), now);
@@ -397,7 +396,7 @@ impl Actor {
                 self.queue.push_back(run_id.to_string());
             }
             Admission::Refuse(e) => {
-                let now = self.now();
+                let now = self.now;
                 if let Some(run) = self.runs.get_mut(run_id) {
                     let mut batch = Batch::default();
                     run.note(&mut batch, format!("not started: {}", e.message), now);
@@ -409,7 +408,7 @@ impl Actor {
     }
 
     /// `drover route RUN --decline`: the run is stopped (`route_declined`).
-    pub fn decline_route(&mut self, run_id: &str) -> Result<Value, DroverError> {
+    pub(super) fn decline_route(&mut self, run_id: &str) -> Result<Response, DroverError> {
         self.open_card(run_id)?;
         let mut batch = Batch::default();
         self.decide_card(run_id, "declined", "user", json!({}), &mut batch);
@@ -420,11 +419,11 @@ impl Actor {
             "route_declined",
             Cause::Withdrawn,
         );
-        Ok(self.summary_value(run_id))
+        self.summary_response(run_id)
     }
 
     /// Cards past their expiry stop their runs (`route_expired`).
-    pub fn expire_routes(&mut self, now: UnixMillis) {
+    pub(super) fn expire_routes(&mut self, now: UnixMillis) {
         let expired: Vec<String> = self
             .runs
             .values()
@@ -445,7 +444,7 @@ impl Actor {
     }
 
     /// The earliest open card expiry (a timer).
-    pub fn next_route_expiry(&self) -> Option<UnixMillis> {
+    pub(super) fn next_route_expiry(&self) -> Option<UnixMillis> {
         self.runs
             .values()
             .filter(|r| r.state == RunState::AwaitingRoute)
@@ -459,7 +458,7 @@ impl Actor {
     }
 
     /// Closes the card of a held run that is being stopped.
-    pub fn close_card(&mut self, run_id: &str, batch: &mut Batch) {
+    pub(super) fn close_card(&mut self, run_id: &str, batch: &mut Batch) {
         let open = self
             .runs
             .get(run_id)
@@ -477,24 +476,24 @@ impl Actor {
     }
 
     /// `drover routes`: the open cards.
-    pub fn open_routes(&self) -> Value {
-        let cards: Vec<Value> = self
-            .order
+    pub(super) fn open_routes(&self) -> Vec<OpenRoute> {
+        self.order
             .iter()
             .filter_map(|id| self.runs.get(id))
             .filter(|r| r.state == RunState::AwaitingRoute)
             .filter_map(|r| {
-                r.route
-                    .as_ref()
-                    .map(|c| json!({"run_id": r.id, "title": r.spec.title, "card": c}))
+                r.route.as_ref().map(|c| OpenRoute {
+                    run_id: r.id.clone(),
+                    title: r.spec.title.clone(),
+                    card: c.clone(),
+                })
             })
-            .collect();
-        Value::Array(cards)
+            .collect()
     }
 
     /// When a run has ended: what to offer (escalate one tier up, or retry).
-    pub fn offer_escalation(&mut self, run_id: &str) {
-        let now = self.now();
+    pub(super) fn offer_escalation(&mut self, run_id: &str) {
+        let now = self.now;
         let Some(run) = self.runs.get(run_id) else {
             return;
         };
@@ -506,8 +505,7 @@ impl Actor {
             provider: &run.spec.provider,
             model: run.model.as_deref(),
         };
-        let providers = self.routing_providers(None);
-        let mut providers = providers;
+        let mut providers = self.routing_providers(None);
         // The run's own provider is available to itself (the sim included).
         for p in providers.iter_mut().filter(|p| p.name == run.spec.provider) {
             p.available = true;
@@ -515,7 +513,7 @@ impl Actor {
         }
         let offer = route::escalation_offer(
             &outcome,
-            &self.money().catalog,
+            &self.money.catalog,
             &RoutingRules::embedded(),
             &providers,
         );
@@ -546,15 +544,15 @@ impl Actor {
     /// `drover escalate RUN [--provider P --model M]` and `drover retry RUN`: a new run that
     /// carries the task, the old result as context, the parent and depth + 1, with the same
     /// policy, capability and budget (fitted).
-    pub fn escalate(
+    pub(super) fn escalate(
         &mut self,
         run_id: &str,
         kind: EscalationKind,
         provider: Option<String>,
         model: Option<String>,
-    ) -> Result<Value, DroverError> {
+    ) -> Result<Response, DroverError> {
         let Some(run) = self.runs.get(run_id) else {
-            return Err(super::requests::not_found(run_id));
+            return Err(super::not_found(run_id));
         };
         if run.state.is_active() {
             return Err(DroverError::new(
@@ -626,26 +624,29 @@ impl Actor {
             ..SpecInput::default()
         };
         let depth = run.depth + 1;
-        let answer = self.admit(input)?;
-        if let Some(child_id) = answer
-            .get("run_id")
-            .and_then(Value::as_str)
-            .map(str::to_string)
-        {
-            let now = self.now();
-            if let Some(child) = self.runs.get_mut(&child_id) {
-                child.depth = depth;
-                let mut batch = Batch::default();
-                child.event(
-                    &mut batch,
-                    "lineage",
-                    &json!({"parent_run": run_id, "depth": depth, "kind": kind}),
-                    now,
-                );
-                self.commit(batch);
-            }
-            return Ok(self.summary_value(&child_id));
+        let child_id = self.admit(input)?.run_id;
+        let now = self.now;
+        if let Some(child) = self.runs.get_mut(&child_id) {
+            child.depth = depth;
+            let mut batch = Batch::default();
+            child.event(
+                &mut batch,
+                "lineage",
+                &json!({"parent_run": run_id, "depth": depth, "kind": kind}),
+                now,
+            );
+            self.commit(batch);
         }
-        Ok(answer)
+        self.summary_response(&child_id)
+    }
+}
+
+/// The command whose presence says a provider's CLI is installed: the configured one, else
+/// the provider's own.
+fn cli_command(traits: &crate::providers::ProviderTraits, configured: &str) -> String {
+    if configured.is_empty() {
+        traits.default_command.to_string()
+    } else {
+        configured.to_string()
     }
 }

@@ -7,19 +7,16 @@
 
 use serde_json::json;
 
-use super::actor::Actor;
-use super::api::{DispatchEvent, ResultView};
 use super::lifecycle::TOOL_BOUND_MS;
-use super::prompts;
 use super::run::{Batch, TURN_TEXT_MAX_CHARS, TurnOrigin};
 use super::transcript::summarize;
+use super::{Core, prompts};
+use crate::dispatch::api::{DispatchEvent, ResultView};
 use crate::ledger::{RunPatch, WriteOp};
 use crate::live_state::{Cause, LiveStateKind};
-use crate::providers::{PermissionAnswer, ProviderEvent, RequestKind, RunProviderEvent, TurnEnd};
+use crate::providers::{ProviderEvent, RunProviderEvent, TurnEnd};
 use crate::result_contract::{ResultStatus, parse_json_result, parse_result};
 use crate::run_state::RunState;
-use crate::spec::PermissionPolicy;
-use crate::spec::text::duration_words;
 
 /// The ledger body of a provider event: its one-line summary and the event itself.
 #[derive(serde::Serialize)]
@@ -31,10 +28,10 @@ struct TranscriptBody<'a> {
 /// How long a rate-limited turn is expected to wait when the provider gives no hint.
 const RATE_LIMIT_DEFAULT_MS: i64 = 60_000;
 
-impl Actor {
-    pub fn on_provider_event(&mut self, tagged: RunProviderEvent) {
+impl Core {
+    pub(super) fn on_provider_event(&mut self, tagged: RunProviderEvent) {
         let RunProviderEvent { run_id, event } = tagged;
-        let now = self.now();
+        let now = self.now;
         let Some(run) = self.runs.get_mut(&run_id) else {
             return;
         };
@@ -172,7 +169,6 @@ impl Actor {
                     turn.tokens.add(&tokens);
                 }
                 self.commit(batch);
-                self.refresh_config(true);
                 return self.on_streamed_usage(&run_id, model.as_deref(), &tokens);
             }
             ProviderEvent::RateLimited { until, detail } => {
@@ -202,82 +198,8 @@ impl Actor {
         self.commit(batch);
     }
 
-    fn on_permission_request(
-        &mut self,
-        run_id: &str,
-        request: crate::providers::PermissionRequest,
-    ) {
-        let now = self.now();
-        let permission_ms = self.limits().permission_timeout_secs as i64 * 1000;
-        let question_ms = self.limits().question_timeout_secs as i64 * 1000;
-        let Some(run) = self.runs.get_mut(run_id) else {
-            return;
-        };
-        // Policies other than `ask` are enforced by the provider's own mode; a request that
-        // still arrives is answered by the policy, not shown.
-        let automatic = match run.spec.policy {
-            PermissionPolicy::Ask if run.broker.allowed_always(&request) => {
-                Some((PermissionAnswer::Allow { always: true }, "always"))
-            }
-            PermissionPolicy::Ask => None,
-            PermissionPolicy::Auto if request.kind == RequestKind::Permission => {
-                Some((PermissionAnswer::Allow { always: false }, "policy"))
-            }
-            _ => Some((
-                PermissionAnswer::Deny {
-                    message: Some(format!(
-                        "the {} policy does not allow this without asking",
-                        run.spec.policy.as_str()
-                    )),
-                },
-                "policy",
-            )),
-        };
-        if let Some((answer, who)) = automatic {
-            let how = super::requests::describe_answer(&answer);
-            let tool = request.tool.clone();
-            return self.answer_request(run_id, request.request_id, answer, who, &tool, &how, now);
-        }
-        let tool = request.tool.clone();
-        let kind = request.kind;
-        let mut batch = Batch::default();
-        let Some(pending) = run
-            .broker
-            .add(request, now, permission_ms, question_ms)
-            .cloned()
-        else {
-            return;
-        };
-        let view = run.pending_view(&pending);
-        run.event(&mut batch, "permission_requested", &view, now);
-        batch.events.push(DispatchEvent::PermissionRequested {
-            run_id: run_id.to_string(),
-            pending: view,
-        });
-        if run.state != RunState::AwaitingPermission {
-            run.set_state(&mut batch, RunState::AwaitingPermission, None, now);
-        } else {
-            run.touch(&mut batch);
-        }
-        let detail = match kind {
-            RequestKind::Permission => format!("waiting for your answer: {tool}"),
-            RequestKind::Question => "waiting for your answer to a question".to_string(),
-        };
-        let bound = run.broker.next_expiry().unwrap_or(pending.expires_at);
-        run.set_live(
-            &mut batch,
-            LiveStateKind::Working,
-            Some(bound),
-            Some(&detail),
-            None,
-            now,
-        );
-        self.commit(batch);
-    }
-
     fn on_turn_completed(&mut self, run_id: &str, end: TurnEnd) {
-        let now = self.now();
-        self.refresh_config(false);
+        let now = self.now;
         let mut batch = Batch::default();
         // Money: the turn's reported cost replaces the estimate streamed during it.
         let charge = self.book_turn(run_id, &end, &mut batch);
@@ -477,7 +399,7 @@ impl Actor {
             ),
         };
         if run.ending.is_none() {
-            let now = self.now();
+            let now = self.now;
             if let Some(run) = self.runs.get_mut(run_id) {
                 let mut batch = Batch::default();
                 run.note(&mut batch, "the provider process ended unexpectedly", now);
@@ -490,7 +412,7 @@ impl Actor {
     /// A turn cut short (the child died or was stopped mid-turn) never reported its cost:
     /// its streamed tokens are booked (estimated from the catalog, or unpriced — never $0).
     fn book_unfinished_turn(&mut self, run_id: &str) {
-        let now = self.now();
+        let now = self.now;
         let Some(run) = self.runs.get_mut(run_id) else {
             return;
         };
@@ -512,96 +434,5 @@ impl Actor {
             self.book_cut_turn(run_id, tokens, number, &mut batch);
         }
         self.commit(batch);
-    }
-
-    /// Idle timeouts, time boxes, permission expiry, the stalled watchdog, waits.
-    pub fn on_timers(&mut self) {
-        let now = self.now();
-        self.expire_routes(now);
-        let stalled_after = self.limits().stalled_after_secs as i64 * 1000;
-        let ids: Vec<String> = self.order.clone();
-        for id in ids {
-            let Some(run) = self.runs.get_mut(&id) else {
-                continue;
-            };
-            if run.state.is_terminal() {
-                continue;
-            }
-            let expired = run.broker.take_expired(now);
-            if !expired.is_empty() {
-                for p in expired {
-                    let within = duration_words(p.expires_at - p.created_at);
-                    let answer = PermissionAnswer::Deny {
-                        message: Some(format!("no answer within {within}")),
-                    };
-                    let how = format!("deny: no answer within {within}");
-                    self.answer_request(
-                        &id,
-                        p.request.request_id,
-                        answer,
-                        "timeout",
-                        &p.request.tool,
-                        &how,
-                        now,
-                    );
-                }
-                continue;
-            }
-            if run.ending.is_none() && run.holds_slot() && now >= run.deadline {
-                let minutes = run.spec.max_minutes;
-                let mut batch = Batch::default();
-                run.note(&mut batch, format!("ran past its {minutes} minutes"), now);
-                self.commit(batch);
-                self.end_run(&id, RunState::Failed, "timeout", Cause::Failed);
-                continue;
-            }
-            if let Some(idle) = run.idle_since
-                && run.ending.is_none()
-                && now >= idle + run.spec.idle_timeout_secs as i64 * 1000
-            {
-                self.end_run(&id, RunState::Completed, "idle_timeout", Cause::Completed);
-                continue;
-            }
-            let silence = run.silence_deadline(self.options.config.silence_ms(&run.spec.provider));
-            if silence.is_some_and(|at| now >= at) {
-                let silent_for = now - run.last_event_at;
-                let provider = run.spec.provider.clone();
-                let mut batch = Batch::default();
-                run.note(
-                    &mut batch,
-                    format!(
-                        "no word from {provider} for {} while the model was answering; it \
-                         may be retrying an API that does not answer",
-                        duration_words(silent_for)
-                    ),
-                    now,
-                );
-                self.commit(batch);
-                self.end_run(&id, RunState::Failed, "timeout", Cause::Failed);
-                continue;
-            }
-            let Some(run) = self.runs.get_mut(&id) else {
-                continue;
-            };
-            if run.turn_in_flight
-                && !run.stalled
-                && run.broker.is_empty()
-                && now >= run.last_event_at + stalled_after
-            {
-                run.stalled = true;
-                let mut batch = Batch::default();
-                run.note(
-                    &mut batch,
-                    format!(
-                        "stalled: no provider event for {} (not stopped; stop it if it is stuck)",
-                        duration_words(stalled_after)
-                    ),
-                    now,
-                );
-                run.touch(&mut batch);
-                self.commit(batch);
-            }
-        }
-        self.check_waiters();
     }
 }

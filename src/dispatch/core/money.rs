@@ -1,19 +1,22 @@
 //! Money in the dispatcher (DESIGN.md §6): the catalog, budget sessions, fitting a new
 //! run's cap, booking usage as it streams and when a turn reports its cost, the caps
-//! checked after every usage row, and the config re-read while running.
+//! checked after every usage row, and a changed config taking effect.
 //!
 //! What must stay true: the decisions are the pure ones in `crate::money`; this module
-//! only feeds them the actor's numbers and carries out what they return. Streamed usage
+//! only feeds them the core's numbers and carries out what they return. Streamed usage
 //! is a provisional estimate held in memory until the turn reports what it cost; a turn
-//! cut short books its streamed usage (estimated, or unpriced — never $0).
+//! cut short books its streamed usage (estimated, or unpriced — never $0). Every budget
+//! session the core decides on is in memory (the current one from the start, others
+//! read from the ledger before they are used), together with its ledger record.
 
-use serde_json::{Value, json};
-use std::time::SystemTime;
+use serde_json::json;
+use std::collections::HashMap;
 
-use super::actor::Actor;
-use super::api::{BudgetView, DispatchEvent};
 use super::run::{Batch, Run};
+use super::{Core, Fetch, Query, ReplyTo, Then};
 use crate::config::Config;
+use crate::dispatch::api::{BudgetView, DispatchEvent};
+use crate::dispatch::views::LoadedSession;
 use crate::ledger::{BudgetSessionRecord, DecisionRecord, UsageRecord, WriteOp};
 use crate::live_state::Cause;
 use crate::money::budget::{self, BudgetAction, Fit, RunMoney, SessionMoney};
@@ -21,87 +24,86 @@ use crate::money::catalog::Catalog;
 use crate::money::pricing::{self, Price};
 use crate::providers::{Tokens, TurnEnd};
 use crate::run_state::RunState;
-use crate::{DroverError, ErrorCode, UnixMillis};
+use crate::{DroverError, ErrorCode};
 
 /// The ledger meta key naming the budget session new runs count against.
-const SESSION_KEY: &str = "budget_session";
-/// On the hot path, the config file is looked at no more often than this.
-const CONFIG_CHECK_MS: i64 = 500;
+pub const SESSION_KEY: &str = "budget_session";
 
-/// The money state the actor keeps.
+/// A budget session as the core holds it: its money and its ledger record.
+#[derive(Debug, Clone)]
+struct Session {
+    money: SessionMoney,
+    record: Option<BudgetSessionRecord>,
+    /// Its provisional (streamed, not yet reported) spend, kept as runs add and settle
+    /// it, so checking the caps after a usage row costs the same with 1 run or 100.
+    provisional: f64,
+}
+
+/// The money state the core keeps.
 pub struct Money {
     pub catalog: Catalog,
-    /// Budget sessions seen since start, by name.
-    pub sessions: std::collections::HashMap<String, SessionMoney>,
+    sessions: HashMap<String, Session>,
+    /// The budget session new runs count against.
     pub current: String,
-    /// Each session's provisional (streamed, not yet reported) spend, kept as runs add
-    /// and settle it, so checking the caps after a usage row costs the same with 1 run
-    /// or 100.
-    provisional: std::collections::HashMap<String, f64>,
-    config_mtime: Option<SystemTime>,
-    config_checked_at: UnixMillis,
 }
 
 impl Money {
-    pub fn new(config: &Config, current: String, now: UnixMillis) -> Result<Money, DroverError> {
-        Ok(Money {
+    pub fn new(config: &Config, current: LoadedSession) -> Result<Money, DroverError> {
+        let mut money = Money {
             catalog: Catalog::from_config(config)?,
-            sessions: Default::default(),
-            current,
-            provisional: Default::default(),
-            config_mtime: None,
-            config_checked_at: now,
-        })
+            sessions: HashMap::new(),
+            current: current.name.clone(),
+        };
+        money.insert(&config.limits, current);
+        Ok(money)
+    }
+
+    fn insert(&mut self, limits: &crate::config::Limits, loaded: LoadedSession) {
+        let (warning, hard_cap) = budget::session_caps(limits, loaded.record.as_ref());
+        let money = SessionMoney::restore(&loaded.name, loaded.spent, 0.0, warning, hard_cap);
+        self.sessions.insert(
+            loaded.name,
+            Session {
+                money,
+                record: loaded.record,
+                provisional: 0.0,
+            },
+        );
+    }
+
+    fn session(&self, name: &str) -> Option<&Session> {
+        self.sessions.get(name)
     }
 }
 
-pub fn config_mtime(path: &std::path::Path) -> Option<SystemTime> {
-    std::fs::metadata(path).and_then(|m| m.modified()).ok()
-}
-
-impl Actor {
-    /// Reads the current budget session and its spend from the ledger (at start).
-    pub fn load_money(&mut self) -> Result<(), DroverError> {
-        let current = self
-            .reader
-            .meta(SESSION_KEY)?
-            .unwrap_or_else(|| super::requests::DEFAULT_SESSION.to_string());
-        let mut money = Money::new(self.config(), current.clone(), self.now())?;
-        money.config_mtime = config_mtime(&self.options.paths.config_file);
-        self.money = Some(money);
-        self.ensure_session(&current)?;
-        Ok(())
-    }
-
-    pub fn money(&self) -> &Money {
-        self.money.as_ref().expect("money is loaded at start")
-    }
-
-    fn money_mut(&mut self) -> &mut Money {
-        self.money.as_mut().expect("money is loaded at start")
-    }
-
-    pub fn current_session(&self) -> String {
-        self.money().current.clone()
-    }
-
-    /// The session's money, restored from the ledger the first time it is needed.
-    fn ensure_session(&mut self, name: &str) -> Result<(), DroverError> {
-        if self.money().sessions.contains_key(name) {
-            return Ok(());
+impl Core {
+    /// Keeps a session read from the ledger (unless the core already holds it).
+    pub(super) fn adopt_session(&mut self, loaded: LoadedSession) {
+        if !self.money.sessions.contains_key(&loaded.name) {
+            let limits = self.config.limits.clone();
+            self.money.insert(&limits, loaded);
         }
-        let spent: f64 = self
-            .reader
-            .usage(None)?
-            .iter()
-            .filter(|u| u.budget_session == name)
-            .filter_map(|u| u.cost_usd)
-            .sum();
-        let record = self.reader.budget_session(name)?;
-        let (warning, hard_cap) = budget::session_caps(self.limits(), record.as_ref());
-        let session = SessionMoney::restore(name, spent, 0.0, warning, hard_cap);
-        self.money_mut().sessions.insert(name.to_string(), session);
-        Ok(())
+    }
+
+    /// The session, held in memory; one never read starts from nothing (a run can only
+    /// belong to a session the core read first, so this is a fallback, logged).
+    fn session_mut(&mut self, name: &str) -> &mut Session {
+        if !self.money.sessions.contains_key(name) {
+            tracing::warn!(session = name, "a budget session was used before it was read");
+            let limits = self.config.limits.clone();
+            self.money.insert(
+                &limits,
+                LoadedSession {
+                    name: name.to_string(),
+                    spent: 0.0,
+                    record: None,
+                },
+            );
+        }
+        self.money
+            .sessions
+            .get_mut(name)
+            .expect("the session was just inserted")
     }
 
     /// What live runs of `session` may still spend, counting their provisional spend.
@@ -116,14 +118,6 @@ impl Actor {
         )
     }
 
-    fn provisional_in(&self, session: &str) -> f64 {
-        self.money()
-            .provisional
-            .get(session)
-            .copied()
-            .unwrap_or(0.0)
-    }
-
     /// Moves a run's provisional spend (and its session's total) by `delta`.
     fn add_provisional(&mut self, run_id: &str, delta: f64) {
         let Some(run) = self.runs.get_mut(run_id) else {
@@ -131,8 +125,8 @@ impl Actor {
         };
         run.provisional_usd += delta;
         let session = run.session.clone();
-        let total = self.money_mut().provisional.entry(session).or_insert(0.0);
-        *total = (*total + delta).max(0.0);
+        let s = self.session_mut(&session);
+        s.provisional = (s.provisional + delta).max(0.0);
     }
 
     /// The run's provisional spend settles (its real cost was booked).
@@ -143,33 +137,32 @@ impl Actor {
 
     /// The session as the budget decisions must see it now: booked plus provisional
     /// spend, and the live runs' reservations.
-    fn session_now(&mut self, name: &str) -> Result<SessionMoney, DroverError> {
-        self.ensure_session(name)?;
-        let provisional = self.provisional_in(name);
+    fn session_now(&mut self, name: &str) -> SessionMoney {
         let reserved = self.reserved_in(name);
-        let mut s = self.money().sessions[name].clone();
-        s.spent += provisional;
-        s.reserved = reserved;
-        Ok(s)
+        let s = self.session_mut(name);
+        let mut money = s.money.clone();
+        money.spent += s.provisional;
+        money.reserved = reserved;
+        money
     }
 
     /// The model a run uses when the spec names none: the catalog's default (pinned to
     /// the first visible model when the default is hidden, with a note).
-    pub fn default_model(&self, provider: &str) -> (Option<String>, Option<String>) {
-        let (model, note) = self.money().catalog.default_model(provider);
+    pub(super) fn default_model(&self, provider: &str) -> (Option<String>, Option<String>) {
+        let (model, note) = self.money.catalog.default_model(provider);
         (model.map(|m| m.id.clone()), note)
     }
 
-    pub fn price_of(&self, provider: &str, model: Option<&str>) -> Price {
+    fn price_of(&self, provider: &str, model: Option<&str>) -> Price {
         match model {
-            Some(m) => self.money().catalog.price(provider, m),
+            Some(m) => self.money.catalog.price(provider, m),
             None => Price::Unpriced,
         }
     }
 
     /// Checks the model's price and fits the run's cap into what its session has left.
     /// Returns the cap and the notes to keep on the run.
-    pub fn fit_run(
+    pub(super) fn fit_run(
         &mut self,
         session: &str,
         provider: &str,
@@ -177,7 +170,7 @@ impl Actor {
         requested_cap: f64,
     ) -> Result<(f64, Vec<String>), DroverError> {
         let mut notes = Vec::new();
-        let enforce = self.config().pricing.enforce;
+        let enforce = self.config.pricing.enforce;
         let price = self.price_of(provider, model);
         if let Some(note) = budget::check_price(
             enforce,
@@ -187,7 +180,7 @@ impl Actor {
         )? {
             notes.push(note);
         }
-        let now = self.session_now(session)?;
+        let now = self.session_now(session);
         match budget::fit(requested_cap, &now) {
             Fit::Granted { cap } => Ok((cap, notes)),
             Fit::Lowered { cap, note } => {
@@ -199,7 +192,7 @@ impl Actor {
     }
 
     /// Tokens streamed during a turn: an estimate until the turn reports its cost.
-    pub fn on_streamed_usage(&mut self, run_id: &str, model: Option<&str>, tokens: &Tokens) {
+    pub(super) fn on_streamed_usage(&mut self, run_id: &str, model: Option<&str>, tokens: &Tokens) {
         let Some(run) = self.runs.get(run_id) else {
             return;
         };
@@ -226,8 +219,13 @@ impl Actor {
     }
 
     /// Books a finished turn's usage rows; returns what the turn cost.
-    pub fn book_turn(&mut self, run_id: &str, end: &TurnEnd, batch: &mut Batch) -> Option<f64> {
-        let now = self.now();
+    pub(super) fn book_turn(
+        &mut self,
+        run_id: &str,
+        end: &TurnEnd,
+        batch: &mut Batch,
+    ) -> Option<f64> {
+        let now = self.now;
         let run = self.runs.get(run_id)?;
         let provider = run.spec.provider.clone();
         let main_model = run.model.clone();
@@ -235,7 +233,7 @@ impl Actor {
         let turn_number = run.turns.last().map(|t| t.number);
         let session = run.session.clone();
         let turn = pricing::claude_turn(end, previous_total, main_model.as_deref(), |m| {
-            self.money().catalog.price(&provider, m)
+            self.money.catalog.price(&provider, m)
         });
         let rows: Vec<UsageRecord> = turn
             .rows
@@ -258,16 +256,20 @@ impl Actor {
         for row in rows {
             batch.ops.push(WriteOp::InsertUsage(Box::new(row)));
         }
-        if let Some(s) = self.money_mut().sessions.get_mut(&session) {
-            s.spent += booked;
-        }
+        self.session_mut(&session).money.spent += booked;
         turn.charge.or(Some(booked))
     }
 
     /// A turn cut short: its streamed tokens are booked, estimated from the catalog when
     /// the model has a price, else unpriced (cost unknown, never $0).
-    pub fn book_cut_turn(&mut self, run_id: &str, tokens: Tokens, turn: u32, batch: &mut Batch) {
-        let now = self.now();
+    pub(super) fn book_cut_turn(
+        &mut self,
+        run_id: &str,
+        tokens: Tokens,
+        turn: u32,
+        batch: &mut Batch,
+    ) {
+        let now = self.now;
         let Some(run) = self.runs.get(run_id) else {
             return;
         };
@@ -296,13 +298,11 @@ impl Actor {
             );
         }
         batch.ops.push(WriteOp::InsertUsage(Box::new(row)));
-        if let Some(s) = self.money_mut().sessions.get_mut(&session) {
-            s.spent += cost;
-        }
+        self.session_mut(&session).money.spent += cost;
     }
 
     /// The caps, checked after a usage row (booked or provisional) of `run_id`.
-    pub fn check_money(&mut self, run_id: &str) {
+    pub(super) fn check_money(&mut self, run_id: &str) {
         let Some(run) = self.runs.get(run_id) else {
             return;
         };
@@ -312,16 +312,12 @@ impl Actor {
         let session = run.session.clone();
         let money = run_money(run);
         // Reservations do not enter this decision: only spend (booked + provisional).
-        if self.ensure_session(&session).is_err() {
-            return;
-        }
-        let mut now = self.money().sessions[&session].clone();
-        now.spent += self.provisional_in(&session);
+        let s = self.session_mut(&session);
+        let mut now = s.money.clone();
+        now.spent += s.provisional;
         let actions = budget::after_usage(&money, &mut now);
-        if let Some(s) = self.money_mut().sessions.get_mut(&session) {
-            s.warned = now.warned;
-            s.closed = now.closed;
-        }
+        s.money.warned = now.warned;
+        s.money.closed = now.closed;
         self.apply_budget_actions(Some(run_id), &session, actions);
     }
 
@@ -331,7 +327,7 @@ impl Actor {
         session: &str,
         actions: Vec<BudgetAction>,
     ) {
-        let now = self.now();
+        let now = self.now;
         for action in actions {
             match action {
                 BudgetAction::StopRun { reason, note } => {
@@ -346,12 +342,10 @@ impl Actor {
                     }
                     self.end_run(id, RunState::Stopped, reason.as_str(), Cause::Stopped);
                 }
-                BudgetAction::Warn { note } => self.budget_event(session, "warning", note, now),
-                BudgetAction::Reopened { note } => {
-                    self.budget_event(session, "reopened", note, now)
-                }
+                BudgetAction::Warn { note } => self.budget_event(session, "warning", note),
+                BudgetAction::Reopened { note } => self.budget_event(session, "reopened", note),
                 BudgetAction::StopSession { note } => {
-                    self.budget_event(session, "hard_cap", note.clone(), now);
+                    self.budget_event(session, "hard_cap", note.clone());
                     let doomed: Vec<String> = self
                         .order
                         .iter()
@@ -376,8 +370,12 @@ impl Actor {
     }
 
     /// A budget session event: a decision row (not tied to a run) and a published note.
-    fn budget_event(&mut self, session: &str, decision: &str, note: String, now: UnixMillis) {
-        let spent = self.money().sessions.get(session).map_or(0.0, |s| s.spent);
+    fn budget_event(&mut self, session: &str, decision: &str, note: String) {
+        let now = self.now;
+        let spent = self
+            .money
+            .session(session)
+            .map_or(0.0, |s| s.money.spent);
         let mut batch = Batch::default();
         batch
             .ops
@@ -397,30 +395,37 @@ impl Actor {
         self.commit(batch);
     }
 
-    pub fn budget_view(&mut self) -> Result<BudgetView, DroverError> {
-        let session = self.current_session();
-        let now = self.session_now(&session)?;
-        let mut view = crate::control::offline::budget_from_ledger(
-            &self.reader,
-            &session,
-            self.limits(),
-            now.reserved,
-        )?;
-        view.spent_usd = now.spent;
-        view.warning_usd = now.warning;
-        view.hard_cap_usd = now.hard_cap;
-        view.available_usd = now.available();
-        view.warned = now.warned;
-        view.closed = now.closed;
-        Ok(view)
+    /// `budget`: the current session's view. What only the ledger knows (each run's basis,
+    /// the unpriced runs) is read there; the money is the core's.
+    pub(super) fn budget_reply(&mut self, to: ReplyTo) {
+        let session = self.money.current.clone();
+        let now = self.session_now(&session);
+        let overlay = BudgetView {
+            session: session.clone(),
+            spent_usd: now.spent,
+            reserved_usd: now.reserved,
+            available_usd: now.available(),
+            warning_usd: now.warning,
+            hard_cap_usd: now.hard_cap,
+            runs_by_basis: Default::default(),
+            unpriced_runs: Vec::new(),
+            warned: now.warned,
+            closed: now.closed,
+        };
+        self.answer_from_ledger(
+            to,
+            Query::Budget {
+                overlay: Box::new(overlay),
+            },
+        );
     }
 
-    /// `drover budget set`: new caps for the current session.
-    pub fn budget_set(
+    /// `budget set`: new caps for the current session.
+    pub(super) fn budget_set(
         &mut self,
         warning: Option<f64>,
         hard_cap: Option<f64>,
-    ) -> Result<Value, DroverError> {
+    ) -> Result<(), DroverError> {
         for (what, v) in [("warning", warning), ("hard cap", hard_cap)] {
             if let Some(v) = v
                 && !(v.is_finite() && v >= 0.0)
@@ -431,9 +436,9 @@ impl Actor {
                 ));
             }
         }
-        let name = self.current_session();
-        self.ensure_session(&name)?;
-        let current = self.money().sessions[&name].clone();
+        let name = self.money.current.clone();
+        let now = self.now;
+        let current = self.session_mut(&name).money.clone();
         let warning = warning.unwrap_or(current.warning);
         let hard_cap = hard_cap.unwrap_or(current.hard_cap);
         if warning > hard_cap {
@@ -446,60 +451,72 @@ impl Actor {
                 ),
             ));
         }
-        let actions = self
-            .money_mut()
-            .sessions
-            .get_mut(&name)
-            .map(|s| s.set_caps(warning, hard_cap))
-            .unwrap_or_default();
-        let now = self.now();
-        let created_at = self
-            .reader
-            .budget_session(&name)?
-            .map_or(now, |r| r.created_at);
+        let s = self.session_mut(&name);
+        let actions = s.money.set_caps(warning, hard_cap);
+        let record = BudgetSessionRecord {
+            name: name.clone(),
+            created_at: s.record.as_ref().map_or(now, |r| r.created_at),
+            warning_usd: Some(warning),
+            hard_cap_usd: Some(hard_cap),
+        };
+        s.record = Some(record.clone());
         self.commit(Batch {
-            ops: vec![WriteOp::PutBudgetSession(BudgetSessionRecord {
-                name: name.clone(),
-                created_at,
-                warning_usd: Some(warning),
-                hard_cap_usd: Some(hard_cap),
-            })],
+            ops: vec![WriteOp::PutBudgetSession(record)],
             events: vec![],
         });
         self.apply_budget_actions(None, &name, actions);
         self.start_queued();
-        serde_json::to_value(self.budget_view()?).map_err(internal)
+        Ok(())
     }
 
-    /// `drover budget new NAME`: new runs count against a fresh budget session.
-    pub fn budget_new(&mut self, name: String) -> Result<Value, DroverError> {
+    /// `budget new NAME`: new runs count against a fresh budget session (read from the
+    /// ledger first, when the core does not hold it).
+    pub(super) fn budget_new(&mut self, to: ReplyTo, name: String) {
         let valid = !name.is_empty()
             && name.len() <= 64
             && name
                 .chars()
                 .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.'));
         if !valid {
-            return Err(DroverError::new(
+            let e = DroverError::new(
                 ErrorCode::InvalidSpec,
                 format!(
                     "{name:?} is not a budget session name: use up to 64 letters, digits, '-', \
                      '_' or '.'"
                 ),
-            ));
+            );
+            return self.reply(to, Err(e));
         }
-        let now = self.now();
-        let existing = self.reader.budget_session(&name)?;
+        match self.money.session(&name) {
+            Some(s) => {
+                let loaded = LoadedSession {
+                    name: name.clone(),
+                    spent: s.money.spent,
+                    record: s.record.clone(),
+                };
+                self.budget_new_loaded(to, name, loaded);
+            }
+            None => self.load(Fetch::Session { name: name.clone() }, Then::BudgetNew { to, name }),
+        }
+    }
+
+    pub(super) fn budget_new_loaded(&mut self, to: ReplyTo, name: String, loaded: LoadedSession) {
+        let now = self.now;
         let mut ops = vec![WriteOp::PutMeta {
             key: SESSION_KEY.into(),
             value: name.clone(),
         }];
-        if existing.is_none() {
-            ops.push(WriteOp::PutBudgetSession(BudgetSessionRecord {
+        self.adopt_session(loaded);
+        let s = self.session_mut(&name);
+        if s.record.is_none() {
+            let record = BudgetSessionRecord {
                 name: name.clone(),
                 created_at: now,
                 warning_usd: None,
                 hard_cap_usd: None,
-            }));
+            };
+            s.record = Some(record.clone());
+            ops.push(WriteOp::PutBudgetSession(record));
         }
         self.commit(Batch {
             ops,
@@ -508,57 +525,35 @@ impl Actor {
                 note: format!("new runs now count against budget session {name}"),
             }],
         });
-        self.money_mut().current = name.clone();
-        self.ensure_session(&name)?;
-        serde_json::to_value(self.budget_view()?).map_err(internal)
+        self.money.current = name;
+        self.budget_reply(to);
     }
 
-    /// Re-reads the config file when it changed: limits, caps, providers and the catalog
-    /// take effect without a restart. A broken file is logged and the config in force is
-    /// kept. On the hot path (usage rows) the file is looked at no more often than every
-    /// half second; at a dispatch, follow-up or turn end, every time.
-    pub fn refresh_config(&mut self, hot_path: bool) {
-        let now = self.now();
-        if hot_path && now - self.money().config_checked_at < CONFIG_CHECK_MS {
-            return;
-        }
-        self.money_mut().config_checked_at = now;
-        let path = self.options.paths.config_file.clone();
-        let mtime = config_mtime(&path);
-        if mtime == self.money().config_mtime {
-            return;
-        }
-        self.money_mut().config_mtime = mtime;
-        let loaded = Config::load(&path).and_then(|c| Catalog::from_config(&c).map(|cat| (c, cat)));
-        match loaded {
-            Ok((config, catalog)) => {
-                tracing::info!(path = %path.display(), "config re-read");
-                self.options.config = config;
-                self.money_mut().catalog = catalog;
-                let names: Vec<String> = self.money().sessions.keys().cloned().collect();
-                for name in names {
-                    let record = self.reader.budget_session(&name).ok().flatten();
-                    let (warning, hard_cap) = budget::session_caps(self.limits(), record.as_ref());
-                    let actions = self
-                        .money_mut()
-                        .sessions
-                        .get_mut(&name)
-                        .map(|s| {
-                            if s.warning != warning || s.hard_cap != hard_cap {
-                                s.set_caps(warning, hard_cap)
-                            } else {
-                                Vec::new()
-                            }
-                        })
-                        .unwrap_or_default();
-                    self.apply_budget_actions(None, &name, actions);
-                }
-                self.start_queued();
-            }
+    /// A config that was read again: limits, caps, providers and the catalog take effect
+    /// at once. One whose catalog is broken is logged and the config in force is kept.
+    pub(super) fn on_config(&mut self, config: Config) {
+        let catalog = match Catalog::from_config(&config) {
+            Ok(catalog) => catalog,
             Err(e) => {
                 tracing::warn!(code = %e.code, "{}; keeping the config in force", e.message);
+                return;
             }
+        };
+        self.config = config;
+        self.money.catalog = catalog;
+        let names: Vec<String> = self.money.sessions.keys().cloned().collect();
+        for name in names {
+            let limits = self.config.limits.clone();
+            let s = self.session_mut(&name);
+            let (warning, hard_cap) = budget::session_caps(&limits, s.record.as_ref());
+            let actions = if s.money.warning != warning || s.money.hard_cap != hard_cap {
+                s.money.set_caps(warning, hard_cap)
+            } else {
+                Vec::new()
+            };
+            self.apply_budget_actions(None, &name, actions);
         }
+        self.start_queued();
     }
 }
 
@@ -569,6 +564,10 @@ fn run_money(run: &Run) -> RunMoney {
     }
 }
 
-fn internal(e: serde_json::Error) -> DroverError {
-    DroverError::new(ErrorCode::Internal, e.to_string())
+/// The spend of a budget session counted when the core first held it, for tests.
+#[cfg(test)]
+impl Core {
+    pub(super) fn session_spent(&self, name: &str) -> Option<f64> {
+        self.money.session(name).map(|s| s.money.spent)
+    }
 }

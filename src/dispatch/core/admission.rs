@@ -1,0 +1,283 @@
+//! Admission (DESIGN.md §3, §5, §6, §7): a dispatch is validated, routed, put on its
+//! rails and fitted into its budget session; then it starts, waits in the queue, or waits
+//! on a route card. A repeated idempotency key returns the run it made.
+//!
+//! What must stay true: nothing is created for a refused dispatch (its refusal is sent at
+//! once); an accepted one is answered after its first writes are committed, showing where
+//! the run is now (starting, queued, or held).
+
+use serde_json::json;
+
+use super::rails::{self, Admission};
+use super::routes::{self, Routed};
+use super::run::{Batch, Run};
+use super::transcript::TranscriptRing;
+use super::{Core, Fetch, Fetched, ReplyTo, Then};
+use crate::dispatch::api::{Response, RunSummary};
+use crate::ledger::{RunRecord, WriteOp, kind};
+use crate::live_state::LiveStateKind;
+use crate::providers::{self, DEFAULT_PROVIDER};
+use crate::run_state::RunState;
+use crate::spec::{self, PermissionPolicy, ProviderInfo, SpecInput, ValidationContext};
+use crate::{DroverError, ErrorCode};
+
+impl Core {
+    /// `dispatch`: a repeated idempotency key first (in memory, then in the ledger), then
+    /// admission.
+    pub(super) fn dispatch(&mut self, to: ReplyTo, input: SpecInput) {
+        if let Some(key) = input.idempotency_key.clone().filter(|k| !k.is_empty()) {
+            if let Some(run) = self.idempotent_run(&key) {
+                let summary = run.summary();
+                return self.reply(to, Ok(Response::Run(Box::new(summary))));
+            }
+            let since = self.idempotency_since();
+            return self.load(
+                Fetch::ByIdempotencyKey { key, since },
+                Then::Dispatch {
+                    to,
+                    input: Box::new(input),
+                },
+            );
+        }
+        self.admit_and_reply(to, input);
+    }
+
+    /// The ledger answered about an idempotency key that was not in memory.
+    pub(super) fn dispatch_loaded(
+        &mut self,
+        to: ReplyTo,
+        input: SpecInput,
+        answer: Result<Fetched, DroverError>,
+    ) {
+        if self.shutting_down() {
+            return self.reply_now(to, Err(shutting_down()));
+        }
+        match answer {
+            Ok(Fetched::Run(Some(summary))) => self.reply(to, Ok(Response::Run(summary))),
+            Ok(Fetched::Run(None)) => {
+                // The same key may have been admitted in memory meanwhile.
+                let key = input.idempotency_key.clone().unwrap_or_default();
+                match self.idempotent_run(&key) {
+                    Some(run) => {
+                        let summary = run.summary();
+                        self.reply(to, Ok(Response::Run(Box::new(summary))))
+                    }
+                    None => self.admit_and_reply(to, input),
+                }
+            }
+            Ok(other) => self.reply_now(to, Err(super::unexpected(&other))),
+            Err(e) => self.reply_now(to, Err(e)),
+        }
+    }
+
+    fn idempotency_since(&self) -> i64 {
+        self.now - self.limits().idempotency_window_secs as i64 * 1000
+    }
+
+    fn idempotent_run(&self, key: &str) -> Option<&Run> {
+        let since = self.idempotency_since();
+        self.runs
+            .values()
+            .find(|r| r.spec.idempotency_key.as_deref() == Some(key) && r.created_at >= since)
+    }
+
+    fn admit_and_reply(&mut self, to: ReplyTo, input: SpecInput) {
+        match self.admit(input) {
+            Ok(summary) => self.reply(to, Ok(Response::Run(Box::new(summary)))),
+            Err(e) => self.reply_now(to, Err(e)),
+        }
+    }
+
+    fn provider_infos(&self) -> Vec<ProviderInfo> {
+        self.config
+            .providers
+            .iter()
+            .filter(|(name, _)| providers::traits(name).is_some())
+            .map(|(name, p)| ProviderInfo {
+                name: name.clone(),
+                enabled: p.enabled,
+                policies: PermissionPolicy::ALL.to_vec(),
+            })
+            .collect()
+    }
+
+    /// Validates and creates a run. Returns the run's summary.
+    pub(super) fn admit(&mut self, input: SpecInput) -> Result<RunSummary, DroverError> {
+        let now = self.now;
+        if let Some(name) = input.provider.as_deref().map(str::trim)
+            && !name.is_empty()
+            && providers::traits(name).is_none()
+            && self.config.providers.contains_key(name)
+        {
+            return Err(DroverError::new(
+                ErrorCode::InvalidProvider,
+                format!(
+                    "drover has no adapter for {name}; use one of: {}",
+                    providers::registry::runnable_names().join(", ")
+                ),
+            ));
+        }
+        let wants_route = routes::wants_route(&input);
+        let mut input = input;
+        if wants_route {
+            // Validation must not read "auto" as a model name.
+            input.model = None;
+        }
+        let providers = self.provider_infos();
+        let current_dir = self.facts.current_dir();
+        let facts = &self.facts;
+        let dir_exists = |p: &std::path::Path| facts.is_dir(p);
+        let ctx = ValidationContext {
+            limits: &self.config.limits,
+            providers: &providers,
+            default_provider: DEFAULT_PROVIDER,
+            current_dir: &current_dir,
+            dir_exists: &dir_exists,
+            models: &self.money.catalog,
+        };
+        let mut spec = spec::validate(&input, &ctx)?;
+        let session = self.money.current.clone();
+        let mut notes: Vec<String> = spec
+            .clamps
+            .iter()
+            .map(|c| format!("clamped: {c}"))
+            .collect();
+        let mut hold = None;
+        if wants_route {
+            if input
+                .provider
+                .as_deref()
+                .is_none_or(|p| p.trim().is_empty())
+            {
+                // Route across providers, not only the default one.
+                spec.provider = String::new();
+            }
+            match self.route_spec(&input, &mut spec, &session)? {
+                Routed::Proceed(route_notes) => notes.extend(route_notes),
+                Routed::Hold(card, route_notes) => {
+                    notes.extend(route_notes);
+                    if spec.provider.is_empty()
+                        && let Some(first) = card.options.first()
+                    {
+                        spec.provider = first.provider.clone();
+                    }
+                    hold = Some(card);
+                }
+            }
+        }
+        if spec.model.is_none() && hold.is_none() {
+            let (model, note) = self.default_model(&spec.provider);
+            spec.model = model;
+            notes.extend(note);
+        }
+        // A held run takes no slot and no money until its route is decided.
+        let admission = if hold.is_some() {
+            Admission::Queue(rails::RailBlock::Session {
+                session: session.clone(),
+                limit: 0,
+            })
+        } else {
+            let slot = self.slot_for(&spec.provider, &session, spec.workflow_id.clone());
+            rails::admit(
+                self.limits(),
+                &self.holding_slots(),
+                self.queued_in(&session),
+                &slot,
+                spec.queue_if_busy,
+            )
+        };
+        if let Admission::Refuse(e) = admission {
+            return Err(e);
+        }
+        if hold.is_none() {
+            let (cap, fit_notes) = self.fit_run(
+                &session,
+                &spec.provider,
+                spec.model.as_deref(),
+                spec.budget_usd,
+            )?;
+            if cap != spec.budget_usd {
+                spec.clamps.push(spec::Clamp {
+                    field: "budget_usd".into(),
+                    requested: spec.budget_usd.to_string(),
+                    applied: format!("{cap:.2}"),
+                });
+                spec.budget_usd = cap;
+            }
+            notes.extend(fit_notes);
+        }
+        let spec_json = serde_json::to_value(&spec)
+            .map_err(|e| DroverError::new(ErrorCode::Internal, e.to_string()))?;
+        let id = self.new_run_id();
+        let ring = TranscriptRing::new(
+            self.limits().transcript_max_lines,
+            self.limits().transcript_max_chars,
+        );
+        let mut run = Run::new(id.clone(), spec, session, now, ring);
+        let mut batch = Batch::default();
+        batch.ops.push(WriteOp::InsertRun(Box::new(RunRecord {
+            run_id: id.clone(),
+            created_at: now,
+            updated_at: now,
+            finished_at: None,
+            state: RunState::Queued,
+            completion_reason: None,
+            provider: run.spec.provider.clone(),
+            model: run.model.clone(),
+            title: run.spec.title.clone(),
+            budget_session: run.session.clone(),
+            workflow_id: run.spec.workflow_id.clone(),
+            parent_run: run.spec.parent_run.clone(),
+            idempotency_key: run.spec.idempotency_key.clone(),
+            provider_session_id: None,
+            removed: false,
+            spec: spec_json,
+            live_state: None,
+            result: None,
+        })));
+        run.event(
+            &mut batch,
+            kind::RUN_STATE,
+            &json!({"from": null, "to": "queued", "reason": "dispatched"}),
+            now,
+        );
+        let deadline = run.deadline;
+        run.set_live(
+            &mut batch,
+            LiveStateKind::Admitted,
+            Some(deadline),
+            None,
+            None,
+            now,
+        );
+        for note in notes {
+            run.note(&mut batch, note, now);
+        }
+        if let Admission::Queue(block) = &admission
+            && hold.is_none()
+        {
+            run.note(&mut batch, format!("queued: {}", block.describe()), now);
+        }
+        run.touch(&mut batch);
+        self.runs.insert(id.clone(), run);
+        self.order.push(id.clone());
+        self.commit(batch);
+        match (hold, admission) {
+            (Some(card), _) => self.hold(&id, card),
+            (None, Admission::Start) => self.launch(&id, false),
+            (None, _) => self.queue.push_back(id.clone()),
+        }
+        // The answer shows where the run is now: starting, or queued.
+        self.runs
+            .get(&id)
+            .map(Run::summary)
+            .ok_or_else(|| super::not_found(&id))
+    }
+}
+
+pub(super) fn shutting_down() -> DroverError {
+    DroverError::new(
+        ErrorCode::Internal,
+        "drover is shutting down; start it again to act on runs",
+    )
+}

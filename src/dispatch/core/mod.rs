@@ -1,0 +1,542 @@
+//! The dispatcher's core: its state and every decision of the run lifecycle, as plain code.
+//!
+//! [`Core::handle`] takes one [`Input`] — a client request, a provider event, the outcome
+//! of a launch, the answer to a ledger read, a config change, shutdown — at a given time,
+//! and returns [`Effect`]s as data: commit this batch (its events are published after the
+//! commit), reply, launch an adapter with this [`LaunchSpec`], send this
+//! [`ProviderCommand`], read this from the ledger. [`Core::due`] fires every timer that is
+//! due and names the next one. The driver (`super::driver`) owns the clock, the channels,
+//! the ledger and the children, and carries the effects out in order.
+//!
+//! What must stay true:
+//! - no tokio, no channels, no ledger handle, no clock, no file system or process call in
+//!   here: time comes with each input, and the few facts of the machine a decision needs
+//!   (the current directory, whether a path is a directory, whether a CLI is installed)
+//!   come through [`Facts`], which tests fake;
+//! - every change to a run goes through a [`Batch`] (ledger ops, then the events to publish
+//!   once they are committed), so nothing reaches a subscriber that is not on disk;
+//! - a refused request changes nothing; an accepted one is answered after its commit;
+//! - the core matches no provider names: what it must know about a provider comes from
+//!   [`crate::providers::traits`].
+//!
+//! Where each rule lives:
+//!
+//! | rule | file |
+//! | --- | --- |
+//! | admission: validation → route → rails → money, idempotency | `admission.rs` |
+//! | launch, turns sent, the end of a run, the queue | `lifecycle.rs` |
+//! | what each provider event does: turns, results, retries, follow-ups, max turns | `provider_events.rs` |
+//! | permission requests, answers, "allow always", policies | `answers.rs`, `broker.rs` |
+//! | client requests: follow-up, stop, complete, remove, kill-all, views | `requests.rs` |
+//! | every timer: idle, time box, answers, silence, stalled, routes, waits | `timers.rs` |
+//! | money: fitting caps, booking usage, caps checked, budget sessions, config changes | `money.rs` |
+//! | route cards and escalation offers | `routes.rs` |
+//! | resume of an interrupted run | `resume.rs` |
+//! | waits | `waits.rs` |
+//! | one run in memory, its batches, its views | `run.rs` |
+//! | rails and the queue order | `rails.rs` |
+
+mod admission;
+mod answers;
+pub(crate) mod broker;
+mod lifecycle;
+mod money;
+pub(crate) mod prompts;
+mod provider_events;
+pub mod rails;
+mod requests;
+mod resume;
+mod routes;
+mod run;
+mod timers;
+pub(crate) mod transcript;
+mod waits;
+
+#[cfg(test)]
+mod tests;
+
+pub use money::SESSION_KEY;
+pub use routes::memory_key as route_memory_key;
+pub use run::{Batch, TurnOrigin};
+pub use waits::WaitAsk;
+
+/// The budget session runs belong to until the user starts another.
+pub const DEFAULT_SESSION: &str = "default";
+
+use std::collections::{HashMap, VecDeque};
+use std::path::{Path, PathBuf};
+
+use super::api::{BudgetView, Request, Response, RunSummary, TranscriptFormat};
+use super::views::{LoadedSession, ResumeData};
+use crate::config::{Config, Limits};
+use crate::ledger::WriteOp;
+use crate::providers::{LaunchError, LaunchSpec, ProviderCommand, RunProviderEvent};
+use crate::run_state::RunState;
+use crate::spec::SpecInput;
+use crate::{DroverError, ErrorCode, UnixMillis};
+
+use run::Run;
+use waits::Waiter;
+
+/// Who gets a reply: a token the driver maps to its channel.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct ReplyTo(pub u64);
+
+/// What the core may ask of the machine, synchronously: cheap, local facts, never the
+/// ledger. The driver's implementation asks the file system and `PATH`; tests fake it.
+pub trait Facts {
+    /// The directory a relative `cwd` is resolved against.
+    fn current_dir(&self) -> PathBuf;
+    /// Whether `path` names an existing directory.
+    fn is_dir(&self, path: &Path) -> bool;
+    /// Whether a provider's CLI command is found (on `PATH`, or as a path).
+    fn cli_found(&self, command: &str) -> bool;
+}
+
+/// One thing for the core to decide on.
+#[derive(Debug)]
+pub enum Input {
+    /// A client's request; its answer goes to `from`.
+    Request { from: ReplyTo, request: Request },
+    /// An adapter's event.
+    Provider(RunProviderEvent),
+    /// The outcome of an [`Effect::Launch`] (the driver reports it at once).
+    Launched {
+        run_id: String,
+        outcome: Result<Launched, LaunchError>,
+    },
+    /// The answer to an [`Effect::Read`] of [`Read::Load`].
+    Loaded {
+        then: Then,
+        answer: Result<Fetched, DroverError>,
+    },
+    /// The config file changed and was read again.
+    Config(Box<Config>),
+    /// Stop every active run (recorded as interrupted by shutdown) and wind down.
+    Shutdown,
+}
+
+/// A started adapter, as the core knows it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Launched {
+    /// The child's pid (its process group id).
+    pub pid: Option<u32>,
+}
+
+/// How fresh the config must be before an input is handled.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Freshness {
+    /// Look at the config file first, every time (a dispatch, a follow-up, a turn end…).
+    Always,
+    /// Look at it at most every half second (the hot path: streamed usage).
+    Throttled,
+    /// The config in force will do.
+    Any,
+}
+
+impl Input {
+    /// Whether the driver should look at the config file before handing this over.
+    pub fn freshness(&self) -> Freshness {
+        use crate::providers::ProviderEvent;
+        match self {
+            Input::Request { request, .. } => match request {
+                Request::Dispatch { .. }
+                | Request::FollowUp { .. }
+                | Request::Resume { .. }
+                | Request::Route { .. }
+                | Request::Escalate { .. }
+                | Request::Retry { .. } => Freshness::Always,
+                _ => Freshness::Any,
+            },
+            Input::Provider(e) => match e.event {
+                ProviderEvent::TurnCompleted(_) => Freshness::Always,
+                ProviderEvent::Usage { .. } => Freshness::Throttled,
+                _ => Freshness::Any,
+            },
+            _ => Freshness::Any,
+        }
+    }
+}
+
+/// What the core asks the driver to do, in order.
+#[derive(Debug)]
+pub enum Effect {
+    /// Write these ops; publish these events once they are committed. Batches of one turn
+    /// of the driver's loop share one transaction.
+    Commit(Batch),
+    /// Answer a client: after everything committed so far, or at once.
+    Reply {
+        to: ReplyTo,
+        answer: Result<Response, DroverError>,
+        after_commit: bool,
+    },
+    /// Start a run's adapter; report the outcome as [`Input::Launched`].
+    Launch(Box<LaunchSpec>),
+    /// Send a command to a run's adapter.
+    Send {
+        run_id: String,
+        command: ProviderCommand,
+    },
+    /// Read the ledger off the dispatcher's task, after everything committed so far.
+    Read(Read),
+}
+
+/// A ledger read.
+#[derive(Debug)]
+pub enum Read {
+    /// Answer a client from the ledger: the core has nothing more to decide.
+    Answer { to: ReplyTo, query: Query },
+    /// Read, then give the answer back as [`Input::Loaded`] with `then`.
+    Load { fetch: Fetch, then: Then },
+}
+
+/// An answer built from the ledger (`super::views`), with what only the core knows.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Query {
+    Show {
+        run_id: String,
+    },
+    Transcript {
+        run_id: String,
+        format: TranscriptFormat,
+    },
+    /// The ledger's runs, with the live ones (in memory) taking precedence.
+    Runs {
+        state: Option<RunState>,
+        include_removed: bool,
+        live: Vec<RunSummary>,
+    },
+    /// The budget session's view, its money as the core holds it laid over the ledger's.
+    Budget { overlay: Box<BudgetView> },
+    /// Refuse a request on a run that is not in memory: `RUN_NOT_ACTIVE` with its state
+    /// in the ledger, else `RUN_NOT_FOUND`.
+    NotActive { run_id: String },
+}
+
+/// What to read for the core.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Fetch {
+    /// The run created with this idempotency key since then, if any.
+    ByIdempotencyKey { key: String, since: UnixMillis },
+    /// Everything needed to resume a run (`RUN_NOT_FOUND` when there is none).
+    Resumable { run_id: String },
+    /// Each run's summary (`RUN_NOT_FOUND` when one is missing).
+    Summaries { run_ids: Vec<String> },
+    /// The ids of every finished run not yet removed.
+    FinishedRunIds,
+    /// A budget session's spend and record.
+    Session { name: String },
+}
+
+/// The answer to a [`Fetch`].
+#[derive(Debug, Clone, PartialEq)]
+pub enum Fetched {
+    Run(Option<Box<RunSummary>>),
+    Resumable(Box<ResumeData>),
+    Summaries(Vec<RunSummary>),
+    RunIds(Vec<String>),
+    Session(LoadedSession),
+}
+
+/// What the core was doing when it asked for a read.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Then {
+    /// A dispatch whose idempotency key was not in memory.
+    Dispatch { to: ReplyTo, input: Box<SpecInput> },
+    Resume {
+        to: ReplyTo,
+        run_id: String,
+        prompt: String,
+    },
+    Wait { to: ReplyTo, wait: waits::WaitAsk },
+    RemoveOne { to: ReplyTo, run_id: String },
+    RemoveFinished { to: ReplyTo },
+    BudgetNew { to: ReplyTo, name: String },
+}
+
+/// What the driver read from the ledger at start.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Startup {
+    /// This process's id (the answer to `ping`).
+    pub pid: u32,
+    /// The budget session new runs count against, with its money.
+    pub session: LoadedSession,
+    /// Remembered route choices: task class → `provider/model`.
+    pub route_memory: Vec<(String, String)>,
+    /// When the newest run in the ledger was created (new ids sort after it).
+    pub newest_run_at: Option<UnixMillis>,
+}
+
+/// The dispatcher's state.
+pub struct Core {
+    config: Config,
+    facts: Box<dyn Facts + Send>,
+    /// The time of the input being handled.
+    now: UnixMillis,
+    pid: u32,
+    runs: HashMap<String, Run>,
+    /// Run ids in creation order.
+    order: Vec<String>,
+    queue: VecDeque<String>,
+    waiters: Vec<Waiter>,
+    next_id: u64,
+    /// New run ids are stamped no earlier than this (after the ledger's newest run).
+    id_floor: UnixMillis,
+    /// When shutting down, the moment to give up waiting for children.
+    shutdown_deadline: Option<UnixMillis>,
+    money: money::Money,
+    /// Remembered route choices: task class → `provider/model`.
+    route_memory: HashMap<String, String>,
+    out: Vec<Effect>,
+}
+
+/// How long shutdown waits for children to exit before giving up on them.
+const SHUTDOWN_GRACE_MS: i64 = 15_000;
+
+impl Core {
+    pub fn new(
+        config: Config,
+        startup: Startup,
+        facts: Box<dyn Facts + Send>,
+        now: UnixMillis,
+    ) -> Result<Core, DroverError> {
+        let money = money::Money::new(&config, startup.session)?;
+        Ok(Core {
+            config,
+            facts,
+            now,
+            pid: startup.pid,
+            runs: HashMap::new(),
+            order: Vec::new(),
+            queue: VecDeque::new(),
+            waiters: Vec::new(),
+            next_id: 0,
+            id_floor: startup.newest_run_at.map_or(0, |at| at + 1),
+            shutdown_deadline: None,
+            money,
+            route_memory: startup.route_memory.into_iter().collect(),
+            out: Vec::new(),
+        })
+    }
+
+    /// Decides on one input; returns what to do, in order.
+    pub fn handle(&mut self, input: Input, now: UnixMillis) -> Vec<Effect> {
+        self.now = now;
+        match input {
+            Input::Request { from, request } => self.on_request(from, request),
+            Input::Provider(event) => self.on_provider_event(event),
+            Input::Launched { run_id, outcome } => self.on_launched(&run_id, outcome),
+            Input::Loaded { then, answer } => self.on_loaded(then, answer),
+            Input::Config(config) => self.on_config(*config),
+            Input::Shutdown => self.begin_shutdown(),
+        }
+        std::mem::take(&mut self.out)
+    }
+
+    /// Fires every timer due at `now`; returns what to do and when the next one is due.
+    pub fn due(&mut self, now: UnixMillis) -> (Vec<Effect>, Option<UnixMillis>) {
+        self.now = now;
+        self.fire_timers();
+        let next = self.next_deadline();
+        (std::mem::take(&mut self.out), next)
+    }
+
+    /// Whether shutdown is done: no child is left, or the grace period is over.
+    pub fn shutdown_finished(&self, now: UnixMillis) -> bool {
+        let Some(deadline) = self.shutdown_deadline else {
+            return false;
+        };
+        let children = self.runs.values().any(|r| r.child.is_some());
+        !children || now >= deadline
+    }
+
+    /// The last effects before the driver stops: every wait still open is answered.
+    pub fn finish(&mut self, now: UnixMillis) -> Vec<Effect> {
+        self.now = now;
+        for w in std::mem::take(&mut self.waiters) {
+            let outcome = self.wait_outcome(&w, true);
+            self.reply(w.to, Ok(Response::Wait(outcome)));
+        }
+        std::mem::take(&mut self.out)
+    }
+
+    /// Every run id the core holds a child for (the driver's adapters must match).
+    pub fn children(&self) -> impl Iterator<Item = &str> {
+        self.runs
+            .values()
+            .filter(|r| r.child.is_some())
+            .map(|r| r.id.as_str())
+    }
+
+    // ---- effects ----
+
+    /// Queues a batch for the ledger; its events are published after the commit.
+    fn commit(&mut self, batch: Batch) {
+        if !batch.ops.is_empty() || !batch.events.is_empty() {
+            self.out.push(Effect::Commit(batch));
+        }
+    }
+
+    /// Answers after everything queued so far is committed.
+    fn reply(&mut self, to: ReplyTo, answer: Result<Response, DroverError>) {
+        self.out.push(Effect::Reply {
+            to,
+            answer,
+            after_commit: true,
+        });
+    }
+
+    /// Answers at once (a refusal that changed nothing).
+    fn reply_now(&mut self, to: ReplyTo, answer: Result<Response, DroverError>) {
+        self.out.push(Effect::Reply {
+            to,
+            answer,
+            after_commit: false,
+        });
+    }
+
+    fn send(&mut self, run_id: &str, command: ProviderCommand) {
+        self.out.push(Effect::Send {
+            run_id: run_id.to_string(),
+            command,
+        });
+    }
+
+    fn answer_from_ledger(&mut self, to: ReplyTo, query: Query) {
+        self.out.push(Effect::Read(Read::Answer { to, query }));
+    }
+
+    fn load(&mut self, fetch: Fetch, then: Then) {
+        self.out.push(Effect::Read(Read::Load { fetch, then }));
+    }
+
+    // ---- small shared reads of state ----
+
+    fn limits(&self) -> &Limits {
+        &self.config.limits
+    }
+
+    fn shutting_down(&self) -> bool {
+        self.shutdown_deadline.is_some()
+    }
+
+    /// A run's summary as a reply (`RUN_NOT_FOUND` when it is not in memory).
+    fn summary_response(&self, run_id: &str) -> Result<Response, DroverError> {
+        self.runs
+            .get(run_id)
+            .map(|r| Response::Run(Box::new(r.summary())))
+            .ok_or_else(|| not_found(run_id))
+    }
+
+    /// Active runs, in creation order.
+    fn active_ids(&self) -> Vec<String> {
+        self.order
+            .iter()
+            .filter(|id| self.runs.get(*id).is_some_and(|r| r.state.is_active()))
+            .cloned()
+            .collect()
+    }
+
+    /// A fresh run id: short, sortable by creation, unique in this ledger (stamped after
+    /// the ledger's newest run and checked against the runs in memory).
+    fn new_run_id(&mut self) -> String {
+        loop {
+            self.next_id += 1;
+            let stamp = self.now.max(self.id_floor).max(0) as u64;
+            let id = format!("r{}{:0>2}", base36(stamp), base36(self.next_id % 1296));
+            if !self.runs.contains_key(&id) {
+                return id;
+            }
+        }
+    }
+
+    fn begin_shutdown(&mut self) {
+        if self.shutdown_deadline.is_some() {
+            return;
+        }
+        self.shutdown_deadline = Some(self.now + SHUTDOWN_GRACE_MS);
+        for id in self.active_ids() {
+            self.end_run(
+                &id,
+                RunState::Interrupted,
+                "shutdown",
+                crate::live_state::Cause::Stopped,
+            );
+        }
+    }
+
+    fn on_loaded(&mut self, then: Then, answer: Result<Fetched, DroverError>) {
+        match then {
+            Then::Dispatch { to, input } => self.dispatch_loaded(to, *input, answer),
+            Then::Resume { to, run_id, prompt } => {
+                let result = answer.and_then(|fetched| match fetched {
+                    Fetched::Resumable(data) => self.resume_loaded(&run_id, prompt, *data),
+                    other => Err(unexpected(&other)),
+                });
+                self.reply(to, result);
+            }
+            Then::Wait { to, wait } => self.wait_loaded(to, wait, answer),
+            Then::RemoveOne { to, run_id } => {
+                let result = answer.and_then(|fetched| match fetched {
+                    Fetched::Summaries(rows) => self.remove_loaded(&run_id, rows),
+                    other => Err(unexpected(&other)),
+                });
+                self.reply(to, result);
+            }
+            Then::RemoveFinished { to } => {
+                let result = answer.and_then(|fetched| match fetched {
+                    Fetched::RunIds(ids) => Ok(self.remove_finished(ids)),
+                    other => Err(unexpected(&other)),
+                });
+                self.reply(to, result);
+            }
+            Then::BudgetNew { to, name } => match answer {
+                Ok(Fetched::Session(session)) => self.budget_new_loaded(to, name, session),
+                Ok(other) => self.reply(to, Err(unexpected(&other))),
+                Err(e) => self.reply(to, Err(e)),
+            },
+        }
+    }
+}
+
+fn unexpected(fetched: &Fetched) -> DroverError {
+    DroverError::new(
+        ErrorCode::Internal,
+        format!("the ledger read answered in an unexpected shape ({fetched:?})"),
+    )
+}
+
+pub(crate) fn not_found(run_id: &str) -> DroverError {
+    DroverError::new(
+        ErrorCode::RunNotFound,
+        format!("no run {run_id}; list runs with `drover runs`"),
+    )
+}
+
+pub(crate) fn not_active(run_id: &str, state: RunState) -> DroverError {
+    DroverError::new(
+        ErrorCode::RunNotActive,
+        format!("run {run_id} is {state}, not active; dispatch a new run instead"),
+    )
+}
+
+fn base36(mut n: u64) -> String {
+    const DIGITS: &[u8] = b"0123456789abcdefghijklmnopqrstuvwxyz";
+    let mut out = Vec::new();
+    loop {
+        out.push(DIGITS[(n % 36) as usize]);
+        n /= 36;
+        if n == 0 {
+            break;
+        }
+    }
+    out.reverse();
+    String::from_utf8(out).unwrap_or_default()
+}
+
+/// Ledger ops and events of one change, for tests and the driver.
+impl Batch {
+    pub fn into_parts(self) -> (Vec<WriteOp>, Vec<super::api::DispatchEvent>) {
+        (self.ops, self.events)
+    }
+}

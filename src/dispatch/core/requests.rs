@@ -1,0 +1,330 @@
+//! Client requests: each is checked, applied to run state, committed, then answered.
+//!
+//! What must stay true: a refused request changes nothing; an accepted one is answered
+//! only after its writes are committed; a run that is not in memory (a previous owner's)
+//! is read from the ledger off the dispatcher's task, never here.
+
+use super::admission::shutting_down;
+use super::run::{Batch, Run, TurnOrigin};
+use super::{Core, Fetch, Query, ReplyTo, Then, not_active, not_found};
+use crate::dispatch::api::{Pong, Removed, Request, Response, Stopped, TranscriptFormat};
+use crate::dispatch::api::{DispatchEvent, RunSummary, TranscriptView};
+use crate::ledger::{RunPatch, WriteOp};
+use crate::live_state::Cause;
+use crate::route::EscalationKind;
+use crate::run_state::RunState;
+use crate::{DroverError, ErrorCode};
+
+/// The longest a `wait` may block.
+pub const WAIT_CAP_SECS: u64 = 3_600;
+
+/// Where a run a request names stands.
+enum Target {
+    /// In memory, active and not ending.
+    Active,
+    /// In memory, but not active (or already ending).
+    Inactive(RunState),
+    /// Not in memory: a previous owner's run, or none.
+    Elsewhere,
+}
+
+impl Core {
+    pub(super) fn on_request(&mut self, to: ReplyTo, request: Request) {
+        if self.shutting_down() && !matches!(request, Request::Ping) {
+            return self.reply_now(to, Err(shutting_down()));
+        }
+        let answer = match request {
+            Request::Ping => Ok(Response::Pong(Pong {
+                pong: true,
+                pid: self.pid,
+            })),
+            Request::Dispatch { spec } => return self.dispatch(to, *spec),
+            Request::Runs {
+                state,
+                include_removed,
+            } => return self.list_runs(to, state, include_removed),
+            Request::Show { run_id } => match self.runs.get(&run_id) {
+                Some(run) => Ok(Response::Show(Box::new(run.view()))),
+                None => return self.answer_from_ledger(to, Query::Show { run_id }),
+            },
+            Request::Transcript { run_id, format } => {
+                // The ring is in memory; everything else is in the ledger, committed turn
+                // by turn.
+                match self.runs.get(&run_id) {
+                    Some(run) if format == TranscriptFormat::Tail => {
+                        Ok(Response::Transcript(Box::new(TranscriptView {
+                            run_id: run_id.clone(),
+                            format,
+                            lines: run.transcript.lines().cloned().collect(),
+                            events: Vec::new(),
+                            result: None,
+                        })))
+                    }
+                    _ => {
+                        return self.answer_from_ledger(to, Query::Transcript { run_id, format });
+                    }
+                }
+            }
+            Request::FollowUp { run_id, text } => return self.follow_up(to, &run_id, text),
+            Request::Resume { run_id, text } => return self.resume(to, &run_id, text),
+            Request::Respond {
+                run_id,
+                request_id,
+                answer,
+            } => return self.respond(to, &run_id, &request_id, answer),
+            Request::Stop { run_id } => match self.target(&run_id) {
+                Target::Active => {
+                    self.end_run(&run_id, RunState::Stopped, "user", Cause::Stopped);
+                    self.summary_response(&run_id)
+                }
+                other => return self.refuse_target(to, &run_id, other),
+            },
+            Request::Complete { run_id } => return self.complete(to, &run_id),
+            Request::Remove { run_id, finished } => return self.remove(to, run_id, finished),
+            Request::KillAll => {
+                let active = self.active_ids();
+                for id in &active {
+                    self.end_run(id, RunState::Stopped, "user", Cause::Stopped);
+                }
+                Ok(Response::Stopped(Stopped { stopped: active }))
+            }
+            Request::Wait {
+                run_ids,
+                until,
+                any,
+                timeout_secs,
+            } => return self.register_wait(to, run_ids, until, any, timeout_secs),
+            Request::Subscribe { .. } => Ok(Response::Subscribed(Default::default())),
+            Request::Budget => return self.budget_reply(to),
+            Request::BudgetSet {
+                warning_usd,
+                hard_cap_usd,
+            } => match self.budget_set(warning_usd, hard_cap_usd) {
+                Ok(()) => return self.budget_reply(to),
+                Err(e) => Err(e),
+            },
+            Request::BudgetNew { name } => return self.budget_new(to, name),
+            Request::Routes => Ok(Response::Routes(self.open_routes())),
+            Request::Route {
+                run_id,
+                option,
+                remember,
+            } => self.pick_route(&run_id, option, remember),
+            Request::RouteDecline { run_id } => self.decline_route(&run_id),
+            Request::Escalate {
+                run_id,
+                provider,
+                model,
+            } => self.escalate(&run_id, EscalationKind::Escalate, provider, model),
+            Request::Retry { run_id } => self.escalate(&run_id, EscalationKind::Retry, None, None),
+        };
+        self.reply(to, answer);
+    }
+
+    fn target(&self, run_id: &str) -> Target {
+        match self.runs.get(run_id) {
+            Some(run) if run.state.is_active() && run.ending.is_none() => Target::Active,
+            Some(run) => Target::Inactive(run.state),
+            None => Target::Elsewhere,
+        }
+    }
+
+    /// The refusal for a request on a run that is not active (read from the ledger when
+    /// the run is not in memory).
+    fn refuse_target(&mut self, to: ReplyTo, run_id: &str, target: Target) {
+        match target {
+            Target::Inactive(state) => self.reply(to, Err(not_active(run_id, state))),
+            Target::Active | Target::Elsewhere => self.answer_from_ledger(
+                to,
+                Query::NotActive {
+                    run_id: run_id.to_string(),
+                },
+            ),
+        }
+    }
+
+    /// Ends an idle run as complete; a run still in a turn (or not started) is refused.
+    fn complete(&mut self, to: ReplyTo, run_id: &str) {
+        let run = match self.target(run_id) {
+            Target::Active => &self.runs[run_id],
+            other => return self.refuse_target(to, run_id, other),
+        };
+        if run.state != RunState::Idle || run.turn_in_flight {
+            let e = DroverError::new(
+                ErrorCode::RunNotIdle,
+                format!(
+                    "run {run_id} is {}, not idle; wait for it with `drover wait {run_id} \
+                     --until idle`, or end it now with `drover stop {run_id}`",
+                    run.state
+                ),
+            );
+            return self.reply(to, Err(e));
+        }
+        self.end_run(run_id, RunState::Completed, "complete", Cause::Completed);
+        let answer = self.summary_response(run_id);
+        self.reply(to, answer);
+    }
+
+    fn list_runs(&mut self, to: ReplyTo, state: Option<RunState>, include_removed: bool) {
+        let live: Vec<RunSummary> = self
+            .order
+            .iter()
+            .rev()
+            .filter_map(|id| self.runs.get(id))
+            .map(Run::summary)
+            .collect();
+        self.answer_from_ledger(
+            to,
+            Query::Runs {
+                state,
+                include_removed,
+                live,
+            },
+        );
+    }
+
+    fn follow_up(&mut self, to: ReplyTo, run_id: &str, text: String) {
+        if text.trim().is_empty() {
+            let e = DroverError::new(
+                ErrorCode::TaskRequired,
+                "the follow-up is empty; say what the run should do next",
+            );
+            return self.reply(to, Err(e));
+        }
+        let max_chars = self.limits().task_max_chars;
+        if text.chars().count() > max_chars {
+            let e = DroverError::new(
+                ErrorCode::TaskTooLong,
+                format!("the follow-up is longer than {max_chars} characters; shorten it"),
+            );
+            return self.reply(to, Err(e));
+        }
+        let now = self.now;
+        let run = match self.target(run_id) {
+            Target::Active => &self.runs[run_id],
+            other => return self.refuse_target(to, run_id, other),
+        };
+        let planned = run.user_turns() + run.follow_ups.len() as u32;
+        if planned >= run.spec.max_turns {
+            let e = DroverError::new(
+                ErrorCode::MaxTurns,
+                format!(
+                    "run {run_id} has used its {} turns; dispatch a new run to go on",
+                    run.spec.max_turns
+                ),
+            );
+            return self.reply(to, Err(e));
+        }
+        let idle = run.state == RunState::Idle && !run.turn_in_flight;
+        if idle {
+            self.start_turn(run_id, text, TurnOrigin::FollowUp);
+        } else if let Some(run) = self.runs.get_mut(run_id) {
+            let mut batch = Batch::default();
+            run.follow_ups.push_back(text);
+            run.note(
+                &mut batch,
+                "follow-up queued until the current turn ends",
+                now,
+            );
+            run.touch(&mut batch);
+            self.commit(batch);
+        }
+        let answer = self.summary_response(run_id);
+        self.reply(to, answer);
+    }
+
+    /// `remove`: one finished run, or every finished run, leaves the trays.
+    fn remove(&mut self, to: ReplyTo, run_id: Option<String>, finished: bool) {
+        match (run_id, finished) {
+            (Some(id), _) => match self.runs.get(&id) {
+                Some(run) if run.state.is_active() => {
+                    let e = DroverError::new(
+                        ErrorCode::RunNotActive,
+                        format!(
+                            "run {id} is still {}; stop it first, then remove it",
+                            run.state
+                        ),
+                    );
+                    self.reply(to, Err(e));
+                }
+                Some(_) => {
+                    let answer = self.mark_removed(vec![id]);
+                    self.reply(to, Ok(answer));
+                }
+                None => self.load(
+                    Fetch::Summaries {
+                        run_ids: vec![id.clone()],
+                    },
+                    Then::RemoveOne { to, run_id: id },
+                ),
+            },
+            (None, true) => self.load(Fetch::FinishedRunIds, Then::RemoveFinished { to }),
+            (None, false) => {
+                let e = DroverError::new(
+                    ErrorCode::InvalidSpec,
+                    "name a run to remove, or pass --finished to remove every finished run",
+                );
+                self.reply(to, Err(e));
+            }
+        }
+    }
+
+    /// The ledger's row of a run to remove that is not in memory.
+    pub(super) fn remove_loaded(
+        &mut self,
+        run_id: &str,
+        rows: Vec<RunSummary>,
+    ) -> Result<Response, DroverError> {
+        if let Some(run) = self.runs.get(run_id) {
+            // Came back into memory meanwhile (resumed).
+            if run.state.is_active() {
+                return Err(not_active(run_id, run.state));
+            }
+        } else {
+            match rows.into_iter().find(|r| r.run_id == run_id) {
+                Some(r) if r.state.is_active() => return Err(not_active(run_id, r.state)),
+                Some(_) => {}
+                None => return Err(not_found(run_id)),
+            }
+        }
+        Ok(self.mark_removed(vec![run_id.to_string()]))
+    }
+
+    /// Every finished run: those in memory and those the ledger listed.
+    pub(super) fn remove_finished(&mut self, ledger_ids: Vec<String>) -> Response {
+        let mut ids: Vec<String> = self
+            .runs
+            .values()
+            .filter(|r| r.state.is_terminal())
+            .map(|r| r.id.clone())
+            .collect();
+        ids.extend(
+            ledger_ids
+                .into_iter()
+                .filter(|id| !self.runs.contains_key(id)),
+        );
+        self.mark_removed(ids)
+    }
+
+    fn mark_removed(&mut self, targets: Vec<String>) -> Response {
+        let now = self.now;
+        let mut batch = Batch::default();
+        for id in &targets {
+            batch.ops.push(WriteOp::UpdateRun {
+                run_id: id.clone(),
+                patch: Box::new(RunPatch {
+                    updated_at: now,
+                    removed: Some(true),
+                    ..RunPatch::default()
+                }),
+            });
+            batch
+                .events
+                .push(DispatchEvent::RunRemoved { run_id: id.clone() });
+            self.runs.remove(id);
+        }
+        self.order.retain(|id| !targets.contains(id));
+        self.commit(batch);
+        Response::Removed(Removed { removed: targets })
+    }
+}

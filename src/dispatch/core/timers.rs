@@ -1,0 +1,151 @@
+//! Every timer of the dispatcher, in one place: a pending answer's expiry, a run's time
+//! box, its idle timeout, the provider's silence, the stalled watchdog, route cards'
+//! expiry, waits, and the shutdown grace period.
+//!
+//! What must stay true: [`Core::timers_of`] is the one statement of when each run timer
+//! falls due; firing them and naming the next deadline both read it, so the two cannot
+//! disagree (a condition that fires nothing never wakes the loop). A run fires at most one
+//! timer per pass, in the order below; the next pass (at once, if another is due) fires
+//! the next.
+
+use super::Core;
+use super::run::{Batch, Run};
+use crate::UnixMillis;
+use crate::live_state::Cause;
+use crate::run_state::RunState;
+use crate::spec::text::duration_words;
+
+/// A run timer, in the order they are fired.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum RunTimer {
+    /// A pending request was not answered in time: it is denied.
+    AnswerExpired,
+    /// The run went past its max minutes: it fails (`timeout`).
+    TimeBox,
+    /// Idle for its idle timeout: it completes (`idle_timeout`).
+    Idle,
+    /// The model owes an answer and the CLI said nothing for the provider's silence
+    /// timeout: it fails (`timeout`).
+    Silence,
+    /// No provider event for a while: flagged, not stopped.
+    Stalled,
+}
+
+impl Core {
+    /// When each timer of `run` falls due, in firing order (none for a finished run).
+    pub(super) fn timers_of(&self, run: &Run) -> [Option<(UnixMillis, RunTimer)>; 5] {
+        if run.state.is_terminal() {
+            return [None; 5];
+        }
+        let stalled_after = super::answers::secs_ms(self.limits().stalled_after_secs);
+        let silence = self.config.silence_ms(&run.spec.provider);
+        let idle_timeout = super::answers::secs_ms(run.spec.idle_timeout_secs);
+        [
+            run.broker
+                .next_expiry()
+                .map(|at| (at, RunTimer::AnswerExpired)),
+            (run.ending.is_none() && run.holds_slot()).then_some((run.deadline, RunTimer::TimeBox)),
+            run.idle_since
+                .filter(|_| run.ending.is_none())
+                .map(|idle| (idle.saturating_add(idle_timeout), RunTimer::Idle)),
+            run.silence_deadline(silence)
+                .map(|at| (at, RunTimer::Silence)),
+            (run.turn_in_flight && !run.stalled && run.broker.is_empty()).then_some((
+                run.last_event_at.saturating_add(stalled_after),
+                RunTimer::Stalled,
+            )),
+        ]
+    }
+
+    /// Fires what is due at `self.now`.
+    pub(super) fn fire_timers(&mut self) {
+        let now = self.now;
+        self.expire_routes(now);
+        for id in self.order.clone() {
+            let Some(run) = self.runs.get(&id) else {
+                continue;
+            };
+            let due = self
+                .timers_of(run)
+                .into_iter()
+                .flatten()
+                .find(|(at, _)| *at <= now);
+            if let Some((_, timer)) = due {
+                self.fire(&id, timer);
+            }
+        }
+        self.check_waiters();
+    }
+
+    /// The earliest moment a timer is due.
+    pub(super) fn next_deadline(&self) -> Option<UnixMillis> {
+        let runs = self
+            .runs
+            .values()
+            .flat_map(|run| self.timers_of(run).into_iter().flatten().map(|(at, _)| at));
+        let waits = self.waiters.iter().map(|w| w.deadline);
+        runs.chain(waits)
+            .chain(self.next_route_expiry())
+            .chain(self.shutdown_deadline)
+            .min()
+    }
+
+    fn fire(&mut self, run_id: &str, timer: RunTimer) {
+        let now = self.now;
+        match timer {
+            RunTimer::AnswerExpired => {
+                self.deny_expired(run_id);
+            }
+            RunTimer::TimeBox => {
+                let Some(run) = self.runs.get_mut(run_id) else {
+                    return;
+                };
+                let minutes = run.spec.max_minutes;
+                let mut batch = Batch::default();
+                run.note(&mut batch, format!("ran past its {minutes} minutes"), now);
+                self.commit(batch);
+                self.end_run(run_id, RunState::Failed, "timeout", Cause::Failed);
+            }
+            RunTimer::Idle => {
+                self.end_run(run_id, RunState::Completed, "idle_timeout", Cause::Completed);
+            }
+            RunTimer::Silence => {
+                let Some(run) = self.runs.get_mut(run_id) else {
+                    return;
+                };
+                let silent_for = now - run.last_event_at;
+                let provider = run.spec.provider.clone();
+                let mut batch = Batch::default();
+                run.note(
+                    &mut batch,
+                    format!(
+                        "no word from {provider} for {} while the model was answering; it \
+                         may be retrying an API that does not answer",
+                        duration_words(silent_for)
+                    ),
+                    now,
+                );
+                self.commit(batch);
+                self.end_run(run_id, RunState::Failed, "timeout", Cause::Failed);
+            }
+            RunTimer::Stalled => {
+                let stalled_after = super::answers::secs_ms(self.limits().stalled_after_secs);
+                let Some(run) = self.runs.get_mut(run_id) else {
+                    return;
+                };
+                run.stalled = true;
+                let mut batch = Batch::default();
+                run.note(
+                    &mut batch,
+                    format!(
+                        "stalled: no provider event for {} (not stopped; stop it if it is stuck)",
+                        duration_words(stalled_after)
+                    ),
+                    now,
+                );
+                run.touch(&mut batch);
+                self.commit(batch);
+            }
+        }
+    }
+}

@@ -1,0 +1,371 @@
+//! The dispatcher's driver: the one tokio task that feeds the [`Core`] and carries out
+//! what it decides.
+//!
+//! It owns the clock, the channels, the ledger, the adapters and the replies: one
+//! `select!` loop over client requests, adapter events, ledger answers and the core's
+//! next deadline. For each input it reads the config again when the input asks for a
+//! fresh one, hands the input to the core, and carries the effects out in order: commits
+//! go to the publisher (one transaction per turn of the loop, events and replies after
+//! the ack), launches go through [`providers::launch`] (their outcome goes straight back to
+//! the core), commands go to the run's adapter, ledger reads go to the reader thread after
+//! the commit.
+//!
+//! What must stay true: this task never blocks on a child or on SQLite (ledger reads run
+//! on their own thread); it decides nothing — every rule is the core's.
+
+use std::collections::{HashMap, VecDeque};
+use std::path::{Path, PathBuf};
+use std::time::{Duration, SystemTime};
+use tokio::sync::{broadcast, mpsc, oneshot};
+use tokio::time::Instant;
+
+use super::api::Response;
+use super::core::{Core, Effect, Facts, Freshness, Input, Launched, Read, ReplyTo};
+use super::publish::{self, Publication, ReadJob};
+use crate::dispatch::api::DispatchEvent;
+use super::{DispatcherHandle, DispatcherOptions, Envelope, Reply};
+use crate::config::Config;
+use crate::ledger::{Ledger, LedgerOptions, LedgerWriter, WriteOp};
+use crate::providers::{self, AdapterHandle, Launcher, ProviderEvent, RunProviderEvent};
+use crate::{DroverError, UnixMillis};
+
+/// Maps tokio's clock (virtual under paused time) to Unix milliseconds.
+#[derive(Debug, Clone, Copy)]
+pub struct Clock {
+    base_unix: UnixMillis,
+    base: Instant,
+}
+
+impl Clock {
+    pub fn start() -> Clock {
+        Clock {
+            base_unix: crate::clock::now_millis(),
+            base: Instant::now(),
+        }
+    }
+
+    pub fn now(&self) -> UnixMillis {
+        self.base_unix + self.base.elapsed().as_millis() as i64
+    }
+
+    pub fn instant_at(&self, at: UnixMillis) -> Instant {
+        self.base + Duration::from_millis((at - self.base_unix).max(0) as u64)
+    }
+}
+
+/// The facts of this machine the core may ask for.
+struct SystemFacts;
+
+impl Facts for SystemFacts {
+    fn current_dir(&self) -> PathBuf {
+        std::env::current_dir().unwrap_or_else(|_| "/".into())
+    }
+
+    fn is_dir(&self, path: &Path) -> bool {
+        path.is_dir()
+    }
+
+    fn cli_found(&self, command: &str) -> bool {
+        which::which(command).is_ok()
+    }
+}
+
+/// Adapter events handled per turn of the loop before committing.
+const PROVIDER_EVENTS_PER_TURN: usize = 512;
+/// On the hot path, the config file is looked at no more often than this.
+const CONFIG_CHECK_MS: i64 = 500;
+
+/// When the config file was last looked at, and the modification time it had.
+struct ConfigWatch {
+    path: PathBuf,
+    mtime: Option<SystemTime>,
+    checked_at: UnixMillis,
+}
+
+impl ConfigWatch {
+    /// The config read again, when it changed since it was last read. A broken file is
+    /// logged and the config in force is kept.
+    fn changed(&mut self, freshness: Freshness, now: UnixMillis) -> Option<Config> {
+        match freshness {
+            Freshness::Any => return None,
+            Freshness::Throttled if now - self.checked_at < CONFIG_CHECK_MS => return None,
+            _ => {}
+        }
+        self.checked_at = now;
+        let mtime = config_mtime(&self.path);
+        if mtime == self.mtime {
+            return None;
+        }
+        self.mtime = mtime;
+        match Config::load(&self.path) {
+            Ok(config) => {
+                tracing::info!(path = %self.path.display(), "config re-read");
+                Some(config)
+            }
+            Err(e) => {
+                tracing::warn!(code = %e.code, "{}; keeping the config in force", e.message);
+                None
+            }
+        }
+    }
+}
+
+fn config_mtime(path: &Path) -> Option<SystemTime> {
+    std::fs::metadata(path).and_then(|m| m.modified()).ok()
+}
+
+struct Driver {
+    core: Core,
+    clock: Clock,
+    ledger: Option<Ledger>,
+    writer: LedgerWriter,
+    publish: mpsc::UnboundedSender<Publication>,
+    launcher: Launcher,
+    adapters: HashMap<String, AdapterHandle>,
+    replies: HashMap<ReplyTo, Reply>,
+    next_reply: u64,
+    outbox: Outbox,
+    config: ConfigWatch,
+    shutdown: Option<oneshot::Sender<()>>,
+}
+
+pub async fn start(
+    options: DispatcherOptions,
+) -> Result<(DispatcherHandle, tokio::task::JoinHandle<()>), DroverError> {
+    let clock = Clock::start();
+    let ledger_options = LedgerOptions {
+        retention_finished_runs: options.config.limits.retention_finished_runs,
+        ..LedgerOptions::default()
+    };
+    let path = options.paths.ledger_file.clone();
+    let now = clock.now();
+    let (ledger, startup) = tokio::task::spawn_blocking(move || {
+        let (ledger, recovery) = Ledger::open(&path, ledger_options, now)?;
+        if !recovery.interrupted.is_empty() {
+            tracing::info!(runs = ?recovery.interrupted, "runs left active were marked interrupted");
+        }
+        let reader = ledger.reader()?;
+        let startup = super::views::startup(&reader, std::process::id())?;
+        Ok::<_, DroverError>((ledger, startup))
+    })
+    .await
+    .map_err(|e| DroverError::new(crate::ErrorCode::Internal, e.to_string()))??;
+    let core = Core::new(
+        options.config.clone(),
+        startup,
+        Box::new(SystemFacts),
+        clock.now(),
+    )?;
+    let (tx, rx) = mpsc::channel::<Envelope>(256);
+    let (events, _) = broadcast::channel(4096);
+    let (loaded_tx, loaded_rx) = mpsc::unbounded_channel();
+    let reads = publish::spawn_reader(options.paths.ledger_file.clone(), loaded_tx)?;
+    let (publish_tx, publish_rx) = mpsc::unbounded_channel();
+    let publisher = publish::spawn(publish_rx, events.clone(), reads);
+    let (provider_tx, provider_rx) = mpsc::channel(1024);
+    let driver = Driver {
+        core,
+        clock,
+        writer: ledger.writer(),
+        ledger: Some(ledger),
+        publish: publish_tx,
+        launcher: Launcher {
+            self_exe: options.self_exe.clone(),
+            sink: provider_tx,
+        },
+        adapters: HashMap::new(),
+        replies: HashMap::new(),
+        next_reply: 0,
+        outbox: Outbox::default(),
+        config: ConfigWatch {
+            mtime: config_mtime(&options.paths.config_file),
+            path: options.paths.config_file.clone(),
+            checked_at: now,
+        },
+        shutdown: None,
+    };
+    let join = tokio::spawn(async move {
+        driver.run(rx, provider_rx, loaded_rx).await;
+        let _ = publisher.await;
+    });
+    Ok((DispatcherHandle { tx, events }, join))
+}
+
+impl Driver {
+    async fn run(
+        mut self,
+        mut requests: mpsc::Receiver<Envelope>,
+        mut provider_events: mpsc::Receiver<RunProviderEvent>,
+        mut loaded: mpsc::UnboundedReceiver<Input>,
+    ) {
+        let mut requests_open = true;
+        loop {
+            let (effects, next) = self.core.due(self.clock.now());
+            self.carry_out(effects);
+            self.flush();
+            if self.core.shutdown_finished(self.clock.now()) {
+                break;
+            }
+            let sleep = tokio::time::sleep_until(
+                next.map(|at| self.clock.instant_at(at))
+                    .unwrap_or_else(|| Instant::now() + Duration::from_secs(3600)),
+            );
+            tokio::select! {
+                envelope = requests.recv(), if requests_open => match envelope {
+                    Some(Envelope::Request(request, reply)) => {
+                        let from = self.reply_to(reply);
+                        self.input(Input::Request { from, request });
+                    }
+                    Some(Envelope::Shutdown(done)) => {
+                        self.shutdown = Some(done);
+                        self.input(Input::Shutdown);
+                    }
+                    None => {
+                        requests_open = false;
+                        self.input(Input::Shutdown);
+                    }
+                },
+                Some(event) = provider_events.recv() => {
+                    self.provider_event(event);
+                    for _ in 1..PROVIDER_EVENTS_PER_TURN {
+                        match provider_events.try_recv() {
+                            Ok(event) => self.provider_event(event),
+                            Err(_) => break,
+                        }
+                    }
+                }
+                Some(input) = loaded.recv() => self.input(input),
+                _ = sleep => {}
+            }
+        }
+        self.finish().await;
+    }
+
+    fn reply_to(&mut self, reply: Reply) -> ReplyTo {
+        self.next_reply += 1;
+        let to = ReplyTo(self.next_reply);
+        self.replies.insert(to, reply);
+        to
+    }
+
+    fn provider_event(&mut self, event: RunProviderEvent) {
+        let exited = matches!(event.event, ProviderEvent::Exited { .. });
+        let run_id = exited.then(|| event.run_id.clone());
+        self.input(Input::Provider(event));
+        if let Some(run_id) = run_id {
+            // The adapter has sent its last event.
+            self.adapters.remove(&run_id);
+        }
+    }
+
+    /// Hands one input to the core (after reading the config again when it asks for a
+    /// fresh one) and carries out what it decided.
+    fn input(&mut self, input: Input) {
+        let now = self.clock.now();
+        if let Some(config) = self.config.changed(input.freshness(), now) {
+            let effects = self.core.handle(Input::Config(Box::new(config)), now);
+            self.carry_out(effects);
+        }
+        let effects = self.core.handle(input, now);
+        self.carry_out(effects);
+    }
+
+    fn carry_out(&mut self, effects: Vec<Effect>) {
+        let mut queue: VecDeque<Effect> = effects.into();
+        while let Some(effect) = queue.pop_front() {
+            match effect {
+                Effect::Commit(batch) => {
+                    let (ops, events) = batch.into_parts();
+                    self.outbox.ops.extend(ops);
+                    self.outbox.events.extend(events);
+                }
+                Effect::Reply {
+                    to,
+                    answer,
+                    after_commit,
+                } => {
+                    if let Some(reply) = self.replies.remove(&to) {
+                        if after_commit {
+                            self.outbox.replies.push((reply, answer));
+                        } else {
+                            let _ = reply.send(answer);
+                        }
+                    }
+                }
+                Effect::Launch(spec) => {
+                    let run_id = spec.run_id.clone();
+                    let outcome = providers::launch(*spec, &self.launcher).map(|handle| {
+                        let pid = handle.pid;
+                        self.adapters.insert(run_id.clone(), handle);
+                        Launched { pid }
+                    });
+                    // The outcome is decided on before anything that followed the launch.
+                    let more = self
+                        .core
+                        .handle(Input::Launched { run_id, outcome }, self.clock.now());
+                    for effect in more.into_iter().rev() {
+                        queue.push_front(effect);
+                    }
+                }
+                Effect::Send { run_id, command } => {
+                    if let Some(adapter) = self.adapters.get(&run_id) {
+                        // A closed channel means the adapter is ending; its exit will
+                        // end the run.
+                        let _ = adapter.commands.send(command);
+                    }
+                }
+                Effect::Read(Read::Answer { to, query }) => {
+                    if let Some(reply) = self.replies.remove(&to) {
+                        self.outbox.reads.push(ReadJob::Answer { reply, query });
+                    }
+                }
+                Effect::Read(Read::Load { fetch, then }) => {
+                    self.outbox.reads.push(ReadJob::Load { fetch, then });
+                }
+            }
+        }
+    }
+
+    /// Sends what the loop turn queued to the ledger and the publisher.
+    fn flush(&mut self) {
+        let outbox = std::mem::take(&mut self.outbox);
+        if outbox.ops.is_empty()
+            && outbox.events.is_empty()
+            && outbox.replies.is_empty()
+            && outbox.reads.is_empty()
+        {
+            return;
+        }
+        let ack = self.writer.send_acked(outbox.ops);
+        let _ = self.publish.send(Publication {
+            ack,
+            events: outbox.events,
+            replies: outbox.replies,
+            reads: outbox.reads,
+        });
+    }
+
+    async fn finish(mut self) {
+        // Anything still waiting is answered before the writer stops.
+        let effects = self.core.finish(self.clock.now());
+        self.carry_out(effects);
+        self.flush();
+        let barrier = self.writer.send_acked(Vec::<WriteOp>::new());
+        let _ = barrier.await;
+        if let Some(ledger) = self.ledger.take() {
+            let _ = tokio::task::spawn_blocking(move || ledger.close()).await;
+        }
+        if let Some(done) = self.shutdown.take() {
+            let _ = done.send(());
+        }
+    }
+}
+
+/// What one turn of the loop produced, committed together.
+#[derive(Default)]
+struct Outbox {
+    ops: Vec<WriteOp>,
+    events: Vec<DispatchEvent>,
+    replies: Vec<(Reply, Result<Response, DroverError>)>,
+    reads: Vec<ReadJob>,
+}
