@@ -55,8 +55,9 @@ fn main() {
                     spec: Box::new(spec),
                 })
                 .await
+                .and_then(|r| r.into_run())
                 .expect("dispatch");
-            ids.push(run["run_id"].as_str().expect("run id").to_string());
+            ids.push(run.run_id);
         }
         let outcome = handle
             .request(Request::Wait {
@@ -66,9 +67,10 @@ fn main() {
                 timeout_secs: Some(3600),
             })
             .await
+            .and_then(|r| r.into_wait())
             .expect("wait");
         let elapsed = start.elapsed().as_secs_f64();
-        assert_eq!(outcome["timed_out"], false, "runs did not finish");
+        assert!(!outcome.timed_out, "runs did not finish");
         handle.shutdown().await;
         let _ = join.await;
         let conn = rusqlite::Connection::open(&paths.ledger_file).expect("ledger");

@@ -48,6 +48,7 @@ impl Harness {
             .await
             .expect("the dispatcher answers")
             .expect("the request is accepted")
+            .to_json()
     }
 
     async fn dispatch(&self, scenario: &str) -> String {

@@ -10,7 +10,7 @@ mod tui_common;
 
 use crossterm::event::KeyCode;
 use drover::config::Config;
-use drover::control::offline::TranscriptView;
+use drover::dispatch::api::TranscriptView;
 use drover::dispatch::api::{RunSummary, RunView, TranscriptFormat, WaitOutcome, WaitUntil};
 use drover::dispatch::{self, DispatchEvent, DispatcherHandle, DispatcherOptions, Request};
 use drover::paths::Paths;
@@ -138,7 +138,7 @@ impl Harness {
             .request(request)
             .await
             .expect("request answered");
-        serde_json::from_value(value).expect("answer shape")
+        serde_json::from_value(value.to_json()).expect("answer shape")
     }
 
     async fn dispatch(&self, scenario: &str, task: &str) -> String {
@@ -494,11 +494,10 @@ async fn quitting_with_an_active_run_asks_then_the_shutdown_records_it_interrupt
     // What the dashboard does on quit: shut the dispatcher down.
     let paths = h.paths.clone();
     let _home = h.shutdown().await;
-    let view: RunView = serde_json::from_value(
-        drover::control::offline::answer(&paths, &Request::Show { run_id })
-            .expect("the ledger answers"),
-    )
-    .expect("a run view");
+    let view: RunView = drover::control::offline::answer(&paths, &Request::Show { run_id })
+        .expect("the ledger answers")
+        .into_show()
+        .expect("a run view");
     assert_eq!(view.state, RunState::Interrupted);
     assert_eq!(view.completion_reason.as_deref(), Some("shutdown"));
 }

@@ -485,19 +485,4 @@ mod tests {
         let e = Cli::try_parse_from(["drover", "dispatch", "--model", "m"]).unwrap_err();
         assert_eq!(e.kind(), clap::error::ErrorKind::MissingRequiredArgument);
     }
-
-    #[test]
-    fn the_run_id_and_state_are_read_from_the_answer() {
-        let flat = json!({"run_id": "r1", "state": "queued"});
-        let nested = json!({"run": {"run_id": "r2", "state": "completed"}});
-        assert_eq!(run_id_of(&flat).unwrap(), "r1");
-        assert_eq!(run_id_of(&nested).unwrap(), "r2");
-        assert_eq!(state_of(&flat), Some(RunState::Queued));
-        assert_eq!(state_of(&nested), Some(RunState::Completed));
-        assert_eq!(state_of(&json!({"state": "weird"})), None);
-        assert_eq!(
-            run_id_of(&json!({"ok": true})).unwrap_err().code,
-            ErrorCode::Internal
-        );
-    }
 }

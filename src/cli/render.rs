@@ -566,12 +566,4 @@ mod tests {
         ];
         assert_eq!(lines, expected);
     }
-
-    #[test]
-    fn an_answer_of_an_unexpected_shape_is_shown_as_json() {
-        let text = as_view::<RunSummary>(&json!({"surprise": 1}), |_| "view".into());
-        assert_eq!(text, "{\n  \"surprise\": 1\n}\n");
-        let text = as_view::<Vec<RunSummary>>(&json!([]), |runs| runs_table(runs, 0));
-        assert_eq!(text, "no runs\n");
-    }
 }

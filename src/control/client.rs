@@ -118,6 +118,14 @@ impl ControlClient {
     /// the request's typed [`Response`]. For an event stream use
     /// [`ControlClient::subscribe`].
     pub async fn request(&mut self, request: Request) -> Result<Response, DroverError> {
+        let value = self.request_json(request.clone()).await?;
+        request
+            .decode(value)
+            .map_err(|e| self.link.unreadable(&format!("an answer in an unexpected shape: {e}")))
+    }
+
+    /// [`ControlClient::request`], with the answer as the JSON the socket carried.
+    pub async fn request_json(&mut self, request: Request) -> Result<Value, DroverError> {
         if matches!(request, Request::Subscribe { .. }) {
             return Err(DroverError::new(
                 ErrorCode::Internal,
@@ -125,10 +133,7 @@ impl ControlClient {
             ));
         }
         let limit = request_timeout(&request);
-        let value = self.request_within(request.clone(), limit).await?;
-        request
-            .decode(value)
-            .map_err(|e| self.link.unreadable(&format!("an answer in an unexpected shape: {e}")))
+        self.request_within(request, limit).await
     }
 
     /// Turns this connection into an event stream: events of `run_ids` (every run when

@@ -32,29 +32,27 @@ pub use host::Host;
 pub use owner::OwnerLock;
 pub use server::{ControlServer, serve};
 
+use serde_json::Value;
 use std::future::Future;
 use tokio::sync::broadcast;
 
-use crate::dispatch::{DispatchEvent, DispatcherHandle, Request, Response};
+use crate::dispatch::{DispatchEvent, DispatcherHandle, Request};
 use crate::error::{DroverError, ErrorCode};
 use crate::paths::Paths;
 
-/// What the control server needs from the dispatcher: requests and the event stream.
-/// [`DispatcherHandle`] is the one real implementation; tests use a fake.
+/// What the control server needs from the dispatcher: requests answered as the JSON the
+/// socket carries, and the event stream. [`DispatcherHandle`] is the one real
+/// implementation (its typed answers become JSON here, at the socket boundary); tests use
+/// a fake.
 pub trait Dispatcher: Clone + Send + Sync + 'static {
-    fn request(
-        &self,
-        request: Request,
-    ) -> impl Future<Output = Result<Response, DroverError>> + Send;
+    fn request(&self, request: Request) -> impl Future<Output = Result<Value, DroverError>> + Send;
     fn subscribe(&self) -> broadcast::Receiver<DispatchEvent>;
 }
 
 impl Dispatcher for DispatcherHandle {
-    fn request(
-        &self,
-        request: Request,
-    ) -> impl Future<Output = Result<Response, DroverError>> + Send {
-        DispatcherHandle::request(self, request)
+    fn request(&self, request: Request) -> impl Future<Output = Result<Value, DroverError>> + Send {
+        let handle = self.clone();
+        async move { handle.request(request).await.map(|r| r.to_json()) }
     }
 
     fn subscribe(&self) -> broadcast::Receiver<DispatchEvent> {

@@ -271,7 +271,7 @@ async fn read_requests<D: Dispatcher>(
         let dispatcher = dispatcher.clone();
         let out = out.clone();
         requests.spawn(async move {
-            let result = dispatcher.request(request).await.map(|r| r.to_json());
+            let result = dispatcher.request(request).await;
             send(&out, ServerLine::answer(id, result)).await;
         });
         // Reap what finished so the set does not grow on a long-lived connection.

@@ -135,12 +135,12 @@ async fn requests_and_refusals_round_trip_over_the_socket() {
     let owner = start_owner(16);
     let mut client = client(&owner).await;
     assert_eq!(
-        client.request(Request::Ping).await.unwrap(),
+        client.request_json(Request::Ping).await.unwrap(),
         json!({"pong": true})
     );
     assert_eq!(
         client
-            .request(Request::Show {
+            .request_json(Request::Show {
                 run_id: "r1".into()
             })
             .await
@@ -148,7 +148,7 @@ async fn requests_and_refusals_round_trip_over_the_socket() {
         json!({"run_id": "r1"})
     );
     let e = client
-        .request(Request::Show {
+        .request_json(Request::Show {
             run_id: "missing".into(),
         })
         .await
@@ -159,7 +159,7 @@ async fn requests_and_refusals_round_trip_over_the_socket() {
     );
     // The connection is still good after a refusal.
     let echoed = client
-        .request(Request::Remove {
+        .request_json(Request::Remove {
             run_id: None,
             finished: true,
         })
@@ -324,7 +324,7 @@ async fn a_second_owner_is_refused_while_the_first_serves() {
     let e = OwnerLock::acquire(&owner.paths).unwrap_err();
     assert_eq!(e.code, ErrorCode::OwnerRunning);
     // The refused attempt left the live socket alone.
-    assert!(client(&owner).await.request(Request::Ping).await.is_ok());
+    assert!(client(&owner).await.request_json(Request::Ping).await.is_ok());
 }
 
 #[tokio::test]
@@ -350,7 +350,7 @@ async fn stopping_closes_connections_removes_the_socket_and_frees_the_directory(
     // A wait nobody will release, in flight when the server stops.
     let pending = tokio::spawn(async move {
         waiting
-            .request(Request::Wait {
+            .request_json(Request::Wait {
                 run_ids: vec!["r1".into()],
                 until: WaitUntil::Terminal,
                 any: false,
@@ -399,7 +399,7 @@ async fn a_request_the_owner_never_answers_times_out() {
     assert!(e.message.contains("within 0.05 s"), "{}", e.message);
     // The late answer would carry the old id; the next request is matched by its own.
     assert_eq!(
-        client.request(Request::Ping).await.unwrap(),
+        client.request_json(Request::Ping).await.unwrap(),
         json!({"pong": true})
     );
 }
@@ -418,7 +418,7 @@ async fn the_host_owns_the_directory_with_the_real_dispatcher() {
         .unwrap();
     assert_eq!(host.socket_path(), paths.socket_file);
     let mut client = client_for(&paths).await;
-    let pong = within("ping", client.request(Request::Ping)).await.unwrap();
+    let pong = within("ping", client.request_json(Request::Ping)).await.unwrap();
     assert_eq!(pong["pong"], true);
     assert_eq!(pong["pid"], std::process::id());
     let e = within("second host", Host::start(options))

@@ -551,8 +551,9 @@ fn damaged(run: &RunRecord, column: &str, e: impl std::fmt::Display) -> DroverEr
 #[cfg(test)]
 pub(crate) mod tests {
     use super::*;
-    use crate::ledger::{Ledger, LedgerOptions, RunRecord, TurnRecord, WriteOp};
+    use crate::ledger::{EventRecord, Ledger, LedgerOptions, RunRecord, TurnRecord, WriteOp};
     use crate::paths::Paths;
+    use serde_json::Value;
     use crate::live_state::{Cause, LiveState, LiveStateKind};
     use crate::spec::{Capability, PermissionPolicy};
     use serde_json::json;
@@ -736,7 +737,7 @@ pub(crate) mod tests {
         let dir = tempfile::tempdir().unwrap();
         let paths = Paths::under(dir.path());
         fill_ledger(&paths);
-        let reader = open_reader(&paths).unwrap().unwrap();
+        let reader = LedgerReader::open(&paths.ledger_file).unwrap();
         (dir, paths, reader)
     }
 

@@ -7,8 +7,8 @@ use serde_json::json;
 use super::app::{App, AppOptions};
 use super::event::{AppEvent, Effect, ReplyTag};
 use super::model::ViewModel;
-use crate::dispatch::api::{PendingView, RunSummary};
-use crate::dispatch::{DispatchEvent, Request};
+use crate::dispatch::api::{PendingView, RunSummary, TranscriptFormat, TranscriptView};
+use crate::dispatch::{DispatchEvent, Request, Response};
 use crate::providers::RequestKind;
 use crate::run_state::RunState;
 
@@ -36,7 +36,7 @@ fn app(runs: Vec<RunSummary>) -> App {
     let mut app = App::new(AppOptions::new("/".into()), ViewModel::new(0, 120, 40));
     let _ = app.handle(AppEvent::Reply {
         tag: ReplyTag::Runs,
-        result: Ok(serde_json::to_value(runs).unwrap()),
+        result: Ok(Response::Runs(runs)),
     });
     app
 }
@@ -76,7 +76,7 @@ fn the_first_list_selects_a_run_and_fetches_its_view_and_transcript() {
     let mut app = App::new(AppOptions::new("/".into()), ViewModel::new(0, 120, 40));
     let effects = app.handle(AppEvent::Reply {
         tag: ReplyTag::Runs,
-        result: Ok(json!([summary("a", RunState::Running)])),
+        result: Ok(Response::Runs(vec![summary("a", RunState::Running)])),
     });
     let sent = requests(&effects);
     assert!(
@@ -161,7 +161,7 @@ fn a_new_permission_request_notifies_once_and_can_be_turned_off() {
     let mut quiet = App::new(options, ViewModel::new(0, 120, 40));
     let _ = quiet.handle(AppEvent::Reply {
         tag: ReplyTag::Runs,
-        result: Ok(json!([summary("a", RunState::Running)])),
+        result: Ok(Response::Runs(vec![summary("a", RunState::Running)])),
     });
     assert!(
         !quiet
@@ -209,8 +209,13 @@ fn a_click_selects_the_run_under_the_pointer_and_the_wheel_scrolls() {
     // The wheel over the detail pane scrolls the transcript instead.
     let _ = app.handle(AppEvent::Reply {
         tag: ReplyTag::Transcript("bb".into()),
-        result: Ok(json!({"run_id": "bb", "format": "tail",
-            "lines": (0..100).map(|i| format!("line {i}")).collect::<Vec<_>>()})),
+        result: Ok(Response::Transcript(Box::new(TranscriptView {
+            run_id: "bb".into(),
+            format: TranscriptFormat::Tail,
+            lines: (0..100).map(|i| format!("line {i}")).collect(),
+            events: Vec::new(),
+            result: None,
+        }))),
     });
     assert_eq!(app.model.transcript_scroll, None, "following the end");
     let _ = app.handle(wheel(MouseEventKind::ScrollUp, 100));
