@@ -96,8 +96,20 @@ impl Core {
     }
 
     /// The launch's outcome: `starting`, live `preparing`; or the run fails
-    /// (`launch_error`).
+    /// (`launch_error`). Replies that waited for it go out then.
     pub(super) fn on_launched(&mut self, run_id: &str, outcome: Result<Launched, LaunchError>) {
+        self.launch_outcome(run_id, outcome);
+        let (ready, waiting) = std::mem::take(&mut self.after_launch)
+            .into_iter()
+            .partition(|(_, id)| id == run_id);
+        self.after_launch = waiting;
+        for (to, id) in ready {
+            let answer = self.summary_response(&id);
+            self.reply(to, answer);
+        }
+    }
+
+    fn launch_outcome(&mut self, run_id: &str, outcome: Result<Launched, LaunchError>) {
         let now = self.now;
         let Some(run) = self.runs.get_mut(run_id) else {
             return;

@@ -285,6 +285,9 @@ pub struct Core {
     money: money::Money,
     /// Remembered route choices: task class → `provider/model`.
     route_memory: HashMap<String, String>,
+    /// Replies showing a run whose launch is under way: sent once its outcome is in, so
+    /// they show where the run is (starting, or failed).
+    after_launch: Vec<(ReplyTo, String)>,
     out: Vec<Effect>,
 }
 
@@ -313,6 +316,7 @@ impl Core {
             shutdown_deadline: None,
             money,
             route_memory: startup.route_memory.into_iter().collect(),
+            after_launch: Vec::new(),
             out: Vec::new(),
         })
     }
@@ -375,8 +379,15 @@ impl Core {
         }
     }
 
-    /// Answers after everything queued so far is committed.
+    /// Answers after everything queued so far is committed. An answer showing a run whose
+    /// launch is under way waits for the launch's outcome.
     fn reply(&mut self, to: ReplyTo, answer: Result<Response, DroverError>) {
+        if let Ok(Response::Run(run)) = &answer
+            && self.runs.get(&run.run_id).is_some_and(|r| r.launching)
+        {
+            self.after_launch.push((to, run.run_id.clone()));
+            return;
+        }
         self.out.push(Effect::Reply {
             to,
             answer,
