@@ -2,15 +2,14 @@
 //! `budget new` starts a new session (both need a running drover).
 
 use clap::{Args, Subcommand};
-use serde_json::Value;
 
 use super::headless::{ask, print_json, runtime};
 use super::runs::JsonFlag;
-use super::write_stdout;
+use super::{render, write_stdout};
 use crate::dispatch::Request;
 use crate::dispatch::api::BudgetView;
 use crate::error::DroverError;
-use crate::money::budget::usd;
+use crate::money::usd;
 use crate::paths::Paths;
 
 #[derive(Debug, Args)]
@@ -64,13 +63,11 @@ pub fn run(args: BudgetArgs, paths: &Paths) -> Result<(), DroverError> {
     if json {
         return print_json(&answer);
     }
-    write_stdout(&render(&answer))
+    write_stdout(&render::as_view(&answer, budget_lines))
 }
 
-fn render(answer: &Value) -> String {
-    let Ok(b) = serde_json::from_value::<BudgetView>(answer.clone()) else {
-        return serde_json::to_string_pretty(answer).unwrap_or_default() + "\n";
-    };
+/// The human form of a budget session.
+fn budget_lines(b: &BudgetView) -> String {
     let state = if b.closed {
         " — CLOSED: the hard cap is reached; `drover budget set --hard USD` reopens it"
     } else if b.warned {

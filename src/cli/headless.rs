@@ -5,11 +5,9 @@
 use serde::Serialize;
 use serde_json::Value;
 use std::io::Write;
-use std::time::{SystemTime, UNIX_EPOCH};
 use tokio::signal::unix::{Signal, SignalKind, signal};
 
 use super::write_stdout;
-use crate::UnixMillis;
 use crate::config::Config;
 use crate::control::{ControlClient, offline};
 use crate::dispatch::{DispatcherOptions, Request};
@@ -101,11 +99,4 @@ pub(crate) async fn ask(paths: &Paths, request: Request) -> Result<Value, Drover
         Some(mut client) => client.request(request).await,
         None => offline::answer(paths, &request),
     }
-}
-
-/// Now, for ages shown to the user.
-pub(crate) fn now_millis() -> UnixMillis {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map_or(0, |d| d.as_millis() as UnixMillis)
 }

@@ -14,8 +14,9 @@ use crate::control::offline::TranscriptView;
 use crate::dispatch::DispatchEvent;
 use crate::dispatch::api::{ResultView, RunSummary, RunView, TranscriptFormat, WaitOutcome};
 use crate::live_state::LiveState;
+use crate::money::usd;
 use crate::providers::RequestKind;
-use crate::spec::text::{clip, one_line};
+use crate::spec::text::{clip, one_line, provider_model};
 
 /// The longest title shown in a table row.
 const TITLE_COLUMN_CHARS: usize = 60;
@@ -26,8 +27,13 @@ const TEXT_CHARS: usize = 120;
 pub fn as_view<T: DeserializeOwned>(value: &Value, render: impl FnOnce(&T) -> String) -> String {
     match serde_json::from_value::<T>(value.clone()) {
         Ok(view) => render(&view),
-        Err(_) => serde_json::to_string_pretty(value).unwrap_or_default() + "\n",
+        Err(_) => pretty_json(value),
     }
+}
+
+/// An answer with no human form of its own: pretty JSON and a newline.
+pub fn pretty_json(value: &Value) -> String {
+    serde_json::to_string_pretty(value).unwrap_or_default() + "\n"
 }
 
 /// `12s`, `5m`, `3h`, `2d` since `then`.
@@ -54,10 +60,6 @@ fn answer_hint(pending: &crate::dispatch::api::PendingView) -> String {
             format!("allow --answer \"{question}=CHOICE\" (or deny)")
         }
     }
-}
-
-pub fn usd(amount: f64) -> String {
-    format!("${amount:.2}")
 }
 
 /// Rows padded to their widest cell; the last column is not padded.
@@ -110,13 +112,6 @@ fn state_cell(run: &RunSummary) -> String {
     cell
 }
 
-fn provider_cell(provider: &str, model: Option<&str>) -> String {
-    match model {
-        Some(model) => format!("{provider}/{model}"),
-        None => provider.to_string(),
-    }
-}
-
 /// `drover runs`: one aligned row per run.
 pub fn runs_table(runs: &[RunSummary], now: UnixMillis) -> String {
     if runs.is_empty() {
@@ -133,7 +128,7 @@ pub fn runs_table(runs: &[RunSummary], now: UnixMillis) -> String {
             state_cell(run),
             format!("{} of {}", usd(run.cost_usd), usd(run.budget_usd)),
             age(now, run.created_at),
-            provider_cell(&run.provider, run.model.as_deref()),
+            provider_model(&run.provider, run.model.as_deref()),
             clip(&one_line(&run.title), TITLE_COLUMN_CHARS),
         ]);
     }
@@ -196,7 +191,7 @@ pub fn run_view(run: &RunView, now: UnixMillis) -> String {
     }
     push(
         "provider",
-        provider_cell(&run.provider, run.model.as_deref()),
+        provider_model(&run.provider, run.model.as_deref()),
     );
     push("task", clip(&one_line(&run.task), TEXT_CHARS));
     push("cwd", run.cwd.clone());

@@ -5,12 +5,14 @@
 use clap::{Args, Subcommand};
 use serde_json::Value;
 
-use super::headless::{ask, now_millis, print_json, runtime};
+use super::headless::{ask, print_json, runtime};
 use super::runs::JsonFlag;
 use super::write_stdout;
+use crate::clock::now_millis;
 use crate::dispatch::Request;
 use crate::dispatch::api::RouteCardView;
 use crate::error::{DroverError, ErrorCode};
+use crate::money::usd_per_mtok;
 use crate::paths::Paths;
 
 #[derive(Debug, Subcommand)]
@@ -120,7 +122,7 @@ fn human(request: &Request, answer: &Value) -> String {
             field("provider"),
             field("model")
         ),
-        _ => serde_json::to_string_pretty(answer).unwrap_or_default() + "\n",
+        _ => super::render::pretty_json(answer),
     }
 }
 
@@ -150,7 +152,9 @@ fn routes(answer: &Value) -> String {
                 "free".to_string()
             } else {
                 match (o.input_per_mtok, o.output_per_mtok) {
-                    (Some(i), Some(p)) => format!("${i}/${p} per Mtok"),
+                    (Some(i), Some(p)) => {
+                        format!("{}/{} per Mtok", usd_per_mtok(i), usd_per_mtok(p))
+                    }
                     _ => "no price".to_string(),
                 }
             };
@@ -161,7 +165,7 @@ fn routes(answer: &Value) -> String {
                 o.model,
                 o.tier,
                 o.context_window
-                    .map(|c| format!("{}k context", c / 1000))
+                    .map(|c| format!("{} context", crate::route::tokens_short(c)))
                     .unwrap_or_default(),
                 if o.vision { " · vision" } else { "" },
                 o.reason,

@@ -16,8 +16,9 @@ use serde_json::Value;
 use std::collections::BTreeMap;
 
 use super::dispatch::DispatchArgs;
-use super::headless::{ask, now_millis, print_json, runtime};
+use super::headless::{ask, print_json, runtime};
 use super::{render, write_stdout};
+use crate::clock::now_millis;
 use crate::control::offline::TranscriptView;
 use crate::dispatch::Request;
 use crate::dispatch::api::{RunSummary, RunView, TranscriptFormat, WaitOutcome, WaitUntil};
@@ -434,7 +435,7 @@ fn human(command: &RunCommand, request: &Request, answer: &Value) -> String {
             "removed the finished runs from the trays\n".to_string()
         }
         (_, Request::KillAll) => "stopping every active, queued and held run\n".to_string(),
-        _ => serde_json::to_string_pretty(answer).unwrap_or_default() + "\n",
+        _ => render::pretty_json(answer),
     }
 }
 

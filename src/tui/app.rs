@@ -37,6 +37,7 @@ use crate::dispatch::{DispatchEvent, Request};
 use crate::error::ErrorCode;
 use crate::route::EscalationKind;
 use crate::run_state::RunState;
+use crate::spec::text::plural;
 
 /// Lines a page key moves the transcript.
 const PAGE_LINES: usize = 10;
@@ -1000,8 +1001,4 @@ fn decode<T: DeserializeOwned>(result: Result<Value, DroverError>) -> Result<T, 
             format!("the dispatcher answered in an unexpected shape: {e}"),
         )
     })
-}
-
-fn plural(n: usize) -> &'static str {
-    if n == 1 { "" } else { "s" }
 }
