@@ -62,10 +62,7 @@ impl Harness {
         let driver = Driver::new(handle.clone(), sender);
         let mut opts = options();
         opts.cwd = home.path().to_path_buf();
-        let app = App::new(
-            opts,
-            ViewModel::new(drover::tui::runner::now_millis(), 120, 40),
-        );
+        let app = App::new(opts, ViewModel::new(drover::clock::now_millis(), 120, 40));
         let mut h = Harness {
             app,
             handle,
@@ -94,7 +91,7 @@ impl Harness {
     }
 
     fn handle_event(&mut self, event: AppEvent) {
-        self.app.model.now = drover::tui::runner::now_millis();
+        self.app.model.now = drover::clock::now_millis();
         let effects = self.app.handle(event);
         self.carry_out(effects);
     }

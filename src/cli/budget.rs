@@ -6,9 +6,10 @@ use clap::{Args, Subcommand};
 use super::headless::{ask, print_json, runtime};
 use super::runs::JsonFlag;
 use super::write_stdout;
+use crate::dispatch::api::BudgetView;
 use crate::dispatch::{Request, Response};
 use crate::error::DroverError;
-use crate::money::budget::usd;
+use crate::money::usd;
 use crate::paths::Paths;
 
 #[derive(Debug, Args)]
@@ -62,13 +63,14 @@ pub fn run(args: BudgetArgs, paths: &Paths) -> Result<(), DroverError> {
     if json {
         return print_json(&answer);
     }
-    write_stdout(&render(&answer))
+    match &answer {
+        Response::Budget(b) => write_stdout(&budget_lines(b)),
+        other => write_stdout(&super::render::pretty_json(other)),
+    }
 }
 
-fn render(answer: &Response) -> String {
-    let Response::Budget(b) = answer else {
-        return serde_json::to_string_pretty(answer).unwrap_or_default() + "\n";
-    };
+/// The human form of a budget session.
+fn budget_lines(b: &BudgetView) -> String {
     let state = if b.closed {
         " — CLOSED: the hard cap is reached; `drover budget set --hard USD` reopens it"
     } else if b.warned {

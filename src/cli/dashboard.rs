@@ -53,7 +53,7 @@ pub(crate) async fn open(
     if active > 0 {
         note(&format!(
             "drover: stopping {active} active run{} (recorded as interrupted by shutdown)…",
-            if active == 1 { "" } else { "s" }
+            crate::spec::text::plural(active)
         ));
     }
     host.shutdown().await;

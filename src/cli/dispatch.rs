@@ -15,9 +15,10 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 use tokio::sync::broadcast::error::RecvError;
 
-use super::headless::{StopSignals, dispatcher_options, note, now_millis, print_json};
+use super::headless::{StopSignals, dispatcher_options, note, print_json};
 use super::runs::JsonFlag;
 use super::{render, write_stdout};
+use crate::clock::now_millis;
 use crate::control::{ControlClient, Host};
 use crate::dispatch::api::WaitUntil;
 use crate::dispatch::{DispatchEvent, Request};

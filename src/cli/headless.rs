@@ -4,11 +4,9 @@
 
 use serde::Serialize;
 use std::io::Write;
-use std::time::{SystemTime, UNIX_EPOCH};
 use tokio::signal::unix::{Signal, SignalKind, signal};
 
 use super::write_stdout;
-use crate::UnixMillis;
 use crate::config::Config;
 use crate::control::{ControlClient, offline};
 use crate::dispatch::{DispatcherOptions, Request, Response};
@@ -100,11 +98,4 @@ pub(crate) async fn ask(paths: &Paths, request: Request) -> Result<Response, Dro
         Some(mut client) => client.request(request).await,
         None => offline::answer(paths, &request),
     }
-}
-
-/// Now, for ages shown to the user.
-pub(crate) fn now_millis() -> UnixMillis {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map_or(0, |d| d.as_millis() as UnixMillis)
 }

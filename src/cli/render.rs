@@ -13,13 +13,19 @@ use crate::dispatch::api::{
     ResultView, RunSummary, RunView, TranscriptFormat, TranscriptView, WaitOutcome,
 };
 use crate::live_state::LiveState;
+use crate::money::usd;
 use crate::providers::RequestKind;
-use crate::spec::text::{clip, one_line};
+use crate::spec::text::{clip, one_line, provider_model};
 
 /// The longest title shown in a table row.
 const TITLE_COLUMN_CHARS: usize = 60;
 /// The longest free text (task, previews, notes) shown on one line.
 const TEXT_CHARS: usize = 120;
+
+/// An answer with no human form of its own: pretty JSON and a newline.
+pub fn pretty_json(value: &impl serde::Serialize) -> String {
+    serde_json::to_string_pretty(value).unwrap_or_default() + "\n"
+}
 
 /// `12s`, `5m`, `3h`, `2d` since `then`.
 pub fn age(now: UnixMillis, then: UnixMillis) -> String {
@@ -45,10 +51,6 @@ fn answer_hint(pending: &crate::dispatch::api::PendingView) -> String {
             format!("allow --answer \"{question}=CHOICE\" (or deny)")
         }
     }
-}
-
-pub fn usd(amount: f64) -> String {
-    format!("${amount:.2}")
 }
 
 /// Rows padded to their widest cell; the last column is not padded.
@@ -101,13 +103,6 @@ fn state_cell(run: &RunSummary) -> String {
     cell
 }
 
-fn provider_cell(provider: &str, model: Option<&str>) -> String {
-    match model {
-        Some(model) => format!("{provider}/{model}"),
-        None => provider.to_string(),
-    }
-}
-
 /// `drover runs`: one aligned row per run.
 pub fn runs_table(runs: &[RunSummary], now: UnixMillis) -> String {
     if runs.is_empty() {
@@ -124,7 +119,7 @@ pub fn runs_table(runs: &[RunSummary], now: UnixMillis) -> String {
             state_cell(run),
             format!("{} of {}", usd(run.cost_usd), usd(run.budget_usd)),
             age(now, run.created_at),
-            provider_cell(&run.provider, run.model.as_deref()),
+            provider_model(&run.provider, run.model.as_deref()),
             clip(&one_line(&run.title), TITLE_COLUMN_CHARS),
         ]);
     }
@@ -187,7 +182,7 @@ pub fn run_view(run: &RunView, now: UnixMillis) -> String {
     }
     push(
         "provider",
-        provider_cell(&run.provider, run.model.as_deref()),
+        provider_model(&run.provider, run.model.as_deref()),
     );
     push("task", clip(&one_line(&run.task), TEXT_CHARS));
     push("cwd", run.cwd.clone());

@@ -4,12 +4,14 @@
 
 use clap::{Args, Subcommand};
 
-use super::headless::{ask, now_millis, print_json, runtime};
+use super::headless::{ask, print_json, runtime};
 use super::runs::JsonFlag;
 use super::write_stdout;
+use crate::clock::now_millis;
 use crate::dispatch::api::OpenRoute;
 use crate::dispatch::{Request, Response};
 use crate::error::{DroverError, ErrorCode};
+use crate::money::usd_per_mtok;
 use crate::paths::Paths;
 
 #[derive(Debug, Subcommand)]
@@ -116,7 +118,7 @@ fn human(request: &Request, answer: &Response) -> String {
                 run.model.as_deref().unwrap_or("?")
             )
         }
-        _ => serde_json::to_string_pretty(answer).unwrap_or_default() + "\n",
+        _ => super::render::pretty_json(answer),
     }
 }
 
@@ -140,7 +142,9 @@ fn routes(cards: &[OpenRoute]) -> String {
                 "free".to_string()
             } else {
                 match (o.input_per_mtok, o.output_per_mtok) {
-                    (Some(i), Some(p)) => format!("${i}/${p} per Mtok"),
+                    (Some(i), Some(p)) => {
+                        format!("{}/{} per Mtok", usd_per_mtok(i), usd_per_mtok(p))
+                    }
                     _ => "no price".to_string(),
                 }
             };
@@ -151,7 +155,7 @@ fn routes(cards: &[OpenRoute]) -> String {
                 o.model,
                 o.tier,
                 o.context_window
-                    .map(|c| format!("{}k context", c / 1000))
+                    .map(|c| format!("{} context", crate::route::tokens_short(c)))
                     .unwrap_or_default(),
                 if o.vision { " · vision" } else { "" },
                 o.reason,

@@ -15,8 +15,9 @@ use clap::{ArgGroup, Args, Subcommand, ValueEnum};
 use std::collections::BTreeMap;
 
 use super::dispatch::DispatchArgs;
-use super::headless::{ask, now_millis, print_json, runtime};
+use super::headless::{ask, print_json, runtime};
 use super::{render, write_stdout};
+use crate::clock::now_millis;
 use crate::dispatch::api::{TranscriptFormat, WaitUntil};
 use crate::dispatch::{Request, Response};
 use crate::error::{DroverError, ErrorCode};
@@ -424,7 +425,7 @@ fn human(request: &Request, answer: &Response) -> String {
             "removed the finished runs from the trays\n".to_string()
         }
         (_, Request::KillAll) => "stopping every active, queued and held run\n".to_string(),
-        _ => serde_json::to_string_pretty(answer).unwrap_or_default() + "\n",
+        _ => render::pretty_json(answer),
     }
 }
 

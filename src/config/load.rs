@@ -288,31 +288,15 @@ fn unknown_key(key: &[String], serde_rest: &str) -> String {
     out
 }
 
-/// The known name nearest to `name`, if it is a plausible typo (at most two edits).
+/// The known name nearest to `name` in Levenshtein distance, if it is a plausible typo
+/// (at most two edits); the first of equally near names wins.
 fn closest<'a>(name: &str, known: &[&'a str]) -> Option<&'a str> {
     known
         .iter()
-        .map(|k| (edit_distance(name, k), *k))
+        .map(|k| (strsim::levenshtein(name, k), *k))
         .filter(|(d, _)| *d <= 2)
         .min_by_key(|(d, _)| *d)
         .map(|(_, k)| k)
-}
-
-fn edit_distance(a: &str, b: &str) -> usize {
-    let b: Vec<char> = b.chars().collect();
-    let mut row: Vec<usize> = (0..=b.len()).collect();
-    for (i, ca) in a.chars().enumerate() {
-        let mut diagonal = row[0];
-        row[0] = i + 1;
-        for (j, cb) in b.iter().enumerate() {
-            let above = row[j + 1];
-            row[j + 1] = (above + 1)
-                .min(row[j] + 1)
-                .min(diagonal + usize::from(ca != *cb));
-            diagonal = above;
-        }
-    }
-    row[b.len()]
 }
 
 /// serde's name for what it expected, as a TOML kind with an article.

@@ -11,6 +11,7 @@
 use super::{Config, SIM_PROVIDER};
 use crate::config::locate::{dotted, index_segment};
 use crate::money::Catalog;
+use crate::money::dollars::is_amount;
 use crate::route::TaskClass;
 use std::fmt::Display;
 
@@ -51,7 +52,7 @@ pub(super) fn check(config: &Config) -> Result<(), Problem> {
         ("session_warning_usd", l.session_warning_usd),
         ("session_hard_cap_usd", l.session_hard_cap_usd),
     ] {
-        if !value.is_finite() || value < 0.0 {
+        if !is_amount(value) {
             return Err(Problem::new(
                 format!(
                     "`{}` must be a dollar amount of 0 or more, found {value}",
@@ -151,7 +152,7 @@ fn routing(config: &Config) -> Result<(), Problem> {
     let r = &config.routing;
     let key = |name: &str| vec!["routing".to_owned(), name.to_owned()];
     if let Some(price) = r.ask_above_price_per_mtok
-        && !(price.is_finite() && price >= 0.0)
+        && !is_amount(price)
     {
         let key = key("ask_above_price_per_mtok");
         return Err(Problem::new(

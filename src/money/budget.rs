@@ -29,6 +29,8 @@ use crate::ledger::BudgetSessionRecord;
 use crate::spec::clamp;
 
 use super::pricing::{DOLLAR_EPSILON, Price, tidy_dollars};
+// Also reachable as `budget::usd`, the name the dispatcher's money driver uses.
+pub use super::dollars::usd;
 
 /// One run's money.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
@@ -381,10 +383,4 @@ fn cents_down(dollars: f64) -> f64 {
         return 0.0;
     }
     (dollars * 100.0 + 1e-6).floor().max(0.0)
-}
-
-/// `$3.21`.
-pub fn usd(dollars: f64) -> String {
-    // `+ 0.0` turns a negative zero (from rounding) into a plain one.
-    format!("${:.2}", dollars + 0.0)
 }

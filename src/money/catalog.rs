@@ -23,6 +23,7 @@ use crate::config::{CatalogEntry, Config, SIM_PROVIDER};
 use crate::error::{DroverError, ErrorCode};
 use crate::spec::{ModelCatalog, ModelResolution, suggest};
 
+use super::dollars::is_amount;
 use super::pricing::Price;
 
 /// The embedded catalog, exactly as shipped.
@@ -511,7 +512,7 @@ fn read_entry<'e>(
     };
     for (key, value) in rates(entry) {
         if let Some(value) = value
-            && !(value.is_finite() && value >= 0.0)
+            && !is_amount(value)
         {
             return Err(at(
                 Some(key),

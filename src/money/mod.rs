@@ -9,10 +9,12 @@
 //! - the catalog built from a loaded config is valid (the loader checked it).
 //!
 //! Files: `catalog` (models, tiers, prices, resolution), `pricing` (tokens × price,
-//! basis, Claude's per-turn split), `budget` (caps, fitting, after-usage actions).
+//! basis, Claude's per-turn split), `budget` (caps, fitting, after-usage actions),
+//! `dollars` (what a dollar amount is and how one reads: `$3.21`, `$0.075` per Mtok).
 
 pub mod budget;
 pub mod catalog;
+pub mod dollars;
 pub mod pricing;
 
 #[cfg(test)]
@@ -23,6 +25,7 @@ pub use budget::{
     reserved, run_cap, session_caps,
 };
 pub use catalog::{Catalog, CatalogProblem, EMBEDDED_CATALOG_TOML, Model, Tier};
+pub use dollars::{usd, usd_per_mtok};
 pub use pricing::{
     Basis, ClaudeTurn, Fidelity, Part, Price, RunSpend, UsageDraft, claude_turn, estimated,
     openai_tokens, reported, total_cost_delta, weakest_basis,

@@ -22,6 +22,8 @@ use crate::UnixMillis;
 use crate::ledger::UsageRecord;
 use crate::providers::{ModelUsage, Tokens, TurnEnd};
 
+use super::dollars::is_amount;
+
 /// What a model costs, per million tokens, in US dollars.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "kind", rename_all = "snake_case")]
@@ -236,7 +238,7 @@ pub fn reported(
     fidelity: Fidelity,
     source: &str,
 ) -> UsageDraft {
-    if !is_dollars(cost_usd) {
+    if !is_amount(cost_usd) {
         return estimated(model, tokens, price, Fidelity::Partial, source);
     }
     let basis = if cost_usd == 0.0 && *price == Price::Free {
@@ -309,7 +311,7 @@ pub fn claude_turn(
     main_model: Option<&str>,
     price_of: impl Fn(&str) -> Price,
 ) -> ClaudeTurn {
-    let total = end.total_cost_usd.filter(|t| is_dollars(*t));
+    let total = end.total_cost_usd.filter(|t| is_amount(*t));
     let charge = total.map(|t| total_cost_delta(previous_total, t));
     let running_total = total.unwrap_or(previous_total);
     let mut rows = match charge {
@@ -334,7 +336,7 @@ fn charged_rows(end: &TurnEnd, charge: f64, main_model: Option<&str>) -> Vec<Usa
     let models = &end.model_usage;
     let costs: Vec<Option<f64>> = models
         .iter()
-        .map(|m| m.cost_usd.filter(|c| is_dollars(*c)))
+        .map(|m| m.cost_usd.filter(|c| is_amount(*c)))
         .collect();
     let reported_sum: f64 = costs.iter().flatten().sum();
     if reported_sum <= 0.0 {
@@ -416,7 +418,7 @@ fn uncharged_rows(
         .iter()
         .map(|usage: &ModelUsage| {
             let price = price_of(&usage.model);
-            match usage.cost_usd.filter(|c| is_dollars(*c)) {
+            match usage.cost_usd.filter(|c| is_amount(*c)) {
                 Some(cost) => reported(
                     Some(&usage.model),
                     usage.tokens,
@@ -521,8 +523,4 @@ pub(crate) const DOLLAR_EPSILON: f64 = 1e-9;
 /// Sums of binary fractions drift (`0.1 + 0.2`); money is kept to ten decimals.
 pub(crate) fn tidy_dollars(value: f64) -> f64 {
     (value * 1e10).round() / 1e10
-}
-
-fn is_dollars(value: f64) -> bool {
-    value.is_finite() && value >= 0.0
 }

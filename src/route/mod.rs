@@ -31,5 +31,7 @@ pub use escalation::{
     escalation_offer,
 };
 pub use pick::{RouteDecision, decide, hold_reason, mode_for, validate_pick, validate_pick_with};
-pub use router::{LeftOut, MAX_OPTIONS, ProviderAvailability, RouteOption, Routing, route};
+pub use router::{
+    LeftOut, MAX_OPTIONS, ProviderAvailability, RouteOption, Routing, route, tokens_short,
+};
 pub use rules::{ClassRule, EMBEDDED_ROUTING_TOML, Ladder, RoutingRules};

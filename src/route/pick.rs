@@ -7,10 +7,10 @@
 
 use crate::config::{RoutingConfig, RoutingMode};
 use crate::error::{DroverError, ErrorCode};
-use crate::money::Price;
+use crate::money::{Price, usd_per_mtok};
 
 use super::class::TaskClass;
-use super::router::{RouteOption, dollars};
+use super::router::RouteOption;
 use super::rules::RoutingRules;
 
 /// Whether `option` may still be taken for a `class` task: the model is in the catalog
@@ -129,9 +129,9 @@ pub fn hold_reason(config: &RoutingConfig, class: TaskClass, recommended: &Route
     }
     match (config.ask_above_price_per_mtok, recommended.output_per_mtok) {
         (Some(limit), Some(p)) => format!(
-            "{name} costs ${}/Mtok output, above ${}",
-            dollars(p),
-            dollars(limit)
+            "{name} costs {}/Mtok output, above {}",
+            usd_per_mtok(p),
+            usd_per_mtok(limit)
         ),
         _ => format!("{name} has no known price"),
     }

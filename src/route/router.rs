@@ -20,7 +20,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::config::SIM_PROVIDER;
 use crate::error::{DroverError, ErrorCode};
-use crate::money::{Catalog, Model, Price, Tier};
+use crate::money::{Catalog, Model, Price, Tier, usd_per_mtok};
 use crate::spec::Spec;
 
 use super::class::TaskClass;
@@ -272,7 +272,7 @@ fn nothing_suits(class: TaskClass, rule: &ClassRule, listed: bool) -> String {
         needs.push("reads images".to_string());
     }
     if let Some(min) = rule.min_context {
-        needs.push(format!("has at least {} context", tokens(min)));
+        needs.push(format!("has at least {} context", tokens_short(min)));
     }
     let needs = if needs.is_empty() {
         String::new()
@@ -311,13 +311,13 @@ fn reason_line(model: &Model, class: TaskClass, rule: &ClassRule) -> String {
     }];
     parts.push(match model.price {
         Price::Priced { input, output, .. } => {
-            format!("${}/${} per Mtok", dollars(input), dollars(output))
+            format!("{}/{} per Mtok", usd_per_mtok(input), usd_per_mtok(output))
         }
         Price::Free => "free".to_string(),
         Price::Unpriced => "no price known".to_string(),
     });
     if let Some(window) = model.context_window {
-        parts.push(format!("{} context", tokens(window)));
+        parts.push(format!("{} context", tokens_short(window)));
     }
     if rule.needs_vision && model.vision {
         parts.push("reads images".to_string());
@@ -325,20 +325,9 @@ fn reason_line(model: &Model, class: TaskClass, rule: &ClassRule) -> String {
     parts.join("; ")
 }
 
-/// `3` for whole dollars, `0.50`, `1.25`, `0.075` otherwise.
-pub(crate) fn dollars(amount: f64) -> String {
-    if amount.fract() == 0.0 {
-        return format!("{amount:.0}");
-    }
-    let text = format!("{amount:.3}");
-    match text.strip_suffix('0') {
-        Some(two) => two.to_string(),
-        None => text,
-    }
-}
-
-/// `200k`, `1M`, `1.5M`, `32000` → `32k`.
-fn tokens(n: u64) -> String {
+/// A token count (a context window) in short form, as route cards show it: `200k`, `1M`,
+/// `1.5M`, `32000` → `32k`; below a thousand as it is.
+pub fn tokens_short(n: u64) -> String {
     if n >= 1_000_000 {
         let m = n as f64 / 1_000_000.0;
         if m.fract() == 0.0 {

@@ -1016,9 +1016,7 @@ impl<W: AsyncWrite + Unpin> Agent<W> {
     }
 
     async fn rate_limit(&mut self, seconds: u64, status: RateLimitStatus) -> Result<(), Stop> {
-        let now = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map_or(0, |d| d.as_secs());
+        let now = u64::try_from(crate::clock::now_millis() / 1000).unwrap_or(0);
         let resets_at = now + seconds;
         let word = match status {
             RateLimitStatus::Rejected => "rejected",

@@ -51,6 +51,7 @@ use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
+use crate::money::dollars::is_amount;
 use crate::result_contract::ResultStatus;
 use crate::spec::text::{clip, one_line};
 
@@ -1000,7 +1001,7 @@ fn non_empty(key: &str, value: &str) -> Result<(), String> {
 }
 
 fn check_dollars(key: &str, value: f64) -> Result<(), String> {
-    if !value.is_finite() || value < 0.0 {
+    if !is_amount(value) {
         return Err(format!(
             "`{key}` is a dollar amount of 0 or more, not {value}"
         ));

@@ -11,6 +11,7 @@ use serde_json::{Map, Value, json};
 use std::collections::BTreeMap;
 
 use super::scenario::Usage;
+use crate::money::pricing::tidy_dollars;
 
 /// Makes the ids the real CLI would: uuid-like session ids, `toolu_…`, `msg_…`.
 /// Not cryptographic; ids only need to differ between sessions and within one.
@@ -115,11 +116,6 @@ impl SessionSpend {
             .collect();
         Value::Object(map)
     }
-}
-
-/// Sums of binary fractions drift (`0.05 * 20 = 1.0000000000000002`); report ten decimals.
-fn tidy_dollars(value: f64) -> f64 {
-    (value * 1e10).round() / 1e10
 }
 
 /// `usage` of an assistant message or a result.

@@ -51,21 +51,12 @@ pub fn suggest<'a>(wanted: &str, candidates: impl IntoIterator<Item = &'a str>) 
 
 /// The Levenshtein distance between `a` and `b` (in chars) when it is at most `limit`.
 fn within_distance(a: &[char], b: &str, limit: usize) -> Option<usize> {
-    let b: Vec<char> = b.chars().collect();
-    if a.len() > MAX_FUZZY_CHARS || b.len() > MAX_FUZZY_CHARS || a.len().abs_diff(b.len()) > limit {
+    let b_len = b.chars().count();
+    if a.len() > MAX_FUZZY_CHARS || b_len > MAX_FUZZY_CHARS || a.len().abs_diff(b_len) > limit {
         return None;
     }
-    let mut previous: Vec<usize> = (0..=b.len()).collect();
-    let mut current = vec![0; b.len() + 1];
-    for (i, &ca) in a.iter().enumerate() {
-        current[0] = i + 1;
-        for (j, &cb) in b.iter().enumerate() {
-            let substitution = previous[j] + usize::from(ca != cb);
-            current[j + 1] = substitution.min(previous[j + 1] + 1).min(current[j] + 1);
-        }
-        std::mem::swap(&mut previous, &mut current);
-    }
-    let distance = previous[b.len()];
+    let a: String = a.iter().collect();
+    let distance = strsim::levenshtein(&a, b);
     (distance <= limit).then_some(distance)
 }
 

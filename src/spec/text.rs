@@ -1,8 +1,10 @@
 //! Short, safe text for one-line places: titles, list items, echoes in error sentences.
 //!
-//! Owns clipping and line-folding. What must stay true: a clipped string never has more
-//! characters than asked for, is cut on a char boundary, and ends in "…" when something
-//! was cut; nothing here panics on any input.
+//! Owns clipping, line-folding and the small words of a sentence (durations in words,
+//! plural endings, lists joined with "or", `provider/model`), for every client (the
+//! dashboard, the headless commands, the sim). What must stay true: a clipped string
+//! never has more characters than asked for, is cut on a char boundary, and ends in "…"
+//! when something was cut; nothing here panics on any input.
 
 /// A duration in words a person reads at a glance: `45 s`, `10 min`, `2 h`.
 pub fn duration_words(ms: i64) -> String {
@@ -57,6 +59,20 @@ pub fn has_visible_text(text: &str) -> bool {
 /// A value the user sent, quoted for an error sentence: one line, at most 60 characters.
 pub fn quoted(text: &str) -> String {
     format!("\"{}\"", clip(&one_line(text), 60))
+}
+
+/// A run's provider and model as one name: `sim/claude-sonnet-4-5`, or the provider
+/// alone when there is no model (yet).
+pub fn provider_model(provider: &str, model: Option<&str>) -> String {
+    match model {
+        Some(model) if !model.is_empty() => format!("{provider}/{model}"),
+        _ => provider.to_string(),
+    }
+}
+
+/// The plural ending of a count's noun: `""` for one, `"s"` otherwise (`{n} run{}`).
+pub fn plural(n: usize) -> &'static str {
+    if n == 1 { "" } else { "s" }
 }
 
 /// Words joined for a sentence: `a`, `a or b`, `a, b or c`.
@@ -115,6 +131,13 @@ mod tests {
         assert_eq!(either(&["a"]), "a");
         assert_eq!(either(&["a", "b"]), "a or b");
         assert_eq!(either(&["a", "b", "c"]), "a, b or c");
+    }
+
+    #[test]
+    fn plural_endings_follow_the_count() {
+        assert_eq!(format!("{} run{}", 0, plural(0)), "0 runs");
+        assert_eq!(format!("{} run{}", 1, plural(1)), "1 run");
+        assert_eq!(format!("{} run{}", 2, plural(2)), "2 runs");
     }
 
     #[test]

@@ -34,6 +34,7 @@ use crate::dispatch::{DispatchEvent, Request, Response};
 use crate::error::ErrorCode;
 use crate::route::EscalationKind;
 use crate::run_state::RunState;
+use crate::spec::text::plural;
 
 /// Lines a page key moves the transcript.
 const PAGE_LINES: usize = 10;
@@ -976,8 +977,4 @@ impl App {
     fn flash_error(&mut self, text: String) {
         self.model.flash = Some(Flash { text, error: true });
     }
-}
-
-fn plural(n: usize) -> &'static str {
-    if n == 1 { "" } else { "s" }
 }

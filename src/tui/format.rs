@@ -1,5 +1,6 @@
-//! Words and numbers as the dashboard shows them: durations, countdowns, money, the
-//! live line, state glyphs, and text from providers made safe for the screen.
+//! Words and numbers as the dashboard shows them: durations, countdowns, the live line,
+//! state glyphs, and text from providers made safe for the screen. Money reads as
+//! [`crate::money::usd`] and one-line text as [`crate::spec::text`] everywhere.
 //!
 //! Pure functions of their inputs (`now` is passed in). What must stay true: text that
 //! came from a provider or a user never reaches the screen with control characters in it
@@ -14,6 +15,7 @@ use crate::UnixMillis;
 use crate::dispatch::api::RunSummary;
 use crate::live_state::{LiveState, LiveStateKind};
 use crate::run_state::RunState;
+use crate::spec::text::{clip, one_line};
 
 /// A compact duration: `0s`, `42s`, `3m05s`, `1h02m`, `2d03h`.
 pub fn duration(ms: i64) -> String {
@@ -36,21 +38,6 @@ pub fn countdown(bound: UnixMillis, now: UnixMillis) -> String {
     }
 }
 
-/// Dollars with cents: `$0.12`, `$25.00`.
-pub fn usd(amount: f64) -> String {
-    if amount.is_finite() {
-        format!("${amount:.2}")
-    } else {
-        "$?".to_string()
-    }
-}
-
-/// One line of provider or user text, safe to draw: control characters and runs of
-/// whitespace become one space.
-pub fn one_line(text: &str) -> String {
-    crate::spec::text::one_line(text)
-}
-
 /// Multi-line text, safe to draw: split into lines, tabs expanded, other control
 /// characters replaced by spaces.
 pub fn safe_lines(text: &str) -> Vec<String> {
@@ -67,11 +54,6 @@ pub fn safe_lines(text: &str) -> Vec<String> {
                 .to_string()
         })
         .collect()
-}
-
-/// `text` cut to `max` characters with an ellipsis.
-pub fn clip(text: &str, max: usize) -> String {
-    crate::spec::text::clip(text, max)
 }
 
 /// The live line of a run: the state's words, its detail, time in the state and the
@@ -173,14 +155,6 @@ pub fn glyph(run: &RunSummary) -> (&'static str, Style) {
         RunState::Failed => ("✗", theme::error()),
         RunState::Stopped => ("■", theme::dim()),
         RunState::Interrupted => ("↯", theme::warning()),
-    }
-}
-
-/// `sim/claude-sonnet-4-5`, or the provider alone.
-pub fn provider_model(provider: &str, model: Option<&str>) -> String {
-    match model {
-        Some(model) if !model.is_empty() => format!("{provider}/{model}"),
-        _ => provider.to_string(),
     }
 }
 

@@ -16,7 +16,7 @@ use std::future::Future;
 use std::io::{IsTerminal, Write};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::Duration;
 use tokio::sync::{broadcast, mpsc};
 
 use super::app::{App, AppOptions};
@@ -24,9 +24,10 @@ use super::event::{AppEvent, AppEventSender, Effect};
 use super::frame::FrameRequester;
 use super::model::ViewModel;
 use super::render;
-use crate::UnixMillis;
+use crate::clock::now_millis;
 use crate::dispatch::DispatcherHandle;
 use crate::error::{DroverError, ErrorCode};
+use crate::spec::text::{clip, one_line};
 
 /// How often runs and money are fetched again even when no event said so.
 const REFRESH_EVERY: Duration = Duration::from_secs(10);
@@ -64,13 +65,6 @@ impl Driver {
             other => Some(other),
         }
     }
-}
-
-/// Now, in Unix milliseconds.
-pub fn now_millis() -> UnixMillis {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map_or(0, |d| d.as_millis() as UnixMillis)
 }
 
 /// Runs the dashboard on this terminal until the user quits, a stop signal arrives or the
@@ -198,7 +192,7 @@ async fn event_loop<B: Backend + Write>(
 /// Rings the bell and posts an OSC 9 desktop notification (terminals that do not know
 /// OSC 9 ignore it).
 fn notify(out: &mut impl Write, text: &str) {
-    let text = super::format::clip(&super::format::one_line(text), 120);
+    let text = clip(&one_line(text), 120);
     let _ = write!(out, "\x07\x1b]9;drover: {text}\x07");
     let _ = out.flush();
 }

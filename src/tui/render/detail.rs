@@ -7,8 +7,10 @@ use ratatui::layout::Rect;
 use ratatui::text::{Line, Span};
 
 use super::put_line;
+use crate::money::usd;
 use crate::providers::RequestKind;
-use crate::tui::format::{self, usd};
+use crate::spec::text::{clip, one_line, provider_model};
+use crate::tui::format;
 use crate::tui::model::{RunEntry, ViewModel, needs_you};
 use crate::tui::theme::{self, BudgetLevel};
 
@@ -58,7 +60,7 @@ fn summary_lines(entry: &RunEntry, now: crate::UnixMillis, width: usize) -> Vec<
     lines.push(Line::from(vec![
         Span::styled(format!("{glyph} "), glyph_style),
         Span::styled(
-            format::clip(&format::one_line(&run.title), width.saturating_sub(2)),
+            clip(&one_line(&run.title), width.saturating_sub(2)),
             theme::title(),
         ),
     ]));
@@ -80,7 +82,7 @@ fn summary_lines(entry: &RunEntry, now: crate::UnixMillis, width: usize) -> Vec<
     lines.push(Line::from(state));
     let mut spec = vec![
         label("spec"),
-        Span::raw(format::provider_model(&run.provider, run.model.as_deref())),
+        Span::raw(provider_model(&run.provider, run.model.as_deref())),
     ];
     if let Some(d) = detail {
         let user_turns = d
@@ -106,17 +108,11 @@ fn summary_lines(entry: &RunEntry, now: crate::UnixMillis, width: usize) -> Vec<
     if let Some(d) = detail {
         lines.push(Line::from(vec![
             label("cwd"),
-            Span::raw(format::clip(
-                &format::one_line(&d.cwd),
-                width.saturating_sub(8),
-            )),
+            Span::raw(clip(&one_line(&d.cwd), width.saturating_sub(8))),
         ]));
         lines.push(Line::from(vec![
             label("task"),
-            Span::raw(format::clip(
-                &format::one_line(&d.task),
-                width.saturating_sub(8),
-            )),
+            Span::raw(clip(&one_line(&d.task), width.saturating_sub(8))),
         ]));
     }
     lines.push(budget_line(entry, width));
@@ -133,7 +129,7 @@ fn summary_lines(entry: &RunEntry, now: crate::UnixMillis, width: usize) -> Vec<
                     .next()
                     .map(|(_, v)| v.join(" "))
                     .unwrap_or_default();
-                format!("{} wants: {}", p.tool, format::one_line(&input))
+                format!("{} wants: {}", p.tool, one_line(&input))
             }
             RequestKind::Question => {
                 let q = crate::tui::views::prompt::questions(p)
@@ -141,7 +137,7 @@ fn summary_lines(entry: &RunEntry, now: crate::UnixMillis, width: usize) -> Vec<
                     .next()
                     .map(|q| q.question)
                     .unwrap_or_default();
-                format!("asks: {}", format::one_line(&q))
+                format!("asks: {}", one_line(&q))
             }
         };
         let more = if entry.pending.len() > 1 {
@@ -153,7 +149,7 @@ fn summary_lines(entry: &RunEntry, now: crate::UnixMillis, width: usize) -> Vec<
         let room = width.saturating_sub(8 + super::width_of(&suffix));
         lines.push(Line::from(vec![
             Span::styled(format!("{:<8}", "prompt"), theme::attention()),
-            Span::styled(format::clip(&what, room), theme::attention()),
+            Span::styled(clip(&what, room), theme::attention()),
             Span::styled(suffix, theme::dim()),
         ]));
     } else if let Some(need) = needs_you(run) {
@@ -179,20 +175,20 @@ fn summary_lines(entry: &RunEntry, now: crate::UnixMillis, width: usize) -> Vec<
         let summary = result
             .summary
             .as_deref()
-            .map(format::one_line)
+            .map(one_line)
             .or_else(|| result.json.as_ref().map(|j| j.to_string()))
             .unwrap_or_default();
         lines.push(Line::from(vec![
             label("result"),
             Span::styled(status, status_style),
             Span::raw(" "),
-            Span::raw(format::clip(&summary, width.saturating_sub(20))),
+            Span::raw(clip(&summary, width.saturating_sub(20))),
         ]));
         if let Some(q) = &result.question {
             lines.push(Line::from(vec![
                 Span::raw(" ".repeat(8)),
                 Span::styled("question: ", theme::attention()),
-                Span::raw(format::clip(&format::one_line(q), width.saturating_sub(18))),
+                Span::raw(clip(&one_line(q), width.saturating_sub(18))),
             ]));
         }
     }
@@ -205,10 +201,7 @@ fn summary_lines(entry: &RunEntry, now: crate::UnixMillis, width: usize) -> Vec<
                 } else {
                     Span::raw(" ".repeat(8))
                 },
-                Span::raw(format::clip(
-                    &format::one_line(&note.text),
-                    width.saturating_sub(16),
-                )),
+                Span::raw(clip(&one_line(&note.text), width.saturating_sub(16))),
                 Span::styled(
                     format!(" · {} ago", format::duration(now - note.at)),
                     theme::dim(),
@@ -285,7 +278,7 @@ fn transcript(buf: &mut Buffer, area: Rect, entry: &RunEntry, scroll: Option<usi
         ]),
     );
     for (i, line) in lines.iter().skip(top).take(room).enumerate() {
-        let text = format::one_line(line);
+        let text = one_line(line);
         let style = if text.starts_with("tool ") || text.starts_with("permission") {
             theme::active()
         } else if text.starts_with("error") || text.contains("failed") {

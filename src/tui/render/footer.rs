@@ -6,8 +6,8 @@ use ratatui::layout::Rect;
 use ratatui::text::{Line, Span};
 
 use super::{put_line, width_of};
+use crate::spec::text::{clip, one_line};
 use crate::tui::app::App;
-use crate::tui::format;
 use crate::tui::theme;
 
 pub fn draw(buf: &mut Buffer, area: Rect, app: &App) {
@@ -15,8 +15,8 @@ pub fn draw(buf: &mut Buffer, area: Rect, app: &App) {
     let mut spans = Vec::new();
     let mut used = 0;
     if let Some(flash) = &app.model.flash {
-        let text = format::clip(
-            &format::one_line(&flash.text),
+        let text = clip(
+            &one_line(&flash.text),
             width.saturating_sub(4).max(10) * 2 / 3,
         );
         used += width_of(&text) + 3;

@@ -7,7 +7,8 @@ use ratatui::text::{Line, Span};
 
 use super::put_line;
 use crate::dispatch::api::BudgetView;
-use crate::tui::format::usd;
+use crate::money::usd;
+use crate::spec::text::one_line;
 use crate::tui::model::ViewModel;
 use crate::tui::theme::{self, BudgetLevel};
 
@@ -37,7 +38,7 @@ pub fn draw(buf: &mut Buffer, area: Rect, model: &ViewModel) {
     });
     if !model.filter.is_empty() {
         first.push(Span::styled(
-            format!("   filter: {}", crate::tui::format::one_line(&model.filter)),
+            format!("   filter: {}", one_line(&model.filter)),
             theme::focus(),
         ));
     }

@@ -7,6 +7,8 @@ use ratatui::text::{Line, Span};
 use ratatui::widgets::{Block, Clear, Widget};
 
 use super::{put_line, width_of};
+use crate::money::usd;
+use crate::spec::text::{clip, one_line};
 use crate::tui::app::App;
 use crate::tui::format;
 use crate::tui::keys::Context;
@@ -68,7 +70,7 @@ fn prompt(buf: &mut Buffer, body: Rect, view: &PromptView, app: &App) {
     let total = model.pending_total().max(1);
     let title_of_run = model
         .run(&view.run_id)
-        .map(|e| format::clip(&format::one_line(&e.summary.title), 40))
+        .map(|e| clip(&one_line(&e.summary.title), 40))
         .unwrap_or_default();
     let kind = if view.is_question() {
         "Question"
@@ -93,12 +95,9 @@ fn prompt(buf: &mut Buffer, body: Rect, view: &PromptView, app: &App) {
             let answered = view.answers.get(&q.question);
             let is_current = current.as_ref().is_some_and(|c| c.question == q.question);
             if let Some(h) = &q.header {
-                body_lines.push(Line::styled(format::one_line(h), theme::dim()));
+                body_lines.push(Line::styled(one_line(h), theme::dim()));
             }
-            for (i, l) in wrap(&format::one_line(&q.question), width)
-                .into_iter()
-                .enumerate()
-            {
+            for (i, l) in wrap(&one_line(&q.question), width).into_iter().enumerate() {
                 body_lines.push(Line::styled(
                     l,
                     if i == 0 && is_current {
@@ -111,19 +110,16 @@ fn prompt(buf: &mut Buffer, body: Rect, view: &PromptView, app: &App) {
             for (i, (label, description)) in q.options.iter().enumerate() {
                 let mut spans = vec![
                     Span::styled(format!("  {} ", i + 1), theme::key()),
-                    Span::styled(format::one_line(label), theme::focus()),
+                    Span::styled(one_line(label), theme::focus()),
                 ];
                 if let Some(d) = description {
-                    spans.push(Span::styled(
-                        format!(" — {}", format::one_line(d)),
-                        theme::dim(),
-                    ));
+                    spans.push(Span::styled(format!(" — {}", one_line(d)), theme::dim()));
                 }
                 body_lines.push(Line::from(spans));
             }
             if let Some(a) = answered {
                 body_lines.push(Line::styled(
-                    format!("  answered: {}", format::one_line(a)),
+                    format!("  answered: {}", one_line(a)),
                     theme::success(),
                 ));
             }
@@ -272,20 +268,18 @@ fn price(option: &crate::route::RouteOption) -> String {
         return "free".to_string();
     }
     match (option.input_per_mtok, option.output_per_mtok) {
-        (Some(i), Some(o)) => format!("{} / {} per Mtok", format::usd(i), format::usd(o)),
-        (Some(i), None) => format!("{} in per Mtok", format::usd(i)),
-        (None, Some(o)) => format!("{} out per Mtok", format::usd(o)),
+        (Some(i), Some(o)) => format!("{} / {} per Mtok", usd(i), usd(o)),
+        (Some(i), None) => format!("{} in per Mtok", usd(i)),
+        (None, Some(o)) => format!("{} out per Mtok", usd(o)),
         (None, None) => "no price".to_string(),
     }
 }
 
-/// A context window in tokens: `200k`, `1M`.
+/// A context window in tokens: `200k ctx`, `1M ctx`.
 fn context_words(tokens: Option<u64>) -> String {
     match tokens {
         None => "context ?".to_string(),
-        Some(t) if t >= 1_000_000 && t % 1_000_000 == 0 => format!("{}M ctx", t / 1_000_000),
-        Some(t) if t >= 1_000 => format!("{}k ctx", t / 1_000),
-        Some(t) => format!("{t} ctx"),
+        Some(t) => format!("{} ctx", crate::route::tokens_short(t)),
     }
 }
 
@@ -293,7 +287,7 @@ fn route(buf: &mut Buffer, body: Rect, view: &RouteView, app: &App) {
     let model = &app.model;
     let title_of_run = model
         .run(&view.run_id)
-        .map(|e| format::clip(&format::one_line(&e.summary.title), 40))
+        .map(|e| clip(&one_line(&e.summary.title), 40))
         .unwrap_or_default();
     let outer_w = body.width.saturating_sub(4).min(110);
     let width = outer_w.saturating_sub(4) as usize;
@@ -319,7 +313,7 @@ fn route(buf: &mut Buffer, body: Rect, view: &RouteView, app: &App) {
                 .min(36);
             for (i, o) in card.options.iter().enumerate() {
                 let highlighted = i == view.selected;
-                let name = format::clip(&format!("{}/{}", o.provider, o.model), name_w);
+                let name = clip(&format!("{}/{}", o.provider, o.model), name_w);
                 let mut spans = vec![
                     Span::styled(if highlighted { "› " } else { "  " }, theme::focus()),
                     Span::styled(format!("{} ", o.number), theme::key()),
@@ -351,9 +345,9 @@ fn route(buf: &mut Buffer, body: Rect, view: &RouteView, app: &App) {
                 }
                 lines.push(Line::from(spans));
                 let reason = if o.recommended {
-                    format!("recommended · {}", format::one_line(&o.reason))
+                    format!("recommended · {}", one_line(&o.reason))
                 } else {
-                    format::one_line(&o.reason)
+                    one_line(&o.reason)
                 };
                 for piece in wrap(&reason, width.saturating_sub(8)) {
                     lines.push(Line::styled(format!("        {piece}"), theme::dim()));
@@ -363,7 +357,7 @@ fn route(buf: &mut Buffer, body: Rect, view: &RouteView, app: &App) {
                 lines.push(Line::raw(""));
                 lines.push(Line::styled("not offered:", theme::dim()));
                 for l in &card.left_out {
-                    let text = format!("{} — {}", l.provider, format::one_line(&l.reason));
+                    let text = format!("{} — {}", l.provider, one_line(&l.reason));
                     for piece in wrap(&text, width.saturating_sub(2)) {
                         lines.push(Line::styled(format!("  {piece}"), theme::dim()));
                     }
@@ -539,13 +533,10 @@ fn input(buf: &mut Buffer, body: Rect, i: &InputBox) {
             title,
             question,
         } => (
-            format!(
-                "Follow-up · {} ({run_id})",
-                format::clip(&format::one_line(title), 40)
-            ),
+            format!("Follow-up · {} ({run_id})", clip(&one_line(title), 40)),
             question
                 .as_deref()
-                .map(|q| vec![format!("The run asks: {}", format::one_line(q))])
+                .map(|q| vec![format!("The run asks: {}", one_line(q))])
                 .unwrap_or_default(),
         ),
         InputPurpose::Filter { .. } => (
@@ -580,7 +571,7 @@ fn input(buf: &mut Buffer, body: Rect, i: &InputBox) {
             buf,
             inner,
             y + 1,
-            &Line::styled(format::clip(e, inner_w), theme::error()),
+            &Line::styled(clip(e, inner_w), theme::error()),
         );
     } else if i.sending {
         put_line(buf, inner, y + 1, &Line::styled("sending…", theme::focus()));

@@ -7,7 +7,9 @@ use ratatui::text::{Line, Span};
 use ratatui::widgets::{Block, Borders, Widget};
 
 use super::{put_line, width_of};
-use crate::tui::format::{self, usd};
+use crate::money::usd;
+use crate::spec::text::{clip, one_line, provider_model};
+use crate::tui::format;
 use crate::tui::keys::{Action, Context, KeyTable};
 use crate::tui::layout::Areas;
 use crate::tui::model::{Row, RunEntry, Tray, ViewModel};
@@ -71,7 +73,7 @@ fn empty(buf: &mut Buffer, area: Rect, model: &ViewModel, keys: &KeyTable) {
         ]
     } else {
         vec![Line::styled(
-            format!(" No run matches “{}”.", format::one_line(&model.filter)),
+            format!(" No run matches “{}”.", one_line(&model.filter)),
             theme::dim(),
         )]
     };
@@ -118,7 +120,7 @@ pub fn run_lines(
     } else {
         format!("{} {}", usd(run.cost_usd), format::mini_bar(fraction, 3))
     };
-    let provider = format::provider_model(&run.provider, run.model.as_deref());
+    let provider = provider_model(&run.provider, run.model.as_deref());
     let show_provider = width >= 70;
     let right_width = width_of(&money)
         + if show_provider {
@@ -127,7 +129,7 @@ pub fn run_lines(
             0
         };
     let title_room = width.saturating_sub(3 + right_width + 2);
-    let title = format::clip(&format::one_line(&run.title), title_room);
+    let title = clip(&one_line(&run.title), title_room);
     let pad = width.saturating_sub(3 + width_of(&title) + right_width + 1);
     let mut first = vec![
         Span::raw(" "),
