@@ -7,6 +7,9 @@
 //!   nothing more;
 //! - a line the adapter cannot understand becomes a [`ProviderEvent::Notice`], never a
 //!   panic or a dead run;
+//! - a permission request or a tool call reaches the dispatcher as a typed [`Ask`] (and
+//!   an [`AlwaysOption`] sentence), never as the CLI's JSON: what answering needs of
+//!   that JSON stays with the adapter;
 //! - the child cannot outlive drover (own process group, kill on drop, parent-death
 //!   signal).
 

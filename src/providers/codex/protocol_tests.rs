@@ -639,6 +639,32 @@ fn a_file_change_approval_shows_the_changes_of_its_item() {
 }
 
 #[test]
+fn allow_always_is_only_sent_when_codex_offers_it() {
+    let mut state = turn_running();
+    let events = line(
+        &mut state,
+        json!({"method": "item/commandExecution/requestApproval", "id": 3,
+               "params": {"threadId": THREAD, "turnId": TURN, "itemId": "c", "command": "curl x",
+                          "reason": "needs the network", "availableDecisions": ["accept", "cancel"]}}),
+    );
+    let [ProviderEvent::PermissionRequested(request)] = &events[..] else {
+        panic!("{events:?}");
+    };
+    assert_eq!(
+        request.ask,
+        Ask::command("curl x", None, Some("needs the network".into()))
+    );
+    assert_eq!(request.always, None);
+    state
+        .answer("3", &PermissionAnswer::Allow { always: true })
+        .unwrap();
+    assert_eq!(
+        sent(&mut state),
+        vec![json!({"jsonrpc": "2.0", "id": 3, "result": {"decision": "accept"}})]
+    );
+}
+
+#[test]
 fn a_request_the_server_resolves_by_itself_is_withdrawn() {
     let mut state = turn_running();
     line(
