@@ -9,7 +9,9 @@
 //!   [`ProviderEvent::Notice`] with a short, clipped description;
 //! - a `can_use_tool` request is answered exactly once: shown to the user (policy
 //!   `ask`) and kept until [`ParseState::answer`] or a withdrawal forgets it, or answered
-//!   at once by the policy ([`policy::unattended_answer`]);
+//!   at once by the policy ([`policy::unattended_answer`]); it is shown as a typed ask
+//!   ([`super::ask`]), while the input the answer echoes and the suggestions "allow
+//!   always" applies stay here;
 //! - every other control request from the CLI gets an error reply, so the CLI never
 //!   waits on drover for something drover does not do;
 //! - the `Usage` events of one model message add up to that message's usage (the CLI
