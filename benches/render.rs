@@ -13,14 +13,13 @@
 
 use drover::dispatch::api::{PendingView, RunSummary, RunView};
 use drover::live_state::{LiveState, LiveStateKind};
-use drover::providers::{RequestKind, Tokens};
+use drover::providers::{AlwaysOption, Ask, RequestKind, Tokens};
 use drover::run_state::RunState;
 use drover::tui::views::Overlay;
 use drover::tui::views::prompt::PromptView;
 use drover::tui::{App, AppOptions, ViewModel, render};
 use ratatui::Terminal;
 use ratatui::backend::TestBackend;
-use serde_json::json;
 use std::time::{Duration, Instant};
 
 const NOW: i64 = 1_750_000_000_000;
@@ -206,8 +205,14 @@ fn pending(i: usize) -> PendingView {
         request_id: format!("req_{i:04}"),
         kind: RequestKind::Permission,
         tool: "Bash".into(),
-        input: json!({"command": format!("cargo test -p storage-{i} -- --nocapture"), "description": "Run the module's tests"}),
-        suggestions: json!([{"type": "addRules", "rules": [{"toolName": "Bash", "ruleContent": "cargo test:*"}], "behavior": "allow", "destination": "session"}]),
+        ask: Ask::command(
+            &format!("cargo test -p storage-{i} -- --nocapture"),
+            None,
+            Some("Run the module's tests".into()),
+        ),
+        always: Some(AlwaysOption::new(
+            "allow Bash commands starting with `cargo test` for the rest of this run",
+        )),
         created_at: NOW - 30_000 + i as i64,
         expires_at: NOW + 570_000,
     }

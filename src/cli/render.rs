@@ -44,10 +44,10 @@ fn answer_hint(pending: &crate::dispatch::api::PendingView) -> String {
         crate::providers::RequestKind::Permission => "allow|always|deny".to_string(),
         crate::providers::RequestKind::Question => {
             let question = pending
-                .input
-                .pointer("/questions/0/question")
-                .and_then(|q| q.as_str())
-                .unwrap_or("QUESTION");
+                .ask
+                .questions()
+                .first()
+                .map_or("QUESTION", |q| q.question.as_str());
             format!("allow --answer \"{question}=CHOICE\" (or deny)")
         }
     }
@@ -334,8 +334,8 @@ mod tests {
     use super::*;
     use crate::dispatch::api::{NoteView, PendingView};
     use crate::live_state::{Cause, LiveStateKind};
+    use crate::providers::Ask;
     use crate::run_state::RunState;
-    use serde_json::json;
 
     fn summary(run_id: &str, state: RunState, title: &str) -> RunSummary {
         RunSummary {
@@ -399,8 +399,8 @@ mod tests {
             request_id: "q1".into(),
             kind: RequestKind::Permission,
             tool: "Bash".into(),
-            input: json!({"command": "ls"}),
-            suggestions: json!([]),
+            ask: Ask::command("ls", None, None),
+            always: None,
             created_at: 0,
             expires_at: 1,
         };
@@ -516,8 +516,8 @@ mod tests {
                 request_id: "Q-1".into(),
                 kind: RequestKind::Question,
                 tool: "AskUser".into(),
-                input: json!({}),
-                suggestions: json!([]),
+                ask: Ask::Question { questions: vec![] },
+                always: None,
                 created_at: 0,
                 expires_at: 1,
             }],

@@ -12,7 +12,7 @@ use serde_json::Value;
 
 use crate::UnixMillis;
 use crate::live_state::LiveState;
-use crate::providers::{PermissionAnswer, RequestKind, Tokens};
+use crate::providers::{AlwaysOption, Ask, PermissionAnswer, RequestKind, Tokens};
 use crate::run_state::RunState;
 use crate::spec::SpecInput;
 
@@ -473,8 +473,12 @@ pub struct PendingView {
     pub request_id: String,
     pub kind: RequestKind,
     pub tool: String,
-    pub input: Value,
-    pub suggestions: Value,
+    /// What is asked, typed by the provider's adapter (under the key `input`, as
+    /// `show --json` has always named it).
+    #[serde(rename = "input")]
+    pub ask: Ask,
+    /// What "allow always" would allow, when the provider offers it.
+    pub always: Option<AlwaysOption>,
     pub created_at: UnixMillis,
     pub expires_at: UnixMillis,
 }

@@ -28,5 +28,5 @@ pub use catalog::{Catalog, CatalogProblem, EMBEDDED_CATALOG_TOML, Model, Tier};
 pub use dollars::{usd, usd_per_mtok};
 pub use pricing::{
     Basis, ClaudeTurn, Fidelity, Part, Price, RunSpend, UsageDraft, claude_turn, estimated,
-    openai_tokens, reported, total_cost_delta, weakest_basis,
+    reported, total_cost_delta, weakest_basis,
 };

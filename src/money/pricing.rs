@@ -7,8 +7,8 @@
 //!   and flagged, never booked as $0;
 //! - the five token classes are disjoint when priced: `input` is uncached input,
 //!   `cache_read` and `cache_write` the cached parts, `output` excludes `reasoning`
-//!   (which is billed at the output price). [`openai_tokens`] turns OpenAI's overlapping
-//!   counts into these classes;
+//!   (which is billed at the output price); each adapter brings its provider's counts
+//!   into these classes (OpenAI's overlapping ones: `providers::codex::protocol`);
 //! - the rows of one Claude turn add up to exactly that turn's charge (the difference of
 //!   `total_cost_usd`), however it is split across models;
 //! - the weakest basis orders `unpriced` < `estimated` < `reported` < `free`; a word drover
@@ -254,21 +254,6 @@ pub fn reported(
         basis,
         fidelity,
         source: source.to_string(),
-    }
-}
-
-/// OpenAI's counts (Codex `turn.completed` usage) in drover's disjoint classes: OpenAI's
-/// `input_tokens` include the cached ones and `output_tokens` include the reasoning
-/// ones. OpenAI does not report cache writes.
-pub fn openai_tokens(input: u64, cached_input: u64, output: u64, reasoning: u64) -> Tokens {
-    let cache_read = cached_input.min(input);
-    let reasoning = reasoning.min(output);
-    Tokens {
-        input: input - cache_read,
-        output: output - reasoning,
-        reasoning,
-        cache_read,
-        cache_write: 0,
     }
 }
 

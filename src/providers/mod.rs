@@ -7,16 +7,23 @@
 //!   nothing more;
 //! - a line the adapter cannot understand becomes a [`ProviderEvent::Notice`], never a
 //!   panic or a dead run;
+//! - a permission request or a tool call reaches the dispatcher as a typed [`Ask`] (and
+//!   an [`AlwaysOption`] sentence), never as the CLI's JSON: what answering needs of
+//!   that JSON stays with the adapter;
 //! - the child cannot outlive drover (own process group, kill on drop, parent-death
 //!   signal).
 
+pub mod ask;
 pub mod claude;
 pub mod codex;
 pub mod opencode;
 pub mod process;
 pub mod registry;
+pub mod sink;
 pub mod sweep;
 pub mod wire;
+
+pub use ask::{AlwaysOption, Ask, EditedFile, FileChange, Question, QuestionOption};
 
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
@@ -76,7 +83,7 @@ pub enum ProviderCommand {
 #[serde(tag = "behavior", rename_all = "snake_case")]
 pub enum PermissionAnswer {
     /// Allow; `always` also allows the same again for the rest of this run's session
-    /// (the request's suggestions are applied).
+    /// (what the request's [`AlwaysOption`] says, carried out by the adapter).
     Allow {
         always: bool,
     },
@@ -97,16 +104,19 @@ pub enum RequestKind {
     Question,
 }
 
-/// A provider asking to use a tool, or asking the user a question.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+/// A provider asking to use a tool, or asking the user a question, as its adapter
+/// read it: no provider JSON.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct PermissionRequest {
     /// The provider's own id for the request; answers must name it.
     pub request_id: String,
+    /// Always `ask.kind()`.
     pub kind: RequestKind,
+    /// The provider's name of the tool (`Bash`, `shell`, `bash`, `AskUserQuestion`, …).
     pub tool: String,
-    pub input: Value,
-    /// The provider's suggested permission updates (shown; applied by "allow always").
-    pub suggestions: Value,
+    pub ask: Ask,
+    /// What "allow always" would allow, when the provider offers more than this once.
+    pub always: Option<AlwaysOption>,
     pub tool_use_id: Option<String>,
     pub blocked_path: Option<String>,
 }
@@ -212,7 +222,8 @@ pub enum ProviderEvent {
     ToolStarted {
         tool_use_id: String,
         name: String,
-        input: Value,
+        /// What the call does, typed as a request for it would be.
+        ask: Ask,
     },
     ToolFinished {
         tool_use_id: String,
@@ -249,6 +260,11 @@ pub enum ProviderEvent {
         /// The last lines the child wrote to stderr.
         stderr_tail: String,
     },
+}
+
+/// A line for the transcript from an adapter (something skipped, a warning).
+pub fn notice(text: String) -> ProviderEvent {
+    ProviderEvent::Notice { text }
 }
 
 /// Whether an HTTP status from a model API means "try again later": a timeout, a

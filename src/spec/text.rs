@@ -77,12 +77,21 @@ pub fn plural(n: usize) -> &'static str {
 
 /// Words joined for a sentence: `a`, `a or b`, `a, b or c`.
 pub fn either<S: AsRef<str>>(words: &[S]) -> String {
+    joined(words, "or")
+}
+
+/// Words joined for a sentence: `a`, `a and b`, `a, b and c`.
+pub fn all_of<S: AsRef<str>>(words: &[S]) -> String {
+    joined(words, "and")
+}
+
+fn joined<S: AsRef<str>>(words: &[S], conjunction: &str) -> String {
     match words {
         [] => String::new(),
         [one] => one.as_ref().to_string(),
         [init @ .., last] => {
             let init: Vec<&str> = init.iter().map(AsRef::as_ref).collect();
-            format!("{} or {}", init.join(", "), last.as_ref())
+            format!("{} {conjunction} {}", init.join(", "), last.as_ref())
         }
     }
 }
@@ -131,6 +140,8 @@ mod tests {
         assert_eq!(either(&["a"]), "a");
         assert_eq!(either(&["a", "b"]), "a or b");
         assert_eq!(either(&["a", "b", "c"]), "a, b or c");
+        assert_eq!(all_of(&["a", "b", "c"]), "a, b and c");
+        assert_eq!(all_of(&["a"]), "a");
     }
 
     #[test]

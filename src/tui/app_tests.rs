@@ -2,7 +2,6 @@
 //! how fetches are coalesced, notifications, the mouse, scrolling.
 
 use crossterm::event::{KeyCode, KeyEvent, KeyModifiers, MouseButton, MouseEvent, MouseEventKind};
-use serde_json::json;
 
 use super::app::{App, AppOptions};
 use super::event::{AppEvent, Effect, ReplyTag};
@@ -138,8 +137,8 @@ fn a_new_permission_request_notifies_once_and_can_be_turned_off() {
         request_id: "q1".into(),
         kind: RequestKind::Permission,
         tool: "Bash".into(),
-        input: json!({"command": "ls"}),
-        suggestions: json!(null),
+        ask: crate::providers::Ask::command("ls", None, None),
+        always: None,
         created_at: 0,
         expires_at: 1,
     };

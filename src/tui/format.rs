@@ -14,6 +14,7 @@ use super::theme;
 use crate::UnixMillis;
 use crate::dispatch::api::RunSummary;
 use crate::live_state::{LiveState, LiveStateKind};
+use crate::providers::Ask;
 use crate::run_state::RunState;
 use crate::spec::text::{clip, one_line};
 
@@ -192,69 +193,54 @@ pub fn value_text(value: &Value) -> String {
     }
 }
 
-/// A tool's input as labelled fields: each top-level key with its value shown whole
-/// (strings keep their lines; other values are pretty JSON).
-pub fn input_fields(input: &Value) -> Vec<(String, Vec<String>)> {
-    match input {
-        Value::Object(map) => map
-            .iter()
-            .map(|(key, value)| {
-                let text = match value {
-                    Value::String(s) => s.clone(),
-                    other => serde_json::to_string_pretty(other).unwrap_or_default(),
-                };
-                (one_line(key), safe_lines(&text))
-            })
-            .collect(),
-        Value::Null => Vec::new(),
-        other => vec![(
-            "input".to_string(),
-            safe_lines(&serde_json::to_string_pretty(other).unwrap_or_default()),
-        )],
-    }
-}
-
-/// What the provider suggests "allow always" would add, one line each
-/// (`allow Bash(ls:*) for the session`); unknown shapes as compact JSON.
-pub fn suggestion_lines(suggestions: &Value) -> Vec<String> {
-    let items: Vec<&Value> = match suggestions {
-        Value::Array(items) => items.iter().collect(),
-        Value::Null => Vec::new(),
-        other => vec![other],
-    };
-    items
-        .into_iter()
-        .map(|item| {
-            let rules: Vec<String> = item
-                .get("rules")
-                .and_then(Value::as_array)
-                .map(|rules| {
-                    rules
-                        .iter()
-                        .map(|r| {
-                            let tool = r.get("toolName").and_then(Value::as_str).unwrap_or("?");
-                            match r.get("ruleContent").and_then(Value::as_str) {
-                                Some(content) => format!("{tool}({content})"),
-                                None => tool.to_string(),
-                            }
-                        })
-                        .collect()
-                })
-                .unwrap_or_default();
-            if rules.is_empty() {
-                return one_line(&item.to_string());
+/// What a request asks, as labelled fields: each shown whole (text keeps its lines),
+/// made safe for the screen.
+pub fn ask_fields(ask: &Ask) -> Vec<(String, Vec<String>)> {
+    let mut fields: Vec<(&str, String)> = Vec::new();
+    match ask {
+        Ask::Command {
+            command,
+            cwd,
+            reason,
+            ..
+        } => {
+            fields.push(("command", command.clone()));
+            fields.extend(cwd.iter().map(|c| ("cwd", c.clone())));
+            fields.extend(reason.iter().map(|r| ("reason", r.clone())));
+        }
+        Ask::FileEdit {
+            file_path,
+            change,
+            other_files,
+        } => {
+            fields.push(("file", file_path.clone()));
+            fields.push((change.label(), change.text()));
+            for other in other_files {
+                fields.push(("file", other.file_path.clone()));
+                fields.push((other.change.label(), other.change.text()));
             }
-            let behavior = item
-                .get("behavior")
-                .and_then(Value::as_str)
-                .unwrap_or("allow");
-            let place = item
-                .get("destination")
-                .and_then(Value::as_str)
-                .map(|d| format!(" for the {d}"))
-                .unwrap_or_default();
-            one_line(&format!("{behavior} {}{place}", rules.join(", ")))
-        })
+        }
+        Ask::Fetch { url } => fields.push(("url", url.clone())),
+        Ask::McpTool {
+            server,
+            tool,
+            arguments,
+        } => {
+            fields.push(("server", server.clone()));
+            fields.push(("tool", tool.clone()));
+            fields.push(("arguments", arguments.clone()));
+        }
+        Ask::Question { questions } => {
+            fields.extend(questions.iter().map(|q| ("question", q.question.clone())));
+        }
+        Ask::Other { subject, input, .. } => {
+            fields.extend(subject.iter().map(|s| ("subject", s.clone())));
+            fields.push(("input", input.clone()));
+        }
+    }
+    fields
+        .into_iter()
+        .map(|(label, text)| (label.to_string(), safe_lines(&text)))
         .collect()
 }
 
@@ -355,20 +341,12 @@ mod tests {
     }
 
     #[test]
-    fn suggestions_read_as_rules() {
-        let s = json!([{"type":"addRules","rules":[{"toolName":"Bash","ruleContent":"ls:*"}],
-                        "behavior":"allow","destination":"session"}]);
-        assert_eq!(
-            suggestion_lines(&s),
-            vec!["allow Bash(ls:*) for the session"]
-        );
-        assert_eq!(suggestion_lines(&json!(null)), Vec::<String>::new());
-        assert_eq!(suggestion_lines(&json!([{"x":1}])), vec![r#"{"x":1}"#]);
-    }
-
-    #[test]
-    fn input_fields_show_commands_whole() {
-        let fields = input_fields(&json!({"command": "cargo test --all\n  && echo ok", "n": 2}));
+    fn asks_show_as_labelled_fields() {
+        let fields = ask_fields(&Ask::command(
+            "cargo test --all\n  && echo ok",
+            Some("/w".into()),
+            Some("Run the tests".into()),
+        ));
         assert_eq!(
             fields,
             vec![
@@ -376,7 +354,41 @@ mod tests {
                     "command".to_string(),
                     vec!["cargo test --all".to_string(), "  && echo ok".to_string()]
                 ),
-                ("n".to_string(), vec!["2".to_string()]),
+                ("cwd".to_string(), vec!["/w".to_string()]),
+                ("reason".to_string(), vec!["Run the tests".to_string()]),
+            ]
+        );
+        let edit = Ask::FileEdit {
+            file_path: "a.rs".into(),
+            change: crate::providers::FileChange::Diff {
+                diff: "-a\n+b\u{1b}[2J".into(),
+            },
+            other_files: vec![crate::providers::EditedFile {
+                file_path: "b.rs".into(),
+                change: crate::providers::FileChange::Delete,
+            }],
+        };
+        assert_eq!(
+            ask_fields(&edit),
+            vec![
+                ("file".to_string(), vec!["a.rs".to_string()]),
+                (
+                    "diff".to_string(),
+                    vec!["-a".to_string(), "+b [2J".to_string()]
+                ),
+                ("file".to_string(), vec!["b.rs".to_string()]),
+                ("deleted".to_string(), vec!["the whole file".to_string()]),
+            ]
+        );
+        let other = Ask::other("Grep", Some("TODO"), &json!({"pattern": "TODO"}));
+        assert_eq!(
+            ask_fields(&other),
+            vec![
+                ("subject".to_string(), vec!["TODO".to_string()]),
+                (
+                    "input".to_string(),
+                    vec![r#"{"pattern":"TODO"}"#.to_string()]
+                ),
             ]
         );
     }

@@ -721,8 +721,8 @@ mod tests {
             request_id: id.into(),
             kind: RequestKind::Permission,
             tool: "Bash".into(),
-            input: serde_json::json!({"command": "ls"}),
-            suggestions: serde_json::Value::Null,
+            ask: crate::providers::Ask::command("ls", None, None),
+            always: None,
             created_at: at,
             expires_at: at + 600_000,
         }

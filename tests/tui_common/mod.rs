@@ -9,12 +9,11 @@ use drover::dispatch::api::{
     BudgetView, NoteView, PendingView, ResultView, RunSummary, RunView, TurnView,
 };
 use drover::live_state::{Cause, LiveState, LiveStateKind};
-use drover::providers::{RequestKind, Tokens};
+use drover::providers::{AlwaysOption, Ask, Question, QuestionOption, RequestKind, Tokens};
 use drover::run_state::RunState;
 use drover::tui::{App, AppEvent, AppOptions, ViewModel, render};
 use ratatui::Terminal;
 use ratatui::backend::TestBackend;
-use serde_json::{Value, json};
 
 /// The fixed clock of every hand-built model.
 pub const NOW: i64 = 1_750_000_000_000;
@@ -104,9 +103,10 @@ pub fn bash_request(n: u32, command: &str) -> PendingView {
         request_id: format!("req_{n}"),
         kind: RequestKind::Permission,
         tool: "Bash".into(),
-        input: json!({"command": command, "description": "Run the test suite"}),
-        suggestions: json!([{"type": "addRules", "rules": [{"toolName": "Bash",
-            "ruleContent": "cargo test:*"}], "behavior": "allow", "destination": "session"}]),
+        ask: Ask::command(command, None, Some("Run the test suite".into())),
+        always: Some(AlwaysOption::new(
+            "allow Bash commands starting with `cargo test` for the rest of this run",
+        )),
         created_at: NOW - 12_000,
         expires_at: NOW + 588_000,
     }
@@ -117,11 +117,24 @@ pub fn question_request(n: u32) -> PendingView {
         request_id: format!("req_{n}"),
         kind: RequestKind::Question,
         tool: "AskUserQuestion".into(),
-        input: json!({"questions": [{"question": "Which database should the cache use?",
-            "header": "Database", "multiSelect": false, "options": [
-                {"label": "SQLite", "description": "A file next to the app; nothing to run."},
-                {"label": "Postgres", "description": "The shared server the rest of the stack uses."}]}]}),
-        suggestions: Value::Null,
+        ask: Ask::Question {
+            questions: vec![Question {
+                question: "Which database should the cache use?".into(),
+                header: Some("Database".into()),
+                options: vec![
+                    QuestionOption {
+                        label: "SQLite".into(),
+                        description: Some("A file next to the app; nothing to run.".into()),
+                    },
+                    QuestionOption {
+                        label: "Postgres".into(),
+                        description: Some("The shared server the rest of the stack uses.".into()),
+                    },
+                ],
+                multi_select: false,
+            }],
+        },
+        always: None,
         created_at: NOW - 30_000,
         expires_at: NOW + 1_770_000,
     }

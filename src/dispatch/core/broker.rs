@@ -8,7 +8,7 @@
 
 use std::collections::{HashSet, VecDeque};
 
-use crate::providers::{PermissionRequest, RequestKind};
+use crate::providers::{Ask, PermissionRequest, RequestKind};
 use crate::{DroverError, ErrorCode, UnixMillis};
 
 /// Resolved ids remembered per run, to tell "already resolved" from "never existed".
@@ -25,8 +25,8 @@ pub struct Pending {
 pub struct Broker {
     pending: Vec<Pending>,
     resolved: VecDeque<String>,
-    /// (tool, input) pairs the user allowed "always" for this run.
-    always: HashSet<(String, String)>,
+    /// (tool, ask) pairs the user allowed "always" for this run.
+    always: HashSet<(String, Ask)>,
 }
 
 impl Broker {
@@ -143,22 +143,21 @@ impl Broker {
     }
 }
 
-fn always_key(request: &PermissionRequest) -> (String, String) {
-    (request.tool.clone(), request.input.to_string())
+fn always_key(request: &PermissionRequest) -> (String, Ask) {
+    (request.tool.clone(), request.ask.clone())
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use serde_json::json;
 
     fn request(id: &str, kind: RequestKind) -> PermissionRequest {
         PermissionRequest {
             request_id: id.into(),
             kind,
             tool: "Bash".into(),
-            input: json!({"command": "ls"}),
-            suggestions: json!([]),
+            ask: Ask::command("ls", None, None),
+            always: None,
             tool_use_id: None,
             blocked_path: None,
         }
@@ -270,7 +269,7 @@ mod tests {
         b.remember_always(&r);
         assert!(b.allowed_always(&request("b", RequestKind::Permission)));
         let mut other = request("c", RequestKind::Permission);
-        other.input = json!({"command": "rm -rf /"});
+        other.ask = Ask::command("rm -rf /", None, None);
         assert!(!b.allowed_always(&other));
         assert!(!b.allowed_always(&request("d", RequestKind::Question)));
     }

@@ -452,8 +452,8 @@ impl Run {
             request_id: p.request.request_id.clone(),
             kind: p.request.kind,
             tool: p.request.tool.clone(),
-            input: p.request.input.clone(),
-            suggestions: p.request.suggestions.clone(),
+            ask: p.request.ask.clone(),
+            always: p.request.always.clone(),
             created_at: p.created_at,
             expires_at: p.expires_at,
         }

@@ -75,8 +75,8 @@ pub fn summarize(event: &ProviderEvent) -> Option<String> {
         ),
         ProviderEvent::AssistantText { text } => format!("text: {}", one_line(text)),
         ProviderEvent::Thinking { chars } => format!("thinking ({chars} chars)"),
-        ProviderEvent::ToolStarted { name, input, .. } => {
-            format!("tool {name}: {}", one_line(&tool_input_summary(input)))
+        ProviderEvent::ToolStarted { name, ask, .. } => {
+            format!("tool {name}: {}", one_line(&ask.summary()))
         }
         ProviderEvent::ToolFinished {
             is_error, summary, ..
@@ -92,7 +92,7 @@ pub fn summarize(event: &ProviderEvent) -> Option<String> {
                 crate::providers::RequestKind::Question => "a question via",
             },
             r.tool,
-            one_line(&tool_input_summary(&r.input))
+            one_line(&r.ask.summary())
         ),
         ProviderEvent::PermissionWithdrawn { request_id } => {
             format!("withdrew request {request_id}")
@@ -134,36 +134,10 @@ pub fn summarize(event: &ProviderEvent) -> Option<String> {
     Some(clip(&line, LINE_MAX_CHARS))
 }
 
-/// The part of a tool input a person wants first: the command, the path, or the JSON.
-pub fn tool_input_summary(input: &serde_json::Value) -> String {
-    for key in [
-        "command",
-        "cmd",
-        "file_path",
-        "path",
-        "pattern",
-        "url",
-        "query",
-    ] {
-        if let Some(v) = input.get(key).and_then(|v| v.as_str()) {
-            return v.to_string();
-        }
-    }
-    if let Some(q) = input
-        .get("questions")
-        .and_then(|q| q.get(0))
-        .and_then(|q| q.get("question"))
-        .and_then(|q| q.as_str())
-    {
-        return q.to_string();
-    }
-    input.to_string()
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-    use serde_json::json;
+    use crate::providers::Ask;
 
     #[test]
     fn the_ring_keeps_at_most_its_lines_and_chars() {
@@ -198,7 +172,7 @@ mod tests {
             summarize(&ProviderEvent::ToolStarted {
                 tool_use_id: "t".into(),
                 name: "Bash".into(),
-                input: json!({"command": "ls /tmp", "description": "list"}),
+                ask: Ask::command("ls /tmp", None, Some("list".into())),
             })
             .unwrap(),
             "tool Bash: ls /tmp"

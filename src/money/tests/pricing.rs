@@ -1,8 +1,8 @@
 use crate::ledger::UsageRecord;
 use crate::money::catalog::Catalog;
 use crate::money::pricing::{
-    Basis, Fidelity, Part, Price, RunSpend, UsageDraft, claude_turn, estimated, openai_tokens,
-    reported, total_cost_delta, weakest_basis,
+    Basis, Fidelity, Part, Price, RunSpend, UsageDraft, claude_turn, estimated, reported,
+    total_cost_delta, weakest_basis,
 };
 use crate::providers::{ModelUsage, Tokens, TurnEnd};
 
@@ -55,24 +55,6 @@ fn tokens_times_price_counts_all_five_classes() {
             (g, w) => assert_eq!(g, *w, "{t:?} at {price:?}"),
         }
     }
-}
-
-#[test]
-fn openai_counts_become_disjoint_classes() {
-    // input 1000 of which 600 cached; output 500 of which 200 reasoning
-    assert_eq!(
-        openai_tokens(1_000, 600, 500, 200),
-        tokens(400, 300, 200, 600, 0)
-    );
-    // inconsistent reports never underflow
-    assert_eq!(openai_tokens(10, 50, 5, 9), tokens(0, 0, 5, 10, 0));
-    // priced, the cached part is billed at the cache rate and reasoning as output
-    let gpt = Catalog::embedded().price("codex", "gpt-5.5");
-    let cost = gpt
-        .cost(&openai_tokens(1_000_000, 400_000, 100_000, 50_000))
-        .unwrap();
-    // 600k × $5 + 400k × $0.50 + (50k + 50k) × $30, per million
-    assert!(close(cost, 3.0 + 0.2 + 3.0), "{cost}");
 }
 
 #[test]

@@ -16,19 +16,20 @@
 //! - nothing the child writes can make the task panic.
 
 use std::collections::VecDeque;
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::Duration;
 
 use tokio::process::ChildStdout;
 use tokio::sync::mpsc;
 use tokio::time::Instant;
 
-use crate::UnixMillis;
+use crate::clock::now_millis;
 use crate::providers::process::{
     self, ExitReport, Line, LineReader, MAX_LINE_BYTES, ProviderProcess, ShutdownTimings,
 };
+use crate::providers::sink::EventSink;
 use crate::providers::{
     AdapterHandle, LaunchError, LaunchSpec, ProviderCommand, ProviderEvent, ProviderEventSink,
-    RunProviderEvent,
+    notice,
 };
 
 use super::protocol::{self, Handshake, ParseState};
@@ -73,9 +74,7 @@ pub fn launch_with(
     tracing::debug!(run_id = %spec.run_id, pid, "claude child started");
     let (commands, rx) = mpsc::unbounded_channel();
     let driver = Driver {
-        run_id: spec.run_id,
-        sink,
-        sink_open: true,
+        out: EventSink::new(spec.run_id, sink),
         state: ParseState::new(spec.policy),
         ready: false,
         held: Vec::new(),
@@ -104,9 +103,7 @@ enum Stop {
 }
 
 struct Driver {
-    run_id: String,
-    sink: ProviderEventSink,
-    sink_open: bool,
+    out: EventSink,
     state: ParseState,
     /// `Ready` was sent; until then events are held.
     ready: bool,
@@ -134,11 +131,9 @@ impl Driver {
             }
             Err(stop) => stop,
         };
-        tracing::debug!(run_id = %self.run_id, ?stop, "ending the claude child");
+        tracing::debug!(run_id = %self.out.run_id(), ?stop, "ending the claude child");
         let Driver {
-            run_id,
-            sink,
-            sink_open,
+            out,
             state,
             held,
             child,
@@ -146,18 +141,12 @@ impl Driver {
             timings,
             ..
         } = self;
-        let mut ending = Ending {
-            run_id,
-            sink,
-            sink_open,
-            state,
-        };
+        let mut ending = Ending { out, state };
         // Held only when no `Ready` came: they go out without it.
-        for event in held {
-            ending.send(event).await;
-        }
+        ending.out.send_all(held).await;
         let report = ending.close(child, stdout, timings.shutdown).await;
         ending
+            .out
             .send(ProviderEvent::Exited {
                 code: report.code,
                 signal: report.signal,
@@ -201,7 +190,7 @@ impl Driver {
                     return Err(Stop::NoHandshake);
                 }
             }
-            if !self.sink_open {
+            if !self.out.is_open() {
                 return Err(Stop::Shutdown);
             }
         }
@@ -225,7 +214,7 @@ impl Driver {
                 },
                 () = self.child.exited() => return Stop::ChildGone,
             }
-            if !self.sink_open {
+            if !self.out.is_open() {
                 return Stop::Shutdown;
             }
         }
@@ -304,25 +293,22 @@ impl Driver {
         if !self.ready {
             if matches!(event, ProviderEvent::Ready { .. }) {
                 self.ready = true;
-                send(&self.sink, &mut self.sink_open, &self.run_id, event).await;
-                for held in std::mem::take(&mut self.held) {
-                    send(&self.sink, &mut self.sink_open, &self.run_id, held).await;
-                }
+                self.out.send(event).await;
+                let held = std::mem::take(&mut self.held);
+                self.out.send_all(held).await;
             } else {
                 self.held.push(event);
             }
             return;
         }
-        send(&self.sink, &mut self.sink_open, &self.run_id, event).await;
+        self.out.send(event).await;
     }
 }
 
 /// The last phase: the child is being ended; its output is still read and reported,
 /// but nothing is written to it any more.
 struct Ending {
-    run_id: String,
-    sink: ProviderEventSink,
-    sink_open: bool,
+    out: EventSink,
     state: ParseState,
 }
 
@@ -353,7 +339,7 @@ impl Ending {
                 }
             };
             if tokio::time::timeout(timings.drain, drain).await.is_err() {
-                tracing::warn!(run_id = %self.run_id, "the child's stdout stayed open after it ended");
+                tracing::warn!(run_id = %self.out.run_id(), "the child's stdout stayed open after it ended");
             }
         }
         report
@@ -363,13 +349,7 @@ impl Ending {
         let events = parse(&mut self.state, line);
         // Nobody reads stdin any more: replies are dropped.
         self.state.take_outgoing();
-        for event in events {
-            self.send(event).await;
-        }
-    }
-
-    async fn send(&mut self, event: ProviderEvent) {
-        send(&self.sink, &mut self.sink_open, &self.run_id, event).await;
+        self.out.send_all(events).await;
     }
 }
 
@@ -381,30 +361,6 @@ fn parse(state: &mut ParseState, line: Line) -> Vec<ProviderEvent> {
             MAX_LINE_BYTES / (1024 * 1024)
         ))],
     }
-}
-
-async fn send(sink: &ProviderEventSink, open: &mut bool, run_id: &str, event: ProviderEvent) {
-    if !*open {
-        return;
-    }
-    let event = RunProviderEvent {
-        run_id: run_id.to_string(),
-        event,
-    };
-    if sink.send(event).await.is_err() {
-        tracing::debug!(run_id, "the event receiver is gone");
-        *open = false;
-    }
-}
-
-fn notice(text: String) -> ProviderEvent {
-    ProviderEvent::Notice { text }
-}
-
-fn now_millis() -> UnixMillis {
-    SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| {
-        UnixMillis::try_from(d.as_millis()).unwrap_or(UnixMillis::MAX)
-    })
 }
 
 #[cfg(test)]

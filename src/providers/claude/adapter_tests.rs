@@ -4,7 +4,8 @@
 
 use super::*;
 use crate::providers::{
-    ModelUsage, PermissionAnswer, PermissionRequest, RequestKind, Tokens, TurnEnd,
+    AlwaysOption, Ask, ModelUsage, PermissionAnswer, PermissionRequest, RequestKind,
+    RunProviderEvent, Tokens, TurnEnd,
 };
 use crate::spec::{Capability, PermissionPolicy};
 use nix::errno::Errno;
@@ -301,9 +302,10 @@ async fn an_answer_reaches_the_child_in_the_protocol_shape() {
             request_id: id.into(),
             kind: RequestKind::Permission,
             tool: "Bash".into(),
-            input: json!({"command":"ls /tmp","description":"list"}),
-            suggestions: json!([{"type":"addRules","rules":[{"toolName":"Bash","ruleContent":"ls /tmp"}],
-                                 "behavior":"allow","destination":"localSettings"}]),
+            ask: Ask::command("ls /tmp", None, Some("list".into())),
+            always: Some(AlwaysOption::new(
+                "allow the Bash command `ls /tmp` for the rest of this run",
+            )),
             tool_use_id: Some("toolu_01".into()),
             blocked_path: Some("/tmp".into()),
         })
@@ -382,7 +384,7 @@ async fn the_auto_policy_answers_without_asking() {
             ProviderEvent::ToolStarted {
                 tool_use_id: "toolu_01".into(),
                 name: "Bash".into(),
-                input: json!({"command":"ls /tmp"}),
+                ask: Ask::command("ls /tmp", None, None),
             },
             ProviderEvent::Notice {
                 text: "allowed Bash without asking (policy auto)".into()

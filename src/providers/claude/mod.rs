@@ -3,13 +3,15 @@
 //!
 //! Split by responsibility: [`policy`] maps drover's permission policy and capability
 //! onto the CLI, [`args`] builds its command line, [`protocol`] reads its stdout lines
-//! (pure), [`encode`] writes its stdin lines (pure), and [`adapter`] drives one child per
+//! (pure), [`ask`] types its tool inputs and permission suggestions (pure), [`encode`]
+//! writes its stdin lines (pure), and [`adapter`] drives one child per
 //! run on top of the provider-neutral [`crate::providers::process`]. What must stay
 //! true is the adapter contract of [`crate::providers`]: exactly one `Exited` last, a
 //! `Notice` for whatever cannot be understood, and no child outliving its run.
 
 pub mod adapter;
 pub mod args;
+pub mod ask;
 pub mod encode;
 pub mod policy;
 pub mod protocol;

@@ -53,15 +53,6 @@ pub fn disallowed_tools(capability: Capability) -> &'static [&'static str] {
     }
 }
 
-/// Whether a request is a question to the user or a tool permission.
-pub fn request_kind(tool: &str) -> RequestKind {
-    if tool == QUESTION_TOOL {
-        RequestKind::Question
-    } else {
-        RequestKind::Permission
-    }
-}
-
 /// The answer given without asking anyone, or `None` when the request must be shown
 /// to the user (the `ask` policy).
 pub fn unattended_answer(policy: PermissionPolicy, kind: RequestKind) -> Option<PermissionAnswer> {
@@ -169,12 +160,6 @@ mod tests {
                 "{policy:?} {kind:?}"
             );
         }
-    }
-
-    #[test]
-    fn question_tool_is_a_question() {
-        assert_eq!(request_kind("AskUserQuestion"), RequestKind::Question);
-        assert_eq!(request_kind("Bash"), RequestKind::Permission);
     }
 
     #[test]

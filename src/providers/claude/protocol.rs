@@ -9,7 +9,9 @@
 //!   [`ProviderEvent::Notice`] with a short, clipped description;
 //! - a `can_use_tool` request is answered exactly once: shown to the user (policy
 //!   `ask`) and kept until [`ParseState::answer`] or a withdrawal forgets it, or answered
-//!   at once by the policy ([`policy::unattended_answer`]);
+//!   at once by the policy ([`policy::unattended_answer`]); it is shown as a typed ask
+//!   ([`super::ask`]), while the input the answer echoes and the suggestions "allow
+//!   always" applies stay here;
 //! - every other control request from the CLI gets an error reply, so the CLI never
 //!   waits on drover for something drover does not do;
 //! - the `Usage` events of one model message add up to that message's usage (the CLI
@@ -29,13 +31,15 @@ use std::collections::HashMap;
 use serde_json::{Map, Value};
 
 use crate::UnixMillis;
+use crate::providers::wire::{clip, f64_at, first_line_summary, str_at, u64_at};
 use crate::providers::{
     ModelUsage, PermissionAnswer, PermissionRequest, ProviderEvent, RequestKind, Tokens, TurnEnd,
+    notice,
 };
 use crate::spec::PermissionPolicy;
 
+use super::ask::{always_of, ask_of};
 use super::{encode, policy};
-use crate::providers::wire::{clip, f64_at, str_at, u64_at};
 
 /// How long a Notice's quote of a line may be.
 const QUOTE_CHARS: usize = 120;
@@ -78,11 +82,20 @@ enum OwnRequest {
     Interrupt,
 }
 
+/// A request awaiting the user's answer: what drover was shown, and what the CLI sent
+/// that answering needs (the input to echo, the suggestions "allow always" applies).
+#[derive(Debug, Clone)]
+struct Pending {
+    request: PermissionRequest,
+    input: Value,
+    suggestions: Value,
+}
+
 /// What parsing remembers between lines (see the module doc).
 #[derive(Debug, Clone)]
 pub struct ParseState {
     policy: PermissionPolicy,
-    pending: HashMap<String, PermissionRequest>,
+    pending: HashMap<String, Pending>,
     own: HashMap<String, OwnRequest>,
     next_request: u64,
     handshake: Handshake,
@@ -150,7 +163,7 @@ impl ParseState {
 
     /// The requests waiting for the user's answer, in no particular order.
     pub fn pending_requests(&self) -> impl Iterator<Item = &PermissionRequest> {
-        self.pending.values()
+        self.pending.values().map(|p| &p.request)
     }
 
     /// Replies produced by parsing (answers given by the policy, refusals of control
@@ -168,7 +181,7 @@ impl ParseState {
         request_id: &str,
         answer: &PermissionAnswer,
     ) -> Result<String, String> {
-        let Some(request) = self.pending.get(request_id) else {
+        let Some(pending) = self.pending.get(request_id) else {
             return Err(format!(
                 "dropped an answer to request {}: it is not pending (answered, withdrawn or \
                  never asked)",
@@ -176,32 +189,32 @@ impl ParseState {
             ));
         };
         if matches!(answer, PermissionAnswer::Answer { .. })
-            && request.kind != RequestKind::Question
+            && pending.request.kind != RequestKind::Question
         {
             return Err(format!(
                 "dropped an answer to request {}: it asks to use {}, so it takes allow or deny, \
                  not answers",
                 clip(request_id, 60),
-                clip(&request.tool, 60)
+                clip(&pending.request.tool, 60)
             ));
         }
-        let line = answer_line(request, answer);
+        let line = answer_line(pending, answer);
         self.pending.remove(request_id);
         Ok(line)
     }
 }
 
-/// The `control_response` line for `answer` to `request`.
-fn answer_line(request: &PermissionRequest, answer: &PermissionAnswer) -> String {
-    let id = &request.request_id;
+/// The `control_response` line for `answer` to a pending request.
+fn answer_line(pending: &Pending, answer: &PermissionAnswer) -> String {
+    let id = &pending.request.request_id;
     match answer {
         PermissionAnswer::Allow { always } => {
             let permissions = if *always {
-                policy::session_permissions(&request.suggestions)
+                policy::session_permissions(&pending.suggestions)
             } else {
                 None
             };
-            encode::allow(id, &request.input, permissions)
+            encode::allow(id, &pending.input, permissions)
         }
         PermissionAnswer::Deny { message } => encode::deny(
             id,
@@ -211,7 +224,7 @@ fn answer_line(request: &PermissionRequest, answer: &PermissionAnswer) -> String
                 .unwrap_or("The user denied this."),
         ),
         PermissionAnswer::Answer { answers } => {
-            let mut input = match &request.input {
+            let mut input = match &pending.input {
                 Value::Object(map) => map.clone(),
                 _ => Map::new(),
             };
@@ -400,7 +413,7 @@ fn assistant(msg: &Map<String, Value>, state: &mut ParseState) -> Vec<ProviderEv
                 (Some(id), Some(name)) => events.push(ProviderEvent::ToolStarted {
                     tool_use_id: id.to_string(),
                     name: name.to_string(),
-                    input: block.get("input").cloned().unwrap_or(Value::Null),
+                    ask: ask_of(name, block.get("input").unwrap_or(&Value::Null)),
                 }),
                 _ => events.push(notice("skipped a tool use without an id or a name".into())),
             },
@@ -626,34 +639,41 @@ fn control_request(msg: &Map<String, Value>, state: &mut ParseState) -> Vec<Prov
             "refused a permission request without a tool name".into(),
         )];
     };
-    let request = PermissionRequest {
-        request_id: request_id.to_string(),
-        kind: policy::request_kind(tool),
-        tool: tool.to_string(),
-        input: request.get("input").cloned().unwrap_or(Value::Null),
-        suggestions: request
-            .get("permission_suggestions")
-            .cloned()
-            .unwrap_or(Value::Null),
-        tool_use_id: str_at(request, "tool_use_id").map(str::to_string),
-        blocked_path: str_at(request, "blocked_path").map(str::to_string),
+    let input = request.get("input").cloned().unwrap_or(Value::Null);
+    let suggestions = request
+        .get("permission_suggestions")
+        .cloned()
+        .unwrap_or(Value::Null);
+    let ask = ask_of(tool, &input);
+    let pending = Pending {
+        request: PermissionRequest {
+            request_id: request_id.to_string(),
+            kind: ask.kind(),
+            tool: tool.to_string(),
+            always: always_of(&suggestions),
+            ask,
+            tool_use_id: str_at(request, "tool_use_id").map(str::to_string),
+            blocked_path: str_at(request, "blocked_path").map(str::to_string),
+        },
+        input,
+        suggestions,
     };
+    let request = &pending.request;
     match policy::unattended_answer(state.policy, request.kind) {
         None => {
-            state
-                .pending
-                .insert(request.request_id.clone(), request.clone());
-            vec![ProviderEvent::PermissionRequested(request)]
+            let event = ProviderEvent::PermissionRequested(request.clone());
+            state.pending.insert(request.request_id.clone(), pending);
+            vec![event]
         }
         Some(answer) => {
-            state.outgoing.push(answer_line(&request, &answer));
+            state.outgoing.push(answer_line(&pending, &answer));
             let verb = match answer {
                 PermissionAnswer::Allow { .. } => "allowed",
                 _ => "denied",
             };
             let what = match request.kind {
                 RequestKind::Question => "a question".to_string(),
-                RequestKind::Permission => clip(&request.tool, 60),
+                RequestKind::Permission => clip(&pending.request.tool, 60),
             };
             vec![notice(format!(
                 "{verb} {what} without asking (policy {})",
@@ -741,19 +761,9 @@ fn tool_result_summary(content: Option<&Value>) -> String {
         }
         Some(other) => Some(other.to_string()),
     };
-    let Some(text) = text else {
-        return "(no output)".to_string();
-    };
-    let mut lines = text.lines().map(str::trim).filter(|l| !l.is_empty());
-    let Some(first) = lines.next() else {
-        return "(no output)".to_string();
-    };
-    let more = lines.count();
-    let first = clip(first, SUMMARY_CHARS);
-    match more {
-        0 => first,
-        1 => format!("{first} (+1 line)"),
-        n => format!("{first} (+{n} lines)"),
+    match text {
+        Some(text) => first_line_summary(&text, SUMMARY_CHARS),
+        None => "(no output)".to_string(),
     }
 }
 
@@ -765,10 +775,6 @@ fn usage_tokens(usage: &Map<String, Value>) -> Tokens {
         cache_read: u64_at(usage, "cache_read_input_tokens").unwrap_or(0),
         cache_write: u64_at(usage, "cache_creation_input_tokens").unwrap_or(0),
     }
-}
-
-fn notice(text: String) -> ProviderEvent {
-    ProviderEvent::Notice { text }
 }
 
 #[cfg(test)]

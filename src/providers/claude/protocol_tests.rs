@@ -2,7 +2,7 @@
 //! SDK's message parser) and the events they must become.
 
 use super::*;
-use crate::providers::PermissionAnswer;
+use crate::providers::{AlwaysOption, Ask, FileChange, PermissionAnswer, Question, QuestionOption};
 use serde_json::json;
 use std::collections::BTreeMap;
 
@@ -69,7 +69,7 @@ fn lines_to_events() {
                 ProviderEvent::ToolStarted {
                     tool_use_id: "toolu_01".into(),
                     name: "Bash".into(),
-                    input: json!({"command":"ls -la"}),
+                    ask: Ask::command("ls -la", None, None),
                 },
             ],
         ),
@@ -391,8 +391,10 @@ fn permission_request_is_remembered_and_answered_once() {
         request_id: "12a3".into(),
         kind: RequestKind::Permission,
         tool: "Bash".into(),
-        input: json!({"command":"ls /tmp","description":"list"}),
-        suggestions: json!([{"type":"addRules","rules":[{"toolName":"Bash","ruleContent":"ls /tmp"}],"behavior":"allow","destination":"localSettings"}]),
+        ask: Ask::command("ls /tmp", None, Some("list".into())),
+        always: Some(AlwaysOption::new(
+            "allow the Bash command `ls /tmp` for the rest of this run",
+        )),
         tool_use_id: Some("toolu_01".into()),
         blocked_path: Some("/tmp".into()),
     };
@@ -650,18 +652,12 @@ fn tool_result_summaries() {
     for (content, expected) in table {
         let summary = tool_result_summary(content.as_ref());
         if expected.is_empty() {
-            assert_eq!(summary.chars().count(), SUMMARY_CHARS + 1, "{summary}");
+            assert_eq!(summary.chars().count(), SUMMARY_CHARS, "{summary}");
+            assert!(summary.ends_with('…'), "{summary}");
         } else {
             assert_eq!(summary, expected);
         }
     }
-}
-
-#[test]
-fn clip_keeps_one_line() {
-    assert_eq!(clip("a\nb", 10), "a b");
-    assert_eq!(clip("abcdef", 3), "abc…");
-    assert_eq!(clip("abc", 3), "abc");
 }
 
 /// Lines captured from CLI 2.1.197 (policy restricted, mode dontAsk) against a loopback
@@ -785,4 +781,140 @@ fn a_failed_turn_withdraws_what_is_pending() {
     );
     assert!(matches!(events[2], ProviderEvent::TurnCompleted(_)));
     assert_eq!(state.pending_requests().count(), 0);
+}
+
+/// A `can_use_tool` request for `tool` with `input` and `suggestions`.
+fn can_use_tool(tool: &str, input: Value, suggestions: Value) -> String {
+    json!({"type": "control_request", "request_id": "r1", "request": {
+        "subtype": "can_use_tool", "tool_name": tool, "input": input,
+        "permission_suggestions": suggestions, "tool_use_id": "toolu_9"}})
+    .to_string()
+}
+
+#[test]
+fn every_request_shape_becomes_its_typed_ask_and_always_sentence() {
+    let bash_rule = |content: &str| {
+        json!([{"type": "addRules", "rules": [{"toolName": "Bash", "ruleContent": content}],
+                "behavior": "allow", "destination": "localSettings"}])
+    };
+    let edit_rule = json!([{"type": "addRules", "rules": [{"toolName": "Edit"}],
+                            "behavior": "allow", "destination": "localSettings"},
+                           {"type": "setMode", "mode": "acceptEdits", "destination": "session"}]);
+    let table: Vec<(&str, Value, Value, Ask, Option<&str>)> = vec![
+        (
+            "Bash",
+            json!({"command": "cargo test --all", "description": "Run the tests"}),
+            bash_rule("cargo test:*"),
+            Ask::command("cargo test --all", None, Some("Run the tests".into())),
+            Some("allow Bash commands starting with `cargo test` for the rest of this run"),
+        ),
+        (
+            "Edit",
+            json!({"file_path": "src/main.rs", "old_string": "a\n", "new_string": "b\n"}),
+            edit_rule,
+            Ask::FileEdit {
+                file_path: "src/main.rs".into(),
+                change: FileChange::Diff {
+                    diff: "--- src/main.rs\n+++ src/main.rs\n@@ -1 +1 @@\n-a\n+b\n".into(),
+                },
+                other_files: vec![],
+            },
+            Some("allow every Edit use and every file edit for the rest of this run"),
+        ),
+        (
+            "Write",
+            json!({"file_path": "src/cache.rs", "content": "// cache\n"}),
+            json!([]),
+            Ask::FileEdit {
+                file_path: "src/cache.rs".into(),
+                change: FileChange::Content {
+                    content: "// cache\n".into(),
+                },
+                other_files: vec![],
+            },
+            None,
+        ),
+        (
+            "WebFetch",
+            json!({"url": "https://docs.rs", "prompt": "read it"}),
+            json!([{"type": "addRules", "rules": [{"toolName": "WebFetch", "ruleContent": "domain:docs.rs"}],
+                    "behavior": "allow", "destination": "localSettings"}]),
+            Ask::Fetch {
+                url: "https://docs.rs".into(),
+            },
+            Some("allow WebFetch on `domain:docs.rs` for the rest of this run"),
+        ),
+        (
+            "mcp__github__create_issue",
+            json!({"title": "Bug", "body": "it broke"}),
+            Value::Null,
+            Ask::McpTool {
+                server: "github".into(),
+                tool: "create_issue".into(),
+                arguments: r#"{"body":"it broke","title":"Bug"}"#.into(),
+            },
+            None,
+        ),
+        (
+            "AskUserQuestion",
+            json!({"questions": [{"question": "Which parts?", "header": "Parts", "multiSelect": true,
+                                  "options": [{"label": "api", "description": "the HTTP API"},
+                                              {"label": "cli"}]}]}),
+            json!([]),
+            Ask::Question {
+                questions: vec![Question {
+                    question: "Which parts?".into(),
+                    header: Some("Parts".into()),
+                    options: vec![
+                        QuestionOption {
+                            label: "api".into(),
+                            description: Some("the HTTP API".into()),
+                        },
+                        QuestionOption {
+                            label: "cli".into(),
+                            description: None,
+                        },
+                    ],
+                    multi_select: true,
+                }],
+            },
+            None,
+        ),
+        (
+            "Glob",
+            json!({"pattern": "**/*.rs"}),
+            json!([{"type": "addDirectories", "directories": ["/elsewhere"], "destination": "session"}]),
+            Ask::Other {
+                tool: "Glob".into(),
+                subject: Some("**/*.rs".into()),
+                input: r#"{"pattern":"**/*.rs"}"#.into(),
+            },
+            Some("allow work in `/elsewhere` for the rest of this run"),
+        ),
+    ];
+    for (tool, input, suggestions, expected, always) in table {
+        let mut state = ask();
+        let events = parse(&mut state, &can_use_tool(tool, input.clone(), suggestions));
+        let [ProviderEvent::PermissionRequested(request)] = events.as_slice() else {
+            panic!("{tool}: {events:?}");
+        };
+        assert_eq!(request.ask, expected, "{tool}");
+        assert_eq!(request.kind, expected.kind(), "{tool}");
+        assert_eq!(
+            request.always.as_ref().map(|a| a.sentence.as_str()),
+            always,
+            "{tool}"
+        );
+        let shown = serde_json::to_string(request).expect("serializes");
+        assert!(!shown.contains("localSettings"), "{shown}");
+        // The CLI gets its own input back, whatever drover showed.
+        let line = state
+            .answer("r1", &PermissionAnswer::Allow { always: false })
+            .expect("pending");
+        assert_eq!(
+            json_of(&line)["response"]["response"]["updatedInput"],
+            input,
+            "{tool}"
+        );
+    }
 }

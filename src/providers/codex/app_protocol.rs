@@ -20,18 +20,22 @@
 
 use std::collections::{BTreeMap, VecDeque};
 
-use serde_json::{Value, json};
+use serde_json::Value;
 
 use crate::UnixMillis;
+use crate::providers::ask::{FOR_THE_RUN, quoted_code};
 use crate::providers::{
-    LaunchSpec, PermissionAnswer, PermissionRequest, ProviderEvent, RequestKind, Tokens, TurnEnd,
+    AlwaysOption, Ask, EditedFile, LaunchSpec, PermissionAnswer, PermissionRequest, ProviderEvent,
+    Tokens, TurnEnd, notice,
 };
+use crate::spec::text::all_of;
 
 use super::args::sandbox;
 use super::encode;
 use super::protocol::{
-    ErrorClass, classify_turn_error, clip, is_retry_message, item_completed, item_started,
-    model_usage, rate_limited, str_of, usage_tokens, version_of,
+    ErrorClass, changes_of, changes_to_ask, classify_turn_error, clip, command_ask,
+    is_retry_message, item_completed, item_started, model_usage, rate_limited, str_of,
+    usage_tokens, version_of,
 };
 
 /// While the model streams (message or reasoning deltas, which drover does not keep),
@@ -122,6 +126,9 @@ struct Turn {
 struct Approval {
     /// The id exactly as the server sent it.
     id: Value,
+    /// The server offers `acceptForSession` (it lists the decisions it takes, or lists
+    /// none, in which case every decision is taken).
+    for_session: bool,
 }
 
 /// The app-server conversation of one run.
@@ -145,7 +152,7 @@ pub struct AppState {
     turn: Option<Turn>,
     approvals: BTreeMap<String, Approval>,
     /// File changes by item id (from `item/started`), shown with their approval request.
-    file_changes: BTreeMap<String, Vec<Value>>,
+    file_changes: BTreeMap<String, Vec<EditedFile>>,
     rate_limited: bool,
     /// Characters streamed since the last sign of streaming, and when that was.
     streamed_chars: usize,
@@ -265,8 +272,10 @@ impl AppState {
             ));
         };
         let decision = match answer {
-            PermissionAnswer::Allow { always: false } => "accept",
-            PermissionAnswer::Allow { always: true } => "acceptForSession",
+            PermissionAnswer::Allow { always: true } if approval.for_session => "acceptForSession",
+            // Codex does not offer it for this request: drover still remembers the
+            // answer for the run.
+            PermissionAnswer::Allow { .. } => "accept",
             // Codex's `decline` carries no message: the model only hears it was declined.
             PermissionAnswer::Deny { .. } | PermissionAnswer::Answer { .. } => "decline",
         };
@@ -517,29 +526,20 @@ impl AppState {
             Value::String(s) => s.clone(),
             other => other.to_string(),
         };
-        let (tool, input) = match method {
-            "item/commandExecution/requestApproval" => (
-                "shell",
-                json!({
-                    "command": params.get("command").cloned().unwrap_or(Value::Null),
-                    "cwd": params.get("cwd").cloned().unwrap_or(Value::Null),
-                    "reason": params.get("reason").cloned().unwrap_or(Value::Null),
-                }),
-            ),
+        let reason = Some(str_of(params, "reason"))
+            .filter(|r| !r.is_empty())
+            .map(str::to_string);
+        let (tool, ask) = match method {
+            "item/commandExecution/requestApproval" => ("shell", command_ask(params, reason)),
             "item/fileChange/requestApproval" => {
-                let changes = self
+                let files = self
                     .file_changes
                     .get(str_of(params, "itemId"))
                     .cloned()
                     .unwrap_or_default();
-                (
-                    "apply_patch",
-                    json!({
-                        "changes": changes,
-                        "reason": params.get("reason").cloned().unwrap_or(Value::Null),
-                        "grantRoot": params.get("grantRoot").cloned().unwrap_or(Value::Null),
-                    }),
-                )
+                let ask = changes_to_ask(files)
+                    .unwrap_or_else(|| Ask::other("apply_patch", reason.as_deref(), params));
+                ("apply_patch", ask)
             }
             _ => {
                 self.outgoing.push(encode::error_response(
@@ -558,14 +558,17 @@ impl AppState {
                 "Codex asked again with the id of a pending request ({request_id}); ignored"
             ))];
         }
-        self.approvals.insert(request_id.clone(), Approval { id });
+        let for_session = offers_session(params);
+        let always = for_session.then(|| always_for_session(&ask, str_of(params, "grantRoot")));
+        self.approvals
+            .insert(request_id.clone(), Approval { id, for_session });
         let item = str_of(params, "itemId");
         vec![ProviderEvent::PermissionRequested(PermissionRequest {
             request_id,
-            kind: RequestKind::Permission,
+            kind: ask.kind(),
             tool: tool.to_string(),
-            input,
-            suggestions: Value::Null,
+            ask,
+            always,
             tool_use_id: (!item.is_empty()).then(|| item.to_string()),
             blocked_path: None,
         })]
@@ -643,10 +646,8 @@ impl AppState {
                 self.progress(&mut events);
                 let item = params.get("item").unwrap_or(&Value::Null);
                 if matches!(str_of(item, "type"), "fileChange") {
-                    self.file_changes.insert(
-                        str_of(item, "id").to_string(),
-                        super::protocol::changes_of(item),
-                    );
+                    self.file_changes
+                        .insert(str_of(item, "id").to_string(), changes_of(item));
                 }
                 events.extend(item_started(item));
             }
@@ -814,6 +815,43 @@ impl AppState {
     }
 }
 
+/// Whether an approval request takes `acceptForSession`: it lists no decisions (every
+/// decision is taken), or lists that one.
+fn offers_session(params: &Value) -> bool {
+    match params.get("availableDecisions").and_then(Value::as_array) {
+        None => true,
+        Some(decisions) => decisions
+            .iter()
+            .any(|d| d.as_str() == Some("acceptForSession")),
+    }
+}
+
+/// What `acceptForSession` allows, in words: the same command again, or changes to the
+/// same files (or under the root the request asks write access to).
+fn always_for_session(ask: &Ask, grant_root: &str) -> AlwaysOption {
+    let what = match ask {
+        _ if !grant_root.is_empty() => format!("changes under {}", quoted_code(grant_root)),
+        Ask::Command { command, .. } => format!("the command {}", quoted_code(command)),
+        Ask::FileEdit {
+            file_path,
+            other_files,
+            ..
+        } => {
+            let mut paths: Vec<String> = std::iter::once(file_path)
+                .chain(other_files.iter().map(|f| &f.file_path))
+                .take(3)
+                .map(|p| quoted_code(p))
+                .collect();
+            if other_files.len() > 2 {
+                paths.push(format!("{} more files", other_files.len() - 2));
+            }
+            format!("changes to {}", all_of(&paths))
+        }
+        _ => "the same request again".to_string(),
+    };
+    AlwaysOption::new(format!("allow {what} {FOR_THE_RUN}"))
+}
+
 /// The text of the last agent message among a turn's items.
 fn last_agent_message(turn: &Value) -> Option<String> {
     turn.get("items")?
@@ -865,8 +903,4 @@ fn is_quiet(method: &str) -> bool {
                 | "item/mcpToolCall/progress"
                 | "mcpServer/oauthLogin/completed"
         )
-}
-
-fn notice(text: String) -> ProviderEvent {
-    ProviderEvent::Notice { text }
 }

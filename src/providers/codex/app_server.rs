@@ -30,7 +30,9 @@ use crate::providers::{
 use super::AdapterTimings;
 use super::app_protocol::{AppState, Handshake};
 use super::args;
-use super::sink::{EventSink, notice, now_millis};
+use crate::clock::now_millis;
+use crate::providers::notice;
+use crate::providers::sink::EventSink;
 use crate::providers::sweep;
 
 /// Start `codex app-server` for `spec` and its driver task.

@@ -31,7 +31,8 @@ use crate::providers::{
 use super::AdapterTimings;
 use super::args;
 use super::exec_protocol::ExecState;
-use super::sink::{EventSink, notice};
+use crate::providers::notice;
+use crate::providers::sink::EventSink;
 use crate::providers::sweep;
 
 /// Start the exec-mode driver for `spec`. Fails at once when the working directory or

@@ -19,7 +19,7 @@
 
 use serde_json::Value;
 
-use crate::providers::{ProviderEvent, Tokens, TurnEnd};
+use crate::providers::{ProviderEvent, Tokens, TurnEnd, notice};
 
 use super::protocol::{
     ErrorClass, classify_message, clip, is_retry_message, item_completed, item_started,
@@ -247,8 +247,4 @@ fn tail_of(stderr: &str) -> String {
         Some(line) => format!(": {}", clip(line.trim())),
         None => String::new(),
     }
-}
-
-fn notice(text: String) -> ProviderEvent {
-    ProviderEvent::Notice { text }
 }

@@ -21,8 +21,6 @@ pub mod exec;
 pub mod exec_protocol;
 pub mod protocol;
 
-mod sink;
-
 use std::time::Duration;
 
 use crate::providers::process::ShutdownTimings;

@@ -1,17 +1,21 @@
 //! What both Codex modes share when reading Codex's output: thread items as drover
-//! events, OpenAI token counts in drover's classes, and how a Codex error is classified
-//! (a retry in progress, a transient failure, or a plain one).
+//! events and typed asks, OpenAI token counts in drover's classes, and how a Codex error
+//! is classified (a retry in progress, a transient failure, or a plain one).
 //!
 //! Pure: no I/O, no clock. What must stay true: nothing here panics on any JSON value
 //! (every field is optional to the reader); a tool item becomes `ToolStarted` /
-//! `ToolFinished` with the item's id; an HTTP status is only reported when Codex named
-//! it (or named the error class it maps one status to: `internalServerError` is HTTP
-//! 500, whose message is "We're currently experiencing high demand…").
+//! `ToolFinished` with the item's id, its typed ask the one an approval of the same item
+//! shows; an HTTP status is only reported when Codex named it (or named the error class
+//! it maps one status to: `internalServerError` is HTTP 500, whose message is "We're
+//! currently experiencing high demand…"); OpenAI's overlapping token counts become
+//! drover's disjoint classes without underflow.
 
 use serde_json::{Value, json};
 
-use crate::money::pricing::openai_tokens;
-use crate::providers::{ModelUsage, ProviderEvent, Tokens, is_transient_status};
+use crate::providers::ask::json_text;
+use crate::providers::{
+    Ask, EditedFile, FileChange, ModelUsage, ProviderEvent, Tokens, is_transient_status,
+};
 
 /// The one-line summaries and tool inputs are clipped to this many characters.
 const SUMMARY_CHARS: usize = 200;
@@ -29,6 +33,21 @@ fn count(value: &Value, keys: &[&str]) -> u64 {
     keys.iter()
         .find_map(|k| value.get(*k).and_then(Value::as_u64))
         .unwrap_or(0)
+}
+
+/// OpenAI's counts in drover's disjoint classes (DESIGN.md §6): OpenAI's `input_tokens`
+/// include the cached ones and `output_tokens` include the reasoning ones. OpenAI does
+/// not report cache writes.
+pub fn openai_tokens(input: u64, cached_input: u64, output: u64, reasoning: u64) -> Tokens {
+    let cache_read = cached_input.min(input);
+    let reasoning = reasoning.min(output);
+    Tokens {
+        input: input - cache_read,
+        output: output - reasoning,
+        reasoning,
+        cache_read,
+        cache_write: 0,
+    }
 }
 
 /// OpenAI usage (`input_tokens`/`inputTokens`, cached, output, reasoning; the cached and
@@ -175,58 +194,138 @@ pub fn rate_limited(message: &str, class: &ErrorClass) -> ProviderEvent {
     }
 }
 
-/// A tool item's name and input, when the item is a tool (`type` in app-server camel
-/// case or exec snake case).
-pub fn tool_of(item: &Value) -> Option<(String, Value)> {
+/// A tool item's name and typed ask, when the item is a tool (`type` in app-server
+/// camel case or exec snake case).
+pub fn tool_of(item: &Value) -> Option<(String, Ask)> {
     let kind = str_of(item, "type");
     match kind {
-        "commandExecution" | "command_execution" => Some((
-            "shell".into(),
-            json!({"command": item.get("command").cloned().unwrap_or(Value::Null)}),
-        )),
-        "fileChange" | "file_change" => {
-            Some(("apply_patch".into(), json!({"changes": changes_of(item)})))
+        "commandExecution" | "command_execution" => Some(("shell".into(), command_ask(item, None))),
+        "fileChange" | "file_change" => Some(("apply_patch".into(), file_change_ask(item))),
+        "mcpToolCall" | "mcp_tool_call" => {
+            let (server, tool) = (str_of(item, "server"), str_of(item, "tool"));
+            let arguments = json_text(item.get("arguments").unwrap_or(&Value::Null));
+            let ask = if server.is_empty() || tool.is_empty() {
+                Ask::other("mcp", None, item)
+            } else {
+                Ask::McpTool {
+                    server: server.to_string(),
+                    tool: tool.to_string(),
+                    arguments,
+                }
+            };
+            Some((format!("mcp:{server}/{tool}"), ask))
         }
-        "mcpToolCall" | "mcp_tool_call" => Some((
-            format!("mcp:{}/{}", str_of(item, "server"), str_of(item, "tool")),
-            item.get("arguments").cloned().unwrap_or(Value::Null),
-        )),
-        "webSearch" | "web_search" => Some((
-            "web_search".into(),
-            json!({"query": item.get("query").cloned().unwrap_or(Value::Null)}),
-        )),
+        "webSearch" | "web_search" => {
+            let query = item.get("query").cloned().unwrap_or(Value::Null);
+            let ask = Ask::other("web_search", query.as_str(), &json!({ "query": query }));
+            Some(("web_search".into(), ask))
+        }
         _ => None,
     }
 }
 
-/// A file change's paths and kinds (`kind` is a string in exec mode, `{type}` in the
-/// app-server).
-pub fn changes_of(item: &Value) -> Vec<Value> {
+/// The command of a command item or approval (`command` as text, or as argv on older
+/// servers) with its `cwd`; an item without a command is shown as it came.
+pub fn command_ask(params: &Value, reason: Option<String>) -> Ask {
+    let cwd = Some(str_of(params, "cwd"))
+        .filter(|c| !c.is_empty())
+        .map(str::to_string);
+    match params.get("command") {
+        Some(Value::String(command)) => Ask::command(command, cwd, reason),
+        Some(Value::Array(argv)) if argv.iter().all(Value::is_string) => Ask::command_from_argv(
+            argv.iter()
+                .filter_map(Value::as_str)
+                .map(str::to_string)
+                .collect(),
+            cwd,
+            reason,
+        ),
+        _ => Ask::other("shell", reason.as_deref(), params),
+    }
+}
+
+/// The typed ask of a file change item (its first file, the others in `other_files`);
+/// one that names no file is shown as it came.
+pub fn file_change_ask(item: &Value) -> Ask {
+    match changes_to_ask(changes_of(item)) {
+        Some(ask) => ask,
+        None => Ask::other("apply_patch", None, item.get("changes").unwrap_or(item)),
+    }
+}
+
+/// A patch's files as a file edit: the first file, the others in `other_files`.
+pub fn changes_to_ask(mut files: Vec<EditedFile>) -> Option<Ask> {
+    if files.is_empty() {
+        return None;
+    }
+    let first = files.remove(0);
+    Some(Ask::FileEdit {
+        file_path: first.file_path,
+        change: first.change,
+        other_files: files,
+    })
+}
+
+/// A file change's files and how each changes. `kind` is a string in exec mode (which
+/// gives no diff) and `{type, move_path}` in the app-server, whose `diff` is the new
+/// content of an added file and a unified diff of an updated one. Entries without a
+/// path are left out.
+pub fn changes_of(item: &Value) -> Vec<EditedFile> {
     item.get("changes")
         .and_then(Value::as_array)
-        .map(|changes| {
-            changes
-                .iter()
-                .map(|c| {
-                    let kind = match c.get("kind") {
-                        Some(Value::String(k)) => k.clone(),
-                        Some(other) => str_of(other, "type").to_string(),
-                        None => String::new(),
-                    };
-                    json!({"path": str_of(c, "path"), "kind": kind})
-                })
-                .collect()
+        .into_iter()
+        .flatten()
+        .filter_map(|c| {
+            let path = str_of(c, "path");
+            if path.is_empty() {
+                return None;
+            }
+            let (kind, moved_to) = match c.get("kind") {
+                Some(Value::String(k)) => (k.as_str(), ""),
+                Some(other) => (
+                    str_of(other, "type"),
+                    [str_of(other, "move_path"), str_of(other, "movePath")]
+                        .into_iter()
+                        .find(|p| !p.is_empty())
+                        .unwrap_or(""),
+                ),
+                None => ("", ""),
+            };
+            let diff = c.get("diff").and_then(Value::as_str);
+            let change = match (kind, diff) {
+                ("delete", _) => FileChange::Delete,
+                ("add", Some(content)) => FileChange::Content {
+                    content: content.to_string(),
+                },
+                ("add", None) => FileChange::Described {
+                    description: "a new file".into(),
+                },
+                (_, diff) if !moved_to.is_empty() => FileChange::Move {
+                    to: moved_to.to_string(),
+                    diff: diff.unwrap_or("").to_string(),
+                },
+                (_, Some(diff)) => FileChange::Diff {
+                    diff: diff.to_string(),
+                },
+                (_, None) => FileChange::Described {
+                    description: "changed".into(),
+                },
+            };
+            Some(EditedFile {
+                file_path: path.to_string(),
+                change,
+            })
         })
-        .unwrap_or_default()
+        .collect()
 }
 
 /// The events of an item that started.
 pub fn item_started(item: &Value) -> Vec<ProviderEvent> {
     match tool_of(item) {
-        Some((name, input)) => vec![ProviderEvent::ToolStarted {
+        Some((name, ask)) => vec![ProviderEvent::ToolStarted {
             tool_use_id: str_of(item, "id").to_string(),
             name,
-            input,
+            ask,
         }],
         None => Vec::new(),
     }
@@ -295,9 +394,9 @@ pub fn item_completed(item: &Value) -> (Vec<ProviderEvent>, Option<String>) {
     }
 }
 
-/// At most [`SUMMARY_CHARS`] characters.
+/// On one line, at most [`SUMMARY_CHARS`] characters.
 pub fn clip(text: &str) -> String {
-    crate::spec::text::clip(text, SUMMARY_CHARS)
+    crate::providers::wire::clip(text, SUMMARY_CHARS)
 }
 
 /// The version in a `userAgent` such as `drover/0.171.0 (Debian 12; x86_64) …`.

@@ -10,9 +10,14 @@ use serde_json::{Value, json};
 use super::app_protocol::{AppState, Bounds, Handshake};
 use super::exec_protocol::ExecState;
 use super::protocol::{
-    ErrorClass, classify_message, classify_turn_error, usage_tokens, version_of,
+    ErrorClass, classify_message, classify_turn_error, openai_tokens, tool_of, usage_tokens,
+    version_of,
 };
-use crate::providers::{LaunchSpec, PermissionAnswer, ProviderEvent, RequestKind, Tokens, TurnEnd};
+use crate::money::catalog::Catalog;
+use crate::providers::{
+    AlwaysOption, Ask, EditedFile, FileChange, LaunchSpec, PermissionAnswer, ProviderEvent,
+    RequestKind, Tokens, TurnEnd,
+};
 use crate::spec::{Capability, PermissionPolicy};
 
 fn class(status: Option<u16>, transient: bool) -> ErrorClass {
@@ -164,6 +169,178 @@ fn openai_usage_becomes_disjoint_classes() {
     ];
     for (usage, expected) in table {
         assert_eq!(usage_tokens(&usage), expected, "{usage}");
+    }
+}
+
+#[test]
+fn openai_counts_become_disjoint_classes() {
+    let tokens = |input, output, reasoning, cache_read| Tokens {
+        input,
+        output,
+        reasoning,
+        cache_read,
+        cache_write: 0,
+    };
+    // input 1000 of which 600 cached; output 500 of which 200 reasoning
+    assert_eq!(
+        openai_tokens(1_000, 600, 500, 200),
+        tokens(400, 300, 200, 600)
+    );
+    // inconsistent reports never underflow
+    assert_eq!(openai_tokens(10, 50, 5, 9), tokens(0, 0, 5, 10));
+    // priced, the cached part is billed at the cache rate and reasoning as output
+    let gpt = Catalog::embedded().price("codex", "gpt-5.5");
+    let cost = gpt
+        .cost(&openai_tokens(1_000_000, 400_000, 100_000, 50_000))
+        .expect("gpt-5.5 is priced");
+    // 600k × $5 + 400k × $0.50 + (50k + 50k) × $30, per million
+    assert!((cost - (3.0 + 0.2 + 3.0)).abs() < 1e-9, "{cost}");
+}
+
+#[test]
+fn tool_items_become_typed_asks() {
+    let edited = |path: &str, change: FileChange| EditedFile {
+        file_path: path.into(),
+        change,
+    };
+    let table: Vec<(Value, Option<(&str, Ask)>)> = vec![
+        (
+            json!({"type": "commandExecution", "id": "c", "command": "/bin/bash -lc 'ls -la'", "cwd": "/w"}),
+            Some((
+                "shell",
+                Ask::command("/bin/bash -lc 'ls -la'", Some("/w".into()), None),
+            )),
+        ),
+        (
+            json!({"type": "command_execution", "id": "c", "command": "echo 'unclosed"}),
+            Some((
+                "shell",
+                Ask::Command {
+                    command: "echo 'unclosed".into(),
+                    words: None,
+                    cwd: None,
+                    reason: None,
+                },
+            )),
+        ),
+        (
+            json!({"type": "commandExecution", "command": ["git", "commit", "-m", "a b"]}),
+            Some((
+                "shell",
+                Ask::command_from_argv(
+                    vec!["git".into(), "commit".into(), "-m".into(), "a b".into()],
+                    None,
+                    None,
+                ),
+            )),
+        ),
+        (
+            json!({"type": "fileChange", "id": "p", "changes": [
+                {"path": "/w/a.rs", "kind": {"type": "update", "move_path": null}, "diff": "@@ -1 +1 @@\n-a\n+b\n"},
+                {"path": "/w/new.rs", "kind": {"type": "add"}, "diff": "fn main() {}\n"},
+                {"path": "/w/old.rs", "kind": {"type": "delete"}, "diff": "gone\n"},
+                {"path": "/w/from.rs", "kind": {"type": "update", "move_path": "/w/to.rs"}, "diff": ""},
+                {"kind": {"type": "add"}}]}),
+            Some((
+                "apply_patch",
+                Ask::FileEdit {
+                    file_path: "/w/a.rs".into(),
+                    change: FileChange::Diff {
+                        diff: "@@ -1 +1 @@\n-a\n+b\n".into(),
+                    },
+                    other_files: vec![
+                        edited(
+                            "/w/new.rs",
+                            FileChange::Content {
+                                content: "fn main() {}\n".into(),
+                            },
+                        ),
+                        edited("/w/old.rs", FileChange::Delete),
+                        edited(
+                            "/w/from.rs",
+                            FileChange::Move {
+                                to: "/w/to.rs".into(),
+                                diff: String::new(),
+                            },
+                        ),
+                    ],
+                },
+            )),
+        ),
+        // exec mode names the kind only.
+        (
+            json!({"type": "file_change", "id": "p", "changes": [{"path": "a.txt", "kind": "add"},
+                                                                 {"path": "b.txt", "kind": "update"}]}),
+            Some((
+                "apply_patch",
+                Ask::FileEdit {
+                    file_path: "a.txt".into(),
+                    change: FileChange::Described {
+                        description: "a new file".into(),
+                    },
+                    other_files: vec![edited(
+                        "b.txt",
+                        FileChange::Described {
+                            description: "changed".into(),
+                        },
+                    )],
+                },
+            )),
+        ),
+        (
+            json!({"type": "mcpToolCall", "id": "m", "server": "github", "tool": "search", "arguments": {"q": "x"}}),
+            Some((
+                "mcp:github/search",
+                Ask::McpTool {
+                    server: "github".into(),
+                    tool: "search".into(),
+                    arguments: r#"{"q":"x"}"#.into(),
+                },
+            )),
+        ),
+        (
+            json!({"type": "web_search", "id": "w", "query": "rust shell words"}),
+            Some((
+                "web_search",
+                Ask::Other {
+                    tool: "web_search".into(),
+                    subject: Some("rust shell words".into()),
+                    input: r#"{"query":"rust shell words"}"#.into(),
+                },
+            )),
+        ),
+        // Hostile shapes are shown as they came.
+        (
+            json!({"type": "commandExecution", "command": 5}),
+            Some((
+                "shell",
+                Ask::Other {
+                    tool: "shell".into(),
+                    subject: None,
+                    input: r#"{"command":5,"type":"commandExecution"}"#.into(),
+                },
+            )),
+        ),
+        (
+            json!({"type": "fileChange", "changes": "x"}),
+            Some((
+                "apply_patch",
+                Ask::Other {
+                    tool: "apply_patch".into(),
+                    subject: None,
+                    input: r#""x""#.into(),
+                },
+            )),
+        ),
+        (json!({"type": "agentMessage", "text": "hi"}), None),
+    ];
+    for (item, expected) in table {
+        let got = tool_of(&item);
+        assert_eq!(
+            got.as_ref().map(|(name, ask)| (name.as_str(), ask)),
+            expected.as_ref().map(|(name, ask)| (*name, ask)),
+            "{item}"
+        );
     }
 }
 
@@ -384,7 +561,21 @@ fn an_approval_is_asked_and_answered_with_the_servers_id() {
         assert_eq!(request.request_id, "0");
         assert_eq!(request.kind, RequestKind::Permission);
         assert_eq!(request.tool, "shell");
-        assert_eq!(request.input["command"], "/bin/bash -lc 'touch x'");
+        assert_eq!(
+            request.ask,
+            Ask::Command {
+                command: "/bin/bash -lc 'touch x'".into(),
+                words: Some(vec!["/bin/bash".into(), "-lc".into(), "touch x".into()]),
+                cwd: Some("/w".into()),
+                reason: None,
+            }
+        );
+        assert_eq!(
+            request.always,
+            Some(AlwaysOption::new(
+                "allow the command `/bin/bash -lc 'touch x'` for the rest of this run"
+            ))
+        );
         assert_eq!(request.tool_use_id.as_deref(), Some("call_1"));
         state.answer("0", &answer).unwrap();
         assert_eq!(
@@ -426,13 +617,51 @@ fn a_file_change_approval_shows_the_changes_of_its_item() {
     assert_eq!(request.request_id, "req-7");
     assert_eq!(request.tool, "apply_patch");
     assert_eq!(
-        request.input["changes"],
-        json!([{"path": "/w/a.txt", "kind": "add"}])
+        request.ask,
+        Ask::FileEdit {
+            file_path: "/w/a.txt".into(),
+            change: FileChange::Content {
+                content: "+a".into()
+            },
+            other_files: vec![],
+        }
+    );
+    assert_eq!(
+        request.always,
+        Some(AlwaysOption::new(
+            "allow changes to `/w/a.txt` for the rest of this run"
+        ))
     );
     state
         .answer("req-7", &PermissionAnswer::Allow { always: false })
         .unwrap();
     assert_eq!(sent(&mut state)[0]["id"], "req-7");
+}
+
+#[test]
+fn allow_always_is_only_sent_when_codex_offers_it() {
+    let mut state = turn_running();
+    let events = line(
+        &mut state,
+        json!({"method": "item/commandExecution/requestApproval", "id": 3,
+               "params": {"threadId": THREAD, "turnId": TURN, "itemId": "c", "command": "curl x",
+                          "reason": "needs the network", "availableDecisions": ["accept", "cancel"]}}),
+    );
+    let [ProviderEvent::PermissionRequested(request)] = &events[..] else {
+        panic!("{events:?}");
+    };
+    assert_eq!(
+        request.ask,
+        Ask::command("curl x", None, Some("needs the network".into()))
+    );
+    assert_eq!(request.always, None);
+    state
+        .answer("3", &PermissionAnswer::Allow { always: true })
+        .unwrap();
+    assert_eq!(
+        sent(&mut state),
+        vec![json!({"jsonrpc": "2.0", "id": 3, "result": {"decision": "accept"}})]
+    );
 }
 
 #[test]
@@ -785,7 +1014,7 @@ fn tool_items_start_and_finish_with_their_outcome() {
         vec![ProviderEvent::ToolStarted {
             tool_use_id: "call_1".into(),
             name: "shell".into(),
-            input: json!({"command": "ls"}),
+            ask: Ask::command("ls", Some("/w".into()), None),
         }]
     );
     let table = [

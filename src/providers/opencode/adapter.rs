@@ -19,7 +19,7 @@
 //! - nothing the server sends can make the task panic.
 
 use std::collections::VecDeque;
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::Duration;
 
 use eventsource_stream::Eventsource;
 use futures_util::StreamExt;
@@ -30,13 +30,14 @@ use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
 use tokio::time::Instant;
 
-use crate::UnixMillis;
+use crate::clock::now_millis;
 use crate::providers::process::{
     self, ChildCommand, ExitReport, Line, LineReader, ProviderProcess, ShutdownTimings,
 };
+use crate::providers::sink::EventSink;
 use crate::providers::{
     AdapterHandle, LaunchError, LaunchSpec, ProviderCommand, ProviderEvent, ProviderEventSink,
-    RunProviderEvent,
+    notice,
 };
 
 use crate::providers::sweep;
@@ -121,9 +122,7 @@ pub fn launch_with(
     tracing::debug!(run_id = %spec.run_id, pid, port, "opencode server started");
     let (commands, rx) = mpsc::unbounded_channel();
     let driver = Driver {
-        run_id: spec.run_id.clone(),
-        sink,
-        sink_open: true,
+        out: EventSink::new(spec.run_id.clone(), sink),
         model: spec.model.clone(),
         resume: spec.resume_session.clone(),
         child,
@@ -178,9 +177,7 @@ enum StreamItem {
 const STREAM_BUFFER: usize = 256;
 
 struct Driver {
-    run_id: String,
-    sink: ProviderEventSink,
-    sink_open: bool,
+    out: EventSink,
     /// The model drover asked for (`provider/model`).
     model: Option<String>,
     resume: Option<String>,
@@ -232,7 +229,7 @@ impl Driver {
             }
             Err(stop) => stop,
         };
-        tracing::debug!(run_id = %self.run_id, ?stop, "ending the opencode server");
+        tracing::debug!(run_id = %self.out.run_id(), ?stop, "ending the opencode server");
         if let Some(task) = self.stream_task.take() {
             task.abort();
         }
@@ -241,9 +238,7 @@ impl Driver {
         let mut escaped = std::mem::take(&mut self.escaped);
         escaped.extend(sweep::escaped_descendants(self.child.pid()));
         let Driver {
-            run_id,
-            sink,
-            mut sink_open,
+            mut out,
             child,
             stdout,
             stdout_open,
@@ -252,16 +247,11 @@ impl Driver {
         } = self;
         let report = close(child, stdout, stdout_open, timings.shutdown).await;
         sweep::kill_left(&escaped);
-        send(
-            &sink,
-            &mut sink_open,
-            &run_id,
-            ProviderEvent::Exited {
-                code: report.code,
-                signal: report.signal,
-                stderr_tail: report.stderr_tail,
-            },
-        )
+        out.send(ProviderEvent::Exited {
+            code: report.code,
+            signal: report.signal,
+            stderr_tail: report.stderr_tail,
+        })
         .await;
     }
 
@@ -294,7 +284,7 @@ impl Driver {
                         {
                             return Ok(url);
                         }
-                        tracing::debug!(run_id = %self.run_id, line = %text, "opencode says");
+                        tracing::debug!(run_id = %self.out.run_id(), line = %text, "opencode says");
                     }
                     Ok(Some(Line::TooLong { .. })) => {}
                     _ => {
@@ -394,7 +384,7 @@ impl Driver {
     }
 
     async fn new_session(&mut self) -> Result<String, Stop> {
-        let title = format!("drover {}", self.run_id);
+        let title = format!("drover {}", self.out.run_id());
         let answer = self
             .call(Method::POST, &["session"], Some(json!({ "title": title })))
             .await;
@@ -491,14 +481,14 @@ impl Driver {
                 },
                 line = self.stdout.next_line(), if self.stdout_open => match line {
                     Ok(Some(Line::Text(text))) => {
-                        tracing::debug!(run_id = %self.run_id, line = %text, "opencode says");
+                        tracing::debug!(run_id = %self.out.run_id(), line = %text, "opencode says");
                     }
                     Ok(Some(Line::TooLong { .. })) => {}
                     _ => self.stdout_open = false,
                 },
                 () = self.child.exited() => return Stop::ServerGone,
             }
-            if !self.sink_open {
+            if !self.out.is_open() {
                 return Stop::Shutdown;
             }
         }
@@ -695,7 +685,7 @@ impl Driver {
     }
 
     async fn emit(&mut self, event: ProviderEvent) {
-        send(&self.sink, &mut self.sink_open, &self.run_id, event).await;
+        self.out.send(event).await;
     }
 }
 
@@ -729,30 +719,6 @@ fn error_text(body: &Value) -> String {
         other => other.to_string(),
     };
     text.chars().take(200).collect()
-}
-
-async fn send(sink: &ProviderEventSink, open: &mut bool, run_id: &str, event: ProviderEvent) {
-    if !*open {
-        return;
-    }
-    let event = RunProviderEvent {
-        run_id: run_id.to_string(),
-        event,
-    };
-    if sink.send(event).await.is_err() {
-        tracing::debug!(run_id, "the event receiver is gone");
-        *open = false;
-    }
-}
-
-fn notice(text: String) -> ProviderEvent {
-    ProviderEvent::Notice { text }
-}
-
-fn now_millis() -> UnixMillis {
-    SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| {
-        UnixMillis::try_from(d.as_millis()).unwrap_or(UnixMillis::MAX)
-    })
 }
 
 #[cfg(test)]

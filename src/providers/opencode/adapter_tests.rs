@@ -3,7 +3,7 @@
 //! wait is bounded; nothing sleeps and hopes.
 
 use super::*;
-use crate::providers::PermissionAnswer;
+use crate::providers::{PermissionAnswer, RunProviderEvent};
 use crate::spec::{Capability, PermissionPolicy};
 use nix::errno::Errno;
 use nix::sys::signal::kill;

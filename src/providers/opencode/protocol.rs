@@ -29,11 +29,13 @@ use std::collections::{BTreeMap, HashMap, HashSet};
 use serde_json::{Map, Value, json};
 
 use crate::UnixMillis;
-use crate::providers::wire::{clip, str_at, u64_at};
+use crate::providers::wire::{clip, first_line_summary, str_at, u64_at};
 use crate::providers::{
-    ModelUsage, PermissionAnswer, PermissionRequest, ProviderEvent, RequestKind, Tokens, TurnEnd,
-    is_transient_status,
+    Ask, ModelUsage, PermissionAnswer, PermissionRequest, ProviderEvent, Question, RequestKind,
+    Tokens, TurnEnd, is_transient_status, notice,
 };
+
+use super::ask::{always_of, permission_ask, questions_of, tool_ask};
 
 /// How long a Notice's quote may be.
 const QUOTE_CHARS: usize = 120;
@@ -156,25 +158,38 @@ pub enum Outgoing {
 }
 
 /// The body of `POST /question/{id}/reply`: per question, in order, the labels chosen
-/// (or a typed answer). `answers` is keyed by the question's text, or by its header.
-pub fn question_reply_body(questions: &Value, answers: &BTreeMap<String, String>) -> Value {
+/// (or a typed answer). `answers` is keyed by the question's text, or by its header; the
+/// answer to a question that takes several options may name several of its labels,
+/// separated by commas.
+pub fn question_reply_body(questions: &[Question], answers: &BTreeMap<String, String>) -> Value {
     let list: Vec<Value> = questions
-        .as_array()
-        .into_iter()
-        .flatten()
+        .iter()
         .map(|q| {
-            let by = |key: &str| {
-                q.get(key)
-                    .and_then(Value::as_str)
-                    .and_then(|k| answers.get(k))
-            };
-            match by("question").or_else(|| by("header")) {
-                Some(answer) => json!([answer]),
+            let answer = answers
+                .get(&q.question)
+                .or_else(|| q.header.as_ref().and_then(|h| answers.get(h)));
+            match answer {
+                Some(answer) => json!(chosen_labels(q, answer)),
                 None => json!([]),
             }
         })
         .collect();
     json!({ "answers": list })
+}
+
+/// The labels an answer chooses: several, when the question takes several and every
+/// comma-separated part is one of its labels; else the answer as given.
+fn chosen_labels(question: &Question, answer: &str) -> Vec<String> {
+    if question.multi_select {
+        let parts: Vec<&str> = answer.split(',').map(str::trim).collect();
+        let labelled = parts
+            .iter()
+            .all(|p| question.options.iter().any(|o| o.label == *p));
+        if parts.len() > 1 && labelled {
+            return parts.into_iter().map(str::to_string).collect();
+        }
+    }
+    vec![answer.to_string()]
 }
 
 /// The body of `POST /permission/{id}/reply`.
@@ -325,7 +340,7 @@ impl ParseState {
             (RequestKind::Question, PermissionAnswer::Answer { answers }) => {
                 Outgoing::QuestionReply {
                     request_id: request_id.to_string(),
-                    body: question_reply_body(&request.input["questions"], answers),
+                    body: question_reply_body(request.ask.questions(), answers),
                 }
             }
             // A reason is handed to the model as the answer to every question, so the
@@ -333,7 +348,7 @@ impl ParseState {
             (RequestKind::Question, PermissionAnswer::Deny { message }) => {
                 match deny_message(message) {
                     Some(reason) => {
-                        let questions = request.input["questions"].as_array().map_or(0, Vec::len);
+                        let questions = request.ask.questions().len();
                         Outgoing::QuestionReply {
                             request_id: request_id.to_string(),
                             body: json!({ "answers": vec![json!([reason]); questions.max(1)] }),
@@ -770,7 +785,7 @@ fn tool_part(id: &str, part: &Map<String, Value>, state: &mut ParseState) -> Vec
             events.push(ProviderEvent::ToolStarted {
                 tool_use_id: call_id.clone(),
                 name: name.clone(),
-                input: tool_state.get("input").cloned().unwrap_or(Value::Null),
+                ask: tool_ask(&name, tool_state.get("input").unwrap_or(&Value::Null)),
             });
         }
     };
@@ -782,14 +797,14 @@ fn tool_part(id: &str, part: &Map<String, Value>, state: &mut ParseState) -> Vec
             start(state, &mut events);
             if state.parts_done.insert(format!("tool:{call_id}")) {
                 let is_error = status == "error";
-                let summary = if is_error {
-                    one_line(str_at(tool_state, "error"))
+                let text = if is_error {
+                    str_at(tool_state, "error")
                 } else {
-                    match str_at(tool_state, "output").filter(|o| !o.trim().is_empty()) {
-                        Some(output) => one_line(Some(output)),
-                        None => one_line(str_at(tool_state, "title")),
-                    }
+                    str_at(tool_state, "output")
+                        .filter(|o| !o.trim().is_empty())
+                        .or_else(|| str_at(tool_state, "title"))
                 };
+                let summary = first_line_summary(text.unwrap_or(""), SUMMARY_CHARS);
                 events.push(ProviderEvent::ToolFinished {
                     tool_use_id: call_id.clone(),
                     is_error,
@@ -939,12 +954,13 @@ fn permission_asked(props: &Map<String, Value>, state: &mut ParseState) -> Vec<P
         .and_then(|t| str_at(t, "callID"))
         .or_else(|| str_at(props, "callID"))
         .map(str::to_string);
+    let ask = permission_ask(tool, props, &Value::Object(input));
     let request = PermissionRequest {
         request_id: id.to_string(),
-        kind: RequestKind::Permission,
+        kind: ask.kind(),
         tool: tool.to_string(),
-        input: Value::Object(input),
-        suggestions: props.get("always").cloned().unwrap_or(Value::Null),
+        ask,
+        always: always_of(tool, props.get("always")),
         tool_use_id,
         blocked_path: None,
     };
@@ -973,8 +989,10 @@ fn question_asked(props: &Map<String, Value>, state: &mut ParseState) -> Vec<Pro
         request_id: id.to_string(),
         kind: RequestKind::Question,
         tool: "question".into(),
-        input: json!({ "questions": questions }),
-        suggestions: Value::Null,
+        ask: Ask::Question {
+            questions: questions_of(questions),
+        },
+        always: None,
         tool_use_id: props
             .get("tool")
             .and_then(Value::as_object)
@@ -1013,28 +1031,6 @@ fn epoch_millis(value: f64) -> UnixMillis {
     } else {
         millis as UnixMillis
     }
-}
-
-/// The first non-empty line of `text`, clipped, and how many more.
-fn one_line(text: Option<&str>) -> String {
-    let Some(text) = text else {
-        return "(no output)".to_string();
-    };
-    let mut lines = text.lines().map(str::trim).filter(|l| !l.is_empty());
-    let Some(first) = lines.next() else {
-        return "(no output)".to_string();
-    };
-    let more = lines.count();
-    let first = clip(first, SUMMARY_CHARS);
-    match more {
-        0 => first,
-        1 => format!("{first} (+1 line)"),
-        n => format!("{first} (+{n} lines)"),
-    }
-}
-
-fn notice(text: String) -> ProviderEvent {
-    ProviderEvent::Notice { text }
 }
 
 #[cfg(test)]

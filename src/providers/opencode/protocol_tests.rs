@@ -3,6 +3,7 @@
 //! an abort) and the drover events they must become.
 
 use super::*;
+use crate::providers::{AlwaysOption, FileChange, QuestionOption};
 use serde_json::json;
 use std::collections::BTreeMap;
 
@@ -134,7 +135,7 @@ fn a_turn_with_a_tool_and_an_answer() {
             ProviderEvent::ToolStarted {
                 tool_use_id: "call_1".into(),
                 name: "bash".into(),
-                input: json!({"command": "touch x"}),
+                ask: Ask::command("touch x", None, None),
             },
             ProviderEvent::ToolFinished {
                 tool_use_id: "call_1".into(),
@@ -379,8 +380,10 @@ fn a_permission_request_is_shown_once_and_answered_once() {
             request_id: "per_1".into(),
             kind: RequestKind::Permission,
             tool: "bash".into(),
-            input: json!({"patterns": ["touch x"], "metadata": {"command": "touch x"}}),
-            suggestions: json!(["touch *"]),
+            ask: Ask::command("touch x", None, None),
+            always: Some(AlwaysOption::new(
+                "allow commands matching `touch *` for the rest of this run"
+            )),
             tool_use_id: Some("call_1".into()),
             blocked_path: None,
         })]
@@ -759,7 +762,8 @@ fn a_question_is_shown_and_answered_by_question_text_or_header() {
     assert_eq!(request.kind, RequestKind::Question);
     assert_eq!(request.tool, "question");
     assert_eq!(request.tool_use_id.as_deref(), Some("call_q"));
-    assert_eq!(request.input["questions"][0]["header"], "Colour");
+    assert_eq!(request.ask.questions()[0].header.as_deref(), Some("Colour"));
+    assert_eq!(request.ask.summary(), "Which colour?");
     assert!(
         s.answer("que_1", &PermissionAnswer::Allow { always: false })
             .is_err(),
@@ -848,5 +852,131 @@ fn a_long_stream_of_deltas_gives_a_sign_of_life_now_and_then() {
     assert_eq!(
         parse_event(&other, &mut s, NOW + 10 * PROGRESS_EVERY_MS),
         vec![]
+    );
+}
+
+#[test]
+fn every_permission_shape_becomes_its_typed_ask_and_always_sentence() {
+    let asked = |permission: &str, rest: Value| {
+        let mut props = json!({"id": "per_9", "sessionID": SID, "permission": permission,
+                               "tool": {"messageID": "msg_a1", "callID": "call_9"}});
+        if let (Some(p), Some(rest)) = (props.as_object_mut(), rest.as_object()) {
+            for (k, v) in rest {
+                p.insert(k.clone(), v.clone());
+            }
+        }
+        ev("permission.asked", props)
+    };
+    let table: Vec<(String, Ask, Option<&str>)> = vec![
+        (
+            asked(
+                "bash",
+                json!({"patterns": ["git status"], "metadata": {"command": "git status"},
+                       "always": ["git status *"]}),
+            ),
+            Ask::command("git status", None, None),
+            Some("allow commands matching `git status *` for the rest of this run"),
+        ),
+        (
+            asked(
+                "edit",
+                json!({"patterns": ["a.txt"], "always": ["*"],
+                       "metadata": {"filepath": "/w/a.txt", "diff": "-a\n+b\n"}}),
+            ),
+            Ask::FileEdit {
+                file_path: "/w/a.txt".into(),
+                change: FileChange::Diff {
+                    diff: "-a\n+b\n".into(),
+                },
+                other_files: vec![],
+            },
+            Some("allow all file edits for the rest of this run"),
+        ),
+        (
+            asked(
+                "webfetch",
+                json!({"patterns": ["https://opencode.ai"], "always": ["*"],
+                       "metadata": {"url": "https://opencode.ai", "format": "markdown"}}),
+            ),
+            Ask::Fetch {
+                url: "https://opencode.ai".into(),
+            },
+            Some("allow all web fetches for the rest of this run"),
+        ),
+        (
+            asked("doom_loop", json!({"patterns": ["read"], "always": []})),
+            Ask::Other {
+                tool: "doom_loop".into(),
+                subject: Some("read".into()),
+                input: r#"{"patterns":["read"]}"#.into(),
+            },
+            None,
+        ),
+    ];
+    for (event, expected, always) in table {
+        let mut s = state();
+        let events = feed(&mut s, &[event]);
+        let [ProviderEvent::PermissionRequested(request)] = events.as_slice() else {
+            panic!("{events:?}");
+        };
+        assert_eq!(request.ask, expected);
+        assert_eq!(request.kind, RequestKind::Permission);
+        assert_eq!(request.tool_use_id.as_deref(), Some("call_9"));
+        assert_eq!(request.always.as_ref().map(|a| a.sentence.as_str()), always);
+    }
+}
+
+#[test]
+fn a_multiple_choice_question_takes_several_labels() {
+    let asked = ev(
+        "question.asked",
+        json!({"id": "que_2", "sessionID": SID, "questions": [
+            {"question": "Which parts?", "header": "Parts", "multiple": true,
+             "options": [{"label": "api", "description": "the API"}, {"label": "cli", "description": ""}]},
+            {"question": "Anything else?", "options": []}]}),
+    );
+    let mut s = state();
+    let events = feed(&mut s, &[asked]);
+    let [ProviderEvent::PermissionRequested(request)] = events.as_slice() else {
+        panic!("{events:?}");
+    };
+    assert_eq!(
+        request.ask,
+        Ask::Question {
+            questions: vec![
+                Question {
+                    question: "Which parts?".into(),
+                    header: Some("Parts".into()),
+                    options: vec![
+                        QuestionOption {
+                            label: "api".into(),
+                            description: Some("the API".into()),
+                        },
+                        QuestionOption {
+                            label: "cli".into(),
+                            description: None,
+                        },
+                    ],
+                    multi_select: true,
+                },
+                Question {
+                    question: "Anything else?".into(),
+                    header: None,
+                    options: vec![],
+                    multi_select: false,
+                },
+            ],
+        }
+    );
+    let answers = BTreeMap::from([
+        ("Parts".to_string(), "api, cli".to_string()),
+        ("Anything else?".to_string(), "no, thanks".to_string()),
+    ]);
+    assert_eq!(
+        s.answer("que_2", &PermissionAnswer::Answer { answers }),
+        Ok(Outgoing::QuestionReply {
+            request_id: "que_2".into(),
+            body: json!({"answers": [["api", "cli"], ["no, thanks"]]}),
+        })
     );
 }

@@ -124,12 +124,7 @@ fn summary_lines(entry: &RunEntry, now: crate::UnixMillis, width: usize) -> Vec<
     if let Some(p) = entry.pending.first() {
         let what = match p.kind {
             RequestKind::Permission => {
-                let input = format::input_fields(&p.input)
-                    .into_iter()
-                    .next()
-                    .map(|(_, v)| v.join(" "))
-                    .unwrap_or_default();
-                format!("{} wants: {}", p.tool, one_line(&input))
+                format!("{} wants: {}", p.tool, one_line(&p.ask.summary()))
             }
             RequestKind::Question => {
                 let q = crate::tui::views::prompt::questions(p)

@@ -107,13 +107,16 @@ fn prompt(buf: &mut Buffer, body: Rect, view: &PromptView, app: &App) {
                     },
                 ));
             }
-            for (i, (label, description)) in q.options.iter().enumerate() {
+            for (i, option) in q.options.iter().enumerate() {
                 let mut spans = vec![
                     Span::styled(format!("  {} ", i + 1), theme::key()),
-                    Span::styled(one_line(label), theme::focus()),
+                    Span::styled(one_line(&option.label), theme::focus()),
                 ];
-                if let Some(d) = description {
-                    spans.push(Span::styled(format!(" — {}", one_line(d)), theme::dim()));
+                if let Some(d) = &option.description {
+                    spans.push(Span::styled(
+                        format!(" — {}", one_line(d)),
+                        theme::dim(),
+                    ));
                 }
                 body_lines.push(Line::from(spans));
             }
@@ -130,7 +133,7 @@ fn prompt(buf: &mut Buffer, body: Rect, view: &PromptView, app: &App) {
             Span::styled(request.tool.clone(), theme::attention()),
             Span::styled(" wants to run with this input:", theme::text()),
         ]));
-        let fields = format::input_fields(&request.input);
+        let fields = format::ask_fields(&request.ask);
         let key_w = fields
             .iter()
             .map(|(k, _)| width_of(k))
@@ -155,14 +158,11 @@ fn prompt(buf: &mut Buffer, body: Rect, view: &PromptView, app: &App) {
                 }
             }
         }
-        let suggestions = format::suggestion_lines(&request.suggestions);
-        if !suggestions.is_empty() {
+        if let Some(always) = &request.always {
             body_lines.push(Line::raw(""));
-            body_lines.push(Line::styled("allow always would add:", theme::dim()));
-            for s in suggestions {
-                for piece in wrap(&s, width.saturating_sub(2)) {
-                    body_lines.push(Line::raw(format!("  {piece}")));
-                }
+            body_lines.push(Line::styled("allow always:", theme::dim()));
+            for piece in wrap(&one_line(&always.sentence), width.saturating_sub(2)) {
+                body_lines.push(Line::raw(format!("  {piece}")));
             }
         }
     }

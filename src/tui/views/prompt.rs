@@ -4,17 +4,17 @@
 //! What must stay true: an answer names the request id this view shows, never another;
 //! once the request is known to be gone (answered elsewhere, withdrawn, timed out, or
 //! refused as such by the dispatcher) the view says so and sends nothing more for it;
-//! a question is answered with one of its own choices or with typed text.
+//! a question is answered with one of its own choices or with typed text; what is shown
+//! comes from the typed ask alone.
 
 use crossterm::event::{KeyCode, KeyEvent};
-use serde_json::Value;
 use std::collections::BTreeMap;
 
 use super::text::TextField;
 use super::{Outcome, ViewCommand};
 use crate::dispatch::Request;
 use crate::dispatch::api::PendingView;
-use crate::providers::{PermissionAnswer, RequestKind};
+use crate::providers::{PermissionAnswer, Question, RequestKind};
 use crate::tui::event::ReplyTag;
 use crate::tui::keys::{Action, Context};
 
@@ -39,68 +39,19 @@ pub enum PromptMode {
     FreeText(TextField),
 }
 
-/// One question of an `AskUserQuestion` request.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Question {
-    pub question: String,
-    pub header: Option<String>,
-    pub options: Vec<(String, Option<String>)>,
-}
-
-/// The questions in a question request's input (one made-up question when the input
-/// has none in the known shape, so typed text can still answer it).
+/// The questions of a question request (one made up of the tool's name when the
+/// provider sent none it could read, so typed text can still answer it).
 pub fn questions(request: &PendingView) -> Vec<Question> {
-    let found: Vec<Question> = request
-        .input
-        .get("questions")
-        .and_then(Value::as_array)
-        .map(|qs| {
-            qs.iter()
-                .filter_map(|q| {
-                    let question = q.get("question")?.as_str()?.to_string();
-                    let header = q.get("header").and_then(Value::as_str).map(str::to_string);
-                    let options = q
-                        .get("options")
-                        .and_then(Value::as_array)
-                        .map(|opts| {
-                            opts.iter()
-                                .filter_map(|o| {
-                                    let label = match o {
-                                        Value::String(s) => s.clone(),
-                                        _ => o.get("label")?.as_str()?.to_string(),
-                                    };
-                                    let description = o
-                                        .get("description")
-                                        .and_then(Value::as_str)
-                                        .map(str::to_string);
-                                    Some((label, description))
-                                })
-                                .collect()
-                        })
-                        .unwrap_or_default();
-                    Some(Question {
-                        question,
-                        header,
-                        options,
-                    })
-                })
-                .collect()
-        })
-        .unwrap_or_default();
+    let found = request.ask.questions();
     if found.is_empty() {
-        let question = request
-            .input
-            .get("question")
-            .and_then(Value::as_str)
-            .unwrap_or(&request.tool)
-            .to_string();
         vec![Question {
-            question,
+            question: request.tool.clone(),
             header: None,
             options: Vec::new(),
+            multi_select: false,
         }]
     } else {
-        found
+        found.to_vec()
     }
 }
 
@@ -187,7 +138,7 @@ impl PromptView {
             let index = c as usize - '1' as usize;
             if let Some(label) = self
                 .current_question()
-                .and_then(|q| q.options.get(index).map(|(label, _)| label.clone()))
+                .and_then(|q| q.options.get(index).map(|o| o.label.clone()))
             {
                 return self.answer_current(label);
             }

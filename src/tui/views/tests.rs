@@ -1,14 +1,13 @@
 //! Views answer keys with typed commands, without a dispatcher or a terminal.
 
 use crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
-use serde_json::json;
 
 use super::form::{DispatchForm, Field};
 use super::prompt::{PromptState, PromptView};
 use super::*;
 use crate::dispatch::api::PendingView;
 use crate::error::{DroverError, ErrorCode};
-use crate::providers::{PermissionAnswer, RequestKind};
+use crate::providers::{Ask, PermissionAnswer, Question, QuestionOption, RequestKind};
 use crate::tui::keys::KeyTable;
 
 fn press(overlay: &mut Overlay, code: KeyCode) -> Outcome {
@@ -28,8 +27,8 @@ fn permission() -> PendingView {
         request_id: "req_1".into(),
         kind: RequestKind::Permission,
         tool: "Bash".into(),
-        input: json!({"command": "ls -la"}),
-        suggestions: json!(null),
+        ask: Ask::command("ls -la", None, None),
+        always: None,
         created_at: 0,
         expires_at: 600_000,
     }
@@ -40,9 +39,21 @@ fn question() -> PendingView {
         request_id: "req_q".into(),
         kind: RequestKind::Question,
         tool: "AskUserQuestion".into(),
-        input: json!({"questions": [{"question": "Which database?", "header": "DB",
-            "options": [{"label": "SQLite"}, {"label": "Postgres"}], "multiSelect": false}]}),
-        suggestions: json!(null),
+        ask: Ask::Question {
+            questions: vec![Question {
+                question: "Which database?".into(),
+                header: Some("DB".into()),
+                options: ["SQLite", "Postgres"]
+                    .into_iter()
+                    .map(|label| QuestionOption {
+                        label: label.into(),
+                        description: None,
+                    })
+                    .collect(),
+                multi_select: false,
+            }],
+        },
+        always: None,
         created_at: 0,
         expires_at: 1_800_000,
     }

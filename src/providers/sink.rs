@@ -1,11 +1,8 @@
-//! Sending a run's events to the dispatcher, for both Codex drivers.
+//! Sending a run's events to the dispatcher, for every adapter's driver.
 //!
 //! What must stay true: once the receiver is gone nothing more is sent (and the driver
 //! can see it, to end its child).
 
-use std::time::{SystemTime, UNIX_EPOCH};
-
-use crate::UnixMillis;
 use crate::providers::{ProviderEvent, ProviderEventSink, RunProviderEvent};
 
 /// A run's event sender.
@@ -52,14 +49,4 @@ impl EventSink {
             self.send(event).await;
         }
     }
-}
-
-pub fn notice(text: String) -> ProviderEvent {
-    ProviderEvent::Notice { text }
-}
-
-pub fn now_millis() -> UnixMillis {
-    SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| {
-        UnixMillis::try_from(d.as_millis()).unwrap_or(UnixMillis::MAX)
-    })
 }
