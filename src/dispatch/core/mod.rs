@@ -52,6 +52,8 @@ mod timers;
 pub(crate) mod transcript;
 mod waits;
 
+#[cfg(test)]
+mod tests;
 
 pub use money::SESSION_KEY;
 pub use routes::memory_key as route_memory_key;

@@ -563,11 +563,3 @@ fn run_money(run: &Run) -> RunMoney {
         spent: run.cost_usd + run.provisional_usd,
     }
 }
-
-/// The spend of a budget session counted when the core first held it, for tests.
-#[cfg(test)]
-impl Core {
-    pub(super) fn session_spent(&self, name: &str) -> Option<f64> {
-        self.money.session(name).map(|s| s.money.spent)
-    }
-}

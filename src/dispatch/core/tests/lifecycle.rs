@@ -1,0 +1,352 @@
+//! Turns and ends (DESIGN.md §3, §9): the first turn, result retry, queued follow-ups,
+//! max turns, needs_input, provider errors, stop with pending requests, complete,
+//! kill-all, a child that dies, resume of an interrupted run.
+
+use super::*;
+use crate::dispatch::views::ResumeData;
+
+fn start_turns(out: &Out, run_id: &str) -> Vec<String> {
+    out.sent(run_id)
+        .into_iter()
+        .filter_map(|c| match c {
+            ProviderCommand::StartTurn { prompt } => Some(prompt.clone()),
+            _ => None,
+        })
+        .collect()
+}
+
+#[test]
+fn ready_sends_the_first_turn_with_the_task_and_the_result_request() {
+    let mut h = Harness::new("");
+    let id = h.dispatch();
+    let out = h.provider(&id, ProviderEvent::Ready { version: None });
+    let turns = start_turns(&out, &id);
+    assert_eq!(turns.len(), 1);
+    assert!(turns[0].starts_with("do the thing"));
+    assert!(turns[0].contains("## Result"));
+    assert_eq!(h.state(&id), RunState::Running);
+    assert_eq!(
+        h.live(&id),
+        (LiveStateKind::Working, Some("model turn".into()))
+    );
+}
+
+#[test]
+fn a_turn_without_a_result_block_is_asked_once_more() {
+    let mut h = Harness::new("");
+    let id = h.running();
+    let out = h.provider(&id, turn_done("all done, I think"));
+    assert_eq!(start_turns(&out, &id).len(), 1, "one retry turn");
+    assert!(out.notes().iter().any(|n| n.contains("asking once more")));
+    assert_eq!(h.core.runs[&id].turns.len(), 2);
+    assert_eq!(h.core.runs[&id].turns[1].origin, TurnOrigin::ResultRetry);
+    // Still none: the run goes idle with no usable result, no third turn.
+    let out = h.provider(&id, turn_done("still nothing"));
+    assert!(start_turns(&out, &id).is_empty());
+    assert!(out.notes().iter().any(|n| n.contains("no usable result")));
+    assert_eq!(h.state(&id), RunState::Idle);
+    // Result retries do not count against max turns.
+    assert_eq!(h.core.runs[&id].user_turns(), 1);
+}
+
+#[test]
+fn a_follow_up_during_a_turn_waits_for_its_end_then_goes() {
+    let mut h = Harness::new("");
+    let id = h.running();
+    let out = h.request(Request::FollowUp {
+        run_id: id.clone(),
+        text: "and the tests too".into(),
+    });
+    assert!(start_turns(&out, &id).is_empty(), "not while a turn runs");
+    assert!(out.notes().iter().any(|n| n.contains("follow-up queued")));
+    assert_eq!(h.view(&id).queued_follow_ups, 1);
+    let out = h.provider(&id, turn_done("## Result\nstatus: done\nsummary: ok\n"));
+    assert_eq!(start_turns(&out, &id), ["and the tests too"]);
+    assert_eq!(h.state(&id), RunState::Running);
+    assert_eq!(h.view(&id).queued_follow_ups, 0);
+}
+
+#[test]
+fn a_follow_up_to_an_idle_run_starts_its_next_turn() {
+    let mut h = Harness::new("");
+    let id = h.idle();
+    let out = h.request(Request::FollowUp {
+        run_id: id.clone(),
+        text: "next".into(),
+    });
+    assert_eq!(start_turns(&out, &id), ["next"]);
+    assert_eq!(out.run().state, RunState::Running);
+}
+
+#[test]
+fn max_turns_ends_the_run_and_refuses_more_follow_ups() {
+    let mut h = Harness::new("");
+    let id = h.dispatch_with(|s| s.max_turns = Some(2)).run().run_id;
+    h.provider(&id, ProviderEvent::Ready { version: None });
+    h.provider(&id, turn_done("## Result\nstatus: done\nsummary: one\n"));
+    h.request(Request::FollowUp {
+        run_id: id.clone(),
+        text: "two".into(),
+    });
+    let out = h.request(Request::FollowUp {
+        run_id: id.clone(),
+        text: "three".into(),
+    });
+    assert_eq!(out.refusal().code, ErrorCode::MaxTurns);
+    let out = h.provider(&id, turn_done("## Result\nstatus: done\nsummary: two\n"));
+    assert!(out.notes().iter().any(|n| n == "reached its 2 turns"));
+    assert!(out.sent(&id).contains(&&ProviderCommand::Shutdown));
+    h.exit(&id);
+    assert_eq!(h.state(&id), RunState::Completed);
+    assert_eq!(reason_of(&h, &id).as_deref(), Some("max_turns"));
+}
+
+#[test]
+fn needs_input_is_kept_and_shown_on_the_live_line() {
+    let mut h = Harness::new("");
+    let id = h.running();
+    h.provider(
+        &id,
+        turn_done("## Result\nstatus: needs_input\nsummary: which db?\nquestion: Postgres or SQLite?\n"),
+    );
+    assert_eq!(h.state(&id), RunState::Idle);
+    assert!(h.core.runs[&id].summary().needs_input);
+    assert_eq!(
+        h.live(&id).1.as_deref(),
+        Some("needs your input: answer with a follow-up")
+    );
+    let result = h.view(&id).last_result.unwrap();
+    assert_eq!(result.question.as_deref(), Some("Postgres or SQLite?"));
+}
+
+#[test]
+fn a_transient_provider_error_fails_the_run_with_a_retry_offered() {
+    let mut h = Harness::new("");
+    let id = h.running();
+    let out = h.provider(
+        &id,
+        ProviderEvent::TurnCompleted(TurnEnd {
+            is_error: true,
+            subtype: "error_during_execution".into(),
+            api_error_status: Some(529),
+            transient: true,
+            ..TurnEnd::default()
+        }),
+    );
+    assert!(out.notes().iter().any(|n| n.contains("(HTTP 529)")));
+    assert!(out.notes().iter().any(|n| n.contains("may pass")));
+    h.exit(&id);
+    assert_eq!(h.state(&id), RunState::Failed);
+    assert_eq!(reason_of(&h, &id).as_deref(), Some("provider_unavailable"));
+    let offer = h.view(&id).escalation.expect("an offer");
+    assert_eq!(offer.kind, crate::route::EscalationKind::Retry);
+}
+
+#[test]
+fn stop_denies_what_is_pending_and_ends_once_the_child_exits() {
+    let mut h = Harness::new("");
+    let id = h.running();
+    h.provider(&id, permission("p1", "ls -la"));
+    h.provider(&id, question("q1"));
+    assert_eq!(h.state(&id), RunState::AwaitingPermission);
+    let out = h.request(Request::Stop { run_id: id.clone() });
+    let decisions = out.decisions();
+    assert_eq!(decisions.len(), 2, "{decisions:?}");
+    assert!(decisions.iter().all(|(who, d)| who == "system" && d.starts_with("deny")));
+    assert!(out.sent(&id).contains(&&ProviderCommand::Shutdown));
+    // Not ended until the child has gone.
+    assert_eq!(h.state(&id), RunState::AwaitingPermission);
+    assert!(h.view(&id).pending.is_empty());
+    let out = h.request(Request::Stop { run_id: id.clone() });
+    assert_eq!(out.refusal().code, ErrorCode::RunNotActive, "already ending");
+    h.exit(&id);
+    assert_eq!(h.state(&id), RunState::Stopped);
+    assert_eq!(reason_of(&h, &id).as_deref(), Some("user"));
+    assert_eq!(cause_of(&h, &id), Some(Cause::Stopped));
+}
+
+#[test]
+fn complete_needs_an_idle_run_and_wraps_it_up() {
+    let mut h = Harness::new("");
+    let id = h.running();
+    let out = h.request(Request::Complete { run_id: id.clone() });
+    assert_eq!(out.refusal().code, ErrorCode::RunNotIdle);
+    h.provider(&id, turn_done("## Result\nstatus: done\nsummary: ok\n"));
+    let out = h.request(Request::Complete { run_id: id.clone() });
+    assert!(out.reply().is_ok());
+    assert_eq!(h.live(&id).0, LiveStateKind::WrappingUp);
+    h.exit(&id);
+    assert_eq!(h.state(&id), RunState::Completed);
+    assert_eq!(reason_of(&h, &id).as_deref(), Some("complete"));
+}
+
+#[test]
+fn kill_all_stops_running_queued_and_held_runs() {
+    let mut h = Harness::new("[limits.per_provider]\nsim = 1\n");
+    let running = h.running();
+    let queued = h.dispatch();
+    let held = h.dispatch_with(|s| s.model = Some("auto".into())).run().run_id;
+    let out = h.request(Request::KillAll);
+    match out.reply() {
+        Ok(Response::Stopped(s)) => assert_eq!(s.stopped, [running.clone(), queued.clone(), held.clone()]),
+        other => panic!("{other:?}"),
+    }
+    // Without a child they end at once; the held run's card closes.
+    assert_eq!(h.state(&queued), RunState::Stopped);
+    assert_eq!(h.state(&held), RunState::Stopped);
+    assert_eq!(h.view(&held).route.unwrap().status, "closed");
+    let out = h.exit(&running);
+    assert_eq!(h.state(&running), RunState::Stopped);
+    assert!(out.launches.is_empty(), "the stopped queued run never starts");
+}
+
+#[test]
+fn a_child_that_dies_fails_its_run() {
+    let mut h = Harness::new("");
+    let before_ready = h.dispatch();
+    h.exit(&before_ready);
+    assert_eq!(reason_of(&h, &before_ready).as_deref(), Some("launch_error"));
+    let id = h.running();
+    let out = h.exit(&id);
+    assert!(out.notes().iter().any(|n| n.contains("ended unexpectedly")));
+    assert_eq!(h.state(&id), RunState::Failed);
+    assert_eq!(reason_of(&h, &id).as_deref(), Some("provider_error"));
+    assert_eq!(cause_of(&h, &id), Some(Cause::RunnerGone));
+}
+
+#[test]
+fn shutdown_interrupts_every_active_run_and_waits_for_the_children() {
+    let mut h = Harness::new("");
+    let a = h.running();
+    let b = h.idle();
+    h.feed(Input::Shutdown);
+    assert!(!h.core.shutdown_finished(h.now), "children still up");
+    let out = h.request(Request::Ping);
+    assert!(out.reply().is_ok(), "ping is still answered");
+    let out = h.request(Request::Runs {
+        state: None,
+        include_removed: false,
+    });
+    assert!(out.refusal().message.contains("shutting down"));
+    h.exit(&a);
+    h.exit(&b);
+    assert!(h.core.shutdown_finished(h.now));
+    assert_eq!(h.state(&a), RunState::Interrupted);
+    assert_eq!(reason_of(&h, &b).as_deref(), Some("shutdown"));
+}
+
+fn interrupted_run(h: &mut Harness) -> ResumeData {
+    // A run as a previous owner left it: made here, then read back as the ledger has it.
+    let id = h.idle();
+    let view = h.view(&id);
+    let mut record = crate::ledger::RunRecord {
+        run_id: id.clone(),
+        created_at: view.created_at,
+        updated_at: view.created_at,
+        finished_at: Some(view.created_at),
+        state: RunState::Interrupted,
+        completion_reason: Some("shutdown".into()),
+        provider: "sim".into(),
+        model: view.model.clone(),
+        title: view.title.clone(),
+        budget_session: "default".into(),
+        workflow_id: None,
+        parent_run: None,
+        idempotency_key: None,
+        provider_session_id: Some("sess-1".into()),
+        removed: false,
+        spec: serde_json::to_value(&h.core.runs[&id].spec).unwrap(),
+        live_state: view.live_state.clone(),
+        result: None,
+    };
+    h.core.runs.remove(&id);
+    h.core.order.retain(|r| r != &id);
+    record.run_id = id;
+    ResumeData {
+        record,
+        view,
+        tail: vec!["ready".into()],
+        last_seq: 40,
+        session: LoadedSession {
+            name: "default".into(),
+            spent: 0.0,
+            record: None,
+        },
+    }
+}
+
+#[test]
+fn resume_reads_the_run_then_starts_it_in_its_provider_session() {
+    let mut h = Harness::new("");
+    let data = interrupted_run(&mut h);
+    let id = data.record.run_id.clone();
+    let out = h.request(Request::Resume {
+        run_id: id.clone(),
+        text: Some("go on please".into()),
+    });
+    let [(Fetch::Resumable { run_id }, then)] = &out.loads[..] else {
+        panic!("expected a resume read, got {:?}", out.loads);
+    };
+    assert_eq!(run_id, &id);
+    let out = h.feed(Input::Loaded {
+        then: then.clone(),
+        answer: Ok(Fetched::Resumable(Box::new(data))),
+    });
+    assert_eq!(out.run().state, RunState::Starting);
+    assert_eq!(out.launches[0].resume_session.as_deref(), Some("sess-1"));
+    let first_seq = out.ops.iter().find_map(|op| match op {
+        WriteOp::AppendEvent(e) if e.run_id == id => Some(e.seq),
+        _ => None,
+    });
+    assert_eq!(first_seq, Some(41), "seqs go on from the ledger's");
+    let out = h.provider(&id, ProviderEvent::Ready { version: None });
+    assert_eq!(start_turns(&out, &id), ["go on please"]);
+    assert_eq!(h.core.runs[&id].turns.last().unwrap().origin, TurnOrigin::Resume);
+    // A run in memory is not resumed again.
+    let out = h.request(Request::Resume { run_id: id, text: None });
+    assert_eq!(out.refusal().code, ErrorCode::RunNotResumable);
+}
+
+#[test]
+fn only_an_interrupted_run_with_a_session_is_resumed() {
+    let mut h = Harness::new("");
+    let cases: &[(&str, fn(&mut ResumeData), ErrorCode)] = &[
+        (
+            "completed",
+            |d| d.record.state = RunState::Completed,
+            ErrorCode::RunNotResumable,
+        ),
+        (
+            "no provider session",
+            |d| d.record.provider_session_id = None,
+            ErrorCode::RunNotResumable,
+        ),
+        (
+            "removed",
+            |d| d.record.removed = true,
+            ErrorCode::RunNotFound,
+        ),
+        (
+            "a provider drover cannot run",
+            |d| d.record.provider = "gemini".into(),
+            ErrorCode::InvalidProvider,
+        ),
+    ];
+    for (what, spoil, code) in cases {
+        let mut data = interrupted_run(&mut h);
+        spoil(&mut data);
+        let id = data.record.run_id.clone();
+        let out = h.request(Request::Resume {
+            run_id: id.clone(),
+            text: None,
+        });
+        let (_, then) = out.loads[0].clone();
+        let out = h.feed(Input::Loaded {
+            then,
+            answer: Ok(Fetched::Resumable(Box::new(data))),
+        });
+        assert_eq!(out.refusal().code, *code, "{what}");
+        assert!(out.ops.is_empty() && out.launches.is_empty(), "{what}: nothing written");
+        assert!(!h.core.runs.contains_key(&id), "{what}");
+    }
+}

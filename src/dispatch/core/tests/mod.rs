@@ -1,0 +1,348 @@
+//! Table tests of the core: plain `#[test]`s, no child process, no tokio, no ledger, no
+//! clock. A small harness plays the driver: it hands inputs to the [`Core`] at a time it
+//! chooses, answers launches (as `providers::launch` would), and keeps what came out —
+//! commits, replies, commands to adapters, ledger reads — for the cases to look at.
+
+mod admission;
+mod answers;
+mod lifecycle;
+mod money;
+mod timers;
+
+use std::collections::BTreeSet;
+use std::path::{Path, PathBuf};
+
+use super::{
+    Core, Effect, Facts, Fetch, Fetched, Input, Launched, Query, Read, ReplyTo, Startup, Then,
+    TurnOrigin,
+};
+use crate::config::Config;
+use crate::dispatch::api::{DispatchEvent, Request, Response, RunSummary, RunView, WaitUntil};
+use crate::dispatch::views::LoadedSession;
+use crate::ledger::WriteOp;
+use crate::live_state::{Cause, LiveStateKind};
+use crate::providers::{
+    Ask, LaunchError, LaunchSpec, PermissionAnswer, PermissionRequest, ProviderCommand,
+    ProviderEvent, RequestKind, RunProviderEvent, Tokens, TurnEnd,
+};
+use crate::run_state::RunState;
+use crate::spec::SpecInput;
+use crate::{DroverError, ErrorCode, UnixMillis};
+
+/// The time the tests start at (any fixed instant will do).
+const T0: UnixMillis = 1_800_000_000_000;
+const MIN: i64 = 60_000;
+
+/// A machine with one work directory, and the CLIs named installed.
+struct FakeFacts {
+    clis: BTreeSet<String>,
+}
+
+impl Facts for FakeFacts {
+    fn current_dir(&self) -> PathBuf {
+        PathBuf::from("/work")
+    }
+    fn is_dir(&self, path: &Path) -> bool {
+        path.starts_with("/work")
+    }
+    fn cli_found(&self, command: &str) -> bool {
+        self.clis.contains(command)
+    }
+}
+
+/// What one input (and the launches it led to) produced.
+#[derive(Default)]
+struct Out {
+    ops: Vec<WriteOp>,
+    events: Vec<DispatchEvent>,
+    replies: Vec<(ReplyTo, Result<Response, DroverError>, bool)>,
+    launches: Vec<LaunchSpec>,
+    sends: Vec<(String, ProviderCommand)>,
+    answers: Vec<(ReplyTo, Query)>,
+    loads: Vec<(Fetch, Then)>,
+}
+
+impl Out {
+    /// The one reply this input gave.
+    fn reply(&self) -> &Result<Response, DroverError> {
+        assert_eq!(self.replies.len(), 1, "one reply expected");
+        &self.replies[0].1
+    }
+
+    fn refusal(&self) -> &DroverError {
+        match self.reply() {
+            Err(e) => e,
+            Ok(r) => panic!("expected a refusal, got {r:?}"),
+        }
+    }
+
+    fn run(&self) -> RunSummary {
+        match self.reply() {
+            Ok(Response::Run(run)) => (**run).clone(),
+            other => panic!("expected a run, got {other:?}"),
+        }
+    }
+
+    fn notes(&self) -> Vec<String> {
+        self.events
+            .iter()
+            .filter_map(|e| match e {
+                DispatchEvent::Note { note, .. } => Some(note.text.clone()),
+                _ => None,
+            })
+            .collect()
+    }
+
+    fn sent(&self, run_id: &str) -> Vec<&ProviderCommand> {
+        self.sends
+            .iter()
+            .filter(|(id, _)| id == run_id)
+            .map(|(_, c)| c)
+            .collect()
+    }
+
+    fn decisions(&self) -> Vec<(String, String)> {
+        self.ops
+            .iter()
+            .filter_map(|op| match op {
+                WriteOp::InsertDecision(d) => Some((d.who.clone(), d.decision.clone())),
+                _ => None,
+            })
+            .collect()
+    }
+}
+
+struct Harness {
+    core: Core,
+    now: UnixMillis,
+    next_reply: u64,
+    /// The next launch fails with this reason.
+    fail_launch: Option<String>,
+}
+
+impl Harness {
+    /// A core on the default config with `extra` TOML over it.
+    fn new(extra: &str) -> Harness {
+        Harness::with_session(extra, 0.0)
+    }
+
+    /// As [`Harness::new`], with `spent` already booked in the budget session.
+    fn with_session(extra: &str, spent: f64) -> Harness {
+        let config = Config::parse(extra, Path::new("config.toml")).expect("test config");
+        let startup = Startup {
+            pid: 4242,
+            session: LoadedSession {
+                name: "default".into(),
+                spent,
+                record: None,
+            },
+            route_memory: Vec::new(),
+            newest_run_at: None,
+        };
+        let facts = FakeFacts {
+            clis: ["claude".to_string()].into_iter().collect(),
+        };
+        let core = Core::new(config, startup, Box::new(facts), T0).expect("core");
+        Harness {
+            core,
+            now: T0,
+            next_reply: 0,
+            fail_launch: None,
+        }
+    }
+
+    /// Hands `input` to the core and plays the driver for what comes out.
+    fn feed(&mut self, input: Input) -> Out {
+        let effects = self.core.handle(input, self.now);
+        let mut out = Out::default();
+        self.carry(effects, &mut out);
+        out
+    }
+
+    fn carry(&mut self, effects: Vec<Effect>, out: &mut Out) {
+        for effect in effects {
+            match effect {
+                Effect::Commit(batch) => {
+                    let (ops, events) = batch.into_parts();
+                    out.ops.extend(ops);
+                    out.events.extend(events);
+                }
+                Effect::Reply {
+                    to,
+                    answer,
+                    after_commit,
+                } => out.replies.push((to, answer, after_commit)),
+                Effect::Launch(spec) => {
+                    let run_id = spec.run_id.clone();
+                    out.launches.push(*spec);
+                    let outcome = match self.fail_launch.take() {
+                        Some(reason) => Err(LaunchError {
+                            command: "cli".into(),
+                            reason,
+                        }),
+                        None => Ok(Launched { pid: Some(100) }),
+                    };
+                    let more = self.core.handle(Input::Launched { run_id, outcome }, self.now);
+                    self.carry(more, out);
+                }
+                Effect::Send { run_id, command } => out.sends.push((run_id, command)),
+                Effect::Read(Read::Answer { to, query }) => out.answers.push((to, query)),
+                Effect::Read(Read::Load { fetch, then }) => out.loads.push((fetch, then)),
+            }
+        }
+    }
+
+    fn request(&mut self, request: Request) -> Out {
+        self.next_reply += 1;
+        let from = ReplyTo(self.next_reply);
+        self.feed(Input::Request { from, request })
+    }
+
+    /// Moves the clock on by `ms` and fires what is due.
+    fn advance(&mut self, ms: i64) -> Out {
+        self.now += ms;
+        let (effects, _) = self.core.due(self.now);
+        let mut out = Out::default();
+        self.carry(effects, &mut out);
+        out
+    }
+
+    fn next_deadline(&mut self) -> Option<UnixMillis> {
+        self.core.due(self.now).1
+    }
+
+    fn provider(&mut self, run_id: &str, event: ProviderEvent) -> Out {
+        self.feed(Input::Provider(RunProviderEvent {
+            run_id: run_id.into(),
+            event,
+        }))
+    }
+
+    /// Dispatches a sim run with `spec` adjusted by `f`; returns the reply's run.
+    fn dispatch_with(&mut self, f: impl FnOnce(&mut SpecInput)) -> Out {
+        let mut spec = SpecInput {
+            provider: Some("sim".into()),
+            task: "do the thing".into(),
+            ..SpecInput::default()
+        };
+        f(&mut spec);
+        self.request(Request::Dispatch {
+            spec: Box::new(spec),
+        })
+    }
+
+    fn dispatch(&mut self) -> String {
+        self.dispatch_with(|_| {}).run().run_id
+    }
+
+    /// A run that is started and ready: its first turn is in flight.
+    fn running(&mut self) -> String {
+        let id = self.dispatch();
+        self.provider(&id, ProviderEvent::Ready { version: None });
+        id
+    }
+
+    /// A run whose first turn ended `done`: idle.
+    fn idle(&mut self) -> String {
+        let id = self.running();
+        self.provider(&id, turn_done("## Result\nstatus: done\nsummary: did it\n"));
+        assert_eq!(self.state(&id), RunState::Idle);
+        id
+    }
+
+    fn state(&self, run_id: &str) -> RunState {
+        self.core.runs[run_id].state
+    }
+
+    fn view(&self, run_id: &str) -> RunView {
+        self.core.runs[run_id].view()
+    }
+
+    fn live(&self, run_id: &str) -> (LiveStateKind, Option<String>) {
+        let live = self.core.runs[run_id].live.clone().expect("a live state");
+        (live.state, live.detail)
+    }
+
+    /// The run ends: its child exits.
+    fn exit(&mut self, run_id: &str) -> Out {
+        self.provider(
+            run_id,
+            ProviderEvent::Exited {
+                code: Some(0),
+                signal: None,
+                stderr_tail: String::new(),
+            },
+        )
+    }
+}
+
+fn turn_done(text: &str) -> ProviderEvent {
+    ProviderEvent::TurnCompleted(TurnEnd {
+        subtype: "success".into(),
+        text: Some(text.into()),
+        ..TurnEnd::default()
+    })
+}
+
+fn permission(id: &str, command: &str) -> ProviderEvent {
+    ProviderEvent::PermissionRequested(PermissionRequest {
+        request_id: id.into(),
+        kind: RequestKind::Permission,
+        tool: "Bash".into(),
+        ask: Ask::command(command, None, None),
+        always: None,
+        tool_use_id: None,
+        blocked_path: None,
+    })
+}
+
+fn question(id: &str) -> ProviderEvent {
+    let ask = Ask::Question {
+        questions: vec![crate::providers::Question {
+            question: "Which database?".into(),
+            header: None,
+            options: Vec::new(),
+            multi_select: false,
+        }],
+    };
+    ProviderEvent::PermissionRequested(PermissionRequest {
+        request_id: id.into(),
+        kind: RequestKind::Question,
+        tool: "AskUserQuestion".into(),
+        ask,
+        always: None,
+        tool_use_id: None,
+        blocked_path: None,
+    })
+}
+
+fn usage(output: u64) -> ProviderEvent {
+    ProviderEvent::Usage {
+        model: None,
+        tokens: Tokens {
+            output,
+            ..Tokens::default()
+        },
+    }
+}
+
+fn cause_of(h: &Harness, run_id: &str) -> Option<Cause> {
+    h.core.runs[run_id].live.as_ref().and_then(|l| l.cause)
+}
+
+fn reason_of(h: &Harness, run_id: &str) -> Option<String> {
+    h.core.runs[run_id].completion_reason.clone()
+}
+
+fn allow() -> PermissionAnswer {
+    PermissionAnswer::Allow { always: false }
+}
+
+fn wait_request(run_id: &str, until: WaitUntil) -> Request {
+    Request::Wait {
+        run_ids: vec![run_id.into()],
+        until,
+        any: false,
+        timeout_secs: Some(60),
+    }
+}
