@@ -299,13 +299,12 @@ impl Driver {
                         self.adapters.insert(run_id.clone(), handle);
                         Launched { pid }
                     });
-                    // The outcome is decided on before anything that followed the launch.
+                    // Carried out after what the core asked for before it: its events
+                    // were made later, so their seqs come later.
                     let more = self
                         .core
                         .handle(Input::Launched { run_id, outcome }, self.clock.now());
-                    for effect in more.into_iter().rev() {
-                        queue.push_front(effect);
-                    }
+                    queue.extend(more);
                 }
                 Effect::Send { run_id, command } => {
                     if let Some(adapter) = self.adapters.get(&run_id) {

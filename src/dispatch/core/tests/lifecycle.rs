@@ -350,3 +350,38 @@ fn only_an_interrupted_run_with_a_session_is_resumed() {
         assert!(!h.core.runs.contains_key(&id), "{what}");
     }
 }
+
+#[test]
+fn a_blocked_run_offers_escalation_and_the_new_run_carries_its_result() {
+    let mut h = Harness::new("");
+    let id = h.running();
+    h.provider(&id, turn_done("## Result\nstatus: blocked\nsummary: no access to the db\n"));
+    let out = h.request(Request::Escalate {
+        run_id: id.clone(),
+        provider: None,
+        model: None,
+    });
+    assert_eq!(out.refusal().code, ErrorCode::RunNotActive, "not while it runs");
+    h.request(Request::Complete { run_id: id.clone() });
+    h.exit(&id);
+    let offer = h.view(&id).escalation.expect("an escalation offer");
+    assert_eq!(offer.kind, crate::route::EscalationKind::Escalate);
+    let out = h.request(Request::Escalate {
+        run_id: id.clone(),
+        provider: None,
+        model: None,
+    });
+    let child = out.run();
+    assert_eq!(child.model.as_deref(), Some(offer.to_model.as_str()));
+    let view = h.view(&child.run_id);
+    assert_eq!(view.parent_run.as_deref(), Some(id.as_str()));
+    assert_eq!(view.depth, 1);
+    let spec = &h.core.runs[&child.run_id].spec;
+    assert!(
+        spec.context
+            .as_deref()
+            .is_some_and(|c| c.contains("no access to the db")),
+        "{:?}",
+        spec.context
+    );
+}

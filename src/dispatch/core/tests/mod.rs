@@ -159,8 +159,11 @@ impl Harness {
         out
     }
 
+    /// Carries effects out in order, as the driver does: a launch's outcome is decided on
+    /// at once, and what it leads to is carried out after what came before it.
     fn carry(&mut self, effects: Vec<Effect>, out: &mut Out) {
-        for effect in effects {
+        let mut queue: std::collections::VecDeque<Effect> = effects.into();
+        while let Some(effect) = queue.pop_front() {
             match effect {
                 Effect::Commit(batch) => {
                     let (ops, events) = batch.into_parts();
@@ -182,12 +185,20 @@ impl Harness {
                         }),
                         None => Ok(Launched { pid: Some(100) }),
                     };
-                    let more = self.core.handle(Input::Launched { run_id, outcome }, self.now);
-                    self.carry(more, out);
+                    queue.extend(self.core.handle(Input::Launched { run_id, outcome }, self.now));
                 }
                 Effect::Send { run_id, command } => out.sends.push((run_id, command)),
                 Effect::Read(Read::Answer { to, query }) => out.answers.push((to, query)),
                 Effect::Read(Read::Load { fetch, then }) => out.loads.push((fetch, then)),
+            }
+        }
+        // Every run's events reach the ledger in seq order, with no gap.
+        let mut last: std::collections::HashMap<String, u64> = Default::default();
+        for op in &out.ops {
+            if let WriteOp::AppendEvent(e) = op
+                && let Some(prev) = last.insert(e.run_id.clone(), e.seq)
+            {
+                assert_eq!(e.seq, prev + 1, "run {}: seq {} after {prev}", e.run_id, e.seq);
             }
         }
     }
