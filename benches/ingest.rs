@@ -57,7 +57,7 @@ fn main() {
                 .await
                 .and_then(|r| r.into_run())
                 .expect("dispatch");
-            ids.push(run.run_id);
+            ids.push(run.head.run_id);
         }
         let outcome = handle
             .request(Request::Wait {

@@ -34,7 +34,7 @@ fn main() {
     let pending = app
         .model
         .oldest_pending(None)
-        .map(|(e, p)| PromptView::new(e.summary.run_id.clone(), p.clone()))
+        .map(|(e, p)| PromptView::new(e.summary.head.run_id.clone(), p.clone()))
         .expect("pending requests");
     app.overlays.push(Overlay::Prompt(pending));
     let prompt = measure(&mut app, frames);
@@ -182,20 +182,22 @@ fn summary(i: usize, state: RunState) -> RunSummary {
         }
     };
     RunSummary {
-        run_id: id(i),
-        state,
-        completion_reason: state.is_terminal().then(|| "complete".to_string()),
-        provider: "sim".into(),
-        model: Some("claude-sonnet-4-5".into()),
-        title: format!("Refactor storage module {i} to the new error type"),
-        live_state: Some(live),
-        cost_usd: (i % 50) as f64 * 0.03,
-        budget_usd: 5.0,
+        head: drover::dispatch::api::RunHead {
+            run_id: id(i),
+            state,
+            completion_reason: state.is_terminal().then(|| "complete".to_string()),
+            provider: "sim".into(),
+            model: Some("claude-sonnet-4-5".into()),
+            title: format!("Refactor storage module {i} to the new error type"),
+            live_state: Some(live),
+            cost_usd: (i % 50) as f64 * 0.03,
+            budget_usd: 5.0,
+            stalled: false,
+            created_at: NOW - 3_600_000 + i as i64,
+            finished_at: state.is_terminal().then_some(NOW - 1_000 + i as i64),
+        },
         pending: usize::from(i < 20),
         needs_input: false,
-        stalled: false,
-        created_at: NOW - 3_600_000 + i as i64,
-        finished_at: state.is_terminal().then_some(NOW - 1_000 + i as i64),
         escalation_offered: false,
     }
 }
@@ -220,18 +222,23 @@ fn pending(i: usize) -> PendingView {
 
 fn view(run_id: &str) -> RunView {
     RunView {
-        run_id: run_id.to_string(),
-        state: RunState::AwaitingPermission,
-        completion_reason: None,
-        provider: "sim".into(),
-        model: Some("claude-sonnet-4-5".into()),
-        title: "Refactor storage module 0 to the new error type".into(),
+        head: drover::dispatch::api::RunHead {
+            run_id: run_id.to_string(),
+            state: RunState::AwaitingPermission,
+            completion_reason: None,
+            provider: "sim".into(),
+            model: Some("claude-sonnet-4-5".into()),
+            title: "Refactor storage module 0 to the new error type".into(),
+            live_state: None,
+            cost_usd: 0.0,
+            budget_usd: 5.0,
+            stalled: false,
+            created_at: NOW - 3_600_000,
+            finished_at: None,
+        },
         task: "Refactor the storage module to the new error type.".into(),
         cwd: "/work/project".into(),
         policy: "ask".into(),
-        live_state: None,
-        cost_usd: 0.0,
-        budget_usd: 5.0,
         cost_basis: "reported".into(),
         tokens: Tokens::default(),
         turns: Vec::new(),
@@ -239,9 +246,6 @@ fn view(run_id: &str) -> RunView {
         last_result: None,
         notes: Vec::new(),
         provider_session_id: None,
-        stalled: false,
-        created_at: NOW - 3_600_000,
-        finished_at: None,
         max_turns: 6,
         queued_follow_ups: 0,
         pid: None,

@@ -132,7 +132,7 @@ async fn an_unanswered_permission_is_denied_when_its_time_is_up() {
     let h = Harness::start("").await;
     let run = h.dispatch("tool-permission").await;
     let view = h.wait(&run, WaitUntil::Idle).await;
-    assert_eq!(view.state, RunState::AwaitingPermission);
+    assert_eq!(view.head.state, RunState::AwaitingPermission);
     let first = view.pending[0].clone();
     assert_eq!(first.tool, "Bash");
     assert_eq!(first.expires_at - first.created_at, 600_000);
@@ -196,16 +196,16 @@ async fn subscribers_only_hear_what_the_ledger_already_holds() {
                 );
             }
             DispatchEvent::RunChanged { run: summary } => {
-                let stored = reader.run(&summary.run_id).unwrap().unwrap();
+                let stored = reader.run(&summary.head.run_id).unwrap().unwrap();
                 let order = |s: RunState| RunState::ALL.iter().position(|x| *x == s);
                 // The stored state is the published one or a later one, never an earlier.
                 assert!(
-                    stored.state == summary.state
+                    stored.state == summary.head.state
                         || stored.state.is_terminal()
-                        || order(stored.state) >= order(summary.state)
-                        || summary.state == RunState::AwaitingPermission,
+                        || order(stored.state) >= order(summary.head.state)
+                        || summary.head.state == RunState::AwaitingPermission,
                     "published {} while the ledger says {}",
-                    summary.state,
+                    summary.head.state,
                     stored.state
                 );
             }
@@ -222,14 +222,14 @@ async fn subscribers_only_hear_what_the_ledger_already_holds() {
         }
         checked += 1;
         if let DispatchEvent::RunChanged { run: s } = &event
-            && s.state == RunState::Idle
+            && s.head.state == RunState::Idle
         {
             break;
         }
     }
     assert_eq!(answered, 2, "both tool calls were asked for and answered");
     let view = h.show(&run).await;
-    assert_eq!(view.state, RunState::Idle);
+    assert_eq!(view.head.state, RunState::Idle);
     h.stop().await;
 }
 
@@ -243,9 +243,9 @@ async fn the_live_state_folds_back_from_the_ledger() {
     })
     .await;
     let view = h.wait(&run, WaitUntil::Terminal).await;
-    assert_eq!(view.state, RunState::Completed);
-    assert_eq!(view.completion_reason.as_deref(), Some("complete"));
-    let live = view.live_state.clone().unwrap();
+    assert_eq!(view.head.state, RunState::Completed);
+    assert_eq!(view.head.completion_reason.as_deref(), Some("complete"));
+    let live = view.head.live_state.clone().unwrap();
     assert_eq!(live.state, LiveStateKind::Ended);
     assert_eq!(live.cause, Some(Cause::Completed));
 
@@ -286,7 +286,7 @@ async fn shutdown_interrupts_active_runs_and_records_why() {
         .await;
         view = h.show(&run).await;
     }
-    assert_eq!(view.state, RunState::Running);
+    assert_eq!(view.head.state, RunState::Running);
     h.handle.shutdown().await;
     let reader = h.reader();
     let record = reader.run(&run).unwrap().unwrap();
@@ -312,8 +312,11 @@ async fn an_unanswered_route_card_expires_and_stops_its_run() {
     tokio::time::resume();
 
     let view = h.wait(&run, WaitUntil::Terminal).await;
-    assert_eq!(view.state, RunState::Stopped);
-    assert_eq!(view.completion_reason.as_deref(), Some("route_expired"));
+    assert_eq!(view.head.state, RunState::Stopped);
+    assert_eq!(
+        view.head.completion_reason.as_deref(),
+        Some("route_expired")
+    );
     let card = view.route.expect("the card is kept");
     assert_eq!(card.status, "expired");
     assert_eq!(card.decided_by.as_deref(), Some("timeout"));
@@ -342,7 +345,7 @@ async fn picking_a_route_option_starts_the_run_on_that_model() {
         .await;
     assert_eq!(picked["model"], second.model.as_str(), "{picked}");
     let view = h.show(&run).await;
-    assert_ne!(view.state, RunState::AwaitingRoute);
+    assert_ne!(view.head.state, RunState::AwaitingRoute);
     h.stop().await;
 }
 
@@ -365,20 +368,20 @@ async fn a_model_turn_silent_past_the_providers_timeout_fails_as_a_transient_tim
         .await;
         view = h.show(&run).await;
     }
-    assert_eq!(view.state, RunState::Running, "{view:?}");
+    assert_eq!(view.head.state, RunState::Running, "{view:?}");
 
     // Twenty seconds of silence are allowed; thirty are not.
     tokio::time::pause();
     tokio::time::advance(Duration::from_secs(20)).await;
     tokio::time::resume();
-    assert_eq!(h.show(&run).await.state, RunState::Running);
+    assert_eq!(h.show(&run).await.head.state, RunState::Running);
     tokio::time::pause();
     tokio::time::advance(Duration::from_secs(11)).await;
     tokio::time::resume();
 
     let view = h.wait(&run, WaitUntil::Terminal).await;
-    assert_eq!(view.state, RunState::Failed, "{view:?}");
-    assert_eq!(view.completion_reason.as_deref(), Some("timeout"));
+    assert_eq!(view.head.state, RunState::Failed, "{view:?}");
+    assert_eq!(view.head.completion_reason.as_deref(), Some("timeout"));
     assert!(
         view.notes
             .iter()

@@ -150,7 +150,7 @@ impl Harness {
                 }),
             })
             .await;
-        run.run_id
+        run.head.run_id
     }
 
     async fn show(&self, run_id: &str) -> RunView {
@@ -244,9 +244,9 @@ async fn dispatch_from_the_form_with_an_inline_refusal_first() {
         .expect("the new run is selected")
         .to_string();
     let run = h.wait(&run_id, WaitUntil::Idle).await;
-    assert_eq!(run.state, RunState::Idle);
-    assert_eq!(run.provider, "sim");
-    assert_eq!(run.title, "Say hello from the form");
+    assert_eq!(run.head.state, RunState::Idle);
+    assert_eq!(run.head.provider, "sim");
+    assert_eq!(run.head.title, "Say hello from the form");
     let view = h.show(&run_id).await;
     assert_eq!(view.cwd, h.home.path().display().to_string());
     assert_eq!(view.policy, "ask");
@@ -309,7 +309,7 @@ async fn a_permission_is_answered_with_one_key_and_the_prompt_moves_on() {
     h.pump_until("the prompt to close", |app| app.overlays.is_empty())
         .await;
     let run = h.wait(&run_id, WaitUntil::Idle).await;
-    assert_eq!(run.state, RunState::Idle);
+    assert_eq!(run.head.state, RunState::Idle);
     assert_eq!(run.pending, 0);
 
     let events = h.events_of(&run_id).await;
@@ -405,7 +405,7 @@ async fn a_follow_up_answers_a_run_that_needs_input() {
     h.pump_until("the run to need input", |app| {
         app.model
             .run(&run_id)
-            .is_some_and(|e| e.summary.needs_input && e.summary.state == RunState::Idle)
+            .is_some_and(|e| e.summary.needs_input && e.summary.head.state == RunState::Idle)
     })
     .await;
     h.app.model.select(&run_id);
@@ -417,7 +417,7 @@ async fn a_follow_up_answers_a_run_that_needs_input() {
         .await;
     h.pump_until("the follow-up turn to finish", |app| {
         app.model.run(&run_id).is_some_and(|e| {
-            e.summary.state == RunState::Idle
+            e.summary.head.state == RunState::Idle
                 && !e.summary.needs_input
                 && e.detail.as_ref().is_some_and(|d| d.turns.len() == 2)
         })
@@ -442,18 +442,18 @@ async fn stop_ends_the_selected_run() {
     h.pump_until("the run to be running", |app| {
         app.model
             .run(&run_id)
-            .is_some_and(|e| e.summary.state == RunState::Running)
+            .is_some_and(|e| e.summary.head.state == RunState::Running)
     })
     .await;
     h.app.model.select(&run_id);
     h.press([char_key('s')]);
     let run = h.wait(&run_id, WaitUntil::Terminal).await;
-    assert_eq!(run.state, RunState::Stopped);
-    assert_eq!(run.completion_reason.as_deref(), Some("user"));
+    assert_eq!(run.head.state, RunState::Stopped);
+    assert_eq!(run.head.completion_reason.as_deref(), Some("user"));
     h.pump_until("the run in the Finished tray", |app| {
         app.model
             .run(&run_id)
-            .is_some_and(|e| e.summary.state == RunState::Stopped)
+            .is_some_and(|e| e.summary.head.state == RunState::Stopped)
     })
     .await;
     let _ = h.shutdown().await;
@@ -473,7 +473,7 @@ async fn kill_all_asks_first_then_stops_every_active_run() {
     h.press([char_key('K'), char_key('y')]);
     for id in [&a, &b] {
         let run = h.wait(id, WaitUntil::Terminal).await;
-        assert_eq!(run.state, RunState::Stopped, "{id}");
+        assert_eq!(run.head.state, RunState::Stopped, "{id}");
     }
     let _ = h.shutdown().await;
 }
@@ -495,8 +495,8 @@ async fn quitting_with_an_active_run_asks_then_the_shutdown_records_it_interrupt
         .expect("the ledger answers")
         .into_show()
         .expect("a run view");
-    assert_eq!(view.state, RunState::Interrupted);
-    assert_eq!(view.completion_reason.as_deref(), Some("shutdown"));
+    assert_eq!(view.head.state, RunState::Interrupted);
+    assert_eq!(view.head.completion_reason.as_deref(), Some("shutdown"));
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -551,11 +551,11 @@ async fn a_held_run_is_routed_by_picking_option_two_on_its_card() {
             }),
         })
         .await;
-    let run_id = run.run_id;
+    let run_id = run.head.run_id;
     h.pump_until("the run to be held on its card", |app| {
         app.model
             .run(&run_id)
-            .is_some_and(|e| e.summary.state == RunState::AwaitingRoute)
+            .is_some_and(|e| e.summary.head.state == RunState::AwaitingRoute)
     })
     .await;
     h.app.model.select(&run_id);
@@ -573,9 +573,9 @@ async fn a_held_run_is_routed_by_picking_option_two_on_its_card() {
     h.pump_until("the card to close", |app| top(app).is_none())
         .await;
     let view = h.show(&run_id).await;
-    assert_ne!(view.state, RunState::AwaitingRoute);
-    assert_eq!(view.provider, second.provider);
-    assert_eq!(view.model.as_deref(), Some(second.model.as_str()));
+    assert_ne!(view.head.state, RunState::AwaitingRoute);
+    assert_eq!(view.head.provider, second.provider);
+    assert_eq!(view.head.model.as_deref(), Some(second.model.as_str()));
     let _ = h.shutdown().await;
 }
 
@@ -591,7 +591,7 @@ async fn an_interrupted_run_is_resumed_by_key_after_a_restart() {
     h.pump_until("the interrupted run listed", |app| {
         app.model
             .run(&run_id)
-            .is_some_and(|e| e.summary.state == RunState::Interrupted)
+            .is_some_and(|e| e.summary.head.state == RunState::Interrupted)
     })
     .await;
     h.app.model.select(&run_id);
@@ -606,7 +606,7 @@ async fn an_interrupted_run_is_resumed_by_key_after_a_restart() {
     h.pump_until("the resumed turn to end", |app| {
         app.model
             .run(&run_id)
-            .is_some_and(|e| e.summary.state == RunState::Idle)
+            .is_some_and(|e| e.summary.head.state == RunState::Idle)
     })
     .await;
     let view = h.show(&run_id).await;

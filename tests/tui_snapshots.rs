@@ -59,7 +59,7 @@ fn one_tray(name: &str, runs: Vec<RunSummary>) {
 fn each_tray_populated() {
     let mut input = summary(2, "Deploy the release to staging", RunState::Idle);
     input.needs_input = true;
-    input.live_state = Some(live(
+    input.head.live_state = Some(live(
         LiveStateKind::Working,
         20,
         1_180,
@@ -140,12 +140,12 @@ fn the_live_line_in_each_live_state() {
             &format!("live state {}", state.as_str()),
             RunState::Running,
         );
-        s.live_state = Some(live(state, 75 + i as i64, 600 - 60 * i as i64, detail));
+        s.head.live_state = Some(live(state, 75 + i as i64, 600 - 60 * i as i64, detail));
         runs.push(s);
     }
     // Past its bound: the countdown turns into "overdue".
     let mut overdue = summary(9, "live state overdue", RunState::Running);
-    overdue.live_state = Some(live(
+    overdue.head.live_state = Some(live(
         LiveStateKind::Working,
         700,
         -42,
@@ -153,7 +153,7 @@ fn the_live_line_in_each_live_state() {
     ));
     runs.push(overdue);
     let mut ended = summary(10, "live state ended", RunState::Stopped);
-    ended.live_state = Some(live(LiveStateKind::Ended, 0, 0, None));
+    ended.head.live_state = Some(live(LiveStateKind::Ended, 0, 0, None));
     runs.push(ended);
     let app = app_with(runs, 120, 26);
     snap("live_line_each_state", &app);

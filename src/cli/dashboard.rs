@@ -83,7 +83,7 @@ async fn count_active(handle: &DispatcherHandle) -> usize {
         .await
     {
         Ok(crate::dispatch::Response::Runs(runs)) => {
-            runs.iter().filter(|r| r.state.is_active()).count()
+            runs.iter().filter(|r| r.head.state.is_active()).count()
         }
         _ => 0,
     }

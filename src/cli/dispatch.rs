@@ -213,7 +213,7 @@ async fn via_owner(
         })
         .await?
         .into_run()?;
-    let run_id = run.run_id.clone();
+    let run_id = run.head.run_id.clone();
     if json {
         print_json(&run)?;
     } else {
@@ -265,7 +265,7 @@ async fn follow(
         })
         .await?
         .into_run()?;
-    let run_id = run.run_id.clone();
+    let run_id = run.head.run_id.clone();
     if json {
         print_json(&run)?;
     } else {
@@ -276,7 +276,7 @@ async fn follow(
         ));
     }
     // A repeated idempotency key can return a run that already ended.
-    if run.state.is_terminal() {
+    if run.head.state.is_terminal() {
         return Ok(());
     }
     loop {
@@ -295,7 +295,7 @@ async fn follow(
                     } else {
                         write_stdout(&(render::event_line(&event) + "\n"))?;
                         if let DispatchEvent::RunChanged { run } = &event
-                            && run.state == RunState::Idle
+                            && run.head.state == RunState::Idle
                         {
                             note(&format!(
                                 "drover: {run_id} is idle and keeps its session warm: from another \
@@ -321,7 +321,7 @@ async fn follow(
                         .request(Request::Show { run_id: run_id.clone() })
                         .await?
                         .into_show()?;
-                    if view.state.is_terminal() {
+                    if view.head.state.is_terminal() {
                         return Ok(());
                     }
                 }
@@ -339,7 +339,7 @@ async fn follow(
 /// The events after which a followed run has nothing more to say.
 fn ends_run(event: &DispatchEvent) -> bool {
     match event {
-        DispatchEvent::RunChanged { run } => run.state.is_terminal(),
+        DispatchEvent::RunChanged { run } => run.head.state.is_terminal(),
         DispatchEvent::RunRemoved { .. } => true,
         _ => false,
     }

@@ -6,7 +6,6 @@
 //! spaces, so a transcript cannot drive the terminal); an answer of an unexpected shape
 //! is shown as JSON rather than refused.
 
-
 use crate::UnixMillis;
 use crate::dispatch::DispatchEvent;
 use crate::dispatch::api::{
@@ -87,8 +86,8 @@ fn table(rows: &[Vec<String>]) -> String {
 
 /// The state column: the run state, then what needs attention.
 fn state_cell(run: &RunSummary) -> String {
-    let mut cell = run.state.as_str().to_string();
-    if let Some(reason) = &run.completion_reason {
+    let mut cell = run.head.state.as_str().to_string();
+    if let Some(reason) = &run.head.completion_reason {
         cell.push_str(&format!(" ({reason})"));
     }
     if run.pending > 0 {
@@ -97,7 +96,7 @@ fn state_cell(run: &RunSummary) -> String {
     if run.needs_input {
         cell.push_str(" · needs input");
     }
-    if run.stalled {
+    if run.head.stalled {
         cell.push_str(" · stalled");
     }
     cell
@@ -115,12 +114,12 @@ pub fn runs_table(runs: &[RunSummary], now: UnixMillis) -> String {
     ];
     for run in runs {
         rows.push(vec![
-            run.run_id.clone(),
+            run.head.run_id.clone(),
             state_cell(run),
-            format!("{} of {}", usd(run.cost_usd), usd(run.budget_usd)),
-            age(now, run.created_at),
-            provider_model(&run.provider, run.model.as_deref()),
-            clip(&one_line(&run.title), TITLE_COLUMN_CHARS),
+            format!("{} of {}", usd(run.head.cost_usd), usd(run.head.budget_usd)),
+            age(now, run.head.created_at),
+            provider_model(&run.head.provider, run.head.model.as_deref()),
+            clip(&one_line(&run.head.title), TITLE_COLUMN_CHARS),
         ]);
     }
     table(&rows)
@@ -168,21 +167,24 @@ fn result_lines(result: &ResultView) -> Vec<(String, String)> {
 pub fn run_view(run: &RunView, now: UnixMillis) -> String {
     let mut lines: Vec<(String, String)> = Vec::new();
     let mut push = |key: &str, value: String| lines.push((key.to_string(), value));
-    push("run", format!("{}  {}", run.run_id, one_line(&run.title)));
-    let mut state = run.state.as_str().to_string();
-    if let Some(reason) = &run.completion_reason {
+    push(
+        "run",
+        format!("{}  {}", run.head.run_id, one_line(&run.head.title)),
+    );
+    let mut state = run.head.state.as_str().to_string();
+    if let Some(reason) = &run.head.completion_reason {
         state.push_str(&format!(" ({reason})"));
     }
-    if run.stalled {
+    if run.head.stalled {
         state.push_str(" · stalled: no provider event for a while");
     }
     push("state", state);
-    if let Some(live) = &run.live_state {
+    if let Some(live) = &run.head.live_state {
         push("live", live_line(live));
     }
     push(
         "provider",
-        provider_model(&run.provider, run.model.as_deref()),
+        provider_model(&run.head.provider, run.head.model.as_deref()),
     );
     push("task", clip(&one_line(&run.task), TEXT_CHARS));
     push("cwd", run.cwd.clone());
@@ -191,8 +193,8 @@ pub fn run_view(run: &RunView, now: UnixMillis) -> String {
         "spent",
         format!(
             "{} of {} ({})",
-            usd(run.cost_usd),
-            usd(run.budget_usd),
+            usd(run.head.cost_usd),
+            usd(run.head.budget_usd),
             run.cost_basis
         ),
     );
@@ -232,7 +234,7 @@ pub fn run_view(run: &RunView, now: UnixMillis) -> String {
                 pending.request_id,
                 kind_words(pending.kind),
                 one_line(&pending.tool),
-                run.run_id,
+                run.head.run_id,
                 pending.request_id,
                 answer_hint(pending)
             ),
@@ -244,8 +246,8 @@ pub fn run_view(run: &RunView, now: UnixMillis) -> String {
     for note in &run.notes {
         lines.push(("note".into(), clip(&one_line(&note.text), TEXT_CHARS)));
     }
-    let mut when = format!("created {} ago", age(now, run.created_at));
-    if let Some(finished) = run.finished_at {
+    let mut when = format!("created {} ago", age(now, run.head.created_at));
+    if let Some(finished) = run.head.finished_at {
         when.push_str(&format!(" · finished {} ago", age(now, finished)));
     }
     lines.push(("when".into(), when));
@@ -303,7 +305,7 @@ pub fn event_line(event: &DispatchEvent) -> String {
     let (tag, text) = match event {
         DispatchEvent::RunChanged { run } => ("state", {
             let mut text = state_cell(run);
-            text.push_str(&format!("  {} spent", usd(run.cost_usd)));
+            text.push_str(&format!("  {} spent", usd(run.head.cost_usd)));
             text
         }),
         DispatchEvent::LiveState { live_state, .. } => ("live", live_line(live_state)),
@@ -339,20 +341,22 @@ mod tests {
 
     fn summary(run_id: &str, state: RunState, title: &str) -> RunSummary {
         RunSummary {
-            run_id: run_id.into(),
-            state,
-            completion_reason: None,
-            provider: "sim".into(),
-            model: Some("sim-standard".into()),
-            title: title.into(),
-            live_state: None,
-            cost_usd: 0.25,
-            budget_usd: 5.0,
+            head: crate::dispatch::api::RunHead {
+                run_id: run_id.into(),
+                state,
+                completion_reason: None,
+                provider: "sim".into(),
+                model: Some("sim-standard".into()),
+                title: title.into(),
+                live_state: None,
+                cost_usd: 0.25,
+                budget_usd: 5.0,
+                stalled: false,
+                created_at: 0,
+                finished_at: None,
+            },
             pending: 0,
             needs_input: false,
-            stalled: false,
-            created_at: 0,
-            finished_at: None,
             escalation_offered: false,
         }
     }
@@ -378,8 +382,8 @@ mod tests {
         let mut waiting = summary("r-22", RunState::AwaitingPermission, "ask\x1b[31m me");
         waiting.pending = 2;
         let mut done = summary("r-1", RunState::Completed, "done");
-        done.completion_reason = Some("complete".into());
-        done.model = None;
+        done.head.completion_reason = Some("complete".into());
+        done.head.model = None;
         let text = runs_table(&[waiting, done], 90_000);
         let lines: Vec<&str> = text.lines().collect();
         assert_eq!(
@@ -405,7 +409,7 @@ mod tests {
             expires_at: 1,
         };
         let mut changed = summary("r1", RunState::Failed, "t");
-        changed.completion_reason = Some("provider_error".into());
+        changed.head.completion_reason = Some("provider_error".into());
         let cases = [
             (
                 DispatchEvent::RunChanged { run: changed },
@@ -497,18 +501,23 @@ mod tests {
             result: None,
         };
         let view = RunView {
-            run_id: "R-7".into(),
-            state: RunState::AwaitingPermission,
-            completion_reason: None,
-            provider: "sim".into(),
-            model: None,
-            title: "Title".into(),
+            head: crate::dispatch::api::RunHead {
+                run_id: "R-7".into(),
+                state: RunState::AwaitingPermission,
+                completion_reason: None,
+                provider: "sim".into(),
+                model: None,
+                title: "Title".into(),
+                live_state: None,
+                cost_usd: 1.0,
+                budget_usd: 5.0,
+                stalled: true,
+                created_at: 0,
+                finished_at: None,
+            },
             task: "do\nit".into(),
             cwd: "/w".into(),
             policy: "ask".into(),
-            live_state: None,
-            cost_usd: 1.0,
-            budget_usd: 5.0,
             cost_basis: "reported".into(),
             tokens: Default::default(),
             turns: vec![turn(1, "dispatch"), turn(2, "follow_up")],
@@ -524,9 +533,6 @@ mod tests {
             last_result: None,
             notes: vec![],
             provider_session_id: None,
-            stalled: true,
-            created_at: 0,
-            finished_at: None,
             max_turns: 6,
             queued_follow_ups: 1,
             pid: None,

@@ -103,9 +103,9 @@ fn human(request: &Request, answer: &Response) -> String {
         (_, Response::Routes(cards)) => routes(cards),
         (Request::Route { run_id, .. }, Response::Run(run)) => format!(
             "{run_id} runs on {}/{} ({})\n",
-            run.provider,
-            run.model.as_deref().unwrap_or("?"),
-            run.state
+            run.head.provider,
+            run.head.model.as_deref().unwrap_or("?"),
+            run.head.state
         ),
         (Request::RouteDecline { run_id }, _) => {
             format!("declined the route card of {run_id}\n")
@@ -113,9 +113,9 @@ fn human(request: &Request, answer: &Response) -> String {
         (Request::Escalate { run_id, .. } | Request::Retry { run_id }, Response::Run(run)) => {
             format!(
                 "{} (from {run_id}) on {}/{}\n",
-                run.run_id,
-                run.provider,
-                run.model.as_deref().unwrap_or("?")
+                run.head.run_id,
+                run.head.provider,
+                run.head.model.as_deref().unwrap_or("?")
             )
         }
         _ => super::render::pretty_json(answer),

@@ -119,9 +119,10 @@ impl ControlClient {
     /// [`ControlClient::subscribe`].
     pub async fn request(&mut self, request: Request) -> Result<Response, DroverError> {
         let value = self.request_json(request.clone()).await?;
-        request
-            .decode(value)
-            .map_err(|e| self.link.unreadable(&format!("an answer in an unexpected shape: {e}")))
+        request.decode(value).map_err(|e| {
+            self.link
+                .unreadable(&format!("an answer in an unexpected shape: {e}"))
+        })
     }
 
     /// [`ControlClient::request`], with the answer as the JSON the socket carried.

@@ -43,9 +43,9 @@ pub fn answer(paths: &Paths, request: &Request) -> Result<Response, DroverError>
         (Request::Show { run_id }, Some(reader)) => {
             Response::Show(Box::new(views::run_view_from_ledger(reader, run_id)?))
         }
-        (Request::Transcript { run_id, format }, Some(reader)) => Response::Transcript(
-            Box::new(views::transcript_from_ledger(reader, run_id, *format)?),
-        ),
+        (Request::Transcript { run_id, format }, Some(reader)) => Response::Transcript(Box::new(
+            views::transcript_from_ledger(reader, run_id, *format)?,
+        )),
         (Request::Show { run_id } | Request::Transcript { run_id, .. }, None) => {
             return Err(views::run_not_found(run_id));
         }
@@ -113,7 +113,7 @@ mod tests {
         let (_dir, paths, _reader) = filled();
         let shown = answer_json(&paths, &show).unwrap();
         let view: RunView = serde_json::from_value(shown).unwrap();
-        assert_eq!(view.run_id, "r1");
+        assert_eq!(view.head.run_id, "r1");
         let listed: Vec<RunSummary> =
             serde_json::from_value(answer_json(&paths, &runs).unwrap()).unwrap();
         assert_eq!(listed.len(), 2);

@@ -324,7 +324,13 @@ async fn a_second_owner_is_refused_while_the_first_serves() {
     let e = OwnerLock::acquire(&owner.paths).unwrap_err();
     assert_eq!(e.code, ErrorCode::OwnerRunning);
     // The refused attempt left the live socket alone.
-    assert!(client(&owner).await.request_json(Request::Ping).await.is_ok());
+    assert!(
+        client(&owner)
+            .await
+            .request_json(Request::Ping)
+            .await
+            .is_ok()
+    );
 }
 
 #[tokio::test]
@@ -418,7 +424,9 @@ async fn the_host_owns_the_directory_with_the_real_dispatcher() {
         .unwrap();
     assert_eq!(host.socket_path(), paths.socket_file);
     let mut client = client_for(&paths).await;
-    let pong = within("ping", client.request_json(Request::Ping)).await.unwrap();
+    let pong = within("ping", client.request_json(Request::Ping))
+        .await
+        .unwrap();
     assert_eq!(pong["pong"], true);
     assert_eq!(pong["pid"], std::process::id());
     let e = within("second host", Host::start(options))

@@ -371,9 +371,11 @@ pub struct RunBudget {
     pub clamped_from: Option<f64>,
 }
 
-/// One row in a list of runs.
+/// What every view of a run starts with: who it is, where it stands, what it has spent.
+/// Flattened into [`RunSummary`] and [`RunView`], so their JSON carries these fields at
+/// the top level.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct RunSummary {
+pub struct RunHead {
     pub run_id: String,
     pub state: RunState,
     pub completion_reason: Option<String>,
@@ -383,11 +385,18 @@ pub struct RunSummary {
     pub live_state: Option<LiveState>,
     pub cost_usd: f64,
     pub budget_usd: f64,
-    pub pending: usize,
-    pub needs_input: bool,
     pub stalled: bool,
     pub created_at: UnixMillis,
     pub finished_at: Option<UnixMillis>,
+}
+
+/// One row in a list of runs.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct RunSummary {
+    #[serde(flatten)]
+    pub head: RunHead,
+    pub pending: usize,
+    pub needs_input: bool,
     /// An escalation or retry is offered (the run shows in Needs you).
     #[serde(default)]
     pub escalation_offered: bool,
@@ -396,18 +405,11 @@ pub struct RunSummary {
 /// Everything about one run (`drover show --json`).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct RunView {
-    pub run_id: String,
-    pub state: RunState,
-    pub completion_reason: Option<String>,
-    pub provider: String,
-    pub model: Option<String>,
-    pub title: String,
+    #[serde(flatten)]
+    pub head: RunHead,
     pub task: String,
     pub cwd: String,
     pub policy: String,
-    pub live_state: Option<LiveState>,
-    pub cost_usd: f64,
-    pub budget_usd: f64,
     /// The weakest basis of the run's spend: `reported`, `estimated`, `free`, `unpriced`.
     pub cost_basis: String,
     pub tokens: Tokens,
@@ -416,9 +418,6 @@ pub struct RunView {
     pub last_result: Option<ResultView>,
     pub notes: Vec<NoteView>,
     pub provider_session_id: Option<String>,
-    pub stalled: bool,
-    pub created_at: UnixMillis,
-    pub finished_at: Option<UnixMillis>,
     pub max_turns: u32,
     pub queued_follow_ups: usize,
     /// The provider child's pid (its process group id) while it runs.
@@ -543,7 +542,7 @@ pub enum DispatchEvent {
 impl DispatchEvent {
     pub fn run_id(&self) -> &str {
         match self {
-            DispatchEvent::RunChanged { run } => &run.run_id,
+            DispatchEvent::RunChanged { run } => &run.head.run_id,
             DispatchEvent::LiveState { run_id, .. }
             | DispatchEvent::Transcript { run_id, .. }
             | DispatchEvent::PermissionRequested { run_id, .. }

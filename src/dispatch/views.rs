@@ -13,18 +13,15 @@
 //!   requests, not stalled, no queued follow-ups;
 //! - a damaged row is a `LEDGER_ERROR` naming the run, never a panic.
 
-
 use std::collections::HashMap;
 
 use super::api::{
-    BudgetView, NoteView, Response, ResultView, RunBudget, RunSummary, RunView, TranscriptFormat,
-    TranscriptView, TurnView, WaitOutcome, WaitUntil,
+    BudgetView, NoteView, Response, ResultView, RunBudget, RunHead, RunSummary, RunView,
+    TranscriptFormat, TranscriptView, TurnView, WaitOutcome, WaitUntil,
 };
 use super::core::{Fetch, Fetched, Query, Startup};
 use crate::error::{DroverError, ErrorCode};
-use crate::ledger::{
-    BudgetSessionRecord, LedgerError, LedgerReader, RunRecord, UsageRecord, kind,
-};
+use crate::ledger::{BudgetSessionRecord, LedgerError, LedgerReader, RunRecord, UsageRecord, kind};
 use crate::providers::Tokens;
 use crate::result_contract::ResultBlock;
 use crate::run_state::RunState;
@@ -103,18 +100,19 @@ pub fn answer(reader: &LedgerReader, query: Query) -> Result<Response, DroverErr
             live,
         } => {
             let in_memory: std::collections::HashSet<String> =
-                live.iter().map(|r| r.run_id.clone()).collect();
+                live.iter().map(|r| r.head.run_id.clone()).collect();
             let mut rows = live;
             rows.extend(
                 run_summaries_from_ledger(reader, None, include_removed)?
                     .into_iter()
-                    .filter(|r| !in_memory.contains(&r.run_id)),
+                    .filter(|r| !in_memory.contains(&r.head.run_id)),
             );
-            rows.retain(|r| state.is_none_or(|s| r.state == s));
+            rows.retain(|r| state.is_none_or(|s| r.head.state == s));
             rows.sort_by(|a, b| {
-                b.created_at
-                    .cmp(&a.created_at)
-                    .then(b.run_id.cmp(&a.run_id))
+                b.head
+                    .created_at
+                    .cmp(&a.head.created_at)
+                    .then(b.head.run_id.cmp(&a.head.run_id))
             });
             Response::Runs(rows)
         }
@@ -136,12 +134,12 @@ pub fn answer(reader: &LedgerReader, query: Query) -> Result<Response, DroverErr
 /// Reads what the dispatcher asked for.
 pub fn fetch(reader: &LedgerReader, fetch: Fetch) -> Result<Fetched, DroverError> {
     Ok(match fetch {
-        Fetch::ByIdempotencyKey { key, since } => Fetched::Run(
-            match reader.run_by_idempotency_key(&key, since)? {
+        Fetch::ByIdempotencyKey { key, since } => {
+            Fetched::Run(match reader.run_by_idempotency_key(&key, since)? {
                 Some(record) => Some(Box::new(summary_from_record(reader, &record)?)),
                 None => None,
-            },
-        ),
+            })
+        }
         Fetch::Resumable { run_id } => {
             let record = reader
                 .run(&run_id)?
@@ -226,21 +224,29 @@ fn summary(run: RunRecord, cost_usd: f64) -> Result<RunSummary, DroverError> {
     let last_result = stored_result(&run)?;
     Ok(RunSummary {
         needs_input: needs_input(run.state, last_result.as_ref()),
-        run_id: run.run_id,
+        head: head(&run, &spec, cost_usd),
+        pending: 0,
+        escalation_offered: false,
+    })
+}
+
+/// The fields every view of a run starts with, from its ledger row (only a live
+/// dispatcher knows a run is stalled).
+fn head(run: &RunRecord, spec: &Spec, cost_usd: f64) -> RunHead {
+    RunHead {
+        run_id: run.run_id.clone(),
         state: run.state,
-        completion_reason: run.completion_reason,
-        provider: run.provider,
-        model: run.model,
-        title: run.title,
-        live_state: run.live_state,
+        completion_reason: run.completion_reason.clone(),
+        provider: run.provider.clone(),
+        model: run.model.clone(),
+        title: run.title.clone(),
+        live_state: run.live_state.clone(),
         cost_usd,
         budget_usd: spec.budget_usd,
-        pending: 0,
         stalled: false,
         created_at: run.created_at,
         finished_at: run.finished_at,
-        escalation_offered: false,
-    })
+    }
 }
 
 /// What only the ledger tells about a session's runs: their spend, and each one's
@@ -373,18 +379,10 @@ pub fn run_view_from_ledger(reader: &LedgerReader, run_id: &str) -> Result<RunVi
         .collect();
     let budget = RunBudget::of(&spec, usage.iter().filter_map(|u| u.cost_usd).sum());
     Ok(RunView {
-        run_id: run.run_id,
-        state: run.state,
-        completion_reason: run.completion_reason,
-        provider: run.provider,
-        model: run.model,
-        title: run.title,
+        head: head(&run, &spec, usage.iter().filter_map(|u| u.cost_usd).sum()),
         task: spec.task,
         cwd: spec.cwd.to_string_lossy().into_owned(),
         policy: spec.policy.as_str().to_string(),
-        live_state: run.live_state,
-        cost_usd: usage.iter().filter_map(|u| u.cost_usd).sum(),
-        budget_usd: spec.budget_usd,
         cost_basis: crate::money::pricing::weakest_basis(usage.iter().map(|u| u.basis.as_str()))
             .to_string(),
         tokens,
@@ -393,9 +391,6 @@ pub fn run_view_from_ledger(reader: &LedgerReader, run_id: &str) -> Result<RunVi
         last_result,
         notes,
         provider_session_id: run.provider_session_id,
-        stalled: false,
-        created_at: run.created_at,
-        finished_at: run.finished_at,
         max_turns: spec.max_turns,
         queued_follow_ups: 0,
         pid: None,
@@ -470,10 +465,13 @@ pub fn wait_from_ledger(
         runs.push(summary(run, cost)?);
     }
     let met = |run: &RunSummary| match until {
-        WaitUntil::Terminal => run.state.is_terminal(),
+        WaitUntil::Terminal => run.head.state.is_terminal(),
         WaitUntil::Idle => {
-            run.state.is_terminal()
-                || matches!(run.state, RunState::Idle | RunState::AwaitingPermission)
+            run.head.state.is_terminal()
+                || matches!(
+                    run.head.state,
+                    RunState::Idle | RunState::AwaitingPermission
+                )
                 || run.needs_input
         }
         WaitUntil::Event => false,
@@ -552,10 +550,10 @@ fn damaged(run: &RunRecord, column: &str, e: impl std::fmt::Display) -> DroverEr
 pub(crate) mod tests {
     use super::*;
     use crate::ledger::{EventRecord, Ledger, LedgerOptions, RunRecord, TurnRecord, WriteOp};
-    use crate::paths::Paths;
-    use serde_json::Value;
     use crate::live_state::{Cause, LiveState, LiveStateKind};
+    use crate::paths::Paths;
     use crate::spec::{Capability, PermissionPolicy};
+    use serde_json::Value;
     use serde_json::json;
 
     fn spec(task: &str, budget_usd: f64, policy: PermissionPolicy, max_turns: u32) -> Value {
@@ -749,25 +747,25 @@ pub(crate) mod tests {
     fn summaries_sum_spend_and_follow_the_filters() {
         let (_dir, _paths, reader) = filled();
         let rows = run_summaries_from_ledger(&reader, None, false).unwrap();
-        let ids: Vec<_> = rows.iter().map(|r| r.run_id.as_str()).collect();
+        let ids: Vec<_> = rows.iter().map(|r| r.head.run_id.as_str()).collect();
         assert_eq!(ids, ["r2", "r1"], "newest first, removed runs left out");
         let (r2, r1) = (&rows[0], &rows[1]);
-        assert!(close(r1.cost_usd, 0.15), "{}", r1.cost_usd);
-        assert_eq!(r1.budget_usd, 2.5);
-        assert_eq!(r1.completion_reason.as_deref(), Some("complete"));
-        assert_eq!(r1.finished_at, Some(1_500));
+        assert!(close(r1.head.cost_usd, 0.15), "{}", r1.head.cost_usd);
+        assert_eq!(r1.head.budget_usd, 2.5);
+        assert_eq!(r1.head.completion_reason.as_deref(), Some("complete"));
+        assert_eq!(r1.head.finished_at, Some(1_500));
         assert_eq!(
-            r1.live_state.as_ref().unwrap().cause,
+            r1.head.live_state.as_ref().unwrap().cause,
             Some(Cause::Completed)
         );
-        assert!(!r1.needs_input && !r1.stalled && r1.pending == 0);
+        assert!(!r1.needs_input && !r1.head.stalled && r1.pending == 0);
         // Unpriced usage is never booked as spend; the run asks a question.
-        assert_eq!(r2.cost_usd, 0.0);
+        assert_eq!(r2.head.cost_usd, 0.0);
         assert!(r2.needs_input);
 
         let completed =
             run_summaries_from_ledger(&reader, Some(RunState::Completed), true).unwrap();
-        let ids: Vec<_> = completed.iter().map(|r| r.run_id.as_str()).collect();
+        let ids: Vec<_> = completed.iter().map(|r| r.head.run_id.as_str()).collect();
         assert_eq!(ids, ["r3", "r1"]);
         assert!(
             run_summaries_from_ledger(&reader, Some(RunState::Failed), true)
@@ -784,8 +782,8 @@ pub(crate) mod tests {
         assert_eq!(view.cwd, "/work/project");
         assert_eq!(view.policy, "auto");
         assert_eq!(view.max_turns, 4);
-        assert_eq!(view.budget_usd, 2.5);
-        assert!(close(view.cost_usd, 0.15));
+        assert_eq!(view.head.budget_usd, 2.5);
+        assert!(close(view.head.cost_usd, 0.15));
         assert_eq!(view.cost_basis, "estimated");
         assert_eq!(
             view.tokens,
@@ -811,7 +809,7 @@ pub(crate) mod tests {
         );
         assert_eq!(view.last_result, Some(done_result()));
         assert_eq!(view.provider_session_id.as_deref(), Some("sess-1"));
-        assert!(view.pending.is_empty() && !view.stalled && view.queued_follow_ups == 0);
+        assert!(view.pending.is_empty() && !view.head.stalled && view.queued_follow_ups == 0);
 
         let r2 = run_view_from_ledger(&reader, "r2").unwrap();
         assert_eq!(r2.cost_basis, "unpriced");

@@ -131,9 +131,10 @@ impl App {
             .iter()
             .any(|o| matches!(o, Overlay::Prompt(_) | Overlay::Route(_)))
             || self.model.runs().any(|e| {
-                e.summary.state.is_active()
+                e.summary.head.state.is_active()
                     && (e
                         .summary
+                        .head
                         .live_state
                         .as_ref()
                         .is_some_and(|l| l.bound.is_some())
@@ -234,49 +235,49 @@ impl App {
                 &self.options.scenarios,
             ))),
             Action::FollowUp => match selected {
-                Some(run) if run.state.is_active() => self.open_follow_up(&run),
+                Some(run) if run.head.state.is_active() => self.open_follow_up(&run),
                 Some(run) => self.flash_error(format!(
                     "{} has {}; dispatch a new run instead",
-                    run.run_id, run.state
+                    run.head.run_id, run.head.state
                 )),
                 None => self.flash_error("select a run first".into()),
             },
             Action::Stop | Action::Complete => match selected {
-                Some(run) if run.state.is_active() => {
+                Some(run) if run.head.state.is_active() => {
                     let (tag, request, verb) = if action == Action::Stop {
                         (
-                            ReplyTag::Stop(run.run_id.clone()),
+                            ReplyTag::Stop(run.head.run_id.clone()),
                             Request::Stop {
-                                run_id: run.run_id.clone(),
+                                run_id: run.head.run_id.clone(),
                             },
                             "stopping",
                         )
                     } else {
                         (
-                            ReplyTag::Complete(run.run_id.clone()),
+                            ReplyTag::Complete(run.head.run_id.clone()),
                             Request::Complete {
-                                run_id: run.run_id.clone(),
+                                run_id: run.head.run_id.clone(),
                             },
                             "completing",
                         )
                     };
-                    self.flash_info(format!("{verb} {}…", run.run_id));
+                    self.flash_info(format!("{verb} {}…", run.head.run_id));
                     effects.push(Effect::Request { tag, request });
                 }
-                Some(run) => self.flash_error(format!("{} has already ended", run.run_id)),
+                Some(run) => self.flash_error(format!("{} has already ended", run.head.run_id)),
                 None => self.flash_error("select a run first".into()),
             },
             Action::Remove => match selected {
-                Some(run) if run.state.is_terminal() => effects.push(Effect::Request {
+                Some(run) if run.head.state.is_terminal() => effects.push(Effect::Request {
                     tag: ReplyTag::Remove,
                     request: Request::Remove {
-                        run_id: Some(run.run_id.clone()),
+                        run_id: Some(run.head.run_id.clone()),
                         finished: false,
                     },
                 }),
                 Some(run) => self.flash_error(format!(
                     "{} is still {}; stop it first, then remove it",
-                    run.run_id, run.state
+                    run.head.run_id, run.head.state
                 )),
                 None => self.flash_error("select a run first".into()),
             },
@@ -313,25 +314,25 @@ impl App {
                 Some(run) if run.escalation_offered => {
                     let offer = self
                         .model
-                        .run(&run.run_id)
+                        .run(&run.head.run_id)
                         .and_then(|e| e.detail.as_ref())
                         .and_then(|d| d.escalation.clone());
                     let Some(offer) = offer else {
-                        self.want_show.push(run.run_id.clone());
+                        self.want_show.push(run.head.run_id.clone());
                         self.flash_info(format!(
                             "loading {}'s offer; press again in a moment",
-                            run.run_id
+                            run.head.run_id
                         ));
                         return;
                     };
                     let request = match offer.kind {
                         EscalationKind::Escalate => Request::Escalate {
-                            run_id: run.run_id.clone(),
+                            run_id: run.head.run_id.clone(),
                             provider: None,
                             model: None,
                         },
                         EscalationKind::Retry => Request::Retry {
-                            run_id: run.run_id.clone(),
+                            run_id: run.head.run_id.clone(),
                         },
                     };
                     self.flash_info(format!(
@@ -341,34 +342,38 @@ impl App {
                         } else {
                             "retrying"
                         },
-                        run.run_id,
+                        run.head.run_id,
                         offer.to_provider,
                         offer.to_model
                     ));
                     effects.push(Effect::Request {
-                        tag: ReplyTag::Escalate(run.run_id.clone()),
+                        tag: ReplyTag::Escalate(run.head.run_id.clone()),
                         request,
                     });
                 }
-                Some(run) => {
-                    self.flash_error(format!("{} has no escalation or retry offered", run.run_id))
-                }
+                Some(run) => self.flash_error(format!(
+                    "{} has no escalation or retry offered",
+                    run.head.run_id
+                )),
                 None => self.flash_error("select a run first".into()),
             },
             Action::Resume => match selected {
-                Some(run) if run.state == RunState::Interrupted => {
-                    self.flash_info(format!("resuming {} in its provider session…", run.run_id));
+                Some(run) if run.head.state == RunState::Interrupted => {
+                    self.flash_info(format!(
+                        "resuming {} in its provider session…",
+                        run.head.run_id
+                    ));
                     effects.push(Effect::Request {
-                        tag: ReplyTag::Resume(run.run_id.clone()),
+                        tag: ReplyTag::Resume(run.head.run_id.clone()),
                         request: Request::Resume {
-                            run_id: run.run_id.clone(),
+                            run_id: run.head.run_id.clone(),
                             text: None,
                         },
                     });
                 }
                 Some(run) => self.flash_error(format!(
                     "{} is {}; only a run a drover restart interrupted can be resumed",
-                    run.run_id, run.state
+                    run.head.run_id, run.head.state
                 )),
                 None => self.flash_error("select a run first".into()),
             },
@@ -399,36 +404,40 @@ impl App {
             return;
         };
         if let Some(pending) = entry.pending.first() {
-            let view = PromptView::new(entry.summary.run_id.clone(), pending.clone());
+            let view = PromptView::new(entry.summary.head.run_id.clone(), pending.clone());
             self.overlays.push(Overlay::Prompt(view));
-        } else if entry.summary.state == RunState::AwaitingRoute {
-            let id = entry.summary.run_id.clone();
+        } else if entry.summary.head.state == RunState::AwaitingRoute {
+            let id = entry.summary.head.run_id.clone();
             self.open_route(&id);
-        } else if entry.summary.escalation_offered && entry.summary.state != RunState::Interrupted {
+        } else if entry.summary.escalation_offered
+            && entry.summary.head.state != RunState::Interrupted
+        {
             let key = self
                 .keys
                 .key_for(Context::Dashboard, Action::Escalate)
                 .map_or_else(|| "the escalate key".to_string(), |k| k.to_string());
             self.flash_info(format!(
                 "{} ended with an escalation offered: press {key} to take it",
-                entry.summary.run_id
+                entry.summary.head.run_id
             ));
-        } else if entry.summary.state == RunState::Interrupted {
+        } else if entry.summary.head.state == RunState::Interrupted {
             let key = self
                 .keys
                 .key_for(Context::Dashboard, Action::Resume)
                 .map_or_else(|| "the resume key".to_string(), |k| k.to_string());
             self.flash_info(format!(
                 "{} was interrupted by a drover restart: press {key} to resume it",
-                entry.summary.run_id
+                entry.summary.head.run_id
             ));
-        } else if entry.summary.state.is_active() && entry.summary.state != RunState::Queued {
+        } else if entry.summary.head.state.is_active()
+            && entry.summary.head.state != RunState::Queued
+        {
             let run = entry.summary.clone();
             self.open_follow_up(&run);
         } else {
             self.flash_info(format!(
                 "{} waits for nothing from you",
-                entry.summary.run_id
+                entry.summary.head.run_id
             ));
         }
     }
@@ -436,15 +445,15 @@ impl App {
     fn open_follow_up(&mut self, run: &RunSummary) {
         let question = self
             .model
-            .run(&run.run_id)
+            .run(&run.head.run_id)
             .and_then(|e| e.detail.as_ref())
             .and_then(|d| d.last_result.as_ref())
             .filter(|_| run.needs_input)
             .and_then(|r| r.question.clone());
         self.overlays.push(Overlay::Input(InputBox::new(
             InputPurpose::FollowUp {
-                run_id: run.run_id.clone(),
-                title: run.title.clone(),
+                run_id: run.head.run_id.clone(),
+                title: run.head.title.clone(),
                 question,
             },
             "",
@@ -461,24 +470,24 @@ impl App {
         let mut waiting: Vec<(UnixMillis, String, Option<PendingView>)> = self
             .model
             .runs()
-            .filter(|e| e.summary.state.is_active())
+            .filter(|e| e.summary.head.state.is_active())
             .flat_map(|e| {
                 e.pending
                     .iter()
-                    .map(move |p| (p.created_at, e.summary.run_id.clone(), Some(p.clone())))
+                    .map(move |p| (p.created_at, e.summary.head.run_id.clone(), Some(p.clone())))
             })
             .collect();
         waiting.extend(
             self.model
                 .runs()
-                .filter(|e| e.summary.state == RunState::AwaitingRoute)
+                .filter(|e| e.summary.head.state == RunState::AwaitingRoute)
                 .map(|e| {
                     let at = e
                         .detail
                         .as_ref()
                         .and_then(|d| d.route.as_ref())
-                        .map_or(e.summary.created_at, |r| r.created_at);
-                    (at, e.summary.run_id.clone(), None)
+                        .map_or(e.summary.head.created_at, |r| r.created_at);
+                    (at, e.summary.head.run_id.clone(), None)
                 }),
         );
         let key = |item: &(UnixMillis, String, Option<PendingView>)| -> String {
@@ -606,11 +615,11 @@ impl App {
                 if selected || applied.pending_unknown {
                     self.fetch_show(&run_id, effects);
                 }
-                if run.state.is_terminal() {
+                if run.head.state.is_terminal() {
                     self.prompts_gone(&run_id, None, "the run has ended");
                 }
-                if run.state != RunState::AwaitingRoute {
-                    self.route_gone(&run_id, &format!("the run is now {}", run.state));
+                if run.head.state != RunState::AwaitingRoute {
+                    self.route_gone(&run_id, &format!("the run is now {}", run.head.state));
                 }
             }
             DispatchEvent::PermissionResolved {
@@ -676,8 +685,8 @@ impl App {
                         // Like answering a prompt: the next thing waiting, if any.
                         if self.model.oldest_pending(None).is_some()
                             || self.model.runs().any(|e| {
-                                e.summary.state == RunState::AwaitingRoute
-                                    && e.summary.run_id != run_id
+                                e.summary.head.state == RunState::AwaitingRoute
+                                    && e.summary.head.run_id != run_id
                             })
                         {
                             self.next_prompt(Some(run_id));
@@ -735,9 +744,10 @@ impl App {
                             .model
                             .runs()
                             .filter(|e| {
-                                e.summary.state.is_active() && e.summary.pending != e.pending.len()
+                                e.summary.head.state.is_active()
+                                    && e.summary.pending != e.pending.len()
                             })
-                            .map(|e| e.summary.run_id.clone())
+                            .map(|e| e.summary.head.run_id.clone())
                             .collect();
                         for id in unknown {
                             self.fetch_show(&id, effects);
@@ -760,7 +770,7 @@ impl App {
                 if let Ok(view) = result.and_then(Response::into_show) {
                     for overlay in &mut self.overlays {
                         if let Overlay::Route(r) = overlay
-                            && r.run_id == view.run_id
+                            && r.run_id == view.head.run_id
                         {
                             r.set_card(view.route.clone());
                         }
@@ -815,7 +825,7 @@ impl App {
             ReplyTag::RouteDecline(run_id) => self.on_routed(&run_id, true, result),
             ReplyTag::Escalate(run_id) => match result.and_then(Response::into_run) {
                 Ok(run) => {
-                    let id = run.run_id.clone();
+                    let id = run.head.run_id.clone();
                     self.model.upsert(run);
                     self.model.select(&id);
                     self.want_show.push(run_id.clone());
@@ -851,7 +861,7 @@ impl App {
                 if let Some(at) = form_at {
                     self.overlays.remove(at);
                 }
-                let id = run.run_id.clone();
+                let id = run.head.run_id.clone();
                 self.model.upsert(run);
                 self.model.select(&id);
                 self.flash_info(format!("dispatched {id}"));

@@ -13,20 +13,22 @@ use crate::run_state::RunState;
 
 fn summary(id: &str, state: RunState) -> RunSummary {
     RunSummary {
-        run_id: id.into(),
-        state,
-        completion_reason: None,
-        provider: "sim".into(),
-        model: None,
-        title: format!("run {id}"),
-        live_state: None,
-        cost_usd: 0.0,
-        budget_usd: 5.0,
+        head: crate::dispatch::api::RunHead {
+            run_id: id.into(),
+            state,
+            completion_reason: None,
+            provider: "sim".into(),
+            model: None,
+            title: format!("run {id}"),
+            live_state: None,
+            cost_usd: 0.0,
+            budget_usd: 5.0,
+            stalled: false,
+            created_at: id.len() as i64,
+            finished_at: None,
+        },
         pending: 0,
         needs_input: false,
-        stalled: false,
-        created_at: id.len() as i64,
-        finished_at: None,
         escalation_offered: false,
     }
 }
@@ -265,7 +267,7 @@ fn countdowns_ask_for_frames_only_while_something_counts_down() {
     let app_idle = app(vec![summary("a", RunState::Completed)]);
     assert!(!app_idle.has_countdowns());
     let mut running = summary("a", RunState::Running);
-    running.live_state = Some(crate::live_state::LiveState {
+    running.head.live_state = Some(crate::live_state::LiveState {
         state: crate::live_state::LiveStateKind::Working,
         since: 0,
         bound: Some(10_000),

@@ -141,14 +141,14 @@ pub fn live_text(live: &LiveState, now: UnixMillis) -> String {
 
 /// The glyph at the start of a run's row and its style.
 pub fn glyph(run: &RunSummary) -> (&'static str, Style) {
-    if run.state.is_active() && (run.pending > 0 || run.needs_input) {
+    if run.head.state.is_active() && (run.pending > 0 || run.needs_input) {
         return ("!", theme::attention());
     }
-    match run.state {
+    match run.head.state {
         RunState::Queued => ("…", theme::dim()),
         RunState::AwaitingRoute => ("?", theme::attention()),
         RunState::Starting => ("◔", theme::active()),
-        RunState::Running if run.stalled => ("◌", theme::warning()),
+        RunState::Running if run.head.stalled => ("◌", theme::warning()),
         RunState::Running => ("●", theme::active()),
         RunState::AwaitingPermission => ("!", theme::attention()),
         RunState::Idle => ("○", theme::text()),

@@ -55,10 +55,10 @@ impl Tray {
     pub fn of(run: &RunSummary) -> Tray {
         if needs_you(run).is_some() {
             Tray::NeedsYou
-        } else if run.state.is_terminal() {
+        } else if run.head.state.is_terminal() {
             Tray::Finished
         } else {
-            match run.state {
+            match run.head.state {
                 RunState::Queued => Tray::Queued,
                 RunState::Idle => Tray::Idle,
                 _ => Tray::Running,
@@ -90,11 +90,11 @@ impl Need {
 
 /// What an active run waits for from the user, if anything.
 pub fn needs_you(run: &RunSummary) -> Option<Need> {
-    if run.state.is_terminal() {
+    if run.head.state.is_terminal() {
         run.escalation_offered.then_some(Need::Escalation)
-    } else if run.state == RunState::AwaitingPermission || run.pending > 0 {
+    } else if run.head.state == RunState::AwaitingPermission || run.pending > 0 {
         Some(Need::Permission)
-    } else if run.state == RunState::AwaitingRoute {
+    } else if run.head.state == RunState::AwaitingRoute {
         Some(Need::Route)
     } else if run.needs_input {
         Some(Need::Input)
@@ -234,14 +234,14 @@ impl ViewModel {
     pub fn replace_runs(&mut self, summaries: Vec<RunSummary>) {
         let mut next = HashMap::with_capacity(summaries.len());
         for summary in summaries {
-            let entry = match self.runs.remove(&summary.run_id) {
+            let entry = match self.runs.remove(&summary.head.run_id) {
                 Some(mut entry) => {
                     entry.summary = summary;
                     entry
                 }
                 None => RunEntry::new(summary),
             };
-            next.insert(entry.summary.run_id.clone(), entry);
+            next.insert(entry.summary.head.run_id.clone(), entry);
         }
         self.runs = next;
         self.rebuild_rows();
@@ -253,10 +253,13 @@ impl ViewModel {
             summary_changed: true,
             ..Applied::default()
         };
-        let before = self.runs.get(&summary.run_id).map(|e| e.summary.clone());
+        let before = self
+            .runs
+            .get(&summary.head.run_id)
+            .map(|e| e.summary.clone());
         // Live-state seqs only grow: a summary behind the known one is an old event
         // arriving after a fresher snapshot, and must not undo it.
-        let seq = |s: &RunSummary| s.live_state.as_ref().map_or(0, |l| l.seq);
+        let seq = |s: &RunSummary| s.head.live_state.as_ref().map_or(0, |l| l.seq);
         if before.as_ref().is_some_and(|b| seq(&summary) < seq(b)) {
             return Applied {
                 stale: true,
@@ -271,15 +274,15 @@ impl ViewModel {
         {
             applied.started_needing = Some(format!(
                 "{} {}",
-                crate::spec::text::clip(&summary.title, 60),
+                crate::spec::text::clip(&summary.head.title, 60),
                 need_now.map_or("", Need::words)
             ));
         }
         let entry = self
             .runs
-            .entry(summary.run_id.clone())
+            .entry(summary.head.run_id.clone())
             .or_insert_with(|| RunEntry::new(summary.clone()));
-        if summary.state.is_terminal() {
+        if summary.head.state.is_terminal() {
             entry.pending.clear();
         }
         applied.pending_unknown = summary.pending != entry.pending.len();
@@ -297,6 +300,7 @@ impl ViewModel {
                     // An old event behind a fresher snapshot changes nothing.
                     if entry
                         .summary
+                        .head
                         .live_state
                         .as_ref()
                         .is_some_and(|known| live_state.seq < known.seq)
@@ -306,9 +310,9 @@ impl ViewModel {
                             ..Applied::default()
                         };
                     }
-                    entry.summary.live_state = Some(live_state.clone());
+                    entry.summary.head.live_state = Some(live_state.clone());
                     if let Some(detail) = &mut entry.detail {
-                        detail.live_state = Some(live_state.clone());
+                        detail.head.live_state = Some(live_state.clone());
                     }
                 }
                 Applied::default()
@@ -339,7 +343,7 @@ impl ViewModel {
                     };
                     applied.started_needing = Some(format!(
                         "{} {what}",
-                        crate::spec::text::clip(&entry.summary.title, 60)
+                        crate::spec::text::clip(&entry.summary.head.title, 60)
                     ));
                     if let Some(detail) = &mut entry.detail {
                         detail.pending = entry.pending.clone();
@@ -395,14 +399,14 @@ impl ViewModel {
 
     /// Stores a run's full view (the answer to `Request::Show`).
     pub fn set_detail(&mut self, view: RunView) {
-        let Some(entry) = self.runs.get_mut(&view.run_id) else {
+        let Some(entry) = self.runs.get_mut(&view.head.run_id) else {
             return;
         };
         entry.pending = view.pending.clone();
         entry.pending.sort_by_key(|p| p.created_at);
         let seq = |l: &Option<crate::live_state::LiveState>| l.as_ref().map_or(0, |l| l.seq);
-        if seq(&view.live_state) >= seq(&entry.summary.live_state) {
-            entry.summary.live_state = view.live_state.clone();
+        if seq(&view.head.live_state) >= seq(&entry.summary.head.live_state) {
+            entry.summary.head.live_state = view.head.live_state.clone();
         }
         entry.detail = Some(view);
         self.rebuild_rows();
@@ -440,7 +444,7 @@ impl ViewModel {
     pub fn oldest_pending(&self, except: Option<&str>) -> Option<(&RunEntry, &PendingView)> {
         self.runs
             .values()
-            .filter(|e| e.summary.state.is_active())
+            .filter(|e| e.summary.head.state.is_active())
             .flat_map(|e| e.pending.iter().map(move |p| (e, p)))
             .filter(|(_, p)| Some(p.request_id.as_str()) != except)
             .min_by(|(_, a), (_, b)| {
@@ -454,7 +458,7 @@ impl ViewModel {
     pub fn pending_total(&self) -> usize {
         self.runs
             .values()
-            .filter(|e| e.summary.state.is_active())
+            .filter(|e| e.summary.head.state.is_active())
             .map(|e| e.pending.len().max(e.summary.pending))
             .sum()
     }
@@ -464,10 +468,10 @@ impl ViewModel {
         let mut c = Counts::default();
         for e in self.runs.values() {
             let s = &e.summary;
-            if s.state.is_active() {
+            if s.head.state.is_active() {
                 c.active += 1;
             }
-            match s.state {
+            match s.head.state {
                 RunState::Starting | RunState::Running | RunState::AwaitingPermission => {
                     c.running += 1
                 }
@@ -613,7 +617,7 @@ impl ViewModel {
             }
             sort_tray(tray, list);
             rows.push(Row::Header(tray, list.len()));
-            rows.extend(list.iter().map(|e| Row::Run(e.summary.run_id.clone())));
+            rows.extend(list.iter().map(|e| Row::Run(e.summary.head.run_id.clone())));
         }
         self.rows = rows;
         let selected_visible = self.selected.as_ref().is_some_and(|s| {
@@ -642,11 +646,11 @@ pub struct Counts {
 
 fn matches_filter(run: &RunSummary, needle: &str) -> bool {
     [
-        Some(run.title.as_str()),
-        Some(run.provider.as_str()),
-        run.model.as_deref(),
-        Some(run.run_id.as_str()),
-        Some(run.state.as_str()),
+        Some(run.head.title.as_str()),
+        Some(run.head.provider.as_str()),
+        run.head.model.as_deref(),
+        Some(run.head.run_id.as_str()),
+        Some(run.head.state.as_str()),
     ]
     .into_iter()
     .flatten()
@@ -662,24 +666,30 @@ fn sort_tray(tray: Tray, list: &mut [&RunEntry]) {
                 e.pending
                     .first()
                     .map(|p| p.created_at)
-                    .or(e.summary.live_state.as_ref().map(|l| l.since))
-                    .unwrap_or(e.summary.created_at)
+                    .or(e.summary.head.live_state.as_ref().map(|l| l.since))
+                    .unwrap_or(e.summary.head.created_at)
             };
             since(a)
                 .cmp(&since(b))
-                .then_with(|| a.summary.run_id.cmp(&b.summary.run_id))
+                .then_with(|| a.summary.head.run_id.cmp(&b.summary.head.run_id))
         }),
         Tray::Finished => list.sort_by(|a, b| {
-            let end = |e: &RunEntry| e.summary.finished_at.unwrap_or(e.summary.created_at);
+            let end = |e: &RunEntry| {
+                e.summary
+                    .head
+                    .finished_at
+                    .unwrap_or(e.summary.head.created_at)
+            };
             end(b)
                 .cmp(&end(a))
-                .then_with(|| b.summary.run_id.cmp(&a.summary.run_id))
+                .then_with(|| b.summary.head.run_id.cmp(&a.summary.head.run_id))
         }),
         _ => list.sort_by(|a, b| {
             a.summary
+                .head
                 .created_at
-                .cmp(&b.summary.created_at)
-                .then_with(|| a.summary.run_id.cmp(&b.summary.run_id))
+                .cmp(&b.summary.head.created_at)
+                .then_with(|| a.summary.head.run_id.cmp(&b.summary.head.run_id))
         }),
     }
 }
@@ -698,20 +708,22 @@ mod tests {
 
     pub(crate) fn summary(id: &str, state: RunState) -> RunSummary {
         RunSummary {
-            run_id: id.to_string(),
-            state,
-            completion_reason: None,
-            provider: "sim".into(),
-            model: None,
-            title: format!("run {id}"),
-            live_state: None,
-            cost_usd: 0.0,
-            budget_usd: 5.0,
+            head: crate::dispatch::api::RunHead {
+                run_id: id.to_string(),
+                state,
+                completion_reason: None,
+                provider: "sim".into(),
+                model: None,
+                title: format!("run {id}"),
+                live_state: None,
+                cost_usd: 0.0,
+                budget_usd: 5.0,
+                stalled: false,
+                created_at: 1_000,
+                finished_at: None,
+            },
             pending: 0,
             needs_input: false,
-            stalled: false,
-            created_at: 1_000,
-            finished_at: None,
             escalation_offered: false,
         }
     }
@@ -745,7 +757,7 @@ mod tests {
         // A `runs` answer (a snapshot) can overtake the events published before it.
         let mut m = ViewModel::new(0, 120, 40);
         let mut held = summary("h", RunState::AwaitingRoute);
-        held.live_state = Some(live(2, Admitted));
+        held.head.live_state = Some(live(2, Admitted));
         m.replace_runs(vec![held]);
 
         let old_live = DispatchEvent::LiveState {
@@ -754,24 +766,28 @@ mod tests {
         };
         assert!(m.apply(&old_live).stale);
         let mut queued = summary("h", RunState::Queued);
-        queued.live_state = Some(live(1, Admitted));
+        queued.head.live_state = Some(live(1, Admitted));
         let old_change = DispatchEvent::RunChanged { run: queued };
         assert!(m.apply(&old_change).stale);
         let entry = m.run("h").expect("the run");
-        assert_eq!(entry.summary.state, RunState::AwaitingRoute);
-        assert_eq!(entry.summary.live_state.as_ref().map(|l| l.seq), Some(2));
+        assert_eq!(entry.summary.head.state, RunState::AwaitingRoute);
+        assert_eq!(
+            entry.summary.head.live_state.as_ref().map(|l| l.seq),
+            Some(2)
+        );
 
         // Events at or past the known seq apply.
         let mut started = summary("h", RunState::Starting);
-        started.live_state = Some(live(3, Admitted));
+        started.head.live_state = Some(live(3, Admitted));
         let applied = m.apply(&DispatchEvent::RunChanged { run: started });
         assert!(!applied.stale);
-        assert_eq!(m.run("h").unwrap().summary.state, RunState::Starting);
+        assert_eq!(m.run("h").unwrap().summary.head.state, RunState::Starting);
         assert!(m.apply(&old_live).stale, "seq 1 is behind 3");
         let seq = m
             .run("h")
             .unwrap()
             .summary
+            .head
             .live_state
             .as_ref()
             .map(|l| l.seq);
@@ -799,7 +815,7 @@ mod tests {
             (summary("z", RunState::Interrupted), Tray::Finished),
         ];
         for (run, tray) in table {
-            assert_eq!(Tray::of(&run), tray, "{}", run.run_id);
+            assert_eq!(Tray::of(&run), tray, "{}", run.head.run_id);
         }
     }
 
@@ -832,7 +848,7 @@ mod tests {
     fn the_filter_hides_rows_and_moves_the_selection_to_a_visible_run() {
         let mut m = ViewModel::new(0, 120, 40);
         let mut b = summary("b", RunState::Running);
-        b.title = "Fix the login bug".into();
+        b.head.title = "Fix the login bug".into();
         m.replace_runs(vec![summary("a", RunState::Running), b]);
         m.select("a");
         m.set_filter("LOGIN".into());
@@ -861,7 +877,7 @@ mod tests {
         });
         let (entry, p) = m.oldest_pending(None).unwrap();
         assert_eq!(
-            (entry.summary.run_id.as_str(), p.request_id.as_str()),
+            (entry.summary.head.run_id.as_str(), p.request_id.as_str()),
             ("b", "early")
         );
         let (_, p) = m.oldest_pending(Some("early")).unwrap();
@@ -939,7 +955,7 @@ mod tests {
             (0..30)
                 .map(|i| {
                     let mut s = summary(&format!("r{i:02}"), RunState::Running);
-                    s.created_at = i;
+                    s.head.created_at = i;
                     s
                 })
                 .collect(),

@@ -73,27 +73,29 @@ pub fn summary(n: u32, title: &str, state: RunState) -> RunSummary {
         })
     };
     RunSummary {
-        run_id: id(n),
-        state,
-        completion_reason: state.is_terminal().then(|| match state {
-            RunState::Completed => "complete".to_string(),
-            RunState::Failed => "provider_error".to_string(),
-            RunState::Stopped => "user".to_string(),
-            _ => "shutdown".to_string(),
-        }),
-        provider: "sim".into(),
-        model: Some("claude-sonnet-4-5".into()),
-        title: title.into(),
-        live_state,
-        cost_usd: 0.12 * f64::from(n % 5),
-        budget_usd: 5.0,
+        head: drover::dispatch::api::RunHead {
+            run_id: id(n),
+            state,
+            completion_reason: state.is_terminal().then(|| match state {
+                RunState::Completed => "complete".to_string(),
+                RunState::Failed => "provider_error".to_string(),
+                RunState::Stopped => "user".to_string(),
+                _ => "shutdown".to_string(),
+            }),
+            provider: "sim".into(),
+            model: Some("claude-sonnet-4-5".into()),
+            title: title.into(),
+            live_state,
+            cost_usd: 0.12 * f64::from(n % 5),
+            budget_usd: 5.0,
+            stalled: false,
+            created_at: NOW - 600_000 + i64::from(n) * 1_000,
+            finished_at: state
+                .is_terminal()
+                .then_some(NOW - 60_000 + i64::from(n) * 1_000),
+        },
         pending: usize::from(state == RunState::AwaitingPermission),
         needs_input: false,
-        stalled: false,
-        created_at: NOW - 600_000 + i64::from(n) * 1_000,
-        finished_at: state
-            .is_terminal()
-            .then_some(NOW - 60_000 + i64::from(n) * 1_000),
         escalation_offered: false,
     }
 }
@@ -142,24 +144,29 @@ pub fn question_request(n: u32) -> PendingView {
 
 pub fn view_of(s: &RunSummary) -> RunView {
     RunView {
-        run_id: s.run_id.clone(),
-        state: s.state,
-        completion_reason: s.completion_reason.clone(),
-        provider: s.provider.clone(),
-        model: s.model.clone(),
-        title: s.title.clone(),
-        task: format!("{} — keep the public API as it is.", s.title),
+        head: drover::dispatch::api::RunHead {
+            run_id: s.head.run_id.clone(),
+            state: s.head.state,
+            completion_reason: s.head.completion_reason.clone(),
+            provider: s.head.provider.clone(),
+            model: s.head.model.clone(),
+            title: s.head.title.clone(),
+            live_state: s.head.live_state.clone(),
+            cost_usd: s.head.cost_usd,
+            budget_usd: s.head.budget_usd,
+            stalled: false,
+            created_at: s.head.created_at,
+            finished_at: s.head.finished_at,
+        },
+        task: format!("{} — keep the public API as it is.", s.head.title),
         cwd: "/home/dev/project".into(),
         policy: "ask".into(),
-        live_state: s.live_state.clone(),
-        cost_usd: s.cost_usd,
-        budget_usd: s.budget_usd,
         cost_basis: "reported".into(),
         tokens: Tokens::default(),
         turns: vec![TurnView {
             number: 1,
             origin: "dispatch".into(),
-            started_at: s.created_at,
+            started_at: s.head.created_at,
             ended_at: None,
             prompt_preview: "…".into(),
             text: None,
@@ -171,9 +178,6 @@ pub fn view_of(s: &RunSummary) -> RunView {
         last_result: None,
         notes: Vec::new(),
         provider_session_id: None,
-        stalled: false,
-        created_at: s.created_at,
-        finished_at: s.finished_at,
         max_turns: 6,
         queued_follow_ups: 0,
         pid: None,
@@ -236,7 +240,7 @@ pub fn app_with(runs: Vec<RunSummary>, width: u16, height: u16) -> App {
 pub fn busy_app(width: u16, height: u16) -> App {
     let mut needs_input = summary(3, "Deploy the release to staging", RunState::Idle);
     needs_input.needs_input = true;
-    needs_input.live_state = Some(live(
+    needs_input.head.live_state = Some(live(
         LiveStateKind::Working,
         20,
         1_180,
@@ -247,7 +251,7 @@ pub fn busy_app(width: u16, height: u16) -> App {
         "Investigate the flaky integration test",
         RunState::Running,
     );
-    stalled.stalled = true;
+    stalled.head.stalled = true;
     let runs = vec![
         summary(
             1,

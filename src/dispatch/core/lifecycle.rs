@@ -6,8 +6,8 @@
 
 use serde_json::json;
 
-use super::run::{Batch, Ending, Run, Turn, TurnOrigin};
 use super::rails::{self, RailSlot};
+use super::run::{Batch, Ending, Run, Turn, TurnOrigin};
 use super::{Core, Effect, Launched, prompts};
 use crate::live_state::{Cause, LiveStateKind};
 use crate::providers::{LaunchError, LaunchSpec, ProviderCommand};
@@ -22,7 +22,11 @@ pub const WRAP_UP_BOUND_MS: i64 = 30_000;
 
 impl Core {
     pub(super) fn slot_of(&self, run: &Run) -> RailSlot {
-        self.slot_for(&run.spec.provider, &run.session, run.spec.workflow_id.clone())
+        self.slot_for(
+            &run.spec.provider,
+            &run.session,
+            run.spec.workflow_id.clone(),
+        )
     }
 
     /// The rails a run of `provider` in `session` belongs to.
@@ -188,7 +192,10 @@ impl Core {
         Some(LaunchSpec {
             run_id: run.id.clone(),
             provider: run.spec.provider.clone(),
-            command: provider.map(|p| p.command.clone()).unwrap_or_default().into(),
+            command: provider
+                .map(|p| p.command.clone())
+                .unwrap_or_default()
+                .into(),
             args: provider.map(|p| p.args.clone()).unwrap_or_default(),
             env: provider.map(|p| p.env.clone()).unwrap_or_default(),
             cwd: run.spec.cwd.clone(),

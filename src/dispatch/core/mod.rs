@@ -139,15 +139,16 @@ impl Input {
     pub fn freshness(&self) -> Freshness {
         use crate::providers::ProviderEvent;
         match self {
-            Input::Request { request, .. } => match request {
-                Request::Dispatch { .. }
-                | Request::FollowUp { .. }
-                | Request::Resume { .. }
-                | Request::Route { .. }
-                | Request::Escalate { .. }
-                | Request::Retry { .. } => Freshness::Always,
-                _ => Freshness::Any,
-            },
+            Input::Request {
+                request:
+                    Request::Dispatch { .. }
+                    | Request::FollowUp { .. }
+                    | Request::Resume { .. }
+                    | Request::Route { .. }
+                    | Request::Escalate { .. }
+                    | Request::Retry { .. },
+                ..
+            } => Freshness::Always,
             Input::Provider(e) => match e.event {
                 ProviderEvent::TurnCompleted(_) => Freshness::Always,
                 ProviderEvent::Usage { .. } => Freshness::Throttled,
@@ -207,10 +208,14 @@ pub enum Query {
         live: Vec<RunSummary>,
     },
     /// The budget session's view, its money as the core holds it laid over the ledger's.
-    Budget { overlay: Box<BudgetView> },
+    Budget {
+        overlay: Box<BudgetView>,
+    },
     /// Refuse a request on a run that is not in memory: `RUN_NOT_ACTIVE` with its state
     /// in the ledger, else `RUN_NOT_FOUND`.
-    NotActive { run_id: String },
+    NotActive {
+        run_id: String,
+    },
 }
 
 /// What to read for the core.
@@ -242,16 +247,30 @@ pub enum Fetched {
 #[derive(Debug, Clone, PartialEq)]
 pub enum Then {
     /// A dispatch whose idempotency key was not in memory.
-    Dispatch { to: ReplyTo, input: Box<SpecInput> },
+    Dispatch {
+        to: ReplyTo,
+        input: Box<SpecInput>,
+    },
     Resume {
         to: ReplyTo,
         run_id: String,
         prompt: String,
     },
-    Wait { to: ReplyTo, wait: waits::WaitAsk },
-    RemoveOne { to: ReplyTo, run_id: String },
-    RemoveFinished { to: ReplyTo },
-    BudgetNew { to: ReplyTo, name: String },
+    Wait {
+        to: ReplyTo,
+        wait: waits::WaitAsk,
+    },
+    RemoveOne {
+        to: ReplyTo,
+        run_id: String,
+    },
+    RemoveFinished {
+        to: ReplyTo,
+    },
+    BudgetNew {
+        to: ReplyTo,
+        name: String,
+    },
 }
 
 /// What the driver read from the ledger at start.
@@ -385,9 +404,9 @@ impl Core {
     /// launch is under way waits for the launch's outcome.
     fn reply(&mut self, to: ReplyTo, answer: Result<Response, DroverError>) {
         if let Ok(Response::Run(run)) = &answer
-            && self.runs.get(&run.run_id).is_some_and(|r| r.launching)
+            && self.runs.get(&run.head.run_id).is_some_and(|r| r.launching)
         {
-            self.after_launch.push((to, run.run_id.clone()));
+            self.after_launch.push((to, run.head.run_id.clone()));
             return;
         }
         self.out.push(Effect::Reply {

@@ -89,7 +89,10 @@ impl Core {
     /// belong to a session the core read first, so this is a fallback, logged).
     fn session_mut(&mut self, name: &str) -> &mut Session {
         if !self.money.sessions.contains_key(name) {
-            tracing::warn!(session = name, "a budget session was used before it was read");
+            tracing::warn!(
+                session = name,
+                "a budget session was used before it was read"
+            );
             let limits = self.config.limits.clone();
             self.money.insert(
                 &limits,
@@ -372,10 +375,7 @@ impl Core {
     /// A budget session event: a decision row (not tied to a run) and a published note.
     fn budget_event(&mut self, session: &str, decision: &str, note: String) {
         let now = self.now;
-        let spent = self
-            .money
-            .session(session)
-            .map_or(0.0, |s| s.money.spent);
+        let spent = self.money.session(session).map_or(0.0, |s| s.money.spent);
         let mut batch = Batch::default();
         batch
             .ops
@@ -496,7 +496,10 @@ impl Core {
                 };
                 self.budget_new_loaded(to, name, loaded);
             }
-            None => self.load(Fetch::Session { name: name.clone() }, Then::BudgetNew { to, name }),
+            None => self.load(
+                Fetch::Session { name: name.clone() },
+                Then::BudgetNew { to, name },
+            ),
         }
     }
 

@@ -7,8 +7,8 @@
 use super::admission::shutting_down;
 use super::run::{Batch, Run, TurnOrigin};
 use super::{Core, Fetch, Query, ReplyTo, Then, not_active, not_found};
-use crate::dispatch::api::{Pong, Removed, Request, Response, Stopped, TranscriptFormat};
 use crate::dispatch::api::{DispatchEvent, RunSummary, TranscriptView};
+use crate::dispatch::api::{Pong, Removed, Request, Response, Stopped, TranscriptFormat};
 use crate::ledger::{RunPatch, WriteOp};
 use crate::live_state::Cause;
 use crate::route::EscalationKind;
@@ -281,8 +281,10 @@ impl Core {
                 return Err(not_active(run_id, run.state));
             }
         } else {
-            match rows.into_iter().find(|r| r.run_id == run_id) {
-                Some(r) if r.state.is_active() => return Err(not_active(run_id, r.state)),
+            match rows.into_iter().find(|r| r.head.run_id == run_id) {
+                Some(r) if r.head.state.is_active() => {
+                    return Err(not_active(run_id, r.head.state));
+                }
                 Some(_) => {}
                 None => return Err(not_found(run_id)),
             }

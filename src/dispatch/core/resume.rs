@@ -162,7 +162,7 @@ impl Core {
         run.provider_session_id = Some(session_id.clone());
         run.turns = view.turns.iter().map(Turn::from_view).collect();
         run.tokens = view.tokens;
-        run.cost_usd = view.cost_usd;
+        run.cost_usd = view.head.cost_usd;
         run.cost_basis = view.cost_basis;
         run.usage = view.usage;
         run.notes = view.notes;

@@ -70,8 +70,13 @@ impl Core {
                     Some(t) if t.only_when_named && named.is_none() => Some(format!(
                         "{name} is offered only when named (--provider {name})"
                     )),
-                    Some(t) if t.needs_cli && !self.facts.cli_found(&cli_command(t, &p.command)) => {
-                        Some(format!("its CLI (`{}`) is not installed", cli_command(t, &p.command)))
+                    Some(t)
+                        if t.needs_cli && !self.facts.cli_found(&cli_command(t, &p.command)) =>
+                    {
+                        Some(format!(
+                            "its CLI (`{}`) is not installed",
+                            cli_command(t, &p.command)
+                        ))
                     }
                     Some(_) => None,
                 };
@@ -624,7 +629,7 @@ impl Core {
             ..SpecInput::default()
         };
         let depth = run.depth + 1;
-        let child_id = self.admit(input)?.run_id;
+        let child_id = self.admit(input)?.head.run_id;
         let now = self.now;
         if let Some(child) = self.runs.get_mut(&child_id) {
             child.depth = depth;

@@ -13,7 +13,8 @@ use super::broker::{Broker, Pending};
 use super::transcript::TranscriptRing;
 use crate::UnixMillis;
 use crate::dispatch::api::{
-    DispatchEvent, NoteView, PendingView, ResultView, RunBudget, RunSummary, RunView, TurnView,
+    DispatchEvent, NoteView, PendingView, ResultView, RunBudget, RunHead, RunSummary, RunView,
+    TurnView,
 };
 use crate::ledger::writer::NewEvent;
 use crate::ledger::{DecisionRecord, RunPatch, TurnRecord, WriteOp, kind};
@@ -459,8 +460,9 @@ impl Run {
         }
     }
 
-    pub fn summary(&self) -> RunSummary {
-        RunSummary {
+    /// The fields every view of the run starts with; `cost_usd` as the view counts it.
+    fn head(&self, cost_usd: f64) -> RunHead {
+        RunHead {
             run_id: self.id.clone(),
             state: self.state,
             completion_reason: self.completion_reason.clone(),
@@ -468,31 +470,32 @@ impl Run {
             model: self.model.clone(),
             title: self.spec.title.clone(),
             live_state: self.live.clone(),
-            cost_usd: self.cost_usd + self.provisional_usd,
+            cost_usd,
             budget_usd: self.spec.budget_usd,
-            pending: self.broker.pending().len(),
-            needs_input: self.needs_input,
             stalled: self.stalled,
             created_at: self.created_at,
             finished_at: self.finished_at,
+        }
+    }
+
+    /// The run's row: its spend counts what the turn in flight has streamed so far.
+    pub fn summary(&self) -> RunSummary {
+        RunSummary {
+            head: self.head(self.cost_usd + self.provisional_usd),
+            pending: self.broker.pending().len(),
+            needs_input: self.needs_input,
             escalation_offered: self.escalation.is_some(),
         }
     }
 
+    /// Everything about the run.
     pub fn view(&self) -> RunView {
         RunView {
-            run_id: self.id.clone(),
-            state: self.state,
-            completion_reason: self.completion_reason.clone(),
-            provider: self.spec.provider.clone(),
-            model: self.model.clone(),
-            title: self.spec.title.clone(),
+            // What the usage rows add up to (`usage` lists them).
+            head: self.head(self.cost_usd),
             task: self.spec.task.clone(),
             cwd: self.spec.cwd.display().to_string(),
             policy: self.spec.policy.as_str().to_string(),
-            live_state: self.live.clone(),
-            cost_usd: self.cost_usd,
-            budget_usd: self.spec.budget_usd,
             cost_basis: self.cost_basis.clone(),
             tokens: self.tokens,
             turns: self.turns.iter().map(Turn::view).collect(),
@@ -505,9 +508,6 @@ impl Run {
             last_result: self.last_result.clone(),
             notes: self.notes.clone(),
             provider_session_id: self.provider_session_id.clone(),
-            stalled: self.stalled,
-            created_at: self.created_at,
-            finished_at: self.finished_at,
             max_turns: self.spec.max_turns,
             queued_follow_ups: self.follow_ups.len(),
             pid: self.child.and_then(|c| c.pid),

@@ -107,7 +107,12 @@ impl Core {
                 self.end_run(run_id, RunState::Failed, "timeout", Cause::Failed);
             }
             RunTimer::Idle => {
-                self.end_run(run_id, RunState::Completed, "idle_timeout", Cause::Completed);
+                self.end_run(
+                    run_id,
+                    RunState::Completed,
+                    "idle_timeout",
+                    Cause::Completed,
+                );
             }
             RunTimer::Silence => {
                 let Some(run) = self.runs.get_mut(run_id) else {

@@ -78,7 +78,10 @@ impl Core {
     ) {
         match answer {
             Ok(Fetched::Summaries(rows)) => {
-                let rows = rows.into_iter().map(|r| (r.run_id.clone(), r)).collect();
+                let rows = rows
+                    .into_iter()
+                    .map(|r| (r.head.run_id.clone(), r))
+                    .collect();
                 self.add_waiter(to, wait, rows);
             }
             Ok(other) => self.reply_now(to, Err(super::unexpected(&other))),
@@ -92,7 +95,10 @@ impl Core {
             .iter()
             .map(|id| self.runs.get(id).map_or(0, |r| r.next_seq))
             .collect();
-        let timeout = wait.timeout_secs.unwrap_or(WAIT_CAP_SECS).min(WAIT_CAP_SECS);
+        let timeout = wait
+            .timeout_secs
+            .unwrap_or(WAIT_CAP_SECS)
+            .min(WAIT_CAP_SECS);
         self.waiters.push(Waiter {
             run_ids: wait.run_ids,
             until: wait.until,

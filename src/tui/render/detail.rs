@@ -60,29 +60,32 @@ fn summary_lines(entry: &RunEntry, now: crate::UnixMillis, width: usize) -> Vec<
     lines.push(Line::from(vec![
         Span::styled(format!("{glyph} "), glyph_style),
         Span::styled(
-            clip(&one_line(&run.title), width.saturating_sub(2)),
+            clip(&one_line(&run.head.title), width.saturating_sub(2)),
             theme::title(),
         ),
     ]));
     let mut state = vec![
         label("state"),
         Span::raw(format::state_words(
-            run.state,
-            run.completion_reason.as_deref(),
+            run.head.state,
+            run.head.completion_reason.as_deref(),
         )),
-        Span::styled(format!(" · {} · ", run.run_id), theme::dim()),
+        Span::styled(format!(" · {} · ", run.head.run_id), theme::dim()),
         Span::styled(
-            format!("{} ago", format::duration(now - run.created_at)),
+            format!("{} ago", format::duration(now - run.head.created_at)),
             theme::dim(),
         ),
     ];
-    if run.stalled {
+    if run.head.stalled {
         state.push(Span::styled(" · stalled", theme::warning()));
     }
     lines.push(Line::from(state));
     let mut spec = vec![
         label("spec"),
-        Span::raw(provider_model(&run.provider, run.model.as_deref())),
+        Span::raw(provider_model(
+            &run.head.provider,
+            run.head.model.as_deref(),
+        )),
     ];
     if let Some(d) = detail {
         let user_turns = d
@@ -116,7 +119,7 @@ fn summary_lines(entry: &RunEntry, now: crate::UnixMillis, width: usize) -> Vec<
         ]));
     }
     lines.push(budget_line(entry, width));
-    if let Some(live) = &run.live_state {
+    if let Some(live) = &run.head.live_state {
         let mut spans = vec![label("live")];
         spans.extend(format::live_line_fit(live, now, width.saturating_sub(8)));
         lines.push(Line::from(spans));
@@ -210,11 +213,11 @@ fn summary_lines(entry: &RunEntry, now: crate::UnixMillis, width: usize) -> Vec<
 /// `budget  [████░░░░░░] $0.12 of $5.00 (reported)`.
 fn budget_line(entry: &RunEntry, width: usize) -> Line<'static> {
     let run = &entry.summary;
-    let cap = run.budget_usd.max(0.01);
-    let level = BudgetLevel::of(run.cost_usd, cap * 0.8, cap);
+    let cap = run.head.budget_usd.max(0.01);
+    let level = BudgetLevel::of(run.head.cost_usd, cap * 0.8, cap);
     let cells = width.saturating_sub(36).clamp(5, 20);
-    let filled = if run.cost_usd > 0.0 {
-        (((run.cost_usd / cap).clamp(0.0, 1.0) * cells as f64).round() as usize).max(1)
+    let filled = if run.head.cost_usd > 0.0 {
+        (((run.head.cost_usd / cap).clamp(0.0, 1.0) * cells as f64).round() as usize).max(1)
     } else {
         0
     }
@@ -230,8 +233,8 @@ fn budget_line(entry: &RunEntry, width: usize) -> Line<'static> {
         Span::styled("█".repeat(filled), theme::gauge_spent(level)),
         Span::styled("░".repeat(cells - filled), theme::dim()),
         Span::styled("] ", theme::dim()),
-        Span::styled(usd(run.cost_usd), theme::gauge_spent(level)),
-        Span::raw(format!(" of {}", usd(run.budget_usd))),
+        Span::styled(usd(run.head.cost_usd), theme::gauge_spent(level)),
+        Span::raw(format!(" of {}", usd(run.head.budget_usd))),
         Span::styled(basis, theme::dim()),
     ])
 }

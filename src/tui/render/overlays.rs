@@ -70,7 +70,7 @@ fn prompt(buf: &mut Buffer, body: Rect, view: &PromptView, app: &App) {
     let total = model.pending_total().max(1);
     let title_of_run = model
         .run(&view.run_id)
-        .map(|e| clip(&one_line(&e.summary.title), 40))
+        .map(|e| clip(&one_line(&e.summary.head.title), 40))
         .unwrap_or_default();
     let kind = if view.is_question() {
         "Question"
@@ -113,10 +113,7 @@ fn prompt(buf: &mut Buffer, body: Rect, view: &PromptView, app: &App) {
                     Span::styled(one_line(&option.label), theme::focus()),
                 ];
                 if let Some(d) = &option.description {
-                    spans.push(Span::styled(
-                        format!(" — {}", one_line(d)),
-                        theme::dim(),
-                    ));
+                    spans.push(Span::styled(format!(" — {}", one_line(d)), theme::dim()));
                 }
                 body_lines.push(Line::from(spans));
             }
@@ -287,7 +284,7 @@ fn route(buf: &mut Buffer, body: Rect, view: &RouteView, app: &App) {
     let model = &app.model;
     let title_of_run = model
         .run(&view.run_id)
-        .map(|e| clip(&one_line(&e.summary.title), 40))
+        .map(|e| clip(&one_line(&e.summary.head.title), 40))
         .unwrap_or_default();
     let outer_w = body.width.saturating_sub(4).min(110);
     let width = outer_w.saturating_sub(4) as usize;

@@ -104,8 +104,8 @@ pub fn run_lines(
 ) -> (Line<'static>, Line<'static>) {
     let run = &entry.summary;
     let (glyph, glyph_style) = format::glyph(run);
-    let fraction = if run.budget_usd > 0.0 {
-        run.cost_usd / run.budget_usd
+    let fraction = if run.head.budget_usd > 0.0 {
+        run.head.cost_usd / run.head.budget_usd
     } else {
         0.0
     };
@@ -113,14 +113,18 @@ pub fn run_lines(
     let money = if width >= 50 {
         format!(
             "{}/{} {}",
-            usd(run.cost_usd),
-            usd(run.budget_usd),
+            usd(run.head.cost_usd),
+            usd(run.head.budget_usd),
             format::mini_bar(fraction, 5)
         )
     } else {
-        format!("{} {}", usd(run.cost_usd), format::mini_bar(fraction, 3))
+        format!(
+            "{} {}",
+            usd(run.head.cost_usd),
+            format::mini_bar(fraction, 3)
+        )
     };
-    let provider = provider_model(&run.provider, run.model.as_deref());
+    let provider = provider_model(&run.head.provider, run.head.model.as_deref());
     let show_provider = width >= 70;
     let right_width = width_of(&money)
         + if show_provider {
@@ -129,7 +133,7 @@ pub fn run_lines(
             0
         };
     let title_room = width.saturating_sub(3 + right_width + 2);
-    let title = clip(&one_line(&run.title), title_room);
+    let title = clip(&one_line(&run.head.title), title_room);
     let pad = width.saturating_sub(3 + width_of(&title) + right_width + 1);
     let mut first = vec![
         Span::raw(" "),
@@ -152,18 +156,18 @@ pub fn run_lines(
     first.push(Span::styled(money, money_style));
 
     let mut second = vec![Span::raw("   ")];
-    let stalled = if run.stalled { " · stalled" } else { "" };
+    let stalled = if run.head.stalled { " · stalled" } else { "" };
     let room = width.saturating_sub(3 + stalled.len());
-    match &run.live_state {
-        Some(live) if run.state.is_active() => {
+    match &run.head.live_state {
+        Some(live) if run.head.state.is_active() => {
             second.extend(format::live_line_fit(live, now, room))
         }
         _ => second.push(Span::styled(
-            format::state_words(run.state, run.completion_reason.as_deref()),
+            format::state_words(run.head.state, run.head.completion_reason.as_deref()),
             theme::dim(),
         )),
     }
-    if run.stalled {
+    if run.head.stalled {
         second.push(Span::styled(stalled, theme::warning()));
     }
     (Line::from(first), Line::from(second))

@@ -8,11 +8,19 @@ fn an_accepted_dispatch_launches_and_answers_once_the_launch_is_in() {
     let mut h = Harness::new("");
     let out = h.dispatch_with(|_| {});
     let run = out.run();
-    assert_eq!(run.state, RunState::Starting, "the answer shows the launched run");
+    assert_eq!(
+        run.head.state,
+        RunState::Starting,
+        "the answer shows the launched run"
+    );
     assert_eq!(out.launches.len(), 1);
     let spec = &out.launches[0];
     assert_eq!(spec.provider, "sim");
-    assert_eq!(spec.cwd, PathBuf::from("/work"), "a missing cwd is the current dir");
+    assert_eq!(
+        spec.cwd,
+        PathBuf::from("/work"),
+        "a missing cwd is the current dir"
+    );
     assert_eq!(spec.scenario, None);
     assert_eq!(spec.resume_session, None);
     assert!(out.replies[0].2, "answered after the commit");
@@ -20,8 +28,8 @@ fn an_accepted_dispatch_launches_and_answers_once_the_launch_is_in() {
         out.ops.iter().any(|op| matches!(op, WriteOp::InsertRun(_))),
         "the run is written"
     );
-    assert_eq!(h.live(&run.run_id).0, LiveStateKind::Preparing);
-    assert_eq!(h.view(&run.run_id).pid, Some(100));
+    assert_eq!(h.live(&run.head.run_id).0, LiveStateKind::Preparing);
+    assert_eq!(h.view(&run.head.run_id).pid, Some(100));
 }
 
 #[test]
@@ -30,7 +38,7 @@ fn a_full_rail_queues_and_the_queue_starts_when_a_slot_frees() {
     let first = h.running();
     let out = h.dispatch_with(|_| {});
     let queued = out.run();
-    assert_eq!(queued.state, RunState::Queued);
+    assert_eq!(queued.head.state, RunState::Queued);
     assert!(out.launches.is_empty());
     assert!(
         out.notes()
@@ -46,8 +54,8 @@ fn a_full_rail_queues_and_the_queue_starts_when_a_slot_frees() {
     let out = h.exit(&first);
     assert_eq!(h.state(&first), RunState::Stopped);
     assert_eq!(out.launches.len(), 1, "the queued run is launched");
-    assert_eq!(out.launches[0].run_id, queued.run_id);
-    assert_eq!(h.state(&queued.run_id), RunState::Starting);
+    assert_eq!(out.launches[0].run_id, queued.head.run_id);
+    assert_eq!(h.state(&queued.head.run_id), RunState::Starting);
 }
 
 #[test]
@@ -55,26 +63,32 @@ fn a_dispatch_without_a_model_waits_on_a_route_card() {
     let mut h = Harness::new("");
     let out = h.dispatch_with(|s| s.model = Some("auto".into()));
     let run = out.run();
-    assert_eq!(run.state, RunState::AwaitingRoute);
+    assert_eq!(run.head.state, RunState::AwaitingRoute);
     assert!(out.launches.is_empty(), "a held run takes no slot");
-    let card = h.view(&run.run_id).route.expect("a route card");
+    let card = h.view(&run.head.run_id).route.expect("a route card");
     assert_eq!(card.status, "open");
     assert!(!card.options.is_empty());
     // A pick starts it.
     let out = h.request(Request::Route {
-        run_id: run.run_id.clone(),
+        run_id: run.head.run_id.clone(),
         option: 1,
         remember: false,
     });
-    assert_eq!(out.run().state, RunState::Starting);
+    assert_eq!(out.run().head.state, RunState::Starting);
     assert_eq!(out.launches.len(), 1);
-    assert_eq!(h.view(&run.run_id).route.unwrap().status, "decided");
+    assert_eq!(h.view(&run.head.run_id).route.unwrap().status, "decided");
 }
 
 #[test]
 fn refused_dispatches_create_nothing_and_say_why() {
-    let cases: &[(&str, &str, fn(&mut SpecInput), ErrorCode)] = &[
-        ("", "an empty task", |s| s.task = "  ".into(), ErrorCode::TaskRequired),
+    type Case = (&'static str, &'static str, fn(&mut SpecInput), ErrorCode);
+    let cases: &[Case] = &[
+        (
+            "",
+            "an empty task",
+            |s| s.task = "  ".into(),
+            ErrorCode::TaskRequired,
+        ),
         (
             "",
             "a provider drover does not know",
@@ -114,10 +128,18 @@ fn refused_dispatches_create_nothing_and_say_why() {
     ];
     for (config, what, adjust, code) in cases {
         let mut h = Harness::new(config);
-        let out = h.dispatch_with(|s| adjust(s));
-        assert_eq!(out.refusal().code, *code, "{what}: {}", out.refusal().message);
+        let out = h.dispatch_with(adjust);
+        assert_eq!(
+            out.refusal().code,
+            *code,
+            "{what}: {}",
+            out.refusal().message
+        );
         assert!(!out.replies[0].2, "{what}: refused at once");
-        assert!(out.ops.is_empty() && out.events.is_empty(), "{what}: nothing written");
+        assert!(
+            out.ops.is_empty() && out.events.is_empty(),
+            "{what}: nothing written"
+        );
         assert!(h.core.runs.is_empty(), "{what}: nothing created");
     }
 }
@@ -131,9 +153,12 @@ fn a_session_with_nothing_left_refuses_and_one_with_little_lowers_the_cap() {
 
     let mut h = Harness::with_session("", 23.0);
     let run = h.dispatch_with(|_| {}).run();
-    assert_eq!(run.budget_usd, 2.0, "lowered to what the hard cap leaves");
+    assert_eq!(
+        run.head.budget_usd, 2.0,
+        "lowered to what the hard cap leaves"
+    );
     assert!(
-        h.view(&run.run_id).budget.clamped_from == Some(5.0),
+        h.view(&run.head.run_id).budget.clamped_from == Some(5.0),
         "the asked-for cap is kept"
     );
 }
@@ -156,19 +181,19 @@ fn a_repeated_idempotency_key_returns_the_same_run() {
     let first = out.run();
     // The same key again is answered from memory, nothing new is made.
     let out = h.dispatch_with(|s| s.idempotency_key = Some("k1".into()));
-    assert_eq!(out.run().run_id, first.run_id);
+    assert_eq!(out.run().head.run_id, first.head.run_id);
     assert!(out.loads.is_empty() && out.launches.is_empty());
     assert_eq!(h.core.runs.len(), 1);
     // A key the ledger knows returns the ledger's run.
     let out = h.dispatch_with(|s| s.idempotency_key = Some("k2".into()));
     let (_, then) = out.loads[0].clone();
     let mut old = first.clone();
-    old.run_id = "rold".into();
+    old.head.run_id = "rold".into();
     let out = h.feed(Input::Loaded {
         then,
         answer: Ok(Fetched::Run(Some(Box::new(old)))),
     });
-    assert_eq!(out.run().run_id, "rold");
+    assert_eq!(out.run().head.run_id, "rold");
     assert_eq!(h.core.runs.len(), 1);
 }
 
@@ -178,8 +203,8 @@ fn a_launch_that_fails_fails_the_run_with_its_cause() {
     h.fail_launch = Some("No such file or directory".into());
     let out = h.dispatch_with(|_| {});
     let run = out.run();
-    assert_eq!(run.state, RunState::Failed);
-    assert_eq!(run.completion_reason.as_deref(), Some("launch_error"));
+    assert_eq!(run.head.state, RunState::Failed);
+    assert_eq!(run.head.completion_reason.as_deref(), Some("launch_error"));
     assert!(
         out.notes()
             .iter()
@@ -187,8 +212,8 @@ fn a_launch_that_fails_fails_the_run_with_its_cause() {
         "{:?}",
         out.notes()
     );
-    assert_eq!(cause_of(&h, &run.run_id), Some(Cause::Failed));
-    assert!(h.core.runs[&run.run_id].child.is_none());
+    assert_eq!(cause_of(&h, &run.head.run_id), Some(Cause::Failed));
+    assert!(h.core.runs[&run.head.run_id].child.is_none());
 }
 
 #[test]
@@ -206,7 +231,7 @@ fn runs_and_views_of_runs_not_in_memory_are_read_from_the_ledger() {
     match &out.answers[..] {
         [(_, Query::Runs { live, .. })] => {
             assert_eq!(live.len(), 1);
-            assert_eq!(live[0].run_id, id);
+            assert_eq!(live[0].head.run_id, id);
         }
         other => panic!("expected a runs read, got {other:?}"),
     }

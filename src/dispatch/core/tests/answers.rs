@@ -28,7 +28,10 @@ fn a_request_waits_for_the_user_and_an_allow_goes_to_the_child() {
     let mut h = Harness::new("");
     let id = h.running();
     let out = h.provider(&id, permission("p1", "ls -la"));
-    assert!(answers_sent(&out, &id).is_empty(), "nothing is answered for the user");
+    assert!(
+        answers_sent(&out, &id).is_empty(),
+        "nothing is answered for the user"
+    );
     assert_eq!(h.state(&id), RunState::AwaitingPermission);
     assert_eq!(
         h.live(&id).1.as_deref(),
@@ -46,10 +49,7 @@ fn a_request_waits_for_the_user_and_an_allow_goes_to_the_child() {
     assert_eq!(answers_sent(&out, &id), [("p1".to_string(), allow())]);
     assert_eq!(out.decisions(), [("user".to_string(), "allow".to_string())]);
     assert_eq!(h.state(&id), RunState::Running);
-    assert_eq!(
-        h.live(&id).1.as_deref(),
-        Some("running a tool: Bash")
-    );
+    assert_eq!(h.live(&id).1.as_deref(), Some("running a tool: Bash"));
 }
 
 #[test]
@@ -87,7 +87,11 @@ fn an_answer_lands_on_its_own_request_or_nowhere() {
     assert_eq!(h.state(&id), RunState::AwaitingPermission, "p1 still waits");
     respond(&mut h, &id, "p1", PermissionAnswer::Deny { message: None });
     assert_eq!(h.state(&id), RunState::Running);
-    assert_eq!(h.live(&id).1.as_deref(), Some("model turn"), "a denial goes back to the model");
+    assert_eq!(
+        h.live(&id).1.as_deref(),
+        Some("model turn"),
+        "a denial goes back to the model"
+    );
     // Answering again is refused as already resolved.
     let out = respond(&mut h, &id, "p1", allow());
     assert_eq!(out.refusal().code, ErrorCode::PermissionAlreadyResolved);
@@ -113,7 +117,8 @@ fn allow_always_answers_the_same_request_again_without_asking() {
 
 #[test]
 fn policies_without_prompts_answer_by_themselves() {
-    let cases: &[(&str, fn() -> ProviderEvent, bool)] = &[
+    type Case = (&'static str, fn() -> ProviderEvent, bool);
+    let cases: &[Case] = &[
         ("auto", || permission("p", "ls"), true),
         ("auto", || question("q"), false),
         ("restricted", || permission("p", "ls"), false),
@@ -123,6 +128,7 @@ fn policies_without_prompts_answer_by_themselves() {
         let id = h
             .dispatch_with(|s| s.policy = Some(policy.to_string()))
             .run()
+            .head
             .run_id;
         h.provider(&id, ProviderEvent::Ready { version: None });
         let out = h.provider(&id, event());
@@ -152,7 +158,10 @@ fn a_withdrawn_request_leaves_the_list_as_the_providers_decision() {
     );
     assert_eq!(
         out.decisions(),
-        [("provider".to_string(), "withdrawn by the provider".to_string())]
+        [(
+            "provider".to_string(),
+            "withdrawn by the provider".to_string()
+        )]
     );
     assert_eq!(h.state(&id), RunState::Running);
     let out = respond(&mut h, &id, "p1", allow());

@@ -75,13 +75,13 @@ fn a_follow_up_to_an_idle_run_starts_its_next_turn() {
         text: "next".into(),
     });
     assert_eq!(start_turns(&out, &id), ["next"]);
-    assert_eq!(out.run().state, RunState::Running);
+    assert_eq!(out.run().head.state, RunState::Running);
 }
 
 #[test]
 fn max_turns_ends_the_run_and_refuses_more_follow_ups() {
     let mut h = Harness::new("");
-    let id = h.dispatch_with(|s| s.max_turns = Some(2)).run().run_id;
+    let id = h.dispatch_with(|s| s.max_turns = Some(2)).run().head.run_id;
     h.provider(&id, ProviderEvent::Ready { version: None });
     h.provider(&id, turn_done("## Result\nstatus: done\nsummary: one\n"));
     h.request(Request::FollowUp {
@@ -107,7 +107,9 @@ fn needs_input_is_kept_and_shown_on_the_live_line() {
     let id = h.running();
     h.provider(
         &id,
-        turn_done("## Result\nstatus: needs_input\nsummary: which db?\nquestion: Postgres or SQLite?\n"),
+        turn_done(
+            "## Result\nstatus: needs_input\nsummary: which db?\nquestion: Postgres or SQLite?\n",
+        ),
     );
     assert_eq!(h.state(&id), RunState::Idle);
     assert!(h.core.runs[&id].summary().needs_input);
@@ -152,13 +154,21 @@ fn stop_denies_what_is_pending_and_ends_once_the_child_exits() {
     let out = h.request(Request::Stop { run_id: id.clone() });
     let decisions = out.decisions();
     assert_eq!(decisions.len(), 2, "{decisions:?}");
-    assert!(decisions.iter().all(|(who, d)| who == "system" && d.starts_with("deny")));
+    assert!(
+        decisions
+            .iter()
+            .all(|(who, d)| who == "system" && d.starts_with("deny"))
+    );
     assert!(out.sent(&id).contains(&&ProviderCommand::Shutdown));
     // Not ended until the child has gone.
     assert_eq!(h.state(&id), RunState::AwaitingPermission);
     assert!(h.view(&id).pending.is_empty());
     let out = h.request(Request::Stop { run_id: id.clone() });
-    assert_eq!(out.refusal().code, ErrorCode::RunNotActive, "already ending");
+    assert_eq!(
+        out.refusal().code,
+        ErrorCode::RunNotActive,
+        "already ending"
+    );
     h.exit(&id);
     assert_eq!(h.state(&id), RunState::Stopped);
     assert_eq!(reason_of(&h, &id).as_deref(), Some("user"));
@@ -185,10 +195,16 @@ fn kill_all_stops_running_queued_and_held_runs() {
     let mut h = Harness::new("[limits.per_provider]\nsim = 1\n");
     let running = h.running();
     let queued = h.dispatch();
-    let held = h.dispatch_with(|s| s.model = Some("auto".into())).run().run_id;
+    let held = h
+        .dispatch_with(|s| s.model = Some("auto".into()))
+        .run()
+        .head
+        .run_id;
     let out = h.request(Request::KillAll);
     match out.reply() {
-        Ok(Response::Stopped(s)) => assert_eq!(s.stopped, [running.clone(), queued.clone(), held.clone()]),
+        Ok(Response::Stopped(s)) => {
+            assert_eq!(s.stopped, [running.clone(), queued.clone(), held.clone()])
+        }
         other => panic!("{other:?}"),
     }
     // Without a child they end at once; the held run's card closes.
@@ -197,7 +213,10 @@ fn kill_all_stops_running_queued_and_held_runs() {
     assert_eq!(h.view(&held).route.unwrap().status, "closed");
     let out = h.exit(&running);
     assert_eq!(h.state(&running), RunState::Stopped);
-    assert!(out.launches.is_empty(), "the stopped queued run never starts");
+    assert!(
+        out.launches.is_empty(),
+        "the stopped queued run never starts"
+    );
 }
 
 #[test]
@@ -205,7 +224,10 @@ fn a_child_that_dies_fails_its_run() {
     let mut h = Harness::new("");
     let before_ready = h.dispatch();
     h.exit(&before_ready);
-    assert_eq!(reason_of(&h, &before_ready).as_deref(), Some("launch_error"));
+    assert_eq!(
+        reason_of(&h, &before_ready).as_deref(),
+        Some("launch_error")
+    );
     let id = h.running();
     let out = h.exit(&id);
     assert!(out.notes().iter().any(|n| n.contains("ended unexpectedly")));
@@ -241,14 +263,14 @@ fn interrupted_run(h: &mut Harness) -> ResumeData {
     let view = h.view(&id);
     let mut record = crate::ledger::RunRecord {
         run_id: id.clone(),
-        created_at: view.created_at,
-        updated_at: view.created_at,
-        finished_at: Some(view.created_at),
+        created_at: view.head.created_at,
+        updated_at: view.head.created_at,
+        finished_at: Some(view.head.created_at),
         state: RunState::Interrupted,
         completion_reason: Some("shutdown".into()),
         provider: "sim".into(),
-        model: view.model.clone(),
-        title: view.title.clone(),
+        model: view.head.model.clone(),
+        title: view.head.title.clone(),
         budget_session: "default".into(),
         workflow_id: None,
         parent_run: None,
@@ -256,7 +278,7 @@ fn interrupted_run(h: &mut Harness) -> ResumeData {
         provider_session_id: Some("sess-1".into()),
         removed: false,
         spec: serde_json::to_value(&h.core.runs[&id].spec).unwrap(),
-        live_state: view.live_state.clone(),
+        live_state: view.head.live_state.clone(),
         result: None,
     };
     h.core.runs.remove(&id);
@@ -292,7 +314,7 @@ fn resume_reads_the_run_then_starts_it_in_its_provider_session() {
         then: then.clone(),
         answer: Ok(Fetched::Resumable(Box::new(data))),
     });
-    assert_eq!(out.run().state, RunState::Starting);
+    assert_eq!(out.run().head.state, RunState::Starting);
     assert_eq!(out.launches[0].resume_session.as_deref(), Some("sess-1"));
     let first_seq = out.ops.iter().find_map(|op| match op {
         WriteOp::AppendEvent(e) if e.run_id == id => Some(e.seq),
@@ -301,16 +323,23 @@ fn resume_reads_the_run_then_starts_it_in_its_provider_session() {
     assert_eq!(first_seq, Some(41), "seqs go on from the ledger's");
     let out = h.provider(&id, ProviderEvent::Ready { version: None });
     assert_eq!(start_turns(&out, &id), ["go on please"]);
-    assert_eq!(h.core.runs[&id].turns.last().unwrap().origin, TurnOrigin::Resume);
+    assert_eq!(
+        h.core.runs[&id].turns.last().unwrap().origin,
+        TurnOrigin::Resume
+    );
     // A run in memory is not resumed again.
-    let out = h.request(Request::Resume { run_id: id, text: None });
+    let out = h.request(Request::Resume {
+        run_id: id,
+        text: None,
+    });
     assert_eq!(out.refusal().code, ErrorCode::RunNotResumable);
 }
 
 #[test]
 fn only_an_interrupted_run_with_a_session_is_resumed() {
     let mut h = Harness::new("");
-    let cases: &[(&str, fn(&mut ResumeData), ErrorCode)] = &[
+    type Case = (&'static str, fn(&mut ResumeData), ErrorCode);
+    let cases: &[Case] = &[
         (
             "completed",
             |d| d.record.state = RunState::Completed,
@@ -346,7 +375,10 @@ fn only_an_interrupted_run_with_a_session_is_resumed() {
             answer: Ok(Fetched::Resumable(Box::new(data))),
         });
         assert_eq!(out.refusal().code, *code, "{what}");
-        assert!(out.ops.is_empty() && out.launches.is_empty(), "{what}: nothing written");
+        assert!(
+            out.ops.is_empty() && out.launches.is_empty(),
+            "{what}: nothing written"
+        );
         assert!(!h.core.runs.contains_key(&id), "{what}");
     }
 }
@@ -355,13 +387,20 @@ fn only_an_interrupted_run_with_a_session_is_resumed() {
 fn a_blocked_run_offers_escalation_and_the_new_run_carries_its_result() {
     let mut h = Harness::new("");
     let id = h.running();
-    h.provider(&id, turn_done("## Result\nstatus: blocked\nsummary: no access to the db\n"));
+    h.provider(
+        &id,
+        turn_done("## Result\nstatus: blocked\nsummary: no access to the db\n"),
+    );
     let out = h.request(Request::Escalate {
         run_id: id.clone(),
         provider: None,
         model: None,
     });
-    assert_eq!(out.refusal().code, ErrorCode::RunNotActive, "not while it runs");
+    assert_eq!(
+        out.refusal().code,
+        ErrorCode::RunNotActive,
+        "not while it runs"
+    );
     h.request(Request::Complete { run_id: id.clone() });
     h.exit(&id);
     let offer = h.view(&id).escalation.expect("an escalation offer");
@@ -372,11 +411,11 @@ fn a_blocked_run_offers_escalation_and_the_new_run_carries_its_result() {
         model: None,
     });
     let child = out.run();
-    assert_eq!(child.model.as_deref(), Some(offer.to_model.as_str()));
-    let view = h.view(&child.run_id);
+    assert_eq!(child.head.model.as_deref(), Some(offer.to_model.as_str()));
+    let view = h.view(&child.head.run_id);
     assert_eq!(view.parent_run.as_deref(), Some(id.as_str()));
     assert_eq!(view.depth, 1);
-    let spec = &h.core.runs[&child.run_id].spec;
+    let spec = &h.core.runs[&child.head.run_id].spec;
     assert!(
         spec.context
             .as_deref()

@@ -185,7 +185,10 @@ impl Harness {
                         }),
                         None => Ok(Launched { pid: Some(100) }),
                     };
-                    queue.extend(self.core.handle(Input::Launched { run_id, outcome }, self.now));
+                    queue.extend(
+                        self.core
+                            .handle(Input::Launched { run_id, outcome }, self.now),
+                    );
                 }
                 Effect::Send { run_id, command } => out.sends.push((run_id, command)),
                 Effect::Read(Read::Answer { to, query }) => out.answers.push((to, query)),
@@ -198,7 +201,13 @@ impl Harness {
             if let WriteOp::AppendEvent(e) = op
                 && let Some(prev) = last.insert(e.run_id.clone(), e.seq)
             {
-                assert_eq!(e.seq, prev + 1, "run {}: seq {} after {prev}", e.run_id, e.seq);
+                assert_eq!(
+                    e.seq,
+                    prev + 1,
+                    "run {}: seq {} after {prev}",
+                    e.run_id,
+                    e.seq
+                );
             }
         }
     }
@@ -243,7 +252,7 @@ impl Harness {
     }
 
     fn dispatch(&mut self) -> String {
-        self.dispatch_with(|_| {}).run().run_id
+        self.dispatch_with(|_| {}).run().head.run_id
     }
 
     /// A run that is started and ready: its first turn is in flight.

@@ -12,15 +12,23 @@ fn tokens_for(usd: f64) -> u64 {
 #[test]
 fn a_run_out_of_money_is_stopped_mid_turn() {
     let mut h = Harness::new("");
-    let id = h.dispatch_with(|s| s.budget_usd = Some(0.10)).run().run_id;
+    let id = h
+        .dispatch_with(|s| s.budget_usd = Some(0.10))
+        .run()
+        .head
+        .run_id;
     h.provider(&id, ProviderEvent::Ready { version: None });
     let out = h.provider(&id, usage(tokens_for(0.05)));
     assert!(out.sends.is_empty(), "within its cap");
-    let cost = h.core.runs[&id].summary().cost_usd;
+    let cost = h.core.runs[&id].summary().head.cost_usd;
     assert!((cost - 0.05).abs() < 1e-4, "booked as it streams: {cost}");
     let out = h.provider(&id, usage(tokens_for(0.06)));
     assert!(out.sent(&id).contains(&&ProviderCommand::Shutdown));
-    assert!(out.notes().iter().any(|n| n.contains("of its $0.10 budget")));
+    assert!(
+        out.notes()
+            .iter()
+            .any(|n| n.contains("of its $0.10 budget"))
+    );
     h.exit(&id);
     assert_eq!(h.state(&id), RunState::Stopped);
     assert_eq!(reason_of(&h, &id).as_deref(), Some("budget_cap"));
@@ -32,13 +40,18 @@ fn a_run_out_of_money_is_stopped_mid_turn() {
 
 #[test]
 fn the_hard_cap_stops_the_session_and_refuses_new_runs() {
-    let mut h = Harness::new(
-        "[limits]\nsession_warning_usd = 0.5\nsession_hard_cap_usd = 1.0\n",
-    );
-    let a = h.dispatch_with(|s| s.budget_usd = Some(0.6)).run().run_id;
+    let mut h = Harness::new("[limits]\nsession_warning_usd = 0.5\nsession_hard_cap_usd = 1.0\n");
+    let a = h
+        .dispatch_with(|s| s.budget_usd = Some(0.6))
+        .run()
+        .head
+        .run_id;
     let b = h.dispatch_with(|s| s.budget_usd = Some(0.6)).run();
-    assert_eq!(b.budget_usd, 0.4, "fitted into what the hard cap leaves");
-    let b = b.run_id;
+    assert_eq!(
+        b.head.budget_usd, 0.4,
+        "fitted into what the hard cap leaves"
+    );
+    let b = b.head.run_id;
     for id in [&a, &b] {
         h.provider(id, ProviderEvent::Ready { version: None });
     }
@@ -54,8 +67,14 @@ fn the_hard_cap_stops_the_session_and_refuses_new_runs() {
     assert_eq!(budget_notes.len(), 1, "the warning, once: {budget_notes:?}");
     assert!(budget_notes[0].contains("past its $0.50 warning"));
     let out = h.provider(&b, usage(tokens_for(0.45)));
-    assert!(out.sent(&b).contains(&&ProviderCommand::Shutdown), "b is out of money");
-    assert!(out.sent(&a).contains(&&ProviderCommand::Shutdown), "and the session too");
+    assert!(
+        out.sent(&b).contains(&&ProviderCommand::Shutdown),
+        "b is out of money"
+    );
+    assert!(
+        out.sent(&a).contains(&&ProviderCommand::Shutdown),
+        "and the session too"
+    );
     h.exit(&a);
     h.exit(&b);
     assert_eq!(reason_of(&h, &b).as_deref(), Some("budget_cap"));
@@ -86,10 +105,18 @@ fn budget_set_lowering_the_hard_cap_to_the_spend_stops_the_session() {
     });
     assert!(matches!(&out.answers[..], [(_, Query::Budget { overlay })] if overlay.closed));
     assert!(out.sent(&id).contains(&&ProviderCommand::Shutdown));
-    assert!(out.ops.iter().any(|op| matches!(op, WriteOp::PutBudgetSession(r) if r.hard_cap_usd == Some(3.0))));
+    assert!(
+        out.ops
+            .iter()
+            .any(|op| matches!(op, WriteOp::PutBudgetSession(r) if r.hard_cap_usd == Some(3.0)))
+    );
     let out = h.request(Request::BudgetSet {
         warning_usd: Some(9.0),
         hard_cap_usd: Some(4.0),
     });
-    assert_eq!(out.refusal().code, ErrorCode::InvalidSpec, "a warning above the cap");
+    assert_eq!(
+        out.refusal().code,
+        ErrorCode::InvalidSpec,
+        "a warning above the cap"
+    );
 }

@@ -10,6 +10,7 @@ fn an_idle_run_completes_after_its_idle_timeout() {
     let id = h
         .dispatch_with(|s| s.idle_timeout_secs = Some(60))
         .run()
+        .head
         .run_id;
     h.provider(&id, ProviderEvent::Ready { version: None });
     h.provider(&id, turn_done("## Result\nstatus: done\nsummary: ok\n"));
@@ -20,7 +21,10 @@ fn an_idle_run_completes_after_its_idle_timeout() {
     assert!(out.sent(&id).contains(&&ProviderCommand::Shutdown));
     // While the child winds down, the idle timer does not fire again or wake the loop.
     let next = h.next_deadline();
-    assert!(next.is_none_or(|at| at > h.now), "{next:?} is not in the past");
+    assert!(
+        next.is_none_or(|at| at > h.now),
+        "{next:?} is not in the past"
+    );
     let out = h.advance(1_000);
     assert!(out.sends.is_empty());
     h.exit(&id);
@@ -38,14 +42,20 @@ fn unanswered_requests_are_denied_after_their_own_timeouts() {
     let out = h.advance(10 * MIN);
     assert_eq!(
         out.decisions(),
-        [("timeout".to_string(), "deny: no answer within 10 min".to_string())]
+        [(
+            "timeout".to_string(),
+            "deny: no answer within 10 min".to_string()
+        )]
     );
     assert_eq!(h.view(&id).pending.len(), 1, "the question waits on");
     assert_eq!(h.next_deadline(), Some(h.now + 20 * MIN));
     let out = h.advance(20 * MIN);
     assert_eq!(
         out.decisions(),
-        [("timeout".to_string(), "deny: no answer within 30 min".to_string())]
+        [(
+            "timeout".to_string(),
+            "deny: no answer within 30 min".to_string()
+        )]
     );
     assert_eq!(h.state(&id), RunState::Running);
 }
@@ -56,6 +66,7 @@ fn an_unanswered_route_card_expires_and_stops_its_run() {
     let id = h
         .dispatch_with(|s| s.model = Some("auto".into()))
         .run()
+        .head
         .run_id;
     assert_eq!(h.next_deadline(), Some(h.now + 30 * MIN));
     h.advance(30 * MIN - 1);
@@ -63,13 +74,20 @@ fn an_unanswered_route_card_expires_and_stops_its_run() {
     let out = h.advance(1);
     assert_eq!(h.state(&id), RunState::Stopped);
     assert_eq!(reason_of(&h, &id).as_deref(), Some("route_expired"));
-    assert_eq!(out.decisions(), [("timeout".to_string(), "expired".to_string())]);
+    assert_eq!(
+        out.decisions(),
+        [("timeout".to_string(), "expired".to_string())]
+    );
 }
 
 #[test]
 fn a_run_past_its_time_box_fails() {
     let mut h = Harness::new("");
-    let id = h.dispatch_with(|s| s.max_minutes = Some(5)).run().run_id;
+    let id = h
+        .dispatch_with(|s| s.max_minutes = Some(5))
+        .run()
+        .head
+        .run_id;
     h.provider(&id, ProviderEvent::Ready { version: None });
     // Keep it talking, so neither the stalled flag nor silence matters.
     for _ in 0..4 {
@@ -108,7 +126,9 @@ fn a_silent_provider_fails_the_turn_but_not_while_a_tool_runs_or_you_are_asked()
     );
     let out = h.advance(2 * MIN);
     assert!(
-        out.notes().iter().any(|n| n.starts_with("no word from sim for 2 min")),
+        out.notes()
+            .iter()
+            .any(|n| n.starts_with("no word from sim for 2 min")),
         "{:?}",
         out.notes()
     );
@@ -121,14 +141,18 @@ fn a_quiet_turn_is_flagged_stalled_and_unflagged_when_it_speaks() {
     let mut h = Harness::new("");
     let id = h.running();
     h.advance(15 * MIN - 1);
-    assert!(!h.view(&id).stalled);
+    assert!(!h.view(&id).head.stalled);
     let out = h.advance(1);
-    assert!(h.view(&id).stalled, "flagged");
+    assert!(h.view(&id).head.stalled, "flagged");
     assert!(out.sends.is_empty(), "not stopped");
     assert!(out.notes()[0].starts_with("stalled: no provider event for 15 min"));
     let out = h.provider(&id, usage(1));
-    assert!(!h.view(&id).stalled);
-    assert!(out.notes().iter().any(|n| n == "the provider is active again"));
+    assert!(!h.view(&id).head.stalled);
+    assert!(
+        out.notes()
+            .iter()
+            .any(|n| n == "the provider is active again")
+    );
 }
 
 #[test]
@@ -141,7 +165,7 @@ fn a_wait_is_answered_when_met_or_when_its_time_is_up() {
     match out.reply() {
         Ok(Response::Wait(w)) => {
             assert!(!w.timed_out);
-            assert_eq!(w.runs[0].state, RunState::Idle);
+            assert_eq!(w.runs[0].head.state, RunState::Idle);
         }
         other => panic!("{other:?}"),
     }
@@ -176,9 +200,21 @@ fn the_next_deadline_is_the_earliest_timer_of_all() {
     let mut h = Harness::new("");
     assert_eq!(h.next_deadline(), None, "nothing to wake for");
     let a = h.running();
-    assert_eq!(h.next_deadline(), Some(h.now + 15 * MIN), "the stalled watchdog");
+    assert_eq!(
+        h.next_deadline(),
+        Some(h.now + 15 * MIN),
+        "the stalled watchdog"
+    );
     h.provider(&a, permission("p1", "ls"));
-    assert_eq!(h.next_deadline(), Some(h.now + 10 * MIN), "the answer's expiry");
+    assert_eq!(
+        h.next_deadline(),
+        Some(h.now + 10 * MIN),
+        "the answer's expiry"
+    );
     h.feed(Input::Shutdown);
-    assert_eq!(h.next_deadline(), Some(h.now + 15_000), "the shutdown grace");
+    assert_eq!(
+        h.next_deadline(),
+        Some(h.now + 15_000),
+        "the shutdown grace"
+    );
 }
