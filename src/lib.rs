@@ -1,8 +1,10 @@
 //! drover: dispatch coding-agent runs and supervise them.
 //!
 //! The library holds everything; `src/main.rs` is a thin entry point. Decision code
-//! (`live_state`, `spec`, `result_contract`, `money`) is pure: no I/O, no clock. The
-//! ledger owns the SQLite file through one writer thread.
+//! (`dispatch::core` — every rule of a run's life —, `live_state`, `spec`,
+//! `result_contract`, `money`, `route`) is pure: no I/O, no clock. The dispatcher's
+//! driver carries out what the core decides; the ledger owns the SQLite file through one
+//! writer thread.
 
 pub mod cli;
 pub mod clock;

@@ -494,6 +494,24 @@ pub struct ResultView {
     pub json: Option<Value>,
 }
 
+impl From<crate::result_contract::ResultBlock> for ResultView {
+    /// A parsed `## Result` block as the run's result (an unknown status word is kept).
+    fn from(block: crate::result_contract::ResultBlock) -> ResultView {
+        ResultView {
+            status: block
+                .status
+                .map(|s| s.as_str().to_string())
+                .or(block.raw_status),
+            summary: block.summary,
+            question: block.question,
+            files: block.files,
+            changes: block.changes,
+            follow_ups: block.follow_ups,
+            json: None,
+        }
+    }
+}
+
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct NoteView {
     pub at: UnixMillis,

@@ -524,18 +524,7 @@ fn stored_result(run: &RunRecord) -> Result<Option<ResultView>, DroverError> {
     }
     let block = serde_json::from_value::<ResultBlock>(value.clone())
         .map_err(|e| damaged(run, "runs.result_json", e))?;
-    Ok(Some(ResultView {
-        status: block
-            .status
-            .map(|s| s.as_str().to_string())
-            .or(block.raw_status),
-        summary: block.summary,
-        question: block.question,
-        files: block.files,
-        changes: block.changes,
-        follow_ups: block.follow_ups,
-        json: None,
-    }))
+    Ok(Some(block.into()))
 }
 
 fn damaged(run: &RunRecord, column: &str, e: impl std::fmt::Display) -> DroverError {

@@ -28,9 +28,8 @@ use crate::error::{DroverError, ErrorCode};
 use crate::ledger::BudgetSessionRecord;
 use crate::spec::clamp;
 
+use super::dollars::usd;
 use super::pricing::{DOLLAR_EPSILON, Price, tidy_dollars};
-// Also reachable as `budget::usd`, the name the dispatcher's money driver uses.
-pub use super::dollars::usd;
 
 /// One run's money.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]

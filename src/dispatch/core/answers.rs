@@ -13,7 +13,6 @@ use super::lifecycle::TOOL_BOUND_MS;
 use super::run::Batch;
 use super::{Core, ReplyTo};
 use crate::dispatch::api::DispatchEvent;
-use crate::live_state::LiveStateKind;
 use crate::providers::{PermissionAnswer, PermissionRequest, ProviderCommand, RequestKind};
 use crate::run_state::RunState;
 use crate::spec::PermissionPolicy;
@@ -79,14 +78,7 @@ impl Core {
             RequestKind::Question => "waiting for your answer to a question".to_string(),
         };
         let bound = run.broker.next_expiry().unwrap_or(pending.expires_at);
-        run.set_live(
-            &mut batch,
-            LiveStateKind::Working,
-            Some(bound),
-            Some(&detail),
-            None,
-            now,
-        );
+        run.working(&mut batch, bound, &detail, now);
         self.commit(batch);
     }
 
@@ -198,14 +190,7 @@ impl Core {
                 (run.deadline, "model turn".to_string())
             };
             let bound = bound.min(run.deadline);
-            run.set_live(
-                &mut batch,
-                LiveStateKind::Working,
-                Some(bound),
-                Some(&detail),
-                None,
-                now,
-            );
+            run.working(&mut batch, bound, &detail, now);
         } else {
             run.touch(&mut batch);
         }

@@ -446,8 +446,8 @@ impl Core {
                 ErrorCode::InvalidSpec,
                 format!(
                     "the warning ({}) must not be above the hard cap ({}); give both",
-                    budget::usd(warning),
-                    budget::usd(hard_cap)
+                    crate::money::usd(warning),
+                    crate::money::usd(hard_cap)
                 ),
             ));
         }

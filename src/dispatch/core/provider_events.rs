@@ -129,14 +129,7 @@ impl Core {
             ProviderEvent::ToolStarted { name, .. } => {
                 run.tool_open = true;
                 let bound = (now + TOOL_BOUND_MS).min(run.deadline);
-                run.set_live(
-                    &mut batch,
-                    LiveStateKind::Working,
-                    Some(bound),
-                    Some(&format!("running a tool: {name}")),
-                    None,
-                    now,
-                );
+                run.working(&mut batch, bound, &format!("running a tool: {name}"), now);
             }
             ProviderEvent::ToolFinished { .. } => {
                 run.tool_open = false;
@@ -301,18 +294,7 @@ impl Core {
                 if block.status == Some(ResultStatus::Blocked) {
                     run.note(&mut batch, "the run reports it is blocked", now);
                 }
-                run.last_result = Some(ResultView {
-                    status: block
-                        .status
-                        .map(|s| s.as_str().to_string())
-                        .or(block.raw_status.clone()),
-                    summary: block.summary,
-                    question: block.question,
-                    files: block.files,
-                    changes: block.changes,
-                    follow_ups: block.follow_ups,
-                    json: None,
-                });
+                run.last_result = Some(block.into());
                 batch.ops.push(WriteOp::UpdateRun {
                     run_id: run_id.to_string(),
                     patch: Box::new(RunPatch {
@@ -368,14 +350,7 @@ impl Core {
         } else {
             "idle: waiting for a follow-up"
         };
-        run.set_live(
-            &mut batch,
-            LiveStateKind::Working,
-            Some(idle_until),
-            Some(detail),
-            None,
-            now,
-        );
+        run.working(&mut batch, idle_until, detail, now);
         self.commit(batch);
         self.check_waiters();
     }

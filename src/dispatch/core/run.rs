@@ -333,17 +333,22 @@ impl Run {
         }
     }
 
-    /// Back to `working` on a model turn, bounded by the run's time box.
-    pub fn model_turn(&mut self, batch: &mut Batch, now: UnixMillis) {
-        let deadline = self.deadline;
+    /// `working` with `detail` until `bound`.
+    pub fn working(&mut self, batch: &mut Batch, bound: UnixMillis, detail: &str, now: UnixMillis) {
         self.set_live(
             batch,
             LiveStateKind::Working,
-            Some(deadline),
-            Some("model turn"),
+            Some(bound),
+            Some(detail),
             None,
             now,
         );
+    }
+
+    /// Back to `working` on a model turn, bounded by the run's time box.
+    pub fn model_turn(&mut self, batch: &mut Batch, now: UnixMillis) {
+        let deadline = self.deadline;
+        self.working(batch, deadline, "model turn", now);
     }
 
     /// Moves the run state (with its end reason when it ends).
