@@ -12,6 +12,7 @@ mod dashboard;
 pub mod demo;
 mod dispatch;
 mod doctor;
+pub mod exit;
 mod headless;
 mod render;
 mod route;
@@ -98,13 +99,37 @@ pub enum Command {
     SimAgent(sim::SimAgentArgs),
 }
 
-/// Runs one parsed command line.
-pub fn run(cli: Cli) -> Result<(), DroverError> {
+/// Whether the command line asked for JSON (`--json` on whichever subcommand has it), so
+/// a refusal is printed as JSON too.
+pub fn json_requested(matches: &clap::ArgMatches) -> bool {
+    let own = matches
+        .try_get_one::<bool>("json")
+        .ok()
+        .flatten()
+        .copied()
+        .unwrap_or(false);
+    own || matches.subcommand().is_some_and(|(_, sub)| json_requested(sub))
+}
+
+/// Prints a refusal on stderr: `error[CODE]: what to do`, or with `--json` the line
+/// `{"error": {"code": …, "message": …}}`.
+pub fn print_refusal(e: &DroverError, json: bool) {
+    let text = if json {
+        serde_json::json!({ "error": e }).to_string()
+    } else {
+        format!("error[{}]: {}", e.code, e.message)
+    };
+    let _ = writeln!(io::stderr().lock(), "{text}");
+}
+
+/// Runs one parsed command line; the exit says how the runs it waited for ended.
+pub fn run(cli: Cli) -> Result<exit::Exit, DroverError> {
     // A protocol child: stdout is the protocol, exit codes are its own, and it touches
     // neither the data directory nor the log file.
     if let Command::SimAgent(args) = cli.command {
         std::process::exit(sim::run(args));
     }
+    let done = |r: Result<(), DroverError>| r.map(|()| exit::Exit::Done);
     // The demo picks its own (throwaway) directory; it is removed when `_demo_home` drops.
     let (paths, _demo_home) = match &cli.command {
         Command::Demo(_) => {
@@ -117,14 +142,14 @@ pub fn run(cli: Cli) -> Result<(), DroverError> {
     let _log = crate::logging::init(&paths.log_dir)?;
     tracing::info!(version = env!("CARGO_PKG_VERSION"), command = ?cli.command, "drover started");
     let result = match cli.command {
-        Command::Dashboard => dashboard::run(&paths),
-        Command::Demo(args) => demo::run(args, &paths),
-        Command::Config(command) => config::run(command, &paths),
-        Command::Serve(args) => serve::run(args, &paths),
-        Command::Doctor(args) => doctor::run(args, &paths),
-        Command::Budget(args) => budget::run(args, &paths),
+        Command::Dashboard => done(dashboard::run(&paths)),
+        Command::Demo(args) => done(demo::run(args, &paths)),
+        Command::Config(command) => done(config::run(command, &paths)),
+        Command::Serve(args) => done(serve::run(args, &paths)),
+        Command::Doctor(args) => done(doctor::run(args, &paths)),
+        Command::Budget(args) => done(budget::run(args, &paths)),
         Command::Run(command) => runs::run(command, &paths),
-        Command::Route(command) => route::run(command, &paths),
+        Command::Route(command) => done(route::run(command, &paths)),
         Command::SimAgent(_) => Err(DroverError::new(
             ErrorCode::Internal,
             "sim-agent is handled before the data directory is touched",
@@ -134,16 +159,6 @@ pub fn run(cli: Cli) -> Result<(), DroverError> {
         tracing::error!(code = %e.code, "{}", e.message);
     }
     result
-}
-
-/// The process exit code for a refusal: 3 when `wait` timed out, 130 when a signal
-/// stopped the command, 1 otherwise (clap exits 2 on usage errors by itself).
-pub fn exit_code(e: &DroverError) -> u8 {
-    match e.code {
-        ErrorCode::WaitTimeout => 3,
-        ErrorCode::Interrupted => 130,
-        _ => 1,
-    }
 }
 
 /// Writes `text` to stdout. A closed pipe (`drover … | head`) is not an error.
@@ -179,7 +194,7 @@ mod tests {
         let cli = Cli::try_parse_from(["drover", "config", "path"]).unwrap();
         assert!(matches!(
             cli.command,
-            Command::Config(config::ConfigCommand::Path)
+            Command::Config(config::ConfigCommand::Path { json: false })
         ));
         assert!(Cli::try_parse_from(["drover", "config", "nope"]).is_err());
     }

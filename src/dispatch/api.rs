@@ -304,13 +304,88 @@ pub enum TranscriptFormat {
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum WaitUntil {
-    /// The run is idle, needs the user, or has ended.
+    /// The turn ended and the run waits for a follow-up (or it has ended). A run waiting
+    /// on a permission, a question or a route card is not idle.
     Idle,
     /// The run has ended.
     #[default]
     Terminal,
     /// Anything happened to the run.
     Event,
+    /// The run needs you: a pending permission or question, a route card, a result that
+    /// asks for input (or it has ended, and never will).
+    NeedsYou,
+    /// The run needs you, is idle, or has ended: whichever comes first (`dispatch --wait`).
+    Settled,
+}
+
+impl WaitUntil {
+    /// Whether `run` meets the condition. For [`WaitUntil::Event`] only the run's end
+    /// does here; the dispatcher also counts each new event.
+    pub fn met_by(self, run: &RunSummary) -> bool {
+        let ended = run.head.state.is_terminal();
+        let idle = run.head.state == RunState::Idle && run.pending == 0;
+        let needs_you = run.needs_you().is_some();
+        match self {
+            WaitUntil::Terminal | WaitUntil::Event => ended,
+            WaitUntil::Idle => ended || idle,
+            WaitUntil::NeedsYou => ended || needs_you,
+            WaitUntil::Settled => ended || idle || needs_you,
+        }
+    }
+
+    /// The condition in words, for sentences (`the runs were not idle within 30 s`).
+    pub fn words(self) -> &'static str {
+        match self {
+            WaitUntil::Idle => "idle",
+            WaitUntil::Terminal => "finished",
+            WaitUntil::Event => "changed",
+            WaitUntil::NeedsYou => "in need of you",
+            WaitUntil::Settled => "idle, finished or in need of you",
+        }
+    }
+}
+
+/// Why a run needs the user.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Need {
+    /// A pending permission request or question.
+    Permission,
+    /// Its last result asks for input.
+    Input,
+    /// It waits on a route card.
+    Route,
+    /// A finished run with an escalation or retry offered.
+    Escalation,
+}
+
+impl Need {
+    pub fn words(self) -> &'static str {
+        match self {
+            Need::Permission => "awaiting permission",
+            Need::Input => "needs input",
+            Need::Route => "held on a route card",
+            Need::Escalation => "escalation offered",
+        }
+    }
+}
+
+impl RunSummary {
+    /// What the run waits for from the user, if anything: the Needs-you tray's rule.
+    pub fn needs_you(&self) -> Option<Need> {
+        if self.head.state.is_terminal() {
+            self.escalation_offered.then_some(Need::Escalation)
+        } else if self.head.state == RunState::AwaitingPermission || self.pending > 0 {
+            Some(Need::Permission)
+        } else if self.head.state == RunState::AwaitingRoute {
+            Some(Need::Route)
+        } else if self.needs_input {
+            Some(Need::Input)
+        } else {
+            None
+        }
+    }
 }
 
 /// The answer to `wait`.
@@ -400,6 +475,9 @@ pub struct RunSummary {
     /// An escalation or retry is offered (the run shows in Needs you).
     #[serde(default)]
     pub escalation_offered: bool,
+    /// The status word of the run's last result (`done`, `blocked`, `needs_input`, …).
+    #[serde(default)]
+    pub result_status: Option<String>,
 }
 
 /// Everything about one run (`drover show --json`).

@@ -150,11 +150,22 @@ impl Core {
             other => return self.refuse_target(to, run_id, other),
         };
         if run.state != RunState::Idle || run.turn_in_flight {
+            let what_helps = match run.state {
+                RunState::AwaitingPermission => format!(
+                    "it waits for your answer: `drover show {run_id}` lists the request and \
+                     `drover respond {run_id} REQUEST allow|deny` answers it"
+                ),
+                RunState::AwaitingRoute => format!(
+                    "it waits on its route card: `drover routes` shows it and \
+                     `drover route {run_id} N` picks"
+                ),
+                _ => format!("wait for its turn to end with `drover wait {run_id} --until idle`"),
+            };
             let e = DroverError::new(
                 ErrorCode::RunNotIdle,
                 format!(
-                    "run {run_id} is {}, not idle; wait for it with `drover wait {run_id} \
-                     --until idle`, or end it now with `drover stop {run_id}`",
+                    "run {run_id} is {}, not idle; {what_helps}, or end it now with \
+                     `drover stop {run_id}`",
                     run.state
                 ),
             );
