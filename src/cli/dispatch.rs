@@ -15,8 +15,8 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 use tokio::sync::broadcast::error::RecvError;
 
-use super::headless::{StopSignals, dispatcher_options, note, print_json};
 use super::exit::Exit;
+use super::headless::{StopSignals, dispatcher_options, note, print_json};
 use super::runs::JsonFlag;
 use super::{render, write_stdout};
 use crate::clock::now_millis;
@@ -260,7 +260,11 @@ async fn via_owner(
 
 /// One line on how a run ended and why: its state, its reason, its last note.
 fn ended_line(view: &RunView) -> String {
-    let reason = view.head.completion_reason.as_deref().unwrap_or("no reason");
+    let reason = view
+        .head
+        .completion_reason
+        .as_deref()
+        .unwrap_or("no reason");
     let why = view
         .notes
         .last()
@@ -302,7 +306,10 @@ async fn follow(
     }
     // A launch that failed, or a repeated idempotency key, can return a run that ended.
     if run.head.state.is_terminal() {
-        let view = handle.request(Request::Show { run_id }).await?.into_show()?;
+        let view = handle
+            .request(Request::Show { run_id })
+            .await?
+            .into_show()?;
         note(&ended_line(&view));
         return Ok(Exit::of_run(&run));
     }

@@ -59,7 +59,10 @@ impl Exit {
 
     /// The worst of several runs (none: done).
     pub fn of_runs<'a>(runs: impl IntoIterator<Item = &'a RunSummary>) -> Exit {
-        runs.into_iter().map(Exit::of_run).max().unwrap_or(Exit::Done)
+        runs.into_iter()
+            .map(Exit::of_run)
+            .max()
+            .unwrap_or(Exit::Done)
     }
 }
 
@@ -104,17 +107,49 @@ mod tests {
     #[test]
     fn each_state_has_its_exit_code() {
         let cases = [
-            ("idle after done", run(RunState::Idle, Some("done"), 0, false), 0),
-            ("idle without a result yet", run(RunState::Idle, None, 0, false), 0),
-            ("completed done", run(RunState::Completed, Some("done"), 0, false), 0),
-            ("completed without a result", run(RunState::Completed, None, 0, false), 4),
-            ("completed blocked", run(RunState::Completed, Some("blocked"), 0, false), 4),
-            ("idle blocked", run(RunState::Idle, Some("blocked"), 0, false), 4),
+            (
+                "idle after done",
+                run(RunState::Idle, Some("done"), 0, false),
+                0,
+            ),
+            (
+                "idle without a result yet",
+                run(RunState::Idle, None, 0, false),
+                0,
+            ),
+            (
+                "completed done",
+                run(RunState::Completed, Some("done"), 0, false),
+                0,
+            ),
+            (
+                "completed without a result",
+                run(RunState::Completed, None, 0, false),
+                4,
+            ),
+            (
+                "completed blocked",
+                run(RunState::Completed, Some("blocked"), 0, false),
+                4,
+            ),
+            (
+                "idle blocked",
+                run(RunState::Idle, Some("blocked"), 0, false),
+                4,
+            ),
             ("failed", run(RunState::Failed, None, 0, false), 4),
             ("stopped", run(RunState::Stopped, Some("done"), 0, false), 4),
             ("interrupted", run(RunState::Interrupted, None, 0, false), 4),
-            ("a pending permission", run(RunState::AwaitingPermission, None, 1, false), 5),
-            ("a route card", run(RunState::AwaitingRoute, None, 0, false), 5),
+            (
+                "a pending permission",
+                run(RunState::AwaitingPermission, None, 1, false),
+                5,
+            ),
+            (
+                "a route card",
+                run(RunState::AwaitingRoute, None, 0, false),
+                5,
+            ),
             (
                 "a question in the result",
                 run(RunState::Idle, Some("needs_input"), 0, true),

@@ -11,9 +11,11 @@ pub mod config;
 mod dashboard;
 pub mod demo;
 mod dispatch;
+mod docs;
 mod doctor;
 pub mod exit;
 mod headless;
+pub mod owner;
 mod render;
 mod route;
 pub mod runs;
@@ -37,7 +39,7 @@ pub struct Cli {
 /// drover: dispatch coding-agent runs and supervise them. Without a subcommand, drover
 /// opens the dashboard.
 #[derive(Debug, Parser)]
-#[command(name = "drover", version, about, long_about = None)]
+#[command(name = "drover", version = crate::VERSION, about, long_about = None)]
 struct CliArgs {
     #[command(subcommand)]
     command: Option<Command>,
@@ -80,8 +82,18 @@ pub enum Command {
     #[command(subcommand)]
     Config(config::ConfigCommand),
     /// Own the data directory with no dashboard: runs the dispatcher and listens for the
-    /// headless commands of other terminals until Ctrl-C.
+    /// headless commands and dashboards of other terminals (`--detach`: in the background).
     Serve(serve::ServeArgs),
+    /// End the running drover: its active runs are recorded as interrupted (and can be
+    /// resumed); `--wait` waits until it is gone.
+    Shutdown(owner::ShutdownArgs),
+    /// Whether a drover runs for this data directory: its pid, version, uptime, and the
+    /// runs by state.
+    Status(owner::StatusArgs),
+    /// Print a shell completion script: `drover completions bash > ~/.local/share/bash-completion/completions/drover`.
+    Completions(docs::CompletionsArgs),
+    /// Print drover's man page (roff): `drover man | man -l -`.
+    Man,
     /// What drover finds on this machine: each provider's CLI and version, the config and
     /// data paths, and how to fix what is missing.
     Doctor(doctor::DoctorArgs),
@@ -108,7 +120,9 @@ pub fn json_requested(matches: &clap::ArgMatches) -> bool {
         .flatten()
         .copied()
         .unwrap_or(false);
-    own || matches.subcommand().is_some_and(|(_, sub)| json_requested(sub))
+    own || matches
+        .subcommand()
+        .is_some_and(|(_, sub)| json_requested(sub))
 }
 
 /// Prints a refusal on stderr: `error[CODE]: what to do`, or with `--json` the line
@@ -129,6 +143,12 @@ pub fn run(cli: Cli) -> Result<exit::Exit, DroverError> {
     if let Command::SimAgent(args) = cli.command {
         std::process::exit(sim::run(args));
     }
+    // Documentation touches neither the data directory nor the log.
+    match &cli.command {
+        Command::Completions(args) => return docs::completions(args).map(|()| exit::Exit::Done),
+        Command::Man => return docs::man().map(|()| exit::Exit::Done),
+        _ => {}
+    }
     let done = |r: Result<(), DroverError>| r.map(|()| exit::Exit::Done);
     // The demo picks its own (throwaway) directory; it is removed when `_demo_home` drops.
     let (paths, _demo_home) = match &cli.command {
@@ -140,12 +160,18 @@ pub fn run(cli: Cli) -> Result<exit::Exit, DroverError> {
     };
     paths.ensure_dirs()?;
     let _log = crate::logging::init(&paths.log_dir)?;
-    tracing::info!(version = env!("CARGO_PKG_VERSION"), command = ?cli.command, "drover started");
+    tracing::info!(version = crate::VERSION, command = ?cli.command, "drover started");
     let result = match cli.command {
         Command::Dashboard => done(dashboard::run(&paths)),
         Command::Demo(args) => done(demo::run(args, &paths)),
         Command::Config(command) => done(config::run(command, &paths)),
         Command::Serve(args) => done(serve::run(args, &paths)),
+        Command::Shutdown(args) => done(owner::shutdown(args, &paths)),
+        Command::Status(args) => done(owner::status(args, &paths)),
+        Command::Completions(_) | Command::Man => Err(DroverError::new(
+            ErrorCode::Internal,
+            "completions and man are printed before the data directory is touched",
+        )),
         Command::Doctor(args) => done(doctor::run(args, &paths)),
         Command::Budget(args) => done(budget::run(args, &paths)),
         Command::Run(command) => runs::run(command, &paths),

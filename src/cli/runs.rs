@@ -15,11 +15,11 @@ use clap::{ArgGroup, Args, Subcommand, ValueEnum};
 use std::collections::BTreeMap;
 
 use super::dispatch::DispatchArgs;
+use super::exit::Exit;
 use super::headless::{ask, print_json, runtime};
 use super::{render, write_stdout};
 use crate::clock::now_millis;
 use crate::dispatch::api::{TranscriptFormat, WaitUntil};
-use super::exit::Exit;
 use crate::dispatch::{Request, Response};
 use crate::error::{DroverError, ErrorCode};
 use crate::paths::Paths;
@@ -370,9 +370,14 @@ pub fn run(command: RunCommand, paths: &Paths) -> Result<Exit, DroverError> {
         write_stdout(&human(&request, &answer))?;
     }
     match (&request, &answer) {
-        (Request::Wait { until, timeout_secs, .. }, Response::Wait(w)) if w.timed_out => {
-            Err(wait_timed_out(*until, *timeout_secs))
-        }
+        (
+            Request::Wait {
+                until,
+                timeout_secs,
+                ..
+            },
+            Response::Wait(w),
+        ) if w.timed_out => Err(wait_timed_out(*until, *timeout_secs)),
         (Request::Wait { .. }, Response::Wait(w)) => Ok(Exit::of_runs(&w.runs)),
         _ => Ok(Exit::Done),
     }
@@ -656,7 +661,10 @@ mod tests {
             (ErrorCode::RunNotFound, 1),
             (ErrorCode::OwnerUnresponsive, 1),
         ] {
-            assert_eq!(crate::cli::exit::of_error(&DroverError::new(code, "x")), exit);
+            assert_eq!(
+                crate::cli::exit::of_error(&DroverError::new(code, "x")),
+                exit
+            );
         }
     }
 }

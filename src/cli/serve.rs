@@ -1,5 +1,6 @@
 //! `drover serve`: own the data directory with no dashboard, so headless commands in
-//! other terminals have a dispatcher to talk to.
+//! other terminals (and dashboards) have a dispatcher to talk to. `--detach` starts it in
+//! the background (see [`super::owner`]).
 //!
 //! What must stay true: one line says where it listens (stderr, or a JSON line on stdout
 //! with `--json`); SIGINT or SIGTERM shuts down cleanly — every active run is stopped and
@@ -19,9 +20,16 @@ pub struct ServeArgs {
     /// Print {"socket": …, "pid": …} on stdout once listening.
     #[arg(long)]
     pub json: bool,
+    /// Run in the background (its own session, output to logs/owner.log); return once it
+    /// answers, printing its pid. An owner already running is kept.
+    #[arg(long)]
+    pub detach: bool,
 }
 
 pub fn run(args: ServeArgs, paths: &Paths) -> Result<(), DroverError> {
+    if args.detach {
+        return super::owner::detach(args.json, paths);
+    }
     runtime()?.block_on(serve(args, paths))
 }
 

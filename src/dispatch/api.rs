@@ -153,12 +153,18 @@ pub enum Response {
     Routes(Vec<OpenRoute>),
 }
 
-/// The answer to `ping`.
+/// The answer to `ping`: who owns the data directory.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Pong {
     pub pong: bool,
     /// The owner's process id.
     pub pid: u32,
+    /// The owner's version, with the commit it was built from.
+    #[serde(default)]
+    pub version: String,
+    /// When the owner's dispatcher started (Unix ms).
+    #[serde(default)]
+    pub started_at: UnixMillis,
 }
 
 /// The answer to `remove`: the runs that left the trays.

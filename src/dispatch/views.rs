@@ -66,6 +66,7 @@ pub fn startup(reader: &LedgerReader, pid: u32) -> Result<Startup, DroverError> 
     }
     Ok(Startup {
         pid,
+        version: crate::VERSION.to_string(),
         session: session(reader, &name)?,
         route_memory,
         newest_run_at: reader.newest_run_at()?,

@@ -278,6 +278,8 @@ pub enum Then {
 pub struct Startup {
     /// This process's id (the answer to `ping`).
     pub pid: u32,
+    /// This build's version (the answer to `ping`).
+    pub version: String,
     /// The budget session new runs count against, with its money.
     pub session: LoadedSession,
     /// Remembered route choices: task class → `provider/model`.
@@ -293,6 +295,9 @@ pub struct Core {
     /// The time of the input being handled.
     now: UnixMillis,
     pid: u32,
+    version: String,
+    /// When the core started (the answer to `ping`).
+    started_at: UnixMillis,
     runs: HashMap<String, Run>,
     /// Run ids in creation order.
     order: Vec<String>,
@@ -328,6 +333,8 @@ impl Core {
             facts,
             now,
             pid: startup.pid,
+            version: startup.version,
+            started_at: now,
             runs: HashMap::new(),
             order: Vec::new(),
             queue: VecDeque::new(),

@@ -37,6 +37,8 @@ impl Core {
             Request::Ping => Ok(Response::Pong(Pong {
                 pong: true,
                 pid: self.pid,
+                version: self.version.clone(),
+                started_at: self.started_at,
             })),
             Request::Dispatch { spec } => return self.dispatch(to, *spec),
             Request::Runs {
