@@ -35,6 +35,10 @@ pub struct ClientLine<'a> {
 /// One line the server writes.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 #[serde(untagged)]
+#[allow(
+    clippy::large_enum_variant,
+    reason = "a line is built, written and dropped one at a time; boxing would allocate per event"
+)]
 pub enum ServerLine {
     Ok { id: u64, ok: Value },
     Error { id: Option<u64>, error: DroverError },
@@ -137,6 +141,10 @@ fn invalid(message: impl Into<String>) -> DroverError {
 
 /// A line read by the client, as it arrived.
 #[derive(Debug, Clone, PartialEq)]
+#[allow(
+    clippy::large_enum_variant,
+    reason = "a line is read and handled one at a time; boxing would allocate per event"
+)]
 pub enum ClientSide {
     Answer {
         id: Option<u64>,
