@@ -3,8 +3,9 @@
 //! Client → server: `{"id": N, "request": <Request>}` (`Request` is tagged by `method`
 //! with its `params`). Server → client: `{"id": N, "ok": <value>}` or
 //! `{"id": N, "error": {"code": "...", "message": "..."}}`; after a `subscribe`, one
-//! `{"event": <DispatchEvent>}` per line and `{"lagged": K}` when K events were dropped
-//! for a slow reader. A line the server cannot read as a request gets an error line with
+//! `{"event": <DispatchEvent>, "pos": N}` per line (`pos`: its place in the owner's
+//! numbered stream, see `feed`) and `{"lagged": K}` when K events were dropped for a slow
+//! reader. A line the server cannot read as a request gets an error line with
 //! `"id": null` when no id could be read.
 //!
 //! What must stay true: reading a line never holds more than its limit in memory (an
@@ -42,7 +43,12 @@ pub struct ClientLine<'a> {
 pub enum ServerLine {
     Ok { id: u64, ok: Value },
     Error { id: Option<u64>, error: DroverError },
-    Event { event: DispatchEvent },
+    Event {
+        event: DispatchEvent,
+        /// The event's place in the owner's numbered stream.
+        #[serde(skip_serializing_if = "Option::is_none")]
+        pos: Option<u64>,
+    },
     Lagged { lagged: u64 },
 }
 
@@ -150,7 +156,10 @@ pub enum ClientSide {
         id: Option<u64>,
         result: Result<Value, DroverError>,
     },
-    Event(DispatchEvent),
+    Event {
+        event: DispatchEvent,
+        pos: Option<u64>,
+    },
     Lagged(u64),
 }
 
@@ -161,8 +170,9 @@ pub fn parse_server_line(line: &[u8]) -> Result<ClientSide, String> {
         return Err("not a JSON object".into());
     };
     if let Some(event) = object.remove("event") {
+        let pos = object.get("pos").and_then(Value::as_u64);
         return serde_json::from_value(event)
-            .map(ClientSide::Event)
+            .map(|event| ClientSide::Event { event, pos })
             .map_err(|e| format!("unknown event: {e}"));
     }
     if let Some(lagged) = object.get("lagged") {
@@ -329,8 +339,18 @@ mod tests {
                     event: DispatchEvent::RunRemoved {
                         run_id: "r1".into(),
                     },
+                    pos: None,
                 },
                 json!({"event": {"event": "run_removed", "run_id": "r1"}}),
+            ),
+            (
+                ServerLine::Event {
+                    event: DispatchEvent::RunRemoved {
+                        run_id: "r1".into(),
+                    },
+                    pos: Some(12),
+                },
+                json!({"event": {"event": "run_removed", "run_id": "r1"}, "pos": 12}),
             ),
             (ServerLine::Lagged { lagged: 7 }, json!({"lagged": 7})),
         ];
@@ -373,8 +393,12 @@ mod tests {
             (
                 ServerLine::Event {
                     event: event.clone(),
+                    pos: Some(4),
                 },
-                ClientSide::Event(event),
+                ClientSide::Event {
+                    event,
+                    pos: Some(4),
+                },
             ),
             (ServerLine::Lagged { lagged: 9 }, ClientSide::Lagged(9)),
         ];

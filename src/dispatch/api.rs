@@ -116,10 +116,14 @@ pub enum Request {
         #[serde(default)]
         timeout_secs: Option<u64>,
     },
-    /// Start receiving [`DispatchEvent`]s (of these runs, or of all when empty).
+    /// Start receiving [`DispatchEvent`]s (of these runs, or of all when empty): after
+    /// `after` (the last position this client saw) when the owner can still replay from
+    /// there, else from now (the answer says which).
     Subscribe {
         #[serde(default)]
         run_ids: Vec<String>,
+        #[serde(default)]
+        after: Option<StreamPosition>,
     },
 }
 
@@ -180,15 +184,26 @@ pub struct Stopped {
 }
 
 /// The answer to `subscribe` (the events follow on the same connection).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, Default)]
 pub struct Subscribed {
     pub subscribed: bool,
+    /// Where the owner's event stream stands as the subscription begins (absent from an
+    /// owner that does not number its events).
+    #[serde(default)]
+    pub position: Option<StreamPosition>,
+    /// The events after the client's `after` position follow, none missed: no snapshot
+    /// is needed. False when there was no position, it was another owner's, or it is too
+    /// old to replay.
+    #[serde(default)]
+    pub resumed: bool,
 }
 
-impl Default for Subscribed {
-    fn default() -> Self {
-        Subscribed { subscribed: true }
-    }
+/// A place in one owner's event stream: its epoch (a new one each time an owner starts)
+/// and an event's number in it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct StreamPosition {
+    pub epoch: String,
+    pub pos: u64,
 }
 
 /// One open route card in `drover routes`.
