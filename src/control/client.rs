@@ -155,7 +155,11 @@ impl ControlClient {
             .request_within(Request::Subscribe { run_ids, after }, Some(QUICK_TIMEOUT))
             .await?;
         let subscribed: Subscribed = match serde_json::from_value(ack.clone()) {
-            Ok(s @ Subscribed { subscribed: true, .. }) => s,
+            Ok(
+                s @ Subscribed {
+                    subscribed: true, ..
+                },
+            ) => s,
             _ => return Err(self.link.unreadable(&format!("unexpected answer {ack}"))),
         };
         let stream = EventStream {

@@ -112,8 +112,9 @@ impl Feed {
             };
         };
         let oldest_kept = inner.ring.front().map_or(inner.next, |(pos, _)| *pos);
-        let resumable =
-            after.pos <= current && after.pos + 1 >= oldest_kept && after.pos + 1 >= inner.lost_before;
+        let resumable = after.pos <= current
+            && after.pos + 1 >= oldest_kept
+            && after.pos + 1 >= inner.lost_before;
         let replay = if resumable {
             inner
                 .ring
@@ -148,7 +149,9 @@ impl Inner {
 
 fn lock(inner: &Mutex<Inner>) -> std::sync::MutexGuard<'_, Inner> {
     // A panic while holding the lock leaves the ring as it was: still usable.
-    inner.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+    inner
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner())
 }
 
 #[cfg(test)]
@@ -232,7 +235,10 @@ mod tests {
             tokio::task::yield_now().await;
         }
         assert_eq!(lock(&feed.inner).ring.len(), REPLAY);
-        assert!(!feed.subscribe(Some(&at("e1", 5))).resumed, "fell out of the ring");
+        assert!(
+            !feed.subscribe(Some(&at("e1", 5))).resumed,
+            "fell out of the ring"
+        );
         assert!(feed.subscribe(Some(&at("e1", 20))).resumed);
     }
 }

@@ -471,7 +471,9 @@ async fn a_client_that_reconnects_gets_what_it_missed_once_and_in_order() {
     }
     let (mut back, ack) = within(
         "subscribe again",
-        client(&owner).await.subscribe_after(vec![], Some(seen.clone())),
+        client(&owner)
+            .await
+            .subscribe_after(vec![], Some(seen.clone())),
     )
     .await
     .unwrap();

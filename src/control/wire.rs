@@ -41,15 +41,23 @@ pub struct ClientLine<'a> {
     reason = "a line is built, written and dropped one at a time; boxing would allocate per event"
 )]
 pub enum ServerLine {
-    Ok { id: u64, ok: Value },
-    Error { id: Option<u64>, error: DroverError },
+    Ok {
+        id: u64,
+        ok: Value,
+    },
+    Error {
+        id: Option<u64>,
+        error: DroverError,
+    },
     Event {
         event: DispatchEvent,
         /// The event's place in the owner's numbered stream.
         #[serde(skip_serializing_if = "Option::is_none")]
         pos: Option<u64>,
     },
-    Lagged { lagged: u64 },
+    Lagged {
+        lagged: u64,
+    },
 }
 
 impl ServerLine {

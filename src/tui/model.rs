@@ -160,6 +160,8 @@ pub struct ViewModel {
     /// `None` follows the end of the transcript; `Some(n)` shows it from line `n`.
     pub transcript_scroll: Option<usize>,
     pub flash: Option<Flash>,
+    /// Since when the owner has not answered (the dashboard reconnects by itself).
+    pub owner_gone_since: Option<UnixMillis>,
 }
 
 impl ViewModel {

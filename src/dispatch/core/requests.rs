@@ -96,10 +96,12 @@ impl Core {
                 any,
                 timeout_secs,
             } => return self.register_wait(to, run_ids, until, any, timeout_secs),
-            Request::Subscribe { .. } => Ok(Response::Subscribed(crate::dispatch::api::Subscribed {
-                subscribed: true,
-                ..Default::default()
-            })),
+            Request::Subscribe { .. } => {
+                Ok(Response::Subscribed(crate::dispatch::api::Subscribed {
+                    subscribed: true,
+                    ..Default::default()
+                }))
+            }
             Request::Budget => return self.budget_reply(to),
             Request::BudgetSet {
                 warning_usd,
