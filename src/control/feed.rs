@@ -27,7 +27,8 @@ pub type Numbered = (u64, DispatchEvent);
 /// What live subscribers hear.
 #[derive(Debug, Clone)]
 pub enum Live {
-    Event(u64, DispatchEvent),
+    /// Shared: every live subscriber gets the same copy.
+    Event(u64, Arc<DispatchEvent>),
     /// The feed itself fell behind the dispatcher: this many events were lost.
     Lost(u64),
 }
@@ -143,7 +144,7 @@ impl Inner {
         }
         self.ring.push_back((pos, event.clone()));
         // No live subscriber is not an error.
-        let _ = self.tx.send(Live::Event(pos, event));
+        let _ = self.tx.send(Live::Event(pos, Arc::new(event)));
     }
 }
 

@@ -10,6 +10,7 @@
 
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 use std::time::Duration;
 use tokio::io::{AsyncWriteExt, BufWriter};
 use tokio::net::unix::{OwnedReadHalf, OwnedWriteHalf};
@@ -337,7 +338,7 @@ async fn forward_events(
     loop {
         let line = match live.recv().await {
             Ok(Live::Event(pos, event)) if wanted(&run_ids, &event) => ServerLine::Event {
-                event,
+                event: Arc::unwrap_or_clone(event),
                 pos: Some(pos),
             },
             Ok(Live::Event(..)) => continue,
