@@ -344,6 +344,16 @@ fn wait_state(home: &Path, run_id: &str, what: &str, ok: impl Fn(&str) -> bool) 
     }
 }
 
+/// Ends the background owner of a data directory when the test ends, passed or failed
+/// (declared after the directory, so it is dropped first).
+struct ShutdownOnDrop<'a>(&'a Path);
+
+impl Drop for ShutdownOnDrop<'_> {
+    fn drop(&mut self) {
+        let _ = drover(self.0, &["shutdown", "--wait"]);
+    }
+}
+
 #[test]
 fn dashboards_attach_to_a_background_owner_that_outlives_them() {
     let probe = Command::new("tmux").arg("-V").output();
@@ -352,6 +362,7 @@ fn dashboards_attach_to_a_background_owner_that_outlives_them() {
         "this test needs tmux; install it (apt-get install tmux)"
     );
     let home = tempfile::tempdir().expect("temp dir");
+    let _owner = ShutdownOnDrop(home.path());
     // Only the simulated agent, so the form dispatches to it.
     std::fs::write(
         home.path().join("config.toml"),
