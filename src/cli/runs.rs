@@ -53,6 +53,10 @@ pub enum RunCommand {
     /// Everything about one run.
     Show {
         run: String,
+        /// Print only the ids of its pending requests, oldest first, one per line (for
+        /// scripts: `drover respond RUN "$(drover show RUN --pending | head -n 1)" allow`).
+        #[arg(long, conflicts_with = "json")]
+        pending: bool,
         #[command(flatten)]
         output: JsonFlag,
     },
@@ -364,7 +368,14 @@ pub fn run(command: RunCommand, paths: &Paths) -> Result<Exit, DroverError> {
     };
     let json = command.json();
     let answer = runtime()?.block_on(ask(paths, request.clone()))?;
-    if json {
+    if let (RunCommand::Show { pending: true, .. }, Response::Show(view)) = (&command, &answer) {
+        let ids: String = view
+            .pending
+            .iter()
+            .map(|p| format!("{}\n", p.request_id))
+            .collect();
+        write_stdout(&ids)?;
+    } else if json {
         print_json(&answer)?;
     } else {
         write_stdout(&human(&request, &answer))?;
