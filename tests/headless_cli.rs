@@ -901,7 +901,7 @@ fn read_only_commands_answer_from_the_ledger_without_an_owner() {
     assert_eq!(view["state"], "interrupted", "{view}");
     assert_eq!(view["completion_reason"], "shutdown", "{view}");
     assert_eq!(view["live_state"]["state"], "ended", "{view}");
-    let waited = home.json(&["wait", &done, &asking]);
+    let waited = home.waited(&[&done, &asking]);
     assert_eq!(waited["timed_out"], false, "{waited}");
     let queued = home.json(&["runs", "--state", "queued"]);
     assert_eq!(queued, Value::Array(vec![]));
@@ -1399,7 +1399,7 @@ fn kill_all_stops_every_active_run_and_remove_hides_finished_ones() {
     let mut expected = vec![a.clone(), b.clone()];
     expected.sort();
     assert_eq!(ids, expected, "{stopped}");
-    let outcome = home.json(&["wait", &a, &b, "--timeout", "30"]);
+    let outcome = home.waited(&[&a, &b, "--timeout", "30"]);
     assert_eq!(outcome["timed_out"], false, "{outcome}");
     for row in array(outcome["runs"].clone()) {
         assert_eq!(row["state"], "stopped", "{row}");

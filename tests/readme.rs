@@ -78,7 +78,10 @@ fn the_headless_block_works_pasted_into_bash() {
         "the block failed ({}):\n{block}\n-- stdout:\n{stdout}\n-- stderr:\n{stderr}",
         out.status
     );
-    assert!(!stderr.contains("error["), "no refusal on the way:\n{stderr}");
+    assert!(
+        !stderr.contains("error["),
+        "no refusal on the way:\n{stderr}"
+    );
     let homes: Vec<_> = std::fs::read_dir(tmp.path())
         .expect("tmp")
         .flatten()

@@ -157,11 +157,27 @@ impl Home {
             .unwrap_or_else(|| panic!("{run} is not listed by `drover runs`"))
     }
 
+    /// `drover wait ARGS --json`: its outcome, whichever of the exit codes that say how
+    /// the runs stand it gave (0 done or idle, 4 failed or stopped, 5 needs you).
+    pub fn waited(&self, args: &[&str]) -> Value {
+        let mut full = vec!["wait"];
+        full.extend_from_slice(args);
+        full.push("--json");
+        let out = self.drover(&full);
+        assert!(
+            matches!(out.status.code(), Some(0 | 4 | 5)),
+            "drover {}: {}",
+            full.join(" "),
+            describe(&out)
+        );
+        one_json_line(&out, &full.join(" "))
+    }
+
     /// `drover wait RUN --until UNTIL --timeout N --json`, which must not time out;
     /// returns the run's row from the outcome.
     pub fn wait_until(&self, run: &str, until: &str) -> Value {
         let timeout = RUN_LIMIT_SECS.to_string();
-        let outcome = self.json(&["wait", run, "--until", until, "--timeout", &timeout]);
+        let outcome = self.waited(&[run, "--until", until, "--timeout", &timeout]);
         assert_eq!(
             outcome["timed_out"],
             Value::Bool(false),
@@ -174,7 +190,7 @@ impl Home {
 
     /// Waits until the run is idle, waiting for the user, or finished; returns its view.
     pub fn wait_idle(&self, run: &str) -> Value {
-        self.wait_until(run, "idle");
+        self.wait_until(run, "settled");
         self.show(run)
     }
 
@@ -197,10 +213,10 @@ impl Home {
                 Instant::now() < deadline,
                 "{run}: {what} did not happen within {RUN_LIMIT_SECS} s; last view: {view}"
             );
-            // Blocks until the run's next event (or 2 s): exit 0 or 3 are both fine here.
+            // Blocks until the run's next event (or 2 s): any exit but a refusal is fine.
             let out = self.drover(&["wait", run, "--until", "event", "--timeout", "2", "--json"]);
             assert!(
-                matches!(out.status.code(), Some(0 | 3)),
+                matches!(out.status.code(), Some(0 | 3 | 4 | 5)),
                 "wait --until event: {}",
                 describe(&out)
             );
