@@ -39,7 +39,13 @@ pub struct Cli {
 /// drover: dispatch coding-agent runs and supervise them. Without a subcommand, drover
 /// opens the dashboard.
 #[derive(Debug, Parser)]
-#[command(name = "drover", version = crate::VERSION, about, long_about = None)]
+#[command(
+    name = "drover",
+    version = crate::VERSION,
+    about,
+    long_about = None,
+    after_help = exit::TABLE
+)]
 struct CliArgs {
     #[command(subcommand)]
     command: Option<Command>,

@@ -38,6 +38,7 @@ pub struct JsonFlag {
 pub enum RunCommand {
     /// Dispatch a run. With a drover running, it takes the run and this returns at once
     /// (unless --wait); otherwise this process runs it and follows it until it ends.
+    #[command(after_help = super::exit::TABLE)]
     Dispatch(Box<DispatchArgs>),
     /// List runs, newest first.
     Runs {
@@ -112,8 +113,7 @@ pub enum RunCommand {
     },
     /// Wait until runs need you, are idle, have ended, or have news.
     ///
-    /// Exit codes: 0 idle or ended done · 1 refused · 2 usage · 3 the wait timed out ·
-    /// 4 failed, stopped or blocked · 5 needs you.
+    #[command(after_help = super::exit::TABLE)]
     Wait(WaitArgs),
 }
 

@@ -112,11 +112,14 @@ impl Home {
     }
 
     /// Runs `drover ARGS` and checks it was refused the way every refusal is: exit code
-    /// 1, nothing on stdout, one stderr line `error[CODE]: sentence`. Returns the line.
+    /// 1, nothing on stdout, one stderr line `error[CODE]: sentence` (JSON with `--json`).
+    /// Returns the line, as `error[CODE]: sentence` either way.
     pub fn refused(&self, args: &[&str], code: &str) -> String {
         let out = self.drover(args);
         assert_refused(&out, code, &args.join(" "));
-        stderr(&out).trim_end().to_string()
+        // The same line whether it came as text or (with --json) as JSON.
+        let (code, message) = refusal_of(&stderr(&out)).unwrap_or_default();
+        format!("error[{code}]: {message}")
     }
 
     /// Starts `drover serve` on this home and waits until it answers on its socket.
@@ -694,8 +697,26 @@ pub fn assert_legal_live_sequence(states: &[String]) {
     }
 }
 
-/// The command was refused: exit 1, nothing on stdout, one line `error[CODE]: sentence`
-/// on stderr, the sentence being words that say what to do.
+/// A refusal line as drover prints it: `error[CODE]: sentence`, or with `--json`
+/// `{"error": {"code": CODE, "message": sentence}}`. `None` when it is neither.
+pub fn refusal_of(line: &str) -> Option<(String, String)> {
+    let line = line.trim();
+    if line.starts_with('{') {
+        let value: Value = serde_json::from_str(line).ok()?;
+        let error = value.get("error")?;
+        return Some((
+            error.get("code")?.as_str()?.to_string(),
+            error.get("message")?.as_str()?.to_string(),
+        ));
+    }
+    let rest = line.strip_prefix("error[")?;
+    let (code, sentence) = rest.split_once("]: ")?;
+    Some((code.to_string(), sentence.to_string()))
+}
+
+/// The command was refused: exit 1, nothing on stdout, one refusal line on stderr
+/// (`error[CODE]: sentence`, JSON with `--json`), the sentence being words that say what
+/// to do.
 pub fn assert_refused(out: &Output, code: &str, what: &str) {
     let err = stderr(out);
     assert_eq!(
@@ -710,9 +731,9 @@ pub fn assert_refused(out: &Output, code: &str, what: &str) {
         describe(out)
     );
     assert_eq!(err.lines().count(), 1, "drover {what}: {err:?}");
-    let prefix = format!("error[{code}]: ");
-    assert!(err.starts_with(&prefix), "drover {what}: {err:?}");
-    let sentence = err[prefix.len()..].trim();
+    let (got, sentence) =
+        refusal_of(&err).unwrap_or_else(|| panic!("drover {what}: not a refusal: {err:?}"));
+    assert_eq!(got, code, "drover {what}: {err:?}");
     assert!(
         sentence.split_whitespace().count() >= 4,
         "drover {what}: the refusal needs a sentence: {err:?}"

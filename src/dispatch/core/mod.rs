@@ -551,9 +551,18 @@ pub(crate) fn not_found(run_id: &str) -> DroverError {
 }
 
 pub(crate) fn not_active(run_id: &str, state: RunState) -> DroverError {
+    let what_helps = match state {
+        RunState::Interrupted => {
+            format!("`drover resume {run_id}` goes on with it in its provider session")
+        }
+        s if s.is_terminal() => format!(
+            "`drover retry {run_id}` or `drover escalate {run_id}` starts a new run from it"
+        ),
+        _ => "it is ending; `drover show RUN` says how it ended".replace("RUN", run_id),
+    };
     DroverError::new(
         ErrorCode::RunNotActive,
-        format!("run {run_id} is {state}, not active; dispatch a new run instead"),
+        format!("run {run_id} is {state}, not active; {what_helps}"),
     )
 }
 
