@@ -32,6 +32,7 @@ fn run_record(run_id: &str, state: RunState, created_at: i64) -> RunRecord {
         spec: json!({"task": "do it"}),
         live_state: None,
         result: None,
+        workspace: None,
     }
 }
 

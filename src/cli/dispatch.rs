@@ -92,6 +92,14 @@ pub struct DispatchArgs {
     /// A JSON Schema file: the run answers with JSON that satisfies it.
     #[arg(long, value_name = "FILE")]
     pub output_schema: Option<PathBuf>,
+    /// worktree (a git worktree of its own on a new `drover/…` branch) or shared (the
+    /// directory as given); default: `[workspaces] default` for a run that can write
+    /// inside a git work tree, shared otherwise.
+    #[arg(long, value_name = "MODE")]
+    pub workspace: Option<String>,
+    /// Bring your checkout's uncommitted changes (untracked files too) into the worktree.
+    #[arg(long)]
+    pub carry_changes: bool,
     /// With a drover running: wait until the run ends.
     #[arg(long)]
     pub wait: bool,
@@ -133,6 +141,8 @@ impl DispatchArgs {
             queue_if_busy: self.no_queue.then_some(false),
             scenario: self.scenario.clone(),
             class: self.class.clone(),
+            workspace: self.workspace.clone(),
+            carry_changes: self.carry_changes.then_some(true),
         })
     }
 }
@@ -448,6 +458,8 @@ mod tests {
                 queue_if_busy: Some(false),
                 scenario: Some("happy".into()),
                 class: Some("bugfix".into()),
+                workspace: None,
+                carry_changes: None,
             }
         );
         assert_eq!(spec(&["--cwd", "/abs", "t"]).cwd, Some("/abs".into()));

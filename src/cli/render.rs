@@ -358,6 +358,7 @@ mod tests {
             pending: 0,
             needs_input: false,
             escalation_offered: false,
+            workspace: None,
         }
     }
 
@@ -547,6 +548,7 @@ mod tests {
             escalation: None,
             depth: 0,
             parent_run: None,
+            workspace: None,
         };
         let text = run_view(&view, 120_000);
         let lines: Vec<&str> = text.lines().collect();

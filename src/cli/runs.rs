@@ -163,9 +163,13 @@ pub struct RespondArgs {
 #[command(group(ArgGroup::new("which").required(true).args(["run", "finished"])))]
 pub struct RemoveArgs {
     pub run: Option<String>,
-    /// Every finished run.
+    /// Every finished run (those whose worktree holds unmerged work stay, unless --force).
     #[arg(long)]
     pub finished: bool,
+    /// Remove it even though its worktree holds unmerged work: the work is committed onto
+    /// its branch, which stays; the worktree goes.
+    #[arg(long)]
+    pub force: bool,
     #[command(flatten)]
     pub output: JsonFlag,
 }
@@ -278,6 +282,7 @@ impl RunCommand {
             RunCommand::Remove(args) => Request::Remove {
                 run_id: args.run.clone(),
                 finished: args.finished,
+                force: args.force,
             },
             RunCommand::KillAll { .. } => Request::KillAll,
             RunCommand::Wait(args) => Request::Wait {
@@ -502,6 +507,7 @@ mod tests {
                 Request::Remove {
                     run_id: Some(r()),
                     finished: false,
+                    force: false,
                 },
             ),
             (
@@ -509,6 +515,7 @@ mod tests {
                 Request::Remove {
                     run_id: None,
                     finished: true,
+                    force: false,
                 },
             ),
             (&["kill-all"], Request::KillAll),

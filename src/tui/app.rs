@@ -273,6 +273,7 @@ impl App {
                     request: Request::Remove {
                         run_id: Some(run.head.run_id.clone()),
                         finished: false,
+                        force: false,
                     },
                 }),
                 Some(run) => self.flash_error(format!(
@@ -286,6 +287,7 @@ impl App {
                 request: Request::Remove {
                     run_id: None,
                     finished: true,
+                    force: false,
                 },
             }),
             Action::KillAll => {

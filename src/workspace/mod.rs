@@ -69,6 +69,8 @@ pub enum WorkspaceStatus {
     Discarded,
     /// The worktree vanished outside drover.
     Missing,
+    /// It could not be made.
+    Failed,
 }
 
 impl WorkspaceStatus {
@@ -80,6 +82,7 @@ impl WorkspaceStatus {
             WorkspaceStatus::Kept => "kept",
             WorkspaceStatus::Discarded => "discarded",
             WorkspaceStatus::Missing => "missing",
+            WorkspaceStatus::Failed => "failed",
         }
     }
 }
@@ -280,6 +283,104 @@ pub struct WorkspaceActionView {
     pub workspace: WorkspaceView,
     #[serde(default)]
     pub merge: Option<MergeView>,
+}
+
+/// Git work the dispatcher's core asks for (as an effect), carried out by [`perform`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Task {
+    /// Make a new run's worktree.
+    Create(ops::CreatePlan),
+    /// Check that a resumed run's worktree is still there.
+    Check(WorkspaceView),
+    /// Work out the run's change.
+    Measure(WorkspaceView),
+    Diff {
+        workspace: WorkspaceView,
+        file: Option<String>,
+        stat: bool,
+    },
+    Merge {
+        workspace: WorkspaceView,
+        ask: ops::MergeAsk,
+    },
+    Keep {
+        workspace: WorkspaceView,
+        message: String,
+    },
+    Discard {
+        workspace: WorkspaceView,
+        /// The worktree root: with the repository gone, only a directory under it is
+        /// removed.
+        root: PathBuf,
+    },
+    /// `git worktree prune` in these repositories (at start).
+    Prune { checkouts: Vec<PathBuf> },
+}
+
+impl Task {
+    /// What it does, in a few words (for logs and notes).
+    pub fn words(&self) -> &'static str {
+        match self {
+            Task::Create(_) => "creating the worktree",
+            Task::Check(_) => "checking the worktree",
+            Task::Measure(_) => "working out the change",
+            Task::Diff { .. } => "reading the diff",
+            Task::Merge { .. } => "merging",
+            Task::Keep { .. } => "keeping the branch",
+            Task::Discard { .. } => "discarding the worktree",
+            Task::Prune { .. } => "pruning stale worktrees",
+        }
+    }
+}
+
+/// What a [`Task`] came to.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Outcome {
+    Created(ops::Created),
+    Checked,
+    Measured(ChangeStat),
+    Diff(Box<DiffView>),
+    Merged(WorkspaceView, MergeView),
+    Kept(WorkspaceView),
+    Discarded(WorkspaceView),
+    Pruned,
+}
+
+/// Carries out one task of run `run_id`'s workspace.
+pub async fn perform(run_id: &str, task: Task) -> Result<Outcome, crate::DroverError> {
+    Ok(match task {
+        Task::Create(plan) => Outcome::Created(ops::create(&plan).await?),
+        Task::Check(ws) => {
+            ops::check(&ws).await?;
+            Outcome::Checked
+        }
+        Task::Measure(ws) => Outcome::Measured(ops::measure(&ws).await?),
+        Task::Diff {
+            workspace,
+            file,
+            stat,
+        } => Outcome::Diff(Box::new(
+            ops::diff(run_id, &workspace, file.as_deref(), stat).await?,
+        )),
+        Task::Merge { workspace, ask } => {
+            let (after, merged) = ops::merge(&workspace, &ask).await?;
+            Outcome::Merged(after, merged)
+        }
+        Task::Keep { workspace, message } => Outcome::Kept(ops::keep(&workspace, &message).await?),
+        Task::Discard { workspace, root } => {
+            Outcome::Discarded(ops::discard(&workspace, &root).await?)
+        }
+        Task::Prune { checkouts } => {
+            ops::prune(&checkouts).await;
+            Outcome::Pruned
+        }
+    })
+}
+
+/// Whether `dir` is inside a git work tree, as far as the file system tells at a glance:
+/// it or a directory above it holds `.git` (a directory, or a worktree's file).
+pub fn in_work_tree(dir: &Path) -> bool {
+    dir.ancestors().any(|d| d.join(".git").exists())
 }
 
 /// The longest slug of a title in a branch name.

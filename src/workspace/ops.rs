@@ -853,8 +853,7 @@ pub async fn merge(
     } else if is_ancestor(&checkout, &base_tip, &tip).await? {
         if ask.squash {
             let tree = tree_of(&checkout, &tip).await?;
-            let message = format!("{}\n\ndrover run {run_id} ({branch})", ask.message);
-            let commit = commit_tree(&checkout, &tree, &[&base_tip], &message).await?;
+            let commit = commit_tree(&checkout, &tree, &[&base_tip], &ask.message).await?;
             (MergeHow::Squash, commit)
         } else {
             (MergeHow::FastForward, tip.clone())
@@ -894,8 +893,7 @@ pub async fn merge(
             .cloned()
             .ok_or_else(|| unavailable("git merge-tree printed no tree"))?;
         if ask.squash {
-            let message = format!("{}\n\ndrover run {run_id} ({branch})", ask.message);
-            let commit = commit_tree(&checkout, &tree, &[&base_tip], &message).await?;
+            let commit = commit_tree(&checkout, &tree, &[&base_tip], &ask.message).await?;
             (MergeHow::Squash, commit)
         } else {
             let message = format!(

@@ -97,6 +97,7 @@ pub fn summary(n: u32, title: &str, state: RunState) -> RunSummary {
         pending: usize::from(state == RunState::AwaitingPermission),
         needs_input: false,
         escalation_offered: false,
+        workspace: None,
     }
 }
 
@@ -192,6 +193,7 @@ pub fn view_of(s: &RunSummary) -> RunView {
         escalation: None,
         depth: 0,
         parent_run: None,
+        workspace: s.workspace.clone(),
     }
 }
 
