@@ -200,15 +200,17 @@ fn summary(i: usize, state: RunState) -> RunSummary {
         needs_input: false,
         escalation_offered: false,
         // Every other run works in a worktree with a change to show.
-        workspace: (i % 2 == 0).then(|| drover::workspace::WorkspaceView {
-            change: Some(drover::workspace::ChangeStat {
-                files: (i % 7) as u32 + 1,
-                added: i as u64 * 3,
-                removed: i as u64,
-            }),
-            status: drover::workspace::WorkspaceStatus::Ready,
-            worktree: Some(format!("/data/worktrees/app/r{i}")),
-            ..drover::workspace::WorkspaceView::preparing()
+        workspace: i.is_multiple_of(2).then(|| {
+            Box::new(drover::workspace::WorkspaceView {
+                change: Some(drover::workspace::ChangeStat {
+                    files: (i % 7) as u32 + 1,
+                    added: i as u64 * 3,
+                    removed: i as u64,
+                }),
+                status: drover::workspace::WorkspaceStatus::Ready,
+                worktree: Some(format!("/data/worktrees/app/r{i}")),
+                ..drover::workspace::WorkspaceView::preparing()
+            })
         }),
     }
 }

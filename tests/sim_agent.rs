@@ -772,7 +772,10 @@ steps = [
     );
     assert_eq!(results[1]["is_error"], false, "{}", results[1]);
     assert_eq!(results[1]["content"].as_str().unwrap().trim(), "2");
-    assert_eq!(results[2]["content"], "not run", "unmarked commands stay scripted");
+    assert_eq!(
+        results[2]["content"], "not run",
+        "unmarked commands stay scripted"
+    );
     assert_eq!(results[3]["is_error"], true, "{}", results[3]);
     assert!(
         results[3]["content"]

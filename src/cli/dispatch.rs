@@ -199,7 +199,7 @@ pub async fn run(args: DispatchArgs, paths: &Paths) -> Result<(), DroverError> {
 }
 
 /// A client of an owner that holds the lock but may not listen yet (it is starting).
-async fn owner_coming_up(paths: &Paths) -> Result<Option<ControlClient>, DroverError> {
+pub(super) async fn owner_coming_up(paths: &Paths) -> Result<Option<ControlClient>, DroverError> {
     for _ in 0..50 {
         if let Some(client) = ControlClient::connect(paths).await? {
             return Ok(Some(client));

@@ -18,6 +18,7 @@ mod route;
 pub mod runs;
 pub mod serve;
 pub mod sim;
+mod workspace;
 
 use crate::error::{DroverError, ErrorCode};
 use crate::paths::Paths;
@@ -93,6 +94,8 @@ pub enum Command {
     Run(runs::RunCommand),
     #[command(flatten)]
     Route(route::RouteCommand),
+    #[command(flatten)]
+    Workspace(workspace::WorkspaceCommand),
     /// The simulated agent: a Claude-Code-compatible stream-json CLI driven by a scenario.
     #[command(hide = true)]
     SimAgent(sim::SimAgentArgs),
@@ -125,6 +128,7 @@ pub fn run(cli: Cli) -> Result<(), DroverError> {
         Command::Budget(args) => budget::run(args, &paths),
         Command::Run(command) => runs::run(command, &paths),
         Command::Route(command) => route::run(command, &paths),
+        Command::Workspace(command) => workspace::run(command, &paths),
         Command::SimAgent(_) => Err(DroverError::new(
             ErrorCode::Internal,
             "sim-agent is handled before the data directory is touched",

@@ -426,6 +426,21 @@ fn human(request: &Request, answer: &Response) -> String {
                 ..
             },
         ) => format!("removed {run_id} from the trays\n"),
+        (Response::Removed(removed), Request::Remove { run_id: None, .. }) => {
+            let mut text = format!(
+                "removed {} finished run{} from the trays\n",
+                removed.removed.len(),
+                crate::spec::text::plural(removed.removed.len())
+            );
+            if !removed.unmerged.is_empty() {
+                text.push_str(&format!(
+                    "kept {} with unmerged work in their worktrees (merge, keep or discard them, or remove --finished --force): {}\n",
+                    removed.unmerged.len(),
+                    removed.unmerged.join(" ")
+                ));
+            }
+            text
+        }
         (_, Request::Remove { run_id: None, .. }) => {
             "removed the finished runs from the trays\n".to_string()
         }

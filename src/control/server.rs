@@ -309,7 +309,9 @@ async fn forward_events(
 ) {
     loop {
         let line = match events.recv().await {
-            Ok(event) if wanted(&run_ids, &event) => ServerLine::Event { event },
+            Ok(event) if wanted(&run_ids, &event) => ServerLine::Event {
+                event: Box::new(event),
+            },
             Ok(_) => continue,
             Err(RecvError::Lagged(lagged)) => ServerLine::Lagged { lagged },
             Err(RecvError::Closed) => return,

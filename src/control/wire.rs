@@ -36,10 +36,21 @@ pub struct ClientLine<'a> {
 #[derive(Debug, Clone, PartialEq, Serialize)]
 #[serde(untagged)]
 pub enum ServerLine {
-    Ok { id: u64, ok: Value },
-    Error { id: Option<u64>, error: DroverError },
-    Event { event: DispatchEvent },
-    Lagged { lagged: u64 },
+    Ok {
+        id: u64,
+        ok: Value,
+    },
+    Error {
+        id: Option<u64>,
+        error: DroverError,
+    },
+    /// Boxed: an event (a run's whole row) is much larger than the other lines.
+    Event {
+        event: Box<DispatchEvent>,
+    },
+    Lagged {
+        lagged: u64,
+    },
 }
 
 impl ServerLine {
@@ -318,9 +329,9 @@ mod tests {
             ),
             (
                 ServerLine::Event {
-                    event: DispatchEvent::RunRemoved {
+                    event: Box::new(DispatchEvent::RunRemoved {
                         run_id: "r1".into(),
-                    },
+                    }),
                 },
                 json!({"event": {"event": "run_removed", "run_id": "r1"}}),
             ),
@@ -364,7 +375,7 @@ mod tests {
             ),
             (
                 ServerLine::Event {
-                    event: event.clone(),
+                    event: Box::new(event.clone()),
                 },
                 ClientSide::Event(event),
             ),

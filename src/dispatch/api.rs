@@ -447,9 +447,10 @@ pub struct RunSummary {
     /// An escalation or retry is offered (the run shows in Needs you).
     #[serde(default)]
     pub escalation_offered: bool,
-    /// Where the run works and what it changed there.
+    /// Where the run works and what it changed there (boxed: rows travel in every
+    /// `run_changed` event).
     #[serde(default)]
-    pub workspace: Option<WorkspaceView>,
+    pub workspace: Option<Box<WorkspaceView>>,
 }
 
 /// Everything about one run (`drover show --json`).

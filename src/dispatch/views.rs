@@ -243,7 +243,7 @@ fn summary(run: RunRecord, cost_usd: f64) -> Result<RunSummary, DroverError> {
         head: head(&run, &spec, cost_usd),
         pending: 0,
         escalation_offered: false,
-        workspace: stored_workspace(&run),
+        workspace: stored_workspace(&run).map(Box::new),
     })
 }
 

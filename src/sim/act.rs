@@ -249,10 +249,7 @@ async fn command_output(command: &str, cwd: &Path) -> Acted {
             is_error: true,
         },
         Err(_) => Acted {
-            output: format!(
-                "Command timed out after {} s",
-                COMMAND_TIMEOUT.as_secs()
-            ),
+            output: format!("Command timed out after {} s", COMMAND_TIMEOUT.as_secs()),
             is_error: true,
         },
     }
@@ -350,9 +347,16 @@ mod tests {
             .await
             .unwrap();
             assert!(acted.is_error, "{path}: {acted:?}");
-            assert!(acted.output.contains("outside the working directory"), "{acted:?}");
+            assert!(
+                acted.output.contains("outside the working directory"),
+                "{acted:?}"
+            );
         }
-        assert_eq!(std::fs::read_dir(&canary).unwrap().count(), 0, "nothing escaped");
+        assert_eq!(
+            std::fs::read_dir(&canary).unwrap().count(),
+            0,
+            "nothing escaped"
+        );
     }
 
     #[tokio::test]
@@ -381,6 +385,9 @@ mod tests {
         assert!(failing.is_error);
         assert_eq!(failing.output, "oops\nExit code 3");
         // Other tools stay scripted.
-        assert_eq!(perform("Read", &json!({}), true, dir.path(), "").await, None);
+        assert_eq!(
+            perform("Read", &json!({}), true, dir.path(), "").await,
+            None
+        );
     }
 }

@@ -23,6 +23,8 @@ pub mod ops;
 use serde::{Deserialize, Serialize};
 use std::path::{Path, PathBuf};
 
+use crate::{DroverError, ErrorCode};
+
 /// How a run's directory is set up.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
@@ -347,7 +349,7 @@ pub enum Outcome {
 }
 
 /// Carries out one task of run `run_id`'s workspace.
-pub async fn perform(run_id: &str, task: Task) -> Result<Outcome, crate::DroverError> {
+pub async fn perform(run_id: &str, task: Task) -> Result<Outcome, DroverError> {
     Ok(match task {
         Task::Create(plan) => Outcome::Created(ops::create(&plan).await?),
         Task::Check(ws) => {
@@ -381,6 +383,41 @@ pub async fn perform(run_id: &str, task: Task) -> Result<Outcome, crate::DroverE
 /// it or a directory above it holds `.git` (a directory, or a worktree's file).
 pub fn in_work_tree(dir: &Path) -> bool {
     dir.ancestors().any(|d| d.join(".git").exists())
+}
+
+/// `NO_WORKTREE`: why a run has no worktree to act on (shared, merged, kept, discarded,
+/// missing, never made).
+pub fn no_worktree(run_id: &str, ws: Option<&WorkspaceView>) -> DroverError {
+    let why = match ws {
+        None => "has no workspace on record (it ran before workspaces)".to_string(),
+        Some(ws) if !ws.is_worktree() => format!(
+            "works in the shared directory {}; it has no worktree or branch of its own",
+            ws.dir.as_deref().unwrap_or("?")
+        ),
+        Some(ws) => match ws.status {
+            WorkspaceStatus::Merged => "was merged; its worktree and branch are gone".into(),
+            WorkspaceStatus::Kept => format!(
+                "has no worktree any more: its branch {} was kept (git merge it, or `drover discard {run_id}` deletes it)",
+                ws.branch.as_deref().unwrap_or("?")
+            ),
+            WorkspaceStatus::Discarded => "was discarded: its worktree and branch are gone".into(),
+            WorkspaceStatus::Missing => format!(
+                "has lost its worktree (deleted outside drover); `drover discard {run_id}` deletes its branch"
+            ),
+            WorkspaceStatus::Failed => "never got its worktree: it could not be made".into(),
+            WorkspaceStatus::Preparing | WorkspaceStatus::Ready => "has no worktree yet".into(),
+        },
+    };
+    DroverError::new(ErrorCode::NoWorktree, format!("run {run_id} {why}"))
+}
+
+/// The workspace of a run whose diff can be read: a worktree that is there
+/// (`NO_WORKTREE` otherwise).
+pub fn diffable(run_id: &str, ws: Option<&WorkspaceView>) -> Result<WorkspaceView, DroverError> {
+    match ws {
+        Some(ws) if ws.has_worktree() => Ok(ws.clone()),
+        other => Err(no_worktree(run_id, other)),
+    }
 }
 
 /// The longest slug of a title in a branch name.

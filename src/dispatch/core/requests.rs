@@ -311,7 +311,7 @@ impl Core {
                 Some(r) if r.head.state.is_active() => {
                     return Err(not_active(run_id, r.head.state));
                 }
-                Some(r) => r.workspace,
+                Some(r) => r.workspace.map(|w| *w),
                 None => return Err(not_found(run_id)),
             }
         };
@@ -336,7 +336,7 @@ impl Core {
             ledger_rows
                 .into_iter()
                 .filter(|r| r.head.state.is_terminal() && !self.runs.contains_key(&r.head.run_id))
-                .map(|r| (r.head.run_id, r.workspace)),
+                .map(|r| (r.head.run_id, r.workspace.map(|w| *w))),
         );
         self.remove_runs(targets, force, true)
             .unwrap_or_else(|_| Response::Removed(Removed::default()))

@@ -519,7 +519,7 @@ impl Run {
             pending: self.broker.pending().len(),
             needs_input: self.needs_input,
             escalation_offered: self.escalation.is_some(),
-            workspace: Some(self.workspace.clone()),
+            workspace: Some(Box::new(self.workspace.clone())),
         }
     }
 

@@ -36,6 +36,7 @@ use crate::spec::{Capability, Spec};
 use crate::workspace::ops::{CreatePlan, MergeAsk, ParentStart};
 use crate::workspace::{
     Outcome, Task, WorkspaceMode, WorkspaceStatus, WorkspaceView, branch_name, dirs_overlap,
+    no_worktree,
 };
 use crate::{DroverError, ErrorCode};
 
@@ -78,30 +79,6 @@ struct Target {
     summary: Option<String>,
     /// The run's row, for a run not in memory.
     row: Option<Box<RunSummary>>,
-}
-
-fn no_worktree(run_id: &str, ws: Option<&WorkspaceView>) -> DroverError {
-    let why = match ws {
-        None => "has no workspace on record (it ran before workspaces)".to_string(),
-        Some(ws) if !ws.is_worktree() => format!(
-            "works in the shared directory {}; it has no worktree or branch of its own",
-            ws.dir.as_deref().unwrap_or("?")
-        ),
-        Some(ws) => match ws.status {
-            WorkspaceStatus::Merged => "was merged; its worktree and branch are gone".into(),
-            WorkspaceStatus::Kept => format!(
-                "has no worktree any more: its branch {} was kept (git merge it, or `drover discard {run_id}` deletes it)",
-                ws.branch.as_deref().unwrap_or("?")
-            ),
-            WorkspaceStatus::Discarded => "was discarded: its worktree and branch are gone".into(),
-            WorkspaceStatus::Missing => format!(
-                "has lost its worktree (deleted outside drover); `drover discard {run_id}` deletes its branch"
-            ),
-            WorkspaceStatus::Failed => "never got its worktree: it could not be made".into(),
-            WorkspaceStatus::Preparing | WorkspaceStatus::Ready => "has no worktree yet".into(),
-        },
-    };
-    DroverError::new(ErrorCode::NoWorktree, format!("run {run_id} {why}"))
 }
 
 fn run_active(run_id: &str, state: RunState, what: &str) -> DroverError {
@@ -677,7 +654,7 @@ impl Core {
                 }),
             });
             if let Some(mut row) = row {
-                row.workspace = Some(after);
+                row.workspace = Some(Box::new(after));
                 batch.events.push(DispatchEvent::RunChanged { run: *row });
             }
         }
@@ -729,7 +706,7 @@ impl Core {
             pending: 0,
             needs_input: false,
             escalation_offered: view.escalation.is_some(),
-            workspace: view.workspace.clone(),
+            workspace: view.workspace.clone().map(Box::new),
         };
         let target = Target {
             workspace: view.workspace,

@@ -133,7 +133,8 @@ fn a_writing_run_inside_a_work_tree_gets_a_worktree_by_default() {
 
 #[test]
 fn other_runs_share_their_directory() {
-    let cases: Vec<(&str, Box<dyn Fn(&mut SpecInput)>)> = vec![
+    type Adjust = Box<dyn Fn(&mut SpecInput)>;
+    let cases: Vec<(&str, Adjust)> = vec![
         ("outside a work tree", Box::new(|_: &mut SpecInput| {})),
         (
             "read-only",
