@@ -380,9 +380,21 @@ pub async fn perform(run_id: &str, task: Task) -> Result<Outcome, DroverError> {
 }
 
 /// Whether `dir` is inside a git work tree, as far as the file system tells at a glance:
-/// it or a directory above it holds `.git` (a directory, or a worktree's file).
+/// it or a directory above it holds `.git` — a directory with a `HEAD`, or a linked
+/// worktree's file that points to one (`gitdir: …`). git itself has the last word when
+/// the worktree is made.
 pub fn in_work_tree(dir: &Path) -> bool {
-    dir.ancestors().any(|d| d.join(".git").exists())
+    dir.ancestors().any(|d| {
+        let dot_git = d.join(".git");
+        if dot_git.is_dir() {
+            return dot_git.join("HEAD").is_file();
+        }
+        use std::io::Read;
+        let mut head = [0u8; 8];
+        std::fs::File::open(&dot_git)
+            .and_then(|mut f| f.read_exact(&mut head))
+            .is_ok_and(|()| &head == b"gitdir: ")
+    })
 }
 
 /// `NO_WORKTREE`: why a run has no worktree to act on (shared, merged, kept, discarded,
@@ -501,6 +513,28 @@ mod tests {
             worktree_dir(Path::new("/w"), Path::new("/"), "r2"),
             PathBuf::from("/w/repository/r2")
         );
+    }
+
+    #[test]
+    fn a_work_tree_is_a_dot_git_with_a_head_or_a_worktrees_gitdir_file() {
+        let dir = tempfile::tempdir().unwrap();
+        let repo = dir.path().join("repo");
+        std::fs::create_dir_all(repo.join(".git")).unwrap();
+        std::fs::create_dir_all(repo.join("src/deep")).unwrap();
+        assert!(
+            !in_work_tree(&repo.join("src")),
+            "an empty .git is no repository"
+        );
+        std::fs::write(repo.join(".git/HEAD"), "ref: refs/heads/main\n").unwrap();
+        assert!(in_work_tree(&repo.join("src/deep")));
+        let linked = dir.path().join("linked");
+        std::fs::create_dir_all(&linked).unwrap();
+        std::fs::write(linked.join(".git"), "gitdir: /elsewhere/.git/worktrees/x\n").unwrap();
+        assert!(in_work_tree(&linked));
+        let odd = dir.path().join("odd");
+        std::fs::create_dir_all(&odd).unwrap();
+        std::fs::write(odd.join(".git"), "not git").unwrap();
+        assert!(!in_work_tree(&odd));
     }
 
     #[test]

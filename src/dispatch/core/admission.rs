@@ -148,6 +148,7 @@ impl Core {
             models: &self.money.catalog,
         };
         let mut spec = spec::validate(&input, &ctx)?;
+        let asked = spec.workspace.is_some();
         let mode = self.workspace_mode(&spec, from.as_ref())?;
         spec.workspace = Some(mode);
         let session = self.money.current.clone();
@@ -228,6 +229,7 @@ impl Core {
             self.limits().transcript_max_chars,
         );
         let mut run = Run::new(id.clone(), spec, session, now, ring);
+        run.workspace_asked = asked;
         if mode == WorkspaceMode::Worktree {
             run.workspace = WorkspaceView::preparing();
             run.start_from = from;

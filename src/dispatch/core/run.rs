@@ -169,6 +169,9 @@ pub struct Run {
     /// The worktree was made (or checked, for a resumed run) in this drover's life: the
     /// run may be launched in it.
     pub workspace_ready: bool,
+    /// The dispatch asked for its workspace (`--workspace`); a worktree the default chose
+    /// falls back to the shared directory when it cannot be made.
+    pub workspace_asked: bool,
     /// Its worktree is being made (or checked) and must be by then; the run holds its
     /// slot meanwhile.
     pub preparing_until: Option<UnixMillis>,
@@ -237,6 +240,7 @@ impl Run {
             resume: None,
             workspace: WorkspaceView::shared(&spec_cwd),
             workspace_ready: false,
+            workspace_asked: false,
             preparing_until: None,
             waiting_for_dir: false,
             start_from: None,

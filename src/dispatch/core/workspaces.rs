@@ -476,6 +476,10 @@ impl Core {
                 self.commit(batch);
                 self.launch_now(run_id);
             }
+            Err(e) if !run.workspace_asked && e.code == ErrorCode::WorkspaceUnavailable => {
+                self.commit(batch);
+                self.fall_back_to_shared(run_id, &e.message);
+            }
             Err(e) => {
                 run.workspace.status = WorkspaceStatus::Failed;
                 run.note(
@@ -488,6 +492,54 @@ impl Core {
                 self.finalize(run_id, RunState::Failed, "workspace_error", Cause::Failed);
             }
         }
+    }
+
+    /// A worktree the default chose cannot be made (no commit yet, not a repository after
+    /// all): the run shares its directory instead (live `falling_back`), or — when a
+    /// writing run works there — waits for it like any shared run.
+    fn fall_back_to_shared(&mut self, run_id: &str, why: &str) {
+        let now = self.now;
+        let Some(run) = self.runs.get_mut(run_id) else {
+            return;
+        };
+        let mut batch = Batch::default();
+        run.workspace = WorkspaceView::shared(&run.spec.cwd);
+        run.spec.workspace = Some(WorkspaceMode::Shared);
+        run.note(
+            &mut batch,
+            format!("no worktree ({why}): the run shares its directory"),
+            now,
+        );
+        run.save_workspace(&mut batch, now);
+        self.commit(batch);
+        if let Some(holder) = self.dir_holder(run_id) {
+            if let Some(run) = self.runs.get_mut(run_id) {
+                // Back to waiting, holding no slot, until the directory is free.
+                let mut batch = Batch::default();
+                run.set_state(
+                    &mut batch,
+                    RunState::Queued,
+                    Some("waiting for its directory"),
+                    now,
+                );
+                self.commit(batch);
+            }
+            return self.wait_for_dir(run_id, &holder);
+        }
+        if let Some(run) = self.runs.get_mut(run_id) {
+            let mut batch = Batch::default();
+            let bound = (now + super::lifecycle::PREPARE_BOUND_MS).min(run.deadline);
+            run.set_live(
+                &mut batch,
+                LiveStateKind::FallingBack,
+                Some(bound),
+                Some("using the shared directory"),
+                None,
+                now,
+            );
+            self.commit(batch);
+        }
+        self.launch_now(run_id);
     }
 
     fn checked(&mut self, run_id: &str, outcome: Result<Outcome, DroverError>) {

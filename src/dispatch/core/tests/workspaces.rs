@@ -211,9 +211,12 @@ fn the_run_launches_in_its_worktree_with_notes_on_what_stayed_behind() {
 }
 
 #[test]
-fn a_worktree_that_cannot_be_made_fails_the_run_with_its_cause() {
+fn a_worktree_asked_for_that_cannot_be_made_fails_the_run_with_its_cause() {
     let mut h = Harness::new(WAIT);
-    let out = h.dispatch_with(in_repo);
+    let out = h.dispatch_with(|s| {
+        in_repo(s);
+        s.workspace = Some("worktree".into());
+    });
     let id = out.run().head.run_id;
     let job = out.jobs[0].clone();
     let out = h.done(
@@ -228,6 +231,79 @@ fn a_worktree_that_cannot_be_made_fails_the_run_with_its_cause() {
     assert_eq!(reason_of(&h, &id).as_deref(), Some("workspace_error"));
     assert!(out.notes().iter().any(|n| n.contains("no commit yet")));
     assert_eq!(workspace_of(&h, &id).status, WorkspaceStatus::Failed);
+}
+
+#[test]
+fn a_worktree_the_default_chose_falls_back_to_the_shared_directory() {
+    let mut h = Harness::new(WAIT);
+    let out = h.dispatch_with(in_repo);
+    let id = out.run().head.run_id;
+    let job = out.jobs[0].clone();
+    let out = h.done(
+        job,
+        Err(DroverError::new(
+            ErrorCode::WorkspaceUnavailable,
+            "the repository /work/repo has no commit yet",
+        )),
+    );
+    assert_eq!(out.launches.len(), 1);
+    assert_eq!(out.launches[0].cwd, PathBuf::from(REPO));
+    assert!(
+        out.notes()
+            .iter()
+            .any(|n| n.contains("no commit yet") && n.contains("shares its directory")),
+        "{:?}",
+        out.notes()
+    );
+    let ws = workspace_of(&h, &id);
+    assert_eq!(ws.mode, WorkspaceMode::Shared);
+    assert_eq!(saved(&out, &id), Some(ws));
+    let live: Vec<LiveStateKind> = out
+        .events
+        .iter()
+        .filter_map(|e| match e {
+            DispatchEvent::LiveState { live_state, .. } => Some(live_state.state),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(live, [LiveStateKind::FallingBack, LiveStateKind::Preparing]);
+}
+
+#[test]
+fn a_fallen_back_run_waits_for_a_writing_run_in_its_directory() {
+    let mut h = Harness::new(WAIT);
+    let holder = h.dispatch_with(in_repo);
+    let holder_id = holder.run().head.run_id;
+    // The first run falls back and works in the repository's directory.
+    h.done(
+        holder.jobs[0].clone(),
+        Err(DroverError::new(
+            ErrorCode::WorkspaceUnavailable,
+            "no commit yet",
+        )),
+    );
+    let second = h.dispatch_with(in_repo);
+    let id = second.run().head.run_id;
+    let out = h.done(
+        second.jobs[0].clone(),
+        Err(DroverError::new(
+            ErrorCode::WorkspaceUnavailable,
+            "no commit yet",
+        )),
+    );
+    assert!(out.launches.is_empty());
+    assert_eq!(h.state(&id), RunState::Queued);
+    assert!(!h.core.runs[&id].holds_slot());
+    assert_eq!(
+        h.core.runs[&id].live.as_ref().unwrap().state,
+        LiveStateKind::WaitingRepository
+    );
+    h.request(Request::Stop {
+        run_id: holder_id.clone(),
+    });
+    let out = h.exit(&holder_id);
+    assert_eq!(out.launches.len(), 1);
+    assert_eq!(out.launches[0].run_id, id);
 }
 
 #[test]
