@@ -212,6 +212,7 @@ fn summary(i: usize, state: RunState) -> RunSummary {
                 ..drover::workspace::WorkspaceView::preparing()
             })
         }),
+        result_status: None,
     }
 }
 

@@ -161,7 +161,7 @@ fn a_wrong_type_is_refused_with_its_line() {
 fn values_out_of_order_are_refused_with_the_key_the_user_set() {
     let home = Home::new();
     home.write_config("[limits]\nsession_warning_usd = 8.0\nsession_hard_cap_usd = 5.0\n");
-    let out = home.drover(&["config", "show", "--json"]);
+    let out = home.drover(&["config", "show"]);
     assert_refused(
         &out,
         "CONFIG_INVALID",
@@ -286,4 +286,29 @@ fn dashboard_key_bindings_are_checked_before_the_terminal_is_taken() {
     let json: serde_json::Value = serde_json::from_str(&stdout(&shown)).unwrap();
     assert_eq!(json["keys"]["dashboard"]["N"], "new_dispatch");
     assert_eq!(json["notifications"]["enabled"], false);
+}
+
+#[test]
+fn with_json_a_refusal_is_json_too() {
+    let home = Home::new();
+    home.write_config("[limits]\nsession_warning_usd = 8.0\nsession_hard_cap_usd = 5.0\n");
+    let out = home.drover(&["config", "show", "--json"]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(out.stdout.is_empty(), "stdout: {}", stdout(&out));
+    let err: serde_json::Value = serde_json::from_str(stderr(&out).trim()).expect("one JSON line");
+    assert_eq!(err["error"]["code"], "CONFIG_INVALID", "{err}");
+    assert!(
+        err["error"]["message"]
+            .as_str()
+            .is_some_and(|m| m.contains("session_warning_usd")),
+        "{err}"
+    );
+    // `config path --json` is data too.
+    let out = home.drover(&["config", "path", "--json"]);
+    assert_eq!(out.status.code(), Some(0));
+    let path: serde_json::Value = serde_json::from_slice(&out.stdout).expect("JSON");
+    assert_eq!(
+        path["path"].as_str(),
+        Some(home.config_file().display().to_string().as_str())
+    );
 }

@@ -518,6 +518,7 @@ mod tests {
             needs_input: false,
             escalation_offered: false,
             workspace: None,
+            result_status: None,
         }
     }
 

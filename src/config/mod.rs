@@ -54,6 +54,7 @@ pub struct Config {
     pub keys: toml::Table,
     pub notifications: NotificationsConfig,
     pub workspaces: WorkspacesConfig,
+    pub dashboard: DashboardConfig,
 }
 
 /// `[workspaces]`: where runs work (DESIGN.md §13).
@@ -89,6 +90,24 @@ impl WorkspacesConfig {
             std::path::PathBuf::from(self.root.trim())
         }
     }
+}
+
+/// `[dashboard]`: how `drover` (the dashboard) reaches the runs.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct DashboardConfig {
+    pub owner: DashboardOwner,
+}
+
+/// Who owns the runs a dashboard shows.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum DashboardOwner {
+    /// A background `drover serve` (started when none runs): leaving the dashboard never
+    /// stops a run.
+    Background,
+    /// The dashboard's own process: leaving it stops the active runs (after asking).
+    InProcess,
 }
 
 /// `[notifications]`: how the dashboard gets your attention.

@@ -18,6 +18,7 @@
 //!   as stale by the next owner after a crash).
 
 mod client;
+mod feed;
 mod host;
 pub mod offline;
 mod owner;

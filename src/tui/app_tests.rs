@@ -31,6 +31,7 @@ fn summary(id: &str, state: RunState) -> RunSummary {
         needs_input: false,
         escalation_offered: false,
         workspace: None,
+        result_status: None,
     }
 }
 

@@ -98,6 +98,7 @@ pub fn summary(n: u32, title: &str, state: RunState) -> RunSummary {
         needs_input: false,
         escalation_offered: false,
         workspace: None,
+        result_status: None,
     }
 }
 

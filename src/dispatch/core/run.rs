@@ -524,6 +524,7 @@ impl Run {
             needs_input: self.needs_input,
             escalation_offered: self.escalation.is_some(),
             workspace: Some(Box::new(self.workspace.clone())),
+            result_status: self.last_result.as_ref().and_then(|r| r.status.clone()),
         }
     }
 

@@ -759,6 +759,7 @@ impl Core {
             needs_input: false,
             escalation_offered: view.escalation.is_some(),
             workspace: view.workspace.clone().map(Box::new),
+            result_status: view.last_result.as_ref().and_then(|r| r.status.clone()),
         };
         let target = Target {
             workspace: view.workspace,

@@ -148,6 +148,7 @@ impl Harness {
         let config = Config::parse(&text, Path::new("config.toml")).expect("test config");
         let startup = Startup {
             pid: 4242,
+            version: "test".into(),
             session: LoadedSession {
                 name: "default".into(),
                 spent,
