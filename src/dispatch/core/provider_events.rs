@@ -372,6 +372,8 @@ impl Core {
         };
         run.working(&mut batch, idle_until, detail, now);
         self.commit(batch);
+        // Its turn is over: a shared run waiting for its directory may go.
+        self.release_dir_waiters();
         self.check_waiters();
     }
 

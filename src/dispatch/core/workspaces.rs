@@ -4,9 +4,10 @@
 //!   (`[workspaces] default`) when the run can write and its directory is inside a git
 //!   work tree; `shared` otherwise. An escalation or retry of a worktree run gets a
 //!   worktree that starts on the parent's branch.
-//! - A shared run whose directory a writing run is working in waits for it (live state
-//!   `waiting_repository`, bounded by the run's time box) unless `shared_conflict =
-//!   "allow"`; it is let go when that run ends.
+//! - A shared run whose directory a writing run is working in (in a turn, or queued to
+//!   start one) waits for it (live state `waiting_repository`, bounded by the run's time
+//!   box) unless `shared_conflict = "allow"`; it is let go when that run's turn or the run
+//!   ends. An idle run holds nothing: a follow-up to it is the user's own call.
 //! - Before a worktree run is launched its worktree is made (live `preparing`, "creating
 //!   the worktree", bounded by [`PREPARE_WORKTREE_BOUND_MS`]); a resumed run's worktree is
 //!   checked instead. The launch waits for the outcome; a failure fails the run with its
@@ -165,8 +166,7 @@ impl Core {
             .filter(|id| id.as_str() != run_id)
             .filter_map(|id| self.runs.get(id))
             .find(|other| {
-                other.state.is_active()
-                    && other.state != RunState::AwaitingRoute
+                writes_now(other)
                     && !other.waiting_for_dir
                     && !other.workspace.is_worktree()
                     && other.spec.capability != Capability::ReadOnly
@@ -924,6 +924,13 @@ impl Core {
     pub(super) fn after_removal(&mut self, run_id: &str, task: Task) {
         self.job(run_id, task, None, None);
     }
+}
+
+/// Whether a run holds its shared directory: its agent may be writing now (a turn), or
+/// it is queued to start one. An idle run does not (a follow-up to it is the user's own
+/// call), nor does one held on a route card.
+fn writes_now(run: &Run) -> bool {
+    run.state.is_active() && (in_turn(run) || run.state == RunState::Queued)
 }
 
 /// Whether a run is in a turn, or about to start one (its agent may be writing).

@@ -513,6 +513,31 @@ fn a_shared_directory_in_use_by_a_writing_run_is_waited_for() {
 }
 
 #[test]
+fn an_idle_run_holds_no_directory_and_a_turn_that_ends_lets_the_waiter_go() {
+    let mut h = Harness::new(WAIT);
+    let idle = h.idle();
+    // An idle run holds nothing: the next shared run starts at once.
+    let out = h.dispatch_with(|_| {});
+    assert_eq!(out.launches.len(), 1, "{:?}", out.notes());
+    let busy = out.run().head.run_id;
+    h.provider(&busy, ProviderEvent::Ready { version: None });
+    // A third waits for the one in its turn, and goes when that turn ends.
+    let waiter = h.dispatch();
+    assert_eq!(
+        h.core.runs[&waiter].live.as_ref().unwrap().state,
+        LiveStateKind::WaitingRepository
+    );
+    let out = h.provider(
+        &busy,
+        turn_done("## Result\nstatus: done\nsummary: did it\n"),
+    );
+    assert_eq!(h.state(&busy), RunState::Idle);
+    assert_eq!(out.launches.len(), 1);
+    assert_eq!(out.launches[0].run_id, waiter);
+    assert_eq!(h.state(&idle), RunState::Idle);
+}
+
+#[test]
 fn a_shared_directory_may_be_shared_at_once_when_the_config_allows() {
     let mut h = Harness::new("[workspaces]\nshared_conflict = \"allow\"\n");
     h.running();
