@@ -492,3 +492,43 @@ fn an_escalation_of_a_worktree_run_starts_on_its_parents_branch() {
     );
     assert!(!work.join("half.txt").exists());
 }
+
+#[test]
+fn removing_a_run_with_unmerged_work_needs_force_and_keeps_the_work_on_its_branch() {
+    let home = repo_home();
+    let work = home.work();
+    let _serve = home.serve();
+    let (run, ws) = worktree_run(&home, "worktree-change", "Unmerged work", 2);
+    home.json(&["complete", &run]);
+    home.wait_terminal(&run);
+    let refusal = home.refused(&["remove", &run], "UNMERGED_WORK");
+    assert!(refusal.contains("--force"), "{refusal}");
+    assert!(worktree(&ws).is_dir(), "refused: nothing changed");
+    home.json(&["remove", &run, "--force"]);
+    let branch = str_at(&ws, "branch").to_string();
+    home.wait_for(&run, "its worktree to go", |_| !worktree(&ws).exists());
+    assert!(git(work, &["show", &format!("{branch}:src/cache.rs")]).contains("pub struct Cache"));
+}
+
+#[test]
+fn a_run_whose_worktree_vanished_fails_with_that_cause() {
+    let home = repo_home();
+    let file = scenario(
+        &home,
+        "two-turns",
+        &[("one.txt", "one\n", "done"), ("two.txt", "two\n", "done")],
+    );
+    let _serve = home.serve();
+    let (run, ws) = worktree_run(&home, &file, "Lose the worktree", 1);
+    std::fs::remove_dir_all(worktree(&ws)).unwrap();
+    home.json(&["follow-up", &run, "go on"]);
+    let view = home.wait_terminal(&run);
+    assert_eq!(view["state"], "failed", "{view}");
+    assert_eq!(view["completion_reason"], "workspace_missing", "{view}");
+    assert_eq!(view["workspace"]["status"], "missing", "{view}");
+    assert!(
+        notes_of(&view).iter().any(|n| n.contains("is gone")),
+        "{:?}",
+        notes_of(&view)
+    );
+}

@@ -303,6 +303,7 @@ impl LedgerReader {
         let mut st = self.conn.prepare_cached(
             "SELECT run_id FROM runs WHERE finished_at IS NOT NULL
                AND (workspace_json IS NULL
+                    OR json_extract(workspace_json, '$.mode') IS NOT 'worktree'
                     OR json_extract(workspace_json, '$.status') NOT IN ('ready', 'preparing'))
              ORDER BY finished_at DESC, run_id DESC LIMIT -1 OFFSET ?1",
         )?;
