@@ -143,6 +143,8 @@ fn a_worktree_run_works_on_its_own_branch_at_head_and_its_change_counts_untracke
     assert_eq!(ws["base_commit"], head.as_str(), "{ws}");
     let branch = str_at(&ws, "branch").to_string();
     assert_eq!(branch, format!("drover/{run}-add-a-cache"));
+    // Dispatched at the top of the checkout, it works at the top of its worktree.
+    assert_eq!(ws["dir"], ws["worktree"], "{ws}");
     let tree = worktree(&ws);
     assert!(
         tree.starts_with(home.path().join("worktrees").join("work")),

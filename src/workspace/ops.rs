@@ -421,7 +421,14 @@ pub async fn create(plan: &CreatePlan) -> Result<Created, DroverError> {
             Some(source) => carry(source, &worktree).await?,
             None => 0,
         };
-        let dir = worktree.join(prefix.trim_end_matches('/'));
+        // At the top of the checkout the run works in the worktree itself (no trailing
+        // `/` from joining an empty path).
+        let rel = prefix.trim_end_matches('/');
+        let dir = if rel.is_empty() {
+            worktree.clone()
+        } else {
+            worktree.join(rel)
+        };
         std::fs::create_dir_all(&dir).map_err(|e| {
             unavailable(format!(
                 "cannot create {} in the worktree: {e}",
