@@ -139,14 +139,17 @@ impl Harness {
         serde_json::from_value(value.to_json()).expect("answer shape")
     }
 
+    /// Dispatches a `sim` run of `scenario` in a work directory of its own (runs that can
+    /// write into one shared directory take turns there).
     async fn dispatch(&self, scenario: &str, task: &str) -> String {
+        let work = tempfile::tempdir_in(self.home.path()).expect("a work dir");
         let run: RunSummary = self
             .ask(Request::Dispatch {
                 spec: Box::new(SpecInput {
                     provider: Some("sim".into()),
                     scenario: Some(scenario.into()),
                     task: task.into(),
-                    cwd: Some(self.home.path().to_path_buf()),
+                    cwd: Some(work.keep()),
                     ..SpecInput::default()
                 }),
             })

@@ -100,6 +100,7 @@ mod tests {
             pending,
             needs_input,
             escalation_offered: false,
+            workspace: None,
             result_status: result.map(str::to_string),
         }
     }

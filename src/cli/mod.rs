@@ -21,6 +21,7 @@ mod route;
 pub mod runs;
 pub mod serve;
 pub mod sim;
+mod workspace;
 
 use crate::error::{DroverError, ErrorCode};
 use crate::paths::Paths;
@@ -112,6 +113,8 @@ pub enum Command {
     Run(runs::RunCommand),
     #[command(flatten)]
     Route(route::RouteCommand),
+    #[command(flatten)]
+    Workspace(workspace::WorkspaceCommand),
     /// The simulated agent: a Claude-Code-compatible stream-json CLI driven by a scenario.
     #[command(hide = true)]
     SimAgent(sim::SimAgentArgs),
@@ -182,6 +185,7 @@ pub fn run(cli: Cli) -> Result<exit::Exit, DroverError> {
         Command::Budget(args) => done(budget::run(args, &paths)),
         Command::Run(command) => runs::run(command, &paths),
         Command::Route(command) => done(route::run(command, &paths)),
+        Command::Workspace(command) => done(workspace::run(command, &paths)),
         Command::SimAgent(_) => Err(DroverError::new(
             ErrorCode::Internal,
             "sim-agent is handled before the data directory is touched",

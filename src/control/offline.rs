@@ -4,7 +4,8 @@
 //!
 //! What must stay true: only a read-only connection is used, and reading never creates
 //! the ledger; a request that only an owner can answer (any change, and a `wait` the
-//! ledger does not already meet) is `NO_OWNER`.
+//! ledger does not already meet) is `NO_OWNER`. A `diff` also reads the run's worktree
+//! through git ([`diff`]), which changes nothing there.
 
 use serde_json::Value;
 
@@ -15,6 +16,24 @@ use crate::dispatch::views;
 use crate::error::DroverError;
 use crate::ledger::LedgerReader;
 use crate::paths::Paths;
+
+/// `diff` with no owner: the run's workspace from the ledger, its diff from git (which
+/// only reads the worktree).
+pub async fn diff(
+    paths: &Paths,
+    run_id: &str,
+    file: Option<&str>,
+    stat: bool,
+) -> Result<Response, DroverError> {
+    let workspace = {
+        let reader = open_reader(paths)?.ok_or_else(|| views::run_not_found(run_id))?;
+        views::run_view_from_ledger(&reader, run_id)?.workspace
+    };
+    let workspace = crate::workspace::diffable(run_id, workspace.as_ref())?;
+    Ok(Response::Diff(Box::new(
+        crate::workspace::ops::diff(run_id, &workspace, file, stat).await?,
+    )))
+}
 
 /// The ledger of `paths`, read-only; `None` when there is no ledger file yet.
 pub fn open_reader(paths: &Paths) -> Result<Option<LedgerReader>, DroverError> {

@@ -116,6 +116,10 @@ const MIGRATIONS: &[&str] = &[
         value TEXT NOT NULL
     );
     "#,
+    // 2: each run's workspace (its worktree, branch and base, what it changed), as JSON.
+    r#"
+    ALTER TABLE runs ADD COLUMN workspace_json TEXT;
+    "#,
 ];
 
 /// The schema version this build writes.

@@ -714,6 +714,7 @@ mod tests {
             pending: 0,
             needs_input: false,
             escalation_offered: false,
+            workspace: None,
             result_status: None,
         }
     }
