@@ -213,6 +213,9 @@ fn summary(i: usize, state: RunState) -> RunSummary {
             })
         }),
         result_status: None,
+        parent_run: None,
+        depth: 0,
+        workflow_id: None,
     }
 }
 

@@ -79,6 +79,8 @@ pub enum ErrorCode {
     FileNotChanged,
     /// git failed at something drover asked of it (its words follow).
     GitFailed,
+    /// A sub-run would nest deeper than `[limits] max_depth`.
+    MaxDepth,
     Internal,
 }
 
@@ -118,6 +120,7 @@ impl ErrorCode {
             ErrorCode::RoutePickRefused => "ROUTE_PICK_REFUSED",
             ErrorCode::RouteNotFound => "ROUTE_NOT_FOUND",
             ErrorCode::NoRoute => "NO_ROUTE",
+            ErrorCode::MaxDepth => "MAX_DEPTH",
             ErrorCode::WorkspaceUnavailable => "WORKSPACE_UNAVAILABLE",
             ErrorCode::NoWorktree => "NO_WORKTREE",
             ErrorCode::WorktreeMissing => "WORKTREE_MISSING",
@@ -189,6 +192,7 @@ mod tests {
             ErrorCode::WorkspaceBusy,
             ErrorCode::FileNotChanged,
             ErrorCode::GitFailed,
+            ErrorCode::MaxDepth,
         ] {
             let json = serde_json::to_string(&code).unwrap();
             assert_eq!(json, format!("\"{}\"", code.as_str()));

@@ -15,6 +15,7 @@ pub mod error;
 pub mod ledger;
 pub mod live_state;
 pub mod logging;
+pub mod mcp;
 pub mod money;
 pub mod paths;
 pub mod providers;

@@ -230,6 +230,7 @@ async fn dispatch_from_the_form_with_an_inline_refusal_first() {
         .ask(Request::Runs {
             state: None,
             include_removed: true,
+            workflow: None,
         })
         .await;
     assert!(runs.is_empty(), "nothing is created for a refused dispatch");

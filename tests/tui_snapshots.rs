@@ -111,6 +111,25 @@ fn each_tray_populated() {
 }
 
 #[test]
+fn sub_runs_are_indented_under_their_parent() {
+    let parent = summary(1, "Split the migration into parts", RunState::Running);
+    let mut first = summary(2, "Migrate the users table", RunState::Running);
+    first.parent_run = Some(id(1));
+    first.depth = 1;
+    let mut grandchild = summary(3, "Backfill the new column", RunState::Running);
+    grandchild.parent_run = Some(id(2));
+    grandchild.depth = 2;
+    let mut second = summary(4, "Migrate the orders table", RunState::Running);
+    second.parent_run = Some(id(1));
+    second.depth = 1;
+    let other = summary(5, "Start the benchmark run", RunState::Running);
+    one_tray(
+        "tray_sub_runs",
+        vec![parent, first, grandchild, second, other],
+    );
+}
+
+#[test]
 fn the_whole_dashboard_with_the_detail_pane() {
     snap("dashboard_120x36", &busy_app(120, 36));
 }

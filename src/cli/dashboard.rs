@@ -105,6 +105,7 @@ async fn count_active(link: &Link) -> usize {
         .request(Request::Runs {
             state: None,
             include_removed: false,
+            workflow: None,
         })
         .await
     {

@@ -102,6 +102,9 @@ mod tests {
             escalation_offered: false,
             workspace: None,
             result_status: result.map(str::to_string),
+            parent_run: None,
+            depth: 0,
+            workflow_id: None,
         }
     }
 

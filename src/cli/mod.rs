@@ -15,6 +15,7 @@ mod docs;
 mod doctor;
 pub mod exit;
 mod headless;
+mod mcp;
 pub mod owner;
 mod render;
 mod route;
@@ -109,6 +110,9 @@ pub enum Command {
     /// The dashboard on the simulated provider with a few runs already dispatched, in a
     /// throwaway data directory (unless DROVER_HOME is set): no CLI, no API key.
     Demo(demo::DemoArgs),
+    /// An MCP server on stdin/stdout: an agent (Claude Code, Codex, OpenCode) dispatches
+    /// runs, waits for them and reads their results; the person supervises them here.
+    Mcp(mcp::McpArgs),
     #[command(flatten)]
     Run(runs::RunCommand),
     #[command(flatten)]
@@ -183,6 +187,7 @@ pub fn run(cli: Cli) -> Result<exit::Exit, DroverError> {
         )),
         Command::Doctor(args) => done(doctor::run(args, &paths)),
         Command::Budget(args) => done(budget::run(args, &paths)),
+        Command::Mcp(args) => done(mcp::run(args, &paths)),
         Command::Run(command) => runs::run(command, &paths),
         Command::Route(command) => done(route::run(command, &paths)),
         Command::Workspace(command) => done(workspace::run(command, &paths)),

@@ -314,6 +314,7 @@ pub fn status(args: StatusArgs, paths: &Paths) -> Result<(), DroverError> {
         let request = Request::Runs {
             state: None,
             include_removed: false,
+            workflow: None,
         };
         let runs = match &pong {
             Some(_) => super::headless::ask(paths, request).await?,

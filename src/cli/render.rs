@@ -519,6 +519,9 @@ mod tests {
             escalation_offered: false,
             workspace: None,
             result_status: None,
+            parent_run: None,
+            depth: 0,
+            workflow_id: None,
         }
     }
 

@@ -48,6 +48,9 @@ pub enum RunCommand {
         /// Include runs removed from the trays.
         #[arg(long)]
         all: bool,
+        /// Only the runs of this workflow (a parent run's sub-runs are in its workflow).
+        #[arg(long, value_name = "ID")]
+        workflow: Option<String>,
         #[command(flatten)]
         output: JsonFlag,
     },
@@ -106,8 +109,11 @@ pub enum RunCommand {
     },
     /// Remove a finished run (or every finished run) from the trays; its spend still counts.
     Remove(RemoveArgs),
-    /// Stop every active, queued and held run.
+    /// Stop every active, queued and held run (of one workflow with --workflow).
     KillAll {
+        /// Only the runs of this workflow.
+        #[arg(long, value_name = "ID")]
+        workflow: Option<String>,
         #[command(flatten)]
         output: JsonFlag,
     },
@@ -213,8 +219,11 @@ impl From<UntilArg> for WaitUntil {
 #[derive(Debug, Args)]
 pub struct WaitArgs {
     /// The runs to wait for.
-    #[arg(required = true, value_name = "RUN")]
+    #[arg(required_unless_present = "workflow", value_name = "RUN")]
     pub runs: Vec<String>,
+    /// Also every run of this workflow (as it stands when the wait starts).
+    #[arg(long, value_name = "ID")]
+    pub workflow: Option<String>,
     #[arg(long, value_enum, default_value_t = UntilArg::Terminal)]
     pub until: UntilArg,
     /// Done when any of the runs is (default: all of them).
@@ -265,9 +274,15 @@ impl RunCommand {
     pub fn request(&self) -> Result<Option<Request>, String> {
         let request = match self {
             RunCommand::Dispatch(_) => return Ok(None),
-            RunCommand::Runs { state, all, .. } => Request::Runs {
+            RunCommand::Runs {
+                state,
+                all,
+                workflow,
+                ..
+            } => Request::Runs {
                 state: *state,
                 include_removed: *all,
+                workflow: workflow.clone(),
             },
             RunCommand::Show { run, .. } => Request::Show {
                 run_id: run.clone(),
@@ -300,7 +315,9 @@ impl RunCommand {
                 finished: args.finished,
                 force: args.force,
             },
-            RunCommand::KillAll { .. } => Request::KillAll,
+            RunCommand::KillAll { workflow, .. } => Request::KillAll {
+                workflow: workflow.clone(),
+            },
             RunCommand::Wait(args) => Request::Wait {
                 run_ids: args.runs.clone(),
                 until: args.until.into(),
@@ -339,7 +356,7 @@ impl RunCommand {
             | RunCommand::Resume { output, .. }
             | RunCommand::Stop { output, .. }
             | RunCommand::Complete { output, .. }
-            | RunCommand::KillAll { output } => output.json,
+            | RunCommand::KillAll { output, .. } => output.json,
             RunCommand::Respond(RespondArgs { output, .. })
             | RunCommand::Remove(RemoveArgs { output, .. })
             | RunCommand::Wait(WaitArgs { output, .. }) => output.json,
@@ -372,7 +389,31 @@ pub fn run(command: RunCommand, paths: &Paths) -> Result<Exit, DroverError> {
         }
     };
     let json = command.json();
-    let answer = runtime()?.block_on(ask(paths, request.clone()))?;
+    let runtime = runtime()?;
+    let request = match (&command, request) {
+        (
+            RunCommand::Wait(WaitArgs {
+                workflow: Some(workflow),
+                ..
+            }),
+            Request::Wait {
+                mut run_ids,
+                until,
+                any,
+                timeout_secs,
+            },
+        ) => {
+            run_ids.extend(runtime.block_on(workflow_runs(paths, workflow))?);
+            Request::Wait {
+                run_ids,
+                until,
+                any,
+                timeout_secs,
+            }
+        }
+        (_, request) => request,
+    };
+    let answer = runtime.block_on(ask(paths, request.clone()))?;
     if let (RunCommand::Show { pending: true, .. }, Response::Show(view)) = (&command, &answer) {
         let ids: String = view
             .pending
@@ -397,6 +438,32 @@ pub fn run(command: RunCommand, paths: &Paths) -> Result<Exit, DroverError> {
         (Request::Wait { .. }, Response::Wait(w)) => Ok(Exit::of_runs(&w.runs)),
         _ => Ok(Exit::Done),
     }
+}
+
+/// The ids of the runs of `workflow` (`RUN_NOT_FOUND` when it has none).
+async fn workflow_runs(paths: &Paths, workflow: &str) -> Result<Vec<String>, DroverError> {
+    let answer = ask(
+        paths,
+        Request::Runs {
+            state: None,
+            include_removed: true,
+            workflow: Some(workflow.to_string()),
+        },
+    )
+    .await?;
+    let Response::Runs(runs) = answer else {
+        return Err(DroverError::new(
+            ErrorCode::Internal,
+            "the owner answered runs with something else; check that both are the same drover version",
+        ));
+    };
+    if runs.is_empty() {
+        return Err(DroverError::new(
+            ErrorCode::RunNotFound,
+            format!("no run is in workflow {workflow}; `drover runs` lists the runs"),
+        ));
+    }
+    Ok(runs.into_iter().map(|r| r.head.run_id).collect())
 }
 
 pub(crate) fn wait_timed_out(until: WaitUntil, timeout_secs: Option<u64>) -> DroverError {
@@ -468,7 +535,15 @@ fn human(request: &Request, answer: &Response) -> String {
         (_, Request::Remove { run_id: None, .. }) => {
             "removed the finished runs from the trays\n".to_string()
         }
-        (_, Request::KillAll) => "stopping every active, queued and held run\n".to_string(),
+        (_, Request::KillAll { workflow: None }) => {
+            "stopping every active, queued and held run\n".to_string()
+        }
+        (
+            _,
+            Request::KillAll {
+                workflow: Some(workflow),
+            },
+        ) => format!("stopping every active, queued and held run of workflow {workflow}\n"),
         _ => render::pretty_json(answer),
     }
 }
@@ -508,6 +583,7 @@ mod tests {
                 Request::Runs {
                     state: None,
                     include_removed: false,
+                    workflow: None,
                 },
             ),
             (
@@ -515,6 +591,7 @@ mod tests {
                 Request::Runs {
                     state: Some(RunState::AwaitingPermission),
                     include_removed: true,
+                    workflow: None,
                 },
             ),
             (&["show", "r1"], Request::Show { run_id: r() }),
@@ -557,7 +634,7 @@ mod tests {
                     force: false,
                 },
             ),
-            (&["kill-all"], Request::KillAll),
+            (&["kill-all"], Request::KillAll { workflow: None }),
             (
                 &["wait", "r1", "r2"],
                 Request::Wait {

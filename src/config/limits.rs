@@ -32,6 +32,9 @@ pub struct Limits {
     pub queued_per_session: u32,
     pub held_per_session: u32,
     pub per_workflow: u32,
+    /// How deep sub-runs (runs dispatched from inside a run) may nest: a top-level run
+    /// is at depth 0.
+    pub max_depth: u32,
     pub session_warning_usd: f64,
     pub session_hard_cap_usd: f64,
     pub permission_timeout_secs: u64,

@@ -55,6 +55,16 @@ pub struct Config {
     pub notifications: NotificationsConfig,
     pub workspaces: WorkspacesConfig,
     pub dashboard: DashboardConfig,
+    pub mcp: McpConfig,
+}
+
+/// `[mcp]`: drover's MCP server offered to runs (DESIGN.md §16).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct McpConfig {
+    /// Start each run's CLI with `drover mcp` configured as an MCP server, so the run can
+    /// dispatch sub-runs of itself.
+    pub expose_to_runs: bool,
 }
 
 /// `[workspaces]`: where runs work (DESIGN.md §13).

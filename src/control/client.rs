@@ -58,7 +58,7 @@ pub fn request_timeout(request: &Request) -> Option<Duration> {
         | Request::Stop { .. }
         | Request::Complete { .. }
         | Request::Remove { .. }
-        | Request::KillAll
+        | Request::KillAll { .. }
         | Request::BudgetSet { .. }
         | Request::BudgetNew { .. }
         | Request::Route { .. }
@@ -364,6 +364,7 @@ mod tests {
                 Request::Runs {
                     state: None,
                     include_removed: false,
+                    workflow: None,
                 },
                 Some(READ_TIMEOUT),
             ),
@@ -406,7 +407,7 @@ mod tests {
                 },
                 Some(CHANGE_TIMEOUT),
             ),
-            (Request::KillAll, Some(CHANGE_TIMEOUT)),
+            (Request::KillAll { workflow: None }, Some(CHANGE_TIMEOUT)),
             (wait(Some(30)), Some(Duration::from_secs(40))),
             (wait(Some(0)), Some(WAIT_MARGIN)),
             (wait(Some(u64::MAX)), Some(Duration::MAX)),

@@ -53,10 +53,14 @@ pub fn answer(paths: &Paths, request: &Request) -> Result<Response, DroverError>
             Request::Runs {
                 state,
                 include_removed,
+                workflow,
             },
             reader,
         ) => Response::Runs(match reader {
-            Some(reader) => views::run_summaries_from_ledger(reader, *state, *include_removed)?,
+            Some(reader) => views::run_summaries_from_ledger(reader, *state, *include_removed)?
+                .into_iter()
+                .filter(|r| r.in_workflow(workflow.as_deref()))
+                .collect(),
             None => Vec::new(),
         }),
         (Request::Show { run_id }, Some(reader)) => {
@@ -118,6 +122,7 @@ mod tests {
         let runs = Request::Runs {
             state: None,
             include_removed: false,
+            workflow: None,
         };
         assert_eq!(answer_json(&paths, &runs).unwrap(), json!([]));
         let show = Request::Show {

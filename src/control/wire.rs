@@ -138,7 +138,7 @@ pub fn parse_request_line(line: &[u8]) -> Result<(u64, Request), Refusal> {
             ),
         ));
     };
-    let request = serde_json::from_value::<Request>(request).map_err(|e| {
+    let request = decode_request(request).map_err(|e| {
         (
             Some(id),
             invalid(format!(
@@ -147,6 +147,21 @@ pub fn parse_request_line(line: &[u8]) -> Result<(u64, Request), Refusal> {
         )
     })?;
     Ok((id, request))
+}
+
+/// A request; its `params` may be left out when every one of them is optional
+/// (`{"method": "kill_all"}`, as before `kill_all` took a workflow).
+fn decode_request(request: Value) -> Result<Request, serde_json::Error> {
+    match serde_json::from_value::<Request>(request.clone()) {
+        Ok(request) => Ok(request),
+        Err(e) => match request {
+            Value::Object(mut object) if !object.contains_key("params") => {
+                object.insert("params".into(), Value::Object(Default::default()));
+                serde_json::from_value(Value::Object(object)).map_err(|_| e)
+            }
+            _ => Err(e),
+        },
+    }
 }
 
 fn invalid(message: impl Into<String>) -> DroverError {
@@ -296,6 +311,22 @@ mod tests {
                 any: true,
                 timeout_secs: None
             })
+        );
+
+        // Methods whose params are all optional may leave them out.
+        let kill_all = parse_request_line(br#"{"id": 7, "request": {"method": "kill_all"}}"#);
+        assert_eq!(kill_all, Ok((7, Request::KillAll { workflow: None })));
+        let scoped = parse_request_line(
+            br#"{"id": 8, "request": {"method": "kill_all", "params": {"workflow": "w1"}}}"#,
+        );
+        assert_eq!(
+            scoped,
+            Ok((
+                8,
+                Request::KillAll {
+                    workflow: Some("w1".into())
+                }
+            ))
         );
 
         // (line, the id echoed back)

@@ -32,6 +32,9 @@ pub enum Request {
         state: Option<RunState>,
         #[serde(default)]
         include_removed: bool,
+        /// Only the runs of this workflow.
+        #[serde(default)]
+        workflow: Option<String>,
     },
     Show {
         run_id: String,
@@ -101,7 +104,11 @@ pub enum Request {
     Discard {
         run_id: String,
     },
-    KillAll,
+    /// Stop every active, queued and held run (of `workflow` alone, when named).
+    KillAll {
+        #[serde(default)]
+        workflow: Option<String>,
+    },
     /// The current budget session's money: spent, reserved, caps.
     Budget,
     /// New caps for the current budget session (the one not given stays).
@@ -293,7 +300,7 @@ impl Request {
             Request::Show { .. } => Response::Show(boxed(value)?),
             Request::Transcript { .. } => Response::Transcript(boxed(value)?),
             Request::Remove { .. } => Response::Removed(serde_json::from_value(value)?),
-            Request::KillAll => Response::Stopped(serde_json::from_value(value)?),
+            Request::KillAll { .. } => Response::Stopped(serde_json::from_value(value)?),
             Request::Wait { .. } => Response::Wait(serde_json::from_value(value)?),
             Request::Subscribe { .. } => Response::Subscribed(serde_json::from_value(value)?),
             Request::Budget | Request::BudgetSet { .. } | Request::BudgetNew { .. } => {
@@ -355,7 +362,9 @@ impl Response {
     }
 }
 
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(
+    Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema,
+)]
 #[serde(rename_all = "snake_case")]
 pub enum TranscriptFormat {
     /// The run's last parsed result block.
@@ -369,7 +378,9 @@ pub enum TranscriptFormat {
     Events,
 }
 
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(
+    Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema,
+)]
 #[serde(rename_all = "snake_case")]
 pub enum WaitUntil {
     /// The turn ended and the run waits for a follow-up (or it has ended). A run waiting
@@ -440,6 +451,11 @@ impl Need {
 }
 
 impl RunSummary {
+    /// Whether the run is in `workflow` (every run is, when none is named).
+    pub fn in_workflow(&self, workflow: Option<&str>) -> bool {
+        workflow.is_none_or(|w| self.workflow_id.as_deref() == Some(w))
+    }
+
     /// What the run waits for from the user, if anything: the Needs-you tray's rule.
     pub fn needs_you(&self) -> Option<Need> {
         if self.head.state.is_terminal() {
@@ -550,6 +566,14 @@ pub struct RunSummary {
     /// The status word of the run's last result (`done`, `blocked`, `needs_input`, …).
     #[serde(default)]
     pub result_status: Option<String>,
+    /// The run this one was dispatched from (a sub-run), escalated or retried from.
+    #[serde(default)]
+    pub parent_run: Option<String>,
+    /// How many parents up the run's lineage goes (0 for a top-level run).
+    #[serde(default)]
+    pub depth: u32,
+    #[serde(default)]
+    pub workflow_id: Option<String>,
 }
 
 /// Everything about one run (`drover show --json`).

@@ -115,6 +115,7 @@ pub fn answer(reader: &LedgerReader, query: Query) -> Result<Response, DroverErr
         Query::Runs {
             state,
             include_removed,
+            workflow,
             live,
         } => {
             let in_memory: std::collections::HashSet<String> =
@@ -125,7 +126,9 @@ pub fn answer(reader: &LedgerReader, query: Query) -> Result<Response, DroverErr
                     .into_iter()
                     .filter(|r| !in_memory.contains(&r.head.run_id)),
             );
-            rows.retain(|r| state.is_none_or(|s| r.head.state == s));
+            rows.retain(|r| {
+                state.is_none_or(|s| r.head.state == s) && r.in_workflow(workflow.as_deref())
+            });
             rows.sort_by(|a, b| {
                 b.head
                     .created_at
@@ -218,7 +221,7 @@ pub fn run_summaries_from_ledger(
         .filter(|run| state.is_none_or(|s| run.state == s))
         .map(|run| {
             let cost = spend.get(&run.run_id).copied().unwrap_or(0.0);
-            summary(run, cost)
+            summary(reader, run, cost)
         })
         .collect()
 }
@@ -233,12 +236,20 @@ pub fn summary_from_record(
         .iter()
         .filter_map(|u| u.cost_usd)
         .sum();
-    summary(run.clone(), cost)
+    summary(reader, run.clone(), cost)
 }
 
-fn summary(run: RunRecord, cost_usd: f64) -> Result<RunSummary, DroverError> {
+fn summary(
+    reader: &LedgerReader,
+    run: RunRecord,
+    cost_usd: f64,
+) -> Result<RunSummary, DroverError> {
     let spec = stored_spec(&run)?;
     let last_result = stored_result(&run)?;
+    let depth = match run.parent_run {
+        Some(_) => stored_depth(reader, &run.run_id)?,
+        None => 0,
+    };
     Ok(RunSummary {
         needs_input: needs_input(run.state, last_result.as_ref()),
         head: head(&run, &spec, cost_usd),
@@ -246,7 +257,19 @@ fn summary(run: RunRecord, cost_usd: f64) -> Result<RunSummary, DroverError> {
         escalation_offered: false,
         workspace: stored_workspace(&run).map(Box::new),
         result_status: last_result.and_then(|r| r.status),
+        parent_run: run.parent_run.clone(),
+        depth,
+        workflow_id: run.workflow_id.clone(),
     })
+}
+
+/// A run's depth as its last `lineage` event recorded it (0 without one).
+fn stored_depth(reader: &LedgerReader, run_id: &str) -> Result<u32, DroverError> {
+    Ok(
+        last_event_body::<serde_json::Value>(reader, run_id, "lineage")?
+            .and_then(|l| l.get("depth")?.as_u64())
+            .unwrap_or(0) as u32,
+    )
 }
 
 /// The fields every view of a run starts with, from its ledger row (only a live
@@ -418,9 +441,7 @@ pub fn run_view_from_ledger(reader: &LedgerReader, run_id: &str) -> Result<RunVi
         usage,
         route: last_event_body(reader, run_id, "route")?,
         escalation: last_event_body(reader, run_id, "escalation_offer")?,
-        depth: last_event_body::<serde_json::Value>(reader, run_id, "lineage")?
-            .and_then(|l| l.get("depth")?.as_u64())
-            .unwrap_or(0) as u32,
+        depth: stored_depth(reader, run_id)?,
         parent_run: run.parent_run.clone(),
         workspace,
     })
@@ -491,12 +512,7 @@ pub fn wait_from_ledger(
     let mut runs = Vec::with_capacity(run_ids.len());
     for run_id in run_ids {
         let run = reader.run(run_id)?.ok_or_else(|| run_not_found(run_id))?;
-        let cost = reader
-            .usage(Some(run_id))?
-            .iter()
-            .filter_map(|u| u.cost_usd)
-            .sum();
-        runs.push(summary(run, cost)?);
+        runs.push(summary_from_record(reader, &run)?);
     }
     // Nothing changes while nobody owns the directory: no new event will come.
     let met = |run: &RunSummary| until != WaitUntil::Event && until.met_by(run);

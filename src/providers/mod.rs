@@ -60,7 +60,22 @@ pub struct LaunchSpec {
     pub resume_tokens: Option<Tokens>,
     /// The sim's scenario (name or file); ignored by real providers.
     pub scenario: Option<String>,
+    /// drover's MCP server, to configure in the child's CLI (`[mcp] expose_to_runs`).
+    pub mcp: Option<McpServer>,
 }
+
+/// A stdio MCP server a run's CLI is started with: `command args…` with `env` added.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct McpServer {
+    /// Empty until [`launch`] fills in this drover's own executable.
+    pub command: PathBuf,
+    pub args: Vec<String>,
+    pub env: BTreeMap<String, String>,
+}
+
+/// The name drover's MCP server goes by in a CLI's config (its tools are
+/// `mcp__drover__dispatch`, … in Claude Code).
+pub const MCP_SERVER_NAME: &str = "drover";
 
 /// What the dispatcher asks of a running adapter.
 #[derive(Debug, Clone, PartialEq)]

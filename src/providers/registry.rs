@@ -81,10 +81,19 @@ pub struct Launcher {
 
 /// Starts the run's adapter. `spec.command` is the config's command (empty when the
 /// config names none).
-pub fn launch(spec: LaunchSpec, launcher: &Launcher) -> Result<AdapterHandle, LaunchError> {
+pub fn launch(mut spec: LaunchSpec, launcher: &Launcher) -> Result<AdapterHandle, LaunchError> {
     let sink = launcher.sink.clone();
+    if let Some(server) = spec.mcp.as_mut()
+        && server.command.as_os_str().is_empty()
+    {
+        server.command = launcher.self_exe.clone();
+    }
     match spec.provider.as_str() {
-        "sim" => super::claude::launch(sim_command(spec, &launcher.self_exe), sink),
+        // The simulated agent calls no tools of its own choosing: no MCP server.
+        "sim" => super::claude::launch(
+            sim_command(LaunchSpec { mcp: None, ..spec }, &launcher.self_exe),
+            sink,
+        ),
         "claude-code" => super::claude::launch(with_default_command(spec), sink),
         "codex" => super::codex::launch(with_default_command(spec), sink),
         "opencode" => super::opencode::launch(with_default_command(spec), sink),
@@ -143,6 +152,7 @@ mod tests {
             resume_session: None,
             resume_tokens: None,
             scenario: scenario.map(str::to_string),
+            mcp: None,
         }
     }
 

@@ -11,7 +11,7 @@ use serde_json::Value;
 use std::path::PathBuf;
 
 /// An unvalidated dispatch request.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(default)]
 pub struct SpecInput {
     /// Provider name; absent or blank means the configured default provider.
@@ -22,8 +22,11 @@ pub struct SpecInput {
     pub effort: Option<String>,
     /// Working directory; relative paths are resolved against the caller's directory.
     pub cwd: Option<PathBuf>,
+    /// What the run is to do (required).
     pub task: String,
+    /// Background the agent gets along with the task.
     pub context: Option<String>,
+    /// A short name for the run (shown in the dashboard).
     pub title: Option<String>,
     pub tags: Vec<String>,
     /// `read-only`, `workspace` or `full`.

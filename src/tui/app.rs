@@ -1150,6 +1150,7 @@ impl App {
             request: Request::Runs {
                 state: None,
                 include_removed: false,
+                workflow: None,
             },
         });
     }

@@ -32,6 +32,9 @@ fn summary(id: &str, state: RunState) -> RunSummary {
         escalation_offered: false,
         workspace: None,
         result_status: None,
+        parent_run: None,
+        depth: 0,
+        workflow_id: None,
     }
 }
 
@@ -67,7 +70,8 @@ fn starting_fetches_runs_and_money() {
         [
             &Request::Runs {
                 state: None,
-                include_removed: false
+                include_removed: false,
+                workflow: None,
             },
             &Request::Budget
         ]

@@ -15,6 +15,10 @@ use crate::dispatch::{DispatchEvent, Request, Response};
 
 /// Something happened.
 #[derive(Debug, Clone)]
+#[allow(
+    clippy::large_enum_variant,
+    reason = "events are handled one at a time as they arrive; boxing would allocate per dispatcher event"
+)]
 pub enum AppEvent {
     Key(KeyEvent),
     Mouse(MouseEvent),

@@ -160,6 +160,8 @@ pub struct ViewModel {
     pub budget: Option<BudgetView>,
     runs: HashMap<String, RunEntry>,
     rows: Vec<Row>,
+    /// How far each sub-run's row is indented under its parent (absent: not at all).
+    indents: HashMap<String, usize>,
     selected: Option<String>,
     /// Rows above the visible part of the left pane.
     pub list_top: usize,
@@ -195,6 +197,11 @@ impl ViewModel {
 
     pub fn run_count(&self) -> usize {
         self.runs.len()
+    }
+
+    /// How far the run's row is indented under its parent in its tray (0: a top row).
+    pub fn indent(&self, run_id: &str) -> usize {
+        self.indents.get(run_id).copied().unwrap_or(0)
     }
 
     pub fn rows(&self) -> &[Row] {
@@ -599,6 +606,7 @@ impl ViewModel {
             trays[Tray::of(&entry.summary) as usize].push(entry);
         }
         let mut rows = Vec::with_capacity(self.runs.len() + Tray::ALL.len());
+        let mut indents = HashMap::new();
         for tray in Tray::ALL {
             let list = &mut trays[tray as usize];
             if list.is_empty() {
@@ -606,9 +614,16 @@ impl ViewModel {
             }
             sort_tray(tray, list);
             rows.push(Row::Header(tray, list.len()));
-            rows.extend(list.iter().map(|e| Row::Run(e.summary.head.run_id.clone())));
+            for (entry, indent) in nest(list) {
+                let id = entry.summary.head.run_id.clone();
+                if indent > 0 {
+                    indents.insert(id.clone(), indent);
+                }
+                rows.push(Row::Run(id));
+            }
         }
         self.rows = rows;
+        self.indents = indents;
         let selected_visible = self.selected.as_ref().is_some_and(|s| {
             self.rows
                 .iter()
@@ -648,6 +663,49 @@ fn matches_filter(run: &RunSummary, needle: &str) -> bool {
 
 /// The order inside a tray: what waits longest for the user first; finished runs newest
 /// first; the rest oldest first (the order they were dispatched).
+/// The deepest a sub-run's row is indented (deeper ones line up at this depth).
+pub const MAX_INDENT: usize = 4;
+
+/// A sorted tray with each sub-run moved right under its parent when both are in the
+/// tray (siblings keep the tray's order), and how deep under it each row sits. Every run
+/// comes out once, whatever its lineage says (a parent chain that loops is laid flat).
+fn nest<'a>(list: &[&'a RunEntry]) -> Vec<(&'a RunEntry, usize)> {
+    let ids: std::collections::HashSet<&str> = list
+        .iter()
+        .map(|e| e.summary.head.run_id.as_str())
+        .collect();
+    let parent_of = |e: &'a RunEntry| -> Option<&'a str> {
+        e.summary
+            .parent_run
+            .as_deref()
+            .filter(|p| *p != e.summary.head.run_id && ids.contains(p))
+    };
+    let mut children: HashMap<&str, Vec<&'a RunEntry>> = HashMap::new();
+    for entry in list {
+        if let Some(parent) = parent_of(entry) {
+            children.entry(parent).or_default().push(entry);
+        }
+    }
+    let mut out = Vec::with_capacity(list.len());
+    let mut placed = std::collections::HashSet::new();
+    let roots = list.iter().filter(|e| parent_of(e).is_none());
+    // Then whatever a loop kept from being reached from a root, flat.
+    let rest = list.iter().filter(|e| parent_of(e).is_some());
+    for root in roots.chain(rest) {
+        let mut stack = vec![(*root, 0usize)];
+        while let Some((entry, depth)) = stack.pop() {
+            if !placed.insert(entry.summary.head.run_id.as_str()) {
+                continue;
+            }
+            out.push((entry, depth.min(MAX_INDENT)));
+            if let Some(kids) = children.get(entry.summary.head.run_id.as_str()) {
+                stack.extend(kids.iter().rev().map(|k| (*k, depth + 1)));
+            }
+        }
+    }
+    out
+}
+
 fn sort_tray(tray: Tray, list: &mut [&RunEntry]) {
     match tray {
         Tray::NeedsYou => list.sort_by(|a, b| {
@@ -716,6 +774,9 @@ mod tests {
             escalation_offered: false,
             workspace: None,
             result_status: None,
+            parent_run: None,
+            depth: 0,
+            workflow_id: None,
         }
     }
 
@@ -783,6 +844,42 @@ mod tests {
             .as_ref()
             .map(|l| l.seq);
         assert_eq!(seq, Some(3));
+    }
+
+    #[test]
+    fn sub_runs_sit_under_their_parent_and_a_looping_lineage_is_laid_flat() {
+        let child = |id: &str, parent: &str| {
+            let mut s = summary(id, RunState::Running);
+            s.parent_run = Some(parent.to_string());
+            s
+        };
+        let mut m = ViewModel::new(0, 100, 40);
+        m.replace_runs(vec![
+            summary("p", RunState::Running),
+            child("c1", "p"),
+            child("g", "c1"),
+            // A parent in another tray: a top row here.
+            child("q", "p-elsewhere"),
+            // A loop and a run that names itself: each shown once, flat.
+            child("x", "y"),
+            child("y", "x"),
+            child("self", "self"),
+        ]);
+        let ids: Vec<&str> = m.run_ids().map(String::as_str).collect();
+        let at = |id: &str| ids.iter().position(|i| *i == id).unwrap();
+        assert_eq!(ids.len(), 7, "{ids:?}");
+        assert_eq!(at("c1"), at("p") + 1, "{ids:?}");
+        assert_eq!(at("g"), at("c1") + 1, "{ids:?}");
+        assert_eq!(
+            [m.indent("p"), m.indent("c1"), m.indent("g"), m.indent("q")],
+            [0, 1, 2, 0]
+        );
+        assert_eq!(m.indent("self"), 0);
+        assert_eq!(
+            m.indent("x") + m.indent("y"),
+            1,
+            "one of the loop under the other"
+        );
     }
 
     #[test]

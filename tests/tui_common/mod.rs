@@ -99,6 +99,9 @@ pub fn summary(n: u32, title: &str, state: RunState) -> RunSummary {
         escalation_offered: false,
         workspace: None,
         result_status: None,
+        parent_run: None,
+        depth: 0,
+        workflow_id: None,
     }
 }
 

@@ -103,9 +103,66 @@ impl Core {
             .collect()
     }
 
-    /// Validates and creates a run. Returns the run's summary.
+    /// Validates and creates a run. Returns the run's summary. A dispatch that names a
+    /// parent run is a sub-run of it ([`sub_run`]): one level deeper, in its workflow,
+    /// with a cap that fits what the parent has left.
     pub(super) fn admit(&mut self, input: SpecInput) -> Result<RunSummary, DroverError> {
-        self.admit_with(input, None)
+        let Some(parent_id) = input.parent_run.clone().filter(|p| !p.trim().is_empty()) else {
+            return self.admit_with(input, None);
+        };
+        let Some(parent) = self.runs.get(&parent_id) else {
+            return Err(DroverError::new(
+                ErrorCode::RunNotFound,
+                format!(
+                    "no run {parent_id} to dispatch a sub-run of; name a run `drover runs` lists, or leave the parent out"
+                ),
+            ));
+        };
+        let reserved: f64 = self
+            .runs
+            .values()
+            .filter(|r| {
+                r.spec.parent_run.as_deref() == Some(parent_id.as_str()) && !r.state.is_terminal()
+            })
+            .map(|r| (r.spec.budget_usd - r.cost_usd - r.provisional_usd).max(0.0))
+            .sum();
+        let lineage = sub_run(
+            &ParentFacts {
+                run_id: &parent_id,
+                depth: parent.depth,
+                workflow_id: parent.spec.workflow_id.as_deref(),
+                left_usd: parent.spec.budget_usd
+                    - parent.cost_usd
+                    - parent.provisional_usd
+                    - reserved,
+            },
+            &input,
+            self.limits(),
+        )?;
+        let mut input = input;
+        input.workflow_id = Some(lineage.workflow_id.clone());
+        input.budget_usd = Some(lineage.budget_usd);
+        let id = self.admit_with(input, None)?.head.run_id;
+        let now = self.now;
+        if let Some(child) = self.runs.get_mut(&id) {
+            child.depth = lineage.depth;
+            let mut batch = Batch::default();
+            child.event(
+                &mut batch,
+                "lineage",
+                &json!({"parent_run": parent_id, "depth": lineage.depth, "kind": "sub_run"}),
+                now,
+            );
+            for note in lineage.notes {
+                child.note(&mut batch, note, now);
+            }
+            child.touch(&mut batch);
+            self.commit(batch);
+        }
+        self.runs
+            .get(&id)
+            .map(Run::summary)
+            .ok_or_else(|| super::not_found(&id))
     }
 
     /// [`Core::admit`], for a run that starts from another run's work (an escalation or
@@ -297,6 +354,85 @@ impl Core {
             .map(Run::summary)
             .ok_or_else(|| super::not_found(&id))
     }
+}
+
+/// What a sub-run's admission needs to know of its parent.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub(super) struct ParentFacts<'a> {
+    pub run_id: &'a str,
+    pub depth: u32,
+    pub workflow_id: Option<&'a str>,
+    /// The parent's cap less its spend and its live sub-runs' reservations.
+    pub left_usd: f64,
+}
+
+/// Where a sub-run goes: its depth, workflow and cap, and notes for its history.
+#[derive(Debug, Clone, PartialEq)]
+pub(super) struct SubRun {
+    pub depth: u32,
+    pub workflow_id: String,
+    pub budget_usd: f64,
+    pub notes: Vec<String>,
+}
+
+/// The rules for a run dispatched with a parent (DESIGN.md §16): one level deeper than
+/// the parent, refused past `max_depth` (`MAX_DEPTH`); in the parent's workflow (the
+/// parent's own id when it has none), so the per-workflow rail bounds the fan-out; a cap
+/// (the asked one, else the default) that fits what the parent has left, refused
+/// (`BUDGET_EXCEEDED`) when that is under the smallest cap a run may have.
+pub(super) fn sub_run(
+    parent: &ParentFacts<'_>,
+    input: &SpecInput,
+    limits: &crate::config::Limits,
+) -> Result<SubRun, DroverError> {
+    let depth = parent.depth + 1;
+    if depth > limits.max_depth {
+        return Err(DroverError::new(
+            ErrorCode::MaxDepth,
+            format!(
+                "run {} is at depth {}: a sub-run of it would nest deeper than max_depth = {}; do the work in that run, or raise [limits] max_depth",
+                parent.run_id, parent.depth, limits.max_depth
+            ),
+        ));
+    }
+    let mut notes = Vec::new();
+    let workflow_id = parent.workflow_id.unwrap_or(parent.run_id).to_string();
+    if let Some(asked) = input.workflow_id.as_deref().map(str::trim)
+        && !asked.is_empty()
+        && asked != workflow_id
+    {
+        notes.push(format!(
+            "workflow: {workflow_id}, its parent's (not {asked})"
+        ));
+    }
+    let left = (parent.left_usd * 100.0).floor() / 100.0;
+    if left < limits.budget_usd_min {
+        return Err(DroverError::new(
+            ErrorCode::BudgetExceeded,
+            format!(
+                "parent run {} has ${:.2} left, under the smallest cap a run may have (${:.2}); raise the parent's budget or let it finish",
+                parent.run_id,
+                parent.left_usd.max(0.0),
+                limits.budget_usd_min
+            ),
+        ));
+    }
+    let asked = input.budget_usd.unwrap_or(limits.budget_usd_default);
+    let budget_usd = if asked > left {
+        notes.push(format!(
+            "budget: ${left:.2}, what parent run {} has left (asked ${asked:.2})",
+            parent.run_id
+        ));
+        left
+    } else {
+        asked
+    };
+    Ok(SubRun {
+        depth,
+        workflow_id,
+        budget_usd,
+        notes,
+    })
 }
 
 pub(super) fn shutting_down() -> DroverError {

@@ -207,7 +207,7 @@ impl Core {
                 .unwrap_or_default()
                 .into(),
             args: provider.map(|p| p.args.clone()).unwrap_or_default(),
-            env: provider.map(|p| p.env.clone()).unwrap_or_default(),
+            env: child_env(provider.map(|p| &p.env), &run.id),
             cwd: run.work_dir(),
             model: run.model.clone(),
             effort: run.spec.effort.map(|e| e.as_str().to_string()),
@@ -217,6 +217,11 @@ impl Core {
             resume_session: run.resume.as_ref().and(run.provider_session_id.clone()),
             resume_tokens: run.resume.as_ref().map(|_| run.tokens),
             scenario: run.spec.scenario.clone(),
+            mcp: self
+                .config
+                .mcp
+                .expose_to_runs
+                .then(|| mcp_server(&self.data_dir, &run.id)),
         })
     }
 
@@ -366,4 +371,32 @@ impl Core {
         self.start_queued();
         self.check_waiters();
     }
+}
+
+/// drover's MCP server for a run's CLI (`[mcp] expose_to_runs`): `drover mcp` on this data
+/// directory, as started inside the run (its sub-runs are the run's).
+fn mcp_server(data_dir: &std::path::Path, run_id: &str) -> crate::providers::McpServer {
+    crate::providers::McpServer {
+        command: std::path::PathBuf::new(),
+        args: vec!["mcp".to_string()],
+        env: std::collections::BTreeMap::from([
+            (
+                crate::paths::HOME_ENV.to_string(),
+                data_dir.display().to_string(),
+            ),
+            (crate::mcp::RUN_ID_ENV.to_string(), run_id.to_string()),
+        ]),
+    }
+}
+
+/// A run's child environment: the provider's configured variables and the run's id
+/// ([`crate::mcp::RUN_ID_ENV`]), so a `drover mcp` started inside the run dispatches
+/// sub-runs of it.
+fn child_env(
+    configured: Option<&std::collections::BTreeMap<String, String>>,
+    run_id: &str,
+) -> std::collections::BTreeMap<String, String> {
+    let mut env = configured.cloned().unwrap_or_default();
+    env.insert(crate::mcp::RUN_ID_ENV.to_string(), run_id.to_string());
+    env
 }

@@ -253,6 +253,8 @@ pub enum Query {
     Runs {
         state: Option<RunState>,
         include_removed: bool,
+        /// Only the runs of this workflow.
+        workflow: Option<String>,
         live: Vec<RunSummary>,
     },
     /// The budget session's view, its money as the core holds it laid over the ledger's.

@@ -46,7 +46,8 @@ impl Core {
             Request::Runs {
                 state,
                 include_removed,
-            } => return self.list_runs(to, state, include_removed),
+                workflow,
+            } => return self.list_runs(to, state, include_removed, workflow),
             Request::Show { run_id } => match self.runs.get(&run_id) {
                 Some(run) => Ok(Response::Show(Box::new(run.view()))),
                 None => return self.answer_from_ledger(to, Query::Show { run_id }),
@@ -101,8 +102,11 @@ impl Core {
             Request::Discard { run_id } => {
                 return self.workspace_request(to, &run_id, Action::Discard);
             }
-            Request::KillAll => {
-                let active = self.active_ids();
+            Request::KillAll { workflow } => {
+                let mut active = self.active_ids();
+                if let Some(w) = workflow.as_deref() {
+                    active.retain(|id| self.runs[id].spec.workflow_id.as_deref() == Some(w));
+                }
                 for id in &active {
                     self.end_run(id, RunState::Stopped, "user", Cause::Stopped);
                 }
@@ -201,7 +205,13 @@ impl Core {
         self.reply(to, answer);
     }
 
-    fn list_runs(&mut self, to: ReplyTo, state: Option<RunState>, include_removed: bool) {
+    fn list_runs(
+        &mut self,
+        to: ReplyTo,
+        state: Option<RunState>,
+        include_removed: bool,
+        workflow: Option<String>,
+    ) {
         let live: Vec<RunSummary> = self
             .order
             .iter()
@@ -214,6 +224,7 @@ impl Core {
             Query::Runs {
                 state,
                 include_removed,
+                workflow,
                 live,
             },
         );

@@ -525,6 +525,9 @@ impl Run {
             escalation_offered: self.escalation.is_some(),
             workspace: Some(Box::new(self.workspace.clone())),
             result_status: self.last_result.as_ref().and_then(|r| r.status.clone()),
+            parent_run: self.spec.parent_run.clone(),
+            depth: self.depth,
+            workflow_id: self.spec.workflow_id.clone(),
         }
     }
 

@@ -760,6 +760,9 @@ impl Core {
             escalation_offered: view.escalation.is_some(),
             workspace: view.workspace.clone().map(Box::new),
             result_status: view.last_result.as_ref().and_then(|r| r.status.clone()),
+            parent_run: view.parent_run.clone(),
+            depth: view.depth,
+            workflow_id: None,
         };
         let target = Target {
             workspace: view.workspace,

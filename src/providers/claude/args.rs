@@ -5,7 +5,7 @@
 //! permission mode and tool restrictions always come from the run's policy and
 //! capability ([`super::policy`]); nothing else widens them.
 
-use crate::providers::LaunchSpec;
+use crate::providers::{LaunchSpec, MCP_SERVER_NAME, McpServer};
 
 use super::policy;
 
@@ -39,12 +39,30 @@ pub fn build_args(spec: &LaunchSpec) -> Vec<String> {
         // One argument, so an id can never be taken for a flag.
         args.push(format!("--resume={session}"));
     }
+    if let Some(server) = &spec.mcp {
+        args.push("--mcp-config".into());
+        args.push(mcp_config(server).to_string());
+    }
     let disallowed = policy::disallowed_tools(spec.capability);
     if !disallowed.is_empty() {
         args.push("--disallowedTools".into());
         args.push(disallowed.join(","));
     }
     args
+}
+
+/// Claude Code's `--mcp-config` JSON for drover's MCP server.
+fn mcp_config(server: &McpServer) -> serde_json::Value {
+    serde_json::json!({
+        "mcpServers": {
+            MCP_SERVER_NAME: {
+                "type": "stdio",
+                "command": server.command.display().to_string(),
+                "args": server.args,
+                "env": server.env,
+            }
+        }
+    })
 }
 
 #[cfg(test)]
@@ -69,6 +87,7 @@ mod tests {
             resume_session: None,
             resume_tokens: None,
             scenario: None,
+            mcp: None,
         }
     }
 
@@ -165,5 +184,26 @@ mod tests {
             "--resume=-odd-session",
         ]));
         assert_eq!(build_args(&s), expected);
+    }
+
+    #[test]
+    fn drovers_mcp_server_is_configured_when_offered() {
+        let mut s = spec(PermissionPolicy::Ask, Capability::Workspace);
+        assert!(!build_args(&s).contains(&"--mcp-config".to_string()));
+        s.mcp = Some(crate::providers::McpServer {
+            command: PathBuf::from("/bin/drover"),
+            args: vec!["mcp".into()],
+            env: BTreeMap::from([("DROVER_RUN_ID".to_string(), "r1".to_string())]),
+        });
+        let args = build_args(&s);
+        let at = args
+            .iter()
+            .position(|a| a == "--mcp-config")
+            .expect("--mcp-config");
+        let config: serde_json::Value = serde_json::from_str(&args[at + 1]).unwrap();
+        let drover = &config["mcpServers"]["drover"];
+        assert_eq!(drover["command"], "/bin/drover");
+        assert_eq!(drover["args"], serde_json::json!(["mcp"]));
+        assert_eq!(drover["env"]["DROVER_RUN_ID"], "r1");
     }
 }

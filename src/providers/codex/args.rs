@@ -11,7 +11,7 @@
 //! widened to `danger-full-access`: "no prompts" is what exec already gives, and the
 //! capability stays the bound on what the run may touch.
 
-use crate::providers::LaunchSpec;
+use crate::providers::{LaunchSpec, MCP_SERVER_NAME};
 use crate::spec::Capability;
 
 /// Codex's sandbox mode for a capability.
@@ -26,14 +26,61 @@ pub fn sandbox(capability: Capability) -> &'static str {
 /// `codex app-server`, after the configured prefix.
 pub fn app_server_args(spec: &LaunchSpec) -> Vec<String> {
     let mut args = spec.args.clone();
+    args.extend(mcp_overrides(spec));
     args.push("app-server".into());
     args
+}
+
+/// `-c mcp_servers.drover.…` overrides (before the subcommand: codex's own options) that
+/// configure drover's MCP server, when the run is offered it.
+fn mcp_overrides(spec: &LaunchSpec) -> Vec<String> {
+    let Some(server) = &spec.mcp else {
+        return Vec::new();
+    };
+    let key = format!("mcp_servers.{MCP_SERVER_NAME}");
+    let args = toml::Value::Array(
+        server
+            .args
+            .iter()
+            .map(|a| toml::Value::String(a.clone()))
+            .collect(),
+    );
+    let env: toml::Table = server
+        .env
+        .iter()
+        .map(|(k, v)| (k.clone(), toml::Value::String(v.clone())))
+        .collect();
+    let env = toml::Value::Table(env);
+    vec![
+        "-c".into(),
+        format!(
+            "{key}.command={}",
+            toml_string(&server.command.display().to_string())
+        ),
+        "-c".into(),
+        format!("{key}.args={args}"),
+        "-c".into(),
+        format!("{key}.env={}", inline_table(&env)),
+    ]
+}
+
+/// A TOML table as one inline table (`{ A = "x", B = "y" }`).
+fn inline_table(value: &toml::Value) -> String {
+    let toml::Value::Table(table) = value else {
+        return value.to_string();
+    };
+    let fields: Vec<String> = table
+        .iter()
+        .map(|(k, v)| format!("{} = {v}", toml_string(k)))
+        .collect();
+    format!("{{ {} }}", fields.join(", "))
 }
 
 /// One `codex exec --json` turn: a new thread, or a follow-up on `thread` (`exec …
 /// resume THREAD`). The prompt comes last, after `--`, so it can never be read as a flag.
 pub fn exec_args(spec: &LaunchSpec, thread: Option<&str>, prompt: &str) -> Vec<String> {
     let mut args = spec.args.clone();
+    args.extend(mcp_overrides(spec));
     args.extend(["exec", "--json", "--skip-git-repo-check"].map(String::from));
     if let Some(model) = &spec.model {
         args.push("-m".into());
@@ -83,6 +130,7 @@ mod tests {
             resume_session: None,
             resume_tokens: None,
             scenario: None,
+            mcp: None,
         }
     }
 
@@ -149,5 +197,37 @@ mod tests {
             app_server_args(&spec(Capability::Full)),
             ["app-server".to_string()]
         );
+    }
+
+    #[test]
+    fn drovers_mcp_server_is_configured_before_the_subcommand_when_offered() {
+        let mut s = spec(Capability::Workspace);
+        s.mcp = Some(crate::providers::McpServer {
+            command: PathBuf::from("/bin/drover"),
+            args: vec!["mcp".into()],
+            env: BTreeMap::from([("DROVER_RUN_ID".to_string(), "r1".to_string())]),
+        });
+        for args in [app_server_args(&s), exec_args(&s, None, "go")] {
+            let sub = args
+                .iter()
+                .position(|a| a == "app-server" || a == "exec")
+                .expect("a subcommand");
+            let overrides: Vec<&String> = args[..sub]
+                .iter()
+                .filter(|a| a.starts_with("mcp_servers."))
+                .collect();
+            assert_eq!(overrides.len(), 3, "{args:?}");
+            // Each value is TOML, as codex reads it.
+            let mut doc = String::new();
+            for o in overrides {
+                doc.push_str(o);
+                doc.push('\n');
+            }
+            let table: toml::Table = toml::from_str(&doc).expect("valid TOML");
+            let drover = &table["mcp_servers"]["drover"];
+            assert_eq!(drover["command"].as_str(), Some("/bin/drover"));
+            assert_eq!(drover["args"][0].as_str(), Some("mcp"));
+            assert_eq!(drover["env"]["DROVER_RUN_ID"].as_str(), Some("r1"));
+        }
     }
 }

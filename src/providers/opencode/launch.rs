@@ -16,7 +16,7 @@ use std::collections::BTreeMap;
 
 use serde_json::{Value, json};
 
-use crate::providers::LaunchSpec;
+use crate::providers::{LaunchSpec, MCP_SERVER_NAME};
 use crate::spec::{Capability, PermissionPolicy};
 
 /// The basic-auth user drover names (OpenCode's default is `opencode`; set explicitly so
@@ -65,6 +65,22 @@ pub fn serve_env(spec: &LaunchSpec, password: &str) -> BTreeMap<String, String> 
         "OPENCODE_PERMISSION".into(),
         permission_rules(spec.policy, spec.capability).to_string(),
     );
+    if let Some(server) = &spec.mcp {
+        // Inline config, merged over the user's: drover's MCP server as a local one.
+        let mut command = vec![server.command.display().to_string()];
+        command.extend(server.args.iter().cloned());
+        let config = serde_json::json!({
+            "mcp": {
+                MCP_SERVER_NAME: {
+                    "type": "local",
+                    "command": command,
+                    "environment": server.env,
+                    "enabled": true,
+                }
+            }
+        });
+        env.insert("OPENCODE_CONFIG_CONTENT".into(), config.to_string());
+    }
     env
 }
 
@@ -113,6 +129,7 @@ mod tests {
             resume_session: None,
             resume_tokens: None,
             scenario: None,
+            mcp: None,
         }
     }
 
@@ -233,5 +250,22 @@ mod tests {
         assert_eq!(a.len(), 32);
         assert!(a.chars().all(|c| c.is_ascii_hexdigit()));
         assert_ne!(a, b);
+    }
+
+    #[test]
+    fn drovers_mcp_server_is_inline_config_when_offered() {
+        let mut s = spec(PermissionPolicy::Ask, Capability::Workspace);
+        assert!(!serve_env(&s, "pw").contains_key("OPENCODE_CONFIG_CONTENT"));
+        s.mcp = Some(crate::providers::McpServer {
+            command: PathBuf::from("/bin/drover"),
+            args: vec!["mcp".into()],
+            env: BTreeMap::from([("DROVER_RUN_ID".to_string(), "r1".to_string())]),
+        });
+        let env = serve_env(&s, "pw");
+        let config: Value = serde_json::from_str(&env["OPENCODE_CONFIG_CONTENT"]).unwrap();
+        let drover = &config["mcp"]["drover"];
+        assert_eq!(drover["type"], "local");
+        assert_eq!(drover["command"], json!(["/bin/drover", "mcp"]));
+        assert_eq!(drover["environment"]["DROVER_RUN_ID"], "r1");
     }
 }

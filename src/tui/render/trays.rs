@@ -43,7 +43,8 @@ pub fn draw(buf: &mut Buffer, areas: &Areas, model: &ViewModel, keys: &KeyTable)
                     continue;
                 };
                 let selected = model.selected() == Some(id.as_str());
-                let (first, second) = run_lines(entry, model.now, area.width as usize);
+                let indent = model.indent(id);
+                let (first, second) = run_lines(entry, model.now, area.width as usize, indent);
                 put_line(buf, area, y, &first);
                 put_line(buf, area, y + 1, &second);
                 if selected {
@@ -97,12 +98,21 @@ fn header(tray: Tray, count: usize, width: usize) -> Line<'static> {
     ])
 }
 
-/// The two lines of a run's row.
+/// The two lines of a run's row; a sub-run's are indented `indent` steps under its
+/// parent's (`↳` before its glyph).
 pub fn run_lines(
     entry: &RunEntry,
     now: crate::UnixMillis,
     width: usize,
+    indent: usize,
 ) -> (Line<'static>, Line<'static>) {
+    let lead = if indent == 0 {
+        String::new()
+    } else {
+        format!("{}↳ ", "  ".repeat(indent - 1))
+    };
+    let lead_w = width_of(&lead);
+    let width = width.saturating_sub(lead_w);
     let run = &entry.summary;
     let (glyph, glyph_style) = format::glyph(run);
     let fraction = if run.head.budget_usd > 0.0 {
@@ -138,6 +148,7 @@ pub fn run_lines(
     let pad = width.saturating_sub(3 + width_of(&title) + right_width + 1);
     let mut first = vec![
         Span::raw(" "),
+        Span::styled(lead, theme::dim()),
         Span::styled(glyph, glyph_style),
         Span::raw(" "),
         Span::styled(title, theme::title()),
@@ -156,7 +167,7 @@ pub fn run_lines(
     };
     first.push(Span::styled(money, money_style));
 
-    let mut second = vec![Span::raw("   ")];
+    let mut second = vec![Span::raw(" ".repeat(3 + lead_w))];
     let stalled = if run.head.stalled { " · stalled" } else { "" };
     // The run's change, right-aligned: `+12 −3 · 4 files` (the counts alone when narrow).
     let state_w = width_of(&format::state_words(
@@ -211,9 +222,9 @@ pub fn run_lines(
     }
     if change_w > 0 {
         let used: usize = second.iter().map(Span::width).sum();
-        second.push(Span::raw(
-            " ".repeat(width.saturating_sub(used + change_w + 1).max(1)),
-        ));
+        second.push(Span::raw(" ".repeat(
+            (width + lead_w).saturating_sub(used + change_w + 1).max(1),
+        )));
         second.extend(change);
     }
     (Line::from(first), Line::from(second))

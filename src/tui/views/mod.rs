@@ -172,7 +172,9 @@ impl ConfirmView {
         match action {
             Some(Action::Confirm) => Outcome::close_with(match &self.what {
                 Confirmable::Quit => ViewCommand::Quit,
-                Confirmable::KillAll => ViewCommand::Request(ReplyTag::KillAll, Request::KillAll),
+                Confirmable::KillAll => {
+                    ViewCommand::Request(ReplyTag::KillAll, Request::KillAll { workflow: None })
+                }
                 Confirmable::Discard { run_id } => ViewCommand::Request(
                     ReplyTag::WorkspaceAction {
                         run_id: run_id.clone(),

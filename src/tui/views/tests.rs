@@ -223,6 +223,9 @@ fn confirmations_need_a_yes() {
     assert_eq!(press(&mut view, KeyCode::Char('x')), Outcome::stay());
     assert_eq!(
         press(&mut view, KeyCode::Char('y')),
-        Outcome::close_with(ViewCommand::Request(ReplyTag::KillAll, Request::KillAll))
+        Outcome::close_with(ViewCommand::Request(
+            ReplyTag::KillAll,
+            Request::KillAll { workflow: None }
+        ))
     );
 }

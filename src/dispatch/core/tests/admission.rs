@@ -227,6 +227,7 @@ fn runs_and_views_of_runs_not_in_memory_are_read_from_the_ledger() {
     let out = h.request(Request::Runs {
         state: None,
         include_removed: false,
+        workflow: None,
     });
     match &out.answers[..] {
         [(_, Query::Runs { live, .. })] => {

@@ -200,7 +200,7 @@ fn kill_all_stops_running_queued_and_held_runs() {
         .run()
         .head
         .run_id;
-    let out = h.request(Request::KillAll);
+    let out = h.request(Request::KillAll { workflow: None });
     match out.reply() {
         Ok(Response::Stopped(s)) => {
             assert_eq!(s.stopped, [running.clone(), queued.clone(), held.clone()])
@@ -248,6 +248,7 @@ fn shutdown_interrupts_every_active_run_and_waits_for_the_children() {
     let out = h.request(Request::Runs {
         state: None,
         include_removed: false,
+        workflow: None,
     });
     assert!(out.refusal().message.contains("shutting down"));
     h.exit(&a);

@@ -7,6 +7,7 @@ mod admission;
 mod answers;
 mod lifecycle;
 mod money;
+mod sub_runs;
 mod timers;
 mod workspaces;
 
