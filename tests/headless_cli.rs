@@ -1393,6 +1393,53 @@ fn an_idempotency_key_returns_the_same_run() {
 }
 
 #[test]
+fn a_workflow_scopes_runs_wait_and_kill_all_and_a_sub_run_joins_its_parents() {
+    let home = Home::new();
+    let _serve = home.serve();
+    let a = home.dispatch("quick-success", "A", &["--workflow", "wf-1"]);
+    let b = home.dispatch("quick-success", "B", &["--workflow", "wf-1"]);
+    let other = home.dispatch("quick-success", "C", &[]);
+    // A sub-run of `other`: one deeper, in the parent's workflow (its id).
+    let sub = home.dispatch_json("quick-success", "D", &["--parent", &other]);
+    assert_eq!(sub["parent_run"], other.as_str(), "{sub}");
+    assert_eq!(sub["depth"], 1, "{sub}");
+    assert_eq!(sub["workflow_id"], other.as_str(), "{sub}");
+    let sub = str_at(&sub, "run_id").to_string();
+
+    let listed = |workflow: &str| -> Vec<String> {
+        let mut ids: Vec<String> = array(home.json(&["runs", "--workflow", workflow]))
+            .iter()
+            .map(|r| str_at(r, "run_id").to_string())
+            .collect();
+        ids.sort();
+        ids
+    };
+    let mut wf = vec![a.clone(), b.clone()];
+    wf.sort();
+    assert_eq!(listed("wf-1"), wf);
+    assert_eq!(listed(&other), [sub.clone()]);
+    assert!(listed("wf-none").is_empty());
+
+    let outcome = home.waited(&["--workflow", "wf-1", "--until", "idle", "--timeout", "30"]);
+    assert_eq!(outcome["timed_out"], false, "{outcome}");
+    let mut waited: Vec<String> = array(outcome["runs"].clone())
+        .iter()
+        .map(|r| str_at(r, "run_id").to_string())
+        .collect();
+    waited.sort();
+    assert_eq!(waited, wf);
+    home.refused(&["wait", "--workflow", "wf-none"], "RUN_NOT_FOUND");
+
+    let stopped = home.json(&["kill-all", "--workflow", "wf-1"]);
+    let mut ids = strings(&stopped["stopped"]);
+    ids.sort();
+    assert_eq!(ids, wf, "{stopped}");
+    assert!(home.row(&other)["state"] != "stopped");
+    assert!(home.row(&sub)["state"] != "stopped");
+    home.json(&["kill-all"]);
+}
+
+#[test]
 fn kill_all_stops_every_active_run_and_remove_hides_finished_ones() {
     let home = Home::new();
     let _serve = home.serve();

@@ -25,7 +25,7 @@
 //!
 //! | rule | file |
 //! | --- | --- |
-//! | admission: validation → route → rails → money, idempotency | `admission.rs` |
+//! | admission: validation → route → rails → money, idempotency; sub-runs (depth, workflow, cap inside the parent's) | `admission.rs` |
 //! | launch, turns sent, the end of a run, the queue | `lifecycle.rs` |
 //! | what each provider event does: turns, results, retries, follow-ups, max turns | `provider_events.rs` |
 //! | permission requests, answers, "allow always", policies | `answers.rs`, `broker.rs` |
