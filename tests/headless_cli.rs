@@ -1417,7 +1417,7 @@ fn a_workflow_scopes_runs_wait_and_kill_all_and_a_sub_run_joins_its_parents() {
     let mut wf = vec![a.clone(), b.clone()];
     wf.sort();
     assert_eq!(listed("wf-1"), wf);
-    assert_eq!(listed(&other), [sub.clone()]);
+    assert_eq!(listed(&other), std::slice::from_ref(&sub));
     assert!(listed("wf-none").is_empty());
 
     let outcome = home.waited(&["--workflow", "wf-1", "--until", "idle", "--timeout", "30"]);
