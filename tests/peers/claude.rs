@@ -728,3 +728,110 @@ async fn a_drover_shutdown_with_a_run_in_flight_ends_the_child_and_records_it_in
     let sent = Rig::session_header(&rig.mock.model_requests()[0]);
     assert_eq!(view["provider_session_id"], sent.as_str(), "{view:#}");
 }
+
+/// With `[mcp] expose_to_runs`, the run's Claude Code has drover's MCP server: the model
+/// dispatches a sub-run through it (the person allows the tool call, as any other), which
+/// shows in `drover runs` under the run; a second call waits for it and reads its result.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_run_dispatches_a_sub_run_through_drovers_mcp_server_and_waits_for_it() {
+    let claude = peers::cli("claude");
+    let workflow = "wf-fan-out";
+    let mock = MockApi::start(
+        Protocol::AnthropicMessages,
+        vec![
+            Reply::tool_call(
+                "mcp__drover__dispatch",
+                json!({"provider": "sim", "scenario": "quick-success", "task": "say hello"}),
+            ),
+            Reply::tool_call(
+                "mcp__drover__wait",
+                json!({"workflow": workflow, "until": "idle", "any": true, "timeout_secs": 60}),
+            ),
+            Reply::text(done("the sub-run said hello")),
+        ],
+    )
+    .await;
+    let drover = Drover::start_with(|root| {
+        let env = peers::claude_env(root, &mock.url());
+        provider_config("claude-code", &claude, &env) + "\n[mcp]\nexpose_to_runs = true\n"
+    })
+    .await;
+    let run = drover
+        .dispatch(&[
+            "--provider",
+            "claude-code",
+            "--model",
+            MODEL,
+            "--policy",
+            "ask",
+            "--workflow",
+            workflow,
+            "Fan out",
+        ])
+        .await;
+
+    // The model sees drover's tools; calling one is a permission prompt for the person.
+    let pending = drover.pending(&run, TURN).await;
+    assert_eq!(pending["tool"], "mcp__drover__dispatch", "{pending:#}");
+    let requests = mock.wait_for_model_requests(1, TURN).await;
+    let tools: Vec<&str> = requests[0].body["tools"]
+        .as_array()
+        .expect("the CLI offers tools")
+        .iter()
+        .filter_map(|t| t["name"].as_str())
+        .collect();
+    for tool in [
+        "mcp__drover__dispatch",
+        "mcp__drover__wait",
+        "mcp__drover__show",
+    ] {
+        assert!(tools.contains(&tool), "{tool} in {tools:?}");
+    }
+    let request = pending["request_id"].as_str().unwrap().to_string();
+    drover.respond(&run, &request, &["allow"]).await;
+
+    // The sub-run: under the run, one deeper, in its workflow.
+    let deadline = tokio::time::Instant::now() + TURN;
+    let sub = loop {
+        let runs = drover.json(&["runs"]).await;
+        let found = runs
+            .as_array()
+            .and_then(|rows| rows.iter().find(|r| r["parent_run"] == run.as_str()))
+            .cloned();
+        if let Some(sub) = found {
+            break sub;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "no sub-run of {run} within {TURN:?}: {runs:#}"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    };
+    assert_eq!(sub["depth"], 1, "{sub:#}");
+    assert_eq!(sub["workflow_id"], workflow, "{sub:#}");
+    assert_eq!(sub["provider"], "sim", "{sub:#}");
+    let sub_id = sub["run_id"].as_str().unwrap().to_string();
+
+    let pending = drover.pending(&run, TURN).await;
+    assert_eq!(pending["tool"], "mcp__drover__wait", "{pending:#}");
+    let request = pending["request_id"].as_str().unwrap().to_string();
+    drover.respond(&run, &request, &["allow"]).await;
+
+    let view = drover.until_state(&run, "idle", TURN).await;
+    assert_eq!(view["last_result"]["status"], "done", "{view:#}");
+    let requests = mock.wait_for_model_requests(3, TURN).await;
+    let dispatched = mock.tool_results(&requests[1]);
+    assert_eq!(dispatched.len(), 1, "{dispatched:?}");
+    assert!(!dispatched[0].is_error, "{dispatched:?}");
+    assert!(dispatched[0].content.contains(&sub_id), "{dispatched:?}");
+    let waited = mock.tool_results(&requests[2]);
+    assert_eq!(waited.len(), 1, "{waited:?}");
+    assert!(!waited[0].is_error, "{waited:?}");
+    assert!(waited[0].content.contains(&sub_id), "{waited:?}");
+    assert!(
+        waited[0].content.contains("\"result_status\":\"done\""),
+        "{waited:?}"
+    );
+    assert_eq!(mock.remaining(), 0);
+    drover.json(&["kill-all"]).await;
+}

@@ -161,9 +161,11 @@ impl Core {
         if run.workspace.is_worktree() {
             return None;
         }
+        // A sub-run never waits for its own parents: they wait for it.
+        let ancestors = self.ancestors(run_id);
         self.order
             .iter()
-            .filter(|id| id.as_str() != run_id)
+            .filter(|id| id.as_str() != run_id && !ancestors.contains(id))
             .filter_map(|id| self.runs.get(id))
             .find(|other| {
                 writes_now(other)
@@ -173,6 +175,24 @@ impl Core {
                     && dirs_overlap(&other.spec.cwd, &run.spec.cwd)
             })
             .map(|other| other.id.clone())
+    }
+
+    /// The run's parent, its parent's parent, … as far as they are in memory (bounded by
+    /// the number of runs, whatever the lineage says).
+    fn ancestors(&self, run_id: &str) -> Vec<String> {
+        let mut out: Vec<String> = Vec::new();
+        let mut at = run_id;
+        while out.len() < self.runs.len() {
+            let Some(parent) = self.runs.get(at).and_then(|r| r.spec.parent_run.as_deref()) else {
+                break;
+            };
+            if parent == run_id || out.iter().any(|a| a == parent) {
+                break;
+            }
+            out.push(parent.to_string());
+            at = parent;
+        }
+        out
     }
 
     /// Puts a run in `waiting_repository` until `holder` has left its directory.

@@ -131,3 +131,20 @@ fn a_sub_run_records_its_parent_depth_and_workflow() {
     let out = h.dispatch_with(|s| s.parent_run = Some("r-nope".into()));
     assert_eq!(out.refusal().code, ErrorCode::RunNotFound);
 }
+
+#[test]
+fn a_sub_run_in_its_parents_shared_directory_does_not_wait_for_it() {
+    let mut h = Harness::new("[workspaces]\ndefault = \"shared\"\nshared_conflict = \"wait\"\n");
+    let parent = h.running();
+    // Another run in the same directory waits for the parent …
+    let other = h.dispatch_with(|_| {}).run();
+    assert_eq!(
+        h.live(&other.head.run_id).0,
+        LiveStateKind::WaitingRepository
+    );
+    // … but the parent's own sub-run (which the parent waits for) starts.
+    let out = h.dispatch_with(|s| s.parent_run = Some(parent.clone()));
+    let child = out.run().head.run_id;
+    assert_eq!(out.launches.len(), 1, "the sub-run is launched");
+    assert_eq!(out.launches[0].run_id, child);
+}
