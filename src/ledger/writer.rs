@@ -89,7 +89,7 @@ impl Default for WriterOptions {
     fn default() -> Self {
         WriterOptions {
             max_batch: 10_000,
-            max_delay: Duration::from_millis(5),
+            max_delay: Duration::from_millis(1),
         }
     }
 }
