@@ -51,6 +51,11 @@ pub enum ErrorCode {
     RouteNotFound,
     /// Routing found no option: every provider is unavailable or none has a suitable model.
     NoRoute,
+    /// A control-socket request over a bound: the line, or a list inside it (run ids in
+    /// `wait`, answers in `respond`), is too long.
+    RequestTooLarge,
+    /// One connection already has as many `wait`s pending as it may.
+    TooManyWaits,
     Internal,
 }
 
@@ -90,6 +95,8 @@ impl ErrorCode {
             ErrorCode::RoutePickRefused => "ROUTE_PICK_REFUSED",
             ErrorCode::RouteNotFound => "ROUTE_NOT_FOUND",
             ErrorCode::NoRoute => "NO_ROUTE",
+            ErrorCode::RequestTooLarge => "REQUEST_TOO_LARGE",
+            ErrorCode::TooManyWaits => "TOO_MANY_WAITS",
             ErrorCode::Internal => "INTERNAL",
         }
     }
@@ -139,6 +146,8 @@ mod tests {
             ErrorCode::RoutePickRefused,
             ErrorCode::RouteNotFound,
             ErrorCode::NoRoute,
+            ErrorCode::RequestTooLarge,
+            ErrorCode::TooManyWaits,
         ] {
             let json = serde_json::to_string(&code).unwrap();
             assert_eq!(json, format!("\"{}\"", code.as_str()));

@@ -53,6 +53,16 @@ pub struct Config {
     #[serde(default)]
     pub keys: toml::Table,
     pub notifications: NotificationsConfig,
+    pub redact: RedactConfig,
+}
+
+/// `[redact]`: what counts as a secret besides the built-in rules ([`crate::redact`]).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RedactConfig {
+    /// Environment variables whose values are redacted wherever they appear (the keys of
+    /// each `[providers.<name>.env]` table count too).
+    pub env: Vec<String>,
 }
 
 /// `[notifications]`: how the dashboard gets your attention.

@@ -120,7 +120,7 @@ pub fn parse_request_line(line: &[u8]) -> Result<(u64, Request), Refusal> {
             ),
         ));
     };
-    let request = serde_json::from_value::<Request>(request).map_err(|e| {
+    let request = decode_request(request).map_err(|e| {
         (
             Some(id),
             invalid(format!(
@@ -129,6 +129,34 @@ pub fn parse_request_line(line: &[u8]) -> Result<(u64, Request), Refusal> {
         )
     })?;
     Ok((id, request))
+}
+
+/// A request, its `params` defaulted alike for every method: absent, `null` and `{}` mean
+/// "no params" (a method without params accepts `{}`; one whose params all have
+/// defaults accepts none).
+fn decode_request(request: Value) -> Result<Request, serde_json::Error> {
+    let first = serde_json::from_value::<Request>(request.clone());
+    let Ok(Value::Object(mut object)) = Ok::<Value, ()>(request) else {
+        return first;
+    };
+    if first.is_ok() {
+        return first;
+    }
+    let retry = match object.get("params") {
+        None | Some(Value::Null) => {
+            object.insert("params".into(), Value::Object(Default::default()));
+            true
+        }
+        Some(Value::Object(params)) if params.is_empty() => {
+            object.remove("params");
+            true
+        }
+        _ => false,
+    };
+    if !retry {
+        return first;
+    }
+    serde_json::from_value::<Request>(Value::Object(object)).or(first)
 }
 
 fn invalid(message: impl Into<String>) -> DroverError {
