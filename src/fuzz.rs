@@ -91,7 +91,10 @@ pub fn claude_stream_json(data: &[u8]) {
         let events = claude::parse_line(&line, &mut state, i as i64 * 1000);
         check_events(&events, line.len());
         for out in state.take_outgoing() {
-            assert!(serde_json::from_str::<serde_json::Value>(&out).is_ok(), "{out}");
+            assert!(
+                serde_json::from_str::<serde_json::Value>(&out).is_ok(),
+                "{out}"
+            );
         }
     }
     let pending: Vec<String> = state
@@ -100,7 +103,10 @@ pub fn claude_stream_json(data: &[u8]) {
         .collect();
     for (id, answer) in pending.iter().zip(answers().iter().cycle()) {
         if let Ok(line) = state.answer(id, answer) {
-            assert!(serde_json::from_str::<serde_json::Value>(&line).is_ok(), "{line}");
+            assert!(
+                serde_json::from_str::<serde_json::Value>(&line).is_ok(),
+                "{line}"
+            );
         }
     }
 }
@@ -137,7 +143,8 @@ fn codex_spec(policy: PermissionPolicy) -> LaunchSpec {
 /// `codex app-server` JSON-RPC lines, after the handshake and a turn were asked for.
 pub fn codex_app_server(data: &[u8]) {
     let (policy, data) = policy_of(data);
-    let mut state = app_protocol::AppState::new(&codex_spec(policy), app_protocol::Bounds::default());
+    let mut state =
+        app_protocol::AppState::new(&codex_spec(policy), app_protocol::Bounds::default());
     state.start(0);
     let _ = state.start_turn("go".into(), 0);
     let mut now = 0;
@@ -146,7 +153,10 @@ pub fn codex_app_server(data: &[u8]) {
         let events = state.parse_line(&line, now);
         check_events(&events, line.len());
         for out in state.take_outgoing() {
-            assert!(serde_json::from_str::<serde_json::Value>(&out).is_ok(), "{out}");
+            assert!(
+                serde_json::from_str::<serde_json::Value>(&out).is_ok(),
+                "{out}"
+            );
         }
     }
     for (i, answer) in answers().iter().enumerate() {
@@ -180,7 +190,10 @@ pub fn result_block(data: &[u8]) {
     let block = crate::result_contract::parse_result(&text);
     use crate::result_contract::{ITEM_MAX_CHARS, LIST_MAX_ITEMS, TEXT_MAX_CHARS};
     for text in [&block.summary, &block.question].into_iter().flatten() {
-        assert!(text.chars().count() <= TEXT_MAX_CHARS && !text.contains('\n'), "{text:?}");
+        assert!(
+            text.chars().count() <= TEXT_MAX_CHARS && !text.contains('\n'),
+            "{text:?}"
+        );
     }
     for list in [&block.changes, &block.files, &block.follow_ups] {
         assert!(list.len() <= LIST_MAX_ITEMS);
@@ -201,7 +214,11 @@ pub fn socket_request(data: &[u8]) {
 pub fn config(data: &[u8]) {
     let text = String::from_utf8_lossy(data);
     if let Err(e) = Config::parse(&text, Path::new("/fuzz/config.toml")) {
-        assert!(!e.message.contains('\n'), "a refusal is one line: {}", e.message);
+        assert!(
+            !e.message.contains('\n'),
+            "a refusal is one line: {}",
+            e.message
+        );
     }
 }
 

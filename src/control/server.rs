@@ -11,10 +11,10 @@
 //! file before the owner lock is released.
 
 use serde_json::json;
-use std::sync::Arc;
-use std::sync::atomic::{AtomicUsize, Ordering};
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 use tokio::io::{AsyncWriteExt, BufWriter};
 use tokio::net::unix::{OwnedReadHalf, OwnedWriteHalf};
@@ -284,7 +284,15 @@ async fn read_requests<D: Dispatcher>(
                     bounds::MAX_PENDING_WAITS
                 ),
             );
-            if send(&out, ServerLine::Error { id: Some(id), error }).await {
+            if send(
+                &out,
+                ServerLine::Error {
+                    id: Some(id),
+                    error,
+                },
+            )
+            .await
+            {
                 continue;
             }
             break;

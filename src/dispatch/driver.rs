@@ -68,6 +68,10 @@ impl Facts for SystemFacts {
     fn cli_found(&self, command: &str) -> bool {
         which::which(command).is_ok()
     }
+
+    fn env(&self, name: &str) -> Option<String> {
+        std::env::var(name).ok()
+    }
 }
 
 /// Adapter events handled per turn of the loop before committing.
@@ -100,6 +104,7 @@ impl ConfigWatch {
         match Config::load(&self.path) {
             Ok(config) => {
                 tracing::info!(path = %self.path.display(), "config re-read");
+                install_redactor(&config);
                 Some(config)
             }
             Err(e) => {
@@ -108,6 +113,13 @@ impl ConfigWatch {
             }
         }
     }
+}
+
+/// The process's redactor (logs, the ledger writer) for `config` and this environment.
+fn install_redactor(config: &Config) {
+    crate::redact::install(crate::redact::Redactor::from_config(config, |name| {
+        std::env::var(name).ok()
+    }));
 }
 
 fn config_mtime(path: &Path) -> Option<SystemTime> {
@@ -133,6 +145,7 @@ pub async fn start(
     options: DispatcherOptions,
 ) -> Result<(DispatcherHandle, tokio::task::JoinHandle<()>), DroverError> {
     let clock = Clock::start();
+    install_redactor(&options.config);
     let ledger_options = LedgerOptions {
         retention_finished_runs: options.config.limits.retention_finished_runs,
         ..LedgerOptions::default()

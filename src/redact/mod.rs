@@ -29,6 +29,9 @@ use std::sync::{Arc, LazyLock, RwLock};
 /// What replaces a secret.
 pub const MARK: &str = "[redacted]";
 
+/// Passes after the first (each only runs when the one before changed something).
+const MAX_PASSES: usize = 4;
+
 /// A literal value shorter than this is not redacted (it would hit ordinary words).
 pub const MIN_VALUE_CHARS: usize = 8;
 
@@ -191,14 +194,22 @@ const OWN_RULES: &[(&str, &str, &[&str])] = &[
         r"(?i)bearer\s+([A-Za-z0-9._~+/-]{8,}=*)",
         &["bearer"],
     ),
-    ("anthropic-prefix", r"sk-ant-[A-Za-z0-9_-]{16,}", &["sk-ant-"]),
+    (
+        "anthropic-prefix",
+        r"sk-ant-[A-Za-z0-9_-]{16,}",
+        &["sk-ant-"],
+    ),
     (
         "github-prefix",
         r"(?:gh[pousr]_[A-Za-z0-9_]{20,}|github_pat_[A-Za-z0-9_]{20,})",
         &["ghp_", "gho_", "ghu_", "ghs_", "ghr_", "github_pat_"],
     ),
     ("slack-prefix", r"xox[abprs]-[A-Za-z0-9-]{10,}", &["xox"]),
-    ("aws-prefix", r"(?:AKIA|ASIA)[0-9A-Z]{16}", &["akia", "asia"]),
+    (
+        "aws-prefix",
+        r"(?:AKIA|ASIA)[0-9A-Z]{16}",
+        &["akia", "asia"],
+    ),
     ("openai-prefix", r"\bsk-[A-Za-z0-9_-]{16,}", &["sk-"]),
 ];
 
@@ -236,7 +247,11 @@ fn build_rules() -> RuleSet {
                 allow: Vec::new(),
                 vendored: false,
             };
-            add(rule, words.iter().map(|w| w.to_string()).collect(), &mut rules);
+            add(
+                rule,
+                words.iter().map(|w| w.to_string()).collect(),
+                &mut rules,
+            );
         }
     }
     // The vendored file is checked by a test: every rule in it compiles.
@@ -258,7 +273,11 @@ fn build_rules() -> RuleSet {
             regex,
             group: rule.secret_group,
             entropy: rule.entropy,
-            allow: rule.allowlists.into_iter().filter_map(Allow::compile).collect(),
+            allow: rule
+                .allowlists
+                .into_iter()
+                .filter_map(Allow::compile)
+                .collect(),
             vendored: true,
         };
         add(compiled, rule.keywords, &mut rules);
@@ -314,7 +333,10 @@ impl std::fmt::Debug for Redactor {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         // Never the values themselves.
         f.debug_struct("Redactor")
-            .field("values", &self.values.as_ref().map_or(0, |v| v.patterns_len()))
+            .field(
+                "values",
+                &self.values.as_ref().map_or(0, |v| v.patterns_len()),
+            )
             .finish()
     }
 }
@@ -455,10 +477,26 @@ impl Redactor {
     }
 
     /// `text` with every secret replaced by [`MARK`] (borrowed when there is none).
+    /// Repeated until nothing changes (a marker can make a word boundary a rule needs),
+    /// so a second call changes nothing.
     pub fn redact<'a>(&self, text: &'a str) -> Cow<'a, str> {
+        let Some(mut out) = self.pass(text) else {
+            return Cow::Borrowed(text);
+        };
+        for _ in 0..MAX_PASSES {
+            match self.pass(&out) {
+                Some(next) => out = next,
+                None => break,
+            }
+        }
+        Cow::Owned(out)
+    }
+
+    /// One pass: `None` when `text` holds no secret.
+    fn pass(&self, text: &str) -> Option<String> {
         let ranges = self.find(text);
         if ranges.is_empty() {
-            return Cow::Borrowed(text);
+            return None;
         }
         let mut out = String::with_capacity(text.len());
         let mut at = 0;
@@ -468,7 +506,7 @@ impl Redactor {
             at = end;
         }
         out.push_str(&text[at..]);
-        Cow::Owned(out)
+        Some(out)
     }
 
     /// Redacts `s` in place.
@@ -563,7 +601,11 @@ pub fn rule_ids() -> Vec<&'static str> {
 pub fn vendored_rules_dropped() -> usize {
     let file: Result<RulesFile, _> = toml::from_str(GITLEAKS_RULES);
     match file {
-        Ok(file) => file.rules.iter().filter(|r| compile(&r.regex).is_none()).count(),
+        Ok(file) => file
+            .rules
+            .iter()
+            .filter(|r| compile(&r.regex).is_none())
+            .count(),
         Err(_) => usize::MAX,
     }
 }

@@ -4,7 +4,9 @@ use super::*;
 fn secrets() -> Vec<(&'static str, String, String)> {
     let b62 = |n: usize, seed: u64| -> String {
         const A: &[u8] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789";
-        let mut x = seed.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+        let mut x = seed
+            .wrapping_mul(6364136223846793005)
+            .wrapping_add(1442695040888963407);
         (0..n)
             .map(|_| {
                 x ^= x << 13;
@@ -83,7 +85,11 @@ fn secrets() -> Vec<(&'static str, String, String)> {
         format!("gldt-{}", b62(20, 17)),
         "deploy {}",
     );
-    add("aws access key id", "AKIAZ3MHALX5TQ2WBR7P".into(), "id {} .");
+    add(
+        "aws access key id",
+        "AKIAZ3MHALX5TQ2WBR7P".into(),
+        "id {} .",
+    );
     add(
         "aws secret access key",
         b62(40, 18),
@@ -125,12 +131,20 @@ fn secrets() -> Vec<(&'static str, String, String)> {
     );
     add(
         "slack user token",
-        format!("xoxp-1234567890123-1234567890123-1234567890123-{}", hex(32, 25)),
+        format!(
+            "xoxp-1234567890123-1234567890123-1234567890123-{}",
+            hex(32, 25)
+        ),
         "{}",
     );
     add(
         "slack webhook",
-        format!("https://hooks.slack.com/services/T{}/B{}/{}", b62(10, 26).to_uppercase(), b62(10, 27).to_uppercase(), b62(24, 28)),
+        format!(
+            "https://hooks.slack.com/services/T{}/B{}/{}",
+            b62(10, 26).to_uppercase(),
+            b62(10, 27).to_uppercase(),
+            b62(24, 28)
+        ),
         "post to {}",
     );
     add(
@@ -194,7 +208,11 @@ fn secrets() -> Vec<(&'static str, String, String)> {
         "p4ssw0rd-redis".into(),
         "redis://:{}@cache:6379/0",
     );
-    add("password pair", "hunter2hunter2".into(), "login password=hunter2hunter2 done");
+    add(
+        "password pair",
+        "hunter2hunter2".into(),
+        "login password=hunter2hunter2 done",
+    );
     add(
         "quoted password pair",
         "correct horse battery".into(),
@@ -212,7 +230,11 @@ fn secrets() -> Vec<(&'static str, String, String)> {
         format!("{}.{}", b62(20, 37), b62(12, 38)),
         "Authorization: Bearer {}",
     );
-    add("npm token", format!("npm_{}", b62(36, 39)), "//registry/:_authToken={}");
+    add(
+        "npm token",
+        format!("npm_{}", b62(36, 39)),
+        "//registry/:_authToken={}",
+    );
     add(
         "pypi token",
         format!("pypi-AgEIcHlwaS5vcmc{}", b62(60, 40)),
@@ -225,7 +247,12 @@ fn secrets() -> Vec<(&'static str, String, String)> {
     );
     add(
         "hugging face token",
-        format!("hf_{}", b62(34, 43).to_lowercase().replace(|c: char| c.is_ascii_digit(), "q")),
+        format!(
+            "hf_{}",
+            b62(34, 43)
+                .to_lowercase()
+                .replace(|c: char| c.is_ascii_digit(), "q")
+        ),
         "HF {}",
     );
     add(
@@ -238,7 +265,11 @@ fn secrets() -> Vec<(&'static str, String, String)> {
         format!("shpat_{}", hex(32, 45)),
         "X-Shopify-Access-Token: {}",
     );
-    add("vault token", format!("hvs.{}", b62(90, 46)), "VAULT_TOKEN={}");
+    add(
+        "vault token",
+        format!("hvs.{}", b62(90, 46)),
+        "VAULT_TOKEN={}",
+    );
     add(
         "databricks token",
         format!("dapi{}", hex(32, 47)),
@@ -334,7 +365,8 @@ fn configured_values_are_redacted_and_short_ones_ignored() {
     let mut config = crate::config::Config::defaults();
     config.redact.env = vec!["DROVER_TEST_SECRET".into()];
     if let Some(sim) = config.providers.get_mut("sim") {
-        sim.env.insert("SIM_TOKEN".into(), "value-set-in-config".into());
+        sim.env
+            .insert("SIM_TOKEN".into(), "value-set-in-config".into());
     }
     let env = |name: &str| match name {
         "DROVER_TEST_SECRET" => Some("from-the-environment".to_string()),
@@ -387,4 +419,3 @@ fn odd_input_never_panics() {
         assert!(out.len() <= text.len() + MARK.len() * (text.len() / 8 + 1));
     }
 }
-

@@ -206,6 +206,9 @@ impl Core {
             }
             notes.extend(fit_notes);
         }
+        // The provider gets the task as written; what is stored and shown is redacted.
+        let first_prompt = super::prompts::first_turn(&spec);
+        let spec = self.redactor.redact_serde(spec);
         let spec_json = serde_json::to_value(&spec)
             .map_err(|e| DroverError::new(ErrorCode::Internal, e.to_string()))?;
         let id = self.new_run_id();
@@ -214,6 +217,7 @@ impl Core {
             self.limits().transcript_max_chars,
         );
         let mut run = Run::new(id.clone(), spec, session, now, ring);
+        run.first_prompt = Some(first_prompt);
         let mut batch = Batch::default();
         batch.ops.push(WriteOp::InsertRun(Box::new(RunRecord {
             run_id: id.clone(),

@@ -168,19 +168,16 @@ impl Core {
         how: &str,
     ) {
         let now = self.now;
+        // The answer goes to the provider as given; its record is redacted.
+        let how = self.redactor.redact(how).into_owned();
+        let mut recorded = serde_json::to_value(&answer).unwrap_or(Value::Null);
+        self.redactor.redact_json(&mut recorded);
         let Some(run) = self.runs.get_mut(run_id) else {
             return;
         };
         let has_child = run.child.is_some();
         let mut batch = Batch::default();
-        run.record_resolution(
-            &mut batch,
-            request_id.clone(),
-            who,
-            how,
-            serde_json::to_value(&answer).unwrap_or(Value::Null),
-            now,
-        );
+        run.record_resolution(&mut batch, request_id.clone(), who, &how, recorded, now);
         if run.broker.is_empty() && run.state == RunState::AwaitingPermission {
             run.set_state(&mut batch, RunState::Running, None, now);
             let allowed = !matches!(answer, PermissionAnswer::Deny { .. });

@@ -225,7 +225,10 @@ impl Core {
             origin,
             started_at: now,
             ended_at: None,
-            prompt_preview: prompts::preview(&prompt),
+            prompt_preview: self
+                .redactor
+                .redact(&prompts::preview(&prompt))
+                .into_owned(),
             text: String::new(),
             tokens: Default::default(),
             cost_usd: None,

@@ -91,6 +91,11 @@ pub trait Facts {
     fn is_dir(&self, path: &Path) -> bool;
     /// Whether a provider's CLI command is found (on `PATH`, or as a path).
     fn cli_found(&self, command: &str) -> bool;
+    /// The value of an environment variable of drover's (for the redactor: the values of
+    /// the variables config names are secrets). None by default.
+    fn env(&self, _name: &str) -> Option<String> {
+        None
+    }
 }
 
 /// One thing for the core to decide on.
@@ -310,6 +315,9 @@ pub struct Core {
     /// they show where the run is (starting, or failed).
     after_launch: Vec<(ReplyTo, String)>,
     out: Vec<Effect>,
+    /// Every secret of every input is redacted with this before it is stored or shown
+    /// ([`crate::redact`]); built from the config and the environment it names.
+    redactor: crate::redact::Redactor,
 }
 
 /// How long shutdown waits for children to exit before giving up on them.
@@ -323,7 +331,9 @@ impl Core {
         now: UnixMillis,
     ) -> Result<Core, DroverError> {
         let money = money::Money::new(&config, startup.session)?;
+        let redactor = crate::redact::Redactor::from_config(&config, |name| facts.env(name));
         Ok(Core {
+            redactor,
             config,
             facts,
             now,

@@ -542,6 +542,7 @@ impl Core {
                 return;
             }
         };
+        self.redactor = crate::redact::Redactor::from_config(&config, |name| self.facts.env(name));
         self.config = config;
         self.money.catalog = catalog;
         let names: Vec<String> = self.money.sessions.keys().cloned().collect();

@@ -31,6 +31,9 @@ const RATE_LIMIT_DEFAULT_MS: i64 = 60_000;
 impl Core {
     pub(super) fn on_provider_event(&mut self, tagged: RunProviderEvent) {
         let RunProviderEvent { run_id, event } = tagged;
+        // Nothing a provider said is stored or shown before its secrets are redacted
+        // (what answering needs stays with the adapter).
+        let event = self.redactor.redact_serde(event);
         let now = self.now;
         let Some(run) = self.runs.get_mut(&run_id) else {
             return;
@@ -88,8 +91,12 @@ impl Core {
                 self.commit(batch);
                 let prompt = self
                     .runs
-                    .get(&run_id)
-                    .map(|r| prompts::first_turn(&r.spec))
+                    .get_mut(&run_id)
+                    .map(|r| {
+                        r.first_prompt
+                            .take()
+                            .unwrap_or_else(|| prompts::first_turn(&r.spec))
+                    })
                     .unwrap_or_default();
                 return self.start_turn(&run_id, prompt, TurnOrigin::Dispatch);
             }

@@ -163,6 +163,9 @@ pub struct Run {
     /// Set by `drover resume`: the prompt of the turn to send once the child, started
     /// in the recorded provider session, is ready.
     pub resume: Option<String>,
+    /// The first turn's prompt, built from the spec as the user wrote it (the spec kept
+    /// here is redacted); taken when the child is ready.
+    pub first_prompt: Option<String>,
 }
 
 impl Run {
@@ -215,6 +218,7 @@ impl Run {
             escalation: None,
             depth: 0,
             resume: None,
+            first_prompt: None,
         }
     }
 
