@@ -88,7 +88,7 @@ pub fn claude_stream_json(data: &[u8]) {
     let mut state = claude::ParseState::new(policy);
     let _ = state.initialize_request();
     for (i, line) in lines(data).enumerate() {
-        let events = claude::parse_line(&line, &mut state, i as i64 * 1000);
+        let events = claude::parse_line(&line, &mut state, (i as i64).saturating_mul(1000));
         check_events(&events, line.len());
         for out in state.take_outgoing() {
             assert!(

@@ -136,6 +136,7 @@ fn an_unknown_key_is_refused_with_its_line() {
             &file.display().to_string(),
             "line 4",
             "`limits.max_turnz`",
+            "(did you mean `max_turns_default`?)",
             "known keys in [limits]",
         ],
     );

@@ -340,6 +340,10 @@ pub struct BudgetView {
     pub warned: bool,
     /// The hard cap was reached: dispatches are refused until it is raised.
     pub closed: bool,
+    /// The config file changed and the new one was refused (why, in one line): the owner
+    /// keeps the config it had. Cleared by the next good read.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub config_refused: Option<String>,
 }
 
 impl RunBudget {
@@ -555,6 +559,11 @@ pub enum DispatchEvent {
         session: String,
         note: String,
     },
+    /// The owner's own health changed: a config reload was refused (the message), or a
+    /// good one cleared it (`None`). Not about one run (`run_id()` is "").
+    Health {
+        config_refused: Option<String>,
+    },
 }
 
 impl DispatchEvent {
@@ -567,7 +576,7 @@ impl DispatchEvent {
             | DispatchEvent::PermissionResolved { run_id, .. }
             | DispatchEvent::Note { run_id, .. }
             | DispatchEvent::RunRemoved { run_id } => run_id,
-            DispatchEvent::Budget { .. } => "",
+            DispatchEvent::Budget { .. } | DispatchEvent::Health { .. } => "",
         }
     }
 }

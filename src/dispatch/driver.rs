@@ -45,11 +45,17 @@ impl Clock {
     }
 
     pub fn now(&self) -> UnixMillis {
-        self.base_unix + self.base.elapsed().as_millis() as i64
+        crate::clock::after(self.base_unix, self.base.elapsed())
     }
 
+    /// The instant of `at`; one too far away to name is a year from now (the loop wakes,
+    /// finds nothing due, and sleeps again).
     pub fn instant_at(&self, at: UnixMillis) -> Instant {
-        self.base + Duration::from_millis((at - self.base_unix).max(0) as u64)
+        let ahead = Duration::from_millis(u64::try_from(at.saturating_sub(self.base_unix)).unwrap_or(0));
+        self.base
+            .checked_add(ahead)
+            .filter(|i| i.saturating_duration_since(Instant::now()) < FAR)
+            .unwrap_or_else(|| Instant::now() + FAR)
     }
 }
 
@@ -74,6 +80,9 @@ impl Facts for SystemFacts {
     }
 }
 
+/// The furthest the loop sleeps ahead.
+const FAR: Duration = Duration::from_secs(365 * 24 * 3600);
+
 /// Adapter events handled per turn of the loop before committing.
 const PROVIDER_EVENTS_PER_TURN: usize = 512;
 /// On the hot path, the config file is looked at no more often than this.
@@ -89,7 +98,11 @@ struct ConfigWatch {
 impl ConfigWatch {
     /// The config read again, when it changed since it was last read. A broken file is
     /// logged and the config in force is kept.
-    fn changed(&mut self, freshness: Freshness, now: UnixMillis) -> Option<Config> {
+    fn changed(
+        &mut self,
+        freshness: Freshness,
+        now: UnixMillis,
+    ) -> Option<Result<Config, DroverError>> {
         match freshness {
             Freshness::Any => return None,
             Freshness::Throttled if now - self.checked_at < CONFIG_CHECK_MS => return None,
@@ -105,12 +118,10 @@ impl ConfigWatch {
             Ok(config) => {
                 tracing::info!(path = %self.path.display(), "config re-read");
                 install_redactor(&config);
-                Some(config)
+                Some(Ok(config))
             }
-            Err(e) => {
-                tracing::warn!(code = %e.code, "{}; keeping the config in force", e.message);
-                None
-            }
+            // The core keeps the config in force and says so (log, footer, status).
+            Err(e) => Some(Err(e)),
         }
     }
 }
@@ -275,8 +286,12 @@ impl Driver {
     /// fresh one) and carries out what it decided.
     fn input(&mut self, input: Input) {
         let now = self.clock.now();
-        if let Some(config) = self.config.changed(input.freshness(), now) {
-            let effects = self.core.handle(Input::Config(Box::new(config)), now);
+        if let Some(read) = self.config.changed(input.freshness(), now) {
+            let input = match read {
+                Ok(config) => Input::Config(Box::new(config)),
+                Err(refusal) => Input::ConfigRefused(refusal),
+            };
+            let effects = self.core.handle(input, now);
             self.carry_out(effects);
         }
         let effects = self.core.handle(input, now);

@@ -319,6 +319,7 @@ pub fn budget_from_ledger(
         hard_cap_usd,
         unpriced_runs: bases.unpriced_runs,
         runs_by_basis: bases.runs_by_basis,
+        config_refused: None,
     })
 }
 

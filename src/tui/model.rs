@@ -189,6 +189,8 @@ pub struct ViewModel {
     /// `None` follows the end of the transcript; `Some(n)` shows it from line `n`.
     pub transcript_scroll: Option<usize>,
     pub flash: Option<Flash>,
+    /// A config reload the owner refused (shown on the footer until a good one).
+    pub config_refused: Option<String>,
 }
 
 impl ViewModel {
@@ -370,6 +372,10 @@ impl ViewModel {
             DispatchEvent::RunRemoved { run_id } => {
                 self.runs.remove(run_id);
                 self.rebuild_rows();
+                Applied::default()
+            }
+            DispatchEvent::Health { config_refused } => {
+                self.config_refused = config_refused.clone();
                 Applied::default()
             }
             DispatchEvent::Budget { note, .. } => {

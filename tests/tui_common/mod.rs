@@ -207,6 +207,7 @@ pub fn budget(spent: f64, reserved: f64) -> BudgetView {
         unpriced_runs: Vec::new(),
         warned: spent >= 8.0,
         closed: spent >= 25.0,
+        config_refused: None,
     }
 }
 

@@ -71,7 +71,8 @@ impl Core {
     }
 
     fn idempotency_since(&self) -> i64 {
-        self.now - self.limits().idempotency_window_secs as i64 * 1000
+        self.now
+            .saturating_sub(super::answers::secs_ms(self.limits().idempotency_window_secs))
     }
 
     fn idempotent_run(&self, key: &str) -> Option<&Run> {

@@ -226,7 +226,7 @@ impl Core {
 
 /// Seconds from config as milliseconds, saturating (never a wrapped, negative bound).
 pub(super) fn secs_ms(secs: u64) -> UnixMillis {
-    i64::try_from(secs.saturating_mul(1000)).unwrap_or(i64::MAX)
+    crate::clock::secs_millis(secs)
 }
 
 /// How an answer reads in the ledger and the transcript.

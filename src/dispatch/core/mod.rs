@@ -117,6 +117,8 @@ pub enum Input {
     },
     /// The config file changed and was read again.
     Config(Box<Config>),
+    /// The config file changed and could not be read (the refusal says why).
+    ConfigRefused(DroverError),
     /// Stop every active run (recorded as interrupted by shutdown) and wind down.
     Shutdown,
 }
@@ -318,6 +320,8 @@ pub struct Core {
     /// Every secret of every input is redacted with this before it is stored or shown
     /// ([`crate::redact`]); built from the config and the environment it names.
     redactor: crate::redact::Redactor,
+    /// The last config reload that was refused, while no good one followed.
+    config_refused: Option<String>,
 }
 
 /// How long shutdown waits for children to exit before giving up on them.
@@ -334,6 +338,7 @@ impl Core {
         let redactor = crate::redact::Redactor::from_config(&config, |name| facts.env(name));
         Ok(Core {
             redactor,
+            config_refused: None,
             config,
             facts,
             now,
@@ -361,6 +366,7 @@ impl Core {
             Input::Launched { run_id, outcome } => self.on_launched(&run_id, outcome),
             Input::Loaded { then, answer } => self.on_loaded(then, answer),
             Input::Config(config) => self.on_config(*config),
+            Input::ConfigRefused(refusal) => self.on_config_refused(refusal),
             Input::Shutdown => self.begin_shutdown(),
         }
         std::mem::take(&mut self.out)

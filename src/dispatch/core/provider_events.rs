@@ -351,7 +351,7 @@ impl Core {
             return self.end_run(run_id, RunState::Completed, "max_turns", Cause::Completed);
         }
         run.set_state(&mut batch, RunState::Idle, None, now);
-        let idle_until = now + run.spec.idle_timeout_secs as i64 * 1000;
+        let idle_until = now.saturating_add(super::answers::secs_ms(run.spec.idle_timeout_secs));
         let detail = if run.needs_input {
             "needs your input: answer with a follow-up"
         } else {

@@ -176,7 +176,7 @@ impl Run {
         now: UnixMillis,
         ring: TranscriptRing,
     ) -> Run {
-        let deadline = now + i64::from(spec.max_minutes) * 60_000;
+        let deadline = now.saturating_add(i64::from(spec.max_minutes).saturating_mul(60_000));
         Run {
             id,
             model: spec.model.clone(),
