@@ -137,6 +137,7 @@ fn codex_spec(policy: PermissionPolicy) -> LaunchSpec {
         resume_session: None,
         resume_tokens: None,
         scenario: None,
+        journal: None,
     }
 }
 

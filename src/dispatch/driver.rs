@@ -126,6 +126,30 @@ impl ConfigWatch {
     }
 }
 
+/// Notes each run's processes in the ledger (not the run's event stream: bookkeeping for
+/// the next owner's recovery, like retention's deletes).
+fn process_journal(writer: LedgerWriter, clock: Clock) -> crate::providers::sweep::ProcessJournal {
+    use crate::providers::sweep::JournalEntry;
+    let writer = std::sync::Mutex::new(writer);
+    crate::providers::sweep::ProcessJournal::new(move |entry| {
+        let op = match entry {
+            JournalEntry::Noted {
+                run_id,
+                boot_id,
+                processes,
+            } => WriteOp::NoteProcesses {
+                run_id,
+                boot_id,
+                processes,
+                at: clock.now(),
+            },
+            JournalEntry::Swept { run_id } => WriteOp::ForgetProcesses { run_id },
+        };
+        let writer = writer.lock().unwrap_or_else(|p| p.into_inner());
+        let _ = writer.send(op);
+    })
+}
+
 /// The process's redactor (logs, the ledger writer) for `config` and this environment.
 fn install_redactor(config: &Config) {
     crate::redact::install(crate::redact::Redactor::from_config(config, |name| {
@@ -138,6 +162,8 @@ fn config_mtime(path: &Path) -> Option<SystemTime> {
 }
 
 struct Driver {
+    /// Where each launch's processes are noted (this dispatcher's ledger).
+    journal: crate::providers::sweep::ProcessJournal,
     core: Core,
     clock: Clock,
     ledger: Option<Ledger>,
@@ -157,6 +183,8 @@ pub async fn start(
 ) -> Result<(DispatcherHandle, tokio::task::JoinHandle<()>), DroverError> {
     let clock = Clock::start();
     install_redactor(&options.config);
+    // Whatever a CLI starts stays drover's to end (see `providers::sweep`).
+    crate::providers::sweep::become_subreaper();
     let ledger_options = LedgerOptions {
         retention_finished_runs: options.config.limits.retention_finished_runs,
         ..LedgerOptions::default()
@@ -167,6 +195,12 @@ pub async fn start(
         let (ledger, recovery) = Ledger::open(&path, ledger_options, now)?;
         if !recovery.interrupted.is_empty() {
             tracing::info!(runs = ?recovery.interrupted, "runs left active were marked interrupted");
+        }
+        if recovery.processes_ended > 0 {
+            tracing::info!(
+                processes = recovery.processes_ended,
+                "ended processes a crashed drover's runs left"
+            );
         }
         let reader = ledger.reader()?;
         let startup = super::views::startup(&reader, std::process::id())?;
@@ -187,7 +221,9 @@ pub async fn start(
     let (publish_tx, publish_rx) = mpsc::unbounded_channel();
     let publisher = publish::spawn(publish_rx, events.clone(), reads);
     let (provider_tx, provider_rx) = mpsc::channel(1024);
+    let journal = process_journal(ledger.writer(), clock);
     let driver = Driver {
+        journal,
         core,
         clock,
         writer: ledger.writer(),
@@ -320,7 +356,8 @@ impl Driver {
                         }
                     }
                 }
-                Effect::Launch(spec) => {
+                Effect::Launch(mut spec) => {
+                    spec.journal = Some(self.journal.clone());
                     let run_id = spec.run_id.clone();
                     let outcome = providers::launch(*spec, &self.launcher).map(|handle| {
                         let pid = handle.pid;

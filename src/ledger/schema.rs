@@ -116,6 +116,19 @@ const MIGRATIONS: &[&str] = &[
         value TEXT NOT NULL
     );
     "#,
+    // 2: the processes each run's child started (pid and start time on a boot), so the
+    // next owner can end what a crashed one left.
+    r#"
+    CREATE TABLE processes (
+        run_id      TEXT NOT NULL,
+        pid         INTEGER NOT NULL,
+        start_ticks INTEGER NOT NULL,
+        pgid        INTEGER NOT NULL,
+        boot_id     TEXT NOT NULL,
+        noted_at    INTEGER NOT NULL,
+        PRIMARY KEY (run_id, pid, start_ticks)
+    ) WITHOUT ROWID;
+    "#,
 ];
 
 /// The schema version this build writes.

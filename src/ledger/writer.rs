@@ -41,6 +41,15 @@ pub enum WriteOp {
     },
     /// Delete runs with everything that belongs to them (retention).
     DeleteRuns(Vec<String>),
+    /// Note processes of a run's child (see [`crate::providers::sweep`]).
+    NoteProcesses {
+        run_id: String,
+        boot_id: String,
+        processes: Vec<crate::providers::sweep::Noted>,
+        at: crate::UnixMillis,
+    },
+    /// A run's processes were swept: nothing of them is left to end.
+    ForgetProcesses { run_id: String },
 }
 
 /// An event ready for the writer: its body already serialized.
@@ -414,6 +423,25 @@ fn apply_op(tx: &Transaction<'_>, op: &WriteOp) -> Result<(), LedgerError> {
             for id in ids {
                 st.execute(params![id])?;
             }
+        }
+        WriteOp::NoteProcesses {
+            run_id,
+            boot_id,
+            processes,
+            at,
+        } => {
+            let mut st = tx.prepare_cached(
+                "INSERT OR IGNORE INTO processes (run_id, pid, start_ticks, pgid, boot_id, noted_at)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
+            )?;
+            for p in processes {
+                let start = i64::try_from(p.start).unwrap_or(i64::MAX);
+                st.execute(params![run_id, p.pid, start, p.pgid, boot_id, at])?;
+            }
+        }
+        WriteOp::ForgetProcesses { run_id } => {
+            let mut st = tx.prepare_cached("DELETE FROM processes WHERE run_id = ?1")?;
+            st.execute(params![run_id])?;
         }
     }
     Ok(())

@@ -207,6 +207,7 @@ impl Core {
             resume_session: run.resume.as_ref().and(run.provider_session_id.clone()),
             resume_tokens: run.resume.as_ref().map(|_| run.tokens),
             scenario: run.spec.scenario.clone(),
+            journal: None,
         })
     }
 

@@ -111,6 +111,7 @@ fn fake_spec(dir: &TempDir, mode: &str, policy: PermissionPolicy) -> LaunchSpec 
         resume_session: None,
         resume_tokens: None,
         scenario: None,
+        journal: None,
     }
 }
 

@@ -1,0 +1,209 @@
+//! Reliability end to end, on the real binary: nothing a run's CLI starts outlives drover
+//! (stop, and a crash followed by a new owner), the control socket bounds what one
+//! request may cost, and a crash loop under load loses nothing.
+//!
+//! Every process these tests signal is one they started (`drover serve`, by its pid);
+//! the processes a run's CLI leaves are ended by drover itself.
+
+mod common;
+
+use common::{Home, str_at};
+use serde_json::Value;
+use std::io::{BufRead, BufReader, Write};
+use std::os::unix::fs::PermissionsExt;
+use std::os::unix::net::UnixStream;
+use std::path::{Path, PathBuf};
+use std::thread;
+use std::time::{Duration, Instant};
+
+/// `(state, start time)` of a process, from /proc.
+fn stat_of(pid: i32) -> Option<(char, u64)> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    let (_, rest) = stat.rsplit_once(')')?;
+    let fields: Vec<&str> = rest.split_whitespace().collect();
+    Some((fields.first()?.chars().next()?, fields.get(19)?.parse().ok()?))
+}
+
+/// Whether the process `pid` that started at `start` is still running (a zombie is not).
+fn running(pid: i32, start: u64) -> bool {
+    stat_of(pid).is_some_and(|(state, s)| s == start && state != 'Z' && state != 'X')
+}
+
+fn wait_until(what: &str, limit: Duration, mut done: impl FnMut() -> bool) {
+    let deadline = Instant::now() + limit;
+    while !done() {
+        assert!(Instant::now() < deadline, "{what}: not within {limit:?}");
+        thread::sleep(Duration::from_millis(50));
+    }
+}
+
+/// A home whose `claude-code` provider is the simulated agent behind a wrapper that
+/// first starts a `sleep` in a session of its own (as a CLI's Bash tool may) and writes
+/// its pid to `sleeper.pid`.
+fn home_with_escaping_cli() -> (Home, PathBuf) {
+    let home = Home::new();
+    let wrapper = home.path().join("escaping-cli.sh");
+    let pidfile = home.path().join("sleeper.pid");
+    std::fs::write(
+        &wrapper,
+        format!(
+            "#!/bin/sh\nsetsid sleep 300 </dev/null >/dev/null 2>&1 &\necho $! > {}\nexec {} \"$@\"\n",
+            pidfile.display(),
+            common::drover_bin()
+        ),
+    )
+    .unwrap();
+    std::fs::set_permissions(&wrapper, std::fs::Permissions::from_mode(0o700)).unwrap();
+    std::fs::write(
+        home.path().join("config.toml"),
+        format!(
+            "[providers.claude-code]\ncommand = \"{}\"\nargs = [\"sim-agent\", \"--scenario\", \"hang\"]\n",
+            wrapper.display()
+        ),
+    )
+    .unwrap();
+    (home, pidfile)
+}
+
+/// The sleeper's pid and start time, once the wrapper wrote it.
+fn sleeper(pidfile: &Path) -> (i32, u64) {
+    let mut found = None;
+    wait_until("the CLI starts its escaping tool", Duration::from_secs(30), || {
+        found = std::fs::read_to_string(pidfile)
+            .ok()
+            .and_then(|s| s.trim().parse::<i32>().ok())
+            .and_then(|pid| stat_of(pid).map(|(_, start)| (pid, start)));
+        found.is_some()
+    });
+    found.unwrap()
+}
+
+fn dispatch_claude(home: &Home) -> String {
+    let run = home.json(&["dispatch", "--provider", "claude-code", "Fix the greeting"]);
+    str_at(&run, "run_id").to_string()
+}
+
+#[test]
+fn a_tool_in_a_session_of_its_own_is_ended_when_its_claude_run_is_stopped() {
+    let (home, pidfile) = home_with_escaping_cli();
+    let serve = home.serve();
+    let run = dispatch_claude(&home);
+    let (pid, start) = sleeper(&pidfile);
+    assert!(running(pid, start));
+    let out = home.drover(&["stop", &run]);
+    assert_eq!(out.status.code(), Some(0), "{}", common::describe(&out));
+    home.wait_terminal(&run);
+    wait_until("the escaped tool is ended with its run", Duration::from_secs(15), || {
+        !running(pid, start)
+    });
+    serve.stop();
+}
+
+#[test]
+fn after_a_crash_the_next_owner_ends_what_the_runs_left_before_marking_them() {
+    let (home, pidfile) = home_with_escaping_cli();
+    let serve = home.serve();
+    let run = dispatch_claude(&home);
+    let (pid, start) = sleeper(&pidfile);
+    // The owner notes the run's processes in the ledger (about once a second).
+    let ledger = home.path().join("ledger.sqlite3");
+    wait_until("the tool is noted in the ledger", Duration::from_secs(15), || {
+        rusqlite::Connection::open_with_flags(&ledger, rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY)
+            .and_then(|c| {
+                c.query_row(
+                    "SELECT count(*) FROM processes WHERE pid = ?1 AND start_ticks = ?2",
+                    rusqlite::params![pid, start as i64],
+                    |r| r.get::<_, i64>(0),
+                )
+            })
+            .is_ok_and(|n| n == 1)
+    });
+    serve.kill9();
+    // The crash ended the CLI (parent-death signal), not the tool in its own session.
+    thread::sleep(Duration::from_millis(300));
+    assert!(running(pid, start), "the tool outlived the crashed owner");
+    let serve = home.serve();
+    wait_until("recovery ends the tool", Duration::from_secs(10), || !running(pid, start));
+    let row = home.row(&run);
+    assert_eq!(str_at(&row, "state"), "interrupted", "{row}");
+    serve.stop();
+}
+
+/// One request line on the socket; the answer line.
+fn ask(stream: &mut UnixStream, reader: &mut BufReader<UnixStream>, line: &str) -> Value {
+    stream.write_all(line.as_bytes()).unwrap();
+    stream.write_all(b"\n").unwrap();
+    let mut answer = String::new();
+    reader.read_line(&mut answer).unwrap();
+    serde_json::from_str(&answer).unwrap_or_else(|e| panic!("{answer:?}: {e}"))
+}
+
+#[test]
+fn a_megabyte_wait_naming_one_run_68000_times_costs_one_run() {
+    let home = Home::new();
+    let serve = home.serve();
+    let run = home.dispatch("quick-success", "Say hello", &[]);
+    home.wait_idle(&run);
+    let mut stream = UnixStream::connect(home.socket()).unwrap();
+    stream.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
+    let mut reader = BufReader::new(stream.try_clone().unwrap());
+    // The amplification of the report: 68,000 copies of one id in under 1 MB.
+    let ids = vec![format!("\"{run}\""); 68_000].join(",");
+    let line = format!(
+        "{{\"id\": 1, \"request\": {{\"method\": \"wait\", \"params\": {{\"run_ids\": [{ids}], \"until\": \"terminal\"}}}}}}"
+    );
+    assert!(line.len() < 1024 * 1024, "{} bytes", line.len());
+    let answer = ask(&mut stream, &mut reader, &line);
+    assert_eq!(answer["error"]["code"], "REQUEST_TOO_LARGE", "{answer}");
+    // Within the bound, duplicates are collapsed: the answer names the run once.
+    let ids = vec![format!("\"{run}\""); 200].join(",");
+    let line = format!(
+        "{{\"id\": 2, \"request\": {{\"method\": \"wait\", \"params\": {{\"run_ids\": [{ids}], \"until\": \"idle\"}}}}}}"
+    );
+    let answer = ask(&mut stream, &mut reader, &line);
+    let text = answer.to_string();
+    assert!(answer.get("ok").is_some(), "{answer}");
+    assert_eq!(text.matches(run.as_str()).count(), 1, "{text}");
+    assert!(text.len() < 8 * 1024, "{} bytes", text.len());
+    // Params default alike: `runs` without params, `kill_all` with empty ones.
+    let answer = ask(&mut stream, &mut reader, "{\"id\": 3, \"request\": {\"method\": \"runs\"}}");
+    assert!(answer["ok"].is_array(), "{answer}");
+    let answer = ask(
+        &mut stream,
+        &mut reader,
+        "{\"id\": 4, \"request\": {\"method\": \"kill_all\", \"params\": {}}}",
+    );
+    assert!(answer.get("ok").is_some(), "{answer}");
+    // The owner serves on.
+    assert_eq!(home.json(&["runs"]).as_array().map(Vec::len), Some(1));
+    serve.stop();
+}
+
+#[test]
+fn pending_waits_per_connection_are_capped() {
+    let home = Home::new();
+    let serve = home.serve();
+    let run = home.dispatch("hang", "Wait for me", &[]);
+    let mut stream = UnixStream::connect(home.socket()).unwrap();
+    stream.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
+    let mut reader = BufReader::new(stream.try_clone().unwrap());
+    for id in 0..16 {
+        let line = format!(
+            "{{\"id\": {id}, \"request\": {{\"method\": \"wait\", \"params\": {{\"run_ids\": [\"{run}\"], \"until\": \"terminal\", \"timeout_secs\": 60}}}}}}\n"
+        );
+        stream.write_all(line.as_bytes()).unwrap();
+    }
+    let answer = ask(
+        &mut stream,
+        &mut reader,
+        &format!("{{\"id\": 99, \"request\": {{\"method\": \"wait\", \"params\": {{\"run_ids\": [\"{run}\"]}}}}}}"),
+    );
+    assert_eq!(answer["id"], 99, "{answer}");
+    assert_eq!(answer["error"]["code"], "TOO_MANY_WAITS", "{answer}");
+    // A ping still gets through.
+    let answer = ask(&mut stream, &mut reader, "{\"id\": 100, \"request\": {\"method\": \"ping\"}}");
+    assert_eq!(answer["ok"]["pong"], true, "{answer}");
+    drop(stream);
+    home.drover(&["stop", &run]);
+    serve.stop();
+}
