@@ -207,3 +207,113 @@ fn pending_waits_per_connection_are_capped() {
     home.drover(&["stop", &run]);
     serve.stop();
 }
+
+/// A small xorshift, seeded from the clock (the seed is printed to replay a failure).
+struct Rng(u64);
+
+impl Rng {
+    fn next(&mut self) -> u64 {
+        self.0 ^= self.0 << 13;
+        self.0 ^= self.0 >> 7;
+        self.0 ^= self.0 << 17;
+        self.0
+    }
+}
+
+/// Live processes whose environment names this home (a drover, a CLI, a tool).
+fn processes_of(home: &Path) -> Vec<i32> {
+    let needle = format!("DROVER_HOME={}", home.display());
+    let me = std::process::id() as i32;
+    std::fs::read_dir("/proc")
+        .map(|d| {
+            d.flatten()
+                .filter_map(|e| e.file_name().to_str()?.parse::<i32>().ok())
+                .filter(|pid| *pid != me)
+                .filter(|pid| stat_of(*pid).is_some_and(|(s, _)| s != 'Z' && s != 'X'))
+                .filter(|pid| {
+                    std::fs::read(format!("/proc/{pid}/environ")).is_ok_and(|env| {
+                        env.split(|b| *b == 0).any(|v| v == needle.as_bytes())
+                    })
+                })
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+#[test]
+fn twenty_crashes_under_load_lose_nothing_shown_and_leave_nothing_running() {
+    let seed = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(7, |d| d.as_nanos() as u64)
+        | 1;
+    eprintln!("crash loop seed {seed}");
+    let mut rng = Rng(seed);
+    let home = Home::new();
+    // What was shown: each run's id and the events seen for it before a crash.
+    let mut shown: std::collections::BTreeMap<String, usize> = Default::default();
+    let scenarios = ["multi-turn", "slow-spender", "tool-permission", "quick-success", "flood"];
+    for round in 0..20 {
+        let serve = home.serve();
+        for _ in 0..3 {
+            let scenario = scenarios[(rng.next() % scenarios.len() as u64) as usize];
+            let run = home.json(&["dispatch", "--provider", "sim", "--scenario", scenario, "Load"]);
+            shown.insert(str_at(&run, "run_id").to_string(), 0);
+        }
+        // Some of what is shown: a run's events, read back through the owner.
+        let (run, _) = shown.iter().nth((rng.next() % shown.len() as u64) as usize).unwrap();
+        let run = run.clone();
+        let events = home.events(&run).len();
+        shown.insert(run, events);
+        thread::sleep(Duration::from_millis(rng.next() % 400));
+        eprintln!("round {round}: SIGKILL");
+        serve.kill9();
+    }
+    // The owner after the last crash recovers; nothing is active, nothing shown is lost.
+    let serve = home.serve();
+    let runs = home.json(&["runs", "--all"]);
+    let runs = runs.as_array().unwrap();
+    for (run, seen) in &shown {
+        let row = runs
+            .iter()
+            .find(|r| str_at(r, "run_id") == run)
+            .unwrap_or_else(|| panic!("run {run} was shown and then lost"));
+        let state = str_at(row, "state");
+        // The new owner holds no run of the old one: each is finished or interrupted.
+        assert!(
+            ["completed", "failed", "stopped", "interrupted"].contains(&state),
+            "{run} is {state} after recovery"
+        );
+        assert!(home.events(run).len() >= *seen, "{run} lost events it had shown");
+    }
+    serve.stop();
+    // The ledger: whole, and every run's events numbered 1, 2, 3, … with no gap.
+    let conn = rusqlite::Connection::open_with_flags(
+        home.path().join("ledger.sqlite3"),
+        rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY,
+    )
+    .unwrap();
+    let check: String = conn.query_row("PRAGMA integrity_check", [], |r| r.get(0)).unwrap();
+    assert_eq!(check, "ok");
+    let gaps: i64 = conn
+        .query_row(
+            "SELECT count(*) FROM (SELECT run_id, count(*) AS n, min(seq) AS lo, max(seq) AS hi
+                FROM events GROUP BY run_id) WHERE lo != 1 OR hi != n",
+            [],
+            |r| r.get(0),
+        )
+        .unwrap();
+    assert_eq!(gaps, 0, "runs with a gap in their event seqs");
+    let active: i64 = conn
+        .query_row(
+            "SELECT count(*) FROM runs WHERE state IN ('queued', 'awaiting_route', 'starting',
+                'running', 'idle', 'awaiting_permission')",
+            [],
+            |r| r.get(0),
+        )
+        .unwrap();
+    assert_eq!(active, 0, "runs still active after the last owner stopped");
+    // No drover, CLI or tool of this home is left.
+    wait_until("every process of the home is gone", Duration::from_secs(15), || {
+        processes_of(home.path()).is_empty()
+    });
+}
