@@ -1,0 +1,54 @@
+#!/usr/bin/env bash
+# Long fuzz campaigns of every parser of outside input (the targets of src/fuzz.rs).
+#
+#   scripts/fuzz.sh [RUNS] [TARGET...]   libFuzzer via cargo-fuzz on a nightly toolchain:
+#                                        RUNS inputs per target (default 10,000,000); the
+#                                        corpus in fuzz/corpus/<target> grows as it runs
+#   scripts/fuzz.sh --stable CASES       the stable-toolchain driver (tests/fuzz.rs) with
+#                                        CASES generated inputs per target
+#
+# Prints, per target, the inputs run, the time taken and whether it crashed; a crash
+# leaves its input in fuzz/artifacts/<target>/ and makes the script exit 1.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+targets_all=(claude_stream_json codex_exec_jsonl codex_app_server opencode_events result_block socket_request config redact)
+
+if [ "${1:-}" = "--stable" ]; then
+    cases=${2:-100000}
+    echo "== stable: ${cases} generated inputs per target (plus the corpus)"
+    DROVER_FUZZ_CASES=$cases cargo test --release --test fuzz -- --test-threads=1
+    exit 0
+fi
+
+runs=${1:-10000000}
+shift || true
+targets=("$@")
+[ ${#targets[@]} -eq 0 ] && targets=("${targets_all[@]}")
+
+if ! cargo +nightly --version >/dev/null 2>&1; then
+    echo "error: no nightly toolchain; libFuzzer needs one (rustup toolchain install nightly)," >&2
+    echo "or run the stable driver: scripts/fuzz.sh --stable 1000000" >&2
+    exit 1
+fi
+if ! cargo fuzz --version >/dev/null 2>&1; then
+    echo "error: cargo-fuzz is not installed: cargo install cargo-fuzz" >&2
+    exit 1
+fi
+
+status=0
+for t in "${targets[@]}"; do
+    mkdir -p "fuzz/corpus/$t" "fuzz/artifacts/$t"
+    log="fuzz/artifacts/$t/last-run.log"
+    start=$(date +%s)
+    if cargo +nightly fuzz run -O "$t" "fuzz/corpus/$t" -- -runs="$runs" -max_len=65536 \
+        -timeout=10 -rss_limit_mb=2048 -print_final_stats=1 >"$log" 2>&1; then
+        result="0 crashes"
+    else
+        result="CRASHED (see $log and fuzz/artifacts/$t/)"
+        status=1
+    fi
+    done_runs=$(grep -o 'stat::number_of_executed_units: *[0-9]*' "$log" | grep -o '[0-9]*$' || echo "?")
+    echo "$t: ${done_runs} inputs in $(( $(date +%s) - start )) s, ${result}"
+done
+exit $status
