@@ -56,6 +56,10 @@ pub enum ErrorCode {
     RequestTooLarge,
     /// One connection already has as many `wait`s pending as it may.
     TooManyWaits,
+    /// The data directory is writable by others (its socket could be swapped).
+    DataDirUnsafe,
+    /// The control socket is served by another user's process.
+    SocketUntrusted,
     Internal,
 }
 
@@ -97,6 +101,8 @@ impl ErrorCode {
             ErrorCode::NoRoute => "NO_ROUTE",
             ErrorCode::RequestTooLarge => "REQUEST_TOO_LARGE",
             ErrorCode::TooManyWaits => "TOO_MANY_WAITS",
+            ErrorCode::DataDirUnsafe => "DATA_DIR_UNSAFE",
+            ErrorCode::SocketUntrusted => "SOCKET_UNTRUSTED",
             ErrorCode::Internal => "INTERNAL",
         }
     }
@@ -148,6 +154,8 @@ mod tests {
             ErrorCode::NoRoute,
             ErrorCode::RequestTooLarge,
             ErrorCode::TooManyWaits,
+            ErrorCode::DataDirUnsafe,
+            ErrorCode::SocketUntrusted,
         ] {
             let json = serde_json::to_string(&code).unwrap();
             assert_eq!(json, format!("\"{}\"", code.as_str()));

@@ -21,7 +21,10 @@ fn stat_of(pid: i32) -> Option<(char, u64)> {
     let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
     let (_, rest) = stat.rsplit_once(')')?;
     let fields: Vec<&str> = rest.split_whitespace().collect();
-    Some((fields.first()?.chars().next()?, fields.get(19)?.parse().ok()?))
+    Some((
+        fields.first()?.chars().next()?,
+        fields.get(19)?.parse().ok()?,
+    ))
 }
 
 /// Whether the process `pid` that started at `start` is still running (a zombie is not).
@@ -68,13 +71,17 @@ fn home_with_escaping_cli() -> (Home, PathBuf) {
 /// The sleeper's pid and start time, once the wrapper wrote it.
 fn sleeper(pidfile: &Path) -> (i32, u64) {
     let mut found = None;
-    wait_until("the CLI starts its escaping tool", Duration::from_secs(30), || {
-        found = std::fs::read_to_string(pidfile)
-            .ok()
-            .and_then(|s| s.trim().parse::<i32>().ok())
-            .and_then(|pid| stat_of(pid).map(|(_, start)| (pid, start)));
-        found.is_some()
-    });
+    wait_until(
+        "the CLI starts its escaping tool",
+        Duration::from_secs(30),
+        || {
+            found = std::fs::read_to_string(pidfile)
+                .ok()
+                .and_then(|s| s.trim().parse::<i32>().ok())
+                .and_then(|pid| stat_of(pid).map(|(_, start)| (pid, start)));
+            found.is_some()
+        },
+    );
     found.unwrap()
 }
 
@@ -93,9 +100,11 @@ fn a_tool_in_a_session_of_its_own_is_ended_when_its_claude_run_is_stopped() {
     let out = home.drover(&["stop", &run]);
     assert_eq!(out.status.code(), Some(0), "{}", common::describe(&out));
     home.wait_terminal(&run);
-    wait_until("the escaped tool is ended with its run", Duration::from_secs(15), || {
-        !running(pid, start)
-    });
+    wait_until(
+        "the escaped tool is ended with its run",
+        Duration::from_secs(15),
+        || !running(pid, start),
+    );
     serve.stop();
 }
 
@@ -107,8 +116,14 @@ fn after_a_crash_the_next_owner_ends_what_the_runs_left_before_marking_them() {
     let (pid, start) = sleeper(&pidfile);
     // The owner notes the run's processes in the ledger (about once a second).
     let ledger = home.path().join("ledger.sqlite3");
-    wait_until("the tool is noted in the ledger", Duration::from_secs(15), || {
-        rusqlite::Connection::open_with_flags(&ledger, rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY)
+    wait_until(
+        "the tool is noted in the ledger",
+        Duration::from_secs(15),
+        || {
+            rusqlite::Connection::open_with_flags(
+                &ledger,
+                rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY,
+            )
             .and_then(|c| {
                 c.query_row(
                     "SELECT count(*) FROM processes WHERE pid = ?1 AND start_ticks = ?2",
@@ -117,13 +132,16 @@ fn after_a_crash_the_next_owner_ends_what_the_runs_left_before_marking_them() {
                 )
             })
             .is_ok_and(|n| n == 1)
-    });
+        },
+    );
     serve.kill9();
     // The crash ended the CLI (parent-death signal), not the tool in its own session.
     thread::sleep(Duration::from_millis(300));
     assert!(running(pid, start), "the tool outlived the crashed owner");
     let serve = home.serve();
-    wait_until("recovery ends the tool", Duration::from_secs(10), || !running(pid, start));
+    wait_until("recovery ends the tool", Duration::from_secs(10), || {
+        !running(pid, start)
+    });
     let row = home.row(&run);
     assert_eq!(str_at(&row, "state"), "interrupted", "{row}");
     serve.stop();
@@ -145,7 +163,9 @@ fn a_megabyte_wait_naming_one_run_68000_times_costs_one_run() {
     let run = home.dispatch("quick-success", "Say hello", &[]);
     home.wait_idle(&run);
     let mut stream = UnixStream::connect(home.socket()).unwrap();
-    stream.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
+    stream
+        .set_read_timeout(Some(Duration::from_secs(30)))
+        .unwrap();
     let mut reader = BufReader::new(stream.try_clone().unwrap());
     // The amplification of the report: 68,000 copies of one id in under 1 MB.
     let ids = vec![format!("\"{run}\""); 68_000].join(",");
@@ -166,7 +186,11 @@ fn a_megabyte_wait_naming_one_run_68000_times_costs_one_run() {
     assert_eq!(text.matches(run.as_str()).count(), 1, "{text}");
     assert!(text.len() < 8 * 1024, "{} bytes", text.len());
     // Params default alike: `runs` without params, `kill_all` with empty ones.
-    let answer = ask(&mut stream, &mut reader, "{\"id\": 3, \"request\": {\"method\": \"runs\"}}");
+    let answer = ask(
+        &mut stream,
+        &mut reader,
+        "{\"id\": 3, \"request\": {\"method\": \"runs\"}}",
+    );
     assert!(answer["ok"].is_array(), "{answer}");
     let answer = ask(
         &mut stream,
@@ -185,7 +209,9 @@ fn pending_waits_per_connection_are_capped() {
     let serve = home.serve();
     let run = home.dispatch("hang", "Wait for me", &[]);
     let mut stream = UnixStream::connect(home.socket()).unwrap();
-    stream.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
+    stream
+        .set_read_timeout(Some(Duration::from_secs(30)))
+        .unwrap();
     let mut reader = BufReader::new(stream.try_clone().unwrap());
     for id in 0..16 {
         let line = format!(
@@ -196,12 +222,18 @@ fn pending_waits_per_connection_are_capped() {
     let answer = ask(
         &mut stream,
         &mut reader,
-        &format!("{{\"id\": 99, \"request\": {{\"method\": \"wait\", \"params\": {{\"run_ids\": [\"{run}\"]}}}}}}"),
+        &format!(
+            "{{\"id\": 99, \"request\": {{\"method\": \"wait\", \"params\": {{\"run_ids\": [\"{run}\"]}}}}}}"
+        ),
     );
     assert_eq!(answer["id"], 99, "{answer}");
     assert_eq!(answer["error"]["code"], "TOO_MANY_WAITS", "{answer}");
     // A ping still gets through.
-    let answer = ask(&mut stream, &mut reader, "{\"id\": 100, \"request\": {\"method\": \"ping\"}}");
+    let answer = ask(
+        &mut stream,
+        &mut reader,
+        "{\"id\": 100, \"request\": {\"method\": \"ping\"}}",
+    );
     assert_eq!(answer["ok"]["pong"], true, "{answer}");
     drop(stream);
     home.drover(&["stop", &run]);
@@ -231,9 +263,8 @@ fn processes_of(home: &Path) -> Vec<i32> {
                 .filter(|pid| *pid != me)
                 .filter(|pid| stat_of(*pid).is_some_and(|(s, _)| s != 'Z' && s != 'X'))
                 .filter(|pid| {
-                    std::fs::read(format!("/proc/{pid}/environ")).is_ok_and(|env| {
-                        env.split(|b| *b == 0).any(|v| v == needle.as_bytes())
-                    })
+                    std::fs::read(format!("/proc/{pid}/environ"))
+                        .is_ok_and(|env| env.split(|b| *b == 0).any(|v| v == needle.as_bytes()))
                 })
                 .collect()
         })
@@ -251,16 +282,32 @@ fn twenty_crashes_under_load_lose_nothing_shown_and_leave_nothing_running() {
     let home = Home::new();
     // What was shown: each run's id and the events seen for it before a crash.
     let mut shown: std::collections::BTreeMap<String, usize> = Default::default();
-    let scenarios = ["multi-turn", "slow-spender", "tool-permission", "quick-success", "flood"];
+    let scenarios = [
+        "multi-turn",
+        "slow-spender",
+        "tool-permission",
+        "quick-success",
+        "flood",
+    ];
     for round in 0..20 {
         let serve = home.serve();
         for _ in 0..3 {
             let scenario = scenarios[(rng.next() % scenarios.len() as u64) as usize];
-            let run = home.json(&["dispatch", "--provider", "sim", "--scenario", scenario, "Load"]);
+            let run = home.json(&[
+                "dispatch",
+                "--provider",
+                "sim",
+                "--scenario",
+                scenario,
+                "Load",
+            ]);
             shown.insert(str_at(&run, "run_id").to_string(), 0);
         }
         // Some of what is shown: a run's events, read back through the owner.
-        let (run, _) = shown.iter().nth((rng.next() % shown.len() as u64) as usize).unwrap();
+        let (run, _) = shown
+            .iter()
+            .nth((rng.next() % shown.len() as u64) as usize)
+            .unwrap();
         let run = run.clone();
         let events = home.events(&run).len();
         shown.insert(run, events);
@@ -283,7 +330,10 @@ fn twenty_crashes_under_load_lose_nothing_shown_and_leave_nothing_running() {
             ["completed", "failed", "stopped", "interrupted"].contains(&state),
             "{run} is {state} after recovery"
         );
-        assert!(home.events(run).len() >= *seen, "{run} lost events it had shown");
+        assert!(
+            home.events(run).len() >= *seen,
+            "{run} lost events it had shown"
+        );
     }
     serve.stop();
     // The ledger: whole, and every run's events numbered 1, 2, 3, … with no gap.
@@ -292,7 +342,9 @@ fn twenty_crashes_under_load_lose_nothing_shown_and_leave_nothing_running() {
         rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY,
     )
     .unwrap();
-    let check: String = conn.query_row("PRAGMA integrity_check", [], |r| r.get(0)).unwrap();
+    let check: String = conn
+        .query_row("PRAGMA integrity_check", [], |r| r.get(0))
+        .unwrap();
     assert_eq!(check, "ok");
     let gaps: i64 = conn
         .query_row(
@@ -313,7 +365,50 @@ fn twenty_crashes_under_load_lose_nothing_shown_and_leave_nothing_running() {
         .unwrap();
     assert_eq!(active, 0, "runs still active after the last owner stopped");
     // No drover, CLI or tool of this home is left.
-    wait_until("every process of the home is gone", Duration::from_secs(15), || {
-        processes_of(home.path()).is_empty()
-    });
+    wait_until(
+        "every process of the home is gone",
+        Duration::from_secs(15),
+        || processes_of(home.path()).is_empty(),
+    );
+}
+
+#[test]
+fn after_a_crash_the_pending_request_gets_a_decision_and_the_turn_an_end() {
+    let home = Home::new();
+    let serve = home.serve();
+    let run = home.dispatch("tool-permission", "Fix the greeting", &[]);
+    home.wait_for_pending(&run, "Bash");
+    serve.kill9();
+    let serve = home.serve();
+    let conn = rusqlite::Connection::open_with_flags(
+        home.path().join("ledger.sqlite3"),
+        rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY,
+    )
+    .unwrap();
+    let open_turns: i64 = conn
+        .query_row(
+            "SELECT count(*) FROM turns WHERE run_id = ?1 AND ended_at IS NULL",
+            [&run],
+            |r| r.get(0),
+        )
+        .unwrap();
+    assert_eq!(open_turns, 0, "the interrupted turn has an end");
+    let (who, decision): (String, String) = conn
+        .query_row(
+            "SELECT who, decision FROM decisions WHERE run_id = ?1 AND kind = 'permission'",
+            [&run],
+            |r| Ok((r.get(0)?, r.get(1)?)),
+        )
+        .unwrap();
+    assert_eq!(
+        (who.as_str(), decision.as_str()),
+        ("system", "deny: owner gone")
+    );
+    let view = home.show(&run);
+    assert_eq!(
+        view["pending"].as_array().map(Vec::len).unwrap_or(0),
+        0,
+        "{view}"
+    );
+    serve.stop();
 }

@@ -443,7 +443,10 @@ mod tests {
     fn zero_capacity_rails_and_endless_durations_are_refused_naming_the_key() {
         type Edit = fn(&mut Config);
         let cases: [(Edit, &str); 7] = [
-            (|c| c.limits.per_session_running = 0, "limits.per_session_running"),
+            (
+                |c| c.limits.per_session_running = 0,
+                "limits.per_session_running",
+            ),
             (|c| c.limits.per_account = 0, "limits.per_account"),
             (|c| c.limits.per_workflow = 0, "limits.per_workflow"),
             (
@@ -463,7 +466,10 @@ mod tests {
                 |c| c.limits.permission_timeout_secs = 18_446_744_073_709_551,
                 "limits.permission_timeout_secs",
             ),
-            (|c| c.routing.card_expiry_secs = u64::MAX, "routing.card_expiry_secs"),
+            (
+                |c| c.routing.card_expiry_secs = u64::MAX,
+                "routing.card_expiry_secs",
+            ),
         ];
         for (edit, key) in cases {
             let p = problem(edit);

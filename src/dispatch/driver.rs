@@ -51,7 +51,8 @@ impl Clock {
     /// The instant of `at`; one too far away to name is a year from now (the loop wakes,
     /// finds nothing due, and sleeps again).
     pub fn instant_at(&self, at: UnixMillis) -> Instant {
-        let ahead = Duration::from_millis(u64::try_from(at.saturating_sub(self.base_unix)).unwrap_or(0));
+        let ahead =
+            Duration::from_millis(u64::try_from(at.saturating_sub(self.base_unix)).unwrap_or(0));
         self.base
             .checked_add(ahead)
             .filter(|i| i.saturating_duration_since(Instant::now()) < FAR)

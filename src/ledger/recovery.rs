@@ -12,8 +12,8 @@ use super::LedgerError;
 use super::reader::RawRun;
 use super::records::kind;
 use crate::UnixMillis;
-use crate::providers::sweep::{LeftOver, Noted};
 use crate::live_state::{self, Assignment, Cause, LiveState, LiveStateEvent, LiveStateKind};
+use crate::providers::sweep::{LeftOver, Noted};
 use crate::run_state::RunState;
 
 /// The completion reason given to runs found active on open.
@@ -80,6 +80,29 @@ pub(super) fn recover(conn: &mut Connection, now: UnixMillis) -> Result<Recovery
             Err(e) => return Err(e),
         };
         let ended = end_live_state(live.as_ref(), now);
+        // Requests still pending at the crash: asked, never decided.
+        let pending: Vec<String> = {
+            let mut st = tx.prepare(
+                "SELECT json_extract(body_json, '$.request_id') FROM events
+                 WHERE run_id = ?1 AND kind = 'permission_requested'
+                   AND json_extract(body_json, '$.request_id') IS NOT NULL
+                   AND json_extract(body_json, '$.request_id') NOT IN (
+                       SELECT request_id FROM decisions
+                       WHERE run_id = ?1 AND request_id IS NOT NULL)
+                   AND json_extract(body_json, '$.request_id') NOT IN (
+                       SELECT json_extract(body_json, '$.request_id') FROM events
+                       WHERE run_id = ?1 AND kind IN ('permission_resolved', 'permission_withdrawn')
+                         AND json_extract(body_json, '$.request_id') IS NOT NULL)
+                 ORDER BY seq",
+            )?;
+            st.query_map(params![run_id], |r| r.get::<_, String>(0))?
+                .collect::<Result<Vec<_>, _>>()?
+        };
+        // The turn the crash cut short ends now.
+        tx.execute(
+            "UPDATE turns SET ended_at = ?2 WHERE run_id = ?1 AND ended_at IS NULL",
+            params![run_id, now],
+        )?;
         let mut seq: i64 = tx.query_row(
             "SELECT COALESCE(MAX(seq), 0) FROM events WHERE run_id = ?1",
             params![run_id],
@@ -93,6 +116,23 @@ pub(super) fn recover(conn: &mut Connection, now: UnixMillis) -> Result<Recovery
             )?;
             Ok(())
         };
+        for request_id in &pending {
+            tx.execute(
+                "INSERT INTO decisions (run_id, at, kind, request_id, who, decision, body_json)
+                 VALUES (?1, ?2, 'permission', ?3, 'system', 'deny: owner gone', ?4)",
+                params![
+                    run_id,
+                    now,
+                    request_id,
+                    json!({"behavior": "deny", "message": "drover stopped before it was answered"})
+                        .to_string()
+                ],
+            )?;
+            append(
+                "permission_resolved",
+                json!({"request_id": request_id, "who": "system", "decision": "deny: owner gone"}),
+            )?;
+        }
         for event in ended.iter().flat_map(|(events, _)| events) {
             append(kind::LIVE_STATE, serde_json::to_value(event)?)?;
         }

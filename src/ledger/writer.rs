@@ -49,7 +49,9 @@ pub enum WriteOp {
         at: crate::UnixMillis,
     },
     /// A run's processes were swept: nothing of them is left to end.
-    ForgetProcesses { run_id: String },
+    ForgetProcesses {
+        run_id: String,
+    },
 }
 
 /// An event ready for the writer: its body already serialized.

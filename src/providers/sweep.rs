@@ -161,7 +161,10 @@ fn all_processes() -> HashMap<i32, Stat> {
         return out;
     };
     for entry in entries.flatten() {
-        if let Some(pid) = entry.file_name().to_str().and_then(|n| n.parse::<i32>().ok())
+        if let Some(pid) = entry
+            .file_name()
+            .to_str()
+            .and_then(|n| n.parse::<i32>().ok())
             && let Some(stat) = stat_of(pid)
         {
             out.insert(pid, stat);
@@ -311,7 +314,11 @@ pub fn finish(pid: u32) {
     for (p, stat) in &table {
         if stat.ppid == me
             && *p != pid
-            && (stat.pgid == pid || tracked.noted.values().any(|n| n.pgid == stat.pgid && n.pgid == n.pid))
+            && (stat.pgid == pid
+                || tracked
+                    .noted
+                    .values()
+                    .any(|n| n.pgid == stat.pgid && n.pgid == n.pid))
         {
             targets.push(Noted {
                 pid: *p,
@@ -400,7 +407,8 @@ pub fn end_left_over(noted: &[LeftOver]) -> usize {
         if left.boot_id != boot || left.process.pid <= 1 {
             continue;
         }
-        if stat_of(left.process.pid).is_some_and(|s| s.start == left.process.start && s.state != 'Z')
+        if stat_of(left.process.pid)
+            .is_some_and(|s| s.start == left.process.start && s.state != 'Z')
         {
             tracing::info!(run = %left.run_id, pid = left.process.pid, "ending a process a crashed drover left");
             kill_left(std::slice::from_ref(&left.process));

@@ -71,8 +71,9 @@ impl Core {
     }
 
     fn idempotency_since(&self) -> i64 {
-        self.now
-            .saturating_sub(super::answers::secs_ms(self.limits().idempotency_window_secs))
+        self.now.saturating_sub(super::answers::secs_ms(
+            self.limits().idempotency_window_secs,
+        ))
     }
 
     fn idempotent_run(&self, key: &str) -> Option<&Run> {

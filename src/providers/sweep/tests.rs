@@ -2,7 +2,8 @@ use super::*;
 
 #[test]
 fn stat_lines_are_read_past_odd_command_names() {
-    let line = "4242 (we (ird) name) S 100 4242 4242 0 -1 4194560 1 0 0 0 0 0 0 0 20 0 1 0 777 1000 10";
+    let line =
+        "4242 (we (ird) name) S 100 4242 4242 0 -1 4194560 1 0 0 0 0 0 0 0 20 0 1 0 777 1000 10";
     assert_eq!(
         parse_stat(line),
         Some(Stat {

@@ -141,7 +141,10 @@ fn a_refused_config_reload_is_kept_shown_in_the_budget_view_and_cleared_by_a_goo
     let published = health(&out);
     assert_eq!(published.len(), 1, "{published:?}");
     let message = published[0].clone().expect("the refusal");
-    assert!(message.contains("per_session_running") && message.contains("kept"), "{message}");
+    assert!(
+        message.contains("per_session_running") && message.contains("kept"),
+        "{message}"
+    );
     // The same refusal again is not news.
     assert!(health(&h.feed(Input::ConfigRefused(refusal))).is_empty());
     let out = h.request(Request::Budget);
@@ -153,5 +156,7 @@ fn a_refused_config_reload_is_kept_shown_in_the_budget_view_and_cleared_by_a_goo
     let good = Config::parse("", Path::new("c.toml")).unwrap();
     assert_eq!(health(&h.feed(Input::Config(Box::new(good)))), vec![None]);
     let out = h.request(Request::Budget);
-    assert!(matches!(&out.answers[..], [(_, Query::Budget { overlay })] if overlay.config_refused.is_none()));
+    assert!(
+        matches!(&out.answers[..], [(_, Query::Budget { overlay })] if overlay.config_refused.is_none())
+    );
 }
