@@ -199,6 +199,7 @@ fn summary(i: usize, state: RunState) -> RunSummary {
         pending: usize::from(i < 20),
         needs_input: false,
         escalation_offered: false,
+        result_status: None,
     }
 }
 

@@ -33,3 +33,10 @@ pub fn now_millis() -> UnixMillis {
         UnixMillis::try_from(d.as_millis()).unwrap_or(UnixMillis::MAX)
     })
 }
+
+/// Now, in Unix microseconds (for latency measurements).
+pub fn now_micros() -> i64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| i64::try_from(d.as_micros()).unwrap_or(i64::MAX))
+}

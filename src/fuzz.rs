@@ -20,8 +20,11 @@ use crate::providers::opencode::protocol as opencode;
 use crate::providers::{LaunchSpec, PermissionAnswer, ProviderEvent};
 use crate::spec::{Capability, PermissionPolicy};
 
+/// A fuzz target: it takes any bytes and must not panic.
+pub type Target = fn(&[u8]);
+
 /// Every target, by the name its corpus directory and cargo-fuzz binary carry.
-pub const TARGETS: &[(&str, fn(&[u8]))] = &[
+pub const TARGETS: &[(&str, Target)] = &[
     ("claude_stream_json", claude_stream_json),
     ("codex_exec_jsonl", codex_exec_jsonl),
     ("codex_app_server", codex_app_server),
@@ -33,7 +36,7 @@ pub const TARGETS: &[(&str, fn(&[u8]))] = &[
 ];
 
 /// The target named `name`.
-pub fn target(name: &str) -> Option<fn(&[u8])> {
+pub fn target(name: &str) -> Option<Target> {
     TARGETS.iter().find(|(n, _)| *n == name).map(|(_, f)| *f)
 }
 

@@ -30,3 +30,6 @@ pub mod terminal;
 pub mod tui;
 
 pub use error::{DroverError, ErrorCode, UnixMillis};
+
+/// This build's version and the commit it was built from (`0.1.0 (a1b2c3d)`).
+pub const VERSION: &str = concat!(env!("CARGO_PKG_VERSION"), " (", env!("DROVER_COMMIT"), ")");

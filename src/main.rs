@@ -1,6 +1,6 @@
 //! The `drover` executable: file-mode and panic setup, then the command line.
 
-use clap::Parser;
+use clap::{CommandFactory, FromArgMatches};
 use std::process::ExitCode;
 
 fn main() -> ExitCode {
@@ -9,12 +9,17 @@ fn main() -> ExitCode {
         eprintln!("error[{}]: {}", e.code, e.message);
         return ExitCode::FAILURE;
     }
-    let cli = drover::cli::Cli::parse();
+    let matches = drover::cli::Cli::command().get_matches();
+    let json = drover::cli::json_requested(&matches);
+    let cli = match drover::cli::Cli::from_arg_matches(&matches) {
+        Ok(cli) => cli,
+        Err(e) => e.exit(),
+    };
     match drover::cli::run(cli) {
-        Ok(()) => ExitCode::SUCCESS,
+        Ok(exit) => ExitCode::from(exit.code()),
         Err(e) => {
-            eprintln!("error[{}]: {}", e.code, e.message);
-            ExitCode::from(drover::cli::exit_code(&e))
+            drover::cli::print_refusal(&e, json);
+            ExitCode::from(drover::cli::exit::of_error(&e))
         }
     }
 }

@@ -131,7 +131,7 @@ fn live_events(reader: &LedgerReader, run_id: &str) -> Vec<LiveStateEvent> {
 async fn an_unanswered_permission_is_denied_when_its_time_is_up() {
     let h = Harness::start("").await;
     let run = h.dispatch("tool-permission").await;
-    let view = h.wait(&run, WaitUntil::Idle).await;
+    let view = h.wait(&run, WaitUntil::NeedsYou).await;
     assert_eq!(view.head.state, RunState::AwaitingPermission);
     let first = view.pending[0].clone();
     assert_eq!(first.tool, "Bash");

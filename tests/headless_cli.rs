@@ -901,7 +901,7 @@ fn read_only_commands_answer_from_the_ledger_without_an_owner() {
     assert_eq!(view["state"], "interrupted", "{view}");
     assert_eq!(view["completion_reason"], "shutdown", "{view}");
     assert_eq!(view["live_state"]["state"], "ended", "{view}");
-    let waited = home.json(&["wait", &done, &asking]);
+    let waited = home.waited(&[&done, &asking]);
     assert_eq!(waited["timed_out"], false, "{waited}");
     let queued = home.json(&["runs", "--state", "queued"]);
     assert_eq!(queued, Value::Array(vec![]));
@@ -1046,8 +1046,10 @@ fn ctrl_c_on_a_foreground_dispatch_interrupts_its_run_and_exits_130() {
     let (status, _, stderr) = fg.finish(Duration::from_secs(RUN_LIMIT_SECS));
     assert_eq!(status.code(), Some(130), "stderr: {stderr}");
     let last = stderr.lines().last().unwrap_or_default();
-    assert!(last.starts_with("error[INTERRUPTED]: SIGINT"), "{stderr}");
-    assert!(last.contains(&run), "{stderr}");
+    let (code, message) = refusal_of(last).unwrap_or_default();
+    assert_eq!(code, "INTERRUPTED", "{stderr}");
+    assert!(message.starts_with("SIGINT"), "{stderr}");
+    assert!(message.contains(&run), "{stderr}");
     assert_group_gone(pid);
     let view = home.show(&run);
     assert_eq!(view["state"], "interrupted", "{view}");
@@ -1080,7 +1082,8 @@ fn dispatch_wait_prints_the_run_then_the_runs_once_it_ended() {
         "--json",
         "Read the config",
     ]);
-    assert_eq!(out.status.code(), Some(0), "{}", describe(&out));
+    // The run failed: exit 4 (a script can tell it from one that went well).
+    assert_eq!(out.status.code(), Some(4), "{}", describe(&out));
     let text = stdout(&out);
     let lines: Vec<Value> = text
         .lines()
@@ -1258,8 +1261,10 @@ fn wait_that_times_out_prints_the_runs_and_exits_3() {
     assert_eq!(outcome["runs"][0]["run_id"], run.as_str(), "{outcome}");
     assert_eq!(outcome["runs"][0]["state"], "idle", "{outcome}");
     let err = stderr(&out);
+    let (code, message) = refusal_of(&err).unwrap_or_default();
+    assert_eq!(code, "WAIT_TIMEOUT", "{err}");
     assert!(
-        err.starts_with("error[WAIT_TIMEOUT]: the runs were not finished within 1 s"),
+        message.starts_with("the runs were not finished within 1 s"),
         "{err}"
     );
     // Human output too: the table, then the refusal.
@@ -1399,7 +1404,7 @@ fn kill_all_stops_every_active_run_and_remove_hides_finished_ones() {
     let mut expected = vec![a.clone(), b.clone()];
     expected.sort();
     assert_eq!(ids, expected, "{stopped}");
-    let outcome = home.json(&["wait", &a, &b, "--timeout", "30"]);
+    let outcome = home.waited(&[&a, &b, "--timeout", "30"]);
     assert_eq!(outcome["timed_out"], false, "{outcome}");
     for row in array(outcome["runs"].clone()) {
         assert_eq!(row["state"], "stopped", "{row}");

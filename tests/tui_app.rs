@@ -1,7 +1,8 @@
-//! The dashboard driven through key events against a real dispatcher on the simulated
-//! agent (`drover sim-agent`, the real Claude adapter, the real ledger), with no
-//! terminal: the test plays the event loop — app events and dispatcher events go into
-//! `App::handle`, and its requests go to the dispatcher through the `Driver`.
+//! The dashboard driven through key events against a real owner on the simulated agent
+//! (`drover sim-agent`, the real Claude adapter, the real ledger, the real control
+//! socket), with no terminal: the test plays the event loop — app events go into
+//! `App::handle`; its requests reach the owner through the `Driver`, and the owner's
+//! events through the link's event pump, both over the socket, as the dashboard's do.
 //!
 //! Every wait is bounded and event-driven: the loop runs until a condition holds or
 //! `STEP_TIMEOUT` passes (then the test fails saying what it waited for).
@@ -10,19 +11,20 @@ mod tui_common;
 
 use crossterm::event::KeyCode;
 use drover::config::Config;
+use drover::control::Host;
 use drover::dispatch::api::TranscriptView;
 use drover::dispatch::api::{RunSummary, RunView, TranscriptFormat, WaitOutcome, WaitUntil};
-use drover::dispatch::{self, DispatchEvent, DispatcherHandle, DispatcherOptions, Request};
+use drover::dispatch::{DispatcherHandle, DispatcherOptions, Request};
 use drover::paths::Paths;
 use drover::providers::PermissionAnswer;
 use drover::run_state::RunState;
 use drover::spec::SpecInput;
 use drover::tui::views::Overlay;
 use drover::tui::views::prompt::PromptState;
-use drover::tui::{App, AppEvent, Driver, Effect, ViewModel};
+use drover::tui::{App, AppEvent, Driver, Effect, Link, ViewModel};
 use serde::de::DeserializeOwned;
 use std::time::Duration;
-use tokio::sync::{broadcast, mpsc};
+use tokio::sync::mpsc;
 use tui_common::{char_key, key, options};
 
 const STEP_TIMEOUT: Duration = Duration::from_secs(30);
@@ -30,10 +32,10 @@ const STEP_TIMEOUT: Duration = Duration::from_secs(30);
 struct Harness {
     app: App,
     handle: DispatcherHandle,
-    join: Option<tokio::task::JoinHandle<()>>,
+    host: Option<Host>,
+    pump: tokio::task::JoinHandle<()>,
     driver: Driver,
     rx: mpsc::UnboundedReceiver<AppEvent>,
-    events: broadcast::Receiver<DispatchEvent>,
     notifications: Vec<String>,
     quit: bool,
     paths: Paths,
@@ -50,26 +52,30 @@ impl Harness {
         let paths = Paths::under(home.path());
         paths.ensure_dirs().expect("dirs");
         let config = Config::load(&paths.config_file).expect("default config");
-        let (handle, join) = dispatch::start(DispatcherOptions {
+        let host = Host::start(DispatcherOptions {
             paths: paths.clone(),
             config,
             self_exe: env!("CARGO_BIN_EXE_drover").into(),
         })
         .await
-        .expect("dispatcher starts");
-        let events = handle.subscribe();
+        .expect("the owner starts");
+        let handle = host.handle().clone();
         let (sender, rx) = drover::tui::runner::channel();
-        let driver = Driver::new(handle.clone(), sender);
+        let link = Link::new(paths.clone());
+        let pump = link.spawn_events(sender.clone());
+        let driver = Driver::new(link, sender);
         let mut opts = options();
         opts.cwd = home.path().to_path_buf();
+        // This process is the owner, as with `[dashboard] owner = "in-process"`.
+        opts.owner = drover::config::DashboardOwner::InProcess;
         let app = App::new(opts, ViewModel::new(drover::clock::now_millis(), 120, 40));
         let mut h = Harness {
             app,
             handle,
-            join: Some(join),
+            host: Some(host),
+            pump,
             driver,
             rx,
-            events,
             notifications: Vec::new(),
             quit: false,
             paths,
@@ -118,11 +124,6 @@ impl Harness {
         while !done(self) {
             let event = tokio::select! {
                 Some(event) = self.rx.recv() => event,
-                event = self.events.recv() => match event {
-                    Ok(event) => AppEvent::Dispatch(event),
-                    Err(broadcast::error::RecvError::Lagged(_)) => AppEvent::Lagged,
-                    Err(broadcast::error::RecvError::Closed) => panic!("the dispatcher stopped while waiting for {what}"),
-                },
                 () = tokio::time::sleep_until(deadline) => panic!("timed out waiting for {what}"),
             };
             self.handle_event(event);
@@ -186,9 +187,9 @@ impl Harness {
     /// Shuts the dispatcher down (what the dashboard does on quit); returns the data
     /// directory so the ledger can still be read.
     async fn shutdown(mut self) -> tempfile::TempDir {
-        self.handle.shutdown().await;
-        if let Some(join) = self.join.take() {
-            let _ = join.await;
+        self.pump.abort();
+        if let Some(host) = self.host.take() {
+            host.shutdown().await;
         }
         self.home
     }
@@ -620,5 +621,182 @@ async fn an_interrupted_run_is_resumed_by_key_after_a_restart() {
             .is_some_and(|t| t.contains("only a run a drover restart interrupted")),
         "{said:?}"
     );
+    let _ = h.shutdown().await;
+}
+
+/// A second dashboard on the same owner: its own app, driver and event pump, all over the
+/// control socket.
+struct Viewer {
+    app: App,
+    driver: Driver,
+    rx: mpsc::UnboundedReceiver<AppEvent>,
+    pump: tokio::task::JoinHandle<()>,
+}
+
+impl Viewer {
+    fn attach(paths: &Paths) -> Viewer {
+        let (sender, rx) = drover::tui::runner::channel();
+        let link = Link::new(paths.clone());
+        let pump = link.spawn_events(sender.clone());
+        let driver = Driver::new(link, sender);
+        let mut app = App::new(
+            options(),
+            ViewModel::new(drover::clock::now_millis(), 120, 40),
+        );
+        for effect in app.start() {
+            driver.execute(effect);
+        }
+        Viewer {
+            app,
+            driver,
+            rx,
+            pump,
+        }
+    }
+
+    fn handle(&mut self, event: AppEvent) {
+        self.app.model.now = drover::clock::now_millis();
+        for effect in self.app.handle(event) {
+            self.driver.execute(effect);
+        }
+    }
+
+    async fn pump_until(&mut self, what: &str, done: impl Fn(&App) -> bool) {
+        let deadline = tokio::time::Instant::now() + STEP_TIMEOUT;
+        while !done(&self.app) {
+            let event = tokio::select! {
+                Some(event) = self.rx.recv() => event,
+                () = tokio::time::sleep_until(deadline) => panic!("timed out waiting for {what}"),
+            };
+            self.handle(event);
+        }
+    }
+}
+
+impl Drop for Viewer {
+    fn drop(&mut self) {
+        self.pump.abort();
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_permission_answered_in_one_dashboard_closes_in_the_other() {
+    let mut h = Harness::start().await;
+    let mut other = Viewer::attach(&h.paths);
+    h.dispatch("tool-permission", "List the files").await;
+    other
+        .pump_until("the request in the second dashboard", |app| {
+            app.model.oldest_pending(None).is_some()
+        })
+        .await;
+    other.handle(char_key('p'));
+    let (_, request_id) = prompt_request(&other.app).expect("its prompt opens");
+    h.pump_until("the request in the first dashboard", |app| {
+        app.model.oldest_pending(None).is_some()
+    })
+    .await;
+    h.press([char_key('p'), char_key('y')]);
+    // The second dashboard hears the resolution: the request leaves its model, and its
+    // open prompt no longer offers to answer it.
+    other
+        .pump_until("the request gone from the second dashboard", |app| {
+            app.model
+                .oldest_pending(None)
+                .is_none_or(|(_, p)| p.request_id != request_id)
+        })
+        .await;
+    other.handle(char_key('y'));
+    other
+        .pump_until(
+            "the second answer refused as gone, or the prompt closed",
+            |app| match top(app) {
+                Some(Overlay::Prompt(p)) if p.request.request_id == request_id => {
+                    matches!(p.state, PromptState::Gone(_))
+                }
+                _ => true,
+            },
+        )
+        .await;
+    let events = h
+        .events_of(
+            &h.app
+                .model
+                .runs()
+                .next()
+                .unwrap()
+                .summary
+                .head
+                .run_id
+                .clone(),
+        )
+        .await;
+    let answers = events
+        .iter()
+        .filter(|e| e.kind == "permission_resolved" && e.body["request_id"] == request_id.as_str())
+        .count();
+    assert_eq!(answers, 1, "answered once");
+    drop(other);
+    let _ = h.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn leaving_a_background_owners_dashboard_leaves_the_runs_going() {
+    let h = Harness::start().await;
+    let run_id = h.dispatch("hang", "Keep working").await;
+    let mut viewer = Viewer::attach(&h.paths);
+    viewer
+        .pump_until("the running run", |app| {
+            app.model
+                .run(&run_id)
+                .is_some_and(|e| e.summary.head.state.is_active())
+        })
+        .await;
+    viewer.handle(char_key('q'));
+    assert!(
+        viewer.app.quitting(),
+        "q leaves at once: nothing to confirm"
+    );
+    drop(viewer);
+    let view = h.show(&run_id).await;
+    assert!(view.head.state.is_active(), "{:?}", view.head.state);
+    let _ = h.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_dashboard_says_the_owner_is_gone_and_reattaches_to_a_new_one() {
+    let mut h = Harness::start().await;
+    let run_id = h.dispatch("hang", "Keep working").await;
+    h.pump_until("the running run", |app| {
+        app.model
+            .run(&run_id)
+            .is_some_and(|e| e.summary.head.state.is_active())
+    })
+    .await;
+    // The owner goes away (as a crash or a shutdown would take it).
+    h.host.take().expect("an owner").shutdown().await;
+    h.pump_until("the owner seen gone", |app| {
+        app.model.owner_gone_since.is_some()
+    })
+    .await;
+    // A new owner on the same data directory: the dashboard reattaches by itself and
+    // takes a fresh snapshot, where the run is interrupted.
+    let config = Config::load(&h.paths.config_file).expect("config");
+    let host = Host::start(DispatcherOptions {
+        paths: h.paths.clone(),
+        config,
+        self_exe: env!("CARGO_BIN_EXE_drover").into(),
+    })
+    .await
+    .expect("a new owner");
+    h.handle = host.handle().clone();
+    h.host = Some(host);
+    h.pump_until("reattached, the run interrupted", |app| {
+        app.model.owner_gone_since.is_none()
+            && app
+                .model
+                .run(&run_id)
+                .is_some_and(|e| e.summary.head.state == RunState::Interrupted)
+    })
+    .await;
     let _ = h.shutdown().await;
 }

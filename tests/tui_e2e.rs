@@ -1,7 +1,9 @@
 //! End to end in a real terminal: `drover demo` runs in tmux (a private tmux server), a
 //! permission prompt is answered with keys, the run is completed with a key, and
 //! `drover show --json` from another process (through the control socket) finds it
-//! completed; quitting stops the rest and records them as interrupted.
+//! completed; quitting stops the rest and records them as interrupted. And `drover`
+//! attached to a background owner: it starts one, leaving keeps the runs going, two
+//! dashboards share one owner, and a dashboard outlives a killed owner and reattaches.
 //!
 //! Needs `tmux` (`apt-get install tmux`); without it this test fails and says so. Every
 //! wait is bounded and watches for a condition (the pane's text or the dispatcher's
@@ -17,6 +19,8 @@ const POLL: Duration = Duration::from_millis(100);
 
 struct Tmux {
     socket: String,
+    /// The session keys go to and the pane is read from.
+    target: String,
 }
 
 impl Tmux {
@@ -28,13 +32,23 @@ impl Tmux {
             .expect("tmux runs (install it: apt-get install tmux)")
     }
 
+    /// The session's pane, named exactly (a bare name can resolve to another session).
+    fn pane_target(&self) -> String {
+        format!("={}:", self.target)
+    }
+
     fn pane(&self) -> String {
-        String::from_utf8_lossy(&self.run(&["capture-pane", "-p", "-t", "demo"]).stdout)
-            .into_owned()
+        String::from_utf8_lossy(
+            &self
+                .run(&["capture-pane", "-p", "-t", &self.pane_target()])
+                .stdout,
+        )
+        .into_owned()
     }
 
     fn keys(&self, keys: &[&str]) {
-        let mut args = vec!["send-keys", "-t", "demo"];
+        let target = self.pane_target();
+        let mut args = vec!["send-keys", "-t", target.as_str()];
         args.extend_from_slice(keys);
         self.run(&args);
     }
@@ -119,6 +133,7 @@ fn the_demo_answers_a_permission_by_keys_and_another_terminal_sees_the_run_compl
     let home = tempfile::tempdir().expect("temp dir");
     let tmux = Tmux {
         socket: format!("drover-e2e-{}", std::process::id()),
+        target: "demo".into(),
     };
     let command = format!(
         "DROVER_HOME='{}' '{}' demo; echo DEMO-EXIT=$?; sleep 600",
@@ -146,14 +161,15 @@ fn the_demo_answers_a_permission_by_keys_and_another_terminal_sees_the_run_compl
             "wait",
             &run_id,
             "--until",
-            "idle",
+            "needs-you",
             "--timeout",
             "30",
             "--json",
         ],
     );
-    assert!(
-        waited.status.success(),
+    assert_eq!(
+        waited.status.code(),
+        Some(5),
         "the run never asked for permission"
     );
 
@@ -265,6 +281,7 @@ fn closing_the_terminal_stops_the_runs_and_releases_the_directory() {
     let home = tempfile::tempdir().expect("temp dir");
     let tmux = Tmux {
         socket: format!("drover-e2e-close-{}", std::process::id()),
+        target: "demo".into(),
     };
     let command = format!(
         "exec env DROVER_HOME='{}' '{}' demo",
@@ -300,4 +317,165 @@ fn closing_the_terminal_stops_the_runs_and_releases_the_directory() {
     let view = show(home.path(), run["run_id"].as_str().expect("run id"));
     assert_eq!(view["state"], "interrupted", "{view}");
     assert_eq!(view["completion_reason"], "shutdown", "{view}");
+}
+
+/// The pid `drover status` reports for the owner of `home`, once one answers.
+fn owner_pid(home: &Path) -> u64 {
+    let start = Instant::now();
+    loop {
+        let status = json(drover(home, &["status", "--json"]));
+        if status["running"] == true {
+            return status["pid"].as_u64().expect("a pid");
+        }
+        assert!(start.elapsed() < DEADLINE, "no owner came up: {status}");
+        std::thread::sleep(POLL);
+    }
+}
+
+fn wait_state(home: &Path, run_id: &str, what: &str, ok: impl Fn(&str) -> bool) -> Value {
+    let start = Instant::now();
+    loop {
+        let view = show(home, run_id);
+        if ok(view["state"].as_str().unwrap_or("")) {
+            return view;
+        }
+        assert!(start.elapsed() < DEADLINE, "never {what}: {view}");
+        std::thread::sleep(POLL);
+    }
+}
+
+/// Ends the background owner of a data directory when the test ends, passed or failed
+/// (declared after the directory, so it is dropped first).
+struct ShutdownOnDrop<'a>(&'a Path);
+
+impl Drop for ShutdownOnDrop<'_> {
+    fn drop(&mut self) {
+        let _ = drover(self.0, &["shutdown", "--wait"]);
+    }
+}
+
+#[test]
+fn dashboards_attach_to_a_background_owner_that_outlives_them() {
+    let probe = Command::new("tmux").arg("-V").output();
+    assert!(
+        probe.is_ok_and(|o| o.status.success()),
+        "this test needs tmux; install it (apt-get install tmux)"
+    );
+    let home = tempfile::tempdir().expect("temp dir");
+    let _owner = ShutdownOnDrop(home.path());
+    // Only the simulated agent, so the form dispatches to it.
+    std::fs::write(
+        home.path().join("config.toml"),
+        "[providers.claude-code]\nenabled = false\n[providers.codex]\nenabled = false\n\
+         [providers.opencode]\nenabled = false\n",
+    )
+    .expect("config");
+    let socket = format!("drover-e2e-attach-{}", std::process::id());
+    let session = |name: &str| Tmux {
+        socket: socket.clone(),
+        target: name.to_string(),
+    };
+    // Both views are of one tmux server (dropping either ends it: at the end of the test).
+    let a = session("a");
+    let b = session("b");
+    let open = |tmux: &Tmux| {
+        let name = tmux.target.as_str();
+        let command = format!(
+            "cd '{}'; DROVER_HOME='{}' '{}'; echo DASHBOARD-EXIT=$?; sleep 600",
+            home.path().display(),
+            home.path().display(),
+            env!("CARGO_BIN_EXE_drover")
+        );
+        let started = tmux.run(&[
+            "new-session",
+            "-d",
+            "-s",
+            name,
+            "-x",
+            "120",
+            "-y",
+            "36",
+            &command,
+        ]);
+        assert!(started.status.success(), "{:?}", started);
+    };
+
+    // `drover` with no owner starts one in the background and attaches to it.
+    open(&a);
+    a.wait_for("q leave", &[]);
+    let first_owner = owner_pid(home.path());
+
+    // Dispatch a run that will wait for a permission, from the form.
+    a.keys(&["n"]);
+    a.wait_for("what should the agent do?", &[]);
+    a.keys(&["-l", "Slow work from the form"]);
+    for _ in 0..6 {
+        a.keys(&["Tab"]);
+    }
+    a.wait_for("tool-permission", &["Right"]);
+    a.keys(&["Enter"]);
+    let run = run_titled(home.path(), "Slow work from the form");
+    let run_id = run["run_id"].as_str().expect("run id").to_string();
+    let waited = drover(
+        home.path(),
+        &["wait", &run_id, "--until", "needs-you", "--timeout", "30"],
+    );
+    assert_eq!(waited.status.code(), Some(5), "the run needs you");
+
+    // `q` leaves the dashboard; the run goes on.
+    a.keys(&["q"]);
+    a.wait_for("DASHBOARD-EXIT=0", &[]);
+    assert_eq!(show(home.path(), &run_id)["state"], "awaiting_permission");
+    assert_eq!(owner_pid(home.path()), first_owner, "the same owner");
+
+    // Two dashboards on the owner: a permission answered in one is gone from the other.
+    // (b first: with no session left the tmux server would exit.)
+    open(&b);
+    a.run(&["kill-session", "-t", "=a"]);
+    open(&a);
+    a.wait_for("Slow work from the form", &[]);
+    b.wait_for("Slow work from the form", &[]);
+    b.keys(&["p"]);
+    b.wait_for("Bash wants to run", &["p"]);
+    a.keys(&["p"]);
+    a.wait_for("Bash wants to run", &["p"]);
+    a.keys(&["y"]);
+    b.wait_for("This request is no longer", &[]);
+    b.keys(&["Escape"]);
+
+    // The owner is killed under the attached dashboard: it says so, and reattaches by
+    // itself to the one `drover serve --detach` brings back, where the run is interrupted.
+    wait_state(home.path(), &run_id, "asking again", |s| {
+        s == "awaiting_permission"
+    });
+    let killed = Command::new("kill")
+        .args(["-KILL", &first_owner.to_string()])
+        .status()
+        .expect("kill runs");
+    assert!(killed.success());
+    a.wait_for("drover is not running", &[]);
+    let detached = drover(home.path(), &["serve", "--detach"]);
+    assert!(
+        detached.status.success(),
+        "{}",
+        String::from_utf8_lossy(&detached.stderr)
+    );
+    let pane = a.wait_for("interrupted", &[]);
+    assert!(
+        !pane.contains("drover is not running"),
+        "reattached:\n{pane}"
+    );
+    assert_eq!(show(home.path(), &run_id)["state"], "interrupted");
+    // `R` on the selected run resumes it.
+    a.keys(&["/", "Slow work", "Enter"]);
+    a.wait_for("filter: Slow work", &[]);
+    a.keys(&["R"]);
+    wait_state(home.path(), &run_id, "resumed", |s| s != "interrupted");
+
+    let stopped = drover(home.path(), &["shutdown", "--wait"]);
+    assert!(
+        stopped.status.success(),
+        "{}",
+        String::from_utf8_lossy(&stopped.stderr)
+    );
 }

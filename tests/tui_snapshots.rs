@@ -323,12 +323,32 @@ fn the_follow_up_box_shows_the_runs_question() {
 
 #[test]
 fn quitting_with_active_runs_asks_first() {
-    let mut app = busy_app(100, 30);
+    // Only an in-process owner stops the runs when the dashboard goes.
+    let mut opts = tui_common::options();
+    opts.owner = drover::config::DashboardOwner::InProcess;
+    let mut app = drover::tui::App::new(opts, busy_app(100, 30).model);
     let effects = app.handle(char_key('q'));
     assert!(effects.is_empty(), "nothing happens before the answer");
     snap("confirm_quit", &app);
     let effects = app.handle(char_key('y'));
     assert_eq!(effects, vec![drover::tui::Effect::Quit]);
+}
+
+#[test]
+fn leaving_a_background_owners_dashboard_asks_nothing() {
+    let mut app = busy_app(100, 30);
+    let effects = app.handle(char_key('q'));
+    assert_eq!(effects, vec![drover::tui::Effect::Quit]);
+}
+
+#[test]
+fn the_header_says_when_drover_is_not_running() {
+    let mut app = busy_app(100, 24);
+    app.handle(drover::tui::AppEvent::OwnerGone);
+    app.model.now += 12_000;
+    snap("owner_gone", &app);
+    app.handle(drover::tui::AppEvent::OwnerBack { resumed: true });
+    assert!(app.model.owner_gone_since.is_none());
 }
 
 #[test]

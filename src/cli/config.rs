@@ -12,7 +12,11 @@ use clap::Subcommand;
 #[derive(Debug, Subcommand)]
 pub enum ConfigCommand {
     /// Print the config file's path (it need not exist).
-    Path,
+    Path {
+        /// Print {"path": …} instead.
+        #[arg(long)]
+        json: bool,
+    },
     /// Print the configuration in force: the defaults with your file merged over them.
     Show {
         /// Print JSON instead of TOML.
@@ -23,7 +27,12 @@ pub enum ConfigCommand {
 
 pub fn run(command: ConfigCommand, paths: &Paths) -> Result<(), DroverError> {
     match command {
-        ConfigCommand::Path => write_stdout(&format!("{}\n", paths.config_file.display())),
+        ConfigCommand::Path { json: false } => {
+            write_stdout(&format!("{}\n", paths.config_file.display()))
+        }
+        ConfigCommand::Path { json: true } => {
+            super::headless::print_json(&serde_json::json!({ "path": paths.config_file }))
+        }
         ConfigCommand::Show { json } => {
             let config = Config::load(&paths.config_file)?;
             let text = if json {

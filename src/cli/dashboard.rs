@@ -1,29 +1,35 @@
-//! `drover` with no subcommand: the dashboard. It becomes the owner of the data
-//! directory exactly as `drover serve` does (owner lock, dispatcher, control socket), so
-//! headless commands in other terminals act on the same runs.
+//! `drover` with no subcommand: the dashboard, attached to the owner of the data
+//! directory through the control socket — the same requests and event stream a headless
+//! client has.
 //!
-//! What must stay true: the terminal is given back before anything is printed; leaving
-//! the dashboard shuts the dispatcher down, which stops every active run (recorded as
-//! interrupted by shutdown), then closes the socket and releases the lock.
+//! With `[dashboard] owner = "background"` (the default) it attaches to the running owner,
+//! starting a background one (`drover serve --detach`) when none runs: leaving the
+//! dashboard never stops a run. With `"in-process"` (and for `drover demo`) this process is
+//! the owner, as `drover serve` would be, and leaving stops the active runs (the app asks
+//! first). What must stay true: the terminal is given back before anything is printed.
 
 use super::headless::{dispatcher_options, note, runtime};
+use super::owner;
+use crate::config::DashboardOwner;
 use crate::control::Host;
-use crate::dispatch::{DispatcherHandle, Request};
+use crate::dispatch::Request;
 use crate::error::DroverError;
 use crate::paths::Paths;
 use crate::spec::SpecInput;
-use crate::tui::AppOptions;
+use crate::tui::{AppOptions, Link};
 
 pub fn run(paths: &Paths) -> Result<(), DroverError> {
-    runtime()?.block_on(open(paths, Vec::new(), "claude-code"))
+    let mode = dispatcher_options(paths)?.config.dashboard.owner;
+    runtime()?.block_on(open(paths, Vec::new(), "claude-code", mode))
 }
 
-/// Owns `paths`, dispatches `initial` (in order, before the dashboard opens), then runs
-/// the dashboard until the user quits.
+/// Attaches to (or becomes) the owner of `paths`, dispatches `initial` (in order, before
+/// the dashboard opens), then runs the dashboard until the user leaves.
 pub(crate) async fn open(
     paths: &Paths,
     initial: Vec<SpecInput>,
     default_provider: &str,
+    mode: DashboardOwner,
 ) -> Result<(), DroverError> {
     let options = dispatcher_options(paths)?;
     let mut app_options = AppOptions::new(std::env::current_dir().unwrap_or_else(|_| "/".into()));
@@ -36,6 +42,7 @@ pub(crate) async fn open(
         .collect();
     app_options.default_provider = default_provider.to_string();
     app_options.notify = options.config.notifications.enabled;
+    app_options.owner = mode;
     app_options.keys = crate::tui::keys::KeyTable::defaults()
         .with_overrides(&options.config.keys)
         .map_err(|why| {
@@ -44,26 +51,45 @@ pub(crate) async fn open(
                 format!("{}: {why}", options.paths.config_file.display()),
             )
         })?;
-    let mut host = Host::start(options).await?;
-    let handle = host.handle().clone();
-    dispatch_all(&handle, initial).await;
-    let outcome =
-        crate::tui::run_on_terminal(handle.clone(), host.dispatcher_ended(), app_options).await;
-    let active = count_active(&handle).await;
-    if active > 0 {
-        note(&format!(
-            "drover: stopping {active} active run{} (recorded as interrupted by shutdown)…",
-            crate::spec::text::plural(active)
-        ));
+    let link = Link::new(paths.clone());
+    match mode {
+        DashboardOwner::Background => {
+            let started = owner::start_background(paths).await?;
+            dispatch_all(&link, initial).await;
+            let outcome =
+                crate::tui::run_on_terminal(link, std::future::pending(), app_options).await;
+            if outcome.is_ok() {
+                note(&format!(
+                    "drover goes on in the background (pid {}): `drover` opens the dashboard \
+                     again, `drover shutdown` ends it",
+                    started.pid
+                ));
+            }
+            outcome
+        }
+        DashboardOwner::InProcess => {
+            let mut host = Host::start(options).await?;
+            dispatch_all(&link, initial).await;
+            let outcome =
+                crate::tui::run_on_terminal(link.clone(), host.dispatcher_ended(), app_options)
+                    .await;
+            let active = count_active(&link).await;
+            if active > 0 {
+                note(&format!(
+                    "drover: stopping {active} active run{} (recorded as interrupted by shutdown)…",
+                    crate::spec::text::plural(active)
+                ));
+            }
+            host.shutdown().await;
+            outcome
+        }
     }
-    host.shutdown().await;
-    outcome
 }
 
-async fn dispatch_all(handle: &DispatcherHandle, specs: Vec<SpecInput>) {
+async fn dispatch_all(link: &Link, specs: Vec<SpecInput>) {
     for spec in specs {
         let title = spec.title.clone().unwrap_or_default();
-        if let Err(e) = handle
+        if let Err(e) = link
             .request(Request::Dispatch {
                 spec: Box::new(spec),
             })
@@ -74,8 +100,8 @@ async fn dispatch_all(handle: &DispatcherHandle, specs: Vec<SpecInput>) {
     }
 }
 
-async fn count_active(handle: &DispatcherHandle) -> usize {
-    match handle
+async fn count_active(link: &Link) -> usize {
+    match link
         .request(Request::Runs {
             state: None,
             include_removed: false,

@@ -115,10 +115,12 @@ pub fn run(args: DemoArgs, paths: &Paths) -> Result<(), DroverError> {
             })
             .collect()
     };
+    // The demo's owner is its own, thrown away with it: leaving the demo ends its runs.
     runtime()?.block_on(super::dashboard::open(
         paths,
         runs,
         crate::config::SIM_PROVIDER,
+        crate::config::DashboardOwner::InProcess,
     ))
 }
 

@@ -15,12 +15,13 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 use tokio::sync::broadcast::error::RecvError;
 
+use super::exit::Exit;
 use super::headless::{StopSignals, dispatcher_options, note, print_json};
 use super::runs::JsonFlag;
 use super::{render, write_stdout};
 use crate::clock::now_millis;
 use crate::control::{ControlClient, Host};
-use crate::dispatch::api::WaitUntil;
+use crate::dispatch::api::{RunView, WaitUntil};
 use crate::dispatch::{DispatchEvent, Request};
 use crate::error::{DroverError, ErrorCode};
 use crate::paths::Paths;
@@ -92,7 +93,8 @@ pub struct DispatchArgs {
     /// A JSON Schema file: the run answers with JSON that satisfies it.
     #[arg(long, value_name = "FILE")]
     pub output_schema: Option<PathBuf>,
-    /// With a drover running: wait until the run ends.
+    /// With a drover running: wait until the run needs you, is idle, or has ended, and exit
+    /// by how it stands (0 idle or done · 4 failed, stopped or blocked · 5 needs you).
     #[arg(long)]
     pub wait: bool,
     #[command(flatten)]
@@ -159,7 +161,7 @@ fn read_schema(file: &Path) -> Result<Value, DroverError> {
 }
 
 /// `drover dispatch`.
-pub async fn run(args: DispatchArgs, paths: &Paths) -> Result<(), DroverError> {
+pub async fn run(args: DispatchArgs, paths: &Paths) -> Result<Exit, DroverError> {
     let caller_dir = std::env::current_dir().map_err(|e| {
         DroverError::new(
             ErrorCode::CwdInvalid,
@@ -200,13 +202,14 @@ async fn owner_coming_up(paths: &Paths) -> Result<Option<ControlClient>, DroverE
 }
 
 /// Dispatches through the owner: prints the run id (or the answer), then with `wait` the
-/// runs once it ended.
+/// run once it needs you, is idle, or has ended. A run that could not even start says
+/// why.
 async fn via_owner(
     mut client: ControlClient,
     spec: SpecInput,
     wait: bool,
     json: bool,
-) -> Result<(), DroverError> {
+) -> Result<Exit, DroverError> {
     let run = client
         .request(Request::Dispatch {
             spec: Box::new(spec),
@@ -219,13 +222,21 @@ async fn via_owner(
     } else {
         write_stdout(&format!("{run_id}\n"))?;
     }
+    if run.head.state.is_terminal() {
+        let view = client
+            .request(Request::Show { run_id })
+            .await?
+            .into_show()?;
+        note(&ended_line(&view));
+        return Ok(Exit::of_run(&run));
+    }
     if !wait {
-        return Ok(());
+        return Ok(Exit::Done);
     }
     let outcome = client
         .request(Request::Wait {
             run_ids: vec![run_id.clone()],
-            until: WaitUntil::Terminal,
+            until: WaitUntil::Settled,
             any: false,
             timeout_secs: None,
         })
@@ -240,11 +251,29 @@ async fn via_owner(
         return Err(DroverError::new(
             ErrorCode::WaitTimeout,
             format!(
-                "{run_id} had not ended when the wait gave up; `drover wait {run_id}` waits again"
+                "{run_id} had not settled when the wait gave up; `drover wait {run_id} --until settled` waits again"
             ),
         ));
     }
-    Ok(())
+    Ok(Exit::of_runs(&outcome.runs))
+}
+
+/// One line on how a run ended and why: its state, its reason, its last note.
+fn ended_line(view: &RunView) -> String {
+    let reason = view
+        .head
+        .completion_reason
+        .as_deref()
+        .unwrap_or("no reason");
+    let why = view
+        .notes
+        .last()
+        .map(|n| format!(": {}", n.text))
+        .unwrap_or_default();
+    format!(
+        "drover: {} {} ({reason}){why}",
+        view.head.run_id, view.head.state
+    )
 }
 
 /// This process owns the dispatcher: dispatch, then print the run's events until it ends
@@ -254,7 +283,7 @@ async fn follow(
     spec: SpecInput,
     json: bool,
     paths: &Paths,
-) -> Result<(), DroverError> {
+) -> Result<Exit, DroverError> {
     let mut signals = StopSignals::install()?;
     let handle = host.handle().clone();
     // Before the dispatch, so the run's first events are kept for us.
@@ -275,9 +304,14 @@ async fn follow(
             paths.data_dir.display()
         ));
     }
-    // A repeated idempotency key can return a run that already ended.
+    // A launch that failed, or a repeated idempotency key, can return a run that ended.
     if run.head.state.is_terminal() {
-        return Ok(());
+        let view = handle
+            .request(Request::Show { run_id })
+            .await?
+            .into_show()?;
+        note(&ended_line(&view));
+        return Ok(Exit::of_run(&run));
     }
     loop {
         tokio::select! {
@@ -305,8 +339,13 @@ async fn follow(
                             ));
                         }
                     }
-                    if ends_run(&event) {
-                        return Ok(());
+                    if let DispatchEvent::RunChanged { run } = &event
+                        && run.head.state.is_terminal()
+                    {
+                        return Ok(Exit::of_run(run));
+                    }
+                    if matches!(event, DispatchEvent::RunRemoved { .. }) {
+                        return Ok(Exit::Done);
                     }
                 }
                 Ok(_) => {}
@@ -317,12 +356,17 @@ async fn follow(
                         note(&format!("drover: {missed} events were missed (the terminal was slow)"));
                     }
                     // The end may have been among them.
-                    let view = handle
-                        .request(Request::Show { run_id: run_id.clone() })
+                    let runs = handle
+                        .request(Request::Wait {
+                            run_ids: vec![run_id.clone()],
+                            until: WaitUntil::Terminal,
+                            any: false,
+                            timeout_secs: Some(0),
+                        })
                         .await?
-                        .into_show()?;
-                    if view.head.state.is_terminal() {
-                        return Ok(());
+                        .into_wait()?;
+                    if let Some(run) = runs.runs.first().filter(|r| r.head.state.is_terminal()) {
+                        return Ok(Exit::of_run(run));
                     }
                 }
                 Err(RecvError::Closed) => {
@@ -333,15 +377,6 @@ async fn follow(
                 }
             },
         }
-    }
-}
-
-/// The events after which a followed run has nothing more to say.
-fn ends_run(event: &DispatchEvent) -> bool {
-    match event {
-        DispatchEvent::RunChanged { run } => run.head.state.is_terminal(),
-        DispatchEvent::RunRemoved { .. } => true,
-        _ => false,
     }
 }
 

@@ -11,8 +11,11 @@ pub mod config;
 mod dashboard;
 pub mod demo;
 mod dispatch;
+mod docs;
 mod doctor;
+pub mod exit;
 mod headless;
+pub mod owner;
 mod render;
 mod route;
 pub mod runs;
@@ -36,7 +39,13 @@ pub struct Cli {
 /// drover: dispatch coding-agent runs and supervise them. Without a subcommand, drover
 /// opens the dashboard.
 #[derive(Debug, Parser)]
-#[command(name = "drover", version, about, long_about = None)]
+#[command(
+    name = "drover",
+    version = crate::VERSION,
+    about,
+    long_about = None,
+    after_help = exit::TABLE
+)]
 struct CliArgs {
     #[command(subcommand)]
     command: Option<Command>,
@@ -79,8 +88,18 @@ pub enum Command {
     #[command(subcommand)]
     Config(config::ConfigCommand),
     /// Own the data directory with no dashboard: runs the dispatcher and listens for the
-    /// headless commands of other terminals until Ctrl-C.
+    /// headless commands and dashboards of other terminals (`--detach`: in the background).
     Serve(serve::ServeArgs),
+    /// End the running drover: its active runs are recorded as interrupted (and can be
+    /// resumed); `--wait` waits until it is gone.
+    Shutdown(owner::ShutdownArgs),
+    /// Whether a drover runs for this data directory: its pid, version, uptime, and the
+    /// runs by state.
+    Status(owner::StatusArgs),
+    /// Print a shell completion script: `drover completions bash > ~/.local/share/bash-completion/completions/drover`.
+    Completions(docs::CompletionsArgs),
+    /// Print drover's man page (roff): `drover man | man -l -`.
+    Man,
     /// What drover finds on this machine: each provider's CLI and version, the config and
     /// data paths, and how to fix what is missing.
     Doctor(doctor::DoctorArgs),
@@ -102,11 +121,18 @@ impl Command {
     /// Whether this command only reads: it must write nothing to the data directory.
     pub fn read_only(&self) -> bool {
         match self {
-            Command::Config(_) | Command::Doctor(_) | Command::SimAgent(_) => true,
+            Command::Config(_)
+            | Command::Doctor(_)
+            | Command::SimAgent(_)
+            | Command::Status(_)
+            | Command::Completions(_)
+            | Command::Man => true,
             Command::Budget(args) => args.action.is_none(),
             Command::Run(command) => command.read_only(),
             Command::Route(command) => command.read_only(),
-            Command::Dashboard | Command::Serve(_) | Command::Demo(_) => false,
+            Command::Dashboard | Command::Serve(_) | Command::Demo(_) | Command::Shutdown(_) => {
+                false
+            }
         }
     }
 
@@ -122,17 +148,53 @@ impl Command {
             Command::Run(command) => command.name(),
             Command::Route(command) => command.name(),
             Command::SimAgent(_) => "sim-agent",
+            Command::Shutdown(_) => "shutdown",
+            Command::Status(_) => "status",
+            Command::Completions(_) => "completions",
+            Command::Man => "man",
         }
     }
 }
 
-/// Runs one parsed command line.
-pub fn run(cli: Cli) -> Result<(), DroverError> {
+/// Whether the command line asked for JSON (`--json` on whichever subcommand has it), so
+/// a refusal is printed as JSON too.
+pub fn json_requested(matches: &clap::ArgMatches) -> bool {
+    let own = matches
+        .try_get_one::<bool>("json")
+        .ok()
+        .flatten()
+        .copied()
+        .unwrap_or(false);
+    own || matches
+        .subcommand()
+        .is_some_and(|(_, sub)| json_requested(sub))
+}
+
+/// Prints a refusal on stderr: `error[CODE]: what to do`, or with `--json` the line
+/// `{"error": {"code": …, "message": …}}`.
+pub fn print_refusal(e: &DroverError, json: bool) {
+    let text = if json {
+        serde_json::json!({ "error": e }).to_string()
+    } else {
+        format!("error[{}]: {}", e.code, e.message)
+    };
+    let _ = writeln!(io::stderr().lock(), "{text}");
+}
+
+/// Runs one parsed command line; the exit says how the runs it waited for ended.
+pub fn run(cli: Cli) -> Result<exit::Exit, DroverError> {
     // A protocol child: stdout is the protocol, exit codes are its own, and it touches
     // neither the data directory nor the log file.
     if let Command::SimAgent(args) = cli.command {
         std::process::exit(sim::run(args));
     }
+    // Documentation touches neither the data directory nor the log.
+    match &cli.command {
+        Command::Completions(args) => return docs::completions(args).map(|()| exit::Exit::Done),
+        Command::Man => return docs::man().map(|()| exit::Exit::Done),
+        _ => {}
+    }
+    let done = |r: Result<(), DroverError>| r.map(|()| exit::Exit::Done);
     // The demo picks its own (throwaway) directory; it is removed when `_demo_home` drops.
     let (paths, _demo_home) = match &cli.command {
         Command::Demo(_) => {
@@ -156,7 +218,7 @@ pub fn run(cli: Cli) -> Result<(), DroverError> {
         let log = crate::logging::init(&paths.log_dir)?;
         // The command's name only: its arguments (a task, a follow-up) are content.
         tracing::info!(
-            version = env!("CARGO_PKG_VERSION"),
+            version = crate::VERSION,
             command = cli.command.name(),
             "drover started"
         );
@@ -164,14 +226,20 @@ pub fn run(cli: Cli) -> Result<(), DroverError> {
         Some(log)
     };
     let result = match cli.command {
-        Command::Dashboard => dashboard::run(&paths),
-        Command::Demo(args) => demo::run(args, &paths),
-        Command::Config(command) => config::run(command, &paths),
-        Command::Serve(args) => serve::run(args, &paths),
-        Command::Doctor(args) => doctor::run(args, &paths),
-        Command::Budget(args) => budget::run(args, &paths),
+        Command::Dashboard => done(dashboard::run(&paths)),
+        Command::Demo(args) => done(demo::run(args, &paths)),
+        Command::Config(command) => done(config::run(command, &paths)),
+        Command::Serve(args) => done(serve::run(args, &paths)),
+        Command::Shutdown(args) => done(owner::shutdown(args, &paths)),
+        Command::Status(args) => done(owner::status(args, &paths)),
+        Command::Completions(_) | Command::Man => Err(DroverError::new(
+            ErrorCode::Internal,
+            "completions and man are printed before the data directory is touched",
+        )),
+        Command::Doctor(args) => done(doctor::run(args, &paths)),
+        Command::Budget(args) => done(budget::run(args, &paths)),
         Command::Run(command) => runs::run(command, &paths),
-        Command::Route(command) => route::run(command, &paths),
+        Command::Route(command) => done(route::run(command, &paths)),
         Command::SimAgent(_) => Err(DroverError::new(
             ErrorCode::Internal,
             "sim-agent is handled before the data directory is touched",
@@ -181,16 +249,6 @@ pub fn run(cli: Cli) -> Result<(), DroverError> {
         tracing::error!(code = %e.code, "{}", e.message);
     }
     result
-}
-
-/// The process exit code for a refusal: 3 when `wait` timed out, 130 when a signal
-/// stopped the command, 1 otherwise (clap exits 2 on usage errors by itself).
-pub fn exit_code(e: &DroverError) -> u8 {
-    match e.code {
-        ErrorCode::WaitTimeout => 3,
-        ErrorCode::Interrupted => 130,
-        _ => 1,
-    }
 }
 
 /// Writes `text` to stdout. A closed pipe (`drover … | head`) is not an error.
@@ -229,7 +287,7 @@ mod tests {
         let cli = Cli::try_parse_from(["drover", "config", "path"]).unwrap();
         assert!(matches!(
             cli.command,
-            Command::Config(config::ConfigCommand::Path)
+            Command::Config(config::ConfigCommand::Path { json: false })
         ));
         assert!(Cli::try_parse_from(["drover", "config", "nope"]).is_err());
     }

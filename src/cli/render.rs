@@ -364,6 +364,7 @@ mod tests {
             pending: 0,
             needs_input: false,
             escalation_offered: false,
+            result_status: None,
         }
     }
 

@@ -15,6 +15,7 @@ use clap::{ArgGroup, Args, Subcommand, ValueEnum};
 use std::collections::BTreeMap;
 
 use super::dispatch::DispatchArgs;
+use super::exit::Exit;
 use super::headless::{ask, print_json, runtime};
 use super::{render, write_stdout};
 use crate::clock::now_millis;
@@ -37,6 +38,7 @@ pub struct JsonFlag {
 pub enum RunCommand {
     /// Dispatch a run. With a drover running, it takes the run and this returns at once
     /// (unless --wait); otherwise this process runs it and follows it until it ends.
+    #[command(after_help = super::exit::TABLE)]
     Dispatch(Box<DispatchArgs>),
     /// List runs, newest first.
     Runs {
@@ -52,6 +54,10 @@ pub enum RunCommand {
     /// Everything about one run.
     Show {
         run: String,
+        /// Print only the ids of its pending requests, oldest first, one per line (for
+        /// scripts: `drover respond RUN "$(drover show RUN --pending | head -n 1)" allow`).
+        #[arg(long, conflicts_with = "json")]
+        pending: bool,
         #[command(flatten)]
         output: JsonFlag,
     },
@@ -105,7 +111,9 @@ pub enum RunCommand {
         #[command(flatten)]
         output: JsonFlag,
     },
-    /// Wait until runs are idle, finished, or have news. Exits 3 on timeout.
+    /// Wait until runs need you, are idle, have ended, or have news.
+    ///
+    #[command(after_help = super::exit::TABLE)]
     Wait(WaitArgs),
 }
 
@@ -185,9 +193,15 @@ pub struct RemoveArgs {
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 pub enum UntilArg {
-    /// Idle, waiting for the user, or finished.
+    /// The run needs you: a permission, a question, a route card, a result asking for
+    /// input (or it ended).
+    NeedsYou,
+    /// The turn ended and the run waits for a follow-up (or it ended); a run waiting on a
+    /// permission is not idle.
     Idle,
-    /// Finished.
+    /// Whichever comes first: needs you, idle, or ended.
+    Settled,
+    /// Ended.
     Terminal,
     /// Anything happened.
     Event,
@@ -196,7 +210,9 @@ pub enum UntilArg {
 impl From<UntilArg> for WaitUntil {
     fn from(until: UntilArg) -> Self {
         match until {
+            UntilArg::NeedsYou => WaitUntil::NeedsYou,
             UntilArg::Idle => WaitUntil::Idle,
+            UntilArg::Settled => WaitUntil::Settled,
             UntilArg::Terminal => WaitUntil::Terminal,
             UntilArg::Event => WaitUntil::Event,
         }
@@ -340,7 +356,7 @@ impl RunCommand {
 }
 
 /// Runs one run command.
-pub fn run(command: RunCommand, paths: &Paths) -> Result<(), DroverError> {
+pub fn run(command: RunCommand, paths: &Paths) -> Result<Exit, DroverError> {
     if let RunCommand::Dispatch(args) = command {
         return runtime()?.block_on(super::dispatch::run(*args, paths));
     }
@@ -365,34 +381,42 @@ pub fn run(command: RunCommand, paths: &Paths) -> Result<(), DroverError> {
     };
     let json = command.json();
     let answer = runtime()?.block_on(ask(paths, request.clone()))?;
-    if json {
+    if let (RunCommand::Show { pending: true, .. }, Response::Show(view)) = (&command, &answer) {
+        let ids: String = view
+            .pending
+            .iter()
+            .map(|p| format!("{}\n", p.request_id))
+            .collect();
+        write_stdout(&ids)?;
+    } else if json {
         print_json(&answer)?;
     } else {
         write_stdout(&human(&request, &answer))?;
     }
-    if let Request::Wait {
-        until,
-        timeout_secs,
-        ..
-    } = request
-        && matches!(&answer, Response::Wait(w) if w.timed_out)
-    {
-        return Err(wait_timed_out(until, timeout_secs));
+    match (&request, &answer) {
+        (
+            Request::Wait {
+                until,
+                timeout_secs,
+                ..
+            },
+            Response::Wait(w),
+        ) if w.timed_out => Err(wait_timed_out(*until, *timeout_secs)),
+        (Request::Wait { .. }, Response::Wait(w)) => Ok(Exit::of_runs(&w.runs)),
+        _ => Ok(Exit::Done),
     }
-    Ok(())
 }
 
-fn wait_timed_out(until: WaitUntil, timeout_secs: Option<u64>) -> DroverError {
-    let condition = match until {
-        WaitUntil::Idle => "idle",
-        WaitUntil::Terminal => "finished",
-        WaitUntil::Event => "changed",
+pub(crate) fn wait_timed_out(until: WaitUntil, timeout_secs: Option<u64>) -> DroverError {
+    let within = match timeout_secs {
+        Some(secs) => format!("within {secs} s"),
+        None => "before the wait's cap".to_string(),
     };
     DroverError::new(
         ErrorCode::WaitTimeout,
         format!(
-            "the runs were not {condition} within {} s; wait again, or raise --timeout",
-            timeout_secs.unwrap_or(0)
+            "the runs were not {} {within}; wait again, or raise --timeout",
+            until.words()
         ),
     )
 }
@@ -654,14 +678,17 @@ mod tests {
             e.message,
             "the runs were not idle within 30 s; wait again, or raise --timeout"
         );
-        assert_eq!(crate::cli::exit_code(&e), 3);
+        assert_eq!(crate::cli::exit::of_error(&e), 3);
         for (code, exit) in [
             (ErrorCode::Interrupted, 130),
             (ErrorCode::NoOwner, 1),
             (ErrorCode::RunNotFound, 1),
             (ErrorCode::OwnerUnresponsive, 1),
         ] {
-            assert_eq!(crate::cli::exit_code(&DroverError::new(code, "x")), exit);
+            assert_eq!(
+                crate::cli::exit::of_error(&DroverError::new(code, "x")),
+                exit
+            );
         }
     }
 }

@@ -1,7 +1,10 @@
 //! `drover serve`: own the data directory with no dashboard, so headless commands in
-//! other terminals have a dispatcher to talk to.
+//! other terminals (and dashboards) have a dispatcher to talk to. `--detach` starts it in
+//! the background (see [`super::owner`]).
 //!
-//! What must stay true: one line says where it listens (stderr, or a JSON line on stdout
+//! What must stay true: an owner nobody can reach any more (its socket file, or its whole
+//! data directory, was deleted) stops by itself instead of running on forever; one line
+//! says where it listens (stderr, or a JSON line on stdout
 //! with `--json`); SIGINT or SIGTERM shuts down cleanly — every active run is stopped and
 //! recorded as interrupted by shutdown, the socket file is removed, the lock released —
 //! and the exit code is 0.
@@ -19,9 +22,16 @@ pub struct ServeArgs {
     /// Print {"socket": …, "pid": …} on stdout once listening.
     #[arg(long)]
     pub json: bool,
+    /// Run in the background (its own session, output to logs/owner.log); return once it
+    /// answers, printing its pid. An owner already running is kept.
+    #[arg(long)]
+    pub detach: bool,
 }
 
 pub fn run(args: ServeArgs, paths: &Paths) -> Result<(), DroverError> {
+    if args.detach {
+        return super::owner::detach(args.json, paths);
+    }
     runtime()?.block_on(serve(args, paths))
 }
 
@@ -37,13 +47,29 @@ async fn serve(args: ServeArgs, paths: &Paths) -> Result<(), DroverError> {
             host.socket_path().display()
         ));
     }
+    let socket = host.socket_path().to_path_buf();
     let outcome = tokio::select! {
         signal = signals.recv() => {
             tracing::info!(signal, "serve: stopping");
             Ok(())
         }
         e = host.dispatcher_ended() => Err(e),
+        () = socket_gone(&socket) => {
+            tracing::warn!(socket = %socket.display(), "serve: the control socket (or the data directory) is gone; stopping");
+            Ok(())
+        }
     };
     host.shutdown().await;
     outcome
+}
+
+/// Completes once the socket file is gone (checked every few seconds).
+async fn socket_gone(socket: &std::path::Path) {
+    let mut every = tokio::time::interval(std::time::Duration::from_secs(5));
+    loop {
+        every.tick().await;
+        if !socket.exists() {
+            return;
+        }
+    }
 }

@@ -53,7 +53,26 @@ pub struct Config {
     #[serde(default)]
     pub keys: toml::Table,
     pub notifications: NotificationsConfig,
+    pub dashboard: DashboardConfig,
     pub redact: RedactConfig,
+}
+
+/// `[dashboard]`: how `drover` (the dashboard) reaches the runs.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct DashboardConfig {
+    pub owner: DashboardOwner,
+}
+
+/// Who owns the runs a dashboard shows.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum DashboardOwner {
+    /// A background `drover serve` (started when none runs): leaving the dashboard never
+    /// stops a run.
+    Background,
+    /// The dashboard's own process: leaving it stops the active runs (after asking).
+    InProcess,
 }
 
 /// `[redact]`: what counts as a secret besides the built-in rules ([`crate::redact`]).

@@ -23,7 +23,7 @@ pub fn check(request: &Request) -> Result<Request, DroverError> {
     let mut request = request.clone();
     match &mut request {
         Request::Wait { run_ids, .. } => bound_ids("wait", "run_ids", run_ids)?,
-        Request::Subscribe { run_ids } => bound_ids("subscribe", "run_ids", run_ids)?,
+        Request::Subscribe { run_ids, .. } => bound_ids("subscribe", "run_ids", run_ids)?,
         Request::Respond {
             run_id,
             request_id,

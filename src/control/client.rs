@@ -15,7 +15,7 @@ use tokio::net::UnixStream;
 use tokio::net::unix::{OwnedReadHalf, OwnedWriteHalf};
 
 use super::wire::{self, ClientLine, ClientSide, Line, LineReader};
-use crate::dispatch::api::Response;
+use crate::dispatch::api::{Response, StreamPosition, Subscribed};
 use crate::dispatch::{DispatchEvent, Request};
 use crate::error::{DroverError, ErrorCode};
 use crate::paths::Paths;
@@ -164,17 +164,35 @@ impl ControlClient {
 
     /// Turns this connection into an event stream: events of `run_ids` (every run when
     /// empty) from now on.
-    pub async fn subscribe(mut self, run_ids: Vec<String>) -> Result<EventStream, DroverError> {
+    pub async fn subscribe(self, run_ids: Vec<String>) -> Result<EventStream, DroverError> {
+        Ok(self.subscribe_after(run_ids, None).await?.0)
+    }
+
+    /// Turns this connection into an event stream: the events after `after` (a position
+    /// this client saw, see [`EventStream::position`]) when the owner can still replay
+    /// them — the answer's `resumed` says so — else from now.
+    pub async fn subscribe_after(
+        mut self,
+        run_ids: Vec<String>,
+        after: Option<StreamPosition>,
+    ) -> Result<(EventStream, Subscribed), DroverError> {
         let ack = self
-            .request_within(Request::Subscribe { run_ids }, Some(QUICK_TIMEOUT))
+            .request_within(Request::Subscribe { run_ids, after }, Some(QUICK_TIMEOUT))
             .await?;
-        if ack.get("subscribed") != Some(&Value::Bool(true)) {
-            return Err(self.link.unreadable(&format!("unexpected answer {ack}")));
-        }
-        Ok(EventStream {
+        let subscribed: Subscribed = match serde_json::from_value(ack.clone()) {
+            Ok(
+                s @ Subscribed {
+                    subscribed: true, ..
+                },
+            ) => s,
+            _ => return Err(self.link.unreadable(&format!("unexpected answer {ack}"))),
+        };
+        let stream = EventStream {
             link: self.link,
             _writer: self.writer,
-        })
+            position: subscribed.position.clone(),
+        };
+        Ok((stream, subscribed))
     }
 
     /// Sends one request and waits at most `limit` for its answer.
@@ -304,15 +322,28 @@ pub struct EventStream {
     link: Link,
     // Closing our side would end the subscription: keep it open while we read.
     _writer: OwnedWriteHalf,
+    /// The last position seen (the subscription's start, then each event's).
+    position: Option<StreamPosition>,
 }
 
 impl EventStream {
+    /// Where this stream stands: after the last event it delivered (subscribe again
+    /// after it to miss nothing). `None` from an owner that does not number its events.
+    pub fn position(&self) -> Option<&StreamPosition> {
+        self.position.as_ref()
+    }
+
     /// The next event, or `None` when the owner closed the stream (it stopped). Cancel-safe.
     pub async fn next(&mut self) -> Result<Option<StreamItem>, DroverError> {
         loop {
             match self.link.read().await? {
                 None => return Ok(None),
-                Some(ClientSide::Event(event)) => return Ok(Some(StreamItem::Event(event))),
+                Some(ClientSide::Event { event, pos }) => {
+                    if let (Some(pos), Some(at)) = (pos, self.position.as_mut()) {
+                        at.pos = pos;
+                    }
+                    return Ok(Some(StreamItem::Event(event)));
+                }
                 Some(ClientSide::Lagged(count)) => return Ok(Some(StreamItem::Lagged(count))),
                 Some(ClientSide::Answer { .. }) => continue,
             }
@@ -340,7 +371,13 @@ mod tests {
         let run_id = || "r1".to_string();
         let cases = [
             (Request::Ping, Some(QUICK_TIMEOUT)),
-            (Request::Subscribe { run_ids: vec![] }, Some(QUICK_TIMEOUT)),
+            (
+                Request::Subscribe {
+                    run_ids: vec![],
+                    after: None,
+                },
+                Some(QUICK_TIMEOUT),
+            ),
             (
                 Request::Runs {
                     state: None,

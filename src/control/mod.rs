@@ -19,6 +19,7 @@
 
 pub mod bounds;
 mod client;
+mod feed;
 mod host;
 pub mod offline;
 mod owner;

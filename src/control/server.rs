@@ -10,7 +10,6 @@
 //! the dispatcher; stopping the server closes every connection and removes the socket
 //! file before the owner lock is released.
 
-use serde_json::json;
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -25,8 +24,10 @@ use tokio::task::{JoinHandle, JoinSet};
 
 use super::Dispatcher;
 use super::bounds;
+use super::feed::{Feed, Live, Numbered};
 use super::owner::OwnerLock;
 use super::wire::{self, Line, LineReader, ServerLine};
+use crate::dispatch::api::Subscribed;
 use crate::dispatch::{DispatchEvent, Request};
 use crate::error::{DroverError, ErrorCode};
 use crate::paths::Paths;
@@ -76,8 +77,10 @@ pub fn serve<D: Dispatcher>(
         ));
     }
     let uid = nix::unistd::getuid().as_raw();
+    let epoch = format!("{}-{}", std::process::id(), crate::clock::now_millis());
+    let feed = Feed::start(epoch, dispatcher.subscribe());
     let (stop, stopped) = oneshot::channel();
-    let task = tokio::spawn(accept_loop(listener, dispatcher, uid, stopped));
+    let task = tokio::spawn(accept_loop(listener, dispatcher, feed, uid, stopped));
     tracing::info!(socket = %socket.display(), "control: listening");
     Ok(ControlServer {
         socket,
@@ -124,6 +127,7 @@ impl Drop for ControlServer {
 async fn accept_loop<D: Dispatcher>(
     listener: UnixListener,
     dispatcher: D,
+    feed: Feed,
     uid: u32,
     mut stop: oneshot::Receiver<()>,
 ) {
@@ -134,7 +138,7 @@ async fn accept_loop<D: Dispatcher>(
             _ = &mut stop => break,
             accepted = listener.accept() => match accepted {
                 Ok((stream, _)) => {
-                    connections.spawn(connection(stream, dispatcher.clone(), uid));
+                    connections.spawn(connection(stream, dispatcher.clone(), feed.clone(), uid));
                 }
                 Err(e) => {
                     // Out of file descriptors and the like: back off instead of spinning.
@@ -163,7 +167,7 @@ impl Drop for AbortOnDrop {
     }
 }
 
-async fn connection<D: Dispatcher>(stream: UnixStream, dispatcher: D, uid: u32) {
+async fn connection<D: Dispatcher>(stream: UnixStream, dispatcher: D, feed: Feed, uid: u32) {
     match stream.peer_cred() {
         Ok(peer) if peer.uid() == uid => {}
         Ok(peer) => {
@@ -182,7 +186,7 @@ async fn connection<D: Dispatcher>(stream: UnixStream, dispatcher: D, uid: u32) 
     let (read, write) = stream.into_split();
     let (out, lines) = mpsc::channel(OUT_QUEUE);
     tokio::join!(
-        read_requests(read, dispatcher, out),
+        read_requests(read, dispatcher, feed, out),
         write_lines(write, lines)
     );
 }
@@ -192,6 +196,7 @@ async fn connection<D: Dispatcher>(stream: UnixStream, dispatcher: D, uid: u32) 
 async fn read_requests<D: Dispatcher>(
     read: OwnedReadHalf,
     dispatcher: D,
+    feed: Feed,
     out: mpsc::Sender<String>,
 ) {
     let mut reader = LineReader::new(read, wire::MAX_REQUEST_LINE_BYTES);
@@ -261,15 +266,22 @@ async fn read_requests<D: Dispatcher>(
             }
             break;
         }
-        if let Request::Subscribe { run_ids } = request {
-            // Subscribe before acknowledging, so no event after the ack is missed.
-            let receiver = dispatcher.subscribe();
-            let ack = ServerLine::answer(id, Ok(json!({"subscribed": true})));
+        if let Request::Subscribe { run_ids, after } = request {
+            // Taken under the feed's lock: the replay and the live events neither overlap
+            // nor leave a gap.
+            let subscription = feed.subscribe(after.as_ref());
+            let ack = Subscribed {
+                subscribed: true,
+                position: Some(subscription.position),
+                resumed: subscription.resumed,
+            };
+            let ack = ServerLine::answer(id, Ok(serde_json::to_value(ack).unwrap_or_default()));
             if !send(&out, ack).await {
                 break;
             }
             events = Some(AbortOnDrop(tokio::spawn(forward_events(
-                receiver,
+                subscription.replay,
+                subscription.live,
                 run_ids,
                 out.clone(),
             ))));
@@ -353,15 +365,35 @@ pub(crate) fn wanted(run_ids: &[String], event: &DispatchEvent) -> bool {
 }
 
 async fn forward_events(
-    mut events: broadcast::Receiver<DispatchEvent>,
+    replay: Vec<Numbered>,
+    mut live: broadcast::Receiver<Live>,
     run_ids: Vec<String>,
     out: mpsc::Sender<String>,
 ) {
+    for (pos, event) in replay {
+        if wanted(&run_ids, &event)
+            && !send(
+                &out,
+                ServerLine::Event {
+                    event,
+                    pos: Some(pos),
+                },
+            )
+            .await
+        {
+            return;
+        }
+    }
     loop {
-        let line = match events.recv().await {
-            Ok(event) if wanted(&run_ids, &event) => ServerLine::Event { event },
-            Ok(_) => continue,
-            Err(RecvError::Lagged(lagged)) => ServerLine::Lagged { lagged },
+        let line = match live.recv().await {
+            Ok(Live::Event(pos, event)) if wanted(&run_ids, &event) => ServerLine::Event {
+                event: Arc::unwrap_or_clone(event),
+                pos: Some(pos),
+            },
+            Ok(Live::Event(..)) => continue,
+            Ok(Live::Lost(lagged)) | Err(RecvError::Lagged(lagged)) => {
+                ServerLine::Lagged { lagged }
+            }
             Err(RecvError::Closed) => return,
         };
         if !send(&out, line).await {

@@ -292,10 +292,11 @@ async fn an_event_stream_connection_refuses_further_requests() {
     let mut raw = Raw::connect(&owner).await;
     raw.send(b"{\"id\": 1, \"request\": {\"method\": \"subscribe\", \"params\": {\"run_ids\": [\"r1\"]}}}\n")
         .await;
-    assert_eq!(
-        raw.next().await,
-        json!({"id": 1, "ok": {"subscribed": true}})
-    );
+    let ack = raw.next().await;
+    assert_eq!(ack["id"], 1);
+    assert_eq!(ack["ok"]["subscribed"], true);
+    assert_eq!(ack["ok"]["resumed"], false, "no position was given");
+    assert_eq!(ack["ok"]["position"]["pos"], 0, "no event yet");
     raw.send(b"{\"id\": 2, \"request\": {\"method\": \"ping\"}}\n")
         .await;
     let line = raw.next().await;
@@ -305,7 +306,7 @@ async fn an_event_stream_connection_refuses_further_requests() {
     owner.events.send(line_event("r1", "still here")).unwrap();
     assert_eq!(
         raw.next().await,
-        json!({"event": {"event": "transcript", "run_id": "r1", "line": "still here"}})
+        json!({"event": {"event": "transcript", "run_id": "r1", "line": "still here"}, "pos": 1})
     );
 }
 
@@ -444,4 +445,62 @@ async fn client_for(paths: &Paths) -> ControlClient {
         .await
         .unwrap()
         .expect("an owner listens")
+}
+
+#[tokio::test]
+async fn a_client_that_reconnects_gets_what_it_missed_once_and_in_order() {
+    let owner = start_owner(64);
+    let mut stream = within("subscribe", client(&owner).await.subscribe(vec![]))
+        .await
+        .unwrap();
+    for n in 1..=2 {
+        owner.events.send(line_event("r1", &n.to_string())).unwrap();
+    }
+    for n in 1..=2 {
+        assert_eq!(
+            within("event", stream.next()).await.unwrap(),
+            Some(StreamItem::Event(line_event("r1", &n.to_string())))
+        );
+    }
+    let seen = stream.position().cloned().expect("a numbered stream");
+    assert_eq!(seen.pos, 2);
+    // The connection drops; the owner goes on publishing.
+    drop(stream);
+    for n in 3..=4 {
+        owner.events.send(line_event("r1", &n.to_string())).unwrap();
+    }
+    let (mut back, ack) = within(
+        "subscribe again",
+        client(&owner)
+            .await
+            .subscribe_after(vec![], Some(seen.clone())),
+    )
+    .await
+    .unwrap();
+    assert!(ack.resumed, "{ack:?}");
+    for n in 3..=4 {
+        assert_eq!(
+            within("missed event", back.next()).await.unwrap(),
+            Some(StreamItem::Event(line_event("r1", &n.to_string())))
+        );
+    }
+    // Nothing is repeated: the next thing is the next new event.
+    owner.events.send(line_event("r1", "5")).unwrap();
+    assert_eq!(
+        within("new event", back.next()).await.unwrap(),
+        Some(StreamItem::Event(line_event("r1", "5")))
+    );
+    // A position from another owner (a restart) is not resumed: take a snapshot.
+    let stranger = crate::dispatch::api::StreamPosition {
+        epoch: "another-owner".into(),
+        pos: 2,
+    };
+    let (_, ack) = within(
+        "subscribe with a stranger's position",
+        client(&owner).await.subscribe_after(vec![], Some(stranger)),
+    )
+    .await
+    .unwrap();
+    assert!(!ack.resumed);
+    assert_eq!(ack.position.unwrap().pos, 5);
 }

@@ -3,8 +3,9 @@
 //! Client → server: `{"id": N, "request": <Request>}` (`Request` is tagged by `method`
 //! with its `params`). Server → client: `{"id": N, "ok": <value>}` or
 //! `{"id": N, "error": {"code": "...", "message": "..."}}`; after a `subscribe`, one
-//! `{"event": <DispatchEvent>}` per line and `{"lagged": K}` when K events were dropped
-//! for a slow reader. A line the server cannot read as a request gets an error line with
+//! `{"event": <DispatchEvent>, "pos": N}` per line (`pos`: its place in the owner's
+//! numbered stream, see `feed`) and `{"lagged": K}` when K events were dropped for a slow
+//! reader. A line the server cannot read as a request gets an error line with
 //! `"id": null` when no id could be read.
 //!
 //! What must stay true: reading a line never holds more than its limit in memory (an
@@ -35,11 +36,28 @@ pub struct ClientLine<'a> {
 /// One line the server writes.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 #[serde(untagged)]
+#[allow(
+    clippy::large_enum_variant,
+    reason = "a line is built, written and dropped one at a time; boxing would allocate per event"
+)]
 pub enum ServerLine {
-    Ok { id: u64, ok: Value },
-    Error { id: Option<u64>, error: DroverError },
-    Event { event: DispatchEvent },
-    Lagged { lagged: u64 },
+    Ok {
+        id: u64,
+        ok: Value,
+    },
+    Error {
+        id: Option<u64>,
+        error: DroverError,
+    },
+    Event {
+        event: DispatchEvent,
+        /// The event's place in the owner's numbered stream.
+        #[serde(skip_serializing_if = "Option::is_none")]
+        pos: Option<u64>,
+    },
+    Lagged {
+        lagged: u64,
+    },
 }
 
 impl ServerLine {
@@ -165,12 +183,19 @@ fn invalid(message: impl Into<String>) -> DroverError {
 
 /// A line read by the client, as it arrived.
 #[derive(Debug, Clone, PartialEq)]
+#[allow(
+    clippy::large_enum_variant,
+    reason = "a line is read and handled one at a time; boxing would allocate per event"
+)]
 pub enum ClientSide {
     Answer {
         id: Option<u64>,
         result: Result<Value, DroverError>,
     },
-    Event(DispatchEvent),
+    Event {
+        event: DispatchEvent,
+        pos: Option<u64>,
+    },
     Lagged(u64),
 }
 
@@ -181,8 +206,9 @@ pub fn parse_server_line(line: &[u8]) -> Result<ClientSide, String> {
         return Err("not a JSON object".into());
     };
     if let Some(event) = object.remove("event") {
+        let pos = object.get("pos").and_then(Value::as_u64);
         return serde_json::from_value(event)
-            .map(ClientSide::Event)
+            .map(|event| ClientSide::Event { event, pos })
             .map_err(|e| format!("unknown event: {e}"));
     }
     if let Some(lagged) = object.get("lagged") {
@@ -349,8 +375,18 @@ mod tests {
                     event: DispatchEvent::RunRemoved {
                         run_id: "r1".into(),
                     },
+                    pos: None,
                 },
                 json!({"event": {"event": "run_removed", "run_id": "r1"}}),
+            ),
+            (
+                ServerLine::Event {
+                    event: DispatchEvent::RunRemoved {
+                        run_id: "r1".into(),
+                    },
+                    pos: Some(12),
+                },
+                json!({"event": {"event": "run_removed", "run_id": "r1"}, "pos": 12}),
             ),
             (ServerLine::Lagged { lagged: 7 }, json!({"lagged": 7})),
         ];
@@ -393,8 +429,12 @@ mod tests {
             (
                 ServerLine::Event {
                     event: event.clone(),
+                    pos: Some(4),
                 },
-                ClientSide::Event(event),
+                ClientSide::Event {
+                    event,
+                    pos: Some(4),
+                },
             ),
             (ServerLine::Lagged { lagged: 9 }, ClientSide::Lagged(9)),
         ];

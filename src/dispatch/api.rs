@@ -116,10 +116,14 @@ pub enum Request {
         #[serde(default)]
         timeout_secs: Option<u64>,
     },
-    /// Start receiving [`DispatchEvent`]s (of these runs, or of all when empty).
+    /// Start receiving [`DispatchEvent`]s (of these runs, or of all when empty): after
+    /// `after` (the last position this client saw) when the owner can still replay from
+    /// there, else from now (the answer says which).
     Subscribe {
         #[serde(default)]
         run_ids: Vec<String>,
+        #[serde(default)]
+        after: Option<StreamPosition>,
     },
 }
 
@@ -153,12 +157,18 @@ pub enum Response {
     Routes(Vec<OpenRoute>),
 }
 
-/// The answer to `ping`.
+/// The answer to `ping`: who owns the data directory.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Pong {
     pub pong: bool,
     /// The owner's process id.
     pub pid: u32,
+    /// The owner's version, with the commit it was built from.
+    #[serde(default)]
+    pub version: String,
+    /// When the owner's dispatcher started (Unix ms).
+    #[serde(default)]
+    pub started_at: UnixMillis,
 }
 
 /// The answer to `remove`: the runs that left the trays.
@@ -174,15 +184,26 @@ pub struct Stopped {
 }
 
 /// The answer to `subscribe` (the events follow on the same connection).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, Default)]
 pub struct Subscribed {
     pub subscribed: bool,
+    /// Where the owner's event stream stands as the subscription begins (absent from an
+    /// owner that does not number its events).
+    #[serde(default)]
+    pub position: Option<StreamPosition>,
+    /// The events after the client's `after` position follow, none missed: no snapshot
+    /// is needed. False when there was no position, it was another owner's, or it is too
+    /// old to replay.
+    #[serde(default)]
+    pub resumed: bool,
 }
 
-impl Default for Subscribed {
-    fn default() -> Self {
-        Subscribed { subscribed: true }
-    }
+/// A place in one owner's event stream: its epoch (a new one each time an owner starts)
+/// and an event's number in it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct StreamPosition {
+    pub epoch: String,
+    pub pos: u64,
 }
 
 /// One open route card in `drover routes`.
@@ -304,13 +325,88 @@ pub enum TranscriptFormat {
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum WaitUntil {
-    /// The run is idle, needs the user, or has ended.
+    /// The turn ended and the run waits for a follow-up (or it has ended). A run waiting
+    /// on a permission, a question or a route card is not idle.
     Idle,
     /// The run has ended.
     #[default]
     Terminal,
     /// Anything happened to the run.
     Event,
+    /// The run needs you: a pending permission or question, a route card, a result that
+    /// asks for input (or it has ended, and never will).
+    NeedsYou,
+    /// The run needs you, is idle, or has ended: whichever comes first (`dispatch --wait`).
+    Settled,
+}
+
+impl WaitUntil {
+    /// Whether `run` meets the condition. For [`WaitUntil::Event`] only the run's end
+    /// does here; the dispatcher also counts each new event.
+    pub fn met_by(self, run: &RunSummary) -> bool {
+        let ended = run.head.state.is_terminal();
+        let idle = run.head.state == RunState::Idle && run.pending == 0;
+        let needs_you = run.needs_you().is_some();
+        match self {
+            WaitUntil::Terminal | WaitUntil::Event => ended,
+            WaitUntil::Idle => ended || idle,
+            WaitUntil::NeedsYou => ended || needs_you,
+            WaitUntil::Settled => ended || idle || needs_you,
+        }
+    }
+
+    /// The condition in words, for sentences (`the runs were not idle within 30 s`).
+    pub fn words(self) -> &'static str {
+        match self {
+            WaitUntil::Idle => "idle",
+            WaitUntil::Terminal => "finished",
+            WaitUntil::Event => "changed",
+            WaitUntil::NeedsYou => "in need of you",
+            WaitUntil::Settled => "idle, finished or in need of you",
+        }
+    }
+}
+
+/// Why a run needs the user.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Need {
+    /// A pending permission request or question.
+    Permission,
+    /// Its last result asks for input.
+    Input,
+    /// It waits on a route card.
+    Route,
+    /// A finished run with an escalation or retry offered.
+    Escalation,
+}
+
+impl Need {
+    pub fn words(self) -> &'static str {
+        match self {
+            Need::Permission => "awaiting permission",
+            Need::Input => "needs input",
+            Need::Route => "held on a route card",
+            Need::Escalation => "escalation offered",
+        }
+    }
+}
+
+impl RunSummary {
+    /// What the run waits for from the user, if anything: the Needs-you tray's rule.
+    pub fn needs_you(&self) -> Option<Need> {
+        if self.head.state.is_terminal() {
+            self.escalation_offered.then_some(Need::Escalation)
+        } else if self.head.state == RunState::AwaitingPermission || self.pending > 0 {
+            Some(Need::Permission)
+        } else if self.head.state == RunState::AwaitingRoute {
+            Some(Need::Route)
+        } else if self.needs_input {
+            Some(Need::Input)
+        } else {
+            None
+        }
+    }
 }
 
 /// The answer to `wait`.
@@ -404,6 +500,9 @@ pub struct RunSummary {
     /// An escalation or retry is offered (the run shows in Needs you).
     #[serde(default)]
     pub escalation_offered: bool,
+    /// The status word of the run's last result (`done`, `blocked`, `needs_input`, …).
+    #[serde(default)]
+    pub result_status: Option<String>,
 }
 
 /// Everything about one run (`drover show --json`).

@@ -66,6 +66,7 @@ pub fn startup(reader: &LedgerReader, pid: u32) -> Result<Startup, DroverError> 
     }
     Ok(Startup {
         pid,
+        version: crate::VERSION.to_string(),
         session: session(reader, &name)?,
         route_memory,
         newest_run_at: reader.newest_run_at()?,
@@ -227,6 +228,7 @@ fn summary(run: RunRecord, cost_usd: f64) -> Result<RunSummary, DroverError> {
         head: head(&run, &spec, cost_usd),
         pending: 0,
         escalation_offered: false,
+        result_status: last_result.and_then(|r| r.status),
     })
 }
 
@@ -465,18 +467,8 @@ pub fn wait_from_ledger(
             .sum();
         runs.push(summary(run, cost)?);
     }
-    let met = |run: &RunSummary| match until {
-        WaitUntil::Terminal => run.head.state.is_terminal(),
-        WaitUntil::Idle => {
-            run.head.state.is_terminal()
-                || matches!(
-                    run.head.state,
-                    RunState::Idle | RunState::AwaitingPermission
-                )
-                || run.needs_input
-        }
-        WaitUntil::Event => false,
-    };
+    // Nothing changes while nobody owns the directory: no new event will come.
+    let met = |run: &RunSummary| until != WaitUntil::Event && until.met_by(run);
     let done = if any {
         runs.iter().any(met)
     } else {

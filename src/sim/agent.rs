@@ -572,6 +572,7 @@ impl<W: AsyncWrite + Unpin> Agent<W> {
             i,
             answer: self.answer.clone(),
             prompt: turn.prompt.clone(),
+            now_us: crate::clock::now_micros(),
         }
     }
 

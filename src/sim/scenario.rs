@@ -45,7 +45,8 @@
 //! `cache_creation_input_tokens`), `cost_usd` and `model`. Steps that do not end the turn
 //! take `repeat = N` and `repeat_env = "VAR"` (the variable, when set, overrides N).
 //! Text takes the templates `{i}` (the repetition, from 1), `{answer}` (the last answer to
-//! a question) and `{prompt}` (the user's message on one line, clipped).
+//! a question), `{prompt}` (the user's message on one line, clipped) and `{now_us}` (the
+//! wall clock in Unix microseconds as the line is written: for latency benchmarks).
 
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
@@ -462,12 +463,16 @@ pub struct Vars {
     pub answer: Option<String>,
     /// The user's message of this turn.
     pub prompt: String,
+    /// The wall clock in Unix microseconds as the text is written (`{now_us}`: for
+    /// measuring how long an event takes to reach a client).
+    pub now_us: i64,
 }
 
 /// The longest `{prompt}` put into text.
 pub const PROMPT_TEMPLATE_MAX_CHARS: usize = 80;
 
-/// `template` with `{i}`, `{answer}` and `{prompt}` filled; other braces stay as written.
+/// `template` with `{i}`, `{answer}`, `{prompt}` and `{now_us}` filled; other braces stay
+/// as written.
 pub fn fill(template: &str, vars: &Vars) -> String {
     if !template.contains('{') {
         return template.to_string();
@@ -478,6 +483,7 @@ pub fn fill(template: &str, vars: &Vars) -> String {
         .replace("{i}", &vars.i.to_string())
         .replace("{answer}", answer)
         .replace("{prompt}", &prompt)
+        .replace("{now_us}", &vars.now_us.to_string())
 }
 
 /// Reads and validates a scenario. `origin` names it in errors.
@@ -1028,6 +1034,7 @@ mod tests {
             i: 1,
             answer: Some("SQLite".into()),
             prompt: "p".into(),
+            ..Vars::default()
         };
         turn.result_block
             .as_ref()
@@ -1345,10 +1352,11 @@ steps = []
             i: 3,
             answer: Some("Postgres".into()),
             prompt: "  fix\n the   bug ".into(),
+            now_us: 1_700_000_000_000_001,
         };
         assert_eq!(
-            fill("{i}: {answer} for {prompt} {other}", &vars),
-            "3: Postgres for fix the bug {other}"
+            fill("{i}: {answer} for {prompt} {other} at {now_us}", &vars),
+            "3: Postgres for fix the bug {other} at 1700000000000001"
         );
         assert_eq!(
             fill("{answer}", &Vars::default()),

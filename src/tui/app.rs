@@ -29,6 +29,7 @@ use super::views::{
 };
 use crate::DroverError;
 use crate::UnixMillis;
+use crate::config::DashboardOwner;
 use crate::dispatch::api::{PendingView, RunSummary, TranscriptFormat};
 use crate::dispatch::{DispatchEvent, Request, Response};
 use crate::error::ErrorCode;
@@ -55,6 +56,9 @@ pub struct AppOptions {
     /// Ring the bell and post an OSC 9 notification when a run starts needing the user.
     pub notify: bool,
     pub keys: KeyTable,
+    /// Who owns the runs: leaving a background owner's dashboard leaves the runs going;
+    /// leaving an in-process one stops them (after asking).
+    pub owner: DashboardOwner,
 }
 
 impl AppOptions {
@@ -69,6 +73,7 @@ impl AppOptions {
                 .collect(),
             notify: true,
             keys: KeyTable::defaults(),
+            owner: DashboardOwner::Background,
         }
     }
 }
@@ -127,9 +132,11 @@ impl App {
 
     /// Whether something on screen counts down (so a frame is due every second).
     pub fn has_countdowns(&self) -> bool {
-        self.overlays
-            .iter()
-            .any(|o| matches!(o, Overlay::Prompt(_) | Overlay::Route(_)))
+        self.model.owner_gone_since.is_some()
+            || self
+                .overlays
+                .iter()
+                .any(|o| matches!(o, Overlay::Prompt(_) | Overlay::Route(_)))
             || self.model.runs().any(|e| {
                 e.summary.head.state.is_active()
                     && (e
@@ -157,13 +164,21 @@ impl App {
                 self.model.keep_selection_visible();
             }
             AppEvent::Dispatch(event) => self.on_dispatch_event(&event, &mut effects),
-            AppEvent::Lagged | AppEvent::Tick => {
-                self.fetch_runs(&mut effects);
-                self.fetch_budget(&mut effects);
-                if let Some(id) = self.model.selected().map(str::to_string) {
-                    self.fetch_show(&id, &mut effects);
+            AppEvent::OwnerGone => {
+                if self.model.owner_gone_since.is_none() {
+                    self.model.owner_gone_since = Some(self.model.now);
                 }
             }
+            AppEvent::OwnerBack { resumed } => {
+                let was_gone = self.model.owner_gone_since.take().is_some();
+                if was_gone {
+                    self.flash_info("drover is back".into());
+                }
+                if !resumed {
+                    self.refetch(&mut effects);
+                }
+            }
+            AppEvent::Lagged | AppEvent::Tick => self.refetch(&mut effects),
             AppEvent::Reply { tag, result } => self.on_reply(tag, result, &mut effects),
             AppEvent::Terminate => {
                 self.quitting = true;
@@ -180,6 +195,15 @@ impl App {
             self.on_selected(&id, &mut effects);
         }
         effects
+    }
+
+    /// Everything on screen, fetched again: runs, money, the selected run.
+    fn refetch(&mut self, effects: &mut Vec<Effect>) {
+        self.fetch_runs(effects);
+        self.fetch_budget(effects);
+        if let Some(id) = self.model.selected().map(str::to_string) {
+            self.fetch_show(&id, effects);
+        }
     }
 
     // ---- keys ----
@@ -379,7 +403,7 @@ impl App {
             },
             Action::Quit => {
                 let active = self.model.counts().active;
-                if active == 0 {
+                if active == 0 || self.options.owner == DashboardOwner::Background {
                     self.quitting = true;
                     effects.push(Effect::Quit);
                 } else {

@@ -30,6 +30,7 @@ fn summary(id: &str, state: RunState) -> RunSummary {
         pending: 0,
         needs_input: false,
         escalation_offered: false,
+        result_status: None,
     }
 }
 

@@ -26,6 +26,14 @@ pub enum AppEvent {
     Dispatch(DispatchEvent),
     /// The dispatcher's event stream skipped events: everything is fetched again.
     Lagged,
+    /// The owner stopped answering (it stopped or crashed): the dashboard says so and
+    /// reconnects by itself.
+    OwnerGone,
+    /// An owner answers (again). Unless `resumed` (the same owner replayed what was
+    /// missed), everything is fetched again.
+    OwnerBack {
+        resumed: bool,
+    },
     /// The answer to an `Effect::Request`.
     Reply {
         tag: ReplyTag,
@@ -82,5 +90,10 @@ impl AppEventSender {
     /// Sends an event; after the loop has ended, events are dropped.
     pub fn send(&self, event: AppEvent) {
         let _ = self.tx.send(event);
+    }
+
+    /// Whether the loop has ended (nobody listens any more).
+    pub fn is_closed(&self) -> bool {
+        self.tx.is_closed()
     }
 }

@@ -11,7 +11,8 @@
 //! - [`views`]: prompts, forms and boxes on a stack, each handling its own keys;
 //! - [`keys`]: bindings as data, used for handling keys, footer hints and help;
 //! - [`theme`]: the ANSI-only palette; [`layout`]: the rectangles; [`format`]: words;
-//! - [`frame`]: redraw on demand; [`runner`]: the driver and the one `select!` loop.
+//! - [`frame`]: redraw on demand; [`runner`]: the driver and the one `select!` loop;
+//! - [`link`]: the connection to the owner (control socket requests, the event pump).
 //!
 //! What must stay true: nothing under `src/tui` prints to stdout or stderr (the
 //! dashboard owns the screen; logs go to the file), and drawing never does I/O.
@@ -31,6 +32,7 @@ pub mod format;
 pub mod frame;
 pub mod keys;
 pub mod layout;
+pub mod link;
 pub mod model;
 pub mod render;
 pub mod runner;
@@ -39,5 +41,6 @@ pub mod views;
 
 pub use app::{App, AppOptions};
 pub use event::{AppEvent, AppEventSender, Effect, ReplyTag};
+pub use link::Link;
 pub use model::ViewModel;
 pub use runner::{Driver, run_on_terminal};

@@ -67,40 +67,11 @@ impl Tray {
     }
 }
 
-/// Why a run needs the user.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Need {
-    Permission,
-    Input,
-    Route,
-    /// A finished run with an escalation or retry offered.
-    Escalation,
-}
+pub use crate::dispatch::api::Need;
 
-impl Need {
-    pub fn words(self) -> &'static str {
-        match self {
-            Need::Permission => "awaiting permission",
-            Need::Input => "needs input",
-            Need::Route => "held on a route card",
-            Need::Escalation => "escalation offered",
-        }
-    }
-}
-
-/// What an active run waits for from the user, if anything.
+/// What a run waits for from the user, if anything (see [`RunSummary::needs_you`]).
 pub fn needs_you(run: &RunSummary) -> Option<Need> {
-    if run.head.state.is_terminal() {
-        run.escalation_offered.then_some(Need::Escalation)
-    } else if run.head.state == RunState::AwaitingPermission || run.pending > 0 {
-        Some(Need::Permission)
-    } else if run.head.state == RunState::AwaitingRoute {
-        Some(Need::Route)
-    } else if run.needs_input {
-        Some(Need::Input)
-    } else {
-        None
-    }
+    run.needs_you()
 }
 
 /// One line of the left pane.
@@ -191,6 +162,8 @@ pub struct ViewModel {
     pub flash: Option<Flash>,
     /// A config reload the owner refused (shown on the footer until a good one).
     pub config_refused: Option<String>,
+    /// Since when the owner has not answered (the dashboard reconnects by itself).
+    pub owner_gone_since: Option<UnixMillis>,
 }
 
 impl ViewModel {
@@ -731,6 +704,7 @@ mod tests {
             pending: 0,
             needs_input: false,
             escalation_offered: false,
+            result_status: None,
         }
     }
 

@@ -1,9 +1,10 @@
 //! The driver and the event loop: the only place in the dashboard that awaits, reads the
-//! clock, owns the terminal and talks to the dispatcher.
+//! clock, owns the terminal and talks to the owner (through its [`Link`]: the control
+//! socket, as a headless client does).
 //!
 //! One `tokio::select!` loop takes app events (keys, mouse and resizes from the input
-//! thread; answers from request tasks; stop signals), dispatcher events, frame requests
-//! and a slow refresh tick; it hands each to [`App::handle`] and carries out the
+//! thread; answers from request tasks; dispatcher events and the owner going and coming
+//! back from the link's event pump; stop signals), frame requests and a slow refresh tick; it hands each to [`App::handle`] and carries out the
 //! [`Effect`]s. What must stay true: drawing happens only when a frame was requested (a
 //! burst of changes is one frame; countdowns ask for the next second), and a request to
 //! the dispatcher never blocks the loop (each runs in its own task and answers with an
@@ -17,15 +18,15 @@ use std::io::{IsTerminal, Write};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
-use tokio::sync::{broadcast, mpsc};
+use tokio::sync::mpsc;
 
 use super::app::{App, AppOptions};
 use super::event::{AppEvent, AppEventSender, Effect};
 use super::frame::FrameRequester;
+use super::link::Link;
 use super::model::ViewModel;
 use super::render;
 use crate::clock::now_millis;
-use crate::dispatch::DispatcherHandle;
 use crate::error::{DroverError, ErrorCode};
 use crate::spec::text::{clip, one_line};
 
@@ -37,16 +38,16 @@ const INPUT_POLL: Duration = Duration::from_millis(100);
 /// or a killed tmux pane does not always send SIGHUP).
 const TERMINAL_CHECK_EVERY: Duration = Duration::from_secs(2);
 
-/// Carries out the app's requests against a dispatcher.
+/// Carries out the app's requests against the owner.
 #[derive(Clone)]
 pub struct Driver {
-    handle: DispatcherHandle,
+    link: Link,
     events: AppEventSender,
 }
 
 impl Driver {
-    pub fn new(handle: DispatcherHandle, events: AppEventSender) -> Self {
-        Driver { handle, events }
+    pub fn new(link: Link, events: AppEventSender) -> Self {
+        Driver { link, events }
     }
 
     /// Starts a request in its own task (its answer comes back as an app event); returns
@@ -54,10 +55,10 @@ impl Driver {
     pub fn execute(&self, effect: Effect) -> Option<Effect> {
         match effect {
             Effect::Request { tag, request } => {
-                let handle = self.handle.clone();
+                let link = self.link.clone();
                 let events = self.events.clone();
                 tokio::spawn(async move {
-                    let result = handle.request(request).await;
+                    let result = link.request(request).await;
                     events.send(AppEvent::Reply { tag, result });
                 });
                 None
@@ -67,12 +68,12 @@ impl Driver {
     }
 }
 
-/// Runs the dashboard on this terminal until the user quits, a stop signal arrives or the
-/// dispatcher ends (`dispatcher_ended` completes). Takes the terminal (raw mode, the
-/// alternate screen, mouse capture) and gives it back before returning. Active runs are
-/// left to the caller, who stops them by shutting the dispatcher down.
+/// Runs the dashboard on this terminal until the user leaves, a stop signal arrives or an
+/// owner in this process ends (`dispatcher_ended` completes; pending for a background
+/// owner). Takes the terminal (raw mode, the alternate screen, mouse capture) and gives it
+/// back before returning. The runs are the owner's business, not the dashboard's.
 pub async fn run_on_terminal(
-    handle: DispatcherHandle,
+    link: Link,
     dispatcher_ended: impl Future<Output = DroverError>,
     options: AppOptions,
 ) -> Result<(), DroverError> {
@@ -88,7 +89,7 @@ pub async fn run_on_terminal(
     let backend = CrosstermBackend::new(std::io::stdout());
     let mut terminal = Terminal::new(backend).map_err(terminal_error)?;
     terminal.clear().map_err(terminal_error)?;
-    let outcome = event_loop(&mut terminal, handle, dispatcher_ended, options).await;
+    let outcome = event_loop(&mut terminal, link, dispatcher_ended, options).await;
     // ratatui's `Terminal` prints to stderr from its destructor when it cannot show the
     // cursor, and printing to a terminal that is gone panics, which would skip stopping
     // the runs. Show the cursor here; if even that fails, the terminal is gone and the
@@ -111,14 +112,14 @@ fn terminal_error(e: impl std::fmt::Display) -> DroverError {
 
 async fn event_loop<B: Backend + Write>(
     terminal: &mut Terminal<B>,
-    handle: DispatcherHandle,
+    link: Link,
     dispatcher_ended: impl Future<Output = DroverError>,
     options: AppOptions,
 ) -> Result<(), DroverError> {
     let (tx, mut rx) = mpsc::unbounded_channel();
     let sender = AppEventSender::new(tx);
-    let mut events = handle.subscribe();
-    let driver = Driver::new(handle, sender.clone());
+    let pump = AbortOnDrop(link.spawn_events(sender.clone()));
+    let driver = Driver::new(link, sender.clone());
     let (frames, mut draws) = FrameRequester::spawn();
     let stop_input = Arc::new(AtomicBool::new(false));
     let input = spawn_input_thread(sender.clone(), stop_input.clone());
@@ -150,14 +151,6 @@ async fn event_loop<B: Backend + Write>(
         }
         tokio::select! {
             Some(event) = rx.recv() => effects = app.handle(event),
-            event = events.recv() => match event {
-                Ok(event) => effects = app.handle(AppEvent::Dispatch(event)),
-                Err(broadcast::error::RecvError::Lagged(_)) => effects = app.handle(AppEvent::Lagged),
-                Err(broadcast::error::RecvError::Closed) => break Err(DroverError::new(
-                    ErrorCode::Internal,
-                    "the dispatcher stopped publishing events; see the log, then restart drover",
-                )),
-            },
             Some(()) = draws.recv() => {
                 app.model.now = now_millis();
                 terminal.draw(|frame| render::draw(frame, &app)).map_err(terminal_error)?;
@@ -186,7 +179,17 @@ async fn event_loop<B: Backend + Write>(
     // and the process must still shut its runs down and exit.
     stop_input.store(true, Ordering::SeqCst);
     drop(input);
+    drop(pump);
     outcome
+}
+
+/// Aborts the task when dropped.
+struct AbortOnDrop(tokio::task::JoinHandle<()>);
+
+impl Drop for AbortOnDrop {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
 }
 
 /// Rings the bell and posts an OSC 9 desktop notification (terminals that do not know

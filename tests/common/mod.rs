@@ -112,11 +112,14 @@ impl Home {
     }
 
     /// Runs `drover ARGS` and checks it was refused the way every refusal is: exit code
-    /// 1, nothing on stdout, one stderr line `error[CODE]: sentence`. Returns the line.
+    /// 1, nothing on stdout, one stderr line `error[CODE]: sentence` (JSON with `--json`).
+    /// Returns the line, as `error[CODE]: sentence` either way.
     pub fn refused(&self, args: &[&str], code: &str) -> String {
         let out = self.drover(args);
         assert_refused(&out, code, &args.join(" "));
-        stderr(&out).trim_end().to_string()
+        // The same line whether it came as text or (with --json) as JSON.
+        let (code, message) = refusal_of(&stderr(&out)).unwrap_or_default();
+        format!("error[{code}]: {message}")
     }
 
     /// Starts `drover serve` on this home and waits until it answers on its socket.
@@ -157,11 +160,27 @@ impl Home {
             .unwrap_or_else(|| panic!("{run} is not listed by `drover runs`"))
     }
 
+    /// `drover wait ARGS --json`: its outcome, whichever of the exit codes that say how
+    /// the runs stand it gave (0 done or idle, 4 failed or stopped, 5 needs you).
+    pub fn waited(&self, args: &[&str]) -> Value {
+        let mut full = vec!["wait"];
+        full.extend_from_slice(args);
+        full.push("--json");
+        let out = self.drover(&full);
+        assert!(
+            matches!(out.status.code(), Some(0 | 4 | 5)),
+            "drover {}: {}",
+            full.join(" "),
+            describe(&out)
+        );
+        one_json_line(&out, &full.join(" "))
+    }
+
     /// `drover wait RUN --until UNTIL --timeout N --json`, which must not time out;
     /// returns the run's row from the outcome.
     pub fn wait_until(&self, run: &str, until: &str) -> Value {
         let timeout = RUN_LIMIT_SECS.to_string();
-        let outcome = self.json(&["wait", run, "--until", until, "--timeout", &timeout]);
+        let outcome = self.waited(&[run, "--until", until, "--timeout", &timeout]);
         assert_eq!(
             outcome["timed_out"],
             Value::Bool(false),
@@ -174,7 +193,7 @@ impl Home {
 
     /// Waits until the run is idle, waiting for the user, or finished; returns its view.
     pub fn wait_idle(&self, run: &str) -> Value {
-        self.wait_until(run, "idle");
+        self.wait_until(run, "settled");
         self.show(run)
     }
 
@@ -197,10 +216,10 @@ impl Home {
                 Instant::now() < deadline,
                 "{run}: {what} did not happen within {RUN_LIMIT_SECS} s; last view: {view}"
             );
-            // Blocks until the run's next event (or 2 s): exit 0 or 3 are both fine here.
+            // Blocks until the run's next event (or 2 s): any exit but a refusal is fine.
             let out = self.drover(&["wait", run, "--until", "event", "--timeout", "2", "--json"]);
             assert!(
-                matches!(out.status.code(), Some(0 | 3)),
+                matches!(out.status.code(), Some(0 | 3 | 4 | 5)),
                 "wait --until event: {}",
                 describe(&out)
             );
@@ -678,8 +697,26 @@ pub fn assert_legal_live_sequence(states: &[String]) {
     }
 }
 
-/// The command was refused: exit 1, nothing on stdout, one line `error[CODE]: sentence`
-/// on stderr, the sentence being words that say what to do.
+/// A refusal line as drover prints it: `error[CODE]: sentence`, or with `--json`
+/// `{"error": {"code": CODE, "message": sentence}}`. `None` when it is neither.
+pub fn refusal_of(line: &str) -> Option<(String, String)> {
+    let line = line.trim();
+    if line.starts_with('{') {
+        let value: Value = serde_json::from_str(line).ok()?;
+        let error = value.get("error")?;
+        return Some((
+            error.get("code")?.as_str()?.to_string(),
+            error.get("message")?.as_str()?.to_string(),
+        ));
+    }
+    let rest = line.strip_prefix("error[")?;
+    let (code, sentence) = rest.split_once("]: ")?;
+    Some((code.to_string(), sentence.to_string()))
+}
+
+/// The command was refused: exit 1, nothing on stdout, one refusal line on stderr
+/// (`error[CODE]: sentence`, JSON with `--json`), the sentence being words that say what
+/// to do.
 pub fn assert_refused(out: &Output, code: &str, what: &str) {
     let err = stderr(out);
     assert_eq!(
@@ -694,9 +731,9 @@ pub fn assert_refused(out: &Output, code: &str, what: &str) {
         describe(out)
     );
     assert_eq!(err.lines().count(), 1, "drover {what}: {err:?}");
-    let prefix = format!("error[{code}]: ");
-    assert!(err.starts_with(&prefix), "drover {what}: {err:?}");
-    let sentence = err[prefix.len()..].trim();
+    let (got, sentence) =
+        refusal_of(&err).unwrap_or_else(|| panic!("drover {what}: not a refusal: {err:?}"));
+    assert_eq!(got, code, "drover {what}: {err:?}");
     assert!(
         sentence.split_whitespace().count() >= 4,
         "drover {what}: the refusal needs a sentence: {err:?}"

@@ -97,6 +97,7 @@ pub fn summary(n: u32, title: &str, state: RunState) -> RunSummary {
         pending: usize::from(state == RunState::AwaitingPermission),
         needs_input: false,
         escalation_offered: false,
+        result_status: None,
     }
 }
 

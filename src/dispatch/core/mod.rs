@@ -285,6 +285,8 @@ pub enum Then {
 pub struct Startup {
     /// This process's id (the answer to `ping`).
     pub pid: u32,
+    /// This build's version (the answer to `ping`).
+    pub version: String,
     /// The budget session new runs count against, with its money.
     pub session: LoadedSession,
     /// Remembered route choices: task class → `provider/model`.
@@ -300,6 +302,9 @@ pub struct Core {
     /// The time of the input being handled.
     now: UnixMillis,
     pid: u32,
+    version: String,
+    /// When the core started (the answer to `ping`).
+    started_at: UnixMillis,
     runs: HashMap<String, Run>,
     /// Run ids in creation order.
     order: Vec<String>,
@@ -343,6 +348,8 @@ impl Core {
             facts,
             now,
             pid: startup.pid,
+            version: startup.version,
+            started_at: now,
             runs: HashMap::new(),
             order: Vec::new(),
             queue: VecDeque::new(),
@@ -560,9 +567,18 @@ pub(crate) fn not_found(run_id: &str) -> DroverError {
 }
 
 pub(crate) fn not_active(run_id: &str, state: RunState) -> DroverError {
+    let what_helps = match state {
+        RunState::Interrupted => {
+            format!("`drover resume {run_id}` goes on with it in its provider session")
+        }
+        s if s.is_terminal() => format!(
+            "`drover retry {run_id}` or `drover escalate {run_id}` starts a new run from it"
+        ),
+        _ => "it is ending; `drover show RUN` says how it ended".replace("RUN", run_id),
+    };
     DroverError::new(
         ErrorCode::RunNotActive,
-        format!("run {run_id} is {state}, not active; dispatch a new run instead"),
+        format!("run {run_id} is {state}, not active; {what_helps}"),
     )
 }
 

@@ -37,6 +37,8 @@ impl Core {
             Request::Ping => Ok(Response::Pong(Pong {
                 pong: true,
                 pid: self.pid,
+                version: self.version.clone(),
+                started_at: self.started_at,
             })),
             Request::Dispatch { spec } => return self.dispatch(to, *spec),
             Request::Runs {
@@ -94,7 +96,12 @@ impl Core {
                 any,
                 timeout_secs,
             } => return self.register_wait(to, run_ids, until, any, timeout_secs),
-            Request::Subscribe { .. } => Ok(Response::Subscribed(Default::default())),
+            Request::Subscribe { .. } => {
+                Ok(Response::Subscribed(crate::dispatch::api::Subscribed {
+                    subscribed: true,
+                    ..Default::default()
+                }))
+            }
             Request::Budget => return self.budget_reply(to),
             Request::BudgetSet {
                 warning_usd,
@@ -150,11 +157,22 @@ impl Core {
             other => return self.refuse_target(to, run_id, other),
         };
         if run.state != RunState::Idle || run.turn_in_flight {
+            let what_helps = match run.state {
+                RunState::AwaitingPermission => format!(
+                    "it waits for your answer: `drover show {run_id}` lists the request and \
+                     `drover respond {run_id} REQUEST allow|deny` answers it"
+                ),
+                RunState::AwaitingRoute => format!(
+                    "it waits on its route card: `drover routes` shows it and \
+                     `drover route {run_id} N` picks"
+                ),
+                _ => format!("wait for its turn to end with `drover wait {run_id} --until idle`"),
+            };
             let e = DroverError::new(
                 ErrorCode::RunNotIdle,
                 format!(
-                    "run {run_id} is {}, not idle; wait for it with `drover wait {run_id} \
-                     --until idle`, or end it now with `drover stop {run_id}`",
+                    "run {run_id} is {}, not idle; {what_helps}, or end it now with \
+                     `drover stop {run_id}`",
                     run.state
                 ),
             );

@@ -494,6 +494,7 @@ impl Run {
             pending: self.broker.pending().len(),
             needs_input: self.needs_input,
             escalation_offered: self.escalation.is_some(),
+            result_status: self.last_result.as_ref().and_then(|r| r.status.clone()),
         }
     }
 

@@ -11,7 +11,6 @@ use std::collections::HashMap;
 use super::requests::WAIT_CAP_SECS;
 use super::{Core, Fetch, Fetched, ReplyTo, Then};
 use crate::dispatch::api::{Response, RunSummary, WaitOutcome, WaitUntil};
-use crate::run_state::RunState;
 use crate::{DroverError, ErrorCode, UnixMillis};
 
 /// A wait as the client asked for it.
@@ -131,19 +130,13 @@ impl Core {
                 // Not in memory: a finished run from the ledger.
                 return true;
             };
+            if run.ending.is_some() {
+                // Stopping: only its end will do.
+                return run.state.is_terminal();
+            }
             match w.until {
-                WaitUntil::Terminal => run.state.is_terminal(),
-                WaitUntil::Idle => {
-                    run.state.is_terminal()
-                        || (run.ending.is_none()
-                            && matches!(
-                                run.state,
-                                RunState::Idle
-                                    | RunState::AwaitingPermission
-                                    | RunState::AwaitingRoute
-                            ))
-                }
                 WaitUntil::Event => run.next_seq > *base || run.state.is_terminal(),
+                until => until.met_by(&run.summary()),
             }
         });
         if w.any {

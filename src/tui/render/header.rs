@@ -1,5 +1,6 @@
 //! The header: the budget session and the counts on the first line; the session gauge
-//! (spent, reserved, warning mark, hard cap) on the second, coloured by level.
+//! (spent, reserved, warning mark, hard cap) on the second, coloured by level — or, while
+//! the owner does not answer, that drover is not running and the dashboard reconnects.
 
 use ratatui::buffer::Buffer;
 use ratatui::layout::Rect;
@@ -43,7 +44,21 @@ pub fn draw(buf: &mut Buffer, area: Rect, model: &ViewModel) {
         ));
     }
     put_line(buf, area, 0, &Line::from(first));
-    if let Some(budget) = &model.budget {
+    if let Some(since) = model.owner_gone_since {
+        let gone_for = crate::tui::format::duration(model.now - since);
+        put_line(
+            buf,
+            area,
+            1,
+            &Line::from(vec![
+                Span::styled(" drover is not running — reconnecting", theme::attention()),
+                Span::styled(
+                    format!(" ({gone_for}; `drover serve --detach` starts it)"),
+                    theme::dim(),
+                ),
+            ]),
+        );
+    } else if let Some(budget) = &model.budget {
         put_line(buf, area, 1, &gauge_line(budget, area.width as usize));
     } else {
         put_line(

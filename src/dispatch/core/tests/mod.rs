@@ -131,6 +131,7 @@ impl Harness {
         let config = Config::parse(extra, Path::new("config.toml")).expect("test config");
         let startup = Startup {
             pid: 4242,
+            version: "test".into(),
             session: LoadedSession {
                 name: "default".into(),
                 spent,

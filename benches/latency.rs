@@ -1,0 +1,220 @@
+//! Latency with many active runs: how long a child's event takes to reach a dashboard's
+//! view model, and a key press answering a permission takes to reach the child — for a
+//! dashboard attached over the control socket (the default) and, beside it, one fed by
+//! the dispatcher in the same process.
+//!
+//! Run: `cargo bench --bench latency`. Targets: event → view model p99 ≤ 10 ms; key → child
+//! p99 ≤ 5 ms. Sizes: `DROVER_BENCH_RUNS` (default 50) simulated runs, each writing
+//! `DROVER_BENCH_LINES` (default 40) lines 100 ms apart, then asking a permission. The
+//! sim stamps each line with its wall clock (`{now_us}`), so the figures start at the
+//! child.
+
+mod common;
+
+use common::env_or;
+use crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
+use drover::config::Config;
+use drover::control::Host;
+use drover::dispatch::{DispatchEvent, DispatcherHandle, DispatcherOptions, Request};
+use drover::paths::Paths;
+use drover::spec::SpecInput;
+use drover::tui::views::Overlay;
+use drover::tui::views::prompt::PromptState;
+use drover::tui::{App, AppEvent, AppOptions, Driver, Effect, Link, ViewModel};
+use std::collections::HashMap;
+use std::time::Duration;
+
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Mode {
+    Attached,
+    InProcess,
+}
+
+struct Figures {
+    event_ms: Vec<f64>,
+    key_ms: Vec<f64>,
+}
+
+fn key(c: char) -> AppEvent {
+    AppEvent::Key(KeyEvent::new(KeyCode::Char(c), KeyModifiers::NONE))
+}
+
+fn stamp(line: &str, prefix: &str) -> Option<i64> {
+    line.strip_prefix(prefix)?.trim().parse().ok()
+}
+
+async fn measure(mode: Mode, runs: u64, lines: u64) -> Figures {
+    let home = tempfile::tempdir().expect("temp dir");
+    let paths = Paths::under(home.path());
+    paths.ensure_dirs().expect("dirs");
+    let cap = runs + 10;
+    std::fs::write(
+        &paths.config_file,
+        format!(
+            "[limits]\nper_session_running = {cap}\nqueued_per_session = {cap}\n\
+             session_warning_usd = 100000.0\nsession_hard_cap_usd = 100000.0\n\
+             [limits.per_provider]\nsim = {cap}\n"
+        ),
+    )
+    .expect("config");
+    let scenario = home.path().join("probe.toml");
+    std::fs::write(
+        &scenario,
+        format!(
+            "description = \"latency probe\"\n\
+             [[turns]]\nstatus = \"done\"\nsummary = \"probed\"\n\
+             [[turns.steps]]\ntext = \"probe {{now_us}}\"\ndelay_ms = 100\nrepeat = {lines}\n\
+             [[turns.steps]]\ntool = \"Bash\"\ninput = {{ command = \"true\" }}\nneeds_permission = true\n\
+             [[turns.steps]]\ntext = \"answered {{now_us}}\"\n"
+        ),
+    )
+    .expect("scenario");
+    let config = Config::load(&paths.config_file).expect("config loads");
+    let host = Host::start(DispatcherOptions {
+        paths: paths.clone(),
+        config,
+        self_exe: env!("CARGO_BIN_EXE_drover").into(),
+    })
+    .await
+    .expect("the owner starts");
+    let handle = host.handle().clone();
+    let (sender, mut rx) = drover::tui::runner::channel();
+    let link = Link::new(paths.clone());
+    let pump = match mode {
+        Mode::Attached => link.spawn_events(sender.clone()),
+        Mode::InProcess => {
+            let mut events = handle.subscribe();
+            let sender = sender.clone();
+            tokio::spawn(async move {
+                while let Ok(event) = events.recv().await {
+                    sender.send(AppEvent::Dispatch(event));
+                }
+            })
+        }
+    };
+    let driver = Driver::new(link, sender.clone());
+    let execute = |effect: Effect| match (mode, effect) {
+        (Mode::Attached, effect) => {
+            driver.execute(effect);
+        }
+        (Mode::InProcess, Effect::Request { tag, request }) => {
+            let handle: DispatcherHandle = handle.clone();
+            let sender = sender.clone();
+            tokio::spawn(async move {
+                let result = handle.request(request).await;
+                sender.send(AppEvent::Reply { tag, result });
+            });
+        }
+        (Mode::InProcess, _) => {}
+    };
+    let mut app = App::new(
+        AppOptions::new(home.path().to_path_buf()),
+        ViewModel::new(drover::clock::now_millis(), 200, 60),
+    );
+    for effect in app.start() {
+        execute(effect);
+    }
+    for i in 0..runs {
+        handle
+            .request(Request::Dispatch {
+                spec: Box::new(SpecInput {
+                    provider: Some("sim".into()),
+                    scenario: Some(scenario.display().to_string()),
+                    task: format!("probe {i}"),
+                    cwd: Some(home.path().to_path_buf()),
+                    ..SpecInput::default()
+                }),
+            })
+            .await
+            .expect("dispatch");
+    }
+
+    let mut figures = Figures {
+        event_ms: Vec::new(),
+        key_ms: Vec::new(),
+    };
+    let mut pressed: HashMap<String, i64> = HashMap::new();
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(600);
+    while figures.key_ms.len() < runs as usize {
+        let event = tokio::select! {
+            Some(event) = rx.recv() => event,
+            () = tokio::time::sleep_until(deadline) => panic!("the bench did not finish in 10 min"),
+        };
+        let probe = match &event {
+            AppEvent::Dispatch(DispatchEvent::Transcript { run_id, line }) => {
+                Some((run_id.clone(), line.clone()))
+            }
+            _ => None,
+        };
+        app.model.now = drover::clock::now_millis();
+        for effect in app.handle(event) {
+            execute(effect);
+        }
+        if let Some((run_id, line)) = probe {
+            let now = drover::clock::now_micros();
+            if let Some(at) = stamp(&line, "text: probe ") {
+                figures.event_ms.push((now - at) as f64 / 1000.0);
+            } else if let Some(at) = stamp(&line, "text: answered ")
+                && let Some(key_at) = pressed.remove(&run_id)
+            {
+                figures.key_ms.push((at - key_at) as f64 / 1000.0);
+            }
+        }
+        // Answer what is waiting, by keys: `p` opens the oldest request, `y` allows it.
+        match app.overlays.last() {
+            Some(Overlay::Prompt(p)) if p.state == PromptState::Open => {
+                let run_id = p.run_id.clone();
+                pressed.insert(run_id, drover::clock::now_micros());
+                for effect in app.handle(key('y')) {
+                    execute(effect);
+                }
+            }
+            Some(_) => {}
+            None if app.model.oldest_pending(None).is_some() => {
+                for effect in app.handle(key('p')) {
+                    execute(effect);
+                }
+            }
+            None => {}
+        }
+    }
+    pump.abort();
+    host.shutdown().await;
+    figures
+}
+
+fn percentile(sorted: &[f64], p: f64) -> f64 {
+    if sorted.is_empty() {
+        return f64::NAN;
+    }
+    let rank = ((p / 100.0) * (sorted.len() - 1) as f64).round() as usize;
+    sorted[rank.min(sorted.len() - 1)]
+}
+
+fn line(what: &str, samples: &mut [f64]) {
+    samples.sort_by(f64::total_cmp);
+    println!(
+        "  {what:<34} n {:>5}  p50 {:>7.3} ms  p99 {:>7.3} ms  max {:>7.3} ms",
+        samples.len(),
+        percentile(samples, 50.0),
+        percentile(samples, 99.0),
+        samples.last().copied().unwrap_or(f64::NAN)
+    );
+}
+
+fn main() {
+    let runs = env_or("DROVER_BENCH_RUNS", 50);
+    let lines = env_or("DROVER_BENCH_LINES", 40);
+    let runtime = tokio::runtime::Runtime::new().expect("runtime");
+    println!("latency: {runs} active simulated runs, {lines} lines each, then a permission");
+    for (mode, name) in [
+        (Mode::Attached, "attached (control socket)"),
+        (Mode::InProcess, "in-process (dispatcher handle)"),
+    ] {
+        let mut f = runtime.block_on(measure(mode, runs, lines));
+        println!(" {name}");
+        line("child event -> view model", &mut f.event_ms);
+        line("key press -> child (answer)", &mut f.key_ms);
+    }
+    println!(" targets: event -> view model p99 <= 10 ms; key -> child p99 <= 5 ms");
+}

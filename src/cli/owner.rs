@@ -1,0 +1,409 @@
+//! The owner seen from outside: start one in the background (`drover serve --detach`, and
+//! the dashboard when none runs), end it (`drover shutdown`), and say how it is
+//! (`drover status`).
+//!
+//! What must stay true: a background owner runs in a session of its own (closing the
+//! terminal that started it does not end it), with its stdio going to `logs/owner.log`
+//! under the data directory; `--detach` returns only once the control socket answers, or
+//! says why the owner did not come up; `shutdown` ends the owner the way SIGTERM does
+//! (every active run recorded as interrupted and resumable), and signals only the pid the
+//! owner itself reported on its socket.
+
+use clap::Args;
+use serde::Serialize;
+use std::collections::BTreeMap;
+use std::os::unix::process::CommandExt;
+use std::path::PathBuf;
+use std::process::Stdio;
+use std::time::Duration;
+
+use super::headless::{note, print_json, runtime};
+use super::runs::JsonFlag;
+use super::write_stdout;
+use crate::UnixMillis;
+use crate::control::{ControlClient, offline};
+use crate::dispatch::api::Pong;
+use crate::dispatch::{Request, Response};
+use crate::error::{DroverError, ErrorCode};
+use crate::paths::Paths;
+
+/// How long `--detach` waits for the new owner's socket to answer.
+const COME_UP_WITHIN: Duration = Duration::from_secs(20);
+/// How long `shutdown --wait` waits for the owner to be gone (its runs' children get
+/// their own grace period first).
+const GONE_WITHIN: Duration = Duration::from_secs(60);
+const POLL: Duration = Duration::from_millis(50);
+
+/// The file a background owner's stdout and stderr go to.
+pub fn owner_log(paths: &Paths) -> PathBuf {
+    paths.log_dir.join("owner.log")
+}
+
+/// The owner of `paths`, when one answers on its socket.
+pub async fn ping(paths: &Paths) -> Result<Option<Pong>, DroverError> {
+    let Some(mut client) = ControlClient::connect(paths).await? else {
+        return Ok(None);
+    };
+    match client.request(Request::Ping).await {
+        Ok(Response::Pong(pong)) => Ok(Some(pong)),
+        Ok(other) => Err(DroverError::new(
+            ErrorCode::Internal,
+            format!(
+                "the owner answered ping with {other:?}; check that both are the same drover version"
+            ),
+        )),
+        // A socket nobody answers on is an owner going away, or a stale file.
+        Err(e) if matches!(e.code, ErrorCode::OwnerUnresponsive | ErrorCode::NoOwner) => Ok(None),
+        Err(e) => Err(e),
+    }
+}
+
+/// How a background start went.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Started {
+    pub pid: u32,
+    pub socket: PathBuf,
+    /// An owner was already running: nothing was started.
+    pub already_running: bool,
+}
+
+/// Starts `drover serve` in the background for `paths` (in its own session, its stdio to
+/// [`owner_log`]) and returns once its socket answers. An owner already running is kept.
+pub async fn start_background(paths: &Paths) -> Result<Started, DroverError> {
+    if let Some(pong) = ping(paths).await? {
+        return Ok(Started {
+            pid: pong.pid,
+            socket: paths.socket_file.clone(),
+            already_running: true,
+        });
+    }
+    let exe = std::env::current_exe().map_err(|e| {
+        DroverError::new(
+            ErrorCode::Internal,
+            format!("cannot find the drover executable: {e}; run drover by its full path"),
+        )
+    })?;
+    let log_path = owner_log(paths);
+    let log = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(&log_path)
+        .map_err(|e| {
+            DroverError::new(
+                ErrorCode::Internal,
+                format!(
+                    "cannot open {}: {e}; check the data directory's permissions",
+                    log_path.display()
+                ),
+            )
+        })?;
+    let err_log = log.try_clone().map_err(|e| {
+        DroverError::new(
+            ErrorCode::Internal,
+            format!("cannot share {}: {e}", log_path.display()),
+        )
+    })?;
+    let mut command = std::process::Command::new(&exe);
+    command
+        .arg("serve")
+        .env(crate::paths::HOME_ENV, &paths.data_dir)
+        .stdin(Stdio::null())
+        .stdout(log)
+        .stderr(err_log);
+    // SAFETY: setsid is async-signal-safe and touches nothing of the parent's.
+    unsafe {
+        command.pre_exec(|| {
+            nix::unistd::setsid()
+                .map(drop)
+                .map_err(|e| std::io::Error::from_raw_os_error(e as i32))
+        });
+    }
+    let mut child = command.spawn().map_err(|e| {
+        DroverError::new(
+            ErrorCode::Internal,
+            format!("cannot start `{} serve`: {e}", exe.display()),
+        )
+    })?;
+    let give_up = tokio::time::Instant::now() + COME_UP_WITHIN;
+    let started = loop {
+        if let Ok(Some(status)) = child.try_wait() {
+            return Err(DroverError::new(
+                ErrorCode::OwnerUnresponsive,
+                format!(
+                    "the background drover ended at once ({status}): {}; see {}",
+                    last_line(&log_path).unwrap_or_else(|| "it said nothing".into()),
+                    log_path.display()
+                ),
+            ));
+        }
+        if let Some(pong) = ping(paths).await? {
+            break Started {
+                pid: pong.pid,
+                socket: paths.socket_file.clone(),
+                already_running: pong.pid != child.id(),
+            };
+        }
+        if tokio::time::Instant::now() >= give_up {
+            return Err(DroverError::new(
+                ErrorCode::OwnerUnresponsive,
+                format!(
+                    "the background drover (pid {}) did not answer within {} s; see {}",
+                    child.id(),
+                    COME_UP_WITHIN.as_secs(),
+                    log_path.display()
+                ),
+            ));
+        }
+        tokio::time::sleep(POLL).await;
+    };
+    // The owner outlives this process; should it end first, it is reaped here (not left
+    // a zombie of a long-lived dashboard).
+    std::thread::spawn(move || {
+        let _ = child.wait();
+    });
+    Ok(started)
+}
+
+fn last_line(path: &std::path::Path) -> Option<String> {
+    let text = std::fs::read_to_string(path).ok()?;
+    text.lines()
+        .rev()
+        .find(|l| !l.trim().is_empty())
+        .map(|l| crate::spec::text::clip(l.trim(), 300))
+}
+
+/// `drover serve --detach`.
+pub fn detach(json: bool, paths: &Paths) -> Result<(), DroverError> {
+    let started = runtime()?.block_on(start_background(paths))?;
+    if json {
+        return print_json(&started);
+    }
+    if started.already_running {
+        note(&format!(
+            "drover already runs for {} (pid {})",
+            paths.data_dir.display(),
+            started.pid
+        ));
+    } else {
+        note(&format!(
+            "drover runs in the background (pid {}), listening on {}; `drover shutdown` ends it",
+            started.pid,
+            started.socket.display()
+        ));
+    }
+    write_stdout(&format!("{}\n", started.pid))
+}
+
+#[derive(Debug, Args)]
+pub struct ShutdownArgs {
+    /// Wait until the owner is gone (its runs recorded as interrupted).
+    #[arg(long)]
+    pub wait: bool,
+    #[command(flatten)]
+    pub output: JsonFlag,
+}
+
+/// What `drover shutdown` did.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Shutdown {
+    /// The owner's pid, when one ran.
+    pub pid: Option<u32>,
+    /// With `--wait`: it is gone.
+    pub gone: bool,
+}
+
+/// `drover shutdown [--wait]`: ends the owner as SIGTERM does.
+pub fn shutdown(args: ShutdownArgs, paths: &Paths) -> Result<(), DroverError> {
+    let outcome = runtime()?.block_on(async {
+        let Some(pong) = ping(paths).await? else {
+            return Ok(Shutdown {
+                pid: None,
+                gone: true,
+            });
+        };
+        let pid = nix::unistd::Pid::from_raw(pong.pid as i32);
+        nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGTERM).map_err(|e| {
+            DroverError::new(
+                ErrorCode::Internal,
+                format!("cannot signal the owner (pid {}): {e}", pong.pid),
+            )
+        })?;
+        if !args.wait {
+            return Ok(Shutdown {
+                pid: Some(pong.pid),
+                gone: false,
+            });
+        }
+        let give_up = tokio::time::Instant::now() + GONE_WITHIN;
+        // While it winds down its socket may still answer (with refusals): the process
+        // itself is what must be gone.
+        while alive(pid) {
+            if tokio::time::Instant::now() >= give_up {
+                return Err(DroverError::new(
+                    ErrorCode::WaitTimeout,
+                    format!(
+                        "the owner (pid {}) was still running after {} s; see {}",
+                        pong.pid,
+                        GONE_WITHIN.as_secs(),
+                        paths.log_dir.display()
+                    ),
+                ));
+            }
+            tokio::time::sleep(POLL).await;
+        }
+        Ok(Shutdown {
+            pid: Some(pong.pid),
+            gone: true,
+        })
+    })?;
+    if args.output.json {
+        return print_json(&outcome);
+    }
+    match outcome.pid {
+        None => note(&format!(
+            "no drover owns {}; nothing to stop",
+            paths.data_dir.display()
+        )),
+        Some(pid) if outcome.gone => note(&format!(
+            "drover (pid {pid}) has stopped; its active runs are interrupted (`drover resume RUN` goes on)"
+        )),
+        Some(pid) => note(&format!(
+            "drover (pid {pid}) is stopping; its active runs are recorded as interrupted"
+        )),
+    }
+    Ok(())
+}
+
+/// Whether a process with this pid still exists (it may be a zombie waiting for its
+/// parent: that counts as gone).
+fn alive(pid: nix::unistd::Pid) -> bool {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+    // The state letter follows the command's closing parenthesis.
+    match stat.rsplit_once(')') {
+        Some((_, rest)) => !rest.trim_start().starts_with('Z'),
+        None => false,
+    }
+}
+
+#[derive(Debug, Args)]
+pub struct StatusArgs {
+    #[command(flatten)]
+    pub output: JsonFlag,
+}
+
+/// `drover status --json`.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Status {
+    /// Whether an owner answers on the control socket.
+    pub running: bool,
+    pub pid: Option<u32>,
+    /// The owner's version (with its commit); this drover's when none runs.
+    pub version: String,
+    pub started_at: Option<UnixMillis>,
+    pub uptime_secs: Option<u64>,
+    pub data_dir: PathBuf,
+    pub socket: PathBuf,
+    /// Runs (not removed) by state.
+    pub runs: BTreeMap<String, usize>,
+}
+
+/// `drover status`: whether an owner runs, and the runs by state.
+pub fn status(args: StatusArgs, paths: &Paths) -> Result<(), DroverError> {
+    let status = runtime()?.block_on(async {
+        let pong = ping(paths).await?;
+        let request = Request::Runs {
+            state: None,
+            include_removed: false,
+        };
+        let runs = match &pong {
+            Some(_) => super::headless::ask(paths, request).await?,
+            None => offline::answer(paths, &request)?,
+        }
+        .into_runs()?;
+        let mut by_state = BTreeMap::new();
+        for run in &runs {
+            *by_state.entry(run.head.state.to_string()).or_insert(0) += 1;
+        }
+        let now = crate::clock::now_millis();
+        Ok::<_, DroverError>(Status {
+            running: pong.is_some(),
+            pid: pong.as_ref().map(|p| p.pid),
+            version: pong
+                .as_ref()
+                .map_or_else(|| crate::VERSION.to_string(), |p| p.version.clone()),
+            started_at: pong.as_ref().map(|p| p.started_at),
+            uptime_secs: pong
+                .as_ref()
+                .map(|p| ((now - p.started_at).max(0) / 1000) as u64),
+            data_dir: paths.data_dir.clone(),
+            socket: paths.socket_file.clone(),
+            runs: by_state,
+        })
+    })?;
+    if args.output.json {
+        return print_json(&status);
+    }
+    write_stdout(&status_lines(&status))
+}
+
+fn status_lines(s: &Status) -> String {
+    let mut out = match (s.pid, s.uptime_secs) {
+        (Some(pid), Some(up)) => format!(
+            "drover {} runs (pid {pid}, up {})\n",
+            s.version,
+            crate::spec::text::duration_words(up as i64 * 1000)
+        ),
+        _ => "no drover runs (`drover serve --detach` starts one; `drover` opens the dashboard)\n"
+            .to_string(),
+    };
+    out.push_str(&format!("data dir  {}\n", s.data_dir.display()));
+    let runs: Vec<String> = s
+        .runs
+        .iter()
+        .map(|(state, n)| format!("{n} {state}"))
+        .collect();
+    out.push_str(&format!(
+        "runs      {}\n",
+        if runs.is_empty() {
+            "none".to_string()
+        } else {
+            runs.join(" · ")
+        }
+    ));
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn status_reads_at_a_glance() {
+        let mut s = Status {
+            running: true,
+            pid: Some(42),
+            version: "0.1.0 (abc)".into(),
+            started_at: Some(0),
+            uptime_secs: Some(150),
+            data_dir: "/d".into(),
+            socket: "/d/drover.sock".into(),
+            runs: [("idle".to_string(), 1), ("running".to_string(), 2)].into(),
+        };
+        assert_eq!(
+            status_lines(&s),
+            "drover 0.1.0 (abc) runs (pid 42, up 2 min)\ndata dir  /d\nruns      1 idle · 2 running\n"
+        );
+        s.pid = None;
+        s.uptime_secs = None;
+        s.runs.clear();
+        assert!(status_lines(&s).starts_with("no drover runs"));
+        assert!(status_lines(&s).ends_with("runs      none\n"));
+    }
+
+    #[test]
+    fn a_process_that_is_gone_is_not_alive() {
+        assert!(alive(nix::unistd::Pid::this()));
+        // pid_max is at most 2^22: this one cannot exist.
+        assert!(!alive(nix::unistd::Pid::from_raw(i32::MAX)));
+    }
+}
