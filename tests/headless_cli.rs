@@ -583,7 +583,11 @@ fn a_crash_mid_turn_fails_the_run_with_provider_error() {
     assert_eq!(view["last_result"], Value::Null, "{view}");
     assert_eq!(view["pid"], Value::Null, "{view}");
     assert!(
-        notes_of(&view).contains(&"the provider process ended unexpectedly".to_string()),
+        notes_of(&view).contains(
+            &"the provider process ended unexpectedly (exit code 1); its last stderr line: \
+              \"Error: simulated crash: the agent process died in the middle of a turn\""
+                .to_string()
+        ),
         "{view}"
     );
     let tail = home.tail(&run);

@@ -109,6 +109,50 @@ fn a_tool_in_a_session_of_its_own_is_ended_when_its_claude_run_is_stopped() {
 }
 
 #[test]
+fn a_cli_that_refuses_its_handshake_fails_with_launch_error_and_its_last_stderr_line() {
+    let home = Home::new();
+    // A CLI that will not talk: it says why on stderr (with a key in it) and exits.
+    let script = home.path().join("refusing-cli.sh");
+    std::fs::write(
+        &script,
+        "#!/bin/sh\necho 'checking the account' >&2\n\
+         echo 'Invalid API key sk-ant-api03-AbCdEfGhIjKlMnOpQrStUvWxYz0123456789AbCdEfGhIjKlMnOpQrStUvWxYz0123456789AbCdEfGhIjKlMnOpQrStAA · Please run /login' >&2\n\
+         exit 1\n",
+    )
+    .unwrap();
+    std::fs::set_permissions(&script, std::fs::Permissions::from_mode(0o700)).unwrap();
+    std::fs::write(
+        home.path().join("config.toml"),
+        format!(
+            "[providers.claude-code]\ncommand = \"{}\"\n",
+            script.display()
+        ),
+    )
+    .unwrap();
+    let _serve = home.serve();
+    let run = dispatch_claude(&home);
+    let view = home.wait_terminal(&run);
+    assert_eq!(view["state"], "failed", "{view}");
+    assert_eq!(view["completion_reason"], "launch_error", "{view}");
+    assert_eq!(view["live_state"]["cause"], "failed", "{view}");
+    let notes = common::notes_of(&view);
+    assert!(
+        notes.contains(
+            &"the provider did not start (exit code 1); its last stderr line: \
+              \"Invalid API key [redacted] · Please run /login\""
+                .to_string()
+        ),
+        "the note quotes the CLI's last stderr line, redacted: {notes:?}"
+    );
+    let shown = home.drover(&["show", &run]);
+    assert!(
+        !common::stdout(&shown).contains("sk-ant-api03"),
+        "{}",
+        common::describe(&shown)
+    );
+}
+
+#[test]
 fn after_a_crash_the_next_owner_ends_what_the_runs_left_before_marking_them() {
     let (home, pidfile) = home_with_escaping_cli();
     let serve = home.serve();

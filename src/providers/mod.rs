@@ -191,6 +191,10 @@ pub struct TurnEnd {
     pub num_turns: Option<u32>,
     pub duration_ms: Option<u64>,
     pub api_error_status: Option<u16>,
+    /// The model API's own words for a failed turn (Claude's `API Error: 500 {…}` read
+    /// down to the error's message), when the provider gave them apart from `text`.
+    #[serde(default)]
+    pub api_message: Option<String>,
     pub terminal_reason: Option<String>,
     pub structured_output: Option<Value>,
     pub permission_denials: u32,

@@ -26,6 +26,7 @@
 //! | admission: validation → route → rails → money, idempotency | `admission.rs` |
 //! | launch, turns sent, the end of a run, the queue | `lifecycle.rs` |
 //! | what each provider event does: turns, results, retries, follow-ups, max turns | `provider_events.rs` |
+//! | the words of a failure: a child that ended by itself, a turn ended with an error | `causes.rs` |
 //! | permission requests, answers, "allow always", policies | `answers.rs`, `broker.rs` |
 //! | client requests: follow-up, stop, complete, remove, kill-all, views | `requests.rs` |
 //! | every timer: idle, time box, answers, silence, stalled, routes, waits | `timers.rs` |
@@ -39,6 +40,7 @@
 mod admission;
 mod answers;
 pub(crate) mod broker;
+mod causes;
 mod lifecycle;
 mod money;
 pub(crate) mod prompts;

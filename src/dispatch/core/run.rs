@@ -126,6 +126,9 @@ pub struct Run {
     /// holds its slot meanwhile.
     pub launching: bool,
     pub ready: bool,
+    /// The last notice the adapter sent before `Ready` (why a handshake failed), kept
+    /// for the note of a launch that fails.
+    pub launch_notice: Option<String>,
     pub turns: Vec<Turn>,
     pub turn_in_flight: bool,
     pub follow_ups: VecDeque<String>,
@@ -193,6 +196,7 @@ impl Run {
             child: None,
             launching: false,
             ready: false,
+            launch_notice: None,
             turns: Vec::new(),
             turn_in_flight: false,
             follow_ups: VecDeque::new(),
