@@ -456,3 +456,48 @@ fn after_a_crash_the_pending_request_gets_a_decision_and_the_turn_an_end() {
     );
     serve.stop();
 }
+
+#[test]
+fn a_refused_config_reload_shows_in_status_until_the_file_is_fixed() {
+    let home = Home::new();
+    let _serve = home.serve();
+    let status = home.json(&["status"]);
+    assert_eq!(status["running"], true, "{status}");
+    assert_eq!(status["config_refused"], Value::Null, "{status}");
+    std::fs::write(
+        home.path().join("config.toml"),
+        "[limits]\nper_session_running = 0\n",
+    )
+    .unwrap();
+    let mut status = Value::Null;
+    wait_until(
+        "status to show the refused reload",
+        Duration::from_secs(20),
+        || {
+            status = home.json(&["status"]);
+            status["config_refused"].is_string()
+        },
+    );
+    let refused = str_at(&status, "config_refused");
+    assert!(
+        refused.starts_with("config not reloaded: ")
+            && refused.contains("limits.per_session_running")
+            && refused.ends_with("(the config in force is kept)"),
+        "{refused}"
+    );
+    let text = common::stdout(&home.drover(&["status"]));
+    assert!(
+        text.lines()
+            .any(|l| l.starts_with("config    config not reloaded: ")),
+        "{text}"
+    );
+    // Fixed: the owner takes it and status says nothing more.
+    std::fs::write(
+        home.path().join("config.toml"),
+        "[limits]\nper_session_running = 2\n",
+    )
+    .unwrap();
+    wait_until("status to clear", Duration::from_secs(20), || {
+        home.json(&["status"])["config_refused"].is_null()
+    });
+}

@@ -305,6 +305,9 @@ pub struct Status {
     pub socket: PathBuf,
     /// Runs (not removed) by state.
     pub runs: BTreeMap<String, usize>,
+    /// A config reload the owner refused: it keeps the config it had until the file is
+    /// fixed.
+    pub config_refused: Option<String>,
 }
 
 /// `drover status`: whether an owner runs, and the runs by state.
@@ -338,6 +341,7 @@ pub fn status(args: StatusArgs, paths: &Paths) -> Result<(), DroverError> {
             data_dir: paths.data_dir.clone(),
             socket: paths.socket_file.clone(),
             runs: by_state,
+            config_refused: pong.and_then(|p| p.config_refused),
         })
     })?;
     if args.output.json {
@@ -356,6 +360,12 @@ fn status_lines(s: &Status) -> String {
         _ => "no drover runs (`drover serve --detach` starts one; `drover` opens the dashboard)\n"
             .to_string(),
     };
+    if let Some(refused) = &s.config_refused {
+        out.push_str(&format!(
+            "config    {}\n",
+            crate::spec::text::one_line(refused)
+        ));
+    }
     out.push_str(&format!("data dir  {}\n", s.data_dir.display()));
     let runs: Vec<String> = s
         .runs
@@ -388,11 +398,22 @@ mod tests {
             data_dir: "/d".into(),
             socket: "/d/drover.sock".into(),
             runs: [("idle".to_string(), 1), ("running".to_string(), 2)].into(),
+            config_refused: None,
         };
         assert_eq!(
             status_lines(&s),
             "drover 0.1.0 (abc) runs (pid 42, up 2 min)\ndata dir  /d\nruns      1 idle · 2 running\n"
         );
+        s.config_refused = Some(
+            "config not reloaded: line 2: unknown key\n`x` (the config in force is kept)".into(),
+        );
+        assert_eq!(
+            status_lines(&s),
+            "drover 0.1.0 (abc) runs (pid 42, up 2 min)\n\
+             config    config not reloaded: line 2: unknown key `x` (the config in force is kept)\n\
+             data dir  /d\nruns      1 idle · 2 running\n"
+        );
+        s.config_refused = None;
         s.pid = None;
         s.uptime_secs = None;
         s.runs.clear();

@@ -169,6 +169,9 @@ pub struct Pong {
     /// When the owner's dispatcher started (Unix ms).
     #[serde(default)]
     pub started_at: UnixMillis,
+    /// A config reload the owner refused (it keeps the config in force), until a good one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub config_refused: Option<String>,
 }
 
 /// The answer to `remove`: the runs that left the trays.

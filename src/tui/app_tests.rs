@@ -294,3 +294,35 @@ fn a_lagging_event_stream_fetches_everything_again() {
         "{sent:?}"
     );
 }
+
+#[test]
+fn a_refused_reload_from_before_the_dashboard_attached_shows_on_the_footer() {
+    let mut app = app(vec![summary("a", RunState::Running)]);
+    let budget = |refused: Option<&str>| crate::dispatch::api::BudgetView {
+        session: "default".into(),
+        spent_usd: 0.0,
+        reserved_usd: 0.0,
+        available_usd: 25.0,
+        warning_usd: 10.0,
+        hard_cap_usd: 25.0,
+        runs_by_basis: Default::default(),
+        unpriced_runs: Vec::new(),
+        warned: false,
+        closed: false,
+        config_refused: refused.map(str::to_string),
+    };
+    let refused =
+        "config not reloaded: line 2: `limits.per_account` is 0 (the config in force is kept)";
+    let _ = app.handle(AppEvent::Reply {
+        tag: ReplyTag::Budget,
+        result: Ok(crate::dispatch::Response::Budget(Box::new(budget(Some(
+            refused,
+        ))))),
+    });
+    assert_eq!(app.model.config_refused.as_deref(), Some(refused));
+    let _ = app.handle(AppEvent::Reply {
+        tag: ReplyTag::Budget,
+        result: Ok(crate::dispatch::Response::Budget(Box::new(budget(None)))),
+    });
+    assert_eq!(app.model.config_refused, None);
+}

@@ -158,6 +158,12 @@ impl Input {
                     | Request::Retry { .. },
                 ..
             } => Freshness::Always,
+            // `drover status` (and the dashboard's link) asks how the owner is: a config
+            // reload it refuses is part of the answer.
+            Input::Request {
+                request: Request::Ping,
+                ..
+            } => Freshness::Throttled,
             Input::Provider(e) => match e.event {
                 ProviderEvent::TurnCompleted(_) => Freshness::Always,
                 ProviderEvent::Usage { .. } => Freshness::Throttled,
