@@ -150,6 +150,21 @@ fn a_cli_that_refuses_its_handshake_fails_with_launch_error_and_its_last_stderr_
         "{}",
         common::describe(&shown)
     );
+    // A refusal quoting what it was given is redacted too.
+    let key = "sk-ant-api03-AbCdEfGhIjKlMnOpQrStUvWxYz0123456789AbCdEfGhIjKlMnOpQrStUvWxYz0123456789AbCdEfGhIjKlMnOpQrStAA";
+    for json in [false, true] {
+        let mut args = vec!["show", key];
+        if json {
+            args.push("--json");
+        }
+        let out = common::run_bounded(home.command(&args), common::COMMAND_LIMIT, "show");
+        let err = common::stderr(&out);
+        assert!(
+            err.contains("RUN_NOT_FOUND") && err.contains("[redacted]"),
+            "{err}"
+        );
+        assert!(!err.contains("sk-ant-api03"), "{err}");
+    }
 }
 
 #[test]
@@ -500,4 +515,100 @@ fn a_refused_config_reload_shows_in_status_until_the_file_is_fixed() {
     wait_until("status to clear", Duration::from_secs(20), || {
         home.json(&["status"])["config_refused"].is_null()
     });
+}
+
+/// Every byte under `dir` (files only, one level of subdirectories), lossily as text.
+fn text_under(dir: &Path) -> String {
+    let mut text = String::new();
+    for entry in std::fs::read_dir(dir).unwrap().flatten() {
+        let path = entry.path();
+        if path.is_dir() {
+            text.push_str(&text_under(&path));
+        } else if let Ok(bytes) = std::fs::read(&path) {
+            text.push_str(&String::from_utf8_lossy(&bytes));
+        }
+    }
+    text
+}
+
+#[test]
+fn a_secret_in_the_task_context_follow_up_and_agent_text_is_stored_and_shown_nowhere() {
+    let home = Home::new();
+    // Three shapes of gitleaks' rules: Anthropic, GitHub, AWS.
+    let keys = [
+        "sk-ant-api03-Zx9Yw8Vu7Ts6Rq5Po4Nm3Lk2Jh1Gf0EdCbA-Zx9Yw8Vu7Ts6Rq5Po4Nm3Lk2Jh1Gf0EdCbA-Zx9Yw8Vu7Ts6Rq5Po4NmAA",
+        "ghp_R4nd0mT0k3nF0rT3st1ngDr0v3rXyZ123456",
+        "AKIAQ3EXAMPLEZ7KEY5P",
+    ];
+    let serve = home.serve();
+    // The live feed, as a dashboard gets it.
+    let mut stream = UnixStream::connect(home.socket()).unwrap();
+    stream
+        .set_read_timeout(Some(Duration::from_millis(200)))
+        .unwrap();
+    let mut reader = BufReader::new(stream.try_clone().unwrap());
+    let ack = ask(
+        &mut stream,
+        &mut reader,
+        r#"{"id": 1, "request": {"method": "subscribe"}}"#,
+    );
+    assert_eq!(ack["ok"]["subscribed"], true, "{ack}");
+
+    let task = format!("Write a parser; the key is {}", keys[0]);
+    let context = format!("deploy with {}", keys[1]);
+    let run = home.dispatch("multi-turn", &task, &["--context", &context]);
+    home.wait_idle(&run);
+    // The sim echoes the follow-up in its text and its result.
+    home.json(&["follow-up", &run, &format!("also rotate {}", keys[2])]);
+    home.wait_idle(&run);
+    let view = home.show(&run);
+    let result = str_at(&view["last_result"], "summary").to_string();
+    assert!(
+        result.starts_with("Handled the first follow-up: also rotate [redacted]"),
+        "the echo is there, without the key: {result}"
+    );
+    home.json(&["complete", &run]);
+    home.wait_terminal(&run);
+
+    let mut shown = String::new();
+    for args in [
+        vec!["show", run.as_str()],
+        vec!["show", run.as_str(), "--json"],
+        vec!["runs", "--json"],
+        vec!["runs"],
+        vec!["status"],
+        vec!["transcript", run.as_str(), "--format", "result"],
+        vec!["transcript", run.as_str(), "--format", "text"],
+        vec!["transcript", run.as_str(), "--format", "tail"],
+        vec!["transcript", run.as_str(), "--format", "events", "--json"],
+    ] {
+        let out = common::run_bounded(home.command(&args), common::COMMAND_LIMIT, "a read");
+        assert_eq!(out.status.code(), Some(0), "{}", common::describe(&out));
+        shown.push_str(&common::stdout(&out));
+        shown.push_str(&common::stderr(&out));
+    }
+    assert!(shown.contains("[redacted]"), "{shown}");
+    let mut feed = String::new();
+    let mut line = String::new();
+    while reader.read_line(&mut line).is_ok_and(|n| n > 0) {
+        feed.push_str(&line);
+        line.clear();
+    }
+    assert!(feed.contains(&run), "the feed carried the run's events");
+    drop(stream);
+    serve.stop();
+    // The ledger (and its WAL), the logs: what is stored.
+    let stored = text_under(home.path());
+    assert!(
+        stored.contains("the key is [redacted]"),
+        "the task is stored, redacted"
+    );
+    for key in keys {
+        assert!(!shown.contains(key), "{key} shown: {shown}");
+        assert!(!feed.contains(key), "{key} on the feed");
+        assert!(
+            !stored.contains(key),
+            "{key} stored under the data directory"
+        );
+    }
 }

@@ -178,6 +178,8 @@ pub fn print_refusal(e: &DroverError, json: bool) {
     } else {
         format!("error[{}]: {}", e.code, e.message)
     };
+    // A refusal may quote what it was given (an id, a value): redacted like any output.
+    let text = crate::redact::global().redact(&text);
     let _ = writeln!(io::stderr().lock(), "{text}");
 }
 
