@@ -603,6 +603,13 @@ fn a_secret_in_the_task_context_follow_up_and_agent_text_is_stored_and_shown_now
         stored.contains("the key is [redacted]"),
         "the task is stored, redacted"
     );
+    // At INFO (the default) the logs of the owner and of each command hold no content:
+    // neither the task nor the follow-up, redacted or not.
+    let logs = text_under(&home.path().join("logs"));
+    assert!(logs.contains("drover started"), "{logs}");
+    for content in ["Write a parser", "also rotate", "deploy with"] {
+        assert!(!logs.contains(content), "{content:?} logged: {logs}");
+    }
     for key in keys {
         assert!(!shown.contains(key), "{key} shown: {shown}");
         assert!(!feed.contains(key), "{key} on the feed");

@@ -353,6 +353,48 @@ mod tests {
     }
 
     #[test]
+    fn params_default_alike_for_every_method() {
+        // No params, `null` and `{}` are one request, whether the method takes no params
+        // (ping, kill_all) or only ones with defaults (runs, remove, subscribe, …).
+        let cases = [
+            ("ping", Request::Ping),
+            ("kill_all", Request::KillAll),
+            ("budget", Request::Budget),
+            ("routes", Request::Routes),
+            (
+                "runs",
+                Request::Runs {
+                    state: None,
+                    include_removed: false,
+                },
+            ),
+            (
+                "subscribe",
+                Request::Subscribe {
+                    run_ids: Vec::new(),
+                    after: None,
+                },
+            ),
+        ];
+        for (method, want) in cases {
+            for params in ["", r#", "params": null"#, r#", "params": {}"#] {
+                let line = format!(r#"{{"id": 1, "request": {{"method": "{method}"{params}}}}}"#);
+                assert_eq!(
+                    parse_request_line(line.as_bytes()).map(|(_, r)| r),
+                    Ok(want.clone()),
+                    "{line}"
+                );
+            }
+        }
+        // A method that needs a param says so, however its params are left out.
+        for params in ["", r#", "params": null"#, r#", "params": {}"#] {
+            let line = format!(r#"{{"id": 1, "request": {{"method": "show"{params}}}}}"#);
+            let (_, e) = parse_request_line(line.as_bytes()).expect_err(&line);
+            assert_eq!(e.code, ErrorCode::InvalidRequest, "{line}");
+        }
+    }
+
+    #[test]
     fn server_lines_have_the_documented_shapes() {
         let cases = [
             (
