@@ -438,7 +438,27 @@ fn after_a_crash_the_pending_request_gets_a_decision_and_the_turn_an_end() {
     let run = home.dispatch("tool-permission", "Fix the greeting", &[]);
     home.wait_for_pending(&run, "Bash");
     serve.kill9();
+    // No owner yet: the reads say the run's drover is gone, not that it runs.
+    let row = home.row(&run);
+    assert_eq!(row["state"], "awaiting_permission", "{row}");
+    assert_eq!(row["owner_gone"], true, "{row}");
+    assert_eq!(home.show(&run)["owner_gone"], true);
+    let table = common::stdout(&home.drover(&["runs"]));
+    assert!(
+        table
+            .lines()
+            .any(|l| l.starts_with(&run) && l.contains("awaiting_permission · owner gone")),
+        "{table}"
+    );
+    let shown = common::stdout(&home.drover(&["show", &run]));
+    assert!(shown.contains("its drover is gone (a crash)"), "{shown}");
+    let status = home.json(&["status"]);
+    assert_eq!(status["running"], false, "{status}");
+    assert_eq!(status["owner_gone"], 1, "{status}");
     let serve = home.serve();
+    let row = home.row(&run);
+    assert_eq!(row["state"], "interrupted", "{row}");
+    assert!(row.get("owner_gone").is_none(), "{row}");
     let conn = rusqlite::Connection::open_with_flags(
         home.path().join("ledger.sqlite3"),
         rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY,

@@ -274,15 +274,9 @@ pub fn shutdown(args: ShutdownArgs, paths: &Paths) -> Result<(), DroverError> {
     Ok(())
 }
 
-/// Whether a process with this pid still exists (it may be a zombie waiting for its
-/// parent: that counts as gone).
+/// Whether the owner's process still runs.
 fn alive(pid: nix::unistd::Pid) -> bool {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
-    // The state letter follows the command's closing parenthesis.
-    match stat.rsplit_once(')') {
-        Some((_, rest)) => !rest.trim_start().starts_with('Z'),
-        None => false,
-    }
+    crate::control::process_alive(pid.as_raw())
 }
 
 #[derive(Debug, Args)]
@@ -308,6 +302,9 @@ pub struct Status {
     /// A config reload the owner refused: it keeps the config it had until the file is
     /// fixed.
     pub config_refused: Option<String>,
+    /// Runs a crashed drover left active (no owner runs): the next one marks them
+    /// interrupted.
+    pub owner_gone: usize,
 }
 
 /// `drover status`: whether an owner runs, and the runs by state.
@@ -342,6 +339,7 @@ pub fn status(args: StatusArgs, paths: &Paths) -> Result<(), DroverError> {
             socket: paths.socket_file.clone(),
             runs: by_state,
             config_refused: pong.and_then(|p| p.config_refused),
+            owner_gone: runs.iter().filter(|r| r.head.owner_gone).count(),
         })
     })?;
     if args.output.json {
@@ -380,6 +378,12 @@ fn status_lines(s: &Status) -> String {
             runs.join(" · ")
         }
     ));
+    if s.owner_gone > 0 {
+        out.push_str(&format!(
+            "          {} left active by a drover that is gone (a crash): the next start marks them interrupted\n",
+            s.owner_gone
+        ));
+    }
     out
 }
 
@@ -399,6 +403,7 @@ mod tests {
             socket: "/d/drover.sock".into(),
             runs: [("idle".to_string(), 1), ("running".to_string(), 2)].into(),
             config_refused: None,
+            owner_gone: 0,
         };
         assert_eq!(
             status_lines(&s),
@@ -416,6 +421,14 @@ mod tests {
         s.config_refused = None;
         s.pid = None;
         s.uptime_secs = None;
+        s.owner_gone = 2;
+        assert_eq!(
+            status_lines(&s),
+            "no drover runs (`drover serve --detach` starts one; `drover` opens the dashboard)\n\
+             data dir  /d\nruns      1 idle · 2 running\n          \
+             2 left active by a drover that is gone (a crash): the next start marks them interrupted\n"
+        );
+        s.owner_gone = 0;
         s.runs.clear();
         assert!(status_lines(&s).starts_with("no drover runs"));
         assert!(status_lines(&s).ends_with("runs      none\n"));

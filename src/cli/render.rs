@@ -99,6 +99,9 @@ fn state_cell(run: &RunSummary) -> String {
     if run.head.stalled {
         cell.push_str(" · stalled");
     }
+    if run.head.owner_gone {
+        cell.push_str(" · owner gone");
+    }
     cell
 }
 
@@ -177,6 +180,12 @@ pub fn run_view(run: &RunView, now: UnixMillis) -> String {
     }
     if run.head.stalled {
         state.push_str(" · stalled: no provider event for a while");
+    }
+    if run.head.owner_gone {
+        state.push_str(&format!(
+            " · its drover is gone (a crash): the next `drover serve` marks it interrupted, then `drover resume {}` goes on",
+            run.head.run_id
+        ));
     }
     push("state", state);
     if let Some(live) = &run.head.live_state {
@@ -360,6 +369,7 @@ mod tests {
                 stalled: false,
                 created_at: 0,
                 finished_at: None,
+                owner_gone: false,
             },
             pending: 0,
             needs_input: false,
@@ -402,6 +412,12 @@ mod tests {
             ]
         );
         assert_eq!(runs_table(&[], 0), "no runs\n");
+        let mut left = summary("r-3", RunState::Running, "left");
+        left.head.owner_gone = true;
+        assert!(
+            runs_table(&[left], 0).contains("running · owner gone"),
+            "a run a crash left says so"
+        );
     }
 
     #[test]
@@ -521,6 +537,7 @@ mod tests {
                 stalled: true,
                 created_at: 0,
                 finished_at: None,
+                owner_gone: false,
             },
             task: "do\nit".into(),
             cwd: "/w".into(),

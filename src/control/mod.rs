@@ -31,7 +31,7 @@ mod tests;
 
 pub use client::{ControlClient, EventStream, StreamItem, request_timeout};
 pub use host::Host;
-pub use owner::OwnerLock;
+pub use owner::{OwnerLock, last_owner_gone, process_alive};
 pub use server::{ControlServer, serve};
 
 use serde_json::Value;

@@ -491,6 +491,11 @@ pub struct RunHead {
     pub stalled: bool,
     pub created_at: UnixMillis,
     pub finished_at: Option<UnixMillis>,
+    /// Read from the ledger with no drover owning it (the owner lock is free), the run is
+    /// still active there: its owner ended without ending it (a crash). The next drover
+    /// to start marks it interrupted.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub owner_gone: bool,
 }
 
 /// One row in a list of runs.

@@ -248,6 +248,7 @@ fn head(run: &RunRecord, spec: &Spec, cost_usd: f64) -> RunHead {
         stalled: false,
         created_at: run.created_at,
         finished_at: run.finished_at,
+        owner_gone: false,
     }
 }
 

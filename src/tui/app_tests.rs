@@ -26,6 +26,7 @@ fn summary(id: &str, state: RunState) -> RunSummary {
             stalled: false,
             created_at: id.len() as i64,
             finished_at: None,
+            owner_gone: false,
         },
         pending: 0,
         needs_input: false,

@@ -700,6 +700,7 @@ mod tests {
                 stalled: false,
                 created_at: 1_000,
                 finished_at: None,
+                owner_gone: false,
             },
             pending: 0,
             needs_input: false,

@@ -488,6 +488,7 @@ impl Run {
             stalled: self.stalled,
             created_at: self.created_at,
             finished_at: self.finished_at,
+            owner_gone: false,
         }
     }
 
