@@ -7,6 +7,9 @@
 #   scripts/fuzz.sh --stable CASES       the stable-toolchain driver (tests/fuzz.rs) with
 #                                        CASES generated inputs per target
 #
+# FUZZ_SECONDS=S also bounds each target's time (libFuzzer's -max_total_time), and
+# FUZZ_JOBS=N fuzzes N targets at once (default 1), for campaigns on a shared machine.
+#
 # Prints, per target, the inputs run, the time taken and whether it crashed; a crash
 # leaves its input in fuzz/artifacts/<target>/ and makes the script exit 1.
 set -euo pipefail
@@ -36,19 +39,39 @@ if ! cargo fuzz --version >/dev/null 2>&1; then
     exit 1
 fi
 
-status=0
-for t in "${targets[@]}"; do
+seconds=${FUZZ_SECONDS:-0}
+jobs=${FUZZ_JOBS:-1}
+
+# One target's campaign; its summary line goes to fuzz/artifacts/<target>/summary.
+fuzz_one() {
+    local t=$1
     mkdir -p "fuzz/corpus/$t" "fuzz/artifacts/$t"
-    log="fuzz/artifacts/$t/last-run.log"
+    local log="fuzz/artifacts/$t/last-run.log" start result done_runs
     start=$(date +%s)
-    if cargo +nightly fuzz run -O "$t" "fuzz/corpus/$t" -- -runs="$runs" -max_len=65536 \
-        -timeout=10 -rss_limit_mb=2048 -print_final_stats=1 >"$log" 2>&1; then
+    if cargo +nightly fuzz run -O "$t" "fuzz/corpus/$t" -- -runs="$runs" -max_total_time="$seconds" \
+        -max_len=65536 -timeout=10 -rss_limit_mb=2048 -print_final_stats=1 >"$log" 2>&1; then
         result="0 crashes"
     else
         result="CRASHED (see $log and fuzz/artifacts/$t/)"
-        status=1
     fi
     done_runs=$(grep -o 'stat::number_of_executed_units: *[0-9]*' "$log" | grep -o '[0-9]*$' || echo "?")
-    echo "$t: ${done_runs} inputs in $(( $(date +%s) - start )) s, ${result}"
+    echo "$t: ${done_runs} inputs in $(( $(date +%s) - start )) s, ${result}" | tee "fuzz/artifacts/$t/summary"
+}
+
+# Built once, before the targets run side by side.
+cargo +nightly fuzz build -O
+running=0
+for t in "${targets[@]}"; do
+    if [ "$running" -ge "$jobs" ]; then
+        wait -n || true
+        running=$((running - 1))
+    fi
+    fuzz_one "$t" &
+    running=$((running + 1))
+done
+wait
+status=0
+for t in "${targets[@]}"; do
+    grep -q '0 crashes' "fuzz/artifacts/$t/summary" 2>/dev/null || status=1
 done
 exit $status

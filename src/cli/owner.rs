@@ -353,7 +353,7 @@ fn status_lines(s: &Status) -> String {
         (Some(pid), Some(up)) => format!(
             "drover {} runs (pid {pid}, up {})\n",
             s.version,
-            crate::spec::text::duration_words(up as i64 * 1000)
+            crate::spec::text::duration_words(crate::clock::secs_millis(up))
         ),
         _ => "no drover runs (`drover serve --detach` starts one; `drover` opens the dashboard)\n"
             .to_string(),
