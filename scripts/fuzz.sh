@@ -8,7 +8,8 @@
 #                                        CASES generated inputs per target
 #
 # FUZZ_SECONDS=S also bounds each target's time (libFuzzer's -max_total_time), and
-# FUZZ_JOBS=N fuzzes N targets at once (default 1), for campaigns on a shared machine.
+# FUZZ_JOBS=N fuzzes N targets at once (default 1), for campaigns on a shared machine;
+# FUZZ_NO_BUILD=1 runs the targets as last built.
 #
 # Prints, per target, the inputs run, the time taken and whether it crashed; a crash
 # leaves its input in fuzz/artifacts/<target>/ and makes the script exit 1.
@@ -48,8 +49,11 @@ fuzz_one() {
     mkdir -p "fuzz/corpus/$t" "fuzz/artifacts/$t"
     local log="fuzz/artifacts/$t/last-run.log" start result done_runs
     start=$(date +%s)
-    if cargo +nightly fuzz run -O "$t" "fuzz/corpus/$t" -- -runs="$runs" -max_total_time="$seconds" \
-        -max_len=65536 -timeout=10 -rss_limit_mb=2048 -print_final_stats=1 >"$log" 2>&1; then
+    # The binary cargo-fuzz built (`cargo fuzz run` would build again whenever the
+    # sources change while a campaign runs).
+    if "$bin_dir/$t" "fuzz/corpus/$t" -runs="$runs" -max_total_time="$seconds" \
+        -artifact_prefix="fuzz/artifacts/$t/" -max_len=65536 -timeout=10 -rss_limit_mb=2048 \
+        -print_final_stats=1 >"$log" 2>&1; then
         result="0 crashes"
     else
         result="CRASHED (see $log and fuzz/artifacts/$t/)"
@@ -58,8 +62,9 @@ fuzz_one() {
     echo "$t: ${done_runs} inputs in $(( $(date +%s) - start )) s, ${result}" | tee "fuzz/artifacts/$t/summary"
 }
 
-# Built once, before the targets run side by side.
-cargo +nightly fuzz build -O
+# Built once, before the targets run side by side (FUZZ_NO_BUILD=1 reuses the last build).
+[ "${FUZZ_NO_BUILD:-0}" = 1 ] || cargo +nightly fuzz build -O
+bin_dir="fuzz/target/$(rustc +nightly -vV | sed -n 's/^host: //p')/release"
 running=0
 for t in "${targets[@]}"; do
     if [ "$running" -ge "$jobs" ]; then
