@@ -23,6 +23,7 @@ use drover::tui::views::prompt::PromptState;
 use drover::tui::{App, AppEvent, AppOptions, Driver, Effect, Link, ViewModel};
 use std::collections::HashMap;
 use std::time::Duration;
+use tokio::sync::broadcast::error::RecvError;
 
 #[derive(Clone, Copy, PartialEq, Eq)]
 enum Mode {
@@ -40,7 +41,12 @@ fn key(c: char) -> AppEvent {
 }
 
 fn stamp(line: &str, prefix: &str) -> Option<i64> {
-    line.strip_prefix(prefix)?.trim().parse().ok()
+    // The turn's last text carries its result block after the stamp.
+    line.strip_prefix(prefix)?
+        .split_whitespace()
+        .next()?
+        .parse()
+        .ok()
 }
 
 async fn measure(mode: Mode, runs: u64, lines: u64) -> Figures {
@@ -61,7 +67,7 @@ async fn measure(mode: Mode, runs: u64, lines: u64) -> Figures {
     std::fs::write(
         &scenario,
         format!(
-            "description = \"latency probe\"\n\
+            "description = \"latency probe\"\nmodel = \"claude-sonnet-4-5\"\n\
              [[turns]]\nstatus = \"done\"\nsummary = \"probed\"\n\
              [[turns.steps]]\ntext = \"probe {{now_us}}\"\ndelay_ms = 100\nrepeat = {lines}\n\
              [[turns.steps]]\ntool = \"Bash\"\ninput = {{ command = \"true\" }}\nneeds_permission = true\n\
@@ -86,8 +92,12 @@ async fn measure(mode: Mode, runs: u64, lines: u64) -> Figures {
             let mut events = handle.subscribe();
             let sender = sender.clone();
             tokio::spawn(async move {
-                while let Ok(event) = events.recv().await {
-                    sender.send(AppEvent::Dispatch(event));
+                loop {
+                    match events.recv().await {
+                        Ok(event) => sender.send(AppEvent::Dispatch(event)),
+                        Err(RecvError::Lagged(_)) => sender.send(AppEvent::Lagged),
+                        Err(RecvError::Closed) => break,
+                    }
                 }
             })
         }
@@ -138,8 +148,11 @@ async fn measure(mode: Mode, runs: u64, lines: u64) -> Figures {
     while figures.key_ms.len() < runs as usize {
         let event = tokio::select! {
             Some(event) = rx.recv() => event,
-            () = tokio::time::sleep_until(deadline) => panic!("the bench did not finish in 10 min"),
+            () = tokio::time::sleep_until(deadline) => panic!("{}", stuck(&app, figures.key_ms.len())),
         };
+        if let AppEvent::Dispatch(DispatchEvent::Note { run_id, note }) = &event {
+            panic!("run {run_id} did not go as planned: {}", note.text);
+        }
         let probe = match &event {
             AppEvent::Dispatch(DispatchEvent::Transcript { run_id, line }) => {
                 Some((run_id.clone(), line.clone()))
@@ -181,6 +194,23 @@ async fn measure(mode: Mode, runs: u64, lines: u64) -> Figures {
     pump.abort();
     host.shutdown().await;
     figures
+}
+
+/// What the bench waited for when it gave up.
+fn stuck(app: &App, answers: usize) -> String {
+    let top = match app.overlays.last() {
+        Some(Overlay::Prompt(p)) => format!("a prompt ({:?})", p.state),
+        Some(_) => "another overlay".to_string(),
+        None => "nothing".to_string(),
+    };
+    let oldest = app
+        .model
+        .oldest_pending(None)
+        .map(|(run, _)| run.summary.head.run_id.clone());
+    format!(
+        "the bench did not finish in 10 min: {answers} answers seen, {top} on top, oldest \
+         pending request of run {oldest:?}"
+    )
 }
 
 fn percentile(sorted: &[f64], p: f64) -> f64 {

@@ -200,6 +200,19 @@ fn summary(i: usize, state: RunState) -> RunSummary {
         pending: usize::from(i < 20),
         needs_input: false,
         escalation_offered: false,
+        // Every other run works in a worktree with a change to show.
+        workspace: i.is_multiple_of(2).then(|| {
+            Box::new(drover::workspace::WorkspaceView {
+                change: Some(drover::workspace::ChangeStat {
+                    files: (i % 7) as u32 + 1,
+                    added: i as u64 * 3,
+                    removed: i as u64,
+                }),
+                status: drover::workspace::WorkspaceStatus::Ready,
+                worktree: Some(format!("/data/worktrees/app/r{i}")),
+                ..drover::workspace::WorkspaceView::preparing()
+            })
+        }),
         result_status: None,
     }
 }
@@ -263,5 +276,6 @@ fn view(run_id: &str) -> RunView {
         escalation: None,
         depth: 0,
         parent_run: None,
+        workspace: None,
     }
 }

@@ -60,6 +60,34 @@ pub enum ErrorCode {
     DataDirUnsafe,
     /// The control socket is served by another user's process.
     SocketUntrusted,
+    /// A run's workspace cannot be made as asked: the directory is not in a git work
+    /// tree, the repository has no commit, git is missing.
+    WorkspaceUnavailable,
+    /// The run works in a shared directory, or its worktree was already merged, kept or
+    /// discarded.
+    NoWorktree,
+    /// The run's worktree was deleted outside drover.
+    WorktreeMissing,
+    /// A merge would conflict; nothing was changed.
+    MergeConflict,
+    /// The user's checkout has uncommitted changes to files a merge touches (or is in
+    /// the middle of a merge); nothing was changed.
+    CheckoutDirty,
+    /// A turn is running (or the run is still active) so its worktree cannot be merged,
+    /// kept or discarded now.
+    RunActive,
+    /// Removing the run would lose work its worktree holds (`--force` keeps it on the
+    /// branch and removes the run).
+    UnmergedWork,
+    /// The run started from a detached HEAD (or its base branch is gone): there is no
+    /// branch to merge into.
+    NoBaseBranch,
+    /// Another merge, keep or discard of the run is under way.
+    WorkspaceBusy,
+    /// `diff --file` names a file the run did not change.
+    FileNotChanged,
+    /// git failed at something drover asked of it (its words follow).
+    GitFailed,
     Internal,
 }
 
@@ -103,6 +131,17 @@ impl ErrorCode {
             ErrorCode::TooManyWaits => "TOO_MANY_WAITS",
             ErrorCode::DataDirUnsafe => "DATA_DIR_UNSAFE",
             ErrorCode::SocketUntrusted => "SOCKET_UNTRUSTED",
+            ErrorCode::WorkspaceUnavailable => "WORKSPACE_UNAVAILABLE",
+            ErrorCode::NoWorktree => "NO_WORKTREE",
+            ErrorCode::WorktreeMissing => "WORKTREE_MISSING",
+            ErrorCode::MergeConflict => "MERGE_CONFLICT",
+            ErrorCode::CheckoutDirty => "CHECKOUT_DIRTY",
+            ErrorCode::RunActive => "RUN_ACTIVE",
+            ErrorCode::UnmergedWork => "UNMERGED_WORK",
+            ErrorCode::NoBaseBranch => "NO_BASE_BRANCH",
+            ErrorCode::WorkspaceBusy => "WORKSPACE_BUSY",
+            ErrorCode::FileNotChanged => "FILE_NOT_CHANGED",
+            ErrorCode::GitFailed => "GIT_FAILED",
             ErrorCode::Internal => "INTERNAL",
         }
     }
@@ -156,6 +195,17 @@ mod tests {
             ErrorCode::TooManyWaits,
             ErrorCode::DataDirUnsafe,
             ErrorCode::SocketUntrusted,
+            ErrorCode::WorkspaceUnavailable,
+            ErrorCode::NoWorktree,
+            ErrorCode::WorktreeMissing,
+            ErrorCode::MergeConflict,
+            ErrorCode::CheckoutDirty,
+            ErrorCode::RunActive,
+            ErrorCode::UnmergedWork,
+            ErrorCode::NoBaseBranch,
+            ErrorCode::WorkspaceBusy,
+            ErrorCode::FileNotChanged,
+            ErrorCode::GitFailed,
         ] {
             let json = serde_json::to_string(&code).unwrap();
             assert_eq!(json, format!("\"{}\"", code.as_str()));

@@ -28,6 +28,7 @@ pub mod sim;
 pub mod spec;
 pub mod terminal;
 pub mod tui;
+pub mod workspace;
 
 pub use error::{DroverError, ErrorCode, UnixMillis};
 

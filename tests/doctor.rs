@@ -160,3 +160,45 @@ fn a_broken_config_is_reported_and_the_defaults_are_checked() {
     entries.sort();
     assert_eq!(entries, ["config.toml"]);
 }
+
+/// `drover doctor --json` with `PATH` holding only `bin` (and the fake CLIs in it).
+fn doctor_with_path(home: &Path, bin: &Path) -> Value {
+    let out = Command::new(env!("CARGO_BIN_EXE_drover"))
+        .args(["doctor", "--json"])
+        .env("DROVER_HOME", home)
+        .env("PATH", bin)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{out:?}");
+    serde_json::from_slice(&out.stdout).unwrap()
+}
+
+#[test]
+fn doctor_checks_git_and_its_version() {
+    let home = tempfile::tempdir().unwrap();
+    let report = doctor_with_path(home.path(), Path::new(env!("CARGO_MANIFEST_DIR")));
+    assert_eq!(report["git"]["status"], "missing", "{report}");
+    assert!(
+        report["git"]["fix"]
+            .as_str()
+            .unwrap()
+            .contains("install git"),
+        "{report}"
+    );
+    assert_eq!(
+        report["worktrees"],
+        home.path().join("worktrees").display().to_string()
+    );
+
+    let bin = tempfile::tempdir().unwrap();
+    fake_cli(bin.path(), "git", "git version 2.30.2");
+    let report = doctor_with_path(home.path(), bin.path());
+    assert_eq!(report["git"]["status"], "too-old", "{report}");
+    assert_eq!(report["git"]["version"], "2.30.2");
+    assert_eq!(report["git"]["minimum"], "2.38");
+
+    fake_cli(bin.path(), "git", "git version 2.47.3");
+    let report = doctor_with_path(home.path(), bin.path());
+    assert_eq!(report["git"]["status"], "ok", "{report}");
+    assert_eq!(report["git"]["fix"], Value::Null);
+}

@@ -18,7 +18,11 @@ fn code(home: &Home, args: &[&str]) -> i32 {
     })
 }
 
+/// `dispatch --wait` of `scenario`, in a directory of its own: the runs left waiting for
+/// you would otherwise hold a shared directory for the next (`waiting_repository`).
 fn dispatch_wait(home: &Home, scenario: &str) -> i32 {
+    let dir = home.path().join(format!("work-{scenario}"));
+    std::fs::create_dir_all(&dir).expect("a work dir");
     code(
         home,
         &[
@@ -27,6 +31,8 @@ fn dispatch_wait(home: &Home, scenario: &str) -> i32 {
             "sim",
             "--scenario",
             scenario,
+            "--cwd",
+            dir.to_str().expect("a UTF-8 temp path"),
             // Small caps: the runs that stay idle or wait for you reserve what they have
             // left, and all of them fit the session's hard cap.
             "--budget",

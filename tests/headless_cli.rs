@@ -481,7 +481,9 @@ fn a_follow_up_during_a_turn_is_queued_and_allow_always_covers_the_next_turn() {
             "tool Bash: ls -la",
             "tool done: total 16 (+3 lines)",
             "tool Edit: src/main.rs",
-            "tool done: The file src/main.rs has been updated.",
+            // The edit runs for real: turn 1 already made it, so the text it replaces is
+            // gone and the tool says so.
+            "tool failed: String to replace not found in file. (+1 line)",
         ],
         "{tail:?}"
     );
@@ -1478,10 +1480,11 @@ fn human_output_is_short_lines_about_the_run() {
     assert!(lines[1].ends_with("Fix the greeting"), "{runs}");
 
     let show = stdout(&home.drover(&["show", &run]));
-    assert!(show.contains("state     awaiting_permission\n"), "{show}");
+    assert!(show.contains("state      awaiting_permission\n"), "{show}");
+    assert!(show.contains("workspace  shared "), "{show}");
     assert!(
         show.contains(&format!(
-            "pending   {id} permission for Bash: drover respond {run} {id} allow|always|deny\n"
+            "pending    {id} permission for Bash: drover respond {run} {id} allow|always|deny\n"
         )),
         "{show}"
     );
@@ -1498,12 +1501,12 @@ fn human_output_is_short_lines_about_the_run() {
     let show = stdout(&home.drover(&["show", &run]));
     assert!(
         show.contains(
-            "result    done: Looked at the project and updated the greeting in src/main.rs.\n"
+            "result     done: Looked at the project and updated the greeting in src/main.rs.\n"
         ),
         "{show}"
     );
     assert!(
-        show.contains("spent     $0.02 of $5.00 (reported)\n"),
+        show.contains("spent      $0.02 of $5.00 (reported)\n"),
         "{show}"
     );
     let out = home.drover(&["transcript", &run]);
@@ -1564,7 +1567,11 @@ fn stopping_a_stalled_run_does_not_note_the_provider_active_again() {
 /// minutes, so a threshold under a minute reads "0 minutes" (and 90 s reads "1 minutes").
 #[test]
 fn sub_minute_timeouts_are_not_described_as_0_minutes() {
-    let home = Home::with_config("[limits]\nstalled_after_secs = 1\npermission_timeout_secs = 1\n");
+    // The two runs share one directory at once.
+    let home = Home::with_config(
+        "[limits]\nstalled_after_secs = 1\npermission_timeout_secs = 1\n\
+         [workspaces]\nshared_conflict = \"allow\"\n",
+    );
     let _serve = home.serve();
     let hung = home.dispatch("hang", "Look into it", &[]);
     let asking = home.dispatch("tool-permission", "Fix greeting", &[]);

@@ -7,7 +7,7 @@ use drover::ledger::{
 };
 use drover::live_state::{self, Cause, LiveStateEvent, LiveStateKind};
 use drover::run_state::RunState;
-use serde_json::json;
+use serde_json::{Value, json};
 use std::path::Path;
 use std::process::Command;
 use std::time::Duration;
@@ -32,6 +32,7 @@ fn run_record(run_id: &str, state: RunState, created_at: i64) -> RunRecord {
         spec: json!({"task": "do it"}),
         live_state: None,
         result: None,
+        workspace: None,
     }
 }
 
@@ -331,6 +332,81 @@ fn retention_keeps_the_newest_finished_runs_in_the_background() {
     assert!(
         reader.events("f00", 0).unwrap().is_empty(),
         "events go with their run"
+    );
+}
+
+#[test]
+fn retention_never_deletes_a_run_whose_worktree_is_still_there() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("l.sqlite3");
+    {
+        let ledger = open(&path);
+        let with = |id: &str, at: i64, workspace: Value| {
+            let mut run = run_record(id, RunState::Completed, at);
+            run.workspace = Some(workspace);
+            WriteOp::InsertRun(Box::new(run))
+        };
+        let mut ops = vec![
+            with(
+                "worktree-ready",
+                0,
+                json!({"mode": "worktree", "status": "ready", "worktree": "/w/1"}),
+            ),
+            with(
+                "worktree-merged",
+                1,
+                json!({"mode": "worktree", "status": "merged"}),
+            ),
+            with(
+                "worktree-kept",
+                2,
+                json!({"mode": "worktree", "status": "kept"}),
+            ),
+            with(
+                "shared",
+                3,
+                json!({"mode": "shared", "status": "ready", "dir": "/w"}),
+            ),
+        ];
+        for i in 0..5 {
+            ops.push(WriteOp::InsertRun(Box::new(run_record(
+                &format!("new{i}"),
+                RunState::Completed,
+                100 + i,
+            ))));
+        }
+        ledger.writer().commit_blocking(ops).unwrap();
+        ledger.close();
+    }
+    let options = LedgerOptions {
+        retention_finished_runs: 5,
+        retention_interval: Duration::from_millis(20),
+        ..LedgerOptions::default()
+    };
+    let (ledger, _) = Ledger::open(&path, options, 100).unwrap();
+    let reader = ledger.reader().unwrap();
+    let ids = |reader: &drover::ledger::LedgerReader| -> Vec<String> {
+        let mut ids: Vec<String> = reader
+            .runs(true)
+            .unwrap()
+            .into_iter()
+            .map(|r| r.run_id)
+            .collect();
+        ids.sort();
+        ids
+    };
+    for _ in 0..200 {
+        ledger.writer().commit_blocking(vec![]).unwrap();
+        if ids(&reader).len() == 6 {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    // The five newest, and the old run whose worktree is on disk; a merged, kept or shared
+    // workspace holds nothing drover would lose.
+    assert_eq!(
+        ids(&reader),
+        ["new0", "new1", "new2", "new3", "new4", "worktree-ready"]
     );
 }
 

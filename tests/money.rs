@@ -208,10 +208,12 @@ fn unknown_and_hidden_models_are_refused_with_suggestions() {
 #[test]
 fn the_fourth_claude_code_run_queues_and_starts_when_one_ends() {
     // claude-code runs drover's simulated agent here (same protocol), so the default
-    // claude-code rail of 3 applies.
+    // claude-code rail of 3 applies. The runs share one directory at once (rails are
+    // under test here, not directories).
     let home = Home::with_config(&format!(
         "[providers.claude-code]\ncommand = \"{}\"\nargs = [\"sim-agent\"]\n\
-         [providers.claude-code.env]\nDROVER_SIM_SCENARIO = \"hang\"\n",
+         [providers.claude-code.env]\nDROVER_SIM_SCENARIO = \"hang\"\n\
+         [workspaces]\nshared_conflict = \"allow\"\n",
         common::drover_bin()
     ));
     let _serve = home.serve();
@@ -259,7 +261,9 @@ fn the_fourth_claude_code_run_queues_and_starts_when_one_ends() {
 
 #[test]
 fn a_changed_limit_takes_effect_without_a_restart() {
-    let home = Home::with_config("[limits.per_provider]\nsim = 1\n");
+    // The runs share one directory at once (rails are under test here, not directories).
+    let allow = "[workspaces]\nshared_conflict = \"allow\"\n";
+    let home = Home::with_config(&format!("[limits.per_provider]\nsim = 1\n{allow}"));
     let _serve = home.serve();
     let a = home.dispatch("hang", "a", &[]);
     let b = home.dispatch_json("hang", "b", &[]);
@@ -268,7 +272,7 @@ fn a_changed_limit_takes_effect_without_a_restart() {
     // The user raises the rail in the config file; the next dispatch sees it.
     std::fs::write(
         home.path().join("config.toml"),
-        "[limits.per_provider]\nsim = 3\n",
+        format!("[limits.per_provider]\nsim = 3\n{allow}"),
     )
     .unwrap();
     let c = home.dispatch_json("hang", "c", &[]);

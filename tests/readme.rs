@@ -1,17 +1,18 @@
-//! The README's Headless block, pasted into bash as it stands: the lines are read from
-//! README.md (the first `sh` block under "## Headless"), run by bash in a directory whose
-//! `target/release/drover` is the drover under test, and must end with the run completed
-//! and no owner left.
+//! The README's Headless and Workspaces blocks, pasted into bash as they stand: the lines
+//! are read from README.md (the first `sh` block under "## Headless", and under "###
+//! Workspaces"), run by bash in a directory whose `target/release/drover` is the drover
+//! under test, and must end with the run completed (and, for Workspaces, its work merged
+//! into the throwaway repository) and no owner left.
 
 use serde_json::Value;
 use std::path::Path;
 use std::process::Command;
 
-/// The first fenced `sh` block after the heading `## Headless`.
-fn headless_block(readme: &str) -> String {
+/// The first fenced `sh` block after the heading `heading`.
+fn block_under(readme: &str, heading: &str) -> String {
     let section = readme
-        .split_once("\n## Headless")
-        .expect("the README has a Headless section")
+        .split_once(&format!("\n{heading}"))
+        .unwrap_or_else(|| panic!("the README has a section {heading}"))
         .1;
     let start = section.find("```sh\n").expect("a sh block") + "```sh\n".len();
     let end = start + section[start..].find("\n```").expect("the block ends");
@@ -46,13 +47,17 @@ impl Drop for Cleanup<'_> {
     }
 }
 
-#[test]
-fn the_headless_block_works_pasted_into_bash() {
-    let readme = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/README.md"))
-        .expect("README.md");
-    let block = headless_block(&readme);
-    assert!(block.contains("drover serve --detach"), "{block}");
-    // A repository whose release build is the drover under test.
+/// What bash printed running a README block.
+struct Ran {
+    stdout: String,
+    /// What `mktemp -d` made (the throwaway home, a throwaway repository).
+    made: Vec<std::path::PathBuf>,
+}
+
+/// Runs `block` with bash (`set -e` first when `strict`: every line must succeed) in a
+/// directory whose `target/release/drover` is the drover under test, with `TMPDIR` in
+/// `tmp`; it must succeed with no refusal on the way.
+fn run_block(block: &str, strict: bool, tmp: &Path) -> Ran {
     let repo = tempfile::tempdir().expect("temp dir");
     std::fs::create_dir_all(repo.path().join("target/release")).expect("dirs");
     std::os::unix::fs::symlink(
@@ -60,18 +65,21 @@ fn the_headless_block_works_pasted_into_bash() {
         repo.path().join("target/release/drover"),
     )
     .expect("symlink");
-    // `mktemp -d` makes the throwaway home here, where the test can look at it after.
-    let tmp = tempfile::tempdir().expect("temp dir");
-    let _cleanup = Cleanup(tmp.path());
+    let script = if strict {
+        format!("set -e\n{block}")
+    } else {
+        block.to_string()
+    };
     let out = Command::new("bash")
         .arg("-c")
-        .arg(&block)
+        .arg(&script)
         .current_dir(repo.path())
-        .env("TMPDIR", tmp.path())
+        .env("TMPDIR", tmp)
+        .env("GIT_CONFIG_NOSYSTEM", "1")
         .env_remove("DROVER_HOME")
         .output()
         .expect("bash runs");
-    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(
         out.status.success(),
@@ -82,13 +90,29 @@ fn the_headless_block_works_pasted_into_bash() {
         !stderr.contains("error["),
         "no refusal on the way:\n{stderr}"
     );
-    let homes: Vec<_> = std::fs::read_dir(tmp.path())
+    let mut made: Vec<_> = std::fs::read_dir(tmp)
         .expect("tmp")
         .flatten()
         .map(|e| e.path())
         .collect();
-    assert_eq!(homes.len(), 1, "one throwaway home: {homes:?}");
-    let home = &homes[0];
+    made.sort();
+    Ran { stdout, made }
+}
+
+fn readme() -> String {
+    std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/README.md")).expect("README.md")
+}
+
+#[test]
+fn the_headless_block_works_pasted_into_bash() {
+    let block = block_under(&readme(), "## Headless");
+    assert!(block.contains("drover serve --detach"), "{block}");
+    // `mktemp -d` makes the throwaway home here, where the test can look at it after.
+    let tmp = tempfile::tempdir().expect("temp dir");
+    let _cleanup = Cleanup(tmp.path());
+    let Ran { stdout, made } = run_block(&block, false, tmp.path());
+    assert_eq!(made.len(), 1, "one throwaway home: {made:?}");
+    let home = &made[0];
     let status = drover(home, &["status", "--json"]);
     assert_eq!(status["running"], false, "the owner is gone: {status}");
     let runs = drover(home, &["runs", "--json"]);
@@ -99,4 +123,37 @@ fn the_headless_block_works_pasted_into_bash() {
         stdout.contains("tool Bash: ls -la"),
         "the transcript was printed:\n{stdout}"
     );
+}
+
+#[test]
+fn the_workspaces_block_works_pasted_into_bash() {
+    let block = block_under(&readme(), "### Workspaces");
+    assert!(block.contains("drover merge"), "{block}");
+    let tmp = tempfile::tempdir().expect("temp dir");
+    let _cleanup = Cleanup(tmp.path());
+    let Ran { stdout, made } = run_block(&block, true, tmp.path());
+    let (repos, homes): (Vec<_>, Vec<_>) = made.iter().partition(|d| d.join(".git").is_dir());
+    assert_eq!((repos.len(), homes.len()), (1, 1), "{made:?}");
+    let (repo, home) = (repos[0], homes[0]);
+    let status = drover(home, &["status", "--json"]);
+    assert_eq!(status["running"], false, "the owner is gone: {status}");
+    let runs = drover(home, &["runs", "--json"]);
+    let run = &runs.as_array().expect("runs")[0];
+    assert_eq!(run["state"], "completed", "{run}");
+    assert_eq!(run["workspace"]["mode"], "worktree", "{run}");
+    // The run's work is in the repository, merged by a fast-forward.
+    assert!(
+        std::fs::read_to_string(repo.join("src/cache.rs"))
+            .is_ok_and(|t| t.contains("pub struct Cache")),
+        "{stdout}"
+    );
+    assert!(
+        stdout.contains("src/cache.rs"),
+        "diff --stat and ls showed it:\n{stdout}"
+    );
+    assert!(
+        stdout.contains("+    let mut cache = cache::Cache::new();"),
+        "the diff was printed:\n{stdout}"
+    );
+    assert!(stdout.contains("fast-forward"), "{stdout}");
 }

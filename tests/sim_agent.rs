@@ -27,6 +27,8 @@ const CLAUDE_FLAGS: &[&str] = &[
 ];
 
 struct Sim {
+    /// The agent's working directory: its allowed edits land here, never in the repo.
+    work: tempfile::TempDir,
     child: Child,
     stdin: Option<ChildStdin>,
     lines: Lines<BufReader<ChildStdout>>,
@@ -38,8 +40,16 @@ impl Sim {
     }
 
     fn start_with_env(scenario: &str, extra: &[&str], env: &[(&str, &str)]) -> Sim {
+        let work = tempfile::tempdir().expect("a work dir");
+        std::fs::create_dir(work.path().join("src")).expect("src");
+        std::fs::write(
+            work.path().join("src/main.rs"),
+            "fn main() {\n    println!(\"hello\");\n}\n",
+        )
+        .expect("src/main.rs");
         let mut command = Command::new(env!("CARGO_BIN_EXE_drover"));
         command
+            .current_dir(work.path())
             .arg("sim-agent")
             .args(["--scenario", scenario])
             .args(CLAUDE_FLAGS)
@@ -57,6 +67,7 @@ impl Sim {
         let stdin = child.stdin.take();
         let stdout = child.stdout.take().expect("stdout is piped");
         Sim {
+            work,
             child,
             stdin,
             lines: BufReader::new(stdout).lines(),
@@ -351,6 +362,11 @@ async fn an_allowed_tool_runs_after_the_permission_round_trip() {
         .await;
     let lines = sim.until_type("result").await;
     assert_eq!(tool_results(&lines)[0]["is_error"], false);
+    // The allowed edit really changed the file in the agent's working directory.
+    assert_eq!(
+        std::fs::read_to_string(sim.work.path().join("src/main.rs")).unwrap(),
+        "fn main() {\n    println!(\"hello, drover\");\n}\n"
+    );
     let result = lines.last().unwrap();
     assert_eq!(result["subtype"], "success");
     assert_eq!(
@@ -695,4 +711,92 @@ async fn a_bad_scenario_file_is_exit_2_with_one_line_naming_it() {
     assert!(stderr.contains(path.to_str().unwrap()), "{stderr}");
     assert!(stderr.contains("turn 1, step 1"), "{stderr}");
     assert!(sim.rest().await.is_empty());
+}
+
+#[tokio::test]
+async fn a_denied_edit_leaves_the_file_as_it_was() {
+    let mut sim = Sim::start("tool-permission", &[]);
+    sim.handshake().await;
+    sim.user("Fix the greeting.").await;
+    let bash = sim.until(is_permission_request).await.pop().unwrap();
+    sim.send(allow(
+        bash["request_id"].as_str().unwrap(),
+        bash["request"]["input"].clone(),
+    ))
+    .await;
+    let edit = sim.until(is_permission_request).await.pop().unwrap();
+    sim.send(deny(edit["request_id"].as_str().unwrap(), "not that file"))
+        .await;
+    let lines = sim.until_type("result").await;
+    assert_eq!(tool_results(&lines)[0]["is_error"], true);
+    assert_eq!(
+        std::fs::read_to_string(sim.work.path().join("src/main.rs")).unwrap(),
+        "fn main() {\n    println!(\"hello\");\n}\n"
+    );
+}
+
+#[tokio::test]
+async fn writes_and_marked_commands_act_in_the_working_directory_and_never_outside() {
+    let dir = tempfile::tempdir().unwrap();
+    // A path outside the agent's directory, in a canary directory of the test's own.
+    let canary = tempfile::tempdir().unwrap();
+    let escaped = canary.path().join("escaped.txt");
+    let path = dir.path().join("acts.toml");
+    std::fs::write(
+        &path,
+        format!(
+            r#"
+model = "claude-haiku-4-5"
+[[turns]]
+steps = [
+  {{ tool = "Write", input = {{ file_path = "notes/todo.txt", content = "one\ntwo\n" }} }},
+  {{ tool = "Bash", input = {{ command = "wc -l < notes/todo.txt" }}, run = true }},
+  {{ tool = "Bash", input = {{ command = "echo scripted" }}, output = "not run" }},
+  {{ tool = "Write", input = {{ file_path = "{}", content = "x" }} }},
+]
+"#,
+            escaped.display()
+        ),
+    )
+    .unwrap();
+    let mut sim = Sim::start(path.to_str().unwrap(), &[]);
+    sim.handshake().await;
+    sim.user("Write the notes.").await;
+    let lines = sim.until_type("result").await;
+    let results = tool_results(&lines);
+    assert_eq!(results.len(), 4, "{lines:?}");
+    assert_eq!(results[0]["is_error"], false, "{}", results[0]);
+    assert_eq!(
+        std::fs::read_to_string(sim.work.path().join("notes/todo.txt")).unwrap(),
+        "one\ntwo\n"
+    );
+    assert_eq!(results[1]["is_error"], false, "{}", results[1]);
+    assert_eq!(results[1]["content"].as_str().unwrap().trim(), "2");
+    assert_eq!(
+        results[2]["content"], "not run",
+        "unmarked commands stay scripted"
+    );
+    assert_eq!(results[3]["is_error"], true, "{}", results[3]);
+    assert!(
+        results[3]["content"]
+            .as_str()
+            .unwrap()
+            .contains("outside the working directory"),
+        "{}",
+        results[3]
+    );
+    assert!(!escaped.exists(), "nothing was written outside");
+}
+
+#[test]
+fn run_belongs_only_on_a_bash_step_with_a_command() {
+    for bad in [
+        r#"{ tool = "Write", input = { file_path = "a", content = "b" }, run = true }"#,
+        r#"{ tool = "Bash", input = { description = "no command" }, run = true }"#,
+    ] {
+        let text = format!("model = \"m\"\n[[turns]]\nsteps = [\n  {bad},\n]\n");
+        let e = drover::sim::scenario::parse(&text, drover::sim::scenario::Format::Toml, "t")
+            .unwrap_err();
+        assert!(e.problem.contains("`run = true`"), "{e}");
+    }
 }

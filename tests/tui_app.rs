@@ -139,14 +139,17 @@ impl Harness {
         serde_json::from_value(value.to_json()).expect("answer shape")
     }
 
+    /// Dispatches a `sim` run of `scenario` in a work directory of its own (runs that can
+    /// write into one shared directory take turns there).
     async fn dispatch(&self, scenario: &str, task: &str) -> String {
+        let work = tempfile::tempdir_in(self.home.path()).expect("a work dir");
         let run: RunSummary = self
             .ask(Request::Dispatch {
                 spec: Box::new(SpecInput {
                     provider: Some("sim".into()),
                     scenario: Some(scenario.into()),
                     task: task.into(),
-                    cwd: Some(self.home.path().to_path_buf()),
+                    cwd: Some(work.keep()),
                     ..SpecInput::default()
                 }),
             })
@@ -799,4 +802,31 @@ async fn the_dashboard_says_the_owner_is_gone_and_reattaches_to_a_new_one() {
     })
     .await;
     let _ = h.shutdown().await;
+}
+
+/// A run's view fetched before its request was answered arrives after the answer: the
+/// request stays answered (it does not come back as a prompt to answer again).
+#[test]
+fn a_stale_view_does_not_bring_back_an_answered_request() {
+    let run = tui_common::summary(1, "Fix the parser", RunState::AwaitingPermission);
+    let run_id = run.head.run_id.clone();
+    let request = tui_common::bash_request(1, "cargo test");
+    let mut stale = tui_common::view_of(&run);
+    stale.pending = vec![request.clone()];
+    let mut app = tui_common::app_with(vec![run], 120, 40);
+    app.model
+        .apply(&drover::dispatch::DispatchEvent::PermissionRequested {
+            run_id: run_id.clone(),
+            pending: request.clone(),
+        });
+    assert!(app.model.oldest_pending(None).is_some());
+    app.model
+        .apply(&drover::dispatch::DispatchEvent::PermissionResolved {
+            run_id: run_id.clone(),
+            request_id: request.request_id.clone(),
+            how: "allow".into(),
+        });
+    app.model.set_detail(stale);
+    assert!(app.model.oldest_pending(None).is_none());
+    assert!(app.model.run(&run_id).is_some_and(|e| e.pending.is_empty()));
 }

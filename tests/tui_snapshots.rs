@@ -402,3 +402,191 @@ fn a_route_card_with_a_refused_pick() {
     assert!(matches!(r.state, RouteState::Refused(_)));
     snap("route_card_refused", &app);
 }
+
+/// A dashboard with a finished worktree run (selected) and a running one, each with a
+/// change.
+fn worktree_app(width: u16, height: u16) -> App {
+    let mut done = summary(
+        1,
+        "Put a cache in front of the greeting",
+        RunState::Completed,
+    );
+    done.workspace = Some(Box::new(worktree(1, Some((3, 21, 3)))));
+    let mut running = summary(2, "Refactor the twenty storage modules", RunState::Running);
+    running.workspace = Some(Box::new(worktree(2, Some((12, 340, 128)))));
+    let shared = summary(3, "Check the README links", RunState::Idle);
+    let mut app = app_with(vec![done.clone(), running, shared], width, height);
+    app.model.set_detail(view_of(&done));
+    app.model.select(&id(1));
+    app
+}
+
+/// The diff view of run 1 opened with `D`, its file list and first file's patch in.
+fn diff_app(width: u16, height: u16) -> App {
+    let mut app = worktree_app(width, height);
+    let effects = app.handle(char_key('D'));
+    assert!(
+        matches!(
+            &effects[..],
+            [drover::tui::Effect::Request {
+                request: drover::dispatch::Request::Diff {
+                    stat: true,
+                    file: None,
+                    ..
+                },
+                ..
+            }]
+        ),
+        "{effects:?}"
+    );
+    let effects = app.handle(AppEvent::Reply {
+        tag: ReplyTag::Diff {
+            run_id: id(1),
+            file: None,
+        },
+        result: Ok(drover::dispatch::Response::Diff(Box::new(diff_files(1)))),
+    });
+    assert!(
+        matches!(
+            &effects[..],
+            [drover::tui::Effect::Request {
+                request: drover::dispatch::Request::Diff { file: Some(f), stat: false, .. },
+                ..
+            }] if f == "src/cache.rs"
+        ),
+        "the first file's patch is asked for: {effects:?}"
+    );
+    app.handle(AppEvent::Reply {
+        tag: ReplyTag::Diff {
+            run_id: id(1),
+            file: Some("src/cache.rs".into()),
+        },
+        result: Ok(drover::dispatch::Response::Diff(Box::new(diff_patch(
+            1,
+            "src/cache.rs",
+        )))),
+    });
+    app
+}
+
+#[test]
+fn worktree_runs_show_their_change_on_the_run_line_and_in_the_detail() {
+    snap("worktree_runs", &worktree_app(120, 16));
+    snap("worktree_runs_80x24", &worktree_app(80, 24));
+}
+
+#[test]
+fn the_diff_view_lists_files_and_shows_the_selected_ones_diff() {
+    let app = diff_app(100, 30);
+    assert!(matches!(app.overlays.last(), Some(Overlay::Diff(_))));
+    snap("diff_view", &app);
+    // Added lines are green, removed red, hunk headers cyan: the theme's colours.
+    let mut app = app;
+    press(&mut app, [key(KeyCode::Tab)]);
+    app.handle(AppEvent::Reply {
+        tag: ReplyTag::Diff {
+            run_id: id(1),
+            file: Some("src/main.rs".into()),
+        },
+        result: Ok(drover::dispatch::Response::Diff(Box::new(diff_patch(
+            1,
+            "src/main.rs",
+        )))),
+    });
+    snap("diff_view_second_file", &app);
+    let buf = render_buffer(&app);
+    let colour_of = |text: &str| -> Option<Color> {
+        (0..buf.area.height).find_map(|y| {
+            let row: String = (0..buf.area.width).map(|x| buf[(x, y)].symbol()).collect();
+            let at = row.find(text)?;
+            let x = row[..at].chars().count() as u16;
+            buf[(x, y)].style().fg
+        })
+    };
+    assert_eq!(colour_of("+mod cache;"), Some(Color::Green));
+    assert_eq!(colour_of("-    println!(\"hello\");"), Some(Color::Red));
+    assert_eq!(colour_of("@@ -1,3 +1,4 @@"), Some(Color::Cyan));
+}
+
+#[test]
+fn the_diff_view_is_readable_at_80x24_and_scrolls() {
+    let mut app = diff_app(80, 24);
+    snap("diff_view_80x24", &app);
+    press(&mut app, [key(KeyCode::PageDown), key(KeyCode::Down)]);
+    snap("diff_view_80x24_scrolled", &app);
+}
+
+#[test]
+fn discarding_from_the_diff_view_asks_first() {
+    let mut app = diff_app(100, 30);
+    let effects = app.handle(char_key('x'));
+    assert!(effects.is_empty(), "nothing is sent before the answer");
+    assert!(matches!(app.overlays.last(), Some(Overlay::Confirm(_))));
+    snap("diff_discard_confirm", &app);
+    let effects = app.handle(char_key('y'));
+    assert!(
+        matches!(
+            &effects[..],
+            [drover::tui::Effect::Request {
+                request: drover::dispatch::Request::Discard { run_id },
+                ..
+            }] if *run_id == id(1)
+        ),
+        "{effects:?}"
+    );
+}
+
+#[test]
+fn a_refused_merge_is_shown_in_the_diff_view() {
+    let mut app = diff_app(100, 30);
+    let effects = app.handle(char_key('m'));
+    assert!(
+        matches!(
+            &effects[..],
+            [drover::tui::Effect::Request {
+                request: drover::dispatch::Request::Merge {
+                    squash: false,
+                    message: None,
+                    ..
+                },
+                ..
+            }]
+        ),
+        "{effects:?}"
+    );
+    snap("diff_merging", &app);
+    assert!(
+        app.handle(char_key('m')).is_empty(),
+        "nothing more while a merge is on its way"
+    );
+    app.handle(AppEvent::Reply {
+        tag: ReplyTag::WorkspaceAction {
+            run_id: id(1),
+            action: "merge".into(),
+        },
+        result: Err(DroverError::new(
+            ErrorCode::MergeConflict,
+            "drover/r1-add-a-cache conflicts with main in src/main.rs; nothing was changed",
+        )),
+    });
+    snap("diff_merge_refused", &app);
+}
+
+#[test]
+fn removing_a_run_with_unmerged_work_asks_first() {
+    let mut app = worktree_app(100, 24);
+    let effects = app.handle(char_key('x'));
+    assert!(effects.is_empty());
+    snap("remove_unmerged_confirm", &app);
+    let effects = app.handle(char_key('y'));
+    assert!(
+        matches!(
+            &effects[..],
+            [drover::tui::Effect::Request {
+                request: drover::dispatch::Request::Remove { force: true, .. },
+                ..
+            }]
+        ),
+        "{effects:?}"
+    );
+}

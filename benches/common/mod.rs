@@ -37,6 +37,7 @@ pub fn run_record(i: u64) -> RunRecord {
         spec: json!({}),
         live_state: None,
         result: None,
+        workspace: None,
     }
 }
 

@@ -5,7 +5,9 @@
 //! What must stay true: without `DROVER_HOME` the demo never touches the user's real
 //! data — it runs in a throwaway directory that is deleted when it ends. With
 //! `DROVER_HOME` set, that directory is used (and kept); the demo's config is written
-//! there only when it has no config file yet.
+//! there only when it has no config file yet. The runs work in a git repository the
+//! demo makes in its data directory ([`project`]), never in the directory it was started
+//! from, so their diffs are real and a merge lands in the demo's own repository.
 
 use clap::Args;
 use serde::Deserialize;
@@ -102,7 +104,9 @@ pub fn run(args: DemoArgs, paths: &Paths) -> Result<(), DroverError> {
             )
         })?;
     }
-    let cwd = std::env::current_dir().unwrap_or_else(|_| "/".into());
+    // The runs work in a project of the demo's own, never in the directory the demo was
+    // started from: the simulated agent really edits files.
+    let cwd = project(paths)?;
     let runs = if args.no_runs {
         Vec::new()
     } else {
@@ -122,6 +126,69 @@ pub fn run(args: DemoArgs, paths: &Paths) -> Result<(), DroverError> {
         crate::config::SIM_PROVIDER,
         crate::config::DashboardOwner::InProcess,
     ))
+}
+
+/// The demo's files: a small project the runs work on.
+const PROJECT_FILES: &[(&str, &str)] = &[
+    (
+        "README.md",
+        "# greeter\n\nThe demo project of `drover demo`: a program that says hello.\n",
+    ),
+    (
+        "Cargo.toml",
+        "[package]\nname = \"greeter\"\nversion = \"0.1.0\"\nedition = \"2024\"\n",
+    ),
+    ("src/main.rs", "fn main() {\n    println!(\"hello\");\n}\n"),
+];
+
+/// Makes the demo's project in the data directory: a git repository with one commit (so
+/// the runs get worktrees, and their diffs and merges are real), or — without git — a
+/// plain directory the runs share.
+pub fn project(paths: &Paths) -> Result<PathBuf, DroverError> {
+    let stamp = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis());
+    let dir = paths.data_dir.join("demo").join(format!("greeter-{stamp}"));
+    let fail = |e: std::io::Error| {
+        DroverError::new(
+            ErrorCode::Internal,
+            format!(
+                "cannot create the demo project {}: {e}; set {HOME_ENV} to a writable directory",
+                dir.display()
+            ),
+        )
+    };
+    for (path, text) in PROJECT_FILES {
+        let file = dir.join(path);
+        if let Some(parent) = file.parent() {
+            std::fs::create_dir_all(parent).map_err(fail)?;
+        }
+        std::fs::write(&file, text).map_err(fail)?;
+    }
+    let made = runtime()?.block_on(async {
+        use crate::workspace::git::Git;
+        let git = Git::at(&dir);
+        git.ok(&["init", "-q", "-b", "main"]).await?;
+        // The demo's own identity, in its own repository's config (never the user's).
+        git.ok(&["config", "user.name", "drover demo"]).await?;
+        git.ok(&["config", "user.email", "demo@drover.invalid"])
+            .await?;
+        git.ok(&["add", "-A"]).await?;
+        git.ok(&[
+            "-c",
+            "commit.gpgsign=false",
+            "commit",
+            "-q",
+            "--no-verify",
+            "-m",
+            "The greeter project",
+        ])
+        .await
+    });
+    if let Err(e) = made {
+        tracing::warn!(error = %e, "the demo project is not a git repository; its runs share it");
+    }
+    Ok(dir)
 }
 
 #[cfg(test)]

@@ -93,6 +93,14 @@ pub struct DispatchArgs {
     /// A JSON Schema file: the run answers with JSON that satisfies it.
     #[arg(long, value_name = "FILE")]
     pub output_schema: Option<PathBuf>,
+    /// worktree (a git worktree of its own on a new `drover/…` branch) or shared (the
+    /// directory as given); default: `[workspaces] default` for a run that can write
+    /// inside a git work tree, shared otherwise.
+    #[arg(long, value_name = "MODE")]
+    pub workspace: Option<String>,
+    /// Bring your checkout's uncommitted changes (untracked files too) into the worktree.
+    #[arg(long)]
+    pub carry_changes: bool,
     /// With a drover running: wait until the run needs you, is idle, or has ended, and exit
     /// by how it stands (0 idle or done · 4 failed, stopped or blocked · 5 needs you).
     #[arg(long)]
@@ -135,6 +143,8 @@ impl DispatchArgs {
             queue_if_busy: self.no_queue.then_some(false),
             scenario: self.scenario.clone(),
             class: self.class.clone(),
+            workspace: self.workspace.clone(),
+            carry_changes: self.carry_changes.then_some(true),
         })
     }
 }
@@ -191,7 +201,7 @@ pub async fn run(args: DispatchArgs, paths: &Paths) -> Result<Exit, DroverError>
 }
 
 /// A client of an owner that holds the lock but may not listen yet (it is starting).
-async fn owner_coming_up(paths: &Paths) -> Result<Option<ControlClient>, DroverError> {
+pub(super) async fn owner_coming_up(paths: &Paths) -> Result<Option<ControlClient>, DroverError> {
     for _ in 0..50 {
         if let Some(client) = ControlClient::connect(paths).await? {
             return Ok(Some(client));
@@ -483,6 +493,8 @@ mod tests {
                 queue_if_busy: Some(false),
                 scenario: Some("happy".into()),
                 class: Some("bugfix".into()),
+                workspace: None,
+                carry_changes: None,
             }
         );
         assert_eq!(spec(&["--cwd", "/abs", "t"]).cwd, Some("/abs".into()));

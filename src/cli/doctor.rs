@@ -1,7 +1,8 @@
 //! `drover doctor`: what drover finds on this machine — each provider's CLI (the
 //! configured command or the one on PATH), its version and whether drover was tested
-//! with it, the config and data paths, whether a drover owns the data directory — and,
-//! for anything missing, the command that fixes it.
+//! with it, git and its version (worktree runs need it), the config, data and worktree
+//! paths, whether a drover owns the data directory — and, for anything missing, the
+//! command that fixes it.
 //!
 //! What must stay true: doctor only looks (a `--version` call per CLI, bounded in time);
 //! it never changes the machine or the data directory. A config file drover refuses does
@@ -82,6 +83,62 @@ pub struct Report {
     /// The pid of the drover that owns the data directory, if one answers.
     pub owner_pid: Option<u64>,
     pub providers: Vec<ProviderCheck>,
+    /// git, which worktree runs need.
+    pub git: GitCheck,
+    /// Where runs' worktrees go.
+    pub worktrees: PathBuf,
+}
+
+/// git on this machine: worktree runs, their diffs and merges need it.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct GitCheck {
+    pub path: Option<PathBuf>,
+    pub version: Option<String>,
+    /// The oldest version drover works with.
+    pub minimum: String,
+    /// `ok`, `too-old`, `missing`, `no-version`.
+    pub status: String,
+    pub fix: Option<String>,
+}
+
+/// Finds git and checks its version against [`crate::workspace::git::MIN_VERSION`].
+pub fn check_git() -> GitCheck {
+    let (major, minor) = crate::workspace::git::MIN_VERSION;
+    let minimum = format!("{major}.{minor}");
+    let mut check = GitCheck {
+        path: None,
+        version: None,
+        minimum: minimum.clone(),
+        status: String::new(),
+        fix: None,
+    };
+    let Ok(program) = which::which("git") else {
+        check.status = "missing".into();
+        check.fix = Some(format!(
+            "install git {minimum} or newer (e.g. `apt-get install git`); without it every run shares its directory (--workspace shared)"
+        ));
+        return check;
+    };
+    check.version = version_of(&program, &["--version".to_string()]);
+    check.path = Some(program);
+    let parsed = check
+        .version
+        .as_deref()
+        .and_then(crate::workspace::git::parse_version);
+    check.status = match parsed {
+        None => {
+            check.fix = Some("`git --version` gave no version; check that git runs".into());
+            "no-version".into()
+        }
+        Some(found) if found < crate::workspace::git::MIN_VERSION => {
+            check.fix = Some(format!(
+                "git {minimum} or newer is needed to merge worktree runs (`git merge-tree --write-tree`); upgrade git"
+            ));
+            "too-old".into()
+        }
+        Some(_) => "ok".into(),
+    };
+    check
 }
 
 pub fn run(args: DoctorArgs, paths: &Paths) -> Result<(), DroverError> {
@@ -123,6 +180,8 @@ pub fn run(args: DoctorArgs, paths: &Paths) -> Result<(), DroverError> {
                 )
             })
             .collect(),
+        git: check_git(),
+        worktrees: config.workspaces.root_in(&paths.data_dir),
     };
     if args.output.json {
         print_json(&report)
@@ -277,6 +336,17 @@ fn render(report: &Report) -> String {
         Some(pid) => format!("owner    drover pid {pid} owns this data directory\n"),
         None => "owner    none (start `drover serve` or the dashboard)\n".to_string(),
     });
+    out.push_str(&format!("worktrees {}\n", report.worktrees.display()));
+    let git = &report.git;
+    let found = match (&git.path, &git.version) {
+        (Some(path), Some(v)) => format!("{} {v}", path.display()),
+        (Some(path), None) => path.display().to_string(),
+        (None, _) => "`git` not found".to_string(),
+    };
+    out.push_str(&format!("{:<12} {:<17} {found}\n", "git", git.status));
+    if let Some(fix) = &git.fix {
+        out.push_str(&format!("{:<12} fix: {fix}\n", ""));
+    }
     for p in &report.providers {
         let found = match (&p.path, &p.version) {
             (Some(path), Some(v)) => format!("{} {v}", path.display()),

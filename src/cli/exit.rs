@@ -101,6 +101,7 @@ mod tests {
             pending,
             needs_input,
             escalation_offered: false,
+            workspace: None,
             result_status: result.map(str::to_string),
         }
     }

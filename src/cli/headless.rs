@@ -92,6 +92,31 @@ pub(crate) fn print_json(value: &impl Serialize) -> Result<(), DroverError> {
     write_stdout(&(text + "\n"))
 }
 
+/// Sends `request` to the owner of the data directory; with no owner, answers a `diff`
+/// from the ledger and git, and makes this process the owner for anything else (a
+/// `merge`, `keep` or `discard`) for as long as the request takes.
+pub(crate) async fn ask_or_own(paths: &Paths, request: Request) -> Result<Response, DroverError> {
+    if let Some(mut client) = ControlClient::connect(paths).await? {
+        return client.request(request).await;
+    }
+    if let Request::Diff { run_id, file, stat } = &request {
+        return offline::diff(paths, run_id, file.as_deref(), *stat).await;
+    }
+    match crate::control::Host::start(dispatcher_options(paths)?).await {
+        Ok(host) => {
+            let answer = host.handle().request(request).await;
+            host.shutdown().await;
+            answer
+        }
+        Err(e) if e.code == ErrorCode::OwnerRunning => {
+            // Another drover took the directory between our look and our lock: use it.
+            let mut client = super::dispatch::owner_coming_up(paths).await?.ok_or(e)?;
+            client.request(request).await
+        }
+        Err(e) => Err(e),
+    }
+}
+
 /// Sends `request` to the owner of the data directory; with no owner, answers it from
 /// the ledger when it only reads (`NO_OWNER` otherwise).
 pub(crate) async fn ask(paths: &Paths, request: Request) -> Result<Response, DroverError> {

@@ -21,6 +21,7 @@ mod route;
 pub mod runs;
 pub mod serve;
 pub mod sim;
+mod workspace;
 
 use crate::error::{DroverError, ErrorCode};
 use crate::paths::Paths;
@@ -112,6 +113,8 @@ pub enum Command {
     Run(runs::RunCommand),
     #[command(flatten)]
     Route(route::RouteCommand),
+    #[command(flatten)]
+    Workspace(workspace::WorkspaceCommand),
     /// The simulated agent: a Claude-Code-compatible stream-json CLI driven by a scenario.
     #[command(hide = true)]
     SimAgent(sim::SimAgentArgs),
@@ -130,6 +133,7 @@ impl Command {
             Command::Budget(args) => args.action.is_none(),
             Command::Run(command) => command.read_only(),
             Command::Route(command) => command.read_only(),
+            Command::Workspace(command) => command.read_only(),
             Command::Dashboard | Command::Serve(_) | Command::Demo(_) | Command::Shutdown(_) => {
                 false
             }
@@ -147,6 +151,7 @@ impl Command {
             Command::Demo(_) => "demo",
             Command::Run(command) => command.name(),
             Command::Route(command) => command.name(),
+            Command::Workspace(command) => command.name(),
             Command::SimAgent(_) => "sim-agent",
             Command::Shutdown(_) => "shutdown",
             Command::Status(_) => "status",
@@ -242,6 +247,7 @@ pub fn run(cli: Cli) -> Result<exit::Exit, DroverError> {
         Command::Budget(args) => done(budget::run(args, &paths)),
         Command::Run(command) => runs::run(command, &paths),
         Command::Route(command) => done(route::run(command, &paths)),
+        Command::Workspace(command) => done(workspace::run(command, &paths)),
         Command::SimAgent(_) => Err(DroverError::new(
             ErrorCode::Internal,
             "sim-agent is handled before the data directory is touched",

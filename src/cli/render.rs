@@ -9,12 +9,14 @@
 use crate::UnixMillis;
 use crate::dispatch::DispatchEvent;
 use crate::dispatch::api::{
-    ResultView, RunSummary, RunView, TranscriptFormat, TranscriptView, WaitOutcome,
+    DiffView, ResultView, RunSummary, RunView, TranscriptFormat, TranscriptView, WaitOutcome,
+    WorkspaceActionView, WorkspaceView,
 };
 use crate::live_state::LiveState;
 use crate::money::usd;
 use crate::providers::RequestKind;
 use crate::spec::text::{clip, one_line, provider_model};
+use crate::workspace::WorkspaceStatus;
 
 /// The longest title shown in a table row.
 const TITLE_COLUMN_CHARS: usize = 60;
@@ -102,7 +104,161 @@ fn state_cell(run: &RunSummary) -> String {
     if run.head.owner_gone {
         cell.push_str(" · owner gone");
     }
+    if let Some(change) = run
+        .workspace
+        .as_ref()
+        .filter(|w| w.has_worktree())
+        .and_then(|w| w.change)
+        .filter(|c| !c.is_empty())
+    {
+        cell.push_str(&format!(" · {}", change.words()));
+    }
     cell
+}
+
+/// A workspace in words: `worktree /…/r1 on drover/r1-fix (from main at 3f2a1b0c9d) ·
+/// +12 −3 · 4 files`, or `shared /home/me/app`.
+fn workspace_words(ws: &WorkspaceView) -> String {
+    if !ws.is_worktree() {
+        return format!("shared {}", ws.dir.as_deref().unwrap_or("?"));
+    }
+    let mut words = format!(
+        "worktree {}",
+        ws.worktree.as_deref().unwrap_or("(not made yet)")
+    );
+    if let Some(branch) = &ws.branch {
+        words.push_str(&format!(" on {branch}"));
+    }
+    let base: String = ws
+        .base_commit
+        .as_deref()
+        .unwrap_or("?")
+        .chars()
+        .take(10)
+        .collect();
+    match &ws.base_branch {
+        Some(b) => words.push_str(&format!(" (from {b} at {base})")),
+        None if ws.base_commit.is_some() => words.push_str(&format!(" (from {base})")),
+        None => {}
+    }
+    if ws.status != WorkspaceStatus::Ready {
+        words.push_str(&format!(" · {}", ws.status.as_str()));
+    }
+    if let Some(change) = ws.change.filter(|_| ws.has_worktree()) {
+        words.push_str(&format!(
+            " · {}",
+            if change.is_empty() {
+                "no change".to_string()
+            } else {
+                change.words()
+            }
+        ));
+    }
+    words
+}
+
+/// `drover diff`: git's unified diff as it printed it, or with `--stat` one line per file
+/// (`+added −removed path`) and the totals.
+pub fn diff(view: &DiffView) -> String {
+    let base: String = view
+        .base_commit
+        .as_deref()
+        .unwrap_or("?")
+        .chars()
+        .take(10)
+        .collect();
+    let against = match &view.base_branch {
+        Some(b) => format!("{b} at {base}"),
+        None => base,
+    };
+    let mut out = String::new();
+    match &view.patch {
+        Some(patch) => {
+            if patch.is_empty() {
+                out.push_str(&format!("no changes against {against}\n"));
+            } else {
+                out.push_str(patch);
+                if !patch.ends_with('\n') {
+                    out.push('\n');
+                }
+            }
+        }
+        None => {
+            let rows: Vec<Vec<String>> = view
+                .files
+                .iter()
+                .map(|f| {
+                    let counts = if f.binary {
+                        vec!["bin".to_string(), String::new()]
+                    } else {
+                        vec![format!("+{}", f.added), format!("−{}", f.removed)]
+                    };
+                    let path = match &f.old_path {
+                        Some(old) => format!("{} → {}", one_line(old), one_line(&f.path)),
+                        None => one_line(&f.path),
+                    };
+                    counts.into_iter().chain([f.status.clone(), path]).collect()
+                })
+                .collect();
+            out.push_str(&table(&rows));
+            out.push_str(&format!(
+                "{} against {against}\n",
+                if view.change.is_empty() {
+                    "no changes".to_string()
+                } else {
+                    view.change.words()
+                }
+            ));
+        }
+    }
+    if view.truncated {
+        out.push_str(
+            "(cut: the diff is larger than drover shows; see it with git in the worktree)\n",
+        );
+    }
+    out
+}
+
+/// `drover merge`, `keep`, `discard`: what was done.
+pub fn workspace_action(view: &WorkspaceActionView) -> String {
+    let ws = &view.workspace;
+    let branch = ws.branch.as_deref().unwrap_or("its branch");
+    match (&view.merge, view.action.as_str()) {
+        (Some(m), _) => {
+            let commit: String = m.commit.chars().take(10).collect();
+            let mut text = match m.how {
+                crate::workspace::MergeHow::UpToDate => {
+                    format!("{} already has everything of {branch}\n", m.into)
+                }
+                how => format!(
+                    "merged {} ({branch}) into {}: {} at {commit}, {} file{} changed\n",
+                    view.run_id,
+                    m.into,
+                    how.words(),
+                    m.files.len(),
+                    crate::spec::text::plural(m.files.len())
+                ),
+            };
+            if !m.checkout_updated && m.how != crate::workspace::MergeHow::UpToDate {
+                text.push_str(&format!(
+                    "your checkout is not on {}: only the branch moved\n",
+                    m.into
+                ));
+            }
+            if m.cleaned_up {
+                text.push_str("the run's worktree and branch are removed\n");
+            }
+            text
+        }
+        (None, "keep") => format!(
+            "kept {branch}; the worktree of {} is removed\n",
+            view.run_id
+        ),
+        (None, _) => format!(
+            "discarded the worktree and the branch {branch} of {}\n",
+            view.run_id
+        ),
+    }
 }
 
 /// `drover runs`: one aligned row per run.
@@ -197,6 +353,9 @@ pub fn run_view(run: &RunView, now: UnixMillis) -> String {
     );
     push("task", clip(&one_line(&run.task), TEXT_CHARS));
     push("cwd", run.cwd.clone());
+    if let Some(ws) = &run.workspace {
+        push("workspace", workspace_words(ws));
+    }
     push("policy", run.policy.clone());
     push(
         "spent",
@@ -374,6 +533,7 @@ mod tests {
             pending: 0,
             needs_input: false,
             escalation_offered: false,
+            workspace: None,
             result_status: None,
         }
     }
@@ -571,6 +731,7 @@ mod tests {
             escalation: None,
             depth: 0,
             parent_run: None,
+            workspace: None,
         };
         let text = run_view(&view, 120_000);
         let lines: Vec<&str> = text.lines().collect();

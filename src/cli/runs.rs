@@ -184,9 +184,13 @@ pub struct RespondArgs {
 #[command(group(ArgGroup::new("which").required(true).args(["run", "finished"])))]
 pub struct RemoveArgs {
     pub run: Option<String>,
-    /// Every finished run.
+    /// Every finished run (those whose worktree holds unmerged work stay, unless --force).
     #[arg(long)]
     pub finished: bool,
+    /// Remove it even though its worktree holds unmerged work: the work is committed onto
+    /// its branch, which stays; the worktree goes.
+    #[arg(long)]
+    pub force: bool,
     #[command(flatten)]
     pub output: JsonFlag,
 }
@@ -307,6 +311,7 @@ impl RunCommand {
             RunCommand::Remove(args) => Request::Remove {
                 run_id: args.run.clone(),
                 finished: args.finished,
+                force: args.force,
             },
             RunCommand::KillAll { .. } => Request::KillAll,
             RunCommand::Wait(args) => Request::Wait {
@@ -458,6 +463,21 @@ fn human(request: &Request, answer: &Response) -> String {
                 ..
             },
         ) => format!("removed {run_id} from the trays\n"),
+        (Response::Removed(removed), Request::Remove { run_id: None, .. }) => {
+            let mut text = format!(
+                "removed {} finished run{} from the trays\n",
+                removed.removed.len(),
+                crate::spec::text::plural(removed.removed.len())
+            );
+            if !removed.unmerged.is_empty() {
+                text.push_str(&format!(
+                    "kept {} with unmerged work in their worktrees (merge, keep or discard them, or remove --finished --force): {}\n",
+                    removed.unmerged.len(),
+                    removed.unmerged.join(" ")
+                ));
+            }
+            text
+        }
         (_, Request::Remove { run_id: None, .. }) => {
             "removed the finished runs from the trays\n".to_string()
         }
@@ -539,6 +559,7 @@ mod tests {
                 Request::Remove {
                     run_id: Some(r()),
                     finished: false,
+                    force: false,
                 },
             ),
             (
@@ -546,6 +567,7 @@ mod tests {
                 Request::Remove {
                     run_id: None,
                     finished: true,
+                    force: false,
                 },
             ),
             (&["kill-all"], Request::KillAll),

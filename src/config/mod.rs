@@ -53,8 +53,44 @@ pub struct Config {
     #[serde(default)]
     pub keys: toml::Table,
     pub notifications: NotificationsConfig,
+    pub workspaces: WorkspacesConfig,
     pub dashboard: DashboardConfig,
     pub redact: RedactConfig,
+}
+
+/// `[workspaces]`: where runs work (DESIGN.md §13).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct WorkspacesConfig {
+    /// The workspace of a run that can write, dispatched inside a git work tree, when the
+    /// dispatch does not say (`--workspace`). Runs elsewhere, and read-only runs, share
+    /// their directory.
+    pub default: crate::workspace::WorkspaceMode,
+    /// Where worktrees go (`<root>/<repository>/<run>`); empty: `worktrees/` in the data
+    /// directory. An absolute path.
+    pub root: String,
+    /// What a shared run does when another run that can write works in the same
+    /// directory: wait for it (live state `waiting_repository`), or start anyway.
+    pub shared_conflict: SharedConflict,
+}
+
+/// `[workspaces] shared_conflict`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum SharedConflict {
+    Wait,
+    Allow,
+}
+
+impl WorkspacesConfig {
+    /// The worktree root: the configured one, else `worktrees/` under `data_dir`.
+    pub fn root_in(&self, data_dir: &Path) -> std::path::PathBuf {
+        if self.root.trim().is_empty() {
+            data_dir.join("worktrees")
+        } else {
+            std::path::PathBuf::from(self.root.trim())
+        }
+    }
 }
 
 /// `[dashboard]`: how `drover` (the dashboard) reaches the runs.
@@ -191,6 +227,15 @@ mod tests {
         assert_eq!(c.routing.ask_above_price_per_mtok, None);
         assert_eq!(c.routing.card_expiry_secs, 1800);
         assert!(c.routing.classes.is_empty());
+        assert_eq!(
+            c.workspaces.default,
+            crate::workspace::WorkspaceMode::Worktree
+        );
+        assert_eq!(c.workspaces.shared_conflict, SharedConflict::Wait);
+        assert_eq!(
+            c.workspaces.root_in(Path::new("/data")),
+            Path::new("/data/worktrees")
+        );
     }
 
     #[test]

@@ -187,7 +187,24 @@ pub(super) fn check(config: &Config) -> Result<(), Problem> {
         }
     }
     catalog_entries(config)?;
-    routing(config)
+    routing(config)?;
+    workspaces(config)
+}
+
+/// `[workspaces] root`: empty (the data directory's `worktrees/`) or an absolute path.
+fn workspaces(config: &Config) -> Result<(), Problem> {
+    let root = config.workspaces.root.trim();
+    if !root.is_empty() && !std::path::Path::new(root).is_absolute() {
+        let key = vec!["workspaces".to_owned(), "root".to_owned()];
+        return Err(Problem::new(
+            format!(
+                "`{}` is {root:?}; give an absolute path, or \"\" for the data directory's worktrees/",
+                dotted(&key)
+            ),
+            vec![key],
+        ));
+    }
+    Ok(())
 }
 
 /// `[routing]`: the price threshold a dollar amount, cards that last at least a second,

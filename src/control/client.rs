@@ -30,6 +30,8 @@ pub const READ_TIMEOUT: Duration = Duration::from_secs(30);
 /// For requests that change runs (dispatch, stop, kill-all, …): these may wait on the
 /// ledger and on children.
 pub const CHANGE_TIMEOUT: Duration = Duration::from_secs(60);
+/// For `merge`: git may check out much of a large tree.
+pub const MERGE_TIMEOUT: Duration = Duration::from_secs(300);
 
 /// How long a client waits for the answer to `request`; `None` waits as long as it takes
 /// (a `wait` without a timeout).
@@ -47,7 +49,8 @@ pub fn request_timeout(request: &Request) -> Option<Duration> {
         | Request::Show { .. }
         | Request::Transcript { .. }
         | Request::Budget
-        | Request::Routes => Some(READ_TIMEOUT),
+        | Request::Routes
+        | Request::Diff { .. } => Some(READ_TIMEOUT),
         Request::Dispatch { .. }
         | Request::FollowUp { .. }
         | Request::Resume { .. }
@@ -61,7 +64,11 @@ pub fn request_timeout(request: &Request) -> Option<Duration> {
         | Request::Route { .. }
         | Request::RouteDecline { .. }
         | Request::Escalate { .. }
-        | Request::Retry { .. } => Some(CHANGE_TIMEOUT),
+        | Request::Retry { .. }
+        | Request::Keep { .. }
+        | Request::Discard { .. } => Some(CHANGE_TIMEOUT),
+        // A merge may bring a large work tree along.
+        Request::Merge { .. } => Some(MERGE_TIMEOUT),
     }
 }
 
@@ -420,6 +427,7 @@ mod tests {
                 Request::Remove {
                     run_id: None,
                     finished: true,
+                    force: false,
                 },
                 Some(CHANGE_TIMEOUT),
             ),

@@ -6,7 +6,8 @@
 //! the ledger; a request that only an owner can answer (any change, and a `wait` the
 //! ledger does not already meet) is `NO_OWNER`; a run the ledger has active while its
 //! last owner is gone ([`super::last_owner_gone`]: a crash) is marked `owner_gone`, so
-//! it is not shown as running.
+//! it is not shown as running. A `diff` also reads the run's worktree through git
+//! ([`diff`]), which changes nothing there.
 
 use serde_json::Value;
 
@@ -17,6 +18,24 @@ use crate::dispatch::views;
 use crate::error::DroverError;
 use crate::ledger::LedgerReader;
 use crate::paths::Paths;
+
+/// `diff` with no owner: the run's workspace from the ledger, its diff from git (which
+/// only reads the worktree).
+pub async fn diff(
+    paths: &Paths,
+    run_id: &str,
+    file: Option<&str>,
+    stat: bool,
+) -> Result<Response, DroverError> {
+    let workspace = {
+        let reader = open_reader(paths)?.ok_or_else(|| views::run_not_found(run_id))?;
+        views::run_view_from_ledger(&reader, run_id)?.workspace
+    };
+    let workspace = crate::workspace::diffable(run_id, workspace.as_ref())?;
+    Ok(Response::Diff(Box::new(
+        crate::workspace::ops::diff(run_id, &workspace, file, stat).await?,
+    )))
+}
 
 /// The ledger of `paths`, read-only; `None` when there is no ledger file yet.
 pub fn open_reader(paths: &Paths) -> Result<Option<LedgerReader>, DroverError> {

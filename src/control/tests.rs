@@ -162,12 +162,13 @@ async fn requests_and_refusals_round_trip_over_the_socket() {
         .request_json(Request::Remove {
             run_id: None,
             finished: true,
+            force: false,
         })
         .await
         .unwrap();
     assert_eq!(
         echoed,
-        json!({"echo": {"method": "remove", "params": {"run_id": null, "finished": true}}})
+        json!({"echo": {"method": "remove", "params": {"run_id": null, "finished": true, "force": false}}})
     );
 }
 

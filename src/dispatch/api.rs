@@ -15,6 +15,9 @@ use crate::live_state::LiveState;
 use crate::providers::{AlwaysOption, Ask, PermissionAnswer, RequestKind, Tokens};
 use crate::run_state::RunState;
 use crate::spec::SpecInput;
+pub use crate::workspace::{
+    ChangeStat, DiffView, FileStat, MergeView, WorkspaceActionView, WorkspaceView,
+};
 
 /// One request to the dispatcher.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -60,12 +63,43 @@ pub enum Request {
     Complete {
         run_id: String,
     },
-    /// Remove one finished run from the trays, or every finished run.
+    /// Remove one finished run from the trays, or every finished run. A run whose
+    /// worktree holds unmerged work is refused (`UNMERGED_WORK`; left out of `finished`)
+    /// unless `force`, which keeps the work on its branch.
     Remove {
         #[serde(default)]
         run_id: Option<String>,
         #[serde(default)]
         finished: bool,
+        #[serde(default)]
+        force: bool,
+    },
+    /// What a worktree run changed against its base commit: its files with their counts
+    /// and (unless `stat`) git's unified diff, of `file` or of every file.
+    Diff {
+        run_id: String,
+        #[serde(default)]
+        file: Option<String>,
+        #[serde(default)]
+        stat: bool,
+    },
+    /// Merge a worktree run's work into its base branch in the user's checkout
+    /// (uncommitted work is committed first, with `message` or the run's result summary).
+    Merge {
+        run_id: String,
+        #[serde(default)]
+        squash: bool,
+        #[serde(default)]
+        message: Option<String>,
+    },
+    /// Remove a finished run's worktree, keeping its branch (uncommitted work is committed
+    /// onto it).
+    Keep {
+        run_id: String,
+    },
+    /// Remove a finished run's worktree and delete its branch.
+    Discard {
+        run_id: String,
     },
     KillAll,
     /// The current budget session's money: spent, reserved, caps.
@@ -155,6 +189,10 @@ pub enum Response {
     Budget(Box<BudgetView>),
     /// `routes`.
     Routes(Vec<OpenRoute>),
+    /// `diff`.
+    Diff(Box<DiffView>),
+    /// `merge`, `keep`, `discard`.
+    Workspace(Box<WorkspaceActionView>),
 }
 
 /// The answer to `ping`: who owns the data directory.
@@ -174,10 +212,13 @@ pub struct Pong {
     pub config_refused: Option<String>,
 }
 
-/// The answer to `remove`: the runs that left the trays.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+/// The answer to `remove`: the runs that left the trays, and those left in them because
+/// their worktree holds unmerged work (`remove --finished` without `force`).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Removed {
     pub removed: Vec<String>,
+    #[serde(default)]
+    pub unmerged: Vec<String>,
 }
 
 /// The answer to `kill_all`: the runs asked to stop.
@@ -262,6 +303,10 @@ impl Request {
                 Response::Budget(boxed(value)?)
             }
             Request::Routes => Response::Routes(serde_json::from_value(value)?),
+            Request::Diff { .. } => Response::Diff(boxed(value)?),
+            Request::Merge { .. } | Request::Keep { .. } | Request::Discard { .. } => {
+                Response::Workspace(boxed(value)?)
+            }
         })
     }
 }
@@ -294,6 +339,8 @@ response_into! {
     into_wait => Wait(v) -> WaitOutcome = v,
     into_budget => Budget(v) -> BudgetView = *v,
     into_routes => Routes(v) -> Vec<OpenRoute> = v,
+    into_diff => Diff(v) -> DiffView = *v,
+    into_workspace => Workspace(v) -> WorkspaceActionView = *v,
 }
 
 fn wrong_shape(expected: &str, got: &Response) -> crate::DroverError {
@@ -508,6 +555,10 @@ pub struct RunSummary {
     /// An escalation or retry is offered (the run shows in Needs you).
     #[serde(default)]
     pub escalation_offered: bool,
+    /// Where the run works and what it changed there (boxed: rows travel in every
+    /// `run_changed` event).
+    #[serde(default)]
+    pub workspace: Option<Box<WorkspaceView>>,
     /// The status word of the run's last result (`done`, `blocked`, `needs_input`, …).
     #[serde(default)]
     pub result_status: Option<String>,
@@ -543,6 +594,9 @@ pub struct RunView {
     /// How many escalations or retries led to this run (0 for a fresh dispatch).
     pub depth: u32,
     pub parent_run: Option<String>,
+    /// Where the run works (its worktree, branch and base) and what it changed there.
+    #[serde(default)]
+    pub workspace: Option<WorkspaceView>,
 }
 
 /// A held run's route card (`show --json` → `route`, `drover routes`).

@@ -8,7 +8,8 @@
 //! go to the publisher (one transaction per turn of the loop, events and replies after
 //! the ack), launches go through [`providers::launch`] (their outcome goes straight back to
 //! the core), commands go to the run's adapter, ledger reads go to the reader thread after
-//! the commit.
+//! the commit, git work for workspaces runs in a task of its own (its outcome comes back
+//! as an input, like a ledger answer).
 //!
 //! What must stay true: this task never blocks on a child or on SQLite (ledger reads run
 //! on their own thread); it decides nothing — every rule is the core's.
@@ -78,6 +79,10 @@ impl Facts for SystemFacts {
 
     fn env(&self, name: &str) -> Option<String> {
         std::env::var(name).ok()
+    }
+
+    fn in_git_work_tree(&self, dir: &Path) -> bool {
+        crate::workspace::in_work_tree(dir)
     }
 }
 
@@ -175,6 +180,8 @@ struct Driver {
     replies: HashMap<ReplyTo, Reply>,
     next_reply: u64,
     outbox: Outbox,
+    /// Where workspace jobs send their outcome (the same channel as ledger answers).
+    workspace_done: mpsc::UnboundedSender<Input>,
     config: ConfigWatch,
     shutdown: Option<oneshot::Sender<()>>,
 }
@@ -191,6 +198,7 @@ pub async fn start(
         ..LedgerOptions::default()
     };
     let path = options.paths.ledger_file.clone();
+    let data_dir = options.paths.data_dir.clone();
     let now = clock.now();
     let (ledger, startup) = tokio::task::spawn_blocking(move || {
         let (ledger, recovery) = Ledger::open(&path, ledger_options, now)?;
@@ -204,7 +212,7 @@ pub async fn start(
             );
         }
         let reader = ledger.reader()?;
-        let startup = super::views::startup(&reader, std::process::id())?;
+        let startup = super::views::startup(&reader, std::process::id(), &data_dir)?;
         Ok::<_, DroverError>((ledger, startup))
     })
     .await
@@ -218,7 +226,7 @@ pub async fn start(
     let (tx, rx) = mpsc::channel::<Envelope>(256);
     let (events, _) = broadcast::channel(4096);
     let (loaded_tx, loaded_rx) = mpsc::unbounded_channel();
-    let reads = publish::spawn_reader(options.paths.ledger_file.clone(), loaded_tx)?;
+    let reads = publish::spawn_reader(options.paths.ledger_file.clone(), loaded_tx.clone())?;
     let (publish_tx, publish_rx) = mpsc::unbounded_channel();
     let publisher = publish::spawn(publish_rx, events.clone(), reads);
     let (provider_tx, provider_rx) = mpsc::channel(1024);
@@ -238,6 +246,7 @@ pub async fn start(
         replies: HashMap::new(),
         next_reply: 0,
         outbox: Outbox::default(),
+        workspace_done: loaded_tx,
         config: ConfigWatch {
             mtime: config_mtime(&options.paths.config_file),
             path: options.paths.config_file.clone(),
@@ -386,6 +395,15 @@ impl Driver {
                 }
                 Effect::Read(Read::Load { fetch, then }) => {
                     self.outbox.reads.push(ReadJob::Load { fetch, then });
+                }
+                Effect::Workspace(job) => {
+                    // Git runs in a task of its own; its outcome comes back as an input.
+                    let done = self.workspace_done.clone();
+                    tokio::spawn(async move {
+                        let outcome =
+                            crate::workspace::perform(&job.run_id, job.task.clone()).await;
+                        let _ = done.send(Input::Workspace(Box::new(job.done(outcome))));
+                    });
                 }
             }
         }

@@ -54,7 +54,11 @@ pub struct ResumeData {
 
 /// What the dispatcher reads at start: the current budget session, remembered routes,
 /// and when the newest run was created.
-pub fn startup(reader: &LedgerReader, pid: u32) -> Result<Startup, DroverError> {
+pub fn startup(
+    reader: &LedgerReader,
+    pid: u32,
+    data_dir: &std::path::Path,
+) -> Result<Startup, DroverError> {
     let name = reader
         .meta(crate::dispatch::core::SESSION_KEY)?
         .unwrap_or_else(|| crate::dispatch::core::DEFAULT_SESSION.to_string());
@@ -64,12 +68,25 @@ pub fn startup(reader: &LedgerReader, pid: u32) -> Result<Startup, DroverError> 
             route_memory.push((class.as_str().to_string(), choice));
         }
     }
+    // The repositories drover's worktrees belong to.
+    let mut checkouts: Vec<std::path::PathBuf> = Vec::new();
+    for run in reader.runs(true)? {
+        if let Some(checkout) = stored_workspace(&run)
+            .filter(|w| w.is_worktree())
+            .and_then(|w| w.checkout_path())
+            && !checkouts.contains(&checkout)
+        {
+            checkouts.push(checkout);
+        }
+    }
     Ok(Startup {
         pid,
         version: crate::VERSION.to_string(),
         session: session(reader, &name)?,
         route_memory,
         newest_run_at: reader.newest_run_at()?,
+        data_dir: data_dir.to_path_buf(),
+        checkouts,
     })
 }
 
@@ -167,14 +184,13 @@ pub fn fetch(reader: &LedgerReader, fetch: Fetch) -> Result<Fetched, DroverError
             }
             Fetched::Summaries(rows)
         }
-        Fetch::FinishedRunIds => Fetched::RunIds(
-            reader
-                .runs(false)?
+        Fetch::FinishedRuns => Fetched::Summaries(
+            run_summaries_from_ledger(reader, None, false)?
                 .into_iter()
-                .filter(|r| r.state.is_terminal())
-                .map(|r| r.run_id)
+                .filter(|r| r.head.state.is_terminal())
                 .collect(),
         ),
+        Fetch::View { run_id } => Fetched::View(Box::new(run_view_from_ledger(reader, &run_id)?)),
         Fetch::Session { name } => Fetched::Session(session(reader, &name)?),
     })
 }
@@ -228,6 +244,7 @@ fn summary(run: RunRecord, cost_usd: f64) -> Result<RunSummary, DroverError> {
         head: head(&run, &spec, cost_usd),
         pending: 0,
         escalation_offered: false,
+        workspace: stored_workspace(&run).map(Box::new),
         result_status: last_result.and_then(|r| r.status),
     })
 }
@@ -382,6 +399,7 @@ pub fn run_view_from_ledger(reader: &LedgerReader, run_id: &str) -> Result<RunVi
         })
         .collect();
     let budget = RunBudget::of(&spec, usage.iter().filter_map(|u| u.cost_usd).sum());
+    let workspace = stored_workspace(&run);
     Ok(RunView {
         head: head(&run, &spec, usage.iter().filter_map(|u| u.cost_usd).sum()),
         task: spec.task,
@@ -406,7 +424,21 @@ pub fn run_view_from_ledger(reader: &LedgerReader, run_id: &str) -> Result<RunVi
             .and_then(|l| l.get("depth")?.as_u64())
             .unwrap_or(0) as u32,
         parent_run: run.parent_run.clone(),
+        workspace,
     })
+}
+
+/// A run's workspace as its row keeps it; `None` for a row from before workspaces (or
+/// one whose workspace does not read: the rest of the row still shows).
+pub fn stored_workspace(run: &RunRecord) -> Option<crate::workspace::WorkspaceView> {
+    let value = run.workspace.clone()?;
+    match serde_json::from_value(value) {
+        Ok(ws) => Some(ws),
+        Err(e) => {
+            tracing::warn!(run = %run.run_id, error = %e, "a run's workspace does not read");
+            None
+        }
+    }
 }
 
 /// The transcript of one run in `format`, from its ledger rows: `tail` from the events
@@ -562,6 +594,8 @@ pub(crate) mod tests {
             queue_if_busy: true,
             scenario: None,
             class: None,
+            workspace: None,
+            carry_changes: false,
             clamps: vec![],
         })
         .unwrap()
@@ -587,6 +621,7 @@ pub(crate) mod tests {
             spec,
             live_state: None,
             result: None,
+            workspace: None,
         }
     }
 

@@ -22,7 +22,7 @@ pub struct LedgerReader {
 
 const RUN_COLUMNS: &str = "run_id, created_at, updated_at, finished_at, state, completion_reason,
     provider, model, title, budget_session, workflow_id, parent_run, idempotency_key,
-    provider_session_id, removed, spec_json, live_state_json, result_json";
+    provider_session_id, removed, spec_json, live_state_json, result_json, workspace_json";
 
 impl LedgerReader {
     /// Opens a read-only connection. The file must exist and carry a schema this build
@@ -297,10 +297,14 @@ impl LedgerReader {
             .optional()?)
     }
 
-    /// Finished runs beyond the newest `keep`, oldest first.
+    /// Finished runs beyond the newest `keep`, oldest first. A run whose worktree is still
+    /// there is never among them: deleting its row would lose track of its work.
     pub fn finished_beyond(&self, keep: u32) -> Result<Vec<String>, LedgerError> {
         let mut st = self.conn.prepare_cached(
             "SELECT run_id FROM runs WHERE finished_at IS NOT NULL
+               AND (workspace_json IS NULL
+                    OR json_extract(workspace_json, '$.mode') IS NOT 'worktree'
+                    OR json_extract(workspace_json, '$.status') NOT IN ('ready', 'preparing'))
              ORDER BY finished_at DESC, run_id DESC LIMIT -1 OFFSET ?1",
         )?;
         let ids = st
@@ -330,6 +334,7 @@ pub(super) struct RawRun {
     spec_json: String,
     live_state_json: Option<String>,
     result_json: Option<String>,
+    workspace_json: Option<String>,
 }
 
 impl RawRun {
@@ -353,6 +358,7 @@ impl RawRun {
             spec_json: r.get(15)?,
             live_state_json: r.get(16)?,
             result_json: r.get(17)?,
+            workspace_json: r.get(18)?,
         })
     }
 
@@ -373,6 +379,7 @@ impl RawRun {
         Ok(RunRecord {
             spec: parse_json(&self.run_id, "runs.spec_json", &self.spec_json)?,
             result: parse_opt_json(&self.run_id, "runs.result_json", self.result_json)?,
+            workspace: parse_opt_json(&self.run_id, "runs.workspace_json", self.workspace_json)?,
             live_state,
             state,
             run_id: self.run_id,

@@ -38,6 +38,9 @@ pub struct RunRecord {
     pub spec: Value,
     pub live_state: Option<LiveState>,
     pub result: Option<Value>,
+    /// The run's workspace (`crate::workspace::WorkspaceView` as JSON).
+    #[serde(default)]
+    pub workspace: Option<Value>,
 }
 
 /// A change to a run: `None` leaves a column as it is.
@@ -52,6 +55,9 @@ pub struct RunPatch {
     pub removed: Option<bool>,
     pub live_state: Option<LiveState>,
     pub result: Option<Value>,
+    /// The run's workspace, replaced whole.
+    #[serde(default)]
+    pub workspace: Option<Value>,
     /// The run is resumed: its end (`finished_at`, `completion_reason`) is cleared.
     #[serde(default)]
     pub reopened: bool,

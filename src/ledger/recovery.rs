@@ -56,7 +56,7 @@ pub(super) fn recover(conn: &mut Connection, now: UnixMillis) -> Result<Recovery
     let sql = format!(
         "SELECT run_id, created_at, updated_at, finished_at, state, completion_reason,
             provider, model, title, budget_session, workflow_id, parent_run, idempotency_key,
-            provider_session_id, removed, spec_json, live_state_json, result_json
+            provider_session_id, removed, spec_json, live_state_json, result_json, workspace_json
          FROM runs WHERE state IN ({}) ORDER BY created_at, run_id",
         active.join(", ")
     );

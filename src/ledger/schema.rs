@@ -116,7 +116,11 @@ const MIGRATIONS: &[&str] = &[
         value TEXT NOT NULL
     );
     "#,
-    // 2: the processes each run's child started (pid and start time on a boot), so the
+    // 2: each run's workspace (its worktree, branch and base, what it changed), as JSON.
+    r#"
+    ALTER TABLE runs ADD COLUMN workspace_json TEXT;
+    "#,
+    // 3: the processes each run's child started (pid and start time on a boot), so the
     // next owner can end what a crashed one left.
     r#"
     CREATE TABLE processes (

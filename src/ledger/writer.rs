@@ -283,9 +283,9 @@ fn apply_op(tx: &Transaction<'_>, op: &WriteOp) -> Result<(), LedgerError> {
                 "INSERT INTO runs (run_id, created_at, updated_at, finished_at, state,
                     completion_reason, provider, model, title, budget_session, workflow_id,
                     parent_run, idempotency_key, provider_session_id, removed, spec_json,
-                    live_state_json, result_json)
+                    live_state_json, result_json, workspace_json)
                  VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16,
-                    ?17, ?18)",
+                    ?17, ?18, ?19)",
             )?;
             st.execute(params![
                 r.run_id,
@@ -306,6 +306,7 @@ fn apply_op(tx: &Transaction<'_>, op: &WriteOp) -> Result<(), LedgerError> {
                 json(&r.spec)?,
                 opt_json(&r.live_state)?,
                 opt_json(&r.result)?,
+                opt_json(&r.workspace)?,
             ])?;
         }
         WriteOp::UpdateRun { run_id, patch: p } => {
@@ -319,7 +320,8 @@ fn apply_op(tx: &Transaction<'_>, op: &WriteOp) -> Result<(), LedgerError> {
                     provider_session_id = COALESCE(?7, provider_session_id),
                     removed = COALESCE(?8, removed),
                     live_state_json = COALESCE(?9, live_state_json),
-                    result_json = COALESCE(?10, result_json)
+                    result_json = COALESCE(?10, result_json),
+                    workspace_json = COALESCE(?12, workspace_json)
                  WHERE run_id = ?1",
             )?;
             let changed = st.execute(params![
@@ -334,6 +336,7 @@ fn apply_op(tx: &Transaction<'_>, op: &WriteOp) -> Result<(), LedgerError> {
                 opt_json(&p.live_state)?,
                 opt_json(&p.result)?,
                 p.reopened,
+                opt_json(&p.workspace)?,
             ])?;
             if changed == 0 {
                 return Err(LedgerError::Rejected(format!("no run {run_id}")));

@@ -858,6 +858,8 @@ impl<W: AsyncWrite + Unpin> Agent<W> {
             call.needs_permission,
         );
         let on_deny = call.on_deny.as_deref();
+        // What the tool runs with: the call's input, or the one an allow sent instead.
+        let mut input = call.input.clone();
         match decision {
             Decision::Allow => {}
             Decision::Deny(message) => {
@@ -886,13 +888,16 @@ impl<W: AsyncWrite + Unpin> Agent<W> {
                 let message = match verdict {
                     Verdict::Answered(Reply::Allow {
                         updated_permissions,
-                        ..
+                        updated_input,
                     }) => {
                         self.session_rules.extend(
                             wire::added_allow_rules(&updated_permissions)
                                 .into_iter()
                                 .map(|(tool, content)| ToolRule { tool, content }),
                         );
+                        if let Some(changed) = updated_input.filter(Value::is_object) {
+                            input = changed;
+                        }
                         None
                     }
                     Verdict::Answered(Reply::Deny { message, interrupt }) => {
@@ -935,8 +940,25 @@ impl<W: AsyncWrite + Unpin> Agent<W> {
             }
             return Err(stop);
         }
-        let output = fill(&call.output, vars);
-        self.write_tool_result(&tool_use_id, &output, call.is_error, state)
+        let scripted = fill(&call.output, vars);
+        // An allowed edit or a command marked to run really happens, in the cwd.
+        let acted = if call.is_error {
+            None
+        } else {
+            super::act::perform(
+                &call.name,
+                &input,
+                call.run,
+                std::path::Path::new(&self.cwd),
+                &scripted,
+            )
+            .await
+        };
+        let (output, is_error) = match acted {
+            Some(acted) => (acted.output, acted.is_error),
+            None => (scripted, call.is_error),
+        };
+        self.write_tool_result(&tool_use_id, &output, is_error, state)
             .await
     }
 

@@ -6,7 +6,9 @@
 //! API key or a network. What it does is scripted by a scenario ([`scenario`]: turns of
 //! steps such as text, tool calls behind permission requests, questions, rate limits,
 //! crashes, hangs); [`agent`] plays a scenario over stdin/stdout; [`wire`] holds the
-//! shape of every line.
+//! shape of every line; [`act`] is what allowed tools really do (`Write` and `Edit`
+//! change files in the working directory, a `Bash` step marked `run` runs its command
+//! there), so a run's diff is real.
 //!
 //! What must stay true: the sim speaks the real `claude` protocol (docs/PROVIDERS.md) and
 //! nothing else. Nothing in it is drover-specific: no extra line types, no extra fields
@@ -15,6 +17,7 @@
 //! adapter; where the sim must choose (ids, timings, default texts), it follows what the
 //! real CLI does.
 
+pub mod act;
 pub mod agent;
 pub mod scenario;
 pub mod wire;

@@ -26,7 +26,10 @@
 //! - `text = "…"`, `thinking = "…"`: one assistant message.
 //! - `tool = "Bash"`: `input` (table), `duration_ms`, `needs_permission`, `output`,
 //!   `is_error`, `withdraw_after_ms`, `on_deny` (what the model says after a denial),
-//!   `blocked_path`.
+//!   `blocked_path`, `run` (a `Bash` step whose `command` really runs in the agent's
+//!   working directory once allowed; its output is the result). An allowed `Write` or
+//!   `Edit` step (not `is_error`) really writes its `file_path` inside the working
+//!   directory (a path outside it is the tool's error).
 //! - `question = "…"`: an `AskUserQuestion` call: `header`, `options` (2 to 4 tables of
 //!   `label`, `description`), `multi_select`, `reply` (said after the answer), `on_deny`.
 //! - `rate_limit = SECONDS`: `status` (`rejected`, the default, waits that long and then
@@ -112,6 +115,10 @@ pub const BUILTIN: &[(&str, &str)] = &[
         include_str!("../../assets/scenarios/no-result-block.toml"),
     ),
     ("flood", include_str!("../../assets/scenarios/flood.toml")),
+    (
+        "worktree-change",
+        include_str!("../../assets/scenarios/worktree-change.toml"),
+    ),
 ];
 
 /// The TOML text of a shipped scenario.
@@ -320,6 +327,9 @@ pub struct ToolCall {
     /// What the model says after the call was denied.
     pub on_deny: Option<String>,
     pub blocked_path: Option<String>,
+    /// A `Bash` call whose command really runs (in the agent's working directory) once
+    /// allowed; its output is the tool's result.
+    pub run: bool,
     pub meta: MessageMeta,
 }
 
@@ -828,6 +838,8 @@ struct RawTool {
     withdraw_after_ms: Option<u64>,
     on_deny: Option<String>,
     blocked_path: Option<String>,
+    #[serde(default)]
+    run: bool,
 }
 
 #[derive(Deserialize)]
@@ -901,6 +913,12 @@ fn tool_call(raw: RawTool, meta: MessageMeta) -> Result<Action, String> {
     if !input.is_object() {
         return Err("a tool's `input` is a table".into());
     }
+    if raw.run && (raw.tool != "Bash" || !input["command"].is_string()) {
+        return Err(
+            "`run = true` runs a command: it belongs on a `tool = \"Bash\"` step whose input has a `command`"
+                .into(),
+        );
+    }
     if raw.withdraw_after_ms.is_some() && !raw.needs_permission {
         return Err(
             "`withdraw_after_ms` withdraws a permission request, so it needs `needs_permission = true`"
@@ -917,6 +935,7 @@ fn tool_call(raw: RawTool, meta: MessageMeta) -> Result<Action, String> {
         withdraw_after_ms: raw.withdraw_after_ms,
         on_deny: raw.on_deny,
         blocked_path: raw.blocked_path,
+        run: raw.run,
         meta,
     }))
 }
@@ -1073,6 +1092,7 @@ mod tests {
             "hang",
             "no-result-block",
             "flood",
+            "worktree-change",
         ] {
             assert!(builtin(name).is_some(), "{name} ships");
         }
@@ -1099,6 +1119,43 @@ mod tests {
                 );
             }
         }
+    }
+
+    #[test]
+    fn shipped_scenarios_run_only_harmless_commands() {
+        // A shipped `run = true` step reads; it never deletes, moves, fetches or writes
+        // outside the file it is about.
+        const READERS: &[&str] = &["wc", "ls", "cat", "head", "pwd", "echo"];
+        let mut ran = 0;
+        for name in builtin_names() {
+            for step in builtin_scenario(name).turns.iter().flat_map(|t| &t.steps) {
+                let Action::Tool(call) = &step.action else {
+                    continue;
+                };
+                if !call.run {
+                    continue;
+                }
+                ran += 1;
+                let command = call.input["command"].as_str().unwrap_or_default();
+                let words = shell_words::split(command).expect("a command that parses");
+                assert!(READERS.contains(&words[0].as_str()), "{name}: {command}");
+                assert!(
+                    !command.contains(['>', ';', '&', '|', '`', '$']),
+                    "{name}: one plain command, no redirection or chaining: {command}"
+                );
+            }
+        }
+        assert!(ran > 0, "some shipped scenario runs a command for real");
+        let change = builtin_scenario("worktree-change");
+        let tools: Vec<&str> = change.turns[0]
+            .steps
+            .iter()
+            .filter_map(|s| match &s.action {
+                Action::Tool(call) => Some(call.name.as_str()),
+                _ => None,
+            })
+            .collect();
+        assert_eq!(tools, ["Write", "Edit", "Bash"]);
     }
 
     #[test]

@@ -43,6 +43,10 @@ pub struct SpecInput {
     pub scenario: Option<String>,
     /// Task class, used to remember route choices.
     pub class: Option<String>,
+    /// `worktree` or `shared`; absent: the configured default (`[workspaces] default`).
+    pub workspace: Option<String>,
+    /// A worktree run brings the checkout's uncommitted changes along.
+    pub carry_changes: Option<bool>,
 }
 
 #[cfg(test)]

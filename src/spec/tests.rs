@@ -142,6 +142,8 @@ fn every_field_passes_through_when_valid() {
         queue_if_busy: Some(false),
         scenario: Some(" ".into()),
         class: Some("feature".into()),
+        workspace: Some(" Worktree ".into()),
+        carry_changes: Some(true),
     };
     let spec = accepted(&input);
     assert_eq!(
@@ -175,6 +177,11 @@ fn every_field_passes_through_when_valid() {
     assert!(!spec.queue_if_busy);
     assert_eq!(spec.scenario, None, "blank strings count as absent");
     assert_eq!(spec.class.as_deref(), Some("feature"));
+    assert_eq!(
+        spec.workspace,
+        Some(crate::workspace::WorkspaceMode::Worktree)
+    );
+    assert!(spec.carry_changes);
     assert!(spec.clamps.is_empty());
 
     // A validated spec survives the ledger's JSON round trip.
@@ -197,6 +204,15 @@ fn refusals_carry_their_code_and_a_sentence_naming_the_fix() {
             },
             ErrorCode::InvalidProvider,
             &["\"gemini\"", "claude-code, codex, opencode or sim"],
+        ),
+        (
+            "unknown workspace names both",
+            SpecInput {
+                workspace: Some("sandbox".into()),
+                ..base()
+            },
+            ErrorCode::InvalidSpec,
+            &["\"sandbox\"", "worktree or shared"],
         ),
         (
             "a near miss is suggested",

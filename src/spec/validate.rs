@@ -1,7 +1,7 @@
 //! `validate`: the one gate between a client's `SpecInput` and a `Spec`.
 //!
 //! Owns the refusal rules and their sentences. What must stay true: the checks run in a
-//! fixed order (provider, task, cwd, model, policy, capability, effort, output schema,
+//! fixed order (provider, task, cwd, model, policy, capability, effort, workspace, output schema,
 //! tags) so a spec with several faults always gets the same first refusal; each refusal
 //! has a stable code and one sentence saying what to change; anything else is accepted,
 //! with numbers clamped through `clamp`.
@@ -32,6 +32,7 @@ pub fn validate(input: &SpecInput, ctx: &ValidationContext) -> Result<Spec, Drov
     let policy = policy(input.policy.as_deref(), provider)?;
     let capability = capability(input.capability.as_deref())?;
     let effort = effort(input.effort.as_deref())?;
+    let workspace = workspace(input.workspace.as_deref())?;
     let output_schema = output_schema(input.output_schema.as_ref())?;
     let tags = tags(&input.tags)?;
 
@@ -101,6 +102,8 @@ pub fn validate(input: &SpecInput, ctx: &ValidationContext) -> Result<Spec, Drov
         queue_if_busy: input.queue_if_busy.unwrap_or(true),
         scenario: present(input.scenario.as_deref()),
         class: present(input.class.as_deref()),
+        workspace,
+        carry_changes: input.carry_changes.unwrap_or(false),
         clamps,
     })
 }
@@ -280,6 +283,25 @@ fn capability(requested: Option<&str>) -> Result<Capability, DroverError> {
             ),
         )
     })
+}
+
+fn workspace(
+    requested: Option<&str>,
+) -> Result<Option<crate::workspace::WorkspaceMode>, DroverError> {
+    use crate::workspace::WorkspaceMode;
+    let Some(word) = present(requested) else {
+        return Ok(None);
+    };
+    match WorkspaceMode::from_word(&word) {
+        Some(mode) => Ok(Some(mode)),
+        None => {
+            let all: Vec<&str> = WorkspaceMode::ALL.iter().map(|m| m.as_str()).collect();
+            Err(DroverError::new(
+                ErrorCode::InvalidSpec,
+                format!("Unknown workspace {}; use {}.", quoted(&word), either(&all)),
+            ))
+        }
+    }
 }
 
 fn effort(requested: Option<&str>) -> Result<Option<Effort>, DroverError> {

@@ -42,6 +42,13 @@ pub struct Spec {
     pub scenario: Option<String>,
     /// Task class, used to remember route choices.
     pub class: Option<String>,
+    /// Where the run works: as asked by the dispatch until admission decides, then as
+    /// decided. Absent in records older than workspaces (those runs shared their cwd).
+    #[serde(default)]
+    pub workspace: Option<crate::workspace::WorkspaceMode>,
+    /// A worktree run brings the checkout's uncommitted changes along.
+    #[serde(default)]
+    pub carry_changes: bool,
     /// Every number that was changed to fit the limits, so the dispatcher can note it.
     #[serde(default)]
     pub clamps: Vec<Clamp>,

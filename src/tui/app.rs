@@ -21,6 +21,7 @@ use super::event::{AppEvent, Effect, ReplyTag};
 use super::keys::{Action, Context, KeyTable};
 use super::layout::Areas;
 use super::model::{Flash, ViewModel};
+use super::views::diff::{DiffScreen, DiffState};
 use super::views::form::DispatchForm;
 use super::views::prompt::{PromptState, PromptView};
 use super::views::route::{RouteState, RouteView};
@@ -36,6 +37,7 @@ use crate::error::ErrorCode;
 use crate::route::EscalationKind;
 use crate::run_state::RunState;
 use crate::spec::text::plural;
+use crate::workspace::WorkspaceView;
 
 /// Lines a page key moves the transcript.
 const PAGE_LINES: usize = 10;
@@ -237,6 +239,7 @@ impl App {
             }
             Some(ViewCommand::SetFilter(text)) => self.model.set_filter(text),
             Some(ViewCommand::NextPrompt { after }) => self.next_prompt(after.as_deref()),
+            Some(ViewCommand::Ask(confirm)) => self.overlays.push(Overlay::Confirm(confirm)),
         }
     }
 
@@ -292,11 +295,36 @@ impl App {
                 None => self.flash_error("select a run first".into()),
             },
             Action::Remove => match selected {
+                Some(run)
+                    if run.head.state.is_terminal()
+                        && run.workspace.as_ref().is_some_and(|w| w.unmerged()) =>
+                {
+                    let ws = run
+                        .workspace
+                        .as_deref()
+                        .cloned()
+                        .unwrap_or_else(WorkspaceView::preparing);
+                    let change = ws
+                        .change
+                        .map(|c| format!(" ({})", c.words()))
+                        .unwrap_or_default();
+                    self.overlays.push(Overlay::Confirm(ConfirmView {
+                        what: Confirmable::Remove {
+                            run_id: run.head.run_id.clone(),
+                        },
+                        message: format!(
+                            "{} has unmerged work in its worktree{change}. Remove it anyway? The work is committed to {}, which stays; the worktree goes.",
+                            run.head.run_id,
+                            ws.branch.as_deref().unwrap_or("its branch")
+                        ),
+                    }));
+                }
                 Some(run) if run.head.state.is_terminal() => effects.push(Effect::Request {
                     tag: ReplyTag::Remove,
                     request: Request::Remove {
                         run_id: Some(run.head.run_id.clone()),
                         finished: false,
+                        force: false,
                     },
                 }),
                 Some(run) => self.flash_error(format!(
@@ -310,6 +338,7 @@ impl App {
                 request: Request::Remove {
                     run_id: None,
                     finished: true,
+                    force: false,
                 },
             }),
             Action::KillAll => {
@@ -334,6 +363,10 @@ impl App {
                 )));
             }
             Action::Help => self.overlays.push(Overlay::Help(HelpView::default())),
+            Action::OpenDiff => match selected {
+                Some(run) => self.open_diff(&run, effects),
+                None => self.flash_error("select a run first".into()),
+            },
             Action::Escalate => match selected {
                 Some(run) if run.escalation_offered => {
                     let offer = self
@@ -466,6 +499,24 @@ impl App {
         }
     }
 
+    /// `D`: the selected run's diff, when it works in a worktree that is there.
+    fn open_diff(&mut self, run: &RunSummary, effects: &mut Vec<Effect>) {
+        let id = &run.head.run_id;
+        if let Err(e) = crate::workspace::diffable(id, run.workspace.as_deref()) {
+            return self.flash_error(e.message);
+        }
+        let view = DiffScreen::new(id.clone(), run.head.title.clone());
+        let (tag, request) = view.list_request();
+        self.overlays.push(Overlay::Diff(view));
+        effects.push(Effect::Request { tag, request });
+    }
+
+    fn diff_view_at(&self, run_id: &str) -> Option<usize> {
+        self.overlays
+            .iter()
+            .rposition(|o| matches!(o, Overlay::Diff(d) if d.run_id == run_id))
+    }
+
     fn open_follow_up(&mut self, run: &RunSummary) {
         let question = self
             .model
@@ -584,6 +635,14 @@ impl App {
     }
 
     fn on_mouse(&mut self, mouse: MouseEvent) {
+        if let Some(Overlay::Diff(diff)) = self.overlays.last_mut() {
+            match mouse.kind {
+                MouseEventKind::ScrollDown => diff.wheel(true),
+                MouseEventKind::ScrollUp => diff.wheel(false),
+                _ => {}
+            }
+            return;
+        }
         if let Some(Overlay::Prompt(prompt)) = self.overlays.last_mut() {
             match mouse.kind {
                 MouseEventKind::ScrollDown => prompt.scroll = prompt.scroll.saturating_add(1),
@@ -644,6 +703,17 @@ impl App {
                 }
                 if run.head.state != RunState::AwaitingRoute {
                     self.route_gone(&run_id, &format!("the run is now {}", run.head.state));
+                }
+                // A diff on screen whose run changed again is read again.
+                if let Some(at) = self.diff_view_at(&run_id)
+                    && let Overlay::Diff(view) = &self.overlays[at]
+                    && view.state == DiffState::Ready
+                    && run.workspace.as_ref().is_some_and(|w| {
+                        w.has_worktree() && w.change.is_some() && w.change != view.change
+                    })
+                {
+                    let (tag, request) = view.list_request();
+                    effects.push(Effect::Request { tag, request });
                 }
             }
             DispatchEvent::PermissionResolved {
@@ -868,12 +938,92 @@ impl App {
                 }
                 Err(e) => self.flash_error(format!("{}: {}", e.code, e.message)),
             },
+            ReplyTag::Diff { run_id, file } => self.on_diff(&run_id, file, result, effects),
+            ReplyTag::WorkspaceAction { run_id, action } => {
+                self.on_workspace_action(&run_id, &action, result, effects)
+            }
             ReplyTag::KillAll => match result.and_then(Response::into_stopped) {
                 Ok(stopped) => {
                     let n = stopped.stopped.len();
                     self.flash_info(format!("stopping {n} run{}", plural(n)));
                 }
                 Err(e) => self.flash_error(format!("{}: {}", e.code, e.message)),
+            },
+        }
+    }
+
+    fn on_diff(
+        &mut self,
+        run_id: &str,
+        file: Option<String>,
+        result: Result<Response, DroverError>,
+        effects: &mut Vec<Effect>,
+    ) {
+        let Some(at) = self.diff_view_at(run_id) else {
+            return;
+        };
+        let Overlay::Diff(view) = &mut self.overlays[at] else {
+            return;
+        };
+        match (result.and_then(Response::into_diff), file) {
+            (Ok(diff), None) => {
+                if let Some((tag, request)) = view.set_files(diff) {
+                    effects.push(Effect::Request { tag, request });
+                }
+            }
+            (Ok(diff), Some(_)) => view.set_patch(diff),
+            (Err(e), _) => view.failed(format!("{}: {}", e.code, e.message)),
+        }
+    }
+
+    fn on_workspace_action(
+        &mut self,
+        run_id: &str,
+        action: &str,
+        result: Result<Response, DroverError>,
+        effects: &mut Vec<Effect>,
+    ) {
+        let at = self.diff_view_at(run_id);
+        match result.and_then(Response::into_workspace) {
+            Ok(done) => {
+                let words = match &done.merge {
+                    Some(m) => format!(
+                        "merged {run_id} into {} ({}){}",
+                        m.into,
+                        m.how.words(),
+                        if m.checkout_updated || m.how == crate::workspace::MergeHow::UpToDate {
+                            String::new()
+                        } else {
+                            format!(
+                                "; your checkout is not on {}, only the branch moved",
+                                m.into
+                            )
+                        }
+                    ),
+                    None if action == "keep" => format!(
+                        "kept {}; {run_id}'s worktree is removed",
+                        done.workspace.branch.as_deref().unwrap_or("its branch")
+                    ),
+                    None => format!("discarded {run_id}'s worktree and branch"),
+                };
+                self.want_show.push(run_id.to_string());
+                if let Some(at) = at {
+                    if done.workspace.has_worktree() {
+                        // An idle run merged: it goes on, its diff is empty now.
+                        if let Overlay::Diff(view) = &mut self.overlays[at] {
+                            view.acted(&done);
+                            let (tag, request) = view.list_request();
+                            effects.push(Effect::Request { tag, request });
+                        }
+                    } else {
+                        self.overlays.remove(at);
+                    }
+                }
+                self.flash_info(words);
+            }
+            Err(e) => match at.map(|at| &mut self.overlays[at]) {
+                Some(Overlay::Diff(view)) => view.failed(format!("{}: {}", e.code, e.message)),
+                _ => self.flash_error(format!("{}: {}", e.code, e.message)),
             },
         }
     }

@@ -31,6 +31,7 @@ fn summary(id: &str, state: RunState) -> RunSummary {
         pending: 0,
         needs_input: false,
         escalation_offered: false,
+        workspace: None,
         result_status: None,
     }
 }
@@ -252,7 +253,8 @@ fn stop_and_complete_name_the_selected_run_and_finished_runs_refuse() {
         requests(&app.handle(key('x'))),
         [&Request::Remove {
             run_id: Some("bb".into()),
-            finished: false
+            finished: false,
+            force: false,
         }]
     );
 }

@@ -53,7 +53,10 @@ pub enum ReplyTag {
     Show(String),
     Transcript(String),
     Dispatch,
-    Respond { run_id: String, request_id: String },
+    Respond {
+        run_id: String,
+        request_id: String,
+    },
     FollowUp(String),
     Stop(String),
     Complete(String),
@@ -63,6 +66,16 @@ pub enum ReplyTag {
     RouteDecline(String),
     Escalate(String),
     Resume(String),
+    /// A run's diff: the file list (`file` none) or one file's patch.
+    Diff {
+        run_id: String,
+        file: Option<String>,
+    },
+    /// `merge`, `keep` or `discard` of a run's worktree.
+    WorkspaceAction {
+        run_id: String,
+        action: String,
+    },
 }
 
 /// What the app asks of its driver.

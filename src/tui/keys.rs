@@ -1,6 +1,6 @@
-//! Key bindings as data: one table per context (the dashboard, a permission prompt, the
-//! dispatch form, a text box, a confirmation, help), used both to handle keys and to
-//! draw the footer hints and the help overlay.
+//! Key bindings as data: one table per context (the dashboard, a permission prompt, a
+//! route card, the diff view, the dispatch form, a text box, a confirmation, help), used
+//! both to handle keys and to draw the footer hints and the help overlay.
 //!
 //! What must stay true: a key does what the footer and help say it does, because all
 //! three read the same [`KeyTable`]. Bindings are `key = "action_name"` pairs
@@ -22,13 +22,15 @@ pub enum Context {
     Confirm,
     Help,
     Route,
+    Diff,
 }
 
 impl Context {
-    pub const ALL: [Context; 7] = [
+    pub const ALL: [Context; 8] = [
         Context::Dashboard,
         Context::Prompt,
         Context::Route,
+        Context::Diff,
         Context::Form,
         Context::Input,
         Context::Confirm,
@@ -44,6 +46,7 @@ impl Context {
             Context::Confirm => "confirm",
             Context::Help => "help",
             Context::Route => "route",
+            Context::Diff => "diff",
         }
     }
 
@@ -57,6 +60,7 @@ impl Context {
             Context::Confirm => "Confirmation",
             Context::Help => "Help",
             Context::Route => "Route card (1-9 picks an option)",
+            Context::Diff => "Diff view (a worktree run's change)",
         }
     }
 
@@ -90,6 +94,17 @@ pub enum Action {
     Quit,
     Escalate,
     Resume,
+    OpenDiff,
+    // diff view
+    NextFile,
+    PrevFile,
+    PageDown,
+    PageUp,
+    Merge,
+    MergeSquash,
+    Keep,
+    Discard,
+    Refresh,
     // prompt
     AllowOnce,
     AllowAlways,
@@ -113,7 +128,7 @@ pub enum Action {
 }
 
 impl Action {
-    pub const ALL: [Action; 37] = [
+    pub const ALL: [Action; 47] = [
         Action::SelectNext,
         Action::SelectPrev,
         Action::SelectFirst,
@@ -135,6 +150,16 @@ impl Action {
         Action::Quit,
         Action::Escalate,
         Action::Resume,
+        Action::OpenDiff,
+        Action::NextFile,
+        Action::PrevFile,
+        Action::PageDown,
+        Action::PageUp,
+        Action::Merge,
+        Action::MergeSquash,
+        Action::Keep,
+        Action::Discard,
+        Action::Refresh,
         Action::Pick,
         Action::ToggleRemember,
         Action::Decline,
@@ -177,6 +202,16 @@ impl Action {
             Action::Quit => "quit",
             Action::Escalate => "escalate",
             Action::Resume => "resume",
+            Action::OpenDiff => "open_diff",
+            Action::NextFile => "next_file",
+            Action::PrevFile => "prev_file",
+            Action::PageDown => "page_down",
+            Action::PageUp => "page_up",
+            Action::Merge => "merge",
+            Action::MergeSquash => "merge_squash",
+            Action::Keep => "keep",
+            Action::Discard => "discard",
+            Action::Refresh => "refresh",
             Action::Pick => "pick",
             Action::ToggleRemember => "toggle_remember",
             Action::Decline => "decline",
@@ -220,6 +255,16 @@ impl Action {
             Action::Quit => "leave; the runs go on (`drover shutdown` stops drover)",
             Action::Escalate => "escalate / retry the selected finished run (as offered)",
             Action::Resume => "resume the selected interrupted run in its provider session",
+            Action::OpenDiff => "show the selected worktree run's diff (merge, keep, discard)",
+            Action::NextFile => "next changed file",
+            Action::PrevFile => "previous changed file",
+            Action::PageDown => "scroll down a page",
+            Action::PageUp => "scroll up a page",
+            Action::Merge => "merge the run's work into its base branch in your checkout",
+            Action::MergeSquash => "merge it as one squashed commit",
+            Action::Keep => "remove the worktree, keep the branch (a finished run)",
+            Action::Discard => "delete the worktree and the branch (asks first)",
+            Action::Refresh => "read the diff again",
             Action::Pick => "pick the highlighted option",
             Action::ToggleRemember => "remember the pick for this task class",
             Action::Decline => "decline the card (the run is stopped)",
@@ -253,6 +298,12 @@ impl Action {
             Action::Quit => "leave",
             Action::Escalate => "escalate",
             Action::Resume => "resume",
+            Action::OpenDiff => "diff",
+            Action::NextFile => "next file",
+            Action::Merge => "merge",
+            Action::MergeSquash => "squash",
+            Action::Keep => "keep",
+            Action::Discard => "discard",
             Action::Pick => "pick",
             Action::ToggleRemember => "remember",
             Action::Decline => "decline",
@@ -444,6 +495,27 @@ const DASHBOARD: &[Binding] = &[
     bind(KeyCombo::char('K'), A::KillAll),
     bind(KeyCombo::char('e'), A::Escalate),
     bind(KeyCombo::char('R'), A::Resume),
+    bind(KeyCombo::char('D'), A::OpenDiff),
+];
+
+#[rustfmt::skip]
+const DIFF: &[Binding] = &[
+    bind(KeyCombo::char('m'), A::Merge),
+    bind(KeyCombo::char('M'), A::MergeSquash),
+    bind(KeyCombo::char('k'), A::Keep),
+    bind(KeyCombo::char('x'), A::Discard),
+    bind(KeyCombo::plain(K::Tab), A::NextFile),
+    bind(KeyCombo::plain(K::Right), A::NextFile),
+    bind(KeyCombo::plain(K::BackTab), A::PrevFile),
+    bind(KeyCombo::plain(K::Left), A::PrevFile),
+    bind(KeyCombo::plain(K::Down), A::ScrollDown),
+    bind(KeyCombo::plain(K::Up), A::ScrollUp),
+    bind(KeyCombo::plain(K::PageDown), A::PageDown),
+    bind(KeyCombo::char(' '), A::PageDown),
+    bind(KeyCombo::plain(K::PageUp), A::PageUp),
+    bind(KeyCombo::char('r'), A::Refresh),
+    bind(KeyCombo::plain(K::Esc), A::Close),
+    bind(KeyCombo::char('q'), A::Close),
 ];
 
 #[rustfmt::skip]
@@ -522,6 +594,7 @@ fn shipped(context: Context) -> &'static [Binding] {
         Context::Confirm => CONFIRM,
         Context::Help => HELP,
         Context::Route => ROUTE,
+        Context::Diff => DIFF,
     }
 }
 

@@ -92,6 +92,9 @@ impl Row {
     }
 }
 
+/// How many settled request ids a run remembers (more than can be in flight at once).
+const SETTLED_KEPT: usize = 64;
+
 /// Everything known about one run.
 #[derive(Debug, Clone)]
 pub struct RunEntry {
@@ -100,6 +103,9 @@ pub struct RunEntry {
     pub detail: Option<RunView>,
     /// Pending requests, oldest first.
     pub pending: Vec<PendingView>,
+    /// Requests known to be settled, newest last (at most [`SETTLED_KEPT`]): a view fetched
+    /// before a request was answered may still list it, and must not bring it back.
+    settled: VecDeque<String>,
     pub transcript: VecDeque<String>,
     /// Whether the transcript was fetched (otherwise it holds only lines heard since).
     pub transcript_loaded: bool,
@@ -114,6 +120,7 @@ impl RunEntry {
             summary,
             detail: None,
             pending: Vec::new(),
+            settled: VecDeque::new(),
             transcript: VecDeque::new(),
             transcript_loaded: false,
             heard_since_fetch: None,
@@ -304,11 +311,12 @@ impl ViewModel {
             DispatchEvent::PermissionRequested { run_id, pending } => {
                 let mut applied = Applied::default();
                 if let Some(entry) = self.runs.get_mut(run_id) {
-                    if !entry
+                    let known = entry
                         .pending
                         .iter()
                         .any(|p| p.request_id == pending.request_id)
-                    {
+                        || entry.settled.iter().any(|id| *id == pending.request_id);
+                    if !known {
                         entry.pending.push(pending.clone());
                         entry.pending.sort_by_key(|p| p.created_at);
                     }
@@ -373,14 +381,22 @@ impl ViewModel {
             if let Some(detail) = &mut entry.detail {
                 detail.pending.retain(|p| p.request_id != request_id);
             }
+            if !entry.settled.iter().any(|id| id == request_id) {
+                if entry.settled.len() == SETTLED_KEPT {
+                    entry.settled.pop_front();
+                }
+                entry.settled.push_back(request_id.to_string());
+            }
         }
     }
 
     /// Stores a run's full view (the answer to `Request::Show`).
-    pub fn set_detail(&mut self, view: RunView) {
+    pub fn set_detail(&mut self, mut view: RunView) {
         let Some(entry) = self.runs.get_mut(&view.head.run_id) else {
             return;
         };
+        view.pending
+            .retain(|p| !entry.settled.iter().any(|id| *id == p.request_id));
         entry.pending = view.pending.clone();
         entry.pending.sort_by_key(|p| p.created_at);
         let seq = |l: &Option<crate::live_state::LiveState>| l.as_ref().map_or(0, |l| l.seq);
@@ -705,6 +721,7 @@ mod tests {
             pending: 0,
             needs_input: false,
             escalation_offered: false,
+            workspace: None,
             result_status: None,
         }
     }

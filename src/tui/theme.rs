@@ -79,6 +79,49 @@ pub fn pane_border() -> Style {
     Style::new().add_modifier(Modifier::DIM)
 }
 
+/// A diff's added lines (and added-line counts).
+pub fn diff_added() -> Style {
+    Style::new().fg(Color::Green)
+}
+
+/// A diff's removed lines (and removed-line counts).
+pub fn diff_removed() -> Style {
+    Style::new().fg(Color::Red)
+}
+
+/// A diff's hunk headers (`@@ -1,3 +1,4 @@`).
+pub fn diff_hunk() -> Style {
+    Style::new().fg(Color::Cyan)
+}
+
+/// A diff's file headers (`diff --git`, `---`, `+++`).
+pub fn diff_file() -> Style {
+    Style::new().add_modifier(Modifier::BOLD)
+}
+
+/// The style of one line of a unified diff.
+pub fn diff_line(line: &str) -> Style {
+    if line.starts_with("diff --git") || line.starts_with("+++ ") || line.starts_with("--- ") {
+        diff_file()
+    } else if line.starts_with("@@") {
+        diff_hunk()
+    } else if line.starts_with('+') {
+        diff_added()
+    } else if line.starts_with('-') {
+        diff_removed()
+    } else if line.starts_with("index ")
+        || line.starts_with("new file mode")
+        || line.starts_with("deleted file mode")
+        || line.starts_with("similarity index")
+        || line.starts_with("rename ")
+        || line.starts_with('\\')
+    {
+        dim()
+    } else {
+        text()
+    }
+}
+
 /// The spent part of a gauge, by budget level.
 pub fn gauge_spent(level: BudgetLevel) -> Style {
     match level {
@@ -127,6 +170,17 @@ mod tests {
     }
 
     #[test]
+    fn diff_lines_are_styled_by_what_they_are() {
+        assert_eq!(diff_line("+added"), diff_added());
+        assert_eq!(diff_line("-removed"), diff_removed());
+        assert_eq!(diff_line("+++ b/src/main.rs"), diff_file());
+        assert_eq!(diff_line("--- a/src/main.rs"), diff_file());
+        assert_eq!(diff_line("@@ -1,3 +1,4 @@ fn main"), diff_hunk());
+        assert_eq!(diff_line("index 3f2a..9c1e 100644"), dim());
+        assert_eq!(diff_line(" context"), text());
+    }
+
+    #[test]
     fn the_palette_uses_only_ansi_colours() {
         let styles = [
             text(),
@@ -148,6 +202,10 @@ mod tests {
             gauge_spent(BudgetLevel::Warning),
             gauge_spent(BudgetLevel::Cap),
             gauge_reserved(),
+            diff_added(),
+            diff_removed(),
+            diff_hunk(),
+            diff_file(),
         ];
         for style in styles {
             for colour in [style.fg, style.bg].into_iter().flatten() {

@@ -34,6 +34,9 @@ const SERVE_START_LIMIT: Duration = Duration::from_secs(30);
 /// child gets 2 s + 3 s + 2 s to go away).
 const SHUTDOWN_LIMIT: Duration = Duration::from_secs(30);
 
+/// The program in every work directory (`src/main.rs`).
+pub const GREETING: &str = "fn main() {\n    println!(\"hello\");\n}\n";
+
 /// The `drover` binary under test.
 pub fn drover_bin() -> &'static str {
     env!("CARGO_BIN_EXE_drover")
@@ -55,6 +58,10 @@ impl Home {
             .expect("a temp dir");
         let work = dir.path().join("work");
         std::fs::create_dir(&work).expect("the work dir");
+        // What the shipped scenarios edit (tool-permission's greeting), so their allowed
+        // edits land for real.
+        std::fs::create_dir(work.join("src")).expect("the work dir's src");
+        std::fs::write(work.join("src/main.rs"), GREETING).expect("src/main.rs");
         Home { dir, work }
     }
 

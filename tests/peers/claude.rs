@@ -142,6 +142,32 @@ async fn a_tool_call_allowed_by_the_user_runs_and_its_result_goes_back_to_the_mo
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_file_written_in_a_worktree_lands_there_only_and_merge_brings_it_to_the_users_branch() {
+    let command = "printf 'cached-91c2\\n' > cache.txt";
+    let rig = Rig::start(vec![
+        Reply::tool_call(
+            "Bash",
+            json!({"command": command, "description": "Write cache.txt"}),
+        ),
+        Reply::text(done("wrote cache.txt")),
+    ])
+    .await;
+    let base = rig.drover.work_repo().await;
+    let run = rig.dispatch("Write cache.txt").await;
+    let pending = rig.pending(&run).await;
+    assert_eq!(pending["tool"], "Bash", "{pending:#}");
+    let request = pending["request_id"].as_str().unwrap().to_string();
+    rig.respond(&run, &request, &["allow"]).await;
+    let view = rig.drover.until_state(&run, "idle", TURN).await;
+    assert_eq!(view["last_result"]["status"], "done", "{view:#}");
+    rig.drover
+        .merge_worktree_file(&run, &base, "cache.txt", "cached-91c2\n")
+        .await;
+    let pid = view["pid"].as_u64().expect("an idle run keeps its child") as u32;
+    rig.complete(&run, pid).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_tool_call_denied_by_the_user_does_not_run_and_the_model_hears_why() {
     let command = "echo denied-51c2 > denied.txt";
     let rig = Rig::start(vec![

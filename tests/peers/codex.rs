@@ -216,6 +216,29 @@ async fn a_command_allowed_by_the_user_runs_and_its_output_goes_back_to_the_mode
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_file_written_in_a_worktree_lands_there_only_and_merge_brings_it_to_the_users_branch() {
+    let command = "printf 'cached-91c2\\n' > cache.txt";
+    let rig = Rig::start(vec![
+        Reply::tool_call("exec_command", json!({"cmd": command})),
+        Reply::text(done("wrote cache.txt")),
+    ])
+    .await;
+    let base = rig.drover.work_repo().await;
+    let run = rig.dispatch("ask", "Write cache.txt").await;
+    let pending = rig.pending(&run).await;
+    assert_eq!(pending["tool"], "shell", "{pending:#}");
+    let request = pending["request_id"].as_str().unwrap().to_string();
+    rig.respond(&run, &request, &["allow"]).await;
+    let view = rig.drover.until_state(&run, "idle", TURN).await;
+    assert_eq!(view["last_result"]["status"], "done", "{view:#}");
+    rig.drover
+        .merge_worktree_file(&run, &base, "cache.txt", "cached-91c2\n")
+        .await;
+    rig.complete(&run, view["pid"].as_u64().map(|p| p as u32))
+        .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_command_denied_by_the_user_does_not_run_and_the_model_hears_it() {
     let command = "echo denied-51c2 > denied.txt";
     let rig = Rig::start(vec![

@@ -256,6 +256,84 @@ impl Drover {
         self.json(&["show", run]).await
     }
 
+    /// Makes the work directory a git repository on `main` with one commit (a README), and
+    /// an identity of its own for the commits drover makes there: runs that can write get
+    /// worktrees. Returns the commit.
+    pub async fn work_repo(&self) -> String {
+        let work = self.work_dir();
+        std::fs::write(work.join("README.md"), "# work\n").expect("README.md");
+        for args in [
+            &["init", "-q", "-b", "main"][..],
+            &["config", "user.name", "Peer Test"],
+            &["config", "user.email", "peer@example.invalid"],
+            &["config", "commit.gpgsign", "false"],
+            &["add", "-A"],
+            &["commit", "-q", "-m", "start"],
+        ] {
+            self.git(&work, args).await;
+        }
+        self.git(&work, &["rev-parse", "HEAD"]).await
+    }
+
+    /// `git ARGS` in `dir` with the children's environment (bounded), which must succeed;
+    /// its stdout, trimmed.
+    pub async fn git(&self, dir: &Path, args: &[&str]) -> String {
+        let git = which::which("git").expect("git is installed");
+        let (ok, stdout, stderr) = crate::peers::run_bounded(
+            &git,
+            args,
+            &base_env(&self.child_home()),
+            dir,
+            Duration::from_secs(60),
+        )
+        .await;
+        assert!(ok, "git {args:?} in {}: {stderr}", dir.display());
+        stdout.trim().to_string()
+    }
+
+    /// Checks a worktree run wrote `file` = `content` in its worktree only, then merges it
+    /// with `drover merge` and checks it landed on the user's branch by a fast-forward.
+    pub async fn merge_worktree_file(&self, run: &str, base: &str, file: &str, content: &str) {
+        let view = self
+            .until(run, "its change counted", Duration::from_secs(30), |v| {
+                v["workspace"]["change"]["files"] == 1
+            })
+            .await;
+        let ws = &view["workspace"];
+        assert_eq!(ws["mode"], "worktree", "{view:#}");
+        assert_eq!(ws["base_commit"], base, "{view:#}");
+        let tree = PathBuf::from(ws["worktree"].as_str().expect("a worktree"));
+        assert_eq!(
+            std::fs::read_to_string(tree.join(file)).expect("the file is in the worktree"),
+            content
+        );
+        let work = self.work_dir();
+        assert!(
+            !work.join(file).exists(),
+            "the run wrote into the user's checkout"
+        );
+        assert_eq!(self.git(&work, &["rev-parse", "HEAD"]).await, base);
+
+        let answer = self.json(&["merge", run]).await;
+        assert_eq!(answer["merge"]["how"], "fast_forward", "{answer:#}");
+        assert_eq!(
+            std::fs::read_to_string(work.join(file)).expect("merged into the checkout"),
+            content
+        );
+        let head = self.git(&work, &["rev-parse", "HEAD"]).await;
+        assert_eq!(answer["merge"]["commit"], head.as_str(), "{answer:#}");
+        assert_eq!(
+            self.git(&work, &["rev-parse", "HEAD~1"]).await,
+            base,
+            "one commit of the run's work on top of the base"
+        );
+        assert_eq!(
+            self.git(&work, &["status", "--porcelain"]).await,
+            "",
+            "the checkout is clean"
+        );
+    }
+
     /// Every recorded event of the run (`transcript --format events --json`).
     pub async fn events(&self, run: &str) -> Vec<Value> {
         let view = self.json(&["transcript", run, "--format", "events"]).await;

@@ -98,6 +98,7 @@ pub fn summary(n: u32, title: &str, state: RunState) -> RunSummary {
         pending: usize::from(state == RunState::AwaitingPermission),
         needs_input: false,
         escalation_offered: false,
+        workspace: None,
         result_status: None,
     }
 }
@@ -195,6 +196,7 @@ pub fn view_of(s: &RunSummary) -> RunView {
         escalation: None,
         depth: 0,
         parent_run: None,
+        workspace: s.workspace.as_deref().cloned(),
     }
 }
 
@@ -436,4 +438,98 @@ pub fn held_app(width: u16, height: u16) -> App {
     app.model.set_detail(view);
     app.model.select(&id(3));
     app
+}
+
+/// A worktree run's workspace: branch `drover/<id>-…` from `main`, with `change`.
+pub fn worktree(n: u32, change: Option<(u32, u64, u64)>) -> drover::workspace::WorkspaceView {
+    drover::workspace::WorkspaceView {
+        mode: drover::workspace::WorkspaceMode::Worktree,
+        status: drover::workspace::WorkspaceStatus::Ready,
+        dir: Some(format!(
+            "/home/dev/.local/share/drover/worktrees/project/{}",
+            id(n)
+        )),
+        checkout: Some("/home/dev/project".into()),
+        worktree: Some(format!(
+            "/home/dev/.local/share/drover/worktrees/project/{}",
+            id(n)
+        )),
+        branch: Some(format!("drover/{}-add-a-cache", id(n))),
+        base_branch: Some("main".into()),
+        base_commit: Some("3f2a1b0c9d8e7f6a5b4c3d2e1f0a9b8c7d6e5f4a".into()),
+        change: change.map(|(files, added, removed)| drover::workspace::ChangeStat {
+            files,
+            added,
+            removed,
+        }),
+    }
+}
+
+/// The file list `diff --stat` answers for a run with three changed files.
+pub fn diff_files(n: u32) -> drover::dispatch::api::DiffView {
+    use drover::workspace::FileStat;
+    let file = |path: &str, status: &str, added: u64, removed: u64| FileStat {
+        path: path.into(),
+        old_path: None,
+        status: status.into(),
+        added,
+        removed,
+        binary: false,
+    };
+    drover::dispatch::api::DiffView {
+        run_id: id(n),
+        branch: Some(format!("drover/{}-add-a-cache", id(n))),
+        base_branch: Some("main".into()),
+        base_commit: Some("3f2a1b0c9d8e7f6a5b4c3d2e1f0a9b8c7d6e5f4a".into()),
+        change: drover::workspace::ChangeStat {
+            files: 3,
+            added: 21,
+            removed: 3,
+        },
+        files: vec![
+            file("src/cache.rs", "added", 17, 0),
+            file("src/main.rs", "modified", 3, 2),
+            file(
+                "docs/a/very/long/path/to/the/design/notes.md",
+                "modified",
+                1,
+                1,
+            ),
+        ],
+        file: None,
+        patch: None,
+        truncated: false,
+    }
+}
+
+/// git's diff of one file, as `diff --file` answers it.
+pub fn diff_patch(n: u32, path: &str) -> drover::dispatch::api::DiffView {
+    let patch = if path == "src/main.rs" {
+        "diff --git a/src/main.rs b/src/main.rs\n\
+         index 3f2a1b0..9c1e2d3 100644\n\
+         --- a/src/main.rs\n\
+         +++ b/src/main.rs\n\
+         @@ -1,3 +1,4 @@\n\
+         +mod cache;\n\
+         \x20fn main() {\n\
+         -    println!(\"hello\");\n\
+         -    // greet\n\
+         +    let mut cache = cache::Cache::new();\n\
+         +    println!(\"{}\", cache.get_or_insert(\"greeting\", || \"hello, cache\".to_string()));\n\
+         \x20}\n"
+            .to_string()
+    } else {
+        let mut text = format!(
+            "diff --git a/{path} b/{path}\nnew file mode 100644\nindex 0000000..a1b2c3d\n--- /dev/null\n+++ b/{path}\n@@ -0,0 +1,40 @@\n"
+        );
+        for i in 1..=40 {
+            text.push_str(&format!("+// line {i} of the new module\n"));
+        }
+        text
+    };
+    drover::dispatch::api::DiffView {
+        file: Some(path.into()),
+        patch: Some(patch),
+        ..diff_files(n)
+    }
 }

@@ -19,6 +19,8 @@ use crate::live_state::LiveStateKind;
 use crate::providers::{self, DEFAULT_PROVIDER};
 use crate::run_state::RunState;
 use crate::spec::{self, PermissionPolicy, ProviderInfo, SpecInput, ValidationContext};
+use crate::workspace::ops::ParentStart;
+use crate::workspace::{WorkspaceMode, WorkspaceView};
 use crate::{DroverError, ErrorCode};
 
 impl Core {
@@ -105,6 +107,16 @@ impl Core {
 
     /// Validates and creates a run. Returns the run's summary.
     pub(super) fn admit(&mut self, input: SpecInput) -> Result<RunSummary, DroverError> {
+        self.admit_with(input, None)
+    }
+
+    /// [`Core::admit`], for a run that starts from another run's work (an escalation or
+    /// retry of a worktree run starts on its branch).
+    pub(super) fn admit_with(
+        &mut self,
+        input: SpecInput,
+        from: Option<ParentStart>,
+    ) -> Result<RunSummary, DroverError> {
         let now = self.now;
         if let Some(name) = input.provider.as_deref().map(str::trim)
             && !name.is_empty()
@@ -138,6 +150,9 @@ impl Core {
             models: &self.money.catalog,
         };
         let mut spec = spec::validate(&input, &ctx)?;
+        let asked = spec.workspace.is_some();
+        let mode = self.workspace_mode(&spec, from.as_ref())?;
+        spec.workspace = Some(mode);
         let session = self.money.current.clone();
         let mut notes: Vec<String> = spec
             .clamps
@@ -220,6 +235,11 @@ impl Core {
         );
         let mut run = Run::new(id.clone(), spec, session, now, ring);
         run.first_prompt = Some(first_prompt);
+        run.workspace_asked = asked;
+        if mode == WorkspaceMode::Worktree {
+            run.workspace = WorkspaceView::preparing();
+            run.start_from = from;
+        }
         let mut batch = Batch::default();
         batch.ops.push(WriteOp::InsertRun(Box::new(RunRecord {
             run_id: id.clone(),
@@ -240,6 +260,7 @@ impl Core {
             spec: spec_json,
             live_state: None,
             result: None,
+            workspace: serde_json::to_value(&run.workspace).ok(),
         })));
         run.event(
             &mut batch,
@@ -268,10 +289,13 @@ impl Core {
         self.runs.insert(id.clone(), run);
         self.order.push(id.clone());
         self.commit(batch);
-        match (hold, admission) {
-            (Some(card), _) => self.hold(&id, card),
-            (None, Admission::Start) => self.launch(&id, false),
-            (None, _) => self.queue.push_back(id.clone()),
+        let holder = self.dir_holder(&id);
+        match (hold, admission, holder) {
+            (Some(card), _, _) => self.hold(&id, card),
+            // Its directory is in use by another writing run: it waits (no slot yet).
+            (None, _, Some(holder)) => self.wait_for_dir(&id, &holder),
+            (None, Admission::Start, None) => self.launch(&id, false),
+            (None, _, None) => self.queue.push_back(id.clone()),
         }
         // The answer shows where the run is now: starting, or queued.
         self.runs

@@ -85,11 +85,19 @@ impl Core {
 
     /// Asks for the run's adapter (its outcome comes back as [`super::Input::Launched`]).
     /// A run coming from the queue is first fitted again into what its budget session has
-    /// left.
+    /// left; a worktree run gets its worktree first (the launch follows its outcome).
     pub(super) fn launch(&mut self, run_id: &str, from_queue: bool) {
         if from_queue && !self.refit(run_id) {
             return;
         }
+        if self.prepare_workspace(run_id) {
+            return;
+        }
+        self.launch_now(run_id);
+    }
+
+    /// Asks for the run's adapter, its workspace being ready.
+    pub(super) fn launch_now(&mut self, run_id: &str) {
         let Some(spec) = self.launch_spec(run_id) else {
             return;
         };
@@ -130,7 +138,9 @@ impl Core {
         match outcome {
             Ok(child) => {
                 run.child = Some(child);
-                run.set_state(&mut batch, RunState::Starting, None, now);
+                if run.state != RunState::Starting {
+                    run.set_state(&mut batch, RunState::Starting, None, now);
+                }
                 run.set_live(
                     &mut batch,
                     LiveStateKind::Preparing,
@@ -198,7 +208,7 @@ impl Core {
                 .into(),
             args: provider.map(|p| p.args.clone()).unwrap_or_default(),
             env: provider.map(|p| p.env.clone()).unwrap_or_default(),
-            cwd: run.spec.cwd.clone(),
+            cwd: run.work_dir(),
             model: run.model.clone(),
             effort: run.spec.effort.map(|e| e.as_str().to_string()),
             policy: run.spec.policy,
@@ -329,6 +339,9 @@ impl Core {
         run.launching = false;
         run.turn_in_flight = false;
         run.ending = None;
+        run.preparing_until = None;
+        run.waiting_for_dir = false;
+        run.file_tools.clear();
         if run.live.is_none() {
             run.set_live(
                 &mut batch,
@@ -350,7 +363,10 @@ impl Core {
         run.set_state(&mut batch, state, Some(reason), now);
         self.commit(batch);
         self.offer_escalation(run_id);
+        // What it left in its worktree, for review.
+        self.measure(run_id);
         self.queue.retain(|id| id != run_id);
+        self.release_dir_waiters();
         self.start_queued();
         self.check_waiters();
     }

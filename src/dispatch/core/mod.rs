@@ -11,8 +11,10 @@
 //! What must stay true:
 //! - no tokio, no channels, no ledger handle, no clock, no file system or process call in
 //!   here: time comes with each input, and the few facts of the machine a decision needs
-//!   (the current directory, whether a path is a directory, whether a CLI is installed)
-//!   come through [`Facts`], which tests fake;
+//!   (the current directory, whether a path is a directory, whether a CLI is installed,
+//!   whether a directory is inside a git work tree) come through [`Facts`], which tests
+//!   fake; git itself runs as an [`Effect::Workspace`], its outcome an
+//!   [`Input::Workspace`];
 //! - every change to a run goes through a [`Batch`] (ledger ops, then the events to publish
 //!   once they are committed), so nothing reaches a subscriber that is not on disk;
 //! - a refused request changes nothing; an accepted one is answered after its commit;
@@ -36,6 +38,7 @@
 //! | waits | `waits.rs` |
 //! | one run in memory, its batches, its views | `run.rs` |
 //! | rails and the queue order | `rails.rs` |
+//! | workspaces: worktree or shared, waiting for a shared directory, making the worktree before the launch, the run's change, diff, merge, keep, discard, removing runs with unmerged work | `workspaces.rs` |
 
 mod admission;
 mod answers;
@@ -53,6 +56,7 @@ mod run;
 mod timers;
 pub(crate) mod transcript;
 mod waits;
+mod workspaces;
 
 #[cfg(test)]
 mod tests;
@@ -61,6 +65,7 @@ pub use money::SESSION_KEY;
 pub use routes::memory_key as route_memory_key;
 pub use run::{Batch, TurnOrigin};
 pub use waits::WaitAsk;
+pub use workspaces::{Action as WorkspaceAction, PREPARE_WORKTREE_BOUND_MS};
 
 /// The budget session runs belong to until the user starts another.
 pub const DEFAULT_SESSION: &str = "default";
@@ -98,6 +103,9 @@ pub trait Facts {
     fn env(&self, _name: &str) -> Option<String> {
         None
     }
+
+    /// Whether `dir` is inside a git work tree (at a glance: a `.git` in it or above it).
+    fn in_git_work_tree(&self, dir: &Path) -> bool;
 }
 
 /// One thing for the core to decide on.
@@ -117,6 +125,8 @@ pub enum Input {
         then: Then,
         answer: Result<Fetched, DroverError>,
     },
+    /// The outcome of an [`Effect::Workspace`].
+    Workspace(Box<WorkspaceDone>),
     /// The config file changed and was read again.
     Config(Box<Config>),
     /// The config file changed and could not be read (the refusal says why).
@@ -195,6 +205,45 @@ pub enum Effect {
     },
     /// Read the ledger off the dispatcher's task, after everything committed so far.
     Read(Read),
+    /// Run git work for a run's workspace off the dispatcher's task; report the outcome
+    /// as [`Input::Workspace`].
+    Workspace(Box<WorkspaceJob>),
+}
+
+/// Git work for one run's workspace.
+#[derive(Debug, Clone, PartialEq)]
+pub struct WorkspaceJob {
+    pub run_id: String,
+    pub task: crate::workspace::Task,
+    /// Who waits for the outcome (`diff`, `merge`, `keep`, `discard`).
+    pub reply: Option<ReplyTo>,
+    /// The run's row, for a run that is not in memory: published again once its
+    /// workspace changed.
+    pub row: Option<Box<RunSummary>>,
+}
+
+/// What an [`Effect::Workspace`] came to, with what the job carried.
+#[derive(Debug, Clone, PartialEq)]
+pub struct WorkspaceDone {
+    pub run_id: String,
+    pub reply: Option<ReplyTo>,
+    pub row: Option<Box<RunSummary>>,
+    /// The task that was carried out.
+    pub task: crate::workspace::Task,
+    pub outcome: Result<crate::workspace::Outcome, DroverError>,
+}
+
+impl WorkspaceJob {
+    /// The job's outcome, to hand back to the core.
+    pub fn done(self, outcome: Result<crate::workspace::Outcome, DroverError>) -> WorkspaceDone {
+        WorkspaceDone {
+            run_id: self.run_id,
+            reply: self.reply,
+            row: self.row,
+            task: self.task,
+            outcome,
+        }
+    }
 }
 
 /// A ledger read.
@@ -242,8 +291,10 @@ pub enum Fetch {
     Resumable { run_id: String },
     /// Each run's summary (`RUN_NOT_FOUND` when one is missing).
     Summaries { run_ids: Vec<String> },
-    /// The ids of every finished run not yet removed.
-    FinishedRunIds,
+    /// Everything about one run (`RUN_NOT_FOUND` when there is none).
+    View { run_id: String },
+    /// The summary of every finished run not yet removed.
+    FinishedRuns,
     /// A budget session's spend and record.
     Session { name: String },
 }
@@ -254,7 +305,7 @@ pub enum Fetched {
     Run(Option<Box<RunSummary>>),
     Resumable(Box<ResumeData>),
     Summaries(Vec<RunSummary>),
-    RunIds(Vec<String>),
+    View(Box<super::api::RunView>),
     Session(LoadedSession),
 }
 
@@ -278,13 +329,21 @@ pub enum Then {
     RemoveOne {
         to: ReplyTo,
         run_id: String,
+        force: bool,
     },
     RemoveFinished {
         to: ReplyTo,
+        force: bool,
     },
     BudgetNew {
         to: ReplyTo,
         name: String,
+    },
+    /// A workspace request on a run that is not in memory.
+    Workspace {
+        to: ReplyTo,
+        run_id: String,
+        action: WorkspaceAction,
     },
 }
 
@@ -301,6 +360,10 @@ pub struct Startup {
     pub route_memory: Vec<(String, String)>,
     /// When the newest run in the ledger was created (new ids sort after it).
     pub newest_run_at: Option<UnixMillis>,
+    /// The data directory (worktrees go under it unless `[workspaces] root` says).
+    pub data_dir: PathBuf,
+    /// The repositories that runs' worktrees belong to (stale entries are pruned at start).
+    pub checkouts: Vec<PathBuf>,
 }
 
 /// The dispatcher's state.
@@ -329,6 +392,12 @@ pub struct Core {
     /// Replies showing a run whose launch is under way: sent once its outcome is in, so
     /// they show where the run is (starting, or failed).
     after_launch: Vec<(ReplyTo, String)>,
+    /// The data directory (the default worktree root is under it).
+    data_dir: PathBuf,
+    /// Runs with a merge, keep or discard under way.
+    workspace_busy: std::collections::HashSet<String>,
+    /// Workspace jobs asked for whose outcome is not in yet (shutdown waits for them).
+    jobs_in_flight: usize,
     out: Vec<Effect>,
     /// Every secret of every input is redacted with this before it is stored or shown
     /// ([`crate::redact`]); built from the config and the environment it names.
@@ -349,6 +418,20 @@ impl Core {
     ) -> Result<Core, DroverError> {
         let money = money::Money::new(&config, startup.session)?;
         let redactor = crate::redact::Redactor::from_config(&config, |name| facts.env(name));
+        let mut out = Vec::new();
+        let mut jobs_in_flight = 0;
+        if !startup.checkouts.is_empty() {
+            // Worktrees deleted outside drover leave entries in their repository: gone.
+            jobs_in_flight += 1;
+            out.push(Effect::Workspace(Box::new(WorkspaceJob {
+                run_id: String::new(),
+                task: crate::workspace::Task::Prune {
+                    checkouts: startup.checkouts,
+                },
+                reply: None,
+                row: None,
+            })));
+        }
         Ok(Core {
             redactor,
             config_refused: None,
@@ -368,7 +451,10 @@ impl Core {
             money,
             route_memory: startup.route_memory.into_iter().collect(),
             after_launch: Vec::new(),
-            out: Vec::new(),
+            data_dir: startup.data_dir,
+            workspace_busy: Default::default(),
+            jobs_in_flight,
+            out,
         })
     }
 
@@ -379,6 +465,7 @@ impl Core {
             Input::Request { from, request } => self.on_request(from, request),
             Input::Provider(event) => self.on_provider_event(event),
             Input::Launched { run_id, outcome } => self.on_launched(&run_id, outcome),
+            Input::Workspace(done) => self.on_workspace_done(*done),
             Input::Loaded { then, answer } => self.on_loaded(then, answer),
             Input::Config(config) => self.on_config(*config),
             Input::ConfigRefused(refusal) => self.on_config_refused(refusal),
@@ -395,13 +482,14 @@ impl Core {
         (std::mem::take(&mut self.out), next)
     }
 
-    /// Whether shutdown is done: no child is left, or the grace period is over.
+    /// Whether shutdown is done: no child is left and no git work is under way, or the
+    /// grace period is over.
     pub fn shutdown_finished(&self, now: UnixMillis) -> bool {
         let Some(deadline) = self.shutdown_deadline else {
             return false;
         };
         let children = self.runs.values().any(|r| r.child.is_some());
-        !children || now >= deadline
+        (!children && self.jobs_in_flight == 0) || now >= deadline
     }
 
     /// The last effects before the driver stops: every wait still open is answered.
@@ -537,20 +625,25 @@ impl Core {
                 self.reply(to, result);
             }
             Then::Wait { to, wait } => self.wait_loaded(to, wait, answer),
-            Then::RemoveOne { to, run_id } => {
+            Then::RemoveOne { to, run_id, force } => {
                 let result = answer.and_then(|fetched| match fetched {
-                    Fetched::Summaries(rows) => self.remove_loaded(&run_id, rows),
+                    Fetched::Summaries(rows) => self.remove_loaded(&run_id, rows, force),
                     other => Err(unexpected(&other)),
                 });
                 self.reply(to, result);
             }
-            Then::RemoveFinished { to } => {
+            Then::RemoveFinished { to, force } => {
                 let result = answer.and_then(|fetched| match fetched {
-                    Fetched::RunIds(ids) => Ok(self.remove_finished(ids)),
+                    Fetched::Summaries(rows) => Ok(self.remove_finished(rows, force)),
                     other => Err(unexpected(&other)),
                 });
                 self.reply(to, result);
             }
+            Then::Workspace { to, run_id, action } => match answer {
+                Ok(Fetched::View(view)) => self.workspace_loaded(to, &run_id, action, *view),
+                Ok(other) => self.reply_now(to, Err(unexpected(&other))),
+                Err(e) => self.reply_now(to, Err(e)),
+            },
             Then::BudgetNew { to, name } => match answer {
                 Ok(Fetched::Session(session)) => self.budget_new_loaded(to, name, session),
                 Ok(other) => self.reply(to, Err(unexpected(&other))),

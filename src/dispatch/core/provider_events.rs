@@ -27,6 +27,8 @@ struct TranscriptBody<'a> {
 
 /// How long a rate-limited turn is expected to wait when the provider gives no hint.
 const RATE_LIMIT_DEFAULT_MS: i64 = 60_000;
+/// File-changing tool calls tracked per turn (a turn of parallel tools has a few).
+const FILE_TOOLS_MAX: usize = 256;
 
 impl Core {
     pub(super) fn on_provider_event(&mut self, tagged: RunProviderEvent) {
@@ -150,14 +152,30 @@ impl Core {
                     }
                 }
             }
-            ProviderEvent::ToolStarted { name, .. } => {
+            ProviderEvent::ToolStarted {
+                name,
+                tool_use_id,
+                ask,
+            } => {
+                // An edit or a command may change files: its end is worth a look.
+                if matches!(
+                    ask,
+                    crate::providers::Ask::FileEdit { .. } | crate::providers::Ask::Command { .. }
+                ) && run.file_tools.len() < FILE_TOOLS_MAX
+                {
+                    run.file_tools.insert(tool_use_id);
+                }
                 run.tool_open = true;
                 let bound = (now + TOOL_BOUND_MS).min(run.deadline);
                 run.working(&mut batch, bound, &format!("running a tool: {name}"), now);
             }
-            ProviderEvent::ToolFinished { .. } => {
+            ProviderEvent::ToolFinished { tool_use_id, .. } => {
                 run.tool_open = false;
                 run.model_turn(&mut batch, now);
+                if run.file_tools.remove(&tool_use_id) {
+                    self.commit(batch);
+                    return self.measure(&run_id);
+                }
             }
             ProviderEvent::PermissionRequested(request) => {
                 self.commit(batch);
@@ -207,7 +225,9 @@ impl Core {
             | ProviderEvent::Notice { .. } => {}
             ProviderEvent::TurnCompleted(end) => {
                 run.tool_open = false;
+                run.file_tools.clear();
                 self.commit(batch);
+                self.measure(&run_id);
                 return self.on_turn_completed(&run_id, end);
             }
             ProviderEvent::Exited { .. } => {}
@@ -362,6 +382,8 @@ impl Core {
         };
         run.working(&mut batch, idle_until, detail, now);
         self.commit(batch);
+        // Its turn is over: a shared run waiting for its directory may go.
+        self.release_dir_waiters();
         self.check_waiters();
     }
 

@@ -6,6 +6,7 @@
 
 use super::admission::shutting_down;
 use super::run::{Batch, Run, TurnOrigin};
+use super::workspaces::Action;
 use super::{Core, Fetch, Query, ReplyTo, Then, not_active, not_found};
 use crate::dispatch::api::{DispatchEvent, RunSummary, TranscriptView};
 use crate::dispatch::api::{Pong, Removed, Request, Response, Stopped, TranscriptFormat};
@@ -13,6 +14,7 @@ use crate::ledger::{RunPatch, WriteOp};
 use crate::live_state::Cause;
 use crate::route::EscalationKind;
 use crate::run_state::RunState;
+use crate::workspace::WorkspaceView;
 use crate::{DroverError, ErrorCode};
 
 /// The longest a `wait` may block.
@@ -83,7 +85,23 @@ impl Core {
                 other => return self.refuse_target(to, &run_id, other),
             },
             Request::Complete { run_id } => return self.complete(to, &run_id),
-            Request::Remove { run_id, finished } => return self.remove(to, run_id, finished),
+            Request::Remove {
+                run_id,
+                finished,
+                force,
+            } => return self.remove(to, run_id, finished, force),
+            Request::Diff { run_id, file, stat } => {
+                return self.workspace_request(to, &run_id, Action::Diff { file, stat });
+            }
+            Request::Merge {
+                run_id,
+                squash,
+                message,
+            } => return self.workspace_request(to, &run_id, Action::Merge { squash, message }),
+            Request::Keep { run_id } => return self.workspace_request(to, &run_id, Action::Keep),
+            Request::Discard { run_id } => {
+                return self.workspace_request(to, &run_id, Action::Discard);
+            }
             Request::KillAll => {
                 let active = self.active_ids();
                 for id in &active {
@@ -252,8 +270,9 @@ impl Core {
         self.reply(to, answer);
     }
 
-    /// `remove`: one finished run, or every finished run, leaves the trays.
-    fn remove(&mut self, to: ReplyTo, run_id: Option<String>, finished: bool) {
+    /// `remove`: one finished run, or every finished run, leaves the trays. A run whose
+    /// worktree holds unmerged work is refused (left out of `--finished`) unless `force`.
+    fn remove(&mut self, to: ReplyTo, run_id: Option<String>, finished: bool, force: bool) {
         match (run_id, finished) {
             (Some(id), _) => match self.runs.get(&id) {
                 Some(run) if run.state.is_active() => {
@@ -266,18 +285,23 @@ impl Core {
                     );
                     self.reply(to, Err(e));
                 }
-                Some(_) => {
-                    let answer = self.mark_removed(vec![id]);
-                    self.reply(to, Ok(answer));
+                Some(run) => {
+                    let workspace = run.workspace.clone();
+                    let answer = self.remove_runs(vec![(id, Some(workspace))], force, false);
+                    self.reply(to, answer);
                 }
                 None => self.load(
                     Fetch::Summaries {
                         run_ids: vec![id.clone()],
                     },
-                    Then::RemoveOne { to, run_id: id },
+                    Then::RemoveOne {
+                        to,
+                        run_id: id,
+                        force,
+                    },
                 ),
             },
-            (None, true) => self.load(Fetch::FinishedRunIds, Then::RemoveFinished { to }),
+            (None, true) => self.load(Fetch::FinishedRuns, Then::RemoveFinished { to, force }),
             (None, false) => {
                 let e = DroverError::new(
                     ErrorCode::InvalidSpec,
@@ -293,41 +317,80 @@ impl Core {
         &mut self,
         run_id: &str,
         rows: Vec<RunSummary>,
+        force: bool,
     ) -> Result<Response, DroverError> {
-        if let Some(run) = self.runs.get(run_id) {
+        let workspace = if let Some(run) = self.runs.get(run_id) {
             // Came back into memory meanwhile (resumed).
             if run.state.is_active() {
                 return Err(not_active(run_id, run.state));
             }
+            Some(run.workspace.clone())
         } else {
             match rows.into_iter().find(|r| r.head.run_id == run_id) {
                 Some(r) if r.head.state.is_active() => {
                     return Err(not_active(run_id, r.head.state));
                 }
-                Some(_) => {}
+                Some(r) => r.workspace.map(|w| *w),
                 None => return Err(not_found(run_id)),
             }
-        }
-        Ok(self.mark_removed(vec![run_id.to_string()]))
+        };
+        self.remove_runs(vec![(run_id.to_string(), workspace)], force, false)
     }
 
-    /// Every finished run: those in memory and those the ledger listed.
-    pub(super) fn remove_finished(&mut self, ledger_ids: Vec<String>) -> Response {
-        let mut ids: Vec<String> = self
-            .runs
-            .values()
+    /// Every finished run: those in memory and those the ledger listed (runs whose
+    /// worktree holds unmerged work stay, unless `force`).
+    pub(super) fn remove_finished(
+        &mut self,
+        ledger_rows: Vec<RunSummary>,
+        force: bool,
+    ) -> Response {
+        let mut targets: Vec<(String, Option<WorkspaceView>)> = self
+            .order
+            .iter()
+            .filter_map(|id| self.runs.get(id))
             .filter(|r| r.state.is_terminal())
-            .map(|r| r.id.clone())
+            .map(|r| (r.id.clone(), Some(r.workspace.clone())))
             .collect();
-        ids.extend(
-            ledger_ids
+        targets.extend(
+            ledger_rows
                 .into_iter()
-                .filter(|id| !self.runs.contains_key(id)),
+                .filter(|r| r.head.state.is_terminal() && !self.runs.contains_key(&r.head.run_id))
+                .map(|r| (r.head.run_id, r.workspace.map(|w| *w))),
         );
-        self.mark_removed(ids)
+        self.remove_runs(targets, force, true)
+            .unwrap_or_else(|_| Response::Removed(Removed::default()))
     }
 
-    fn mark_removed(&mut self, targets: Vec<String>) -> Response {
+    /// Removes runs from the trays, with what becomes of their worktrees. With `skip`, a
+    /// run with unmerged work is left in the trays (listed as such); without, it refuses
+    /// the whole request.
+    fn remove_runs(
+        &mut self,
+        targets: Vec<(String, Option<WorkspaceView>)>,
+        force: bool,
+        skip: bool,
+    ) -> Result<Response, DroverError> {
+        let mut removed = Vec::new();
+        let mut unmerged = Vec::new();
+        let mut after = Vec::new();
+        for (id, workspace) in targets {
+            match self.removal(&id, workspace.as_ref(), force) {
+                Ok(task) => {
+                    after.extend(task.map(|t| (id.clone(), t)));
+                    removed.push(id);
+                }
+                Err(e) if skip && e.code == ErrorCode::UnmergedWork => unmerged.push(id),
+                Err(e) => return Err(e),
+            }
+        }
+        let answer = self.mark_removed(removed, unmerged);
+        for (id, task) in after {
+            self.after_removal(&id, task);
+        }
+        Ok(answer)
+    }
+
+    fn mark_removed(&mut self, targets: Vec<String>, unmerged: Vec<String>) -> Response {
         let now = self.now;
         let mut batch = Batch::default();
         for id in &targets {
@@ -346,6 +409,9 @@ impl Core {
         }
         self.order.retain(|id| !targets.contains(id));
         self.commit(batch);
-        Response::Removed(Removed { removed: targets })
+        Response::Removed(Removed {
+            removed: targets,
+            unmerged,
+        })
     }
 }

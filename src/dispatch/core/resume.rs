@@ -169,6 +169,10 @@ impl Core {
         run.last_result = view.last_result;
         run.depth = view.depth;
         run.resume = Some(prompt);
+        // A worktree run goes on in its worktree (checked before the launch).
+        if let Some(workspace) = view.workspace.clone() {
+            run.workspace = workspace;
+        }
 
         // A full rail queues the resumed run; a full queue refuses it before anything
         // is written.

@@ -376,8 +376,12 @@ impl Core {
         self.summary_response(run_id)
     }
 
-    /// Starts or queues a run that already exists (after its route was decided).
-    fn admit_existing(&mut self, run_id: &str) {
+    /// Starts or queues a run that already exists (after its route was decided, or its
+    /// directory came free); a shared run whose directory is in use waits for it first.
+    pub(super) fn admit_existing(&mut self, run_id: &str) {
+        if let Some(holder) = self.dir_holder(run_id) {
+            return self.wait_for_dir(run_id, &holder);
+        }
         let Some(run) = self.runs.get(run_id) else {
             return;
         };
@@ -626,10 +630,19 @@ impl Core {
             scenario: run.spec.scenario.clone(),
             class: run.spec.class.clone(),
             output_schema: run.spec.output_schema.clone(),
+            workspace: run.spec.workspace.map(|m| m.as_str().to_string()),
             ..SpecInput::default()
         };
         let depth = run.depth + 1;
-        let child_id = self.admit(input)?.head.run_id;
+        // A worktree run's successor starts on its branch, so its work carries over.
+        let from = run
+            .workspace
+            .is_worktree()
+            .then(|| crate::workspace::ops::ParentStart {
+                run_id: run_id.to_string(),
+                workspace: run.workspace.clone(),
+            });
+        let child_id = self.admit_with(input, from)?.head.run_id;
         let now = self.now;
         if let Some(child) = self.runs.get_mut(&child_id) {
             child.depth = depth;

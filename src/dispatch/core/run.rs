@@ -22,6 +22,7 @@ use crate::live_state::{self, Assignment, Cause, LiveState, LiveStateEvent, Live
 use crate::providers::Tokens;
 use crate::run_state::RunState;
 use crate::spec::Spec;
+use crate::workspace::WorkspaceView;
 
 /// Ledger writes plus the events to publish once they are committed.
 #[derive(Debug, Default)]
@@ -169,6 +170,27 @@ pub struct Run {
     /// The first turn's prompt, built from the spec as the user wrote it (the spec kept
     /// here is redacted); taken when the child is ready.
     pub first_prompt: Option<String>,
+    /// Where the run works (its worktree, or the shared directory) and what it changed.
+    pub workspace: WorkspaceView,
+    /// The worktree was made (or checked, for a resumed run) in this drover's life: the
+    /// run may be launched in it.
+    pub workspace_ready: bool,
+    /// The dispatch asked for its workspace (`--workspace`); a worktree the default chose
+    /// falls back to the shared directory when it cannot be made.
+    pub workspace_asked: bool,
+    /// Its worktree is being made (or checked) and must be by then; the run holds its
+    /// slot meanwhile.
+    pub preparing_until: Option<UnixMillis>,
+    /// A shared run waiting for another writing run to leave its directory.
+    pub waiting_for_dir: bool,
+    /// The run an escalation or retry starts from (its branch, its uncommitted work).
+    pub start_from: Option<crate::workspace::ops::ParentStart>,
+    /// Working out the change is under way; `measure_again`: something changed since.
+    pub measuring: bool,
+    pub measure_again: bool,
+    /// Tool calls in flight that may change files (edits, commands), by tool-use id:
+    /// their end is a reason to work out the change.
+    pub file_tools: std::collections::HashSet<String>,
 }
 
 impl Run {
@@ -180,6 +202,7 @@ impl Run {
         ring: TranscriptRing,
     ) -> Run {
         let deadline = now.saturating_add(i64::from(spec.max_minutes).saturating_mul(60_000));
+        let spec_cwd = spec.cwd.clone();
         Run {
             id,
             model: spec.model.clone(),
@@ -223,6 +246,15 @@ impl Run {
             depth: 0,
             resume: None,
             first_prompt: None,
+            workspace: WorkspaceView::shared(&spec_cwd),
+            workspace_ready: false,
+            workspace_asked: false,
+            preparing_until: None,
+            waiting_for_dir: false,
+            start_from: None,
+            measuring: false,
+            measure_again: false,
+            file_tools: Default::default(),
         }
     }
 
@@ -248,6 +280,7 @@ impl Run {
 
     pub fn holds_slot(&self) -> bool {
         self.launching
+            || self.preparing_until.is_some()
             || matches!(
                 self.state,
                 RunState::Starting
@@ -499,8 +532,30 @@ impl Run {
             pending: self.broker.pending().len(),
             needs_input: self.needs_input,
             escalation_offered: self.escalation.is_some(),
+            workspace: Some(Box::new(self.workspace.clone())),
             result_status: self.last_result.as_ref().and_then(|r| r.status.clone()),
         }
+    }
+
+    /// The directory the run's child works in: its worktree's, or the one it was given.
+    pub fn work_dir(&self) -> std::path::PathBuf {
+        match (&self.workspace.dir, self.workspace.is_worktree()) {
+            (Some(dir), true) => std::path::PathBuf::from(dir),
+            _ => self.spec.cwd.clone(),
+        }
+    }
+
+    /// Records the run's workspace as it is now: the ledger row and a published row.
+    pub fn save_workspace(&self, batch: &mut Batch, now: UnixMillis) {
+        batch.ops.push(WriteOp::UpdateRun {
+            run_id: self.id.clone(),
+            patch: Box::new(RunPatch {
+                updated_at: now,
+                workspace: serde_json::to_value(&self.workspace).ok(),
+                ..RunPatch::default()
+            }),
+        });
+        self.touch(batch);
     }
 
     /// Everything about the run.
@@ -532,6 +587,7 @@ impl Run {
             escalation: self.escalation.clone(),
             depth: self.depth,
             parent_run: self.spec.parent_run.clone(),
+            workspace: Some(self.workspace.clone()),
         }
     }
 }

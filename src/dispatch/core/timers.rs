@@ -1,6 +1,7 @@
 //! Every timer of the dispatcher, in one place: a pending answer's expiry, a run's time
-//! box, its idle timeout, the provider's silence, the stalled watchdog, route cards'
-//! expiry, waits, and the shutdown grace period.
+//! box, its idle timeout, the provider's silence, the stalled watchdog, making its
+//! worktree, waiting for a shared directory, route cards' expiry, waits, and the shutdown
+//! grace period.
 //!
 //! What must stay true: [`Core::timers_of`] is the one statement of when each run timer
 //! falls due; firing them and naming the next deadline both read it, so the two cannot
@@ -29,13 +30,17 @@ pub(super) enum RunTimer {
     Silence,
     /// No provider event for a while: flagged, not stopped.
     Stalled,
+    /// Its worktree was not made (or checked) in time: it fails.
+    Prepare,
+    /// A shared run waited its whole time box for its directory: it fails.
+    DirWait,
 }
 
 impl Core {
     /// When each timer of `run` falls due, in firing order (none for a finished run).
-    pub(super) fn timers_of(&self, run: &Run) -> [Option<(UnixMillis, RunTimer)>; 5] {
+    pub(super) fn timers_of(&self, run: &Run) -> [Option<(UnixMillis, RunTimer)>; 7] {
         if run.state.is_terminal() {
-            return [None; 5];
+            return [None; 7];
         }
         let stalled_after = super::answers::secs_ms(self.limits().stalled_after_secs);
         let silence = self.config.silence_ms(&run.spec.provider);
@@ -54,6 +59,9 @@ impl Core {
                 run.last_event_at.saturating_add(stalled_after),
                 RunTimer::Stalled,
             )),
+            run.preparing_until.map(|at| (at, RunTimer::Prepare)),
+            run.waiting_for_dir
+                .then_some((run.deadline, RunTimer::DirWait)),
         ]
     }
 
@@ -151,6 +159,8 @@ impl Core {
                 run.touch(&mut batch);
                 self.commit(batch);
             }
+            RunTimer::Prepare => self.prepare_timed_out(run_id),
+            RunTimer::DirWait => self.dir_wait_timed_out(run_id),
         }
     }
 }

@@ -118,6 +118,9 @@ fn summary_lines(entry: &RunEntry, now: crate::UnixMillis, width: usize) -> Vec<
             Span::raw(clip(&one_line(&d.task), width.saturating_sub(8))),
         ]));
     }
+    if let Some(ws) = run.workspace.as_ref().filter(|w| w.is_worktree()) {
+        lines.push(work_line(ws, width));
+    }
     lines.push(budget_line(entry, width));
     if let Some(live) = &run.head.live_state {
         let mut spans = vec![label("live")];
@@ -208,6 +211,69 @@ fn summary_lines(entry: &RunEntry, now: crate::UnixMillis, width: usize) -> Vec<
         }
     }
     lines
+}
+
+/// `work    drover/r1-fix (from main) · +12 −3 · 4 files · D diff`: a worktree run's
+/// branch, base and change, or where its worktree went.
+fn work_line(ws: &crate::workspace::WorkspaceView, width: usize) -> Line<'static> {
+    use crate::workspace::WorkspaceStatus;
+    let base = ws
+        .base_branch
+        .as_deref()
+        .map(|b| format!(" (from {b})"))
+        .unwrap_or_default();
+    let branch = format!(
+        "{}{base}",
+        ws.branch.as_deref().unwrap_or("a worktree of its own")
+    );
+    // What follows the branch, most telling first; the rest goes when room is short.
+    let mut tail: Vec<Vec<Span<'static>>> = Vec::new();
+    match ws.status {
+        WorkspaceStatus::Ready => match ws.change {
+            Some(c) if !c.is_empty() => {
+                tail.push(vec![
+                    Span::styled(" · ", theme::dim()),
+                    Span::styled(format!("+{}", c.added), theme::diff_added()),
+                    Span::raw(" "),
+                    Span::styled(format!("−{}", c.removed), theme::diff_removed()),
+                ]);
+                tail.push(vec![Span::styled(
+                    format!(
+                        " · {} file{}",
+                        c.files,
+                        crate::spec::text::plural(c.files as usize)
+                    ),
+                    theme::dim(),
+                )]);
+                tail.push(vec![Span::styled(" · D diff", theme::dim())]);
+            }
+            Some(_) => tail.push(vec![Span::styled(" · no change yet", theme::dim())]),
+            None => {}
+        },
+        WorkspaceStatus::Preparing => {
+            tail.push(vec![Span::styled(" · making the worktree", theme::dim())])
+        }
+        other => tail.push(vec![Span::styled(
+            format!(" · {}", other.as_str()),
+            theme::warning(),
+        )]),
+    }
+    let room = width.saturating_sub(8);
+    let keep_branch = super::width_of(&branch).min(24);
+    while tail.len() > 1 {
+        let tail_w: usize = tail.iter().flatten().map(Span::width).sum();
+        if keep_branch + tail_w <= room {
+            break;
+        }
+        tail.pop();
+    }
+    let tail_w: usize = tail.iter().flatten().map(Span::width).sum();
+    let mut spans = vec![
+        label("work"),
+        Span::raw(clip(&branch, room.saturating_sub(tail_w))),
+    ];
+    spans.extend(tail.into_iter().flatten());
+    Line::from(spans)
 }
 
 /// `budget  [████░░░░░░] $0.12 of $5.00 (reported)`.

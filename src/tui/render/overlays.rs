@@ -14,6 +14,7 @@ use crate::tui::format;
 use crate::tui::keys::Context;
 use crate::tui::layout::centered;
 use crate::tui::theme;
+use crate::tui::views::diff::{DiffScreen, DiffState};
 use crate::tui::views::form::DispatchForm;
 use crate::tui::views::prompt::{PromptMode, PromptState, PromptView, questions};
 use crate::tui::views::route::{RouteState, RouteView};
@@ -23,6 +24,7 @@ pub fn draw(buf: &mut Buffer, body: Rect, overlay: &Overlay, app: &App) {
     match overlay {
         Overlay::Prompt(p) => prompt(buf, body, p, app),
         Overlay::Route(r) => route(buf, body, r, app),
+        Overlay::Diff(d) => diff(buf, body, d),
         Overlay::Form(f) => form(buf, body, f),
         Overlay::Input(i) => input(buf, body, i),
         Overlay::Confirm(c) => confirm(buf, body, c),
@@ -436,6 +438,215 @@ fn route(buf: &mut Buffer, body: Rect, view: &RouteView, app: &App) {
     for (i, line) in foot.iter().enumerate() {
         put_line(buf, inner, foot_y + i as u16, line);
     }
+}
+
+/// `path` in at most `width` columns: its end kept (the file name), `…` in front.
+fn path_fit(path: &str, width: usize) -> String {
+    if width_of(path) <= width {
+        return path.to_string();
+    }
+    let mut tail: Vec<char> = Vec::new();
+    let mut used = 1;
+    for c in path.chars().rev() {
+        let w = width_of(c.encode_utf8(&mut [0; 4]));
+        if used + w > width {
+            break;
+        }
+        used += w;
+        tail.push(c);
+    }
+    std::iter::once('…').chain(tail.into_iter().rev()).collect()
+}
+
+/// The diff view: the changed files on the left, the selected file's diff on the right.
+fn diff(buf: &mut Buffer, body: Rect, view: &DiffScreen) {
+    let title = format!(
+        "Diff · {} ({})",
+        clip(&one_line(&view.title), 40),
+        view.run_id
+    );
+    let inner = frame(buf, body, title);
+    if inner.height < 3 || inner.width < 20 {
+        return;
+    }
+    let width = inner.width as usize;
+    // The head line: branch against base, and the totals.
+    let base: String = view
+        .base_commit
+        .as_deref()
+        .unwrap_or("?")
+        .chars()
+        .take(10)
+        .collect();
+    let mut head = vec![Span::styled(
+        view.branch.clone().unwrap_or_else(|| "…".into()),
+        theme::title(),
+    )];
+    head.push(Span::styled(
+        match &view.base_branch {
+            Some(b) => format!(" against {b} at {base}"),
+            None => format!(" against {base}"),
+        },
+        theme::dim(),
+    ));
+    if let Some(change) = view.change {
+        head.push(Span::styled(" · ", theme::dim()));
+        head.push(Span::styled(
+            format!("+{}", change.added),
+            theme::diff_added(),
+        ));
+        head.push(Span::raw(" "));
+        head.push(Span::styled(
+            format!("−{}", change.removed),
+            theme::diff_removed(),
+        ));
+        head.push(Span::styled(
+            format!(
+                " · {} file{}",
+                change.files,
+                crate::spec::text::plural(change.files as usize)
+            ),
+            theme::dim(),
+        ));
+    }
+    put_line(buf, inner, 0, &Line::from(head));
+
+    let rows = inner.height.saturating_sub(2);
+    let list_w = (inner.width / 3).clamp(20, 40).min(inner.width / 2);
+    let list = Rect::new(inner.x, inner.y + 1, list_w, rows);
+    let patch_area = Rect::new(
+        inner.x + list_w + 1,
+        inner.y + 1,
+        inner.width.saturating_sub(list_w + 1),
+        rows,
+    );
+    for y in 0..rows {
+        put_line(
+            buf,
+            Rect::new(inner.x + list_w, inner.y + 1, 1, rows),
+            y,
+            &Line::styled("│", theme::pane_border()),
+        );
+    }
+
+    // The file list, scrolled to keep the selection in view.
+    let list_rows = rows as usize;
+    let top = view.selected.saturating_sub(list_rows.saturating_sub(1));
+    for (i, f) in view.files.iter().enumerate().skip(top).take(list_rows) {
+        let selected = i == view.selected;
+        let counts = if f.binary {
+            vec![Span::styled(" bin", theme::dim())]
+        } else {
+            vec![
+                Span::styled(format!(" +{}", f.added), theme::diff_added()),
+                Span::styled(format!(" −{}", f.removed), theme::diff_removed()),
+            ]
+        };
+        let counts_w: usize = counts.iter().map(Span::width).sum();
+        let mark = format!(
+            "{}{} ",
+            if selected { '›' } else { ' ' },
+            match f.status.as_str() {
+                "added" => 'A',
+                "deleted" => 'D',
+                "renamed" => 'R',
+                _ => ' ',
+            }
+        );
+        let room = (list_w as usize).saturating_sub(counts_w + 3 + 1);
+        let name = path_fit(&one_line(&f.path), room);
+        let pad = (list_w as usize).saturating_sub(3 + width_of(&name) + counts_w);
+        let mut spans = vec![
+            Span::styled(mark, theme::focus()),
+            Span::styled(
+                name,
+                if selected {
+                    theme::title()
+                } else {
+                    theme::text()
+                },
+            ),
+            Span::raw(" ".repeat(pad)),
+        ];
+        spans.extend(counts);
+        let y = (i - top) as u16;
+        put_line(buf, list, y, &Line::from(spans));
+        if selected {
+            buf.set_style(
+                Rect::new(list.x, list.y + y, list.width, 1),
+                theme::selected(),
+            );
+        }
+    }
+    if view.files.is_empty() && view.state != DiffState::Loading {
+        put_line(
+            buf,
+            list,
+            0,
+            &Line::styled("no changed files", theme::dim()),
+        );
+    }
+
+    // The selected file's diff.
+    let room = patch_area.height as usize;
+    let mut shown = 0;
+    let mut total = 0;
+    match (&view.patch, view.selected_file()) {
+        (Some(patch), _) => {
+            total = patch.lines.len();
+            let top = view.scroll.min(total.saturating_sub(room));
+            for (y, line) in patch.lines.iter().skip(top).take(room).enumerate() {
+                put_line(
+                    buf,
+                    patch_area,
+                    y as u16,
+                    &Line::styled(line.clone(), theme::diff_line(line)),
+                );
+                shown = top + y + 1;
+            }
+            if patch.lines.is_empty() {
+                put_line(
+                    buf,
+                    patch_area,
+                    0,
+                    &Line::styled("(no lines: a file whose mode changed)", theme::dim()),
+                );
+            }
+        }
+        (None, Some(_)) => put_line(
+            buf,
+            patch_area,
+            0,
+            &Line::styled("reading the diff…", theme::dim()),
+        ),
+        (None, None) => {
+            let words = match view.state {
+                DiffState::Loading => "reading the run's change…",
+                _ => "The run changed nothing against its base.",
+            };
+            put_line(buf, patch_area, 0, &Line::styled(words, theme::dim()));
+        }
+    }
+
+    // The foot: what is under way, or where the diff is scrolled to.
+    let foot = match &view.state {
+        DiffState::Sending(what) => Line::styled(format!("{what}…"), theme::focus()),
+        DiffState::Failed(why) => Line::styled(clip(&one_line(why), width), theme::error()),
+        DiffState::Loading | DiffState::Ready if total > room => Line::styled(
+            format!(
+                "lines {}–{shown} of {total}{} · ↑/↓ pgup/pgdn or the wheel to scroll",
+                view.scroll.min(total.saturating_sub(room)) + 1,
+                if view.patch.as_ref().is_some_and(|p| p.truncated) {
+                    " (cut)"
+                } else {
+                    ""
+                }
+            ),
+            theme::dim(),
+        ),
+        DiffState::Loading | DiffState::Ready => Line::raw(""),
+    };
+    put_line(buf, inner, inner.height - 1, &foot);
 }
 
 fn form(buf: &mut Buffer, body: Rect, f: &DispatchForm) {

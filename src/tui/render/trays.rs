@@ -1,5 +1,6 @@
 //! The left pane: tray headings and two lines per run — glyph, title, provider/model and
-//! the cost/cap mini gauge; then the live line.
+//! the cost/cap mini gauge; then the live line and, for a worktree run, its change
+//! (`+12 −3 · 4 files`).
 
 use ratatui::buffer::Buffer;
 use ratatui::layout::Rect;
@@ -157,7 +158,45 @@ pub fn run_lines(
 
     let mut second = vec![Span::raw("   ")];
     let stalled = if run.head.stalled { " · stalled" } else { "" };
-    let room = width.saturating_sub(3 + stalled.len());
+    // The run's change, right-aligned: `+12 −3 · 4 files` (the counts alone when narrow).
+    let state_w = width_of(&format::state_words(
+        run.head.state,
+        run.head.completion_reason.as_deref(),
+    ));
+    let change: Vec<Span<'static>> = run
+        .workspace
+        .as_ref()
+        .filter(|w| w.has_worktree())
+        .and_then(|w| w.change)
+        .filter(|c| !c.is_empty())
+        .map(|c| {
+            let mut spans = vec![
+                Span::styled(format!("+{}", c.added), theme::diff_added()),
+                Span::raw(" "),
+                Span::styled(format!("−{}", c.removed), theme::diff_removed()),
+            ];
+            // The file count too, when there is room: beside a live line from 50 columns,
+            // beside a finished run's state words when they fit.
+            let files = format!(
+                " · {} file{}",
+                c.files,
+                crate::spec::text::plural(c.files as usize)
+            );
+            let counts_w: usize = spans.iter().map(Span::width).sum();
+            let fits = if run.head.state.is_active() {
+                width >= 50
+            } else {
+                3 + state_w + 1 + counts_w + width_of(&files) < width
+            };
+            if fits {
+                spans.push(Span::styled(files, theme::dim()));
+            }
+            spans
+        })
+        .unwrap_or_default();
+    let change_w: usize = change.iter().map(Span::width).sum();
+    let room =
+        width.saturating_sub(3 + stalled.len() + if change_w > 0 { change_w + 2 } else { 0 });
     match &run.head.live_state {
         Some(live) if run.head.state.is_active() => {
             second.extend(format::live_line_fit(live, now, room))
@@ -169,6 +208,13 @@ pub fn run_lines(
     }
     if run.head.stalled {
         second.push(Span::styled(stalled, theme::warning()));
+    }
+    if change_w > 0 {
+        let used: usize = second.iter().map(Span::width).sum();
+        second.push(Span::raw(
+            " ".repeat(width.saturating_sub(used + change_w + 1).max(1)),
+        ));
+        second.extend(change);
     }
     (Line::from(first), Line::from(second))
 }

@@ -1,11 +1,12 @@
-//! Views on a stack above the dashboard: the permission prompt, the dispatch form, text
-//! boxes (follow-up, filter), confirmations and help.
+//! Views on a stack above the dashboard: the permission prompt, the route card, the diff
+//! view, the dispatch form, text boxes (follow-up, filter), confirmations and help.
 //!
 //! What must stay true: the top view gets every key first and handles it itself; it
 //! says whether it is done ([`Outcome::close`]) and what it wants done as a typed
 //! [`ViewCommand`] — it never talks to the dispatcher. Answers come back to the view that
 //! asked through the app (by [`crate::tui::event::ReplyTag`]).
 
+pub mod diff;
 pub mod form;
 pub mod prompt;
 pub mod route;
@@ -16,6 +17,7 @@ use crossterm::event::KeyEvent;
 use crate::dispatch::Request;
 use crate::tui::event::ReplyTag;
 use crate::tui::keys::{Action, Context};
+use diff::DiffScreen;
 use form::DispatchForm;
 use prompt::PromptView;
 use route::RouteView;
@@ -32,6 +34,8 @@ pub enum ViewCommand {
     SetFilter(String),
     /// Show the oldest pending request other than `after`.
     NextPrompt { after: Option<String> },
+    /// Ask first (a confirmation on top of this view).
+    Ask(ConfirmView),
 }
 
 /// The result of a key.
@@ -143,10 +147,18 @@ impl InputBox {
 }
 
 /// What a confirmation confirms.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Confirmable {
     Quit,
     KillAll,
+    /// Delete a finished run's worktree and branch.
+    Discard {
+        run_id: String,
+    },
+    /// Remove a finished run whose worktree holds unmerged work (kept on its branch).
+    Remove {
+        run_id: String,
+    },
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -158,9 +170,26 @@ pub struct ConfirmView {
 impl ConfirmView {
     pub fn handle_key(&mut self, action: Option<Action>) -> Outcome {
         match action {
-            Some(Action::Confirm) => Outcome::close_with(match self.what {
+            Some(Action::Confirm) => Outcome::close_with(match &self.what {
                 Confirmable::Quit => ViewCommand::Quit,
                 Confirmable::KillAll => ViewCommand::Request(ReplyTag::KillAll, Request::KillAll),
+                Confirmable::Discard { run_id } => ViewCommand::Request(
+                    ReplyTag::WorkspaceAction {
+                        run_id: run_id.clone(),
+                        action: "discard".into(),
+                    },
+                    Request::Discard {
+                        run_id: run_id.clone(),
+                    },
+                ),
+                Confirmable::Remove { run_id } => ViewCommand::Request(
+                    ReplyTag::Remove,
+                    Request::Remove {
+                        run_id: Some(run_id.clone()),
+                        finished: false,
+                        force: true,
+                    },
+                ),
             }),
             Some(Action::Close) => Outcome::close(),
             _ => Outcome::stay(),
@@ -196,6 +225,7 @@ impl HelpView {
 pub enum Overlay {
     Prompt(PromptView),
     Route(RouteView),
+    Diff(DiffScreen),
     Form(DispatchForm),
     Input(InputBox),
     Confirm(ConfirmView),
@@ -208,6 +238,7 @@ impl Overlay {
         match self {
             Overlay::Prompt(p) => p.context(),
             Overlay::Route(_) => Context::Route,
+            Overlay::Diff(_) => Context::Diff,
             Overlay::Form(_) => Context::Form,
             Overlay::Input(_) => Context::Input,
             Overlay::Confirm(_) => Context::Confirm,
@@ -237,6 +268,14 @@ impl Overlay {
                 }
             }
             Overlay::Route(r) => !r.can_pick() && matches!(action, Action::Pick | Action::Decline),
+            // Nothing to merge, keep or discard while the file list is not in.
+            Overlay::Diff(d) => {
+                d.state == diff::DiffState::Loading
+                    && matches!(
+                        action,
+                        Action::Merge | Action::MergeSquash | Action::Keep | Action::Discard
+                    )
+            }
             _ => false,
         }
     }
@@ -252,6 +291,7 @@ impl Overlay {
         match self {
             Overlay::Prompt(v) => v.handle_key(action, key),
             Overlay::Route(v) => v.handle_key(action, key),
+            Overlay::Diff(v) => v.handle_key(action),
             Overlay::Form(v) => v.handle_key(action, key),
             Overlay::Input(v) => v.handle_key(action, key),
             Overlay::Confirm(v) => v.handle_key(action),

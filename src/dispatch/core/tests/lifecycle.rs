@@ -288,6 +288,7 @@ fn interrupted_run(h: &mut Harness) -> ResumeData {
         spec: serde_json::to_value(&h.core.runs[&id].spec).unwrap(),
         live_state: view.head.live_state.clone(),
         result: None,
+        workspace: None,
     };
     h.core.runs.remove(&id);
     h.core.order.retain(|r| r != &id);

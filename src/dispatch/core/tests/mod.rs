@@ -8,13 +8,14 @@ mod answers;
 mod lifecycle;
 mod money;
 mod timers;
+mod workspaces;
 
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 
 use super::{
     Core, Effect, Facts, Fetch, Fetched, Input, Launched, Query, Read, ReplyTo, Startup, Then,
-    TurnOrigin,
+    TurnOrigin, WorkspaceJob,
 };
 use crate::config::Config;
 use crate::dispatch::api::{DispatchEvent, Request, Response, RunSummary, RunView, WaitUntil};
@@ -48,7 +49,14 @@ impl Facts for FakeFacts {
     fn cli_found(&self, command: &str) -> bool {
         self.clis.contains(command)
     }
+    /// `/work/repo` (and below) is a git work tree.
+    fn in_git_work_tree(&self, dir: &Path) -> bool {
+        dir.starts_with(REPO)
+    }
 }
+
+/// The fake machine's git work tree.
+const REPO: &str = "/work/repo";
 
 /// What one input (and the launches it led to) produced.
 #[derive(Default)]
@@ -60,6 +68,7 @@ struct Out {
     sends: Vec<(String, ProviderCommand)>,
     answers: Vec<(ReplyTo, Query)>,
     loads: Vec<(Fetch, Then)>,
+    jobs: Vec<WorkspaceJob>,
 }
 
 impl Out {
@@ -126,9 +135,17 @@ impl Harness {
         Harness::with_session(extra, 0.0)
     }
 
-    /// As [`Harness::new`], with `spent` already booked in the budget session.
+    /// As [`Harness::new`], with `spent` already booked in the budget session. The fake
+    /// machine's runs all work in one directory, so unless `extra` sets `[workspaces]`,
+    /// shared runs may overlap there (`shared_conflict = "allow"`): waiting for a
+    /// directory is the workspace tests' subject, not every test's.
     fn with_session(extra: &str, spent: f64) -> Harness {
-        let config = Config::parse(extra, Path::new("config.toml")).expect("test config");
+        let text = if extra.contains("[workspaces]") {
+            extra.to_string()
+        } else {
+            format!("{extra}\n[workspaces]\nshared_conflict = \"allow\"\n")
+        };
+        let config = Config::parse(&text, Path::new("config.toml")).expect("test config");
         let startup = Startup {
             pid: 4242,
             version: "test".into(),
@@ -139,9 +156,13 @@ impl Harness {
             },
             route_memory: Vec::new(),
             newest_run_at: None,
+            data_dir: PathBuf::from("/data"),
+            checkouts: Vec::new(),
         };
         let facts = FakeFacts {
-            clis: ["claude".to_string()].into_iter().collect(),
+            clis: ["claude".to_string(), "git".to_string()]
+                .into_iter()
+                .collect(),
         };
         let core = Core::new(config, startup, Box::new(facts), T0).expect("core");
         Harness {
@@ -194,6 +215,7 @@ impl Harness {
                 Effect::Send { run_id, command } => out.sends.push((run_id, command)),
                 Effect::Read(Read::Answer { to, query }) => out.answers.push((to, query)),
                 Effect::Read(Read::Load { fetch, then }) => out.loads.push((fetch, then)),
+                Effect::Workspace(job) => out.jobs.push(*job),
             }
         }
         // Every run's events reach the ledger in seq order, with no gap.

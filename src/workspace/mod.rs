@@ -1,0 +1,576 @@
+//! Workspaces (DESIGN.md §13): where a run works — its own git worktree on a `drover/…`
+//! branch made from the user's HEAD, or the shared directory it was given — and what it
+//! changed there, with merge, keep and discard.
+//!
+//! Owns the workspace's data (the [`WorkspaceView`] the ledger keeps and the API shows,
+//! the change and diff shapes), the pure helpers that name branches and directories, and
+//! the git work itself ([`ops`]: create, check, measure, diff, merge, keep, discard,
+//! prune), every git command going through [`git`]. The dispatcher's core decides when
+//! each runs (as an effect); its driver runs them off the dispatcher's task.
+//!
+//! What must stay true:
+//! - the user's checkout is changed only by [`ops::merge`], and a merge that cannot finish
+//!   changes nothing in it (everything that can refuse is checked before the first ref
+//!   moves);
+//! - nothing with unmerged work is deleted: keep commits what is uncommitted onto the
+//!   run's branch before the worktree goes; only discard deletes work, and only when asked;
+//! - the diff is git's own (`git diff`), never one computed here;
+//! - what git prints is bounded (file lists, patches) and untrusted.
+
+pub mod git;
+pub mod ops;
+
+use serde::{Deserialize, Serialize};
+use std::path::{Path, PathBuf};
+
+use crate::{DroverError, ErrorCode};
+
+/// How a run's directory is set up.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum WorkspaceMode {
+    /// A git worktree of its own on a new `drover/…` branch.
+    Worktree,
+    /// The directory it was given, as is.
+    #[default]
+    Shared,
+}
+
+impl WorkspaceMode {
+    pub const ALL: [WorkspaceMode; 2] = [WorkspaceMode::Worktree, WorkspaceMode::Shared];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            WorkspaceMode::Worktree => "worktree",
+            WorkspaceMode::Shared => "shared",
+        }
+    }
+
+    /// The word as a user types it, case-insensitive.
+    pub fn from_word(word: &str) -> Option<WorkspaceMode> {
+        let word = word.trim();
+        Self::ALL
+            .into_iter()
+            .find(|m| m.as_str().eq_ignore_ascii_case(word))
+    }
+}
+
+/// Where a run's worktree stands.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum WorkspaceStatus {
+    /// Being created (or checked, for a resumed run).
+    Preparing,
+    /// The worktree is there: the run works in it, or its work waits for review.
+    Ready,
+    /// Merged into its base branch; the worktree and branch of a finished run are gone.
+    Merged,
+    /// The worktree is gone; the branch keeps the work (uncommitted work was committed).
+    Kept,
+    /// The worktree and the branch were deleted.
+    Discarded,
+    /// The worktree vanished outside drover.
+    Missing,
+    /// It could not be made.
+    Failed,
+}
+
+impl WorkspaceStatus {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            WorkspaceStatus::Preparing => "preparing",
+            WorkspaceStatus::Ready => "ready",
+            WorkspaceStatus::Merged => "merged",
+            WorkspaceStatus::Kept => "kept",
+            WorkspaceStatus::Discarded => "discarded",
+            WorkspaceStatus::Missing => "missing",
+            WorkspaceStatus::Failed => "failed",
+        }
+    }
+}
+
+/// Lines and files a run changed against its base commit.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct ChangeStat {
+    pub files: u32,
+    pub added: u64,
+    pub removed: u64,
+}
+
+impl ChangeStat {
+    pub fn is_empty(&self) -> bool {
+        self.files == 0
+    }
+
+    /// `+12 −3 · 4 files` (the run line's words).
+    pub fn words(&self) -> String {
+        format!(
+            "+{} −{} · {} file{}",
+            self.added,
+            self.removed,
+            self.files,
+            crate::spec::text::plural(self.files as usize)
+        )
+    }
+}
+
+/// A run's workspace, as the ledger keeps it (`runs.workspace_json`) and every view shows
+/// it (`workspace` in `runs --json` and `show --json`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct WorkspaceView {
+    pub mode: WorkspaceMode,
+    pub status: WorkspaceStatus,
+    /// Where the run works: the worktree's counterpart of the directory it was given, or
+    /// that directory itself (shared). Unknown while the worktree is being made.
+    #[serde(default)]
+    pub dir: Option<String>,
+    /// The user's checkout (the top of the work tree the run was dispatched in).
+    #[serde(default)]
+    pub checkout: Option<String>,
+    /// The run's own worktree.
+    #[serde(default)]
+    pub worktree: Option<String>,
+    /// `drover/<run>-<slug>`.
+    #[serde(default)]
+    pub branch: Option<String>,
+    /// The branch the user's checkout was on (none for a detached HEAD).
+    #[serde(default)]
+    pub base_branch: Option<String>,
+    /// The commit the run's branch started from; its change is counted against it.
+    #[serde(default)]
+    pub base_commit: Option<String>,
+    /// The run's change, as last worked out.
+    #[serde(default)]
+    pub change: Option<ChangeStat>,
+}
+
+impl WorkspaceView {
+    /// A shared run's workspace: the directory it was given.
+    pub fn shared(dir: &Path) -> WorkspaceView {
+        WorkspaceView {
+            mode: WorkspaceMode::Shared,
+            status: WorkspaceStatus::Ready,
+            dir: Some(dir.display().to_string()),
+            checkout: None,
+            worktree: None,
+            branch: None,
+            base_branch: None,
+            base_commit: None,
+            change: None,
+        }
+    }
+
+    /// A worktree that is being made.
+    pub fn preparing() -> WorkspaceView {
+        WorkspaceView {
+            mode: WorkspaceMode::Worktree,
+            status: WorkspaceStatus::Preparing,
+            ..WorkspaceView::shared(Path::new(""))
+        }
+        .without_dir()
+    }
+
+    fn without_dir(mut self) -> WorkspaceView {
+        self.dir = None;
+        self
+    }
+
+    pub fn is_worktree(&self) -> bool {
+        self.mode == WorkspaceMode::Worktree
+    }
+
+    /// The worktree is on disk (as far as drover knows).
+    pub fn has_worktree(&self) -> bool {
+        self.is_worktree() && self.status == WorkspaceStatus::Ready && self.worktree.is_some()
+    }
+
+    /// Whether removing the worktree could lose work: it is there and its change is not
+    /// known to be empty.
+    pub fn unmerged(&self) -> bool {
+        self.has_worktree() && self.change.is_none_or(|c| !c.is_empty())
+    }
+
+    pub fn worktree_path(&self) -> Option<PathBuf> {
+        self.worktree.as_deref().map(PathBuf::from)
+    }
+
+    pub fn checkout_path(&self) -> Option<PathBuf> {
+        self.checkout.as_deref().map(PathBuf::from)
+    }
+}
+
+/// One changed file of a run.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct FileStat {
+    pub path: String,
+    /// Where a renamed (or copied) file came from.
+    #[serde(default)]
+    pub old_path: Option<String>,
+    /// `added`, `modified`, `deleted`, `renamed`, `copied`, `type_changed`.
+    pub status: String,
+    pub added: u64,
+    pub removed: u64,
+    /// git counts no lines for a binary file.
+    #[serde(default)]
+    pub binary: bool,
+}
+
+/// The answer to `diff`: what a run changed against its base commit — committed on its
+/// branch, uncommitted in the worktree, untracked files included.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct DiffView {
+    pub run_id: String,
+    pub branch: Option<String>,
+    pub base_branch: Option<String>,
+    pub base_commit: Option<String>,
+    /// Totals over `files`.
+    pub change: ChangeStat,
+    pub files: Vec<FileStat>,
+    /// The file the patch is of (`--file`), when one was asked for.
+    #[serde(default)]
+    pub file: Option<String>,
+    /// git's unified diff (of `file`, or of every file); absent for `--stat`.
+    #[serde(default)]
+    pub patch: Option<String>,
+    /// The file list or the patch was cut at its bound.
+    #[serde(default)]
+    pub truncated: bool,
+}
+
+/// How a merge went in.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum MergeHow {
+    FastForward,
+    MergeCommit,
+    Squash,
+    /// The base branch already had everything.
+    UpToDate,
+}
+
+impl MergeHow {
+    pub fn words(self) -> &'static str {
+        match self {
+            MergeHow::FastForward => "fast-forward",
+            MergeHow::MergeCommit => "merge commit",
+            MergeHow::Squash => "one squashed commit",
+            MergeHow::UpToDate => "nothing new",
+        }
+    }
+}
+
+/// What a merge did.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct MergeView {
+    pub how: MergeHow,
+    /// The base branch's new tip.
+    pub commit: String,
+    /// The base branch.
+    pub into: String,
+    /// The files the merge changed in the base branch.
+    pub files: Vec<String>,
+    /// The base branch was checked out, and its work tree was brought along; otherwise
+    /// only the branch moved.
+    pub checkout_updated: bool,
+    /// The run's worktree and branch were removed (a finished run's work is merged).
+    pub cleaned_up: bool,
+}
+
+/// What `merge`, `keep` and `discard` answer.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct WorkspaceActionView {
+    pub run_id: String,
+    /// `merge`, `keep` or `discard`.
+    pub action: String,
+    pub workspace: WorkspaceView,
+    #[serde(default)]
+    pub merge: Option<MergeView>,
+}
+
+/// Git work the dispatcher's core asks for (as an effect), carried out by [`perform`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Task {
+    /// Make a new run's worktree.
+    Create(ops::CreatePlan),
+    /// Check that a resumed run's worktree is still there.
+    Check(WorkspaceView),
+    /// Work out the run's change.
+    Measure(WorkspaceView),
+    Diff {
+        workspace: WorkspaceView,
+        file: Option<String>,
+        stat: bool,
+    },
+    Merge {
+        workspace: WorkspaceView,
+        ask: ops::MergeAsk,
+    },
+    Keep {
+        workspace: WorkspaceView,
+        message: String,
+    },
+    Discard {
+        workspace: WorkspaceView,
+        /// The worktree root: with the repository gone, only a directory under it is
+        /// removed.
+        root: PathBuf,
+    },
+    /// `git worktree prune` in these repositories (at start).
+    Prune { checkouts: Vec<PathBuf> },
+}
+
+impl Task {
+    /// What it does, in a few words (for logs and notes).
+    pub fn words(&self) -> &'static str {
+        match self {
+            Task::Create(_) => "creating the worktree",
+            Task::Check(_) => "checking the worktree",
+            Task::Measure(_) => "working out the change",
+            Task::Diff { .. } => "reading the diff",
+            Task::Merge { .. } => "merging",
+            Task::Keep { .. } => "keeping the branch",
+            Task::Discard { .. } => "discarding the worktree",
+            Task::Prune { .. } => "pruning stale worktrees",
+        }
+    }
+}
+
+/// What a [`Task`] came to.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Outcome {
+    Created(ops::Created),
+    Checked,
+    Measured(ChangeStat),
+    Diff(Box<DiffView>),
+    Merged(WorkspaceView, MergeView),
+    Kept(WorkspaceView),
+    Discarded(WorkspaceView),
+    Pruned,
+}
+
+/// Carries out one task of run `run_id`'s workspace.
+pub async fn perform(run_id: &str, task: Task) -> Result<Outcome, DroverError> {
+    Ok(match task {
+        Task::Create(plan) => Outcome::Created(ops::create(&plan).await?),
+        Task::Check(ws) => {
+            ops::check(&ws).await?;
+            Outcome::Checked
+        }
+        Task::Measure(ws) => Outcome::Measured(ops::measure(&ws).await?),
+        Task::Diff {
+            workspace,
+            file,
+            stat,
+        } => Outcome::Diff(Box::new(
+            ops::diff(run_id, &workspace, file.as_deref(), stat).await?,
+        )),
+        Task::Merge { workspace, ask } => {
+            let (after, merged) = ops::merge(&workspace, &ask).await?;
+            Outcome::Merged(after, merged)
+        }
+        Task::Keep { workspace, message } => Outcome::Kept(ops::keep(&workspace, &message).await?),
+        Task::Discard { workspace, root } => {
+            Outcome::Discarded(ops::discard(&workspace, &root).await?)
+        }
+        Task::Prune { checkouts } => {
+            ops::prune(&checkouts).await;
+            Outcome::Pruned
+        }
+    })
+}
+
+/// Whether `dir` is inside a git work tree, as far as the file system tells at a glance:
+/// it or a directory above it holds `.git` — a directory with a `HEAD`, or a linked
+/// worktree's file that points to one (`gitdir: …`). git itself has the last word when
+/// the worktree is made.
+pub fn in_work_tree(dir: &Path) -> bool {
+    dir.ancestors().any(|d| {
+        let dot_git = d.join(".git");
+        if dot_git.is_dir() {
+            return dot_git.join("HEAD").is_file();
+        }
+        use std::io::Read;
+        let mut head = [0u8; 8];
+        std::fs::File::open(&dot_git)
+            .and_then(|mut f| f.read_exact(&mut head))
+            .is_ok_and(|()| &head == b"gitdir: ")
+    })
+}
+
+/// `NO_WORKTREE`: why a run has no worktree to act on (shared, merged, kept, discarded,
+/// missing, never made).
+pub fn no_worktree(run_id: &str, ws: Option<&WorkspaceView>) -> DroverError {
+    let why = match ws {
+        None => "has no workspace on record (it ran before workspaces)".to_string(),
+        Some(ws) if !ws.is_worktree() => format!(
+            "works in the shared directory {}; it has no worktree or branch of its own",
+            ws.dir.as_deref().unwrap_or("?")
+        ),
+        Some(ws) => match ws.status {
+            WorkspaceStatus::Merged => "was merged; its worktree and branch are gone".into(),
+            WorkspaceStatus::Kept => format!(
+                "has no worktree any more: its branch {} was kept (git merge it, or `drover discard {run_id}` deletes it)",
+                ws.branch.as_deref().unwrap_or("?")
+            ),
+            WorkspaceStatus::Discarded => "was discarded: its worktree and branch are gone".into(),
+            WorkspaceStatus::Missing => format!(
+                "has lost its worktree (deleted outside drover); `drover discard {run_id}` deletes its branch"
+            ),
+            WorkspaceStatus::Failed => "never got its worktree: it could not be made".into(),
+            WorkspaceStatus::Preparing | WorkspaceStatus::Ready => "has no worktree yet".into(),
+        },
+    };
+    DroverError::new(ErrorCode::NoWorktree, format!("run {run_id} {why}"))
+}
+
+/// The workspace of a run whose diff can be read: a worktree that is there
+/// (`NO_WORKTREE` otherwise).
+pub fn diffable(run_id: &str, ws: Option<&WorkspaceView>) -> Result<WorkspaceView, DroverError> {
+    match ws {
+        Some(ws) if ws.has_worktree() => Ok(ws.clone()),
+        other => Err(no_worktree(run_id, other)),
+    }
+}
+
+/// The longest slug of a title in a branch name.
+const SLUG_MAX: usize = 40;
+
+/// `Fix the login redirect!` → `fix-the-login-redirect`: lower-case ASCII letters and
+/// digits, anything else one `-`, at most [`SLUG_MAX`] characters, never a `-` at either
+/// end. Always a valid part of a git ref name.
+pub fn slug(title: &str) -> String {
+    let mut out = String::new();
+    for c in title.chars() {
+        if c.is_ascii_alphanumeric() {
+            out.push(c.to_ascii_lowercase());
+        } else if !out.ends_with('-') && !out.is_empty() {
+            out.push('-');
+        }
+        if out.len() >= SLUG_MAX {
+            break;
+        }
+    }
+    out.trim_end_matches('-').to_string()
+}
+
+/// The run's branch: `drover/<run id>-<slug of the title>` (`drover/<run id>` when the
+/// title has nothing to slug).
+pub fn branch_name(run_id: &str, title: &str) -> String {
+    let slug = slug(title);
+    if slug.is_empty() {
+        format!("drover/{run_id}")
+    } else {
+        format!("drover/{run_id}-{slug}")
+    }
+}
+
+/// Where a run's worktree goes: `<root>/<name of the checkout's directory>/<run id>`.
+pub fn worktree_dir(root: &Path, checkout: &Path, run_id: &str) -> PathBuf {
+    let repo = checkout
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .filter(|n| !n.is_empty() && n != "." && n != "..")
+        .unwrap_or_else(|| "repository".to_string());
+    root.join(repo).join(run_id)
+}
+
+/// Whether two directories are the same or one holds the other (lexically, on absolute
+/// paths).
+pub fn dirs_overlap(a: &Path, b: &Path) -> bool {
+    a.starts_with(b) || b.starts_with(a)
+}
+
+/// The first line of a message, for a commit subject.
+pub fn subject(text: &str) -> String {
+    crate::spec::text::clip(&crate::spec::text::one_line(text), 72)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn slugs_and_branch_names_are_valid_ref_names() {
+        assert_eq!(slug("Fix the login redirect!"), "fix-the-login-redirect");
+        assert_eq!(slug("  --Über  café__v2.0  "), "ber-caf-v2-0");
+        assert_eq!(slug("!!!"), "");
+        assert!(slug(&"a very long title ".repeat(10)).len() <= SLUG_MAX);
+        assert!(!slug(&"ab ".repeat(30)).ends_with('-'));
+        assert_eq!(
+            branch_name("rmc7x1k2a01", "Update the greeting"),
+            "drover/rmc7x1k2a01-update-the-greeting"
+        );
+        assert_eq!(branch_name("r1", "…"), "drover/r1");
+    }
+
+    #[test]
+    fn worktrees_go_under_the_root_by_repository_and_run() {
+        assert_eq!(
+            worktree_dir(Path::new("/data/worktrees"), Path::new("/src/app"), "r1"),
+            PathBuf::from("/data/worktrees/app/r1")
+        );
+        assert_eq!(
+            worktree_dir(Path::new("/w"), Path::new("/"), "r2"),
+            PathBuf::from("/w/repository/r2")
+        );
+    }
+
+    #[test]
+    fn a_work_tree_is_a_dot_git_with_a_head_or_a_worktrees_gitdir_file() {
+        let dir = tempfile::tempdir().unwrap();
+        let repo = dir.path().join("repo");
+        std::fs::create_dir_all(repo.join(".git")).unwrap();
+        std::fs::create_dir_all(repo.join("src/deep")).unwrap();
+        assert!(
+            !in_work_tree(&repo.join("src")),
+            "an empty .git is no repository"
+        );
+        std::fs::write(repo.join(".git/HEAD"), "ref: refs/heads/main\n").unwrap();
+        assert!(in_work_tree(&repo.join("src/deep")));
+        let linked = dir.path().join("linked");
+        std::fs::create_dir_all(&linked).unwrap();
+        std::fs::write(linked.join(".git"), "gitdir: /elsewhere/.git/worktrees/x\n").unwrap();
+        assert!(in_work_tree(&linked));
+        let odd = dir.path().join("odd");
+        std::fs::create_dir_all(&odd).unwrap();
+        std::fs::write(odd.join(".git"), "not git").unwrap();
+        assert!(!in_work_tree(&odd));
+    }
+
+    #[test]
+    fn overlapping_directories_hold_one_another() {
+        assert!(dirs_overlap(Path::new("/a/b"), Path::new("/a")));
+        assert!(dirs_overlap(Path::new("/a"), Path::new("/a/b/c")));
+        assert!(dirs_overlap(Path::new("/a"), Path::new("/a")));
+        assert!(!dirs_overlap(Path::new("/a/b"), Path::new("/a/bc")));
+    }
+
+    #[test]
+    fn unmerged_work_is_a_worktree_whose_change_is_not_known_empty() {
+        let mut ws = WorkspaceView {
+            worktree: Some("/w/app/r1".into()),
+            ..WorkspaceView::preparing()
+        };
+        ws.status = WorkspaceStatus::Ready;
+        assert!(ws.unmerged(), "not measured yet: assume work");
+        ws.change = Some(ChangeStat::default());
+        assert!(!ws.unmerged());
+        ws.change = Some(ChangeStat {
+            files: 1,
+            added: 2,
+            removed: 0,
+        });
+        assert!(ws.unmerged());
+        ws.status = WorkspaceStatus::Kept;
+        assert!(!ws.unmerged(), "the branch keeps it");
+        assert_eq!(
+            ChangeStat {
+                files: 4,
+                added: 12,
+                removed: 3
+            }
+            .words(),
+            "+12 −3 · 4 files"
+        );
+    }
+}

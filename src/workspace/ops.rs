@@ -1,0 +1,1102 @@
+//! The git work of a workspace: make a run's worktree, check it is still there, work out
+//! its change, show its diff, merge it into its base branch, keep its branch, discard it,
+//! prune stale worktree entries. Each is an async function the dispatcher's driver runs
+//! off its task (and the offline CLI runs for `diff`); every git command goes through
+//! [`super::git`].
+//!
+//! What must stay true:
+//! - the run's change is counted from a snapshot of its worktree in an index file of
+//!   drover's own (a copy of the worktree's index with `git add -A` applied), so
+//!   untracked files count and the worktree's own index is never touched by a read;
+//! - [`merge`] checks everything that can refuse (a conflict, a dirty checkout, a missing
+//!   branch) before it moves any ref; its commits are made with `git commit-tree` and the
+//!   checkout only ever fast-forwards to the result, so git itself refuses to overwrite a
+//!   local change;
+//! - commands on one repository run one at a time (a lock per checkout), so two runs'
+//!   worktree commands never race on the repository's locks;
+//! - every list and patch read from git is bounded.
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, OnceLock};
+use std::time::Duration;
+
+use super::git::{self, Git, GitError};
+use super::{
+    ChangeStat, DiffView, FileStat, MergeHow, MergeView, WorkspaceMode, WorkspaceStatus,
+    WorkspaceView, subject,
+};
+use crate::{DroverError, ErrorCode};
+
+/// How long making a worktree (a checkout of the whole tree) may take.
+pub const CREATE_TIMEOUT: Duration = Duration::from_secs(300);
+/// How long snapshotting a worktree (`git add -A` of everything in it) may take.
+const SNAPSHOT_TIMEOUT: Duration = Duration::from_secs(300);
+/// Most files a diff lists.
+pub const MAX_FILES: usize = 5_000;
+/// Most bytes of a patch kept.
+pub const MAX_PATCH_BYTES: usize = 4 * 1024 * 1024;
+/// Most bytes of uncommitted changes carried into a new worktree.
+const MAX_CARRY_BYTES: usize = 64 * 1024 * 1024;
+/// Most files a merge's answer names.
+const MAX_NAMED_FILES: usize = 200;
+
+/// What making a run's worktree needs.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CreatePlan {
+    pub run_id: String,
+    /// The directory the run was dispatched in (inside the user's checkout).
+    pub cwd: PathBuf,
+    /// Where worktrees go (`<root>/<repository>/<run>`).
+    pub root: PathBuf,
+    /// The new branch.
+    pub branch: String,
+    /// Bring the checkout's uncommitted changes (untracked files included) along.
+    pub carry_changes: bool,
+    /// Start on another run's branch instead of the user's HEAD (an escalation or retry).
+    pub from: Option<ParentStart>,
+}
+
+/// A run whose work a new run starts from.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ParentStart {
+    pub run_id: String,
+    pub workspace: WorkspaceView,
+}
+
+/// A new worktree.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Created {
+    pub workspace: WorkspaceView,
+    /// Files with uncommitted changes in the checkout that were not carried over.
+    pub left_behind: usize,
+    /// Files whose uncommitted changes were brought along (from the checkout, or from the
+    /// parent's worktree).
+    pub carried: usize,
+    /// The run it started from, when it did.
+    pub from_run: Option<String>,
+}
+
+/// What a merge is asked to do.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct MergeAsk {
+    pub run_id: String,
+    pub title: String,
+    /// The message of the commit of what is uncommitted in the worktree (and of the
+    /// squashed commit).
+    pub message: String,
+    pub squash: bool,
+    /// Remove the worktree and the branch once merged (the run has finished).
+    pub clean_up: bool,
+}
+
+fn unavailable(message: impl Into<String>) -> DroverError {
+    DroverError::new(ErrorCode::WorkspaceUnavailable, message)
+}
+
+/// A git failure as a refusal: git missing is `WORKSPACE_UNAVAILABLE`, anything else
+/// `GIT_FAILED` with what drover was doing and git's own words.
+pub fn git_error(doing: &str, e: GitError) -> DroverError {
+    match e {
+        GitError::NotInstalled => unavailable(
+            "git is not installed; install git (2.38 or newer), or dispatch with --workspace shared",
+        ),
+        other => {
+            let hint = match &other {
+                GitError::Failed { message, .. }
+                    if message.contains("identity") || message.contains("user.email") =>
+                {
+                    "; tell git who you are: git config --global user.name \"…\" and user.email \"…\""
+                }
+                _ => "",
+            };
+            DroverError::new(ErrorCode::GitFailed, format!("{doing}: {other}{hint}"))
+        }
+    }
+}
+
+fn missing(ws: &WorkspaceView) -> DroverError {
+    DroverError::new(
+        ErrorCode::WorktreeMissing,
+        format!(
+            "the run's worktree {} is gone (deleted outside drover){}",
+            ws.worktree.as_deref().unwrap_or("?"),
+            ws.branch
+                .as_deref()
+                .map(|b| format!("; its branch {b} may still hold its commits"))
+                .unwrap_or_default()
+        ),
+    )
+}
+
+/// The run's worktree, which must be on disk.
+fn worktree_of(ws: &WorkspaceView) -> Result<PathBuf, DroverError> {
+    match ws.worktree_path() {
+        Some(path) if path.is_dir() => Ok(path),
+        Some(_) => Err(missing(ws)),
+        None => Err(DroverError::new(
+            ErrorCode::NoWorktree,
+            "the run has no worktree of its own",
+        )),
+    }
+}
+
+fn checkout_of(ws: &WorkspaceView) -> Result<PathBuf, DroverError> {
+    match ws.checkout_path() {
+        Some(path) if path.is_dir() => Ok(path),
+        _ => Err(unavailable(format!(
+            "the repository {} the run was made from is gone",
+            ws.checkout.as_deref().unwrap_or("?")
+        ))),
+    }
+}
+
+/// One lock per repository (by its checkout), held for a whole operation.
+async fn lock(checkout: &Path) -> tokio::sync::OwnedMutexGuard<()> {
+    static LOCKS: OnceLock<std::sync::Mutex<HashMap<PathBuf, Arc<tokio::sync::Mutex<()>>>>> =
+        OnceLock::new();
+    let mutex = {
+        let mut locks = LOCKS
+            .get_or_init(Default::default)
+            .lock()
+            .unwrap_or_else(|e| e.into_inner());
+        // Locks nobody holds or waits for are dropped, so the map stays as small as the
+        // set of repositories in use.
+        locks.retain(|_, m| Arc::strong_count(m) > 1);
+        locks.entry(checkout.to_path_buf()).or_default().clone()
+    };
+    mutex.lock_owned().await
+}
+
+/// `rev-parse --verify -q REV^{commit}`: the commit, or `None` when there is none.
+async fn commit_of(dir: &Path, rev: &str) -> Result<Option<String>, DroverError> {
+    let spec = format!("{rev}^{{commit}}");
+    let out = Git::at(dir)
+        .run(&["rev-parse", "--verify", "-q", &spec])
+        .await
+        .map_err(|e| git_error("reading a commit", e))?;
+    Ok(out.success().then(|| out.text()).filter(|t| !t.is_empty()))
+}
+
+async fn tree_of(dir: &Path, commit: &str) -> Result<String, DroverError> {
+    let spec = format!("{commit}^{{tree}}");
+    Git::at(dir)
+        .ok(&["rev-parse", "--verify", &spec])
+        .await
+        .map_err(|e| git_error("reading a tree", e))
+}
+
+/// Whether `a` is an ancestor of (or equal to) `b`.
+async fn is_ancestor(dir: &Path, a: &str, b: &str) -> Result<bool, DroverError> {
+    let args = ["merge-base", "--is-ancestor", a, b];
+    let out = Git::at(dir)
+        .run(&args)
+        .await
+        .map_err(|e| git_error("comparing commits", e))?;
+    match out.code {
+        Some(0) => Ok(true),
+        Some(1) => Ok(false),
+        _ => Err(git_error("comparing commits", git::failed(&args, &out))),
+    }
+}
+
+async fn branch_exists(dir: &Path, branch: &str) -> Result<Option<String>, DroverError> {
+    commit_of(dir, &format!("refs/heads/{branch}")).await
+}
+
+/// A snapshot of a worktree: an index file of drover's own holding everything in it
+/// (untracked files included, ignored ones not). Removed when dropped.
+struct Snapshot {
+    dir: PathBuf,
+    index: PathBuf,
+}
+
+impl Drop for Snapshot {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_file(&self.index);
+    }
+}
+
+impl Snapshot {
+    async fn take(dir: &Path) -> Result<Snapshot, DroverError> {
+        use std::sync::atomic::{AtomicU64, Ordering};
+        static NEXT: AtomicU64 = AtomicU64::new(0);
+        let git_dir = Git::at(dir)
+            .ok(&["rev-parse", "--absolute-git-dir"])
+            .await
+            .map_err(|e| git_error("finding the worktree's git directory", e))?;
+        let git_dir = PathBuf::from(git_dir);
+        let index = git_dir.join(format!(
+            "drover-snapshot-{}-{}.index",
+            std::process::id(),
+            NEXT.fetch_add(1, Ordering::Relaxed)
+        ));
+        let snapshot = Snapshot {
+            dir: dir.to_path_buf(),
+            index,
+        };
+        let own = git_dir.join("index");
+        if own.is_file() {
+            std::fs::copy(&own, &snapshot.index).map_err(|e| {
+                DroverError::new(
+                    ErrorCode::GitFailed,
+                    format!("cannot copy the worktree's index {}: {e}", own.display()),
+                )
+            })?;
+        } else {
+            snapshot
+                .git()
+                .ok(&["read-tree", "HEAD"])
+                .await
+                .map_err(|e| git_error("reading the worktree's HEAD", e))?;
+        }
+        snapshot
+            .git()
+            .timeout(SNAPSHOT_TIMEOUT)
+            .ok(&["add", "-A", "--", ":/"])
+            .await
+            .map_err(|e| git_error("looking at the worktree's files", e))?;
+        Ok(snapshot)
+    }
+
+    fn git(&self) -> Git {
+        Git::at(&self.dir).index(&self.index)
+    }
+
+    /// The tree of everything in the worktree.
+    async fn tree(&self) -> Result<String, DroverError> {
+        self.git()
+            .ok(&["write-tree"])
+            .await
+            .map_err(|e| git_error("writing the worktree's tree", e))
+    }
+}
+
+/// Paths with uncommitted changes in a work tree (untracked files included), and whether
+/// it is in the middle of a merge (an unmerged path).
+async fn dirty_paths(dir: &Path) -> Result<(Vec<String>, bool), DroverError> {
+    let out = Git::at(dir)
+        .limit(16 * 1024 * 1024)
+        .ok_bytes(&["status", "--porcelain=v1", "-z", "--untracked-files=all"])
+        .await
+        .map_err(|e| git_error("reading the checkout's status", e))?;
+    let fields = git::nul_fields(&out);
+    let mut paths = Vec::new();
+    let mut unmerged = false;
+    let mut i = 0;
+    while i < fields.len() {
+        let record = &fields[i];
+        i += 1;
+        if record.len() < 4 {
+            continue;
+        }
+        let (xy, path) = record.split_at(3);
+        let xy = xy.trim_end();
+        if matches!(xy, "DD" | "AU" | "UD" | "UA" | "DU" | "AA" | "UU") {
+            unmerged = true;
+        }
+        paths.push(path.to_string());
+        if xy.starts_with('R') || xy.starts_with('C') {
+            // The next field is where it came from: changed too.
+            if let Some(from) = fields.get(i) {
+                paths.push(from.clone());
+            }
+            i += 1;
+        }
+    }
+    Ok((paths, unmerged))
+}
+
+impl Git {
+    /// Like [`Git::ok`], with stdout as bytes (NUL-separated lists).
+    async fn ok_bytes(&self, args: &[&str]) -> Result<Vec<u8>, GitError> {
+        let out = self.run(args).await?;
+        if out.success() {
+            Ok(out.stdout)
+        } else {
+            Err(git::failed(args, &out))
+        }
+    }
+}
+
+/// Makes a run's worktree: a new branch at the user's HEAD (or at the parent run's
+/// branch), checked out under the root, the run's directory at the same place inside it.
+pub async fn create(plan: &CreatePlan) -> Result<Created, DroverError> {
+    let top = Git::at(&plan.cwd)
+        .ok(&["rev-parse", "--show-toplevel"])
+        .await
+        .map_err(|e| match e {
+            GitError::Failed { .. } => unavailable(format!(
+                "{} is not inside a git work tree; dispatch with --workspace shared, or `git init` there",
+                plan.cwd.display()
+            )),
+            other => git_error("finding the repository", other),
+        })?;
+    let top = PathBuf::from(top);
+    let prefix = Git::at(&plan.cwd)
+        .ok(&["rev-parse", "--show-prefix"])
+        .await
+        .map_err(|e| git_error("finding the directory in the repository", e))?;
+    let _lock = lock(&top).await;
+
+    // Where the branch starts, what it is counted against, whose changes come along.
+    let parent = match &plan.from {
+        Some(p) => match p.workspace.branch.as_deref() {
+            Some(branch) => branch_exists(&top, branch)
+                .await?
+                .map(|tip| (p, branch.to_string(), tip)),
+            None => None,
+        },
+        None => None,
+    };
+    let (start, base_branch, base_commit, carry_from, from_run) = match parent {
+        Some((p, _branch, tip)) => {
+            let carry = p
+                .workspace
+                .worktree_path()
+                .filter(|w| p.workspace.has_worktree() && w.is_dir());
+            let base_commit = p.workspace.base_commit.clone().unwrap_or(tip.clone());
+            (
+                tip,
+                p.workspace.base_branch.clone(),
+                base_commit,
+                carry,
+                Some(p.run_id.clone()),
+            )
+        }
+        None => {
+            let head = commit_of(&top, "HEAD").await?.ok_or_else(|| {
+                unavailable(format!(
+                    "the repository {} has no commit yet; commit something first, or dispatch with --workspace shared",
+                    top.display()
+                ))
+            })?;
+            let branch = Git::at(&top)
+                .run(&["symbolic-ref", "--short", "-q", "HEAD"])
+                .await
+                .map_err(|e| git_error("reading the checkout's branch", e))?;
+            let branch = branch.success().then(|| branch.text());
+            let carry = plan.carry_changes.then(|| top.clone());
+            (head.clone(), branch, head, carry, None)
+        }
+    };
+    let left_behind = if carry_from.as_deref() == Some(top.as_path()) {
+        0
+    } else {
+        dirty_paths(&top).await.map(|(p, _)| p.len()).unwrap_or(0)
+    };
+
+    let worktree = super::worktree_dir(&plan.root, &top, &plan.run_id);
+    if worktree.exists() {
+        return Err(unavailable(format!(
+            "{} already exists; remove it, or set [workspaces] root elsewhere",
+            worktree.display()
+        )));
+    }
+    if let Some(parent_dir) = worktree.parent() {
+        std::fs::create_dir_all(parent_dir).map_err(|e| {
+            unavailable(format!(
+                "cannot create {}: {e}; set [workspaces] root to a writable directory",
+                parent_dir.display()
+            ))
+        })?;
+    }
+    let path_text = worktree.to_string_lossy().into_owned();
+    Git::at(&top)
+        .timeout(CREATE_TIMEOUT)
+        .ok(&[
+            "worktree",
+            "add",
+            "--quiet",
+            "-b",
+            &plan.branch,
+            &path_text,
+            &start,
+        ])
+        .await
+        .map_err(|e| git_error("creating the worktree", e))?;
+
+    let made = async {
+        let carried = match &carry_from {
+            Some(source) => carry(source, &worktree).await?,
+            None => 0,
+        };
+        // At the top of the checkout the run works in the worktree itself (no trailing
+        // `/` from joining an empty path).
+        let rel = prefix.trim_end_matches('/');
+        let dir = if rel.is_empty() {
+            worktree.clone()
+        } else {
+            worktree.join(rel)
+        };
+        std::fs::create_dir_all(&dir).map_err(|e| {
+            unavailable(format!(
+                "cannot create {} in the worktree: {e}",
+                dir.display()
+            ))
+        })?;
+        Ok::<_, DroverError>((carried, dir))
+    }
+    .await;
+    match made {
+        Ok((carried, dir)) => Ok(Created {
+            workspace: WorkspaceView {
+                mode: WorkspaceMode::Worktree,
+                status: WorkspaceStatus::Ready,
+                dir: Some(dir.display().to_string()),
+                checkout: Some(top.display().to_string()),
+                worktree: Some(path_text),
+                branch: Some(plan.branch.clone()),
+                base_branch,
+                base_commit: Some(base_commit),
+                change: None,
+            },
+            left_behind,
+            carried,
+            from_run,
+        }),
+        Err(e) => {
+            // Leave nothing half made.
+            remove_worktree(&top, &worktree).await;
+            let _ = Git::at(&top).run(&["branch", "-D", &plan.branch]).await;
+            Err(e)
+        }
+    }
+}
+
+/// Applies `source`'s uncommitted changes (against its HEAD, untracked files included)
+/// to the new worktree `target`, which starts at the same commit. Returns how many files.
+async fn carry(source: &Path, target: &Path) -> Result<usize, DroverError> {
+    let snapshot = Snapshot::take(source).await?;
+    let tree = snapshot.tree().await?;
+    let head = commit_of(source, "HEAD")
+        .await?
+        .ok_or_else(|| unavailable("the checkout has no commit to carry changes from"))?;
+    let numstat = Git::at(source)
+        .ok_bytes(&["diff", "--numstat", "-z", "--no-renames", &head, &tree])
+        .await
+        .map_err(|e| git_error("listing the uncommitted changes", e))?;
+    let files = git::nul_fields(&numstat).len();
+    if files == 0 {
+        return Ok(0);
+    }
+    let patch = Git::at(source)
+        .limit(MAX_CARRY_BYTES)
+        .run(&[
+            "diff",
+            "--binary",
+            "--no-ext-diff",
+            "--no-color",
+            "--no-renames",
+            &head,
+            &tree,
+        ])
+        .await
+        .map_err(|e| git_error("reading the uncommitted changes", e))?;
+    if patch.truncated {
+        return Err(unavailable(format!(
+            "the uncommitted changes are larger than {} MiB; commit them, or dispatch without --carry-changes",
+            MAX_CARRY_BYTES / (1024 * 1024)
+        )));
+    }
+    Git::at(target)
+        .input(patch.stdout)
+        .ok(&["apply", "--whitespace=nowarn", "--binary"])
+        .await
+        .map_err(|e| git_error("bringing the uncommitted changes along", e))?;
+    Ok(files)
+}
+
+/// Removes a worktree (its files and git's entry for it); best effort.
+async fn remove_worktree(checkout: &Path, worktree: &Path) {
+    let path = worktree.to_string_lossy().into_owned();
+    let removed = Git::at(checkout)
+        .run(&["worktree", "remove", "--force", "--force", &path])
+        .await;
+    if !removed.is_ok_and(|o| o.success()) && worktree.exists() {
+        let _ = std::fs::remove_dir_all(worktree);
+    }
+    let _ = Git::at(checkout).run(&["worktree", "prune"]).await;
+}
+
+/// Whether a resumed run's worktree is still there, on its branch.
+pub async fn check(ws: &WorkspaceView) -> Result<(), DroverError> {
+    let worktree = worktree_of(ws)?;
+    let top = Git::at(&worktree)
+        .ok(&["rev-parse", "--show-toplevel"])
+        .await
+        .map_err(|_| missing(ws))?;
+    let same = std::fs::canonicalize(&top).ok() == std::fs::canonicalize(&worktree).ok();
+    if !same {
+        return Err(missing(ws));
+    }
+    Ok(())
+}
+
+/// The run's change against its base commit: committed, uncommitted and untracked.
+pub async fn measure(ws: &WorkspaceView) -> Result<ChangeStat, DroverError> {
+    let (_, files) = changed_files(ws).await?;
+    Ok(total(&files))
+}
+
+fn total(files: &[FileStat]) -> ChangeStat {
+    ChangeStat {
+        files: files.len() as u32,
+        added: files.iter().map(|f| f.added).sum(),
+        removed: files.iter().map(|f| f.removed).sum(),
+    }
+}
+
+fn base_of(ws: &WorkspaceView) -> Result<String, DroverError> {
+    ws.base_commit.clone().ok_or_else(|| {
+        DroverError::new(
+            ErrorCode::NoWorktree,
+            "the run's worktree has no base commit recorded",
+        )
+    })
+}
+
+/// The snapshot and every changed file (status and line counts), at most [`MAX_FILES`]
+/// (the flag says when there were more).
+async fn changed_files(ws: &WorkspaceView) -> Result<(Snapshot, Vec<FileStat>), DroverError> {
+    let worktree = worktree_of(ws)?;
+    let base = base_of(ws)?;
+    let snapshot = Snapshot::take(&worktree).await?;
+    let names = snapshot
+        .git()
+        .limit(16 * 1024 * 1024)
+        .ok_bytes(&["diff", "--cached", "--name-status", "-z", "-M", &base])
+        .await
+        .map_err(|e| git_error("listing the run's changes", e))?;
+    let counts = snapshot
+        .git()
+        .limit(16 * 1024 * 1024)
+        .ok_bytes(&["diff", "--cached", "--numstat", "-z", "-M", &base])
+        .await
+        .map_err(|e| git_error("counting the run's changes", e))?;
+    let mut files = parse_name_status(&names);
+    let counts = parse_numstat(&counts);
+    for f in &mut files {
+        if let Some((added, removed)) = counts.get(&f.path) {
+            match (added, removed) {
+                (Some(a), Some(r)) => {
+                    f.added = *a;
+                    f.removed = *r;
+                }
+                _ => f.binary = true,
+            }
+        }
+    }
+    Ok((snapshot, files))
+}
+
+/// `--name-status -z`: `M\0path\0`, `R087\0old\0new\0`.
+fn parse_name_status(bytes: &[u8]) -> Vec<FileStat> {
+    let fields = git::nul_fields(bytes);
+    let mut files = Vec::new();
+    let mut i = 0;
+    while i < fields.len() {
+        let code = fields[i].clone();
+        i += 1;
+        let letter = code.chars().next().unwrap_or('M');
+        let two = matches!(letter, 'R' | 'C');
+        let (old_path, path) = if two {
+            let old = fields.get(i).cloned();
+            let new = fields.get(i + 1).cloned().unwrap_or_default();
+            i += 2;
+            (old, new)
+        } else {
+            let path = fields.get(i).cloned().unwrap_or_default();
+            i += 1;
+            (None, path)
+        };
+        let status = match letter {
+            'A' => "added",
+            'D' => "deleted",
+            'R' => "renamed",
+            'C' => "copied",
+            'T' => "type_changed",
+            _ => "modified",
+        };
+        files.push(FileStat {
+            path,
+            old_path,
+            status: status.to_string(),
+            added: 0,
+            removed: 0,
+            binary: false,
+        });
+    }
+    files
+}
+
+/// `--numstat -z`: `added\tremoved\tpath\0`, or for a rename `added\tremoved\t\0old\0new\0`;
+/// `-` counts for a binary file. Keyed by the (new) path.
+#[allow(clippy::type_complexity)]
+fn parse_numstat(bytes: &[u8]) -> HashMap<String, (Option<u64>, Option<u64>)> {
+    let fields = git::nul_fields(bytes);
+    let mut out = HashMap::new();
+    let mut i = 0;
+    while i < fields.len() {
+        let record = &fields[i];
+        i += 1;
+        let mut parts = record.splitn(3, '\t');
+        let (Some(added), Some(removed), Some(path)) = (parts.next(), parts.next(), parts.next())
+        else {
+            continue;
+        };
+        let path = if path.is_empty() {
+            // A rename: old, then new.
+            let new = fields.get(i + 1).cloned().unwrap_or_default();
+            i += 2;
+            new
+        } else {
+            path.to_string()
+        };
+        out.insert(path, (added.parse().ok(), removed.parse().ok()));
+    }
+    out
+}
+
+/// The run's diff: its files with their counts and, unless `stat_only`, git's unified
+/// diff of `file` (or of every file).
+pub async fn diff(
+    run_id: &str,
+    ws: &WorkspaceView,
+    file: Option<&str>,
+    stat_only: bool,
+) -> Result<DiffView, DroverError> {
+    let base = base_of(ws)?;
+    let (snapshot, mut files) = changed_files(ws).await?;
+    let change = total(&files);
+    let mut truncated = files.len() > MAX_FILES;
+    let wanted = match file {
+        Some(path) => {
+            let found = files
+                .iter()
+                .find(|f| f.path == path || f.old_path.as_deref() == Some(path))
+                .cloned();
+            match found {
+                Some(f) => Some(f),
+                None => {
+                    return Err(DroverError::new(
+                        ErrorCode::FileNotChanged,
+                        format!(
+                            "run {run_id} did not change {}; `drover diff {run_id} --stat` lists what it changed",
+                            crate::spec::text::quoted(path)
+                        ),
+                    ));
+                }
+            }
+        }
+        None => None,
+    };
+    files.truncate(MAX_FILES);
+    let patch = if stat_only {
+        None
+    } else {
+        let mut args = vec![
+            "--literal-pathspecs",
+            "diff",
+            "--cached",
+            "-M",
+            "--no-ext-diff",
+            "--no-color",
+            &base,
+        ];
+        if let Some(f) = &wanted {
+            args.push("--");
+            if let Some(old) = &f.old_path {
+                args.push(old);
+            }
+            args.push(&f.path);
+        }
+        let out = snapshot
+            .git()
+            .limit(MAX_PATCH_BYTES)
+            .run(&args)
+            .await
+            .map_err(|e| git_error("reading the run's diff", e))?;
+        if !out.success() {
+            return Err(git_error(
+                "reading the run's diff",
+                git::failed(&args, &out),
+            ));
+        }
+        truncated |= out.truncated;
+        Some(String::from_utf8_lossy(&out.stdout).into_owned())
+    };
+    Ok(DiffView {
+        run_id: run_id.to_string(),
+        branch: ws.branch.clone(),
+        base_branch: ws.base_branch.clone(),
+        base_commit: ws.base_commit.clone(),
+        change,
+        files,
+        file: wanted.map(|f| f.path),
+        patch,
+        truncated,
+    })
+}
+
+/// The run's work as one commit on its branch: its tip when nothing is uncommitted, else a
+/// new commit of everything in the worktree on top of it (made with `commit-tree`: no ref
+/// moves yet). Returns (old tip, new tip).
+async fn work_commit(worktree: &Path, message: &str) -> Result<(String, String), DroverError> {
+    let head = commit_of(worktree, "HEAD")
+        .await?
+        .ok_or_else(|| unavailable("the run's branch has no commit"))?;
+    let snapshot = Snapshot::take(worktree).await?;
+    let tree = snapshot.tree().await?;
+    if tree == tree_of(worktree, &head).await? {
+        return Ok((head.clone(), head));
+    }
+    let commit = Git::at(worktree)
+        .ok(&["commit-tree", &tree, "-p", &head, "-m", message])
+        .await
+        .map_err(|e| git_error("committing the run's work", e))?;
+    Ok((head, commit))
+}
+
+/// Moves the run's branch to `new` (from `old`) and lines the worktree's index up with
+/// it (its files already are).
+async fn advance_branch(
+    worktree: &Path,
+    branch: &str,
+    old: &str,
+    new: &str,
+) -> Result<(), DroverError> {
+    if old == new {
+        return Ok(());
+    }
+    let refname = format!("refs/heads/{branch}");
+    Git::at(worktree)
+        .ok(&[
+            "update-ref",
+            "-m",
+            "drover: the run's work",
+            &refname,
+            new,
+            old,
+        ])
+        .await
+        .map_err(|e| git_error("moving the run's branch", e))?;
+    Git::at(worktree)
+        .ok(&["read-tree", "HEAD"])
+        .await
+        .map_err(|e| git_error("updating the worktree's index", e))?;
+    Ok(())
+}
+
+/// The work tree where `branch` is checked out, if any (`worktree list --porcelain`).
+async fn checked_out_at(checkout: &Path, branch: &str) -> Result<Option<PathBuf>, DroverError> {
+    let out = Git::at(checkout)
+        .ok_bytes(&["worktree", "list", "--porcelain", "-z"])
+        .await
+        .map_err(|e| git_error("listing the worktrees", e))?;
+    let wanted = format!("branch refs/heads/{branch}");
+    let mut current: Option<PathBuf> = None;
+    for field in git::nul_fields(&out) {
+        if let Some(path) = field.strip_prefix("worktree ") {
+            current = Some(PathBuf::from(path));
+        } else if field == wanted {
+            return Ok(current);
+        }
+    }
+    Ok(None)
+}
+
+fn named(mut files: Vec<String>) -> Vec<String> {
+    files.truncate(MAX_NAMED_FILES);
+    files
+}
+
+fn listed(files: &[String]) -> String {
+    let shown: Vec<&str> = files.iter().take(10).map(String::as_str).collect();
+    let more = files.len().saturating_sub(shown.len());
+    if more > 0 {
+        format!("{} and {more} more", shown.join(", "))
+    } else {
+        shown.join(", ")
+    }
+}
+
+/// Merges the run's work into its base branch. Whatever is uncommitted in the worktree is
+/// committed first (`ask.message`); then the base branch fast-forwards when it can, else
+/// gets a merge commit (or, with `squash`, one commit of the whole change). Where the base
+/// branch is checked out, that work tree is brought along. Refuses, changing nothing, with
+/// `MERGE_CONFLICT` or `CHECKOUT_DIRTY` (and the files).
+pub async fn merge(
+    ws: &WorkspaceView,
+    ask: &MergeAsk,
+) -> Result<(WorkspaceView, MergeView), DroverError> {
+    let worktree = worktree_of(ws)?;
+    let checkout = checkout_of(ws)?;
+    let run_id = &ask.run_id;
+    let branch = ws.branch.clone().ok_or_else(|| {
+        DroverError::new(ErrorCode::NoWorktree, "the run's worktree has no branch")
+    })?;
+    let Some(base_branch) = ws.base_branch.clone() else {
+        return Err(DroverError::new(
+            ErrorCode::NoBaseBranch,
+            format!(
+                "run {run_id} started from a detached HEAD, so it has no branch to merge into; merge {branch} yourself (git merge {branch})"
+            ),
+        ));
+    };
+    let _lock = lock(&checkout).await;
+    let base_tip = branch_exists(&checkout, &base_branch).await?.ok_or_else(|| {
+        DroverError::new(
+            ErrorCode::NoBaseBranch,
+            format!(
+                "the branch {base_branch} run {run_id} started from is gone; merge {branch} yourself"
+            ),
+        )
+    })?;
+    let (old_tip, tip) = work_commit(&worktree, &ask.message).await?;
+
+    let (how, result) = if is_ancestor(&checkout, &tip, &base_tip).await? {
+        (MergeHow::UpToDate, base_tip.clone())
+    } else if is_ancestor(&checkout, &base_tip, &tip).await? {
+        if ask.squash {
+            let tree = tree_of(&checkout, &tip).await?;
+            let commit = commit_tree(&checkout, &tree, &[&base_tip], &ask.message).await?;
+            (MergeHow::Squash, commit)
+        } else {
+            (MergeHow::FastForward, tip.clone())
+        }
+    } else {
+        let args = [
+            "merge-tree",
+            "--write-tree",
+            "--name-only",
+            "--no-messages",
+            "-z",
+            &base_tip,
+            &tip,
+        ];
+        let out = Git::at(&checkout)
+            .limit(16 * 1024 * 1024)
+            .run(&args)
+            .await
+            .map_err(|e| git_error("trying the merge", e))?;
+        let fields = git::nul_fields(&out.stdout);
+        match out.code {
+            Some(0) => {}
+            Some(1) => {
+                let files: Vec<String> = fields.into_iter().skip(1).collect();
+                return Err(DroverError::new(
+                    ErrorCode::MergeConflict,
+                    format!(
+                        "{branch} conflicts with {base_branch} in {}; nothing was changed. Ask the run to merge {base_branch} into its branch (a follow-up), or merge by hand",
+                        listed(&files)
+                    ),
+                ));
+            }
+            _ => return Err(git_error("trying the merge", git::failed(&args, &out))),
+        }
+        let tree = fields
+            .first()
+            .cloned()
+            .ok_or_else(|| unavailable("git merge-tree printed no tree"))?;
+        if ask.squash {
+            let commit = commit_tree(&checkout, &tree, &[&base_tip], &ask.message).await?;
+            (MergeHow::Squash, commit)
+        } else {
+            let message = format!(
+                "Merge {branch} into {base_branch}\n\n{}\n\ndrover run {run_id}",
+                subject(&ask.title)
+            );
+            let commit = commit_tree(&checkout, &tree, &[&base_tip, &tip], &message).await?;
+            (MergeHow::MergeCommit, commit)
+        }
+    };
+
+    let touched = if how == MergeHow::UpToDate {
+        Vec::new()
+    } else {
+        let out = Git::at(&checkout)
+            .limit(16 * 1024 * 1024)
+            .ok_bytes(&[
+                "diff",
+                "--name-only",
+                "-z",
+                "--no-renames",
+                &base_tip,
+                &result,
+            ])
+            .await
+            .map_err(|e| git_error("listing what the merge changes", e))?;
+        git::nul_fields(&out)
+    };
+    let target = checked_out_at(&checkout, &base_branch).await?;
+    if let Some(dir) = &target
+        && how != MergeHow::UpToDate
+    {
+        let (dirty, unmerged) = dirty_paths(dir).await?;
+        if unmerged {
+            return Err(DroverError::new(
+                ErrorCode::CheckoutDirty,
+                format!(
+                    "{} is in the middle of a merge; finish or abort it, then merge run {run_id}",
+                    dir.display()
+                ),
+            ));
+        }
+        let clash: Vec<String> = touched
+            .iter()
+            .filter(|t| dirty.iter().any(|d| d == *t))
+            .cloned()
+            .collect();
+        if !clash.is_empty() {
+            return Err(DroverError::new(
+                ErrorCode::CheckoutDirty,
+                format!(
+                    "{} has uncommitted changes to {}, which the merge would change; commit or stash them, then merge run {run_id}; nothing was changed",
+                    dir.display(),
+                    listed(&clash)
+                ),
+            ));
+        }
+    }
+
+    // Nothing has moved yet. First the base branch (git refuses, changing nothing, if it
+    // would overwrite a local change), then the run's own branch.
+    if how != MergeHow::UpToDate {
+        match &target {
+            Some(dir) => {
+                Git::at(dir)
+                    .timeout(CREATE_TIMEOUT)
+                    .ok(&["merge", "--ff-only", "--quiet", "--no-edit", &result])
+                    .await
+                    .map_err(|e| git_error(&format!("updating {base_branch}"), e))?;
+            }
+            None => {
+                let refname = format!("refs/heads/{base_branch}");
+                Git::at(&checkout)
+                    .ok(&[
+                        "update-ref",
+                        "-m",
+                        "drover: merge",
+                        &refname,
+                        &result,
+                        &base_tip,
+                    ])
+                    .await
+                    .map_err(|e| git_error(&format!("moving {base_branch}"), e))?;
+            }
+        }
+    }
+    advance_branch(&worktree, &branch, &old_tip, &tip).await?;
+
+    let mut after = ws.clone();
+    if ask.clean_up {
+        remove_worktree(&checkout, &worktree).await;
+        let _ = Git::at(&checkout).run(&["branch", "-D", &branch]).await;
+        after.status = WorkspaceStatus::Merged;
+    } else {
+        // The run goes on from here: its change counts from what was merged.
+        after.base_commit = Some(tip.clone());
+        after.change = Some(ChangeStat::default());
+    }
+    Ok((
+        after,
+        MergeView {
+            how,
+            commit: result,
+            into: base_branch,
+            files: named(touched),
+            checkout_updated: target.is_some() && how != MergeHow::UpToDate,
+            cleaned_up: ask.clean_up,
+        },
+    ))
+}
+
+async fn commit_tree(
+    dir: &Path,
+    tree: &str,
+    parents: &[&str],
+    message: &str,
+) -> Result<String, DroverError> {
+    let mut args = vec!["commit-tree", tree];
+    for p in parents {
+        args.push("-p");
+        args.push(p);
+    }
+    args.push("-m");
+    args.push(message);
+    Git::at(dir)
+        .ok(&args)
+        .await
+        .map_err(|e| git_error("making the merge commit", e))
+}
+
+/// Keeps the run's branch: what is uncommitted in the worktree is committed onto it
+/// (`message`), then the worktree is removed.
+pub async fn keep(ws: &WorkspaceView, message: &str) -> Result<WorkspaceView, DroverError> {
+    let checkout = checkout_of(ws)?;
+    let branch = ws.branch.clone().ok_or_else(|| {
+        DroverError::new(ErrorCode::NoWorktree, "the run's worktree has no branch")
+    })?;
+    let _lock = lock(&checkout).await;
+    let mut after = ws.clone();
+    match ws.worktree_path().filter(|w| w.is_dir()) {
+        Some(worktree) => {
+            let (old, new) = work_commit(&worktree, message).await?;
+            advance_branch(&worktree, &branch, &old, &new).await?;
+            remove_worktree(&checkout, &worktree).await;
+        }
+        None => {
+            let _ = Git::at(&checkout).run(&["worktree", "prune"]).await;
+        }
+    }
+    after.status = if branch_exists(&checkout, &branch).await?.is_some() {
+        WorkspaceStatus::Kept
+    } else {
+        WorkspaceStatus::Missing
+    };
+    Ok(after)
+}
+
+/// Deletes the run's worktree and its branch, work and all.
+pub async fn discard(ws: &WorkspaceView, root: &Path) -> Result<WorkspaceView, DroverError> {
+    let mut after = ws.clone();
+    after.status = WorkspaceStatus::Discarded;
+    let worktree = ws.worktree_path();
+    let Some(checkout) = ws.checkout_path().filter(|c| c.is_dir()) else {
+        // The repository is gone: only drover's own directory is left to remove.
+        if let Some(w) = worktree.filter(|w| w.starts_with(root) && w.is_dir()) {
+            let _ = std::fs::remove_dir_all(w);
+        }
+        return Ok(after);
+    };
+    let _lock = lock(&checkout).await;
+    match worktree {
+        Some(w) if w.exists() => remove_worktree(&checkout, &w).await,
+        _ => {
+            let _ = Git::at(&checkout).run(&["worktree", "prune"]).await;
+        }
+    }
+    if let Some(branch) = &ws.branch
+        && branch_exists(&checkout, branch).await?.is_some()
+    {
+        Git::at(&checkout)
+            .ok(&["branch", "-D", branch])
+            .await
+            .map_err(|e| git_error(&format!("deleting {branch}"), e))?;
+    }
+    Ok(after)
+}
+
+/// `git worktree prune` in each repository: entries of worktrees deleted outside git go.
+pub async fn prune(checkouts: &[PathBuf]) {
+    for checkout in checkouts.iter().filter(|c| c.is_dir()) {
+        let _lock = lock(checkout).await;
+        if let Err(e) = Git::at(checkout).ok(&["worktree", "prune"]).await {
+            tracing::warn!(checkout = %checkout.display(), error = %e, "worktree prune failed");
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,536 @@
+//! Workspaces end to end (issue 13): the real `drover` binary and real git repositories
+//! in temp dirs, the simulated agent writing real files.
+//!
+//! - a worktree run gets a new `drover/…` branch at the user's HEAD, works in it, and its
+//!   change (committed, uncommitted and untracked) is worked out after its turn; two runs
+//!   edit the same file side by side and the user's checkout stays untouched;
+//! - `drover merge` by fast-forward, by merge commit and squashed; a conflict and a dirty
+//!   checkout are refused with nothing changed; `keep` leaves the branch, `discard`
+//!   deletes it;
+//! - a shared run waits (`waiting_repository`) for a writing run in its directory;
+//! - a restart keeps the worktree and a resumed run goes on in it; an escalation starts on
+//!   its parent's branch.
+
+mod common;
+
+use common::{Home, array, notes_of, run_bounded, str_at};
+use serde_json::Value;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::Duration;
+
+/// `git ARGS` in `dir`, which must succeed; its stdout, trimmed.
+fn git(dir: &Path, args: &[&str]) -> String {
+    let out = git_output(dir, args);
+    assert!(
+        out.status.success(),
+        "git {}: {}",
+        args.join(" "),
+        common::describe(&out)
+    );
+    String::from_utf8_lossy(&out.stdout).trim().to_string()
+}
+
+fn git_output(dir: &Path, args: &[&str]) -> std::process::Output {
+    let mut command = Command::new("git");
+    command
+        .args(args)
+        .current_dir(dir)
+        .env("GIT_CONFIG_NOSYSTEM", "1")
+        .env_remove("GIT_DIR")
+        .env_remove("GIT_WORK_TREE");
+    run_bounded(
+        command,
+        Duration::from_secs(60),
+        &format!("git {}", args.join(" ")),
+    )
+}
+
+/// A home whose work directory is a git repository on branch `main` with one commit
+/// (the greeting program), and its own identity for the commits drover makes.
+fn repo_home() -> Home {
+    let home = Home::new();
+    let work = home.work();
+    git(work, &["init", "-q", "-b", "main"]);
+    git(work, &["config", "user.name", "Test User"]);
+    git(work, &["config", "user.email", "test@example.invalid"]);
+    git(work, &["config", "commit.gpgsign", "false"]);
+    git(work, &["add", "-A"]);
+    git(work, &["commit", "-q", "-m", "the greeting"]);
+    home
+}
+
+fn read(dir: &Path, path: &str) -> String {
+    std::fs::read_to_string(dir.join(path)).unwrap_or_else(|e| panic!("{path}: {e}"))
+}
+
+/// Commits `path` = `content` in the user's checkout.
+fn commit_file(dir: &Path, path: &str, content: &str, message: &str) -> String {
+    std::fs::write(dir.join(path), content).unwrap();
+    git(dir, &["add", path]);
+    git(dir, &["commit", "-q", "-m", message]);
+    git(dir, &["rev-parse", "HEAD"])
+}
+
+/// A scenario file in the home: one turn per entry, each writing `(path, content)` with
+/// the Write tool and ending with `status`.
+fn scenario(home: &Home, name: &str, turns: &[(&str, &str, &str)]) -> String {
+    let mut text = String::from(
+        "description = \"Writes files for the workspace tests.\"\nmodel = \"claude-sonnet-4-5\"\nsession_cost_per_turn = 0.01\n",
+    );
+    for (path, content, status) in turns {
+        text.push_str(&format!(
+            "\n[[turns]]\nstatus = \"{status}\"\nsummary = \"Wrote {path}.\"\nfiles = [\"{path}\"]\n\n\
+             [[turns.steps]]\ntool = \"Write\"\ninput = {{ file_path = \"{path}\", content = {content:?} }}\nduration_ms = 50\n\n\
+             [[turns.steps]]\ntext = \"{path} is written.\"\n"
+        ));
+    }
+    let file = home.path().join(format!("{name}.toml"));
+    std::fs::write(&file, text).unwrap();
+    file.display().to_string()
+}
+
+/// The run's workspace, from `show`.
+fn workspace(home: &Home, run: &str) -> Value {
+    home.show(run)["workspace"].clone()
+}
+
+/// Waits until the run's change has been worked out to `files` files; returns the
+/// workspace.
+fn wait_change(home: &Home, run: &str, files: u64) -> Value {
+    let view = home.wait_for(run, &format!("a change of {files} files"), |v| {
+        v["workspace"]["change"]["files"].as_u64() == Some(files)
+    });
+    view["workspace"].clone()
+}
+
+fn worktree(ws: &Value) -> PathBuf {
+    PathBuf::from(str_at(ws, "worktree"))
+}
+
+/// Dispatches `scenario` in a worktree and waits until its turn is over and its change
+/// counted (`files` files).
+fn worktree_run(home: &Home, scenario: &str, task: &str, files: u64) -> (String, Value) {
+    let run = home.dispatch(scenario, task, &["--workspace", "worktree"]);
+    home.wait_idle(&run);
+    let ws = wait_change(home, &run, files);
+    (run, ws)
+}
+
+/// `git status --porcelain` of the user's checkout, and its HEAD.
+fn checkout_state(dir: &Path) -> (String, String) {
+    (
+        git(dir, &["status", "--porcelain", "--untracked-files=all"]),
+        git(dir, &["rev-parse", "HEAD"]),
+    )
+}
+
+#[test]
+fn a_worktree_run_works_on_its_own_branch_at_head_and_its_change_counts_untracked_files() {
+    let home = repo_home();
+    let work = home.work();
+    let head = git(work, &["rev-parse", "HEAD"]);
+    // An uncommitted change in the checkout stays behind (a note says so).
+    std::fs::write(work.join("scratch.txt"), "mine\n").unwrap();
+    let _serve = home.serve();
+    // The default for a writing run inside a work tree: a worktree.
+    let run = home.dispatch("worktree-change", "Add a cache", &[]);
+    let view = home.wait_idle(&run);
+    let ws = wait_change(&home, &run, 2);
+    assert_eq!(ws["mode"], "worktree", "{ws}");
+    assert_eq!(ws["status"], "ready", "{ws}");
+    assert_eq!(ws["base_branch"], "main", "{ws}");
+    assert_eq!(ws["base_commit"], head.as_str(), "{ws}");
+    let branch = str_at(&ws, "branch").to_string();
+    assert_eq!(branch, format!("drover/{run}-add-a-cache"));
+    // Dispatched at the top of the checkout, it works at the top of its worktree.
+    assert_eq!(ws["dir"], ws["worktree"], "{ws}");
+    let tree = worktree(&ws);
+    assert!(
+        tree.starts_with(home.path().join("worktrees").join("work")),
+        "the worktree is under the data directory: {}",
+        tree.display()
+    );
+    // The worktree is at HEAD on the run's branch; the run's files landed there only.
+    assert_eq!(git(&tree, &["rev-parse", "--abbrev-ref", "HEAD"]), branch);
+    assert_eq!(git(&tree, &["rev-parse", "HEAD"]), head);
+    assert!(read(&tree, "src/cache.rs").contains("pub struct Cache"));
+    assert!(read(&tree, "src/main.rs").contains("hello, cache"));
+    assert!(
+        !tree.join("scratch.txt").exists(),
+        "uncommitted work is not carried"
+    );
+    assert!(!work.join("src/cache.rs").exists());
+    assert_eq!(read(work, "src/main.rs"), common::GREETING);
+    assert_eq!(
+        checkout_state(work),
+        ("?? scratch.txt".to_string(), head.clone())
+    );
+    assert!(
+        notes_of(&view)
+            .iter()
+            .chain(home.notes(&run).iter())
+            .any(|n| n.contains("not in the worktree")),
+        "{:?}",
+        home.notes(&run)
+    );
+    // The change: the untracked new file and the edit, against the base commit.
+    assert_eq!(ws["change"]["files"], 2, "{ws}");
+    assert!(ws["change"]["added"].as_u64().unwrap() > 15, "{ws}");
+    assert_eq!(ws["change"]["removed"], 1, "{ws}");
+    let stat = home.json(&["diff", &run, "--stat"]);
+    let files: Vec<(String, String)> = array(stat["files"].clone())
+        .iter()
+        .map(|f| {
+            (
+                str_at(f, "path").to_string(),
+                str_at(f, "status").to_string(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        files,
+        [
+            ("src/cache.rs".to_string(), "added".to_string()),
+            ("src/main.rs".to_string(), "modified".to_string())
+        ],
+        "{stat}"
+    );
+    let out = home.drover(&["diff", &run, "--file", "src/main.rs"]);
+    assert_eq!(out.status.code(), Some(0), "{}", common::describe(&out));
+    let patch = common::stdout(&out);
+    assert!(patch.contains("-    println!(\"hello\");"), "{patch}");
+    assert!(
+        patch.contains("+    let mut cache = cache::Cache::new();"),
+        "{patch}"
+    );
+    // The run line shows it too.
+    assert_eq!(home.row(&run)["workspace"]["change"], ws["change"]);
+}
+
+#[test]
+fn two_worktree_runs_edit_the_same_file_side_by_side_and_the_checkout_stays_untouched() {
+    let home = repo_home();
+    let work = home.work();
+    let before = checkout_state(work);
+    let _serve = home.serve();
+    let one = home.dispatch("worktree-change", "First cache", &[]);
+    let two = home.dispatch("worktree-change", "Second cache", &[]);
+    // Neither waits for the other: each has a directory of its own.
+    for run in [&one, &two] {
+        home.wait_idle(run);
+        assert!(
+            !home
+                .live_states(run)
+                .iter()
+                .any(|s| s == "waiting_repository"),
+            "{run}: {:?}",
+            home.live_states(run)
+        );
+    }
+    let (a, b) = (wait_change(&home, &one, 2), wait_change(&home, &two, 2));
+    assert_ne!(a["worktree"], b["worktree"]);
+    assert_ne!(a["branch"], b["branch"]);
+    for ws in [&a, &b] {
+        assert!(read(&worktree(ws), "src/main.rs").contains("hello, cache"));
+    }
+    assert_eq!(checkout_state(work), before);
+    assert_eq!(read(work, "src/main.rs"), common::GREETING);
+}
+
+#[test]
+fn merge_fast_forwards_when_the_base_has_not_moved() {
+    let home = repo_home();
+    let work = home.work();
+    let _serve = home.serve();
+    let (run, ws) = worktree_run(&home, "worktree-change", "Add a cache", 2);
+    let answer = home.json(&["merge", &run, "--message", "Add the cache"]);
+    let merge = &answer["merge"];
+    assert_eq!(merge["how"], "fast_forward", "{answer}");
+    assert_eq!(merge["into"], "main", "{answer}");
+    assert_eq!(merge["checkout_updated"], true, "{answer}");
+    let head = git(work, &["rev-parse", "HEAD"]);
+    assert_eq!(merge["commit"], head.as_str(), "{answer}");
+    assert_eq!(git(work, &["log", "-1", "--format=%s"]), "Add the cache");
+    // One parent: a fast-forward to the run's commit of its work.
+    assert_eq!(
+        git(work, &["rev-list", "--parents", "-1", "HEAD"])
+            .split(' ')
+            .count(),
+        2
+    );
+    assert!(read(work, "src/cache.rs").contains("pub struct Cache"));
+    assert!(read(work, "src/main.rs").contains("hello, cache"));
+    assert_eq!(
+        checkout_state(work).0,
+        "",
+        "the checkout is clean after the merge"
+    );
+    // An idle run keeps its worktree (it may go on); its branch is at the merged commit.
+    assert!(worktree(&ws).is_dir());
+    assert_eq!(git(work, &["rev-parse", str_at(&ws, "branch")]), head);
+}
+
+#[test]
+fn merge_makes_a_merge_commit_when_the_base_moved_on_or_one_squashed_commit() {
+    for squash in [false, true] {
+        let home = repo_home();
+        let work = home.work();
+        let _serve = home.serve();
+        let (run, _) = worktree_run(&home, "worktree-change", "Add a cache", 2);
+        let moved = commit_file(work, "NOTES.md", "notes\n", "notes meanwhile");
+        let mut args = vec!["merge", run.as_str()];
+        if squash {
+            args.push("--squash");
+        }
+        let answer = home.json(&args);
+        let merge = &answer["merge"];
+        let head = git(work, &["rev-parse", "HEAD"]);
+        assert_eq!(merge["commit"], head.as_str(), "{answer}");
+        let parents: Vec<String> = git(work, &["rev-list", "--parents", "-1", "HEAD"])
+            .split(' ')
+            .skip(1)
+            .map(str::to_string)
+            .collect();
+        assert_eq!(parents[0], moved, "the user's commit comes first");
+        if squash {
+            assert_eq!(merge["how"], "squash", "{answer}");
+            assert_eq!(parents.len(), 1, "one squashed commit");
+        } else {
+            assert_eq!(merge["how"], "merge_commit", "{answer}");
+            assert_eq!(parents.len(), 2, "a merge commit");
+        }
+        // The summary of the run's result is the message of the commit of its work.
+        assert!(
+            git(work, &["log", "-3", "--format=%B"]).contains("Added a small cache module"),
+            "{}",
+            git(work, &["log", "-3", "--format=%B"])
+        );
+        assert_eq!(read(work, "NOTES.md"), "notes\n");
+        assert!(read(work, "src/cache.rs").contains("pub struct Cache"));
+        assert_eq!(checkout_state(work).0, "");
+    }
+}
+
+#[test]
+fn a_conflict_or_a_dirty_checkout_is_refused_with_nothing_changed() {
+    let home = repo_home();
+    let work = home.work();
+    let _serve = home.serve();
+    let (run, ws) = worktree_run(&home, "worktree-change", "Add a cache", 2);
+
+    // The user changed src/main.rs (uncommitted): the merge would touch it.
+    std::fs::write(work.join("src/main.rs"), "fn main() {}\n").unwrap();
+    let before = checkout_state(work);
+    let refusal = home.refused(&["merge", &run], "CHECKOUT_DIRTY");
+    assert!(refusal.contains("src/main.rs"), "{refusal}");
+    assert_eq!(checkout_state(work), before);
+    assert_eq!(read(work, "src/main.rs"), "fn main() {}\n");
+
+    // Committed, it conflicts with the run's edit of the same line.
+    git(work, &["commit", "-q", "-am", "my own main"]);
+    let before = checkout_state(work);
+    let branch_before = git(work, &["rev-parse", str_at(&ws, "branch")]);
+    let tree_status = git(&worktree(&ws), &["status", "--porcelain"]);
+    let refusal = home.refused(&["merge", &run, "--json"], "MERGE_CONFLICT");
+    assert!(refusal.contains("src/main.rs"), "{refusal}");
+    assert_eq!(checkout_state(work), before, "the checkout is untouched");
+    assert_eq!(read(work, "src/main.rs"), "fn main() {}\n");
+    assert_eq!(
+        git(work, &["rev-parse", str_at(&ws, "branch")]),
+        branch_before
+    );
+    assert_eq!(git(&worktree(&ws), &["status", "--porcelain"]), tree_status);
+    assert_eq!(workspace(&home, &run)["status"], "ready");
+
+    // While a turn runs, merging waits for it.
+    let busy = home.dispatch("hang", "Hang around", &["--workspace", "worktree"]);
+    home.wait_for(&busy, "its turn to run", |v| v["state"] == "running");
+    let refusal = home.refused(&["merge", &busy], "RUN_ACTIVE");
+    assert!(refusal.contains("a turn is running"), "{refusal}");
+}
+
+#[test]
+fn keep_leaves_the_branch_and_discard_deletes_it() {
+    let home = repo_home();
+    let work = home.work();
+    let before = checkout_state(work);
+    let _serve = home.serve();
+    let (kept, kept_ws) = worktree_run(&home, "worktree-change", "Keep me", 2);
+    let (gone, gone_ws) = worktree_run(&home, "worktree-change", "Discard me", 2);
+
+    // Neither while the run may still work in its worktree.
+    home.refused(&["keep", &kept], "RUN_ACTIVE");
+    home.refused(&["discard", &gone], "RUN_ACTIVE");
+    for run in [&kept, &gone] {
+        home.json(&["complete", run]);
+        home.wait_terminal(run);
+    }
+
+    let answer = home.json(&["keep", &kept]);
+    assert_eq!(answer["workspace"]["status"], "kept", "{answer}");
+    let branch = str_at(&kept_ws, "branch");
+    assert!(!worktree(&kept_ws).exists(), "the worktree is removed");
+    // The work, uncommitted in the worktree, is committed onto the branch.
+    assert!(git(work, &["show", &format!("{branch}:src/cache.rs")]).contains("pub struct Cache"));
+    assert_eq!(
+        git(work, &["rev-parse", &format!("{branch}~1")]),
+        str_at(&kept_ws, "base_commit")
+    );
+
+    let answer = home.json(&["discard", &gone]);
+    assert_eq!(answer["workspace"]["status"], "discarded", "{answer}");
+    assert!(!worktree(&gone_ws).exists(), "the worktree is removed");
+    let branch = format!("refs/heads/{}", str_at(&gone_ws, "branch"));
+    let out = git_output(work, &["rev-parse", "--verify", "-q", &branch]);
+    assert!(!out.status.success(), "the branch is deleted");
+    // Nothing is left to act on.
+    home.refused(&["discard", &gone], "NO_WORKTREE");
+    assert_eq!(checkout_state(work), before, "neither touched the checkout");
+    assert!(!git(work, &["worktree", "list"]).contains(&gone));
+}
+
+#[test]
+fn a_shared_run_waits_for_a_writing_run_in_its_directory() {
+    let home = repo_home();
+    let _serve = home.serve();
+    let holder = home.dispatch(
+        "tool-permission",
+        "Hold the directory",
+        &["--workspace", "shared"],
+    );
+    home.wait_for_pending(&holder, "Bash");
+    let waiter = home.dispatch("quick-success", "Wait for it", &["--workspace", "shared"]);
+    let row = home.wait_for(&waiter, "waiting_repository", |v| {
+        v["live_state"]["state"] == "waiting_repository"
+    });
+    assert_eq!(row["state"], "queued", "{row}");
+    assert!(
+        str_at(&row["live_state"], "detail").contains(&holder),
+        "{row}"
+    );
+    // A worktree run does not wait.
+    let beside = home.dispatch("quick-success", "Beside it", &["--workspace", "worktree"]);
+    assert_eq!(home.wait_idle(&beside)["state"], "idle");
+    assert_eq!(home.show(&waiter)["state"], "queued", "still waiting");
+
+    home.json(&["stop", &holder]);
+    assert_eq!(home.wait_idle(&waiter)["state"], "idle");
+    let states = home.live_states(&waiter);
+    assert!(
+        states.iter().any(|s| s == "waiting_repository"),
+        "{states:?}"
+    );
+}
+
+#[test]
+fn a_restart_keeps_the_worktree_and_the_resumed_run_goes_on_in_it() {
+    let home = repo_home();
+    let work = home.work();
+    let file = scenario(
+        &home,
+        "two-files",
+        &[("one.txt", "one\n", "done"), ("two.txt", "two\n", "done")],
+    );
+    let serve = home.serve();
+    let (run, ws) = worktree_run(&home, &file, "Write two files", 1);
+    // Stopping drover interrupts the idle run; its worktree stays.
+    serve.stop();
+    assert_eq!(home.show(&run)["state"], "interrupted");
+    assert!(worktree(&ws).is_dir(), "the worktree survives the restart");
+
+    let _serve = home.serve();
+    home.json(&["resume", &run]);
+    home.wait_idle(&run);
+    let after = wait_change(&home, &run, 2);
+    assert_eq!(after["worktree"], ws["worktree"], "the same worktree");
+    assert_eq!(after["branch"], ws["branch"]);
+    assert_eq!(read(&worktree(&ws), "one.txt"), "one\n");
+    assert_eq!(
+        read(&worktree(&ws), "two.txt"),
+        "two\n",
+        "the resumed turn wrote there"
+    );
+    assert!(!work.join("one.txt").exists() && !work.join("two.txt").exists());
+}
+
+#[test]
+fn an_escalation_of_a_worktree_run_starts_on_its_parents_branch() {
+    let home = repo_home();
+    let work = home.work();
+    let file = scenario(
+        &home,
+        "blocked-writer",
+        &[("half.txt", "half done\n", "blocked")],
+    );
+    let _serve = home.serve();
+    let parent = home.dispatch(
+        &file,
+        "Half a job",
+        &["--workspace", "worktree", "--model", "sim-standard"],
+    );
+    home.wait_idle(&parent);
+    let parent_ws = wait_change(&home, &parent, 1);
+    home.json(&["complete", &parent]);
+    home.wait_terminal(&parent);
+    let child = home.json(&["escalate", &parent]);
+    let child = str_at(&child, "run_id").to_string();
+    home.wait_idle(&child);
+    let ws = workspace(&home, &child);
+    assert_eq!(ws["mode"], "worktree", "{ws}");
+    assert_ne!(ws["worktree"], parent_ws["worktree"]);
+    let tree = worktree(&ws);
+    assert_eq!(
+        read(&tree, "half.txt"),
+        "half done\n",
+        "the parent's work carried over"
+    );
+    assert!(
+        home.notes(&child)
+            .iter()
+            .any(|n| n.contains(&format!("started from run {parent}'s branch"))),
+        "{:?}",
+        home.notes(&child)
+    );
+    assert!(!work.join("half.txt").exists());
+}
+
+#[test]
+fn removing_a_run_with_unmerged_work_needs_force_and_keeps_the_work_on_its_branch() {
+    let home = repo_home();
+    let work = home.work();
+    let _serve = home.serve();
+    let (run, ws) = worktree_run(&home, "worktree-change", "Unmerged work", 2);
+    home.json(&["complete", &run]);
+    home.wait_terminal(&run);
+    let refusal = home.refused(&["remove", &run], "UNMERGED_WORK");
+    assert!(refusal.contains("--force"), "{refusal}");
+    assert!(worktree(&ws).is_dir(), "refused: nothing changed");
+    home.json(&["remove", &run, "--force"]);
+    let branch = str_at(&ws, "branch").to_string();
+    home.wait_for(&run, "its worktree to go", |_| !worktree(&ws).exists());
+    assert!(git(work, &["show", &format!("{branch}:src/cache.rs")]).contains("pub struct Cache"));
+}
+
+#[test]
+fn a_run_whose_worktree_vanished_fails_with_that_cause() {
+    let home = repo_home();
+    let file = scenario(
+        &home,
+        "two-turns",
+        &[("one.txt", "one\n", "done"), ("two.txt", "two\n", "done")],
+    );
+    let _serve = home.serve();
+    let (run, ws) = worktree_run(&home, &file, "Lose the worktree", 1);
+    std::fs::remove_dir_all(worktree(&ws)).unwrap();
+    home.json(&["follow-up", &run, "go on"]);
+    let view = home.wait_terminal(&run);
+    assert_eq!(view["state"], "failed", "{view}");
+    assert_eq!(view["completion_reason"], "workspace_missing", "{view}");
+    assert_eq!(view["workspace"]["status"], "missing", "{view}");
+    assert!(
+        notes_of(&view).iter().any(|n| n.contains("is gone")),
+        "{:?}",
+        notes_of(&view)
+    );
+}
