@@ -129,13 +129,7 @@ fn workspace_words(ws: &WorkspaceView) -> String {
     if let Some(branch) = &ws.branch {
         words.push_str(&format!(" on {branch}"));
     }
-    let base: String = ws
-        .base_commit
-        .as_deref()
-        .unwrap_or("?")
-        .chars()
-        .take(10)
-        .collect();
+    let base = crate::workspace::short_commit(ws.base_commit.as_deref());
     match &ws.base_branch {
         Some(b) => words.push_str(&format!(" (from {b} at {base})")),
         None if ws.base_commit.is_some() => words.push_str(&format!(" (from {base})")),
@@ -160,13 +154,7 @@ fn workspace_words(ws: &WorkspaceView) -> String {
 /// `drover diff`: git's unified diff as it printed it, or with `--stat` one line per file
 /// (`+added −removed path`) and the totals.
 pub fn diff(view: &DiffView) -> String {
-    let base: String = view
-        .base_commit
-        .as_deref()
-        .unwrap_or("?")
-        .chars()
-        .take(10)
-        .collect();
+    let base = crate::workspace::short_commit(view.base_commit.as_deref());
     let against = match &view.base_branch {
         Some(b) => format!("{b} at {base}"),
         None => base,
@@ -225,7 +213,7 @@ pub fn workspace_action(view: &WorkspaceActionView) -> String {
     let branch = ws.branch.as_deref().unwrap_or("its branch");
     match (&view.merge, view.action.as_str()) {
         (Some(m), _) => {
-            let commit: String = m.commit.chars().take(10).collect();
+            let commit = crate::workspace::short_commit(Some(&m.commit));
             let mut text = match m.how {
                 crate::workspace::MergeHow::UpToDate => {
                     format!("{} already has everything of {branch}\n", m.into)

@@ -25,6 +25,11 @@ use std::path::{Path, PathBuf};
 
 use crate::{DroverError, ErrorCode};
 
+/// A commit as shown to the user: its first ten characters, `?` when unknown.
+pub fn short_commit(commit: Option<&str>) -> String {
+    commit.map_or_else(|| "?".to_string(), |c| c.chars().take(10).collect())
+}
+
 /// How a run's directory is set up.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]

@@ -386,9 +386,17 @@ impl Core {
             Outcome::Created(c) => Ok(c),
             other => Err(unexpected(&other)),
         });
-        let Some(run) = self.runs.get_mut(run_id) else {
-            // The run left memory while its worktree was made: nothing ran in it.
+        // A run that left memory, or ended, while its worktree was made ran nothing in it.
+        let gone = self
+            .runs
+            .get(run_id)
+            .is_none_or(|run| run.state.is_terminal() || run.ending.is_some());
+        if gone {
             if let Ok(c) = created {
+                if let Some(run) = self.runs.get_mut(run_id) {
+                    run.preparing_until = None;
+                    run.workspace = c.workspace.clone();
+                }
                 self.job(
                     run_id,
                     Task::Discard {
@@ -398,26 +406,15 @@ impl Core {
                     None,
                     None,
                 );
-            }
-            return;
-        };
-        run.preparing_until = None;
-        if run.state.is_terminal() || run.ending.is_some() {
-            // It ended while its worktree was made: nothing ran in it.
-            if let Ok(c) = created {
-                run.workspace = c.workspace.clone();
-                self.job(
-                    run_id,
-                    Task::Discard {
-                        workspace: c.workspace,
-                        root,
-                    },
-                    None,
-                    None,
-                );
+            } else if let Some(run) = self.runs.get_mut(run_id) {
+                run.preparing_until = None;
             }
             return;
         }
+        let Some(run) = self.runs.get_mut(run_id) else {
+            return;
+        };
+        run.preparing_until = None;
         let mut batch = Batch::default();
         match created {
             Ok(c) => {
@@ -435,11 +432,11 @@ impl Core {
                     }
                     (None, Some(base)) => words.push_str(&format!(
                         ", made from {base} at {}",
-                        short(ws.base_commit.as_deref())
+                        crate::workspace::short_commit(ws.base_commit.as_deref())
                     )),
                     (None, None) => words.push_str(&format!(
                         ", made from a detached HEAD at {}",
-                        short(ws.base_commit.as_deref())
+                        crate::workspace::short_commit(ws.base_commit.as_deref())
                     )),
                 }
                 run.note(&mut batch, words, now);
@@ -645,7 +642,7 @@ impl Core {
                 "merged into {} ({}) as {}{}",
                 m.into,
                 m.how.words(),
-                short(Some(&m.commit)),
+                crate::workspace::short_commit(Some(&m.commit)),
                 if m.cleaned_up {
                     "; its worktree and branch are removed"
                 } else {
@@ -948,10 +945,6 @@ fn in_turn(run: &Run) -> bool {
 fn commit_message(run_id: &str, text: &str) -> String {
     let text = clip(text.trim(), 2_000);
     format!("{text}\n\ndrover run {run_id}")
-}
-
-fn short(commit: Option<&str>) -> String {
-    commit.map_or_else(|| "?".to_string(), |c| c.chars().take(10).collect())
 }
 
 fn unexpected(outcome: &Outcome) -> DroverError {

@@ -471,13 +471,7 @@ fn diff(buf: &mut Buffer, body: Rect, view: &DiffScreen) {
     }
     let width = inner.width as usize;
     // The head line: branch against base, and the totals.
-    let base: String = view
-        .base_commit
-        .as_deref()
-        .unwrap_or("?")
-        .chars()
-        .take(10)
-        .collect();
+    let base = crate::workspace::short_commit(view.base_commit.as_deref());
     let mut head = vec![Span::styled(
         view.branch.clone().unwrap_or_else(|| "…".into()),
         theme::title(),
