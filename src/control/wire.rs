@@ -138,7 +138,7 @@ pub fn parse_request_line(line: &[u8]) -> Result<(u64, Request), Refusal> {
             ),
         ));
     };
-    let request = serde_json::from_value::<Request>(request).map_err(|e| {
+    let request = decode_request(request).map_err(|e| {
         (
             Some(id),
             invalid(format!(
@@ -147,6 +147,34 @@ pub fn parse_request_line(line: &[u8]) -> Result<(u64, Request), Refusal> {
         )
     })?;
     Ok((id, request))
+}
+
+/// A request, its `params` defaulted alike for every method: absent, `null` and `{}` mean
+/// "no params" (a method without params accepts `{}`; one whose params all have
+/// defaults accepts none).
+fn decode_request(request: Value) -> Result<Request, serde_json::Error> {
+    let first = serde_json::from_value::<Request>(request.clone());
+    let Ok(Value::Object(mut object)) = Ok::<Value, ()>(request) else {
+        return first;
+    };
+    if first.is_ok() {
+        return first;
+    }
+    let retry = match object.get("params") {
+        None | Some(Value::Null) => {
+            object.insert("params".into(), Value::Object(Default::default()));
+            true
+        }
+        Some(Value::Object(params)) if params.is_empty() => {
+            object.remove("params");
+            true
+        }
+        _ => false,
+    };
+    if !retry {
+        return first;
+    }
+    serde_json::from_value::<Request>(Value::Object(object)).or(first)
 }
 
 fn invalid(message: impl Into<String>) -> DroverError {
@@ -321,6 +349,48 @@ mod tests {
             assert_eq!(got_id, *id, "{text}");
             assert_eq!(e.code, ErrorCode::InvalidRequest, "{text}");
             assert!(!e.message.is_empty());
+        }
+    }
+
+    #[test]
+    fn params_default_alike_for_every_method() {
+        // No params, `null` and `{}` are one request, whether the method takes no params
+        // (ping, kill_all) or only ones with defaults (runs, remove, subscribe, …).
+        let cases = [
+            ("ping", Request::Ping),
+            ("kill_all", Request::KillAll),
+            ("budget", Request::Budget),
+            ("routes", Request::Routes),
+            (
+                "runs",
+                Request::Runs {
+                    state: None,
+                    include_removed: false,
+                },
+            ),
+            (
+                "subscribe",
+                Request::Subscribe {
+                    run_ids: Vec::new(),
+                    after: None,
+                },
+            ),
+        ];
+        for (method, want) in cases {
+            for params in ["", r#", "params": null"#, r#", "params": {}"#] {
+                let line = format!(r#"{{"id": 1, "request": {{"method": "{method}"{params}}}}}"#);
+                assert_eq!(
+                    parse_request_line(line.as_bytes()).map(|(_, r)| r),
+                    Ok(want.clone()),
+                    "{line}"
+                );
+            }
+        }
+        // A method that needs a param says so, however its params are left out.
+        for params in ["", r#", "params": null"#, r#", "params": {}"#] {
+            let line = format!(r#"{{"id": 1, "request": {{"method": "show"{params}}}}}"#);
+            let (_, e) = parse_request_line(line.as_bytes()).expect_err(&line);
+            assert_eq!(e.code, ErrorCode::InvalidRequest, "{line}");
         }
     }
 

@@ -143,6 +143,7 @@ mod tests {
             resume_session: None,
             resume_tokens: None,
             scenario: scenario.map(str::to_string),
+            journal: None,
         }
     }
 

@@ -217,6 +217,7 @@ impl Core {
             resume_session: run.resume.as_ref().and(run.provider_session_id.clone()),
             resume_tokens: run.resume.as_ref().map(|_| run.tokens),
             scenario: run.spec.scenario.clone(),
+            journal: None,
         })
     }
 
@@ -235,7 +236,10 @@ impl Core {
             origin,
             started_at: now,
             ended_at: None,
-            prompt_preview: prompts::preview(&prompt),
+            prompt_preview: self
+                .redactor
+                .redact(&prompts::preview(&prompt))
+                .into_owned(),
             text: String::new(),
             tokens: Default::default(),
             cost_usd: None,

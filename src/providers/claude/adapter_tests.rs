@@ -111,6 +111,7 @@ fn fake_spec(dir: &TempDir, mode: &str, policy: PermissionPolicy) -> LaunchSpec 
         resume_session: None,
         resume_tokens: None,
         scenario: None,
+        journal: None,
     }
 }
 
@@ -227,6 +228,7 @@ fn turn_end(text: &str) -> ProviderEvent {
         num_turns: Some(1),
         duration_ms: Some(12),
         api_error_status: None,
+        api_message: None,
         terminal_reason: Some("completed".into()),
         structured_output: None,
         permission_denials: 0,

@@ -127,6 +127,7 @@ fn start(mode: &str, policy: PermissionPolicy) -> FakeRun {
         resume_session: None,
         resume_tokens: None,
         scenario: None,
+        journal: None,
     };
     let (tx, events) = mpsc::channel(64);
     let handle = launch_with(spec, tx, timings()).expect("launch the fake");

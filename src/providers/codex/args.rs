@@ -83,6 +83,7 @@ mod tests {
             resume_session: None,
             resume_tokens: None,
             scenario: None,
+            journal: None,
         }
     }
 

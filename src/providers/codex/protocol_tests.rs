@@ -376,6 +376,7 @@ fn spec(resume: Option<&str>) -> LaunchSpec {
         resume_session: resume.map(str::to_string),
         resume_tokens: None,
         scenario: None,
+        journal: None,
     }
 }
 

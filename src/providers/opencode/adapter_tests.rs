@@ -45,6 +45,7 @@ fn spec(script: &str) -> LaunchSpec {
         resume_session: None,
         resume_tokens: None,
         scenario: None,
+        journal: None,
     }
 }
 
