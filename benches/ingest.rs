@@ -26,6 +26,7 @@ fn main() {
             "[limits]\nper_session_running = {runs}\nqueued_per_session = {runs}\n\
              session_warning_usd = 100000.0\nsession_hard_cap_usd = 100000.0\n\
              [limits.per_provider]\nsim = {runs}\n\
+             [workspaces]\nshared_conflict = \"allow\"\n\
              [providers.sim.env]\nDROVER_SIM_FLOOD_EVENTS = \"{events}\"\n"
         ),
     )

@@ -54,12 +54,14 @@ async fn measure(mode: Mode, runs: u64, lines: u64) -> Figures {
     let paths = Paths::under(home.path());
     paths.ensure_dirs().expect("dirs");
     let cap = runs + 10;
+    // Every run works in the one directory on purpose: they do not wait for each other.
     std::fs::write(
         &paths.config_file,
         format!(
             "[limits]\nper_session_running = {cap}\nqueued_per_session = {cap}\n\
              session_warning_usd = 100000.0\nsession_hard_cap_usd = 100000.0\n\
-             [limits.per_provider]\nsim = {cap}\n"
+             [limits.per_provider]\nsim = {cap}\n\
+             [workspaces]\nshared_conflict = \"allow\"\n"
         ),
     )
     .expect("config");

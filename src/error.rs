@@ -51,6 +51,15 @@ pub enum ErrorCode {
     RouteNotFound,
     /// Routing found no option: every provider is unavailable or none has a suitable model.
     NoRoute,
+    /// A control-socket request over a bound: the line, or a list inside it (run ids in
+    /// `wait`, answers in `respond`), is too long.
+    RequestTooLarge,
+    /// One connection already has as many `wait`s pending as it may.
+    TooManyWaits,
+    /// The data directory is writable by others (its socket could be swapped).
+    DataDirUnsafe,
+    /// The control socket is served by another user's process.
+    SocketUntrusted,
     /// A run's workspace cannot be made as asked: the directory is not in a git work
     /// tree, the repository has no commit, git is missing.
     WorkspaceUnavailable,
@@ -121,6 +130,10 @@ impl ErrorCode {
             ErrorCode::RouteNotFound => "ROUTE_NOT_FOUND",
             ErrorCode::NoRoute => "NO_ROUTE",
             ErrorCode::MaxDepth => "MAX_DEPTH",
+            ErrorCode::RequestTooLarge => "REQUEST_TOO_LARGE",
+            ErrorCode::TooManyWaits => "TOO_MANY_WAITS",
+            ErrorCode::DataDirUnsafe => "DATA_DIR_UNSAFE",
+            ErrorCode::SocketUntrusted => "SOCKET_UNTRUSTED",
             ErrorCode::WorkspaceUnavailable => "WORKSPACE_UNAVAILABLE",
             ErrorCode::NoWorktree => "NO_WORKTREE",
             ErrorCode::WorktreeMissing => "WORKTREE_MISSING",
@@ -181,6 +194,10 @@ mod tests {
             ErrorCode::RoutePickRefused,
             ErrorCode::RouteNotFound,
             ErrorCode::NoRoute,
+            ErrorCode::RequestTooLarge,
+            ErrorCode::TooManyWaits,
+            ErrorCode::DataDirUnsafe,
+            ErrorCode::SocketUntrusted,
             ErrorCode::WorkspaceUnavailable,
             ErrorCode::NoWorktree,
             ErrorCode::WorktreeMissing,

@@ -12,6 +12,8 @@ pub mod config;
 pub mod control;
 pub mod dispatch;
 pub mod error;
+#[doc(hidden)]
+pub mod fuzz;
 pub mod ledger;
 pub mod live_state;
 pub mod logging;
@@ -19,6 +21,7 @@ pub mod mcp;
 pub mod money;
 pub mod paths;
 pub mod providers;
+pub mod redact;
 pub mod result_contract;
 pub mod route;
 pub mod run_state;

@@ -2,7 +2,9 @@
 //! the log directory, written by a background thread.
 //!
 //! What must stay true: nothing is ever written to the terminal (the dashboard owns it),
-//! there are no ANSI colours in the file, and log files are private to the user (0600).
+//! there are no ANSI colours in the file, log files are private to the user (0600), and
+//! every line is redacted ([`crate::redact`]) before it is written; INFO lines hold no
+//! task text and no tool input or output (that is for `debug`).
 //! The level comes from `DROVER_LOG` in `EnvFilter` syntax (`debug`,
 //! `drover=trace,info`); an invalid value falls back to `info` and says so in the log.
 
@@ -79,7 +81,7 @@ fn build(
     warnings.extend(make_log_files_private(log_dir));
     let (writer, worker) = tracing_appender::non_blocking(appender);
     let subscriber = tracing_subscriber::fmt()
-        .with_writer(writer)
+        .with_writer(Redacting(writer))
         .with_ansi(false)
         .with_env_filter(filter)
         .finish();
@@ -88,6 +90,33 @@ fn build(
         guard: LogGuard { _worker: worker },
         warnings,
     })
+}
+
+/// A log writer that redacts every line ([`crate::redact`]) before it reaches the file.
+#[derive(Clone)]
+struct Redacting<W>(W);
+
+impl<W: std::io::Write> std::io::Write for Redacting<W> {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        let text = String::from_utf8_lossy(buf);
+        let clean = crate::redact::global().redact(&text).into_owned();
+        self.0.write_all(clean.as_bytes())?;
+        Ok(buf.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        self.0.flush()
+    }
+}
+
+impl<'a, M: tracing_subscriber::fmt::MakeWriter<'a>> tracing_subscriber::fmt::MakeWriter<'a>
+    for Redacting<M>
+{
+    type Writer = Redacting<M::Writer>;
+
+    fn make_writer(&'a self) -> Self::Writer {
+        Redacting(self.0.make_writer())
+    }
 }
 
 /// The filter for `spec`; the default filter and a warning when `spec` is invalid.

@@ -84,6 +84,7 @@ impl Paths {
     pub fn ensure_dirs(&self) -> Result<(), DroverError> {
         for dir in [&self.data_dir, &self.log_dir] {
             if dir.is_dir() {
+                refuse_shared(dir)?;
                 continue;
             }
             std::fs::DirBuilder::new()
@@ -106,6 +107,31 @@ impl Paths {
         }
         Ok(())
     }
+}
+
+/// A data directory others may write to is refused: its socket or ledger could be
+/// swapped under the owner.
+fn refuse_shared(dir: &Path) -> Result<(), DroverError> {
+    let mode = std::fs::metadata(dir)
+        .map(|m| m.permissions().mode())
+        .unwrap_or(0);
+    if mode & 0o022 == 0 {
+        return Ok(());
+    }
+    Err(DroverError::new(
+        ErrorCode::DataDirUnsafe,
+        format!(
+            "{} is writable by {} (mode {:o}), so its control socket could be swapped; make it private with `chmod 700 {}` and run drover again",
+            dir.display(),
+            if mode & 0o002 != 0 {
+                "every user"
+            } else {
+                "its group"
+            },
+            mode & 0o777,
+            dir.display()
+        ),
+    ))
 }
 
 /// Makes every file and directory drover creates private to the user (umask 077). Call
@@ -171,6 +197,21 @@ mod tests {
         }
         // idempotent
         p.ensure_dirs().unwrap();
+    }
+
+    #[test]
+    fn a_data_directory_others_may_write_is_refused_with_how_to_fix_it() {
+        let tmp = tempfile::tempdir().unwrap();
+        let home = tmp.path().join("home");
+        std::fs::create_dir(&home).unwrap();
+        for mode in [0o777, 0o775] {
+            std::fs::set_permissions(&home, std::fs::Permissions::from_mode(mode)).unwrap();
+            let e = Paths::under(&home).ensure_dirs().unwrap_err();
+            assert_eq!(e.code, ErrorCode::DataDirUnsafe);
+            assert!(e.message.contains("chmod 700"), "{}", e.message);
+        }
+        std::fs::set_permissions(&home, std::fs::Permissions::from_mode(0o755)).unwrap();
+        Paths::under(&home).ensure_dirs().unwrap();
     }
 
     #[test]

@@ -1,10 +1,14 @@
 //! The real `drover` binary with `DROVER_HOME` set to a fresh directory: `config path`,
-//! `config show`, the refusals a broken config file gets, and the log file a command
-//! leaves behind.
+//! `config show`, the refusals a broken config file gets, the log file a command leaves
+//! behind, and the nothing a read-only command leaves.
 
+mod common;
+
+use common::run_bounded;
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
+use std::time::Duration;
 
 struct Home {
     dir: tempfile::TempDir,
@@ -29,13 +33,17 @@ impl Home {
         std::fs::write(self.config_file(), text).expect("write config");
     }
 
-    fn drover(&self, args: &[&str]) -> Output {
-        Command::new(env!("CARGO_BIN_EXE_drover"))
+    fn command(&self, args: &[&str]) -> Command {
+        let mut command = Command::new(env!("CARGO_BIN_EXE_drover"));
+        command
             .args(args)
             .env("DROVER_HOME", self.path())
-            .env_remove("DROVER_LOG")
-            .output()
-            .expect("run drover")
+            .env_remove("DROVER_LOG");
+        command
+    }
+
+    fn drover(&self, args: &[&str]) -> Output {
+        self.command(args).output().expect("run drover")
     }
 }
 
@@ -109,9 +117,10 @@ fn config_show_merges_the_user_file_over_the_defaults() {
     assert_eq!(limits["per_provider"]["claude-code"].as_integer(), Some(3));
     let claude = &shown["providers"]["claude-code"];
     assert_eq!(claude["command"].as_str(), Some("claude"));
+    // A value a provider's env sets counts as a secret ([redact]): never printed.
     assert_eq!(
         claude["env"]["CLAUDE_CONFIG_DIR"].as_str(),
-        Some("/tmp/acct2")
+        Some("[redacted]")
     );
 
     let out = home.drover(&["config", "show", "--json"]);
@@ -136,6 +145,7 @@ fn an_unknown_key_is_refused_with_its_line() {
             &file.display().to_string(),
             "line 4",
             "`limits.max_turnz`",
+            "(did you mean `max_turns_default`?)",
             "known keys in [limits]",
         ],
     );
@@ -223,7 +233,8 @@ fn a_file_that_is_not_utf8_is_unreadable() {
 #[test]
 fn a_command_leaves_a_private_log_file() {
     let home = Home::new();
-    let out = home.drover(&["config", "path"]);
+    // `shutdown` with no drover running changes nothing, but it is not a read.
+    let out = home.drover(&["shutdown"]);
     assert!(out.status.success(), "{}", stderr(&out));
 
     let logs = home.path().join("logs");
@@ -256,8 +267,12 @@ fn a_command_leaves_a_private_log_file() {
 fn a_refusal_is_also_logged() {
     let home = Home::new();
     home.write_config("[limits]\nmax_turnz = 4\n");
-    let out = home.drover(&["config", "show"]);
-    assert_eq!(out.status.code(), Some(1));
+    let out = run_bounded(
+        home.command(&["serve"]),
+        Duration::from_secs(30),
+        "serve with a broken config",
+    );
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
     let logs = home.path().join("logs");
     let text: String = std::fs::read_dir(&logs)
         .expect("read log dir")
@@ -311,4 +326,40 @@ fn with_json_a_refusal_is_json_too() {
         path["path"].as_str(),
         Some(home.config_file().display().to_string().as_str())
     );
+}
+
+#[test]
+fn read_only_commands_write_nothing_to_the_data_directory() {
+    let home = Home::new();
+    home.write_config("[limits]\nmax_turns_default = 3\n");
+    for args in [
+        vec!["config", "path"],
+        vec!["config", "path", "--json"],
+        vec!["config", "show"],
+        vec!["doctor"],
+        vec!["doctor", "--json"],
+        vec!["status"],
+        vec!["status", "--json"],
+        vec!["runs"],
+        vec!["runs", "--json"],
+        vec!["budget"],
+        vec!["show", "r-nope"],
+    ] {
+        let out = run_bounded(
+            home.command(&args),
+            Duration::from_secs(60),
+            &args.join(" "),
+        );
+        assert!(
+            matches!(out.status.code(), Some(0 | 1)),
+            "{args:?}: {}",
+            stderr(&out)
+        );
+        let mut entries: Vec<String> = std::fs::read_dir(home.path())
+            .expect("read home")
+            .map(|e| e.expect("entry").file_name().to_string_lossy().into_owned())
+            .collect();
+        entries.sort();
+        assert_eq!(entries, ["config.toml"], "after drover {args:?}");
+    }
 }

@@ -122,6 +122,45 @@ fn a_disabled_provider_is_reported_as_disabled() {
     assert_eq!(codex["status"], "disabled");
 }
 
+#[test]
+fn a_broken_config_is_reported_and_the_defaults_are_checked() {
+    let home = tempfile::tempdir().unwrap();
+    std::fs::write(home.path().join("config.toml"), "[limits]\nmax_turnz = 3\n").unwrap();
+    let (code, out) = doctor(home.path(), true);
+    assert_eq!(code, 0, "doctor answers with a broken config: {out}");
+    let report: Value = serde_json::from_str(out.trim()).unwrap();
+    assert_eq!(report["config_exists"], true);
+    assert_eq!(report["config_error"]["code"], "CONFIG_INVALID", "{report}");
+    let message = report["config_error"]["message"].as_str().unwrap();
+    assert!(
+        message.contains("did you mean `max_turns_default`?"),
+        "{message}"
+    );
+    let sim = report["providers"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|p| p["provider"] == "sim")
+        .cloned()
+        .unwrap_or_else(|| panic!("the defaults' providers are checked: {report}"));
+    assert_eq!(sim["status"], "ok", "{sim}");
+
+    let (code, text) = doctor(home.path(), false);
+    assert_eq!(code, 0, "{text}");
+    assert!(text.contains("(refused: "), "{text}");
+    assert!(
+        text.contains("fix: error[CONFIG_INVALID]: ") && text.contains("max_turnz"),
+        "{text}"
+    );
+    // Doctor only looks: nothing was written next to the config.
+    let mut entries: Vec<String> = std::fs::read_dir(home.path())
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    entries.sort();
+    assert_eq!(entries, ["config.toml"]);
+}
+
 /// `drover doctor --json` with `PATH` holding only `bin` (and the fake CLIs in it).
 fn doctor_with_path(home: &Path, bin: &Path) -> Value {
     let out = Command::new(env!("CARGO_BIN_EXE_drover"))

@@ -585,7 +585,11 @@ fn a_crash_mid_turn_fails_the_run_with_provider_error() {
     assert_eq!(view["last_result"], Value::Null, "{view}");
     assert_eq!(view["pid"], Value::Null, "{view}");
     assert!(
-        notes_of(&view).contains(&"the provider process ended unexpectedly".to_string()),
+        notes_of(&view).contains(
+            &"the provider process ended unexpectedly (exit code 1); its last stderr line: \
+              \"Error: simulated crash: the agent process died in the middle of a turn\""
+                .to_string()
+        ),
         "{view}"
     );
     let tail = home.tail(&run);
@@ -877,6 +881,7 @@ fn read_only_commands_answer_from_the_ledger_without_an_owner() {
     let status = serve.stop();
     assert_eq!(status.code(), Some(0), "serve exits 0 on SIGTERM");
     assert!(!home.socket().exists(), "the socket file is removed");
+    let before = files_under(home.path());
 
     // The same answers, from the ledger.
     assert_eq!(home.show(&done), live_view);
@@ -908,6 +913,19 @@ fn read_only_commands_answer_from_the_ledger_without_an_owner() {
     let queued = home.json(&["runs", "--state", "queued"]);
     assert_eq!(queued, Value::Array(vec![]));
     home.refused(&["show", "r-nope"], "RUN_NOT_FOUND");
+
+    // Reading wrote nothing: no file was made, removed or changed. (SQLite's wal-index,
+    // `-shm`, is the exception: every reader of a WAL database marks its reads there.)
+    let unshm = |files: Vec<(std::path::PathBuf, u64, std::time::SystemTime)>| {
+        files
+            .into_iter()
+            .map(|(path, len, at)| {
+                let shm = path.to_string_lossy().ends_with("-shm");
+                (path, len, (!shm).then_some(at))
+            })
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(unshm(files_under(home.path())), unshm(before));
 
     // Whatever changes runs needs an owner.
     let id = str_at(&request, "request_id");
@@ -1688,4 +1706,22 @@ fn the_hint_for_a_pending_question_says_how_to_answer_it() {
         .find(|l| l.starts_with("pending") && l.contains(id))
         .unwrap_or_else(|| panic!("{show}"));
     assert!(line.contains("--answer"), "{line}");
+}
+
+/// Every file under `dir` with its size and modification time, sorted by path.
+fn files_under(dir: &std::path::Path) -> Vec<(std::path::PathBuf, u64, std::time::SystemTime)> {
+    let mut files = Vec::new();
+    let mut dirs = vec![dir.to_path_buf()];
+    while let Some(dir) = dirs.pop() {
+        for entry in std::fs::read_dir(&dir).unwrap().flatten() {
+            let meta = entry.metadata().unwrap();
+            if meta.is_dir() {
+                dirs.push(entry.path());
+            } else {
+                files.push((entry.path(), meta.len(), meta.modified().unwrap()));
+            }
+        }
+    }
+    files.sort();
+    files
 }

@@ -225,6 +225,11 @@ fn an_api_error_that_outlasts_the_retries_is_transient_and_offers_a_retry() {
         .iter()
         .filter_map(|n| n["text"].as_str())
         .collect();
-    assert!(notes.iter().any(|n| n.contains("HTTP 529")), "{notes:?}");
+    assert!(
+        notes
+            .iter()
+            .any(|n| n.starts_with("the model API failed with HTTP 529: Overloaded.")),
+        "the status and the API's message: {notes:?}"
+    );
     assert!(notes.iter().any(|n| n.contains("may pass")), "{notes:?}");
 }

@@ -50,6 +50,19 @@ fn empty_dashboard() {
     snap("empty_dashboard", &app);
 }
 
+/// A config reload the owner refused stays on the footer until a good one.
+#[test]
+fn footer_shows_a_refused_config_reload() {
+    let mut app = app_with(Vec::new(), 100, 24);
+    app.model.budget = Some(budget(0.0, 0.0));
+    app.model.apply(&drover::dispatch::DispatchEvent::Health {
+        config_refused: Some(
+            "config not reloaded: /home/dev/.config/drover/config.toml line 3: `limits.per_account` is 0 (the config in force is kept)".into(),
+        ),
+    });
+    snap("footer_config_refused", &app);
+}
+
 fn one_tray(name: &str, runs: Vec<RunSummary>) {
     let app = app_with(runs, 100, 12);
     snap(name, &app);

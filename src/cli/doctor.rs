@@ -5,7 +5,9 @@
 //! command that fixes it.
 //!
 //! What must stay true: doctor only looks (a `--version` call per CLI, bounded in time);
-//! it never changes the machine or the data directory.
+//! it never changes the machine or the data directory. A config file drover refuses does
+//! not stop it: the refusal is reported (with its code and what to change) and the
+//! providers are checked as the defaults name them.
 
 use clap::Args;
 use regex::Regex;
@@ -70,6 +72,9 @@ pub struct Report {
     pub version: String,
     pub config_file: PathBuf,
     pub config_exists: bool,
+    /// Why drover refuses the config file, if it does (the checks below use the
+    /// defaults then).
+    pub config_error: Option<DroverError>,
     pub data_dir: PathBuf,
     pub ledger_file: PathBuf,
     pub ledger_exists: bool,
@@ -137,7 +142,10 @@ pub fn check_git() -> GitCheck {
 }
 
 pub fn run(args: DoctorArgs, paths: &Paths) -> Result<(), DroverError> {
-    let config = Config::load(&paths.config_file)?;
+    let (config, config_error) = match Config::load(&paths.config_file) {
+        Ok(config) => (config, None),
+        Err(refused) => (Config::defaults(), Some(refused)),
+    };
     let self_exe = std::env::current_exe().ok();
     let owner_pid = runtime()?.block_on(async {
         let mut client = ControlClient::connect(paths).await.ok()??;
@@ -151,6 +159,7 @@ pub fn run(args: DoctorArgs, paths: &Paths) -> Result<(), DroverError> {
         version: env!("CARGO_PKG_VERSION").to_string(),
         config_exists: paths.config_file.is_file(),
         config_file: paths.config_file.clone(),
+        config_error,
         data_dir: paths.data_dir.clone(),
         ledger_exists: paths.ledger_file.is_file(),
         ledger_file: paths.ledger_file.clone(),
@@ -303,12 +312,19 @@ fn render(report: &Report) -> String {
     out.push_str(&format!(
         "config   {}{}\n",
         report.config_file.display(),
-        if report.config_exists {
-            ""
-        } else {
-            " (none: the defaults apply)"
+        match (&report.config_error, report.config_exists) {
+            (Some(_), _) =>
+                " (refused: drover does not start with it; the defaults are checked below)",
+            (None, true) => "",
+            (None, false) => " (none: the defaults apply)",
         }
     ));
+    if let Some(e) = &report.config_error {
+        out.push_str(&format!(
+            "{:<8} fix: error[{}]: {}\n",
+            "", e.code, e.message
+        ));
+    }
     out.push_str(&format!("data     {}\n", report.data_dir.display()));
     out.push_str(&format!(
         "ledger   {}{}\n",

@@ -96,6 +96,7 @@ mod tests {
                 stalled: false,
                 created_at: 0,
                 finished_at: None,
+                owner_gone: false,
             },
             pending,
             needs_input,

@@ -77,6 +77,7 @@ impl StopSignals {
 
 /// One line for the person at the terminal, on stderr. A closed stderr is not an error.
 pub(crate) fn note(text: &str) {
+    let text = crate::redact::global().redact(text);
     let _ = writeln!(std::io::stderr().lock(), "{text}");
 }
 

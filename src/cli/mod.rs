@@ -124,6 +124,51 @@ pub enum Command {
     SimAgent(sim::SimAgentArgs),
 }
 
+impl Command {
+    /// Whether this command only reads: it must write nothing to the data directory.
+    pub fn read_only(&self) -> bool {
+        match self {
+            Command::Config(_)
+            | Command::Doctor(_)
+            | Command::SimAgent(_)
+            | Command::Status(_)
+            | Command::Completions(_)
+            | Command::Man => true,
+            Command::Budget(args) => args.action.is_none(),
+            Command::Run(command) => command.read_only(),
+            Command::Route(command) => command.read_only(),
+            Command::Workspace(command) => command.read_only(),
+            // `mcp` starts a background owner when none runs.
+            Command::Dashboard
+            | Command::Serve(_)
+            | Command::Demo(_)
+            | Command::Shutdown(_)
+            | Command::Mcp(_) => false,
+        }
+    }
+
+    /// The command's name, for the log (never its arguments).
+    pub fn name(&self) -> &'static str {
+        match self {
+            Command::Dashboard => "dashboard",
+            Command::Config(_) => "config",
+            Command::Serve(_) => "serve",
+            Command::Doctor(_) => "doctor",
+            Command::Budget(_) => "budget",
+            Command::Mcp(_) => "mcp",
+            Command::Demo(_) => "demo",
+            Command::Run(command) => command.name(),
+            Command::Route(command) => command.name(),
+            Command::Workspace(command) => command.name(),
+            Command::SimAgent(_) => "sim-agent",
+            Command::Shutdown(_) => "shutdown",
+            Command::Status(_) => "status",
+            Command::Completions(_) => "completions",
+            Command::Man => "man",
+        }
+    }
+}
+
 /// Whether the command line asked for JSON (`--json` on whichever subcommand has it), so
 /// a refusal is printed as JSON too.
 pub fn json_requested(matches: &clap::ArgMatches) -> bool {
@@ -146,6 +191,8 @@ pub fn print_refusal(e: &DroverError, json: bool) {
     } else {
         format!("error[{}]: {}", e.code, e.message)
     };
+    // A refusal may quote what it was given (an id, a value): redacted like any output.
+    let text = crate::redact::global().redact(&text);
     let _ = writeln!(io::stderr().lock(), "{text}");
 }
 
@@ -171,9 +218,28 @@ pub fn run(cli: Cli) -> Result<exit::Exit, DroverError> {
         }
         _ => (Paths::resolve()?, None),
     };
-    paths.ensure_dirs()?;
-    let _log = crate::logging::init(&paths.log_dir)?;
-    tracing::info!(version = crate::VERSION, command = ?cli.command, "drover started");
+    // The values config names are secrets wherever they appear (output and logs).
+    if let Ok(config) = crate::config::Config::load(&paths.config_file) {
+        crate::redact::install(crate::redact::Redactor::from_config(&config, |name| {
+            std::env::var(name).ok()
+        }));
+    }
+    // A command that only reads writes nothing to the data directory: no directory is
+    // made, no log file opened (an owner it talks to logs on its side).
+    let _log = if cli.command.read_only() {
+        None
+    } else {
+        paths.ensure_dirs()?;
+        let log = crate::logging::init(&paths.log_dir)?;
+        // The command's name only: its arguments (a task, a follow-up) are content.
+        tracing::info!(
+            version = crate::VERSION,
+            command = cli.command.name(),
+            "drover started"
+        );
+        tracing::debug!(command = ?cli.command, "arguments");
+        Some(log)
+    };
     let result = match cli.command {
         Command::Dashboard => done(dashboard::run(&paths)),
         Command::Demo(args) => done(demo::run(args, &paths)),
@@ -204,6 +270,9 @@ pub fn run(cli: Cli) -> Result<exit::Exit, DroverError> {
 
 /// Writes `text` to stdout. A closed pipe (`drover … | head`) is not an error.
 pub(crate) fn write_stdout(text: &str) -> Result<(), DroverError> {
+    // The one redactor, last, on everything the headless CLI prints (ledgers written
+    // before redaction existed included).
+    let text = crate::redact::global().redact(text);
     let mut out = io::stdout().lock();
     match out.write_all(text.as_bytes()).and_then(|()| out.flush()) {
         Ok(()) => Ok(()),

@@ -274,15 +274,9 @@ pub fn shutdown(args: ShutdownArgs, paths: &Paths) -> Result<(), DroverError> {
     Ok(())
 }
 
-/// Whether a process with this pid still exists (it may be a zombie waiting for its
-/// parent: that counts as gone).
+/// Whether the owner's process still runs.
 fn alive(pid: nix::unistd::Pid) -> bool {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
-    // The state letter follows the command's closing parenthesis.
-    match stat.rsplit_once(')') {
-        Some((_, rest)) => !rest.trim_start().starts_with('Z'),
-        None => false,
-    }
+    crate::control::process_alive(pid.as_raw())
 }
 
 #[derive(Debug, Args)]
@@ -305,6 +299,12 @@ pub struct Status {
     pub socket: PathBuf,
     /// Runs (not removed) by state.
     pub runs: BTreeMap<String, usize>,
+    /// A config reload the owner refused: it keeps the config it had until the file is
+    /// fixed.
+    pub config_refused: Option<String>,
+    /// Runs a crashed drover left active (no owner runs): the next one marks them
+    /// interrupted.
+    pub owner_gone: usize,
 }
 
 /// `drover status`: whether an owner runs, and the runs by state.
@@ -339,6 +339,8 @@ pub fn status(args: StatusArgs, paths: &Paths) -> Result<(), DroverError> {
             data_dir: paths.data_dir.clone(),
             socket: paths.socket_file.clone(),
             runs: by_state,
+            config_refused: pong.and_then(|p| p.config_refused),
+            owner_gone: runs.iter().filter(|r| r.head.owner_gone).count(),
         })
     })?;
     if args.output.json {
@@ -352,11 +354,17 @@ fn status_lines(s: &Status) -> String {
         (Some(pid), Some(up)) => format!(
             "drover {} runs (pid {pid}, up {})\n",
             s.version,
-            crate::spec::text::duration_words(up as i64 * 1000)
+            crate::spec::text::duration_words(crate::clock::secs_millis(up))
         ),
         _ => "no drover runs (`drover serve --detach` starts one; `drover` opens the dashboard)\n"
             .to_string(),
     };
+    if let Some(refused) = &s.config_refused {
+        out.push_str(&format!(
+            "config    {}\n",
+            crate::spec::text::one_line(refused)
+        ));
+    }
     out.push_str(&format!("data dir  {}\n", s.data_dir.display()));
     let runs: Vec<String> = s
         .runs
@@ -371,6 +379,12 @@ fn status_lines(s: &Status) -> String {
             runs.join(" · ")
         }
     ));
+    if s.owner_gone > 0 {
+        out.push_str(&format!(
+            "          {} left active by a drover that is gone (a crash): the next start marks them interrupted\n",
+            s.owner_gone
+        ));
+    }
     out
 }
 
@@ -389,13 +403,33 @@ mod tests {
             data_dir: "/d".into(),
             socket: "/d/drover.sock".into(),
             runs: [("idle".to_string(), 1), ("running".to_string(), 2)].into(),
+            config_refused: None,
+            owner_gone: 0,
         };
         assert_eq!(
             status_lines(&s),
             "drover 0.1.0 (abc) runs (pid 42, up 2 min)\ndata dir  /d\nruns      1 idle · 2 running\n"
         );
+        s.config_refused = Some(
+            "config not reloaded: line 2: unknown key\n`x` (the config in force is kept)".into(),
+        );
+        assert_eq!(
+            status_lines(&s),
+            "drover 0.1.0 (abc) runs (pid 42, up 2 min)\n\
+             config    config not reloaded: line 2: unknown key `x` (the config in force is kept)\n\
+             data dir  /d\nruns      1 idle · 2 running\n"
+        );
+        s.config_refused = None;
         s.pid = None;
         s.uptime_secs = None;
+        s.owner_gone = 2;
+        assert_eq!(
+            status_lines(&s),
+            "no drover runs (`drover serve --detach` starts one; `drover` opens the dashboard)\n\
+             data dir  /d\nruns      1 idle · 2 running\n          \
+             2 left active by a drover that is gone (a crash): the next start marks them interrupted\n"
+        );
+        s.owner_gone = 0;
         s.runs.clear();
         assert!(status_lines(&s).starts_with("no drover runs"));
         assert!(status_lines(&s).ends_with("runs      none\n"));

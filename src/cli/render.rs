@@ -101,6 +101,9 @@ fn state_cell(run: &RunSummary) -> String {
     if run.head.stalled {
         cell.push_str(" · stalled");
     }
+    if run.head.owner_gone {
+        cell.push_str(" · owner gone");
+    }
     if let Some(change) = run
         .workspace
         .as_ref()
@@ -322,6 +325,12 @@ pub fn run_view(run: &RunView, now: UnixMillis) -> String {
     if run.head.stalled {
         state.push_str(" · stalled: no provider event for a while");
     }
+    if run.head.owner_gone {
+        state.push_str(&format!(
+            " · its drover is gone (a crash): the next `drover serve` marks it interrupted, then `drover resume {}` goes on",
+            run.head.run_id
+        ));
+    }
     push("state", state);
     if let Some(live) = &run.head.live_state {
         push("live", live_line(live));
@@ -458,6 +467,12 @@ pub fn event_line(event: &DispatchEvent) -> String {
         DispatchEvent::LiveState { live_state, .. } => ("live", live_line(live_state)),
         DispatchEvent::Transcript { line, .. } => ("|", one_line(line)),
         DispatchEvent::Budget { note, .. } => ("budget", one_line(note)),
+        DispatchEvent::Health { config_refused } => (
+            "config",
+            config_refused
+                .as_deref()
+                .map_or_else(|| "config reloaded".to_string(), one_line),
+        ),
         DispatchEvent::PermissionRequested { run_id, pending } => (
             "asks",
             format!(
@@ -501,6 +516,7 @@ mod tests {
                 stalled: false,
                 created_at: 0,
                 finished_at: None,
+                owner_gone: false,
             },
             pending: 0,
             needs_input: false,
@@ -547,6 +563,12 @@ mod tests {
             ]
         );
         assert_eq!(runs_table(&[], 0), "no runs\n");
+        let mut left = summary("r-3", RunState::Running, "left");
+        left.head.owner_gone = true;
+        assert!(
+            runs_table(&[left], 0).contains("running · owner gone"),
+            "a run a crash left says so"
+        );
     }
 
     #[test]
@@ -666,6 +688,7 @@ mod tests {
                 stalled: true,
                 created_at: 0,
                 finished_at: None,
+                owner_gone: false,
             },
             task: "do\nit".into(),
             cwd: "/w".into(),

@@ -41,6 +41,23 @@ pub enum RouteCommand {
     },
 }
 
+impl RouteCommand {
+    /// Whether the command only reads (`routes`).
+    pub fn read_only(&self) -> bool {
+        matches!(self, RouteCommand::Routes { .. })
+    }
+
+    /// The subcommand's name, for the log.
+    pub fn name(&self) -> &'static str {
+        match self {
+            RouteCommand::Routes { .. } => "routes",
+            RouteCommand::Route(_) => "route",
+            RouteCommand::Escalate { .. } => "escalate",
+            RouteCommand::Retry { .. } => "retry",
+        }
+    }
+}
+
 #[derive(Debug, Args)]
 pub struct RouteArgs {
     pub run: String,

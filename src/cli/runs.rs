@@ -123,6 +123,19 @@ pub enum RunCommand {
     Wait(WaitArgs),
 }
 
+impl RunCommand {
+    /// Whether the command only reads (runs, show, transcript, wait).
+    pub fn read_only(&self) -> bool {
+        matches!(
+            self,
+            RunCommand::Runs { .. }
+                | RunCommand::Show { .. }
+                | RunCommand::Transcript { .. }
+                | RunCommand::Wait(_)
+        )
+    }
+}
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 pub enum FormatArg {
     Result,
@@ -328,8 +341,8 @@ impl RunCommand {
         Ok(Some(request))
     }
 
-    /// The subcommand's name on the command line.
-    fn name(&self) -> &'static str {
+    /// The subcommand's name on the command line (and in the log).
+    pub fn name(&self) -> &'static str {
         match self {
             RunCommand::Dispatch(_) => "dispatch",
             RunCommand::Runs { .. } => "runs",

@@ -62,6 +62,23 @@ pub enum WorkspaceCommand {
     },
 }
 
+impl WorkspaceCommand {
+    /// Whether the command only reads (`diff`).
+    pub fn read_only(&self) -> bool {
+        matches!(self, WorkspaceCommand::Diff { .. })
+    }
+
+    /// The command's name, for the log (never its arguments).
+    pub fn name(&self) -> &'static str {
+        match self {
+            WorkspaceCommand::Diff { .. } => "diff",
+            WorkspaceCommand::Merge { .. } => "merge",
+            WorkspaceCommand::Keep { .. } => "keep",
+            WorkspaceCommand::Discard { .. } => "discard",
+        }
+    }
+}
+
 pub fn run(command: WorkspaceCommand, paths: &Paths) -> Result<(), DroverError> {
     let (request, json) = match command {
         WorkspaceCommand::Diff {

@@ -288,15 +288,38 @@ fn unknown_key(key: &[String], serde_rest: &str) -> String {
     out
 }
 
-/// The known name nearest to `name` in Levenshtein distance, if it is a plausible typo
-/// (at most two edits); the first of equally near names wins.
+/// The known name a typo most likely meant: one within two edits (Levenshtein), else
+/// the one most alike (Jaro-Winkler, which weighs a shared start: `max_turnz` →
+/// `max_turns_default`) when it is alike enough; the first of equally near names wins.
 fn closest<'a>(name: &str, known: &[&'a str]) -> Option<&'a str> {
-    known
+    let near = known
         .iter()
         .map(|k| (strsim::levenshtein(name, k), *k))
         .filter(|(d, _)| *d <= 2)
         .min_by_key(|(d, _)| *d)
-        .map(|(_, k)| k)
+        .map(|(_, k)| k);
+    // A `<stem>_default|_min|_max` family is alike through its stem, and its first
+    // member (the default, as the defaults file lists them) is the one suggested.
+    let stem = |k: &'a str| {
+        ["_default", "_min", "_max"]
+            .iter()
+            .find_map(|suffix| k.strip_suffix(suffix))
+            .unwrap_or(k)
+    };
+    near.or_else(|| {
+        known
+            .iter()
+            .map(|k| {
+                let score = strsim::jaro_winkler(name, k).max(strsim::jaro_winkler(name, stem(k)));
+                (score, *k)
+            })
+            .filter(|(score, _)| *score >= 0.88)
+            .fold(None, |best: Option<(f64, &str)>, (score, k)| match best {
+                Some((b, _)) if b >= score => best,
+                _ => Some((score, k)),
+            })
+            .map(|(_, k)| k)
+    })
 }
 
 /// serde's name for what it expected, as a TOML kind with an article.
@@ -461,7 +484,7 @@ mod tests {
         assert_eq!(e.code, ErrorCode::ConfigInvalid);
         assert!(
             e.message
-                .starts_with("/p/config.toml line 5: unknown key `limits.max_turnz`; known keys in [limits]: task_max_chars, "),
+                .starts_with("/p/config.toml line 5: unknown key `limits.max_turnz` (did you mean `max_turns_default`?); known keys in [limits]: task_max_chars, "),
             "{}",
             e.message
         );
@@ -487,7 +510,7 @@ mod tests {
         assert_eq!(
             e.message,
             "/p/config.toml line 2: unknown key `limitz` (did you mean `limits`?); \
-             known keys at the top level: limits, providers, pricing, catalog, routing, keys, notifications, workspaces, dashboard, mcp"
+             known keys at the top level: limits, providers, pricing, catalog, routing, keys, notifications, workspaces, dashboard, redact, mcp"
         );
         let e = refusal("[providers.my-agent]\ncommand = \"x\"\ncomand = \"y\"\n");
         assert!(

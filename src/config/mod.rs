@@ -55,6 +55,7 @@ pub struct Config {
     pub notifications: NotificationsConfig,
     pub workspaces: WorkspacesConfig,
     pub dashboard: DashboardConfig,
+    pub redact: RedactConfig,
     pub mcp: McpConfig,
 }
 
@@ -118,6 +119,15 @@ pub enum DashboardOwner {
     Background,
     /// The dashboard's own process: leaving it stops the active runs (after asking).
     InProcess,
+}
+
+/// `[redact]`: what counts as a secret besides the built-in rules ([`crate::redact`]).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RedactConfig {
+    /// Environment variables whose values are redacted wherever they appear (the keys of
+    /// each `[providers.<name>.env]` table count too).
+    pub env: Vec<String>,
 }
 
 /// `[notifications]`: how the dashboard gets your attention.

@@ -93,6 +93,50 @@ pub(super) fn check(config: &Config) -> Result<(), Problem> {
         "session_hard_cap_usd",
         l.session_hard_cap_usd,
     )?;
+    for (name, secs) in [
+        ("idle_timeout_secs_default", l.idle_timeout_secs_default),
+        ("idle_timeout_secs_min", l.idle_timeout_secs_min),
+        ("idle_timeout_secs_max", l.idle_timeout_secs_max),
+        ("idempotency_window_secs", l.idempotency_window_secs),
+        ("stalled_after_secs", l.stalled_after_secs),
+        ("permission_timeout_secs", l.permission_timeout_secs),
+        ("question_timeout_secs", l.question_timeout_secs),
+    ] {
+        seconds(limit(name), secs)?;
+    }
+    seconds(
+        vec!["routing".to_owned(), "card_expiry_secs".to_owned()],
+        config.routing.card_expiry_secs,
+    )?;
+    for (name, value) in [
+        ("per_account", l.per_account),
+        ("per_session_running", l.per_session_running),
+        ("per_workflow", l.per_workflow),
+        ("max_minutes_min", l.max_minutes_min),
+        ("max_turns_min", l.max_turns_min),
+    ] {
+        at_least_one(limit(name), u64::from(value))?;
+    }
+    for (name, value) in [
+        ("task_max_chars", l.task_max_chars),
+        ("transcript_max_lines", l.transcript_max_lines),
+        ("transcript_max_chars", l.transcript_max_chars),
+    ] {
+        at_least_one(limit(name), value as u64)?;
+    }
+    for (name, value) in &l.per_provider {
+        if *value == 0 {
+            let key = vec!["limits".to_owned(), "per_provider".to_owned(), name.clone()];
+            return Err(Problem::new(
+                format!(
+                    "`{}` is 0, so no {name} run could ever start; give at least 1, or set \
+                     `providers.{name}.enabled = false` to turn the provider off",
+                    dotted(&key)
+                ),
+                vec![key],
+            ));
+        }
+    }
 
     for (name, provider) in &config.providers {
         if name != SIM_PROVIDER && provider.command.trim().is_empty() {
@@ -248,6 +292,38 @@ fn catalog_entries(config: &Config) -> Result<(), Problem> {
     }
 }
 
+/// The longest duration drover takes from config: a year. (Durations are kept as
+/// [`std::time::Duration`] and turned into milliseconds saturating, so a larger one would
+/// not wrap; it is refused because no timer of drover's means anything that long.)
+pub(super) const MAX_SECS: u64 = 365 * 24 * 3600;
+
+fn seconds(key: Vec<String>, secs: u64) -> Result<(), Problem> {
+    if secs <= MAX_SECS {
+        return Ok(());
+    }
+    Err(Problem::new(
+        format!(
+            "`{}` is {secs} seconds; give at most {MAX_SECS} (a year)",
+            dotted(&key)
+        ),
+        vec![key],
+    ))
+}
+
+/// A capacity or a minimum of 0 would stop everything: refused, naming the key.
+fn at_least_one(key: Vec<String>, value: u64) -> Result<(), Problem> {
+    if value >= 1 {
+        return Ok(());
+    }
+    Err(Problem::new(
+        format!(
+            "`{}` is 0, which would stop every run (a rail of 0 queues runs forever); give at least 1",
+            dotted(&key)
+        ),
+        vec![key],
+    ))
+}
+
 /// `<stem>_min` ≤ `<stem>_default` ≤ `<stem>_max`.
 fn range<T: PartialOrd + Display + Copy>(
     stem: &str,
@@ -378,6 +454,45 @@ mod tests {
             sim.command.clear();
         }
         assert_eq!(check(&c), Ok(()));
+    }
+
+    #[test]
+    fn zero_capacity_rails_and_endless_durations_are_refused_naming_the_key() {
+        type Edit = fn(&mut Config);
+        let cases: [(Edit, &str); 7] = [
+            (
+                |c| c.limits.per_session_running = 0,
+                "limits.per_session_running",
+            ),
+            (|c| c.limits.per_account = 0, "limits.per_account"),
+            (|c| c.limits.per_workflow = 0, "limits.per_workflow"),
+            (
+                |c| {
+                    c.limits.per_provider.insert("codex".into(), 0);
+                },
+                "limits.per_provider.codex",
+            ),
+            (
+                |c| {
+                    c.limits.idle_timeout_secs_default = 18_446_744_073_709_551;
+                    c.limits.idle_timeout_secs_max = 18_446_744_073_709_551;
+                },
+                "limits.idle_timeout_secs_default",
+            ),
+            (
+                |c| c.limits.permission_timeout_secs = 18_446_744_073_709_551,
+                "limits.permission_timeout_secs",
+            ),
+            (
+                |c| c.routing.card_expiry_secs = u64::MAX,
+                "routing.card_expiry_secs",
+            ),
+        ];
+        for (edit, key) in cases {
+            let p = problem(edit);
+            assert_eq!(blamed(&p), key, "{}", p.message);
+            assert!(p.message.contains(key), "{}", p.message);
+        }
     }
 
     #[test]

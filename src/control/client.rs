@@ -110,6 +110,31 @@ impl ControlClient {
                 ));
             }
         };
+        // Only an owner of this user's is talked to: a socket another user serves (one
+        // swapped into a shared directory, say) is refused.
+        let me = nix::unistd::getuid().as_raw();
+        match stream.peer_cred() {
+            Ok(peer) if peer.uid() == me => {}
+            Ok(peer) => {
+                return Err(DroverError::new(
+                    ErrorCode::SocketUntrusted,
+                    format!(
+                        "{} is served by user {}, not by you (user {me}); remove it and make the data directory private (chmod 700)",
+                        socket.display(),
+                        peer.uid()
+                    ),
+                ));
+            }
+            Err(e) => {
+                return Err(DroverError::new(
+                    ErrorCode::SocketUntrusted,
+                    format!(
+                        "cannot tell who serves {}: {e}; check the file's owner",
+                        socket.display()
+                    ),
+                ));
+            }
+        }
         let (read, writer) = stream.into_split();
         Ok(Some(ControlClient {
             link: Link {

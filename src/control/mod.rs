@@ -17,6 +17,7 @@
 //! - the socket file exists only while an owner serves it (removed on a clean stop, and
 //!   as stale by the next owner after a crash).
 
+pub mod bounds;
 mod client;
 mod feed;
 mod host;
@@ -30,7 +31,7 @@ mod tests;
 
 pub use client::{ControlClient, EventStream, StreamItem, request_timeout};
 pub use host::Host;
-pub use owner::OwnerLock;
+pub use owner::{OwnerLock, last_owner_gone, process_alive};
 pub use server::{ControlServer, serve};
 
 use serde_json::Value;

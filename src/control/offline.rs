@@ -4,8 +4,10 @@
 //!
 //! What must stay true: only a read-only connection is used, and reading never creates
 //! the ledger; a request that only an owner can answer (any change, and a `wait` the
-//! ledger does not already meet) is `NO_OWNER`. A `diff` also reads the run's worktree
-//! through git ([`diff`]), which changes nothing there.
+//! ledger does not already meet) is `NO_OWNER`; a run the ledger has active while its
+//! last owner is gone ([`super::last_owner_gone`]: a crash) is marked `owner_gone`, so
+//! it is not shown as running. A `diff` also reads the run's worktree through git
+//! ([`diff`]), which changes nothing there.
 
 use serde_json::Value;
 
@@ -98,7 +100,23 @@ pub fn answer(paths: &Paths, request: &Request) -> Result<Response, DroverError>
         }
         _ => return Err(no_owner(paths)),
     };
-    Ok(response)
+    Ok(mark_owner_gone(response, || super::last_owner_gone(paths)))
+}
+
+/// Marks the active runs of `response` whose owner is gone (asked only when one is).
+fn mark_owner_gone(mut response: Response, gone: impl FnOnce() -> bool) -> Response {
+    let mut heads: Vec<&mut crate::dispatch::api::RunHead> = match &mut response {
+        Response::Runs(runs) => runs.iter_mut().map(|r| &mut r.head).collect(),
+        Response::Show(view) => vec![&mut view.head],
+        _ => Vec::new(),
+    };
+    heads.retain(|head| head.state.is_active());
+    if !heads.is_empty() && gone() {
+        for head in heads {
+            head.owner_gone = true;
+        }
+    }
+    response
 }
 
 /// [`answer`] as JSON (what `--json` prints).
@@ -113,6 +131,45 @@ mod tests {
     use crate::dispatch::views::tests::filled;
     use crate::error::ErrorCode;
     use serde_json::json;
+
+    #[test]
+    fn an_active_run_whose_owner_is_gone_is_marked_so() {
+        let (_dir, paths, _reader) = filled();
+        let runs = Request::Runs {
+            state: None,
+            include_removed: false,
+            workflow: None,
+        };
+        let gone = |paths: &Paths| -> Vec<(String, bool, bool)> {
+            let Response::Runs(runs) = answer(paths, &runs).unwrap() else {
+                panic!("runs answers runs");
+            };
+            runs.into_iter()
+                .map(|r| (r.head.run_id, r.head.state.is_active(), r.head.owner_gone))
+                .collect()
+        };
+        // (the pid in the lock file, whether the last owner is gone)
+        for (pid, owner_gone) in [
+            (std::process::id().to_string(), false),
+            (i32::MAX.to_string(), true),
+        ] {
+            std::fs::write(&paths.lock_file, &pid).unwrap();
+            for (run, active, marked) in gone(&paths) {
+                assert_eq!(marked, active && owner_gone, "{run} with {pid}");
+            }
+            let Response::Show(view) = answer(
+                &paths,
+                &Request::Show {
+                    run_id: "r2".into(),
+                },
+            )
+            .unwrap() else {
+                panic!("show answers a view");
+            };
+            assert!(view.head.state.is_active());
+            assert_eq!(view.head.owner_gone, owner_gone, "{pid}");
+        }
+    }
 
     #[test]
     fn answer_serves_questions_and_refuses_changes_without_an_owner() {

@@ -90,6 +90,30 @@ impl OwnerLock {
     }
 }
 
+/// Whether the last owner of `paths` is gone: the lock file names a process that no
+/// longer runs, so the kernel has freed its lock and any run the ledger still has active
+/// was left by a crash (the next owner marks it interrupted). Only looks: `false` when
+/// that cannot be told (no lock file, no pid in it) or the process still runs.
+pub fn last_owner_gone(paths: &Paths) -> bool {
+    let Ok(text) = std::fs::read_to_string(&paths.lock_file) else {
+        return false;
+    };
+    match text.trim().parse::<i32>() {
+        Ok(pid) if pid > 0 => !process_alive(pid),
+        _ => false,
+    }
+}
+
+/// Whether a process with this pid still runs (a zombie waiting for its parent does not).
+pub fn process_alive(pid: i32) -> bool {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+    // The state letter follows the command's closing parenthesis.
+    match stat.rsplit_once(')') {
+        Some((_, rest)) => !rest.trim_start().starts_with('Z'),
+        None => false,
+    }
+}
+
 /// Removes a socket file nobody serves (the lock holder calls this). Anything that is not
 /// a socket is left alone and refused, so a misconfigured path never deletes user data.
 fn remove_stale_socket(socket: &Path) -> Result<(), DroverError> {
@@ -132,6 +156,33 @@ fn remove_stale_socket(socket: &Path) -> Result<(), DroverError> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_last_owner_is_gone_only_when_the_pid_it_wrote_no_longer_runs() {
+        let tmp = tempfile::tempdir().unwrap();
+        let paths = Paths::under(tmp.path());
+        assert!(!last_owner_gone(&paths), "no lock file: nothing to tell");
+        // (what the lock file holds, gone)
+        let cases = [
+            (std::process::id().to_string(), false),
+            // pid_max is at most 2^22: this one cannot run.
+            (i32::MAX.to_string(), true),
+            (String::new(), false),
+            ("not a pid".to_string(), false),
+            ("-1".to_string(), false),
+            ("0".to_string(), false),
+        ];
+        for (text, gone) in cases {
+            std::fs::write(&paths.lock_file, &text).unwrap();
+            assert_eq!(last_owner_gone(&paths), gone, "{text:?}");
+        }
+        // A live owner holds the lock with its own pid in the file.
+        let lock = OwnerLock::acquire(&paths).unwrap();
+        assert!(!last_owner_gone(&paths));
+        drop(lock);
+        assert!(process_alive(std::process::id() as i32));
+        assert!(!process_alive(i32::MAX));
+    }
 
     #[test]
     fn a_second_owner_is_refused_until_the_first_lets_go() {

@@ -3,7 +3,9 @@
 //!
 //! What must stay true: requests on one connection are answered as they finish (a long
 //! `wait` does not hold up a `ping` sent after it); a connection holds at most
-//! [`MAX_IN_FLIGHT`] requests and [`wire::MAX_REQUEST_LINE_BYTES`] of one line; a
+//! [`MAX_IN_FLIGHT`] requests, [`bounds::MAX_PENDING_WAITS`] of them waits, and
+//! [`wire::MAX_REQUEST_LINE_BYTES`] of one line; every list in a request is bounded and
+//! its duplicates collapsed ([`bounds::check`]) before the dispatcher sees it; a
 //! subscriber that reads too slowly loses events (and is told how many), it never slows
 //! the dispatcher; stopping the server closes every connection and removes the socket
 //! file before the owner lock is released.
@@ -11,6 +13,7 @@
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 use tokio::io::{AsyncWriteExt, BufWriter};
 use tokio::net::unix::{OwnedReadHalf, OwnedWriteHalf};
@@ -20,6 +23,7 @@ use tokio::sync::{broadcast, mpsc, oneshot};
 use tokio::task::{JoinHandle, JoinSet};
 
 use super::Dispatcher;
+use super::bounds;
 use super::feed::{Feed, Live, Numbered};
 use super::owner::OwnerLock;
 use super::wire::{self, Line, LineReader, ServerLine};
@@ -198,6 +202,7 @@ async fn read_requests<D: Dispatcher>(
     let mut reader = LineReader::new(read, wire::MAX_REQUEST_LINE_BYTES);
     let mut requests = JoinSet::new();
     let mut events: Option<AbortOnDrop> = None;
+    let waits = Arc::new(AtomicUsize::new(0));
     loop {
         let line = tokio::select! {
             line = reader.next() => line,
@@ -230,7 +235,11 @@ async fn read_requests<D: Dispatcher>(
             Line::Complete(bytes) if bytes.iter().all(u8::is_ascii_whitespace) => continue,
             Line::Complete(bytes) => wire::parse_request_line(&bytes),
         };
-        let (id, request) = match parsed {
+        let (id, request) = match parsed.and_then(|(id, request)| {
+            bounds::check(&request)
+                .map(|request| (id, request))
+                .map_err(|error| (Some(id), error))
+        }) {
             Ok(parsed) => parsed,
             Err((id, error)) => {
                 if send(&out, ServerLine::Error { id, error }).await {
@@ -278,14 +287,38 @@ async fn read_requests<D: Dispatcher>(
             ))));
             continue;
         }
+        let wait = matches!(request, Request::Wait { .. });
+        if wait && waits.load(Ordering::Acquire) >= bounds::MAX_PENDING_WAITS {
+            let error = DroverError::new(
+                ErrorCode::TooManyWaits,
+                format!(
+                    "this connection already has {} waits pending; wait for one to finish or name several runs in one wait",
+                    bounds::MAX_PENDING_WAITS
+                ),
+            );
+            if send(
+                &out,
+                ServerLine::Error {
+                    id: Some(id),
+                    error,
+                },
+            )
+            .await
+            {
+                continue;
+            }
+            break;
+        }
         while requests.len() >= MAX_IN_FLIGHT {
             requests.join_next().await;
         }
         let dispatcher = dispatcher.clone();
         let out = out.clone();
+        let pending = wait.then(|| PendingWait::new(&waits));
         requests.spawn(async move {
             let result = dispatcher.request(request).await;
             send(&out, ServerLine::answer(id, result)).await;
+            drop(pending);
         });
         // Reap what finished so the set does not grow on a long-lived connection.
         while requests.try_join_next().is_some() {}
@@ -293,6 +326,22 @@ async fn read_requests<D: Dispatcher>(
     drop(events);
     drop(out);
     while requests.join_next().await.is_some() {}
+}
+
+/// One `wait` in flight on a connection, counted while it lives.
+struct PendingWait(Arc<AtomicUsize>);
+
+impl PendingWait {
+    fn new(count: &Arc<AtomicUsize>) -> PendingWait {
+        count.fetch_add(1, Ordering::AcqRel);
+        PendingWait(Arc::clone(count))
+    }
+}
+
+impl Drop for PendingWait {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::AcqRel);
+    }
 }
 
 /// Completes when the connection's event stream has ended; never without one.

@@ -149,19 +149,32 @@ pub fn parse_request_line(line: &[u8]) -> Result<(u64, Request), Refusal> {
     Ok((id, request))
 }
 
-/// A request; its `params` may be left out when every one of them is optional
-/// (`{"method": "kill_all"}`, as before `kill_all` took a workflow).
+/// A request, its `params` defaulted alike for every method: absent, `null` and `{}` mean
+/// "no params" (a method without params accepts `{}`; one whose params all have
+/// defaults accepts none).
 fn decode_request(request: Value) -> Result<Request, serde_json::Error> {
-    match serde_json::from_value::<Request>(request.clone()) {
-        Ok(request) => Ok(request),
-        Err(e) => match request {
-            Value::Object(mut object) if !object.contains_key("params") => {
-                object.insert("params".into(), Value::Object(Default::default()));
-                serde_json::from_value(Value::Object(object)).map_err(|_| e)
-            }
-            _ => Err(e),
-        },
+    let first = serde_json::from_value::<Request>(request.clone());
+    let Ok(Value::Object(mut object)) = Ok::<Value, ()>(request) else {
+        return first;
+    };
+    if first.is_ok() {
+        return first;
     }
+    let retry = match object.get("params") {
+        None | Some(Value::Null) => {
+            object.insert("params".into(), Value::Object(Default::default()));
+            true
+        }
+        Some(Value::Object(params)) if params.is_empty() => {
+            object.remove("params");
+            true
+        }
+        _ => false,
+    };
+    if !retry {
+        return first;
+    }
+    serde_json::from_value::<Request>(Value::Object(object)).or(first)
 }
 
 fn invalid(message: impl Into<String>) -> DroverError {
@@ -313,9 +326,7 @@ mod tests {
             })
         );
 
-        // Methods whose params are all optional may leave them out.
-        let kill_all = parse_request_line(br#"{"id": 7, "request": {"method": "kill_all"}}"#);
-        assert_eq!(kill_all, Ok((7, Request::KillAll { workflow: None })));
+        // A workflow scopes kill_all.
         let scoped = parse_request_line(
             br#"{"id": 8, "request": {"method": "kill_all", "params": {"workflow": "w1"}}}"#,
         );
@@ -352,6 +363,49 @@ mod tests {
             assert_eq!(got_id, *id, "{text}");
             assert_eq!(e.code, ErrorCode::InvalidRequest, "{text}");
             assert!(!e.message.is_empty());
+        }
+    }
+
+    #[test]
+    fn params_default_alike_for_every_method() {
+        // No params, `null` and `{}` are one request, whether the method takes no params
+        // (ping, budget) or only ones with defaults (runs, kill_all, remove, subscribe, …).
+        let cases = [
+            ("ping", Request::Ping),
+            ("kill_all", Request::KillAll { workflow: None }),
+            ("budget", Request::Budget),
+            ("routes", Request::Routes),
+            (
+                "runs",
+                Request::Runs {
+                    state: None,
+                    include_removed: false,
+                    workflow: None,
+                },
+            ),
+            (
+                "subscribe",
+                Request::Subscribe {
+                    run_ids: Vec::new(),
+                    after: None,
+                },
+            ),
+        ];
+        for (method, want) in cases {
+            for params in ["", r#", "params": null"#, r#", "params": {}"#] {
+                let line = format!(r#"{{"id": 1, "request": {{"method": "{method}"{params}}}}}"#);
+                assert_eq!(
+                    parse_request_line(line.as_bytes()).map(|(_, r)| r),
+                    Ok(want.clone()),
+                    "{line}"
+                );
+            }
+        }
+        // A method that needs a param says so, however its params are left out.
+        for params in ["", r#", "params": null"#, r#", "params": {}"#] {
+            let line = format!(r#"{{"id": 1, "request": {{"method": "show"{params}}}}}"#);
+            let (_, e) = parse_request_line(line.as_bytes()).expect_err(&line);
+            assert_eq!(e.code, ErrorCode::InvalidRequest, "{line}");
         }
     }
 

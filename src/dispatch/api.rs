@@ -214,6 +214,9 @@ pub struct Pong {
     /// When the owner's dispatcher started (Unix ms).
     #[serde(default)]
     pub started_at: UnixMillis,
+    /// A config reload the owner refused (it keeps the config in force), until a good one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub config_refused: Option<String>,
 }
 
 /// The answer to `remove`: the runs that left the trays, and those left in them because
@@ -499,6 +502,10 @@ pub struct BudgetView {
     pub warned: bool,
     /// The hard cap was reached: dispatches are refused until it is raised.
     pub closed: bool,
+    /// The config file changed and the new one was refused (why, in one line): the owner
+    /// keeps the config it had. Cleared by the next good read.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub config_refused: Option<String>,
 }
 
 impl RunBudget {
@@ -547,6 +554,11 @@ pub struct RunHead {
     pub stalled: bool,
     pub created_at: UnixMillis,
     pub finished_at: Option<UnixMillis>,
+    /// Read from the ledger with no drover owning it (the owner lock is free), the run is
+    /// still active there: its owner ended without ending it (a crash). The next drover
+    /// to start marks it interrupted.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub owner_gone: bool,
 }
 
 /// One row in a list of runs.
@@ -732,6 +744,11 @@ pub enum DispatchEvent {
         session: String,
         note: String,
     },
+    /// The owner's own health changed: a config reload was refused (the message), or a
+    /// good one cleared it (`None`). Not about one run (`run_id()` is "").
+    Health {
+        config_refused: Option<String>,
+    },
 }
 
 impl DispatchEvent {
@@ -744,7 +761,7 @@ impl DispatchEvent {
             | DispatchEvent::PermissionResolved { run_id, .. }
             | DispatchEvent::Note { run_id, .. }
             | DispatchEvent::RunRemoved { run_id } => run_id,
-            DispatchEvent::Budget { .. } => "",
+            DispatchEvent::Budget { .. } | DispatchEvent::Health { .. } => "",
         }
     }
 }

@@ -46,11 +46,18 @@ impl Clock {
     }
 
     pub fn now(&self) -> UnixMillis {
-        self.base_unix + self.base.elapsed().as_millis() as i64
+        crate::clock::after(self.base_unix, self.base.elapsed())
     }
 
+    /// The instant of `at`; one too far away to name is a year from now (the loop wakes,
+    /// finds nothing due, and sleeps again).
     pub fn instant_at(&self, at: UnixMillis) -> Instant {
-        self.base + Duration::from_millis((at - self.base_unix).max(0) as u64)
+        let ahead =
+            Duration::from_millis(u64::try_from(at.saturating_sub(self.base_unix)).unwrap_or(0));
+        self.base
+            .checked_add(ahead)
+            .filter(|i| i.saturating_duration_since(Instant::now()) < FAR)
+            .unwrap_or_else(|| Instant::now() + FAR)
     }
 }
 
@@ -70,10 +77,17 @@ impl Facts for SystemFacts {
         which::which(command).is_ok()
     }
 
+    fn env(&self, name: &str) -> Option<String> {
+        std::env::var(name).ok()
+    }
+
     fn in_git_work_tree(&self, dir: &Path) -> bool {
         crate::workspace::in_work_tree(dir)
     }
 }
+
+/// The furthest the loop sleeps ahead.
+const FAR: Duration = Duration::from_secs(365 * 24 * 3600);
 
 /// Adapter events handled per turn of the loop before committing.
 const PROVIDER_EVENTS_PER_TURN: usize = 512;
@@ -90,7 +104,11 @@ struct ConfigWatch {
 impl ConfigWatch {
     /// The config read again, when it changed since it was last read. A broken file is
     /// logged and the config in force is kept.
-    fn changed(&mut self, freshness: Freshness, now: UnixMillis) -> Option<Config> {
+    fn changed(
+        &mut self,
+        freshness: Freshness,
+        now: UnixMillis,
+    ) -> Option<Result<Config, DroverError>> {
         match freshness {
             Freshness::Any => return None,
             Freshness::Throttled if now - self.checked_at < CONFIG_CHECK_MS => return None,
@@ -105,14 +123,44 @@ impl ConfigWatch {
         match Config::load(&self.path) {
             Ok(config) => {
                 tracing::info!(path = %self.path.display(), "config re-read");
-                Some(config)
+                install_redactor(&config);
+                Some(Ok(config))
             }
-            Err(e) => {
-                tracing::warn!(code = %e.code, "{}; keeping the config in force", e.message);
-                None
-            }
+            // The core keeps the config in force and says so (log, footer, status).
+            Err(e) => Some(Err(e)),
         }
     }
+}
+
+/// Notes each run's processes in the ledger (not the run's event stream: bookkeeping for
+/// the next owner's recovery, like retention's deletes).
+fn process_journal(writer: LedgerWriter, clock: Clock) -> crate::providers::sweep::ProcessJournal {
+    use crate::providers::sweep::JournalEntry;
+    let writer = std::sync::Mutex::new(writer);
+    crate::providers::sweep::ProcessJournal::new(move |entry| {
+        let op = match entry {
+            JournalEntry::Noted {
+                run_id,
+                boot_id,
+                processes,
+            } => WriteOp::NoteProcesses {
+                run_id,
+                boot_id,
+                processes,
+                at: clock.now(),
+            },
+            JournalEntry::Swept { run_id } => WriteOp::ForgetProcesses { run_id },
+        };
+        let writer = writer.lock().unwrap_or_else(|p| p.into_inner());
+        let _ = writer.send(op);
+    })
+}
+
+/// The process's redactor (logs, the ledger writer) for `config` and this environment.
+fn install_redactor(config: &Config) {
+    crate::redact::install(crate::redact::Redactor::from_config(config, |name| {
+        std::env::var(name).ok()
+    }));
 }
 
 fn config_mtime(path: &Path) -> Option<SystemTime> {
@@ -120,6 +168,8 @@ fn config_mtime(path: &Path) -> Option<SystemTime> {
 }
 
 struct Driver {
+    /// Where each launch's processes are noted (this dispatcher's ledger).
+    journal: crate::providers::sweep::ProcessJournal,
     core: Core,
     clock: Clock,
     ledger: Option<Ledger>,
@@ -140,6 +190,9 @@ pub async fn start(
     options: DispatcherOptions,
 ) -> Result<(DispatcherHandle, tokio::task::JoinHandle<()>), DroverError> {
     let clock = Clock::start();
+    install_redactor(&options.config);
+    // Whatever a CLI starts stays drover's to end (see `providers::sweep`).
+    crate::providers::sweep::become_subreaper();
     let ledger_options = LedgerOptions {
         retention_finished_runs: options.config.limits.retention_finished_runs,
         ..LedgerOptions::default()
@@ -151,6 +204,12 @@ pub async fn start(
         let (ledger, recovery) = Ledger::open(&path, ledger_options, now)?;
         if !recovery.interrupted.is_empty() {
             tracing::info!(runs = ?recovery.interrupted, "runs left active were marked interrupted");
+        }
+        if recovery.processes_ended > 0 {
+            tracing::info!(
+                processes = recovery.processes_ended,
+                "ended processes a crashed drover's runs left"
+            );
         }
         let reader = ledger.reader()?;
         let startup = super::views::startup(&reader, std::process::id(), &data_dir)?;
@@ -171,7 +230,9 @@ pub async fn start(
     let (publish_tx, publish_rx) = mpsc::unbounded_channel();
     let publisher = publish::spawn(publish_rx, events.clone(), reads);
     let (provider_tx, provider_rx) = mpsc::channel(1024);
+    let journal = process_journal(ledger.writer(), clock);
     let driver = Driver {
+        journal,
         core,
         clock,
         writer: ledger.writer(),
@@ -271,8 +332,12 @@ impl Driver {
     /// fresh one) and carries out what it decided.
     fn input(&mut self, input: Input) {
         let now = self.clock.now();
-        if let Some(config) = self.config.changed(input.freshness(), now) {
-            let effects = self.core.handle(Input::Config(Box::new(config)), now);
+        if let Some(read) = self.config.changed(input.freshness(), now) {
+            let input = match read {
+                Ok(config) => Input::Config(Box::new(config)),
+                Err(refusal) => Input::ConfigRefused(refusal),
+            };
+            let effects = self.core.handle(input, now);
             self.carry_out(effects);
         }
         let effects = self.core.handle(input, now);
@@ -301,7 +366,8 @@ impl Driver {
                         }
                     }
                 }
-                Effect::Launch(spec) => {
+                Effect::Launch(mut spec) => {
+                    spec.journal = Some(self.journal.clone());
                     let run_id = spec.run_id.clone();
                     let outcome = providers::launch(*spec, &self.launcher).map(|handle| {
                         let pid = handle.pid;

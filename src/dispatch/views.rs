@@ -288,6 +288,7 @@ fn head(run: &RunRecord, spec: &Spec, cost_usd: f64) -> RunHead {
         stalled: false,
         created_at: run.created_at,
         finished_at: run.finished_at,
+        owner_gone: false,
     }
 }
 
@@ -361,6 +362,7 @@ pub fn budget_from_ledger(
         hard_cap_usd,
         unpriced_runs: bases.unpriced_runs,
         runs_by_basis: bases.runs_by_basis,
+        config_refused: None,
     })
 }
 

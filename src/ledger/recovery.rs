@@ -1,6 +1,9 @@
-//! Recovery on open: a run left active by a drover that stopped or crashed becomes
-//! `interrupted`, its live state `ended` with cause `resident_replaced`, with events
-//! saying so. Nothing else is guessed.
+//! Recovery on open: first what the runs' children left behind is ended (the processes
+//! the ledger noted, matched by boot, pid and start time: never anything else), then a run
+//! left active by a drover that stopped or crashed becomes `interrupted`, its live state
+//! `ended` with cause `resident_replaced`, with events saying so; its pending requests get
+//! a decision (system, denied, owner gone) and its open turn an end. Nothing else is
+//! guessed.
 
 use rusqlite::{Connection, params};
 use serde_json::json;
@@ -10,6 +13,7 @@ use super::reader::RawRun;
 use super::records::kind;
 use crate::UnixMillis;
 use crate::live_state::{self, Assignment, Cause, LiveState, LiveStateEvent, LiveStateKind};
+use crate::providers::sweep::{LeftOver, Noted};
 use crate::run_state::RunState;
 
 /// The completion reason given to runs found active on open.
@@ -20,10 +24,30 @@ pub const INTERRUPTED_REASON: &str = "interrupted";
 pub struct Recovery {
     /// Runs found active and marked `interrupted`, oldest first.
     pub interrupted: Vec<String>,
+    /// Processes a crashed owner's runs left, ended before the runs were marked.
+    pub processes_ended: usize,
 }
 
 pub(super) fn recover(conn: &mut Connection, now: UnixMillis) -> Result<Recovery, LedgerError> {
     let tx = conn.transaction()?;
+    // First what the runs' children left (same boot, pid and start time), then the runs.
+    let left: Vec<LeftOver> = {
+        let mut st = tx.prepare("SELECT run_id, pid, start_ticks, pgid, boot_id FROM processes")?;
+        st.query_map([], |r| {
+            Ok(LeftOver {
+                run_id: r.get(0)?,
+                process: Noted {
+                    pid: r.get(1)?,
+                    start: u64::try_from(r.get::<_, i64>(2)?).unwrap_or(0),
+                    pgid: r.get(3)?,
+                },
+                boot_id: r.get(4)?,
+            })
+        })?
+        .collect::<Result<Vec<_>, _>>()?
+    };
+    let processes_ended = crate::providers::sweep::end_left_over(&left);
+    tx.execute("DELETE FROM processes", [])?;
     let active: Vec<String> = RunState::ALL
         .iter()
         .filter(|s| s.is_active())
@@ -41,7 +65,10 @@ pub(super) fn recover(conn: &mut Connection, now: UnixMillis) -> Result<Recovery
         st.query_map([], RawRun::from_row)?
             .collect::<Result<Vec<_>, _>>()?
     };
-    let mut report = Recovery::default();
+    let mut report = Recovery {
+        processes_ended,
+        ..Recovery::default()
+    };
     for raw in raws {
         // A row that does not parse is still interrupted: its live state starts afresh.
         let (run_id, previous_state, live) = match raw.into_record() {
@@ -53,6 +80,29 @@ pub(super) fn recover(conn: &mut Connection, now: UnixMillis) -> Result<Recovery
             Err(e) => return Err(e),
         };
         let ended = end_live_state(live.as_ref(), now);
+        // Requests still pending at the crash: asked, never decided.
+        let pending: Vec<String> = {
+            let mut st = tx.prepare(
+                "SELECT json_extract(body_json, '$.request_id') FROM events
+                 WHERE run_id = ?1 AND kind = 'permission_requested'
+                   AND json_extract(body_json, '$.request_id') IS NOT NULL
+                   AND json_extract(body_json, '$.request_id') NOT IN (
+                       SELECT request_id FROM decisions
+                       WHERE run_id = ?1 AND request_id IS NOT NULL)
+                   AND json_extract(body_json, '$.request_id') NOT IN (
+                       SELECT json_extract(body_json, '$.request_id') FROM events
+                       WHERE run_id = ?1 AND kind IN ('permission_resolved', 'permission_withdrawn')
+                         AND json_extract(body_json, '$.request_id') IS NOT NULL)
+                 ORDER BY seq",
+            )?;
+            st.query_map(params![run_id], |r| r.get::<_, String>(0))?
+                .collect::<Result<Vec<_>, _>>()?
+        };
+        // The turn the crash cut short ends now.
+        tx.execute(
+            "UPDATE turns SET ended_at = ?2 WHERE run_id = ?1 AND ended_at IS NULL",
+            params![run_id, now],
+        )?;
         let mut seq: i64 = tx.query_row(
             "SELECT COALESCE(MAX(seq), 0) FROM events WHERE run_id = ?1",
             params![run_id],
@@ -66,6 +116,23 @@ pub(super) fn recover(conn: &mut Connection, now: UnixMillis) -> Result<Recovery
             )?;
             Ok(())
         };
+        for request_id in &pending {
+            tx.execute(
+                "INSERT INTO decisions (run_id, at, kind, request_id, who, decision, body_json)
+                 VALUES (?1, ?2, 'permission', ?3, 'system', 'deny: owner gone', ?4)",
+                params![
+                    run_id,
+                    now,
+                    request_id,
+                    json!({"behavior": "deny", "message": "drover stopped before it was answered"})
+                        .to_string()
+                ],
+            )?;
+            append(
+                "permission_resolved",
+                json!({"request_id": request_id, "who": "system", "decision": "deny: owner gone"}),
+            )?;
+        }
         for event in ended.iter().flat_map(|(events, _)| events) {
             append(kind::LIVE_STATE, serde_json::to_value(event)?)?;
         }

@@ -120,6 +120,19 @@ const MIGRATIONS: &[&str] = &[
     r#"
     ALTER TABLE runs ADD COLUMN workspace_json TEXT;
     "#,
+    // 3: the processes each run's child started (pid and start time on a boot), so the
+    // next owner can end what a crashed one left.
+    r#"
+    CREATE TABLE processes (
+        run_id      TEXT NOT NULL,
+        pid         INTEGER NOT NULL,
+        start_ticks INTEGER NOT NULL,
+        pgid        INTEGER NOT NULL,
+        boot_id     TEXT NOT NULL,
+        noted_at    INTEGER NOT NULL,
+        PRIMARY KEY (run_id, pid, start_ticks)
+    ) WITHOUT ROWID;
+    "#,
 ];
 
 /// The schema version this build writes.

@@ -7,6 +7,7 @@
 //!   committed (or with the error that stopped it);
 //! - one refused op (say, an event with a gap in its seq) is backed out alone — SQLite's
 //!   ABORT keeps the rest of the transaction — and reported on that op's ack;
+//! - no secret is stored: every text and JSON value passes [`crate::redact`] here;
 //! - a batch is committed when it holds `max_batch` ops or its first op is `max_delay`
 //!   old, whichever comes first: an ack waits at most `max_delay` plus one commit.
 
@@ -40,6 +41,17 @@ pub enum WriteOp {
     },
     /// Delete runs with everything that belongs to them (retention).
     DeleteRuns(Vec<String>),
+    /// Note processes of a run's child (see [`crate::providers::sweep`]).
+    NoteProcesses {
+        run_id: String,
+        boot_id: String,
+        processes: Vec<crate::providers::sweep::Noted>,
+        at: crate::UnixMillis,
+    },
+    /// A run's processes were swept: nothing of them is left to end.
+    ForgetProcesses {
+        run_id: String,
+    },
 }
 
 /// An event ready for the writer: its body already serialized.
@@ -89,7 +101,7 @@ impl Default for WriterOptions {
     fn default() -> Self {
         WriterOptions {
             max_batch: 10_000,
-            max_delay: Duration::from_millis(5),
+            max_delay: Duration::from_millis(1),
         }
     }
 }
@@ -235,8 +247,20 @@ fn answer(message: Message, result: Result<(), LedgerError>) {
     }
 }
 
+/// A value as stored: JSON, its secrets redacted ([`crate::redact`]; the dispatcher has
+/// redacted what it sends already, this holds for every writer).
 fn json(v: &impl serde::Serialize) -> Result<String, LedgerError> {
-    Ok(serde_json::to_string(v)?)
+    let text = serde_json::to_string(v)?;
+    Ok(crate::redact::global().redact_json_text(&text).into_owned())
+}
+
+/// Text as stored, its secrets redacted.
+fn text(s: &str) -> std::borrow::Cow<'_, str> {
+    crate::redact::global().redact(s)
+}
+
+fn opt_text(s: &Option<String>) -> Option<std::borrow::Cow<'_, str>> {
+    s.as_deref().map(text)
 }
 
 fn opt_json(v: &Option<impl serde::Serialize>) -> Result<Option<String>, LedgerError> {
@@ -249,7 +273,10 @@ fn apply_op(tx: &Transaction<'_>, op: &WriteOp) -> Result<(), LedgerError> {
             let mut st = tx.prepare_cached(
                 "INSERT INTO events (run_id, seq, kind, at, body_json) VALUES (?1, ?2, ?3, ?4, ?5)",
             )?;
-            st.execute(params![e.run_id, e.seq as i64, e.kind, e.at, e.body_json])?;
+            let body = crate::redact::global()
+                .redact_json_text(&e.body_json)
+                .into_owned();
+            st.execute(params![e.run_id, e.seq as i64, e.kind, e.at, body])?;
         }
         WriteOp::InsertRun(r) => {
             let mut st = tx.prepare_cached(
@@ -269,7 +296,7 @@ fn apply_op(tx: &Transaction<'_>, op: &WriteOp) -> Result<(), LedgerError> {
                 r.completion_reason,
                 r.provider,
                 r.model,
-                r.title,
+                text(&r.title),
                 r.budget_session,
                 r.workflow_id,
                 r.parent_run,
@@ -332,8 +359,8 @@ fn apply_op(tx: &Transaction<'_>, op: &WriteOp) -> Result<(), LedgerError> {
                 t.origin,
                 t.started_at,
                 t.ended_at,
-                t.prompt_preview,
-                t.text,
+                text(&t.prompt_preview),
+                opt_text(&t.text),
                 opt_json(&t.usage)?,
                 t.cost_usd,
                 opt_json(&t.result)?,
@@ -401,6 +428,25 @@ fn apply_op(tx: &Transaction<'_>, op: &WriteOp) -> Result<(), LedgerError> {
             for id in ids {
                 st.execute(params![id])?;
             }
+        }
+        WriteOp::NoteProcesses {
+            run_id,
+            boot_id,
+            processes,
+            at,
+        } => {
+            let mut st = tx.prepare_cached(
+                "INSERT OR IGNORE INTO processes (run_id, pid, start_ticks, pgid, boot_id, noted_at)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
+            )?;
+            for p in processes {
+                let start = i64::try_from(p.start).unwrap_or(i64::MAX);
+                st.execute(params![run_id, p.pid, start, p.pgid, boot_id, at])?;
+            }
+        }
+        WriteOp::ForgetProcesses { run_id } => {
+            let mut st = tx.prepare_cached("DELETE FROM processes WHERE run_id = ?1")?;
+            st.execute(params![run_id])?;
         }
     }
     Ok(())

@@ -3,7 +3,7 @@
 //!
 //! What must stay true: [`sanitize_detail`] returns `None` or a single trimmed line of at
 //! most [`MAX_DETAIL_CHARS`] characters with no control characters and no secret of the
-//! kinds below; an HTML page or an internal error token is dropped, not shown. It never
+//! kinds [`crate::redact`] knows; an HTML page or an internal error token is dropped, not shown. It never
 //! panics, whatever the input. It is idempotent (sanitising a sanitised detail changes
 //! nothing), because the ledger stores sanitised details and `fold` sanitises them again.
 //! Every regex is compiled once.
@@ -14,7 +14,7 @@ use std::sync::LazyLock;
 /// The longest detail, in characters (not bytes), the ellipsis included.
 pub const MAX_DETAIL_CHARS: usize = 160;
 
-const REDACTED: &str = "[redacted]";
+const REDACTED: &str = crate::redact::MARK;
 const ELLIPSIS: char = '…';
 
 fn re(pattern: &str) -> Regex {
@@ -44,42 +44,6 @@ static ERROR_TOKEN: LazyLock<Regex> = LazyLock::new(|| {
 /// The start of a JSON object, or of an array of objects, even when cut short.
 static JSON_START: LazyLock<Regex> = LazyLock::new(|| re(r#"^(?:\[\s*)?\{\s*""#));
 
-/// Secret patterns and what replaces each match, applied in this order. `key=value` comes
-/// first so that `Authorization: Bearer x` loses the scheme and the token together, and
-/// its value stops at a `[redacted]` marker so that a second pass changes nothing.
-/// Distinctive prefixes (`sk-ant-`, `ghp_`, `xoxb-`, `AKIA`) match even glued to other
-/// text. Only the generic `sk-` needs a word boundary (so that `task-…` is left alone); it
-/// comes last, so no later replacement can create a boundary it would then match at.
-static SECRETS: LazyLock<[(Regex, &str); 8]> = LazyLock::new(|| {
-    [
-        (
-            re(concat!(
-                r#"(?i)([a-z0-9_.-]*?(?:api[_-]?key|access[_-]?key|private[_-]?key"#,
-                r#"|secret(?:[_-]?key)?|token|password|passwd|pwd|authorization|credentials?)"#,
-                r#"["']?\s*[:=]\s*)"#,
-                r#"(?:\[redacted\]|"[^"]*"|'[^']*'|["']?(?:(?:bearer|basic|token)\s+)?[^\s,;&'"…]+)"#,
-            )),
-            "${1}[redacted]",
-        ),
-        (
-            re(r"(?i)([a-z][a-z0-9+.-]*://)[^/\s:@]+:[^/\s@]+@"),
-            "${1}[redacted]@",
-        ),
-        (
-            re(r"(?i)(bearer\s+)[A-Za-z0-9._~+/-]{8,}=*"),
-            "${1}[redacted]",
-        ),
-        (re(r"sk-ant-[A-Za-z0-9_-]{16,}"), REDACTED),
-        (
-            re(r"(?:gh[pousr]_[A-Za-z0-9_]{20,}|github_pat_[A-Za-z0-9_]{20,})"),
-            REDACTED,
-        ),
-        (re(r"xox[abprs]-[A-Za-z0-9-]{10,}"), REDACTED),
-        (re(r"(?:AKIA|ASIA)[0-9A-Z]{16}"), REDACTED),
-        (re(r"\bsk-[A-Za-z0-9_-]{16,}"), REDACTED),
-    ]
-});
-
 /// Makes `raw` fit for the live line: one line, secrets redacted, at most 160 characters.
 /// `None` when nothing is left or when `raw` looks like an HTML page or an internal error.
 pub fn sanitize_detail(raw: &str) -> Option<String> {
@@ -90,9 +54,7 @@ pub fn sanitize_detail(raw: &str) -> Option<String> {
     if line.is_empty() || looks_internal(&line) {
         return None;
     }
-    let redacted = SECRETS.iter().fold(line, |text, (pattern, replacement)| {
-        pattern.replace_all(&text, *replacement).into_owned()
-    });
+    let redacted = crate::redact::global().redact(&line).into_owned();
     Some(truncate(redacted))
 }
 

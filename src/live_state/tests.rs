@@ -707,7 +707,7 @@ fn sanitize_redacts_secrets() {
         ("passwd=x;y", "passwd=[redacted];y"),
         (
             "sent \"secret\": \"two words\" ok",
-            "sent \"secret\": [redacted] ok",
+            "sent \"secret\": \"[redacted]\" ok",
         ),
         (
             "GET /?access_token=abc&x=1",

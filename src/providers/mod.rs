@@ -11,7 +11,8 @@
 //!   an [`AlwaysOption`] sentence), never as the CLI's JSON: what answering needs of
 //!   that JSON stays with the adapter;
 //! - the child cannot outlive drover (own process group, kill on drop, parent-death
-//!   signal).
+//!   signal), and nor can anything it starts: every child is tracked and swept by
+//!   [`sweep`], the one sweep for every adapter.
 
 pub mod ask;
 pub mod claude;
@@ -62,6 +63,8 @@ pub struct LaunchSpec {
     pub scenario: Option<String>,
     /// drover's MCP server, to configure in the child's CLI (`[mcp] expose_to_runs`).
     pub mcp: Option<McpServer>,
+    /// Where the run's processes are noted ([`sweep`]); the driver gives one per launch.
+    pub journal: Option<sweep::ProcessJournal>,
 }
 
 /// A stdio MCP server a run's CLI is started with: `command args…` with `env` added.
@@ -203,6 +206,10 @@ pub struct TurnEnd {
     pub num_turns: Option<u32>,
     pub duration_ms: Option<u64>,
     pub api_error_status: Option<u16>,
+    /// The model API's own words for a failed turn (Claude's `API Error: 500 {…}` read
+    /// down to the error's message), when the provider gave them apart from `text`.
+    #[serde(default)]
+    pub api_message: Option<String>,
     pub terminal_reason: Option<String>,
     pub structured_output: Option<Value>,
     pub permission_denials: u32,

@@ -9,7 +9,7 @@
 //! - signals only ever go to that group, and only while its leader is not yet reaped
 //!   (the leader is watched with `waitid(WNOWAIT)`, so its pid cannot have been reused);
 //! - [`ProviderProcess::shutdown`] always reaps the leader and leaves no process of the
-//!   group behind;
+//!   group behind, nor any it started elsewhere ([`sweep`]);
 //! - reading never buffers without bound: a stdout line longer than its cap is skipped
 //!   (reported as [`Line::TooLong`]), stderr keeps only a short tail, and invalid UTF-8 is
 //!   replaced, never an error.
@@ -35,7 +35,7 @@ use tokio::process::{Child, ChildStdin, ChildStdout, Command};
 use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
 
-use super::{LaunchError, LaunchSpec};
+use super::{LaunchError, LaunchSpec, sweep};
 
 /// The longest stdout line kept (a longer one is skipped whole).
 pub const MAX_LINE_BYTES: usize = 8 * 1024 * 1024;
@@ -85,6 +85,9 @@ pub struct ChildCommand<'a> {
     /// Added to the inherited environment.
     pub env: &'a BTreeMap<String, String>,
     pub cwd: &'a Path,
+    /// The run the child belongs to, and where its processes are noted ([`sweep`]).
+    pub run_id: &'a str,
+    pub journal: Option<&'a sweep::ProcessJournal>,
 }
 
 /// A running provider child: the leader of its own process group.
@@ -119,6 +122,8 @@ pub fn spawn_spec(
         args,
         env: &spec.env,
         cwd: &spec.cwd,
+        run_id: &spec.run_id,
+        journal: spec.journal.as_ref(),
     })
 }
 
@@ -172,6 +177,7 @@ pub fn spawn(
         return Err(fail("the child's stdio pipes are missing".into()));
     };
     let exit_watch = ExitWatch::start(pid);
+    sweep::register(command.run_id, pid, command.journal.cloned());
     let process = ProviderProcess {
         child,
         pid,
@@ -311,6 +317,8 @@ impl ProviderProcess {
     /// the group remains, and collect the stderr tail (waiting up to `drain` for stderr
     /// to close). Skips to the sweep if the child has already exited.
     pub async fn shutdown(mut self, timings: ShutdownTimings) -> ExitReport {
+        // Noted while the child still parents them: ending it orphans them.
+        sweep::note_now(self.pid);
         self.close_stdin();
         if tokio::time::timeout(timings.stdin_grace, self.exited())
             .await
@@ -341,6 +349,10 @@ impl ProviderProcess {
             // free now.
             wait_group_gone(self.pid, timings.drain).await;
         }
+        // Whatever it started outside its group (a session of its own, an orphan the
+        // owner adopted) goes too: the one sweep, for every provider.
+        let pid = self.pid;
+        let _ = tokio::task::spawn_blocking(move || sweep::finish(pid)).await;
         self.stdin.abort();
         let stderr_tail = self.stderr.finish(timings.drain).await;
         match status {
@@ -368,6 +380,8 @@ impl Drop for ProviderProcess {
         if !self.reaped {
             signal_group(self.pid, Signal::SIGKILL);
         }
+        // Already swept after a shutdown (then this finds nothing registered).
+        sweep::finish(self.pid);
     }
 }
 
@@ -691,6 +705,8 @@ mod tests {
             args: &args,
             env: &env,
             cwd: Path::new("/"),
+            run_id: "test",
+            journal: None,
         })
         .expect("spawning /bin/sh")
     }
@@ -715,6 +731,8 @@ mod tests {
             args: &[],
             env: &env,
             cwd: Path::new("/"),
+            run_id: "test",
+            journal: None,
         })
         .expect_err("no such program");
         assert_eq!(err.command, "/nonexistent/provider");
@@ -723,6 +741,8 @@ mod tests {
             args: &[],
             env: &env,
             cwd: Path::new("/nonexistent/dir"),
+            run_id: "test",
+            journal: None,
         })
         .expect_err("no such directory");
         assert!(err.reason.contains("/nonexistent/dir"), "{err}");
@@ -743,6 +763,8 @@ mod tests {
             args: &args,
             env: &env,
             cwd: dir.path(),
+            run_id: "test",
+            journal: None,
         })
         .expect("spawn");
         let pid = process.pid();

@@ -153,6 +153,7 @@ mod tests {
             resume_tokens: None,
             scenario: scenario.map(str::to_string),
             mcp: None,
+            journal: None,
         }
     }
 

@@ -1,80 +1,197 @@
-//! Processes a provider CLI starts outside its own process group, found and ended with
-//! it (Codex and OpenCode both do; Claude Code's Bash tool too, which its interrupt ends).
+//! Nothing a provider CLI starts outlives drover: one provider-neutral tracker and sweep
+//! for every adapter (Claude Code, Codex in both modes, OpenCode, the sim).
 //!
-//! Codex runs each command in a session of its own (`codex-linux-sandbox`, then the
-//! shell; seen in /proc with the pinned 0.171.0), so ending the child's process group
-//! ([`crate::providers::process`]) does not reach them. Codex is meant to end them on
-//! `turn/interrupt`, but under load a command stopped mid-turn sometimes outlived the
-//! interrupted turn and the app-server (2 runs in 6 of the peers suite), and noting the
-//! descendants only after the interrupt still missed them (the interrupt can orphan a
-//! command without ending it). So the descendants outside the child's group are noted
-//! before the interrupt and again before the child is ended, and whatever of them is
-//! still there once the child is gone is killed.
+//! How:
+//! - the owner is a child subreaper ([`become_subreaper`], `PR_SET_CHILD_SUBREAPER`), so
+//!   whatever a CLI starts, in whatever session or process group, stays a descendant of
+//!   drover: when its parent dies it is re-parented to the owner, not to init;
+//! - every child [`crate::providers::process`] spawns is registered here with its run
+//!   ([`register`]); one scanner thread reads /proc about once a second and notes each
+//!   run's descendants by pid and start time (a reused pid has another start time), and
+//!   an adapter notes them again right before it acts on a turn ([`note_now`]: an
+//!   interrupt may orphan a command without ending it). What is noted goes to the run's
+//!   [`ProcessJournal`] (the ledger's `processes` table), so a later owner can end it
+//!   after a crash;
+//! - when a child is ended ([`finish`]: stop, shutdown, SIGTERM of the owner, the child's
+//!   own exit) every noted process still there, and every orphan of the child's group
+//!   the owner adopted, is SIGKILLed (a noted process that leads its own group takes its
+//!   group with it) and reaped;
+//! - the scanner reaps the zombies of processes the owner adopted, never a child drover
+//!   spawned itself (those are tokio's or std's to wait for);
+//! - after a crash, [`end_left_over`] ends what is left of the processes the ledger
+//!   noted — same boot, same pid, same start time — before runs are marked interrupted.
 //!
-//! What must stay true: only processes noted as descendants of the child are signalled,
-//! and only while they are the same process (same start time in /proc), so a reused pid
-//! is never hit.
+//! (A cgroup per run would be exact; this machine's users rarely have a writable cgroup
+//! v2 tree, and the subreaper holds everywhere, so it is the one way.)
+//!
+//! What must stay true: only processes noted as descendants of a run's child (or adopted
+//! orphans of its process group) are ever signalled, and only while they are the same
+//! process (same start time, same boot); a direct child of drover is never reaped here.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
+use std::sync::{Arc, LazyLock, Mutex, Once};
+use std::time::Duration;
 
 use nix::sys::signal::{Signal, kill, killpg};
+use nix::sys::wait::{WaitPidFlag, waitpid};
 use nix::unistd::Pid;
+use serde::{Deserialize, Serialize};
 
 /// A process noted for the sweep.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub struct Noted {
-    pid: i32,
+    pub pid: i32,
     /// Its process group (its own pid when it leads one, as a command in a session of
     /// its own does).
-    pgid: i32,
+    pub pgid: i32,
     /// Its start time (clock ticks since boot), which a reused pid would not share.
+    pub start: u64,
+}
+
+/// What the tracker tells a run's journal (the ledger's `processes` table).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum JournalEntry {
+    /// These processes belong to the run (noted on this boot).
+    Noted {
+        run_id: String,
+        boot_id: String,
+        processes: Vec<Noted>,
+    },
+    /// The run's child was ended and swept: nothing of it is left to end.
+    Swept { run_id: String },
+}
+
+/// Where a run's noted processes are written; the dispatcher's driver gives one to each
+/// launch (each dispatcher has its own ledger).
+#[derive(Clone)]
+pub struct ProcessJournal(Arc<dyn Fn(JournalEntry) + Send + Sync>);
+
+impl ProcessJournal {
+    pub fn new(write: impl Fn(JournalEntry) + Send + Sync + 'static) -> ProcessJournal {
+        ProcessJournal(Arc::new(write))
+    }
+
+    fn write(&self, entry: JournalEntry) {
+        (self.0)(entry);
+    }
+}
+
+impl std::fmt::Debug for ProcessJournal {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("ProcessJournal")
+    }
+}
+
+/// The most processes noted per run (a fork bomb is not kept in memory).
+const MAX_NOTED: usize = 4096;
+/// How often the scanner looks.
+const SCAN_EVERY: Duration = Duration::from_millis(1000);
+
+struct Tracked {
+    run_id: String,
+    leader: Noted,
+    noted: BTreeMap<i32, Noted>,
+    journal: Option<ProcessJournal>,
+}
+
+#[derive(Default)]
+struct Registry {
+    /// By the leader's pid.
+    runs: HashMap<i32, Tracked>,
+}
+
+static REGISTRY: LazyLock<Mutex<Registry>> = LazyLock::new(|| Mutex::new(Registry::default()));
+static SCANNER: Once = Once::new();
+
+fn registry() -> std::sync::MutexGuard<'static, Registry> {
+    REGISTRY.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+/// Makes this process a child subreaper, once: orphans of its descendants are re-parented
+/// to it. Call it in the owner before the first child starts.
+pub fn become_subreaper() {
+    static ONCE: Once = Once::new();
+    ONCE.call_once(|| {
+        if let Err(e) = nix::sys::prctl::set_child_subreaper(true) {
+            tracing::warn!(error = %e, "cannot become a child subreaper; escaped processes go to init");
+        }
+    });
+}
+
+/// This boot's id (a pid and a start time only name the same process on the same boot).
+pub fn boot_id() -> String {
+    std::fs::read_to_string("/proc/sys/kernel/random/boot_id")
+        .map(|s| s.trim().to_string())
+        .unwrap_or_default()
+}
+
+/// One /proc/PID/stat, read: `(ppid, pgid, session, state, start time)`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Stat {
+    ppid: i32,
+    pgid: i32,
+    session: i32,
+    state: char,
     start: u64,
 }
 
-/// `(ppid, pgid, start time)` of a process, from `/proc/PID/stat`.
-fn stat_of(pid: i32) -> Option<(i32, i32, u64)> {
+fn stat_of(pid: i32) -> Option<Stat> {
     let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
     parse_stat(&stat)
 }
 
 /// The fields after the command name (which may hold spaces and parentheses): state,
-/// ppid, pgrp, …; the start time is field 22 of the line.
-fn parse_stat(stat: &str) -> Option<(i32, i32, u64)> {
+/// ppid, pgrp, session, …; the start time is field 22 of the line.
+fn parse_stat(stat: &str) -> Option<Stat> {
     let (_, rest) = stat.rsplit_once(')')?;
     let fields: Vec<&str> = rest.split_whitespace().collect();
-    let ppid = fields.get(1)?.parse().ok()?;
-    let pgid = fields.get(2)?.parse().ok()?;
-    let start = fields.get(19)?.parse().ok()?;
-    Some((ppid, pgid, start))
+    Some(Stat {
+        state: fields.first()?.chars().next()?,
+        ppid: fields.get(1)?.parse().ok()?,
+        pgid: fields.get(2)?.parse().ok()?,
+        session: fields.get(3)?.parse().ok()?,
+        start: fields.get(19)?.parse().ok()?,
+    })
 }
 
-/// The descendants of `root` that are not in its process group (`root` leads its group).
-pub fn escaped_descendants(root: u32) -> Vec<Noted> {
-    let Ok(root) = i32::try_from(root) else {
-        return Vec::new();
-    };
+/// Every process on the machine: pid → stat.
+fn all_processes() -> HashMap<i32, Stat> {
+    let mut out = HashMap::new();
     let Ok(entries) = std::fs::read_dir("/proc") else {
-        return Vec::new();
+        return out;
     };
-    let mut children: BTreeMap<i32, Vec<(i32, i32, u64)>> = BTreeMap::new();
     for entry in entries.flatten() {
-        let Some(pid) = entry
+        if let Some(pid) = entry
             .file_name()
             .to_str()
             .and_then(|n| n.parse::<i32>().ok())
-        else {
-            continue;
-        };
-        if let Some((ppid, pgid, start)) = stat_of(pid) {
-            children.entry(ppid).or_default().push((pid, pgid, start));
+            && let Some(stat) = stat_of(pid)
+        {
+            out.insert(pid, stat);
         }
+    }
+    out
+}
+
+/// The descendants of `root` in `table` (not `root` itself).
+fn descendants_in(table: &HashMap<i32, Stat>, root: i32) -> Vec<Noted> {
+    let mut children: HashMap<i32, Vec<i32>> = HashMap::new();
+    for (pid, stat) in table {
+        children.entry(stat.ppid).or_default().push(*pid);
     }
     let mut found = Vec::new();
     let mut queue = vec![root];
     while let Some(parent) = queue.pop() {
-        for &(pid, pgid, start) in children.get(&parent).map_or(&[][..], Vec::as_slice) {
-            if pgid != root {
-                found.push(Noted { pid, pgid, start });
+        for &pid in children.get(&parent).map_or(&[][..], Vec::as_slice) {
+            if let Some(stat) = table.get(&pid) {
+                found.push(Noted {
+                    pid,
+                    pgid: stat.pgid,
+                    start: stat.start,
+                });
+            }
+            if found.len() >= MAX_NOTED {
+                return found;
             }
             queue.push(pid);
         }
@@ -82,12 +199,160 @@ pub fn escaped_descendants(root: u32) -> Vec<Noted> {
     found
 }
 
+/// The descendants of `root` that are not in its process group (`root` leads its group).
+pub fn escaped_descendants(root: u32) -> Vec<Noted> {
+    let Ok(root) = i32::try_from(root) else {
+        return Vec::new();
+    };
+    descendants_in(&all_processes(), root)
+        .into_iter()
+        .filter(|n| n.pgid != root)
+        .collect()
+}
+
+/// Registers the child `pid` of run `run_id` (just spawned: it leads its own group).
+pub fn register(run_id: &str, pid: u32, journal: Option<ProcessJournal>) {
+    let Ok(pid) = i32::try_from(pid) else { return };
+    let Some(stat) = stat_of(pid) else { return };
+    let leader = Noted {
+        pid,
+        pgid: stat.pgid,
+        start: stat.start,
+    };
+    if let Some(journal) = &journal {
+        journal.write(JournalEntry::Noted {
+            run_id: run_id.to_string(),
+            boot_id: boot_id(),
+            processes: vec![leader],
+        });
+    }
+    registry().runs.insert(
+        pid,
+        Tracked {
+            run_id: run_id.to_string(),
+            leader,
+            noted: BTreeMap::new(),
+            journal,
+        },
+    );
+    SCANNER.call_once(|| {
+        let _ = std::thread::Builder::new()
+            .name("drover-sweep".into())
+            .spawn(|| {
+                loop {
+                    std::thread::sleep(SCAN_EVERY);
+                    scan();
+                }
+            });
+    });
+}
+
+/// Notes the descendants of every registered child, and reaps adopted zombies.
+fn scan() {
+    let table = all_processes();
+    let mut registry = registry();
+    if registry.runs.is_empty() {
+        drop(registry);
+        reap_adopted(&table, &[]);
+        return;
+    }
+    let leaders: Vec<i32> = registry.runs.keys().copied().collect();
+    for tracked in registry.runs.values_mut() {
+        note_into(tracked, &table);
+    }
+    drop(registry);
+    reap_adopted(&table, &leaders);
+}
+
+/// Adds what `table` shows of `tracked`'s descendants; forgets the ones that are gone.
+fn note_into(tracked: &mut Tracked, table: &HashMap<i32, Stat>) {
+    tracked
+        .noted
+        .retain(|pid, n| table.get(pid).is_some_and(|s| s.start == n.start));
+    let mut new = Vec::new();
+    for n in descendants_in(table, tracked.leader.pid) {
+        if tracked.noted.len() >= MAX_NOTED {
+            break;
+        }
+        if tracked.noted.insert(n.pid, n) != Some(n) {
+            new.push(n);
+        }
+    }
+    if !new.is_empty()
+        && let Some(journal) = &tracked.journal
+    {
+        journal.write(JournalEntry::Noted {
+            run_id: tracked.run_id.clone(),
+            boot_id: boot_id(),
+            processes: new,
+        });
+    }
+}
+
+/// Notes the descendants of child `pid` now (before an interrupt, which may orphan a
+/// command without ending it).
+pub fn note_now(pid: u32) {
+    let Ok(pid) = i32::try_from(pid) else { return };
+    let table = all_processes();
+    if let Some(tracked) = registry().runs.get_mut(&pid) {
+        note_into(tracked, &table);
+    }
+}
+
+/// The child `pid` has been reaped (or is about to be dropped): SIGKILL what is left of
+/// its noted descendants and of the orphans of its group the owner adopted, reap them,
+/// and tell the journal the run's processes are swept.
+pub fn finish(pid: u32) {
+    let Ok(pid) = i32::try_from(pid) else { return };
+    let Some(tracked) = registry().runs.remove(&pid) else {
+        return;
+    };
+    let table = all_processes();
+    let me = std::process::id() as i32;
+    let mut targets: Vec<Noted> = tracked.noted.values().copied().collect();
+    // Orphans of the child's group (or of a noted group) now parented by the owner.
+    for (p, stat) in &table {
+        if stat.ppid == me
+            && *p != pid
+            && (stat.pgid == pid
+                || tracked
+                    .noted
+                    .values()
+                    .any(|n| n.pgid == stat.pgid && n.pgid == n.pid))
+        {
+            targets.push(Noted {
+                pid: *p,
+                pgid: stat.pgid,
+                start: stat.start,
+            });
+        }
+    }
+    kill_left(&targets);
+    // Give the kills a moment to land, then reap what the owner adopted.
+    for _ in 0..50 {
+        let alive = targets.iter().any(|n| {
+            stat_of(n.pid).is_some_and(|s| s.start == n.start && s.state != 'Z' && s.state != 'X')
+        });
+        reap_noted(&targets);
+        if !alive {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    reap_noted(&targets);
+    if let Some(journal) = &tracked.journal {
+        journal.write(JournalEntry::Swept {
+            run_id: tracked.run_id,
+        });
+    }
+}
+
 /// SIGKILL what is left of `noted`, each only if it is still the same process. A noted
 /// process that leads its own group takes its group with it: a command's shell may have
 /// started more of it after it was noted.
 pub fn kill_left(noted: &[Noted]) {
     for process in noted {
-        if stat_of(process.pid).is_some_and(|(_, _, start)| start == process.start) {
+        if stat_of(process.pid).is_some_and(|s| s.start == process.start) {
             tracing::debug!(pid = process.pid, "killing a process the CLI left behind");
             if process.pgid == process.pid {
                 // Still alive, so its group id is still its own, never a reused one.
@@ -98,73 +363,60 @@ pub fn kill_left(noted: &[Noted]) {
     }
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn stat_lines_are_read_past_odd_command_names() {
-        let line = "4242 (we (ird) name) S 100 4242 4242 0 -1 4194560 1 0 0 0 0 0 0 0 20 0 1 0 777 1000 10";
-        assert_eq!(parse_stat(line), Some((100, 4242, 777)));
-        assert_eq!(parse_stat("garbage"), None);
-        assert_eq!(parse_stat("1 (x) S 1"), None);
-    }
-
-    #[tokio::test]
-    async fn a_descendant_in_a_session_of_its_own_is_found_and_killed() {
-        // A shell (own group) that starts `setsid sleep` (a new session) and waits.
-        let mut child = tokio::process::Command::new("/bin/bash")
-            .args(["-c", "setsid sleep 97 & echo $!; wait"])
-            .process_group(0)
-            .stdout(std::process::Stdio::piped())
-            .kill_on_drop(true)
-            .spawn()
-            .expect("bash starts");
-        let root = child.id().expect("a pid");
-        let mut out = tokio::io::BufReader::new(child.stdout.take().unwrap());
-        let mut line = String::new();
-        use tokio::io::AsyncBufReadExt;
-        tokio::time::timeout(std::time::Duration::from_secs(10), out.read_line(&mut line))
-            .await
-            .expect("the shell says its job's pid")
-            .expect("read");
-        let sleeper: i32 = line.trim().parse().expect("a pid");
-        // setsid may fork once more: wait until the session leader is the sleeper's.
-        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
-        let noted = loop {
-            let noted = escaped_descendants(root);
-            if !noted.is_empty() {
-                break noted;
-            }
-            assert!(
-                std::time::Instant::now() < deadline,
-                "no escaped descendant found"
-            );
-            tokio::time::sleep(std::time::Duration::from_millis(20)).await;
-        };
-        assert!(
-            noted.iter().any(|n| n.pid == sleeper),
-            "{noted:?} vs {sleeper}"
-        );
-        let _ = child.start_kill();
-        let _ = child.wait().await;
-        // The shell is gone; its escaped job is not.
-        assert!(stat_of(sleeper).is_some());
-        kill_left(&noted);
-        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
-        while stat_of(sleeper).is_some_and(|_| {
-            std::fs::read_to_string(format!("/proc/{sleeper}/stat"))
-                .map(|s| {
-                    !s.rsplit_once(')')
-                        .is_some_and(|(_, r)| r.trim_start().starts_with('Z'))
-                })
-                .unwrap_or(false)
-        }) {
-            assert!(
-                std::time::Instant::now() < deadline,
-                "the job survived the sweep"
-            );
-            tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+/// Reaps those of `noted` that are zombies the owner adopted (never a child of its own:
+/// a noted process was a descendant of a provider child, not a child of drover).
+fn reap_noted(noted: &[Noted]) {
+    let me = std::process::id() as i32;
+    for n in noted {
+        if stat_of(n.pid).is_some_and(|s| s.start == n.start && s.ppid == me && s.state == 'Z') {
+            let _ = waitpid(Pid::from_raw(n.pid), Some(WaitPidFlag::WNOHANG));
         }
     }
 }
+
+/// Reaps zombies the owner adopted: children of this process in another session (drover
+/// never starts a child in a session of its own), or in the group of a registered child
+/// without being that child.
+fn reap_adopted(table: &HashMap<i32, Stat>, leaders: &[i32]) {
+    let me = std::process::id() as i32;
+    let Some(mine) = table.get(&me) else { return };
+    for (pid, stat) in table {
+        let adopted = stat.session != mine.session
+            || (leaders.contains(&stat.pgid) && !leaders.contains(pid));
+        if stat.ppid == me && stat.state == 'Z' && adopted {
+            let _ = waitpid(Pid::from_raw(*pid), Some(WaitPidFlag::WNOHANG));
+        }
+    }
+}
+
+/// A process a crashed owner noted in the ledger.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LeftOver {
+    pub run_id: String,
+    pub boot_id: String,
+    pub process: Noted,
+}
+
+/// Ends what is left of `noted` (after a crash): each process on this boot whose pid
+/// still has the noted start time gets SIGKILL (its group too when it led one). Returns
+/// how many were ended. Nothing else is ever signalled.
+pub fn end_left_over(noted: &[LeftOver]) -> usize {
+    let boot = boot_id();
+    let mut ended = 0;
+    for left in noted {
+        if left.boot_id != boot || left.process.pid <= 1 {
+            continue;
+        }
+        if stat_of(left.process.pid)
+            .is_some_and(|s| s.start == left.process.start && s.state != 'Z')
+        {
+            tracing::info!(run = %left.run_id, pid = left.process.pid, "ending a process a crashed drover left");
+            kill_left(std::slice::from_ref(&left.process));
+            ended += 1;
+        }
+    }
+    ended
+}
+
+#[cfg(test)]
+mod tests;

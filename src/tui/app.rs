@@ -853,6 +853,9 @@ impl App {
             ReplyTag::Budget => {
                 self.budget_in_flight = false;
                 if let Ok(budget) = result.and_then(Response::into_budget) {
+                    // A dashboard that attaches after a reload was refused learns of it
+                    // here (the Health event went out before it listened).
+                    self.model.config_refused = budget.config_refused.clone();
                     self.model.budget = Some(budget);
                 }
                 if std::mem::take(&mut self.budget_again) {

@@ -26,6 +26,7 @@ fn summary(id: &str, state: RunState) -> RunSummary {
             stalled: false,
             created_at: id.len() as i64,
             finished_at: None,
+            owner_gone: false,
         },
         pending: 0,
         needs_input: false,
@@ -299,4 +300,36 @@ fn a_lagging_event_stream_fetches_everything_again() {
         sent.iter().any(|r| matches!(r, Request::Runs { .. })),
         "{sent:?}"
     );
+}
+
+#[test]
+fn a_refused_reload_from_before_the_dashboard_attached_shows_on_the_footer() {
+    let mut app = app(vec![summary("a", RunState::Running)]);
+    let budget = |refused: Option<&str>| crate::dispatch::api::BudgetView {
+        session: "default".into(),
+        spent_usd: 0.0,
+        reserved_usd: 0.0,
+        available_usd: 25.0,
+        warning_usd: 10.0,
+        hard_cap_usd: 25.0,
+        runs_by_basis: Default::default(),
+        unpriced_runs: Vec::new(),
+        warned: false,
+        closed: false,
+        config_refused: refused.map(str::to_string),
+    };
+    let refused =
+        "config not reloaded: line 2: `limits.per_account` is 0 (the config in force is kept)";
+    let _ = app.handle(AppEvent::Reply {
+        tag: ReplyTag::Budget,
+        result: Ok(crate::dispatch::Response::Budget(Box::new(budget(Some(
+            refused,
+        ))))),
+    });
+    assert_eq!(app.model.config_refused.as_deref(), Some(refused));
+    let _ = app.handle(AppEvent::Reply {
+        tag: ReplyTag::Budget,
+        result: Ok(crate::dispatch::Response::Budget(Box::new(budget(None)))),
+    });
+    assert_eq!(app.model.config_refused, None);
 }

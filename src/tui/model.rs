@@ -169,6 +169,8 @@ pub struct ViewModel {
     /// `None` follows the end of the transcript; `Some(n)` shows it from line `n`.
     pub transcript_scroll: Option<usize>,
     pub flash: Option<Flash>,
+    /// A config reload the owner refused (shown on the footer until a good one).
+    pub config_refused: Option<String>,
     /// Since when the owner has not answered (the dashboard reconnects by itself).
     pub owner_gone_since: Option<UnixMillis>,
 }
@@ -358,6 +360,10 @@ impl ViewModel {
             DispatchEvent::RunRemoved { run_id } => {
                 self.runs.remove(run_id);
                 self.rebuild_rows();
+                Applied::default()
+            }
+            DispatchEvent::Health { config_refused } => {
+                self.config_refused = config_refused.clone();
                 Applied::default()
             }
             DispatchEvent::Budget { note, .. } => {
@@ -768,6 +774,7 @@ mod tests {
                 stalled: false,
                 created_at: 1_000,
                 finished_at: None,
+                owner_gone: false,
             },
             pending: 0,
             needs_input: false,

@@ -486,10 +486,15 @@ async fn a_server_error_that_outlasts_the_retries_fails_the_run() {
         .iter()
         .filter_map(|n| n["text"].as_str())
         .collect();
+    // The status and the API's own message (the mock's), not the result's subtype
+    // (the CLI reports a spent retry as `subtype: success`, `is_error: true`).
     assert!(
-        notes.iter().any(|n| n.contains("HTTP 500")),
-        "the run says the API failed with 500: {notes:?}"
+        notes
+            .iter()
+            .any(|n| n.starts_with("the model API failed with HTTP 500: mock error 500")),
+        "the run says the API failed with 500 and why: {notes:?}"
     );
+    assert!(!notes.iter().any(|n| n.contains("success")), "{notes:?}");
     let requests = rig.mock.model_requests();
     assert_eq!(requests.len(), 3, "{}", crate::mock::describe(&requests));
     assert!(

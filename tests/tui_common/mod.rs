@@ -93,6 +93,7 @@ pub fn summary(n: u32, title: &str, state: RunState) -> RunSummary {
             finished_at: state
                 .is_terminal()
                 .then_some(NOW - 60_000 + i64::from(n) * 1_000),
+            owner_gone: false,
         },
         pending: usize::from(state == RunState::AwaitingPermission),
         needs_input: false,
@@ -162,6 +163,7 @@ pub fn view_of(s: &RunSummary) -> RunView {
             stalled: false,
             created_at: s.head.created_at,
             finished_at: s.head.finished_at,
+            owner_gone: false,
         },
         task: format!("{} — keep the public API as it is.", s.head.title),
         cwd: "/home/dev/project".into(),
@@ -213,6 +215,7 @@ pub fn budget(spent: f64, reserved: f64) -> BudgetView {
         unpriced_runs: Vec::new(),
         warned: spent >= 8.0,
         closed: spent >= 25.0,
+        config_refused: None,
     }
 }
 

@@ -73,7 +73,9 @@ impl Core {
     }
 
     fn idempotency_since(&self) -> i64 {
-        self.now - self.limits().idempotency_window_secs as i64 * 1000
+        self.now.saturating_sub(super::answers::secs_ms(
+            self.limits().idempotency_window_secs,
+        ))
     }
 
     fn idempotent_run(&self, key: &str) -> Option<&Run> {
@@ -278,6 +280,9 @@ impl Core {
             }
             notes.extend(fit_notes);
         }
+        // The provider gets the task as written; what is stored and shown is redacted.
+        let first_prompt = super::prompts::first_turn(&spec);
+        let spec = self.redactor.redact_serde(spec);
         let spec_json = serde_json::to_value(&spec)
             .map_err(|e| DroverError::new(ErrorCode::Internal, e.to_string()))?;
         let id = self.new_run_id();
@@ -286,6 +291,7 @@ impl Core {
             self.limits().transcript_max_chars,
         );
         let mut run = Run::new(id.clone(), spec, session, now, ring);
+        run.first_prompt = Some(first_prompt);
         run.workspace_asked = asked;
         if mode == WorkspaceMode::Worktree {
             run.workspace = WorkspaceView::preparing();

@@ -168,19 +168,16 @@ impl Core {
         how: &str,
     ) {
         let now = self.now;
+        // The answer goes to the provider as given; its record is redacted.
+        let how = self.redactor.redact(how).into_owned();
+        let mut recorded = serde_json::to_value(&answer).unwrap_or(Value::Null);
+        self.redactor.redact_json(&mut recorded);
         let Some(run) = self.runs.get_mut(run_id) else {
             return;
         };
         let has_child = run.child.is_some();
         let mut batch = Batch::default();
-        run.record_resolution(
-            &mut batch,
-            request_id.clone(),
-            who,
-            how,
-            serde_json::to_value(&answer).unwrap_or(Value::Null),
-            now,
-        );
+        run.record_resolution(&mut batch, request_id.clone(), who, &how, recorded, now);
         if run.broker.is_empty() && run.state == RunState::AwaitingPermission {
             run.set_state(&mut batch, RunState::Running, None, now);
             let allowed = !matches!(answer, PermissionAnswer::Deny { .. });
@@ -229,7 +226,7 @@ impl Core {
 
 /// Seconds from config as milliseconds, saturating (never a wrapped, negative bound).
 pub(super) fn secs_ms(secs: u64) -> UnixMillis {
-    i64::try_from(secs.saturating_mul(1000)).unwrap_or(i64::MAX)
+    crate::clock::secs_millis(secs)
 }
 
 /// How an answer reads in the ledger and the transcript.

@@ -222,6 +222,7 @@ impl Core {
                 .mcp
                 .expose_to_runs
                 .then(|| mcp_server(&self.data_dir, &run.id)),
+            journal: None,
         })
     }
 
@@ -240,7 +241,10 @@ impl Core {
             origin,
             started_at: now,
             ended_at: None,
-            prompt_preview: prompts::preview(&prompt),
+            prompt_preview: self
+                .redactor
+                .redact(&prompts::preview(&prompt))
+                .into_owned(),
             text: String::new(),
             tokens: Default::default(),
             cost_usd: None,

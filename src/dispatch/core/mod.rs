@@ -28,6 +28,7 @@
 //! | admission: validation → route → rails → money, idempotency; sub-runs (depth, workflow, cap inside the parent's) | `admission.rs` |
 //! | launch, turns sent, the end of a run, the queue | `lifecycle.rs` |
 //! | what each provider event does: turns, results, retries, follow-ups, max turns | `provider_events.rs` |
+//! | the words of a failure: a child that ended by itself, a turn ended with an error | `causes.rs` |
 //! | permission requests, answers, "allow always", policies | `answers.rs`, `broker.rs` |
 //! | client requests: follow-up, stop, complete, remove, kill-all, views | `requests.rs` |
 //! | every timer: idle, time box, answers, silence, stalled, routes, waits | `timers.rs` |
@@ -42,6 +43,7 @@
 mod admission;
 mod answers;
 pub(crate) mod broker;
+mod causes;
 mod lifecycle;
 mod money;
 pub(crate) mod prompts;
@@ -96,6 +98,12 @@ pub trait Facts {
     fn is_dir(&self, path: &Path) -> bool;
     /// Whether a provider's CLI command is found (on `PATH`, or as a path).
     fn cli_found(&self, command: &str) -> bool;
+    /// The value of an environment variable of drover's (for the redactor: the values of
+    /// the variables config names are secrets). None by default.
+    fn env(&self, _name: &str) -> Option<String> {
+        None
+    }
+
     /// Whether `dir` is inside a git work tree (at a glance: a `.git` in it or above it).
     fn in_git_work_tree(&self, dir: &Path) -> bool;
 }
@@ -121,6 +129,8 @@ pub enum Input {
     Workspace(Box<WorkspaceDone>),
     /// The config file changed and was read again.
     Config(Box<Config>),
+    /// The config file changed and could not be read (the refusal says why).
+    ConfigRefused(DroverError),
     /// Stop every active run (recorded as interrupted by shutdown) and wind down.
     Shutdown,
 }
@@ -158,6 +168,12 @@ impl Input {
                     | Request::Retry { .. },
                 ..
             } => Freshness::Always,
+            // `drover status` (and the dashboard's link) asks how the owner is: a config
+            // reload it refuses is part of the answer.
+            Input::Request {
+                request: Request::Ping,
+                ..
+            } => Freshness::Throttled,
             Input::Provider(e) => match e.event {
                 ProviderEvent::TurnCompleted(_) => Freshness::Always,
                 ProviderEvent::Usage { .. } => Freshness::Throttled,
@@ -385,6 +401,11 @@ pub struct Core {
     /// Workspace jobs asked for whose outcome is not in yet (shutdown waits for them).
     jobs_in_flight: usize,
     out: Vec<Effect>,
+    /// Every secret of every input is redacted with this before it is stored or shown
+    /// ([`crate::redact`]); built from the config and the environment it names.
+    redactor: crate::redact::Redactor,
+    /// The last config reload that was refused, while no good one followed.
+    config_refused: Option<String>,
 }
 
 /// How long shutdown waits for children to exit before giving up on them.
@@ -398,6 +419,7 @@ impl Core {
         now: UnixMillis,
     ) -> Result<Core, DroverError> {
         let money = money::Money::new(&config, startup.session)?;
+        let redactor = crate::redact::Redactor::from_config(&config, |name| facts.env(name));
         let mut out = Vec::new();
         let mut jobs_in_flight = 0;
         if !startup.checkouts.is_empty() {
@@ -413,6 +435,8 @@ impl Core {
             })));
         }
         Ok(Core {
+            redactor,
+            config_refused: None,
             config,
             facts,
             now,
@@ -446,6 +470,7 @@ impl Core {
             Input::Workspace(done) => self.on_workspace_done(*done),
             Input::Loaded { then, answer } => self.on_loaded(then, answer),
             Input::Config(config) => self.on_config(*config),
+            Input::ConfigRefused(refusal) => self.on_config_refused(refusal),
             Input::Shutdown => self.begin_shutdown(),
         }
         std::mem::take(&mut self.out)

@@ -411,6 +411,7 @@ impl Core {
             unpriced_runs: Vec::new(),
             warned: now.warned,
             closed: now.closed,
+            config_refused: self.config_refused.clone(),
         };
         self.answer_from_ledger(
             to,
@@ -537,11 +538,17 @@ impl Core {
     pub(super) fn on_config(&mut self, config: Config) {
         let catalog = match Catalog::from_config(&config) {
             Ok(catalog) => catalog,
-            Err(e) => {
-                tracing::warn!(code = %e.code, "{}; keeping the config in force", e.message);
-                return;
-            }
+            Err(e) => return self.on_config_refused(e),
         };
+        if self.config_refused.take().is_some() {
+            self.commit(Batch {
+                ops: Vec::new(),
+                events: vec![DispatchEvent::Health {
+                    config_refused: None,
+                }],
+            });
+        }
+        self.redactor = crate::redact::Redactor::from_config(&config, |name| self.facts.env(name));
         self.config = config;
         self.money.catalog = catalog;
         let names: Vec<String> = self.money.sessions.keys().cloned().collect();
@@ -557,6 +564,29 @@ impl Core {
             self.apply_budget_actions(None, &name, actions);
         }
         self.start_queued();
+    }
+}
+
+impl Core {
+    /// The config file changed and could not be taken: the config in force stays, and
+    /// the refusal is kept (the `budget` view's `config_refused`) and published, so the
+    /// dashboard's footer and `drover status` can show it, not only the log.
+    pub(super) fn on_config_refused(&mut self, refusal: DroverError) {
+        tracing::warn!(code = %refusal.code, "{}; keeping the config in force", refusal.message);
+        let message = format!(
+            "config not reloaded: {} (the config in force is kept)",
+            refusal.message
+        );
+        if self.config_refused.as_deref() == Some(message.as_str()) {
+            return;
+        }
+        self.config_refused = Some(message.clone());
+        self.commit(Batch {
+            ops: Vec::new(),
+            events: vec![DispatchEvent::Health {
+                config_refused: Some(message),
+            }],
+        });
     }
 }
 

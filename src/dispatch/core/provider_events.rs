@@ -10,7 +10,7 @@ use serde_json::json;
 use super::lifecycle::TOOL_BOUND_MS;
 use super::run::{Batch, TURN_TEXT_MAX_CHARS, TurnOrigin};
 use super::transcript::summarize;
-use super::{Core, prompts};
+use super::{Core, causes, prompts};
 use crate::dispatch::api::{DispatchEvent, ResultView};
 use crate::ledger::{RunPatch, WriteOp};
 use crate::live_state::{Cause, LiveStateKind};
@@ -33,6 +33,9 @@ const FILE_TOOLS_MAX: usize = 256;
 impl Core {
     pub(super) fn on_provider_event(&mut self, tagged: RunProviderEvent) {
         let RunProviderEvent { run_id, event } = tagged;
+        // Nothing a provider said is stored or shown before its secrets are redacted
+        // (what answering needs stays with the adapter).
+        let event = self.redactor.redact_serde(event);
         let now = self.now;
         let Some(run) = self.runs.get_mut(&run_id) else {
             return;
@@ -57,14 +60,31 @@ impl Core {
         }
         run.last_event_at = now;
         let exited = matches!(event, ProviderEvent::Exited { .. });
+        if let ProviderEvent::Notice { text } = &event
+            && !run.ready
+        {
+            run.launch_notice = Some(crate::spec::text::clip(text, 400));
+        }
         if run.stalled && !exited && run.ending.is_none() {
             run.stalled = false;
             run.note(&mut batch, "the provider is active again", now);
             run.touch(&mut batch);
         }
-        if exited {
+        if let ProviderEvent::Exited {
+            code,
+            signal,
+            stderr_tail,
+        } = &event
+        {
+            let note = causes::exit_note(
+                run.ready,
+                run.launch_notice.as_deref(),
+                *code,
+                *signal,
+                stderr_tail,
+            );
             self.commit(batch);
-            return self.on_exited(&run_id);
+            return self.on_exited(&run_id, note);
         }
         if run.ending.is_some() {
             self.commit(batch);
@@ -90,8 +110,12 @@ impl Core {
                 self.commit(batch);
                 let prompt = self
                     .runs
-                    .get(&run_id)
-                    .map(|r| prompts::first_turn(&r.spec))
+                    .get_mut(&run_id)
+                    .map(|r| {
+                        r.first_prompt
+                            .take()
+                            .unwrap_or_else(|| prompts::first_turn(&r.spec))
+                    })
                     .unwrap_or_default();
                 return self.start_turn(&run_id, prompt, TurnOrigin::Dispatch);
             }
@@ -241,21 +265,7 @@ impl Core {
         run.tokens.add(&tokens);
 
         if end.is_error {
-            let status = end
-                .api_error_status
-                .map(|s| format!(" (HTTP {s})"))
-                .unwrap_or_default();
-            let why = format!(
-                "the provider ended the turn with an error: {}{status}{}",
-                end.subtype,
-                end.text
-                    .as_deref()
-                    .map(|t| format!(
-                        ": {}",
-                        crate::spec::text::clip(&crate::spec::text::one_line(t), 200)
-                    ))
-                    .unwrap_or_default()
-            );
+            let why = causes::turn_error_note(&end);
             if let Some(turn) = run.turns.last() {
                 batch.ops.push(turn.record(run_id));
             }
@@ -364,7 +374,7 @@ impl Core {
             return self.end_run(run_id, RunState::Completed, "max_turns", Cause::Completed);
         }
         run.set_state(&mut batch, RunState::Idle, None, now);
-        let idle_until = now + run.spec.idle_timeout_secs as i64 * 1000;
+        let idle_until = now.saturating_add(super::answers::secs_ms(run.spec.idle_timeout_secs));
         let detail = if run.needs_input {
             "needs your input: answer with a follow-up"
         } else {
@@ -377,18 +387,16 @@ impl Core {
         self.check_waiters();
     }
 
-    fn on_exited(&mut self, run_id: &str) {
+    /// The child is gone; `note` says how, for a run that was not ending anyway.
+    fn on_exited(&mut self, run_id: &str, note: String) {
         self.book_unfinished_turn(run_id);
         let Some(run) = self.runs.get(run_id) else {
             return;
         };
         let (state, reason, cause) = match &run.ending {
             Some(e) => (e.state, e.reason.clone(), e.cause),
-            None if !run.ready => (
-                RunState::Failed,
-                "launch_error".to_string(),
-                Cause::RunnerGone,
-            ),
+            // It never got through its handshake: the launch failed.
+            None if !run.ready => (RunState::Failed, "launch_error".to_string(), Cause::Failed),
             None => (
                 RunState::Failed,
                 "provider_error".to_string(),
@@ -399,7 +407,7 @@ impl Core {
             let now = self.now;
             if let Some(run) = self.runs.get_mut(run_id) {
                 let mut batch = Batch::default();
-                run.note(&mut batch, "the provider process ended unexpectedly", now);
+                run.note(&mut batch, note, now);
                 self.commit(batch);
             }
         }

@@ -41,6 +41,7 @@ impl Core {
                 pid: self.pid,
                 version: self.version.clone(),
                 started_at: self.started_at,
+                config_refused: self.config_refused.clone(),
             })),
             Request::Dispatch { spec } => return self.dispatch(to, *spec),
             Request::Runs {

@@ -624,7 +624,7 @@ impl Core {
             budget_usd: Some(run.spec.budget_usd),
             max_turns: Some(i64::from(run.spec.max_turns)),
             max_minutes: Some(i64::from(run.spec.max_minutes)),
-            idle_timeout_secs: Some(run.spec.idle_timeout_secs as i64),
+            idle_timeout_secs: Some(i64::try_from(run.spec.idle_timeout_secs).unwrap_or(i64::MAX)),
             workflow_id: run.spec.workflow_id.clone(),
             parent_run: Some(run_id.to_string()),
             scenario: run.spec.scenario.clone(),

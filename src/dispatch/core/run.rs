@@ -127,6 +127,9 @@ pub struct Run {
     /// holds its slot meanwhile.
     pub launching: bool,
     pub ready: bool,
+    /// The last notice the adapter sent before `Ready` (why a handshake failed), kept
+    /// for the note of a launch that fails.
+    pub launch_notice: Option<String>,
     pub turns: Vec<Turn>,
     pub turn_in_flight: bool,
     pub follow_ups: VecDeque<String>,
@@ -164,6 +167,9 @@ pub struct Run {
     /// Set by `drover resume`: the prompt of the turn to send once the child, started
     /// in the recorded provider session, is ready.
     pub resume: Option<String>,
+    /// The first turn's prompt, built from the spec as the user wrote it (the spec kept
+    /// here is redacted); taken when the child is ready.
+    pub first_prompt: Option<String>,
     /// Where the run works (its worktree, or the shared directory) and what it changed.
     pub workspace: WorkspaceView,
     /// The worktree was made (or checked, for a resumed run) in this drover's life: the
@@ -195,7 +201,7 @@ impl Run {
         now: UnixMillis,
         ring: TranscriptRing,
     ) -> Run {
-        let deadline = now + i64::from(spec.max_minutes) * 60_000;
+        let deadline = now.saturating_add(i64::from(spec.max_minutes).saturating_mul(60_000));
         let spec_cwd = spec.cwd.clone();
         Run {
             id,
@@ -213,6 +219,7 @@ impl Run {
             child: None,
             launching: false,
             ready: false,
+            launch_notice: None,
             turns: Vec::new(),
             turn_in_flight: false,
             follow_ups: VecDeque::new(),
@@ -238,6 +245,7 @@ impl Run {
             escalation: None,
             depth: 0,
             resume: None,
+            first_prompt: None,
             workspace: WorkspaceView::shared(&spec_cwd),
             workspace_ready: false,
             workspace_asked: false,
@@ -513,6 +521,7 @@ impl Run {
             stalled: self.stalled,
             created_at: self.created_at,
             finished_at: self.finished_at,
+            owner_gone: false,
         }
     }
 

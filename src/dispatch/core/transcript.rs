@@ -118,16 +118,10 @@ pub fn summarize(event: &ProviderEvent) -> Option<String> {
             signal,
             stderr_tail,
         } => {
-            let how = match (code, signal) {
-                (Some(c), _) => format!("exit code {c}"),
-                (None, Some(s)) => format!("signal {s}"),
-                _ => "unknown status".to_string(),
-            };
-            let tail = stderr_tail.lines().last().unwrap_or("").trim();
-            if tail.is_empty() {
-                format!("process ended ({how})")
-            } else {
-                format!("process ended ({how}): {}", one_line(tail))
+            let how = super::causes::exit_words(*code, *signal);
+            match super::causes::last_stderr_line(stderr_tail) {
+                Some(tail) => format!("process ended ({how}): {tail}"),
+                None => format!("process ended ({how})"),
             }
         }
     };

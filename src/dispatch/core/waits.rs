@@ -102,7 +102,7 @@ impl Core {
             run_ids: wait.run_ids,
             until: wait.until,
             any: wait.any,
-            deadline: self.now + timeout as i64 * 1000,
+            deadline: self.now.saturating_add(super::answers::secs_ms(timeout)),
             baseline,
             ledger_rows,
             to,

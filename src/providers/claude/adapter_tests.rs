@@ -112,6 +112,7 @@ fn fake_spec(dir: &TempDir, mode: &str, policy: PermissionPolicy) -> LaunchSpec 
         resume_tokens: None,
         scenario: None,
         mcp: None,
+        journal: None,
     }
 }
 
@@ -228,6 +229,7 @@ fn turn_end(text: &str) -> ProviderEvent {
         num_turns: Some(1),
         duration_ms: Some(12),
         api_error_status: None,
+        api_message: None,
         terminal_reason: Some("completed".into()),
         structured_output: None,
         permission_denials: 0,

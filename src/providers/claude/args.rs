@@ -88,6 +88,7 @@ mod tests {
             resume_tokens: None,
             scenario: None,
             mcp: None,
+            journal: None,
         }
     }
 

@@ -508,11 +508,18 @@ fn result(msg: &Map<String, Value>, state: &mut ParseState) -> Vec<ProviderEvent
         None => 0,
     };
     let api_error_status = u64_at(msg, "api_error_status").and_then(|n| u16::try_from(n).ok());
+    let text = str_at(msg, "result");
+    let api_message = if is_error {
+        text.and_then(api_message)
+    } else {
+        None
+    };
     events.push(ProviderEvent::TurnCompleted(TurnEnd {
         is_error,
         transient: is_error && api_error_status.is_some_and(crate::providers::is_transient_status),
         subtype: str_at(msg, "subtype").unwrap_or("unknown").to_string(),
-        text: str_at(msg, "result").map(str::to_string),
+        text: text.map(str::to_string),
+        api_message,
         session_id: str_at(msg, "session_id").map(str::to_string),
         total_cost_usd: f64_at(msg, "total_cost_usd"),
         tokens: msg
@@ -532,6 +539,29 @@ fn result(msg: &Map<String, Value>, state: &mut ParseState) -> Vec<ProviderEvent
         permission_denials,
     }));
     events
+}
+
+/// The model API's message in a failed turn's `result`: the CLI writes `API Error: 500
+/// {"type":"error","error":{"type":"api_error","message":"…"}}` (the API's JSON body) or
+/// `API Error: 529 Overloaded`; anything else is not an API error's text.
+fn api_message(text: &str) -> Option<String> {
+    let rest = text.trim().strip_prefix("API Error:")?.trim_start();
+    let rest = rest.trim_start_matches(|c: char| c.is_ascii_digit()).trim();
+    let from_json = || {
+        let body: Value = serde_json::from_str(rest.get(rest.find('{')?..)?).ok()?;
+        let error = body.get("error").unwrap_or(&body);
+        let message = error
+            .get("message")
+            .and_then(Value::as_str)
+            .or_else(|| body.get("message").and_then(Value::as_str))?;
+        Some(message.trim().to_string())
+    };
+    let message = if rest.starts_with('{') {
+        from_json()?
+    } else {
+        rest.to_string()
+    };
+    (!message.is_empty()).then(|| clip(&message, 400))
 }
 
 /// This turn's usage per model, from the CLI's running totals (see the module doc).

@@ -182,6 +182,7 @@ fn result_fills_every_field_of_turn_end() {
         num_turns: Some(2),
         duration_ms: Some(3952),
         api_error_status: None,
+        api_message: None,
         terminal_reason: Some("completed".into()),
         structured_output: Some(json!({"ok": true})),
         permission_denials: 1,
@@ -210,6 +211,62 @@ fn api_error_result() {
     assert_eq!(end.text, None);
     assert_eq!(end.total_cost_usd, Some(0.0));
     assert_eq!(end.permission_denials, 0);
+}
+
+#[test]
+fn a_failed_turn_carries_the_model_apis_own_message() {
+    // What the CLI writes once its retries of a 5xx are spent: `subtype` says success,
+    // the message is in the API's JSON body inside `result`.
+    let result = |text: &str, is_error: bool| {
+        serde_json::json!({
+            "type": "result", "subtype": "success", "is_error": is_error,
+            "api_error_status": 500, "session_id": "s", "result": text,
+        })
+        .to_string()
+    };
+    let cases = [
+        (
+            r#"API Error: 500 {"type":"error","error":{"type":"api_error","message":"Internal server error"},"request_id":"req_1"}"#,
+            true,
+            Some("Internal server error"),
+        ),
+        ("API Error: 529 Overloaded", true, Some("Overloaded")),
+        // What 2.1.197 writes once its retries of a 500 are spent.
+        (
+            "API Error: 500 mock error 500. This is a server-side issue, usually temporary — try again in a moment.",
+            true,
+            Some(
+                "mock error 500. This is a server-side issue, usually temporary — try again in a moment.",
+            ),
+        ),
+        (
+            r#"API Error: 502 {"message":"bad gateway"}"#,
+            true,
+            Some("bad gateway"),
+        ),
+        (
+            "API Error: Connection error.",
+            true,
+            Some("Connection error."),
+        ),
+        // Not an API error's text, or not a failure: nothing is read from it.
+        ("Invalid API key · Please run /login", true, None),
+        (r#"API Error: 500 {"type":"error""#, true, None),
+        ("API Error: 500 ", true, None),
+        ("API Error: 500 Overloaded", false, None),
+    ];
+    for (text, is_error, want) in cases {
+        let events = parse(&mut ask(), &result(text, is_error));
+        let Some(ProviderEvent::TurnCompleted(end)) = events.last() else {
+            panic!("{events:?}");
+        };
+        assert_eq!(end.api_message.as_deref(), want, "{text}");
+        assert_eq!(
+            end.text.as_deref(),
+            Some(text),
+            "the text is kept as it came"
+        );
+    }
 }
 
 #[test]

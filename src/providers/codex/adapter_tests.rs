@@ -128,6 +128,7 @@ fn start(mode: &str, policy: PermissionPolicy) -> FakeRun {
         resume_tokens: None,
         scenario: None,
         mcp: None,
+        journal: None,
     };
     let (tx, events) = mpsc::channel(64);
     let handle = launch_with(spec, tx, timings()).expect("launch the fake");

@@ -57,7 +57,6 @@ pub fn launch(
         stdout,
         commands: rx,
         timings,
-        escaped: Vec::new(),
     };
     runtime.spawn(driver.run());
     Ok(AdapterHandle {
@@ -87,8 +86,6 @@ struct Driver {
     stdout: LineReader<ChildStdout>,
     commands: mpsc::UnboundedReceiver<ProviderCommand>,
     timings: AdapterTimings,
-    /// Processes outside the child's group, noted for the sweep at the end.
-    escaped: Vec<sweep::Noted>,
 }
 
 /// The instant of a wall-clock deadline.
@@ -102,9 +99,8 @@ impl Driver {
         self.flush();
         let stop = self.running().await;
         tracing::debug!(run_id = %self.out.run_id(), ?stop, "ending codex app-server");
-        // Noted while the app-server still parents them (see [`sweep`]).
-        let mut escaped = std::mem::take(&mut self.escaped);
-        escaped.extend(sweep::escaped_descendants(self.child.pid()));
+        // What Codex starts in sessions of its own is ended by the one sweep (see
+        // [`sweep`]), run by the child's shutdown.
         let Driver {
             mut out,
             mut state,
@@ -117,7 +113,6 @@ impl Driver {
         // Held only when no `Ready` came: they go out without it.
         out.send_all(held).await;
         let report = close(&mut out, &mut state, child, stdout, timings.shutdown).await;
-        sweep::kill_left(&escaped);
         out.send(ProviderEvent::Exited {
             code: report.code,
             signal: report.signal,
@@ -165,7 +160,7 @@ impl Driver {
             return;
         }
         // Before the interrupt: it may orphan a command without ending it.
-        self.escaped = sweep::escaped_descendants(self.child.pid());
+        sweep::note_now(self.child.pid());
         let events = self.state.interrupt(now_millis());
         self.flush();
         self.emit_all(events).await;

@@ -131,6 +131,7 @@ mod tests {
             resume_tokens: None,
             scenario: None,
             mcp: None,
+            journal: None,
         }
     }
 

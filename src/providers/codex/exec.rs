@@ -33,7 +33,6 @@ use super::args;
 use super::exec_protocol::ExecState;
 use crate::providers::notice;
 use crate::providers::sink::EventSink;
-use crate::providers::sweep;
 
 /// Start the exec-mode driver for `spec`. Fails at once when the working directory or
 /// the executable is missing (each turn's child is started later).
@@ -232,10 +231,9 @@ impl ExecDriver {
             stdin_grace: Duration::ZERO,
             ..self.timings.shutdown
         };
-        // Noted while the child still parents them (see [`sweep`]).
-        let escaped = sweep::escaped_descendants(running.process.pid());
+        // What it started in sessions of its own goes with it (the one sweep, run by the
+        // shutdown: see `providers::sweep`).
         let report = running.process.shutdown(timings).await;
-        sweep::kill_left(&escaped);
         self.last_exit = Some(report);
         let events = self.state.interrupted();
         self.out.send_all(events).await;

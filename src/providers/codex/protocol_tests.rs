@@ -377,6 +377,7 @@ fn spec(resume: Option<&str>) -> LaunchSpec {
         resume_tokens: None,
         scenario: None,
         mcp: None,
+        journal: None,
     }
 }
 

@@ -117,6 +117,8 @@ pub fn launch_with(
         args: &argv,
         env: &env,
         cwd: &spec.cwd,
+        run_id: &spec.run_id,
+        journal: spec.journal.as_ref(),
     })?;
     let pid = child.pid();
     tracing::debug!(run_id = %spec.run_id, pid, port, "opencode server started");
@@ -137,7 +139,6 @@ pub fn launch_with(
         events: None,
         stream_task: None,
         first_event: None,
-        escaped: Vec::new(),
         state: ParseState::default(),
     };
     runtime.spawn(driver.run());
@@ -195,9 +196,6 @@ struct Driver {
     stream_task: Option<JoinHandle<()>>,
     /// The stream's first event, held until `Ready` is sent.
     first_event: Option<String>,
-    /// Processes the server started outside its process group, noted before a turn is
-    /// aborted, killed once the server is gone if they are still there.
-    escaped: Vec<sweep::Noted>,
     state: ParseState,
 }
 
@@ -233,10 +231,8 @@ impl Driver {
         if let Some(task) = self.stream_task.take() {
             task.abort();
         }
-        // Noted while the server still parents them: it runs its tools outside its own
-        // process group, so ending the group does not reach a tool the abort missed.
-        let mut escaped = std::mem::take(&mut self.escaped);
-        escaped.extend(sweep::escaped_descendants(self.child.pid()));
+        // The server runs its tools outside its own process group: the one sweep
+        // (`providers::sweep`, run by the child's shutdown) ends what the abort missed.
         let Driver {
             mut out,
             child,
@@ -246,7 +242,6 @@ impl Driver {
             ..
         } = self;
         let report = close(child, stdout, stdout_open, timings.shutdown).await;
-        sweep::kill_left(&escaped);
         out.send(ProviderEvent::Exited {
             code: report.code,
             signal: report.signal,
@@ -501,7 +496,7 @@ impl Driver {
             return;
         }
         // The abort may orphan a tool without ending it: note them first.
-        self.escaped = sweep::escaped_descendants(self.child.pid());
+        sweep::note_now(self.child.pid());
         self.abort().await;
         let deadline = Instant::now() + self.timings.interrupt;
         while self.state.turn_open() {

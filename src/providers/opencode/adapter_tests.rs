@@ -46,6 +46,7 @@ fn spec(script: &str) -> LaunchSpec {
         resume_tokens: None,
         scenario: None,
         mcp: None,
+        journal: None,
     }
 }
 

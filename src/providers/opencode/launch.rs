@@ -130,6 +130,7 @@ mod tests {
             resume_tokens: None,
             scenario: None,
             mcp: None,
+            journal: None,
         }
     }
 

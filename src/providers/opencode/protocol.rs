@@ -549,6 +549,7 @@ impl ParseState {
                 )
             }
         };
+        let api_message = turn.error.as_ref().and_then(|e| e.message.clone());
         let text = match (&turn.error, text) {
             (Some(error), None) => error.message.clone(),
             (_, text) => text,
@@ -564,6 +565,7 @@ impl ParseState {
             num_turns: None,
             duration_ms: u64::try_from(now.saturating_sub(turn.started_at)).ok(),
             api_error_status: status,
+            api_message,
             terminal_reason,
             structured_output: None,
             permission_denials: 0,

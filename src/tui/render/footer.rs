@@ -1,4 +1,5 @@
-//! The footer: the last action's message, then the key hints of the context in force,
+//! The footer: a config reload the owner refused (until a good one), the last action's
+//! message, then the key hints of the context in force,
 //! taken from the key table that handles the keys.
 
 use ratatui::buffer::Buffer;
@@ -14,6 +15,12 @@ pub fn draw(buf: &mut Buffer, area: Rect, app: &App) {
     let width = area.width as usize;
     let mut spans = Vec::new();
     let mut used = 0;
+    if let Some(refused) = &app.model.config_refused {
+        let text = clip(&one_line(refused), width.saturating_sub(4).max(10) / 2);
+        used += width_of(&text) + 3;
+        spans.push(Span::styled(format!(" {text} "), theme::error()));
+        spans.push(Span::styled("│", theme::pane_border()));
+    }
     if let Some(flash) = &app.model.flash {
         let text = clip(
             &one_line(&flash.text),

@@ -108,13 +108,13 @@ fn refused_dispatches_create_nothing_and_say_why() {
             ErrorCode::ModelUnknown,
         ),
         (
-            "[limits.per_provider]\nsim = 0\n",
+            "[limits.per_provider]\nsim = 1\n",
             "a full rail without queueing",
             |s| s.queue_if_busy = Some(false),
             ErrorCode::MaxConcurrent,
         ),
         (
-            "[limits]\nqueued_per_session = 0\n[limits.per_provider]\nsim = 0\n",
+            "[limits]\nqueued_per_session = 0\n[limits.per_provider]\nsim = 1\n",
             "a full queue",
             |_| {},
             ErrorCode::QueueFull,
@@ -128,6 +128,13 @@ fn refused_dispatches_create_nothing_and_say_why() {
     ];
     for (config, what, adjust, code) in cases {
         let mut h = Harness::new(config);
+        // A rail of one is full once a run holds its slot (a rail of 0 is refused by
+        // the config itself).
+        let busy = if config.contains("[limits.per_provider]\nsim = 1") {
+            vec![h.running()]
+        } else {
+            Vec::new()
+        };
         let out = h.dispatch_with(adjust);
         assert_eq!(
             out.refusal().code,
@@ -140,7 +147,7 @@ fn refused_dispatches_create_nothing_and_say_why() {
             out.ops.is_empty() && out.events.is_empty(),
             "{what}: nothing written"
         );
-        assert!(h.core.runs.is_empty(), "{what}: nothing created");
+        assert_eq!(h.core.runs.len(), busy.len(), "{what}: nothing created");
     }
 }
 

@@ -129,13 +129,20 @@ fn a_transient_provider_error_fails_the_run_with_a_retry_offered() {
         &id,
         ProviderEvent::TurnCompleted(TurnEnd {
             is_error: true,
-            subtype: "error_during_execution".into(),
+            subtype: "success".into(),
+            text: Some(r#"API Error: 529 {"type":"error","error":{"type":"overloaded_error","message":"Overloaded"}}"#.into()),
             api_error_status: Some(529),
+            api_message: Some("Overloaded".into()),
             transient: true,
             ..TurnEnd::default()
         }),
     );
-    assert!(out.notes().iter().any(|n| n.contains("(HTTP 529)")));
+    assert!(
+        out.notes()
+            .contains(&"the model API failed with HTTP 529: Overloaded".to_string()),
+        "the status and the API's words, not the subtype: {:?}",
+        out.notes()
+    );
     assert!(out.notes().iter().any(|n| n.contains("may pass")));
     h.exit(&id);
     assert_eq!(h.state(&id), RunState::Failed);
@@ -228,6 +235,7 @@ fn a_child_that_dies_fails_its_run() {
         reason_of(&h, &before_ready).as_deref(),
         Some("launch_error")
     );
+    assert_eq!(cause_of(&h, &before_ready), Some(Cause::Failed));
     let id = h.running();
     let out = h.exit(&id);
     assert!(out.notes().iter().any(|n| n.contains("ended unexpectedly")));
@@ -424,5 +432,65 @@ fn a_blocked_run_offers_escalation_and_the_new_run_carries_its_result() {
             .is_some_and(|c| c.contains("no access to the db")),
         "{:?}",
         spec.context
+    );
+}
+
+#[test]
+fn a_cli_that_refuses_or_never_answers_its_handshake_fails_with_its_own_words() {
+    let exited = |code, signal, tail: &str| ProviderEvent::Exited {
+        code,
+        signal,
+        stderr_tail: tail.into(),
+    };
+    // It refuses: it says why on stderr and exits.
+    let mut h = Harness::new("");
+    let id = h.dispatch();
+    let out = h.provider(
+        &id,
+        exited(
+            Some(1),
+            None,
+            "Loading\nInvalid API key · Please run /login\n",
+        ),
+    );
+    assert_eq!(h.state(&id), RunState::Failed);
+    assert_eq!(reason_of(&h, &id).as_deref(), Some("launch_error"));
+    assert_eq!(
+        out.notes(),
+        [
+            "the provider did not start (exit code 1); its last stderr line: \"Invalid API key · Please run /login\""
+        ]
+    );
+    // It never answers: the adapter says so, ends it, and the note keeps both.
+    let id = h.dispatch();
+    h.provider(
+        &id,
+        ProviderEvent::Notice {
+            text: "the CLI did not answer the handshake within 60.0 s".into(),
+        },
+    );
+    let out = h.provider(&id, exited(None, Some(15), "waiting for MCP server github"));
+    assert_eq!(reason_of(&h, &id).as_deref(), Some("launch_error"));
+    assert_eq!(
+        out.notes(),
+        [
+            "the provider did not start: the CLI did not answer the handshake within 60.0 s (signal 15); its last stderr line: \"waiting for MCP server github\""
+        ]
+    );
+    // A notice after the handshake is no reason for a later exit.
+    let id = h.running();
+    h.provider(
+        &id,
+        ProviderEvent::Notice {
+            text: "the conversation was compacted".into(),
+        },
+    );
+    let out = h.provider(&id, exited(Some(1), None, "panic: boom"));
+    assert_eq!(reason_of(&h, &id).as_deref(), Some("provider_error"));
+    assert_eq!(
+        out.notes().first().map(String::as_str),
+        Some(
+            "the provider process ended unexpectedly (exit code 1); its last stderr line: \"panic: boom\""
+        )
     );
 }

@@ -120,3 +120,43 @@ fn budget_set_lowering_the_hard_cap_to_the_spend_stops_the_session() {
         "a warning above the cap"
     );
 }
+
+#[test]
+fn a_refused_config_reload_is_kept_shown_in_the_budget_view_and_cleared_by_a_good_one() {
+    let mut h = Harness::new("");
+    let refusal = crate::DroverError::new(
+        ErrorCode::ConfigInvalid,
+        "/c.toml line 2: `limits.per_session_running` is 0",
+    );
+    let health = |out: &Out| -> Vec<Option<String>> {
+        out.events
+            .iter()
+            .filter_map(|e| match e {
+                DispatchEvent::Health { config_refused } => Some(config_refused.clone()),
+                _ => None,
+            })
+            .collect()
+    };
+    let out = h.feed(Input::ConfigRefused(refusal.clone()));
+    let published = health(&out);
+    assert_eq!(published.len(), 1, "{published:?}");
+    let message = published[0].clone().expect("the refusal");
+    assert!(
+        message.contains("per_session_running") && message.contains("kept"),
+        "{message}"
+    );
+    // The same refusal again is not news.
+    assert!(health(&h.feed(Input::ConfigRefused(refusal))).is_empty());
+    let out = h.request(Request::Budget);
+    assert!(
+        matches!(&out.answers[..], [(_, Query::Budget { overlay })] if overlay.config_refused.as_deref() == Some(message.as_str())),
+        "{:?}",
+        out.answers
+    );
+    let good = Config::parse("", Path::new("c.toml")).unwrap();
+    assert_eq!(health(&h.feed(Input::Config(Box::new(good)))), vec![None]);
+    let out = h.request(Request::Budget);
+    assert!(
+        matches!(&out.answers[..], [(_, Query::Budget { overlay })] if overlay.config_refused.is_none())
+    );
+}

@@ -1,0 +1,89 @@
+//! How big a request may be: every list inside a control-socket request is bounded and
+//! its duplicates collapsed before the dispatcher sees it, so no request can make an
+//! answer (or the owner's memory) grow with its own repetition.
+//!
+//! What must stay true: [`check`] is the one place these bounds live; a request over a
+//! bound is refused with `REQUEST_TOO_LARGE` and a sentence naming the list and its limit,
+//! never trimmed silently; duplicates are collapsed keeping the first occurrence's order.
+
+use crate::dispatch::Request;
+use crate::error::{DroverError, ErrorCode};
+
+/// The most run ids one `wait` or `subscribe` may name.
+pub const MAX_RUN_IDS: usize = 256;
+/// The most answers one `respond` may carry (a question's answers).
+pub const MAX_ANSWERS: usize = 64;
+/// The longest id (run, request) accepted.
+pub const MAX_ID_CHARS: usize = 128;
+/// The most `wait`s one connection may have pending at once.
+pub const MAX_PENDING_WAITS: usize = 16;
+
+/// `request` with duplicates collapsed, or why it is refused.
+pub fn check(request: &Request) -> Result<Request, DroverError> {
+    let mut request = request.clone();
+    match &mut request {
+        Request::Wait { run_ids, .. } => bound_ids("wait", "run_ids", run_ids)?,
+        Request::Subscribe { run_ids, .. } => bound_ids("subscribe", "run_ids", run_ids)?,
+        Request::Respond {
+            run_id,
+            request_id,
+            answer,
+        } => {
+            id_len("run_id", run_id)?;
+            id_len("request_id", request_id)?;
+            if let crate::providers::PermissionAnswer::Answer { answers } = answer
+                && answers.len() > MAX_ANSWERS
+            {
+                return Err(too_large(format!(
+                    "`respond` carries {} answers; send at most {MAX_ANSWERS}",
+                    answers.len()
+                )));
+            }
+        }
+        Request::Show { run_id }
+        | Request::Transcript { run_id, .. }
+        | Request::FollowUp { run_id, .. }
+        | Request::Resume { run_id, .. }
+        | Request::Stop { run_id }
+        | Request::Complete { run_id }
+        | Request::Route { run_id, .. }
+        | Request::RouteDecline { run_id }
+        | Request::Escalate { run_id, .. }
+        | Request::Retry { run_id } => id_len("run_id", run_id)?,
+        Request::Remove {
+            run_id: Some(run_id),
+            ..
+        } => id_len("run_id", run_id)?,
+        _ => {}
+    }
+    Ok(request)
+}
+
+fn bound_ids(method: &str, field: &str, ids: &mut Vec<String>) -> Result<(), DroverError> {
+    if ids.len() > MAX_RUN_IDS {
+        return Err(too_large(format!(
+            "`{method}` names {} {field}; name at most {MAX_RUN_IDS} (split the request)",
+            ids.len()
+        )));
+    }
+    for id in ids.iter() {
+        id_len(field, id)?;
+    }
+    let mut seen = std::collections::HashSet::new();
+    ids.retain(|id| seen.insert(id.clone()));
+    Ok(())
+}
+
+fn id_len(field: &str, id: &str) -> Result<(), DroverError> {
+    if id.chars().count() > MAX_ID_CHARS {
+        return Err(too_large(format!(
+            "a `{field}` of {} characters is longer than any id drover makes ({MAX_ID_CHARS} at most)",
+            id.chars().count()
+        )));
+    }
+    Ok(())
+}
+
+fn too_large(message: String) -> DroverError {
+    DroverError::new(ErrorCode::RequestTooLarge, message)
+}

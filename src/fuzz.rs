@@ -1,0 +1,238 @@
+//! Fuzz targets: one function per parser of outside input, each taking raw bytes.
+//!
+//! The same functions are driven three ways: `tests/fuzz.rs` replays the kept corpus
+//! (`fuzz/corpus/<target>/`) and a bounded number of mutated inputs on the stable
+//! toolchain (CI); `fuzz/` holds cargo-fuzz (libFuzzer) targets calling them on a nightly
+//! toolchain; `scripts/fuzz.sh` runs long campaigns of either.
+//!
+//! What must stay true: a target never panics on any input, and it checks what its
+//! parser promises (bounded output, answers that stay JSON); a new parser of outside
+//! input gets a target here and a corpus directory.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use crate::config::Config;
+use crate::control::wire;
+use crate::providers::claude::protocol as claude;
+use crate::providers::codex::{app_protocol, exec_protocol};
+use crate::providers::opencode::protocol as opencode;
+use crate::providers::{LaunchSpec, PermissionAnswer, ProviderEvent};
+use crate::spec::{Capability, PermissionPolicy};
+
+/// A fuzz target: it takes any bytes and must not panic.
+pub type Target = fn(&[u8]);
+
+/// Every target, by the name its corpus directory and cargo-fuzz binary carry.
+pub const TARGETS: &[(&str, Target)] = &[
+    ("claude_stream_json", claude_stream_json),
+    ("codex_exec_jsonl", codex_exec_jsonl),
+    ("codex_app_server", codex_app_server),
+    ("opencode_events", opencode_events),
+    ("result_block", result_block),
+    ("socket_request", socket_request),
+    ("config", config),
+    ("redact", redact),
+];
+
+/// The target named `name`.
+pub fn target(name: &str) -> Option<Target> {
+    TARGETS.iter().find(|(n, _)| *n == name).map(|(_, f)| *f)
+}
+
+/// The first byte picks a policy; the rest is the input.
+fn policy_of(data: &[u8]) -> (PermissionPolicy, &[u8]) {
+    match data.split_first() {
+        Some((b, rest)) => (
+            match b % 3 {
+                0 => PermissionPolicy::Ask,
+                1 => PermissionPolicy::Restricted,
+                _ => PermissionPolicy::Auto,
+            },
+            rest,
+        ),
+        None => (PermissionPolicy::Ask, data),
+    }
+}
+
+fn lines(data: &[u8]) -> impl Iterator<Item = String> + '_ {
+    data.split(|b| *b == b'\n')
+        .map(|l| String::from_utf8_lossy(l).into_owned())
+}
+
+/// What every adapter promises of the events it makes from a line: bounded text.
+fn check_events(events: &[ProviderEvent], input_len: usize) {
+    for event in events {
+        let size = serde_json::to_string(event).map_or(0, |s| s.len());
+        // An event is built from the line (plus fixed wording): never bigger than a
+        // multiple of it.
+        assert!(
+            size <= 4 * input_len + 16 * 1024,
+            "an event of {size} bytes from a line of {input_len}"
+        );
+    }
+}
+
+fn answers() -> [PermissionAnswer; 3] {
+    [
+        PermissionAnswer::Allow { always: true },
+        PermissionAnswer::Deny {
+            message: Some("no".into()),
+        },
+        PermissionAnswer::Answer {
+            answers: BTreeMap::from([("q".to_string(), "a".to_string())]),
+        },
+    ]
+}
+
+/// Claude Code's stream-json stdout, line by line, then an answer to each request left.
+pub fn claude_stream_json(data: &[u8]) {
+    let (policy, data) = policy_of(data);
+    let mut state = claude::ParseState::new(policy);
+    let _ = state.initialize_request();
+    for (i, line) in lines(data).enumerate() {
+        let events = claude::parse_line(&line, &mut state, (i as i64).saturating_mul(1000));
+        check_events(&events, line.len());
+        for out in state.take_outgoing() {
+            assert!(
+                serde_json::from_str::<serde_json::Value>(&out).is_ok(),
+                "{out}"
+            );
+        }
+    }
+    let pending: Vec<String> = state
+        .pending_requests()
+        .map(|r| r.request_id.clone())
+        .collect();
+    for (id, answer) in pending.iter().zip(answers().iter().cycle()) {
+        if let Ok(line) = state.answer(id, answer) {
+            assert!(
+                serde_json::from_str::<serde_json::Value>(&line).is_ok(),
+                "{line}"
+            );
+        }
+    }
+}
+
+/// `codex exec --json` stdout, line by line, then the child's exit.
+pub fn codex_exec_jsonl(data: &[u8]) {
+    let mut state = exec_protocol::ExecState::new(Some("gpt-5.5".into()), None, None);
+    state.begin_turn();
+    for line in lines(data) {
+        let events = state.parse_line(&line);
+        check_events(&events, line.len());
+    }
+    let _ = state.child_gone(Some(1), None, "stderr tail");
+}
+
+fn codex_spec(policy: PermissionPolicy) -> LaunchSpec {
+    LaunchSpec {
+        run_id: "r1".into(),
+        provider: "codex".into(),
+        command: PathBuf::from("codex"),
+        args: vec![],
+        env: BTreeMap::new(),
+        cwd: PathBuf::from("/w"),
+        model: Some("gpt-5.5".into()),
+        effort: None,
+        policy,
+        capability: Capability::Workspace,
+        resume_session: None,
+        resume_tokens: None,
+        scenario: None,
+        journal: None,
+        mcp: None,
+    }
+}
+
+/// `codex app-server` JSON-RPC lines, after the handshake and a turn were asked for.
+pub fn codex_app_server(data: &[u8]) {
+    let (policy, data) = policy_of(data);
+    let mut state =
+        app_protocol::AppState::new(&codex_spec(policy), app_protocol::Bounds::default());
+    state.start(0);
+    let _ = state.start_turn("go".into(), 0);
+    let mut now = 0;
+    for line in lines(data) {
+        now += 1000;
+        let events = state.parse_line(&line, now);
+        check_events(&events, line.len());
+        for out in state.take_outgoing() {
+            assert!(
+                serde_json::from_str::<serde_json::Value>(&out).is_ok(),
+                "{out}"
+            );
+        }
+    }
+    for (i, answer) in answers().iter().enumerate() {
+        let _ = state.answer(&i.to_string(), answer);
+    }
+    let _ = state.interrupt(now);
+    let _ = state.expire(i64::MAX);
+}
+
+/// OpenCode's event stream (`data:` payloads) and its JSON answers.
+pub fn opencode_events(data: &[u8]) {
+    let mut state = opencode::ParseState::new("ses_1", Some("mock/mock-model"));
+    state.begin_turn(0);
+    for (i, line) in lines(data).enumerate() {
+        let payload = line.strip_prefix("data:").unwrap_or(&line);
+        let events = opencode::parse_event(payload, &mut state, i as i64);
+        check_events(&events, line.len());
+    }
+    for (i, answer) in answers().iter().enumerate() {
+        let _ = state.answer(&format!("per_{i}"), answer);
+    }
+    let _ = state.drain_pending();
+    // An HTTP answer's body, read as the adapter reads it.
+    let body: serde_json::Value = serde_json::from_slice(data).unwrap_or_default();
+    let _ = body.get("id").and_then(serde_json::Value::as_str);
+}
+
+/// The `## Result` block (markdown) and a JSON result.
+pub fn result_block(data: &[u8]) {
+    let text = String::from_utf8_lossy(data);
+    let block = crate::result_contract::parse_result(&text);
+    use crate::result_contract::{ITEM_MAX_CHARS, LIST_MAX_ITEMS, TEXT_MAX_CHARS};
+    for text in [&block.summary, &block.question].into_iter().flatten() {
+        assert!(
+            text.chars().count() <= TEXT_MAX_CHARS && !text.contains('\n'),
+            "{text:?}"
+        );
+    }
+    for list in [&block.changes, &block.files, &block.follow_ups] {
+        assert!(list.len() <= LIST_MAX_ITEMS);
+        assert!(list.iter().all(|i| i.chars().count() <= ITEM_MAX_CHARS));
+    }
+    let _ = crate::result_contract::parse_json_result(&text);
+}
+
+/// One control-socket request line, then the bounds the server holds it to.
+pub fn socket_request(data: &[u8]) {
+    if let Ok((_, request)) = wire::parse_request_line(data) {
+        let _ = crate::control::bounds::check(&request);
+        let _ = serde_json::to_string(&request);
+    }
+}
+
+/// The user's config file.
+pub fn config(data: &[u8]) {
+    let text = String::from_utf8_lossy(data);
+    if let Err(e) = Config::parse(&text, Path::new("/fuzz/config.toml")) {
+        assert!(
+            !e.message.contains('\n'),
+            "a refusal is one line: {}",
+            e.message
+        );
+    }
+}
+
+/// The redactor: its output never grows without bound and a second pass changes nothing.
+pub fn redact(data: &[u8]) {
+    let text = String::from_utf8_lossy(data);
+    let redactor = crate::redact::Redactor::with_values(["fuzz-secret-value-1234".to_string()]);
+    let once = redactor.redact(&text);
+    assert!(once.len() <= text.len() + 16 * (text.len() / 8 + 1));
+    let twice = redactor.redact(&once);
+    assert_eq!(once, twice, "redacting twice changed {once:?}");
+}
