@@ -5,7 +5,8 @@
 //!
 //! Run: `cargo bench --bench latency`. Targets: event → view model p99 ≤ 10 ms; key → child
 //! p99 ≤ 5 ms. Sizes: `DROVER_BENCH_RUNS` (default 50) simulated runs, each writing
-//! `DROVER_BENCH_LINES` (default 40) lines 100 ms apart, then asking a permission. The
+//! `DROVER_BENCH_LINES` (default 40) lines 100 ms apart (after a pause that lets every
+//! run start first), then asking a permission. The
 //! sim stamps each line with its wall clock (`{now_us}`), so the figures start at the
 //! child.
 
@@ -54,6 +55,9 @@ async fn measure(mode: Mode, runs: u64, lines: u64) -> Figures {
     let paths = Paths::under(home.path());
     paths.ensure_dirs().expect("dirs");
     let cap = runs + 10;
+    // Every child starts, and the burst of starting them is over, before the first line
+    // that is measured: the figures are those of runs that are all active.
+    let warm_up_ms = 2_000 + 40 * runs;
     // Every run works in the one directory on purpose: they do not wait for each other.
     std::fs::write(
         &paths.config_file,
@@ -71,6 +75,7 @@ async fn measure(mode: Mode, runs: u64, lines: u64) -> Figures {
         format!(
             "description = \"latency probe\"\nmodel = \"claude-sonnet-4-5\"\n\
              [[turns]]\nstatus = \"done\"\nsummary = \"probed\"\n\
+             [[turns.steps]]\nsleep_ms = {warm_up_ms}\n\
              [[turns.steps]]\ntext = \"probe {{now_us}}\"\ndelay_ms = 100\nrepeat = {lines}\n\
              [[turns.steps]]\ntool = \"Bash\"\ninput = {{ command = \"true\" }}\nneeds_permission = true\n\
              [[turns.steps]]\ntext = \"answered {{now_us}}\"\n"
