@@ -581,6 +581,7 @@ mod tests {
             always: None,
             created_at: 0,
             expires_at: 1,
+            guard: None,
         };
         let mut changed = summary("r1", RunState::Failed, "t");
         changed.head.completion_reason = Some("provider_error".into());
@@ -704,6 +705,7 @@ mod tests {
                 always: None,
                 created_at: 0,
                 expires_at: 1,
+                guard: None,
             }],
             last_result: None,
             notes: vec![],
@@ -723,6 +725,7 @@ mod tests {
             depth: 0,
             parent_run: None,
             workspace: None,
+            decisions: Vec::new(),
         };
         let text = run_view(&view, 120_000);
         let lines: Vec<&str> = text.lines().collect();

@@ -15,6 +15,8 @@ pub const MAX_RUN_IDS: usize = 256;
 pub const MAX_ANSWERS: usize = 64;
 /// The longest id (run, request) accepted.
 pub const MAX_ID_CHARS: usize = 128;
+/// The longest path (a rule's repository) accepted, in bytes.
+pub const MAX_PATH_BYTES: usize = 4096;
 /// The most `wait`s one connection may have pending at once.
 pub const MAX_PENDING_WAITS: usize = 16;
 
@@ -54,6 +56,31 @@ pub fn check(request: &Request) -> Result<Request, DroverError> {
             run_id: Some(run_id),
             ..
         } => id_len("run_id", run_id)?,
+        Request::RuleAdd { rule, answer } => {
+            if rule.pattern.chars().count() > crate::rules::MAX_PATTERN_CHARS {
+                return Err(too_large(format!(
+                    "`rule_add` carries a pattern of {} characters; send at most {}",
+                    rule.pattern.chars().count(),
+                    crate::rules::MAX_PATTERN_CHARS
+                )));
+            }
+            if let Some(run_id) = &rule.run_id {
+                id_len("run_id", run_id)?;
+            }
+            if rule
+                .repository
+                .as_ref()
+                .is_some_and(|r| r.len() > MAX_PATH_BYTES)
+            {
+                return Err(too_large(format!(
+                    "`rule_add` names a repository path over {MAX_PATH_BYTES} bytes"
+                )));
+            }
+            if let Some(a) = answer {
+                id_len("run_id", &a.run_id)?;
+                id_len("request_id", &a.request_id)?;
+            }
+        }
         _ => {}
     }
     Ok(request)

@@ -133,6 +133,21 @@ const MIGRATIONS: &[&str] = &[
         PRIMARY KEY (run_id, pid, start_ticks)
     ) WITHOUT ROWID;
     "#,
+    // 4: approval rules (DESIGN.md §14): scope, kind, pattern, decision; the whole rule
+    // as JSON beside the columns a person looks at.
+    r#"
+    CREATE TABLE rules (
+        id          INTEGER PRIMARY KEY,
+        scope       TEXT NOT NULL,
+        kind        TEXT NOT NULL,
+        pattern     TEXT NOT NULL,
+        decision    TEXT NOT NULL,
+        run_id      TEXT,
+        repository  TEXT,
+        created_at  INTEGER NOT NULL,
+        rule_json   TEXT NOT NULL
+    );
+    "#,
 ];
 
 /// The schema version this build writes.

@@ -796,6 +796,7 @@ mod tests {
             always: None,
             created_at: at,
             expires_at: at + 600_000,
+            guard: None,
         }
     }
 

@@ -402,6 +402,26 @@ pub fn in_work_tree(dir: &Path) -> bool {
     })
 }
 
+/// The git common directory of the repository `dir` is in (its main checkout's `.git`,
+/// for `dir` in any of its worktrees too), read from the `.git` files, without git.
+/// `None` outside a git work tree.
+pub fn git_common_dir(dir: &Path) -> Option<PathBuf> {
+    dir.ancestors().find_map(|d| {
+        let dot_git = d.join(".git");
+        if dot_git.is_dir() {
+            return std::fs::canonicalize(&dot_git).ok();
+        }
+        let text = std::fs::read_to_string(&dot_git).ok()?;
+        let gitdir = text.strip_prefix("gitdir:")?.trim();
+        let gitdir = d.join(gitdir);
+        let common = match std::fs::read_to_string(gitdir.join("commondir")) {
+            Ok(rel) => gitdir.join(rel.trim()),
+            Err(_) => gitdir,
+        };
+        std::fs::canonicalize(common).ok()
+    })
+}
+
 /// `NO_WORKTREE`: why a run has no worktree to act on (shared, merged, kept, discarded,
 /// missing, never made).
 pub fn no_worktree(run_id: &str, ws: Option<&WorkspaceView>) -> DroverError {

@@ -31,6 +31,7 @@ fn permission() -> PendingView {
         always: None,
         created_at: 0,
         expires_at: 600_000,
+        guard: None,
     }
 }
 
@@ -56,6 +57,7 @@ fn question() -> PendingView {
         always: None,
         created_at: 0,
         expires_at: 1_800_000,
+        guard: None,
     }
 }
 
