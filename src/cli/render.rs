@@ -311,6 +311,9 @@ fn result_lines(result: &ResultView) -> Vec<(String, String)> {
 }
 
 /// `drover show`: the run, key by key.
+/// How many of a run's last decisions `show` prints.
+const DECISIONS_SHOWN_TEXT: usize = 10;
+
 pub fn run_view(run: &RunView, now: UnixMillis) -> String {
     let mut lines: Vec<(String, String)> = Vec::new();
     let mut push = |key: &str, value: String| lines.push((key.to_string(), value));
@@ -393,6 +396,25 @@ pub fn run_view(run: &RunView, now: UnixMillis) -> String {
                 run.head.run_id,
                 pending.request_id,
                 answer_hint(pending)
+            ),
+        );
+        if let Some(reason) = &pending.guard {
+            push("", format!("flagged: {}", clip(&one_line(reason), TEXT_CHARS)));
+        }
+    }
+    // The last decisions, with who made them (`user`, `rule:<id>`, `always`, …).
+    let skip = run.decisions.len().saturating_sub(DECISIONS_SHOWN_TEXT);
+    for d in run.decisions.iter().skip(skip) {
+        push(
+            "decided",
+            clip(
+                &one_line(&format!(
+                    "{} {}: {}",
+                    d.request_id.as_deref().unwrap_or("-"),
+                    d.who,
+                    d.decision
+                )),
+                TEXT_CHARS,
             ),
         );
     }
@@ -725,7 +747,12 @@ mod tests {
             depth: 0,
             parent_run: None,
             workspace: None,
-            decisions: Vec::new(),
+            decisions: vec![crate::dispatch::api::DecisionView {
+                at: 0,
+                request_id: Some("P-1".into()),
+                who: "rule:3".into(),
+                decision: "allow by rule 3 (`cargo test *`, everywhere)".into(),
+            }],
         };
         let text = run_view(&view, 120_000);
         let lines: Vec<&str> = text.lines().collect();
@@ -742,6 +769,7 @@ mod tests {
             "          1  dispatch   $0.50  prompt 1",
             "          2  follow_up  $0.50  prompt 2",
             "pending   Q-1 question from AskUser: drover respond R-7 Q-1 allow --answer \"QUESTION=CHOICE\" (or deny)",
+            "decided   P-1 rule:3: allow by rule 3 (`cargo test *`, everywhere)",
             "when      created 2m ago",
         ];
         assert_eq!(lines, expected);
