@@ -399,7 +399,10 @@ pub fn run_view(run: &RunView, now: UnixMillis) -> String {
             ),
         );
         if let Some(reason) = &pending.guard {
-            push("", format!("flagged: {}", clip(&one_line(reason), TEXT_CHARS)));
+            push(
+                "",
+                format!("flagged: {}", clip(&one_line(reason), TEXT_CHARS)),
+            );
         }
     }
     // The last decisions, with who made them (`user`, `rule:<id>`, `always`, …).

@@ -108,6 +108,7 @@ pub enum Action {
     // prompt
     AllowOnce,
     AllowAlways,
+    AddRule,
     Deny,
     DenyWithMessage,
     TypeAnswer,
@@ -128,7 +129,7 @@ pub enum Action {
 }
 
 impl Action {
-    pub const ALL: [Action; 47] = [
+    pub const ALL: [Action; 48] = [
         Action::SelectNext,
         Action::SelectPrev,
         Action::SelectFirst,
@@ -165,6 +166,7 @@ impl Action {
         Action::Decline,
         Action::AllowOnce,
         Action::AllowAlways,
+        Action::AddRule,
         Action::Deny,
         Action::DenyWithMessage,
         Action::TypeAnswer,
@@ -217,6 +219,7 @@ impl Action {
             Action::Decline => "decline",
             Action::AllowOnce => "allow_once",
             Action::AllowAlways => "allow_always",
+            Action::AddRule => "add_rule",
             Action::Deny => "deny",
             Action::DenyWithMessage => "deny_with_message",
             Action::TypeAnswer => "type_answer",
@@ -269,7 +272,10 @@ impl Action {
             Action::ToggleRemember => "remember the pick for this task class",
             Action::Decline => "decline the card (the run is stopped)",
             Action::AllowOnce => "allow this tool use once",
-            Action::AllowAlways => "allow it for the rest of this run",
+            Action::AllowAlways => "allow this exact request for the rest of this run",
+            Action::AddRule => {
+                "save an approval rule for requests like this (scope, pattern) and answer"
+            }
             Action::Deny => "deny",
             Action::DenyWithMessage => "deny with a message to the model",
             Action::TypeAnswer => "type an answer to a question",
@@ -309,6 +315,7 @@ impl Action {
             Action::Decline => "decline",
             Action::AllowOnce => "allow",
             Action::AllowAlways => "always",
+            Action::AddRule => "rule",
             Action::Deny => "deny",
             Action::DenyWithMessage => "deny+msg",
             Action::TypeAnswer => "type answer",
@@ -534,7 +541,8 @@ const ROUTE: &[Binding] = &[
 #[rustfmt::skip]
 const PROMPT: &[Binding] = &[
     bind(KeyCombo::char('y'), A::AllowOnce),
-    bind(KeyCombo::char('a'), A::AllowAlways),
+    bind(KeyCombo::char('a'), A::AddRule),
+    bind(KeyCombo::char('A'), A::AllowAlways),
     bind(KeyCombo::char('d'), A::Deny),
     bind(KeyCombo::char('m'), A::DenyWithMessage),
     bind(KeyCombo::char('t'), A::TypeAnswer),
