@@ -114,3 +114,45 @@ fn id_len(field: &str, id: &str) -> Result<(), DroverError> {
 fn too_large(message: String) -> DroverError {
     DroverError::new(ErrorCode::RequestTooLarge, message)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::dispatch::api::RuleAnswer;
+    use crate::rules::{RuleDecision, RuleKind, RuleSpec, Scope};
+
+    fn rule_add(pattern: &str, repository: Option<String>, request_id: &str) -> Request {
+        Request::RuleAdd {
+            rule: RuleSpec {
+                scope: Scope::Everywhere,
+                kind: RuleKind::Command,
+                pattern: pattern.into(),
+                decision: RuleDecision::Allow,
+                run_id: None,
+                repository,
+            },
+            answer: Some(RuleAnswer {
+                run_id: "r1".into(),
+                request_id: request_id.into(),
+            }),
+        }
+    }
+
+    #[test]
+    fn a_rule_over_its_bounds_is_refused_before_the_dispatcher() {
+        assert!(check(&rule_add("cargo test *", None, "p1")).is_ok());
+        let too_long = "x".repeat(crate::rules::MAX_PATTERN_CHARS + 1);
+        for request in [
+            rule_add(&too_long, None, "p1"),
+            rule_add("ls", Some("/".repeat(MAX_PATH_BYTES + 1)), "p1"),
+            rule_add("ls", None, &"i".repeat(MAX_ID_CHARS + 1)),
+        ] {
+            let e = check(&request).unwrap_err();
+            assert_eq!(e.code, ErrorCode::RequestTooLarge);
+            assert!(
+                e.message.contains("send at most") || e.message.contains("over"),
+                "{e}"
+            );
+        }
+    }
+}

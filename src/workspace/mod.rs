@@ -409,7 +409,12 @@ pub fn git_common_dir(dir: &Path) -> Option<PathBuf> {
     dir.ancestors().find_map(|d| {
         let dot_git = d.join(".git");
         if dot_git.is_dir() {
-            return std::fs::canonicalize(&dot_git).ok();
+            // A `.git` without a HEAD is no repository (as `in_work_tree` reads it).
+            return dot_git
+                .join("HEAD")
+                .is_file()
+                .then(|| std::fs::canonicalize(&dot_git).ok())
+                .flatten();
         }
         let text = std::fs::read_to_string(&dot_git).ok()?;
         let gitdir = text.strip_prefix("gitdir:")?.trim();
@@ -512,6 +517,27 @@ pub fn subject(text: &str) -> String {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn the_repository_of_a_worktree_is_its_main_checkouts_git_dir() {
+        let top = tempfile::tempdir().unwrap();
+        let main = top.path().join("main");
+        std::fs::create_dir_all(main.join(".git/worktrees/w1")).unwrap();
+        // A `.git` with no HEAD is no repository.
+        assert_eq!(git_common_dir(&main), None);
+        std::fs::write(main.join(".git/HEAD"), "ref: refs/heads/main\n").unwrap();
+        let common = std::fs::canonicalize(main.join(".git")).unwrap();
+        std::fs::create_dir_all(main.join("src/deep")).unwrap();
+        assert_eq!(git_common_dir(&main.join("src/deep")), Some(common.clone()));
+        // A worktree: `.git` names its gitdir, whose `commondir` leads back.
+        let wt = top.path().join("wt");
+        std::fs::create_dir_all(&wt).unwrap();
+        let gitdir = main.join(".git/worktrees/w1");
+        std::fs::write(wt.join(".git"), format!("gitdir: {}\n", gitdir.display())).unwrap();
+        std::fs::write(gitdir.join("commondir"), "../..\n").unwrap();
+        assert_eq!(git_common_dir(&wt), Some(common));
+        assert_eq!(git_common_dir(&top.path().join("elsewhere")), None);
+    }
+
     use super::*;
 
     #[test]
