@@ -723,6 +723,7 @@ mod tests {
             depth: 0,
             parent_run: None,
             workspace: None,
+            needs_you: None,
         };
         let text = run_view(&view, 120_000);
         let lines: Vec<&str> = text.lines().collect();

@@ -259,7 +259,10 @@ impl ViewModel {
         let need_now = needs_you(&summary);
         // Permission requests notify on their own event; input and routes notify here.
         if need_before.is_none()
-            && matches!(need_now, Some(Need::Input | Need::Route | Need::Escalation))
+            && matches!(
+                need_now,
+                Some(Need::Input | Need::Route | Need::Blocked | Need::Escalation)
+            )
         {
             applied.started_needing = Some(format!(
                 "{} {}",
@@ -895,7 +898,22 @@ mod tests {
         needs_input.needs_input = true;
         let mut asking = summary("b", RunState::Running);
         asking.pending = 1;
+        let mut blocked = summary("k", RunState::Idle);
+        blocked.result_status = Some("blocked".into());
+        let mut offered = summary("o", RunState::Idle);
+        offered.result_status = Some("blocked".into());
+        offered.escalation_offered = true;
+        let mut offered_done = summary("e", RunState::Failed);
+        offered_done.escalation_offered = true;
+        // A run in a follow-up turn after a blocked one waits for the turn, not for you.
+        let mut blocked_busy = summary("w", RunState::Running);
+        blocked_busy.result_status = Some("blocked".into());
+        blocked_busy.escalation_offered = true;
         let table = [
+            (blocked, Tray::NeedsYou),
+            (offered, Tray::NeedsYou),
+            (offered_done, Tray::NeedsYou),
+            (blocked_busy, Tray::Running),
             (summary("q", RunState::Queued), Tray::Queued),
             (summary("s", RunState::Starting), Tray::Running),
             (summary("r", RunState::Running), Tray::Running),
