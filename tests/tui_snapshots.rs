@@ -609,3 +609,175 @@ fn removing_a_run_with_unmerged_work_asks_first() {
         "{effects:?}"
     );
 }
+
+// ---- the attention line ----
+
+/// The last line but one of the screen: the attention line.
+fn attention_line(app: &App) -> String {
+    let screen = render_app(app);
+    let lines: Vec<&str> = screen.lines().collect();
+    lines[lines.len() - 2].to_string()
+}
+
+fn respond_of(effects: &[drover::tui::Effect]) -> Vec<(String, String, PermissionAnswer)> {
+    effects
+        .iter()
+        .filter_map(|e| match e {
+            drover::tui::Effect::Request {
+                request:
+                    drover::dispatch::Request::Respond {
+                        run_id,
+                        request_id,
+                        answer,
+                    },
+                ..
+            } => Some((run_id.clone(), request_id.clone(), answer.clone())),
+            _ => None,
+        })
+        .collect()
+}
+
+use drover::providers::PermissionAnswer;
+
+#[test]
+fn the_attention_line_shows_the_oldest_permission_and_y_allows_exactly_it() {
+    let mut app = busy_app(100, 24);
+    // A younger request of another run: the line keeps the oldest.
+    let mut younger = bash_request(2, "rm -rf target");
+    younger.created_at = NOW - 2_000;
+    app.model
+        .apply(&drover::dispatch::DispatchEvent::PermissionRequested {
+            run_id: id(4),
+            pending: younger,
+        });
+    snap("attention_permission", &app);
+    let line = attention_line(&app);
+    assert!(line.contains("cargo test --workspace"), "{line}");
+    assert!(line.contains("+1 waiting"), "{line}");
+    let effects = app.handle(char_key('y'));
+    assert_eq!(
+        respond_of(&effects),
+        [(
+            id(1),
+            "req_1".to_string(),
+            PermissionAnswer::Allow { always: false }
+        )]
+    );
+    // A second press while the answer is on its way sends nothing more.
+    assert!(respond_of(&app.handle(char_key('y'))).is_empty());
+}
+
+#[test]
+fn a_key_acts_on_the_request_drawn_never_on_one_that_took_its_place() {
+    let mut app = busy_app(100, 24);
+    let mut younger = bash_request(2, "rm -rf target");
+    younger.created_at = NOW - 2_000;
+    app.model
+        .apply(&drover::dispatch::DispatchEvent::PermissionRequested {
+            run_id: id(4),
+            pending: younger,
+        });
+    render_app(&app);
+    // The shown request is answered elsewhere before the next frame is drawn.
+    let _ = app.handle(AppEvent::Dispatch(
+        drover::dispatch::DispatchEvent::PermissionResolved {
+            run_id: id(1),
+            request_id: "req_1".into(),
+            how: "allow (cli)".into(),
+        },
+    ));
+    let effects = app.handle(char_key('y'));
+    assert!(respond_of(&effects).is_empty(), "{effects:?}");
+    let flash = app.model.flash.clone().expect("told why");
+    assert!(flash.text.contains("settled meanwhile"), "{}", flash.text);
+    // Once drawn, the younger request is the one on the line, and `d` denies it.
+    assert!(attention_line(&app).contains("rm -rf target"));
+    let effects = app.handle(char_key('d'));
+    assert_eq!(
+        respond_of(&effects),
+        [(
+            id(4),
+            "req_2".to_string(),
+            PermissionAnswer::Deny { message: None }
+        )]
+    );
+}
+
+fn question_app() -> App {
+    let mut asking = summary(
+        3,
+        "Add a cache to the lookups",
+        RunState::AwaitingPermission,
+    );
+    asking.pending = 1;
+    let mut app = app_with(
+        vec![
+            asking,
+            summary(4, "Refactor the storage modules", RunState::Running),
+        ],
+        100,
+        16,
+    );
+    app.model
+        .apply(&drover::dispatch::DispatchEvent::PermissionRequested {
+            run_id: id(3),
+            pending: question_request(3),
+        });
+    app
+}
+
+#[test]
+fn the_attention_line_shows_a_question_with_its_options_and_a_digit_answers_it() {
+    let mut app = question_app();
+    snap("attention_question", &app);
+    let line = attention_line(&app);
+    assert!(
+        line.contains("1 SQLite") && line.contains("2 Postgres"),
+        "{line}"
+    );
+    // `y` is not an answer to a question: it says what is.
+    let effects = app.handle(char_key('y'));
+    assert!(respond_of(&effects).is_empty());
+    let flash = app.model.flash.clone().expect("told");
+    assert!(flash.text.contains("press 1–2"), "{}", flash.text);
+    // A number that is not an option sends nothing.
+    assert!(respond_of(&app.handle(char_key('7'))).is_empty());
+    let effects = app.handle(char_key('2'));
+    let answers = std::collections::BTreeMap::from([(
+        "Which database should the cache use?".to_string(),
+        "Postgres".to_string(),
+    )]);
+    assert_eq!(
+        respond_of(&effects),
+        [(
+            id(3),
+            "req_3".to_string(),
+            PermissionAnswer::Answer { answers }
+        )]
+    );
+}
+
+#[test]
+fn p_opens_the_request_on_the_attention_line_in_full() {
+    let mut app = question_app();
+    render_app(&app);
+    let _ = app.handle(char_key('p'));
+    let Some(Overlay::Prompt(p)) = app.overlays.last() else {
+        panic!("the prompt opens");
+    };
+    assert_eq!(p.request.request_id, "req_3");
+}
+
+#[test]
+fn the_attention_line_when_nothing_waits() {
+    let app = app_with(
+        vec![
+            summary(4, "Refactor the storage modules", RunState::Running),
+            summary(8, "Check the README links", RunState::Completed),
+        ],
+        100,
+        12,
+    );
+    snap("attention_empty", &app);
+    assert!(attention_line(&app).contains("nothing waits for you"));
+}

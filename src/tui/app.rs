@@ -13,7 +13,12 @@
 //!   view fetched, so the prompt queue is complete even for requests made before the
 //!   dashboard subscribed.
 
-use crossterm::event::{KeyEvent, KeyEventKind, MouseButton, MouseEvent, MouseEventKind};
+mod attention;
+mod redispatch;
+
+pub use attention::numbered_question;
+
+use crossterm::event::{KeyCode, KeyEvent, KeyEventKind, MouseButton, MouseEvent, MouseEventKind};
 use std::collections::HashSet;
 use std::path::PathBuf;
 
@@ -93,6 +98,8 @@ pub struct App {
     quitting: bool,
     /// Runs whose view is wanted (a route card opened before its card was known).
     want_show: Vec<String>,
+    /// What the attention line showed, and the answer on its way for it.
+    attention: attention::Attention,
 }
 
 impl App {
@@ -109,6 +116,7 @@ impl App {
             runs_in_flight: false,
             quitting: false,
             want_show: Vec::new(),
+            attention: attention::Attention::default(),
         }
     }
 
@@ -217,7 +225,12 @@ impl App {
             self.apply_outcome(outcome, effects);
             return;
         }
-        let Some(action) = self.keys.action(Context::Dashboard, &key) else {
+        let action = self.keys.action(Context::Dashboard, &key);
+        if let (None, KeyCode::Char(c @ '1'..='9')) = (action, key.code) {
+            self.model.flash = None;
+            return self.attention_choose(c as usize - '0' as usize, effects);
+        }
+        let Some(action) = action else {
             return;
         };
         self.model.flash = None;
@@ -254,7 +267,10 @@ impl App {
             Action::ScrollDown => self.scroll_transcript(PAGE_LINES as isize),
             Action::FollowEnd => self.model.transcript_scroll = None,
             Action::Open => self.open_selected(),
-            Action::NextPending => self.next_prompt(None),
+            Action::NextPending => self.attention_open(),
+            Action::AttentionAllow => self.attention_allow(effects),
+            Action::AttentionDeny => self.attention_deny(effects),
+            Action::Redispatch => self.redispatch(selected.as_ref()),
             Action::NewDispatch => self.overlays.push(Overlay::Form(DispatchForm::new(
                 &self.options.providers,
                 &self.options.default_provider,
@@ -1056,6 +1072,7 @@ impl App {
         request_id: &str,
         result: Result<Response, DroverError>,
     ) {
+        self.attention_settled(request_id);
         let prompt_at = self.overlays.iter().rposition(|o| {
             matches!(o, Overlay::Prompt(p) if p.request.request_id == request_id && p.run_id == run_id)
         });

@@ -95,6 +95,12 @@ pub enum Action {
     Escalate,
     Resume,
     OpenDiff,
+    /// Dispatch the selected run's task again (the form, filled from its spec).
+    Redispatch,
+    /// Allow the request on the attention line, once.
+    AttentionAllow,
+    /// Deny the request on the attention line.
+    AttentionDeny,
     // diff view
     NextFile,
     PrevFile,
@@ -128,7 +134,7 @@ pub enum Action {
 }
 
 impl Action {
-    pub const ALL: [Action; 47] = [
+    pub const ALL: [Action; 50] = [
         Action::SelectNext,
         Action::SelectPrev,
         Action::SelectFirst,
@@ -151,6 +157,9 @@ impl Action {
         Action::Escalate,
         Action::Resume,
         Action::OpenDiff,
+        Action::Redispatch,
+        Action::AttentionAllow,
+        Action::AttentionDeny,
         Action::NextFile,
         Action::PrevFile,
         Action::PageDown,
@@ -203,6 +212,9 @@ impl Action {
             Action::Escalate => "escalate",
             Action::Resume => "resume",
             Action::OpenDiff => "open_diff",
+            Action::Redispatch => "redispatch",
+            Action::AttentionAllow => "attention_allow",
+            Action::AttentionDeny => "attention_deny",
             Action::NextFile => "next_file",
             Action::PrevFile => "prev_file",
             Action::PageDown => "page_down",
@@ -242,7 +254,7 @@ impl Action {
             Action::ScrollDown => "scroll down (transcript, long input)",
             Action::FollowEnd => "follow the end of the transcript",
             Action::Open => "answer the selected run (prompt or follow-up)",
-            Action::NextPending => "answer the oldest pending request of any run",
+            Action::NextPending => "open the request on the attention line in full",
             Action::NewDispatch => "dispatch a new run",
             Action::FollowUp => "send a follow-up to the selected run",
             Action::Stop => "stop the selected run",
@@ -253,9 +265,12 @@ impl Action {
             Action::Filter => "filter runs by title, provider, model or id",
             Action::Help => "show this help",
             Action::Quit => "leave; the runs go on (`drover shutdown` stops drover)",
-            Action::Escalate => "escalate / retry the selected finished run (as offered)",
+            Action::Escalate => "take the escalation / retry offered to the selected run",
             Action::Resume => "resume the selected interrupted run in its provider session",
             Action::OpenDiff => "show the selected worktree run's diff (merge, keep, discard)",
+            Action::Redispatch => "dispatch the selected run's task again (the form, filled in)",
+            Action::AttentionAllow => "allow the request on the attention line once",
+            Action::AttentionDeny => "deny the request on the attention line",
             Action::NextFile => "next changed file",
             Action::PrevFile => "previous changed file",
             Action::PageDown => "scroll down a page",
@@ -299,6 +314,7 @@ impl Action {
             Action::Escalate => "escalate",
             Action::Resume => "resume",
             Action::OpenDiff => "diff",
+            Action::Redispatch => "again",
             Action::NextFile => "next file",
             Action::Merge => "merge",
             Action::MergeSquash => "squash",
@@ -496,6 +512,9 @@ const DASHBOARD: &[Binding] = &[
     bind(KeyCombo::char('e'), A::Escalate),
     bind(KeyCombo::char('R'), A::Resume),
     bind(KeyCombo::char('D'), A::OpenDiff),
+    bind(KeyCombo::char('r'), A::Redispatch),
+    bind(KeyCombo::char('y'), A::AttentionAllow),
+    bind(KeyCombo::char('d'), A::AttentionDeny),
 ];
 
 #[rustfmt::skip]

@@ -1,10 +1,11 @@
-//! Drawing: the header, the trays, the detail pane, the footer and the views on the
-//! stack, from the [`App`]'s plain state.
+//! Drawing: the header, the trays, the detail pane, the attention line, the footer and
+//! the views on the stack, from the [`App`]'s plain state.
 //!
 //! What must stay true: drawing reads the view model and nothing else — no I/O, no
 //! awaiting, no clock (`model.now` is set by the driver) — and only lays out what fits
 //! on screen (a 2,000-line transcript costs the lines shown, not 2,000).
 
+mod attention;
 mod detail;
 mod footer;
 mod header;
@@ -31,6 +32,7 @@ pub fn draw(frame: &mut Frame<'_>, app: &App) {
     if areas.detail.width > 0 {
         detail::draw(buf, areas.detail, &app.model);
     }
+    attention::draw(buf, areas.attention, app);
     footer::draw(buf, areas.footer, app);
     for overlay in &app.overlays {
         overlays::draw(buf, areas.body, overlay, app);

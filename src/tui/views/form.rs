@@ -1,5 +1,6 @@
-//! The new-dispatch form: task, provider, model, policy, budget, working directory and,
-//! for the simulated provider, the scenario.
+//! The new-dispatch form: task, provider, model, policy, budget, working directory,
+//! workspace and, for the simulated provider, the scenario; empty, or filled from the spec
+//! of a run to dispatch its task again ([`DispatchForm::again`]).
 //!
 //! What must stay true: the form only builds a [`SpecInput`]; the dispatcher validates
 //! it, and its refusal (code and sentence) is shown inline next to the field it is about,
@@ -26,6 +27,7 @@ pub enum Field {
     Policy,
     Budget,
     Cwd,
+    Workspace,
     Scenario,
 }
 
@@ -38,6 +40,7 @@ impl Field {
             Field::Policy => "Policy",
             Field::Budget => "Budget $",
             Field::Cwd => "Directory",
+            Field::Workspace => "Workspace",
             Field::Scenario => "Scenario",
         }
     }
@@ -61,6 +64,7 @@ impl Field {
             ErrorCode::PermissionPolicyUnsupported => Field::Policy,
             ErrorCode::BudgetExceeded | ErrorCode::BudgetUnpriced => Field::Budget,
             ErrorCode::CwdInvalid => Field::Cwd,
+            ErrorCode::WorkspaceUnavailable => Field::Workspace,
             _ => return None,
         })
     }
@@ -103,6 +107,8 @@ impl Choice {
 
 /// The scenario choice meaning "the sim's default".
 pub const DEFAULT_SCENARIO: &str = "(default)";
+/// The workspace choice meaning "the configured default".
+pub const DEFAULT_WORKSPACE: &str = "(default)";
 
 #[derive(Debug, Clone, PartialEq)]
 pub struct DispatchForm {
@@ -113,7 +119,11 @@ pub struct DispatchForm {
     pub policy: Choice,
     pub budget: TextField,
     pub cwd: TextField,
+    pub workspace: Choice,
     pub scenario: Choice,
+    /// The run whose task this form dispatches again, and its turn limit (the form has
+    /// no field for it; the new run keeps it).
+    pub again: Option<(String, u32)>,
     pub error: Option<FormError>,
     pub sending: bool,
 }
@@ -141,10 +151,47 @@ impl DispatchForm {
             ),
             budget: TextField::default(),
             cwd: TextField::new(cwd.display().to_string()),
+            workspace: Choice::new(
+                std::iter::once(DEFAULT_WORKSPACE)
+                    .chain(crate::workspace::WorkspaceMode::ALL.map(|m| m.as_str()))
+                    .map(str::to_string)
+                    .collect(),
+                DEFAULT_WORKSPACE,
+            ),
             scenario: Choice::new(scenario_options, DEFAULT_SCENARIO),
+            again: None,
             error: None,
             sending: false,
         }
+    }
+
+    /// The form filled from a run's spec, to dispatch its task again: task, provider,
+    /// model, policy, budget (as asked), directory, workspace and turn limit.
+    pub fn again(
+        providers: &[String],
+        scenarios: &[String],
+        run: &crate::dispatch::api::RunView,
+    ) -> Self {
+        let mut providers = providers.to_vec();
+        if !providers.contains(&run.head.provider) {
+            providers.push(run.head.provider.clone());
+        }
+        let mut form = DispatchForm::new(
+            &providers,
+            &run.head.provider,
+            std::path::Path::new(&run.cwd),
+            scenarios,
+        );
+        form.task = TextField::new(run.task.clone());
+        form.model = TextField::new(run.head.model.clone().unwrap_or_default());
+        form.policy = Choice::new(form.policy.options.clone(), &run.policy);
+        let asked = run.budget.clamped_from.unwrap_or(run.budget.cap);
+        form.budget = TextField::new(format!("{asked:.2}"));
+        if let Some(ws) = &run.workspace {
+            form.workspace = Choice::new(form.workspace.options.clone(), ws.mode.as_str());
+        }
+        form.again = Some((run.head.run_id.clone(), run.max_turns));
+        form
     }
 
     /// The fields shown now (the scenario only for the simulated provider).
@@ -156,6 +203,7 @@ impl DispatchForm {
             Field::Policy,
             Field::Budget,
             Field::Cwd,
+            Field::Workspace,
         ];
         if self.provider.value() == crate::config::SIM_PROVIDER {
             fields.push(Field::Scenario);
@@ -164,7 +212,10 @@ impl DispatchForm {
     }
 
     pub fn is_choice(field: Field) -> bool {
-        matches!(field, Field::Provider | Field::Policy | Field::Scenario)
+        matches!(
+            field,
+            Field::Provider | Field::Policy | Field::Workspace | Field::Scenario
+        )
     }
 
     pub fn text_of(&self, field: Field) -> String {
@@ -175,6 +226,7 @@ impl DispatchForm {
             Field::Policy => self.policy.value().to_string(),
             Field::Budget => self.budget.text.clone(),
             Field::Cwd => self.cwd.text.clone(),
+            Field::Workspace => self.workspace.value().to_string(),
             Field::Scenario => self.scenario.value().to_string(),
         }
     }
@@ -193,6 +245,7 @@ impl DispatchForm {
         match field {
             Field::Provider => Some(&mut self.provider),
             Field::Policy => Some(&mut self.policy),
+            Field::Workspace => Some(&mut self.workspace),
             Field::Scenario => Some(&mut self.scenario),
             _ => None,
         }
@@ -274,6 +327,10 @@ impl DispatchForm {
             policy: blank(self.policy.value()),
             budget_usd,
             scenario,
+            workspace: Some(self.workspace.value())
+                .filter(|w| *w != DEFAULT_WORKSPACE)
+                .map(str::to_string),
+            max_turns: self.again.as_ref().map(|(_, turns)| i64::from(*turns)),
             ..SpecInput::default()
         })
     }

@@ -403,10 +403,16 @@ fn a_blocked_run_offers_escalation_and_the_new_run_carries_its_result() {
     );
     // The turn ended blocked: the run is idle, still warm, and the offer is made now.
     assert_eq!(h.state(&id), RunState::Idle);
-    let offer = h.view(&id).escalation.expect("an escalation offer while warm");
+    let offer = h
+        .view(&id)
+        .escalation
+        .expect("an escalation offer while warm");
     assert_eq!(offer.kind, crate::route::EscalationKind::Escalate);
     let row = h.core.runs[&id].summary();
-    assert_eq!(row.needs_you(), Some(crate::dispatch::api::Need::Escalation));
+    assert_eq!(
+        row.needs_you(),
+        Some(crate::dispatch::api::Need::Escalation)
+    );
     let need = h.view(&id).needs_you.expect("show carries needs_you");
     assert_eq!(need.reason, crate::dispatch::api::Need::Escalation);
     // `e` on the idle run: the new run carries the result, the old one completes.
@@ -440,14 +446,20 @@ fn a_blocked_run_offers_escalation_and_the_new_run_carries_its_result() {
 fn a_warm_offer_is_made_once_and_withdrawn_by_a_turn_that_is_not_blocked() {
     let mut h = Harness::new("");
     let id = h.running();
-    h.provider(&id, turn_done("## Result\nstatus: blocked\nsummary: no db\n"));
+    h.provider(
+        &id,
+        turn_done("## Result\nstatus: blocked\nsummary: no db\n"),
+    );
     assert!(h.view(&id).escalation.is_some());
     // A follow-up while an offer stands; it ends blocked again: no second offer.
     h.request(Request::FollowUp {
         run_id: id.clone(),
         text: "try again".into(),
     });
-    let out = h.provider(&id, turn_done("## Result\nstatus: blocked\nsummary: no db\n"));
+    let out = h.provider(
+        &id,
+        turn_done("## Result\nstatus: blocked\nsummary: no db\n"),
+    );
     assert!(
         !out.notes().iter().any(|n| n.contains("escalation offered")),
         "{:?}",
