@@ -1330,7 +1330,7 @@ fn a_full_rail_queues_the_next_run_until_the_first_completes() {
     let second = str_at(&second, "run_id").to_string();
     let notes = home.notes(&second);
     assert!(
-        notes.contains(&"queued: sim already runs 1 runs (its limit)".to_string()),
+        notes.contains(&"queued: sim already runs 1 run (its limit)".to_string()),
         "{notes:?}"
     );
     let queued = array(home.json(&["runs", "--state", "queued"]));

@@ -384,8 +384,9 @@ fn a_route_card() {
     let mut app = held_app(100, 30);
     press(&mut app, [key(KeyCode::Enter)]);
     assert!(matches!(app.overlays.last(), Some(Overlay::Route(_))));
-    // The header counts the run as held.
+    // The run counts as held, and as one that needs you (its tray).
     assert_eq!(app.model.counts().held, 1);
+    assert_eq!(app.model.counts().needs_you, 1);
     snap("route_card", &app);
 }
 
@@ -780,4 +781,42 @@ fn the_attention_line_when_nothing_waits() {
     );
     snap("attention_empty", &app);
     assert!(attention_line(&app).contains("nothing waits for you"));
+}
+
+#[test]
+fn the_header_counts_are_the_trays_counts() {
+    let app = busy_app(100, 24);
+    let counts = app.model.counts();
+    for row in app.model.rows() {
+        if let drover::tui::model::Row::Header(tray, n) = row {
+            let counted = match tray {
+                drover::tui::model::Tray::NeedsYou => counts.needs_you,
+                drover::tui::model::Tray::Running => counts.running,
+                drover::tui::model::Tray::Idle => counts.idle,
+                drover::tui::model::Tray::Queued => counts.queued,
+                drover::tui::model::Tray::Finished => continue,
+            };
+            assert_eq!(counted, *n, "{tray:?}");
+        }
+    }
+    let screen = render_app(&app);
+    let header = screen.lines().next().unwrap();
+    assert!(
+        header.contains("2 need you · 2 running · 1 idle · 1 queued"),
+        "{header}"
+    );
+}
+
+#[test]
+fn the_forms_budget_says_the_default_in_force_and_esc_clears_a_filter() {
+    let mut options = options();
+    options.default_budget_usd = 2.0;
+    let mut app = App::new(options, drover::tui::ViewModel::new(NOW, 100, 30));
+    press(&mut app, [char_key('n')]);
+    let screen = render_app(&app);
+    assert!(screen.contains("default ($2.00)"), "{screen}");
+    press(&mut app, [key(KeyCode::Esc)]);
+    app.model.set_filter("readme".into());
+    press(&mut app, [key(KeyCode::Esc)]);
+    assert!(app.model.filter.is_empty(), "esc clears the filter");
 }

@@ -60,6 +60,9 @@ pub struct AppOptions {
     pub cwd: PathBuf,
     /// Scenario names offered for the simulated provider.
     pub scenarios: Vec<String>,
+    /// The budget a dispatch without one gets (`[limits] budget_usd_default`), shown by
+    /// the form.
+    pub default_budget_usd: f64,
     /// Ring the bell and post an OSC 9 notification when a run starts needing the user.
     pub notify: bool,
     pub keys: KeyTable,
@@ -78,6 +81,7 @@ impl AppOptions {
                 .into_iter()
                 .map(str::to_string)
                 .collect(),
+            default_budget_usd: crate::config::Config::defaults().limits.budget_usd_default,
             notify: true,
             keys: KeyTable::defaults(),
             owner: DashboardOwner::Background,
@@ -270,13 +274,20 @@ impl App {
             Action::NextPending => self.attention_open(),
             Action::AttentionAllow => self.attention_allow(effects),
             Action::AttentionDeny => self.attention_deny(effects),
+            Action::ClearFilter if !self.model.filter.is_empty() => {
+                self.model.set_filter(String::new());
+                self.flash_info("filter cleared: every run is shown".into());
+            }
             Action::Redispatch => self.redispatch(selected.as_ref()),
-            Action::NewDispatch => self.overlays.push(Overlay::Form(DispatchForm::new(
-                &self.options.providers,
-                &self.options.default_provider,
-                &self.options.cwd,
-                &self.options.scenarios,
-            ))),
+            Action::NewDispatch => self.overlays.push(Overlay::Form(
+                DispatchForm::new(
+                    &self.options.providers,
+                    &self.options.default_provider,
+                    &self.options.cwd,
+                    &self.options.scenarios,
+                )
+                .with_budget_default(self.options.default_budget_usd),
+            )),
             Action::FollowUp => match selected {
                 Some(run) if run.head.state.is_active() => self.open_follow_up(&run),
                 Some(run) => self.flash_error(format!(

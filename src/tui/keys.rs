@@ -101,6 +101,8 @@ pub enum Action {
     AttentionAllow,
     /// Deny the request on the attention line.
     AttentionDeny,
+    /// Show every run again (the filter cleared).
+    ClearFilter,
     // diff view
     NextFile,
     PrevFile,
@@ -134,7 +136,7 @@ pub enum Action {
 }
 
 impl Action {
-    pub const ALL: [Action; 50] = [
+    pub const ALL: [Action; 51] = [
         Action::SelectNext,
         Action::SelectPrev,
         Action::SelectFirst,
@@ -160,6 +162,7 @@ impl Action {
         Action::Redispatch,
         Action::AttentionAllow,
         Action::AttentionDeny,
+        Action::ClearFilter,
         Action::NextFile,
         Action::PrevFile,
         Action::PageDown,
@@ -215,6 +218,7 @@ impl Action {
             Action::Redispatch => "redispatch",
             Action::AttentionAllow => "attention_allow",
             Action::AttentionDeny => "attention_deny",
+            Action::ClearFilter => "clear_filter",
             Action::NextFile => "next_file",
             Action::PrevFile => "prev_file",
             Action::PageDown => "page_down",
@@ -271,6 +275,7 @@ impl Action {
             Action::Redispatch => "dispatch the selected run's task again (the form, filled in)",
             Action::AttentionAllow => "allow the request on the attention line once",
             Action::AttentionDeny => "deny the request on the attention line",
+            Action::ClearFilter => "clear the filter",
             Action::NextFile => "next changed file",
             Action::PrevFile => "previous changed file",
             Action::PageDown => "scroll down a page",
@@ -299,11 +304,26 @@ impl Action {
         }
     }
 
+    /// What the action does in `context`, for the help (the same action can read
+    /// differently in a view: on a route card `j` moves to the next option, not run).
+    pub fn describe_in(self, context: Context) -> &'static str {
+        match (context, self) {
+            (Context::Route, Action::SelectNext) => "highlight the next option",
+            (Context::Route, Action::SelectPrev) => "highlight the previous option",
+            (Context::Route, Action::NextRequest) => "show the next thing waiting for you",
+            (Context::Prompt, Action::ScrollDown) => "scroll the request down",
+            (Context::Prompt, Action::ScrollUp) => "scroll the request up",
+            (Context::Help, Action::ScrollDown) => "scroll down",
+            (Context::Help, Action::ScrollUp) => "scroll up",
+            _ => self.describe(),
+        }
+    }
+
     /// The word in the footer, for actions worth a hint there.
     pub fn hint(self) -> Option<&'static str> {
         Some(match self {
             Action::Open => "answer",
-            Action::NextPending => "next request",
+            Action::NextPending => "open request",
             Action::NewDispatch => "new",
             Action::FollowUp => "follow-up",
             Action::Stop => "stop",
@@ -315,6 +335,7 @@ impl Action {
             Action::Resume => "resume",
             Action::OpenDiff => "diff",
             Action::Redispatch => "again",
+            Action::ClearFilter => "clear filter",
             Action::NextFile => "next file",
             Action::Merge => "merge",
             Action::MergeSquash => "squash",
@@ -515,6 +536,7 @@ const DASHBOARD: &[Binding] = &[
     bind(KeyCombo::char('r'), A::Redispatch),
     bind(KeyCombo::char('y'), A::AttentionAllow),
     bind(KeyCombo::char('d'), A::AttentionDeny),
+    bind(KeyCombo::plain(K::Esc), A::ClearFilter),
 ];
 
 #[rustfmt::skip]

@@ -468,7 +468,8 @@ impl ViewModel {
             .sum()
     }
 
-    /// Runs per header count: (running, queued, held, needs you, active).
+    /// The header's counts: runs per tray (the same rule as the trays, so the two agree;
+    /// the filter aside), held runs among those that need you, and active runs.
     pub fn counts(&self) -> Counts {
         let mut c = Counts::default();
         for e in self.runs.values() {
@@ -476,16 +477,15 @@ impl ViewModel {
             if s.head.state.is_active() {
                 c.active += 1;
             }
-            match s.head.state {
-                RunState::Starting | RunState::Running | RunState::AwaitingPermission => {
-                    c.running += 1
-                }
-                RunState::Queued => c.queued += 1,
-                RunState::AwaitingRoute => c.held += 1,
-                _ => {}
+            if s.head.state == RunState::AwaitingRoute {
+                c.held += 1;
             }
-            if needs_you(s).is_some() {
-                c.needs_you += 1;
+            match Tray::of(s) {
+                Tray::NeedsYou => c.needs_you += 1,
+                Tray::Running => c.running += 1,
+                Tray::Idle => c.idle += 1,
+                Tray::Queued => c.queued += 1,
+                Tray::Finished => {}
             }
         }
         c
@@ -650,9 +650,15 @@ impl ViewModel {
 /// Header counts.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct Counts {
+    /// The Running tray.
     pub running: usize,
+    /// The Idle tray.
+    pub idle: usize,
+    /// The Queued tray.
     pub queued: usize,
+    /// Runs held on a route card (they are in Needs you).
     pub held: usize,
+    /// The Needs-you tray.
     pub needs_you: usize,
     pub active: usize,
 }

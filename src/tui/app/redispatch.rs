@@ -21,7 +21,8 @@ impl App {
             self.want_show.push(id.clone());
             return self.flash_info(format!("loading {id}'s spec; press again in a moment"));
         };
-        let form = DispatchForm::again(&self.options.providers, &self.options.scenarios, view);
+        let form = DispatchForm::again(&self.options.providers, &self.options.scenarios, view)
+            .with_budget_default(self.options.default_budget_usd);
         self.flash_info(format!("{id}'s task, filled in: enter dispatches it again"));
         self.overlays.push(Overlay::Form(form));
     }

@@ -6,7 +6,7 @@ use ratatui::layout::Rect;
 use ratatui::text::{Line, Span};
 use ratatui::widgets::{Block, Clear, Widget};
 
-use super::{put_line, width_of};
+use super::{put_line, width_of, wrap};
 use crate::money::usd;
 use crate::spec::text::{clip, one_line};
 use crate::tui::app::App;
@@ -46,25 +46,6 @@ fn frame(buf: &mut Buffer, area: Rect, title: String) -> Rect {
         inner.width.saturating_sub(2),
         inner.height,
     )
-}
-
-/// Wraps `text` at `width` columns (by characters; long words are cut).
-fn wrap(text: &str, width: usize) -> Vec<String> {
-    let width = width.max(1);
-    let mut out = Vec::new();
-    let mut line = String::new();
-    let mut line_w = 0;
-    for ch in text.chars() {
-        let w = width_of(ch.encode_utf8(&mut [0; 4]));
-        if line_w + w > width {
-            out.push(std::mem::take(&mut line));
-            line_w = 0;
-        }
-        line.push(ch);
-        line_w += w;
-    }
-    out.push(line);
-    out
 }
 
 fn prompt(buf: &mut Buffer, body: Rect, view: &PromptView, app: &App) {
@@ -678,7 +659,7 @@ fn form(buf: &mut Buffer, body: Rect, f: &DispatchForm) {
             if focused {
                 spans.push(Span::styled("▏", theme::focus()));
             }
-            spans.push(Span::styled(field.placeholder(), theme::dim()));
+            spans.push(Span::styled(f.placeholder(*field), theme::dim()));
         } else {
             let field_text = crate::tui::views::text::TextField::new(value);
             spans.push(Span::raw(field_text.visible(room)));
@@ -807,7 +788,13 @@ fn help(buf: &mut Buffer, body: Rect, h: &HelpView, app: &App) {
         for (keys, action) in app.keys.actions(context) {
             lines.push(Line::from(vec![
                 Span::styled(format!("  {keys:<14}"), theme::key()),
-                Span::raw(action.describe()),
+                Span::raw(action.describe_in(context)),
+            ]));
+        }
+        if matches!(context, Context::Dashboard) {
+            lines.push(Line::from(vec![
+                Span::styled(format!("  {:<14}", "1-9"), theme::key()),
+                Span::raw("answer the question on the attention line by its choice's number"),
             ]));
         }
         if matches!(context, Context::Prompt) {

@@ -45,12 +45,12 @@ impl Field {
         }
     }
 
-    /// What a blank field means.
-    pub fn placeholder(self) -> &'static str {
+    /// What a blank field means (the budget's default is the form's: see
+    /// [`DispatchForm::placeholder`]).
+    fn blank_words(self) -> &'static str {
         match self {
             Field::Task => "what should the agent do?",
             Field::Model => "provider default",
-            Field::Budget => "default ($5.00)",
             _ => "",
         }
     }
@@ -126,6 +126,8 @@ pub struct DispatchForm {
     pub again: Option<(String, u32)>,
     pub error: Option<FormError>,
     pub sending: bool,
+    /// The budget a blank budget field gets (`[limits] budget_usd_default`).
+    pub budget_default: f64,
 }
 
 impl DispatchForm {
@@ -162,6 +164,21 @@ impl DispatchForm {
             again: None,
             error: None,
             sending: false,
+            budget_default: crate::config::Config::defaults().limits.budget_usd_default,
+        }
+    }
+
+    /// The same form, with the budget a blank field gets.
+    pub fn with_budget_default(mut self, budget_usd: f64) -> Self {
+        self.budget_default = budget_usd;
+        self
+    }
+
+    /// What a blank field means.
+    pub fn placeholder(&self, field: Field) -> String {
+        match field {
+            Field::Budget => format!("default ({})", crate::money::usd(self.budget_default)),
+            other => other.blank_words().to_string(),
         }
     }
 
