@@ -724,12 +724,14 @@ fn nest<'a>(list: &[&'a RunEntry]) -> Vec<(&'a RunEntry, usize)> {
 fn sort_tray(tray: Tray, list: &mut [&RunEntry]) {
     match tray {
         Tray::NeedsYou => list.sort_by(|a, b| {
+            // From the row alone (what every launch knows at once), never from requests
+            // fetched later: the order is the same from one launch to the next.
             let since = |e: &RunEntry| {
-                e.pending
-                    .first()
-                    .map(|p| p.created_at)
-                    .or(e.summary.head.live_state.as_ref().map(|l| l.since))
-                    .unwrap_or(e.summary.head.created_at)
+                e.summary
+                    .head
+                    .live_state
+                    .as_ref()
+                    .map_or(e.summary.head.created_at, |l| l.since)
             };
             since(a)
                 .cmp(&since(b))
@@ -896,6 +898,29 @@ mod tests {
             1,
             "one of the loop under the other"
         );
+    }
+
+    #[test]
+    fn the_needs_you_order_does_not_move_when_requests_load() {
+        let mut a = summary("a", RunState::AwaitingPermission);
+        a.pending = 1;
+        let mut l = live(1, crate::live_state::LiveStateKind::Working);
+        l.since = 500;
+        a.head.live_state = Some(l.clone());
+        let mut b = summary("b", RunState::AwaitingPermission);
+        b.pending = 1;
+        l.since = 900;
+        b.head.live_state = Some(l);
+        let mut m = ViewModel::new(1_000, 120, 40);
+        m.replace_runs(vec![b, a]);
+        let before = m.rows().to_vec();
+        // b's request loads, with a time older than a's row says.
+        m.apply(&DispatchEvent::PermissionRequested {
+            run_id: "b".into(),
+            pending: pending("p-b", 100),
+        });
+        assert_eq!(m.rows(), before.as_slice());
+        assert_eq!(before[1], Row::Run("a".into()));
     }
 
     #[test]
