@@ -820,3 +820,10 @@ fn the_forms_budget_says_the_default_in_force_and_esc_clears_a_filter() {
     press(&mut app, [key(KeyCode::Esc)]);
     assert!(app.model.filter.is_empty(), "esc clears the filter");
 }
+
+#[test]
+fn the_terminal_title_counts_what_needs_you() {
+    assert_eq!(busy_app(100, 24).title(), "drover · 2 need you");
+    let app = app_with(vec![summary(4, "a run", RunState::Running)], 100, 24);
+    assert_eq!(app.title(), "drover");
+}

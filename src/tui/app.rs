@@ -65,6 +65,9 @@ pub struct AppOptions {
     pub default_budget_usd: f64,
     /// Ring the bell and post an OSC 9 notification when a run starts needing the user.
     pub notify: bool,
+    /// A desktop notification program and its arguments (the message goes last); empty
+    /// for none (`[notifications] command`).
+    pub notify_command: Vec<String>,
     pub keys: KeyTable,
     /// Who owns the runs: leaving a background owner's dashboard leaves the runs going;
     /// leaving an in-process one stops them (after asking).
@@ -83,6 +86,7 @@ impl AppOptions {
                 .collect(),
             default_budget_usd: crate::config::Config::defaults().limits.budget_usd_default,
             notify: true,
+            notify_command: Vec::new(),
             keys: KeyTable::defaults(),
             owner: DashboardOwner::Background,
         }

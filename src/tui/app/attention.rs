@@ -5,7 +5,7 @@
 //! What must stay true: a key acts on the request the last frame drew (its id, recorded
 //! as it was drawn), never on whatever is oldest when the key arrives; a request gone
 //! since it was drawn is not answered, and the user is told; one answer at a time is
-//! sent for the shown request.
+//! sent for the shown request. The terminal title counts what needs you.
 
 use std::cell::RefCell;
 use std::collections::BTreeMap;
@@ -75,6 +75,16 @@ impl App {
             .iter()
             .find(|p| p.request_id == shown.request_id)?;
         Some((entry, request))
+    }
+
+    /// The terminal's title: `drover · N need you` while runs need you, else `drover`
+    /// (the count is the Needs-you tray's).
+    pub fn title(&self) -> String {
+        match self.model.counts().needs_you {
+            0 => "drover".to_string(),
+            1 => "drover · 1 needs you".to_string(),
+            n => format!("drover · {n} need you"),
+        }
     }
 
     /// Whether an answer from the attention line is on its way for `request_id`.
