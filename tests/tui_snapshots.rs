@@ -827,3 +827,50 @@ fn the_terminal_title_counts_what_needs_you() {
     let app = app_with(vec![summary(4, "a run", RunState::Running)], 100, 24);
     assert_eq!(app.title(), "drover");
 }
+
+#[test]
+fn the_dispatch_form_picks_a_model_from_the_catalog() {
+    let mut app = busy_app(100, 34);
+    press(&mut app, [char_key('n')]);
+    press(&mut app, typed("Fix the login redirect loop"));
+    // Provider (sim, the first offered), then the model field.
+    press(&mut app, [key(KeyCode::Tab), key(KeyCode::Tab)]);
+    // provider default → auto → the sim's first model.
+    press(&mut app, [key(KeyCode::Right), key(KeyCode::Right)]);
+    let Some(Overlay::Form(form)) = app.overlays.last() else {
+        panic!("the form is open")
+    };
+    assert_eq!(form.model.text, "sim-standard");
+    snap("dispatch_form_model_picker", &app);
+    let screen = render_app(&app);
+    assert!(screen.contains("$3/$15 per Mtok"), "{screen}");
+    assert!(screen.contains("auto — routed"), "{screen}");
+    press(&mut app, [key(KeyCode::Left)]);
+    let Some(Overlay::Form(form)) = app.overlays.last() else {
+        unreachable!()
+    };
+    assert_eq!(form.model.text, "auto");
+}
+
+#[test]
+fn a_refusal_in_the_form_is_shown_in_full_wrapped() {
+    let mut app = busy_app(100, 34);
+    press(&mut app, [char_key('n')]);
+    press(&mut app, typed("Fix the login redirect loop"));
+    press(&mut app, [key(KeyCode::Tab), key(KeyCode::Tab)]);
+    press(&mut app, typed("gpt-nine"));
+    let _ = app.handle(key(KeyCode::Enter));
+    let message = "provider sim has no model \"gpt-nine\" in the catalog; name a model from \
+                   `drover models --provider sim` (sim-standard, sim-small, sim-frontier, \
+                   sim-free, sim-unpriced), or leave the field blank for its default";
+    let _ = app.handle(AppEvent::Reply {
+        tag: ReplyTag::Dispatch,
+        result: Err(DroverError::new(ErrorCode::ModelUnknown, message)),
+    });
+    snap("dispatch_form_refusal_wrapped", &app);
+    let screen = render_app(&app);
+    assert!(
+        screen.contains("sim-unpriced), or leave the field blank for its"),
+        "the end of it: {screen}"
+    );
+}

@@ -63,6 +63,8 @@ pub struct AppOptions {
     /// The budget a dispatch without one gets (`[limits] budget_usd_default`), shown by
     /// the form.
     pub default_budget_usd: f64,
+    /// The catalog's models, for the form's model picker.
+    pub models: Vec<super::views::form::ModelOption>,
     /// Ring the bell and post an OSC 9 notification when a run starts needing the user.
     pub notify: bool,
     /// A desktop notification program and its arguments (the message goes last); empty
@@ -85,6 +87,7 @@ impl AppOptions {
                 .map(str::to_string)
                 .collect(),
             default_budget_usd: crate::config::Config::defaults().limits.budget_usd_default,
+            models: super::views::form::ModelOption::of_catalog(&crate::money::Catalog::embedded()),
             notify: true,
             notify_command: Vec::new(),
             keys: KeyTable::defaults(),
@@ -290,7 +293,8 @@ impl App {
                     &self.options.cwd,
                     &self.options.scenarios,
                 )
-                .with_budget_default(self.options.default_budget_usd),
+                .with_budget_default(self.options.default_budget_usd)
+                .with_models(self.options.models.clone()),
             )),
             Action::FollowUp => match selected {
                 Some(run) if run.head.state.is_active() => self.open_follow_up(&run),

@@ -22,7 +22,8 @@ impl App {
             return self.flash_info(format!("loading {id}'s spec; press again in a moment"));
         };
         let form = DispatchForm::again(&self.options.providers, &self.options.scenarios, view)
-            .with_budget_default(self.options.default_budget_usd);
+            .with_budget_default(self.options.default_budget_usd)
+            .with_models(self.options.models.clone());
         self.flash_info(format!("{id}'s task, filled in: enter dispatches it again"));
         self.overlays.push(Overlay::Form(form));
     }

@@ -105,6 +105,38 @@ impl Choice {
     }
 }
 
+/// One catalog model the picker offers.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ModelOption {
+    pub provider: String,
+    pub id: String,
+    pub tier: String,
+    /// `$3/$15 per Mtok`, `free`, `no price`.
+    pub price: String,
+    pub vision: bool,
+}
+
+impl ModelOption {
+    /// Every visible model of `catalog`, in its order.
+    pub fn of_catalog(catalog: &crate::money::Catalog) -> Vec<ModelOption> {
+        catalog
+            .all()
+            .iter()
+            .filter(|m| !m.hidden)
+            .map(|m| ModelOption {
+                provider: m.provider.clone(),
+                id: m.id.clone(),
+                tier: m.tier.as_str().to_string(),
+                price: m.price.per_mtok_words(),
+                vision: m.vision,
+            })
+            .collect()
+    }
+}
+
+/// The model word that holds a run on a route card.
+pub const AUTO_MODEL: &str = "auto";
+
 /// The scenario choice meaning "the sim's default".
 pub const DEFAULT_SCENARIO: &str = "(default)";
 /// The workspace choice meaning "the configured default".
@@ -128,6 +160,9 @@ pub struct DispatchForm {
     pub sending: bool,
     /// The budget a blank budget field gets (`[limits] budget_usd_default`).
     pub budget_default: f64,
+    /// The catalog's models, for the model picker (those of the chosen provider are
+    /// offered).
+    pub models: Vec<ModelOption>,
 }
 
 impl DispatchForm {
@@ -165,7 +200,43 @@ impl DispatchForm {
             error: None,
             sending: false,
             budget_default: crate::config::Config::defaults().limits.budget_usd_default,
+            models: ModelOption::of_catalog(&crate::money::Catalog::embedded()),
         }
+    }
+
+    /// The same form, picking from these models.
+    pub fn with_models(mut self, models: Vec<ModelOption>) -> Self {
+        self.models = models;
+        self
+    }
+
+    /// The models the picker offers: those the chosen provider runs.
+    pub fn provider_models(&self) -> Vec<&ModelOption> {
+        self.models
+            .iter()
+            .filter(|m| m.provider == self.provider.value())
+            .collect()
+    }
+
+    /// The picker's choices in order: the provider's default (blank), `auto`, then the
+    /// provider's models.
+    pub fn model_choices(&self) -> Vec<String> {
+        let mut choices = vec![String::new(), AUTO_MODEL.to_string()];
+        choices.extend(self.provider_models().iter().map(|m| m.id.clone()));
+        choices
+    }
+
+    /// ←/→ on the model field: the next (or previous) choice of the picker.
+    fn step_model(&mut self, delta: isize) {
+        let choices = self.model_choices();
+        let typed = self.model.text.trim();
+        let at = choices
+            .iter()
+            .position(|c| c.eq_ignore_ascii_case(typed))
+            .map_or(if delta > 0 { -1 } else { 0 }, |i| i as isize);
+        let n = choices.len() as isize;
+        let next = (at + delta).rem_euclid(n) as usize;
+        self.model = TextField::new(choices[next].clone());
     }
 
     /// The same form, with the budget a blank field gets.
@@ -288,6 +359,8 @@ impl DispatchForm {
             Some(Action::Submit) => return self.submit(),
             Some(Action::NextField) => self.move_focus(1),
             Some(Action::PrevField) => self.move_focus(-1),
+            Some(Action::ChoiceNext) if self.focus == Field::Model => self.step_model(1),
+            Some(Action::ChoicePrev) if self.focus == Field::Model => self.step_model(-1),
             Some(Action::ChoiceNext) => {
                 if let Some(choice) = self.choice(self.focus) {
                     choice.step(1);
