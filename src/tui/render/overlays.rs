@@ -633,6 +633,8 @@ fn form(buf: &mut Buffer, body: Rect, f: &DispatchForm) {
     // Inside: the border and a margin of one column on each side.
     let width = outer_w.saturating_sub(4) as usize;
     let mut lines: Vec<Line<'static>> = Vec::new();
+    // Where the picker goes (under the focused model field), once the room is known.
+    let mut picker_at = None;
     for field in &fields {
         let focused = f.focus == *field;
         let value = f.text_of(*field);
@@ -671,7 +673,7 @@ fn form(buf: &mut Buffer, body: Rect, f: &DispatchForm) {
         }
         lines.push(Line::from(spans));
         if focused && *field == Field::Model {
-            lines.extend(model_picker(f, width));
+            picker_at = Some(lines.len());
         }
         if let Some(e) = f.error.as_ref().filter(|e| e.field == Some(*field)) {
             // In full, wrapped under its field.
@@ -700,6 +702,20 @@ fn form(buf: &mut Buffer, body: Rect, f: &DispatchForm) {
             theme::dim(),
         )
     });
+    if let Some(at) = picker_at {
+        let mut picker = model_picker(f, width);
+        // Short of room: the marked line alone (the provider default when none is).
+        let room = (body.height as usize).saturating_sub(lines.len() + 2);
+        if picker.len() > room {
+            let marked = picker
+                .iter()
+                .position(|l| l.spans.get(1).is_some_and(|s| s.content == "› "))
+                .unwrap_or(0);
+            picker = vec![picker.swap_remove(marked)];
+            picker.truncate(room);
+        }
+        lines.splice(at..at, picker);
+    }
     let height = (lines.len() as u16 + 2).min(body.height);
     let area = centered(body, outer_w, height);
     let title = match &f.again {

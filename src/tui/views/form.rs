@@ -1,6 +1,7 @@
-//! The new-dispatch form: task, provider, model, policy, budget, working directory,
-//! workspace and, for the simulated provider, the scenario; empty, or filled from the spec
-//! of a run to dispatch its task again ([`DispatchForm::again`]).
+//! The new-dispatch form: task, provider, model (picked from the catalog), policy, budget,
+//! working directory, workspace, class, max turns, tags, workflow, context and, for the
+//! simulated provider, the scenario; empty, or filled from the spec of a run to dispatch
+//! its task again ([`DispatchForm::again`]).
 //!
 //! What must stay true: the form only builds a [`SpecInput`]; the dispatcher validates
 //! it, and its refusal (code and sentence) is shown inline next to the field it is about,
@@ -28,6 +29,11 @@ pub enum Field {
     Budget,
     Cwd,
     Workspace,
+    Class,
+    MaxTurns,
+    Tags,
+    Workflow,
+    Context,
     Scenario,
 }
 
@@ -41,6 +47,11 @@ impl Field {
             Field::Budget => "Budget $",
             Field::Cwd => "Directory",
             Field::Workspace => "Workspace",
+            Field::Class => "Class",
+            Field::MaxTurns => "Max turns",
+            Field::Tags => "Tags",
+            Field::Workflow => "Workflow",
+            Field::Context => "Context",
             Field::Scenario => "Scenario",
         }
     }
@@ -50,7 +61,12 @@ impl Field {
     fn blank_words(self) -> &'static str {
         match self {
             Field::Task => "what should the agent do?",
-            Field::Model => "provider default",
+            Field::Model => "provider default (←/→ picks from the catalog)",
+            Field::Class => "from the task (code, review, research, design, docs)",
+            Field::MaxTurns => "default",
+            Field::Tags => "none (comma-separated)",
+            Field::Workflow => "none",
+            Field::Context => "none (what the agent should know first)",
             _ => "",
         }
     }
@@ -65,6 +81,7 @@ impl Field {
             ErrorCode::BudgetExceeded | ErrorCode::BudgetUnpriced => Field::Budget,
             ErrorCode::CwdInvalid => Field::Cwd,
             ErrorCode::WorkspaceUnavailable => Field::Workspace,
+            ErrorCode::MaxTurns => Field::MaxTurns,
             _ => return None,
         })
     }
@@ -152,9 +169,13 @@ pub struct DispatchForm {
     pub budget: TextField,
     pub cwd: TextField,
     pub workspace: Choice,
+    pub class: TextField,
+    pub max_turns: TextField,
+    pub tags: TextField,
+    pub workflow: TextField,
+    pub context: TextField,
     pub scenario: Choice,
-    /// The run whose task this form dispatches again, and its turn limit (the form has
-    /// no field for it; the new run keeps it).
+    /// The run whose task this form dispatches again, and its turn limit.
     pub again: Option<(String, u32)>,
     pub error: Option<FormError>,
     pub sending: bool,
@@ -195,6 +216,11 @@ impl DispatchForm {
                     .collect(),
                 DEFAULT_WORKSPACE,
             ),
+            class: TextField::default(),
+            max_turns: TextField::default(),
+            tags: TextField::default(),
+            workflow: TextField::default(),
+            context: TextField::default(),
             scenario: Choice::new(scenario_options, DEFAULT_SCENARIO),
             again: None,
             error: None,
@@ -278,6 +304,7 @@ impl DispatchForm {
         if let Some(ws) = &run.workspace {
             form.workspace = Choice::new(form.workspace.options.clone(), ws.mode.as_str());
         }
+        form.max_turns = TextField::new(run.max_turns.to_string());
         form.again = Some((run.head.run_id.clone(), run.max_turns));
         form
     }
@@ -292,6 +319,11 @@ impl DispatchForm {
             Field::Budget,
             Field::Cwd,
             Field::Workspace,
+            Field::Class,
+            Field::MaxTurns,
+            Field::Tags,
+            Field::Workflow,
+            Field::Context,
         ];
         if self.provider.value() == crate::config::SIM_PROVIDER {
             fields.push(Field::Scenario);
@@ -315,6 +347,11 @@ impl DispatchForm {
             Field::Budget => self.budget.text.clone(),
             Field::Cwd => self.cwd.text.clone(),
             Field::Workspace => self.workspace.value().to_string(),
+            Field::Class => self.class.text.clone(),
+            Field::MaxTurns => self.max_turns.text.clone(),
+            Field::Tags => self.tags.text.clone(),
+            Field::Workflow => self.workflow.text.clone(),
+            Field::Context => self.context.text.clone(),
             Field::Scenario => self.scenario.value().to_string(),
         }
     }
@@ -325,6 +362,11 @@ impl DispatchForm {
             Field::Model => Some(&mut self.model),
             Field::Budget => Some(&mut self.budget),
             Field::Cwd => Some(&mut self.cwd),
+            Field::Class => Some(&mut self.class),
+            Field::MaxTurns => Some(&mut self.max_turns),
+            Field::Tags => Some(&mut self.tags),
+            Field::Workflow => Some(&mut self.workflow),
+            Field::Context => Some(&mut self.context),
             _ => None,
         }
     }
@@ -405,6 +447,22 @@ impl DispatchForm {
                     })?,
             ),
         };
+        let max_turns = match blank(&self.max_turns.text) {
+            None => None,
+            Some(text) => Some(text.parse::<i64>().map_err(|_| FormError {
+                field: Some(Field::MaxTurns),
+                code: ErrorCode::InvalidSpec.as_str().to_string(),
+                message: format!("{text:?} is not a number of turns; write e.g. 6"),
+            })?),
+        };
+        let tags: Vec<String> = self
+            .tags
+            .text
+            .split(',')
+            .map(str::trim)
+            .filter(|t| !t.is_empty())
+            .map(str::to_string)
+            .collect();
         let provider = self.provider.value().to_string();
         let scenario = (provider == crate::config::SIM_PROVIDER
             && self.scenario.value() != DEFAULT_SCENARIO)
@@ -420,7 +478,11 @@ impl DispatchForm {
             workspace: Some(self.workspace.value())
                 .filter(|w| *w != DEFAULT_WORKSPACE)
                 .map(str::to_string),
-            max_turns: self.again.as_ref().map(|(_, turns)| i64::from(*turns)),
+            max_turns,
+            class: blank(&self.class.text),
+            tags,
+            workflow_id: blank(&self.workflow.text),
+            context: blank(&self.context.text),
             ..SpecInput::default()
         })
     }
