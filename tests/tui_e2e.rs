@@ -304,7 +304,8 @@ fn closing_the_terminal_stops_the_runs_and_releases_the_directory() {
     ]);
     assert!(started.status.success(), "{:?}", started);
     let run = run_titled(home.path(), "Investigate the flaky integration test");
-    tmux.wait_for("needs you", &[]);
+    // The dashboard is up with the demo's runs: some need you.
+    tmux.wait_for("Needs you (", &[]);
 
     // The terminal goes away (as when its window is closed).
     tmux.run(&["kill-server"]);
