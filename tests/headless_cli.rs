@@ -357,6 +357,10 @@ fn blocked_reports_status_blocked_with_its_follow_ups() {
         notes_of(&view).contains(&"the run reports it is blocked".to_string()),
         "{view}"
     );
+    // Still warm, it is offered an escalation now, and says why it needs you.
+    assert_eq!(view["escalation"]["kind"], "escalate", "{view}");
+    assert_eq!(view["needs_you"]["reason"], "escalation", "{view}");
+    assert!(view["needs_you"]["since"].as_i64().is_some(), "{view}");
     assert!(has_line(
         &home.tail(&run),
         "tool failed: error: failed to download"
@@ -1330,7 +1334,7 @@ fn a_full_rail_queues_the_next_run_until_the_first_completes() {
     let second = str_at(&second, "run_id").to_string();
     let notes = home.notes(&second);
     assert!(
-        notes.contains(&"queued: sim already runs 1 runs (its limit)".to_string()),
+        notes.contains(&"queued: sim already runs 1 run (its limit)".to_string()),
         "{notes:?}"
     );
     let queued = array(home.json(&["runs", "--state", "queued"]));
@@ -1724,4 +1728,39 @@ fn files_under(dir: &std::path::Path) -> Vec<(std::path::PathBuf, u64, std::time
     }
     files.sort();
     files
+}
+
+#[test]
+fn models_lists_the_catalog_per_provider_and_dispatch_help_lists_the_scenarios() {
+    let home = Home::new();
+    let models = home.json(&["models", "--provider", "sim"]);
+    let rows = models.as_array().expect("a list");
+    assert!(!rows.is_empty());
+    assert!(rows.iter().all(|m| m["provider"] == "sim"), "{models}");
+    let standard = rows
+        .iter()
+        .find(|m| m["id"] == "sim-standard")
+        .expect("sim-standard");
+    assert_eq!(standard["tier"], "standard");
+    assert!(standard["input_per_mtok"].as_f64().is_some(), "{standard}");
+    assert!(standard["vision"].is_boolean());
+    let text = home.drover(&["models"]);
+    assert!(text.status.success());
+    let text = String::from_utf8_lossy(&text.stdout);
+    assert!(
+        text.lines()
+            .any(|l| l.starts_with("claude-code") && l.contains("per Mtok")),
+        "{text}"
+    );
+    let refused = home.drover(&["models", "--provider", "nope"]);
+    assert_eq!(refused.status.code(), Some(1));
+    assert!(
+        String::from_utf8_lossy(&refused.stderr).contains("error[INVALID_PROVIDER]"),
+        "{refused:?}"
+    );
+    let help = home.drover(&["dispatch", "--help"]);
+    let help = String::from_utf8_lossy(&help.stdout);
+    for scenario in ["tool-permission", "blocked", "question", "worktree-change"] {
+        assert!(help.contains(scenario), "{scenario} in:\n{help}");
+    }
 }

@@ -446,7 +446,9 @@ pub fn run_view_from_ledger(reader: &LedgerReader, run_id: &str) -> Result<RunVi
         depth: stored_depth(reader, run_id)?,
         parent_run: run.parent_run.clone(),
         workspace,
-    })
+        needs_you: None,
+    }
+    .with_need())
 }
 
 /// A run's workspace as its row keeps it; `None` for a row from before workspaces (or

@@ -382,6 +382,8 @@ impl Core {
         };
         run.working(&mut batch, idle_until, detail, now);
         self.commit(batch);
+        // A turn that ended blocked is offered an escalation while the run is warm.
+        self.offer_on_turn_end(run_id);
         // Its turn is over: a shared run waiting for its directory may go.
         self.release_dir_waiters();
         self.check_waiters();

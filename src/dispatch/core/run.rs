@@ -564,8 +564,9 @@ impl Run {
     /// Everything about the run.
     pub fn view(&self) -> RunView {
         RunView {
-            // What the usage rows add up to (`usage` lists them).
-            head: self.head(self.cost_usd),
+            // The spend the row shows (what the turn in flight has streamed included), so
+            // `runs` and `show` agree; `usage` lists what is booked.
+            head: self.head(self.cost_usd + self.provisional_usd),
             task: self.spec.task.clone(),
             cwd: self.spec.cwd.display().to_string(),
             policy: self.spec.policy.as_str().to_string(),
@@ -591,6 +592,8 @@ impl Run {
             depth: self.depth,
             parent_run: self.spec.parent_run.clone(),
             workspace: Some(self.workspace.clone()),
+            needs_you: None,
         }
+        .with_need()
     }
 }
