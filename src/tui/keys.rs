@@ -254,7 +254,7 @@ impl Action {
             Action::Help => "show this help",
             Action::Quit => "leave; the runs go on (`drover shutdown` stops drover)",
             Action::Escalate => "escalate / retry the selected finished run (as offered)",
-            Action::Resume => "resume the selected interrupted run in its provider session",
+            Action::Resume => "resume an interrupted or hibernated run, or resend a held turn",
             Action::OpenDiff => "show the selected worktree run's diff (merge, keep, discard)",
             Action::NextFile => "next changed file",
             Action::PrevFile => "previous changed file",

@@ -87,6 +87,14 @@ impl Core {
     /// A run coming from the queue is first fitted again into what its budget session has
     /// left; a worktree run gets its worktree first (the launch follows its outcome).
     pub(super) fn launch(&mut self, run_id: &str, from_queue: bool) {
+        // A hibernated run waking for a turn: its money was fitted with the follow-up.
+        if self
+            .runs
+            .get(run_id)
+            .is_some_and(|r| r.hibernated && r.wake.is_some())
+        {
+            return self.launch_woken(run_id);
+        }
         if from_queue && !self.refit(run_id) {
             return;
         }
@@ -199,6 +207,7 @@ impl Core {
     fn launch_spec(&self, run_id: &str) -> Option<LaunchSpec> {
         let run = self.runs.get(run_id)?;
         let provider = self.config.providers.get(&run.spec.provider);
+        let continues = run.resume.is_some() || run.wake.is_some();
         Some(LaunchSpec {
             run_id: run.id.clone(),
             provider: run.spec.provider.clone(),
@@ -213,9 +222,10 @@ impl Core {
             effort: run.spec.effort.map(|e| e.as_str().to_string()),
             policy: run.spec.policy,
             capability: run.spec.capability,
-            // Only a resumed run continues its provider session; every other start is new.
-            resume_session: run.resume.as_ref().and(run.provider_session_id.clone()),
-            resume_tokens: run.resume.as_ref().map(|_| run.tokens),
+            // Only a resumed or woken run continues its provider session; every other
+            // start is new.
+            resume_session: continues.then(|| run.provider_session_id.clone()).flatten(),
+            resume_tokens: continues.then_some(run.tokens),
             scenario: run.spec.scenario.clone(),
             mcp: self
                 .config
@@ -259,6 +269,11 @@ impl Core {
         );
         run.turns.push(turn);
         run.turn_in_flight = true;
+        if origin != TurnOrigin::Resend {
+            run.resends = 0;
+        }
+        run.resend_at = None;
+        run.last_prompt = Some(prompt.clone());
         run.last_event_at = now;
         if run.state != RunState::Running {
             run.set_state(&mut batch, RunState::Running, None, now);
