@@ -149,11 +149,25 @@ impl Core {
                 if run.state != RunState::Starting {
                     run.set_state(&mut batch, RunState::Starting, None, now);
                 }
+                // A turn held for the model provider stays `waiting_provider` (the live
+                // state goes from there to `working` only) while its CLI starts again.
+                let held = run
+                    .live
+                    .as_ref()
+                    .is_some_and(|l| l.state == LiveStateKind::WaitingProvider);
+                let (kind, detail) = if held {
+                    (
+                        LiveStateKind::WaitingProvider,
+                        "starting the provider again to send the turn",
+                    )
+                } else {
+                    (LiveStateKind::Preparing, "starting the provider")
+                };
                 run.set_live(
                     &mut batch,
-                    LiveStateKind::Preparing,
+                    kind,
                     Some(now + PREPARE_BOUND_MS),
-                    Some("starting the provider"),
+                    Some(detail),
                     None,
                     now,
                 );

@@ -414,6 +414,9 @@ impl Core {
         if run.hibernating && run.ending.is_none() {
             return self.on_hibernated(run_id);
         }
+        if run.resend_at.is_some() && run.ending.is_none() {
+            return self.on_exited_while_held(run_id, note);
+        }
         let (state, reason, cause) = match &run.ending {
             Some(e) => (e.state, e.reason.clone(), e.cause),
             // It never got through its handshake: the launch failed.

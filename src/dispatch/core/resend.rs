@@ -76,6 +76,46 @@ impl Core {
             .is_some_and(|r| r.resend_at.is_some() && r.ending.is_none())
     }
 
+    /// The CLI exited while its failed turn was held (some end the process with the
+    /// turn): the turn is sent again in a new one, in the same provider session, when
+    /// its time comes; meanwhile the run holds no process and no slot. Without a
+    /// session to go on in, the run fails as `provider_unavailable`.
+    pub(super) fn on_exited_while_held(&mut self, run_id: &str, note: String) {
+        let now = self.now;
+        let Some(run) = self.runs.get_mut(run_id) else {
+            return;
+        };
+        let mut batch = Batch::default();
+        if run.provider_session_id.is_none() {
+            run.resend_at = None;
+            run.note(&mut batch, note, now);
+            run.note(
+                &mut batch,
+                "this failure may pass: retry the run later",
+                now,
+            );
+            self.commit(batch);
+            return self.finalize(
+                run_id,
+                crate::run_state::RunState::Failed,
+                "provider_unavailable",
+                crate::live_state::Cause::Failed,
+            );
+        }
+        run.child = None;
+        run.ready = false;
+        run.hibernated = true;
+        run.note(
+            &mut batch,
+            "the CLI exited with the failed turn; it is sent again in a new one, in the same \
+             provider session",
+            now,
+        );
+        run.touch(&mut batch);
+        self.commit(batch);
+        self.start_queued();
+    }
+
     /// Sends the held turn again now, in the same provider session.
     pub(super) fn resend_now(&mut self, run_id: &str) {
         let Some(run) = self.runs.get_mut(run_id) else {

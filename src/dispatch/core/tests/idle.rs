@@ -392,3 +392,46 @@ fn follow_ups_queued_before_a_restart_go_out_after_the_resume_turn_in_order_once
     assert_eq!(sent, ["first", "second"]);
     assert_eq!(h.state(&id), RunState::Idle);
 }
+
+#[test]
+fn a_cli_that_exits_with_its_failed_turn_is_started_again_in_its_session_to_send_it() {
+    let mut h = Harness::new("");
+    let id = h.running();
+    h.provider(
+        &id,
+        ProviderEvent::Session {
+            session_id: "sess-9".into(),
+            model: None,
+        },
+    );
+    let first = h.core.runs[&id]
+        .last_prompt
+        .clone()
+        .expect("the first prompt");
+    h.provider(&id, transient_failure());
+    h.exit(&id);
+    let run = &h.core.runs[&id];
+    assert_eq!(run.state, RunState::Running, "held, not failed");
+    assert!(run.child.is_none() && !run.holds_slot());
+    let out = h.advance(MIN);
+    assert_eq!(out.launches.len(), 1);
+    assert_eq!(out.launches[0].resume_session.as_deref(), Some("sess-9"));
+    assert_eq!(h.live(&id).0, LiveStateKind::WaitingProvider);
+    let out = h.provider(&id, ProviderEvent::Ready { version: None });
+    assert_eq!(prompts_sent(&out, &id), [first]);
+    assert_eq!(h.live(&id).0, LiveStateKind::Working);
+    assert_eq!(
+        h.core.runs[&id].turns.last().map(|t| t.origin),
+        Some(TurnOrigin::Resend)
+    );
+}
+
+#[test]
+fn a_cli_that_exits_with_its_failed_turn_and_no_session_fails_the_run() {
+    let mut h = Harness::new("");
+    let id = h.running();
+    h.provider(&id, transient_failure());
+    h.exit(&id);
+    assert_eq!(h.state(&id), RunState::Failed);
+    assert_eq!(reason_of(&h, &id).as_deref(), Some("provider_unavailable"));
+}
