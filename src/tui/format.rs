@@ -69,11 +69,22 @@ pub fn live_line(live: &LiveState, now: UnixMillis) -> Vec<Span<'static>> {
         LiveStateKind::Ended => theme::dim(),
         LiveStateKind::Admitted | LiveStateKind::Preparing => theme::text(),
     };
-    let mut spans = vec![Span::styled(live.state.human(), style)];
+    let detail = live.detail.as_deref().filter(|d| !d.trim().is_empty());
+    // A hibernated run (its CLI shut down, its session kept) reads "idle · hibernated",
+    // not "working": nothing of it is working.
+    let asleep = detail.filter(|d| {
+        live.state == LiveStateKind::Working
+            && (d.starts_with(crate::dispatch::core::HIBERNATED_DETAIL)
+                || d.starts_with(crate::dispatch::core::HIBERNATING_DETAIL))
+    });
+    let mut spans = match asleep {
+        Some(words) => vec![Span::styled(one_line(words), theme::dim())],
+        None => vec![Span::styled(live.state.human(), style)],
+    };
     if let Some(cause) = live.cause {
         spans.push(Span::styled(format!(" ({})", cause.as_str()), theme::dim()));
     }
-    if let Some(detail) = live.detail.as_deref().filter(|d| !d.trim().is_empty()) {
+    if let Some(detail) = detail.filter(|_| asleep.is_none()) {
         spans.push(Span::styled(": ", style));
         spans.push(Span::raw(one_line(detail)));
     }

@@ -64,6 +64,11 @@ impl Drover {
         drover
     }
 
+    /// The pid of the `drover serve` running now.
+    pub fn serve_pid(&self) -> u32 {
+        self.serve_pid
+    }
+
     /// The temporary directory everything lives in.
     pub fn root(&self) -> &Path {
         self.dir.path()
