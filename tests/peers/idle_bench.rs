@@ -125,9 +125,8 @@ fn mib(kib: u64) -> f64 {
 }
 
 async fn dispatch(drover: &Drover, flags: &[&str]) -> String {
-    let work = drover.work_dir().display().to_string();
     let mut args: Vec<&str> = flags.to_vec();
-    args.extend_from_slice(&["--cwd", &work, "Say hello."]);
+    args.push("Say hello.");
     drover.dispatch(&args).await
 }
 
