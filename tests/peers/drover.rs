@@ -65,6 +65,7 @@ impl Drover {
     }
 
     /// The pid of the `drover serve` running now.
+    #[allow(dead_code)] // the idle bench's
     pub fn serve_pid(&self) -> u32 {
         self.serve_pid
     }

@@ -300,7 +300,11 @@ fn a_turn_the_model_api_failed_is_held_with_a_growing_bound_and_sent_again() {
         assert_eq!(h.next_deadline(), Some(h.now + wait));
         assert!(h.advance(wait - 1).sends.is_empty());
         let out = h.advance(1);
-        assert_eq!(prompts_sent(&out, &id), [first.clone()], "the same turn");
+        assert_eq!(
+            prompts_sent(&out, &id),
+            std::slice::from_ref(&first),
+            "the same turn"
+        );
         assert_eq!(h.live(&id).0, LiveStateKind::Working);
     }
     let resends = h
