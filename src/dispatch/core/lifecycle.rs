@@ -2,7 +2,9 @@
 //!
 //! What must stay true: every end has a reason and a live-state cause; a run with a
 //! child ends only when the child has exited (the end is recorded then); the queue is
-//! re-checked whenever a slot frees; a run being launched holds its slot.
+//! re-checked whenever a slot frees; a run being launched holds its slot. A launch
+//! continues the recorded provider session only for a resumed run or one woken from
+//! hibernation (`hibernation.rs`).
 
 use serde_json::json;
 

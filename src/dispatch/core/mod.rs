@@ -30,9 +30,9 @@
 //! | what each provider event does: turns, results, retries, follow-ups, max turns | `provider_events.rs` |
 //! | the words of a failure: a child that ended by itself, a turn ended with an error | `causes.rs` |
 //! | permission requests, answers, "allow always", policies | `answers.rs`, `broker.rs` |
-//! | client requests: follow-up, stop, complete, remove, kill-all, views | `requests.rs` |
-//! | every timer: idle, time box, answers, silence, stalled, routes, waits | `timers.rs` |
-//! | money: fitting caps, booking usage, caps checked, budget sessions, config changes | `money.rs` |
+//! | client requests: follow-up (kept in the ledger while queued), stop, complete, remove, kill-all, views | `requests.rs` |
+//! | every timer: idle, hibernate, re-send, time box, answers, silence, stalled, routes, waits | `timers.rs` |
+//! | money: fitting caps (a follow-up on an idle run fitted again; refusals name the runs holding reservations), booking usage, caps checked, budget sessions, config changes | `money.rs` |
 //! | route cards and escalation offers | `routes.rs` |
 //! | resume of an interrupted run | `resume.rs` |
 //! | idle runs: hibernating (by time, or for a queued run's slot), waking in the provider session | `hibernation.rs` |

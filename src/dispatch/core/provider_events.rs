@@ -3,7 +3,9 @@
 //!
 //! What must stay true: every provider event is written to the ledger in the order it
 //! arrived (kind `transcript`, with its one-line summary); an event for a run that is
-//! ending only matters if it is the child's exit.
+//! ending only matters if it is the child's exit; the exit of a hibernating child, or of
+//! one whose failed turn is held, does not end the run; a queued follow-up sent as a turn
+//! is marked sent in the ledger (`follow_up_sent`), so a restart never sends it twice.
 
 use serde_json::json;
 
