@@ -1322,9 +1322,14 @@ fn usage_mistakes_exit_2() {
 // Rails, idempotency, kill-all and remove, human output
 // ---------------------------------------------------------------------------------------
 
+/// One sim slot, and idle runs kept warm (no hibernation): an idle run holds its slot.
+const WARM_IDLE_SIM_RAIL_OF_1: &str =
+    "[limits]\nhibernate_after_secs = 0\n[limits.per_provider]\nsim = 1\n";
+
 #[test]
 fn a_full_rail_queues_the_next_run_until_the_first_completes() {
-    let home = Home::with_config("[limits.per_provider]\nsim = 1\n");
+    // Idle runs stay warm here (no hibernation), so the idle first run keeps its slot.
+    let home = Home::with_config(WARM_IDLE_SIM_RAIL_OF_1);
     let _serve = home.serve();
     let first = home.dispatch("quick-success", "First", &[]);
     home.wait_idle(&first);
@@ -1350,8 +1355,9 @@ fn a_full_rail_queues_the_next_run_until_the_first_completes() {
 
 #[test]
 fn a_full_rail_refuses_with_no_queue_and_a_full_queue_refuses() {
-    let home =
-        Home::with_config("[limits]\nqueued_per_session = 1\n[limits.per_provider]\nsim = 1\n");
+    let home = Home::with_config(
+        "[limits]\nqueued_per_session = 1\nhibernate_after_secs = 0\n[limits.per_provider]\nsim = 1\n",
+    );
     let _serve = home.serve();
     let first = home.dispatch("quick-success", "First", &[]);
     home.wait_idle(&first);
@@ -1673,7 +1679,7 @@ fn a_crashed_turn_keeps_its_usage_and_is_not_shown_as_free() {
 /// (reason `complete`, live cause `completed`) with no turn and no result.
 #[test]
 fn complete_refuses_a_run_that_never_started() {
-    let home = Home::with_config("[limits.per_provider]\nsim = 1\n");
+    let home = Home::with_config(WARM_IDLE_SIM_RAIL_OF_1);
     let _serve = home.serve();
     let first = home.dispatch("quick-success", "First", &[]);
     home.wait_idle(&first);

@@ -105,6 +105,20 @@ fn each_tray_populated() {
         "tray_idle",
         vec![summary(1, "Write the changelog for 0.4", RunState::Idle)],
     );
+    let mut hibernated = summary(2, "Write the release notes", RunState::Idle);
+    hibernated.head.live_state = Some(live(
+        LiveStateKind::Working,
+        300,
+        900,
+        Some("idle · hibernated"),
+    ));
+    one_tray(
+        "tray_idle_hibernated",
+        vec![
+            summary(1, "Write the changelog for 0.4", RunState::Idle),
+            hibernated,
+        ],
+    );
     one_tray(
         "tray_queued",
         vec![

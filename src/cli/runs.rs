@@ -84,7 +84,8 @@ pub enum RunCommand {
         output: JsonFlag,
     },
     /// Start a run that a drover restart interrupted again, in the same provider
-    /// session; the new turn is recorded on the same run.
+    /// session; the new turn is recorded on the same run. Also wakes a hibernated run,
+    /// or sends a turn held for the model API again now.
     Resume {
         run: String,
         /// The new turn's prompt (words are joined with spaces); by default drover asks

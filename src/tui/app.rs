@@ -450,7 +450,7 @@ impl App {
                 None => self.flash_error("select a run first".into()),
             },
             Action::Resume => match selected {
-                Some(run) if run.head.state == RunState::Interrupted => {
+                Some(run) if resumable(&run) => {
                     self.flash_info(format!(
                         "resuming {} in its provider session…",
                         run.head.run_id
@@ -464,7 +464,8 @@ impl App {
                     });
                 }
                 Some(run) => self.flash_error(format!(
-                    "{} is {}; only a run a drover restart interrupted can be resumed",
+                    "{} is {}; only a run a drover restart interrupted, a hibernated run or a \
+                     turn held for the model provider can be resumed",
                     run.head.run_id, run.head.state
                 )),
                 None => self.flash_error("select a run first".into()),
@@ -1201,4 +1202,20 @@ impl App {
     fn flash_error(&mut self, text: String) {
         self.model.flash = Some(Flash { text, error: true });
     }
+}
+
+/// Whether `R` may resume the run: a drover restart interrupted it, it is hibernated (it
+/// wakes in its provider session), or its turn is held for the model provider (it is
+/// sent again now).
+fn resumable(run: &RunSummary) -> bool {
+    use crate::live_state::LiveStateKind;
+    let live = run.head.live_state.as_ref();
+    run.head.state == RunState::Interrupted
+        || live.is_some_and(|l| {
+            l.state == LiveStateKind::WaitingProvider
+                || l.detail.as_deref().is_some_and(|d| {
+                    d.starts_with(crate::dispatch::core::HIBERNATED_DETAIL)
+                        || d.starts_with(crate::dispatch::core::HIBERNATING_DETAIL)
+                })
+        })
 }

@@ -87,7 +87,13 @@ fn live_pieces(state: RunState, live: &LiveState, now: UnixMillis) -> LivePieces
         && matches!(state, RunState::Idle | RunState::AwaitingPermission);
     let (lead, detail) = match detail {
         Some(d) if between_turns => {
-            let lead_style = if state == RunState::Idle && !d.starts_with("needs") {
+            // A hibernated run (its CLI shut down, its session kept) reads
+            // "idle · hibernated", dimmed: nothing of it is working.
+            let asleep = d.starts_with(crate::dispatch::core::HIBERNATED_DETAIL)
+                || d.starts_with(crate::dispatch::core::HIBERNATING_DETAIL);
+            let lead_style = if asleep {
+                theme::dim()
+            } else if state == RunState::Idle && !d.starts_with("needs") {
                 theme::text()
             } else {
                 theme::attention()

@@ -270,7 +270,7 @@ impl Action {
             Action::Help => "show this help",
             Action::Quit => "leave; the runs go on (`drover shutdown` stops drover)",
             Action::Escalate => "take the escalation / retry offered to the selected run",
-            Action::Resume => "resume the selected interrupted run in its provider session",
+            Action::Resume => "resume an interrupted or hibernated run, or resend a held turn",
             Action::OpenDiff => "show the selected worktree run's diff (merge, keep, discard)",
             Action::Redispatch => "dispatch the selected run's task again (the form, filled in)",
             Action::AttentionAllow => "allow the request on the attention line once",

@@ -222,13 +222,13 @@ mod tests {
             ("other provider free", three_claude, slot("sim", None), None),
             (
                 "session full",
-                vec![slot("sim", None); 6],
+                vec![slot("sim", None); 5],
                 slot("sim", None),
                 Some("session"),
             ),
             (
                 "workflow full",
-                vec![slot("sim", Some("w")); 5],
+                vec![slot("sim", Some("w")); 4],
                 slot("sim", Some("w")),
                 None,
             ),

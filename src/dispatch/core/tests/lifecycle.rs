@@ -123,7 +123,8 @@ fn needs_input_is_kept_and_shown_on_the_live_line() {
 
 #[test]
 fn a_transient_provider_error_fails_the_run_with_a_retry_offered() {
-    let mut h = Harness::new("");
+    // Not sent again (`resend.rs`): failed at once.
+    let mut h = Harness::new("[limits]\nresend_turns_max = 0\n");
     let id = h.running();
     let out = h.provider(
         &id,
@@ -266,7 +267,7 @@ fn shutdown_interrupts_every_active_run_and_waits_for_the_children() {
     assert_eq!(reason_of(&h, &b).as_deref(), Some("shutdown"));
 }
 
-fn interrupted_run(h: &mut Harness) -> ResumeData {
+pub(super) fn interrupted_run(h: &mut Harness) -> ResumeData {
     // A run as a previous owner left it: made here, then read back as the ledger has it.
     let id = h.idle();
     let view = h.view(&id);
@@ -304,6 +305,7 @@ fn interrupted_run(h: &mut Harness) -> ResumeData {
             spent: 0.0,
             record: None,
         },
+        follow_ups: vec![],
     }
 }
 
