@@ -282,5 +282,6 @@ fn view(run_id: &str) -> RunView {
         parent_run: None,
         workspace: None,
         decisions: Vec::new(),
+        needs_you: None,
     }
 }

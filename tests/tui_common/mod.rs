@@ -203,6 +203,7 @@ pub fn view_of(s: &RunSummary) -> RunView {
         parent_run: None,
         workspace: s.workspace.as_deref().cloned(),
         decisions: Vec::new(),
+        needs_you: None,
     }
 }
 
