@@ -24,7 +24,12 @@ pub struct Limits {
     pub max_turns_max: u32,
     pub idempotency_window_secs: u64,
     pub stalled_after_secs: u64,
-    pub retention_finished_runs: u32,
+    /// A finished run's events are pruned this many days after it finished (0: kept
+    /// forever); its row, turns, usage and decisions always stay.
+    pub retention_events_days: u32,
+    /// At most this many runs are kept; the oldest finished ones beyond it are deleted
+    /// whole (0: no cap).
+    pub retention_max_runs: u64,
     pub transcript_max_lines: usize,
     pub transcript_max_chars: usize,
     pub per_account: u32,

@@ -48,7 +48,20 @@ impl Core {
                 state,
                 include_removed,
                 workflow,
-            } => return self.list_runs(to, state, include_removed, workflow),
+                limit,
+                before,
+                search,
+            } => {
+                let filter = crate::dispatch::api::RunsFilter {
+                    state,
+                    include_removed,
+                    workflow,
+                    limit,
+                    before,
+                    search,
+                };
+                return self.list_runs(to, filter);
+            }
             Request::Show { run_id } => match self.runs.get(&run_id) {
                 Some(run) => Ok(Response::Show(Box::new(run.view()))),
                 None => return self.answer_from_ledger(to, Query::Show { run_id }),
@@ -64,6 +77,7 @@ impl Core {
                             lines: run.transcript.lines().cloned().collect(),
                             events: Vec::new(),
                             result: None,
+                            events_pruned_at: None,
                         })))
                     }
                     _ => {
@@ -206,13 +220,7 @@ impl Core {
         self.reply(to, answer);
     }
 
-    fn list_runs(
-        &mut self,
-        to: ReplyTo,
-        state: Option<RunState>,
-        include_removed: bool,
-        workflow: Option<String>,
-    ) {
+    fn list_runs(&mut self, to: ReplyTo, filter: crate::dispatch::api::RunsFilter) {
         let live: Vec<RunSummary> = self
             .order
             .iter()
@@ -222,12 +230,7 @@ impl Core {
             .collect();
         self.answer_from_ledger(
             to,
-            Query::Runs {
-                state,
-                include_removed,
-                workflow,
-                live,
-            },
+            Query::Runs { filter, live },
         );
     }
 
