@@ -298,30 +298,33 @@ struct SessionBases {
 }
 
 fn session_bases(reader: &LedgerReader, session: &str) -> Result<SessionBases, DroverError> {
-    let (spent, bases) = reader.session_spend(session)?;
-    let mut basis_of: std::collections::BTreeMap<String, &'static str> = Default::default();
-    for (run_id, basis) in &bases {
-        let weakest = crate::money::pricing::weakest_basis(
-            basis_of
-                .get(run_id)
-                .copied()
-                .into_iter()
-                .chain([basis.as_str()]),
-        );
-        basis_of.insert(run_id.clone(), weakest);
-    }
+    use crate::money::pricing::Basis;
+    // The ledger counts; the order of bases (weakest first) is the money module's.
+    const BY_RANK: [Basis; 4] = [
+        Basis::Unpriced,
+        Basis::Estimated,
+        Basis::Reported,
+        Basis::Free,
+    ];
+    let rank = |b: Basis| BY_RANK.iter().position(|x| *x == b).unwrap_or(0) as i64;
+    let (spent, words) = reader.session_spend(session)?;
+    let ranks: Vec<(String, i64)> = words
+        .into_iter()
+        .map(|w| {
+            let r = rank(Basis::parse(&w));
+            (w, r)
+        })
+        .collect();
+    let (counts, unpriced_runs) = reader.session_weakest(session, &ranks)?;
     let mut runs_by_basis = std::collections::BTreeMap::new();
-    for basis in basis_of.values() {
-        *runs_by_basis.entry(basis.to_string()).or_insert(0) += 1;
+    for (r, n) in counts {
+        let basis = BY_RANK.get(r as usize).copied().unwrap_or(Basis::Unpriced);
+        *runs_by_basis.entry(basis.as_str().to_string()).or_insert(0) += n;
     }
     Ok(SessionBases {
         spent,
         runs_by_basis,
-        unpriced_runs: basis_of
-            .iter()
-            .filter(|(_, b)| **b == "unpriced")
-            .map(|(id, _)| id.clone())
-            .collect(),
+        unpriced_runs,
     })
 }
 

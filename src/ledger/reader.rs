@@ -393,21 +393,58 @@ impl LedgerReader {
         Ok(out)
     }
 
-    /// A budget session's spend and, for each of its runs, the cost bases its usage rows
-    /// carry (one row per run and basis), read from the session index only.
-    pub fn session_spend(&self, session: &str) -> Result<(f64, Vec<(String, String)>), LedgerError> {
+    /// A budget session's spend and the cost-basis words its usage rows carry, read from
+    /// the session index only.
+    pub fn session_spend(&self, session: &str) -> Result<(f64, Vec<String>), LedgerError> {
         let spent: f64 = self.conn.query_row(
             "SELECT COALESCE(SUM(cost_usd), 0.0) FROM usage WHERE budget_session = ?1",
             params![session],
             |r| r.get(0),
         )?;
-        let mut st = self.conn.prepare_cached(
-            "SELECT DISTINCT run_id, basis FROM usage WHERE budget_session = ?1",
-        )?;
-        let bases = st
-            .query_map(params![session], |r| Ok((r.get(0)?, r.get(1)?)))?
+        let mut st = self
+            .conn
+            .prepare_cached("SELECT DISTINCT basis FROM usage WHERE budget_session = ?1")?;
+        let words = st
+            .query_map(params![session], |r| r.get(0))?
+            .collect::<Result<Vec<String>, _>>()?;
+        Ok((spent, words))
+    }
+
+    /// How many of a session's runs have each weakest basis rank (the lowest `rank` among
+    /// their usage rows' words; a word not in `ranks` ranks 0), and the runs whose
+    /// weakest rank is 0 — all counted in SQL, whatever the session's size.
+    pub fn session_weakest(
+        &self,
+        session: &str,
+        ranks: &[(String, i64)],
+    ) -> Result<(Vec<(i64, usize)>, Vec<String>), LedgerError> {
+        let case = (0..ranks.len())
+            .map(|i| format!("WHEN ?{} THEN ?{}", 2 + 2 * i, 3 + 2 * i))
+            .collect::<Vec<_>>()
+            .join(" ");
+        let weakest = format!("MIN(CASE basis {case} ELSE 0 END)");
+        let mut values: Vec<rusqlite::types::Value> = vec![session.to_string().into()];
+        for (word, rank) in ranks {
+            values.push(word.clone().into());
+            values.push((*rank).into());
+        }
+        let mut st = self.conn.prepare(&format!(
+            "SELECT w, COUNT(*) FROM (SELECT {weakest} AS w FROM usage
+                 WHERE budget_session = ?1 GROUP BY run_id) GROUP BY w"
+        ))?;
+        let counts = st
+            .query_map(rusqlite::params_from_iter(values.iter()), |r| {
+                Ok((r.get::<_, i64>(0)?, r.get::<_, i64>(1)?.max(0) as usize))
+            })?
             .collect::<Result<Vec<_>, _>>()?;
-        Ok((spent, bases))
+        let mut st = self.conn.prepare(&format!(
+            "SELECT run_id FROM usage WHERE budget_session = ?1 GROUP BY run_id
+             HAVING {weakest} = 0 ORDER BY run_id"
+        ))?;
+        let lowest = st
+            .query_map(rusqlite::params_from_iter(values.iter()), |r| r.get(0))?
+            .collect::<Result<Vec<String>, _>>()?;
+        Ok((counts, lowest))
     }
 
     /// The body of a run's last event of `kind` (`None` when it has none).
