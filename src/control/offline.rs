@@ -129,6 +129,9 @@ mod tests {
             state: None,
             include_removed: false,
             workflow: None,
+            limit: None,
+            before: None,
+            search: None,
         };
         let gone = |paths: &Paths| -> Vec<(String, bool, bool)> {
             let Response::Runs(runs) = answer(paths, &runs).unwrap() else {
@@ -170,6 +173,9 @@ mod tests {
             state: None,
             include_removed: false,
             workflow: None,
+            limit: None,
+            before: None,
+            search: None,
         };
         assert_eq!(answer_json(&paths, &runs).unwrap(), json!([]));
         let show = Request::Show {

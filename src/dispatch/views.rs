@@ -781,7 +781,7 @@ pub(crate) mod tests {
     #[test]
     fn summaries_sum_spend_and_follow_the_filters() {
         let (_dir, _paths, reader) = filled();
-        let rows = run_summaries_from_ledger(&reader, None, false).unwrap();
+        let rows = run_summaries_from_ledger(&reader, &RunsFilter::default()).unwrap();
         let ids: Vec<_> = rows.iter().map(|r| r.head.run_id.as_str()).collect();
         assert_eq!(ids, ["r2", "r1"], "newest first, removed runs left out");
         let (r2, r1) = (&rows[0], &rows[1]);
@@ -799,11 +799,25 @@ pub(crate) mod tests {
         assert!(r2.needs_input);
 
         let completed =
-            run_summaries_from_ledger(&reader, Some(RunState::Completed), true).unwrap();
+            run_summaries_from_ledger(
+                &reader,
+                &RunsFilter {
+                    state: Some(RunState::Completed),
+                    include_removed: true,
+                    ..RunsFilter::default()
+                },
+            ).unwrap();
         let ids: Vec<_> = completed.iter().map(|r| r.head.run_id.as_str()).collect();
         assert_eq!(ids, ["r3", "r1"]);
         assert!(
-            run_summaries_from_ledger(&reader, Some(RunState::Failed), true)
+            run_summaries_from_ledger(
+                &reader,
+                &RunsFilter {
+                    state: Some(RunState::Failed),
+                    include_removed: true,
+                    ..RunsFilter::default()
+                },
+            )
                 .unwrap()
                 .is_empty()
         );

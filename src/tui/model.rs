@@ -1219,4 +1219,82 @@ mod tests {
         assert_eq!(m.run_at_line(1), Some("r00"));
         assert_eq!(m.run_at_line(0), None, "line 0 is the tray header");
     }
+
+    fn finished(id: &str, at: i64) -> RunSummary {
+        let mut s = summary(id, RunState::Completed);
+        s.head.finished_at = Some(at);
+        s
+    }
+
+    #[test]
+    fn a_fresh_window_keeps_older_pages_and_drops_what_left_the_window() {
+        let mut m = ViewModel::new(0, 120, 40);
+        // The first window: one active run, two finished (the page was full).
+        m.replace_window(
+            vec![
+                summary("a", RunState::Running),
+                finished("f9", 900),
+                finished("f8", 800),
+            ],
+            Some(2),
+        );
+        assert_eq!(m.oldest_finished(), Some("f8"));
+        m.add_runs(vec![finished("f7", 700), finished("f6", 600)], Some(2));
+        assert_eq!(m.run_count(), 5);
+        assert_eq!(m.oldest_finished(), Some("f6"));
+        // A refresh: f9 was removed, a new run finished; the older page stays.
+        m.replace_window(
+            vec![
+                summary("a", RunState::Running),
+                finished("f10", 1_000),
+                finished("f8", 800),
+            ],
+            Some(2),
+        );
+        let mut ids: Vec<&str> = m.runs().map(|e| e.summary.head.run_id.as_str()).collect();
+        ids.sort();
+        assert_eq!(ids, ["a", "f10", "f6", "f7", "f8"]);
+    }
+
+    #[test]
+    fn the_next_page_is_wanted_near_the_end_of_the_finished_tray_only() {
+        let mut m = ViewModel::new(0, 120, 40);
+        let page: Vec<RunSummary> = (0..30)
+            .map(|i| finished(&format!("f{i:02}"), 10_000 - i))
+            .collect();
+        m.replace_window(page, Some(30));
+        m.select_first();
+        assert!(!m.wants_older(), "the top of the tray");
+        m.select_last();
+        assert!(m.wants_older(), "the end of a full page");
+        m.set_filter("f0".into());
+        assert!(!m.wants_older(), "a filter searches the ledger instead");
+        m.set_filter(String::new());
+        // A page that was not full: nothing older is left.
+        m.add_runs(vec![finished("f99", 1)], Some(30));
+        m.select_last();
+        assert!(!m.wants_older());
+    }
+
+    #[test]
+    fn finished_runs_held_stay_bounded_keeping_the_selected_one() {
+        let mut m = ViewModel::new(0, 120, 40);
+        let first: Vec<RunSummary> = (0..FINISHED_MAX as i64)
+            .map(|i| finished(&format!("n{i:05}"), 1_000_000 - i))
+            .collect();
+        m.replace_window(first, Some(FINISHED_MAX as u32));
+        m.select_last();
+        let selected = m.selected().map(str::to_string);
+        m.add_runs(
+            (0..10).map(|i| finished(&format!("o{i}"), 10 - i)).collect(),
+            None,
+        );
+        let held = m
+            .runs()
+            .filter(|e| e.summary.head.state.is_terminal())
+            .count();
+        assert!(held <= FINISHED_MAX + 1, "{held} held");
+        assert!(m.run(selected.as_deref().unwrap()).is_some(), "the selection stays");
+        assert!(!m.wants_older(), "at the cap no page is asked for");
+    }
 }
