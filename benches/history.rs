@@ -37,8 +37,8 @@ fn main() {
     if let Ok(home) = std::env::var(CHILD_ENV) {
         return dashboard_child(Path::new(&home));
     }
-    let sizes = std::env::var("DROVER_BENCH_HISTORY")
-        .unwrap_or_else(|_| "500:10000,100000:2000000".into());
+    let sizes =
+        std::env::var("DROVER_BENCH_HISTORY").unwrap_or_else(|_| "500:10000,100000:2000000".into());
     println!("history: finished runs in the ledger, a `drover serve` owner, a dashboard attached");
     for pair in sizes.split(',') {
         let (runs, events) = pair
@@ -125,10 +125,11 @@ fn measure(runs: u64, events: u64) {
     );
     let _ = owner.wait();
 
+    println!("  {runs} runs, {events} events (ledger {size_mb:.0} MB, filled in {fill_secs:.1} s)");
     println!(
-        "  {runs} runs, {events} events (ledger {size_mb:.0} MB, filled in {fill_secs:.1} s)"
+        "    owner start (spawn -> ping)   {owner_ms:>8.1} ms   owner VmHWM {:>6.1} MB",
+        owner_hwm / 1024.0
     );
-    println!("    owner start (spawn -> ping)   {owner_ms:>8.1} ms   owner VmHWM {:>6.1} MB", owner_hwm / 1024.0);
     println!(
         "    dashboard first frame         {:>8.1} ms   dashboard VmHWM {:>6.1} MB (median of 3)",
         median(&mut frames),
@@ -216,12 +217,9 @@ fn fill(path: &Path, runs: u64, events: u64) {
     let now = now_millis();
     {
         // The schema, as drover makes it.
-        let (ledger, _) = drover::ledger::Ledger::open(
-            path,
-            drover::ledger::LedgerOptions::default(),
-            now,
-        )
-        .expect("open ledger");
+        let (ledger, _) =
+            drover::ledger::Ledger::open(path, drover::ledger::LedgerOptions::default(), now)
+                .expect("open ledger");
         ledger.close();
     }
     let per_run = (events / runs.max(1)).max(1);

@@ -1774,7 +1774,9 @@ fn runs_whose_events_retention_pruned_stay_listed_shown_and_counted() {
             .as_array()
             .expect("notes")
             .iter()
-            .any(|n| n["text"].as_str().is_some_and(|t| t.contains("retention pruned"))),
+            .any(|n| n["text"]
+                .as_str()
+                .is_some_and(|t| t.contains("retention pruned"))),
         "{view}"
     );
     let tail = home.drover(&["transcript", &ids[0]]);
@@ -1785,7 +1787,9 @@ fn runs_whose_events_retention_pruned_stay_listed_shown_and_counted() {
     );
     let text = home.json(&["transcript", &ids[0], "--format", "text"]);
     assert!(
-        strings(&text["lines"]).iter().any(|l| l.starts_with("## turn 1")),
+        strings(&text["lines"])
+            .iter()
+            .any(|l| l.starts_with("## turn 1")),
         "{text}"
     );
     let budget = home.json(&["budget"]);

@@ -359,7 +359,14 @@ fn retention_prunes_old_events_and_keeps_each_runs_row_turns_usage_and_decisions
         // Active since long ago: never touched.
         WriteOp::InsertRun(Box::new(run_record("active", RunState::Running, 1_000))),
     ];
-    let kinds = ["provider", "transcript", "note", "route", "live_state", "provider"];
+    let kinds = [
+        "provider",
+        "transcript",
+        "note",
+        "route",
+        "live_state",
+        "provider",
+    ];
     for id in ["old", "recent", "active"] {
         for (i, kind) in kinds.iter().enumerate() {
             ops.push(kinded(id, i as u64 + 1, kind));
@@ -385,7 +392,11 @@ fn retention_prunes_old_events_and_keeps_each_runs_row_turns_usage_and_decisions
     // Its note and route card, and its last event (its seqs go on from it).
     assert_eq!(
         seqs("old"),
-        [(3, "note".to_string()), (4, "route".into()), (6, "provider".into())]
+        [
+            (3, "note".to_string()),
+            (4, "route".into()),
+            (6, "provider".into())
+        ]
     );
     assert_eq!(seqs("recent").len(), 6);
     assert_eq!(seqs("active").len(), 6);
@@ -394,15 +405,28 @@ fn retention_prunes_old_events_and_keeps_each_runs_row_turns_usage_and_decisions
     for id in ["old", "recent", "active"] {
         assert!(reader.run(id).unwrap().is_some(), "{id}'s row stays");
         assert_eq!(reader.turns(id).unwrap().len(), 1, "{id}'s turn stays");
-        assert_eq!(reader.usage(Some(id)).unwrap().len(), 1, "{id}'s usage stays");
-        assert_eq!(reader.decisions(id).unwrap().len(), 1, "{id}'s decision stays");
+        assert_eq!(
+            reader.usage(Some(id)).unwrap().len(),
+            1,
+            "{id}'s usage stays"
+        );
+        assert_eq!(
+            reader.decisions(id).unwrap().len(),
+            1,
+            "{id}'s decision stays"
+        );
     }
-    assert_eq!(reader.run("active").unwrap().unwrap().state, RunState::Running);
+    assert_eq!(
+        reader.run("active").unwrap().unwrap().state,
+        RunState::Running
+    );
     // The spend still counts the pruned run.
     assert!((reader.session_spend("default").unwrap().0 - 0.75).abs() < 1e-9);
 
     // The next event of a pruned run goes on from its last seq.
-    writer.commit_blocking(vec![kinded("old", 7, "provider")]).unwrap();
+    writer
+        .commit_blocking(vec![kinded("old", 7, "provider")])
+        .unwrap();
     // A second pass finds nothing new.
     let again = retention::prune(&path, &writer, policy, now).unwrap();
     assert_eq!(again, retention::Pruned::default());
@@ -414,7 +438,11 @@ fn retention_prunes_old_events_and_keeps_each_runs_row_turns_usage_and_decisions
     )
     .unwrap();
     assert_eq!(tail.events_pruned_at, Some(now));
-    assert!(tail.lines[0].contains("retention pruned"), "{:?}", tail.lines);
+    assert!(
+        tail.lines[0].contains("retention pruned"),
+        "{:?}",
+        tail.lines
+    );
     ledger.close();
 }
 
@@ -494,7 +522,11 @@ fn the_hard_cap_deletes_the_oldest_finished_runs_whole_and_never_an_active_one()
     }
     // Active runs older than every finished one.
     for id in ["a0", "a1"] {
-        ops.push(WriteOp::InsertRun(Box::new(run_record(id, RunState::Running, 0))));
+        ops.push(WriteOp::InsertRun(Box::new(run_record(
+            id,
+            RunState::Running,
+            0,
+        ))));
     }
     writer.commit_blocking(ops).unwrap();
     let policy = RetentionPolicy::from_limits(0, 5);
@@ -509,7 +541,10 @@ fn the_hard_cap_deletes_the_oldest_finished_runs_whole_and_never_an_active_one()
         .collect();
     ids.sort();
     assert_eq!(ids, ["a0", "a1", "f7", "f8", "f9"]);
-    assert!(reader.events("f0", 0).unwrap().is_empty(), "a deleted run's events go");
+    assert!(
+        reader.events("f0", 0).unwrap().is_empty(),
+        "a deleted run's events go"
+    );
     assert!(reader.turns("f0").unwrap().is_empty(), "and its turns");
     assert_eq!(reader.run_counts().unwrap(), (5, 3));
     ledger.close();
@@ -530,7 +565,11 @@ fn a_page_of_runs_has_every_active_run_then_finished_ones_by_finish_time() {
         }
         ops.push(WriteOp::InsertRun(Box::new(run)));
     }
-    ops.push(WriteOp::InsertRun(Box::new(run_record("a", RunState::Idle, 50))));
+    ops.push(WriteOp::InsertRun(Box::new(run_record(
+        "a",
+        RunState::Idle,
+        50,
+    ))));
     ledger.writer().commit_blocking(ops).unwrap();
     let reader = ledger.reader().unwrap();
     let ids = |page: RunsPage<'_>| -> Vec<String> {
@@ -551,7 +590,11 @@ fn a_page_of_runs_has_every_active_run_then_finished_ones_by_finish_time() {
         before: Some("f2"),
         ..first
     };
-    assert_eq!(ids(next), ["f3", "f4", "f5"], "no active run on a next page");
+    assert_eq!(
+        ids(next),
+        ["f3", "f4", "f5"],
+        "no active run on a next page"
+    );
     let search = RunsPage {
         search: Some("needle"),
         ..first

@@ -902,7 +902,10 @@ fn fill_history(home: &std::path::Path, n: usize, needle: usize) {
             }))
         })
         .collect();
-    ledger.writer().commit_blocking(ops).expect("history written");
+    ledger
+        .writer()
+        .commit_blocking(ops)
+        .expect("history written");
     ledger.close();
 }
 
@@ -926,14 +929,23 @@ async fn scrolling_past_the_window_loads_the_next_page_and_the_filter_finds_an_o
     let mut h = Harness::start_in(home).await;
     h.pump_until("the first window", |app| finished_held(app) > 0)
         .await;
-    assert_eq!(finished_held(&h.app), page, "only the first window is loaded");
+    assert_eq!(
+        finished_held(&h.app),
+        page,
+        "only the first window is loaded"
+    );
     assert!(h.app.model.run("old-0000").is_some(), "the newest first");
 
     // To the end of the Finished tray: the next page comes.
     h.press([key(KeyCode::End)]);
     h.pump_until("the second page", |app| finished_held(app) == 2 * page)
         .await;
-    assert!(h.app.model.run(&format!("old-{:04}", 2 * page - 1)).is_some());
+    assert!(
+        h.app
+            .model
+            .run(&format!("old-{:04}", 2 * page - 1))
+            .is_some()
+    );
     h.press([key(KeyCode::End)]);
     h.pump_until("the last, partial page", |app| {
         finished_held(app) == page * 5 / 2
@@ -948,7 +960,10 @@ async fn scrolling_past_the_window_loads_the_next_page_and_the_filter_finds_an_o
     h.pump_until("the first window", |app| finished_held(app) > 0)
         .await;
     let needle = format!("old-{:04}", page * 5 / 2 - 3);
-    assert!(h.app.model.run(&needle).is_none(), "the needle is not loaded");
+    assert!(
+        h.app.model.run(&needle).is_none(),
+        "the needle is not loaded"
+    );
     h.press([char_key('/')]);
     h.type_text("haystack");
     h.pump_until("the search's answer", |app| {

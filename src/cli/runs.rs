@@ -519,10 +519,7 @@ pub(crate) fn wait_timed_out(until: WaitUntil, timeout_secs: Option<u64>) -> Dro
 /// The line under a full page of `drover runs`: how to see the next one. The page's
 /// last run is the one that finished first (pages go by finish time).
 fn more_runs(runs: &[crate::dispatch::api::RunSummary], limit: Option<u32>) -> String {
-    let finished: Vec<_> = runs
-        .iter()
-        .filter(|r| r.head.state.is_terminal())
-        .collect();
+    let finished: Vec<_> = runs.iter().filter(|r| r.head.state.is_terminal()).collect();
     let Some(limit) = limit.filter(|l| *l > 0 && finished.len() >= *l as usize) else {
         return String::new();
     };
@@ -532,9 +529,7 @@ fn more_runs(runs: &[crate::dispatch::api::RunSummary], limit: Option<u32>) -> S
             (a.head.finished_at, &a.head.run_id).cmp(&(b.head.finished_at, &b.head.run_id))
         })
         .map_or("", |r| r.head.run_id.as_str());
-    format!(
-        "{limit} finished runs shown; older ones: `drover runs --before {last}` (or `--all`)\n"
-    )
+    format!("{limit} finished runs shown; older ones: `drover runs --before {last}` (or `--all`)\n")
 }
 
 fn human(request: &Request, answer: &Response) -> String {

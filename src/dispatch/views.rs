@@ -16,8 +16,8 @@
 use std::collections::HashMap;
 
 use super::api::{
-    BudgetView, NoteView, Response, ResultView, RunBudget, RunHead, RunSummary, RunView, RunsFilter,
-    TranscriptFormat, TranscriptView, TurnView, WaitOutcome, WaitUntil,
+    BudgetView, NoteView, Response, ResultView, RunBudget, RunHead, RunSummary, RunView,
+    RunsFilter, TranscriptFormat, TranscriptView, TurnView, WaitOutcome, WaitUntil,
 };
 use super::core::{Fetch, Fetched, Query, Startup};
 use crate::error::{DroverError, ErrorCode};
@@ -299,28 +299,30 @@ struct SessionBases {
 
 fn session_bases(reader: &LedgerReader, session: &str) -> Result<SessionBases, DroverError> {
     use crate::money::pricing::Basis;
-    // The ledger counts; the order of bases (weakest first) is the money module's.
-    const BY_RANK: [Basis; 4] = [
-        Basis::Unpriced,
-        Basis::Estimated,
-        Basis::Reported,
-        Basis::Free,
-    ];
-    let rank = |b: Basis| BY_RANK.iter().position(|x| *x == b).unwrap_or(0) as i64;
     let (spent, words) = reader.session_spend(session)?;
-    let ranks: Vec<(String, i64)> = words
-        .into_iter()
-        .map(|w| {
-            let r = rank(Basis::parse(&w));
-            (w, r)
-        })
-        .collect();
-    let (counts, unpriced_runs) = reader.session_weakest(session, &ranks)?;
+    // A run counts under its weakest basis: the runs with a row at or below each basis,
+    // less those at or below the one under it (the money module orders bases).
+    let mut bases: Vec<Basis> = words.iter().map(|w| Basis::parse(w)).collect();
+    bases.sort();
+    bases.dedup();
+    let words_at_or_below = |b: Basis| -> Vec<&str> {
+        words
+            .iter()
+            .filter(|w| Basis::parse(w) <= b)
+            .map(String::as_str)
+            .collect()
+    };
     let mut runs_by_basis = std::collections::BTreeMap::new();
-    for (r, n) in counts {
-        let basis = BY_RANK.get(r as usize).copied().unwrap_or(Basis::Unpriced);
-        *runs_by_basis.entry(basis.as_str().to_string()).or_insert(0) += n;
+    let mut below = 0;
+    for basis in &bases {
+        let at_or_below = reader.session_runs_with_basis(session, &words_at_or_below(*basis))?;
+        if at_or_below > below {
+            runs_by_basis.insert(basis.as_str().to_string(), at_or_below - below);
+        }
+        below = at_or_below;
     }
+    let unpriced_runs =
+        reader.session_run_ids_with_basis(session, &words_at_or_below(Basis::Unpriced))?;
     Ok(SessionBases {
         spent,
         runs_by_basis,
@@ -798,15 +800,15 @@ pub(crate) mod tests {
         assert_eq!(r2.head.cost_usd, 0.0);
         assert!(r2.needs_input);
 
-        let completed =
-            run_summaries_from_ledger(
-                &reader,
-                &RunsFilter {
-                    state: Some(RunState::Completed),
-                    include_removed: true,
-                    ..RunsFilter::default()
-                },
-            ).unwrap();
+        let completed = run_summaries_from_ledger(
+            &reader,
+            &RunsFilter {
+                state: Some(RunState::Completed),
+                include_removed: true,
+                ..RunsFilter::default()
+            },
+        )
+        .unwrap();
         let ids: Vec<_> = completed.iter().map(|r| r.head.run_id.as_str()).collect();
         assert_eq!(ids, ["r3", "r1"]);
         assert!(
@@ -818,8 +820,8 @@ pub(crate) mod tests {
                     ..RunsFilter::default()
                 },
             )
-                .unwrap()
-                .is_empty()
+            .unwrap()
+            .is_empty()
         );
     }
 

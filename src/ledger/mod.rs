@@ -20,12 +20,12 @@ mod schema;
 pub mod writer;
 
 pub use reader::{LedgerReader, RunsPage};
-pub use retention::RetentionPolicy;
 pub use records::{
     BudgetSessionRecord, DecisionRecord, EventRecord, RunPatch, RunRecord, TurnRecord, UsageRecord,
     kind,
 };
 pub use recovery::Recovery;
+pub use retention::RetentionPolicy;
 pub use writer::{Ack, LedgerWriter, WriteOp, WriterOptions};
 
 use rusqlite::Connection;
@@ -72,7 +72,8 @@ impl From<LedgerError> for DroverError {
 #[derive(Debug, Clone)]
 pub struct LedgerOptions {
     pub writer: WriterOptions,
-    /// What retention keeps (events pruned by age, an optional cap on runs).
+    /// What retention keeps (events pruned by age, an optional cap on runs). The
+    /// default keeps everything; the owner sets it from `[limits]`.
     pub retention: RetentionPolicy,
     /// How often the retention pass looks for events to prune.
     pub retention_interval: Duration,
@@ -82,7 +83,7 @@ impl Default for LedgerOptions {
     fn default() -> Self {
         LedgerOptions {
             writer: WriterOptions::default(),
-            retention: RetentionPolicy::default(),
+            retention: RetentionPolicy::KEEP_ALL,
             retention_interval: Duration::from_secs(300),
         }
     }

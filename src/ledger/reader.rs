@@ -382,9 +382,9 @@ impl LedgerReader {
         &self,
         run_ids: &[&str],
     ) -> Result<std::collections::HashMap<String, f64>, LedgerError> {
-        let mut st = self.conn.prepare_cached(
-            "SELECT COALESCE(SUM(cost_usd), 0.0) FROM usage WHERE run_id = ?1",
-        )?;
+        let mut st = self
+            .conn
+            .prepare_cached("SELECT COALESCE(SUM(cost_usd), 0.0) FROM usage WHERE run_id = ?1")?;
         let mut out = std::collections::HashMap::with_capacity(run_ids.len());
         for id in run_ids {
             let spent: f64 = st.query_row(params![id], |r| r.get(0))?;
@@ -397,58 +397,79 @@ impl LedgerReader {
     /// the session index only.
     pub fn session_spend(&self, session: &str) -> Result<(f64, Vec<String>), LedgerError> {
         let spent: f64 = self.conn.query_row(
-            "SELECT COALESCE(SUM(cost_usd), 0.0) FROM usage WHERE budget_session = ?1",
+            "SELECT COALESCE(SUM(cost_usd), 0.0) FROM usage INDEXED BY usage_by_session_spend
+             WHERE budget_session = ?1",
             params![session],
             |r| r.get(0),
         )?;
-        let mut st = self
-            .conn
-            .prepare_cached("SELECT DISTINCT basis FROM usage WHERE budget_session = ?1")?;
+        let mut st = self.conn.prepare_cached(
+            "SELECT DISTINCT basis FROM usage INDEXED BY usage_by_session_basis
+             WHERE budget_session = ?1",
+        )?;
         let words = st
             .query_map(params![session], |r| r.get(0))?
             .collect::<Result<Vec<String>, _>>()?;
         Ok((spent, words))
     }
 
-    /// How many of a session's runs have each weakest basis rank (the lowest `rank` among
-    /// their usage rows' words; a word not in `ranks` ranks 0), and the runs whose
-    /// weakest rank is 0 — all counted in SQL, whatever the session's size.
-    pub fn session_weakest(
+    /// How many of a session's runs have a usage row whose basis word is one of `words`
+    /// (read from the session's basis index).
+    pub fn session_runs_with_basis(
         &self,
         session: &str,
-        ranks: &[(String, i64)],
-    ) -> Result<(Vec<(i64, usize)>, Vec<String>), LedgerError> {
-        let case = (0..ranks.len())
-            .map(|i| format!("WHEN ?{} THEN ?{}", 2 + 2 * i, 3 + 2 * i))
-            .collect::<Vec<_>>()
-            .join(" ");
-        let weakest = format!("MIN(CASE basis {case} ELSE 0 END)");
-        let mut values: Vec<rusqlite::types::Value> = vec![session.to_string().into()];
-        for (word, rank) in ranks {
-            values.push(word.clone().into());
-            values.push((*rank).into());
+        words: &[&str],
+    ) -> Result<usize, LedgerError> {
+        if words.is_empty() {
+            return Ok(0);
         }
+        let marks = (0..words.len())
+            .map(|i| format!("?{}", i + 2))
+            .collect::<Vec<_>>()
+            .join(", ");
+        let mut values: Vec<&str> = vec![session];
+        values.extend_from_slice(words);
+        let n: i64 = self.conn.query_row(
+            &format!(
+                "SELECT COUNT(DISTINCT run_id) FROM usage INDEXED BY usage_by_session_basis
+                 WHERE budget_session = ?1 AND basis IN ({marks})"
+            ),
+            rusqlite::params_from_iter(values.iter()),
+            |r| r.get(0),
+        )?;
+        Ok(n.max(0) as usize)
+    }
+
+    /// The session's runs with a usage row whose basis word is one of `words`.
+    pub fn session_run_ids_with_basis(
+        &self,
+        session: &str,
+        words: &[&str],
+    ) -> Result<Vec<String>, LedgerError> {
+        if words.is_empty() {
+            return Ok(Vec::new());
+        }
+        let marks = (0..words.len())
+            .map(|i| format!("?{}", i + 2))
+            .collect::<Vec<_>>()
+            .join(", ");
+        let mut values: Vec<&str> = vec![session];
+        values.extend_from_slice(words);
         let mut st = self.conn.prepare(&format!(
-            "SELECT w, COUNT(*) FROM (SELECT {weakest} AS w FROM usage
-                 WHERE budget_session = ?1 GROUP BY run_id) GROUP BY w"
+            "SELECT DISTINCT run_id FROM usage INDEXED BY usage_by_session_basis
+             WHERE budget_session = ?1 AND basis IN ({marks}) ORDER BY run_id"
         ))?;
-        let counts = st
-            .query_map(rusqlite::params_from_iter(values.iter()), |r| {
-                Ok((r.get::<_, i64>(0)?, r.get::<_, i64>(1)?.max(0) as usize))
-            })?
-            .collect::<Result<Vec<_>, _>>()?;
-        let mut st = self.conn.prepare(&format!(
-            "SELECT run_id FROM usage WHERE budget_session = ?1 GROUP BY run_id
-             HAVING {weakest} = 0 ORDER BY run_id"
-        ))?;
-        let lowest = st
+        let ids = st
             .query_map(rusqlite::params_from_iter(values.iter()), |r| r.get(0))?
             .collect::<Result<Vec<String>, _>>()?;
-        Ok((counts, lowest))
+        Ok(ids)
     }
 
     /// The body of a run's last event of `kind` (`None` when it has none).
-    pub fn last_event_of_kind(&self, run_id: &str, kind: &str) -> Result<Option<Value>, LedgerError> {
+    pub fn last_event_of_kind(
+        &self,
+        run_id: &str,
+        kind: &str,
+    ) -> Result<Option<Value>, LedgerError> {
         let body: Option<String> = self
             .conn
             .query_row(
@@ -463,13 +484,21 @@ impl LedgerReader {
     }
 
     /// A run's events of one kind, in seq order.
-    pub fn events_of_kind(&self, run_id: &str, kind: &str) -> Result<Vec<EventRecord>, LedgerError> {
+    pub fn events_of_kind(
+        &self,
+        run_id: &str,
+        kind: &str,
+    ) -> Result<Vec<EventRecord>, LedgerError> {
         let mut st = self.conn.prepare_cached(
             "SELECT seq, at, body_json FROM events WHERE run_id = ?1 AND kind = ?2 ORDER BY seq",
         )?;
         let rows = st
             .query_map(params![run_id, kind], |r| {
-                Ok((r.get::<_, i64>(0)?, r.get::<_, i64>(1)?, r.get::<_, String>(2)?))
+                Ok((
+                    r.get::<_, i64>(0)?,
+                    r.get::<_, i64>(1)?,
+                    r.get::<_, String>(2)?,
+                ))
             })?
             .collect::<Result<Vec<_>, _>>()?;
         rows.into_iter()
@@ -502,9 +531,10 @@ impl LedgerReader {
     pub fn worktree_checkouts(&self) -> Result<Vec<String>, LedgerError> {
         let mut st = self.conn.prepare_cached(
             "SELECT DISTINCT json_extract(workspace_json, '$.checkout') FROM runs
+             INDEXED BY runs_by_checkout
              WHERE workspace_json IS NOT NULL
-               AND json_extract(workspace_json, '$.mode') = 'worktree'
-               AND json_extract(workspace_json, '$.checkout') IS NOT NULL",
+               AND json_extract(workspace_json, '$.checkout') IS NOT NULL
+               AND json_extract(workspace_json, '$.mode') = 'worktree'",
         )?;
         let rows = st
             .query_map([], |r| r.get(0))?
@@ -514,11 +544,11 @@ impl LedgerReader {
 
     /// How many runs the ledger holds, and how many of them are finished.
     pub fn run_counts(&self) -> Result<(u64, u64), LedgerError> {
-        let (total, finished): (i64, i64) = self.conn.query_row(
-            "SELECT COUNT(*), COUNT(finished_at) FROM runs",
-            [],
-            |r| Ok((r.get(0)?, r.get(1)?)),
-        )?;
+        let (total, finished): (i64, i64) =
+            self.conn
+                .query_row("SELECT COUNT(*), COUNT(finished_at) FROM runs", [], |r| {
+                    Ok((r.get(0)?, r.get(1)?))
+                })?;
         Ok((total.max(0) as u64, finished.max(0) as u64))
     }
 
@@ -538,10 +568,9 @@ impl LedgerReader {
              ORDER BY finished_at, run_id LIMIT ?4",
         )?;
         let rows = st
-            .query_map(
-                params![cutoff, from.0, from.1, limit as i64],
-                |r| Ok((r.get(0)?, r.get(1)?)),
-            )?
+            .query_map(params![cutoff, from.0, from.1, limit as i64], |r| {
+                Ok((r.get(0)?, r.get(1)?))
+            })?
             .collect::<Result<Vec<_>, _>>()?;
         Ok(rows)
     }

@@ -36,6 +36,12 @@ pub struct RetentionPolicy {
 }
 
 impl RetentionPolicy {
+    /// Nothing pruned, nothing deleted.
+    pub const KEEP_ALL: RetentionPolicy = RetentionPolicy {
+        events_after: None,
+        max_runs: None,
+    };
+
     /// From `[limits]`: days (0: events kept forever) and a run cap (0: no cap).
     pub fn from_limits(events_days: u32, max_runs: u64) -> RetentionPolicy {
         RetentionPolicy {

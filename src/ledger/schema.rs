@@ -140,7 +140,11 @@ const MIGRATIONS: &[&str] = &[
     ALTER TABLE runs ADD COLUMN events_pruned_at INTEGER;
     CREATE INDEX runs_by_finished_page ON runs(finished_at, run_id) WHERE finished_at IS NOT NULL;
     CREATE INDEX runs_active ON runs(created_at, run_id) WHERE finished_at IS NULL;
-    CREATE INDEX usage_by_session_spend ON usage(budget_session, run_id, basis, cost_usd);
+    CREATE INDEX usage_by_session_spend ON usage(budget_session, cost_usd);
+    CREATE INDEX usage_by_session_basis ON usage(budget_session, basis, run_id);
+    CREATE INDEX runs_by_created ON runs(created_at);
+    CREATE INDEX runs_by_checkout ON runs(json_extract(workspace_json, '$.checkout'))
+        WHERE workspace_json IS NOT NULL;
     "#,
 ];
 

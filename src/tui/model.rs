@@ -1286,7 +1286,9 @@ mod tests {
         m.select_last();
         let selected = m.selected().map(str::to_string);
         m.add_runs(
-            (0..10).map(|i| finished(&format!("o{i}"), 10 - i)).collect(),
+            (0..10)
+                .map(|i| finished(&format!("o{i}"), 10 - i))
+                .collect(),
             None,
         );
         let held = m
@@ -1294,7 +1296,10 @@ mod tests {
             .filter(|e| e.summary.head.state.is_terminal())
             .count();
         assert!(held <= FINISHED_MAX + 1, "{held} held");
-        assert!(m.run(selected.as_deref().unwrap()).is_some(), "the selection stays");
+        assert!(
+            m.run(selected.as_deref().unwrap()).is_some(),
+            "the selection stays"
+        );
         assert!(!m.wants_older(), "at the cap no page is asked for");
     }
 }

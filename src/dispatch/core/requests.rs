@@ -228,10 +228,7 @@ impl Core {
             .filter_map(|id| self.runs.get(id))
             .map(Run::summary)
             .collect();
-        self.answer_from_ledger(
-            to,
-            Query::Runs { filter, live },
-        );
+        self.answer_from_ledger(to, Query::Runs { filter, live });
     }
 
     fn follow_up(&mut self, to: ReplyTo, run_id: &str, text: String) {
