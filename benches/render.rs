@@ -280,5 +280,6 @@ fn view(run_id: &str) -> RunView {
         depth: 0,
         parent_run: None,
         workspace: None,
+        needs_you: None,
     }
 }

@@ -50,7 +50,14 @@ impl TerminalGuard {
         // Marked before the screen changes, so the panic hook undoes a half-entered state.
         ACTIVE.store(true, Ordering::SeqCst);
         match execute!(io::stdout(), EnterAlternateScreen, EnableMouseCapture) {
-            Ok(()) => Ok(TerminalGuard { _private: () }),
+            Ok(()) => {
+                // The terminal's title is saved on its stack, to be given back on leaving
+                // (the dashboard sets its own: `drover · N need you`).
+                let mut out = io::stdout();
+                let _ = out.write_all(PUSH_TITLE.as_bytes());
+                let _ = out.flush();
+                Ok(TerminalGuard { _private: () })
+            }
             Err(e) => {
                 restore();
                 Err(e)
@@ -83,11 +90,24 @@ pub fn restore() {
 /// The escape sequences that leave the dashboard's screen state: mouse capture off, main
 /// screen, cursor shown. Each is written even if an earlier one failed.
 fn write_restore_sequence(out: &mut impl Write) -> io::Result<()> {
+    let title = out.write_all(POP_TITLE.as_bytes());
     let mouse = queue!(out, DisableMouseCapture);
     let screen = queue!(out, LeaveAlternateScreen);
     let cursor = queue!(out, cursor::Show);
     let flushed = out.flush();
-    mouse.and(screen).and(cursor).and(flushed)
+    title.and(mouse).and(screen).and(cursor).and(flushed)
+}
+
+/// Saves the window title on the terminal's title stack (xterm's `CSI 22 ; 0 t`;
+/// terminals without one ignore it).
+const PUSH_TITLE: &str = "\x1b[22;0t";
+/// Gives back the saved title (`CSI 23 ; 0 t`).
+const POP_TITLE: &str = "\x1b[23;0t";
+
+/// The escape sequence that sets the window title (OSC 2).
+pub fn title_sequence(title: &str) -> String {
+    let title: String = title.chars().filter(|c| !c.is_control()).collect();
+    format!("\x1b]2;{title}\x07")
 }
 
 #[cfg(test)]
@@ -105,5 +125,13 @@ mod tests {
         }
         assert!(text.contains("\u{1b}[?1049l"), "main screen: {text:?}");
         assert!(text.contains("\u{1b}[?25h"), "cursor shown: {text:?}");
+        assert!(
+            text.contains("\u{1b}[23;0t"),
+            "the title given back: {text:?}"
+        );
+        assert_eq!(
+            title_sequence("drover · 2 need you\x07\x1b"),
+            "\u{1b}]2;drover · 2 need you\u{7}"
+        );
     }
 }

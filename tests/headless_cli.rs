@@ -357,6 +357,10 @@ fn blocked_reports_status_blocked_with_its_follow_ups() {
         notes_of(&view).contains(&"the run reports it is blocked".to_string()),
         "{view}"
     );
+    // Still warm, it is offered an escalation now, and says why it needs you.
+    assert_eq!(view["escalation"]["kind"], "escalate", "{view}");
+    assert_eq!(view["needs_you"]["reason"], "escalation", "{view}");
+    assert!(view["needs_you"]["since"].as_i64().is_some(), "{view}");
     assert!(has_line(
         &home.tail(&run),
         "tool failed: error: failed to download"
@@ -1318,9 +1322,14 @@ fn usage_mistakes_exit_2() {
 // Rails, idempotency, kill-all and remove, human output
 // ---------------------------------------------------------------------------------------
 
+/// One sim slot, and idle runs kept warm (no hibernation): an idle run holds its slot.
+const WARM_IDLE_SIM_RAIL_OF_1: &str =
+    "[limits]\nhibernate_after_secs = 0\n[limits.per_provider]\nsim = 1\n";
+
 #[test]
 fn a_full_rail_queues_the_next_run_until_the_first_completes() {
-    let home = Home::with_config("[limits.per_provider]\nsim = 1\n");
+    // Idle runs stay warm here (no hibernation), so the idle first run keeps its slot.
+    let home = Home::with_config(WARM_IDLE_SIM_RAIL_OF_1);
     let _serve = home.serve();
     let first = home.dispatch("quick-success", "First", &[]);
     home.wait_idle(&first);
@@ -1330,7 +1339,7 @@ fn a_full_rail_queues_the_next_run_until_the_first_completes() {
     let second = str_at(&second, "run_id").to_string();
     let notes = home.notes(&second);
     assert!(
-        notes.contains(&"queued: sim already runs 1 runs (its limit)".to_string()),
+        notes.contains(&"queued: sim already runs 1 run (its limit)".to_string()),
         "{notes:?}"
     );
     let queued = array(home.json(&["runs", "--state", "queued"]));
@@ -1346,8 +1355,9 @@ fn a_full_rail_queues_the_next_run_until_the_first_completes() {
 
 #[test]
 fn a_full_rail_refuses_with_no_queue_and_a_full_queue_refuses() {
-    let home =
-        Home::with_config("[limits]\nqueued_per_session = 1\n[limits.per_provider]\nsim = 1\n");
+    let home = Home::with_config(
+        "[limits]\nqueued_per_session = 1\nhibernate_after_secs = 0\n[limits.per_provider]\nsim = 1\n",
+    );
     let _serve = home.serve();
     let first = home.dispatch("quick-success", "First", &[]);
     home.wait_idle(&first);
@@ -1669,7 +1679,7 @@ fn a_crashed_turn_keeps_its_usage_and_is_not_shown_as_free() {
 /// (reason `complete`, live cause `completed`) with no turn and no result.
 #[test]
 fn complete_refuses_a_run_that_never_started() {
-    let home = Home::with_config("[limits.per_provider]\nsim = 1\n");
+    let home = Home::with_config(WARM_IDLE_SIM_RAIL_OF_1);
     let _serve = home.serve();
     let first = home.dispatch("quick-success", "First", &[]);
     home.wait_idle(&first);
@@ -1810,4 +1820,39 @@ fn runs_whose_events_retention_pruned_stay_listed_shown_and_counted() {
     assert_eq!(found.len(), 1, "{found:?}");
     assert_eq!(found[0]["run_id"], ids[0].as_str());
     home.refused(&["runs", "--before", "no-such-run"], "RUN_NOT_FOUND");
+}
+
+#[test]
+fn models_lists_the_catalog_per_provider_and_dispatch_help_lists_the_scenarios() {
+    let home = Home::new();
+    let models = home.json(&["models", "--provider", "sim"]);
+    let rows = models.as_array().expect("a list");
+    assert!(!rows.is_empty());
+    assert!(rows.iter().all(|m| m["provider"] == "sim"), "{models}");
+    let standard = rows
+        .iter()
+        .find(|m| m["id"] == "sim-standard")
+        .expect("sim-standard");
+    assert_eq!(standard["tier"], "standard");
+    assert!(standard["input_per_mtok"].as_f64().is_some(), "{standard}");
+    assert!(standard["vision"].is_boolean());
+    let text = home.drover(&["models"]);
+    assert!(text.status.success());
+    let text = String::from_utf8_lossy(&text.stdout);
+    assert!(
+        text.lines()
+            .any(|l| l.starts_with("claude-code") && l.contains("per Mtok")),
+        "{text}"
+    );
+    let refused = home.drover(&["models", "--provider", "nope"]);
+    assert_eq!(refused.status.code(), Some(1));
+    assert!(
+        String::from_utf8_lossy(&refused.stderr).contains("error[INVALID_PROVIDER]"),
+        "{refused:?}"
+    );
+    let help = home.drover(&["dispatch", "--help"]);
+    let help = String::from_utf8_lossy(&help.stdout);
+    for scenario in ["tool-permission", "blocked", "question", "worktree-change"] {
+        assert!(help.contains(scenario), "{scenario} in:\n{help}");
+    }
 }

@@ -243,20 +243,15 @@ async fn every_tool_over_stdio_against_a_background_owner() {
     let ended = wait(&client, &hung, "terminal").await;
     assert_eq!(ended["state"], "stopped");
 
-    // A blocked run: retried on its model, escalated to a named one (parent, depth 1).
+    // A blocked run: retried on its model while it is idle (it completes, the new run
+    // carries its result), then escalated to a named one (parent, depth 1).
     let blocked = dispatch(&client, "blocked", "run the tests").await;
     let stuck = wait(&client, &blocked, "idle").await;
     assert_eq!(stuck["result_status"], "blocked");
-    refused(
-        &client,
-        "retry",
-        json!({"run_id": blocked}),
-        "RUN_NOT_ACTIVE",
-    )
-    .await;
-    call(&client, "stop", json!({"run_id": blocked})).await;
-    wait(&client, &blocked, "terminal").await;
     let retried = call(&client, "retry", json!({"run_id": blocked})).await;
+    let ended = wait(&client, &blocked, "terminal").await;
+    assert_eq!(ended["state"], "completed", "{ended}");
+    assert_eq!(ended["completion_reason"], "retried", "{ended}");
     let escalated = call(
         &client,
         "escalate",

@@ -211,7 +211,8 @@ fn a_crash_offers_a_retry_on_the_same_model() {
 
 #[test]
 fn an_api_error_that_outlasts_the_retries_is_transient_and_offers_a_retry() {
-    let home = Home::new();
+    // The turn is not sent again (`resend_turns_max = 0`): the run fails at once.
+    let home = Home::with_config("[limits]\nresend_turns_max = 0\n");
     let _serve = home.serve();
     let run = home.dispatch("api-error", "Read the config", &["--model", "sim-small"]);
     let view = home.wait_terminal(&run);

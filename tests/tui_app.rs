@@ -27,6 +27,13 @@ use std::time::Duration;
 use tokio::sync::mpsc;
 use tui_common::{char_key, key, options};
 
+/// Keys pressed since the last call (for the key counts the issue sets as targets).
+fn counted(h: &mut Harness, events: Vec<AppEvent>) -> usize {
+    let n = events.len();
+    h.press(events);
+    n
+}
+
 const STEP_TIMEOUT: Duration = Duration::from_secs(30);
 
 struct Harness {
@@ -96,10 +103,13 @@ impl Harness {
         }
     }
 
+    /// Handles one event and draws a frame, as the event loop does (the attention line
+    /// records what it drew, and its keys act on that).
     fn handle_event(&mut self, event: AppEvent) {
         self.app.model.now = drover::clock::now_millis();
         let effects = self.app.handle(event);
         self.carry_out(effects);
+        tui_common::render_app(&self.app);
     }
 
     /// Presses keys (each handled like the event loop does).
@@ -975,4 +985,155 @@ async fn scrolling_past_the_window_loads_the_next_page_and_the_filter_finds_an_o
     .await;
     assert_eq!(h.app.model.selected(), Some(needle.as_str()));
     h.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_oldest_permission_is_reached_and_answered_in_one_key() {
+    let mut h = Harness::start().await;
+    let first = h.dispatch("tool-permission", "first").await;
+    h.pump_until("the first run's request", |app| {
+        app.model.pending_total() == 1
+    })
+    .await;
+    let second = h.dispatch("tool-permission", "second").await;
+    h.pump_until("both runs' requests", |app| app.model.pending_total() == 2)
+        .await;
+    // The second run is selected; the attention line shows the oldest request anyway.
+    h.app.model.select(&second);
+    let (shown_run, shown) = h
+        .app
+        .attention_request()
+        .map(|(e, p)| (e.summary.head.run_id.clone(), p.request_id.clone()))
+        .expect("the attention line shows a request");
+    assert_eq!(shown_run, first, "the oldest request of any run");
+    let keys = counted(&mut h, vec![char_key('y')]);
+    assert_eq!(keys, 1);
+    h.pump_until("the shown request answered", |app| {
+        app.model
+            .run(&first)
+            .is_some_and(|e| e.pending.iter().all(|p| p.request_id != shown))
+    })
+    .await;
+    let events = h.events_of(&first).await;
+    assert!(
+        events.iter().any(|e| e.kind == "permission_resolved"
+            && e.body["request_id"] == shown.as_str()
+            && e.body["decision"] == "allow"),
+        "the allow landed on the request shown"
+    );
+    let others = h.events_of(&second).await;
+    assert!(
+        !others.iter().any(|e| e.kind == "permission_resolved"),
+        "nothing landed on the other run"
+    );
+    let _ = h.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_finished_runs_task_is_dispatched_again_in_three_keys() {
+    let mut h = Harness::start().await;
+    let work = tempfile::tempdir_in(h.home.path()).expect("a work dir");
+    let old: RunSummary = h
+        .ask(Request::Dispatch {
+            spec: Box::new(SpecInput {
+                provider: Some("sim".into()),
+                model: Some("sim-small".into()),
+                task: "Check the README links".into(),
+                cwd: Some(work.path().to_path_buf()),
+                policy: Some("auto".into()),
+                budget_usd: Some(1.25),
+                workspace: Some("shared".into()),
+                ..SpecInput::default()
+            }),
+        })
+        .await;
+    let old_id = old.head.run_id.clone();
+    h.wait(&old_id, WaitUntil::Idle).await;
+    let _: RunSummary = h
+        .ask(Request::Complete {
+            run_id: old_id.clone(),
+        })
+        .await;
+    h.pump_until("the run finished on the dashboard", |app| {
+        app.model
+            .run(&old_id)
+            .is_some_and(|e| e.summary.head.state.is_terminal())
+    })
+    .await;
+    // Another run on top, so reaching the finished one takes a key.
+    let other = h.dispatch("hang", "Keep working").await;
+    h.pump_until("both runs listed", |app| app.model.run(&other).is_some())
+        .await;
+    h.app.model.select(&other);
+    let mut keys = counted(&mut h, vec![char_key('G')]);
+    assert_eq!(h.app.model.selected(), Some(old_id.as_str()));
+    h.pump_until("its spec loaded", |app| {
+        app.model.run(&old_id).is_some_and(|e| e.detail.is_some())
+    })
+    .await;
+    keys += counted(&mut h, vec![char_key('r')]);
+    let Some(Overlay::Form(form)) = top(&h.app) else {
+        panic!("r opens the form: {:?}", h.app.model.flash)
+    };
+    assert_eq!(form.task.text, "Check the README links");
+    assert_eq!(form.provider.value(), "sim");
+    assert_eq!(form.model.text, "sim-small");
+    assert_eq!(form.policy.value(), "auto");
+    assert_eq!(form.budget.text, "1.25");
+    assert_eq!(form.cwd.text, work.path().display().to_string());
+    assert_eq!(form.workspace.value(), "shared");
+    keys += counted(&mut h, vec![key(KeyCode::Enter)]);
+    assert!(keys <= 3, "{keys} keys");
+    h.pump_until("the form closes on the dispatch", |app| {
+        app.overlays.is_empty()
+    })
+    .await;
+    let new_id = h.app.model.selected().expect("the new run").to_string();
+    assert_ne!(new_id, old_id);
+    let view = h.show(&new_id).await;
+    assert_eq!(view.task, "Check the README links");
+    assert_eq!(view.head.provider, "sim");
+    assert_eq!(view.head.model.as_deref(), Some("sim-small"));
+    assert_eq!(view.policy, "auto");
+    assert_eq!(view.budget.cap, 1.25);
+    assert_eq!(view.cwd, work.path().display().to_string());
+    let _ = h.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_blocked_run_lands_in_needs_you_with_its_offer_and_e_takes_it() {
+    let mut h = Harness::start().await;
+    let run_id = h.dispatch("blocked", "Run the test suite").await;
+    h.pump_until("the blocked run in Needs you with its offer", |app| {
+        app.model.run(&run_id).is_some_and(|e| {
+            drover::tui::model::Tray::of(&e.summary) == drover::tui::model::Tray::NeedsYou
+                && e.summary.escalation_offered
+                && e.summary.head.state == RunState::Idle
+        })
+    })
+    .await;
+    let view = h.show(&run_id).await;
+    assert!(view.escalation.is_some());
+    let need = view.needs_you.expect("show says why it needs you");
+    assert_eq!(need.reason, drover::dispatch::api::Need::Escalation);
+    // `e` on the idle run: a new run carries the result, the old one completes.
+    h.app.model.select(&run_id);
+    h.pump_until("its view loaded", |app| {
+        app.model
+            .run(&run_id)
+            .is_some_and(|e| e.detail.as_ref().is_some_and(|d| d.escalation.is_some()))
+    })
+    .await;
+    h.press([char_key('e')]);
+    h.pump_until("the new run selected", |app| {
+        app.model.selected().is_some_and(|s| s != run_id)
+    })
+    .await;
+    let child = h.app.model.selected().unwrap().to_string();
+    let old = h.wait(&run_id, WaitUntil::Terminal).await;
+    assert_eq!(old.head.state, RunState::Completed);
+    assert_eq!(old.head.completion_reason.as_deref(), Some("escalated"));
+    let view = h.show(&child).await;
+    assert_eq!(view.parent_run.as_deref(), Some(run_id.as_str()));
+    let _ = h.shutdown().await;
 }

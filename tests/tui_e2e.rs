@@ -4,6 +4,8 @@
 //! completed; quitting stops the rest and records them as interrupted. And `drover`
 //! attached to a background owner: it starts one, leaving keeps the runs going, two
 //! dashboards share one owner, and a dashboard outlives a killed owner and reattaches.
+//! And the attention line: a sim run asks permission, the line shows its command, `y`
+//! on the dashboard answers exactly that request.
 //!
 //! Needs `tmux` (`apt-get install tmux`); without it this test fails and says so. Every
 //! wait is bounded and watches for a condition (the pane's text or the dispatcher's
@@ -302,7 +304,8 @@ fn closing_the_terminal_stops_the_runs_and_releases_the_directory() {
     ]);
     assert!(started.status.success(), "{:?}", started);
     let run = run_titled(home.path(), "Investigate the flaky integration test");
-    tmux.wait_for("needs you", &[]);
+    // The dashboard is up with the demo's runs: some need you.
+    tmux.wait_for("Needs you (", &[]);
 
     // The terminal goes away (as when its window is closed).
     tmux.run(&["kill-server"]);
@@ -410,7 +413,9 @@ fn dashboards_attach_to_a_background_owner_that_outlives_them() {
     a.keys(&["n"]);
     a.wait_for("what should the agent do?", &[]);
     a.keys(&["-l", "Slow work from the form"]);
-    for _ in 0..6 {
+    // Task, provider, model, policy, budget, directory, workspace, class, max turns,
+    // tags, workflow, context: then the scenario.
+    for _ in 0..12 {
         a.keys(&["Tab"]);
     }
     a.wait_for("tool-permission", &["Right"]);
@@ -479,4 +484,97 @@ fn dashboards_attach_to_a_background_owner_that_outlives_them() {
         "{}",
         String::from_utf8_lossy(&stopped.stderr)
     );
+}
+
+#[test]
+fn the_attention_line_shows_a_runs_permission_and_y_answers_it() {
+    let probe = Command::new("tmux").arg("-V").output();
+    assert!(
+        probe.is_ok_and(|o| o.status.success()),
+        "this test needs tmux; install it (apt-get install tmux)"
+    );
+    let home = tempfile::tempdir().expect("temp dir");
+    let _owner = ShutdownOnDrop(home.path());
+    std::fs::write(
+        home.path().join("config.toml"),
+        "[providers.claude-code]\nenabled = false\n[providers.codex]\nenabled = false\n\
+         [providers.opencode]\nenabled = false\n",
+    )
+    .expect("config");
+    let tmux = Tmux {
+        socket: format!("drover-e2e-attention-{}", std::process::id()),
+        target: "attention".into(),
+    };
+    let command = format!(
+        "cd '{}'; DROVER_HOME='{}' '{}'; echo DASHBOARD-EXIT=$?; sleep 600",
+        home.path().display(),
+        home.path().display(),
+        env!("CARGO_BIN_EXE_drover")
+    );
+    let started = tmux.run(&[
+        "new-session",
+        "-d",
+        "-s",
+        "attention",
+        "-x",
+        "100",
+        "-y",
+        "30",
+        &command,
+    ]);
+    assert!(started.status.success(), "{started:?}");
+    tmux.wait_for("nothing waits for you", &[]);
+
+    // A run from another terminal asks to run `ls -la`.
+    let dir = home.path().to_str().expect("a UTF-8 temp path");
+    let run = json(drover(
+        home.path(),
+        &[
+            "dispatch",
+            "--provider",
+            "sim",
+            "--scenario",
+            "tool-permission",
+            "--cwd",
+            dir,
+            "--json",
+            "List the files",
+        ],
+    ));
+    let run_id = run["run_id"].as_str().expect("run id").to_string();
+    let pane = tmux.wait_for("Bash ls -la", &[]);
+    let line = pane
+        .lines()
+        .find(|l| l.contains("Bash ls -la"))
+        .expect("the attention line");
+    assert!(
+        line.contains("y allow") && line.contains("d deny"),
+        "{line}"
+    );
+    let asked = wait_state(home.path(), &run_id, "asking", |s| {
+        s == "awaiting_permission"
+    });
+    let first = asked["pending"][0]["request_id"]
+        .as_str()
+        .expect("a pending request")
+        .to_string();
+
+    // One key on the dashboard answers it: the run goes on to its next request.
+    tmux.keys(&["y"]);
+    tmux.wait_for("Edit src/main.rs", &[]);
+    let view = show(home.path(), &run_id);
+    let pending: Vec<&str> = view["pending"]
+        .as_array()
+        .expect("pending")
+        .iter()
+        .filter_map(|p| p["request_id"].as_str())
+        .collect();
+    assert!(!pending.contains(&first.as_str()), "{view}");
+    assert_eq!(view["pending"][0]["tool"], "Edit", "{view}");
+    // `d` denies the Edit the line now shows; the run ends its turn.
+    tmux.keys(&["d"]);
+    wait_state(home.path(), &run_id, "its turn over", |s| s == "idle");
+    tmux.wait_for("nothing waits for you", &[]);
+    tmux.keys(&["q"]);
+    tmux.wait_for("DASHBOARD-EXIT=0", &[]);
 }

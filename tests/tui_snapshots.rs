@@ -105,6 +105,20 @@ fn each_tray_populated() {
         "tray_idle",
         vec![summary(1, "Write the changelog for 0.4", RunState::Idle)],
     );
+    let mut hibernated = summary(2, "Write the release notes", RunState::Idle);
+    hibernated.head.live_state = Some(live(
+        LiveStateKind::Working,
+        300,
+        900,
+        Some("idle · hibernated"),
+    ));
+    one_tray(
+        "tray_idle_hibernated",
+        vec![
+            summary(1, "Write the changelog for 0.4", RunState::Idle),
+            hibernated,
+        ],
+    );
     one_tray(
         "tray_queued",
         vec![
@@ -384,8 +398,9 @@ fn a_route_card() {
     let mut app = held_app(100, 30);
     press(&mut app, [key(KeyCode::Enter)]);
     assert!(matches!(app.overlays.last(), Some(Overlay::Route(_))));
-    // The header counts the run as held.
+    // The run counts as held, and as one that needs you (its tray).
     assert_eq!(app.model.counts().held, 1);
+    assert_eq!(app.model.counts().needs_you, 1);
     snap("route_card", &app);
 }
 
@@ -625,4 +640,268 @@ fn a_run_whose_events_retention_pruned_says_so_in_its_detail() {
     app.model
         .set_transcript(&run.head.run_id, vec![format!("[{note}]")]);
     snap("pruned_run_detail", &app);
+}
+
+// ---- the attention line ----
+
+/// The last line but one of the screen: the attention line.
+fn attention_line(app: &App) -> String {
+    let screen = render_app(app);
+    let lines: Vec<&str> = screen.lines().collect();
+    lines[lines.len() - 2].to_string()
+}
+
+fn respond_of(effects: &[drover::tui::Effect]) -> Vec<(String, String, PermissionAnswer)> {
+    effects
+        .iter()
+        .filter_map(|e| match e {
+            drover::tui::Effect::Request {
+                request:
+                    drover::dispatch::Request::Respond {
+                        run_id,
+                        request_id,
+                        answer,
+                    },
+                ..
+            } => Some((run_id.clone(), request_id.clone(), answer.clone())),
+            _ => None,
+        })
+        .collect()
+}
+
+use drover::providers::PermissionAnswer;
+
+#[test]
+fn the_attention_line_shows_the_oldest_permission_and_y_allows_exactly_it() {
+    let mut app = busy_app(100, 24);
+    // A younger request of another run: the line keeps the oldest.
+    let mut younger = bash_request(2, "rm -rf target");
+    younger.created_at = NOW - 2_000;
+    app.model
+        .apply(&drover::dispatch::DispatchEvent::PermissionRequested {
+            run_id: id(4),
+            pending: younger,
+        });
+    snap("attention_permission", &app);
+    let line = attention_line(&app);
+    assert!(line.contains("cargo test --workspace"), "{line}");
+    assert!(line.contains("+1 waiting"), "{line}");
+    let effects = app.handle(char_key('y'));
+    assert_eq!(
+        respond_of(&effects),
+        [(
+            id(1),
+            "req_1".to_string(),
+            PermissionAnswer::Allow { always: false }
+        )]
+    );
+    // A second press while the answer is on its way sends nothing more.
+    assert!(respond_of(&app.handle(char_key('y'))).is_empty());
+}
+
+#[test]
+fn a_key_acts_on_the_request_drawn_never_on_one_that_took_its_place() {
+    let mut app = busy_app(100, 24);
+    let mut younger = bash_request(2, "rm -rf target");
+    younger.created_at = NOW - 2_000;
+    app.model
+        .apply(&drover::dispatch::DispatchEvent::PermissionRequested {
+            run_id: id(4),
+            pending: younger,
+        });
+    render_app(&app);
+    // The shown request is answered elsewhere before the next frame is drawn.
+    let _ = app.handle(AppEvent::Dispatch(
+        drover::dispatch::DispatchEvent::PermissionResolved {
+            run_id: id(1),
+            request_id: "req_1".into(),
+            how: "allow (cli)".into(),
+        },
+    ));
+    let effects = app.handle(char_key('y'));
+    assert!(respond_of(&effects).is_empty(), "{effects:?}");
+    let flash = app.model.flash.clone().expect("told why");
+    assert!(flash.text.contains("settled meanwhile"), "{}", flash.text);
+    // Once drawn, the younger request is the one on the line, and `d` denies it.
+    assert!(attention_line(&app).contains("rm -rf target"));
+    let effects = app.handle(char_key('d'));
+    assert_eq!(
+        respond_of(&effects),
+        [(
+            id(4),
+            "req_2".to_string(),
+            PermissionAnswer::Deny { message: None }
+        )]
+    );
+}
+
+fn question_app() -> App {
+    let mut asking = summary(
+        3,
+        "Add a cache to the lookups",
+        RunState::AwaitingPermission,
+    );
+    asking.pending = 1;
+    let mut app = app_with(
+        vec![
+            asking,
+            summary(4, "Refactor the storage modules", RunState::Running),
+        ],
+        100,
+        16,
+    );
+    app.model
+        .apply(&drover::dispatch::DispatchEvent::PermissionRequested {
+            run_id: id(3),
+            pending: question_request(3),
+        });
+    app
+}
+
+#[test]
+fn the_attention_line_shows_a_question_with_its_options_and_a_digit_answers_it() {
+    let mut app = question_app();
+    snap("attention_question", &app);
+    let line = attention_line(&app);
+    assert!(
+        line.contains("1 SQLite") && line.contains("2 Postgres"),
+        "{line}"
+    );
+    // `y` is not an answer to a question: it says what is.
+    let effects = app.handle(char_key('y'));
+    assert!(respond_of(&effects).is_empty());
+    let flash = app.model.flash.clone().expect("told");
+    assert!(flash.text.contains("press 1–2"), "{}", flash.text);
+    // A number that is not an option sends nothing.
+    assert!(respond_of(&app.handle(char_key('7'))).is_empty());
+    let effects = app.handle(char_key('2'));
+    let answers = std::collections::BTreeMap::from([(
+        "Which database should the cache use?".to_string(),
+        "Postgres".to_string(),
+    )]);
+    assert_eq!(
+        respond_of(&effects),
+        [(
+            id(3),
+            "req_3".to_string(),
+            PermissionAnswer::Answer { answers }
+        )]
+    );
+}
+
+#[test]
+fn p_opens_the_request_on_the_attention_line_in_full() {
+    let mut app = question_app();
+    render_app(&app);
+    let _ = app.handle(char_key('p'));
+    let Some(Overlay::Prompt(p)) = app.overlays.last() else {
+        panic!("the prompt opens");
+    };
+    assert_eq!(p.request.request_id, "req_3");
+}
+
+#[test]
+fn the_attention_line_when_nothing_waits() {
+    let app = app_with(
+        vec![
+            summary(4, "Refactor the storage modules", RunState::Running),
+            summary(8, "Check the README links", RunState::Completed),
+        ],
+        100,
+        12,
+    );
+    snap("attention_empty", &app);
+    assert!(attention_line(&app).contains("nothing waits for you"));
+}
+
+#[test]
+fn the_header_counts_are_the_trays_counts() {
+    let app = busy_app(100, 24);
+    let counts = app.model.counts();
+    for row in app.model.rows() {
+        if let drover::tui::model::Row::Header(tray, n) = row {
+            let counted = match tray {
+                drover::tui::model::Tray::NeedsYou => counts.needs_you,
+                drover::tui::model::Tray::Running => counts.running,
+                drover::tui::model::Tray::Idle => counts.idle,
+                drover::tui::model::Tray::Queued => counts.queued,
+                drover::tui::model::Tray::Finished => continue,
+            };
+            assert_eq!(counted, *n, "{tray:?}");
+        }
+    }
+    let screen = render_app(&app);
+    let header = screen.lines().next().unwrap();
+    assert!(
+        header.contains("2 need you · 2 running · 1 idle · 1 queued"),
+        "{header}"
+    );
+}
+
+#[test]
+fn the_forms_budget_says_the_default_in_force_and_esc_clears_a_filter() {
+    let mut options = options();
+    options.default_budget_usd = 2.0;
+    let mut app = App::new(options, drover::tui::ViewModel::new(NOW, 100, 30));
+    press(&mut app, [char_key('n')]);
+    let screen = render_app(&app);
+    assert!(screen.contains("default ($2.00)"), "{screen}");
+    press(&mut app, [key(KeyCode::Esc)]);
+    app.model.set_filter("readme".into());
+    press(&mut app, [key(KeyCode::Esc)]);
+    assert!(app.model.filter.is_empty(), "esc clears the filter");
+}
+
+#[test]
+fn the_terminal_title_counts_what_needs_you() {
+    assert_eq!(busy_app(100, 24).title(), "drover · 2 need you");
+    let app = app_with(vec![summary(4, "a run", RunState::Running)], 100, 24);
+    assert_eq!(app.title(), "drover");
+}
+
+#[test]
+fn the_dispatch_form_picks_a_model_from_the_catalog() {
+    let mut app = busy_app(100, 34);
+    press(&mut app, [char_key('n')]);
+    press(&mut app, typed("Fix the login redirect loop"));
+    // Provider (sim, the first offered), then the model field.
+    press(&mut app, [key(KeyCode::Tab), key(KeyCode::Tab)]);
+    // provider default → auto → the sim's first model.
+    press(&mut app, [key(KeyCode::Right), key(KeyCode::Right)]);
+    let Some(Overlay::Form(form)) = app.overlays.last() else {
+        panic!("the form is open")
+    };
+    assert_eq!(form.model.text, "sim-standard");
+    snap("dispatch_form_model_picker", &app);
+    let screen = render_app(&app);
+    assert!(screen.contains("$3/$15 per Mtok"), "{screen}");
+    assert!(screen.contains("auto — routed"), "{screen}");
+    press(&mut app, [key(KeyCode::Left)]);
+    let Some(Overlay::Form(form)) = app.overlays.last() else {
+        unreachable!()
+    };
+    assert_eq!(form.model.text, "auto");
+}
+
+#[test]
+fn a_refusal_in_the_form_is_shown_in_full_wrapped() {
+    let mut app = busy_app(100, 34);
+    press(&mut app, [char_key('n')]);
+    press(&mut app, typed("Fix the login redirect loop"));
+    press(&mut app, [key(KeyCode::Tab), key(KeyCode::Tab)]);
+    press(&mut app, typed("gpt-nine"));
+    let _ = app.handle(key(KeyCode::Enter));
+    let message = "provider sim has no model \"gpt-nine\" in the catalog; name a model from \
+                   `drover models --provider sim` (sim-standard, sim-small, sim-frontier, \
+                   sim-free, sim-unpriced), or leave the field blank for its default";
+    let _ = app.handle(AppEvent::Reply {
+        tag: ReplyTag::Dispatch,
+        result: Err(DroverError::new(ErrorCode::ModelUnknown, message)),
+    });
+    snap("dispatch_form_refusal_wrapped", &app);
+    let screen = render_app(&app);
+    assert!(
+        screen.contains("sim-unpriced), or leave the field blank for its"),
+        "the end of it: {screen}"
+    );
 }

@@ -42,6 +42,11 @@ pub(crate) async fn open(
         .collect();
     app_options.default_provider = default_provider.to_string();
     app_options.notify = options.config.notifications.enabled;
+    app_options.notify_command = options.config.notifications.command.clone();
+    app_options.default_budget_usd = options.config.limits.budget_usd_default;
+    if let Ok(catalog) = crate::money::Catalog::from_config(&options.config) {
+        app_options.models = crate::tui::views::form::ModelOption::of_catalog(&catalog);
+    }
     app_options.owner = mode;
     app_options.keys = crate::tui::keys::KeyTable::defaults()
         .with_overrides(&options.config.keys)

@@ -28,6 +28,23 @@ use crate::paths::Paths;
 use crate::run_state::RunState;
 use crate::spec::SpecInput;
 
+/// `--scenario`'s long help: every scenario the simulated provider ships, with its line.
+fn scenarios_help() -> String {
+    let mut text = format!(
+        "The simulated provider's scenario (with --provider sim); without one it runs \
+         {}. The shipped scenarios:",
+        super::sim::DEFAULT_SCENARIO
+    );
+    for name in crate::sim::scenario::builtin_names() {
+        let about = crate::sim::scenario::builtin(name)
+            .and_then(|toml_text| toml::from_str::<toml::Table>(toml_text).ok())
+            .and_then(|t| t.get("description")?.as_str().map(str::to_string))
+            .unwrap_or_default();
+        text.push_str(&format!("\n  {name:<18} {about}"));
+    }
+    text
+}
+
 #[derive(Debug, Args)]
 pub struct DispatchArgs {
     /// What the run should do (words are joined with spaces).
@@ -85,7 +102,7 @@ pub struct DispatchArgs {
     #[arg(long)]
     pub no_queue: bool,
     /// The simulated provider's scenario.
-    #[arg(long, value_name = "NAME")]
+    #[arg(long, value_name = "NAME", long_help = scenarios_help())]
     pub scenario: Option<String>,
     /// The task class (route choices are remembered per class).
     #[arg(long, value_name = "CLASS")]

@@ -16,6 +16,7 @@ mod doctor;
 pub mod exit;
 mod headless;
 mod mcp;
+mod models;
 pub mod owner;
 mod render;
 mod route;
@@ -107,6 +108,9 @@ pub enum Command {
     Doctor(doctor::DoctorArgs),
     /// The budget session's money: spent, reserved, available, caps; `set` and `new`.
     Budget(budget::BudgetArgs),
+    /// The catalog: each model a provider can run, with its tier, price per million tokens
+    /// and vision (`--provider P` for one provider's).
+    Models(models::ModelsArgs),
     /// The dashboard on the simulated provider with a few runs already dispatched, in a
     /// throwaway data directory (unless DROVER_HOME is set): no CLI, no API key.
     Demo(demo::DemoArgs),
@@ -132,6 +136,7 @@ impl Command {
             | Command::Doctor(_)
             | Command::SimAgent(_)
             | Command::Status(_)
+            | Command::Models(_)
             | Command::Completions(_)
             | Command::Man => true,
             Command::Budget(args) => args.action.is_none(),
@@ -155,6 +160,7 @@ impl Command {
             Command::Serve(_) => "serve",
             Command::Doctor(_) => "doctor",
             Command::Budget(_) => "budget",
+            Command::Models(_) => "models",
             Command::Mcp(_) => "mcp",
             Command::Demo(_) => "demo",
             Command::Run(command) => command.name(),
@@ -253,6 +259,7 @@ pub fn run(cli: Cli) -> Result<exit::Exit, DroverError> {
         )),
         Command::Doctor(args) => done(doctor::run(args, &paths)),
         Command::Budget(args) => done(budget::run(args, &paths)),
+        Command::Models(args) => done(models::run(args, &paths)),
         Command::Mcp(args) => done(mcp::run(args, &paths)),
         Command::Run(command) => runs::run(command, &paths),
         Command::Route(command) => done(route::run(command, &paths)),

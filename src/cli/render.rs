@@ -325,6 +325,12 @@ pub fn run_view(run: &RunView, now: UnixMillis) -> String {
     if run.head.stalled {
         state.push_str(" · stalled: no provider event for a while");
     }
+    if run.head.state == crate::run_state::RunState::AwaitingRoute {
+        state.push_str(&format!(
+            " · `drover routes` shows its card; `drover route {} N` picks",
+            run.head.run_id
+        ));
+    }
     if run.head.owner_gone {
         state.push_str(&format!(
             " · its drover is gone (a crash): the next `drover serve` marks it interrupted, then `drover resume {}` goes on",
@@ -334,6 +340,12 @@ pub fn run_view(run: &RunView, now: UnixMillis) -> String {
     push("state", state);
     if let Some(live) = &run.head.live_state {
         push("live", live_line(live));
+    }
+    if let Some(need) = &run.needs_you {
+        push(
+            "needs you",
+            format!("{} · for {}", need.reason.words(), age(now, need.since)),
+        );
     }
     push(
         "provider",
@@ -364,7 +376,11 @@ pub fn run_view(run: &RunView, now: UnixMillis) -> String {
     );
     let mut turns = format!("{} of at most {}", run.turns.len(), run.max_turns);
     if run.queued_follow_ups > 0 {
-        turns.push_str(&format!(" · {} follow-ups queued", run.queued_follow_ups));
+        turns.push_str(&format!(
+            " · {} follow-up{} queued",
+            run.queued_follow_ups,
+            crate::spec::text::plural(run.queued_follow_ups)
+        ));
     }
     push("turns", turns);
     let turn_rows: Vec<Vec<String>> = run
@@ -395,6 +411,34 @@ pub fn run_view(run: &RunView, now: UnixMillis) -> String {
                 answer_hint(pending)
             ),
         );
+        // What it asks: the command, the path, the URL — or the question and its options.
+        match pending.kind {
+            crate::providers::RequestKind::Permission => push(
+                "",
+                format!(
+                    "  wants: {}",
+                    clip(&one_line(&pending.ask.summary()), TEXT_CHARS)
+                ),
+            ),
+            crate::providers::RequestKind::Question => {
+                for q in pending.ask.questions() {
+                    push(
+                        "",
+                        format!("  question: {}", clip(&one_line(&q.question), TEXT_CHARS)),
+                    );
+                    for (i, option) in q.options.iter().enumerate() {
+                        let about = option
+                            .description
+                            .as_deref()
+                            .map(|d| format!(" — {}", one_line(d)))
+                            .unwrap_or_default();
+                        let option =
+                            clip(&one_line(&format!("{}{about}", option.label)), TEXT_CHARS);
+                        push("", format!("    {}. {option}", i + 1));
+                    }
+                }
+            }
+        }
     }
     if let Some(result) = &run.last_result {
         lines.extend(result_lines(result));
@@ -696,15 +740,42 @@ mod tests {
             cost_basis: "reported".into(),
             tokens: Default::default(),
             turns: vec![turn(1, "dispatch"), turn(2, "follow_up")],
-            pending: vec![PendingView {
-                request_id: "Q-1".into(),
-                kind: RequestKind::Question,
-                tool: "AskUser".into(),
-                ask: Ask::Question { questions: vec![] },
-                always: None,
-                created_at: 0,
-                expires_at: 1,
-            }],
+            pending: vec![
+                PendingView {
+                    request_id: "Q-1".into(),
+                    kind: RequestKind::Question,
+                    tool: "AskUser".into(),
+                    ask: Ask::Question {
+                        questions: vec![crate::providers::Question {
+                            question: "Which db?".into(),
+                            header: None,
+                            options: vec![
+                                crate::providers::QuestionOption {
+                                    label: "SQLite".into(),
+                                    description: Some("a file".into()),
+                                },
+                                crate::providers::QuestionOption {
+                                    label: "Postgres".into(),
+                                    description: None,
+                                },
+                            ],
+                            multi_select: false,
+                        }],
+                    },
+                    always: None,
+                    created_at: 0,
+                    expires_at: 1,
+                },
+                PendingView {
+                    request_id: "P-2".into(),
+                    kind: RequestKind::Permission,
+                    tool: "Bash".into(),
+                    ask: Ask::command("cargo test --workspace", None, None),
+                    always: None,
+                    created_at: 0,
+                    expires_at: 1,
+                },
+            ],
             last_result: None,
             notes: vec![],
             provider_session_id: None,
@@ -723,6 +794,7 @@ mod tests {
             depth: 0,
             parent_run: None,
             workspace: None,
+            needs_you: None,
         };
         let text = run_view(&view, 120_000);
         let lines: Vec<&str> = text.lines().collect();
@@ -735,10 +807,15 @@ mod tests {
             "policy    ask",
             "spent     $1.00 of $5.00 (reported)",
             "tokens    0 in · 0 out · 0 reasoning · 0 cache read · 0 cache write",
-            "turns     2 of at most 6 · 1 follow-ups queued",
+            "turns     2 of at most 6 · 1 follow-up queued",
             "          1  dispatch   $0.50  prompt 1",
             "          2  follow_up  $0.50  prompt 2",
-            "pending   Q-1 question from AskUser: drover respond R-7 Q-1 allow --answer \"QUESTION=CHOICE\" (or deny)",
+            "pending   Q-1 question from AskUser: drover respond R-7 Q-1 allow --answer \"Which db?=CHOICE\" (or deny)",
+            "            question: Which db?",
+            "              1. SQLite — a file",
+            "              2. Postgres",
+            "pending   P-2 permission for Bash: drover respond R-7 P-2 allow|always|deny",
+            "            wants: cargo test --workspace",
             "when      created 2m ago",
         ];
         assert_eq!(lines, expected);

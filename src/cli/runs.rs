@@ -97,7 +97,8 @@ pub enum RunCommand {
         output: JsonFlag,
     },
     /// Start a run that a drover restart interrupted again, in the same provider
-    /// session; the new turn is recorded on the same run.
+    /// session; the new turn is recorded on the same run. Also wakes a hibernated run,
+    /// or sends a turn held for the model API again now.
     Resume {
         run: String,
         /// The new turn's prompt (words are joined with spaces); by default drover asks
@@ -443,6 +444,21 @@ pub fn run(command: RunCommand, paths: &Paths) -> Result<Exit, DroverError> {
                 timeout_secs,
             }
         }
+        (
+            RunCommand::Respond(_),
+            Request::Respond {
+                run_id,
+                request_id,
+                answer,
+            },
+        ) => {
+            let request_id = runtime.block_on(full_request_id(paths, &run_id, &request_id))?;
+            Request::Respond {
+                run_id,
+                request_id,
+                answer,
+            }
+        }
         (_, request) => request,
     };
     let answer = runtime.block_on(ask(paths, request.clone()))?;
@@ -469,6 +485,49 @@ pub fn run(command: RunCommand, paths: &Paths) -> Result<Exit, DroverError> {
         ) if w.timed_out => Err(wait_timed_out(*until, *timeout_secs)),
         (Request::Wait { .. }, Response::Wait(w)) => Ok(Exit::of_runs(&w.runs)),
         _ => Ok(Exit::Done),
+    }
+}
+
+/// The pending request of `run_id` that `given` names: its id, or a prefix of exactly
+/// one pending request's id. An id that is not pending is sent as given (the owner says
+/// what became of it).
+async fn full_request_id(paths: &Paths, run_id: &str, given: &str) -> Result<String, DroverError> {
+    let view = match ask(
+        paths,
+        Request::Show {
+            run_id: run_id.to_string(),
+        },
+    )
+    .await?
+    {
+        Response::Show(view) => view,
+        _ => return Ok(given.to_string()),
+    };
+    let ids: Vec<&str> = view.pending.iter().map(|p| p.request_id.as_str()).collect();
+    resolve_prefix(&ids, run_id, given)
+}
+
+/// `given` as one of `ids`: itself, or the one id it is a prefix of.
+fn resolve_prefix(ids: &[&str], run_id: &str, given: &str) -> Result<String, DroverError> {
+    if ids.contains(&given) {
+        return Ok(given.to_string());
+    }
+    let matching: Vec<&str> = ids
+        .iter()
+        .copied()
+        .filter(|id| !given.is_empty() && id.starts_with(given))
+        .collect();
+    match matching.as_slice() {
+        [one] => Ok((*one).to_string()),
+        [] => Ok(given.to_string()),
+        many => Err(DroverError::new(
+            ErrorCode::NoPendingRequest,
+            format!(
+                "{given:?} starts {} of run {run_id}'s pending requests ({}); give more of the id",
+                many.len(),
+                many.join(", ")
+            ),
+        )),
     }
 }
 
@@ -728,6 +787,19 @@ mod tests {
             assert_eq!(command(args).name(), name);
         }
         assert!(!command(&["show", "r1"]).json());
+    }
+
+    #[test]
+    fn a_request_id_may_be_a_unique_prefix() {
+        let ids = ["req_a1b2", "req_a1c3", "req_x9"];
+        assert_eq!(resolve_prefix(&ids, "r1", "req_x").unwrap(), "req_x9");
+        assert_eq!(resolve_prefix(&ids, "r1", "req_a1b2").unwrap(), "req_a1b2");
+        let e = resolve_prefix(&ids, "r1", "req_a1").unwrap_err();
+        assert_eq!(e.code, ErrorCode::NoPendingRequest);
+        assert!(e.message.contains("give more of the id"), "{}", e.message);
+        // Not pending at all: sent as given, for the owner to say what became of it.
+        assert_eq!(resolve_prefix(&ids, "r1", "zzz").unwrap(), "zzz");
+        assert_eq!(resolve_prefix(&ids, "r1", "").unwrap(), "");
     }
 
     #[test]

@@ -24,6 +24,12 @@ pub struct Limits {
     pub max_turns_max: u32,
     pub idempotency_window_secs: u64,
     pub stalled_after_secs: u64,
+    /// An idle run with no follow-up for this long is hibernated (0: never by time).
+    pub hibernate_after_secs: u64,
+    /// How many times a turn the model API failed is sent again before the run fails.
+    pub resend_turns_max: u32,
+    /// The longest wait before a turn is sent again (the waits double from a minute).
+    pub resend_wait_max_secs: u64,
     /// A finished run's events are pruned this many days after it finished (0: kept
     /// forever); its row, turns, usage and decisions always stay.
     pub retention_events_days: u32,

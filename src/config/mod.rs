@@ -137,6 +137,11 @@ pub struct NotificationsConfig {
     /// Ring the terminal bell and post an OSC 9 notification when a run starts needing
     /// you (a permission prompt, a question, a route card).
     pub enabled: bool,
+    /// A desktop notification besides: this program and its arguments, run with the
+    /// message as its last argument (e.g. `["notify-send", "drover"]`). Empty: none. A
+    /// program that is not there, or fails, is quietly skipped.
+    #[serde(default)]
+    pub command: Vec<String>,
 }
 
 /// How to start one provider's CLI.

@@ -99,6 +99,8 @@ pub(super) fn check(config: &Config) -> Result<(), Problem> {
         ("idle_timeout_secs_max", l.idle_timeout_secs_max),
         ("idempotency_window_secs", l.idempotency_window_secs),
         ("stalled_after_secs", l.stalled_after_secs),
+        ("hibernate_after_secs", l.hibernate_after_secs),
+        ("resend_wait_max_secs", l.resend_wait_max_secs),
         ("permission_timeout_secs", l.permission_timeout_secs),
         ("question_timeout_secs", l.question_timeout_secs),
     ] {

@@ -454,8 +454,47 @@ pub enum Need {
     Input,
     /// It waits on a route card.
     Route,
-    /// A finished run with an escalation or retry offered.
+    /// Its last turn ended blocked (an idle run without an offer).
+    Blocked,
+    /// An escalation or retry is offered and not taken (a finished or an idle run).
     Escalation,
+}
+
+/// Why a run is in Needs you, and since when (`show --json` → `needs_you`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct NeedsYou {
+    pub reason: Need,
+    /// When it started waiting: its oldest pending request, its route card, the end of
+    /// its last turn, or its end.
+    pub since: UnixMillis,
+}
+
+/// The Needs-you rule, on the facts both a row and a full view carry.
+fn need_of(
+    state: RunState,
+    pending: usize,
+    needs_input: bool,
+    result_status: Option<&str>,
+    offered: bool,
+) -> Option<Need> {
+    if state.is_terminal() {
+        offered.then_some(Need::Escalation)
+    } else if state == RunState::AwaitingPermission || pending > 0 {
+        Some(Need::Permission)
+    } else if state == RunState::AwaitingRoute {
+        Some(Need::Route)
+    } else if state != RunState::Idle {
+        // In a turn (or about to be): nothing to do until it ends.
+        None
+    } else if needs_input {
+        Some(Need::Input)
+    } else if offered {
+        Some(Need::Escalation)
+    } else if result_status == Some("blocked") {
+        Some(Need::Blocked)
+    } else {
+        None
+    }
 }
 
 impl Need {
@@ -464,6 +503,7 @@ impl Need {
             Need::Permission => "awaiting permission",
             Need::Input => "needs input",
             Need::Route => "held on a route card",
+            Need::Blocked => "blocked",
             Need::Escalation => "escalation offered",
         }
     }
@@ -524,17 +564,13 @@ impl RunSummary {
 
     /// What the run waits for from the user, if anything: the Needs-you tray's rule.
     pub fn needs_you(&self) -> Option<Need> {
-        if self.head.state.is_terminal() {
-            self.escalation_offered.then_some(Need::Escalation)
-        } else if self.head.state == RunState::AwaitingPermission || self.pending > 0 {
-            Some(Need::Permission)
-        } else if self.head.state == RunState::AwaitingRoute {
-            Some(Need::Route)
-        } else if self.needs_input {
-            Some(Need::Input)
-        } else {
-            None
-        }
+        need_of(
+            self.head.state,
+            self.pending,
+            self.needs_input,
+            self.result_status.as_deref(),
+            self.escalation_offered,
+        )
     }
 }
 
@@ -684,6 +720,42 @@ pub struct RunView {
     /// Where the run works (its worktree, branch and base) and what it changed there.
     #[serde(default)]
     pub workspace: Option<WorkspaceView>,
+    /// Why the run is in Needs you and since when; `null` when it waits for nothing.
+    #[serde(default)]
+    pub needs_you: Option<NeedsYou>,
+}
+
+impl RunView {
+    /// Why the run needs the user now, and since when (the rule of
+    /// [`RunSummary::needs_you`]); set as `needs_you` by whoever builds the view.
+    pub fn need_now(&self) -> Option<NeedsYou> {
+        let status = self.last_result.as_ref().and_then(|r| r.status.as_deref());
+        let needs_input = self.head.state.is_active() && status == Some("needs_input");
+        let reason = need_of(
+            self.head.state,
+            self.pending.len(),
+            needs_input,
+            status,
+            self.escalation.is_some(),
+        )?;
+        let last_turn_end = self.turns.iter().rev().find_map(|t| t.ended_at);
+        let live_since = self.head.live_state.as_ref().map(|l| l.since);
+        let since = match reason {
+            Need::Permission => self.pending.iter().map(|p| p.created_at).min(),
+            Need::Route => self.route.as_ref().map(|r| r.created_at),
+            Need::Input | Need::Blocked => last_turn_end,
+            Need::Escalation => self.head.finished_at.or(last_turn_end),
+        }
+        .or(live_since)
+        .unwrap_or(self.head.created_at);
+        Some(NeedsYou { reason, since })
+    }
+
+    /// The view with its `needs_you` filled in.
+    pub fn with_need(mut self) -> RunView {
+        self.needs_you = self.need_now();
+        self
+    }
 }
 
 /// A held run's route card (`show --json` → `route`, `drover routes`).

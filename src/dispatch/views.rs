@@ -50,6 +50,26 @@ pub struct ResumeData {
     pub last_seq: u64,
     /// The run's budget session.
     pub session: LoadedSession,
+    /// Follow-ups queued behind a turn and not yet sent, oldest first.
+    pub follow_ups: Vec<String>,
+}
+
+/// The follow-ups a run queued behind a turn and did not send: each `follow_up_sent`
+/// event took the oldest one queued before it.
+fn pending_follow_ups(reader: &LedgerReader, run_id: &str) -> Result<Vec<String>, DroverError> {
+    use crate::dispatch::core::{FOLLOW_UP_QUEUED, FOLLOW_UP_SENT};
+    let mut pending = std::collections::VecDeque::new();
+    for event in reader.events_of_kinds(run_id, &[FOLLOW_UP_QUEUED, FOLLOW_UP_SENT])? {
+        if event.kind == FOLLOW_UP_QUEUED {
+            let text = event.body["text"].as_str().unwrap_or_default();
+            if !text.trim().is_empty() {
+                pending.push_back(text.to_string());
+            }
+        } else {
+            pending.pop_front();
+        }
+    }
+    Ok(pending.into())
 }
 
 /// What the dispatcher reads at start: the current budget session, remembered routes,
@@ -147,12 +167,14 @@ pub fn fetch(reader: &LedgerReader, fetch: Fetch) -> Result<Fetched, DroverError
             let tail = transcript_from_ledger(reader, &run_id, TranscriptFormat::Tail)?.lines;
             let last_seq = reader.last_seq(&run_id)?;
             let session = session(reader, &record.budget_session)?;
+            let follow_ups = pending_follow_ups(reader, &run_id)?;
             Fetched::Resumable(Box::new(ResumeData {
                 record,
                 view,
                 tail,
                 last_seq,
                 session,
+                follow_ups,
             }))
         }
         Fetch::Summaries { run_ids } => {
@@ -445,7 +467,9 @@ pub fn run_view_from_ledger(reader: &LedgerReader, run_id: &str) -> Result<RunVi
         depth: stored_depth(reader, run_id)?,
         parent_run: run.parent_run.clone(),
         workspace,
-    })
+        needs_you: None,
+    }
+    .with_need())
 }
 
 /// A run's workspace as its row keeps it; `None` for a row from before workspaces (or

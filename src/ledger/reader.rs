@@ -122,6 +122,41 @@ impl LedgerReader {
             .collect()
     }
 
+    /// A run's events of the given kinds, in seq order.
+    pub fn events_of_kinds(
+        &self,
+        run_id: &str,
+        kinds: &[&str],
+    ) -> Result<Vec<EventRecord>, LedgerError> {
+        let mut st = self.conn.prepare_cached(
+            "SELECT seq, kind, at, body_json FROM events
+             WHERE run_id = ?1 AND kind IN (SELECT value FROM json_each(?2)) ORDER BY seq",
+        )?;
+        let kinds = serde_json::to_string(kinds).unwrap_or_else(|_| "[]".to_string());
+        let rows = st
+            .query_map(params![run_id, kinds], |r| {
+                Ok((
+                    r.get::<_, i64>(0)?,
+                    r.get::<_, String>(1)?,
+                    r.get::<_, i64>(2)?,
+                    r.get::<_, String>(3)?,
+                ))
+            })?
+            .collect::<Result<Vec<_>, _>>()?;
+        rows.into_iter()
+            .map(|(seq, kind, at, body)| {
+                let body = parse_json(run_id, "events.body_json", &body)?;
+                Ok(EventRecord {
+                    run_id: run_id.to_string(),
+                    seq: seq as u64,
+                    kind,
+                    at,
+                    body,
+                })
+            })
+            .collect()
+    }
+
     /// The highest event seq of a run (0 when it has none).
     pub fn last_seq(&self, run_id: &str) -> Result<u64, LedgerError> {
         let seq: i64 = self.conn.query_row(

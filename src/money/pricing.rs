@@ -43,6 +43,27 @@ pub enum Price {
 }
 
 impl Price {
+    /// Dollars per million input and output tokens (`None` when free or unpriced).
+    pub fn per_mtok(&self) -> (Option<f64>, Option<f64>) {
+        match *self {
+            Price::Priced { input, output, .. } => (Some(input), Some(output)),
+            Price::Free | Price::Unpriced => (None, None),
+        }
+    }
+
+    /// The price in words: `$2/$10 per Mtok`, `free`, `no price`.
+    pub fn per_mtok_words(&self) -> String {
+        match *self {
+            Price::Priced { input, output, .. } => format!(
+                "{}/{} per Mtok",
+                super::usd_per_mtok(input),
+                super::usd_per_mtok(output)
+            ),
+            Price::Free => "free".to_string(),
+            Price::Unpriced => "no price".to_string(),
+        }
+    }
+
     /// What `tokens` cost at this price: `None` when unpriced, `Some(0.0)` when free.
     pub fn cost(&self, tokens: &Tokens) -> Option<f64> {
         match *self {

@@ -28,8 +28,16 @@ pub const TRANSIENT_REASONS: [&str; 7] = [
     "crash",
 ];
 
-/// Completion reasons after which nothing is offered: the user or money ended the run.
-pub const NO_OFFER_REASONS: [&str; 7] = [
+/// The completion reason of an idle run that went on as an escalation.
+pub const ESCALATED: &str = "escalated";
+/// The completion reason of an idle run that went on as a retry.
+pub const RETRIED: &str = "retried";
+
+/// Completion reasons after which nothing is offered: the user or money ended the run,
+/// or it already went on as a new run.
+pub const NO_OFFER_REASONS: [&str; 9] = [
+    ESCALATED,
+    RETRIED,
     "user",
     "budget_cap",
     "budget_exceeded",

@@ -27,8 +27,8 @@ mod tests;
 pub use crate::config::{ClassRouting, RoutingConfig, RoutingMode};
 pub use class::{TaskClass, classify, classify_text};
 pub use escalation::{
-    Escalation, EscalationKind, LAUNCH_ERROR, NO_OFFER_REASONS, RunOutcome, TRANSIENT_REASONS,
-    escalation_offer,
+    ESCALATED, Escalation, EscalationKind, LAUNCH_ERROR, NO_OFFER_REASONS, RETRIED, RunOutcome,
+    TRANSIENT_REASONS, escalation_offer,
 };
 pub use pick::{RouteDecision, decide, hold_reason, mode_for, validate_pick, validate_pick_with};
 pub use router::{

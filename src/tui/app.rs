@@ -13,7 +13,12 @@
 //!   view fetched, so the prompt queue is complete even for requests made before the
 //!   dashboard subscribed.
 
-use crossterm::event::{KeyEvent, KeyEventKind, MouseButton, MouseEvent, MouseEventKind};
+mod attention;
+mod redispatch;
+
+pub use attention::numbered_question;
+
+use crossterm::event::{KeyCode, KeyEvent, KeyEventKind, MouseButton, MouseEvent, MouseEventKind};
 use std::collections::HashSet;
 use std::path::PathBuf;
 
@@ -55,8 +60,16 @@ pub struct AppOptions {
     pub cwd: PathBuf,
     /// Scenario names offered for the simulated provider.
     pub scenarios: Vec<String>,
+    /// The budget a dispatch without one gets (`[limits] budget_usd_default`), shown by
+    /// the form.
+    pub default_budget_usd: f64,
+    /// The catalog's models, for the form's model picker.
+    pub models: Vec<super::views::form::ModelOption>,
     /// Ring the bell and post an OSC 9 notification when a run starts needing the user.
     pub notify: bool,
+    /// A desktop notification program and its arguments (the message goes last); empty
+    /// for none (`[notifications] command`).
+    pub notify_command: Vec<String>,
     pub keys: KeyTable,
     /// Who owns the runs: leaving a background owner's dashboard leaves the runs going;
     /// leaving an in-process one stops them (after asking).
@@ -73,7 +86,10 @@ impl AppOptions {
                 .into_iter()
                 .map(str::to_string)
                 .collect(),
+            default_budget_usd: crate::config::Config::defaults().limits.budget_usd_default,
+            models: super::views::form::ModelOption::of_catalog(&crate::money::Catalog::embedded()),
             notify: true,
+            notify_command: Vec::new(),
             keys: KeyTable::defaults(),
             owner: DashboardOwner::Background,
         }
@@ -95,6 +111,8 @@ pub struct App {
     quitting: bool,
     /// Runs whose view is wanted (a route card opened before its card was known).
     want_show: Vec<String>,
+    /// What the attention line showed, and the answer on its way for it.
+    attention: attention::Attention,
 }
 
 impl App {
@@ -112,6 +130,7 @@ impl App {
             older_in_flight: false,
             quitting: false,
             want_show: Vec::new(),
+            attention: attention::Attention::default(),
         }
     }
 
@@ -221,7 +240,12 @@ impl App {
             self.apply_outcome(outcome, effects);
             return;
         }
-        let Some(action) = self.keys.action(Context::Dashboard, &key) else {
+        let action = self.keys.action(Context::Dashboard, &key);
+        if let (None, KeyCode::Char(c @ '1'..='9')) = (action, key.code) {
+            self.model.flash = None;
+            return self.attention_choose(c as usize - '0' as usize, effects);
+        }
+        let Some(action) = action else {
             return;
         };
         self.model.flash = None;
@@ -258,13 +282,24 @@ impl App {
             Action::ScrollDown => self.scroll_transcript(PAGE_LINES as isize),
             Action::FollowEnd => self.model.transcript_scroll = None,
             Action::Open => self.open_selected(),
-            Action::NextPending => self.next_prompt(None),
-            Action::NewDispatch => self.overlays.push(Overlay::Form(DispatchForm::new(
-                &self.options.providers,
-                &self.options.default_provider,
-                &self.options.cwd,
-                &self.options.scenarios,
-            ))),
+            Action::NextPending => self.attention_open(),
+            Action::AttentionAllow => self.attention_allow(effects),
+            Action::AttentionDeny => self.attention_deny(effects),
+            Action::ClearFilter if !self.model.filter.is_empty() => {
+                self.model.set_filter(String::new());
+                self.flash_info("filter cleared: every run is shown".into());
+            }
+            Action::Redispatch => self.redispatch(selected.as_ref()),
+            Action::NewDispatch => self.overlays.push(Overlay::Form(
+                DispatchForm::new(
+                    &self.options.providers,
+                    &self.options.default_provider,
+                    &self.options.cwd,
+                    &self.options.scenarios,
+                )
+                .with_budget_default(self.options.default_budget_usd)
+                .with_models(self.options.models.clone()),
+            )),
             Action::FollowUp => match selected {
                 Some(run) if run.head.state.is_active() => self.open_follow_up(&run),
                 Some(run) => self.flash_error(format!(
@@ -419,7 +454,7 @@ impl App {
                 None => self.flash_error("select a run first".into()),
             },
             Action::Resume => match selected {
-                Some(run) if run.head.state == RunState::Interrupted => {
+                Some(run) if resumable(&run) => {
                     self.flash_info(format!(
                         "resuming {} in its provider session…",
                         run.head.run_id
@@ -433,7 +468,8 @@ impl App {
                     });
                 }
                 Some(run) => self.flash_error(format!(
-                    "{} is {}; only a run a drover restart interrupted can be resumed",
+                    "{} is {}; only a run a drover restart interrupted, a hibernated run or a \
+                     turn held for the model provider can be resumed",
                     run.head.run_id, run.head.state
                 )),
                 None => self.flash_error("select a run first".into()),
@@ -1073,6 +1109,7 @@ impl App {
         request_id: &str,
         result: Result<Response, DroverError>,
     ) {
+        self.attention_settled(request_id);
         let prompt_at = self.overlays.iter().rposition(|o| {
             matches!(o, Overlay::Prompt(p) if p.request.request_id == request_id && p.run_id == run_id)
         });
@@ -1228,4 +1265,20 @@ impl App {
     fn flash_error(&mut self, text: String) {
         self.model.flash = Some(Flash { text, error: true });
     }
+}
+
+/// Whether `R` may resume the run: a drover restart interrupted it, it is hibernated (it
+/// wakes in its provider session), or its turn is held for the model provider (it is
+/// sent again now).
+fn resumable(run: &RunSummary) -> bool {
+    use crate::live_state::LiveStateKind;
+    let live = run.head.live_state.as_ref();
+    run.head.state == RunState::Interrupted
+        || live.is_some_and(|l| {
+            l.state == LiveStateKind::WaitingProvider
+                || l.detail.as_deref().is_some_and(|d| {
+                    d.starts_with(crate::dispatch::core::HIBERNATED_DETAIL)
+                        || d.starts_with(crate::dispatch::core::HIBERNATING_DETAIL)
+                })
+        })
 }

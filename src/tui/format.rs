@@ -57,9 +57,17 @@ pub fn safe_lines(text: &str) -> Vec<String> {
         .collect()
 }
 
-/// The live line of a run: the state's words, its detail, time in the state and the
-/// countdown to its bound, as styled spans.
-pub fn live_line(live: &LiveState, now: UnixMillis) -> Vec<Span<'static>> {
+/// The pieces of a live line: what leads (the state's words, or — for a run between
+/// turns or waiting on the user — its detail alone, which says it), the detail, the time
+/// in the state and the countdown to its bound.
+struct LivePieces {
+    lead: Span<'static>,
+    detail: Option<Span<'static>>,
+    time: Option<Span<'static>>,
+    countdown: Option<Span<'static>>,
+}
+
+fn live_pieces(state: RunState, live: &LiveState, now: UnixMillis) -> LivePieces {
     let style = match live.state {
         LiveStateKind::Working | LiveStateKind::WrappingUp => theme::active(),
         LiveStateKind::WaitingProvider
@@ -69,66 +77,124 @@ pub fn live_line(live: &LiveState, now: UnixMillis) -> Vec<Span<'static>> {
         LiveStateKind::Ended => theme::dim(),
         LiveStateKind::Admitted | LiveStateKind::Preparing => theme::text(),
     };
-    let mut spans = vec![Span::styled(live.state.human(), style)];
-    if let Some(cause) = live.cause {
-        spans.push(Span::styled(format!(" ({})", cause.as_str()), theme::dim()));
-    }
-    if let Some(detail) = live.detail.as_deref().filter(|d| !d.trim().is_empty()) {
-        spans.push(Span::styled(": ", style));
-        spans.push(Span::raw(one_line(detail)));
-    }
-    if !live.state.is_terminal() {
-        spans.push(Span::styled(
-            format!(" · {}", duration(now - live.since)),
-            theme::dim(),
-        ));
-        if let Some(bound) = live.bound {
-            let overdue = bound < now;
-            spans.push(Span::styled(
+    let detail = live
+        .detail
+        .as_deref()
+        .filter(|d| !d.trim().is_empty())
+        .map(one_line);
+    // Not in a turn: "working" is not what the user sees; the detail says what it is.
+    let between_turns = live.state == LiveStateKind::Working
+        && matches!(state, RunState::Idle | RunState::AwaitingPermission);
+    let (lead, detail) = match detail {
+        Some(d) if between_turns => {
+            // A hibernated run (its CLI shut down, its session kept) reads
+            // "idle · hibernated", dimmed: nothing of it is working.
+            let asleep = d.starts_with(crate::dispatch::core::HIBERNATED_DETAIL)
+                || d.starts_with(crate::dispatch::core::HIBERNATING_DETAIL);
+            let lead_style = if asleep {
+                theme::dim()
+            } else if state == RunState::Idle && !d.starts_with("needs") {
+                theme::text()
+            } else {
+                theme::attention()
+            };
+            (Span::styled(d, lead_style), None)
+        }
+        detail => {
+            let mut words = live.state.human().to_string();
+            if let Some(cause) = live.cause {
+                words.push_str(&format!(" ({})", cause.as_str()));
+            }
+            let lead = Span::styled(words, style);
+            (lead, detail.map(|d| Span::raw(format!(": {d}"))))
+        }
+    };
+    let (time, countdown) = if live.state.is_terminal() {
+        (None, None)
+    } else {
+        let time = Span::styled(format!(" · {}", duration(now - live.since)), theme::dim());
+        let countdown = live.bound.map(|bound| {
+            Span::styled(
                 format!(" · {}", countdown(bound, now)),
-                if overdue {
+                if bound < now {
                     theme::error()
                 } else {
                     theme::dim()
                 },
-            ));
-        }
+            )
+        });
+        (Some(time), countdown)
+    };
+    LivePieces {
+        lead,
+        detail,
+        time,
+        countdown,
     }
-    spans
 }
 
-/// The live line fitted to `width` columns: the detail is shortened first, then the time
-/// in state is dropped, so the state's words and the countdown stay visible.
-pub fn live_line_fit(live: &LiveState, now: UnixMillis, width: usize) -> Vec<Span<'static>> {
-    let spans = live_line(live, now);
-    let total: usize = spans.iter().map(Span::width).sum();
-    if total <= width {
-        return spans;
+/// The live line of a run: the state's words, its detail, time in the state and the
+/// countdown to its bound, as styled spans (a run in a turn).
+pub fn live_line(live: &LiveState, now: UnixMillis) -> Vec<Span<'static>> {
+    live_line_fit(RunState::Running, live, now, usize::MAX)
+}
+
+/// The live line of a run in `state`, fitted to `width` columns: the time in the state
+/// goes first, then the detail is shortened (to no less than a few words' worth) or
+/// dropped, then a long lead is shortened, then the countdown goes; what leads is
+/// clipped last, with `…`.
+pub fn live_line_fit(
+    state: RunState,
+    live: &LiveState,
+    now: UnixMillis,
+    width: usize,
+) -> Vec<Span<'static>> {
+    let LivePieces {
+        mut lead,
+        mut detail,
+        mut time,
+        mut countdown,
+    } = live_pieces(state, live, now);
+    fn w(s: &Option<Span<'static>>) -> usize {
+        s.as_ref().map_or(0, Span::width)
     }
-    let detail_at = spans.iter().position(|s| s.content == ": ");
-    let Some(at) = detail_at else {
-        return spans;
-    };
-    let mut spans = spans;
-    let over = total - width;
-    let detail_w = spans[at + 1].width();
-    // Shorten the detail, unless too little of it would be left to read.
-    if detail_w >= over + 8 {
-        let keep = detail_w - over;
-        let clipped = clip(&spans[at + 1].content, keep);
-        spans[at + 1] = Span::styled(clipped, spans[at + 1].style);
-        return spans;
+    fn total(
+        lead: &Span<'static>,
+        d: &Option<Span<'static>>,
+        t: &Option<Span<'static>>,
+        c: &Option<Span<'static>>,
+    ) -> usize {
+        lead.width() + w(d) + w(t) + w(c)
     }
-    // Not enough to cut from the detail: drop it, then the time in the state if needed.
-    spans.drain(at..=at + 1);
-    let total: usize = spans.iter().map(Span::width).sum();
-    if total > width && !live.state.is_terminal() && spans.len() > 2 {
-        let time_at = spans.len() - 1 - usize::from(live.bound.is_some());
-        if spans[time_at].content.starts_with(" · ") {
-            spans.remove(time_at);
+    if total(&lead, &detail, &time, &countdown) > width {
+        time = None;
+    }
+    let over = total(&lead, &detail, &time, &countdown).saturating_sub(width);
+    if over > 0
+        && let Some(d) = detail.as_mut()
+    {
+        let keep = d.width().saturating_sub(over);
+        if keep >= 10 {
+            *d = Span::styled(clip(&d.content, keep), d.style);
+        } else {
+            detail = None;
         }
     }
-    spans
+    // A long lead (a detail that leads) is shortened before the countdown goes.
+    let over = total(&lead, &detail, &time, &countdown).saturating_sub(width);
+    if over > 0 && lead.width() >= over + 12 {
+        lead = Span::styled(clip(&lead.content, lead.width() - over), lead.style);
+    }
+    if total(&lead, &detail, &time, &countdown) > width {
+        countdown = None;
+    }
+    if lead.width() > width {
+        lead = Span::styled(clip(&lead.content, width), lead.style);
+    }
+    [Some(lead), detail, time, countdown]
+        .into_iter()
+        .flatten()
+        .collect()
 }
 
 /// The live line as plain text (for tests and narrow places).
@@ -162,6 +228,13 @@ pub fn glyph(run: &RunSummary) -> (&'static str, Style) {
 /// The run state in words, with the end reason: `completed (max_turns)`.
 pub fn state_words(state: RunState, reason: Option<&str>) -> String {
     let words = state.as_str().replace('_', " ");
+    let reason = match reason {
+        // A reason that only says the state again says nothing.
+        None | Some("complete" | "completed" | "done" | "stopped" | "failed") => None,
+        Some(r) if r == state.as_str() => None,
+        Some("user") => Some("by you".to_string()),
+        Some(r) => Some(r.to_string()),
+    };
     match reason {
         Some(reason) => format!("{words} ({reason})"),
         None => words,
@@ -308,19 +381,43 @@ mod tests {
             cause: None,
             seq: 3,
         };
-        let text = |w| -> String {
-            live_line_fit(&live, 12_000, w)
+        let text_in = |state, w| -> String {
+            live_line_fit(state, &live, 12_000, w)
                 .iter()
                 .map(|s| s.content.as_ref())
                 .collect()
         };
+        let text = |w| text_in(RunState::Running, w);
         assert_eq!(
             text(200),
             "working: waiting for your answer: Bash · 12s · 9m48s left"
         );
-        assert_eq!(text(48), "working: waiting for your an… · 12s · 9m48s left");
-        assert_eq!(text(30), "working · 12s · 9m48s left");
-        assert_eq!(text(20), "working · 9m48s left");
+        // The time in the state goes first, then the detail shortens, then it goes.
+        assert_eq!(
+            text(51),
+            "working: waiting for your answer: Bash · 9m48s left"
+        );
+        assert_eq!(text(40), "working: waiting for your… · 9m48s left");
+        assert_eq!(text(28), "working · 9m48s left");
+        assert_eq!(text(12), "working");
+        // Waiting on the user, or between turns: the detail leads, no "working".
+        assert_eq!(
+            text_in(RunState::AwaitingPermission, 200),
+            "waiting for your answer: Bash · 12s · 9m48s left"
+        );
+        assert_eq!(
+            text_in(RunState::AwaitingPermission, 37),
+            "waiting for your answer… · 9m48s left"
+        );
+        let idle = LiveState {
+            detail: Some("idle: waiting for a follow-up".into()),
+            ..live.clone()
+        };
+        let idle_text: String = live_line_fit(RunState::Idle, &idle, 12_000, 37)
+            .iter()
+            .map(|s| s.content.as_ref())
+            .collect();
+        assert_eq!(idle_text, "idle: waiting for a fol… · 9m48s left");
     }
 
     #[test]

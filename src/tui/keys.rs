@@ -95,6 +95,14 @@ pub enum Action {
     Escalate,
     Resume,
     OpenDiff,
+    /// Dispatch the selected run's task again (the form, filled from its spec).
+    Redispatch,
+    /// Allow the request on the attention line, once.
+    AttentionAllow,
+    /// Deny the request on the attention line.
+    AttentionDeny,
+    /// Show every run again (the filter cleared).
+    ClearFilter,
     // diff view
     NextFile,
     PrevFile,
@@ -128,7 +136,7 @@ pub enum Action {
 }
 
 impl Action {
-    pub const ALL: [Action; 47] = [
+    pub const ALL: [Action; 51] = [
         Action::SelectNext,
         Action::SelectPrev,
         Action::SelectFirst,
@@ -151,6 +159,10 @@ impl Action {
         Action::Escalate,
         Action::Resume,
         Action::OpenDiff,
+        Action::Redispatch,
+        Action::AttentionAllow,
+        Action::AttentionDeny,
+        Action::ClearFilter,
         Action::NextFile,
         Action::PrevFile,
         Action::PageDown,
@@ -203,6 +215,10 @@ impl Action {
             Action::Escalate => "escalate",
             Action::Resume => "resume",
             Action::OpenDiff => "open_diff",
+            Action::Redispatch => "redispatch",
+            Action::AttentionAllow => "attention_allow",
+            Action::AttentionDeny => "attention_deny",
+            Action::ClearFilter => "clear_filter",
             Action::NextFile => "next_file",
             Action::PrevFile => "prev_file",
             Action::PageDown => "page_down",
@@ -242,7 +258,7 @@ impl Action {
             Action::ScrollDown => "scroll down (transcript, long input)",
             Action::FollowEnd => "follow the end of the transcript",
             Action::Open => "answer the selected run (prompt or follow-up)",
-            Action::NextPending => "answer the oldest pending request of any run",
+            Action::NextPending => "open the request on the attention line in full",
             Action::NewDispatch => "dispatch a new run",
             Action::FollowUp => "send a follow-up to the selected run",
             Action::Stop => "stop the selected run",
@@ -253,9 +269,13 @@ impl Action {
             Action::Filter => "filter runs by title, provider, model or id",
             Action::Help => "show this help",
             Action::Quit => "leave; the runs go on (`drover shutdown` stops drover)",
-            Action::Escalate => "escalate / retry the selected finished run (as offered)",
-            Action::Resume => "resume the selected interrupted run in its provider session",
+            Action::Escalate => "take the escalation / retry offered to the selected run",
+            Action::Resume => "resume an interrupted or hibernated run, or resend a held turn",
             Action::OpenDiff => "show the selected worktree run's diff (merge, keep, discard)",
+            Action::Redispatch => "dispatch the selected run's task again (the form, filled in)",
+            Action::AttentionAllow => "allow the request on the attention line once",
+            Action::AttentionDeny => "deny the request on the attention line",
+            Action::ClearFilter => "clear the filter",
             Action::NextFile => "next changed file",
             Action::PrevFile => "previous changed file",
             Action::PageDown => "scroll down a page",
@@ -284,11 +304,26 @@ impl Action {
         }
     }
 
+    /// What the action does in `context`, for the help (the same action can read
+    /// differently in a view: on a route card `j` moves to the next option, not run).
+    pub fn describe_in(self, context: Context) -> &'static str {
+        match (context, self) {
+            (Context::Route, Action::SelectNext) => "highlight the next option",
+            (Context::Route, Action::SelectPrev) => "highlight the previous option",
+            (Context::Route, Action::NextRequest) => "show the next thing waiting for you",
+            (Context::Prompt, Action::ScrollDown) => "scroll the request down",
+            (Context::Prompt, Action::ScrollUp) => "scroll the request up",
+            (Context::Help, Action::ScrollDown) => "scroll down",
+            (Context::Help, Action::ScrollUp) => "scroll up",
+            _ => self.describe(),
+        }
+    }
+
     /// The word in the footer, for actions worth a hint there.
     pub fn hint(self) -> Option<&'static str> {
         Some(match self {
             Action::Open => "answer",
-            Action::NextPending => "next request",
+            Action::NextPending => "open request",
             Action::NewDispatch => "new",
             Action::FollowUp => "follow-up",
             Action::Stop => "stop",
@@ -299,6 +334,8 @@ impl Action {
             Action::Escalate => "escalate",
             Action::Resume => "resume",
             Action::OpenDiff => "diff",
+            Action::Redispatch => "again",
+            Action::ClearFilter => "clear filter",
             Action::NextFile => "next file",
             Action::Merge => "merge",
             Action::MergeSquash => "squash",
@@ -496,6 +533,10 @@ const DASHBOARD: &[Binding] = &[
     bind(KeyCombo::char('e'), A::Escalate),
     bind(KeyCombo::char('R'), A::Resume),
     bind(KeyCombo::char('D'), A::OpenDiff),
+    bind(KeyCombo::char('r'), A::Redispatch),
+    bind(KeyCombo::char('y'), A::AttentionAllow),
+    bind(KeyCombo::char('d'), A::AttentionDeny),
+    bind(KeyCombo::plain(K::Esc), A::ClearFilter),
 ];
 
 #[rustfmt::skip]

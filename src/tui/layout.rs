@@ -2,7 +2,8 @@
 //! mouse hit-testing agree on every rectangle.
 //!
 //! Shape: two header lines (budget session, counts; the session gauge), the body split
-//! into the trays (left) and the detail pane (right), one footer line of key hints. The
+//! into the trays (left) and the detail pane (right), the attention line (the oldest
+//! request waiting for the user), one footer line of key hints. The
 //! left pane is 40 columns at 80 wide and grows to 45 % of wider terminals (at most 80).
 
 use ratatui::layout::Rect;
@@ -21,6 +22,9 @@ pub struct Areas {
     pub trays_inner: Rect,
     /// The right pane (empty when the terminal is too narrow for it).
     pub detail: Rect,
+    /// The line above the footer: the oldest pending request of any run (empty when the
+    /// terminal has no line to spare for it).
+    pub attention: Rect,
     pub footer: Rect,
 }
 
@@ -28,10 +32,18 @@ impl Areas {
     pub fn of(area: Rect) -> Areas {
         let header_h = HEADER_LINES.min(area.height);
         let footer_h = u16::from(area.height > header_h);
-        let body_h = area.height - header_h - footer_h;
+        // The attention line, when at least one body line is left beside it.
+        let attention_h = u16::from(area.height > header_h + footer_h + 1);
+        let body_h = area.height - header_h - footer_h - attention_h;
         let header = Rect::new(area.x, area.y, area.width, header_h);
         let body = Rect::new(area.x, area.y + header_h, area.width, body_h);
-        let footer = Rect::new(area.x, area.y + header_h + body_h, area.width, footer_h);
+        let attention = Rect::new(area.x, area.y + header_h + body_h, area.width, attention_h);
+        let footer = Rect::new(
+            area.x,
+            area.y + header_h + body_h + attention_h,
+            area.width,
+            footer_h,
+        );
         let left_w = if area.width < 60 {
             area.width
         } else if area.width < 90 {
@@ -60,6 +72,7 @@ impl Areas {
             trays,
             trays_inner,
             detail,
+            attention,
             footer,
         }
     }
@@ -85,12 +98,17 @@ mod tests {
     fn the_panes_tile_the_screen_from_80x24_up() {
         for (w, h) in [(80, 24), (100, 30), (120, 40), (200, 60), (50, 10)] {
             let a = Areas::of(Rect::new(0, 0, w, h));
-            assert_eq!(a.header.height + a.body.height + a.footer.height, h);
+            assert_eq!(
+                a.header.height + a.body.height + a.attention.height + a.footer.height,
+                h
+            );
+            assert_eq!(a.attention.y + a.attention.height, a.footer.y, "{w}x{h}");
             assert_eq!(a.trays.width + a.detail.width, w, "{w}x{h}");
             assert!(a.trays_inner.width <= a.trays.width);
         }
         let a = Areas::of(Rect::new(0, 0, 80, 24));
-        assert_eq!((a.trays.width, a.detail.width, a.body.height), (40, 40, 21));
+        assert_eq!((a.trays.width, a.detail.width, a.body.height), (40, 40, 20));
+        assert_eq!(a.attention.height, 1);
         let a = Areas::of(Rect::new(0, 0, 200, 60));
         assert_eq!(a.trays.width, 80);
     }

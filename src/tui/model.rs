@@ -400,7 +400,10 @@ impl ViewModel {
         let need_now = needs_you(&summary);
         // Permission requests notify on their own event; input and routes notify here.
         if need_before.is_none()
-            && matches!(need_now, Some(Need::Input | Need::Route | Need::Escalation))
+            && matches!(
+                need_now,
+                Some(Need::Input | Need::Route | Need::Blocked | Need::Escalation)
+            )
         {
             applied.started_needing = Some(format!(
                 "{} {}",
@@ -606,7 +609,8 @@ impl ViewModel {
             .sum()
     }
 
-    /// Runs per header count: (running, queued, held, needs you, active).
+    /// The header's counts: runs per tray (the same rule as the trays, so the two agree;
+    /// the filter aside), held runs among those that need you, and active runs.
     pub fn counts(&self) -> Counts {
         let mut c = Counts::default();
         for e in self.runs.values() {
@@ -614,16 +618,15 @@ impl ViewModel {
             if s.head.state.is_active() {
                 c.active += 1;
             }
-            match s.head.state {
-                RunState::Starting | RunState::Running | RunState::AwaitingPermission => {
-                    c.running += 1
-                }
-                RunState::Queued => c.queued += 1,
-                RunState::AwaitingRoute => c.held += 1,
-                _ => {}
+            if s.head.state == RunState::AwaitingRoute {
+                c.held += 1;
             }
-            if needs_you(s).is_some() {
-                c.needs_you += 1;
+            match Tray::of(s) {
+                Tray::NeedsYou => c.needs_you += 1,
+                Tray::Running => c.running += 1,
+                Tray::Idle => c.idle += 1,
+                Tray::Queued => c.queued += 1,
+                Tray::Finished => {}
             }
         }
         c
@@ -788,9 +791,15 @@ impl ViewModel {
 /// Header counts.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct Counts {
+    /// The Running tray.
     pub running: usize,
+    /// The Idle tray.
+    pub idle: usize,
+    /// The Queued tray.
     pub queued: usize,
+    /// Runs held on a route card (they are in Needs you).
     pub held: usize,
+    /// The Needs-you tray.
     pub needs_you: usize,
     pub active: usize,
 }
@@ -865,12 +874,14 @@ fn nest<'a>(list: &[&'a RunEntry]) -> Vec<(&'a RunEntry, usize)> {
 fn sort_tray(tray: Tray, list: &mut [&RunEntry]) {
     match tray {
         Tray::NeedsYou => list.sort_by(|a, b| {
+            // From the row alone (what every launch knows at once), never from requests
+            // fetched later: the order is the same from one launch to the next.
             let since = |e: &RunEntry| {
-                e.pending
-                    .first()
-                    .map(|p| p.created_at)
-                    .or(e.summary.head.live_state.as_ref().map(|l| l.since))
-                    .unwrap_or(e.summary.head.created_at)
+                e.summary
+                    .head
+                    .live_state
+                    .as_ref()
+                    .map_or(e.summary.head.created_at, |l| l.since)
             };
             since(a)
                 .cmp(&since(b))
@@ -1040,12 +1051,50 @@ mod tests {
     }
 
     #[test]
+    fn the_needs_you_order_does_not_move_when_requests_load() {
+        let mut a = summary("a", RunState::AwaitingPermission);
+        a.pending = 1;
+        let mut l = live(1, crate::live_state::LiveStateKind::Working);
+        l.since = 500;
+        a.head.live_state = Some(l.clone());
+        let mut b = summary("b", RunState::AwaitingPermission);
+        b.pending = 1;
+        l.since = 900;
+        b.head.live_state = Some(l);
+        let mut m = ViewModel::new(1_000, 120, 40);
+        m.replace_runs(vec![b, a]);
+        let before = m.rows().to_vec();
+        // b's request loads, with a time older than a's row says.
+        m.apply(&DispatchEvent::PermissionRequested {
+            run_id: "b".into(),
+            pending: pending("p-b", 100),
+        });
+        assert_eq!(m.rows(), before.as_slice());
+        assert_eq!(before[1], Row::Run("a".into()));
+    }
+
+    #[test]
     fn runs_fall_into_their_trays() {
         let mut needs_input = summary("a", RunState::Idle);
         needs_input.needs_input = true;
         let mut asking = summary("b", RunState::Running);
         asking.pending = 1;
+        let mut blocked = summary("k", RunState::Idle);
+        blocked.result_status = Some("blocked".into());
+        let mut offered = summary("o", RunState::Idle);
+        offered.result_status = Some("blocked".into());
+        offered.escalation_offered = true;
+        let mut offered_done = summary("e", RunState::Failed);
+        offered_done.escalation_offered = true;
+        // A run in a follow-up turn after a blocked one waits for the turn, not for you.
+        let mut blocked_busy = summary("w", RunState::Running);
+        blocked_busy.result_status = Some("blocked".into());
+        blocked_busy.escalation_offered = true;
         let table = [
+            (blocked, Tray::NeedsYou),
+            (offered, Tray::NeedsYou),
+            (offered_done, Tray::NeedsYou),
+            (blocked_busy, Tray::Running),
             (summary("q", RunState::Queued), Tray::Queued),
             (summary("s", RunState::Starting), Tray::Running),
             (summary("r", RunState::Running), Tray::Running),

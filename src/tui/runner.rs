@@ -126,6 +126,8 @@ async fn event_loop<B: Backend + Write>(
     spawn_signal_listener(sender.clone());
 
     let size = terminal.size().map_err(terminal_error)?;
+    let desktop = DesktopNotifier::new(options.notify_command.clone());
+    let mut title = String::new();
     let mut app = App::new(
         options,
         ViewModel::new(now_millis(), size.width, size.height),
@@ -142,7 +144,10 @@ async fn event_loop<B: Backend + Write>(
     let outcome = loop {
         for effect in effects.drain(..) {
             match driver.execute(effect) {
-                Some(Effect::Notify(text)) => notify(terminal.backend_mut(), &text),
+                Some(Effect::Notify(text)) => {
+                    notify(terminal.backend_mut(), &text);
+                    desktop.notify(&text);
+                }
                 Some(Effect::Quit) | Some(Effect::Request { .. }) | None => {}
             }
         }
@@ -154,6 +159,13 @@ async fn event_loop<B: Backend + Write>(
             Some(()) = draws.recv() => {
                 app.model.now = now_millis();
                 terminal.draw(|frame| render::draw(frame, &app)).map_err(terminal_error)?;
+                let now_title = app.title();
+                if now_title != title {
+                    let out = terminal.backend_mut();
+                    let _ = out.write_all(crate::terminal::title_sequence(&now_title).as_bytes());
+                    let _ = Write::flush(out);
+                    title = now_title;
+                }
                 if app.has_countdowns() {
                     let to_next_second = 1_000 - app.model.now.rem_euclid(1_000) + 5;
                     frames.schedule_frame_in(Duration::from_millis(to_next_second as u64));
@@ -189,6 +201,60 @@ struct AbortOnDrop(tokio::task::JoinHandle<()>);
 impl Drop for AbortOnDrop {
     fn drop(&mut self) {
         self.0.abort();
+    }
+}
+
+/// The optional desktop notification program (`[notifications] command`): run with the
+/// message as its last argument, at most one at a time (a notification while one is
+/// still running is skipped), its output discarded; a program that is missing or fails
+/// is quietly skipped.
+struct DesktopNotifier {
+    command: Vec<String>,
+    busy: Arc<AtomicBool>,
+}
+
+impl DesktopNotifier {
+    fn new(command: Vec<String>) -> Self {
+        DesktopNotifier {
+            command,
+            busy: Arc::new(AtomicBool::new(false)),
+        }
+    }
+
+    fn notify(&self, text: &str) {
+        let Some((program, args)) = self.command.split_first() else {
+            return;
+        };
+        if self.busy.swap(true, Ordering::SeqCst) {
+            return;
+        }
+        let spawned = tokio::process::Command::new(program)
+            .args(args)
+            .arg(clip(&one_line(text), 200))
+            .stdin(std::process::Stdio::null())
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .kill_on_drop(true)
+            .spawn();
+        match spawned {
+            Ok(mut child) => {
+                let busy = self.busy.clone();
+                tokio::spawn(async move {
+                    // Bounded: a notifier that hangs is ended.
+                    if tokio::time::timeout(Duration::from_secs(10), child.wait())
+                        .await
+                        .is_err()
+                    {
+                        let _ = child.kill().await;
+                    }
+                    busy.store(false, Ordering::SeqCst);
+                });
+            }
+            Err(e) => {
+                tracing::debug!(error = %e, "the notification command did not start");
+                self.busy.store(false, Ordering::SeqCst);
+            }
+        }
     }
 }
 
@@ -254,4 +320,38 @@ fn spawn_signal_listener(sender: AppEventSender) {
 pub fn channel() -> (AppEventSender, mpsc::UnboundedReceiver<AppEvent>) {
     let (tx, rx) = mpsc::unbounded_channel();
     (AppEventSender::new(tx), rx)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn the_notification_command_gets_the_message_and_a_missing_one_is_skipped() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let out = dir.path().join("said");
+        let notifier = DesktopNotifier::new(vec![
+            "sh".into(),
+            "-c".into(),
+            format!("printf %s \"$1\" > '{}'", out.display()),
+            "sh".into(),
+        ]);
+        notifier.notify("Fix the login needs you");
+        let deadline = std::time::Instant::now() + Duration::from_secs(10);
+        while notifier.busy.load(Ordering::SeqCst) {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "the command never ended"
+            );
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        assert_eq!(
+            std::fs::read_to_string(&out).expect("written"),
+            "Fix the login needs you"
+        );
+        let missing = DesktopNotifier::new(vec!["/no/such/notifier".into()]);
+        missing.notify("quietly");
+        assert!(!missing.busy.load(Ordering::SeqCst));
+        DesktopNotifier::new(Vec::new()).notify("nothing configured");
+    }
 }

@@ -13,8 +13,8 @@ use nix::sys::signal::Signal;
 use serde_json::{Value, json};
 
 use crate::drover::{
-    Drover, eventually, group_alive, live_states, mentioned_under, processes_with, provider_config,
-    provider_events,
+    Drover, NO_RESEND, QUICK_IDLE, eventually, group_alive, live_states, mentioned_under,
+    processes_with, provider_config, provider_events,
 };
 use crate::mock::{MockApi, Protocol, RecordedRequest, Reply, Usage};
 use crate::peers;
@@ -42,6 +42,11 @@ impl Rig {
 
     /// `extra_env` is added to the provider's `env` in the config.
     async fn with_env(script: Vec<Reply>, extra_env: &[(&str, &str)]) -> Rig {
+        Rig::with(script, extra_env, "").await
+    }
+
+    /// As [`Rig::with_env`], with `limits` (a `[limits]` table) added to the config.
+    async fn with(script: Vec<Reply>, extra_env: &[(&str, &str)], limits: &str) -> Rig {
         let claude = peers::cli("claude");
         let mock = MockApi::start(Protocol::AnthropicMessages, script).await;
         let drover = Drover::start_with(|root| {
@@ -51,7 +56,7 @@ impl Rig {
                     .iter()
                     .map(|(k, v)| (k.to_string(), v.to_string())),
             );
-            provider_config("claude-code", &claude, &env)
+            provider_config("claude-code", &claude, &env) + limits
         })
         .await;
         Rig { mock, drover }
@@ -461,9 +466,10 @@ async fn a_rate_limit_holds_the_run_in_waiting_provider_until_the_api_answers_ag
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_server_error_that_outlasts_the_retries_fails_the_run() {
     // Two retries (the CLI's default is ten, with back-off: minutes).
-    let rig = Rig::with_env(
+    let rig = Rig::with(
         vec![Reply::error(500), Reply::error(500), Reply::error(500)],
         &[("CLAUDE_CODE_MAX_RETRIES", "2")],
+        NO_RESEND,
     )
     .await;
     let run = rig.dispatch("Say something").await;
@@ -839,4 +845,154 @@ async fn a_run_dispatches_a_sub_run_through_drovers_mcp_server_and_waits_for_it(
     );
     assert_eq!(mock.remaining(), 0);
     drover.json(&["kill-all"]).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_idle_run_hibernates_and_a_follow_up_wakes_it_in_the_same_claude_session() {
+    let rig = Rig::with(
+        vec![
+            Reply::text(done("first part done")),
+            Reply::text(done("second part done")),
+        ],
+        &[],
+        QUICK_IDLE,
+    )
+    .await;
+    let run = rig.dispatch("Do the first part").await;
+    let first = rig.drover.until_state(&run, "idle", TURN).await;
+    let session = first["provider_session_id"].as_str().unwrap().to_string();
+    let pid = first["pid"].as_u64().unwrap() as u32;
+    rig.drover.until_hibernated(&run, Some(pid), TURN).await;
+
+    rig.drover.follow_up(&run, "Now the second part").await;
+    let view = rig.drover.until_idle_after(&run, 2, TURN).await;
+    assert_eq!(view["turns"][1]["origin"], "follow_up", "{view:#}");
+    assert_eq!(
+        view["last_result"]["summary"], "second part done",
+        "{view:#}"
+    );
+    assert_eq!(view["provider_session_id"], session.as_str(), "{view:#}");
+    let woken = view["pid"].as_u64().expect("a woken child") as u32;
+    assert_ne!(woken, pid, "a new CLI process, `claude --resume`");
+    // The model hears the same session, with the first turn in its history.
+    let requests = rig.mock.wait_for_model_requests(2, TURN).await;
+    for request in &requests {
+        assert_eq!(Rig::session_header(request), session);
+    }
+    let messages = requests[1].body["messages"].as_array().unwrap();
+    let text = |m: &Value| crate::mock::content_text(&m["content"]);
+    assert!(
+        messages
+            .iter()
+            .any(|m| m["role"] == "assistant" && text(m).contains("first part done")),
+        "{messages:#?}"
+    );
+    assert!(text(messages.last().unwrap()).contains("Now the second part"));
+    rig.complete(&run, woken).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_429_that_outlasts_the_clis_retries_is_sent_again_in_the_same_session_and_done() {
+    // One CLI retry: two 429s fail the turn; drover sends it again a second later.
+    let rig = Rig::with(
+        vec![
+            Reply::error(429),
+            Reply::error(429),
+            Reply::text(done("done at last")),
+        ],
+        &[("CLAUDE_CODE_MAX_RETRIES", "1")],
+        QUICK_IDLE,
+    )
+    .await;
+    let run = rig.dispatch("Say something").await;
+    let held = rig
+        .drover
+        .until(&run, "held for the model provider", TURN, |v| {
+            v["live_state"]["state"] == "waiting_provider"
+                && v["live_state"]["detail"]
+                    .as_str()
+                    .is_some_and(|d| d.contains("sent again"))
+        })
+        .await;
+    assert_eq!(held["state"], "running", "{held:#}");
+    let view = rig.drover.until_idle_after(&run, 2, TURN).await;
+    assert_eq!(view["turns"][1]["origin"], "resend", "{view:#}");
+    assert_eq!(view["last_result"]["summary"], "done at last", "{view:#}");
+    let requests = rig.mock.model_requests();
+    assert_eq!(requests.len(), 3, "{}", crate::mock::describe(&requests));
+    let session = view["provider_session_id"].as_str().unwrap();
+    for request in &requests {
+        assert_eq!(Rig::session_header(request), session, "the same session");
+    }
+    let pid = view["pid"].as_u64().unwrap() as u32;
+    rig.complete(&run, pid).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn follow_ups_queued_before_a_drover_crash_are_delivered_once_each_after_resume() {
+    let mut rig = Rig::start(vec![
+        Reply::text(done("first part written")),
+        Reply::text(done("too late")).delay(Duration::from_secs(120)),
+    ])
+    .await;
+    let run = rig.dispatch("Write the first part").await;
+    rig.drover.until_state(&run, "idle", TURN).await;
+    let projects = rig.drover.root().join("claude-config/projects");
+    assert!(
+        eventually(Duration::from_secs(10), || mentioned_under(
+            &projects,
+            "first part written"
+        ))
+        .await,
+        "claude never wrote its session"
+    );
+    rig.drover.follow_up(&run, "Second part please").await;
+    rig.mock.wait_for_model_requests(2, TURN).await;
+    rig.drover.follow_up(&run, "Third part please").await;
+    rig.drover.follow_up(&run, "Fourth part please").await;
+    let pid = rig.drover.show(&run).await["pid"].as_u64().unwrap() as u32;
+
+    rig.drover.stop_serve(Signal::SIGKILL).await;
+    assert!(eventually(Duration::from_secs(10), || !group_alive(pid)).await);
+    rig.drover.serve().await;
+    assert_eq!(rig.drover.show(&run).await["state"], "interrupted");
+    rig.mock.push([
+        Reply::text(done("second part resumed")),
+        Reply::text(done("third part written")),
+        Reply::text(done("fourth part written")),
+    ]);
+    let out = rig.drover.run(&["resume", &run]).await;
+    assert!(out.success, "resume failed: {}{}", out.stdout, out.stderr);
+    let view = rig.drover.until_idle_after(&run, 5, TURN).await;
+    let origins: Vec<&str> = view["turns"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["origin"].as_str().unwrap_or(""))
+        .collect();
+    assert_eq!(
+        origins,
+        ["dispatch", "follow_up", "resume", "follow_up", "follow_up"],
+        "{view:#}"
+    );
+    assert_eq!(view["last_result"]["summary"], "fourth part written");
+    // The model got each queued follow-up once, in order.
+    let requests = rig.mock.model_requests();
+    let last_user = |r: &RecordedRequest| {
+        crate::mock::content_text(
+            &r.body["messages"].as_array().unwrap().last().unwrap()["content"],
+        )
+    };
+    let asked: Vec<String> = requests.iter().map(last_user).collect();
+    let third: Vec<usize> = (0..asked.len())
+        .filter(|i| asked[*i].contains("Third part"))
+        .collect();
+    let fourth: Vec<usize> = (0..asked.len())
+        .filter(|i| asked[*i].contains("Fourth part"))
+        .collect();
+    assert_eq!(third.len(), 1, "{asked:#?}");
+    assert_eq!(fourth.len(), 1, "{asked:#?}");
+    assert!(third[0] < fourth[0], "{asked:#?}");
+    let pid = view["pid"].as_u64().unwrap() as u32;
+    rig.complete(&run, pid).await;
 }

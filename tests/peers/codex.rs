@@ -15,7 +15,8 @@ use nix::sys::signal::Signal;
 use serde_json::{Value, json};
 
 use crate::drover::{
-    Drover, eventually, group_alive, live_states, processes_with, provider_config, provider_events,
+    Drover, NO_RESEND, QUICK_IDLE, eventually, group_alive, live_states, processes_with,
+    provider_config, provider_events,
 };
 use crate::mock::{MockApi, Protocol, Reply, Usage};
 use crate::peers::{self, base_env, run_bounded};
@@ -93,12 +94,17 @@ impl Rig {
     }
 
     async fn with_retries(script: Vec<Reply>, retries: u32) -> Rig {
+        Rig::with(script, retries, "").await
+    }
+
+    /// As [`Rig::with_retries`], with `limits` (a `[limits]` table) added to the config.
+    async fn with(script: Vec<Reply>, retries: u32, limits: &str) -> Rig {
         let codex = peers::cli("codex");
         let mock = MockApi::start(Protocol::OpenAiResponses, script).await;
         let drover = Drover::start_with(|root| {
             let env = codex_env(root);
             write_config(&root.join("codex-home"), &mock, retries);
-            provider_config("codex", &codex, &env)
+            provider_config("codex", &codex, &env) + limits
         })
         .await;
         Rig { mock, drover }
@@ -476,7 +482,7 @@ async fn a_rate_limit_holds_the_run_in_waiting_provider_until_the_api_answers_ag
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_server_error_that_outlasts_the_retries_fails_the_run_as_provider_unavailable() {
     // One request retry and one stream retry: Codex makes four requests, then gives up.
-    let rig = Rig::with_retries((0..6).map(|_| Reply::error(500)).collect(), 1).await;
+    let rig = Rig::with((0..6).map(|_| Reply::error(500)).collect(), 1, NO_RESEND).await;
     let run = rig.dispatch("ask", "Say something").await;
     let running = rig
         .drover
@@ -1010,7 +1016,7 @@ async fn a_resumed_idle_run_books_only_the_new_turns_usage() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_exec_turn_whose_server_errors_outlast_the_retries_fails_as_provider_unavailable() {
-    let rig = Rig::with_retries((0..6).map(|_| Reply::error(503)).collect(), 1).await;
+    let rig = Rig::with((0..6).map(|_| Reply::error(503)).collect(), 1, NO_RESEND).await;
     let run = rig.dispatch("restricted", "Say something").await;
     let view = rig.drover.until_ended(&run, TURN).await;
     assert_eq!(view["state"], "failed", "{view:#}");
@@ -1072,4 +1078,79 @@ async fn an_interrupted_exec_run_resumes_its_codex_thread_after_a_drover_restart
     // total and a restarted drover does not know the total before it, so this turn books
     // the whole thread (an overestimate; see exec_protocol).
     rig.complete(&run, None).await;
+}
+
+/// Hibernate then follow up, in `policy`'s mode: the run's Codex thread goes on.
+async fn hibernate_then_follow_up(policy: &str) {
+    let rig = Rig::with(
+        vec![
+            Reply::text(done("first part done")),
+            Reply::text(done("second part done")),
+        ],
+        0,
+        QUICK_IDLE,
+    )
+    .await;
+    let run = rig.dispatch(policy, "Do the first part").await;
+    let first = rig.drover.until_state(&run, "idle", TURN).await;
+    let session = first["provider_session_id"].as_str().unwrap().to_string();
+    let pid = first["pid"].as_u64().map(|p| p as u32);
+    rig.drover.until_hibernated(&run, pid, TURN).await;
+
+    rig.drover.follow_up(&run, "Now the second part").await;
+    let view = rig.drover.until_idle_after(&run, 2, TURN).await;
+    assert_eq!(view["turns"][1]["origin"], "follow_up", "{view:#}");
+    assert_eq!(
+        view["last_result"]["summary"], "second part done",
+        "{view:#}"
+    );
+    assert_eq!(view["provider_session_id"], session.as_str(), "{view:#}");
+    if let Some(pid) = pid {
+        assert_ne!(view["pid"], pid, "a new app-server, `thread/resume`");
+    }
+    let requests = rig.mock.wait_for_model_requests(2, TURN).await;
+    for request in &requests {
+        assert_eq!(thread_header(request), session, "the same thread");
+    }
+    let input = input_text(&requests[1]);
+    assert!(input.contains("first part done"), "{input}");
+    assert!(input.contains("Now the second part"), "{input}");
+    rig.complete(&run, view["pid"].as_u64().map(|p| p as u32))
+        .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_idle_app_server_run_hibernates_and_a_follow_up_resumes_its_thread() {
+    hibernate_then_follow_up("ask").await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_idle_exec_run_hibernates_and_a_follow_up_resumes_its_thread() {
+    hibernate_then_follow_up("restricted").await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_429_that_outlasts_codexs_retries_is_sent_again_in_the_same_thread_and_done() {
+    // No request or stream retry: one 429 fails the turn; drover sends it again.
+    let rig = Rig::with(
+        vec![Reply::error(429), Reply::text(done("done at last"))],
+        0,
+        QUICK_IDLE,
+    )
+    .await;
+    let run = rig.dispatch("ask", "Say something").await;
+    let view = rig.drover.until_idle_after(&run, 2, TURN).await;
+    assert_eq!(view["turns"][1]["origin"], "resend", "{view:#}");
+    assert_eq!(view["last_result"]["summary"], "done at last", "{view:#}");
+    let held = live_states(&rig.drover.events(&run).await)
+        .into_iter()
+        .any(|l| l["state"] == "waiting_provider");
+    assert!(held, "the turn was held in waiting_provider");
+    let requests = rig.mock.model_requests();
+    let session = view["provider_session_id"].as_str().unwrap();
+    for request in &requests {
+        assert_eq!(thread_header(request), session, "the same thread");
+    }
+    rig.complete(&run, view["pid"].as_u64().map(|p| p as u32))
+        .await;
 }

@@ -64,6 +64,12 @@ impl Drover {
         drover
     }
 
+    /// The pid of the `drover serve` running now.
+    #[allow(dead_code)] // the idle bench's
+    pub fn serve_pid(&self) -> u32 {
+        self.serve_pid
+    }
+
     /// The temporary directory everything lives in.
     pub fn root(&self) -> &Path {
         self.dir.path()
@@ -375,6 +381,46 @@ impl Drover {
         .await
     }
 
+    /// Waits until an idle run has hibernated: still idle, its live line "idle ·
+    /// hibernated", no child, and the CLI's process group `pid` (if it had one) gone.
+    pub async fn until_hibernated(&self, run: &str, pid: Option<u32>, timeout: Duration) -> Value {
+        let view = self
+            .until(run, "hibernated", timeout, |v| {
+                v["live_state"]["detail"] == "idle · hibernated"
+            })
+            .await;
+        assert_eq!(view["state"], "idle", "{view:#}");
+        assert!(
+            view["pid"].is_null(),
+            "a hibernated run has no child: {view:#}"
+        );
+        if let Some(pid) = pid {
+            assert!(
+                eventually(Duration::from_secs(10), || !group_alive(pid)).await,
+                "the CLI's process group {pid} outlived its hibernation"
+            );
+        }
+        view
+    }
+
+    /// Sends a follow-up and checks it was accepted.
+    pub async fn follow_up(&self, run: &str, text: &str) {
+        let out = self.run(&["follow-up", run, text]).await;
+        assert!(
+            out.success,
+            "follow-up failed: {}{}",
+            out.stdout, out.stderr
+        );
+    }
+
+    /// Waits until the run is idle after `turns` turns.
+    pub async fn until_idle_after(&self, run: &str, turns: usize, timeout: Duration) -> Value {
+        self.until(run, &format!("idle after {turns} turns"), timeout, |v| {
+            v["state"] == "idle" && v["turns"].as_array().is_some_and(|t| t.len() == turns)
+        })
+        .await
+    }
+
     /// Waits until the run has ended (any terminal state).
     pub async fn until_ended(&self, run: &str, timeout: Duration) -> Value {
         self.until(run, "ended", timeout, |v| !v["finished_at"].is_null())
@@ -399,6 +445,12 @@ impl Drop for Drover {
         let _ = child.start_kill();
     }
 }
+
+/// `[limits]` for a test of a failure that must end the run: turns are not sent again.
+pub const NO_RESEND: &str = "\n[limits]\nresend_turns_max = 0\n";
+/// `[limits]` for the idle-run tests: idle runs hibernate after a second, and a failed
+/// turn is sent again after a second.
+pub const QUICK_IDLE: &str = "\n[limits]\nhibernate_after_secs = 1\nresend_wait_max_secs = 1\n";
 
 /// A drover config file that runs `provider` with `command` and adds `env` to its
 /// child's environment.

@@ -15,8 +15,8 @@ use std::time::Duration;
 use serde_json::{Value, json};
 
 use crate::drover::{
-    Drover, eventually, group_alive, live_states, mentioned_under, processes_with, provider_config,
-    provider_events,
+    Drover, NO_RESEND, QUICK_IDLE, eventually, group_alive, live_states, mentioned_under,
+    processes_with, provider_config, provider_events,
 };
 use crate::mock::{MockApi, Protocol, Reply, Usage};
 use crate::peers;
@@ -106,9 +106,14 @@ struct Rig {
 
 impl Rig {
     async fn start(script: Vec<Reply>) -> Rig {
+        Rig::with_limits(script, "").await
+    }
+
+    /// As [`Rig::start`], with `limits` (a `[limits]` table) added to the config.
+    async fn with_limits(script: Vec<Reply>, limits: &str) -> Rig {
         let mock = MockApi::start(Protocol::OpenAiChat, script).await;
         let url = mock.url();
-        let drover = Drover::start_with(|root| drover_config(root, &url)).await;
+        let drover = Drover::start_with(|root| drover_config(root, &url) + limits).await;
         Rig { mock, drover }
     }
 
@@ -480,10 +485,11 @@ async fn opencode_a_rate_limit_holds_the_run_in_waiting_provider_until_the_api_a
 async fn opencode_a_server_error_that_outlasts_the_retries_fails_the_run_as_unavailable() {
     // OpenCode 1.18.33 retries a retryable error 5 times (6 requests), waiting what the
     // retry-after-ms header says.
-    let rig = Rig::start(
+    let rig = Rig::with_limits(
         (0..6)
             .map(|_| Reply::error(500).retry_after(Duration::from_millis(200)))
             .collect(),
+        NO_RESEND,
     )
     .await;
     let run = rig.dispatch("Say something").await;
@@ -897,6 +903,65 @@ async fn opencode_an_answer_without_a_result_block_gets_one_retry_turn_at_once()
     // Each turn books its own message: neither counts the other's tokens.
     assert_eq!(ends[0]["tokens"]["output"], 100, "{ends:#?}");
     assert_eq!(ends[1]["tokens"]["output"], 100, "{ends:#?}");
+    let pid = view["pid"].as_u64().unwrap() as u32;
+    rig.complete(&run, pid).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn opencode_an_idle_run_hibernates_and_a_follow_up_wakes_it_in_the_same_session() {
+    let rig = Rig::with_limits(
+        vec![
+            Reply::text(done("first part done")),
+            Reply::text(done("second part done")),
+        ],
+        QUICK_IDLE,
+    )
+    .await;
+    let run = rig.dispatch("Do the first part").await;
+    let first = rig.drover.until_state(&run, "idle", TURN).await;
+    let session = first["provider_session_id"].as_str().unwrap().to_string();
+    let pid = first["pid"].as_u64().unwrap() as u32;
+    rig.drover.until_hibernated(&run, Some(pid), TURN).await;
+
+    rig.drover.follow_up(&run, "Now the second part").await;
+    let view = rig.drover.until_idle_after(&run, 2, TURN).await;
+    assert_eq!(view["turns"][1]["origin"], "follow_up", "{view:#}");
+    assert_eq!(
+        view["last_result"]["summary"], "second part done",
+        "{view:#}"
+    );
+    assert_eq!(view["provider_session_id"], session.as_str(), "{view:#}");
+    let woken = view["pid"].as_u64().expect("a woken server") as u32;
+    assert_ne!(woken, pid);
+    let requests = rig.mock.wait_for_model_requests(2, TURN).await;
+    let messages = requests[1].body["messages"].as_array().unwrap();
+    let text = |m: &Value| crate::mock::content_text(&m["content"]);
+    assert!(
+        messages
+            .iter()
+            .any(|m| m["role"] == "assistant" && text(m).contains("first part done")),
+        "the session's history: {messages:#?}"
+    );
+    assert!(text(messages.last().unwrap()).contains("Now the second part"));
+    rig.complete(&run, woken).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn opencode_a_server_error_that_outlasts_its_retries_is_sent_again_and_done() {
+    // OpenCode retries 5 times (6 requests); drover then sends the turn again.
+    let mut script: Vec<Reply> = (0..6)
+        .map(|_| Reply::error(500).retry_after(Duration::from_millis(100)))
+        .collect();
+    script.push(Reply::text(done("done at last")));
+    let rig = Rig::with_limits(script, QUICK_IDLE).await;
+    let run = rig.dispatch("Say something").await;
+    let view = rig.drover.until_idle_after(&run, 2, TURN).await;
+    assert_eq!(view["turns"][1]["origin"], "resend", "{view:#}");
+    assert_eq!(view["last_result"]["summary"], "done at last", "{view:#}");
+    let held = live_states(&rig.drover.events(&run).await)
+        .into_iter()
+        .any(|l| l["state"] == "waiting_provider");
+    assert!(held, "the turn was held in waiting_provider");
     let pid = view["pid"].as_u64().unwrap() as u32;
     rig.complete(&run, pid).await;
 }

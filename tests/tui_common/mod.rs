@@ -200,6 +200,7 @@ pub fn view_of(s: &RunSummary) -> RunView {
         depth: 0,
         parent_run: None,
         workspace: s.workspace.as_deref().cloned(),
+        needs_you: None,
     }
 }
 

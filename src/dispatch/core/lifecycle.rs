@@ -2,7 +2,9 @@
 //!
 //! What must stay true: every end has a reason and a live-state cause; a run with a
 //! child ends only when the child has exited (the end is recorded then); the queue is
-//! re-checked whenever a slot frees; a run being launched holds its slot.
+//! re-checked whenever a slot frees; a run being launched holds its slot. A launch
+//! continues the recorded provider session only for a resumed run or one woken from
+//! hibernation (`hibernation.rs`).
 
 use serde_json::json;
 
@@ -87,6 +89,14 @@ impl Core {
     /// A run coming from the queue is first fitted again into what its budget session has
     /// left; a worktree run gets its worktree first (the launch follows its outcome).
     pub(super) fn launch(&mut self, run_id: &str, from_queue: bool) {
+        // A hibernated run waking for a turn: its money was fitted with the follow-up.
+        if self
+            .runs
+            .get(run_id)
+            .is_some_and(|r| r.hibernated && r.wake.is_some())
+        {
+            return self.launch_woken(run_id);
+        }
         if from_queue && !self.refit(run_id) {
             return;
         }
@@ -141,11 +151,25 @@ impl Core {
                 if run.state != RunState::Starting {
                     run.set_state(&mut batch, RunState::Starting, None, now);
                 }
+                // A turn held for the model provider stays `waiting_provider` (the live
+                // state goes from there to `working` only) while its CLI starts again.
+                let held = run
+                    .live
+                    .as_ref()
+                    .is_some_and(|l| l.state == LiveStateKind::WaitingProvider);
+                let (kind, detail) = if held {
+                    (
+                        LiveStateKind::WaitingProvider,
+                        "starting the provider again to send the turn",
+                    )
+                } else {
+                    (LiveStateKind::Preparing, "starting the provider")
+                };
                 run.set_live(
                     &mut batch,
-                    LiveStateKind::Preparing,
+                    kind,
                     Some(now + PREPARE_BOUND_MS),
-                    Some("starting the provider"),
+                    Some(detail),
                     None,
                     now,
                 );
@@ -199,6 +223,7 @@ impl Core {
     fn launch_spec(&self, run_id: &str) -> Option<LaunchSpec> {
         let run = self.runs.get(run_id)?;
         let provider = self.config.providers.get(&run.spec.provider);
+        let continues = run.resume.is_some() || run.wake.is_some();
         Some(LaunchSpec {
             run_id: run.id.clone(),
             provider: run.spec.provider.clone(),
@@ -213,9 +238,10 @@ impl Core {
             effort: run.spec.effort.map(|e| e.as_str().to_string()),
             policy: run.spec.policy,
             capability: run.spec.capability,
-            // Only a resumed run continues its provider session; every other start is new.
-            resume_session: run.resume.as_ref().and(run.provider_session_id.clone()),
-            resume_tokens: run.resume.as_ref().map(|_| run.tokens),
+            // Only a resumed or woken run continues its provider session; every other
+            // start is new.
+            resume_session: continues.then(|| run.provider_session_id.clone()).flatten(),
+            resume_tokens: continues.then_some(run.tokens),
             scenario: run.spec.scenario.clone(),
             mcp: self
                 .config
@@ -259,6 +285,11 @@ impl Core {
         );
         run.turns.push(turn);
         run.turn_in_flight = true;
+        if origin != TurnOrigin::Resend {
+            run.resends = 0;
+        }
+        run.resend_at = None;
+        run.last_prompt = Some(prompt.clone());
         run.last_event_at = now;
         if run.state != RunState::Running {
             run.set_state(&mut batch, RunState::Running, None, now);

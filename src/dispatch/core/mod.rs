@@ -30,11 +30,13 @@
 //! | what each provider event does: turns, results, retries, follow-ups, max turns | `provider_events.rs` |
 //! | the words of a failure: a child that ended by itself, a turn ended with an error | `causes.rs` |
 //! | permission requests, answers, "allow always", policies | `answers.rs`, `broker.rs` |
-//! | client requests: follow-up, stop, complete, remove, kill-all, views | `requests.rs` |
-//! | every timer: idle, time box, answers, silence, stalled, routes, waits | `timers.rs` |
-//! | money: fitting caps, booking usage, caps checked, budget sessions, config changes | `money.rs` |
+//! | client requests: follow-up (kept in the ledger while queued), stop, complete, remove, kill-all, views | `requests.rs` |
+//! | every timer: idle, hibernate, re-send, time box, answers, silence, stalled, routes, waits | `timers.rs` |
+//! | money: fitting caps (a follow-up on an idle run fitted again; refusals name the runs holding reservations), booking usage, caps checked, budget sessions, config changes | `money.rs` |
 //! | route cards and escalation offers | `routes.rs` |
 //! | resume of an interrupted run | `resume.rs` |
+//! | idle runs: hibernating (by time, or for a queued run's slot), waking in the provider session | `hibernation.rs` |
+//! | a turn the model API failed, held in `waiting_provider` and sent again | `resend.rs` |
 //! | waits | `waits.rs` |
 //! | one run in memory, its batches, its views | `run.rs` |
 //! | rails and the queue order | `rails.rs` |
@@ -44,12 +46,14 @@ mod admission;
 mod answers;
 pub(crate) mod broker;
 mod causes;
+mod hibernation;
 mod lifecycle;
 mod money;
 pub(crate) mod prompts;
 mod provider_events;
 pub mod rails;
 mod requests;
+mod resend;
 mod resume;
 mod routes;
 mod run;
@@ -62,8 +66,9 @@ mod workspaces;
 mod tests;
 
 pub use money::SESSION_KEY;
+pub use requests::{FOLLOW_UP_QUEUED, FOLLOW_UP_SENT};
 pub use routes::memory_key as route_memory_key;
-pub use run::{Batch, TurnOrigin};
+pub use run::{Batch, HIBERNATED_DETAIL, HIBERNATING_DETAIL, TurnOrigin};
 pub use waits::WaitAsk;
 pub use workspaces::{Action as WorkspaceAction, PREPARE_WORKTREE_BOUND_MS};
 
@@ -470,6 +475,7 @@ impl Core {
             Input::ConfigRefused(refusal) => self.on_config_refused(refusal),
             Input::Shutdown => self.begin_shutdown(),
         }
+        self.make_room();
         std::mem::take(&mut self.out)
     }
 
@@ -477,6 +483,7 @@ impl Core {
     pub fn due(&mut self, now: UnixMillis) -> (Vec<Effect>, Option<UnixMillis>) {
         self.now = now;
         self.fire_timers();
+        self.make_room();
         let next = self.next_deadline();
         (std::mem::take(&mut self.out), next)
     }

@@ -114,7 +114,7 @@ impl Core {
         budget::reserved(
             self.runs
                 .values()
-                .filter(|r| r.session == session && r.holds_slot())
+                .filter(|r| r.session == session && r.reserves())
                 .map(run_money)
                 .collect::<Vec<_>>()
                 .iter(),
@@ -190,8 +190,84 @@ impl Core {
                 notes.push(note);
                 Ok((cap, notes))
             }
-            Fit::Refused(e) => Err(e),
+            Fit::Refused(mut e) => {
+                e.message.push_str(&self.reservation_holders(session));
+                Err(e)
+            }
         }
+    }
+
+    /// The runs of `session` holding reservations, and how to release them, as a
+    /// sentence to append to a `BUDGET_EXCEEDED` (empty when none holds any).
+    fn reservation_holders(&self, session: &str) -> String {
+        /// Runs named in full; the rest are counted.
+        const NAMED: usize = 5;
+        let mut holders: Vec<(&str, f64)> = self
+            .order
+            .iter()
+            .filter_map(|id| self.runs.get(id))
+            .filter(|r| r.session == session && r.reserves())
+            .map(|r| (r.id.as_str(), run_money(r).reservation()))
+            .filter(|(_, held)| *held > 0.0)
+            .collect();
+        if holders.is_empty() {
+            return String::new();
+        }
+        holders.sort_by(|a, b| b.1.total_cmp(&a.1));
+        let mut named: Vec<String> = holders
+            .iter()
+            .take(NAMED)
+            .map(|(id, held)| format!("{id} ({})", crate::money::dollars::usd(*held)))
+            .collect();
+        if holders.len() > NAMED {
+            named.push(format!("{} more", holders.len() - NAMED));
+        }
+        format!(
+            " Reservations are held by working runs: {}; each is released when its turn \
+             ends (an idle run holds none), or now with `drover stop RUN`.",
+            named.join(", ")
+        )
+    }
+
+    /// A follow-up on an idle run: what its cap has left is fitted into its budget
+    /// session again (an idle run reserves nothing, so others may have taken it). A
+    /// lowered fit lowers the run's cap, with a note; none left refuses the follow-up
+    /// (`BUDGET_EXCEEDED`) and the run stays idle.
+    pub(super) fn fit_follow_up(&mut self, run_id: &str) -> Result<(), DroverError> {
+        let now = self.now;
+        let Some(run) = self.runs.get(run_id) else {
+            return Ok(());
+        };
+        let (session, provider, model) = (
+            run.session.clone(),
+            run.spec.provider.clone(),
+            run.model.clone(),
+        );
+        let money = run_money(run);
+        let left = money.reservation();
+        let (fitted, notes) = self
+            .fit_run(&session, &provider, model.as_deref(), left)
+            .map_err(|e| {
+                DroverError::new(
+                    e.code,
+                    format!(
+                        "the follow-up was not sent and run {run_id} stays idle: {}",
+                        e.message
+                    ),
+                )
+            })?;
+        let Some(run) = self.runs.get_mut(run_id) else {
+            return Ok(());
+        };
+        if fitted < left {
+            run.spec.budget_usd = ((money.spent + fitted) * 100.0).floor() / 100.0;
+            let mut batch = Batch::default();
+            for note in notes {
+                run.note(&mut batch, note, now);
+            }
+            self.commit(batch);
+        }
+        Ok(())
     }
 
     /// Tokens streamed during a turn: an estimate until the turn reports its cost.

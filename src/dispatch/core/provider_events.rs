@@ -3,7 +3,9 @@
 //!
 //! What must stay true: every provider event is written to the ledger in the order it
 //! arrived (kind `transcript`, with its one-line summary); an event for a run that is
-//! ending only matters if it is the child's exit.
+//! ending only matters if it is the child's exit; the exit of a hibernating child, or of
+//! one whose failed turn is held, does not end the run; a queued follow-up sent as a turn
+//! is marked sent in the ledger (`follow_up_sent`), so a restart never sends it twice.
 
 use serde_json::json;
 
@@ -103,6 +105,10 @@ impl Core {
         match event {
             ProviderEvent::Ready { .. } => {
                 run.ready = true;
+                if let Some((prompt, origin)) = run.wake.take() {
+                    self.commit(batch);
+                    return self.start_turn(&run_id, prompt, origin);
+                }
                 if let Some(prompt) = run.resume.take() {
                     self.commit(batch);
                     return self.start_turn(&run_id, prompt, TurnOrigin::Resume);
@@ -271,7 +277,14 @@ impl Core {
             }
             run.note(&mut batch, why, now);
             // A failure that may pass (rate limit, overload, 5xx after the provider's own
-            // retries) is told apart, so a retry is offered.
+            // retries) is told apart: the turn is held and sent again, a few times, and
+            // then a retry is offered.
+            if end.transient && run.ending.is_none() && self.hold_for_resend(run_id, &mut batch) {
+                return self.commit(batch);
+            }
+            let Some(run) = self.runs.get_mut(run_id) else {
+                return;
+            };
             let reason = if end.transient {
                 run.note(
                     &mut batch,
@@ -348,6 +361,7 @@ impl Core {
                 );
             }
         }
+        run.resends = 0;
         if let Some(turn) = run.turns.last() {
             batch.ops.push(turn.record(run_id));
         }
@@ -361,6 +375,12 @@ impl Core {
             return self.start_turn(run_id, prompts::result_retry(), TurnOrigin::ResultRetry);
         }
         if let Some(next) = run.follow_ups.pop_front() {
+            run.event(
+                &mut batch,
+                super::requests::FOLLOW_UP_SENT,
+                &serde_json::Value::Null,
+                now,
+            );
             self.commit(batch);
             return self.start_turn(run_id, next, TurnOrigin::FollowUp);
         }
@@ -382,6 +402,8 @@ impl Core {
         };
         run.working(&mut batch, idle_until, detail, now);
         self.commit(batch);
+        // A turn that ended blocked is offered an escalation while the run is warm.
+        self.offer_on_turn_end(run_id);
         // Its turn is over: a shared run waiting for its directory may go.
         self.release_dir_waiters();
         self.check_waiters();
@@ -393,6 +415,12 @@ impl Core {
         let Some(run) = self.runs.get(run_id) else {
             return;
         };
+        if run.hibernating && run.ending.is_none() {
+            return self.on_hibernated(run_id);
+        }
+        if run.resend_at.is_some() && run.ending.is_none() {
+            return self.on_exited_while_held(run_id, note);
+        }
         let (state, reason, cause) = match &run.ending {
             Some(e) => (e.state, e.reason.clone(), e.cause),
             // It never got through its handshake: the launch failed.

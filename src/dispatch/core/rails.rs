@@ -38,20 +38,37 @@ pub enum RailBlock {
     Workflow { workflow: String, limit: u32 },
 }
 
+/// `s` after a count of runs other than one.
+fn plural(n: u32) -> &'static str {
+    crate::spec::text::plural(n as usize)
+}
+
 impl RailBlock {
     pub fn describe(&self) -> String {
         match self {
             RailBlock::Provider { provider, limit } => {
-                format!("{provider} already runs {limit} runs (its limit)")
+                format!(
+                    "{provider} already runs {limit} run{} (its limit)",
+                    plural(*limit)
+                )
             }
             RailBlock::Account { account, limit } => {
-                format!("account {account} already runs {limit} runs (its limit)")
+                format!(
+                    "account {account} already runs {limit} run{} (its limit)",
+                    plural(*limit)
+                )
             }
             RailBlock::Session { session, limit } => {
-                format!("budget session {session} already runs {limit} runs (its limit)")
+                format!(
+                    "budget session {session} already runs {limit} run{} (its limit)",
+                    plural(*limit)
+                )
             }
             RailBlock::Workflow { workflow, limit } => {
-                format!("workflow {workflow} already runs {limit} runs (its limit)")
+                format!(
+                    "workflow {workflow} already runs {limit} run{} (its limit)",
+                    plural(*limit)
+                )
             }
         }
     }
@@ -205,13 +222,13 @@ mod tests {
             ("other provider free", three_claude, slot("sim", None), None),
             (
                 "session full",
-                vec![slot("sim", None); 6],
+                vec![slot("sim", None); 5],
                 slot("sim", None),
                 Some("session"),
             ),
             (
                 "workflow full",
-                vec![slot("sim", Some("w")); 5],
+                vec![slot("sim", Some("w")); 4],
                 slot("sim", Some("w")),
                 None,
             ),

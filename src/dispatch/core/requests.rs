@@ -17,6 +17,11 @@ use crate::run_state::RunState;
 use crate::workspace::WorkspaceView;
 use crate::{DroverError, ErrorCode};
 
+/// The event kind of a follow-up queued behind a running turn (body: its text, redacted).
+pub const FOLLOW_UP_QUEUED: &str = "follow_up_queued";
+/// The event kind of a queued follow-up sent as a turn (the oldest one not yet sent).
+pub const FOLLOW_UP_SENT: &str = "follow_up_sent";
+
 /// The longest a `wait` may block.
 pub const WAIT_CAP_SECS: u64 = 3_600;
 
@@ -247,7 +252,6 @@ impl Core {
             );
             return self.reply(to, Err(e));
         }
-        let now = self.now;
         let run = match self.target(run_id) {
             Target::Active => &self.runs[run_id],
             other => return self.refuse_target(to, run_id, other),
@@ -263,22 +267,49 @@ impl Core {
             );
             return self.reply(to, Err(e));
         }
-        let idle = run.state == RunState::Idle && !run.turn_in_flight;
+        let idle = run.state == RunState::Idle && !run.turn_in_flight && run.wake.is_none();
+        let asleep = run.hibernated || run.hibernating;
         if idle {
-            self.start_turn(run_id, text, TurnOrigin::FollowUp);
-        } else if let Some(run) = self.runs.get_mut(run_id) {
-            let mut batch = Batch::default();
-            run.follow_ups.push_back(text);
-            run.note(
-                &mut batch,
-                "follow-up queued until the current turn ends",
-                now,
-            );
-            run.touch(&mut batch);
-            self.commit(batch);
+            // Money follows activity: an idle run reserves nothing, so what its cap has
+            // left is fitted into its budget session again (refused: it stays idle).
+            if let Err(e) = self.fit_follow_up(run_id) {
+                return self.reply(to, Err(e));
+            }
+            if asleep {
+                self.wake(run_id, text, TurnOrigin::FollowUp);
+            } else {
+                self.start_turn(run_id, text, TurnOrigin::FollowUp);
+            }
+        } else {
+            self.queue_follow_up(run_id, text);
         }
         let answer = self.summary_response(run_id);
         self.reply(to, answer);
+    }
+
+    /// Keeps a follow-up sent while a turn runs, in memory and in the ledger (a restart
+    /// delivers it once the run is resumed).
+    fn queue_follow_up(&mut self, run_id: &str, text: String) {
+        let now = self.now;
+        let stored = self.redactor.redact(&text).into_owned();
+        let Some(run) = self.runs.get_mut(run_id) else {
+            return;
+        };
+        let mut batch = Batch::default();
+        run.event(
+            &mut batch,
+            FOLLOW_UP_QUEUED,
+            &serde_json::json!({ "text": stored }),
+            now,
+        );
+        run.follow_ups.push_back(text);
+        run.note(
+            &mut batch,
+            "follow-up queued until the current turn ends",
+            now,
+        );
+        run.touch(&mut batch);
+        self.commit(batch);
     }
 
     /// `remove`: one finished run, or every finished run, leaves the trays. A run whose

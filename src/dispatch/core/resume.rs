@@ -8,6 +8,9 @@
 //! a rail is full. The adapter is started with the recorded provider session
 //! (`LaunchSpec::resume_session`); once it is ready, the resume turn is sent.
 //!
+//! `resume` also wakes a hibernated run (`hibernation.rs`) and sends a turn held for the
+//! model API again now (`resend.rs`).
+//!
 //! What must stay true: only an `interrupted` run with a recorded provider session is
 //! resumed, on a provider drover can run; nothing is written for a refused resume; the
 //! run keeps its id, its turns and its money, and its seqs go on from the ledger's.
@@ -44,6 +47,23 @@ impl Core {
             );
             return self.reply(to, Err(e));
         }
+        // A turn held after the model API failed it: sent again now.
+        if self.holds_resend(run_id) {
+            self.resend_now(run_id);
+            let answer = self.summary_response(run_id);
+            return self.reply(to, answer);
+        }
+        // A hibernated run: woken in its provider session with the resume prompt.
+        if self.runs.get(run_id).is_some_and(|r| {
+            (r.hibernated || r.hibernating) && r.wake.is_none() && r.ending.is_none()
+        }) {
+            if let Err(e) = self.fit_follow_up(run_id) {
+                return self.reply(to, Err(e));
+            }
+            self.wake(run_id, prompt, TurnOrigin::Resume);
+            let answer = self.summary_response(run_id);
+            return self.reply(to, answer);
+        }
         if let Some(e) = self.in_memory_refusal(run_id) {
             return self.reply(to, Err(e));
         }
@@ -64,8 +84,9 @@ impl Core {
         Some(not_resumable(
             run_id,
             format!(
-                "is {} in this drover; only a run interrupted by a drover restart can be \
-                 resumed (use follow-up on an idle run)",
+                "is {} in this drover; only a run interrupted by a drover restart, a \
+                 hibernated run or a turn held for the model API can be resumed (use \
+                 follow-up on an idle run)",
                 run.state
             ),
         ))
@@ -90,6 +111,7 @@ impl Core {
             tail,
             last_seq,
             session,
+            follow_ups,
         } = data;
         if record.removed {
             return Err(not_found(run_id));
@@ -132,7 +154,10 @@ impl Core {
         let user_turns = view
             .turns
             .iter()
-            .filter(|t| t.origin != TurnOrigin::ResultRetry.as_str())
+            .filter(|t| {
+                t.origin != TurnOrigin::ResultRetry.as_str()
+                    && t.origin != TurnOrigin::Resend.as_str()
+            })
             .count() as u32;
         if user_turns >= spec.max_turns {
             return Err(DroverError::new(
@@ -169,6 +194,8 @@ impl Core {
         run.last_result = view.last_result;
         run.depth = view.depth;
         run.resume = Some(prompt);
+        // Follow-ups it had queued behind a turn go out after the resume turn, in order.
+        run.follow_ups = follow_ups.into();
         // A worktree run goes on in its worktree (checked before the launch).
         if let Some(workspace) = view.workspace.clone() {
             run.workspace = workspace;
@@ -234,6 +261,7 @@ impl Turn {
             "follow_up" => TurnOrigin::FollowUp,
             "result_retry" => TurnOrigin::ResultRetry,
             "resume" => TurnOrigin::Resume,
+            "resend" => TurnOrigin::Resend,
             _ => TurnOrigin::Dispatch,
         };
         Turn {

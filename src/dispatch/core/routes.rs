@@ -500,14 +500,56 @@ impl Core {
             .collect()
     }
 
-    /// When a run has ended: what to offer (escalate one tier up, or retry).
+    /// When a turn has ended and the run is idle, still warm: a turn that ended blocked
+    /// is offered an escalation at once (as when the run ends), so it waits in Needs you
+    /// rather than in Idle; a later turn that did not end blocked withdraws the offer.
+    pub(super) fn offer_on_turn_end(&mut self, run_id: &str) {
+        let Some(run) = self.runs.get(run_id) else {
+            return;
+        };
+        let blocked = run
+            .last_result
+            .as_ref()
+            .is_some_and(|r| r.status.as_deref() == Some("blocked"));
+        if blocked {
+            self.offer_escalation(run_id);
+        } else if run.escalation.is_some() {
+            self.withdraw_offer(run_id, "its last turn did not end blocked");
+        }
+    }
+
+    /// Withdraws a run's escalation or retry offer (taken, or no longer standing): an
+    /// empty `escalation_offer` event, so a view read from the ledger agrees.
+    pub(super) fn withdraw_offer(&mut self, run_id: &str, why: &str) {
+        let now = self.now;
+        let Some(run) = self.runs.get_mut(run_id) else {
+            return;
+        };
+        if run.escalation.take().is_none() {
+            return;
+        }
+        let mut batch = Batch::default();
+        run.event(&mut batch, "escalation_offer", &Value::Null, now);
+        run.note(&mut batch, format!("offer withdrawn: {why}"), now);
+        run.touch(&mut batch);
+        self.commit(batch);
+    }
+
+    /// When a run has ended, or a warm run's turn ended blocked: what to offer (escalate
+    /// one tier up, or retry). An offer already standing is not made twice.
     pub(super) fn offer_escalation(&mut self, run_id: &str) {
         let now = self.now;
         let Some(run) = self.runs.get(run_id) else {
             return;
         };
+        // A warm run is judged as if it ended now (its last result is what it has).
+        let state = if run.state.is_terminal() {
+            run.state.as_str()
+        } else {
+            RunState::Completed.as_str()
+        };
         let outcome = RunOutcome {
-            state: run.state.as_str(),
+            state,
             completion_reason: run.completion_reason.as_deref(),
             result_status: run.last_result.as_ref().and_then(|r| r.status.as_deref()),
             has_usable_result: run.last_result.is_some(),
@@ -529,6 +571,9 @@ impl Core {
         let Some(offer) = offer else {
             return;
         };
+        if run.escalation.as_ref() == Some(&offer) {
+            return;
+        }
         if let Some(run) = self.runs.get_mut(run_id) {
             let mut batch = Batch::default();
             run.event(&mut batch, "escalation_offer", &offer, now);
@@ -563,11 +608,15 @@ impl Core {
         let Some(run) = self.runs.get(run_id) else {
             return Err(super::not_found(run_id));
         };
-        if run.state.is_active() {
+        // An idle run (its turn over, still warm) may go on as a new run; it completes
+        // once the new one is admitted. A run in a turn, or waiting on the user, may not.
+        let warm = run.state == RunState::Idle && !run.turn_in_flight && run.ending.is_none();
+        if run.state.is_active() && !warm {
             return Err(DroverError::new(
                 ErrorCode::RunNotActive,
                 format!(
-                    "run {run_id} is still {}; escalate it once it has ended",
+                    "run {run_id} is still {}; escalate it once its turn is over (idle) \
+                     or it has ended",
                     run.state
                 ),
             ));
@@ -654,6 +703,14 @@ impl Core {
                 now,
             );
             self.commit(batch);
+        }
+        self.withdraw_offer(run_id, &format!("taken as {child_id}"));
+        if warm {
+            let reason = match kind {
+                EscalationKind::Escalate => route::ESCALATED,
+                EscalationKind::Retry => route::RETRIED,
+            };
+            self.end_run(run_id, RunState::Completed, reason, Cause::Completed);
         }
         self.summary_response(&child_id)
     }

@@ -47,6 +47,8 @@ pub enum TurnOrigin {
     ResultRetry,
     /// The first turn after `drover resume`.
     Resume,
+    /// A turn the model API failed (after the CLI's own retries), sent again.
+    Resend,
 }
 
 impl TurnOrigin {
@@ -56,6 +58,7 @@ impl TurnOrigin {
             TurnOrigin::FollowUp => "follow_up",
             TurnOrigin::ResultRetry => "result_retry",
             TurnOrigin::Resume => "resume",
+            TurnOrigin::Resend => "resend",
         }
     }
 }
@@ -191,7 +194,27 @@ pub struct Run {
     /// Tool calls in flight that may change files (edits, commands), by tool-use id:
     /// their end is a reason to work out the change.
     pub file_tools: std::collections::HashSet<String>,
+    /// Idle and its child asked to shut down to hibernate (it holds its slot until the
+    /// child has exited).
+    pub hibernating: bool,
+    /// Idle with no child: its provider session is kept, a follow-up wakes it there. It
+    /// holds no slot and reserves nothing.
+    pub hibernated: bool,
+    /// The turn to send once the child woken from hibernation (or started again for a
+    /// re-send) is ready.
+    pub wake: Option<(String, TurnOrigin)>,
+    /// The prompt of the last turn sent (a turn the model API failed is sent again).
+    pub last_prompt: Option<String>,
+    /// How many times the current turn was sent again after the model API failed it.
+    pub resends: u32,
+    /// The failed turn is held and sent again at this time.
+    pub resend_at: Option<UnixMillis>,
 }
+
+/// The live line's detail of an idle run whose child is shut down (DESIGN.md §15).
+pub const HIBERNATED_DETAIL: &str = "idle · hibernated";
+/// The live line's detail of an idle run whose child is shutting down to hibernate.
+pub const HIBERNATING_DETAIL: &str = "idle · hibernating";
 
 impl Run {
     pub fn new(
@@ -255,6 +278,12 @@ impl Run {
             measuring: false,
             measure_again: false,
             file_tools: Default::default(),
+            hibernating: false,
+            hibernated: false,
+            wake: None,
+            last_prompt: None,
+            resends: 0,
+            resend_at: None,
         }
     }
 
@@ -262,7 +291,7 @@ impl Run {
     pub fn user_turns(&self) -> u32 {
         self.turns
             .iter()
-            .filter(|t| t.origin != TurnOrigin::ResultRetry)
+            .filter(|t| !matches!(t.origin, TurnOrigin::ResultRetry | TurnOrigin::Resend))
             .count() as u32
     }
 
@@ -281,13 +310,37 @@ impl Run {
     pub fn holds_slot(&self) -> bool {
         self.launching
             || self.preparing_until.is_some()
-            || matches!(
-                self.state,
-                RunState::Starting
-                    | RunState::Running
-                    | RunState::Idle
-                    | RunState::AwaitingPermission
-            )
+            || (!self.hibernated
+                && matches!(
+                    self.state,
+                    RunState::Starting
+                        | RunState::Running
+                        | RunState::Idle
+                        | RunState::AwaitingPermission
+                ))
+    }
+
+    /// Whether the run holds back what its cap has left from its budget session: only
+    /// while it works (DESIGN.md §15: idle and hibernated runs reserve nothing), or is
+    /// being woken for a turn.
+    pub fn reserves(&self) -> bool {
+        self.holds_slot() && (self.state != RunState::Idle || self.wake.is_some())
+    }
+
+    /// An idle run with a warm child that could be hibernated: its turn is over, nothing
+    /// waits on it, its provider reported the session to wake it in.
+    pub fn can_hibernate(&self) -> bool {
+        self.state == RunState::Idle
+            && !self.turn_in_flight
+            && self.ready
+            && self.child.is_some()
+            && !self.launching
+            && !self.hibernating
+            && self.ending.is_none()
+            && self.follow_ups.is_empty()
+            && self.wake.is_none()
+            && self.broker.is_empty()
+            && self.provider_session_id.is_some()
     }
 
     /// Appends one event to the run's ordered stream. The body is serialized here, once.
@@ -564,8 +617,9 @@ impl Run {
     /// Everything about the run.
     pub fn view(&self) -> RunView {
         RunView {
-            // What the usage rows add up to (`usage` lists them).
-            head: self.head(self.cost_usd),
+            // The spend the row shows (what the turn in flight has streamed included), so
+            // `runs` and `show` agree; `usage` lists what is booked.
+            head: self.head(self.cost_usd + self.provisional_usd),
             task: self.spec.task.clone(),
             cwd: self.spec.cwd.display().to_string(),
             policy: self.spec.policy.as_str().to_string(),
@@ -591,6 +645,8 @@ impl Run {
             depth: self.depth,
             parent_run: self.spec.parent_run.clone(),
             workspace: Some(self.workspace.clone()),
+            needs_you: None,
         }
+        .with_need()
     }
 }

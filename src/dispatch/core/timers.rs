@@ -1,5 +1,6 @@
 //! Every timer of the dispatcher, in one place: a pending answer's expiry, a run's time
-//! box, its idle timeout, the provider's silence, the stalled watchdog, making its
+//! box, its idle timeout, hibernating an idle run, sending a failed turn again, the
+//! provider's silence, the stalled watchdog, making its
 //! worktree, waiting for a shared directory, route cards' expiry, waits, and the shutdown
 //! grace period.
 //!
@@ -25,6 +26,11 @@ pub(super) enum RunTimer {
     TimeBox,
     /// Idle for its idle timeout: it completes (`idle_timeout`).
     Idle,
+    /// Idle with a warm child for `hibernate_after_secs`: the child is shut down, its
+    /// provider session kept.
+    Hibernate,
+    /// A turn the model API failed is held until then: it is sent again.
+    Resend,
     /// The model owes an answer and the CLI said nothing for the provider's silence
     /// timeout: it fails (`timeout`).
     Silence,
@@ -38,9 +44,9 @@ pub(super) enum RunTimer {
 
 impl Core {
     /// When each timer of `run` falls due, in firing order (none for a finished run).
-    pub(super) fn timers_of(&self, run: &Run) -> [Option<(UnixMillis, RunTimer)>; 7] {
+    pub(super) fn timers_of(&self, run: &Run) -> [Option<(UnixMillis, RunTimer)>; 9] {
         if run.state.is_terminal() {
-            return [None; 7];
+            return [None; 9];
         }
         let stalled_after = super::answers::secs_ms(self.limits().stalled_after_secs);
         let silence = self.config.silence_ms(&run.spec.provider);
@@ -49,10 +55,15 @@ impl Core {
             run.broker
                 .next_expiry()
                 .map(|at| (at, RunTimer::AnswerExpired)),
-            (run.ending.is_none() && run.holds_slot()).then_some((run.deadline, RunTimer::TimeBox)),
+            (run.ending.is_none() && (run.holds_slot() || run.hibernated))
+                .then_some((run.deadline, RunTimer::TimeBox)),
             run.idle_since
                 .filter(|_| run.ending.is_none())
                 .map(|idle| (idle.saturating_add(idle_timeout), RunTimer::Idle)),
+            self.hibernate_due(run).map(|at| (at, RunTimer::Hibernate)),
+            run.resend_at
+                .filter(|_| run.ending.is_none())
+                .map(|at| (at, RunTimer::Resend)),
             run.silence_deadline(silence)
                 .map(|at| (at, RunTimer::Silence)),
             (run.turn_in_flight && !run.stalled && run.broker.is_empty()).then_some((
@@ -122,6 +133,8 @@ impl Core {
                     Cause::Completed,
                 );
             }
+            RunTimer::Hibernate => self.hibernate(run_id, "idle with no follow-up"),
+            RunTimer::Resend => self.resend_now(run_id),
             RunTimer::Silence => {
                 let Some(run) = self.runs.get_mut(run_id) else {
                     return;

@@ -16,6 +16,8 @@ use crate::tui::theme::{self, BudgetLevel};
 
 /// Notes shown (the newest).
 const NOTES_SHOWN: usize = 3;
+/// Lines one note may wrap to in the detail pane.
+const NOTE_LINES: usize = 3;
 
 pub fn draw(buf: &mut Buffer, area: Rect, model: &ViewModel) {
     let area = Rect::new(
@@ -102,7 +104,11 @@ fn summary_lines(entry: &RunEntry, now: crate::UnixMillis, width: usize) -> Vec<
         ));
         if d.queued_follow_ups > 0 {
             spec.push(Span::styled(
-                format!(" · {} follow-up(s) queued", d.queued_follow_ups),
+                format!(
+                    " · {} follow-up{} queued",
+                    d.queued_follow_ups,
+                    crate::spec::text::plural(d.queued_follow_ups)
+                ),
                 theme::dim(),
             ));
         }
@@ -124,7 +130,12 @@ fn summary_lines(entry: &RunEntry, now: crate::UnixMillis, width: usize) -> Vec<
     lines.push(budget_line(entry, width));
     if let Some(live) = &run.head.live_state {
         let mut spans = vec![label("live")];
-        spans.extend(format::live_line_fit(live, now, width.saturating_sub(8)));
+        spans.extend(format::live_line_fit(
+            run.head.state,
+            live,
+            now,
+            width.saturating_sub(8),
+        ));
         lines.push(Line::from(spans));
     }
     if let Some(p) = entry.pending.first() {
@@ -196,18 +207,27 @@ fn summary_lines(entry: &RunEntry, now: crate::UnixMillis, width: usize) -> Vec<
     if let Some(d) = detail {
         let skip = d.notes.len().saturating_sub(NOTES_SHOWN);
         for (i, note) in d.notes.iter().skip(skip).enumerate() {
-            lines.push(Line::from(vec![
-                if i == 0 {
-                    label("notes")
-                } else {
-                    Span::raw(" ".repeat(8))
-                },
-                Span::raw(clip(&one_line(&note.text), width.saturating_sub(16))),
-                Span::styled(
-                    format!(" · {} ago", format::duration(now - note.at)),
-                    theme::dim(),
-                ),
-            ]));
+            // Wrapped under its label, at most a few lines; its age after the last.
+            let ago = format!(" · {} ago", format::duration(now - note.at));
+            let text = format!("{}{ago}", one_line(&note.text));
+            let mut pieces = super::wrap(&text, width.saturating_sub(8).max(10));
+            if pieces.len() > NOTE_LINES {
+                pieces.truncate(NOTE_LINES);
+                if let Some(last) = pieces.last_mut() {
+                    last.pop();
+                    last.push('…');
+                }
+            }
+            for (j, piece) in pieces.into_iter().enumerate() {
+                lines.push(Line::from(vec![
+                    if i == 0 && j == 0 {
+                        label("notes")
+                    } else {
+                        Span::raw(" ".repeat(8))
+                    },
+                    Span::raw(piece),
+                ]));
+            }
         }
     }
     lines
@@ -341,7 +361,9 @@ fn transcript(buf: &mut Buffer, area: Rect, entry: &RunEntry, scroll: Option<usi
             Span::styled(rule, theme::pane_border()),
         ]),
     );
-    for (i, line) in lines.iter().skip(top).take(room).enumerate() {
+    // Each line wrapped to the pane; only the lines shown are laid out.
+    let width = area.width as usize;
+    let styled = |line: &String| -> Vec<(String, ratatui::style::Style)> {
         let text = one_line(line);
         let style = if text.starts_with("tool ") || text.starts_with("permission") {
             theme::active()
@@ -350,6 +372,34 @@ fn transcript(buf: &mut Buffer, area: Rect, entry: &RunEntry, scroll: Option<usi
         } else {
             theme::text()
         };
+        super::wrap(&text, width)
+            .into_iter()
+            .map(|piece| (piece, style))
+            .collect()
+    };
+    let mut shown: Vec<(String, ratatui::style::Style)> = Vec::new();
+    if following {
+        // From the end back, until the pane is full.
+        for line in lines.iter().rev() {
+            let mut pieces = styled(line);
+            pieces.append(&mut shown);
+            shown = pieces;
+            if shown.len() >= room {
+                break;
+            }
+        }
+        let extra = shown.len().saturating_sub(room);
+        shown.drain(..extra);
+    } else {
+        for line in lines.iter().skip(top) {
+            shown.extend(styled(line));
+            if shown.len() >= room {
+                break;
+            }
+        }
+        shown.truncate(room);
+    }
+    for (i, (text, style)) in shown.into_iter().enumerate() {
         put_line(buf, area, 1 + i as u16, &Line::styled(text, style));
     }
 }

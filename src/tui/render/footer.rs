@@ -1,14 +1,17 @@
 //! The footer: a config reload the owner refused (until a good one), the last action's
-//! message, then the key hints of the context in force,
-//! taken from the key table that handles the keys.
+//! message, then the key hints of the context in force, taken from the key table that
+//! handles the keys — on the dashboard, only those that apply to the selected run (no
+//! `e` without an offer, no `R` for a run that was not interrupted).
 
 use ratatui::buffer::Buffer;
 use ratatui::layout::Rect;
 use ratatui::text::{Line, Span};
 
 use super::{put_line, width_of};
+use crate::run_state::RunState;
 use crate::spec::text::{clip, one_line};
 use crate::tui::app::App;
+use crate::tui::keys::Action;
 use crate::tui::theme;
 
 pub fn draw(buf: &mut Buffer, area: Rect, app: &App) {
@@ -42,6 +45,7 @@ pub fn draw(buf: &mut Buffer, area: Rect, app: &App) {
         .hints(app.context())
         .into_iter()
         .filter(|(_, action)| !app.overlays.last().is_some_and(|top| top.hides(*action)))
+        .filter(|(_, action)| !app.overlays.is_empty() || applies(app, *action))
         .filter_map(|(key, action)| action.hint().map(|word| (key, word)))
         .collect();
     if app.overlays.last().is_some_and(|top| top.takes_digits()) {
@@ -76,4 +80,24 @@ pub fn draw(buf: &mut Buffer, area: Rect, app: &App) {
         spans.push(Span::styled(format!(" {word} "), theme::dim()));
     }
     put_line(buf, area, 0, &Line::from(spans));
+}
+
+/// Whether a dashboard key's hint applies now: to the selected run, or to what waits.
+fn applies(app: &App, action: Action) -> bool {
+    let selected = app.model.selected_entry().map(|e| &e.summary);
+    let state = selected.map(|s| s.head.state);
+    match action {
+        Action::Escalate => selected.is_some_and(|s| s.escalation_offered),
+        Action::Resume => state == Some(RunState::Interrupted),
+        Action::Complete => state == Some(RunState::Idle),
+        Action::Stop | Action::FollowUp => state.is_some_and(|s| s.is_active()),
+        Action::Open => selected.is_some_and(|s| s.needs_you().is_some()),
+        Action::OpenDiff => {
+            selected.is_some_and(|s| s.workspace.as_ref().is_some_and(|w| w.has_worktree()))
+        }
+        Action::Redispatch => selected.is_some(),
+        Action::ClearFilter => !app.model.filter.is_empty(),
+        Action::NextPending => app.model.pending_total() > 0 || app.model.counts().held > 0,
+        _ => true,
+    }
 }

@@ -24,19 +24,27 @@ pub fn draw(buf: &mut Buffer, area: Rect, model: &ViewModel) {
         Span::styled("  session ", theme::dim()),
         Span::styled(session.to_string(), theme::title()),
         Span::styled("   ", theme::dim()),
-        Span::raw(format!("{} running", counts.running)),
-        Span::styled(" · ", theme::dim()),
-        Span::raw(format!("{} queued", counts.queued)),
-        Span::styled(" · ", theme::dim()),
-        Span::raw(format!("{} held", counts.held)),
-        Span::styled(" · ", theme::dim()),
     ];
-    let needs = format!("{} needs you", counts.needs_you);
+    // The trays' own counts, in the trays' order.
+    let need_word = if counts.needs_you == 1 {
+        "needs"
+    } else {
+        "need"
+    };
+    let needs = format!("{} {need_word} you", counts.needs_you);
     first.push(if counts.needs_you > 0 {
         Span::styled(needs, theme::attention())
     } else {
         Span::raw(needs)
     });
+    for (n, word) in [
+        (counts.running, "running"),
+        (counts.idle, "idle"),
+        (counts.queued, "queued"),
+    ] {
+        first.push(Span::styled(" · ", theme::dim()));
+        first.push(Span::raw(format!("{n} {word}")));
+    }
     if !model.filter.is_empty() {
         first.push(Span::styled(
             format!("   filter: {}", one_line(&model.filter)),

@@ -6,7 +6,7 @@ use ratatui::layout::Rect;
 use ratatui::text::{Line, Span};
 use ratatui::widgets::{Block, Clear, Widget};
 
-use super::{put_line, width_of};
+use super::{put_line, width_of, wrap};
 use crate::money::usd;
 use crate::spec::text::{clip, one_line};
 use crate::tui::app::App;
@@ -15,7 +15,7 @@ use crate::tui::keys::Context;
 use crate::tui::layout::centered;
 use crate::tui::theme;
 use crate::tui::views::diff::{DiffScreen, DiffState};
-use crate::tui::views::form::DispatchForm;
+use crate::tui::views::form::{AUTO_MODEL, DispatchForm, Field};
 use crate::tui::views::prompt::{PromptMode, PromptState, PromptView, questions};
 use crate::tui::views::route::{RouteState, RouteView};
 use crate::tui::views::{ConfirmView, HelpView, InputBox, InputPurpose, Overlay};
@@ -46,25 +46,6 @@ fn frame(buf: &mut Buffer, area: Rect, title: String) -> Rect {
         inner.width.saturating_sub(2),
         inner.height,
     )
-}
-
-/// Wraps `text` at `width` columns (by characters; long words are cut).
-fn wrap(text: &str, width: usize) -> Vec<String> {
-    let width = width.max(1);
-    let mut out = Vec::new();
-    let mut line = String::new();
-    let mut line_w = 0;
-    for ch in text.chars() {
-        let w = width_of(ch.encode_utf8(&mut [0; 4]));
-        if line_w + w > width {
-            out.push(std::mem::take(&mut line));
-            line_w = 0;
-        }
-        line.push(ch);
-        line_w += w;
-    }
-    out.push(line);
-    out
 }
 
 fn prompt(buf: &mut Buffer, body: Rect, view: &PromptView, app: &App) {
@@ -643,13 +624,17 @@ fn diff(buf: &mut Buffer, body: Rect, view: &DiffScreen) {
     put_line(buf, inner, inner.height - 1, &foot);
 }
 
+/// Models the picker lists under the model field, at most.
+const PICKER_MAX: usize = 10;
+
 fn form(buf: &mut Buffer, body: Rect, f: &DispatchForm) {
     let fields = f.fields();
-    let height = (fields.len() as u16 + 6).min(body.height);
-    let area = centered(body, body.width.saturating_sub(4).min(90), height + 2);
-    let inner = frame(buf, area, "New dispatch".to_string());
-    let width = inner.width as usize;
-    let mut y = 0u16;
+    let outer_w = body.width.saturating_sub(4).min(90);
+    // Inside: the border and a margin of one column on each side.
+    let width = outer_w.saturating_sub(4) as usize;
+    let mut lines: Vec<Line<'static>> = Vec::new();
+    // Where the picker goes (under the focused model field), once the room is known.
+    let mut picker_at = None;
     for field in &fields {
         let focused = f.focus == *field;
         let value = f.text_of(*field);
@@ -678,7 +663,7 @@ fn form(buf: &mut Buffer, body: Rect, f: &DispatchForm) {
             if focused {
                 spans.push(Span::styled("▏", theme::focus()));
             }
-            spans.push(Span::styled(field.placeholder(), theme::dim()));
+            spans.push(Span::styled(f.placeholder(*field), theme::dim()));
         } else {
             let field_text = crate::tui::views::text::TextField::new(value);
             spans.push(Span::raw(field_text.visible(room)));
@@ -686,46 +671,128 @@ fn form(buf: &mut Buffer, body: Rect, f: &DispatchForm) {
                 spans.push(Span::styled("▏", theme::focus()));
             }
         }
-        put_line(buf, inner, y, &Line::from(spans));
-        y += 1;
+        lines.push(Line::from(spans));
+        if focused && *field == Field::Model {
+            picker_at = Some(lines.len());
+        }
         if let Some(e) = f.error.as_ref().filter(|e| e.field == Some(*field)) {
+            // In full, wrapped under its field.
             for l in wrap(
                 &format!("{}: {}", e.code, e.message),
                 width.saturating_sub(12),
             ) {
-                put_line(
-                    buf,
-                    inner,
-                    y,
-                    &Line::from(vec![
-                        Span::raw(" ".repeat(12)),
-                        Span::styled(l, theme::error()),
-                    ]),
-                );
-                y += 1;
+                lines.push(Line::from(vec![
+                    Span::raw(" ".repeat(12)),
+                    Span::styled(l, theme::error()),
+                ]));
             }
         }
     }
-    y += 1;
+    lines.push(Line::raw(""));
     if let Some(e) = f.error.as_ref().filter(|e| e.field.is_none()) {
         for l in wrap(&format!("{}: {}", e.code, e.message), width) {
-            put_line(buf, inner, y, &Line::styled(l, theme::error()));
-            y += 1;
+            lines.push(Line::styled(l, theme::error()));
         }
     }
-    if f.sending {
-        put_line(buf, inner, y, &Line::styled("dispatching…", theme::focus()));
+    lines.push(if f.sending {
+        Line::styled("dispatching…", theme::focus())
     } else {
-        put_line(
-            buf,
-            inner,
-            y,
-            &Line::styled(
-                "←/→ change a choice · blank fields take the defaults",
-                theme::dim(),
-            ),
-        );
+        Line::styled(
+            "←/→ change a choice or pick a model · blank fields take the defaults",
+            theme::dim(),
+        )
+    });
+    if let Some(at) = picker_at {
+        let mut picker = model_picker(f, width);
+        // Short of room: the marked line alone (the provider default when none is).
+        let room = (body.height as usize).saturating_sub(lines.len() + 2);
+        if picker.len() > room {
+            let marked = picker
+                .iter()
+                .position(|l| l.spans.get(1).is_some_and(|s| s.content == "› "))
+                .unwrap_or(0);
+            picker = vec![picker.swap_remove(marked)];
+            picker.truncate(room);
+        }
+        lines.splice(at..at, picker);
     }
+    let height = (lines.len() as u16 + 2).min(body.height);
+    let area = centered(body, outer_w, height);
+    let title = match &f.again {
+        Some((run_id, _)) => format!("Dispatch again · the task of {run_id}"),
+        None => "New dispatch".to_string(),
+    };
+    let inner = frame(buf, area, title);
+    for (y, line) in lines.iter().enumerate() {
+        put_line(buf, inner, y as u16, line);
+    }
+}
+
+/// The model picker, under the focused model field: the provider's default, `auto` (a
+/// route card), then each catalog model the chosen provider runs with its tier, price
+/// per million tokens and vision; the one in the field is marked.
+fn model_picker(f: &DispatchForm, width: usize) -> Vec<Line<'static>> {
+    let typed = f.model.text.trim().to_string();
+    let pad = " ".repeat(12);
+    let mark = |on: bool| {
+        if on {
+            Span::styled("› ", theme::focus())
+        } else {
+            Span::raw("  ")
+        }
+    };
+    let style = |on: bool| if on { theme::focus() } else { theme::text() };
+    let mut lines = vec![
+        Line::from(vec![
+            Span::raw(pad.clone()),
+            mark(typed.is_empty()),
+            Span::styled("provider default", style(typed.is_empty())),
+        ]),
+        Line::from(vec![
+            Span::raw(pad.clone()),
+            mark(typed.eq_ignore_ascii_case(AUTO_MODEL)),
+            Span::styled(AUTO_MODEL, style(typed.eq_ignore_ascii_case(AUTO_MODEL))),
+            Span::styled(" — routed: held on a route card to pick from", theme::dim()),
+        ]),
+    ];
+    let models = f.provider_models();
+    let id_w = models
+        .iter()
+        .map(|m| m.id.chars().count())
+        .max()
+        .unwrap_or(0);
+    let tier_w = models.iter().map(|m| m.tier.len()).max().unwrap_or(0);
+    for m in models.iter().take(PICKER_MAX) {
+        let on = m.id.eq_ignore_ascii_case(&typed);
+        let text = format!(
+            "{:<id_w$}  {:<tier_w$}  {}{}",
+            m.id,
+            m.tier,
+            m.price,
+            if m.vision { "  vision" } else { "" }
+        );
+        lines.push(Line::from(vec![
+            Span::raw(pad.clone()),
+            mark(on),
+            Span::styled(clip(&text, width.saturating_sub(14)), style(on)),
+        ]));
+    }
+    if models.len() > PICKER_MAX {
+        lines.push(Line::styled(
+            format!(
+                "{pad}  … {} more: `drover models`",
+                models.len() - PICKER_MAX
+            ),
+            theme::dim(),
+        ));
+    }
+    if models.is_empty() {
+        lines.push(Line::styled(
+            format!("{pad}  (the catalog lists no model for this provider)"),
+            theme::dim(),
+        ));
+    }
+    lines
 }
 
 fn input(buf: &mut Buffer, body: Rect, i: &InputBox) {
@@ -807,7 +874,13 @@ fn help(buf: &mut Buffer, body: Rect, h: &HelpView, app: &App) {
         for (keys, action) in app.keys.actions(context) {
             lines.push(Line::from(vec![
                 Span::styled(format!("  {keys:<14}"), theme::key()),
-                Span::raw(action.describe()),
+                Span::raw(action.describe_in(context)),
+            ]));
+        }
+        if matches!(context, Context::Dashboard) {
+            lines.push(Line::from(vec![
+                Span::styled(format!("  {:<14}", "1-9"), theme::key()),
+                Span::raw("answer the question on the attention line by its choice's number"),
             ]));
         }
         if matches!(context, Context::Prompt) {

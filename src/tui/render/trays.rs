@@ -210,7 +210,7 @@ pub fn run_lines(
         width.saturating_sub(3 + stalled.len() + if change_w > 0 { change_w + 2 } else { 0 });
     match &run.head.live_state {
         Some(live) if run.head.state.is_active() => {
-            second.extend(format::live_line_fit(live, now, room))
+            second.extend(format::live_line_fit(run.head.state, live, now, room))
         }
         _ => second.push(Span::styled(
             format::state_words(run.head.state, run.head.completion_reason.as_deref()),

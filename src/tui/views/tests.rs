@@ -153,10 +153,24 @@ fn the_form_builds_a_spec_and_shows_refusals_at_their_field() {
     assert!(form.fields().contains(&Field::Scenario));
     let mut view = Overlay::Form(form.clone());
     type_text(&mut view, "say hello");
-    // Tab to the scenario (task, provider, model, policy, budget, cwd, scenario).
+    // Tab to the workspace (task, provider, model, policy, budget, cwd, workspace) and
+    // pick the first mode, then on to the scenario.
     for _ in 0..6 {
         press(&mut view, KeyCode::Tab);
     }
+    press(&mut view, KeyCode::Right);
+    // Class, max turns, tags, workflow, context.
+    for text in [
+        "review",
+        "3",
+        "ui, login ,",
+        "wf-1",
+        "the login page is at /login",
+    ] {
+        press(&mut view, KeyCode::Tab);
+        type_text(&mut view, text);
+    }
+    press(&mut view, KeyCode::Tab);
     press(&mut view, KeyCode::Right);
     let outcome = press(&mut view, KeyCode::Enter);
     let Some(ViewCommand::Request(ReplyTag::Dispatch, Request::Dispatch { spec })) =
@@ -167,6 +181,12 @@ fn the_form_builds_a_spec_and_shows_refusals_at_their_field() {
     assert_eq!(spec.task, "say hello");
     assert_eq!(spec.provider.as_deref(), Some("sim"));
     assert_eq!(spec.scenario.as_deref(), Some("quick-success"));
+    assert_eq!(spec.workspace.as_deref(), Some("worktree"));
+    assert_eq!(spec.class.as_deref(), Some("review"));
+    assert_eq!(spec.max_turns, Some(3));
+    assert_eq!(spec.tags, ["ui", "login"]);
+    assert_eq!(spec.workflow_id.as_deref(), Some("wf-1"));
+    assert_eq!(spec.context.as_deref(), Some("the login page is at /login"));
     assert_eq!(spec.cwd.as_deref(), Some(std::path::Path::new("/work")));
     assert_eq!(spec.budget_usd, None);
 

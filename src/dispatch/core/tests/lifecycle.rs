@@ -123,7 +123,8 @@ fn needs_input_is_kept_and_shown_on_the_live_line() {
 
 #[test]
 fn a_transient_provider_error_fails_the_run_with_a_retry_offered() {
-    let mut h = Harness::new("");
+    // Not sent again (`resend.rs`): failed at once.
+    let mut h = Harness::new("[limits]\nresend_turns_max = 0\n");
     let id = h.running();
     let out = h.provider(
         &id,
@@ -269,7 +270,7 @@ fn shutdown_interrupts_every_active_run_and_waits_for_the_children() {
     assert_eq!(reason_of(&h, &b).as_deref(), Some("shutdown"));
 }
 
-fn interrupted_run(h: &mut Harness) -> ResumeData {
+pub(super) fn interrupted_run(h: &mut Harness) -> ResumeData {
     // A run as a previous owner left it: made here, then read back as the ledger has it.
     let id = h.idle();
     let view = h.view(&id);
@@ -307,6 +308,7 @@ fn interrupted_run(h: &mut Harness) -> ResumeData {
             spent: 0.0,
             record: None,
         },
+        follow_ups: vec![],
     }
 }
 
@@ -404,20 +406,21 @@ fn a_blocked_run_offers_escalation_and_the_new_run_carries_its_result() {
         &id,
         turn_done("## Result\nstatus: blocked\nsummary: no access to the db\n"),
     );
-    let out = h.request(Request::Escalate {
-        run_id: id.clone(),
-        provider: None,
-        model: None,
-    });
-    assert_eq!(
-        out.refusal().code,
-        ErrorCode::RunNotActive,
-        "not while it runs"
-    );
-    h.request(Request::Complete { run_id: id.clone() });
-    h.exit(&id);
-    let offer = h.view(&id).escalation.expect("an escalation offer");
+    // The turn ended blocked: the run is idle, still warm, and the offer is made now.
+    assert_eq!(h.state(&id), RunState::Idle);
+    let offer = h
+        .view(&id)
+        .escalation
+        .expect("an escalation offer while warm");
     assert_eq!(offer.kind, crate::route::EscalationKind::Escalate);
+    let row = h.core.runs[&id].summary();
+    assert_eq!(
+        row.needs_you(),
+        Some(crate::dispatch::api::Need::Escalation)
+    );
+    let need = h.view(&id).needs_you.expect("show carries needs_you");
+    assert_eq!(need.reason, crate::dispatch::api::Need::Escalation);
+    // `e` on the idle run: the new run carries the result, the old one completes.
     let out = h.request(Request::Escalate {
         run_id: id.clone(),
         provider: None,
@@ -436,6 +439,58 @@ fn a_blocked_run_offers_escalation_and_the_new_run_carries_its_result() {
         "{:?}",
         spec.context
     );
+    h.exit(&id);
+    assert_eq!(h.state(&id), RunState::Completed);
+    assert_eq!(reason_of(&h, &id).as_deref(), Some("escalated"));
+    let old = h.view(&id);
+    assert!(old.escalation.is_none(), "the offer was taken: {old:?}");
+    assert!(old.needs_you.is_none(), "{:?}", old.needs_you);
+}
+
+#[test]
+fn a_warm_offer_is_made_once_and_withdrawn_by_a_turn_that_is_not_blocked() {
+    let mut h = Harness::new("");
+    let id = h.running();
+    h.provider(
+        &id,
+        turn_done("## Result\nstatus: blocked\nsummary: no db\n"),
+    );
+    assert!(h.view(&id).escalation.is_some());
+    // A follow-up while an offer stands; it ends blocked again: no second offer.
+    h.request(Request::FollowUp {
+        run_id: id.clone(),
+        text: "try again".into(),
+    });
+    let out = h.provider(
+        &id,
+        turn_done("## Result\nstatus: blocked\nsummary: no db\n"),
+    );
+    assert!(
+        !out.notes().iter().any(|n| n.contains("escalation offered")),
+        "{:?}",
+        out.notes()
+    );
+    // A turn that is done withdraws it: the run waits for nothing.
+    h.request(Request::FollowUp {
+        run_id: id.clone(),
+        text: "use the fixture".into(),
+    });
+    h.provider(&id, turn_done("## Result\nstatus: done\nsummary: ok\n"));
+    let view = h.view(&id);
+    assert!(view.escalation.is_none());
+    assert!(view.needs_you.is_none());
+    assert_eq!(h.core.runs[&id].summary().needs_you(), None);
+    // A run still in a turn is refused.
+    h.request(Request::FollowUp {
+        run_id: id.clone(),
+        text: "more".into(),
+    });
+    let out = h.request(Request::Escalate {
+        run_id: id.clone(),
+        provider: None,
+        model: None,
+    });
+    assert_eq!(out.refusal().code, ErrorCode::RunNotActive);
 }
 
 #[test]

@@ -5,6 +5,7 @@
 
 mod admission;
 mod answers;
+mod idle;
 mod lifecycle;
 mod money;
 mod sub_runs;

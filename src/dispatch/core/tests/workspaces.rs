@@ -904,6 +904,7 @@ fn a_resumed_worktree_run_goes_on_in_its_worktree_once_it_is_checked() {
             spent: 0.0,
             record: None,
         },
+        follow_ups: vec![],
     };
     let out = h.request(Request::Resume {
         run_id: id.clone(),

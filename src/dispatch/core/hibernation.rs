@@ -1,0 +1,210 @@
+//! Idle runs (DESIGN.md §15): hibernating an idle run, waking it in its provider session,
+//! and hibernating idle runs whose rail slot a queued run needs.
+//!
+//! An idle run with a warm child hibernates after `[limits] hibernate_after_secs` with no
+//! follow-up (the timer is in `timers.rs`), or at once when a queued run is blocked only
+//! by the slots idle runs hold. Its child is asked to shut down (the CLI keeps its session
+//! on disk); once it has exited the run is idle with no child: live line "idle ·
+//! hibernated", no slot, no reservation, its idle timeout still running. A follow-up or
+//! `resume` wakes it: the adapter is launched again with the recorded provider session
+//! (`LaunchSpec::resume_session`, the same path as `drover resume`), and once it is ready
+//! the turn is sent as if the child had stayed up. A wake whose rail is full waits in the
+//! queue like a new run.
+//!
+//! What must stay true: only a run whose provider reported a session hibernates; a
+//! hibernating run holds its slot until its child has exited; a wake never starts a
+//! second child for a run; `hibernate_after_secs = 0` turns hibernation off (by time and
+//! for the queue alike).
+
+use super::Core;
+use super::rails::{self, RailSlot};
+use super::run::{Batch, HIBERNATED_DETAIL, HIBERNATING_DETAIL, TurnOrigin};
+use crate::UnixMillis;
+use crate::providers::ProviderCommand;
+
+impl Core {
+    /// Whether hibernation is on (`hibernate_after_secs` > 0).
+    pub(super) fn hibernation_on(&self) -> bool {
+        self.limits().hibernate_after_secs > 0
+    }
+
+    /// When an idle run falls due to hibernate, if it may.
+    pub(super) fn hibernate_due(&self, run: &super::run::Run) -> Option<UnixMillis> {
+        if !self.hibernation_on() || !run.can_hibernate() {
+            return None;
+        }
+        let after = super::answers::secs_ms(self.limits().hibernate_after_secs);
+        run.idle_since.map(|idle| idle.saturating_add(after))
+    }
+
+    /// The idle bound of a run: when its idle timeout ends it.
+    fn idle_bound(run: &super::run::Run, now: UnixMillis) -> UnixMillis {
+        let timeout = super::answers::secs_ms(run.spec.idle_timeout_secs);
+        run.idle_since.unwrap_or(now).saturating_add(timeout)
+    }
+
+    /// Asks an idle run's child to shut down, its provider session kept.
+    pub(super) fn hibernate(&mut self, run_id: &str, why: &str) {
+        let now = self.now;
+        let Some(run) = self.runs.get_mut(run_id) else {
+            return;
+        };
+        if !run.can_hibernate() {
+            return;
+        }
+        run.hibernating = true;
+        let mut batch = Batch::default();
+        let bound = Self::idle_bound(run, now);
+        run.note(
+            &mut batch,
+            format!("hibernating ({why}): its CLI is shut down, its provider session kept"),
+            now,
+        );
+        run.working(&mut batch, bound, HIBERNATING_DETAIL, now);
+        run.touch(&mut batch);
+        self.commit(batch);
+        self.send(run_id, ProviderCommand::Shutdown);
+    }
+
+    /// The child of a hibernating run has exited: the run is hibernated (or woken at once,
+    /// when a follow-up came meanwhile), and its slot goes to the queue.
+    pub(super) fn on_hibernated(&mut self, run_id: &str) {
+        let now = self.now;
+        let Some(run) = self.runs.get_mut(run_id) else {
+            return;
+        };
+        run.hibernating = false;
+        run.hibernated = true;
+        run.child = None;
+        run.ready = false;
+        run.launch_notice = None;
+        let mut batch = Batch::default();
+        if run.wake.is_none() {
+            let bound = Self::idle_bound(run, now);
+            run.working(&mut batch, bound, HIBERNATED_DETAIL, now);
+        }
+        run.touch(&mut batch);
+        self.commit(batch);
+        if self.runs.get(run_id).is_some_and(|r| r.wake.is_some()) {
+            self.wake_now(run_id);
+        }
+        self.start_queued();
+        self.check_waiters();
+    }
+
+    /// Wakes a hibernated (or hibernating) run for `prompt`: its adapter is launched in
+    /// the recorded provider session, or the run waits in the queue for a slot.
+    pub(super) fn wake(&mut self, run_id: &str, prompt: String, origin: TurnOrigin) {
+        let Some(run) = self.runs.get_mut(run_id) else {
+            return;
+        };
+        run.wake = Some((prompt, origin));
+        if run.hibernating {
+            // Its child is on its way out: woken once it has exited.
+            return;
+        }
+        self.wake_now(run_id);
+    }
+
+    /// Launches a hibernated run with a turn to send, or queues it when a rail is full.
+    fn wake_now(&mut self, run_id: &str) {
+        let now = self.now;
+        let Some(run) = self.runs.get(run_id) else {
+            return;
+        };
+        let slot = self.slot_of(run);
+        match rails::blocked_by(self.limits(), &self.holding_slots(), &slot) {
+            None => self.launch_woken(run_id),
+            Some(block) => {
+                if let Some(run) = self.runs.get_mut(run_id) {
+                    let mut batch = Batch::default();
+                    let bound = Self::idle_bound(run, now);
+                    run.note(
+                        &mut batch,
+                        format!("waking when a slot frees: {}", block.describe()),
+                        now,
+                    );
+                    run.working(
+                        &mut batch,
+                        bound,
+                        &format!("{HIBERNATED_DETAIL}: waking when a slot frees"),
+                        now,
+                    );
+                    self.commit(batch);
+                }
+                if !self.queue.iter().any(|id| id == run_id) {
+                    self.queue.push_back(run_id.to_string());
+                }
+            }
+        }
+    }
+
+    /// Starts the adapter of a run being woken, in its provider session.
+    pub(super) fn launch_woken(&mut self, run_id: &str) {
+        let now = self.now;
+        let Some(run) = self.runs.get_mut(run_id) else {
+            return;
+        };
+        run.hibernated = false;
+        // A new process starts its session's running totals from nothing.
+        run.last_total_cost = 0.0;
+        let mut batch = Batch::default();
+        run.note(&mut batch, "waking in its provider session", now);
+        self.commit(batch);
+        self.launch_now(run_id);
+    }
+
+    /// Hibernates idle runs whose slots queued runs need: the queue is played forward
+    /// (runs that can start, start; runs already hibernating count as gone), and where a
+    /// queued run is still blocked, the idle run idle longest whose slot would let it
+    /// start is hibernated.
+    pub(super) fn make_room(&mut self) {
+        if self.queue.is_empty() || self.shutting_down() || !self.hibernation_on() {
+            return;
+        }
+        let mut holding: Vec<(Option<String>, RailSlot)> = self
+            .runs
+            .values()
+            .filter(|r| r.holds_slot() && !r.hibernating)
+            .map(|r| (Some(r.id.clone()), self.slot_of(r)))
+            .collect();
+        let mut queue: Vec<RailSlot> = self
+            .queue
+            .iter()
+            .filter_map(|id| self.runs.get(id).map(|r| self.slot_of(r)))
+            .collect();
+        let mut idle: Vec<(UnixMillis, String)> = self
+            .runs
+            .values()
+            .filter(|r| r.can_hibernate())
+            .map(|r| (r.idle_since.unwrap_or(0), r.id.clone()))
+            .collect();
+        idle.sort();
+        let mut chosen = Vec::new();
+        while !queue.is_empty() {
+            let slots: Vec<RailSlot> = holding.iter().map(|(_, s)| s.clone()).collect();
+            if let Some(index) = rails::next_to_start(self.limits(), &slots, &queue) {
+                holding.push((None, queue.remove(index)));
+                continue;
+            }
+            // Blocked: the idle run (longest idle first) whose slot lets a queued run go.
+            let found = idle.iter().position(|(_, id)| {
+                let without: Vec<RailSlot> = holding
+                    .iter()
+                    .filter(|(holder, _)| holder.as_deref() != Some(id.as_str()))
+                    .map(|(_, s)| s.clone())
+                    .collect();
+                rails::next_to_start(self.limits(), &without, &queue).is_some()
+            });
+            let Some(at) = found else {
+                break;
+            };
+            let (_, id) = idle.remove(at);
+            holding.retain(|(holder, _)| holder.as_deref() != Some(id.as_str()));
+            chosen.push(id);
+        }
+        for id in chosen {
+            self.hibernate(&id, "a queued run needs its slot");
+        }
+    }
+}

@@ -1,0 +1,441 @@
+//! Idle runs (DESIGN.md §15) and turns re-sent: hibernating after `hibernate_after_secs`
+//! or for a queued run's slot, waking in the same provider session, money following
+//! activity, follow-ups kept across a restart, and a turn the model API failed held with
+//! a growing bound and sent again.
+
+use super::*;
+use crate::dispatch::core::{FOLLOW_UP_QUEUED, FOLLOW_UP_SENT, HIBERNATED_DETAIL};
+
+/// A sim run idle after its first turn, its provider session `sess-<n>` reported.
+fn idle_in_session(h: &mut Harness, n: u32) -> String {
+    let id = h.running();
+    h.provider(
+        &id,
+        ProviderEvent::Session {
+            session_id: format!("sess-{n}"),
+            model: None,
+        },
+    );
+    h.provider(&id, turn_done("## Result\nstatus: done\nsummary: did it\n"));
+    assert_eq!(h.state(&id), RunState::Idle);
+    id
+}
+
+fn follow_up(h: &mut Harness, run_id: &str, text: &str) -> Out {
+    h.request(Request::FollowUp {
+        run_id: run_id.into(),
+        text: text.into(),
+    })
+}
+
+fn prompts_sent(out: &Out, run_id: &str) -> Vec<String> {
+    out.sent(run_id)
+        .into_iter()
+        .filter_map(|c| match c {
+            ProviderCommand::StartTurn { prompt } => Some(prompt.clone()),
+            _ => None,
+        })
+        .collect()
+}
+
+fn transient_failure() -> ProviderEvent {
+    ProviderEvent::TurnCompleted(TurnEnd {
+        is_error: true,
+        subtype: "error_during_execution".into(),
+        text: Some("API Error: 429 rate_limit_error".into()),
+        api_error_status: Some(429),
+        transient: true,
+        ..TurnEnd::default()
+    })
+}
+
+#[test]
+fn an_idle_run_hibernates_after_hibernate_after_secs_and_its_idle_timeout_still_ends_it() {
+    let mut h = Harness::new("[limits]\nhibernate_after_secs = 120\n");
+    let id = idle_in_session(&mut h, 1);
+    assert_eq!(h.next_deadline(), Some(h.now + 2 * MIN));
+    let out = h.advance(2 * MIN - 1);
+    assert!(out.sends.is_empty(), "not a millisecond early");
+    let out = h.advance(1);
+    assert_eq!(out.sent(&id), [&ProviderCommand::Shutdown]);
+    assert!(h.core.runs[&id].holds_slot(), "until its child has exited");
+    h.exit(&id);
+    let run = &h.core.runs[&id];
+    assert_eq!(run.state, RunState::Idle, "still idle, its session kept");
+    assert!(run.hibernated && run.child.is_none());
+    assert!(!run.holds_slot() && !run.reserves());
+    assert_eq!(h.live(&id).1.as_deref(), Some(HIBERNATED_DETAIL));
+    // Its idle timeout (20 min by default) still ends it, with no child to stop.
+    assert_eq!(h.next_deadline(), Some(h.now + 18 * MIN));
+    let out = h.advance(18 * MIN);
+    assert!(out.sends.is_empty() && out.launches.is_empty());
+    assert_eq!(h.state(&id), RunState::Completed);
+    assert_eq!(reason_of(&h, &id).as_deref(), Some("idle_timeout"));
+}
+
+#[test]
+fn hibernate_after_secs_0_keeps_idle_runs_warm() {
+    let mut h = Harness::new("[limits]\nhibernate_after_secs = 0\n");
+    let id = idle_in_session(&mut h, 1);
+    assert_eq!(
+        h.next_deadline(),
+        Some(h.now + 20 * MIN),
+        "the idle timeout only"
+    );
+    let out = h.advance(19 * MIN);
+    assert!(out.sends.is_empty());
+    assert!(!h.core.runs[&id].hibernated);
+}
+
+#[test]
+fn a_run_without_a_provider_session_does_not_hibernate() {
+    let mut h = Harness::new("");
+    let id = h.idle();
+    let out = h.advance(5 * MIN);
+    assert!(out.sends.is_empty(), "nothing to wake it in");
+    assert!(!h.core.runs[&id].hibernating);
+}
+
+#[test]
+fn a_follow_up_wakes_a_hibernated_run_in_its_provider_session() {
+    let mut h = Harness::new("");
+    let id = idle_in_session(&mut h, 7);
+    h.advance(2 * MIN);
+    h.exit(&id);
+    let out = follow_up(&mut h, &id, "now add the tests");
+    assert_eq!(out.launches.len(), 1, "one child, started again");
+    assert_eq!(out.launches[0].resume_session.as_deref(), Some("sess-7"));
+    assert!(out.sends.is_empty(), "the turn waits for the handshake");
+    assert_eq!(h.state(&id), RunState::Starting);
+    let out = h.provider(&id, ProviderEvent::Ready { version: None });
+    assert_eq!(prompts_sent(&out, &id), ["now add the tests"]);
+    let run = &h.core.runs[&id];
+    assert_eq!(run.state, RunState::Running);
+    assert_eq!(
+        run.turns.last().map(|t| t.origin),
+        Some(TurnOrigin::FollowUp)
+    );
+    assert!(!run.hibernated && run.holds_slot() && run.reserves());
+    h.provider(&id, turn_done("## Result\nstatus: done\nsummary: tests\n"));
+    assert_eq!(h.state(&id), RunState::Idle);
+    assert_eq!(h.view(&id).turns.len(), 2, "the turn is the run's own");
+}
+
+#[test]
+fn a_follow_up_while_the_child_shuts_down_wakes_it_once_it_has_exited() {
+    let mut h = Harness::new("");
+    let id = idle_in_session(&mut h, 3);
+    h.advance(2 * MIN);
+    let out = follow_up(&mut h, &id, "one more thing");
+    assert!(
+        out.launches.is_empty(),
+        "no second child while the first is up"
+    );
+    let out = follow_up(&mut h, &id, "and another");
+    assert!(out.launches.is_empty());
+    let out = h.exit(&id);
+    assert_eq!(out.launches.len(), 1);
+    assert_eq!(out.launches[0].resume_session.as_deref(), Some("sess-3"));
+    let out = h.provider(&id, ProviderEvent::Ready { version: None });
+    assert_eq!(prompts_sent(&out, &id), ["one more thing"]);
+    let out = h.provider(&id, turn_done("## Result\nstatus: done\nsummary: a\n"));
+    assert_eq!(prompts_sent(&out, &id), ["and another"], "queued behind it");
+}
+
+#[test]
+fn resume_wakes_a_hibernated_run() {
+    let mut h = Harness::new("");
+    let id = idle_in_session(&mut h, 4);
+    h.advance(2 * MIN);
+    h.exit(&id);
+    let out = h.request(Request::Resume {
+        run_id: id.clone(),
+        text: Some("go on".into()),
+    });
+    assert!(out.reply().is_ok(), "{:?}", out.reply());
+    assert_eq!(out.launches[0].resume_session.as_deref(), Some("sess-4"));
+    let out = h.provider(&id, ProviderEvent::Ready { version: None });
+    assert_eq!(prompts_sent(&out, &id), ["go on"]);
+}
+
+#[test]
+fn a_queued_run_hibernates_the_idle_run_whose_slot_it_needs() {
+    let mut h = Harness::new("[limits.per_provider]\nsim = 2\n");
+    let older = idle_in_session(&mut h, 1);
+    h.now += 1_000;
+    let newer = idle_in_session(&mut h, 2);
+    let out = h.dispatch_with(|_| {});
+    let queued = out.run().head.run_id;
+    assert_eq!(h.state(&queued), RunState::Queued);
+    assert_eq!(
+        out.sent(&older),
+        [&ProviderCommand::Shutdown],
+        "the run idle longest goes"
+    );
+    assert!(out.sent(&newer).is_empty(), "one slot is enough");
+    let out = h.exit(&older);
+    assert_eq!(out.launches.len(), 1, "the queued run starts");
+    assert_eq!(out.launches[0].run_id, queued);
+    assert!(h.core.runs[&older].hibernated);
+    // Waking the hibernated run now needs a slot: it waits in the queue, and makes room
+    // by hibernating the other idle run.
+    let out = follow_up(&mut h, &older, "wake up");
+    assert!(out.launches.is_empty());
+    assert_eq!(out.sent(&newer), [&ProviderCommand::Shutdown]);
+    let out = h.exit(&newer);
+    assert_eq!(out.launches.len(), 1);
+    assert_eq!(out.launches[0].run_id, older);
+    assert_eq!(out.launches[0].resume_session.as_deref(), Some("sess-1"));
+}
+
+#[test]
+fn idle_and_hibernated_runs_reserve_nothing() {
+    let mut h = Harness::new("[limits]\nsession_hard_cap_usd = 10.0\nsession_warning_usd = 9.0\n");
+    let a = idle_in_session(&mut h, 1);
+    let b = idle_in_session(&mut h, 2);
+    h.advance(2 * MIN);
+    h.exit(&a);
+    assert!(h.core.runs[&a].hibernated && !h.core.runs[&b].hibernated);
+    // Both idle: a $5 dispatch and another get their whole caps ($10 hard cap).
+    let c = h.dispatch_with(|s| s.budget_usd = Some(5.0)).run();
+    assert_eq!(c.head.budget_usd, 5.0);
+    let d = h.dispatch_with(|s| s.budget_usd = Some(5.0)).run();
+    assert_eq!(d.head.budget_usd, 5.0);
+    // The session is now fully reserved by the two working runs: a follow-up on an idle
+    // run does not fit, is refused with the runs that hold the money, and the run stays
+    // idle.
+    let out = follow_up(&mut h, &b, "more");
+    let e = out.refusal();
+    assert_eq!(e.code, ErrorCode::BudgetExceeded);
+    assert!(e.message.contains("stays idle"), "{}", e.message);
+    assert!(e.message.contains(&c.head.run_id), "{}", e.message);
+    assert!(e.message.contains(&d.head.run_id), "{}", e.message);
+    assert!(e.message.contains("drover stop"), "{}", e.message);
+    assert!(out.sends.is_empty());
+    assert_eq!(h.state(&b), RunState::Idle);
+    let out = follow_up(&mut h, &a, "more");
+    assert_eq!(out.refusal().code, ErrorCode::BudgetExceeded);
+    assert!(out.launches.is_empty(), "not woken");
+    assert!(h.core.runs[&a].hibernated);
+}
+
+#[test]
+fn a_follow_up_that_fits_partly_lowers_the_runs_cap() {
+    let mut h = Harness::new("[limits]\nsession_hard_cap_usd = 7.0\nsession_warning_usd = 6.0\n");
+    let a = idle_in_session(&mut h, 1);
+    let _busy = h.dispatch_with(|s| s.budget_usd = Some(5.0)).run();
+    let out = follow_up(&mut h, &a, "more");
+    assert!(out.reply().is_ok(), "{:?}", out.reply());
+    assert_eq!(
+        h.core.runs[&a].spec.budget_usd, 2.0,
+        "what the session has left"
+    );
+    assert!(out.notes().iter().any(|n| n.contains("budget lowered")));
+}
+
+#[test]
+fn default_limits_fit_a_full_session_rail_under_the_hard_cap() {
+    let mut h = Harness::new("");
+    let limits = h.core.config.limits.clone();
+    assert!(
+        limits.budget_usd_default * f64::from(limits.per_session_running)
+            <= limits.session_hard_cap_usd
+    );
+    let caps: Vec<f64> = (0..limits.per_session_running)
+        .map(|_| h.dispatch_with(|_| {}).run().head.budget_usd)
+        .collect();
+    assert!(
+        caps.iter().all(|c| *c == limits.budget_usd_default),
+        "{caps:?}"
+    );
+}
+
+#[test]
+fn queued_follow_ups_are_in_the_ledger_and_marked_when_sent() {
+    let mut h = Harness::new("");
+    let id = h.running();
+    let out = follow_up(&mut h, &id, "first");
+    let queued: Vec<_> = out
+        .ops
+        .iter()
+        .filter_map(|op| match op {
+            WriteOp::AppendEvent(e) if e.kind == FOLLOW_UP_QUEUED => Some(e.body_json.clone()),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(queued.len(), 1);
+    assert!(queued[0].contains("first"), "{}", queued[0]);
+    let out = h.provider(&id, turn_done("## Result\nstatus: done\nsummary: a\n"));
+    assert_eq!(prompts_sent(&out, &id), ["first"]);
+    assert!(
+        out.ops
+            .iter()
+            .any(|op| matches!(op, WriteOp::AppendEvent(e) if e.kind == FOLLOW_UP_SENT))
+    );
+}
+
+#[test]
+fn a_turn_the_model_api_failed_is_held_with_a_growing_bound_and_sent_again() {
+    let mut h = Harness::new("[limits]\nresend_turns_max = 3\nresend_wait_max_secs = 180\n");
+    let id = h
+        .dispatch_with(|s| s.max_minutes = Some(60))
+        .run()
+        .head
+        .run_id;
+    h.provider(&id, ProviderEvent::Ready { version: None });
+    let first = h.core.runs[&id]
+        .last_prompt
+        .clone()
+        .expect("the first prompt");
+    // 1, 2, then 3 minutes (the cap): each failure holds the turn, then sends it again.
+    for wait in [MIN, 2 * MIN, 3 * MIN] {
+        let out = h.provider(&id, transient_failure());
+        assert!(out.sends.is_empty(), "held, not failed");
+        assert_eq!(h.state(&id), RunState::Running);
+        let (kind, detail) = h.live(&id);
+        assert_eq!(kind, LiveStateKind::WaitingProvider);
+        assert!(detail.unwrap_or_default().contains("sent again"));
+        let bound = h.core.runs[&id].live.as_ref().and_then(|l| l.bound);
+        assert_eq!(bound, Some(h.now + wait));
+        assert_eq!(h.next_deadline(), Some(h.now + wait));
+        assert!(h.advance(wait - 1).sends.is_empty());
+        let out = h.advance(1);
+        assert_eq!(
+            prompts_sent(&out, &id),
+            std::slice::from_ref(&first),
+            "the same turn"
+        );
+        assert_eq!(h.live(&id).0, LiveStateKind::Working);
+    }
+    let resends = h
+        .view(&id)
+        .turns
+        .iter()
+        .filter(|t| t.origin == "resend")
+        .count();
+    assert_eq!(resends, 3);
+    // Sent again 3 times: the fourth failure fails the run.
+    let out = h.provider(&id, transient_failure());
+    assert!(out.sent(&id).contains(&&ProviderCommand::Shutdown));
+    h.exit(&id);
+    assert_eq!(reason_of(&h, &id).as_deref(), Some("provider_unavailable"));
+}
+
+#[test]
+fn a_held_turn_is_sent_again_now_on_resume_and_a_success_forgets_the_count() {
+    let mut h = Harness::new("");
+    let id = h.running();
+    let first = h.core.runs[&id]
+        .last_prompt
+        .clone()
+        .expect("the first prompt");
+    h.provider(&id, transient_failure());
+    let out = h.request(Request::Resume {
+        run_id: id.clone(),
+        text: None,
+    });
+    assert!(out.reply().is_ok(), "{:?}", out.reply());
+    assert_eq!(prompts_sent(&out, &id), [first]);
+    assert_eq!(h.core.runs[&id].resend_at, None, "the timer is gone");
+    h.provider(&id, turn_done("## Result\nstatus: done\nsummary: ok\n"));
+    assert_eq!(h.state(&id), RunState::Idle);
+    assert_eq!(h.core.runs[&id].resends, 0);
+    assert_eq!(
+        h.core.runs[&id].user_turns(),
+        1,
+        "a re-send is not a turn of the user's"
+    );
+}
+
+#[test]
+fn a_held_turn_can_be_stopped() {
+    let mut h = Harness::new("");
+    let id = h.running();
+    h.provider(&id, transient_failure());
+    let out = h.request(Request::Stop { run_id: id.clone() });
+    assert!(out.sent(&id).contains(&&ProviderCommand::Shutdown));
+    h.exit(&id);
+    assert_eq!(h.state(&id), RunState::Stopped);
+    assert!(h.advance(10 * MIN).sends.is_empty());
+}
+
+#[test]
+fn resend_turns_max_0_fails_the_turn_at_once() {
+    let mut h = Harness::new("[limits]\nresend_turns_max = 0\n");
+    let id = h.running();
+    let out = h.provider(&id, transient_failure());
+    assert!(out.sent(&id).contains(&&ProviderCommand::Shutdown));
+    h.exit(&id);
+    assert_eq!(reason_of(&h, &id).as_deref(), Some("provider_unavailable"));
+}
+
+#[test]
+fn follow_ups_queued_before_a_restart_go_out_after_the_resume_turn_in_order_once() {
+    let mut h = Harness::new("");
+    let mut data = super::lifecycle::interrupted_run(&mut h);
+    data.follow_ups = vec!["first".into(), "second".into()];
+    let id = data.record.run_id.clone();
+    let out = h.request(Request::Resume {
+        run_id: id.clone(),
+        text: Some("go on".into()),
+    });
+    let [(_, then)] = &out.loads[..] else {
+        panic!("expected a resume read, got {:?}", out.loads);
+    };
+    h.feed(Input::Loaded {
+        then: then.clone(),
+        answer: Ok(Fetched::Resumable(Box::new(data))),
+    });
+    let out = h.provider(&id, ProviderEvent::Ready { version: None });
+    assert_eq!(prompts_sent(&out, &id), ["go on"]);
+    let mut sent = Vec::new();
+    for _ in 0..3 {
+        let out = h.provider(&id, turn_done("## Result\nstatus: done\nsummary: a\n"));
+        sent.extend(prompts_sent(&out, &id));
+    }
+    assert_eq!(sent, ["first", "second"]);
+    assert_eq!(h.state(&id), RunState::Idle);
+}
+
+#[test]
+fn a_cli_that_exits_with_its_failed_turn_is_started_again_in_its_session_to_send_it() {
+    let mut h = Harness::new("");
+    let id = h.running();
+    h.provider(
+        &id,
+        ProviderEvent::Session {
+            session_id: "sess-9".into(),
+            model: None,
+        },
+    );
+    let first = h.core.runs[&id]
+        .last_prompt
+        .clone()
+        .expect("the first prompt");
+    h.provider(&id, transient_failure());
+    h.exit(&id);
+    let run = &h.core.runs[&id];
+    assert_eq!(run.state, RunState::Running, "held, not failed");
+    assert!(run.child.is_none() && !run.holds_slot());
+    let out = h.advance(MIN);
+    assert_eq!(out.launches.len(), 1);
+    assert_eq!(out.launches[0].resume_session.as_deref(), Some("sess-9"));
+    assert_eq!(h.live(&id).0, LiveStateKind::WaitingProvider);
+    let out = h.provider(&id, ProviderEvent::Ready { version: None });
+    assert_eq!(prompts_sent(&out, &id), [first]);
+    assert_eq!(h.live(&id).0, LiveStateKind::Working);
+    assert_eq!(
+        h.core.runs[&id].turns.last().map(|t| t.origin),
+        Some(TurnOrigin::Resend)
+    );
+}
+
+#[test]
+fn a_cli_that_exits_with_its_failed_turn_and_no_session_fails_the_run() {
+    let mut h = Harness::new("");
+    let id = h.running();
+    h.provider(&id, transient_failure());
+    h.exit(&id);
+    assert_eq!(h.state(&id), RunState::Failed);
+    assert_eq!(reason_of(&h, &id).as_deref(), Some("provider_unavailable"));
+}

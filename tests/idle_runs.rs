@@ -1,0 +1,107 @@
+//! Idle runs through the real binary on the simulated agent (DESIGN.md §15): the demo's
+//! queued runs start once the idle runs holding the sim's rail hibernate, and a
+//! hibernated run wakes for a follow-up.
+
+mod common;
+
+use common::Home;
+use serde_json::Value;
+
+/// The demo's own config and runs (`assets/demo.toml`).
+const DEMO_TOML: &str = include_str!("../assets/demo.toml");
+
+/// `drover dispatch` flags for one of the demo's runs.
+fn dispatch_args(run: &toml::Table) -> Vec<String> {
+    let mut args = vec!["dispatch".to_string(), "--provider".into(), "sim".into()];
+    for (key, flag) in [
+        ("title", "--title"),
+        ("scenario", "--scenario"),
+        ("model", "--model"),
+        ("class", "--class"),
+        ("policy", "--policy"),
+    ] {
+        if let Some(value) = run.get(key).and_then(|v| v.as_str()) {
+            args.extend([flag.to_string(), value.to_string()]);
+        }
+    }
+    if let Some(turns) = run.get("max_turns").and_then(|v| v.as_integer()) {
+        args.extend(["--max-turns".to_string(), turns.to_string()]);
+    }
+    if let Some(budget) = run.get("budget_usd").and_then(|v| v.as_float()) {
+        args.extend(["--budget".to_string(), budget.to_string()]);
+    }
+    args.push(run["task"].as_str().expect("a task").to_string());
+    args
+}
+
+fn detail(view: &Value) -> &str {
+    view["live_state"]["detail"].as_str().unwrap_or_default()
+}
+
+#[test]
+fn the_demos_queued_runs_start_once_idle_runs_hibernate() {
+    let demo: toml::Table = toml::from_str(DEMO_TOML).expect("the demo file");
+    let config = toml::to_string(&demo["config"]).expect("the demo config");
+    let home = Home::with_config(&config);
+    let _serve = home.serve();
+    let runs: Vec<String> = demo["runs"]
+        .as_array()
+        .expect("the demo's runs")
+        .iter()
+        .map(|run| {
+            let args = dispatch_args(run.as_table().expect("a run"));
+            let args: Vec<&str> = args.iter().map(String::as_str).collect();
+            home.json(&args)["run_id"]
+                .as_str()
+                .expect("a run id")
+                .to_string()
+        })
+        .collect();
+    let rail = demo["config"]["limits"]["per_provider"]["sim"]
+        .as_integer()
+        .expect("the demo's sim rail") as usize;
+    assert!(
+        runs.len() > rail,
+        "the demo queues runs behind its sim rail"
+    );
+    // Every queued run starts: the idle runs holding the rail hibernate for them.
+    for run in &runs {
+        home.wait_for(run, "out of the queue", |v| v["state"] != "queued");
+    }
+    let hibernated: Vec<&String> = runs
+        .iter()
+        .filter(|run| detail(&home.show(run)).starts_with("idle · hibernat"))
+        .collect();
+    assert!(
+        !hibernated.is_empty(),
+        "an idle run gave its slot: {:#?}",
+        runs.iter().map(|r| home.show(r)).collect::<Vec<_>>()
+    );
+}
+
+#[test]
+fn a_hibernated_sim_run_wakes_for_a_follow_up_in_its_session() {
+    let home = Home::with_config("[limits]\nhibernate_after_secs = 1\n");
+    let _serve = home.serve();
+    let run = home.dispatch("quick-success", "Say hello", &["--max-turns", "3"]);
+    let first = home.wait_idle(&run);
+    assert_eq!(first["state"], "idle", "{first}");
+    let session = first["provider_session_id"].clone();
+    let asleep = home.wait_for(&run, "hibernated", |v| {
+        detail(v) == "idle · hibernated" && v["pid"].is_null()
+    });
+    assert_eq!(asleep["state"], "idle", "{asleep}");
+    let out = home.drover(&["follow-up", &run, "Say it again"]);
+    assert!(out.status.success(), "{out:?}");
+    let view = home.wait_for(&run, "idle after its follow-up", |v| {
+        v["state"] == "idle" && v["turns"].as_array().is_some_and(|t| t.len() == 2)
+    });
+    assert_eq!(view["turns"][1]["origin"], "follow_up", "{view}");
+    assert_eq!(view["provider_session_id"], session, "{view}");
+    let woken = view["notes"]
+        .as_array()
+        .expect("notes")
+        .iter()
+        .any(|n| n["text"] == "waking in its provider session");
+    assert!(woken, "{view}");
+}

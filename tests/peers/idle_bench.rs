@@ -1,0 +1,319 @@
+//! `cargo bench --bench idle`: what idle runs of the real CLIs (on the mock model APIs)
+//! cost warm and hibernated. Prints figures; asserts nothing about speed or memory.
+//!
+//! - memory: `IDLE_RUNS` idle `claude` runs, warm (`hibernate_after_secs = 0`), then
+//!   hibernated (the config turned to 1 s, re-read without a restart): the resident
+//!   memory (VmRSS) of every process under `drover serve` and of the runs' process
+//!   groups, summed, and each run's CLI's peak (VmHWM) while warm;
+//! - latency: from `drover follow-up` to the model API receiving the turn's request, on
+//!   a warm run and on a hibernated one, alternating (claude; codex app-server).
+//!
+//! Needs the pinned CLIs (`npm ci` in tests/peers, or scripts/test.sh). An argument
+//! (`memory`, `latency`) runs only that part.
+
+#[allow(dead_code, unused_imports)]
+#[path = "codex.rs"]
+mod codex;
+#[allow(dead_code)]
+#[path = "drover.rs"]
+mod drover;
+#[allow(dead_code)]
+#[path = "mock/mod.rs"]
+mod mock;
+#[allow(dead_code)]
+#[path = "peers.rs"]
+mod peers;
+
+use std::collections::{HashMap, HashSet};
+use std::time::{Duration, Instant};
+
+use drover::{Drover, proc_status_kib, provider_config};
+use mock::{MockApi, Protocol, Reply};
+
+/// Idle runs in the memory figure.
+const IDLE_RUNS: usize = 20;
+/// Follow-ups measured per side (after one warm-up each).
+const FOLLOW_UPS: usize = 5;
+const CLAUDE_MODEL: &str = "claude-sonnet-4-5";
+const BOUND: Duration = Duration::from_secs(300);
+
+fn done(summary: &str) -> String {
+    format!("All set.\n\n## Result\nstatus: done\nsummary: {summary}")
+}
+
+/// `[limits]` for the bench: rails wide enough for every run, money enough for all.
+fn limits(hibernate_after_secs: u64, runs: usize) -> String {
+    format!(
+        "\n[limits]\nhibernate_after_secs = {hibernate_after_secs}\nper_account = {runs}\n\
+         per_session_running = {runs}\nsession_warning_usd = 90.0\n\
+         session_hard_cap_usd = 100.0\nbudget_usd_default = 1.0\nmax_turns_default = 20\n\
+         [limits.per_provider]\nclaude-code = {runs}\ncodex = {runs}\n"
+    )
+}
+
+fn claude_config(root: &std::path::Path, mock: &MockApi, extra: &str) -> String {
+    let env = peers::claude_env(root, &mock.url());
+    provider_config("claude-code", &peers::cli("claude"), &env) + extra
+}
+
+fn codex_config(root: &std::path::Path, mock: &MockApi, extra: &str) -> String {
+    let env = codex::codex_env(root);
+    codex::write_config(&root.join("codex-home"), mock, 0);
+    provider_config("codex", &peers::cli("codex"), &env) + extra
+}
+
+/// Every process on the machine: pid → (parent pid, process group).
+fn process_table() -> HashMap<u32, (u32, u32)> {
+    let mut table = HashMap::new();
+    let Ok(dir) = std::fs::read_dir("/proc") else {
+        return table;
+    };
+    for entry in dir.flatten() {
+        let Some(pid) = entry
+            .file_name()
+            .to_str()
+            .and_then(|n| n.parse::<u32>().ok())
+        else {
+            continue;
+        };
+        let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
+            continue;
+        };
+        // `pid (comm) state ppid pgrp …`; comm may hold spaces and parentheses.
+        let Some(rest) = stat.rfind(')').map(|at| &stat[at + 1..]) else {
+            continue;
+        };
+        let fields: Vec<&str> = rest.split_whitespace().collect();
+        if let (Some(ppid), Some(pgrp)) = (
+            fields.get(1).and_then(|f| f.parse().ok()),
+            fields.get(2).and_then(|f| f.parse().ok()),
+        ) {
+            table.insert(pid, (ppid, pgrp));
+        }
+    }
+    table
+}
+
+/// The processes under `serve` (its descendants, not itself) and those in `groups`.
+fn children_of(serve: u32, groups: &HashSet<u32>) -> Vec<u32> {
+    let table = process_table();
+    let mut found: HashSet<u32> = table
+        .iter()
+        .filter(|(_, (_, pgrp))| groups.contains(pgrp))
+        .map(|(pid, _)| *pid)
+        .collect();
+    let mut frontier = vec![serve];
+    while let Some(parent) = frontier.pop() {
+        for (pid, (ppid, _)) in &table {
+            if *ppid == parent && found.insert(*pid) {
+                frontier.push(*pid);
+            }
+        }
+        found.remove(&serve);
+    }
+    found.into_iter().collect()
+}
+
+fn rss_kib(pids: &[u32]) -> u64 {
+    pids.iter()
+        .filter_map(|pid| proc_status_kib(*pid, "VmRSS"))
+        .sum()
+}
+
+fn mib(kib: u64) -> f64 {
+    kib as f64 / 1024.0
+}
+
+async fn dispatch(drover: &Drover, flags: &[&str]) -> String {
+    let mut args: Vec<&str> = flags.to_vec();
+    args.push("Say hello.");
+    drover.dispatch(&args).await
+}
+
+async fn memory() {
+    let mock = MockApi::start(
+        Protocol::AnthropicMessages,
+        (0..IDLE_RUNS).map(|i| Reply::text(done(&format!("run {i} done")))),
+    )
+    .await;
+    let drover = Drover::start_with(|root| claude_config(root, &mock, &limits(0, IDLE_RUNS))).await;
+    let flags = [
+        "--provider",
+        "claude-code",
+        "--model",
+        CLAUDE_MODEL,
+        "--policy",
+        "ask",
+    ];
+    let mut runs = Vec::new();
+    for _ in 0..IDLE_RUNS {
+        runs.push(dispatch(&drover, &flags).await);
+    }
+    let mut groups = HashSet::new();
+    let mut peaks = Vec::new();
+    for run in &runs {
+        let view = drover.until_state(run, "idle", BOUND).await;
+        let pid = view["pid"].as_u64().expect("a warm child") as u32;
+        groups.insert(pid);
+        peaks.push(proc_status_kib(pid, "VmHWM").unwrap_or(0));
+    }
+    // Let the CLIs settle after their turn (session files written, timers quiet).
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    let serve = drover.serve_pid();
+    let warm_pids = children_of(serve, &groups);
+    let warm = rss_kib(&warm_pids);
+
+    // Hibernate them all: the config says 1 s, re-read at the next request.
+    let config = drover.drover_home().join("config.toml");
+    let text = std::fs::read_to_string(&config).expect("config.toml");
+    std::fs::write(
+        &config,
+        text.replace("hibernate_after_secs = 0", "hibernate_after_secs = 1"),
+    )
+    .expect("config.toml");
+    tokio::time::sleep(Duration::from_millis(600)).await;
+    let out = drover.run(&["status"]).await;
+    assert!(out.success, "status: {}{}", out.stdout, out.stderr);
+    for run in &runs {
+        drover.until_hibernated(run, None, BOUND).await;
+    }
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let mut left = children_of(serve, &groups);
+    while !left.is_empty() && Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(200)).await;
+        left = children_of(serve, &groups);
+    }
+    let hibernated = rss_kib(&left);
+    let peak_sum: u64 = peaks.iter().sum();
+    println!("\n{IDLE_RUNS} idle claude runs (mock Anthropic API):");
+    println!(
+        "  warm:       {} processes, {:.1} MiB resident in total ({:.1} MiB per run); \
+         CLI peaks (VmHWM) {:.1} MiB per run on average, {:.1} MiB the largest",
+        warm_pids.len(),
+        mib(warm),
+        mib(warm) / IDLE_RUNS as f64,
+        mib(peak_sum) / IDLE_RUNS as f64,
+        mib(peaks.iter().copied().max().unwrap_or(0)),
+    );
+    println!(
+        "  hibernated: {} processes, {:.1} MiB resident in total",
+        left.len(),
+        mib(hibernated)
+    );
+    println!(
+        "  drover serve itself: {:.1} MiB resident",
+        mib(proc_status_kib(serve, "VmRSS").unwrap_or(0))
+    );
+}
+
+/// One follow-up: the time from issuing it to the model API receiving its request.
+async fn follow_up_latency(drover: &Drover, mock: &MockApi, run: &str, turns: usize) -> Duration {
+    mock.push([Reply::text(done("again"))]);
+    let before = mock.model_requests().len();
+    let started = Instant::now();
+    drover.follow_up(run, "Say it again.").await;
+    let deadline = started + BOUND;
+    while mock.model_requests().len() <= before {
+        assert!(
+            Instant::now() < deadline,
+            "the follow-up never reached the API"
+        );
+        tokio::time::sleep(Duration::from_millis(2)).await;
+    }
+    let latency = started.elapsed();
+    drover.until_idle_after(run, turns, BOUND).await;
+    latency
+}
+
+async fn latency_of(name: &str, protocol: Protocol, flags: &[&str]) {
+    let mut figures: Vec<(String, Vec<f64>)> = Vec::new();
+    for (side, after) in [("warm", 0_u64), ("hibernated", 1)] {
+        let mock = MockApi::start(protocol, [Reply::text(done("first"))]).await;
+        let drover = Drover::start_with(|root| {
+            let extra = limits(after, 4);
+            match protocol {
+                Protocol::AnthropicMessages => claude_config(root, &mock, &extra),
+                _ => codex_config(root, &mock, &extra),
+            }
+        })
+        .await;
+        let run = dispatch(&drover, flags).await;
+        drover.until_state(&run, "idle", BOUND).await;
+        let mut times = Vec::new();
+        for i in 0..=FOLLOW_UPS {
+            if after > 0 {
+                drover.until_hibernated(&run, None, BOUND).await;
+            }
+            let t = follow_up_latency(&drover, &mock, &run, i + 2).await;
+            if i > 0 {
+                times.push(t.as_secs_f64() * 1000.0);
+            }
+        }
+        figures.push((side.to_string(), times));
+    }
+    let median = |v: &[f64]| {
+        let mut v = v.to_vec();
+        v.sort_by(f64::total_cmp);
+        v[v.len() / 2]
+    };
+    println!(
+        "\n{name}: follow-up → the model API receives the turn ({FOLLOW_UPS} each, after a warm-up):"
+    );
+    for (side, times) in &figures {
+        let shown: Vec<String> = times.iter().map(|t| format!("{t:.0}")).collect();
+        println!(
+            "  {side:<10} median {:>6.0} ms  [{}]",
+            median(times),
+            shown.join(", ")
+        );
+    }
+    let ratio = median(&figures[1].1) / median(&figures[0].1);
+    println!("  hibernated / warm: {ratio:.2}×");
+}
+
+async fn latency() {
+    latency_of(
+        "claude",
+        Protocol::AnthropicMessages,
+        &[
+            "--provider",
+            "claude-code",
+            "--model",
+            CLAUDE_MODEL,
+            "--policy",
+            "ask",
+        ],
+    )
+    .await;
+    latency_of(
+        "codex app-server",
+        Protocol::OpenAiResponses,
+        &[
+            "--provider",
+            "codex",
+            "--model",
+            codex::MODEL,
+            "--policy",
+            "ask",
+        ],
+    )
+    .await;
+}
+
+fn main() {
+    let only = std::env::args().skip(1).find(|a| !a.starts_with('-'));
+    let wanted = |name: &str| only.as_deref().is_none_or(|o| o == name);
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .expect("a tokio runtime");
+    runtime.block_on(async {
+        if wanted("memory") {
+            memory().await;
+        }
+        if wanted("latency") {
+            latency().await;
+        }
+    });
+}
