@@ -16,7 +16,7 @@ use std::time::Instant;
 /// the writer (fire-and-forget, then one acknowledged barrier).
 fn through_writer(path: &Path, runs: u64, events: u64) -> f64 {
     let options = LedgerOptions {
-        retention_finished_runs: u32::MAX,
+        retention: drover::ledger::RetentionPolicy::from_limits(0, 0),
         ..LedgerOptions::default()
     };
     let (ledger, _) = Ledger::open(path, options, 1).expect("open ledger");

@@ -230,6 +230,9 @@ impl DroverMcp {
             state: args.state,
             include_removed: args.include_removed,
             workflow: args.workflow,
+            limit: None,
+            before: None,
+            search: None,
         })
         .await
     }
@@ -260,6 +263,9 @@ impl DroverMcp {
                 state: None,
                 include_removed: true,
                 workflow: Some(workflow),
+                limit: None,
+                before: None,
+                search: None,
             };
             match self.ask(runs).await {
                 Ok(Response::Runs(runs)) => run_ids.extend(runs.into_iter().map(|r| r.head.run_id)),

@@ -1737,6 +1737,92 @@ fn files_under(dir: &std::path::Path) -> Vec<(std::path::PathBuf, u64, std::time
 }
 
 #[test]
+fn runs_whose_events_retention_pruned_stay_listed_shown_and_counted() {
+    let home = Home::new();
+    let serve = home.serve();
+    let mut ids = Vec::new();
+    for task in ["First task", "Second task", "Third task"] {
+        let run = home.dispatch("quick-success", task, &[]);
+        home.wait_idle(&run);
+        home.json(&["complete", &run]);
+        home.wait_terminal(&run);
+        ids.push(run);
+    }
+    serve.stop();
+    // The first two finished two months ago (the default keeps events for 30 days).
+    let ledger = drover::paths::Paths::under(home.path()).ledger_file;
+    let conn = rusqlite::Connection::open(&ledger).expect("ledger");
+    for (i, id) in ids[..2].iter().enumerate() {
+        conn.execute(
+            "UPDATE runs SET finished_at = finished_at - ?2 WHERE run_id = ?1",
+            rusqlite::params![id, 60 * 86_400_000i64 - i as i64],
+        )
+        .expect("age the run");
+    }
+    drop(conn);
+    let _serve = home.serve();
+    // The owner's retention pass runs at its start, on a thread of its own.
+    let pruned = |id: &str| home.json(&["transcript", id])["events_pruned_at"].is_i64();
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    while !(pruned(&ids[0]) && pruned(&ids[1])) {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "retention never pruned the old runs"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    assert!(!pruned(&ids[2]), "a recent run keeps its events");
+
+    let all = array(home.json(&["runs", "--all"]));
+    assert_eq!(all.len(), 3, "{all:?}");
+    let view = home.show(&ids[0]);
+    assert_eq!(view["turns"].as_array().map(Vec::len), Some(1), "{view}");
+    assert_eq!(view["last_result"]["status"], "done", "{view}");
+    assert!(same_usd(&view["cost_usd"], 0.01), "{view}");
+    assert!(
+        view["notes"]
+            .as_array()
+            .expect("notes")
+            .iter()
+            .any(|n| n["text"]
+                .as_str()
+                .is_some_and(|t| t.contains("retention pruned"))),
+        "{view}"
+    );
+    let tail = home.drover(&["transcript", &ids[0]]);
+    assert!(
+        stdout(&tail).starts_with("[retention pruned this run's events"),
+        "{}",
+        stdout(&tail)
+    );
+    let text = home.json(&["transcript", &ids[0], "--format", "text"]);
+    assert!(
+        strings(&text["lines"])
+            .iter()
+            .any(|l| l.starts_with("## turn 1")),
+        "{text}"
+    );
+    let budget = home.json(&["budget"]);
+    assert!(same_usd(&budget["spent_usd"], 0.03), "{budget}");
+
+    // Pages go by finish time: the third run finished last.
+    let page = array(home.json(&["runs", "--limit", "1"]));
+    assert_eq!(page.len(), 1);
+    assert_eq!(page[0]["run_id"], ids[2].as_str());
+    let next = array(home.json(&["runs", "--limit", "1", "--before", &ids[2]]));
+    assert_eq!(next[0]["run_id"], ids[1].as_str(), "{next:?}");
+    let human = stdout(&home.drover(&["runs", "--limit", "1"]));
+    assert!(
+        human.contains(&format!("drover runs --before {}", ids[2])),
+        "{human}"
+    );
+    let found = array(home.json(&["runs", "--search", "FIRST"]));
+    assert_eq!(found.len(), 1, "{found:?}");
+    assert_eq!(found[0]["run_id"], ids[0].as_str());
+    home.refused(&["runs", "--before", "no-such-run"], "RUN_NOT_FOUND");
+}
+
+#[test]
 fn models_lists_the_catalog_per_provider_and_dispatch_help_lists_the_scenarios() {
     let home = Home::new();
     let models = home.json(&["models", "--provider", "sim"]);

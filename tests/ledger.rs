@@ -1,9 +1,11 @@
 //! The ledger through its public API: acknowledged writes survive an abrupt end of the
 //! process, recovery interrupts runs left active, the schema refuses gaps in seqs, and
-//! retention deletes old finished runs.
+//! retention prunes old runs' events (keeping every run's row, turns, usage and
+//! decisions) and deletes runs only beyond its hard cap; runs are read a page at a time.
 
 use drover::ledger::{
-    EventRecord, Ledger, LedgerOptions, LedgerReader, RunPatch, RunRecord, WriteOp, kind,
+    DecisionRecord, EventRecord, Ledger, LedgerOptions, LedgerReader, RetentionPolicy, RunPatch,
+    RunRecord, RunsPage, TurnRecord, UsageRecord, WriteOp, kind, retention,
 };
 use drover::live_state::{self, Cause, LiveStateEvent, LiveStateKind};
 use drover::run_state::RunState;
@@ -277,8 +279,175 @@ fn patches_change_only_what_they_name() {
     assert_eq!(run.result, Some(json!({"status": "done"})));
 }
 
+fn kinded(run_id: &str, seq: u64, kind: &str) -> WriteOp {
+    WriteOp::event(EventRecord {
+        run_id: run_id.into(),
+        seq,
+        kind: kind.into(),
+        at: 1_000 + seq as i64,
+        body: json!({"line": format!("{kind} {seq}"), "text": format!("{kind} {seq}")}),
+    })
+    .unwrap()
+}
+
+/// A run's turn, usage row (priced at `cost`) and decision.
+fn history_of(run_id: &str, cost: f64) -> Vec<WriteOp> {
+    vec![
+        WriteOp::UpsertTurn(Box::new(TurnRecord {
+            run_id: run_id.into(),
+            number: 1,
+            origin: "dispatch".into(),
+            started_at: 1_000,
+            ended_at: Some(1_100),
+            prompt_preview: "do it".into(),
+            text: Some(format!("{run_id} did it")),
+            usage: None,
+            cost_usd: Some(cost),
+            result: Some(json!({"status": "done"})),
+        })),
+        WriteOp::InsertUsage(Box::new(UsageRecord {
+            run_id: run_id.into(),
+            turn: Some(1),
+            at: 1_100,
+            provider: "sim".into(),
+            model: Some("sim-standard".into()),
+            part: "turn".into(),
+            input: 10,
+            output: 5,
+            reasoning: 0,
+            cache_read: 0,
+            cache_write: 0,
+            cost_usd: Some(cost),
+            basis: "reported".into(),
+            fidelity: "exact".into(),
+            source: "provider".into(),
+            budget_session: "default".into(),
+        })),
+        WriteOp::InsertDecision(Box::new(DecisionRecord {
+            run_id: Some(run_id.into()),
+            at: 1_050,
+            kind: "permission".into(),
+            request_id: Some("q1".into()),
+            who: "user".into(),
+            decision: "allow".into(),
+            body: json!({"tool": "Bash"}),
+        })),
+    ]
+}
+
+const DAY: i64 = 86_400_000;
+
 #[test]
-fn retention_keeps_the_newest_finished_runs_in_the_background() {
+fn retention_prunes_old_events_and_keeps_each_runs_row_turns_usage_and_decisions() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("l.sqlite3");
+    let now = 400 * DAY;
+    // No pass of its own: this test runs them.
+    let options = LedgerOptions {
+        retention: RetentionPolicy::from_limits(0, 0),
+        ..LedgerOptions::default()
+    };
+    let (ledger, _) = Ledger::open(&path, options, now).unwrap();
+    let writer = ledger.writer();
+    let mut old = run_record("old", RunState::Completed, 1_000);
+    old.finished_at = Some(now - 31 * DAY);
+    let mut recent = run_record("recent", RunState::Completed, 1_000);
+    recent.finished_at = Some(now - 29 * DAY);
+    let mut ops = vec![
+        WriteOp::InsertRun(Box::new(old)),
+        WriteOp::InsertRun(Box::new(recent)),
+        // Active since long ago: never touched.
+        WriteOp::InsertRun(Box::new(run_record("active", RunState::Running, 1_000))),
+    ];
+    let kinds = [
+        "provider",
+        "transcript",
+        "note",
+        "route",
+        "live_state",
+        "provider",
+    ];
+    for id in ["old", "recent", "active"] {
+        for (i, kind) in kinds.iter().enumerate() {
+            ops.push(kinded(id, i as u64 + 1, kind));
+        }
+        ops.extend(history_of(id, 0.25));
+    }
+    writer.commit_blocking(ops).unwrap();
+
+    let policy = RetentionPolicy::from_limits(30, 0);
+    let pruned = retention::prune(&path, &writer, policy, now).unwrap();
+    assert_eq!(pruned.events_of, 1, "only the run finished 31 days ago");
+    assert_eq!(pruned.deleted, 0);
+
+    let reader = ledger.reader().unwrap();
+    let seqs = |id: &str| -> Vec<(u64, String)> {
+        reader
+            .events(id, 0)
+            .unwrap()
+            .into_iter()
+            .map(|e| (e.seq, e.kind))
+            .collect()
+    };
+    // Its note and route card, and its last event (its seqs go on from it).
+    assert_eq!(
+        seqs("old"),
+        [
+            (3, "note".to_string()),
+            (4, "route".into()),
+            (6, "provider".into())
+        ]
+    );
+    assert_eq!(seqs("recent").len(), 6);
+    assert_eq!(seqs("active").len(), 6);
+    assert_eq!(reader.events_pruned_at("old").unwrap(), Some(now));
+    assert_eq!(reader.events_pruned_at("recent").unwrap(), None);
+    for id in ["old", "recent", "active"] {
+        assert!(reader.run(id).unwrap().is_some(), "{id}'s row stays");
+        assert_eq!(reader.turns(id).unwrap().len(), 1, "{id}'s turn stays");
+        assert_eq!(
+            reader.usage(Some(id)).unwrap().len(),
+            1,
+            "{id}'s usage stays"
+        );
+        assert_eq!(
+            reader.decisions(id).unwrap().len(),
+            1,
+            "{id}'s decision stays"
+        );
+    }
+    assert_eq!(
+        reader.run("active").unwrap().unwrap().state,
+        RunState::Running
+    );
+    // The spend still counts the pruned run.
+    assert!((reader.session_spend("default").unwrap().0 - 0.75).abs() < 1e-9);
+
+    // The next event of a pruned run goes on from its last seq.
+    writer
+        .commit_blocking(vec![kinded("old", 7, "provider")])
+        .unwrap();
+    // A second pass finds nothing new.
+    let again = retention::prune(&path, &writer, policy, now).unwrap();
+    assert_eq!(again, retention::Pruned::default());
+    // What `show` and the transcript say of it.
+    let tail = drover::dispatch::views::transcript_from_ledger(
+        &reader,
+        "old",
+        drover::dispatch::api::TranscriptFormat::Tail,
+    )
+    .unwrap();
+    assert_eq!(tail.events_pruned_at, Some(now));
+    assert!(
+        tail.lines[0].contains("retention pruned"),
+        "{:?}",
+        tail.lines
+    );
+    ledger.close();
+}
+
+#[test]
+fn retention_prunes_in_the_background_and_keeps_every_run() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("l.sqlite3");
     {
@@ -292,47 +461,151 @@ fn retention_keeps_the_newest_finished_runs_in_the_background() {
                 i,
             ))));
             ops.push(event(&id, 1));
+            ops.push(event(&id, 2));
         }
-        ops.push(WriteOp::InsertRun(Box::new(run_record(
-            "live",
-            RunState::Running,
-            0,
-        ))));
         ledger.writer().commit_blocking(ops).unwrap();
         ledger.close();
     }
     let options = LedgerOptions {
-        retention_finished_runs: 10,
+        retention: RetentionPolicy::from_limits(30, 1_000),
         retention_interval: Duration::from_millis(20),
         ..LedgerOptions::default()
     };
     let (ledger, _) = Ledger::open(&path, options, 100).unwrap();
-    // The pass runs on its own thread; wait (bounded) for it to land.
     let reader = ledger.reader().unwrap();
-    let mut remaining = usize::MAX;
+    let pruned = |reader: &LedgerReader| {
+        (0..30)
+            .filter(|i| {
+                reader
+                    .events_pruned_at(&format!("f{i:02}"))
+                    .unwrap()
+                    .is_some()
+            })
+            .count()
+    };
     for _ in 0..200 {
         ledger.writer().commit_blocking(vec![]).unwrap();
-        remaining = reader.runs(true).unwrap().len();
-        if remaining == 10 {
+        if pruned(&reader) == 30 {
             break;
         }
         std::thread::sleep(Duration::from_millis(10));
     }
-    // 10 finished kept + the run recovery interrupted ("live" is finished now, and newest).
-    assert_eq!(remaining, 10);
-    let ids: Vec<String> = reader
+    assert_eq!(pruned(&reader), 30, "every run finished in 1970 is pruned");
+    assert_eq!(reader.runs(true).unwrap().len(), 30, "no run is deleted");
+    assert_eq!(
+        reader.events("f00", 0).unwrap().len(),
+        1,
+        "only the last event stays"
+    );
+}
+
+#[test]
+fn the_hard_cap_deletes_the_oldest_finished_runs_whole_and_never_an_active_one() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("l.sqlite3");
+    let options = LedgerOptions {
+        retention: RetentionPolicy::from_limits(0, 0),
+        ..LedgerOptions::default()
+    };
+    let (ledger, _) = Ledger::open(&path, options, 100).unwrap();
+    let writer = ledger.writer();
+    let mut ops = Vec::new();
+    for i in 0..10 {
+        let id = format!("f{i}");
+        ops.push(WriteOp::InsertRun(Box::new(run_record(
+            &id,
+            RunState::Completed,
+            10 + i,
+        ))));
+        ops.push(event(&id, 1));
+        ops.extend(history_of(&id, 0.1));
+    }
+    // Active runs older than every finished one.
+    for id in ["a0", "a1"] {
+        ops.push(WriteOp::InsertRun(Box::new(run_record(
+            id,
+            RunState::Running,
+            0,
+        ))));
+    }
+    writer.commit_blocking(ops).unwrap();
+    let policy = RetentionPolicy::from_limits(0, 5);
+    let done = retention::prune(&path, &writer, policy, 100).unwrap();
+    assert_eq!(done.deleted, 7);
+    let reader = ledger.reader().unwrap();
+    let mut ids: Vec<String> = reader
         .runs(true)
         .unwrap()
         .into_iter()
         .map(|r| r.run_id)
         .collect();
-    assert!(ids.contains(&"live".to_string()));
-    assert!(ids.contains(&"f29".to_string()));
-    assert!(!ids.contains(&"f19".to_string()));
+    ids.sort();
+    assert_eq!(ids, ["a0", "a1", "f7", "f8", "f9"]);
     assert!(
-        reader.events("f00", 0).unwrap().is_empty(),
-        "events go with their run"
+        reader.events("f0", 0).unwrap().is_empty(),
+        "a deleted run's events go"
     );
+    assert!(reader.turns("f0").unwrap().is_empty(), "and its turns");
+    assert_eq!(reader.run_counts().unwrap(), (5, 3));
+    ledger.close();
+}
+
+#[test]
+fn a_page_of_runs_has_every_active_run_then_finished_ones_by_finish_time() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("l.sqlite3");
+    let ledger = open(&path);
+    let mut ops = Vec::new();
+    for i in 0..7 {
+        let mut run = run_record(&format!("f{i}"), RunState::Completed, i);
+        // Finished in the reverse order of creation.
+        run.finished_at = Some(1_000 - i);
+        if i == 3 {
+            run.title = "The Needle task".into();
+        }
+        ops.push(WriteOp::InsertRun(Box::new(run)));
+    }
+    ops.push(WriteOp::InsertRun(Box::new(run_record(
+        "a",
+        RunState::Idle,
+        50,
+    ))));
+    ledger.writer().commit_blocking(ops).unwrap();
+    let reader = ledger.reader().unwrap();
+    let ids = |page: RunsPage<'_>| -> Vec<String> {
+        reader
+            .runs_page(&page)
+            .unwrap()
+            .expect("page")
+            .into_iter()
+            .map(|r| r.run_id)
+            .collect()
+    };
+    let first = RunsPage {
+        limit: Some(3),
+        ..RunsPage::default()
+    };
+    assert_eq!(ids(first), ["a", "f0", "f1", "f2"]);
+    let next = RunsPage {
+        before: Some("f2"),
+        ..first
+    };
+    assert_eq!(
+        ids(next),
+        ["f3", "f4", "f5"],
+        "no active run on a next page"
+    );
+    let search = RunsPage {
+        search: Some("needle"),
+        ..first
+    };
+    assert_eq!(ids(search), ["f3"], "a search goes past the first page");
+    let unknown = RunsPage {
+        before: Some("nope"),
+        ..first
+    };
+    assert!(reader.runs_page(&unknown).unwrap().is_none());
+    ledger.close();
 }
 
 #[test]
@@ -379,7 +652,7 @@ fn retention_never_deletes_a_run_whose_worktree_is_still_there() {
         ledger.close();
     }
     let options = LedgerOptions {
-        retention_finished_runs: 5,
+        retention: RetentionPolicy::from_limits(0, 5),
         retention_interval: Duration::from_millis(20),
         ..LedgerOptions::default()
     };

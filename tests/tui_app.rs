@@ -241,6 +241,9 @@ async fn dispatch_from_the_form_with_an_inline_refusal_first() {
             state: None,
             include_removed: true,
             workflow: None,
+            limit: None,
+            before: None,
+            search: None,
         })
         .await;
     assert!(runs.is_empty(), "nothing is created for a refused dispatch");
@@ -840,6 +843,148 @@ fn a_stale_view_does_not_bring_back_an_answered_request() {
     app.model.set_detail(stale);
     assert!(app.model.oldest_pending(None).is_none());
     assert!(app.model.run(&run_id).is_some_and(|e| e.pending.is_empty()));
+}
+
+/// A ledger with `n` finished runs (the newest first: `old-0000` finished last), each
+/// with a real spec, written before any owner starts; `old-{needle}` has a title of its
+/// own.
+fn fill_history(home: &std::path::Path, n: usize, needle: usize) {
+    use drover::ledger::{Ledger, LedgerOptions, RunRecord, WriteOp};
+    let paths = Paths::under(home);
+    paths.ensure_dirs().expect("dirs");
+    let now = drover::clock::now_millis();
+    let (ledger, _) =
+        Ledger::open(&paths.ledger_file, LedgerOptions::default(), now).expect("ledger");
+    let spec = serde_json::to_value(drover::spec::Spec {
+        provider: "sim".into(),
+        model: Some("sim-standard".into()),
+        effort: None,
+        cwd: home.to_path_buf(),
+        task: "an old task".into(),
+        context: None,
+        title: "an old task".into(),
+        tags: vec![],
+        capability: drover::spec::Capability::Workspace,
+        policy: drover::spec::PermissionPolicy::Ask,
+        max_minutes: 45,
+        budget_usd: 5.0,
+        idle_timeout_secs: 1200,
+        max_turns: 6,
+        output_schema: None,
+        workflow_id: None,
+        parent_run: None,
+        idempotency_key: None,
+        queue_if_busy: true,
+        scenario: None,
+        class: None,
+        workspace: None,
+        carry_changes: false,
+        clamps: vec![],
+    })
+    .expect("spec");
+    let ops = (0..n)
+        .map(|i| {
+            let at = now - 60_000 - i as i64 * 1_000;
+            WriteOp::InsertRun(Box::new(RunRecord {
+                run_id: format!("old-{i:04}"),
+                created_at: at - 500,
+                updated_at: at,
+                finished_at: Some(at),
+                state: RunState::Completed,
+                completion_reason: Some("complete".into()),
+                provider: "sim".into(),
+                model: Some("sim-standard".into()),
+                title: if i == needle {
+                    "Find the haystack needle".into()
+                } else {
+                    format!("old task {i}")
+                },
+                budget_session: "default".into(),
+                workflow_id: None,
+                parent_run: None,
+                idempotency_key: None,
+                provider_session_id: None,
+                removed: false,
+                spec: spec.clone(),
+                live_state: None,
+                result: None,
+                workspace: None,
+            }))
+        })
+        .collect();
+    ledger
+        .writer()
+        .commit_blocking(ops)
+        .expect("history written");
+    ledger.close();
+}
+
+fn finished_held(app: &App) -> usize {
+    app.model
+        .runs()
+        .filter(|e| e.summary.head.state.is_terminal())
+        .count()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn scrolling_past_the_window_loads_the_next_page_and_the_filter_finds_an_old_run() {
+    use drover::tui::model::FINISHED_PAGE;
+    let home = tempfile::tempdir().expect("temp dir");
+    let page = FINISHED_PAGE as usize;
+    // Two and a half pages; the needle is on the last one.
+    let dir = home.path().to_path_buf();
+    tokio::task::spawn_blocking(move || fill_history(&dir, page * 5 / 2, page * 5 / 2 - 3))
+        .await
+        .expect("filled");
+    let mut h = Harness::start_in(home).await;
+    h.pump_until("the first window", |app| finished_held(app) > 0)
+        .await;
+    assert_eq!(
+        finished_held(&h.app),
+        page,
+        "only the first window is loaded"
+    );
+    assert!(h.app.model.run("old-0000").is_some(), "the newest first");
+
+    // To the end of the Finished tray: the next page comes.
+    h.press([key(KeyCode::End)]);
+    h.pump_until("the second page", |app| finished_held(app) == 2 * page)
+        .await;
+    assert!(
+        h.app
+            .model
+            .run(&format!("old-{:04}", 2 * page - 1))
+            .is_some()
+    );
+    h.press([key(KeyCode::End)]);
+    h.pump_until("the last, partial page", |app| {
+        finished_held(app) == page * 5 / 2
+    })
+    .await;
+    assert!(!h.app.model.wants_older(), "nothing older is left");
+
+    // A fresh dashboard on the same ledger: the filter searches the ledger for a run that
+    // is not in its window.
+    let home = h.shutdown().await;
+    let mut h = Harness::start_in(home).await;
+    h.pump_until("the first window", |app| finished_held(app) > 0)
+        .await;
+    let needle = format!("old-{:04}", page * 5 / 2 - 3);
+    assert!(
+        h.app.model.run(&needle).is_none(),
+        "the needle is not loaded"
+    );
+    h.press([char_key('/')]);
+    h.type_text("haystack");
+    h.pump_until("the search's answer", |app| {
+        app.model
+            .rows()
+            .iter()
+            .any(|r| matches!(r, drover::tui::model::Row::Run(id) if *id == needle))
+    })
+    .await;
+    assert_eq!(h.app.model.selected(), Some(needle.as_str()));
+    h.shutdown().await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

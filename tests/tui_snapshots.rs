@@ -625,6 +625,23 @@ fn removing_a_run_with_unmerged_work_asks_first() {
     );
 }
 
+#[test]
+fn a_run_whose_events_retention_pruned_says_so_in_its_detail() {
+    let mut run = summary(1, "An old task from last year", RunState::Completed);
+    run.head.finished_at = Some(run.head.created_at + 60_000);
+    let mut app = app_with(vec![run.clone()], 120, 36);
+    let mut view = view_of(&run);
+    let note = drover::dispatch::views::pruned_note();
+    view.notes.push(drover::dispatch::api::NoteView {
+        at: run.head.created_at + 90_000,
+        text: note.clone(),
+    });
+    app.model.set_detail(view);
+    app.model
+        .set_transcript(&run.head.run_id, vec![format!("[{note}]")]);
+    snap("pruned_run_detail", &app);
+}
+
 // ---- the attention line ----
 
 /// The last line but one of the screen: the attention line.

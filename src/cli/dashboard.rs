@@ -111,6 +111,10 @@ async fn count_active(link: &Link) -> usize {
             state: None,
             include_removed: false,
             workflow: None,
+            // Every active run, no finished one.
+            limit: Some(0),
+            before: None,
+            search: None,
         })
         .await
     {

@@ -315,6 +315,9 @@ pub fn status(args: StatusArgs, paths: &Paths) -> Result<(), DroverError> {
             state: None,
             include_removed: false,
             workflow: None,
+            limit: None,
+            before: None,
+            search: None,
         };
         let runs = match &pong {
             Some(_) => super::headless::ask(paths, request).await?,

@@ -34,20 +34,33 @@ pub struct JsonFlag {
     pub json: bool,
 }
 
+/// Finished runs on one page of `drover runs`.
+pub const DEFAULT_PAGE: u32 = 50;
+
 #[derive(Debug, Subcommand)]
 pub enum RunCommand {
     /// Dispatch a run. With a drover running, it takes the run and this returns at once
     /// (unless --wait); otherwise this process runs it and follows it until it ends.
     #[command(after_help = super::exit::TABLE)]
     Dispatch(Box<DispatchArgs>),
-    /// List runs, newest first.
+    /// List runs, newest first: every active run and the most recently finished ones (a
+    /// page of 50; `--before` the last id a page printed goes on, `--all` lists every run).
     Runs {
         /// Only runs in this state (queued, running, idle, completed, …).
         #[arg(long, value_parser = parse_run_state)]
         state: Option<RunState>,
-        /// Include runs removed from the trays.
-        #[arg(long)]
+        /// Every run ever made, removed ones too, with no page limit.
+        #[arg(long, conflicts_with_all = ["limit", "before"])]
         all: bool,
+        /// Finished runs per page (every active run is always listed).
+        #[arg(long, value_name = "N", default_value_t = DEFAULT_PAGE)]
+        limit: u32,
+        /// The next page: finished runs that finished before this run did.
+        #[arg(long, value_name = "RUN")]
+        before: Option<String>,
+        /// Only runs whose title, id, provider, model or state contains this text.
+        #[arg(long, value_name = "TEXT")]
+        search: Option<String>,
         /// Only the runs of this workflow (a parent run's sub-runs are in its workflow).
         #[arg(long, value_name = "ID")]
         workflow: Option<String>,
@@ -292,11 +305,17 @@ impl RunCommand {
                 state,
                 all,
                 workflow,
+                limit,
+                before,
+                search,
                 ..
             } => Request::Runs {
                 state: *state,
                 include_removed: *all,
                 workflow: workflow.clone(),
+                limit: (!*all).then_some(*limit),
+                before: before.clone(),
+                search: search.clone(),
             },
             RunCommand::Show { run, .. } => Request::Show {
                 run_id: run.clone(),
@@ -520,6 +539,9 @@ async fn workflow_runs(paths: &Paths, workflow: &str) -> Result<Vec<String>, Dro
             state: None,
             include_removed: true,
             workflow: Some(workflow.to_string()),
+            limit: None,
+            before: None,
+            search: None,
         },
     )
     .await?;
@@ -553,9 +575,30 @@ pub(crate) fn wait_timed_out(until: WaitUntil, timeout_secs: Option<u64>) -> Dro
 }
 
 /// The human form of an answer.
+/// The line under a full page of `drover runs`: how to see the next one. The page's
+/// last run is the one that finished first (pages go by finish time).
+fn more_runs(runs: &[crate::dispatch::api::RunSummary], limit: Option<u32>) -> String {
+    let finished: Vec<_> = runs.iter().filter(|r| r.head.state.is_terminal()).collect();
+    let Some(limit) = limit.filter(|l| *l > 0 && finished.len() >= *l as usize) else {
+        return String::new();
+    };
+    let last = finished
+        .iter()
+        .min_by(|a, b| {
+            (a.head.finished_at, &a.head.run_id).cmp(&(b.head.finished_at, &b.head.run_id))
+        })
+        .map_or("", |r| r.head.run_id.as_str());
+    format!("{limit} finished runs shown; older ones: `drover runs --before {last}` (or `--all`)\n")
+}
+
 fn human(request: &Request, answer: &Response) -> String {
     let now = now_millis();
     match (answer, request) {
+        (Response::Runs(runs), Request::Runs { limit, .. }) => {
+            let mut out = render::runs_table(runs, now);
+            out.push_str(&more_runs(runs, *limit));
+            out
+        }
         (Response::Runs(runs), _) => render::runs_table(runs, now),
         (Response::Show(run), _) => render::run_view(run, now),
         (Response::Transcript(view), _) => render::transcript(view),
@@ -656,6 +699,9 @@ mod tests {
                     state: None,
                     include_removed: false,
                     workflow: None,
+                    limit: Some(DEFAULT_PAGE),
+                    before: None,
+                    search: None,
                 },
             ),
             (
@@ -664,6 +710,9 @@ mod tests {
                     state: Some(RunState::AwaitingPermission),
                     include_removed: true,
                     workflow: None,
+                    limit: None,
+                    before: None,
+                    search: None,
                 },
             ),
             (&["show", "r1"], Request::Show { run_id: r() }),

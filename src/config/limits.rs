@@ -30,7 +30,12 @@ pub struct Limits {
     pub resend_turns_max: u32,
     /// The longest wait before a turn is sent again (the waits double from a minute).
     pub resend_wait_max_secs: u64,
-    pub retention_finished_runs: u32,
+    /// A finished run's events are pruned this many days after it finished (0: kept
+    /// forever); its row, turns, usage and decisions always stay.
+    pub retention_events_days: u32,
+    /// At most this many runs are kept; the oldest finished ones beyond it are deleted
+    /// whole (0: no cap).
+    pub retention_max_runs: u64,
     pub transcript_max_lines: usize,
     pub transcript_max_chars: usize,
     pub per_account: u32,

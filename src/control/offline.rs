@@ -13,7 +13,7 @@ use serde_json::Value;
 
 use super::no_owner;
 use crate::dispatch::Request;
-use crate::dispatch::api::Response;
+use crate::dispatch::api::{Response, RunsFilter};
 use crate::dispatch::views;
 use crate::error::DroverError;
 use crate::ledger::LedgerReader;
@@ -51,19 +51,9 @@ pub fn open_reader(paths: &Paths) -> Result<Option<LedgerReader>, DroverError> {
 pub fn answer(paths: &Paths, request: &Request) -> Result<Response, DroverError> {
     let reader = open_reader(paths)?;
     let response = match (request, reader.as_ref()) {
-        (
-            Request::Runs {
-                state,
-                include_removed,
-                workflow,
-            },
-            reader,
-        ) => Response::Runs(match reader {
-            Some(reader) => views::run_summaries_from_ledger(reader, *state, *include_removed)?
-                .into_iter()
-                .filter(|r| r.in_workflow(workflow.as_deref()))
-                .collect(),
-            None => Vec::new(),
+        (Request::Runs { .. }, reader) => Response::Runs(match (reader, RunsFilter::of(request)) {
+            (Some(reader), Some(filter)) => views::run_summaries_from_ledger(reader, &filter)?,
+            _ => Vec::new(),
         }),
         (Request::Show { run_id }, Some(reader)) => {
             Response::Show(Box::new(views::run_view_from_ledger(reader, run_id)?))
@@ -141,6 +131,9 @@ mod tests {
             state: None,
             include_removed: false,
             workflow: None,
+            limit: None,
+            before: None,
+            search: None,
         };
         let gone = |paths: &Paths| -> Vec<(String, bool, bool)> {
             let Response::Runs(runs) = answer(paths, &runs).unwrap() else {
@@ -182,6 +175,9 @@ mod tests {
             state: None,
             include_removed: false,
             workflow: None,
+            limit: None,
+            before: None,
+            search: None,
         };
         assert_eq!(answer_json(&paths, &runs).unwrap(), json!([]));
         let show = Request::Show {

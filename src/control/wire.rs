@@ -381,6 +381,9 @@ mod tests {
                     state: None,
                     include_removed: false,
                     workflow: None,
+                    limit: None,
+                    before: None,
+                    search: None,
                 },
             ),
             (

@@ -35,6 +35,18 @@ pub enum Request {
         /// Only the runs of this workflow.
         #[serde(default)]
         workflow: Option<String>,
+        /// Finished runs in the answer at most, newest finished first (every active run
+        /// is always in it); `None`: every finished run.
+        #[serde(default)]
+        limit: Option<u32>,
+        /// The next page: only finished runs that finished before this run did (and no
+        /// active run: the first page had them).
+        #[serde(default)]
+        before: Option<String>,
+        /// Only runs whose title, id, provider, model or state contains this text
+        /// (case-insensitive), searched in the whole ledger.
+        #[serde(default)]
+        search: Option<String>,
     },
     Show {
         run_id: String,
@@ -302,6 +314,10 @@ pub struct TranscriptView {
     pub events: Vec<crate::ledger::EventRecord>,
     #[serde(default)]
     pub result: Option<ResultView>,
+    /// When retention pruned the run's events (its transcript lines and provider events
+    /// are gone; turns, result, usage and decisions stay); absent when it never did.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub events_pruned_at: Option<crate::UnixMillis>,
 }
 
 impl Request {
@@ -517,6 +533,53 @@ impl Need {
             Need::Route => "held on a route card",
             Need::Blocked => "blocked",
             Need::Escalation => "escalation offered",
+        }
+    }
+}
+
+/// Which runs a `runs` request asks for (the fields of [`Request::Runs`]).
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct RunsFilter {
+    pub state: Option<RunState>,
+    pub include_removed: bool,
+    pub workflow: Option<String>,
+    pub limit: Option<u32>,
+    pub before: Option<String>,
+    pub search: Option<String>,
+}
+
+impl RunsFilter {
+    /// The filter of a [`Request::Runs`] (`None` for any other request).
+    pub fn of(request: &Request) -> Option<RunsFilter> {
+        match request {
+            Request::Runs {
+                state,
+                include_removed,
+                workflow,
+                limit,
+                before,
+                search,
+            } => Some(RunsFilter {
+                state: *state,
+                include_removed: *include_removed,
+                workflow: workflow.clone(),
+                limit: *limit,
+                before: before.clone(),
+                search: search.clone(),
+            }),
+            _ => None,
+        }
+    }
+
+    /// The ledger's page for this filter.
+    pub fn page(&self) -> crate::ledger::RunsPage<'_> {
+        crate::ledger::RunsPage {
+            include_removed: self.include_removed,
+            state: self.state,
+            workflow: self.workflow.as_deref(),
+            search: self.search.as_deref(),
+            limit: self.limit,
+            before: self.before.as_deref(),
         }
     }
 }

@@ -198,7 +198,10 @@ pub async fn start(
     // Whatever a CLI starts stays drover's to end (see `providers::sweep`).
     crate::providers::sweep::become_subreaper();
     let ledger_options = LedgerOptions {
-        retention_finished_runs: options.config.limits.retention_finished_runs,
+        retention: crate::ledger::RetentionPolicy::from_limits(
+            options.config.limits.retention_events_days,
+            options.config.limits.retention_max_runs,
+        ),
         ..LedgerOptions::default()
     };
     let path = options.paths.ledger_file.clone();

@@ -17,7 +17,7 @@ use std::collections::HashMap;
 
 use super::api::{
     BudgetView, NoteView, Response, ResultView, RunBudget, RunHead, RunSummary, RunView,
-    TranscriptFormat, TranscriptView, TurnView, WaitOutcome, WaitUntil,
+    RunsFilter, TranscriptFormat, TranscriptView, TurnView, WaitOutcome, WaitUntil,
 };
 use super::core::{Fetch, Fetched, Query, Startup};
 use crate::error::{DroverError, ErrorCode};
@@ -89,16 +89,11 @@ pub fn startup(
         }
     }
     // The repositories drover's worktrees belong to.
-    let mut checkouts: Vec<std::path::PathBuf> = Vec::new();
-    for run in reader.runs(true)? {
-        if let Some(checkout) = stored_workspace(&run)
-            .filter(|w| w.is_worktree())
-            .and_then(|w| w.checkout_path())
-            && !checkouts.contains(&checkout)
-        {
-            checkouts.push(checkout);
-        }
-    }
+    let checkouts: Vec<std::path::PathBuf> = reader
+        .worktree_checkouts()?
+        .into_iter()
+        .map(std::path::PathBuf::from)
+        .collect();
     Ok(Startup {
         pid,
         version: crate::VERSION.to_string(),
@@ -113,12 +108,7 @@ pub fn startup(
 
 /// A budget session's spend (every usage row of it) and its record.
 pub fn session(reader: &LedgerReader, name: &str) -> Result<LoadedSession, DroverError> {
-    let spent = reader
-        .usage(None)?
-        .iter()
-        .filter(|u| u.budget_session == name)
-        .filter_map(|u| u.cost_usd)
-        .sum();
+    let (spent, _) = reader.session_spend(name)?;
     Ok(LoadedSession {
         name: name.to_string(),
         spent,
@@ -133,29 +123,17 @@ pub fn answer(reader: &LedgerReader, query: Query) -> Result<Response, DroverErr
         Query::Transcript { run_id, format } => {
             Response::Transcript(Box::new(transcript_from_ledger(reader, &run_id, format)?))
         }
-        Query::Runs {
-            state,
-            include_removed,
-            workflow,
-            live,
-        } => {
-            let in_memory: std::collections::HashSet<String> =
-                live.iter().map(|r| r.head.run_id.clone()).collect();
-            let mut rows = live;
-            rows.extend(
-                run_summaries_from_ledger(reader, None, include_removed)?
-                    .into_iter()
-                    .filter(|r| !in_memory.contains(&r.head.run_id)),
-            );
-            rows.retain(|r| {
-                state.is_none_or(|s| r.head.state == s) && r.in_workflow(workflow.as_deref())
-            });
-            rows.sort_by(|a, b| {
-                b.head
-                    .created_at
-                    .cmp(&a.head.created_at)
-                    .then(b.head.run_id.cmp(&a.head.run_id))
-            });
+        Query::Runs { filter, live } => {
+            // The ledger picks the page (every run is committed before it is shown); what
+            // the dispatcher holds in memory is fresher, and replaces the ledger's row.
+            let mut live: HashMap<String, RunSummary> = live
+                .into_iter()
+                .map(|r| (r.head.run_id.clone(), r))
+                .collect();
+            let rows = run_summaries_from_ledger(reader, &filter)?
+                .into_iter()
+                .map(|r| live.remove(&r.head.run_id).unwrap_or(r))
+                .collect();
             Response::Runs(rows)
         }
         Query::Budget { mut overlay } => {
@@ -211,7 +189,7 @@ pub fn fetch(reader: &LedgerReader, fetch: Fetch) -> Result<Fetched, DroverError
             Fetched::Summaries(rows)
         }
         Fetch::FinishedRuns => Fetched::Summaries(
-            run_summaries_from_ledger(reader, None, false)?
+            run_summaries_from_ledger(reader, &RunsFilter::default())?
                 .into_iter()
                 .filter(|r| r.head.state.is_terminal())
                 .collect(),
@@ -221,6 +199,14 @@ pub fn fetch(reader: &LedgerReader, fetch: Fetch) -> Result<Fetched, DroverError
     })
 }
 
+/// What `show` and the transcript say of a run whose events retention pruned.
+pub fn pruned_note() -> String {
+    "retention pruned this run's events ([limits] retention_events_days): its transcript \
+     lines and provider events are gone; its turns (`drover transcript RUN --format text`), \
+     result, usage and decisions are kept"
+        .to_string()
+}
+
 pub fn run_not_found(run_id: &str) -> DroverError {
     DroverError::new(
         ErrorCode::RunNotFound,
@@ -228,20 +214,31 @@ pub fn run_not_found(run_id: &str) -> DroverError {
     )
 }
 
-/// Rows of `drover runs`, newest first; `state` keeps only runs in that state.
+/// Rows of `drover runs`: one page of the ledger ([`LedgerReader::runs_page`]), newest
+/// first (by creation), each with its spend. `RUN_NOT_FOUND` when the page starts
+/// `before` a run the ledger does not have.
 pub fn run_summaries_from_ledger(
     reader: &LedgerReader,
-    state: Option<RunState>,
-    include_removed: bool,
+    filter: &RunsFilter,
 ) -> Result<Vec<RunSummary>, DroverError> {
-    let mut spend: HashMap<String, f64> = HashMap::new();
-    for row in reader.usage(None)? {
-        *spend.entry(row.run_id).or_default() += row.cost_usd.unwrap_or(0.0);
-    }
-    reader
-        .runs(include_removed)?
-        .into_iter()
-        .filter(|run| state.is_none_or(|s| run.state == s))
+    let Some(mut runs) = reader.runs_page(&filter.page())? else {
+        let id = filter.before.as_deref().unwrap_or_default();
+        return Err(DroverError::new(
+            ErrorCode::RunNotFound,
+            format!(
+                "there is no run {id} to page from; give --before the last run id a page \
+                 printed, or see `drover runs --all`"
+            ),
+        ));
+    };
+    runs.sort_by(|a, b| {
+        b.created_at
+            .cmp(&a.created_at)
+            .then_with(|| b.run_id.cmp(&a.run_id))
+    });
+    let ids: Vec<&str> = runs.iter().map(|r| r.run_id.as_str()).collect();
+    let spend = reader.spend_of(&ids)?;
+    runs.into_iter()
         .map(|run| {
             let cost = spend.get(&run.run_id).copied().unwrap_or(0.0);
             summary(reader, run, cost)
@@ -324,35 +321,35 @@ struct SessionBases {
 }
 
 fn session_bases(reader: &LedgerReader, session: &str) -> Result<SessionBases, DroverError> {
-    let mut spent = 0.0;
-    let mut basis_of: std::collections::BTreeMap<String, &'static str> = Default::default();
-    for row in reader
-        .usage(None)?
-        .iter()
-        .filter(|u| u.budget_session == session)
-    {
-        spent += row.cost_usd.unwrap_or(0.0);
-        let weakest = crate::money::pricing::weakest_basis(
-            basis_of
-                .get(&row.run_id)
-                .copied()
-                .into_iter()
-                .chain([row.basis.as_str()]),
-        );
-        basis_of.insert(row.run_id.clone(), weakest);
-    }
+    use crate::money::pricing::Basis;
+    let (spent, words) = reader.session_spend(session)?;
+    // A run counts under its weakest basis: the runs with a row at or below each basis,
+    // less those at or below the one under it (the money module orders bases).
+    let mut bases: Vec<Basis> = words.iter().map(|w| Basis::parse(w)).collect();
+    bases.sort();
+    bases.dedup();
+    let words_at_or_below = |b: Basis| -> Vec<&str> {
+        words
+            .iter()
+            .filter(|w| Basis::parse(w) <= b)
+            .map(String::as_str)
+            .collect()
+    };
     let mut runs_by_basis = std::collections::BTreeMap::new();
-    for basis in basis_of.values() {
-        *runs_by_basis.entry(basis.to_string()).or_insert(0) += 1;
+    let mut below = 0;
+    for basis in &bases {
+        let at_or_below = reader.session_runs_with_basis(session, &words_at_or_below(*basis))?;
+        if at_or_below > below {
+            runs_by_basis.insert(basis.as_str().to_string(), at_or_below - below);
+        }
+        below = at_or_below;
     }
+    let unpriced_runs =
+        reader.session_run_ids_with_basis(session, &words_at_or_below(Basis::Unpriced))?;
     Ok(SessionBases {
         spent,
         runs_by_basis,
-        unpriced_runs: basis_of
-            .iter()
-            .filter(|(_, b)| **b == "unpriced")
-            .map(|(id, _)| id.clone())
-            .collect(),
+        unpriced_runs,
     })
 }
 
@@ -396,11 +393,8 @@ fn last_event_body<T: serde::de::DeserializeOwned>(
     kind: &str,
 ) -> Result<Option<T>, DroverError> {
     Ok(reader
-        .events(run_id, 0)?
-        .into_iter()
-        .rev()
-        .find(|e| e.kind == kind)
-        .and_then(|e| serde_json::from_value(e.body).ok()))
+        .last_event_of_kind(run_id, kind)?
+        .and_then(|body| serde_json::from_value(body).ok()))
 }
 
 /// Everything about one run (`drover show`). `RUN_NOT_FOUND` when the ledger has no such
@@ -435,15 +429,20 @@ pub fn run_view_from_ledger(reader: &LedgerReader, run_id: &str) -> Result<RunVi
             }
         })
         .collect();
-    let notes = reader
-        .events(run_id, 0)?
+    let mut notes: Vec<NoteView> = reader
+        .events_of_kind(run_id, kind::NOTE)?
         .into_iter()
-        .filter(|e| e.kind == kind::NOTE)
         .filter_map(|e| {
             let text = e.body.get("text")?.as_str()?.to_string();
             Some(NoteView { at: e.at, text })
         })
         .collect();
+    if let Some(at) = reader.events_pruned_at(run_id)? {
+        notes.push(NoteView {
+            at,
+            text: pruned_note(),
+        });
+    }
     let budget = RunBudget::of(&spec, usage.iter().filter_map(|u| u.cost_usd).sum());
     let workspace = stored_workspace(&run);
     Ok(RunView {
@@ -524,15 +523,19 @@ pub fn transcript_from_ledger(
         lines: Vec::new(),
         events: Vec::new(),
         result: None,
+        events_pruned_at: reader.events_pruned_at(run_id)?,
     };
     match format {
         TranscriptFormat::Tail => {
-            view.lines = reader
-                .events(run_id, 0)?
-                .into_iter()
-                .filter(|e| e.kind == TRANSCRIPT_EVENT)
-                .filter_map(|e| Some(e.body.get("line")?.as_str()?.to_string()))
-                .collect();
+            if view.events_pruned_at.is_some() {
+                view.lines.push(format!("[{}]", pruned_note()));
+            }
+            view.lines.extend(
+                reader
+                    .events_of_kind(run_id, TRANSCRIPT_EVENT)?
+                    .into_iter()
+                    .filter_map(|e| Some(e.body.get("line")?.as_str()?.to_string())),
+            );
         }
         TranscriptFormat::Text => {
             for turn in reader.turns(run_id)? {
@@ -827,7 +830,7 @@ pub(crate) mod tests {
     #[test]
     fn summaries_sum_spend_and_follow_the_filters() {
         let (_dir, _paths, reader) = filled();
-        let rows = run_summaries_from_ledger(&reader, None, false).unwrap();
+        let rows = run_summaries_from_ledger(&reader, &RunsFilter::default()).unwrap();
         let ids: Vec<_> = rows.iter().map(|r| r.head.run_id.as_str()).collect();
         assert_eq!(ids, ["r2", "r1"], "newest first, removed runs left out");
         let (r2, r1) = (&rows[0], &rows[1]);
@@ -844,14 +847,28 @@ pub(crate) mod tests {
         assert_eq!(r2.head.cost_usd, 0.0);
         assert!(r2.needs_input);
 
-        let completed =
-            run_summaries_from_ledger(&reader, Some(RunState::Completed), true).unwrap();
+        let completed = run_summaries_from_ledger(
+            &reader,
+            &RunsFilter {
+                state: Some(RunState::Completed),
+                include_removed: true,
+                ..RunsFilter::default()
+            },
+        )
+        .unwrap();
         let ids: Vec<_> = completed.iter().map(|r| r.head.run_id.as_str()).collect();
         assert_eq!(ids, ["r3", "r1"]);
         assert!(
-            run_summaries_from_ledger(&reader, Some(RunState::Failed), true)
-                .unwrap()
-                .is_empty()
+            run_summaries_from_ledger(
+                &reader,
+                &RunsFilter {
+                    state: Some(RunState::Failed),
+                    include_removed: true,
+                    ..RunsFilter::default()
+                },
+            )
+            .unwrap()
+            .is_empty()
         );
     }
 

@@ -8,21 +8,24 @@
 //!   what was shown is never lost;
 //! - each run's events have contiguous seqs 1, 2, 3, … (enforced by the schema);
 //! - opening the file recovers runs left active (see [`recovery`]);
-//! - retention deletes old finished runs in the background, never on the write path.
+//! - retention prunes the events of old finished runs (and deletes runs only beyond an
+//!   optional hard cap) in the background, never on the write path; each run's row,
+//!   turns, usage and decisions stay (see [`retention`]).
 
 mod reader;
 pub mod records;
 pub mod recovery;
-mod retention;
+pub mod retention;
 mod schema;
 pub mod writer;
 
-pub use reader::LedgerReader;
+pub use reader::{LedgerReader, RunsPage};
 pub use records::{
     BudgetSessionRecord, DecisionRecord, EventRecord, RunPatch, RunRecord, TurnRecord, UsageRecord,
     kind,
 };
 pub use recovery::Recovery;
+pub use retention::RetentionPolicy;
 pub use writer::{Ack, LedgerWriter, WriteOp, WriterOptions};
 
 use rusqlite::Connection;
@@ -69,9 +72,10 @@ impl From<LedgerError> for DroverError {
 #[derive(Debug, Clone)]
 pub struct LedgerOptions {
     pub writer: WriterOptions,
-    /// Finished runs kept with their events; older ones are deleted in the background.
-    pub retention_finished_runs: u32,
-    /// How often the retention pass looks for runs to delete.
+    /// What retention keeps (events pruned by age, an optional cap on runs). The
+    /// default keeps everything; the owner sets it from `[limits]`.
+    pub retention: RetentionPolicy,
+    /// How often the retention pass looks for events to prune.
     pub retention_interval: Duration,
 }
 
@@ -79,7 +83,7 @@ impl Default for LedgerOptions {
     fn default() -> Self {
         LedgerOptions {
             writer: WriterOptions::default(),
-            retention_finished_runs: 500,
+            retention: RetentionPolicy::KEEP_ALL,
             retention_interval: Duration::from_secs(300),
         }
     }
@@ -114,7 +118,7 @@ impl Ledger {
         let retention = retention::Retention::start(
             path.to_path_buf(),
             writer.clone(),
-            options.retention_finished_runs,
+            options.retention,
             options.retention_interval,
         )?;
         Ok((

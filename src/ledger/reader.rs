@@ -350,6 +350,284 @@ impl LedgerReader {
             .optional()?)
     }
 
+    /// One page of runs (see [`RunsPage`]): every active run matching the filters
+    /// (unless the page starts `before` a run), then finished runs newest-finished first,
+    /// at most `limit` of them. `None` when `before` names no run.
+    pub fn runs_page(&self, page: &RunsPage<'_>) -> Result<Option<Vec<RunRecord>>, LedgerError> {
+        let cursor: Option<(i64, String)> = match page.before {
+            Some(id) => {
+                let found = self
+                    .conn
+                    .query_row(
+                        "SELECT COALESCE(finished_at, 9223372036854775807), run_id FROM runs
+                         WHERE run_id = ?1",
+                        params![id],
+                        |r| Ok((r.get(0)?, r.get(1)?)),
+                    )
+                    .optional()?;
+                match found {
+                    Some(c) => Some(c),
+                    None => return Ok(None),
+                }
+            }
+            None => None,
+        };
+        let needle = page
+            .search
+            .map(|s| s.trim().to_lowercase())
+            .filter(|s| !s.is_empty());
+        let filters = "(?1 OR removed = 0)
+            AND (?2 IS NULL OR state = ?2)
+            AND (?3 IS NULL OR workflow_id = ?3)
+            AND (?4 IS NULL OR instr(lower(title || ' ' || run_id || ' ' || provider || ' '
+                 || COALESCE(model, '') || ' ' || state), ?4) > 0)";
+        let state = page.state.map(|s| s.as_str());
+        let mut out = Vec::new();
+        if cursor.is_none() {
+            let sql = format!(
+                "SELECT {RUN_COLUMNS} FROM runs WHERE finished_at IS NULL AND {filters}
+                 ORDER BY created_at DESC, run_id DESC"
+            );
+            let mut st = self.conn.prepare_cached(&sql)?;
+            let raws = st
+                .query_map(
+                    params![page.include_removed, state, page.workflow, needle],
+                    RawRun::from_row,
+                )?
+                .collect::<Result<Vec<_>, _>>()?;
+            for raw in raws {
+                out.push(raw.into_record()?);
+            }
+        }
+        let (after_at, after_id) = cursor.unwrap_or((i64::MAX, String::new()));
+        let unbounded = page.before.is_none();
+        let sql = format!(
+            "SELECT {RUN_COLUMNS} FROM runs INDEXED BY runs_by_finished_page
+             WHERE finished_at IS NOT NULL AND {filters}
+               AND (?5 OR finished_at < ?6 OR (finished_at = ?6 AND run_id < ?7))
+             ORDER BY finished_at DESC, run_id DESC LIMIT ?8"
+        );
+        let mut st = self.conn.prepare_cached(&sql)?;
+        let limit = page.limit.map_or(-1, i64::from);
+        let raws = st
+            .query_map(
+                params![
+                    page.include_removed,
+                    state,
+                    page.workflow,
+                    needle,
+                    unbounded,
+                    after_at,
+                    after_id,
+                    limit
+                ],
+                RawRun::from_row,
+            )?
+            .collect::<Result<Vec<_>, _>>()?;
+        for raw in raws {
+            out.push(raw.into_record()?);
+        }
+        Ok(Some(out))
+    }
+
+    /// Each of these runs' spend (the sum of its priced usage rows).
+    pub fn spend_of(
+        &self,
+        run_ids: &[&str],
+    ) -> Result<std::collections::HashMap<String, f64>, LedgerError> {
+        let mut st = self
+            .conn
+            .prepare_cached("SELECT COALESCE(SUM(cost_usd), 0.0) FROM usage WHERE run_id = ?1")?;
+        let mut out = std::collections::HashMap::with_capacity(run_ids.len());
+        for id in run_ids {
+            let spent: f64 = st.query_row(params![id], |r| r.get(0))?;
+            out.insert((*id).to_string(), spent);
+        }
+        Ok(out)
+    }
+
+    /// A budget session's spend and the cost-basis words its usage rows carry, read from
+    /// the session index only.
+    pub fn session_spend(&self, session: &str) -> Result<(f64, Vec<String>), LedgerError> {
+        let spent: f64 = self.conn.query_row(
+            "SELECT COALESCE(SUM(cost_usd), 0.0) FROM usage INDEXED BY usage_by_session_spend
+             WHERE budget_session = ?1",
+            params![session],
+            |r| r.get(0),
+        )?;
+        let mut st = self.conn.prepare_cached(
+            "SELECT DISTINCT basis FROM usage INDEXED BY usage_by_session_basis
+             WHERE budget_session = ?1",
+        )?;
+        let words = st
+            .query_map(params![session], |r| r.get(0))?
+            .collect::<Result<Vec<String>, _>>()?;
+        Ok((spent, words))
+    }
+
+    /// How many of a session's runs have a usage row whose basis word is one of `words`
+    /// (read from the session's basis index).
+    pub fn session_runs_with_basis(
+        &self,
+        session: &str,
+        words: &[&str],
+    ) -> Result<usize, LedgerError> {
+        if words.is_empty() {
+            return Ok(0);
+        }
+        let marks = (0..words.len())
+            .map(|i| format!("?{}", i + 2))
+            .collect::<Vec<_>>()
+            .join(", ");
+        let mut values: Vec<&str> = vec![session];
+        values.extend_from_slice(words);
+        let n: i64 = self.conn.query_row(
+            &format!(
+                "SELECT COUNT(DISTINCT run_id) FROM usage INDEXED BY usage_by_session_basis
+                 WHERE budget_session = ?1 AND basis IN ({marks})"
+            ),
+            rusqlite::params_from_iter(values.iter()),
+            |r| r.get(0),
+        )?;
+        Ok(n.max(0) as usize)
+    }
+
+    /// The session's runs with a usage row whose basis word is one of `words`.
+    pub fn session_run_ids_with_basis(
+        &self,
+        session: &str,
+        words: &[&str],
+    ) -> Result<Vec<String>, LedgerError> {
+        if words.is_empty() {
+            return Ok(Vec::new());
+        }
+        let marks = (0..words.len())
+            .map(|i| format!("?{}", i + 2))
+            .collect::<Vec<_>>()
+            .join(", ");
+        let mut values: Vec<&str> = vec![session];
+        values.extend_from_slice(words);
+        let mut st = self.conn.prepare(&format!(
+            "SELECT DISTINCT run_id FROM usage INDEXED BY usage_by_session_basis
+             WHERE budget_session = ?1 AND basis IN ({marks}) ORDER BY run_id"
+        ))?;
+        let ids = st
+            .query_map(rusqlite::params_from_iter(values.iter()), |r| r.get(0))?
+            .collect::<Result<Vec<String>, _>>()?;
+        Ok(ids)
+    }
+
+    /// The body of a run's last event of `kind` (`None` when it has none).
+    pub fn last_event_of_kind(
+        &self,
+        run_id: &str,
+        kind: &str,
+    ) -> Result<Option<Value>, LedgerError> {
+        let body: Option<String> = self
+            .conn
+            .query_row(
+                "SELECT body_json FROM events WHERE run_id = ?1 AND kind = ?2
+                 ORDER BY seq DESC LIMIT 1",
+                params![run_id, kind],
+                |r| r.get(0),
+            )
+            .optional()?;
+        body.map(|b| parse_json(run_id, "events.body_json", &b))
+            .transpose()
+    }
+
+    /// A run's events of one kind, in seq order.
+    pub fn events_of_kind(
+        &self,
+        run_id: &str,
+        kind: &str,
+    ) -> Result<Vec<EventRecord>, LedgerError> {
+        let mut st = self.conn.prepare_cached(
+            "SELECT seq, at, body_json FROM events WHERE run_id = ?1 AND kind = ?2 ORDER BY seq",
+        )?;
+        let rows = st
+            .query_map(params![run_id, kind], |r| {
+                Ok((
+                    r.get::<_, i64>(0)?,
+                    r.get::<_, i64>(1)?,
+                    r.get::<_, String>(2)?,
+                ))
+            })?
+            .collect::<Result<Vec<_>, _>>()?;
+        rows.into_iter()
+            .map(|(seq, at, body)| {
+                Ok(EventRecord {
+                    body: parse_json(run_id, "events.body_json", &body)?,
+                    run_id: run_id.to_string(),
+                    seq: seq as u64,
+                    kind: kind.to_string(),
+                    at,
+                })
+            })
+            .collect()
+    }
+
+    /// When retention last pruned this run's events (`None`: never).
+    pub fn events_pruned_at(&self, run_id: &str) -> Result<Option<UnixMillis>, LedgerError> {
+        Ok(self
+            .conn
+            .query_row(
+                "SELECT events_pruned_at FROM runs WHERE run_id = ?1",
+                params![run_id],
+                |r| r.get(0),
+            )
+            .optional()?
+            .flatten())
+    }
+
+    /// The repositories of every worktree run (each once).
+    pub fn worktree_checkouts(&self) -> Result<Vec<String>, LedgerError> {
+        let mut st = self.conn.prepare_cached(
+            "SELECT DISTINCT json_extract(workspace_json, '$.checkout') FROM runs
+             INDEXED BY runs_by_checkout
+             WHERE workspace_json IS NOT NULL
+               AND json_extract(workspace_json, '$.checkout') IS NOT NULL
+               AND json_extract(workspace_json, '$.mode') = 'worktree'",
+        )?;
+        let rows = st
+            .query_map([], |r| r.get(0))?
+            .collect::<Result<Vec<String>, _>>()?;
+        Ok(rows)
+    }
+
+    /// How many runs the ledger holds, and how many of them are finished.
+    pub fn run_counts(&self) -> Result<(u64, u64), LedgerError> {
+        let (total, finished): (i64, i64) =
+            self.conn
+                .query_row("SELECT COUNT(*), COUNT(finished_at) FROM runs", [], |r| {
+                    Ok((r.get(0)?, r.get(1)?))
+                })?;
+        Ok((total.max(0) as u64, finished.max(0) as u64))
+    }
+
+    /// Finished runs whose events are due for pruning: finished before `cutoff` and not
+    /// pruned since, after `from` in (finished_at, run_id) order, at most `limit`.
+    pub fn events_to_prune(
+        &self,
+        cutoff: UnixMillis,
+        from: &(i64, String),
+        limit: usize,
+    ) -> Result<Vec<(i64, String)>, LedgerError> {
+        let mut st = self.conn.prepare_cached(
+            "SELECT finished_at, run_id FROM runs INDEXED BY runs_by_finished_page
+             WHERE finished_at IS NOT NULL AND finished_at < ?1
+               AND (finished_at > ?2 OR (finished_at = ?2 AND run_id > ?3))
+               AND (events_pruned_at IS NULL OR events_pruned_at < finished_at)
+             ORDER BY finished_at, run_id LIMIT ?4",
+        )?;
+        let rows = st
+            .query_map(params![cutoff, from.0, from.1, limit as i64], |r| {
+                Ok((r.get(0)?, r.get(1)?))
+            })?
+            .collect::<Result<Vec<_>, _>>()?;
+        Ok(rows)
+    }
+
     /// Finished runs beyond the newest `keep`, oldest first. A run whose worktree is still
     /// there is never among them: deleting its row would lose track of its work.
     pub fn finished_beyond(&self, keep: u32) -> Result<Vec<String>, LedgerError> {
@@ -365,6 +643,21 @@ impl LedgerReader {
             .collect::<Result<Vec<String>, _>>()?;
         Ok(ids.into_iter().rev().collect())
     }
+}
+
+/// Which runs one page holds (see [`LedgerReader::runs_page`]).
+#[derive(Debug, Clone, Copy, Default)]
+pub struct RunsPage<'a> {
+    /// Keep runs the user removed from the trays.
+    pub include_removed: bool,
+    pub state: Option<RunState>,
+    pub workflow: Option<&'a str>,
+    /// Text the title, id, provider, model or state contains (case-insensitive).
+    pub search: Option<&'a str>,
+    /// Finished runs at most (`None`: all).
+    pub limit: Option<u32>,
+    /// Only finished runs that finished before this one did (the next page after it).
+    pub before: Option<&'a str>,
 }
 
 /// A `runs` row before its JSON columns are parsed.

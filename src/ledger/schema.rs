@@ -133,7 +133,20 @@ const MIGRATIONS: &[&str] = &[
         PRIMARY KEY (run_id, pid, start_ticks)
     ) WITHOUT ROWID;
     "#,
-    // 4: approval rules (DESIGN.md §14): scope, kind, pattern, decision; the whole rule
+    // 4: history at any size. When retention last pruned a run's events (its row, turns,
+    // usage and decisions stay); finished runs in the order they are paged (newest
+    // finished first); active runs on their own; each session's spend read from the index.
+    r#"
+    ALTER TABLE runs ADD COLUMN events_pruned_at INTEGER;
+    CREATE INDEX runs_by_finished_page ON runs(finished_at, run_id) WHERE finished_at IS NOT NULL;
+    CREATE INDEX runs_active ON runs(created_at, run_id) WHERE finished_at IS NULL;
+    CREATE INDEX usage_by_session_spend ON usage(budget_session, cost_usd);
+    CREATE INDEX usage_by_session_basis ON usage(budget_session, basis, run_id);
+    CREATE INDEX runs_by_created ON runs(created_at);
+    CREATE INDEX runs_by_checkout ON runs(json_extract(workspace_json, '$.checkout'))
+        WHERE workspace_json IS NOT NULL;
+    "#,
+    // 5: approval rules (DESIGN.md §14): scope, kind, pattern, decision; the whole rule
     // as JSON beside the columns a person looks at.
     r#"
     CREATE TABLE rules (

@@ -39,8 +39,15 @@ pub enum WriteOp {
         key: String,
         value: String,
     },
-    /// Delete runs with everything that belongs to them (retention).
+    /// Delete runs with everything that belongs to them (retention's hard cap).
     DeleteRuns(Vec<String>),
+    /// Prune the events of finished runs (retention): every event but the few kinds a
+    /// run's view reads ([`super::retention::KEPT_KINDS`]) and its last one (so its seqs
+    /// go on from where they were); the run's row, turns, usage and decisions stay.
+    PruneEvents {
+        run_ids: Vec<String>,
+        at: crate::UnixMillis,
+    },
     /// Note processes of a run's child (see [`crate::providers::sweep`]).
     NoteProcesses {
         run_id: String,
@@ -431,6 +438,23 @@ fn apply_op(tx: &Transaction<'_>, op: &WriteOp) -> Result<(), LedgerError> {
             let mut st = tx.prepare_cached("DELETE FROM runs WHERE run_id = ?1")?;
             for id in ids {
                 st.execute(params![id])?;
+            }
+        }
+        WriteOp::PruneEvents { run_ids, at } => {
+            let kept = super::retention::KEPT_KINDS
+                .iter()
+                .map(|k| format!("'{k}'"))
+                .collect::<Vec<_>>()
+                .join(", ");
+            let mut delete = tx.prepare_cached(&format!(
+                "DELETE FROM events WHERE run_id = ?1 AND kind NOT IN ({kept})
+                   AND seq < (SELECT MAX(seq) FROM events WHERE run_id = ?1)"
+            ))?;
+            let mut mark =
+                tx.prepare_cached("UPDATE runs SET events_pruned_at = ?2 WHERE run_id = ?1")?;
+            for id in run_ids {
+                delete.execute(params![id])?;
+                mark.execute(params![id, at])?;
             }
         }
         WriteOp::NoteProcesses {

@@ -25,7 +25,7 @@ use std::path::PathBuf;
 use super::event::{AppEvent, Effect, ReplyTag};
 use super::keys::{Action, Context, KeyTable};
 use super::layout::Areas;
-use super::model::{Flash, ViewModel};
+use super::model::{FINISHED_PAGE, Flash, ViewModel};
 use super::views::diff::{DiffScreen, DiffState};
 use super::views::form::DispatchForm;
 use super::views::prompt::{PromptState, PromptView};
@@ -106,6 +106,8 @@ pub struct App {
     budget_in_flight: bool,
     budget_again: bool,
     runs_in_flight: bool,
+    /// A page of older finished runs is on its way.
+    older_in_flight: bool,
     quitting: bool,
     /// Runs whose view is wanted (a route card opened before its card was known).
     want_show: Vec<String>,
@@ -125,6 +127,7 @@ impl App {
             budget_in_flight: false,
             budget_again: false,
             runs_in_flight: false,
+            older_in_flight: false,
             quitting: false,
             want_show: Vec::new(),
             attention: attention::Attention::default(),
@@ -209,6 +212,7 @@ impl App {
         for id in std::mem::take(&mut self.want_show) {
             self.fetch_show(&id, &mut effects);
         }
+        self.fetch_older(&mut effects);
         let selected_now = self.model.selected().map(str::to_string);
         if selected_now != selected_before
             && let Some(id) = selected_now
@@ -261,7 +265,7 @@ impl App {
                 self.quitting = true;
                 effects.push(Effect::Quit);
             }
-            Some(ViewCommand::SetFilter(text)) => self.model.set_filter(text),
+            Some(ViewCommand::SetFilter(text)) => self.set_filter(text, effects),
             Some(ViewCommand::NextPrompt { after }) => self.next_prompt(after.as_deref()),
             Some(ViewCommand::Ask(confirm)) => self.overlays.push(Overlay::Confirm(confirm)),
         }
@@ -872,7 +876,7 @@ impl App {
                 self.runs_in_flight = false;
                 match result.and_then(Response::into_runs) {
                     Ok(runs) => {
-                        self.model.replace_runs(runs);
+                        self.model.replace_window(runs, Some(FINISHED_PAGE));
                         let unknown: Vec<String> = self
                             .model
                             .runs()
@@ -889,6 +893,19 @@ impl App {
                     Err(e) => self.flash_error(format!("cannot list runs: {}", e.message)),
                 }
             }
+            ReplyTag::OlderRuns => {
+                self.older_in_flight = false;
+                match result.and_then(Response::into_runs) {
+                    Ok(runs) => self.model.add_runs(runs, Some(FINISHED_PAGE)),
+                    Err(e) => self.flash_error(format!("cannot load older runs: {}", e.message)),
+                }
+            }
+            ReplyTag::FoundRuns(needle) => match result.and_then(Response::into_runs) {
+                // An answer for a filter since changed is of no use.
+                Ok(runs) if self.model.filter.trim() == needle => self.model.add_runs(runs, None),
+                Ok(_) => {}
+                Err(e) => self.flash_error(format!("cannot search the runs: {}", e.message)),
+            },
             ReplyTag::Budget => {
                 self.budget_in_flight = false;
                 if let Ok(budget) = result.and_then(Response::into_budget) {
@@ -1203,6 +1220,52 @@ impl App {
                 state: None,
                 include_removed: false,
                 workflow: None,
+                limit: Some(FINISHED_PAGE),
+                before: None,
+                search: None,
+            },
+        });
+    }
+
+    /// The next page of finished runs, when the selection nears the end of those held.
+    fn fetch_older(&mut self, effects: &mut Vec<Effect>) {
+        if self.older_in_flight || !self.model.wants_older() {
+            return;
+        }
+        let Some(before) = self.model.oldest_finished().map(str::to_string) else {
+            return;
+        };
+        self.older_in_flight = true;
+        effects.push(Effect::Request {
+            tag: ReplyTag::OlderRuns,
+            request: Request::Runs {
+                state: None,
+                include_removed: false,
+                workflow: None,
+                limit: Some(FINISHED_PAGE),
+                before: Some(before),
+                search: None,
+            },
+        });
+    }
+
+    /// Sets the filter, and searches the whole ledger for it: runs it matches that are
+    /// not held come in with the answer.
+    fn set_filter(&mut self, text: String, effects: &mut Vec<Effect>) {
+        self.model.set_filter(text.clone());
+        let needle = text.trim();
+        if needle.is_empty() {
+            return;
+        }
+        effects.push(Effect::Request {
+            tag: ReplyTag::FoundRuns(needle.to_string()),
+            request: Request::Runs {
+                state: None,
+                include_removed: false,
+                workflow: None,
+                limit: Some(FINISHED_PAGE),
+                before: None,
+                search: Some(needle.to_string()),
             },
         });
     }

@@ -73,6 +73,9 @@ fn starting_fetches_runs_and_money() {
                 state: None,
                 include_removed: false,
                 workflow: None,
+                limit: Some(crate::tui::model::FINISHED_PAGE),
+                before: None,
+                search: None,
             },
             &Request::Budget
         ]
@@ -224,6 +227,7 @@ fn a_click_selects_the_run_under_the_pointer_and_the_wheel_scrolls() {
             lines: (0..100).map(|i| format!("line {i}")).collect(),
             events: Vec::new(),
             result: None,
+            events_pruned_at: None,
         }))),
     });
     assert_eq!(app.model.transcript_scroll, None, "following the end");

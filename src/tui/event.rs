@@ -53,6 +53,10 @@ pub enum AppEvent {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum ReplyTag {
     Runs,
+    /// The next page of finished runs (loaded on scroll).
+    OlderRuns,
+    /// A search of the ledger for the filter's text.
+    FoundRuns(String),
     Budget,
     Show(String),
     Transcript(String),

@@ -7,7 +7,10 @@
 //! - the tray rows ([`ViewModel::rows`]) are rebuilt whenever a run or the filter
 //!   changes, never while drawing;
 //! - the selection is a run id, so it stays on the same run while rows move between
-//!   trays; it is `None` only when no row is visible.
+//!   trays; it is `None` only when no row is visible;
+//! - what is held does not grow with the ledger's history: every active run, and the
+//!   finished runs of the first window ([`FINISHED_PAGE`]), of the pages loaded on scroll
+//!   and of ledger searches, at most [`FINISHED_MAX`] of them (the oldest go first).
 
 use std::collections::{HashMap, VecDeque};
 
@@ -16,6 +19,15 @@ use crate::dispatch::DispatchEvent;
 use crate::dispatch::api::{BudgetView, PendingView, RunSummary, RunView};
 use crate::providers::RequestKind;
 use crate::run_state::RunState;
+
+/// Finished runs asked for at once: the first window, each page loaded on scroll and each
+/// search of the ledger.
+pub const FINISHED_PAGE: u32 = 200;
+/// Finished runs held at most; beyond it the oldest are let go (the ledger keeps them).
+pub const FINISHED_MAX: usize = 2_000;
+/// How close to the end of the Finished tray the selection comes before the next page is
+/// asked for.
+const PAGE_AHEAD: usize = 10;
 
 /// Transcript lines kept per run (the dispatcher's ring holds as many).
 pub const TRANSCRIPT_MAX_LINES: usize = 2_000;
@@ -173,6 +185,8 @@ pub struct ViewModel {
     pub config_refused: Option<String>,
     /// Since when the owner has not answered (the dashboard reconnects by itself).
     pub owner_gone_since: Option<UnixMillis>,
+    /// Whether the ledger may hold finished runs older than the oldest one held.
+    finished_more: bool,
 }
 
 impl ViewModel {
@@ -218,10 +232,45 @@ impl ViewModel {
         self.selected.as_deref().and_then(|id| self.runs.get(id))
     }
 
-    /// Replaces every summary with a fresh list (the answer to `Request::Runs`). Details,
-    /// pending requests and transcripts of runs still listed are kept.
+    /// Replaces every summary with a complete list (every run there is).
     pub fn replace_runs(&mut self, summaries: Vec<RunSummary>) {
-        let mut next = HashMap::with_capacity(summaries.len());
+        self.replace_window(summaries, None);
+    }
+
+    /// Replaces the summaries with a fresh first window (the answer to `Request::Runs`
+    /// with `limit`): every active run, and the finished runs down to the oldest in the
+    /// answer. Finished runs held from older pages or searches stay; details, pending
+    /// requests and transcripts of runs still listed are kept.
+    pub fn replace_window(&mut self, summaries: Vec<RunSummary>, limit: Option<u32>) {
+        let finished: Vec<(UnixMillis, &str)> = summaries
+            .iter()
+            .filter(|s| s.head.state.is_terminal())
+            .map(finish_key)
+            .collect();
+        let complete = limit.is_none_or(|l| finished.len() < l as usize);
+        // Held finished runs older than the window's edge came from pages or searches.
+        let edge = finished.iter().min().map(|(at, id)| (*at, id.to_string()));
+        let mut older: Vec<RunEntry> = Vec::new();
+        if !complete && let Some((at, id)) = &edge {
+            let keys: Vec<String> = self
+                .runs
+                .values()
+                .filter(|e| e.summary.head.state.is_terminal())
+                .filter(|e| {
+                    let (a, i) = finish_key(&e.summary);
+                    (a, i) < (*at, id.as_str())
+                })
+                .map(|e| e.summary.head.run_id.clone())
+                .collect();
+            older.extend(keys.iter().filter_map(|k| self.runs.remove(k)));
+        }
+        if older.is_empty() {
+            self.finished_more = !complete;
+        }
+        let mut next = HashMap::with_capacity(summaries.len() + older.len());
+        for entry in older {
+            next.insert(entry.summary.head.run_id.clone(), entry);
+        }
         for summary in summaries {
             let entry = match self.runs.remove(&summary.head.run_id) {
                 Some(mut entry) => {
@@ -234,6 +283,98 @@ impl ViewModel {
         }
         self.runs = next;
         self.rebuild_rows();
+    }
+
+    /// Adds the runs of a page loaded on scroll (`older`: the answer to `Request::Runs`
+    /// with `before`, which held `limit` finished runs at most) or of a ledger search;
+    /// runs already held keep what they have (events keep them fresh).
+    pub fn add_runs(&mut self, summaries: Vec<RunSummary>, older: Option<u32>) {
+        if let Some(limit) = older {
+            let finished = summaries
+                .iter()
+                .filter(|s| s.head.state.is_terminal())
+                .count();
+            self.finished_more = finished >= limit as usize;
+        }
+        for summary in summaries {
+            self.runs
+                .entry(summary.head.run_id.clone())
+                .or_insert_with(|| RunEntry::new(summary));
+        }
+        self.trim_finished();
+        self.rebuild_rows();
+    }
+
+    /// Lets the oldest finished runs go beyond [`FINISHED_MAX`] (never the selected one,
+    /// nor one the filter shows).
+    fn trim_finished(&mut self) {
+        let mut finished: Vec<(UnixMillis, String)> = self
+            .runs
+            .values()
+            .filter(|e| e.summary.head.state.is_terminal())
+            .map(|e| {
+                let (at, id) = finish_key(&e.summary);
+                (at, id.to_string())
+            })
+            .collect();
+        if finished.len() <= FINISHED_MAX {
+            return;
+        }
+        finished.sort_unstable_by(|a, b| b.cmp(a));
+        let needle = self.filter.trim().to_lowercase();
+        for (_, id) in finished.into_iter().skip(FINISHED_MAX) {
+            let keep = self.selected.as_deref() == Some(id.as_str())
+                || (!needle.is_empty()
+                    && self
+                        .runs
+                        .get(&id)
+                        .is_some_and(|e| matches_filter(&e.summary, &needle)));
+            if !keep {
+                self.runs.remove(&id);
+                self.finished_more = true;
+            }
+        }
+    }
+
+    /// The finished run held that finished first: the next page starts after it.
+    pub fn oldest_finished(&self) -> Option<&str> {
+        self.runs
+            .values()
+            .filter(|e| e.summary.head.state.is_terminal())
+            .map(|e| finish_key(&e.summary))
+            .min()
+            .map(|(_, id)| id)
+    }
+
+    /// Whether the next page of finished runs is wanted: the selection is near the end of
+    /// the Finished tray, the ledger may hold older runs, and fewer than [`FINISHED_MAX`]
+    /// are held. Not while a filter is on (its search covers the ledger).
+    pub fn wants_older(&self) -> bool {
+        if !self.finished_more || !self.filter.trim().is_empty() {
+            return false;
+        }
+        let held = self
+            .runs
+            .values()
+            .filter(|e| e.summary.head.state.is_terminal())
+            .count();
+        if held >= FINISHED_MAX {
+            return false;
+        }
+        let Some(selected) = self.selected.as_deref() else {
+            return false;
+        };
+        let Some(start) = self
+            .rows
+            .iter()
+            .position(|r| matches!(r, Row::Header(Tray::Finished, _)))
+        else {
+            return false;
+        };
+        let tray = &self.rows[start + 1..];
+        tray.iter()
+            .position(|r| matches!(r, Row::Run(id) if id == selected))
+            .is_some_and(|at| at + PAGE_AHEAD >= tray.len())
     }
 
     /// Adds or updates one run's summary.
@@ -668,6 +809,15 @@ pub struct Counts {
     /// The Needs-you tray.
     pub needs_you: usize,
     pub active: usize,
+}
+
+/// Where a run sits in the Finished tray's order (and in the ledger's pages): when it
+/// finished, then its id.
+fn finish_key(run: &RunSummary) -> (UnixMillis, &str) {
+    (
+        run.head.finished_at.unwrap_or(run.head.created_at),
+        run.head.run_id.as_str(),
+    )
 }
 
 fn matches_filter(run: &RunSummary, needle: &str) -> bool {
@@ -1125,5 +1275,88 @@ mod tests {
         assert_eq!(m.list_top, 0);
         assert_eq!(m.run_at_line(1), Some("r00"));
         assert_eq!(m.run_at_line(0), None, "line 0 is the tray header");
+    }
+
+    fn finished(id: &str, at: i64) -> RunSummary {
+        let mut s = summary(id, RunState::Completed);
+        s.head.finished_at = Some(at);
+        s
+    }
+
+    #[test]
+    fn a_fresh_window_keeps_older_pages_and_drops_what_left_the_window() {
+        let mut m = ViewModel::new(0, 120, 40);
+        // The first window: one active run, two finished (the page was full).
+        m.replace_window(
+            vec![
+                summary("a", RunState::Running),
+                finished("f9", 900),
+                finished("f8", 800),
+            ],
+            Some(2),
+        );
+        assert_eq!(m.oldest_finished(), Some("f8"));
+        m.add_runs(vec![finished("f7", 700), finished("f6", 600)], Some(2));
+        assert_eq!(m.run_count(), 5);
+        assert_eq!(m.oldest_finished(), Some("f6"));
+        // A refresh: f9 was removed, a new run finished; the older page stays.
+        m.replace_window(
+            vec![
+                summary("a", RunState::Running),
+                finished("f10", 1_000),
+                finished("f8", 800),
+            ],
+            Some(2),
+        );
+        let mut ids: Vec<&str> = m.runs().map(|e| e.summary.head.run_id.as_str()).collect();
+        ids.sort();
+        assert_eq!(ids, ["a", "f10", "f6", "f7", "f8"]);
+    }
+
+    #[test]
+    fn the_next_page_is_wanted_near_the_end_of_the_finished_tray_only() {
+        let mut m = ViewModel::new(0, 120, 40);
+        let page: Vec<RunSummary> = (0..30)
+            .map(|i| finished(&format!("f{i:02}"), 10_000 - i))
+            .collect();
+        m.replace_window(page, Some(30));
+        m.select_first();
+        assert!(!m.wants_older(), "the top of the tray");
+        m.select_last();
+        assert!(m.wants_older(), "the end of a full page");
+        m.set_filter("f0".into());
+        assert!(!m.wants_older(), "a filter searches the ledger instead");
+        m.set_filter(String::new());
+        // A page that was not full: nothing older is left.
+        m.add_runs(vec![finished("f99", 1)], Some(30));
+        m.select_last();
+        assert!(!m.wants_older());
+    }
+
+    #[test]
+    fn finished_runs_held_stay_bounded_keeping_the_selected_one() {
+        let mut m = ViewModel::new(0, 120, 40);
+        let first: Vec<RunSummary> = (0..FINISHED_MAX as i64)
+            .map(|i| finished(&format!("n{i:05}"), 1_000_000 - i))
+            .collect();
+        m.replace_window(first, Some(FINISHED_MAX as u32));
+        m.select_last();
+        let selected = m.selected().map(str::to_string);
+        m.add_runs(
+            (0..10)
+                .map(|i| finished(&format!("o{i}"), 10 - i))
+                .collect(),
+            None,
+        );
+        let held = m
+            .runs()
+            .filter(|e| e.summary.head.state.is_terminal())
+            .count();
+        assert!(held <= FINISHED_MAX + 1, "{held} held");
+        assert!(
+            m.run(selected.as_deref().unwrap()).is_some(),
+            "the selection stays"
+        );
+        assert!(!m.wants_older(), "at the cap no page is asked for");
     }
 }

@@ -280,10 +280,7 @@ pub enum Query {
     },
     /// The ledger's runs, with the live ones (in memory) taking precedence.
     Runs {
-        state: Option<RunState>,
-        include_removed: bool,
-        /// Only the runs of this workflow.
-        workflow: Option<String>,
+        filter: crate::dispatch::api::RunsFilter,
         live: Vec<RunSummary>,
     },
     /// The budget session's view, its money as the core holds it laid over the ledger's.

@@ -53,7 +53,20 @@ impl Core {
                 state,
                 include_removed,
                 workflow,
-            } => return self.list_runs(to, state, include_removed, workflow),
+                limit,
+                before,
+                search,
+            } => {
+                let filter = crate::dispatch::api::RunsFilter {
+                    state,
+                    include_removed,
+                    workflow,
+                    limit,
+                    before,
+                    search,
+                };
+                return self.list_runs(to, filter);
+            }
             Request::Show { run_id } => match self.runs.get(&run_id) {
                 Some(run) => Ok(Response::Show(Box::new(run.view()))),
                 None => return self.answer_from_ledger(to, Query::Show { run_id }),
@@ -69,6 +82,7 @@ impl Core {
                             lines: run.transcript.lines().cloned().collect(),
                             events: Vec::new(),
                             result: None,
+                            events_pruned_at: None,
                         })))
                     }
                     _ => {
@@ -214,13 +228,7 @@ impl Core {
         self.reply(to, answer);
     }
 
-    fn list_runs(
-        &mut self,
-        to: ReplyTo,
-        state: Option<RunState>,
-        include_removed: bool,
-        workflow: Option<String>,
-    ) {
+    fn list_runs(&mut self, to: ReplyTo, filter: crate::dispatch::api::RunsFilter) {
         let live: Vec<RunSummary> = self
             .order
             .iter()
@@ -228,15 +236,7 @@ impl Core {
             .filter_map(|id| self.runs.get(id))
             .map(Run::summary)
             .collect();
-        self.answer_from_ledger(
-            to,
-            Query::Runs {
-                state,
-                include_removed,
-                workflow,
-                live,
-            },
-        );
+        self.answer_from_ledger(to, Query::Runs { filter, live });
     }
 
     fn follow_up(&mut self, to: ReplyTo, run_id: &str, text: String) {

@@ -235,6 +235,9 @@ fn runs_and_views_of_runs_not_in_memory_are_read_from_the_ledger() {
         state: None,
         include_removed: false,
         workflow: None,
+        limit: None,
+        before: None,
+        search: None,
     });
     match &out.answers[..] {
         [(_, Query::Runs { live, .. })] => {

@@ -258,6 +258,9 @@ fn shutdown_interrupts_every_active_run_and_waits_for_the_children() {
         state: None,
         include_removed: false,
         workflow: None,
+        limit: None,
+        before: None,
+        search: None,
     });
     assert!(out.refusal().message.contains("shutting down"));
     h.exit(&a);
