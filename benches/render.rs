@@ -235,6 +235,7 @@ fn pending(i: usize) -> PendingView {
         )),
         created_at: NOW - 30_000 + i as i64,
         expires_at: NOW + 570_000,
+        guard: None,
     }
 }
 
@@ -280,6 +281,7 @@ fn view(run_id: &str) -> RunView {
         depth: 0,
         parent_run: None,
         workspace: None,
+        decisions: Vec::new(),
         needs_you: None,
     }
 }

@@ -90,6 +90,13 @@ pub enum ErrorCode {
     GitFailed,
     /// A sub-run would nest deeper than `[limits] max_depth`.
     MaxDepth,
+    /// An approval rule that cannot be made: a bad scope, kind or decision, or a pattern
+    /// that is empty, too long or does not parse.
+    RuleInvalid,
+    /// No approval rule has that id.
+    RuleNotFound,
+    /// As many approval rules are kept as drover allows.
+    TooManyRules,
     Internal,
 }
 
@@ -145,6 +152,9 @@ impl ErrorCode {
             ErrorCode::WorkspaceBusy => "WORKSPACE_BUSY",
             ErrorCode::FileNotChanged => "FILE_NOT_CHANGED",
             ErrorCode::GitFailed => "GIT_FAILED",
+            ErrorCode::RuleInvalid => "RULE_INVALID",
+            ErrorCode::RuleNotFound => "RULE_NOT_FOUND",
+            ErrorCode::TooManyRules => "TOO_MANY_RULES",
             ErrorCode::Internal => "INTERNAL",
         }
     }

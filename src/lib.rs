@@ -14,6 +14,7 @@ pub mod dispatch;
 pub mod error;
 #[doc(hidden)]
 pub mod fuzz;
+pub mod guard;
 pub mod ledger;
 pub mod live_state;
 pub mod logging;
@@ -24,6 +25,7 @@ pub mod providers;
 pub mod redact;
 pub mod result_contract;
 pub mod route;
+pub mod rules;
 pub mod run_state;
 pub mod sim;
 pub mod spec;

@@ -1856,3 +1856,113 @@ fn models_lists_the_catalog_per_provider_and_dispatch_help_lists_the_scenarios()
         assert!(help.contains(scenario), "{scenario} in:\n{help}");
     }
 }
+
+#[test]
+fn approval_rules_are_kept_listed_applied_and_refused_with_codes() {
+    let home = Home::new();
+    // With no owner the list reads the ledger; a change needs an owner.
+    assert_eq!(home.json(&["rules"]), serde_json::json!([]));
+    let add = |scope: &str, kind: &str, pattern: &str, decision: &str| {
+        vec![
+            "rules".to_string(),
+            "add".into(),
+            "--scope".into(),
+            scope.into(),
+            "--kind".into(),
+            kind.into(),
+            "--pattern".into(),
+            pattern.into(),
+            decision.into(),
+        ]
+    };
+    let refused = |args: Vec<String>, code: &str| {
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        home.refused(&args, code)
+    };
+    refused(add("everywhere", "command", "ls *", "allow"), "NO_OWNER");
+    let _serve = home.serve();
+    let long = "x".repeat(201);
+    for (args, code) in [
+        (add("galaxy", "command", "ls *", "allow"), "RULE_INVALID"),
+        (add("everywhere", "shell", "ls *", "allow"), "RULE_INVALID"),
+        (add("everywhere", "command", "", "allow"), "RULE_INVALID"),
+        (add("everywhere", "command", &long, "allow"), "RULE_INVALID"),
+        (
+            add("everywhere", "command", "ls 'open", "allow"),
+            "RULE_INVALID",
+        ),
+        (
+            add("everywhere", "file-edit", "/etc/**", "allow"),
+            "RULE_INVALID",
+        ),
+        (
+            add("everywhere", "command", "ls *", "maybe"),
+            "RULE_INVALID",
+        ),
+        // The work directory is no git repository.
+        (
+            add("repository", "command", "ls *", "allow"),
+            "RULE_INVALID",
+        ),
+        (add("run", "command", "ls *", "allow"), "RULE_INVALID"),
+    ] {
+        let line = refused(args.clone(), code);
+        assert!(
+            line.len() > 20,
+            "{args:?}: a sentence says what to do: {line}"
+        );
+    }
+    home.refused(&["rules", "rm", "99"], "RULE_NOT_FOUND");
+    let args = [
+        "rules",
+        "add",
+        "--scope",
+        "run",
+        "--run",
+        "r-nope",
+        "--kind",
+        "command",
+        "--pattern",
+        "ls",
+        "allow",
+    ];
+    home.refused(&args, "RUN_NOT_FOUND");
+
+    let args = add("everywhere", "command", "ls *", "allow");
+    let rule = home.json(&args.iter().map(String::as_str).collect::<Vec<_>>());
+    assert_eq!(rule["id"], 1, "{rule}");
+    assert_eq!(rule["pattern"], "ls *", "{rule}");
+    let text = String::from_utf8_lossy(&home.drover(&["rules"]).stdout).into_owned();
+    assert_eq!(
+        text.lines().collect::<Vec<_>>(),
+        [
+            "ID  DECISION  KIND     PATTERN  SCOPE",
+            "1   allow     command  ls *     everywhere",
+        ]
+    );
+
+    // The run's `ls -la` is answered by the rule; its Edit still asks.
+    let run = home.dispatch("tool-permission", "List the files, then edit main.rs", &[]);
+    home.wait_for_pending(&run, "Edit");
+    let resolved = resolutions(&home, &run);
+    assert_eq!(resolved.len(), 1, "{resolved:?}");
+    assert_eq!(
+        (resolved[0].1.as_str(), resolved[0].2.as_str()),
+        ("rule:1", "allow by rule 1 (`ls *`, everywhere)")
+    );
+    let show = String::from_utf8_lossy(&home.drover(&["show", &run]).stdout).into_owned();
+    assert!(
+        show.lines()
+            .any(|l| l.starts_with("decided") && l.contains("rule:1: allow by rule 1")),
+        "{show}"
+    );
+    assert!(
+        has_line(&home.tail(&run), "rule 1 allowed Bash: ls -la"),
+        "{:?}",
+        home.tail(&run)
+    );
+
+    let removed = home.json(&["rules", "rm", "1"]);
+    assert_eq!(removed["id"], 1, "{removed}");
+    assert_eq!(home.json(&["rules"]), serde_json::json!([]));
+}

@@ -323,7 +323,7 @@ async fn a_permission_is_answered_with_one_key_and_the_prompt_moves_on() {
     assert_eq!(p.request.tool, "Edit");
 
     // Allow the Edit "always"; with nothing left the prompt closes.
-    h.press([char_key('a')]);
+    h.press([char_key('A')]);
     h.pump_until("the prompt to close", |app| app.overlays.is_empty())
         .await;
     let run = h.wait(&run_id, WaitUntil::Idle).await;
@@ -1135,5 +1135,249 @@ async fn a_blocked_run_lands_in_needs_you_with_its_offer_and_e_takes_it() {
     assert_eq!(old.head.completion_reason.as_deref(), Some("escalated"));
     let view = h.show(&child).await;
     assert_eq!(view.parent_run.as_deref(), Some(run_id.as_str()));
+    let _ = h.shutdown().await;
+}
+
+/// `git ARGS` in `dir`, which must succeed.
+fn git(dir: &std::path::Path, args: &[&str]) {
+    let out = std::process::Command::new("git")
+        .args(args)
+        .current_dir(dir)
+        .env("GIT_CONFIG_NOSYSTEM", "1")
+        .env_remove("GIT_DIR")
+        .env_remove("GIT_WORK_TREE")
+        .output()
+        .expect("git runs");
+    assert!(out.status.success(), "git {args:?}: {out:?}");
+}
+
+/// A scenario file of one turn whose one step is a Bash `command` behind a permission
+/// request (`run`: it really runs once allowed), after an `ls` that asks too.
+fn bash_scenario(dir: &std::path::Path, command: &str, run: bool) -> String {
+    let path = dir.join("scenario.toml");
+    let text = format!(
+        r#"description = "one command behind a permission request"
+model = "claude-sonnet-4-5"
+
+[[turns]]
+status = "done"
+summary = "Ran the command."
+
+[[turns.steps]]
+tool = "Bash"
+input = {{ command = "ls", description = "List the files" }}
+needs_permission = true
+output = "src"
+on_deny = "No listing then."
+
+[[turns.steps]]
+tool = "Bash"
+input = {{ command = {command:?}, description = "The command" }}
+needs_permission = true
+run = {run}
+output = "ran"
+on_deny = "Understood, I did not run it."
+"#
+    );
+    std::fs::write(&path, text).expect("scenario written");
+    path.display().to_string()
+}
+
+impl Harness {
+    /// Dispatches a `sim` run of the scenario file in `cwd`, in a `workspace` of that mode.
+    async fn dispatch_in(&self, scenario: &str, cwd: &std::path::Path, workspace: &str) -> String {
+        let run: RunSummary = self
+            .ask(Request::Dispatch {
+                spec: Box::new(SpecInput {
+                    provider: Some("sim".into()),
+                    scenario: Some(scenario.into()),
+                    task: "run the command".into(),
+                    cwd: Some(cwd.to_path_buf()),
+                    workspace: Some(workspace.into()),
+                    ..SpecInput::default()
+                }),
+            })
+            .await;
+        run.head.run_id
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_rule_saved_for_the_repository_answers_a_second_run_in_a_worktree_of_it() {
+    let mut h = Harness::start().await;
+    let repo = tempfile::tempdir_in(h.home.path())
+        .expect("a repo dir")
+        .keep();
+    git(&repo, &["init", "-q", "-b", "main"]);
+    git(&repo, &["config", "user.name", "Test User"]);
+    git(&repo, &["config", "user.email", "test@example.invalid"]);
+    git(&repo, &["config", "commit.gpgsign", "false"]);
+    git(&repo, &["commit", "-q", "--allow-empty", "-m", "start"]);
+    let scenario_dir = tempfile::tempdir_in(h.home.path()).expect("a dir").keep();
+    let scenario = bash_scenario(&scenario_dir, "cargo test --lib foo", false);
+
+    // The first run asks for `ls`: allowed once; then for `cargo test --lib foo`.
+    let first = h.dispatch_in(&scenario, &repo, "shared").await;
+    h.pump_until("the ls request", |app| {
+        app.model.oldest_pending(None).is_some()
+    })
+    .await;
+    h.press([char_key('p'), char_key('y')]);
+    h.pump_until("the cargo test request", |app| {
+        app.model
+            .oldest_pending(None)
+            .is_some_and(|(_, p)| p.ask.summary() == "cargo test --lib foo")
+    })
+    .await;
+    h.press([char_key('p')]);
+    // `a` opens the chooser with the proposed pattern and the repository scope.
+    h.press([char_key('a')]);
+    let Some(Overlay::Prompt(p)) = top(&h.app) else {
+        panic!("the prompt")
+    };
+    let drover::tui::views::prompt::PromptMode::Rule(chooser) = &p.mode else {
+        panic!("the chooser is open: {:?}", p.mode)
+    };
+    assert_eq!(chooser.pattern.text, "cargo test *");
+    assert_eq!(chooser.scope, drover::rules::Scope::Repository);
+    let shown = p.request.request_id.clone();
+    h.press([key(KeyCode::Enter)]);
+    h.pump_until("the prompt to close", |app| app.overlays.is_empty())
+        .await;
+    h.wait(&first, WaitUntil::Idle).await;
+    let rules: Vec<drover::rules::Rule> = h.ask(Request::Rules).await;
+    assert_eq!(rules.len(), 1);
+    assert_eq!(rules[0].pattern, "cargo test *");
+    let common = std::fs::canonicalize(repo.join(".git")).expect("the git dir");
+    assert_eq!(
+        rules[0].repository.as_deref(),
+        Some(common.to_str().unwrap())
+    );
+    let view = h.show(&first).await;
+    assert!(
+        view.decisions
+            .iter()
+            .any(|d| d.request_id.as_deref() == Some(shown.as_str()) && d.who == "rule:1"),
+        "the request on screen was answered by the rule: {:?}",
+        view.decisions
+    );
+
+    // A second run in a worktree of the same repository: `ls` asks, `cargo test` does not.
+    let second = h.dispatch_in(&scenario, &repo, "worktree").await;
+    h.pump_until("the second run's ls request", |app| {
+        app.model
+            .oldest_pending(None)
+            .is_some_and(|(e, _)| e.summary.head.run_id == second)
+    })
+    .await;
+    h.press([char_key('p'), char_key('y')]);
+    let run = h.wait(&second, WaitUntil::Idle).await;
+    assert_eq!(run.pending, 0);
+    let view = h.show(&second).await;
+    let by_rule: Vec<_> = view
+        .decisions
+        .iter()
+        .filter(|d| d.who == "rule:1")
+        .collect();
+    assert_eq!(by_rule.len(), 1, "{:?}", view.decisions);
+    let tail: TranscriptView = h
+        .ask(Request::Transcript {
+            run_id: second.clone(),
+            format: TranscriptFormat::Tail,
+        })
+        .await;
+    assert!(
+        tail.lines
+            .iter()
+            .any(|l| l.starts_with("rule 1 allowed Bash: cargo test --lib foo")),
+        "{:?}",
+        tail.lines
+    );
+    // And the ledger keeps the rule and who decided.
+    let home = h.shutdown().await;
+    let reader = drover::ledger::LedgerReader::open(&Paths::under(home.path()).ledger_file)
+        .expect("the ledger");
+    assert_eq!(reader.rules().expect("rules").len(), 1);
+    let whos: Vec<String> = reader
+        .decisions(&second)
+        .expect("decisions")
+        .into_iter()
+        .map(|d| d.who)
+        .collect();
+    assert_eq!(whos, ["user", "rule:1"]);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_flagged_recursive_delete_outside_the_workspace_asks_despite_an_allow_everything_rule() {
+    let mut h = Harness::start().await;
+    // The canary: a directory of this test's own, outside the run's workspace. If the
+    // guard failed, the command would delete only it.
+    let canary_home = tempfile::tempdir().expect("a canary home");
+    let canary = canary_home.path().join("canary");
+    std::fs::create_dir_all(canary.join("inside")).expect("the canary");
+    std::fs::write(canary.join("inside/keep.txt"), "still here").expect("a file");
+    let work = tempfile::tempdir_in(h.home.path())
+        .expect("a work dir")
+        .keep();
+    let command = format!("rm -rf {}", canary.display());
+    let scenario = bash_scenario(&work, &command, true);
+    let rule: drover::rules::Rule = h
+        .ask(Request::RuleAdd {
+            rule: drover::rules::RuleSpec {
+                scope: drover::rules::Scope::Everywhere,
+                kind: drover::rules::RuleKind::Any,
+                pattern: "*".into(),
+                decision: drover::rules::RuleDecision::Allow,
+                run_id: None,
+                repository: None,
+            },
+            answer: None,
+        })
+        .await;
+    assert_eq!(rule.id, 1);
+
+    let run_id = h.dispatch_in(&scenario, &work, "shared").await;
+    // `ls` is answered by the rule; the delete waits for the person, flagged.
+    h.pump_until("the flagged request", |app| {
+        app.model.oldest_pending(None).is_some()
+    })
+    .await;
+    let view = h.show(&run_id).await;
+    assert_eq!(view.pending.len(), 1);
+    let pending = &view.pending[0];
+    assert_eq!(pending.ask.summary(), command);
+    let reason = pending.guard.as_deref().expect("flagged");
+    assert!(reason.contains("outside the workspace"), "{reason}");
+    assert!(
+        view.decisions.iter().any(|d| d.who == "rule:1"),
+        "ls went by the rule"
+    );
+    assert!(
+        canary.join("inside/keep.txt").exists(),
+        "the canary survives the request"
+    );
+
+    // The prompt: one `y` does not allow it; `d` denies it.
+    h.press([char_key('p'), char_key('y')]);
+    let Some(Overlay::Prompt(p)) = top(&h.app) else {
+        panic!("the prompt")
+    };
+    assert_eq!(p.mode, drover::tui::views::prompt::PromptMode::ConfirmAllow);
+    assert_eq!(p.state, PromptState::Open, "nothing sent on the first y");
+    h.press([char_key('n'), char_key('d')]);
+    let run = h.wait(&run_id, WaitUntil::Idle).await;
+    assert_eq!(run.pending, 0);
+    assert!(
+        canary.join("inside/keep.txt").exists(),
+        "the canary survives"
+    );
+    let view = h.show(&run_id).await;
+    assert_eq!(
+        view.decisions
+            .iter()
+            .map(|d| d.who.as_str())
+            .collect::<Vec<_>>(),
+        ["rule:1", "user"]
+    );
     let _ = h.shutdown().await;
 }

@@ -196,7 +196,7 @@ fn the_demo_answers_a_permission_by_keys_and_another_terminal_sees_the_run_compl
     }
     // Tab walks every waiting item (requests and route cards, oldest first) in turn.
     tmux.wait_for("Edit wants to run", &["Tab"]);
-    tmux.keys(&["a"]);
+    tmux.keys(&["A"]);
     let waited = json(drover(
         home.path(),
         &[

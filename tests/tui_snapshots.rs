@@ -905,3 +905,80 @@ fn a_refusal_in_the_form_is_shown_in_full_wrapped() {
         "the end of it: {screen}"
     );
 }
+
+/// The requests a batch of effects sends.
+fn requests(effects: &[drover::tui::Effect]) -> Vec<drover::dispatch::Request> {
+    effects
+        .iter()
+        .filter_map(|e| match e {
+            drover::tui::Effect::Request { request, .. } => Some(request.clone()),
+            _ => None,
+        })
+        .collect()
+}
+
+#[test]
+fn a_rule_chooser_proposes_a_pattern_and_saves_it_bound_to_the_request() {
+    use drover::dispatch::Request;
+    use drover::rules::{RuleDecision, RuleKind, Scope};
+    let mut app = busy_app(100, 30);
+    let request = bash_request(1, "cargo test --lib foo");
+    app.overlays
+        .push(Overlay::Prompt(PromptView::new(id(1), request)));
+    press(&mut app, [char_key('a')]);
+    snap("permission_prompt_rule_chooser", &app);
+    // tab: the next scope; the pattern is edited; enter saves it and answers req_1.
+    press(&mut app, [key(KeyCode::Tab)]);
+    press(&mut app, std::iter::repeat_n(key(KeyCode::Backspace), 1));
+    press(&mut app, typed("--lib *"));
+    snap("permission_prompt_rule_chooser_edited", &app);
+    let effects = app.handle(key(KeyCode::Enter));
+    let sent: [Request; 1] = requests(&effects).try_into().expect("one request");
+    let [Request::RuleAdd { rule, answer }] = sent else {
+        panic!("a rule_add");
+    };
+    assert_eq!(rule.scope, Scope::Everywhere);
+    assert_eq!(rule.kind, RuleKind::Command);
+    assert_eq!(rule.decision, RuleDecision::Allow);
+    assert_eq!(rule.pattern, "cargo test --lib *");
+    let answer = answer.expect("bound to the request on screen");
+    assert_eq!(
+        (answer.run_id, answer.request_id),
+        (id(1), "req_1".to_string())
+    );
+}
+
+#[test]
+fn a_flagged_request_has_a_red_banner_and_a_confirming_key() {
+    use drover::dispatch::Request;
+    use drover::providers::PermissionAnswer;
+    let mut app = busy_app(100, 30);
+    let mut request = bash_request(1, "rm -rf /tmp/canary");
+    request.guard = Some("a recursive delete of `/tmp/canary`, outside the workspace".into());
+    app.overlays
+        .push(Overlay::Prompt(PromptView::new(id(1), request)));
+    snap("permission_prompt_flagged", &app);
+    // The banner is red.
+    let buf = render_buffer(&app);
+    let banner = (0..buf.area.height)
+        .flat_map(|y| (0..buf.area.width).map(move |x| (x, y)))
+        .find(|&(x, y)| buf[(x, y)].symbol() == "⚠")
+        .expect("the banner is drawn");
+    assert_eq!(buf[banner].style().fg, Some(Color::Red));
+    // `a` makes no rule of it; `y` asks to confirm; only the second `y` allows it, once.
+    assert!(requests(&app.handle(char_key('a'))).is_empty());
+    assert!(requests(&app.handle(char_key('y'))).is_empty());
+    snap("permission_prompt_flagged_confirm", &app);
+    // Another key takes the first press back.
+    assert!(requests(&app.handle(char_key('j'))).is_empty());
+    assert!(requests(&app.handle(char_key('y'))).is_empty());
+    let sent = requests(&app.handle(char_key('y')));
+    assert_eq!(
+        sent,
+        [Request::Respond {
+            run_id: id(1),
+            request_id: "req_1".into(),
+            answer: PermissionAnswer::Allow { always: false },
+        }]
+    );
+}

@@ -20,6 +20,7 @@ mod models;
 pub mod owner;
 mod render;
 mod route;
+mod rules;
 pub mod runs;
 pub mod serve;
 pub mod sim;
@@ -123,6 +124,9 @@ pub enum Command {
     Route(route::RouteCommand),
     #[command(flatten)]
     Workspace(workspace::WorkspaceCommand),
+    /// The approval rules: `rules add --scope run|repository|everywhere --kind
+    /// command|file-edit|fetch|mcp-tool|any --pattern P allow|deny`, `rules rm ID`.
+    Rules(rules::RulesArgs),
     /// The simulated agent: a Claude-Code-compatible stream-json CLI driven by a scenario.
     #[command(hide = true)]
     SimAgent(sim::SimAgentArgs),
@@ -143,6 +147,7 @@ impl Command {
             Command::Run(command) => command.read_only(),
             Command::Route(command) => command.read_only(),
             Command::Workspace(command) => command.read_only(),
+            Command::Rules(args) => args.read_only(),
             // `mcp` starts a background owner when none runs.
             Command::Dashboard
             | Command::Serve(_)
@@ -166,6 +171,7 @@ impl Command {
             Command::Run(command) => command.name(),
             Command::Route(command) => command.name(),
             Command::Workspace(command) => command.name(),
+            Command::Rules(_) => "rules",
             Command::SimAgent(_) => "sim-agent",
             Command::Shutdown(_) => "shutdown",
             Command::Status(_) => "status",
@@ -264,6 +270,7 @@ pub fn run(cli: Cli) -> Result<exit::Exit, DroverError> {
         Command::Run(command) => runs::run(command, &paths),
         Command::Route(command) => done(route::run(command, &paths)),
         Command::Workspace(command) => done(workspace::run(command, &paths)),
+        Command::Rules(args) => done(rules::run(args, &paths)),
         Command::SimAgent(_) => Err(DroverError::new(
             ErrorCode::Internal,
             "sim-agent is handled before the data directory is touched",

@@ -311,6 +311,9 @@ fn result_lines(result: &ResultView) -> Vec<(String, String)> {
 }
 
 /// `drover show`: the run, key by key.
+/// How many of a run's last decisions `show` prints.
+const DECISIONS_SHOWN_TEXT: usize = 10;
+
 pub fn run_view(run: &RunView, now: UnixMillis) -> String {
     let mut lines: Vec<(String, String)> = Vec::new();
     let mut push = |key: &str, value: String| lines.push((key.to_string(), value));
@@ -439,6 +442,28 @@ pub fn run_view(run: &RunView, now: UnixMillis) -> String {
                 }
             }
         }
+        if let Some(reason) = &pending.guard {
+            push(
+                "",
+                format!("flagged: {}", clip(&one_line(reason), TEXT_CHARS)),
+            );
+        }
+    }
+    // The last decisions, with who made them (`user`, `rule:<id>`, `always`, …).
+    let skip = run.decisions.len().saturating_sub(DECISIONS_SHOWN_TEXT);
+    for d in run.decisions.iter().skip(skip) {
+        push(
+            "decided",
+            clip(
+                &one_line(&format!(
+                    "{} {}: {}",
+                    d.request_id.as_deref().unwrap_or("-"),
+                    d.who,
+                    d.decision
+                )),
+                TEXT_CHARS,
+            ),
+        );
     }
     if let Some(result) = &run.last_result {
         lines.extend(result_lines(result));
@@ -625,6 +650,7 @@ mod tests {
             always: None,
             created_at: 0,
             expires_at: 1,
+            guard: None,
         };
         let mut changed = summary("r1", RunState::Failed, "t");
         changed.head.completion_reason = Some("provider_error".into());
@@ -765,6 +791,7 @@ mod tests {
                     always: None,
                     created_at: 0,
                     expires_at: 1,
+                    guard: None,
                 },
                 PendingView {
                     request_id: "P-2".into(),
@@ -774,6 +801,7 @@ mod tests {
                     always: None,
                     created_at: 0,
                     expires_at: 1,
+                    guard: None,
                 },
             ],
             last_result: None,
@@ -794,6 +822,12 @@ mod tests {
             depth: 0,
             parent_run: None,
             workspace: None,
+            decisions: vec![crate::dispatch::api::DecisionView {
+                at: 0,
+                request_id: Some("P-1".into()),
+                who: "rule:3".into(),
+                decision: "allow by rule 3 (`cargo test *`, everywhere)".into(),
+            }],
             needs_you: None,
         };
         let text = run_view(&view, 120_000);
@@ -816,6 +850,7 @@ mod tests {
             "              2. Postgres",
             "pending   P-2 permission for Bash: drover respond R-7 P-2 allow|always|deny",
             "            wants: cargo test --workspace",
+            "decided   P-1 rule:3: allow by rule 3 (`cargo test *`, everywhere)",
             "when      created 2m ago",
         ];
         assert_eq!(lines, expected);

@@ -57,6 +57,30 @@ pub struct Config {
     pub dashboard: DashboardConfig,
     pub redact: RedactConfig,
     pub mcp: McpConfig,
+    pub guard: GuardConfig,
+}
+
+/// `[guard]`: what the guard flags beyond its own list (DESIGN.md §14).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct GuardConfig {
+    /// Command patterns (as in rules: `docker system prune *`) that always ask, whatever
+    /// the rules and "allow always" say.
+    pub commands: Vec<String>,
+}
+
+impl GuardConfig {
+    /// At most this many extra patterns.
+    pub const MAX_COMMANDS: usize = 100;
+
+    /// The patterns compiled; the config was validated, so none fails (one that does is
+    /// left out).
+    pub fn patterns(&self) -> Vec<crate::rules::pattern::CommandPattern> {
+        self.commands
+            .iter()
+            .filter_map(|c| crate::rules::pattern::CommandPattern::parse(c).ok())
+            .collect()
+    }
 }
 
 /// `[mcp]`: drover's MCP server offered to runs (DESIGN.md §16).

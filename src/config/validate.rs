@@ -190,7 +190,35 @@ pub(super) fn check(config: &Config) -> Result<(), Problem> {
     }
     catalog_entries(config)?;
     routing(config)?;
-    workspaces(config)
+    workspaces(config)?;
+    guard(config)
+}
+
+/// `[guard] commands`: at most [`GuardConfig::MAX_COMMANDS`] patterns that parse.
+fn guard(config: &Config) -> Result<(), Problem> {
+    let commands = &config.guard.commands;
+    let key = vec!["guard".to_owned(), "commands".to_owned()];
+    let max = crate::config::GuardConfig::MAX_COMMANDS;
+    if commands.len() > max {
+        return Err(Problem::new(
+            format!(
+                "`{}` has {} patterns; keep at most {max}",
+                dotted(&key),
+                commands.len()
+            ),
+            vec![key],
+        ));
+    }
+    for (i, pattern) in commands.iter().enumerate() {
+        if let Err(why) = crate::rules::pattern::CommandPattern::parse(pattern) {
+            let key = vec!["guard".to_owned(), format!("commands[{i}]")];
+            return Err(Problem::new(
+                format!("`{}` is {pattern:?}: {why}", dotted(&key)),
+                vec![key],
+            ));
+        }
+    }
+    Ok(())
 }
 
 /// `[workspaces] root`: empty (the data directory's `worktrees/`) or an absolute path.

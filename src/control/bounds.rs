@@ -15,6 +15,8 @@ pub const MAX_RUN_IDS: usize = 256;
 pub const MAX_ANSWERS: usize = 64;
 /// The longest id (run, request) accepted.
 pub const MAX_ID_CHARS: usize = 128;
+/// The longest path (a rule's repository) accepted, in bytes.
+pub const MAX_PATH_BYTES: usize = 4096;
 /// The most `wait`s one connection may have pending at once.
 pub const MAX_PENDING_WAITS: usize = 16;
 
@@ -54,6 +56,31 @@ pub fn check(request: &Request) -> Result<Request, DroverError> {
             run_id: Some(run_id),
             ..
         } => id_len("run_id", run_id)?,
+        Request::RuleAdd { rule, answer } => {
+            if rule.pattern.chars().count() > crate::rules::MAX_PATTERN_CHARS {
+                return Err(too_large(format!(
+                    "`rule_add` carries a pattern of {} characters; send at most {}",
+                    rule.pattern.chars().count(),
+                    crate::rules::MAX_PATTERN_CHARS
+                )));
+            }
+            if let Some(run_id) = &rule.run_id {
+                id_len("run_id", run_id)?;
+            }
+            if rule
+                .repository
+                .as_ref()
+                .is_some_and(|r| r.len() > MAX_PATH_BYTES)
+            {
+                return Err(too_large(format!(
+                    "`rule_add` names a repository path over {MAX_PATH_BYTES} bytes"
+                )));
+            }
+            if let Some(a) = answer {
+                id_len("run_id", &a.run_id)?;
+                id_len("request_id", &a.request_id)?;
+            }
+        }
         _ => {}
     }
     Ok(request)
@@ -86,4 +113,46 @@ fn id_len(field: &str, id: &str) -> Result<(), DroverError> {
 
 fn too_large(message: String) -> DroverError {
     DroverError::new(ErrorCode::RequestTooLarge, message)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::dispatch::api::RuleAnswer;
+    use crate::rules::{RuleDecision, RuleKind, RuleSpec, Scope};
+
+    fn rule_add(pattern: &str, repository: Option<String>, request_id: &str) -> Request {
+        Request::RuleAdd {
+            rule: RuleSpec {
+                scope: Scope::Everywhere,
+                kind: RuleKind::Command,
+                pattern: pattern.into(),
+                decision: RuleDecision::Allow,
+                run_id: None,
+                repository,
+            },
+            answer: Some(RuleAnswer {
+                run_id: "r1".into(),
+                request_id: request_id.into(),
+            }),
+        }
+    }
+
+    #[test]
+    fn a_rule_over_its_bounds_is_refused_before_the_dispatcher() {
+        assert!(check(&rule_add("cargo test *", None, "p1")).is_ok());
+        let too_long = "x".repeat(crate::rules::MAX_PATTERN_CHARS + 1);
+        for request in [
+            rule_add(&too_long, None, "p1"),
+            rule_add("ls", Some("/".repeat(MAX_PATH_BYTES + 1)), "p1"),
+            rule_add("ls", None, &"i".repeat(MAX_ID_CHARS + 1)),
+        ] {
+            let e = check(&request).unwrap_err();
+            assert_eq!(e.code, ErrorCode::RequestTooLarge);
+            assert!(
+                e.message.contains("send at most") || e.message.contains("over"),
+                "{e}"
+            );
+        }
+    }
 }

@@ -50,6 +50,7 @@ pub fn request_timeout(request: &Request) -> Option<Duration> {
         | Request::Transcript { .. }
         | Request::Budget
         | Request::Routes
+        | Request::Rules
         | Request::Diff { .. } => Some(READ_TIMEOUT),
         Request::Dispatch { .. }
         | Request::FollowUp { .. }
@@ -66,7 +67,9 @@ pub fn request_timeout(request: &Request) -> Option<Duration> {
         | Request::Escalate { .. }
         | Request::Retry { .. }
         | Request::Keep { .. }
-        | Request::Discard { .. } => Some(CHANGE_TIMEOUT),
+        | Request::Discard { .. }
+        | Request::RuleAdd { .. }
+        | Request::RuleRemove { .. } => Some(CHANGE_TIMEOUT),
         // A merge may bring a large work tree along.
         Request::Merge { .. } => Some(MERGE_TIMEOUT),
     }

@@ -88,6 +88,8 @@ pub fn answer(paths: &Paths, request: &Request) -> Result<Response, DroverError>
                 0.0,
             )?))
         }
+        (Request::Rules, Some(reader)) => Response::Rules(reader.rules()?),
+        (Request::Rules, None) => Response::Rules(Vec::new()),
         _ => return Err(no_owner(paths)),
     };
     Ok(mark_owner_gone(response, || super::last_owner_gone(paths)))

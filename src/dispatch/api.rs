@@ -169,6 +169,19 @@ pub enum Request {
         #[serde(default)]
         timeout_secs: Option<u64>,
     },
+    /// The approval rules, oldest first.
+    Rules,
+    /// Keep a new approval rule. With `answer`, the pending request it names (the one on
+    /// screen) is answered by it at once; every other pending request it matches is too.
+    RuleAdd {
+        rule: crate::rules::RuleSpec,
+        #[serde(default)]
+        answer: Option<RuleAnswer>,
+    },
+    /// Forget approval rule `id`.
+    RuleRemove {
+        id: u64,
+    },
     /// Start receiving [`DispatchEvent`]s (of these runs, or of all when empty): after
     /// `after` (the last position this client saw) when the owner can still replay from
     /// there, else from now (the answer says which).
@@ -212,6 +225,17 @@ pub enum Response {
     Diff(Box<DiffView>),
     /// `merge`, `keep`, `discard`.
     Workspace(Box<WorkspaceActionView>),
+    /// `rules`.
+    Rules(Vec<crate::rules::Rule>),
+    /// `rule_add`, `rule_remove`: the rule made or forgotten.
+    Rule(Box<crate::rules::Rule>),
+}
+
+/// The request a new rule answers at once (`rule_add`'s `answer`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RuleAnswer {
+    pub run_id: String,
+    pub request_id: String,
 }
 
 /// The answer to `ping`: who owns the data directory.
@@ -330,6 +354,8 @@ impl Request {
             Request::Merge { .. } | Request::Keep { .. } | Request::Discard { .. } => {
                 Response::Workspace(boxed(value)?)
             }
+            Request::Rules => Response::Rules(serde_json::from_value(value)?),
+            Request::RuleAdd { .. } | Request::RuleRemove { .. } => Response::Rule(boxed(value)?),
         })
     }
 }
@@ -362,6 +388,8 @@ response_into! {
     into_wait => Wait(v) -> WaitOutcome = v,
     into_budget => Budget(v) -> BudgetView = *v,
     into_routes => Routes(v) -> Vec<OpenRoute> = v,
+    into_rules => Rules(v) -> Vec<crate::rules::Rule> = v,
+    into_rule => Rule(v) -> crate::rules::Rule = *v,
     into_diff => Diff(v) -> DiffView = *v,
     into_workspace => Workspace(v) -> WorkspaceActionView = *v,
 }
@@ -720,6 +748,9 @@ pub struct RunView {
     /// Where the run works (its worktree, branch and base) and what it changed there.
     #[serde(default)]
     pub workspace: Option<WorkspaceView>,
+    /// Who decided the run's requests, oldest first (the last [`DECISIONS_SHOWN`]).
+    #[serde(default)]
+    pub decisions: Vec<DecisionView>,
     /// Why the run is in Needs you and since when; `null` when it waits for nothing.
     #[serde(default)]
     pub needs_you: Option<NeedsYou>,
@@ -757,6 +788,9 @@ impl RunView {
         self
     }
 }
+
+/// How many of a run's decisions `show` carries.
+pub const DECISIONS_SHOWN: usize = 50;
 
 /// A held run's route card (`show --json` → `route`, `drover routes`).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -804,6 +838,21 @@ pub struct PendingView {
     pub always: Option<AlwaysOption>,
     pub created_at: UnixMillis,
     pub expires_at: UnixMillis,
+    /// The guard's reason, when it flagged the request as able to destroy work or leak
+    /// secrets: no rule or "always" answers it, and a front end shows the reason in red
+    /// and asks for a confirming key before allowing it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub guard: Option<String>,
+}
+
+/// One decision on a run's request: who decided (`user`, `rule:<id>`, `always`,
+/// `policy`, `timeout`, …) and what.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct DecisionView {
+    pub at: UnixMillis,
+    pub request_id: Option<String>,
+    pub who: String,
+    pub decision: String,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

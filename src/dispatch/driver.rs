@@ -84,6 +84,10 @@ impl Facts for SystemFacts {
     fn in_git_work_tree(&self, dir: &Path) -> bool {
         crate::workspace::in_work_tree(dir)
     }
+
+    fn repository_of(&self, dir: &Path) -> Option<PathBuf> {
+        crate::workspace::git_common_dir(dir)
+    }
 }
 
 /// The furthest the loop sleeps ahead.

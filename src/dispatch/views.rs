@@ -99,6 +99,7 @@ pub fn startup(
         version: crate::VERSION.to_string(),
         session: session(reader, &name)?,
         route_memory,
+        rules: reader.rules()?,
         newest_run_at: reader.newest_run_at()?,
         data_dir: data_dir.to_path_buf(),
         checkouts,
@@ -467,9 +468,31 @@ pub fn run_view_from_ledger(reader: &LedgerReader, run_id: &str) -> Result<RunVi
         depth: stored_depth(reader, run_id)?,
         parent_run: run.parent_run.clone(),
         workspace,
+        decisions: decisions(reader, run_id)?,
         needs_you: None,
     }
     .with_need())
+}
+
+/// The run's last [`DECISIONS_SHOWN`](crate::dispatch::api::DECISIONS_SHOWN) decisions.
+fn decisions(
+    reader: &LedgerReader,
+    run_id: &str,
+) -> Result<Vec<crate::dispatch::api::DecisionView>, DroverError> {
+    let all = reader.decisions(run_id)?;
+    let skip = all
+        .len()
+        .saturating_sub(crate::dispatch::api::DECISIONS_SHOWN);
+    Ok(all
+        .into_iter()
+        .skip(skip)
+        .map(|d| crate::dispatch::api::DecisionView {
+            at: d.at,
+            request_id: d.request_id,
+            who: d.who,
+            decision: d.decision,
+        })
+        .collect())
 }
 
 /// A run's workspace as its row keeps it; `None` for a row from before workspaces (or

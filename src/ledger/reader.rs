@@ -323,6 +323,24 @@ impl LedgerReader {
             .optional()?)
     }
 
+    /// Every approval rule, oldest first.
+    pub fn rules(&self) -> Result<Vec<crate::rules::Rule>, LedgerError> {
+        let mut st = self
+            .conn
+            .prepare_cached("SELECT id, rule_json FROM rules ORDER BY id")?;
+        let rows = st
+            .query_map([], |r| Ok((r.get::<_, i64>(0)?, r.get::<_, String>(1)?)))?
+            .collect::<Result<Vec<_>, _>>()?;
+        rows.into_iter()
+            .map(|(id, text)| {
+                let value = parse_json("-", "rules.rule_json", &text)?;
+                let mut rule: crate::rules::Rule = serde_json::from_value(value)?;
+                rule.id = id as u64;
+                Ok(rule)
+            })
+            .collect()
+    }
+
     pub fn meta(&self, key: &str) -> Result<Option<String>, LedgerError> {
         Ok(self
             .conn

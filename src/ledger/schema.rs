@@ -146,6 +146,21 @@ const MIGRATIONS: &[&str] = &[
     CREATE INDEX runs_by_checkout ON runs(json_extract(workspace_json, '$.checkout'))
         WHERE workspace_json IS NOT NULL;
     "#,
+    // 5: approval rules (DESIGN.md §14): scope, kind, pattern, decision; the whole rule
+    // as JSON beside the columns a person looks at.
+    r#"
+    CREATE TABLE rules (
+        id          INTEGER PRIMARY KEY,
+        scope       TEXT NOT NULL,
+        kind        TEXT NOT NULL,
+        pattern     TEXT NOT NULL,
+        decision    TEXT NOT NULL,
+        run_id      TEXT,
+        repository  TEXT,
+        created_at  INTEGER NOT NULL,
+        rule_json   TEXT NOT NULL
+    );
+    "#,
 ];
 
 /// The schema version this build writes.

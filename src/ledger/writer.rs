@@ -59,6 +59,10 @@ pub enum WriteOp {
     ForgetProcesses {
         run_id: String,
     },
+    /// Keep an approval rule (a new one, or one replaced by id).
+    PutRule(Box<crate::rules::Rule>),
+    /// Forget an approval rule.
+    DeleteRule(u64),
 }
 
 /// An event ready for the writer: its body already serialized.
@@ -471,6 +475,28 @@ fn apply_op(tx: &Transaction<'_>, op: &WriteOp) -> Result<(), LedgerError> {
         WriteOp::ForgetProcesses { run_id } => {
             let mut st = tx.prepare_cached("DELETE FROM processes WHERE run_id = ?1")?;
             st.execute(params![run_id])?;
+        }
+        WriteOp::PutRule(rule) => {
+            let mut st = tx.prepare_cached(
+                "INSERT OR REPLACE INTO rules
+                    (id, scope, kind, pattern, decision, run_id, repository, created_at, rule_json)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)",
+            )?;
+            st.execute(params![
+                rule.id as i64,
+                rule.scope.as_str(),
+                rule.kind.as_str(),
+                rule.pattern,
+                rule.decision.as_str(),
+                rule.run_id,
+                rule.repository,
+                rule.created_at,
+                serde_json::to_string(&**rule)?
+            ])?;
+        }
+        WriteOp::DeleteRule(id) => {
+            let mut st = tx.prepare_cached("DELETE FROM rules WHERE id = ?1")?;
+            st.execute(params![*id as i64])?;
         }
     }
     Ok(())

@@ -501,7 +501,8 @@ impl App {
             return;
         };
         if let Some(pending) = entry.pending.first() {
-            let view = PromptView::new(entry.summary.head.run_id.clone(), pending.clone());
+            let mut view = PromptView::new(entry.summary.head.run_id.clone(), pending.clone());
+            view.workspace = self.model.work_dir(&entry.summary.head.run_id);
             self.overlays.push(Overlay::Prompt(view));
         } else if entry.summary.head.state == RunState::AwaitingRoute {
             let id = entry.summary.head.run_id.clone();
@@ -632,9 +633,11 @@ impl App {
                     self.overlays.pop();
                 }
                 match pending {
-                    Some(p) => self
-                        .overlays
-                        .push(Overlay::Prompt(PromptView::new(run_id, p))),
+                    Some(p) => {
+                        let mut view = PromptView::new(run_id.clone(), p);
+                        view.workspace = self.model.work_dir(&run_id);
+                        self.overlays.push(Overlay::Prompt(view));
+                    }
                     None => self.open_route(&run_id),
                 }
             }
@@ -1114,7 +1117,16 @@ impl App {
             matches!(o, Overlay::Prompt(p) if p.request.request_id == request_id && p.run_id == run_id)
         });
         match result {
-            Ok(_) => {
+            Ok(answer) => {
+                if let Response::Rule(rule) = &answer {
+                    self.flash_info(format!(
+                        "rule {} saved: {} `{}` · {}",
+                        rule.id,
+                        rule.decision.as_str(),
+                        rule.pattern,
+                        rule.scope_words()
+                    ));
+                }
                 self.model.forget_pending(run_id, request_id);
                 if let Some(at) = prompt_at {
                     let on_top = at + 1 == self.overlays.len();

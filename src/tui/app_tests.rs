@@ -153,6 +153,7 @@ fn a_new_permission_request_notifies_once_and_can_be_turned_off() {
         always: None,
         created_at: 0,
         expires_at: 1,
+        guard: None,
     };
     let event = AppEvent::Dispatch(DispatchEvent::PermissionRequested {
         run_id: "a".into(),

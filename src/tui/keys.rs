@@ -116,6 +116,7 @@ pub enum Action {
     // prompt
     AllowOnce,
     AllowAlways,
+    AddRule,
     Deny,
     DenyWithMessage,
     TypeAnswer,
@@ -136,7 +137,7 @@ pub enum Action {
 }
 
 impl Action {
-    pub const ALL: [Action; 51] = [
+    pub const ALL: [Action; 52] = [
         Action::SelectNext,
         Action::SelectPrev,
         Action::SelectFirst,
@@ -177,6 +178,7 @@ impl Action {
         Action::Decline,
         Action::AllowOnce,
         Action::AllowAlways,
+        Action::AddRule,
         Action::Deny,
         Action::DenyWithMessage,
         Action::TypeAnswer,
@@ -233,6 +235,7 @@ impl Action {
             Action::Decline => "decline",
             Action::AllowOnce => "allow_once",
             Action::AllowAlways => "allow_always",
+            Action::AddRule => "add_rule",
             Action::Deny => "deny",
             Action::DenyWithMessage => "deny_with_message",
             Action::TypeAnswer => "type_answer",
@@ -289,7 +292,10 @@ impl Action {
             Action::ToggleRemember => "remember the pick for this task class",
             Action::Decline => "decline the card (the run is stopped)",
             Action::AllowOnce => "allow this tool use once",
-            Action::AllowAlways => "allow it for the rest of this run",
+            Action::AllowAlways => "allow this exact request for the rest of this run",
+            Action::AddRule => {
+                "save an approval rule for requests like this (scope, pattern) and answer"
+            }
             Action::Deny => "deny",
             Action::DenyWithMessage => "deny with a message to the model",
             Action::TypeAnswer => "type an answer to a question",
@@ -346,6 +352,7 @@ impl Action {
             Action::Decline => "decline",
             Action::AllowOnce => "allow",
             Action::AllowAlways => "always",
+            Action::AddRule => "rule",
             Action::Deny => "deny",
             Action::DenyWithMessage => "deny+msg",
             Action::TypeAnswer => "type answer",
@@ -575,7 +582,8 @@ const ROUTE: &[Binding] = &[
 #[rustfmt::skip]
 const PROMPT: &[Binding] = &[
     bind(KeyCombo::char('y'), A::AllowOnce),
-    bind(KeyCombo::char('a'), A::AllowAlways),
+    bind(KeyCombo::char('a'), A::AddRule),
+    bind(KeyCombo::char('A'), A::AllowAlways),
     bind(KeyCombo::char('d'), A::Deny),
     bind(KeyCombo::char('m'), A::DenyWithMessage),
     bind(KeyCombo::char('t'), A::TypeAnswer),

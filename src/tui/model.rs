@@ -587,6 +587,13 @@ impl ViewModel {
     }
 
     /// The oldest pending request of any run, other than `except` (a request id).
+    /// The directory run `run_id` works in (its worktree, or its shared directory).
+    pub fn work_dir(&self, run_id: &str) -> Option<std::path::PathBuf> {
+        let entry = self.run(run_id)?;
+        let ws = entry.summary.workspace.as_deref()?;
+        ws.dir.as_deref().map(std::path::PathBuf::from)
+    }
+
     pub fn oldest_pending(&self, except: Option<&str>) -> Option<(&RunEntry, &PendingView)> {
         self.runs
             .values()
@@ -957,6 +964,7 @@ mod tests {
             always: None,
             created_at: at,
             expires_at: at + 600_000,
+            guard: None,
         }
     }
 

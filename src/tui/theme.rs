@@ -55,6 +55,13 @@ pub fn error_bold() -> Style {
     Style::new().fg(Color::Red).add_modifier(Modifier::BOLD)
 }
 
+/// The guard's banner over a flagged request: red, reversed and bold.
+pub fn danger_banner() -> Style {
+    Style::new()
+        .fg(Color::Red)
+        .add_modifier(Modifier::BOLD | Modifier::REVERSED)
+}
+
 pub fn success() -> Style {
     Style::new().fg(Color::Green)
 }

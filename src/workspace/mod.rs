@@ -402,6 +402,31 @@ pub fn in_work_tree(dir: &Path) -> bool {
     })
 }
 
+/// The git common directory of the repository `dir` is in (its main checkout's `.git`,
+/// for `dir` in any of its worktrees too), read from the `.git` files, without git.
+/// `None` outside a git work tree.
+pub fn git_common_dir(dir: &Path) -> Option<PathBuf> {
+    dir.ancestors().find_map(|d| {
+        let dot_git = d.join(".git");
+        if dot_git.is_dir() {
+            // A `.git` without a HEAD is no repository (as `in_work_tree` reads it).
+            return dot_git
+                .join("HEAD")
+                .is_file()
+                .then(|| std::fs::canonicalize(&dot_git).ok())
+                .flatten();
+        }
+        let text = std::fs::read_to_string(&dot_git).ok()?;
+        let gitdir = text.strip_prefix("gitdir:")?.trim();
+        let gitdir = d.join(gitdir);
+        let common = match std::fs::read_to_string(gitdir.join("commondir")) {
+            Ok(rel) => gitdir.join(rel.trim()),
+            Err(_) => gitdir,
+        };
+        std::fs::canonicalize(common).ok()
+    })
+}
+
 /// `NO_WORKTREE`: why a run has no worktree to act on (shared, merged, kept, discarded,
 /// missing, never made).
 pub fn no_worktree(run_id: &str, ws: Option<&WorkspaceView>) -> DroverError {
@@ -492,6 +517,27 @@ pub fn subject(text: &str) -> String {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn the_repository_of_a_worktree_is_its_main_checkouts_git_dir() {
+        let top = tempfile::tempdir().unwrap();
+        let main = top.path().join("main");
+        std::fs::create_dir_all(main.join(".git/worktrees/w1")).unwrap();
+        // A `.git` with no HEAD is no repository.
+        assert_eq!(git_common_dir(&main), None);
+        std::fs::write(main.join(".git/HEAD"), "ref: refs/heads/main\n").unwrap();
+        let common = std::fs::canonicalize(main.join(".git")).unwrap();
+        std::fs::create_dir_all(main.join("src/deep")).unwrap();
+        assert_eq!(git_common_dir(&main.join("src/deep")), Some(common.clone()));
+        // A worktree: `.git` names its gitdir, whose `commondir` leads back.
+        let wt = top.path().join("wt");
+        std::fs::create_dir_all(&wt).unwrap();
+        let gitdir = main.join(".git/worktrees/w1");
+        std::fs::write(wt.join(".git"), format!("gitdir: {}\n", gitdir.display())).unwrap();
+        std::fs::write(gitdir.join("commondir"), "../..\n").unwrap();
+        assert_eq!(git_common_dir(&wt), Some(common));
+        assert_eq!(git_common_dir(&top.path().join("elsewhere")), None);
+    }
+
     use super::*;
 
     #[test]

@@ -117,6 +117,7 @@ pub fn bash_request(n: u32, command: &str) -> PendingView {
         )),
         created_at: NOW - 12_000,
         expires_at: NOW + 588_000,
+        guard: None,
     }
 }
 
@@ -145,6 +146,7 @@ pub fn question_request(n: u32) -> PendingView {
         always: None,
         created_at: NOW - 30_000,
         expires_at: NOW + 1_770_000,
+        guard: None,
     }
 }
 
@@ -200,6 +202,7 @@ pub fn view_of(s: &RunSummary) -> RunView {
         depth: 0,
         parent_run: None,
         workspace: s.workspace.as_deref().cloned(),
+        decisions: Vec::new(),
         needs_you: None,
     }
 }

@@ -1,5 +1,6 @@
 //! Permission requests and their answers (DESIGN.md §8): a request from the provider is
-//! answered by the run's policy, by an earlier "allow always", or waits for the user; an
+//! flagged by the guard or answered by an approval rule (`rules.rs`), by the run's
+//! policy, by an earlier "allow always", or waits for the user; an
 //! answer goes to the child, is recorded as a decision, and moves the run's states.
 //!
 //! What must stay true: an answer names the request it answers and lands on that request
@@ -24,16 +25,33 @@ impl Core {
         let now = self.now;
         let permission_ms = secs_ms(self.limits().permission_timeout_secs);
         let question_ms = secs_ms(self.limits().question_timeout_secs);
+        // The guard first: a flagged request always goes to the person.
+        let flag = match request.kind {
+            RequestKind::Permission => self.guard_reason(run_id, &request.ask),
+            RequestKind::Question => None,
+        };
+        let Some(run) = self.runs.get(run_id) else {
+            return;
+        };
+        if flag.is_none()
+            && request.kind == RequestKind::Permission
+            && run.spec.policy == PermissionPolicy::Ask
+            && let Some(rule) = self.rule_for(run_id, &request.ask)
+        {
+            return self.answer_by_rule(run_id, request, &rule);
+        }
         let Some(run) = self.runs.get_mut(run_id) else {
             return;
         };
         // Policies other than `ask` are enforced by the provider's own mode; a request that
-        // still arrives is answered by the policy, not shown.
+        // still arrives is answered by the policy, not shown (a flagged one is shown under
+        // `auto` too).
         let automatic = match run.spec.policy {
-            PermissionPolicy::Ask if run.broker.allowed_always(&request) => {
+            PermissionPolicy::Ask if flag.is_none() && run.broker.allowed_always(&request) => {
                 Some((PermissionAnswer::Allow { always: true }, "always"))
             }
             PermissionPolicy::Ask => None,
+            PermissionPolicy::Auto if flag.is_some() => None,
             PermissionPolicy::Auto if request.kind == RequestKind::Permission => {
                 Some((PermissionAnswer::Allow { always: false }, "policy"))
             }
@@ -55,13 +73,18 @@ impl Core {
         let tool = request.tool.clone();
         let kind = request.kind;
         let mut batch = Batch::default();
-        let Some(pending) = run
+        let request_id = request.request_id.clone();
+        let Some(mut pending) = run
             .broker
             .add(request, now, permission_ms, question_ms)
             .cloned()
         else {
             return;
         };
+        if let Some(reason) = flag {
+            run.broker.flag(&request_id, reason.clone());
+            pending.guard = Some(reason);
+        }
         let view = run.pending_view(&pending);
         run.event(&mut batch, "permission_requested", &view, now);
         batch.events.push(DispatchEvent::PermissionRequested {
@@ -104,7 +127,7 @@ impl Core {
         }
     }
 
-    fn take_answer(
+    pub(super) fn take_answer(
         &mut self,
         run_id: &str,
         request_id: &str,
@@ -141,7 +164,8 @@ impl Core {
             }
         }
         let pending = run.broker.take_for_answer(request_id)?;
-        if matches!(answer, PermissionAnswer::Allow { always: true }) {
+        // A flagged request is allowed once at most: "always" is not remembered for it.
+        if matches!(answer, PermissionAnswer::Allow { always: true }) && pending.guard.is_none() {
             run.broker.remember_always(&pending.request);
         }
         let tool = pending.request.tool.clone();

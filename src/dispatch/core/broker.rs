@@ -19,6 +19,8 @@ pub struct Pending {
     pub request: PermissionRequest,
     pub created_at: UnixMillis,
     pub expires_at: UnixMillis,
+    /// The guard's reason, when it flagged the request (it then always asks).
+    pub guard: Option<String>,
 }
 
 #[derive(Debug, Default)]
@@ -51,8 +53,20 @@ impl Broker {
             request,
             created_at: now,
             expires_at: now.saturating_add(timeout),
+            guard: None,
         });
         self.pending.last()
+    }
+
+    /// Marks a pending request as flagged by the guard, with its reason.
+    pub fn flag(&mut self, request_id: &str, reason: String) {
+        if let Some(p) = self
+            .pending
+            .iter_mut()
+            .find(|p| p.request.request_id == request_id)
+        {
+            p.guard = Some(reason);
+        }
     }
 
     /// Whether the user already allowed this exact tool use "always" on this run.

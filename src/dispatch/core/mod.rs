@@ -30,6 +30,7 @@
 //! | what each provider event does: turns, results, retries, follow-ups, max turns | `provider_events.rs` |
 //! | the words of a failure: a child that ended by itself, a turn ended with an error | `causes.rs` |
 //! | permission requests, answers, "allow always", policies | `answers.rs`, `broker.rs` |
+//! | approval rules (kept, removed, applied to requests) and the guard's flag | `rules.rs` |
 //! | client requests: follow-up (kept in the ledger while queued), stop, complete, remove, kill-all, views | `requests.rs` |
 //! | every timer: idle, hibernate, re-send, time box, answers, silence, stalled, routes, waits | `timers.rs` |
 //! | money: fitting caps (a follow-up on an idle run fitted again; refusals name the runs holding reservations), booking usage, caps checked, budget sessions, config changes | `money.rs` |
@@ -56,6 +57,7 @@ mod requests;
 mod resend;
 mod resume;
 mod routes;
+mod rules;
 mod run;
 mod timers;
 pub(crate) mod transcript;
@@ -111,6 +113,12 @@ pub trait Facts {
 
     /// Whether `dir` is inside a git work tree (at a glance: a `.git` in it or above it).
     fn in_git_work_tree(&self, dir: &Path) -> bool;
+
+    /// The git common directory of the repository `dir` is in: one for the main checkout
+    /// and all its worktrees (what a repository-scoped rule names). None by default.
+    fn repository_of(&self, _dir: &Path) -> Option<PathBuf> {
+        None
+    }
 }
 
 /// One thing for the core to decide on.
@@ -362,6 +370,8 @@ pub struct Startup {
     pub session: LoadedSession,
     /// Remembered route choices: task class → `provider/model`.
     pub route_memory: Vec<(String, String)>,
+    /// The approval rules, oldest first.
+    pub rules: Vec<crate::rules::Rule>,
     /// When the newest run in the ledger was created (new ids sort after it).
     pub newest_run_at: Option<UnixMillis>,
     /// The data directory (worktrees go under it unless `[workspaces] root` says).
@@ -393,6 +403,10 @@ pub struct Core {
     money: money::Money,
     /// Remembered route choices: task class → `provider/model`.
     route_memory: HashMap<String, String>,
+    /// The approval rules (loaded at start, changed by `rule_add` and `rule_remove`).
+    rules: crate::rules::RuleSet,
+    /// The guard's extra command patterns, from `[guard] commands`.
+    guard_extra: Vec<crate::rules::pattern::CommandPattern>,
     /// Replies showing a run whose launch is under way: sent once its outcome is in, so
     /// they show where the run is (starting, or failed).
     after_launch: Vec<(ReplyTo, String)>,
@@ -436,7 +450,17 @@ impl Core {
                 row: None,
             })));
         }
+        let mut rules = crate::rules::RuleSet::default();
+        for rule in startup.rules {
+            // A rule this build cannot read (or one over the bound) is left out, not fatal.
+            if let Err(e) = rules.add(rule) {
+                tracing::warn!(error = %e, "an approval rule in the ledger is left out");
+            }
+        }
+        let guard_extra = config.guard.patterns();
         Ok(Core {
+            rules,
+            guard_extra,
             redactor,
             config_refused: None,
             config,

@@ -625,6 +625,7 @@ impl Core {
             });
         }
         self.redactor = crate::redact::Redactor::from_config(&config, |name| self.facts.env(name));
+        self.guard_extra = config.guard.patterns();
         self.config = config;
         self.money.catalog = catalog;
         let names: Vec<String> = self.money.sessions.keys().cloned().collect();

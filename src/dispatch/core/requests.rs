@@ -154,6 +154,9 @@ impl Core {
             },
             Request::BudgetNew { name } => return self.budget_new(to, name),
             Request::Routes => Ok(Response::Routes(self.open_routes())),
+            Request::Rules => Ok(self.rules_list()),
+            Request::RuleAdd { rule, answer } => return self.rule_add(to, rule, answer),
+            Request::RuleRemove { id } => self.rule_remove(id),
             Request::Route {
                 run_id,
                 option,

@@ -138,6 +138,8 @@ pub struct Run {
     pub follow_ups: VecDeque<String>,
     pub broker: Broker,
     pub notes: Vec<NoteView>,
+    /// Who decided the run's requests: the last [`api::DECISIONS_SHOWN`].
+    pub decisions: VecDeque<crate::dispatch::api::DecisionView>,
     pub transcript: TranscriptRing,
     pub last_result: Option<ResultView>,
     pub needs_input: bool,
@@ -248,6 +250,7 @@ impl Run {
             follow_ups: VecDeque::new(),
             broker: Broker::default(),
             notes: Vec::new(),
+            decisions: VecDeque::new(),
             transcript: ring,
             last_result: None,
             needs_input: false,
@@ -523,6 +526,16 @@ impl Run {
         body: Value,
         now: UnixMillis,
     ) {
+        if self.decisions.len() >= crate::dispatch::api::DECISIONS_SHOWN {
+            self.decisions.pop_front();
+        }
+        self.decisions
+            .push_back(crate::dispatch::api::DecisionView {
+                at: now,
+                request_id: Some(request_id.clone()),
+                who: who.to_string(),
+                decision: decision.to_string(),
+            });
         batch
             .ops
             .push(WriteOp::InsertDecision(Box::new(DecisionRecord {
@@ -556,6 +569,7 @@ impl Run {
             always: p.request.always.clone(),
             created_at: p.created_at,
             expires_at: p.expires_at,
+            guard: p.guard.clone(),
         }
     }
 
@@ -645,6 +659,7 @@ impl Run {
             depth: self.depth,
             parent_run: self.spec.parent_run.clone(),
             workspace: Some(self.workspace.clone()),
+            decisions: self.decisions.iter().cloned().collect(),
             needs_you: None,
         }
         .with_need()

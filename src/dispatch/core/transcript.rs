@@ -8,7 +8,7 @@ use crate::providers::ProviderEvent;
 use crate::spec::text::{clip, one_line};
 
 /// Longest single line kept in the ring.
-const LINE_MAX_CHARS: usize = 300;
+pub(crate) const LINE_MAX_CHARS: usize = 300;
 
 #[derive(Debug, Clone)]
 pub struct TranscriptRing {

@@ -68,6 +68,17 @@ fn prompt(buf: &mut Buffer, body: Rect, view: &PromptView, app: &App) {
     let mut body_lines: Vec<Line<'static>> = Vec::new();
     let mut foot: Vec<Line<'static>> = Vec::new();
     let request = &view.request;
+    if let Some(reason) = view.flagged() {
+        // The guard's banner: red, above everything, with the reason.
+        let text = format!(" ⚠ flagged: {} ", one_line(reason));
+        for l in wrap(&text, width) {
+            head.push(Line::styled(l, theme::danger_banner()));
+        }
+        head.push(Line::styled(
+            "no rule or \"always\" answers this: allowing it takes y, then y again",
+            theme::error(),
+        ));
+    }
     if view.is_question() {
         head.push(Line::from(vec![
             Span::styled("The run asks you", theme::attention()),
@@ -138,7 +149,8 @@ fn prompt(buf: &mut Buffer, body: Rect, view: &PromptView, app: &App) {
                 }
             }
         }
-        if let Some(always) = &request.always {
+        // A flagged request is never allowed "always": the offer is not shown.
+        if let Some(always) = request.always.as_ref().filter(|_| view.flagged().is_none()) {
             body_lines.push(Line::raw(""));
             body_lines.push(Line::styled("allow always:", theme::dim()));
             for piece in wrap(&one_line(&always.sentence), width.saturating_sub(2)) {
@@ -196,6 +208,57 @@ fn prompt(buf: &mut Buffer, body: Rect, view: &PromptView, app: &App) {
                 Span::raw(field.visible(width.saturating_sub(14))),
                 Span::styled("▏", theme::focus()),
             ]));
+        }
+        PromptMode::ConfirmAllow => {
+            foot.push(Line::styled(
+                "Allow this flagged request once? y again allows it · any other key takes it back",
+                theme::danger_banner(),
+            ));
+        }
+        PromptMode::Rule(chooser) => {
+            foot.push(Line::styled(
+                "Save a rule and answer this request with it",
+                theme::title(),
+            ));
+            let scopes: Vec<Span<'static>> = crate::rules::Scope::ALL
+                .into_iter()
+                .flat_map(|s| {
+                    let words = match s {
+                        crate::rules::Scope::Run => "this run",
+                        crate::rules::Scope::Repository => "this repository",
+                        crate::rules::Scope::Everywhere => "everywhere",
+                    };
+                    let style = if s == chooser.scope {
+                        theme::selected()
+                    } else {
+                        theme::dim()
+                    };
+                    [Span::styled(format!(" {words} "), style), Span::raw(" ")]
+                })
+                .collect();
+            let mut line = vec![Span::styled("  scope    ", theme::dim())];
+            line.extend(scopes);
+            foot.push(Line::from(line));
+            foot.push(Line::from(vec![
+                Span::styled("  decision ", theme::dim()),
+                Span::styled(
+                    format!(" {}", chooser.decision.as_str()),
+                    match chooser.decision {
+                        crate::rules::RuleDecision::Allow => theme::success(),
+                        crate::rules::RuleDecision::Deny => theme::error(),
+                    },
+                ),
+                Span::styled(format!("  ({})", chooser.kind.as_str()), theme::dim()),
+            ]));
+            foot.push(Line::from(vec![
+                Span::styled("  pattern  ", theme::dim()),
+                Span::raw(chooser.pattern.visible(width.saturating_sub(12))),
+                Span::styled("▏", theme::focus()),
+            ]));
+            foot.push(Line::styled(
+                "  tab scope · shift-tab allow/deny · type to edit · enter save and answer · esc back",
+                theme::dim(),
+            ));
         }
     }
     // As tall as the content (plus the scroll line), at most the body.

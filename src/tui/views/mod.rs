@@ -257,6 +257,7 @@ impl Overlay {
                     action,
                     Action::AllowOnce
                         | Action::AllowAlways
+                        | Action::AddRule
                         | Action::Deny
                         | Action::DenyWithMessage
                         | Action::TypeAnswer
@@ -264,7 +265,12 @@ impl Overlay {
                 if !p.can_answer() {
                     answers
                 } else if p.is_question() {
-                    matches!(action, Action::AllowOnce | Action::AllowAlways)
+                    matches!(
+                        action,
+                        Action::AllowOnce | Action::AllowAlways | Action::AddRule
+                    )
+                } else if p.flagged().is_some() {
+                    matches!(action, Action::TypeAnswer | Action::AddRule)
                 } else {
                     action == Action::TypeAnswer
                 }

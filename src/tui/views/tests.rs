@@ -31,6 +31,7 @@ fn permission() -> PendingView {
         always: None,
         created_at: 0,
         expires_at: 600_000,
+        guard: None,
     }
 }
 
@@ -56,6 +57,7 @@ fn question() -> PendingView {
         always: None,
         created_at: 0,
         expires_at: 1_800_000,
+        guard: None,
     }
 }
 
@@ -87,7 +89,9 @@ fn one_key_allows_the_request_on_screen() {
 #[test]
 fn allow_always_and_deny_with_a_message() {
     let mut view = Overlay::Prompt(PromptView::new("r1", permission()));
-    let outcome = press(&mut view, KeyCode::Char('a'));
+    let key = KeyEvent::new(KeyCode::Char('A'), KeyModifiers::SHIFT);
+    let action = KeyTable::defaults().action(view.context(), &key);
+    let outcome = view.handle_key(action, &key);
     assert_eq!(sent(&outcome).1, &PermissionAnswer::Allow { always: true });
 
     let mut view = Overlay::Prompt(PromptView::new("r1", permission()));
@@ -248,4 +252,36 @@ fn confirmations_need_a_yes() {
             Request::KillAll { workflow: None }
         ))
     );
+}
+
+#[test]
+fn the_rule_chooser_opens_from_outside_the_prompt_and_not_for_a_question() {
+    use crate::rules::{RuleKind, Scope};
+    let overlay = prompt::rule_chooser("r1", permission(), None);
+    let Overlay::Prompt(p) = &overlay else {
+        panic!("a prompt")
+    };
+    let prompt::PromptMode::Rule(chooser) = &p.mode else {
+        panic!("the chooser is open: {:?}", p.mode)
+    };
+    assert_eq!(
+        (chooser.scope, chooser.kind, chooser.pattern.text.as_str()),
+        (Scope::Repository, RuleKind::Command, "ls *")
+    );
+    // esc goes back to the prompt's keys; a question has no chooser.
+    let mut overlay = overlay;
+    press(&mut overlay, KeyCode::Esc);
+    assert_eq!(overlay.context(), crate::tui::keys::Context::Prompt);
+    let Overlay::Prompt(q) = prompt::rule_chooser("r1", question(), None) else {
+        panic!("a prompt")
+    };
+    assert_eq!(q.mode, prompt::PromptMode::Keys);
+    // A flagged request opens as its prompt, saying why there is no chooser.
+    let mut flagged = permission();
+    flagged.guard = Some("it deletes the workspace".into());
+    let Overlay::Prompt(f) = prompt::rule_chooser("r1", flagged, None) else {
+        panic!("a prompt")
+    };
+    assert_eq!(f.mode, prompt::PromptMode::Keys);
+    assert_eq!(f.state, PromptState::Failed(prompt::FLAGGED_NO_RULE.into()));
 }

@@ -8,6 +8,7 @@ mod answers;
 mod idle;
 mod lifecycle;
 mod money;
+mod rules;
 mod sub_runs;
 mod timers;
 mod workspaces;
@@ -54,6 +55,11 @@ impl Facts for FakeFacts {
     /// `/work/repo` (and below) is a git work tree.
     fn in_git_work_tree(&self, dir: &Path) -> bool {
         dir.starts_with(REPO)
+    }
+    /// Every directory of `/work/repo` (its worktrees too) is of one repository.
+    fn repository_of(&self, dir: &Path) -> Option<PathBuf> {
+        (dir.starts_with(REPO) || dir.starts_with("/data/worktrees"))
+            .then(|| PathBuf::from(REPO).join(".git"))
     }
 }
 
@@ -157,6 +163,7 @@ impl Harness {
                 record: None,
             },
             route_memory: Vec::new(),
+            rules: Vec::new(),
             newest_run_at: None,
             data_dir: PathBuf::from("/data"),
             checkouts: Vec::new(),
