@@ -735,6 +735,58 @@ fn a_key_acts_on_the_request_drawn_never_on_one_that_took_its_place() {
     );
 }
 
+#[test]
+fn a_on_the_attention_line_opens_the_rule_chooser_for_the_request_drawn() {
+    let mut app = busy_app(100, 24);
+    render_app(&app);
+    let effects = app.handle(char_key('a'));
+    assert!(
+        respond_of(&effects).is_empty(),
+        "a answers nothing by itself"
+    );
+    match app.overlays.last() {
+        Some(Overlay::Prompt(view)) => {
+            assert_eq!(view.request.request_id, "req_1");
+            assert!(
+                matches!(view.mode, drover::tui::views::prompt::PromptMode::Rule(_)),
+                "the chooser is open"
+            );
+        }
+        other => panic!("expected the prompt with its chooser, got {other:?}"),
+    }
+}
+
+#[test]
+fn a_flagged_request_on_the_attention_line_is_never_allowed_by_one_key() {
+    let mut app = busy_app(100, 24);
+    let _ = app.handle(AppEvent::Dispatch(
+        drover::dispatch::DispatchEvent::PermissionResolved {
+            run_id: id(1),
+            request_id: "req_1".into(),
+            how: "allow (cli)".into(),
+        },
+    ));
+    let mut flagged = bash_request(2, "rm -rf /home/me/project");
+    flagged.guard = Some("a recursive delete outside the workspace".into());
+    app.model
+        .apply(&drover::dispatch::DispatchEvent::PermissionRequested {
+            run_id: id(4),
+            pending: flagged,
+        });
+    let line = attention_line(&app);
+    assert!(line.contains("flagged: a recursiv"), "{line}");
+    snap("attention_flagged", &app);
+    let effects = app.handle(char_key('y'));
+    assert!(respond_of(&effects).is_empty(), "{effects:?}");
+    match app.overlays.last() {
+        Some(Overlay::Prompt(view)) => {
+            assert_eq!(view.request.request_id, "req_2");
+            assert!(view.flagged().is_some());
+        }
+        other => panic!("expected the flagged request's prompt, got {other:?}"),
+    }
+}
+
 fn question_app() -> App {
     let mut asking = summary(
         3,

@@ -285,6 +285,7 @@ impl App {
             Action::NextPending => self.attention_open(),
             Action::AttentionAllow => self.attention_allow(effects),
             Action::AttentionDeny => self.attention_deny(effects),
+            Action::AttentionRule => self.attention_rule(),
             Action::ClearFilter if !self.model.filter.is_empty() => {
                 self.model.set_filter(String::new());
                 self.flash_info("filter cleared: every run is shown".into());

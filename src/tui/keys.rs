@@ -101,6 +101,8 @@ pub enum Action {
     AttentionAllow,
     /// Deny the request on the attention line.
     AttentionDeny,
+    /// The rule chooser for the request on the attention line.
+    AttentionRule,
     /// Show every run again (the filter cleared).
     ClearFilter,
     // diff view
@@ -137,7 +139,7 @@ pub enum Action {
 }
 
 impl Action {
-    pub const ALL: [Action; 52] = [
+    pub const ALL: [Action; 53] = [
         Action::SelectNext,
         Action::SelectPrev,
         Action::SelectFirst,
@@ -163,6 +165,7 @@ impl Action {
         Action::Redispatch,
         Action::AttentionAllow,
         Action::AttentionDeny,
+        Action::AttentionRule,
         Action::ClearFilter,
         Action::NextFile,
         Action::PrevFile,
@@ -220,6 +223,7 @@ impl Action {
             Action::Redispatch => "redispatch",
             Action::AttentionAllow => "attention_allow",
             Action::AttentionDeny => "attention_deny",
+            Action::AttentionRule => "attention_rule",
             Action::ClearFilter => "clear_filter",
             Action::NextFile => "next_file",
             Action::PrevFile => "prev_file",
@@ -278,6 +282,9 @@ impl Action {
             Action::Redispatch => "dispatch the selected run's task again (the form, filled in)",
             Action::AttentionAllow => "allow the request on the attention line once",
             Action::AttentionDeny => "deny the request on the attention line",
+            Action::AttentionRule => {
+                "make a rule from the request on the attention line (saving it answers the request)"
+            }
             Action::ClearFilter => "clear the filter",
             Action::NextFile => "next changed file",
             Action::PrevFile => "previous changed file",
@@ -543,6 +550,7 @@ const DASHBOARD: &[Binding] = &[
     bind(KeyCombo::char('r'), A::Redispatch),
     bind(KeyCombo::char('y'), A::AttentionAllow),
     bind(KeyCombo::char('d'), A::AttentionDeny),
+    bind(KeyCombo::char('a'), A::AttentionRule),
     bind(KeyCombo::plain(K::Esc), A::ClearFilter),
 ];
 

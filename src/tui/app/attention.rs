@@ -1,6 +1,8 @@
 //! The attention line's request and its keys: the oldest pending request of any run is
-//! shown above the footer; `y` allows it once, `d` denies it, `1`–`9` answer a question
-//! with one of its options, and `p` opens it in full.
+//! shown above the footer; `y` allows it once, `d` denies it, `a` opens the rule chooser
+//! for it, `1`–`9` answer a question with one of its options, and `p` opens it in full.
+//! A request the guard flagged is never allowed from here: `y` opens its prompt, where
+//! the banner says why and allowing takes a second key.
 //!
 //! What must stay true: a key acts on the request the last frame drew (its id, recorded
 //! as it was drawn), never on whatever is oldest when the key arrives; a request gone
@@ -17,7 +19,7 @@ use crate::providers::{PermissionAnswer, Question, RequestKind};
 use crate::tui::event::{Effect, ReplyTag};
 use crate::tui::model::RunEntry;
 use crate::tui::views::Overlay;
-use crate::tui::views::prompt::{PromptView, answer_words};
+use crate::tui::views::prompt::{PromptView, answer_words, rule_chooser};
 
 /// One request, by its ids.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -122,6 +124,13 @@ impl App {
             };
             return self.flash_info(format!("{run_id} asks a question, not a permission: {how}"));
         }
+        if request.guard.is_some() {
+            self.attention_open();
+            return self.flash_info(
+                "the guard flagged this request: read why, then allow it in the prompt with a second key"
+                    .into(),
+            );
+        }
         let request_id = request.request_id.clone();
         self.attention_send(
             run_id,
@@ -176,6 +185,23 @@ impl App {
             PermissionAnswer::Answer { answers },
             effects,
         );
+    }
+
+    /// `a`: the rule chooser for the shown request (its scope and a proposed pattern;
+    /// `enter` saves the rule and answers the request). A flagged request or a question
+    /// opens its prompt, which says why no rule is made from it.
+    pub(super) fn attention_rule(&mut self) {
+        let Some((entry, request)) = self.attention_request() else {
+            return self.attention_missing();
+        };
+        let run_id = entry.summary.head.run_id.clone();
+        let overlay = rule_chooser(
+            run_id.clone(),
+            request.clone(),
+            self.model.work_dir(&run_id),
+        );
+        self.model.select(&run_id);
+        self.overlays.push(overlay);
     }
 
     /// `p`: the shown request in full (the prompt); with none shown, the oldest thing

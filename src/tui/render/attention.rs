@@ -52,10 +52,20 @@ pub fn draw(buf: &mut Buffer, area: Rect, app: &App) {
         match (request.kind, question) {
             (RequestKind::Permission, _) => {
                 if let Some(k) = key(Action::AttentionAllow) {
-                    keys.push((k.to_string(), "allow".into()));
+                    let word = if request.guard.is_some() {
+                        "review"
+                    } else {
+                        "allow"
+                    };
+                    keys.push((k.to_string(), word.into()));
                 }
                 if let Some(k) = key(Action::AttentionDeny) {
                     keys.push((k.to_string(), "deny".into()));
+                }
+                if request.guard.is_none()
+                    && let Some(k) = key(Action::AttentionRule)
+                {
+                    keys.push((k.to_string(), "rule".into()));
                 }
             }
             (RequestKind::Question, Some(_)) => {
@@ -129,6 +139,11 @@ pub fn draw(buf: &mut Buffer, area: Rect, app: &App) {
             ));
         }
         (RequestKind::Permission, _) => {
+            if let Some(reason) = &request.guard {
+                let flag = clip(&format!("flagged: {} · ", one_line(reason)), room / 2 + 1);
+                room = room.saturating_sub(width_of(&flag));
+                left.push(Span::styled(flag, theme::error()));
+            }
             let tool = format!("{} ", request.tool);
             let what = clip(
                 &one_line(&request.ask.summary()),
