@@ -542,29 +542,7 @@ impl LedgerReader {
         run_id: &str,
         kind: &str,
     ) -> Result<Vec<EventRecord>, LedgerError> {
-        let mut st = self.conn.prepare_cached(
-            "SELECT seq, at, body_json FROM events WHERE run_id = ?1 AND kind = ?2 ORDER BY seq",
-        )?;
-        let rows = st
-            .query_map(params![run_id, kind], |r| {
-                Ok((
-                    r.get::<_, i64>(0)?,
-                    r.get::<_, i64>(1)?,
-                    r.get::<_, String>(2)?,
-                ))
-            })?
-            .collect::<Result<Vec<_>, _>>()?;
-        rows.into_iter()
-            .map(|(seq, at, body)| {
-                Ok(EventRecord {
-                    body: parse_json(run_id, "events.body_json", &body)?,
-                    run_id: run_id.to_string(),
-                    seq: seq as u64,
-                    kind: kind.to_string(),
-                    at,
-                })
-            })
-            .collect()
+        self.events_of_kinds(run_id, &[kind])
     }
 
     /// When retention last pruned this run's events (`None`: never).
