@@ -49,22 +49,8 @@ impl Core {
                 config_refused: self.config_refused.clone(),
             })),
             Request::Dispatch { spec } => return self.dispatch(to, *spec),
-            Request::Runs {
-                state,
-                include_removed,
-                workflow,
-                limit,
-                before,
-                search,
-            } => {
-                let filter = crate::dispatch::api::RunsFilter {
-                    state,
-                    include_removed,
-                    workflow,
-                    limit,
-                    before,
-                    search,
-                };
+            request @ Request::Runs { .. } => {
+                let filter = crate::dispatch::api::RunsFilter::of(&request).unwrap_or_default();
                 return self.list_runs(to, filter);
             }
             Request::Show { run_id } => match self.runs.get(&run_id) {
