@@ -107,6 +107,14 @@ pub enum RunCommand {
         #[command(flatten)]
         output: JsonFlag,
     },
+    /// Start a hibernated run's CLI in its provider session now, with no turn, so that
+    /// the follow-up sent next starts at once (the dashboard does this when its
+    /// follow-up box opens). It hibernates again after `hibernate_after_secs` unused.
+    Wake {
+        run: String,
+        #[command(flatten)]
+        output: JsonFlag,
+    },
     /// Answer a run's permission request or question.
     Respond(RespondArgs),
     /// Stop a run (pending requests are denied).
@@ -332,6 +340,9 @@ impl RunCommand {
                 run_id: run.clone(),
                 text: (!text.is_empty()).then(|| text.join(" ")),
             },
+            RunCommand::Wake { run, .. } => Request::Wake {
+                run_id: run.clone(),
+            },
             RunCommand::Respond(args) => Request::Respond {
                 run_id: args.run.clone(),
                 request_id: args.request_id.clone(),
@@ -370,6 +381,7 @@ impl RunCommand {
             RunCommand::Transcript { .. } => "transcript",
             RunCommand::FollowUp { .. } => "follow-up",
             RunCommand::Resume { .. } => "resume",
+            RunCommand::Wake { .. } => "wake",
             RunCommand::Respond(_) => "respond",
             RunCommand::Stop { .. } => "stop",
             RunCommand::Complete { .. } => "complete",
@@ -387,6 +399,7 @@ impl RunCommand {
             | RunCommand::Transcript { output, .. }
             | RunCommand::FollowUp { output, .. }
             | RunCommand::Resume { output, .. }
+            | RunCommand::Wake { output, .. }
             | RunCommand::Stop { output, .. }
             | RunCommand::Complete { output, .. }
             | RunCommand::KillAll { output, .. } => output.json,
@@ -607,6 +620,21 @@ fn human(request: &Request, answer: &Response) -> String {
         (_, Request::Resume { run_id, .. }) => format!(
             "resuming {run_id} in its provider session; watch it with `drover show {run_id}`\n"
         ),
+        (Response::Run(run), Request::Wake { run_id }) => {
+            let live = run
+                .head
+                .live_state
+                .as_ref()
+                .and_then(|l| l.detail.as_deref());
+            if live.is_some_and(|d| d.starts_with(crate::dispatch::core::WAKING_DETAIL)) {
+                format!("waking {run_id}: its CLI starts in its provider session\n")
+            } else {
+                format!(
+                    "{run_id} is not woken ahead ({}): a follow-up wakes it when it needs to\n",
+                    live.unwrap_or(run.head.state.as_str())
+                )
+            }
+        }
         (
             _,
             Request::Respond {

@@ -46,6 +46,7 @@ pub fn check(request: &Request) -> Result<Request, DroverError> {
         | Request::Transcript { run_id, .. }
         | Request::FollowUp { run_id, .. }
         | Request::Resume { run_id, .. }
+        | Request::Wake { run_id }
         | Request::Stop { run_id }
         | Request::Complete { run_id }
         | Request::Route { run_id, .. }

@@ -55,6 +55,7 @@ pub fn request_timeout(request: &Request) -> Option<Duration> {
         Request::Dispatch { .. }
         | Request::FollowUp { .. }
         | Request::Resume { .. }
+        | Request::Wake { .. }
         | Request::Respond { .. }
         | Request::Stop { .. }
         | Request::Complete { .. }

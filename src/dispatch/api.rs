@@ -67,6 +67,15 @@ pub enum Request {
         #[serde(default)]
         text: Option<String>,
     },
+    /// Start a hibernated run's CLI in its provider session now, with no turn to send,
+    /// so that the follow-up being written starts as it would on a warm run (the
+    /// dashboard sends this as its follow-up box opens on a hibernated run). The run
+    /// stays idle and reserves nothing; it hibernates again after `hibernate_after_secs`
+    /// with no follow-up. Nothing happens to a run that is not hibernated, nor while a
+    /// queued run waits or its rail has no room: the follow-up wakes it then.
+    Wake {
+        run_id: String,
+    },
     Respond {
         run_id: String,
         request_id: String,
@@ -200,7 +209,7 @@ pub enum Request {
 pub enum Response {
     /// `ping`.
     Pong(Pong),
-    /// The run a request created or changed: `dispatch`, `follow_up`, `resume`,
+    /// The run a request created or changed: `dispatch`, `follow_up`, `resume`, `wake`,
     /// `respond`, `stop`, `complete`, `route`, `route_decline`, `escalate`, `retry`.
     Run(Box<RunSummary>),
     /// `runs`, newest first.
@@ -332,6 +341,7 @@ impl Request {
             Request::Dispatch { .. }
             | Request::FollowUp { .. }
             | Request::Resume { .. }
+            | Request::Wake { .. }
             | Request::Respond { .. }
             | Request::Stop { .. }
             | Request::Complete { .. }

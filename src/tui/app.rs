@@ -281,7 +281,7 @@ impl App {
             Action::ScrollUp => self.scroll_transcript(-(PAGE_LINES as isize)),
             Action::ScrollDown => self.scroll_transcript(PAGE_LINES as isize),
             Action::FollowEnd => self.model.transcript_scroll = None,
-            Action::Open => self.open_selected(),
+            Action::Open => self.open_selected(effects),
             Action::NextPending => self.attention_open(),
             Action::AttentionAllow => self.attention_allow(effects),
             Action::AttentionDeny => self.attention_deny(effects),
@@ -302,7 +302,7 @@ impl App {
                 .with_models(self.options.models.clone()),
             )),
             Action::FollowUp => match selected {
-                Some(run) if run.head.state.is_active() => self.open_follow_up(&run),
+                Some(run) if run.head.state.is_active() => self.open_follow_up(&run, effects),
                 Some(run) => self.flash_error(format!(
                     "{} has {}; dispatch a new run instead",
                     run.head.run_id, run.head.state
@@ -497,7 +497,7 @@ impl App {
     }
 
     /// Enter on the dashboard: answer what the selected run waits for.
-    fn open_selected(&mut self) {
+    fn open_selected(&mut self, effects: &mut Vec<Effect>) {
         let Some(entry) = self.model.selected_entry() else {
             return;
         };
@@ -532,7 +532,7 @@ impl App {
             && entry.summary.head.state != RunState::Queued
         {
             let run = entry.summary.clone();
-            self.open_follow_up(&run);
+            self.open_follow_up(&run, effects);
         } else {
             self.flash_info(format!(
                 "{} waits for nothing from you",
@@ -559,7 +559,17 @@ impl App {
             .rposition(|o| matches!(o, Overlay::Diff(d) if d.run_id == run_id))
     }
 
-    fn open_follow_up(&mut self, run: &RunSummary) {
+    /// The follow-up box. On a hibernated run it also wakes the run's CLI now, so that
+    /// the turn starts as on a warm run once the follow-up is written.
+    fn open_follow_up(&mut self, run: &RunSummary, effects: &mut Vec<Effect>) {
+        if hibernated(run) {
+            effects.push(Effect::Request {
+                tag: ReplyTag::Wake(run.head.run_id.clone()),
+                request: Request::Wake {
+                    run_id: run.head.run_id.clone(),
+                },
+            });
+        }
         let question = self
             .model
             .run(&run.head.run_id)
@@ -987,6 +997,12 @@ impl App {
                 }
                 Err(e) => self.flash_error(format!("{}: {}", e.code, e.message)),
             },
+            // Waking ahead is a head start only: the follow-up wakes the run anyway.
+            ReplyTag::Wake(_) => {
+                if let Ok(run) = result.and_then(Response::into_run) {
+                    self.model.upsert(run);
+                }
+            }
             ReplyTag::Resume(run_id) => match result.and_then(Response::into_run) {
                 Ok(run) => {
                     self.model.upsert(run);
@@ -1285,13 +1301,23 @@ impl App {
 /// sent again now).
 fn resumable(run: &RunSummary) -> bool {
     use crate::live_state::LiveStateKind;
-    let live = run.head.live_state.as_ref();
     run.head.state == RunState::Interrupted
-        || live.is_some_and(|l| {
-            l.state == LiveStateKind::WaitingProvider
-                || l.detail.as_deref().is_some_and(|d| {
-                    d.starts_with(crate::dispatch::core::HIBERNATED_DETAIL)
-                        || d.starts_with(crate::dispatch::core::HIBERNATING_DETAIL)
-                })
+        || hibernated(run)
+        || run
+            .head
+            .live_state
+            .as_ref()
+            .is_some_and(|l| l.state == LiveStateKind::WaitingProvider)
+}
+
+/// Whether the run is hibernated (or hibernating): its live line says so.
+fn hibernated(run: &RunSummary) -> bool {
+    run.head
+        .live_state
+        .as_ref()
+        .and_then(|l| l.detail.as_deref())
+        .is_some_and(|d| {
+            d.starts_with(crate::dispatch::core::HIBERNATED_DETAIL)
+                || d.starts_with(crate::dispatch::core::HIBERNATING_DETAIL)
         })
 }

@@ -74,6 +74,8 @@ pub enum ReplyTag {
     RouteDecline(String),
     Escalate(String),
     Resume(String),
+    /// `wake` as a follow-up box opens on a hibernated run.
+    Wake(String),
     /// A run's diff: the file list (`file` none) or one file's patch.
     Diff {
         run_id: String,

@@ -88,9 +88,11 @@ fn live_pieces(state: RunState, live: &LiveState, now: UnixMillis) -> LivePieces
     let (lead, detail) = match detail {
         Some(d) if between_turns => {
             // A hibernated run (its CLI shut down, its session kept) reads
-            // "idle · hibernated", dimmed: nothing of it is working.
+            // "idle · hibernated", dimmed: nothing of it is working (nor while its CLI
+            // starts again ahead of a follow-up, "idle · waking").
             let asleep = d.starts_with(crate::dispatch::core::HIBERNATED_DETAIL)
-                || d.starts_with(crate::dispatch::core::HIBERNATING_DETAIL);
+                || d.starts_with(crate::dispatch::core::HIBERNATING_DETAIL)
+                || d.starts_with(crate::dispatch::core::WAKING_DETAIL);
             let lead_style = if asleep {
                 theme::dim()
             } else if state == RunState::Idle && !d.starts_with("needs") {

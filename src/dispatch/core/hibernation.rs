@@ -18,7 +18,9 @@
 
 use super::Core;
 use super::rails::{self, RailSlot};
-use super::run::{Batch, HIBERNATED_DETAIL, HIBERNATING_DETAIL, TurnOrigin};
+use super::run::{
+    Batch, HIBERNATED_DETAIL, HIBERNATING_DETAIL, IDLE_DETAIL, TurnOrigin, WAKING_DETAIL,
+};
 use crate::UnixMillis;
 use crate::providers::ProviderCommand;
 
@@ -34,7 +36,11 @@ impl Core {
             return None;
         }
         let after = super::answers::secs_ms(self.limits().hibernate_after_secs);
-        run.idle_since.map(|idle| idle.saturating_add(after))
+        // Woken ahead of a follow-up that has not come: counted from the wake.
+        let since = run
+            .idle_since
+            .max(run.warmed_at.filter(|_| run.idle_since.is_some()));
+        since.map(|idle| idle.saturating_add(after))
     }
 
     /// The idle bound of a run: when its idle timeout ends it.
@@ -75,6 +81,7 @@ impl Core {
         };
         run.hibernating = false;
         run.hibernated = true;
+        run.warming = false;
         run.child = None;
         run.ready = false;
         run.launch_notice = None;
@@ -99,11 +106,75 @@ impl Core {
             return;
         };
         run.wake = Some((prompt, origin));
-        if run.hibernating {
-            // Its child is on its way out: woken once it has exited.
+        if run.hibernating || run.warming {
+            // Its child is on its way out (woken once it has exited), or already starting
+            // (the turn goes once it is ready).
             return;
         }
         self.wake_now(run_id);
+    }
+
+    /// `wake`: starts a hibernated run's child in its provider session with no turn, so
+    /// that the follow-up being written starts as on a warm run. Only when its slot is
+    /// free to take: with a queued run waiting, or its rail full, it stays hibernated
+    /// (the follow-up wakes it, queued if need be).
+    pub(super) fn wake_ahead(&mut self, run_id: &str) {
+        let now = self.now;
+        let Some(run) = self.runs.get(run_id) else {
+            return;
+        };
+        if !run.hibernated || run.wake.is_some() || run.launching || run.ending.is_some() {
+            return;
+        }
+        let slot = self.slot_of(run);
+        if !self.queue.is_empty()
+            || rails::blocked_by(self.limits(), &self.holding_slots(), &slot).is_some()
+        {
+            return;
+        }
+        let Some(run) = self.runs.get_mut(run_id) else {
+            return;
+        };
+        run.warming = true;
+        run.warmed_at = Some(now);
+        let mut batch = Batch::default();
+        let bound = Self::idle_bound(run, now);
+        run.working(&mut batch, bound, WAKING_DETAIL, now);
+        self.commit(batch);
+        self.launch_woken(run_id);
+    }
+
+    /// A run woken ahead is ready: idle with a warm child, its hibernation timer counting
+    /// from the wake.
+    pub(super) fn on_warm(&mut self, run_id: &str) {
+        let now = self.now;
+        let Some(run) = self.runs.get_mut(run_id) else {
+            return;
+        };
+        run.warming = false;
+        let mut batch = Batch::default();
+        let bound = Self::idle_bound(run, now);
+        run.working(&mut batch, bound, IDLE_DETAIL, now);
+        run.touch(&mut batch);
+        self.commit(batch);
+    }
+
+    /// A run woken ahead whose child could not start, or exited before it was ready: it
+    /// is hibernated again (a follow-up tries once more, and fails the run if it fails
+    /// too), with `note` saying why.
+    pub(super) fn warm_failed(&mut self, run_id: &str, note: String) {
+        let now = self.now;
+        if let Some(run) = self.runs.get_mut(run_id) {
+            let mut batch = Batch::default();
+            run.note(
+                &mut batch,
+                format!("waking ahead failed ({note}); it stays hibernated"),
+                now,
+            );
+            run.launching = false;
+            self.commit(batch);
+        }
+        self.on_hibernated(run_id);
     }
 
     /// Launches a hibernated run with a turn to send, or queues it when a rail is full.

@@ -146,6 +146,17 @@ impl Core {
         }
         let mut batch = Batch::default();
         match outcome {
+            // Woken ahead of a follow-up: idle (its live line says it is waking) until
+            // its child is ready.
+            Ok(child) if run.warming && run.wake.is_none() => {
+                run.child = Some(child);
+                run.touch(&mut batch);
+                self.commit(batch);
+            }
+            Err(e) if run.warming => {
+                self.commit(batch);
+                self.warm_failed(run_id, format!("launch failed: {e}"));
+            }
             Ok(child) => {
                 run.child = Some(child);
                 if run.state != RunState::Starting {
@@ -223,7 +234,7 @@ impl Core {
     fn launch_spec(&self, run_id: &str) -> Option<LaunchSpec> {
         let run = self.runs.get(run_id)?;
         let provider = self.config.providers.get(&run.spec.provider);
-        let continues = run.resume.is_some() || run.wake.is_some();
+        let continues = run.resume.is_some() || run.wake.is_some() || run.warming;
         Some(LaunchSpec {
             run_id: run.id.clone(),
             provider: run.spec.provider.clone(),
@@ -238,8 +249,8 @@ impl Core {
             effort: run.spec.effort.map(|e| e.as_str().to_string()),
             policy: run.spec.policy,
             capability: run.spec.capability,
-            // Only a resumed or woken run continues its provider session; every other
-            // start is new.
+            // Only a resumed or woken (or woken ahead) run continues its provider session;
+            // every other start is new.
             resume_session: continues.then(|| run.provider_session_id.clone()).flatten(),
             resume_tokens: continues.then_some(run.tokens),
             scenario: run.spec.scenario.clone(),

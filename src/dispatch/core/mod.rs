@@ -70,7 +70,7 @@ mod tests;
 pub use money::SESSION_KEY;
 pub use requests::{FOLLOW_UP_QUEUED, FOLLOW_UP_SENT};
 pub use routes::memory_key as route_memory_key;
-pub use run::{Batch, HIBERNATED_DETAIL, HIBERNATING_DETAIL, TurnOrigin};
+pub use run::{Batch, HIBERNATED_DETAIL, HIBERNATING_DETAIL, TurnOrigin, WAKING_DETAIL};
 pub use waits::WaitAsk;
 pub use workspaces::{Action as WorkspaceAction, PREPARE_WORKTREE_BOUND_MS};
 

@@ -106,8 +106,13 @@ impl Core {
             ProviderEvent::Ready { .. } => {
                 run.ready = true;
                 if let Some((prompt, origin)) = run.wake.take() {
+                    run.warming = false;
                     self.commit(batch);
                     return self.start_turn(&run_id, prompt, origin);
+                }
+                if run.warming {
+                    self.commit(batch);
+                    return self.on_warm(&run_id);
                 }
                 if let Some(prompt) = run.resume.take() {
                     self.commit(batch);
@@ -398,7 +403,7 @@ impl Core {
         let detail = if run.needs_input {
             "needs your input: answer with a follow-up"
         } else {
-            "idle: waiting for a follow-up"
+            super::run::IDLE_DETAIL
         };
         run.working(&mut batch, idle_until, detail, now);
         self.commit(batch);
@@ -417,6 +422,9 @@ impl Core {
         };
         if run.hibernating && run.ending.is_none() {
             return self.on_hibernated(run_id);
+        }
+        if run.warming && !run.ready && run.ending.is_none() {
+            return self.warm_failed(run_id, note);
         }
         if run.resend_at.is_some() && run.ending.is_none() {
             return self.on_exited_while_held(run_id, note);

@@ -78,6 +78,13 @@ impl Core {
             }
             Request::FollowUp { run_id, text } => return self.follow_up(to, &run_id, text),
             Request::Resume { run_id, text } => return self.resume(to, &run_id, text),
+            Request::Wake { run_id } => match self.target(&run_id) {
+                Target::Active => {
+                    self.wake_ahead(&run_id);
+                    self.summary_response(&run_id)
+                }
+                other => return self.refuse_target(to, &run_id, other),
+            },
             Request::Respond {
                 run_id,
                 request_id,
@@ -257,7 +264,7 @@ impl Core {
             return self.reply(to, Err(e));
         }
         let idle = run.state == RunState::Idle && !run.turn_in_flight && run.wake.is_none();
-        let asleep = run.hibernated || run.hibernating;
+        let asleep = run.asleep();
         if idle {
             // Money follows activity: an idle run reserves nothing, so what its cap has
             // left is fitted into its budget session again (refused: it stays idle).

@@ -54,9 +54,11 @@ impl Core {
             return self.reply(to, answer);
         }
         // A hibernated run: woken in its provider session with the resume prompt.
-        if self.runs.get(run_id).is_some_and(|r| {
-            (r.hibernated || r.hibernating) && r.wake.is_none() && r.ending.is_none()
-        }) {
+        if self
+            .runs
+            .get(run_id)
+            .is_some_and(|r| r.asleep() && r.wake.is_none() && r.ending.is_none())
+        {
             if let Err(e) = self.fit_follow_up(run_id) {
                 return self.reply(to, Err(e));
             }

@@ -202,6 +202,14 @@ pub struct Run {
     /// Idle with no child: its provider session is kept, a follow-up wakes it there. It
     /// holds no slot and reserves nothing.
     pub hibernated: bool,
+    /// Woken ahead of a follow-up (`wake`: the dashboard opened a follow-up box on it):
+    /// its child is starting with no turn to send; once ready the run is idle and warm.
+    /// It stays idle meanwhile (it reserves nothing), and a follow-up that comes before
+    /// the child is ready waits in `wake`.
+    pub warming: bool,
+    /// When it was last woken ahead: its hibernation timer counts from then (its idle
+    /// timeout still counts from `idle_since`).
+    pub warmed_at: Option<UnixMillis>,
     /// The turn to send once the child woken from hibernation (or started again for a
     /// re-send) is ready.
     pub wake: Option<(String, TurnOrigin)>,
@@ -217,6 +225,11 @@ pub struct Run {
 pub const HIBERNATED_DETAIL: &str = "idle · hibernated";
 /// The live line's detail of an idle run whose child is shutting down to hibernate.
 pub const HIBERNATING_DETAIL: &str = "idle · hibernating";
+/// The live line's detail of a hibernated run whose child is starting ahead of a
+/// follow-up.
+pub const WAKING_DETAIL: &str = "idle · waking";
+/// The live line's detail of an idle run with a warm child, waiting for a follow-up.
+pub const IDLE_DETAIL: &str = "idle: waiting for a follow-up";
 
 impl Run {
     pub fn new(
@@ -283,6 +296,8 @@ impl Run {
             file_tools: Default::default(),
             hibernating: false,
             hibernated: false,
+            warming: false,
+            warmed_at: None,
             wake: None,
             last_prompt: None,
             resends: 0,
@@ -328,6 +343,12 @@ impl Run {
     /// being woken for a turn.
     pub fn reserves(&self) -> bool {
         self.holds_slot() && (self.state != RunState::Idle || self.wake.is_some())
+    }
+
+    /// Idle with no warm child to take a turn: hibernated, hibernating, or woken ahead
+    /// and still starting. A turn for it waits in `wake`.
+    pub fn asleep(&self) -> bool {
+        self.hibernated || self.hibernating || self.warming
     }
 
     /// An idle run with a warm child that could be hibernated: its turn is over, nothing

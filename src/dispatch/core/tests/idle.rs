@@ -4,7 +4,8 @@
 //! a growing bound and sent again.
 
 use super::*;
-use crate::dispatch::core::{FOLLOW_UP_QUEUED, FOLLOW_UP_SENT, HIBERNATED_DETAIL};
+use crate::dispatch::core::run::IDLE_DETAIL;
+use crate::dispatch::core::{FOLLOW_UP_QUEUED, FOLLOW_UP_SENT, HIBERNATED_DETAIL, WAKING_DETAIL};
 
 /// A sim run idle after its first turn, its provider session `sess-<n>` reported.
 fn idle_in_session(h: &mut Harness, n: u32) -> String {
@@ -156,6 +157,141 @@ fn resume_wakes_a_hibernated_run() {
     assert_eq!(out.launches[0].resume_session.as_deref(), Some("sess-4"));
     let out = h.provider(&id, ProviderEvent::Ready { version: None });
     assert_eq!(prompts_sent(&out, &id), ["go on"]);
+}
+
+/// A run idle in session `sess-<n>`, hibernated by its timer.
+fn hibernated(h: &mut Harness, n: u32) -> String {
+    let id = idle_in_session(h, n);
+    h.advance(2 * MIN);
+    h.exit(&id);
+    assert!(h.core.runs[&id].hibernated);
+    id
+}
+
+fn wake(h: &mut Harness, run_id: &str) -> Out {
+    h.request(Request::Wake {
+        run_id: run_id.into(),
+    })
+}
+
+#[test]
+fn waking_ahead_starts_the_child_with_no_turn_and_the_follow_up_then_goes_at_once() {
+    let mut h = Harness::new("");
+    let id = hibernated(&mut h, 5);
+    let out = wake(&mut h, &id);
+    assert!(out.reply().is_ok(), "{:?}", out.reply());
+    assert_eq!(out.launches.len(), 1, "its child starts now");
+    assert_eq!(out.launches[0].resume_session.as_deref(), Some("sess-5"));
+    let run = &h.core.runs[&id];
+    assert_eq!(run.state, RunState::Idle, "idle while its child starts");
+    assert!(run.holds_slot() && !run.reserves(), "a slot, no money");
+    assert_eq!(h.live(&id).1.as_deref(), Some(WAKING_DETAIL));
+    let out = h.provider(&id, ProviderEvent::Ready { version: None });
+    assert!(prompts_sent(&out, &id).is_empty(), "no turn of its own");
+    assert_eq!(h.state(&id), RunState::Idle);
+    assert_eq!(h.live(&id).1.as_deref(), Some(IDLE_DETAIL));
+    assert!(!h.core.runs[&id].asleep());
+    // The follow-up finds a warm child: sent at once, nothing launched.
+    let out = follow_up(&mut h, &id, "and the docs");
+    assert!(out.launches.is_empty());
+    assert_eq!(prompts_sent(&out, &id), ["and the docs"]);
+    assert_eq!(h.state(&id), RunState::Running);
+    assert_eq!(h.view(&id).turns.len(), 2);
+}
+
+#[test]
+fn a_follow_up_before_the_woken_child_is_ready_goes_once_it_is() {
+    let mut h = Harness::new("");
+    let id = hibernated(&mut h, 6);
+    wake(&mut h, &id);
+    let out = follow_up(&mut h, &id, "quick one");
+    assert!(out.launches.is_empty(), "no second child");
+    assert!(out.sends.is_empty(), "the turn waits for the handshake");
+    assert!(h.core.runs[&id].reserves(), "its cap is held for the turn");
+    let out = wake(&mut h, &id);
+    assert!(out.launches.is_empty() && out.sends.is_empty());
+    let out = h.provider(&id, ProviderEvent::Ready { version: None });
+    assert_eq!(prompts_sent(&out, &id), ["quick one"], "exactly once");
+    assert_eq!(h.state(&id), RunState::Running);
+    assert!(!h.core.runs[&id].asleep());
+}
+
+#[test]
+fn a_run_woken_ahead_with_no_follow_up_hibernates_again_its_idle_timeout_unchanged() {
+    let mut h = Harness::new("[limits]\nhibernate_after_secs = 120\n");
+    let id = idle_in_session(&mut h, 2);
+    let idle_since = h.now;
+    h.advance(2 * MIN);
+    h.exit(&id);
+    h.advance(MIN);
+    let woken_at = h.now;
+    wake(&mut h, &id);
+    h.provider(&id, ProviderEvent::Ready { version: None });
+    // Hibernates 120 s after the wake, not after the turn ended.
+    assert_eq!(h.next_deadline(), Some(woken_at + 2 * MIN));
+    let out = h.advance(2 * MIN);
+    assert_eq!(out.sent(&id), [&ProviderCommand::Shutdown]);
+    h.exit(&id);
+    assert!(h.core.runs[&id].hibernated);
+    // Its idle timeout (20 min) still counts from the end of its turn.
+    assert_eq!(h.next_deadline(), Some(idle_since + 20 * MIN));
+}
+
+#[test]
+fn waking_ahead_leaves_warm_runs_and_waits_for_no_slot() {
+    let mut h = Harness::new("[limits]\nper_provider = { sim = 1 }\n");
+    let warm = idle_in_session(&mut h, 1);
+    let out = wake(&mut h, &warm);
+    assert!(
+        out.reply().is_ok() && out.launches.is_empty(),
+        "already warm"
+    );
+    h.advance(2 * MIN);
+    h.exit(&warm);
+    // Another run takes the sim's one slot: the hibernated run is not woken ahead (nor
+    // queued); its follow-up would wait for the slot.
+    let busy = h.running();
+    let out = wake(&mut h, &warm);
+    assert!(out.reply().is_ok(), "{:?}", out.reply());
+    assert!(out.launches.is_empty());
+    assert!(h.core.runs[&warm].hibernated && !h.core.runs[&warm].warming);
+    assert!(!h.core.queue.iter().any(|q| q == &warm));
+    assert_eq!(h.state(&busy), RunState::Running);
+    // A run that is not active is refused.
+    h.request(Request::Stop {
+        run_id: busy.clone(),
+    });
+    h.exit(&busy);
+    let out = wake(&mut h, &busy);
+    assert_eq!(out.refusal().code, ErrorCode::RunNotActive);
+}
+
+#[test]
+fn a_woken_child_that_exits_before_it_is_ready_leaves_the_run_hibernated() {
+    let mut h = Harness::new("");
+    let id = hibernated(&mut h, 8);
+    wake(&mut h, &id);
+    let out = h.exit(&id);
+    let run = &h.core.runs[&id];
+    assert_eq!(run.state, RunState::Idle, "not failed: {:?}", run.state);
+    assert!(run.hibernated && !run.warming && run.child.is_none());
+    assert!(!run.holds_slot());
+    assert!(
+        out.notes()
+            .iter()
+            .any(|n| n.contains("waking ahead failed")),
+        "{:?}",
+        out.notes()
+    );
+    // A launch that fails outright leaves it hibernated too.
+    h.fail_launch = Some("no such file".into());
+    wake(&mut h, &id);
+    assert!(h.core.runs[&id].hibernated && h.state(&id) == RunState::Idle);
+    // The follow-up tries again.
+    let out = follow_up(&mut h, &id, "try again");
+    assert_eq!(out.launches.len(), 1);
+    let out = h.provider(&id, ProviderEvent::Ready { version: None });
+    assert_eq!(prompts_sent(&out, &id), ["try again"]);
 }
 
 #[test]
