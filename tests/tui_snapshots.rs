@@ -112,11 +112,14 @@ fn each_tray_populated() {
         900,
         Some("idle · hibernated"),
     ));
+    let mut waking = summary(3, "Answer the review comments", RunState::Idle);
+    waking.head.live_state = Some(live(LiveStateKind::Working, 1, 900, Some("idle · waking")));
     one_tray(
         "tray_idle_hibernated",
         vec![
             summary(1, "Write the changelog for 0.4", RunState::Idle),
             hibernated,
+            waking,
         ],
     );
     one_tray(

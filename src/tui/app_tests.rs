@@ -338,3 +338,44 @@ fn a_refused_reload_from_before_the_dashboard_attached_shows_on_the_footer() {
     });
     assert_eq!(app.model.config_refused, None);
 }
+
+#[test]
+fn a_follow_up_box_opened_on_a_hibernated_run_wakes_it_ahead() {
+    use crate::live_state::{LiveState, LiveStateKind};
+    let asleep = |detail: &str| LiveState {
+        state: LiveStateKind::Working,
+        since: 0,
+        bound: Some(1_000_000),
+        detail: Some(detail.into()),
+        cause: None,
+        seq: 2,
+    };
+    let mut hibernated = summary("a", RunState::Idle);
+    hibernated.head.live_state = Some(asleep(crate::dispatch::core::HIBERNATED_DETAIL));
+    let mut warm = summary("bb", RunState::Idle);
+    warm.head.live_state = Some(asleep("idle: waiting for a follow-up"));
+    let mut app = app(vec![hibernated, warm]);
+    app.model.select("a");
+    assert_eq!(
+        requests(&app.handle(key('f'))),
+        [&Request::Wake { run_id: "a".into() }],
+        "f on a hibernated run"
+    );
+    app.handle(AppEvent::Key(KeyEvent::new(
+        KeyCode::Esc,
+        KeyModifiers::NONE,
+    )));
+    let enter = AppEvent::Key(KeyEvent::new(KeyCode::Enter, KeyModifiers::NONE));
+    assert_eq!(
+        requests(&app.handle(enter)),
+        [&Request::Wake { run_id: "a".into() }],
+        "enter opens the same box"
+    );
+    app.handle(AppEvent::Key(KeyEvent::new(
+        KeyCode::Esc,
+        KeyModifiers::NONE,
+    )));
+    // A warm run has nothing to wake.
+    app.model.select("bb");
+    assert!(requests(&app.handle(key('f'))).is_empty());
+}

@@ -892,6 +892,78 @@ async fn an_idle_run_hibernates_and_a_follow_up_wakes_it_in_the_same_claude_sess
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_hibernated_run_woken_ahead_takes_its_follow_up_on_the_woken_claude() {
+    let rig = Rig::with(
+        vec![
+            Reply::text(done("first part done")),
+            Reply::text(done("second part done")),
+        ],
+        &[],
+        QUICK_IDLE,
+    )
+    .await;
+    let run = rig.dispatch("Do the first part").await;
+    let first = rig.drover.until_state(&run, "idle", TURN).await;
+    let session = first["provider_session_id"].as_str().unwrap().to_string();
+    let pid = first["pid"].as_u64().unwrap() as u32;
+    rig.drover.until_hibernated(&run, Some(pid), TURN).await;
+    // The follow-up box stays open a while: the woken run must not hibernate meanwhile
+    // (the config is read again at the wake).
+    let config = rig.drover.drover_home().join("config.toml");
+    let text = std::fs::read_to_string(&config).unwrap();
+    std::fs::write(
+        &config,
+        text.replace("hibernate_after_secs = 1", "hibernate_after_secs = 600"),
+    )
+    .unwrap();
+
+    let out = rig.drover.run(&["wake", &run]).await;
+    assert!(out.success, "{}{}", out.stdout, out.stderr);
+    assert!(out.stdout.contains("waking"), "{}", out.stdout);
+    let warm = rig
+        .drover
+        .until(&run, "warm again", TURN, |v| {
+            v["live_state"]["detail"] == "idle: waiting for a follow-up" && v["pid"].is_u64()
+        })
+        .await;
+    assert_eq!(warm["state"], "idle", "{warm:#}");
+    assert_eq!(
+        warm["turns"].as_array().map(Vec::len),
+        Some(1),
+        "no turn sent"
+    );
+    let woken = warm["pid"].as_u64().unwrap() as u32;
+    assert_ne!(woken, pid, "a new CLI process, `claude --resume`");
+    assert_eq!(
+        rig.mock.model_requests().len(),
+        1,
+        "waking asks the model nothing"
+    );
+
+    rig.drover.follow_up(&run, "Now the second part").await;
+    let view = rig.drover.until_idle_after(&run, 2, TURN).await;
+    assert_eq!(
+        view["pid"], woken,
+        "the follow-up went to the woken CLI: {view:#}"
+    );
+    assert_eq!(view["provider_session_id"], session.as_str(), "{view:#}");
+    assert_eq!(
+        view["last_result"]["summary"], "second part done",
+        "{view:#}"
+    );
+    let requests = rig.mock.wait_for_model_requests(2, TURN).await;
+    let messages = requests[1].body["messages"].as_array().unwrap();
+    let text = |m: &Value| crate::mock::content_text(&m["content"]);
+    assert!(
+        messages
+            .iter()
+            .any(|m| m["role"] == "assistant" && text(m).contains("first part done")),
+        "the same session: {messages:#?}"
+    );
+    rig.complete(&run, woken).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_429_that_outlasts_the_clis_retries_is_sent_again_in_the_same_session_and_done() {
     // One CLI retry: two 429s fail the turn; drover sends it again a second later.
     let rig = Rig::with(

@@ -6,7 +6,9 @@
 //!   memory (VmRSS) of every process under `drover serve` and of the runs' process
 //!   groups, summed, and each run's CLI's peak (VmHWM) while warm;
 //! - latency: from `drover follow-up` to the model API receiving the turn's request, on
-//!   a warm run and on a hibernated one, alternating (claude; codex app-server).
+//!   a warm run, on a hibernated one, and on a hibernated one woken ahead as the
+//!   dashboard does when its follow-up box opens (`drover wake`, then the follow-up
+//!   `TYPING` later: the time to write it), (claude; codex app-server).
 //!
 //! Needs the pinned CLIs (`npm ci` in tests/peers, or scripts/test.sh). An argument
 //! (`memory`, `latency`) runs only that part.
@@ -35,6 +37,12 @@ const IDLE_RUNS: usize = 20;
 /// Follow-ups measured per side (after one warm-up each).
 const FOLLOW_UPS: usize = 5;
 const CLAUDE_MODEL: &str = "claude-sonnet-4-5";
+/// From the follow-up box opening (the run woken ahead) to the follow-up being sent: a
+/// short sentence typed.
+const TYPING: Duration = Duration::from_secs(3);
+/// `hibernate_after_secs` of the woken-ahead side: longer than `TYPING`, so that the
+/// woken run is still warm when the follow-up comes.
+const AHEAD_HIBERNATE_SECS: u64 = 5;
 const BOUND: Duration = Duration::from_secs(300);
 
 fn done(summary: &str) -> String {
@@ -227,7 +235,11 @@ async fn follow_up_latency(drover: &Drover, mock: &MockApi, run: &str, turns: us
 
 async fn latency_of(name: &str, protocol: Protocol, flags: &[&str]) {
     let mut figures: Vec<(String, Vec<f64>)> = Vec::new();
-    for (side, after) in [("warm", 0_u64), ("hibernated", 1)] {
+    for (side, after, ahead) in [
+        ("warm", 0_u64, false),
+        ("hibernated", 1, false),
+        ("woken ahead", AHEAD_HIBERNATE_SECS, true),
+    ] {
         let mock = MockApi::start(protocol, [Reply::text(done("first"))]).await;
         let drover = Drover::start_with(|root| {
             let extra = limits(after, 4);
@@ -243,6 +255,11 @@ async fn latency_of(name: &str, protocol: Protocol, flags: &[&str]) {
         for i in 0..=FOLLOW_UPS {
             if after > 0 {
                 drover.until_hibernated(&run, None, BOUND).await;
+            }
+            if ahead {
+                let out = drover.run(&["wake", &run]).await;
+                assert!(out.success, "wake failed: {}{}", out.stdout, out.stderr);
+                tokio::time::sleep(TYPING).await;
             }
             let t = follow_up_latency(&drover, &mock, &run, i + 2).await;
             if i > 0 {
@@ -262,13 +279,15 @@ async fn latency_of(name: &str, protocol: Protocol, flags: &[&str]) {
     for (side, times) in &figures {
         let shown: Vec<String> = times.iter().map(|t| format!("{t:.0}")).collect();
         println!(
-            "  {side:<10} median {:>6.0} ms  [{}]",
+            "  {side:<11} median {:>6.0} ms  [{}]",
             median(times),
             shown.join(", ")
         );
     }
-    let ratio = median(&figures[1].1) / median(&figures[0].1);
-    println!("  hibernated / warm: {ratio:.2}×");
+    for (side, times) in &figures[1..] {
+        let ratio = median(times) / median(&figures[0].1);
+        println!("  {side} / warm: {ratio:.2}×");
+    }
 }
 
 async fn latency() {

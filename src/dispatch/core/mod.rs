@@ -176,6 +176,7 @@ impl Input {
                     Request::Dispatch { .. }
                     | Request::FollowUp { .. }
                     | Request::Resume { .. }
+                    | Request::Wake { .. }
                     | Request::Route { .. }
                     | Request::Escalate { .. }
                     | Request::Retry { .. },
