@@ -62,6 +62,26 @@ impl Rig {
         Rig { mock, drover }
     }
 
+    /// A run whose first part is done and that has hibernated (quick idle limits), a
+    /// second part scripted: the rig, the run, its Claude session and its first CLI's pid.
+    async fn hibernated_after_a_first_part() -> (Rig, String, String, u32) {
+        let rig = Rig::with(
+            vec![
+                Reply::text(done("first part done")),
+                Reply::text(done("second part done")),
+            ],
+            &[],
+            QUICK_IDLE,
+        )
+        .await;
+        let run = rig.dispatch("Do the first part").await;
+        let first = rig.drover.until_state(&run, "idle", TURN).await;
+        let session = first["provider_session_id"].as_str().unwrap().to_string();
+        let pid = first["pid"].as_u64().unwrap() as u32;
+        rig.drover.until_hibernated(&run, Some(pid), TURN).await;
+        (rig, run, session, pid)
+    }
+
     async fn dispatch(&self, task: &str) -> String {
         self.drover
             .dispatch(&[
@@ -849,20 +869,7 @@ async fn a_run_dispatches_a_sub_run_through_drovers_mcp_server_and_waits_for_it(
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_idle_run_hibernates_and_a_follow_up_wakes_it_in_the_same_claude_session() {
-    let rig = Rig::with(
-        vec![
-            Reply::text(done("first part done")),
-            Reply::text(done("second part done")),
-        ],
-        &[],
-        QUICK_IDLE,
-    )
-    .await;
-    let run = rig.dispatch("Do the first part").await;
-    let first = rig.drover.until_state(&run, "idle", TURN).await;
-    let session = first["provider_session_id"].as_str().unwrap().to_string();
-    let pid = first["pid"].as_u64().unwrap() as u32;
-    rig.drover.until_hibernated(&run, Some(pid), TURN).await;
+    let (rig, run, session, pid) = Rig::hibernated_after_a_first_part().await;
 
     rig.drover.follow_up(&run, "Now the second part").await;
     let view = rig.drover.until_idle_after(&run, 2, TURN).await;
@@ -893,20 +900,7 @@ async fn an_idle_run_hibernates_and_a_follow_up_wakes_it_in_the_same_claude_sess
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_hibernated_run_woken_ahead_takes_its_follow_up_on_the_woken_claude() {
-    let rig = Rig::with(
-        vec![
-            Reply::text(done("first part done")),
-            Reply::text(done("second part done")),
-        ],
-        &[],
-        QUICK_IDLE,
-    )
-    .await;
-    let run = rig.dispatch("Do the first part").await;
-    let first = rig.drover.until_state(&run, "idle", TURN).await;
-    let session = first["provider_session_id"].as_str().unwrap().to_string();
-    let pid = first["pid"].as_u64().unwrap() as u32;
-    rig.drover.until_hibernated(&run, Some(pid), TURN).await;
+    let (rig, run, session, pid) = Rig::hibernated_after_a_first_part().await;
     // The follow-up box stays open a while: the woken run must not hibernate meanwhile
     // (the config is read again at the wake).
     let config = rig.drover.drover_home().join("config.toml");
