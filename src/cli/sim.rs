@@ -232,7 +232,8 @@ pub fn options_from(
             )
         })?,
     };
-    // Sessions are kept where drover keeps its data (the same `DROVER_HOME`, inherited).
+    // Sessions are kept in the data directory of the drover that started the sim (it
+    // sets `DROVER_HOME` to it); run by hand, where drover would keep its data.
     let sessions = crate::paths::Paths::resolve_from(env(crate::paths::HOME_ENV).map(Into::into))
         .ok()
         .map(|paths| SessionStore::in_data_dir(&paths.data_dir));

@@ -3,7 +3,8 @@
 //! on at the turn after the last one it completed, not at the start of its script.
 //!
 //! One small JSON file per session id in the sim's session directory
-//! (`<data dir>/sim-sessions/`, the data directory drover itself resolves): the scenario
+//! (`<data dir>/sim-sessions/`: drover starts the sim with `DROVER_HOME` set to its own
+//! data directory, so a throwaway owner's sessions stay in its directory): the scenario
 //! it plays and how many of its turns have ended with a result. It is written after each
 //! result line (to a temporary file, then renamed, so a reader never sees half of it).
 //!
