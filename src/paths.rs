@@ -34,7 +34,8 @@ impl Paths {
         Paths::resolve_from(std::env::var_os(HOME_ENV))
     }
 
-    fn resolve_from(home: Option<OsString>) -> Result<Paths, DroverError> {
+    /// As [`Paths::resolve`], with `home` the value of `DROVER_HOME` (`None`: unset).
+    pub fn resolve_from(home: Option<OsString>) -> Result<Paths, DroverError> {
         if let Some(home) = home.filter(|h| !h.is_empty()) {
             let home = std::path::absolute(PathBuf::from(&home)).map_err(|e| {
                 DroverError::new(

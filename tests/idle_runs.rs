@@ -1,6 +1,7 @@
 //! Idle runs through the real binary on the simulated agent (DESIGN.md §15): the demo's
 //! queued runs start once the idle runs holding the sim's rail hibernate, and a
-//! hibernated run wakes for a follow-up.
+//! hibernated run wakes for a follow-up, in its session and where its session was; a
+//! `--no-queue` dispatch starts in the slot an idle run gives as it hibernates.
 
 mod common;
 
@@ -104,4 +105,90 @@ fn a_hibernated_sim_run_wakes_for_a_follow_up_in_its_session() {
         .iter()
         .any(|n| n["text"] == "waking in its provider session");
     assert!(woken, "{view}");
+}
+
+#[test]
+fn a_woken_sim_run_goes_on_with_its_scenario_where_its_session_was() {
+    let home = Home::with_config("[limits]\nhibernate_after_secs = 1\n");
+    let _serve = home.serve();
+    let run = home.dispatch("multi-turn", "Write the parser", &["--max-turns", "4"]);
+    home.wait_idle(&run);
+    let out = home.drover(&["follow-up", &run, "Take a str"]);
+    assert!(out.status.success(), "{out:?}");
+    home.wait_for(&run, "idle after its second turn", |v| {
+        v["state"] == "idle" && v["turns"].as_array().is_some_and(|t| t.len() == 2)
+    });
+    home.wait_for(&run, "hibernated", |v| {
+        detail(v) == "idle · hibernated" && v["pid"].is_null()
+    });
+    let out = home.drover(&["follow-up", &run, "Anything else"]);
+    assert!(out.status.success(), "{out:?}");
+    let view = home.wait_for(&run, "idle after its third turn", |v| {
+        v["state"] == "idle" && v["turns"].as_array().is_some_and(|t| t.len() == 3)
+    });
+    let texts: Vec<&str> = view["turns"]
+        .as_array()
+        .expect("turns")
+        .iter()
+        .map(|t| t["text"].as_str().unwrap_or_default())
+        .collect();
+    assert!(
+        texts[1].contains("Handled the first follow-up: Take a str"),
+        "{texts:?}"
+    );
+    // Woken in its session, it plays the scenario's third turn, not its second again.
+    assert!(
+        texts[2].starts_with("Another follow-up: Anything else"),
+        "{texts:?}"
+    );
+}
+
+#[test]
+fn a_no_queue_dispatch_starts_in_the_slot_an_idle_run_gives_as_it_hibernates() {
+    let home = Home::with_config(
+        "[limits]\nhibernate_after_secs = 3600\n[limits.per_provider]\nsim = 1\n",
+    );
+    let _serve = home.serve();
+    let first = home.dispatch("quick-success", "First", &[]);
+    assert_eq!(home.wait_idle(&first)["state"], "idle");
+    let reply = home.json(&[
+        "dispatch",
+        "--provider",
+        "sim",
+        "--scenario",
+        "quick-success",
+        "--no-queue",
+        "Second",
+    ]);
+    // Admitted, not queued and not refused: it waits for the idle run's slot.
+    assert_eq!(reply["state"], "starting", "{reply}");
+    assert_eq!(
+        reply["live_state"]["detail"],
+        drover::dispatch::core::ROOM_DETAIL,
+        "{reply}"
+    );
+    let second = reply["run_id"].as_str().expect("a run id").to_string();
+    let view = home.wait_idle(&second);
+    assert_eq!(view["state"], "idle", "{view}");
+    let asleep = home.show(&first);
+    assert_eq!(asleep["state"], "idle", "{asleep}");
+    assert_eq!(detail(&asleep), "idle · hibernated", "{asleep}");
+    assert!(
+        home.notes(&second)
+            .iter()
+            .any(|n| n.contains("--no-queue") && n.contains(&first)),
+        "{:?}",
+        home.notes(&second)
+    );
+    // Idle now, the second run gives its slot to a third the same way.
+    let third = home.json(&[
+        "dispatch",
+        "--provider",
+        "sim",
+        "--scenario",
+        "quick-success",
+        "--no-queue",
+        "Third",
+    ]);
+    assert_eq!(third["state"], "starting", "{third}");
 }

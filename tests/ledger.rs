@@ -446,6 +446,112 @@ fn retention_prunes_old_events_and_keeps_each_runs_row_turns_usage_and_decisions
     ledger.close();
 }
 
+/// A stored spec the dispatcher can read back (a resume rebuilds the run from it).
+fn stored_spec() -> Value {
+    serde_json::to_value(drover::spec::Spec {
+        provider: "sim".into(),
+        model: Some("sim-standard".into()),
+        effort: None,
+        cwd: std::env::temp_dir(),
+        task: "do it".into(),
+        context: None,
+        title: "do it".into(),
+        tags: vec![],
+        capability: drover::spec::Capability::Workspace,
+        policy: drover::spec::PermissionPolicy::Ask,
+        max_minutes: 45,
+        budget_usd: 5.0,
+        idle_timeout_secs: 1200,
+        max_turns: 6,
+        output_schema: None,
+        workflow_id: None,
+        parent_run: None,
+        idempotency_key: None,
+        queue_if_busy: true,
+        scenario: None,
+        class: None,
+        workspace: None,
+        carry_changes: false,
+        clamps: vec![],
+    })
+    .unwrap()
+}
+
+#[test]
+fn retention_keeps_the_follow_ups_an_interrupted_run_has_not_sent() {
+    use drover::dispatch::core::{FOLLOW_UP_QUEUED, FOLLOW_UP_SENT, Fetch, Fetched};
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("l.sqlite3");
+    let now = 400 * DAY;
+    let options = LedgerOptions {
+        retention: RetentionPolicy::from_limits(0, 0),
+        ..LedgerOptions::default()
+    };
+    let (ledger, _) = Ledger::open(&path, options, now).unwrap();
+    let writer = ledger.writer();
+    // Interrupted by a restart 31 days ago, mid-turn, with two follow-ups queued behind
+    // its turns and one of them sent.
+    let mut run = run_record("left", RunState::Interrupted, 1_000);
+    run.finished_at = Some(now - 31 * DAY);
+    run.provider_session_id = Some("sess-1".into());
+    run.spec = stored_spec();
+    let queued = |seq: u64, text: &str| {
+        WriteOp::event(EventRecord {
+            run_id: "left".into(),
+            seq,
+            kind: FOLLOW_UP_QUEUED.into(),
+            at: 1_000 + seq as i64,
+            body: json!({"text": text}),
+        })
+        .unwrap()
+    };
+    let mut ops = vec![
+        WriteOp::InsertRun(Box::new(run)),
+        kinded("left", 1, "transcript"),
+        queued(2, "first follow-up"),
+        queued(3, "second follow-up"),
+        kinded("left", 4, "transcript"),
+        kinded("left", 5, FOLLOW_UP_SENT),
+        kinded("left", 6, "transcript"),
+        kinded("left", 7, kind::LIVE_STATE),
+    ];
+    ops.extend(history_of("left", 0.5));
+    writer.commit_blocking(ops).unwrap();
+
+    let pruned =
+        retention::prune(&path, &writer, RetentionPolicy::from_limits(30, 0), now).unwrap();
+    assert_eq!(pruned.events_of, 1, "its transcript is pruned");
+    let reader = ledger.reader().unwrap();
+    let kinds: Vec<(u64, String)> = reader
+        .events("left", 0)
+        .unwrap()
+        .into_iter()
+        .map(|e| (e.seq, e.kind))
+        .collect();
+    assert_eq!(
+        kinds,
+        [
+            (2, FOLLOW_UP_QUEUED.to_string()),
+            (3, FOLLOW_UP_QUEUED.into()),
+            (5, FOLLOW_UP_SENT.into()),
+            (7, kind::LIVE_STATE.into()),
+        ]
+    );
+    // What a resume reads: the follow-up not yet sent, to send after its resume turn.
+    let Fetched::Resumable(data) = drover::dispatch::views::fetch(
+        &reader,
+        Fetch::Resumable {
+            run_id: "left".into(),
+        },
+    )
+    .unwrap() else {
+        panic!("expected what a resume needs")
+    };
+    assert_eq!(data.follow_ups, ["second follow-up"]);
+    assert_eq!(data.last_seq, 7, "its seqs go on from where they were");
+    ledger.close();
+}
+
 #[test]
 fn retention_prunes_in_the_background_and_keeps_every_run() {
     let dir = tempfile::tempdir().unwrap();

@@ -29,6 +29,8 @@ const CLAUDE_FLAGS: &[&str] = &[
 struct Sim {
     /// The agent's working directory: its allowed edits land here, never in the repo.
     work: tempfile::TempDir,
+    /// Its `DROVER_HOME`: where it keeps its sessions (shared by a sim that resumes one).
+    home: std::sync::Arc<tempfile::TempDir>,
     child: Child,
     stdin: Option<ChildStdin>,
     lines: Lines<BufReader<ChildStdout>>,
@@ -40,6 +42,17 @@ impl Sim {
     }
 
     fn start_with_env(scenario: &str, extra: &[&str], env: &[(&str, &str)]) -> Sim {
+        let home = std::sync::Arc::new(tempfile::tempdir().expect("a home"));
+        Sim::start_in(&home, scenario, extra, env)
+    }
+
+    /// A sim keeping its sessions in `home` (a second process there resumes them).
+    fn start_in(
+        home: &std::sync::Arc<tempfile::TempDir>,
+        scenario: &str,
+        extra: &[&str],
+        env: &[(&str, &str)],
+    ) -> Sim {
         let work = tempfile::tempdir().expect("a work dir");
         std::fs::create_dir(work.path().join("src")).expect("src");
         std::fs::write(
@@ -56,6 +69,7 @@ impl Sim {
             .args(extra)
             .env_remove("DROVER_SIM_SCENARIO")
             .env_remove("DROVER_SIM_FLOOD_EVENTS")
+            .env("DROVER_HOME", home.path())
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
@@ -68,6 +82,7 @@ impl Sim {
         let stdout = child.stdout.take().expect("stdout is piped");
         Sim {
             work,
+            home: home.clone(),
             child,
             stdin,
             lines: BufReader::new(stdout).lines(),
@@ -311,6 +326,59 @@ async fn model_and_resume_flags_are_honoured() {
     assert!(
         result["modelUsage"]["claude-opus-4-1"].is_object(),
         "{result}"
+    );
+}
+
+/// Plays one turn for `text`; returns its assistant texts and its result line.
+async fn turn(sim: &mut Sim, text: &str) -> (Vec<String>, Value) {
+    sim.user(text).await;
+    let lines = sim.until_type("result").await;
+    let result = lines.last().cloned().expect("a result");
+    (texts(&lines), result)
+}
+
+#[tokio::test]
+async fn a_resumed_session_goes_on_after_the_last_turn_it_completed() {
+    let mut first = Sim::start("multi-turn", &[]);
+    first.handshake().await;
+    let (said, result) = turn(&mut first, "Write the parser.").await;
+    assert_eq!(said[0], "Starting on the parser.", "{said:?}");
+    let session = result["session_id"]
+        .as_str()
+        .expect("a session id")
+        .to_string();
+    let (said, _) = turn(&mut first, "Take a str.").await;
+    assert!(said[0].starts_with("Follow-up received"), "{said:?}");
+    first.close_stdin();
+    assert_eq!(first.exit_status().await.code(), Some(0));
+
+    // A new process in the same session: its third turn, not its second again.
+    let resume = format!("--resume={session}");
+    let mut second = Sim::start_in(&first.home, "multi-turn", &[&resume], &[]);
+    second.handshake().await;
+    let (said, result) = turn(&mut second, "Anything else?").await;
+    assert_eq!(result["session_id"], session.as_str());
+    assert!(
+        said[0].starts_with("Another follow-up: Anything else?"),
+        "{said:?}"
+    );
+    second.close_stdin();
+    assert_eq!(second.exit_status().await.code(), Some(0));
+
+    // A session file that is not the sim's own is not believed: the resumed session
+    // is taken to have had its opening turn only.
+    let file = first
+        .home
+        .path()
+        .join("sim-sessions")
+        .join(format!("{session}.json"));
+    std::fs::write(&file, r#"{"scenario":"multi-turn","turns_done":"two"}"#).expect("written");
+    let mut third = Sim::start_in(&first.home, "multi-turn", &[&resume], &[]);
+    third.handshake().await;
+    let (said, _) = turn(&mut third, "Again.").await;
+    assert!(
+        said[0].starts_with("Follow-up received: Again."),
+        "{said:?}"
     );
 }
 

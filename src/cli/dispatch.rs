@@ -98,7 +98,8 @@ pub struct DispatchArgs {
     /// A repeated dispatch with the same key within 24 h returns the same run.
     #[arg(long, value_name = "KEY")]
     pub idempotency_key: Option<String>,
-    /// Refuse (MAX_CONCURRENT) instead of queueing when the provider is busy.
+    /// Refuse (MAX_CONCURRENT) instead of queueing when the provider is busy (idle runs
+    /// holding its slots hibernate to make room first).
     #[arg(long)]
     pub no_queue: bool,
     /// The simulated provider's scenario.

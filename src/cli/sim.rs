@@ -6,13 +6,16 @@
 //! (unknown ones are ignored); `--model`, `--resume`, `--permission-mode`,
 //! `--permission-prompt-tool`, `--allowedTools` and `--disallowedTools` are honoured; a
 //! bad command line or scenario is exit code 2 with one line on stderr. The process
-//! touches neither drover's data directory nor its log file: stdout is the protocol.
+//! touches nothing in drover's data directory but its own session files
+//! (`sim-sessions/`, [`crate::sim::session`]), and never the log file: stdout is the
+//! protocol.
 
 use clap::Args;
 use std::path::Path;
 
 use crate::sim::agent::{self, AgentOptions, PermissionMode};
 use crate::sim::scenario::{self, Format, Scenario};
+use crate::sim::session::SessionStore;
 
 /// The scenario used when neither `--scenario` nor the environment names one.
 pub const DEFAULT_SCENARIO: &str = "quick-success";
@@ -229,10 +232,17 @@ pub fn options_from(
             )
         })?,
     };
+    // Sessions are kept in the data directory of the drover that started the sim (it
+    // sets `DROVER_HOME` to it); run by hand, where drover would keep its data.
+    let sessions = crate::paths::Paths::resolve_from(env(crate::paths::HOME_ENV).map(Into::into))
+        .ok()
+        .map(|paths| SessionStore::in_data_dir(&paths.data_dir));
     Ok(AgentOptions {
         scenario,
+        scenario_name: name,
         model: flags.model,
         resume: flags.resume,
+        sessions,
         permission_mode,
         prompt_tool_stdio: flags.permission_prompt_tool.as_deref() == Some("stdio"),
         allowed_tools: flags.allowed_tools,

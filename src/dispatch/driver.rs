@@ -248,6 +248,7 @@ pub async fn start(
         launcher: Launcher {
             self_exe: options.self_exe.clone(),
             sink: provider_tx,
+            data_dir: options.paths.data_dir.clone(),
         },
         adapters: HashMap::new(),
         replies: HashMap::new(),

@@ -16,6 +16,10 @@ pub mod kind {
     pub const RUN_STATE: &str = "run_state";
     pub const LIVE_STATE: &str = "live_state";
     pub const NOTE: &str = "note";
+    /// A follow-up queued behind a running turn (body: its text, redacted).
+    pub const FOLLOW_UP_QUEUED: &str = "follow_up_queued";
+    /// A queued follow-up sent as a turn (the oldest one not yet sent).
+    pub const FOLLOW_UP_SENT: &str = "follow_up_sent";
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

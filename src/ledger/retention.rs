@@ -1,9 +1,10 @@
 //! Retention: keeps every run's history and prunes the bulk. A finished run's events
 //! (transcript lines, provider events, live states: most of the file) are pruned once it
-//! finished longer ago than [`RetentionPolicy::events_after`]; its row, turns, usage rows
-//! and decisions stay, so `runs --all`, results and spend cover every run ever made. An
-//! optional hard cap on runs ([`RetentionPolicy::max_runs`]) deletes the oldest finished
-//! runs whole beyond it.
+//! finished longer ago than [`RetentionPolicy::events_after`]; its row, turns, usage rows,
+//! decisions and a few small event kinds ([`KEPT_KINDS`]: its follow-ups among them, so an
+//! interrupted run resumed later still sends the ones it had not sent) stay, so
+//! `runs --all`, results and spend cover every run ever made. An optional hard cap on
+//! runs ([`RetentionPolicy::max_runs`]) deletes the oldest finished runs whole beyond it.
 //!
 //! It runs on a thread of its own and sends small batches to the writer, each waited for
 //! before the next, so pruning never sits on the write path of a live run. Active runs
@@ -21,8 +22,19 @@ use crate::UnixMillis;
 const CHUNK: usize = 50;
 
 /// The event kinds a pruned run keeps: few and small, and what its view reads (its
-/// notes, route card, escalation offer and place in its workflow).
-pub const KEPT_KINDS: &[&str] = &[super::kind::NOTE, "route", "escalation_offer", "lineage"];
+/// notes, route card, escalation offer and place in its workflow), and its follow-ups
+/// queued and sent. An `interrupted` run can be resumed however old it is, and its
+/// follow-ups not yet sent live only in those events: pruning never loses one (a
+/// resumed run sends them after its resume turn; its transcript before the pruning is
+/// gone, its provider session has it).
+pub const KEPT_KINDS: &[&str] = &[
+    super::kind::NOTE,
+    "route",
+    "escalation_offer",
+    "lineage",
+    super::kind::FOLLOW_UP_QUEUED,
+    super::kind::FOLLOW_UP_SENT,
+];
 
 /// What retention keeps.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

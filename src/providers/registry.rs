@@ -71,12 +71,14 @@ pub fn runnable_names() -> Vec<&'static str> {
     PROVIDERS.iter().map(|p| p.name).collect()
 }
 
-/// What every launch shares: where adapters send their events, and this executable (the
-/// simulated agent is `<self_exe> sim-agent`).
+/// What every launch shares: where adapters send their events, this executable (the
+/// simulated agent is `<self_exe> sim-agent`) and the data directory (the simulated
+/// agent keeps its sessions there).
 #[derive(Debug, Clone)]
 pub struct Launcher {
     pub self_exe: PathBuf,
     pub sink: ProviderEventSink,
+    pub data_dir: PathBuf,
 }
 
 /// Starts the run's adapter. `spec.command` is the config's command (empty when the
@@ -91,7 +93,11 @@ pub fn launch(mut spec: LaunchSpec, launcher: &Launcher) -> Result<AdapterHandle
     match spec.provider.as_str() {
         // The simulated agent calls no tools of its own choosing: no MCP server.
         "sim" => super::claude::launch(
-            sim_command(LaunchSpec { mcp: None, ..spec }, &launcher.self_exe),
+            sim_command(
+                LaunchSpec { mcp: None, ..spec },
+                &launcher.self_exe,
+                &launcher.data_dir,
+            ),
             sink,
         ),
         "claude-code" => super::claude::launch(with_default_command(spec), sink),
@@ -117,8 +123,14 @@ fn with_default_command(mut spec: LaunchSpec) -> LaunchSpec {
 }
 
 /// The simulated agent speaks Claude Code's stream-json: it runs as this executable's
-/// `sim-agent` (unless the config names another command), with the run's scenario.
-fn sim_command(mut spec: LaunchSpec, self_exe: &Path) -> LaunchSpec {
+/// `sim-agent` (unless the config names another command), with the run's scenario, and
+/// keeps its sessions in this drover's data directory (`DROVER_HOME` set to it, unless
+/// the provider's configured environment sets it), so a throwaway owner's (the demo's)
+/// stay in its own directory.
+fn sim_command(mut spec: LaunchSpec, self_exe: &Path, data_dir: &Path) -> LaunchSpec {
+    spec.env
+        .entry(crate::paths::HOME_ENV.to_string())
+        .or_insert_with(|| data_dir.display().to_string());
     if spec.command.as_os_str().is_empty() {
         spec.command = self_exe.to_path_buf();
         spec.args.insert(0, "sim-agent".to_string());
@@ -159,13 +171,32 @@ mod tests {
 
     #[test]
     fn the_sim_runs_as_this_executable_with_its_scenario() {
-        let s = sim_command(spec("sim", "", Some("hang")), Path::new("/bin/drover"));
+        let data = Path::new("/data/drover");
+        let s = sim_command(
+            spec("sim", "", Some("hang")),
+            Path::new("/bin/drover"),
+            data,
+        );
         assert_eq!(s.command, PathBuf::from("/bin/drover"));
         assert_eq!(s.args, ["sim-agent", "--flag", "--scenario", "hang"]);
+        assert_eq!(
+            s.env.get("DROVER_HOME").map(String::as_str),
+            Some("/data/drover"),
+            "its sessions are kept in this drover's data directory"
+        );
         // A configured command is kept; the scenario still goes last.
-        let s = sim_command(spec("sim", "/opt/sim", None), Path::new("/bin/drover"));
+        let mut configured = spec("sim", "/opt/sim", None);
+        configured
+            .env
+            .insert("DROVER_HOME".into(), "/elsewhere".into());
+        let s = sim_command(configured, Path::new("/bin/drover"), data);
         assert_eq!(s.command, PathBuf::from("/opt/sim"));
         assert_eq!(s.args, ["--flag", "--scenario", "quick-success"]);
+        assert_eq!(
+            s.env.get("DROVER_HOME").map(String::as_str),
+            Some("/elsewhere"),
+            "the configured environment wins"
+        );
     }
 
     #[test]

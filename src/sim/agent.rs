@@ -24,6 +24,7 @@ use super::scenario::{
     Action, BlockPlacement, MessageMeta, Question, RateLimitStatus, ResultStep, Scenario, ToolCall,
     Turn, Usage, Vars, fill,
 };
+use super::session::SessionStore;
 use super::wire::{self, Envelope, Inbound, Reply, SessionSpend, ToolPermission};
 
 /// Claude Code's permission modes (`--permission-mode`).
@@ -78,8 +79,13 @@ pub struct AgentOptions {
     pub scenario: Scenario,
     /// `--model`; the scenario's model otherwise.
     pub model: Option<String>,
-    /// `--resume`: continue this session id (the scenario starts at its second turn).
+    /// The scenario's name or path, as `--scenario` gave it (what a kept session plays).
+    pub scenario_name: String,
+    /// `--resume`: continue this session id, at the turn after the last one it completed
+    /// (as `sessions` keeps it; the second turn when it has no record of the session).
     pub resume: Option<String>,
+    /// Where sessions are kept across processes; `None` keeps none.
+    pub sessions: Option<SessionStore>,
     pub permission_mode: PermissionMode,
     /// `--permission-prompt-tool stdio`: permission requests go over stdout/stdin.
     pub prompt_tool_stdio: bool,
@@ -330,7 +336,11 @@ struct Agent<W: AsyncWrite + Unpin> {
     /// User messages waiting for their turn.
     queued: VecDeque<String>,
     scenario: Scenario,
+    scenario_name: String,
+    /// The index of the scenario turn the next user message plays; also how many turns
+    /// of this session have been played.
     next_turn: usize,
+    sessions: Option<SessionStore>,
     ids: wire::Ids,
     session_id: String,
     model: String,
@@ -366,8 +376,18 @@ impl<W: AsyncWrite + Unpin> Agent<W> {
             })
             .map(|tool| tool.to_string())
             .collect();
-        // A resumed session has had its opening turn: it goes on with the follow-ups.
-        let next_turn = usize::from(resumed && options.scenario.turns.len() > 1);
+        // A resumed session goes on after the last turn it completed; one it has no
+        // record of has had its opening turn: it goes on with the follow-ups.
+        let kept = resumed
+            .then(|| {
+                options
+                    .sessions
+                    .as_ref()
+                    .and_then(|store| store.turns_done(&session_id, &options.scenario_name))
+            })
+            .flatten();
+        let next_turn =
+            kept.unwrap_or_else(|| usize::from(resumed && options.scenario.turns.len() > 1));
         Agent {
             out: BufWriter::with_capacity(64 * 1024, output),
             batching: false,
@@ -378,7 +398,9 @@ impl<W: AsyncWrite + Unpin> Agent<W> {
                 .model
                 .unwrap_or_else(|| options.scenario.model.clone()),
             scenario: options.scenario,
+            scenario_name: options.scenario_name,
             next_turn,
+            sessions: options.sessions,
             ids,
             session_id,
             mode: options.permission_mode,
@@ -1141,7 +1163,19 @@ impl<W: AsyncWrite + Unpin> Agent<W> {
             },
             &self.spend,
         );
-        self.write(&line).await
+        self.write(&line).await?;
+        self.keep_session();
+        Ok(())
+    }
+
+    /// Records that the session has completed the turns played so far.
+    fn keep_session(&self) {
+        if let Some(store) = &self.sessions
+            && let Err(problem) =
+                store.record(&self.session_id, &self.scenario_name, self.next_turn)
+        {
+            note(&problem);
+        }
     }
 }
 

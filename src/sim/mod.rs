@@ -8,7 +8,8 @@
 //! crashes, hangs); [`agent`] plays a scenario over stdin/stdout; [`wire`] holds the
 //! shape of every line; [`act`] is what allowed tools really do (`Write` and `Edit`
 //! change files in the working directory, a `Bash` step marked `run` runs its command
-//! there), so a run's diff is real.
+//! there), so a run's diff is real; [`session`] keeps where each session is in its
+//! scenario, so a resumed session goes on where it was, as the real CLI's does.
 //!
 //! What must stay true: the sim speaks the real `claude` protocol (docs/PROVIDERS.md) and
 //! nothing else. Nothing in it is drover-specific: no extra line types, no extra fields
@@ -20,4 +21,5 @@
 pub mod act;
 pub mod agent;
 pub mod scenario;
+pub mod session;
 pub mod wire;

@@ -2,6 +2,10 @@
 //! rails and fitted into its budget session; then it starts, waits in the queue, or waits
 //! on a route card. A repeated idempotency key returns the run it made.
 //!
+//! A `--no-queue` dispatch on a full rail is refused (`MAX_CONCURRENT`) unless idle runs
+//! hibernating would give it a slot ([`Core::room_plan`], the planner queued runs use):
+//! then it is `starting`, waiting for those runs' children to exit, and starts then.
+//!
 //! What must stay true: nothing is created for a refused dispatch (its refusal is sent at
 //! once); an accepted one is answered after its first writes are committed, showing where
 //! the run is now (starting, queued, or held).
@@ -245,6 +249,7 @@ impl Core {
             notes.extend(note);
         }
         // A held run takes no slot and no money until its route is decided.
+        let mut room = None;
         let admission = if hold.is_some() {
             Admission::Queue(rails::RailBlock::Session {
                 session: session.clone(),
@@ -252,13 +257,30 @@ impl Core {
             })
         } else {
             let slot = self.slot_for(&spec.provider, &session, spec.workflow_id.clone());
-            rails::admit(
+            let holding = self.holding_slots();
+            match rails::admit(
                 self.limits(),
-                &self.holding_slots(),
+                &holding,
                 self.queued_in(&session),
                 &slot,
                 spec.queue_if_busy,
-            )
+            ) {
+                // `--no-queue` on a rail that idle runs fill: not refused when their
+                // hibernating gives it a slot; it starts once they have.
+                Admission::Refuse(e) if !spec.queue_if_busy => {
+                    match (
+                        rails::blocked_by(self.limits(), &holding, &slot),
+                        self.room_plan(Some(&slot)).filter(|p| p.extra_starts),
+                    ) {
+                        (Some(block), Some(plan)) => {
+                            room = Some(plan);
+                            Admission::Queue(block)
+                        }
+                        _ => Admission::Refuse(e),
+                    }
+                }
+                admission => admission,
+            }
         };
         if let Admission::Refuse(e) = admission {
             return Err(e);
@@ -339,6 +361,7 @@ impl Core {
         }
         if let Admission::Queue(block) = &admission
             && hold.is_none()
+            && room.is_none()
         {
             run.note(&mut batch, format!("queued: {}", block.describe()), now);
         }
@@ -352,9 +375,14 @@ impl Core {
             // Its directory is in use by another writing run: it waits (no slot yet).
             (None, _, Some(holder)) => self.wait_for_dir(&id, &holder),
             (None, Admission::Start, None) => self.launch(&id, false),
-            (None, _, None) => self.queue.push_back(id.clone()),
+            (None, Admission::Queue(block), None) => match room {
+                Some(plan) => self.wait_for_room(&id, &block, &plan),
+                None => self.enqueue(&id),
+            },
+            (None, Admission::Refuse(_), None) => {}
         }
-        // The answer shows where the run is now: starting, or queued.
+        // The answer shows where the run is now: starting (or waiting for the slot idle
+        // runs give as they hibernate), or queued.
         self.runs
             .get(&id)
             .map(Run::summary)

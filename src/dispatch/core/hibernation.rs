@@ -11,18 +11,28 @@
 //! the turn is sent as if the child had stayed up. A wake whose rail is full waits in the
 //! queue like a new run.
 //!
+//! A run dispatched with `--no-queue` onto a rail that idle runs fill makes room the same
+//! way (one planner, [`Core::room_plan`]): it is admitted `starting` and waits for their
+//! children to exit; it is refused only when hibernating cannot give it a slot.
+//!
 //! What must stay true: only a run whose provider reported a session hibernates; a
 //! hibernating run holds its slot until its child has exited; a wake never starts a
 //! second child for a run; `hibernate_after_secs = 0` turns hibernation off (by time and
 //! for the queue alike).
 
 use super::Core;
-use super::rails::{self, RailSlot};
+use super::rails::{self, RailBlock, RailSlot};
 use super::run::{
     Batch, HIBERNATED_DETAIL, HIBERNATING_DETAIL, IDLE_DETAIL, TurnOrigin, WAKING_DETAIL,
 };
 use crate::UnixMillis;
+use crate::live_state::LiveStateKind;
 use crate::providers::ProviderCommand;
+use crate::run_state::RunState;
+
+/// The live line's detail of a `--no-queue` run waiting for the slot of an idle run that
+/// hibernates for it.
+pub const ROOM_DETAIL: &str = "starting once an idle run has hibernated to give its slot";
 
 impl Core {
     /// Whether hibernation is on (`hibernate_after_secs` > 0).
@@ -92,10 +102,12 @@ impl Core {
         }
         run.touch(&mut batch);
         self.commit(batch);
+        // The slot goes to the runs that waited for it first (it may have been freed for
+        // them); a run woken meanwhile wakes after them, or waits in the queue.
+        self.start_queued();
         if self.runs.get(run_id).is_some_and(|r| r.wake.is_some()) {
             self.wake_now(run_id);
         }
-        self.start_queued();
         self.check_waiters();
     }
 
@@ -203,9 +215,7 @@ impl Core {
                     );
                     self.commit(batch);
                 }
-                if !self.queue.iter().any(|id| id == run_id) {
-                    self.queue.push_back(run_id.to_string());
-                }
+                self.enqueue(run_id);
             }
         }
     }
@@ -225,13 +235,69 @@ impl Core {
         self.launch_now(run_id);
     }
 
-    /// Hibernates idle runs whose slots queued runs need: the queue is played forward
-    /// (runs that can start, start; runs already hibernating count as gone), and where a
-    /// queued run is still blocked, the idle run idle longest whose slot would let it
-    /// start is hibernated.
+    /// Hibernates idle runs whose slots queued runs need (see [`Core::room_plan`]).
+    /// Called where slots or the queue change — a run queued, a queued run started or a
+    /// slot freed ([`Core::start_queued`]: a run ended, a child exited, the limits were
+    /// read again), a run gone idle — never on every event.
     pub(super) fn make_room(&mut self) {
-        if self.queue.is_empty() || self.shutting_down() || !self.hibernation_on() {
+        if self.queue.is_empty() {
             return;
+        }
+        let Some(plan) = self.room_plan(None) else {
+            return;
+        };
+        for id in plan.hibernate {
+            self.hibernate(&id, "a run waiting to start needs its slot");
+        }
+    }
+
+    /// A run dispatched with `--no-queue` that idle runs hibernating let start: it is
+    /// `starting` (not queued: it does not count against the queue's limit), its live
+    /// line says what it waits for, and it waits at the back of the queue — where the
+    /// planner gave it the slot — while those runs hibernate.
+    pub(super) fn wait_for_room(&mut self, run_id: &str, block: &RailBlock, plan: &RoomPlan) {
+        let now = self.now;
+        let Some(run) = self.runs.get_mut(run_id) else {
+            return;
+        };
+        run.waiting_for_room = true;
+        let mut batch = Batch::default();
+        run.set_state(&mut batch, RunState::Starting, None, now);
+        let deadline = run.deadline;
+        run.set_live(
+            &mut batch,
+            LiveStateKind::Admitted,
+            Some(deadline),
+            Some(ROOM_DETAIL),
+            None,
+            now,
+        );
+        let whom = match plan.hibernate.as_slice() {
+            [] => "an idle run already hibernating gives".to_string(),
+            [one] => format!("idle run {one} gives as it hibernates"),
+            many => format!("idle runs {} give as they hibernate", many.join(", ")),
+        };
+        run.note(
+            &mut batch,
+            format!(
+                "not queued (--no-queue): {}; it starts in the slot {whom}",
+                block.describe()
+            ),
+            now,
+        );
+        run.touch(&mut batch);
+        self.commit(batch);
+        self.enqueue(run_id);
+    }
+
+    /// What making room would do for the queue, with `extra` (a run being admitted with
+    /// `--no-queue`) behind it: the queue is played forward (runs that can start, start;
+    /// runs already hibernating count as gone), and where a run is still blocked, the
+    /// idle run idle longest whose slot would let one start is taken. `None` when
+    /// hibernation is off or drover is shutting down.
+    pub(super) fn room_plan(&self, extra: Option<&RailSlot>) -> Option<RoomPlan> {
+        if self.shutting_down() || !self.hibernation_on() {
+            return None;
         }
         let mut holding: Vec<(Option<String>, RailSlot)> = self
             .runs
@@ -239,10 +305,12 @@ impl Core {
             .filter(|r| r.holds_slot() && !r.hibernating)
             .map(|r| (Some(r.id.clone()), self.slot_of(r)))
             .collect();
-        let mut queue: Vec<RailSlot> = self
+        // Each waiting run's slot, and whether it is `extra`.
+        let mut queue: Vec<(bool, RailSlot)> = self
             .queue
             .iter()
-            .filter_map(|id| self.runs.get(id).map(|r| self.slot_of(r)))
+            .filter_map(|id| self.runs.get(id).map(|r| (false, self.slot_of(r))))
+            .chain(extra.map(|slot| (true, slot.clone())))
             .collect();
         let mut idle: Vec<(UnixMillis, String)> = self
             .runs
@@ -251,31 +319,42 @@ impl Core {
             .map(|r| (r.idle_since.unwrap_or(0), r.id.clone()))
             .collect();
         idle.sort();
-        let mut chosen = Vec::new();
+        let mut plan = RoomPlan::default();
         while !queue.is_empty() {
             let slots: Vec<RailSlot> = holding.iter().map(|(_, s)| s.clone()).collect();
-            if let Some(index) = rails::next_to_start(self.limits(), &slots, &queue) {
-                holding.push((None, queue.remove(index)));
+            let waiting: Vec<RailSlot> = queue.iter().map(|(_, s)| s.clone()).collect();
+            if let Some(index) = rails::next_to_start(self.limits(), &slots, &waiting) {
+                let (is_extra, slot) = queue.remove(index);
+                plan.extra_starts |= is_extra;
+                holding.push((None, slot));
                 continue;
             }
-            // Blocked: the idle run (longest idle first) whose slot lets a queued run go.
+            // Blocked: the idle run (longest idle first) whose slot lets a waiting run go.
             let found = idle.iter().position(|(_, id)| {
                 let without: Vec<RailSlot> = holding
                     .iter()
                     .filter(|(holder, _)| holder.as_deref() != Some(id.as_str()))
                     .map(|(_, s)| s.clone())
                     .collect();
-                rails::next_to_start(self.limits(), &without, &queue).is_some()
+                rails::next_to_start(self.limits(), &without, &waiting).is_some()
             });
             let Some(at) = found else {
                 break;
             };
             let (_, id) = idle.remove(at);
             holding.retain(|(holder, _)| holder.as_deref() != Some(id.as_str()));
-            chosen.push(id);
+            plan.hibernate.push(id);
         }
-        for id in chosen {
-            self.hibernate(&id, "a queued run needs its slot");
-        }
+        Some(plan)
     }
+}
+
+/// What making room comes to (see [`Core::room_plan`]).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub(super) struct RoomPlan {
+    /// The idle runs to hibernate, longest idle first.
+    pub hibernate: Vec<String>,
+    /// Whether the run being admitted starts once they (and the runs already
+    /// hibernating) have given their slots.
+    pub extra_starts: bool,
 }

@@ -55,19 +55,39 @@ impl Core {
             .collect()
     }
 
-    /// How many runs of `session` wait in the queue.
+    /// How many runs of `session` wait in the queue (a `--no-queue` run waiting for the
+    /// slot of an idle run that hibernates for it is not queued).
     pub(super) fn queued_in(&self, session: &str) -> usize {
         self.queue
             .iter()
-            .filter(|id| self.runs.get(*id).is_some_and(|r| r.session == session))
+            .filter(|id| {
+                self.runs
+                    .get(*id)
+                    .is_some_and(|r| r.session == session && !r.waiting_for_room)
+            })
             .count()
     }
 
-    /// Starts queued runs while their rails have room (FIFO, skipping blocked ones).
+    /// Puts a run at the back of the queue (once), and makes room for it.
+    pub(super) fn enqueue(&mut self, run_id: &str) {
+        if !self.queue.iter().any(|id| id == run_id) {
+            self.queue.push_back(run_id.to_string());
+        }
+        self.make_room();
+    }
+
+    /// Starts queued runs while their rails have room (FIFO, skipping blocked ones), then
+    /// makes room for those still blocked. Called wherever a slot frees or the limits
+    /// change.
     pub(super) fn start_queued(&mut self) {
         if self.shutting_down() {
             return;
         }
+        self.start_what_fits();
+        self.make_room();
+    }
+
+    fn start_what_fits(&mut self) {
         loop {
             let holding = self.holding_slots();
             let queue: Vec<RailSlot> = self
@@ -113,6 +133,7 @@ impl Core {
         };
         if let Some(run) = self.runs.get_mut(run_id) {
             run.launching = true;
+            run.waiting_for_room = false;
         }
         self.out.push(Effect::Launch(Box::new(spec)));
     }

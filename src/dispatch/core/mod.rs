@@ -36,7 +36,7 @@
 //! | money: fitting caps (a follow-up on an idle run fitted again; refusals name the runs holding reservations), booking usage, caps checked, budget sessions, config changes | `money.rs` |
 //! | route cards and escalation offers | `routes.rs` |
 //! | resume of an interrupted run | `resume.rs` |
-//! | idle runs: hibernating (by time, or for a queued run's slot), waking in the provider session | `hibernation.rs` |
+//! | idle runs: hibernating (by time, or for the slot of a queued or `--no-queue` run: one planner, run where slots or the queue change), waking in the provider session | `hibernation.rs` |
 //! | a turn the model API failed, held in `waiting_provider` and sent again | `resend.rs` |
 //! | waits | `waits.rs` |
 //! | one run in memory, its batches, its views | `run.rs` |
@@ -67,6 +67,7 @@ mod workspaces;
 #[cfg(test)]
 mod tests;
 
+pub use hibernation::ROOM_DETAIL;
 pub use money::SESSION_KEY;
 pub use requests::{FOLLOW_UP_QUEUED, FOLLOW_UP_SENT};
 pub use routes::memory_key as route_memory_key;
@@ -500,7 +501,6 @@ impl Core {
             Input::ConfigRefused(refusal) => self.on_config_refused(refusal),
             Input::Shutdown => self.begin_shutdown(),
         }
-        self.make_room();
         std::mem::take(&mut self.out)
     }
 
@@ -508,7 +508,6 @@ impl Core {
     pub fn due(&mut self, now: UnixMillis) -> (Vec<Effect>, Option<UnixMillis>) {
         self.now = now;
         self.fire_timers();
-        self.make_room();
         let next = self.next_deadline();
         (std::mem::take(&mut self.out), next)
     }

@@ -407,6 +407,8 @@ impl Core {
         };
         run.working(&mut batch, idle_until, detail, now);
         self.commit(batch);
+        // Idle, its slot can go to a run waiting for one (it hibernates for it).
+        self.make_room();
         // A turn that ended blocked is offered an escalation while the run is warm.
         self.offer_on_turn_end(run_id);
         // Its turn is over: a shared run waiting for its directory may go.

@@ -17,10 +17,9 @@ use crate::run_state::RunState;
 use crate::workspace::WorkspaceView;
 use crate::{DroverError, ErrorCode};
 
-/// The event kind of a follow-up queued behind a running turn (body: its text, redacted).
-pub const FOLLOW_UP_QUEUED: &str = "follow_up_queued";
-/// The event kind of a queued follow-up sent as a turn (the oldest one not yet sent).
-pub const FOLLOW_UP_SENT: &str = "follow_up_sent";
+/// The event kinds of a follow-up queued behind a running turn and of a queued one sent
+/// as a turn (the ledger's kinds: retention keeps them).
+pub use crate::ledger::kind::{FOLLOW_UP_QUEUED, FOLLOW_UP_SENT};
 
 /// The longest a `wait` may block.
 pub const WAIT_CAP_SECS: u64 = 3_600;

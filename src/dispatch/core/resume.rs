@@ -250,7 +250,7 @@ impl Core {
 
         match admission {
             Admission::Start => self.launch(run_id, true),
-            _ => self.queue.push_back(run_id.to_string()),
+            _ => self.enqueue(run_id),
         }
         self.summary_response(run_id)
     }

@@ -402,7 +402,7 @@ impl Core {
                     run.note(&mut batch, format!("queued: {}", block.describe()), now);
                     self.commit(batch);
                 }
-                self.queue.push_back(run_id.to_string());
+                self.enqueue(run_id);
             }
             Admission::Refuse(e) => {
                 let now = self.now;

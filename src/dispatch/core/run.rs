@@ -213,6 +213,10 @@ pub struct Run {
     /// The turn to send once the child woken from hibernation (or started again for a
     /// re-send) is ready.
     pub wake: Option<(String, TurnOrigin)>,
+    /// Dispatched with `--no-queue` while idle runs filled its rail: `starting`, and
+    /// waiting (at the back of the queue, not counted as queued) for the slot those runs
+    /// give as they hibernate. It holds no slot until it is launched.
+    pub waiting_for_room: bool,
     /// The prompt of the last turn sent (a turn the model API failed is sent again).
     pub last_prompt: Option<String>,
     /// How many times the current turn was sent again after the model API failed it.
@@ -299,6 +303,7 @@ impl Run {
             warming: false,
             warmed_at: None,
             wake: None,
+            waiting_for_room: false,
             last_prompt: None,
             resends: 0,
             resend_at: None,
@@ -329,6 +334,7 @@ impl Run {
         self.launching
             || self.preparing_until.is_some()
             || (!self.hibernated
+                && !self.waiting_for_room
                 && matches!(
                     self.state,
                     RunState::Starting

@@ -1,11 +1,13 @@
 //! Idle runs (DESIGN.md §15) and turns re-sent: hibernating after `hibernate_after_secs`
-//! or for a queued run's slot, waking in the same provider session, money following
+//! or for the slot of a queued or `--no-queue` run, waking in the same provider session, money following
 //! activity, follow-ups kept across a restart, and a turn the model API failed held with
 //! a growing bound and sent again.
 
 use super::*;
 use crate::dispatch::core::run::IDLE_DETAIL;
-use crate::dispatch::core::{FOLLOW_UP_QUEUED, FOLLOW_UP_SENT, HIBERNATED_DETAIL, WAKING_DETAIL};
+use crate::dispatch::core::{
+    FOLLOW_UP_QUEUED, FOLLOW_UP_SENT, HIBERNATED_DETAIL, ROOM_DETAIL, WAKING_DETAIL,
+};
 
 /// A sim run idle after its first turn, its provider session `sess-<n>` reported.
 fn idle_in_session(h: &mut Harness, n: u32) -> String {
@@ -322,6 +324,163 @@ fn a_queued_run_hibernates_the_idle_run_whose_slot_it_needs() {
     assert_eq!(out.launches.len(), 1);
     assert_eq!(out.launches[0].run_id, older);
     assert_eq!(out.launches[0].resume_session.as_deref(), Some("sess-1"));
+}
+
+#[test]
+fn a_queued_run_starts_when_a_run_goes_idle_after_the_queue_formed() {
+    let mut h = Harness::new("[limits.per_provider]\nsim = 1\n");
+    let busy = h.running();
+    h.provider(
+        &busy,
+        ProviderEvent::Session {
+            session_id: "sess-1".into(),
+            model: None,
+        },
+    );
+    let out = h.dispatch_with(|_| {});
+    let queued = out.run().head.run_id;
+    assert_eq!(h.state(&queued), RunState::Queued);
+    assert!(out.sends.is_empty(), "the run in the slot is working");
+    // Streamed events change no slot: nothing hibernates.
+    assert!(h.provider(&busy, usage(10)).sent(&busy).is_empty());
+    // Its turn ends: idle, it gives its slot to the queued run.
+    let out = h.provider(&busy, turn_done("## Result\nstatus: done\nsummary: ok\n"));
+    assert_eq!(h.state(&busy), RunState::Idle);
+    assert_eq!(out.sent(&busy), [&ProviderCommand::Shutdown]);
+    assert!(out.launches.is_empty(), "not before its child has exited");
+    let out = h.exit(&busy);
+    assert_eq!(out.launches.len(), 1);
+    assert_eq!(out.launches[0].run_id, queued);
+    assert!(h.core.runs[&busy].hibernated);
+}
+
+fn no_queue(h: &mut Harness) -> Out {
+    h.dispatch_with(|s| s.queue_if_busy = Some(false))
+}
+
+#[test]
+fn a_no_queue_dispatch_starts_once_the_idle_run_whose_slot_it_needs_has_hibernated() {
+    let mut h = Harness::new("[limits.per_provider]\nsim = 2\n");
+    let older = idle_in_session(&mut h, 1);
+    h.now += 1_000;
+    let newer = idle_in_session(&mut h, 2);
+    let out = no_queue(&mut h);
+    let run = out.run();
+    let id = run.head.run_id.clone();
+    // Admitted, not queued: the reply shows it starting, and what it waits for.
+    assert_eq!(run.head.state, RunState::Starting);
+    let live = run.head.live_state.clone().expect("a live state");
+    assert_eq!(live.state, LiveStateKind::Admitted);
+    assert_eq!(live.detail.as_deref(), Some(ROOM_DETAIL));
+    let notes = out.notes();
+    assert!(
+        notes
+            .iter()
+            .any(|n| n.contains("--no-queue") && n.contains(&older) && !n.contains(&newer)),
+        "{notes:?}"
+    );
+    assert!(!notes.iter().any(|n| n.starts_with("queued")), "{notes:?}");
+    assert_eq!(
+        out.sent(&older),
+        [&ProviderCommand::Shutdown],
+        "the longest idle"
+    );
+    assert!(out.sent(&newer).is_empty(), "only as many as needed");
+    assert!(out.launches.is_empty(), "the slot is not free yet");
+    assert!(!h.core.runs[&id].holds_slot());
+    assert_eq!(h.core.queued_in("default"), 0, "not counted as queued");
+    // The rail never holds more than its limit: a second --no-queue run takes the other
+    // idle run's slot, a third is refused.
+    let second = no_queue(&mut h).run().head.run_id;
+    assert_eq!(h.state(&second), RunState::Starting);
+    assert!(h.core.runs[&newer].hibernating);
+    let out = no_queue(&mut h);
+    assert_eq!(out.refusal().code, ErrorCode::MaxConcurrent);
+    let out = h.exit(&older);
+    assert_eq!(out.launches.len(), 1);
+    assert_eq!(out.launches[0].run_id, id, "in the slot made for it");
+    assert_eq!(out.launches[0].resume_session, None, "a new session");
+    let out = h.exit(&newer);
+    assert_eq!(out.launches.len(), 1);
+    assert_eq!(out.launches[0].run_id, second);
+    h.provider(&id, ProviderEvent::Ready { version: None });
+    assert_eq!(h.state(&id), RunState::Running);
+    assert!(h.core.runs[&id].holds_slot());
+}
+
+#[test]
+fn a_no_queue_dispatch_is_refused_when_hibernating_gives_it_no_slot() {
+    struct Case {
+        name: &'static str,
+        config: &'static str,
+        /// Runs holding the sim's rail of 1 (or 2): a working run, an idle run with a
+        /// session, an idle run without one.
+        fill: fn(&mut Harness),
+    }
+    let cases = [
+        Case {
+            name: "a running run holds the slot",
+            config: "[limits.per_provider]\nsim = 1\n",
+            fill: |h| {
+                h.running();
+            },
+        },
+        Case {
+            name: "hibernation is off",
+            config: "[limits]\nhibernate_after_secs = 0\n[limits.per_provider]\nsim = 1\n",
+            fill: |h| {
+                idle_in_session(h, 1);
+            },
+        },
+        Case {
+            name: "the idle run has no session to wake in",
+            config: "[limits.per_provider]\nsim = 1\n",
+            fill: |h| {
+                h.idle();
+            },
+        },
+        Case {
+            name: "the idle run's slot goes to the run queued before",
+            config: "[limits.per_provider]\nsim = 1\n",
+            fill: |h| {
+                idle_in_session(h, 1);
+                let queued = h.dispatch_with(|_| {}).run().head.run_id;
+                assert_eq!(h.state(&queued), RunState::Queued);
+            },
+        },
+    ];
+    for case in cases {
+        let mut h = Harness::new(case.config);
+        (case.fill)(&mut h);
+        let runs = h.core.runs.len();
+        let out = no_queue(&mut h);
+        let e = out.refusal();
+        assert_eq!(e.code, ErrorCode::MaxConcurrent, "{}", case.name);
+        assert!(
+            e.message.contains("--no-queue"),
+            "{}: {}",
+            case.name,
+            e.message
+        );
+        assert!(out.ops.is_empty() && out.sends.is_empty(), "{}", case.name);
+        assert_eq!(h.core.runs.len(), runs, "{}: nothing created", case.name);
+    }
+}
+
+#[test]
+fn a_follow_up_to_a_run_hibernating_for_a_queued_run_wakes_after_it() {
+    let mut h = Harness::new("[limits.per_provider]\nsim = 1\n");
+    let idle = idle_in_session(&mut h, 1);
+    let queued = h.dispatch_with(|_| {}).run().head.run_id;
+    assert!(h.core.runs[&idle].hibernating);
+    assert!(follow_up(&mut h, &idle, "more").reply().is_ok());
+    let out = h.exit(&idle);
+    assert_eq!(out.launches.len(), 1);
+    assert_eq!(out.launches[0].run_id, queued, "the slot was freed for it");
+    assert!(
+        h.core.queue.iter().any(|id| id == &idle),
+        "woken when a slot frees"
+    );
 }
 
 #[test]
