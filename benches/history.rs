@@ -9,12 +9,14 @@
 //!   (and, beside it, the frame the runs first show in);
 //! - peak memory (VmHWM from /proc/<pid>/status) of that dashboard process and of the
 //!   owner;
-//! - `drover runs` (its default page, human output) wall time, median of 5.
+//! - `drover runs` (its default page, human output) and `drover status` wall time,
+//!   median of 5 each.
 //!
 //! Run: `cargo bench --bench history`. Sizes: `DROVER_BENCH_HISTORY` (default
 //! `500:10000,100000:2000000`, pairs of runs:events). Targets at 100,000 runs / 2,000,000
 //! events: first frame ≤ 150 ms and dashboard memory ≤ 40 MB, both within 1.3× of the
-//! figures at 500 runs; `drover runs` ≤ 100 ms. Prints figures, asserts nothing.
+//! figures at 500 runs; `drover runs` ≤ 100 ms (and `drover status` alike). Prints figures,
+//! asserts nothing.
 
 mod common;
 
@@ -107,21 +109,10 @@ fn measure(runs: u64, events: u64) {
         runs_frames.push(field("runs_frame_ms="));
         hwms.push(field("vmhwm_kb="));
     }
-    let mut runs_ms = Vec::new();
-    let mut runs_lines = 0;
-    for _ in 0..5 {
-        let start = Instant::now();
-        let out = Command::new(env!("CARGO_BIN_EXE_drover"))
-            .arg("runs")
-            .env("DROVER_HOME", home.path())
-            .env_remove("DROVER_LOG")
-            .output()
-            .expect("drover runs");
-        runs_ms.push(start.elapsed().as_secs_f64() * 1e3);
-        assert!(out.status.success(), "drover runs failed");
-        runs_lines = out.stdout.iter().filter(|b| **b == b'\n').count();
-    }
+    let (mut runs_ms, runs_lines) = command_ms(home.path(), "runs");
+    // The owner's peak before `status` runs (the figure of the dashboard's and `runs`' asks).
     let owner_hwm = vmhwm_kb(owner.id()).unwrap_or(0.0);
+    let (mut status_ms, status_lines) = command_ms(home.path(), "status");
     let _ = nix::sys::signal::kill(
         nix::unistd::Pid::from_raw(owner.id() as i32),
         nix::sys::signal::Signal::SIGTERM,
@@ -146,6 +137,30 @@ fn measure(runs: u64, events: u64) {
         "    drover runs (default page)    {:>8.1} ms   {runs_lines} lines (median of 5)",
         median(&mut runs_ms)
     );
+    println!(
+        "    drover status                 {:>8.1} ms   {status_lines} lines (median of 5)",
+        median(&mut status_ms)
+    );
+}
+
+/// `drover <command>` (human output, the owner up) 5 times: each wall time, and how many
+/// lines it printed.
+fn command_ms(home: &Path, command: &str) -> (Vec<f64>, usize) {
+    let mut times = Vec::new();
+    let mut lines = 0;
+    for _ in 0..5 {
+        let start = Instant::now();
+        let out = Command::new(env!("CARGO_BIN_EXE_drover"))
+            .arg(command)
+            .env("DROVER_HOME", home)
+            .env_remove("DROVER_LOG")
+            .output()
+            .expect("drover");
+        times.push(start.elapsed().as_secs_f64() * 1e3);
+        assert!(out.status.success(), "drover {command} failed");
+        lines = out.stdout.iter().filter(|b| **b == b'\n').count();
+    }
+    (times, lines)
 }
 
 fn median(values: &mut [f64]) -> f64 {
