@@ -15,10 +15,14 @@ use super::schema;
 use crate::UnixMillis;
 use crate::money::pricing::Basis;
 use crate::run_state::RunState;
+use std::collections::BTreeMap;
 
 /// A read-only view of the ledger file.
 pub struct LedgerReader {
     conn: Connection,
+    /// Whether the file keeps running totals ([`schema::RUNNING_TOTALS`]): a file no
+    /// owner has migrated yet is summed from its rows instead (reading never migrates).
+    totals: bool,
 }
 
 const RUN_COLUMNS: &str = "run_id, created_at, updated_at, finished_at, state, completion_reason,
@@ -41,7 +45,10 @@ impl LedgerReader {
                 known: schema::current_version(),
             });
         }
-        Ok(LedgerReader { conn })
+        Ok(LedgerReader {
+            conn,
+            totals: version >= schema::RUNNING_TOTALS,
+        })
     }
 
     pub fn run(&self, run_id: &str) -> Result<Option<RunRecord>, LedgerError> {
@@ -450,6 +457,9 @@ impl LedgerReader {
     /// A budget session's money from the ledger's running totals (kept with each usage
     /// row, see the schema's migration 6): one row read, whatever the history's size.
     pub fn session_totals(&self, session: &str) -> Result<SessionTotals, LedgerError> {
+        if !self.totals {
+            return self.session_totals_from_rows(session);
+        }
         let (spent_usd, usage_rows): (f64, i64) = self
             .conn
             .query_row(
@@ -484,6 +494,14 @@ impl LedgerReader {
         session: &str,
         basis: Basis,
     ) -> Result<Vec<String>, LedgerError> {
+        if !self.totals {
+            let weakest = self.weakest_from_rows(session)?;
+            return Ok(weakest
+                .into_iter()
+                .filter(|(_, b)| *b == basis)
+                .map(|(id, _)| id)
+                .collect());
+        }
         let mut st = self.conn.prepare_cached(
             "SELECT run_id FROM session_run_basis INDEXED BY session_run_basis_by_weakest
              WHERE budget_session = ?1 AND weakest = ?2 ORDER BY run_id",
@@ -492,6 +510,45 @@ impl LedgerReader {
             .query_map(params![session, basis.rank()], |r| r.get(0))?
             .collect::<Result<Vec<String>, _>>()?;
         Ok(ids)
+    }
+
+    /// [`LedgerReader::session_totals`] summed from the usage rows, for a file from
+    /// before the running totals.
+    fn session_totals_from_rows(&self, session: &str) -> Result<SessionTotals, LedgerError> {
+        let (spent_usd, usage_rows): (f64, i64) = self.conn.query_row(
+            "SELECT COALESCE(SUM(cost_usd), 0.0), COUNT(*) FROM usage WHERE budget_session = ?1",
+            params![session],
+            |r| Ok((r.get(0)?, r.get(1)?)),
+        )?;
+        let mut runs: BTreeMap<Basis, u64> = BTreeMap::new();
+        for (_, basis) in self.weakest_from_rows(session)? {
+            *runs.entry(basis).or_default() += 1;
+        }
+        Ok(SessionTotals {
+            spent_usd,
+            usage_rows: usage_rows.max(0) as u64,
+            runs_by_weakest: runs.into_iter().collect(),
+        })
+    }
+
+    /// Each of the session's runs with its weakest basis ([`Basis::weakest`] over its
+    /// rows' words), by id, from the usage rows.
+    fn weakest_from_rows(&self, session: &str) -> Result<BTreeMap<String, Basis>, LedgerError> {
+        let mut st = self
+            .conn
+            .prepare_cached("SELECT DISTINCT run_id, basis FROM usage WHERE budget_session = ?1")?;
+        let rows = st
+            .query_map(params![session], |r| {
+                Ok((r.get::<_, String>(0)?, r.get::<_, String>(1)?))
+            })?
+            .collect::<Result<Vec<_>, _>>()?;
+        let mut weakest: BTreeMap<String, Basis> = BTreeMap::new();
+        for (run_id, word) in rows {
+            let basis = Basis::parse(&word);
+            let w = weakest.entry(run_id).or_insert(basis);
+            *w = Basis::weakest([*w, basis]);
+        }
+        Ok(weakest)
     }
 
     /// The body of a run's last event of `kind` (`None` when it has none).
@@ -553,12 +610,16 @@ impl LedgerReader {
     /// How many runs the ledger holds, and how many of them are finished (from the
     /// running counts).
     pub fn run_counts(&self) -> Result<(u64, u64), LedgerError> {
-        let (total, finished): (i64, i64) = self.conn.query_row(
-            "SELECT COALESCE(SUM(runs), 0), COALESCE(SUM(CASE WHEN finished THEN runs END), 0)
-             FROM run_counts",
-            [],
-            |r| Ok((r.get(0)?, r.get(1)?)),
-        )?;
+        let sql = match self.totals {
+            true => {
+                "SELECT COALESCE(SUM(runs), 0), COALESCE(SUM(CASE WHEN finished THEN runs END), 0)
+                 FROM run_counts"
+            }
+            false => "SELECT COUNT(*), COUNT(finished_at) FROM runs",
+        };
+        let (total, finished): (i64, i64) = self
+            .conn
+            .query_row(sql, [], |r| Ok((r.get(0)?, r.get(1)?)))?;
         Ok((total.max(0) as u64, finished.max(0) as u64))
     }
 
@@ -568,10 +629,16 @@ impl LedgerReader {
         &self,
         include_removed: bool,
     ) -> Result<Vec<(RunState, u64)>, LedgerError> {
-        let mut st = self.conn.prepare_cached(
-            "SELECT state, SUM(runs) FROM run_counts WHERE (?1 OR removed = 0)
-             GROUP BY state HAVING SUM(runs) > 0 ORDER BY state",
-        )?;
+        let mut st = self.conn.prepare_cached(match self.totals {
+            true => {
+                "SELECT state, SUM(runs) FROM run_counts WHERE (?1 OR removed = 0)
+                 GROUP BY state HAVING SUM(runs) > 0 ORDER BY state"
+            }
+            false => {
+                "SELECT state, COUNT(*) FROM runs WHERE (?1 OR removed = 0)
+                 GROUP BY state ORDER BY state"
+            }
+        })?;
         let rows = st
             .query_map(params![include_removed], |r| {
                 Ok((r.get::<_, String>(0)?, r.get::<_, i64>(1)?))

@@ -308,6 +308,10 @@ const MIGRATIONS: &[&str] = &[
     "#,
 ];
 
+/// The first version that keeps running totals (migration 6): each session's money and
+/// the runs by state.
+pub const RUNNING_TOTALS: i64 = 6;
+
 /// The schema version this build writes.
 pub fn current_version() -> i64 {
     MIGRATIONS.len() as i64
