@@ -17,7 +17,7 @@
 use std::collections::HashMap;
 
 use super::api::{
-    BudgetView, NoteView, Response, ResultView, RunBudget, RunHead, RunSummary, RunView,
+    BudgetView, NoteView, Response, ResultView, RunBudget, RunCounts, RunHead, RunSummary, RunView,
     RunsFilter, TranscriptFormat, TranscriptView, TurnView, WaitOutcome, WaitUntil,
 };
 use super::core::{Fetch, Fetched, Query, Startup};
@@ -137,6 +137,7 @@ pub fn answer(reader: &LedgerReader, query: Query) -> Result<Response, DroverErr
                 .collect();
             Response::Runs(rows)
         }
+        Query::Counts => Response::Counts(run_counts(reader)?),
         Query::Budget { mut overlay } => {
             let bases = session_bases(reader, &overlay.session)?;
             overlay.runs_by_basis = bases.runs_by_basis;
@@ -245,6 +246,18 @@ pub fn run_summaries_from_ledger(
             summary(reader, run, cost)
         })
         .collect()
+}
+
+/// How many runs the ledger holds, by state (from its running counts).
+pub fn run_counts(reader: &LedgerReader) -> Result<RunCounts, DroverError> {
+    let shown = reader.runs_by_state(false)?;
+    let every: u64 = reader.runs_by_state(true)?.iter().map(|(_, n)| n).sum();
+    let by_state: std::collections::BTreeMap<String, u64> = shown
+        .into_iter()
+        .map(|(state, n)| (state.as_str().to_string(), n))
+        .collect();
+    let removed = every - by_state.values().sum::<u64>();
+    Ok(RunCounts { by_state, removed })
 }
 
 /// One run's row from its ledger record (its cost summed from its usage rows).
