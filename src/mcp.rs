@@ -10,7 +10,8 @@
 //!   protocol error;
 //! - nothing answers permission prompts: that stays with the person;
 //! - nothing is unbounded: `wait` is capped at [`MAX_WAIT_SECS`], a transcript at
-//!   [`MAX_TRANSCRIPT_LINES`] lines of at most [`MAX_LINE_CHARS`] characters;
+//!   [`MAX_TRANSCRIPT_LINES`] lines of at most [`MAX_LINE_CHARS`] characters, a page of
+//!   `runs` at [`MAX_RUNS_PAGE`] finished runs (besides the active ones);
 //! - a server started inside a run (drover sets [`RUN_ID_ENV`] in each child) dispatches
 //!   sub-runs of that run: the dispatcher records the parent and applies its limits.
 
@@ -24,7 +25,7 @@ use serde_json::{Value, json};
 use crate::cli::owner::start_background;
 use crate::config::Config;
 use crate::control::ControlClient;
-use crate::dispatch::api::{TranscriptFormat, WaitUntil};
+use crate::dispatch::api::{RunsFilter, TranscriptFormat, WaitUntil};
 use crate::dispatch::{Request, Response};
 use crate::error::{DroverError, ErrorCode};
 use crate::money::Catalog;
@@ -44,6 +45,10 @@ pub const MAX_TRANSCRIPT_LINES: usize = 500;
 pub const DEFAULT_TRANSCRIPT_LINES: usize = 100;
 /// Each transcript line is clipped to this many characters.
 pub const MAX_LINE_CHARS: usize = 2_000;
+/// Finished runs one `runs` call returns when it does not say (as `drover runs` does).
+pub const DEFAULT_RUNS_PAGE: u32 = crate::cli::runs::DEFAULT_PAGE;
+/// The most finished runs one `runs` call returns (older ones come page by page).
+pub const MAX_RUNS_PAGE: u32 = 200;
 
 /// The MCP server: its tools and where to reach the owner.
 #[derive(Clone)]
@@ -74,6 +79,18 @@ pub struct RunsArgs {
     /// Only the runs of this workflow (sub-runs are in their parent's workflow).
     #[serde(default)]
     pub workflow: Option<String>,
+    /// Finished runs in the answer at most, newest finished first (default 50, at most
+    /// 200; 0: only the active runs). Every active run is always in the answer.
+    #[serde(default)]
+    pub limit: Option<u32>,
+    /// The next page: only runs that finished before this run did (the previous answer's
+    /// `next_before`).
+    #[serde(default)]
+    pub before: Option<String>,
+    /// Only runs whose title, id, provider, model or state contains this text
+    /// (case-insensitive), searched in the whole history.
+    #[serde(default)]
+    pub search: Option<String>,
 }
 
 #[derive(Debug, Deserialize, schemars::JsonSchema)]
@@ -221,20 +238,29 @@ impl DroverMcp {
         .await
     }
 
-    #[tool(description = "List runs, newest first (optionally only those in one state).")]
+    #[tool(
+        description = "List runs, newest first: every active run and the 50 most recently finished ones (`limit` up to 200). The answer's `next_before`, when set, is the `before` of the next page of older runs. Optionally only one state, one workflow, or runs whose title, id, provider or model contains `search`."
+    )]
     async fn runs(
         &self,
         Parameters(args): Parameters<RunsArgs>,
     ) -> Result<CallToolResult, ErrorData> {
-        self.answer(Request::Runs {
+        let filter = RunsFilter {
             state: args.state,
             include_removed: args.include_removed,
             workflow: args.workflow,
-            limit: None,
-            before: None,
-            search: None,
+            limit: Some(args.limit.unwrap_or(DEFAULT_RUNS_PAGE).min(MAX_RUNS_PAGE)),
+            before: args.before,
+            search: args.search,
+        };
+        Ok(match self.ask(filter.request()).await {
+            Ok(Response::Runs(runs)) => structured(json!({
+                "next_before": filter.next_before(&runs),
+                "items": runs,
+            })),
+            Ok(other) => success(&other),
+            Err(e) => refusal(&e),
         })
-        .await
     }
 
     #[tool(

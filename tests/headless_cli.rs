@@ -1966,3 +1966,81 @@ fn approval_rules_are_kept_listed_applied_and_refused_with_codes() {
     assert_eq!(removed["id"], 1, "{removed}");
     assert_eq!(home.json(&["rules"]), serde_json::json!([]));
 }
+
+#[test]
+fn status_counts_a_long_history_and_lists_only_the_active_runs() {
+    let home = Home::new();
+    // Nothing yet: no ledger, nothing counted, no money.
+    let fresh = home.json(&["status"]);
+    assert_eq!(fresh["runs"], serde_json::json!({}), "{fresh}");
+    assert_eq!(fresh["active"], serde_json::json!([]), "{fresh}");
+    assert_eq!(fresh["budget"], Value::Null, "{fresh}");
+
+    let serve = home.serve();
+    let done = home.dispatch("quick-success", "Seed the history", &[]);
+    home.wait_idle(&done);
+    home.json(&["complete", &done]);
+    home.wait_terminal(&done);
+    let cost = home.row(&done)["cost_usd"].as_f64().expect("a cost");
+    serve.stop();
+    home.clone_history(&done, 60);
+
+    let serve = home.serve();
+    home.json(&["remove", &format!("{done}-h060")]);
+    let asking = home.dispatch("tool-permission", "Fix greeting", &[]);
+    home.wait_for_pending(&asking, "Bash");
+    let asking_cost = home.row(&asking)["cost_usd"].as_f64().expect("a cost");
+
+    let status = home.json(&["status"]);
+    assert_eq!(status["running"], true, "{status}");
+    assert_eq!(
+        status["runs"],
+        serde_json::json!({"awaiting_permission": 1, "completed": 60}),
+        "{status}"
+    );
+    assert_eq!(status["removed"], 1, "{status}");
+    let active: Vec<&str> = status["active"]
+        .as_array()
+        .expect("active runs")
+        .iter()
+        .map(|r| str_at(r, "run_id"))
+        .collect();
+    assert_eq!(active, [asking.as_str()], "{status}");
+    // The removed run's money still counts.
+    let spent = 61.0 * cost + asking_cost;
+    assert!(same_usd(&status["budget"]["spent_usd"], spent), "{status}");
+    assert_eq!(
+        status["budget"]["spent_usd"],
+        home.json(&["budget"])["spent_usd"]
+    );
+
+    let text = stdout(&home.drover(&["status"]));
+    assert!(
+        text.contains(
+            "\nruns      1 awaiting_permission · 60 completed (1 more removed from the trays)\n"
+        ),
+        "{text}"
+    );
+    assert!(text.contains("\nbudget    default: $"), "{text}");
+    assert!(
+        text.lines().any(|l| l.starts_with(asking.as_str())),
+        "the active run is listed: {text}"
+    );
+    assert!(!text.contains(&done), "no finished run is listed: {text}");
+
+    // With no owner the ledger says the same (the shutdown interrupted the active run).
+    serve.stop();
+    let offline = home.json(&["status"]);
+    assert_eq!(offline["running"], false, "{offline}");
+    assert_eq!(
+        offline["runs"],
+        serde_json::json!({"completed": 60, "interrupted": 1}),
+        "{offline}"
+    );
+    assert_eq!(offline["removed"], 1, "{offline}");
+    assert_eq!(offline["active"], serde_json::json!([]), "{offline}");
+    assert!(
+        same_usd(&offline["budget"]["spent_usd"], spent),
+        "{offline}"
+    );
+}

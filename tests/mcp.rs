@@ -372,3 +372,92 @@ async fn every_tool_over_stdio_against_a_background_owner() {
 
     client.cancel().await.expect("the session ends");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn runs_come_a_page_at_a_time_as_drover_runs_lists_them() {
+    let home = Home::new();
+    // A long history: one finished run and 210 copies of it, each finished earlier.
+    let serve = home.serve();
+    let done = home.dispatch("quick-success", "Seed the history", &[]);
+    home.wait_idle(&done);
+    home.json(&["complete", &done]);
+    home.wait_terminal(&done);
+    serve.stop();
+    home.clone_history(&done, 210);
+    let _end_owner = EndOwner(&home);
+    let client = connect(&home, None).await;
+    let active = dispatch(&client, "tool-permission", "Fix greeting").await;
+    wait(&client, &active, "needs_you").await;
+    let ids = |page: &Value| -> Vec<String> {
+        runs_of(page)
+            .iter()
+            .map(|r| str_at(r, "run_id").to_string())
+            .collect()
+    };
+    let copies = |range: std::ops::RangeInclusive<usize>| -> Vec<String> {
+        range.map(|i| format!("{done}-h{i:03}")).collect()
+    };
+
+    let schema = client
+        .list_all_tools()
+        .await
+        .expect("tools/list")
+        .into_iter()
+        .find(|t| t.name == "runs")
+        .expect("the runs tool")
+        .input_schema;
+    for field in ["limit", "before", "search"] {
+        assert!(
+            schema["properties"].get(field).is_some(),
+            "runs takes {field}"
+        );
+    }
+
+    // By default: the active run and the 50 newest finished, as `drover runs` lists them.
+    let first = call(&client, "runs", json!({})).await;
+    let mut want = vec![active.clone(), done.clone()];
+    want.extend(copies(1..=49));
+    assert_eq!(ids(&first), want);
+    let cli: Vec<String> = common::array(home.json(&["runs"]))
+        .iter()
+        .map(|r| str_at(r, "run_id").to_string())
+        .collect();
+    assert_eq!(cli, want, "the same window as `drover runs`");
+    assert_eq!(first["next_before"], json!(format!("{done}-h049")));
+
+    // The next page has no active run; the last one says there is none after it.
+    let second = call(&client, "runs", json!({"before": first["next_before"]})).await;
+    assert_eq!(ids(&second), copies(50..=99));
+    let last = call(&client, "runs", json!({"before": format!("{done}-h199")})).await;
+    assert_eq!(ids(&last), copies(200..=210));
+    assert_eq!(last["next_before"], Value::Null);
+
+    // A page holds at most 200 finished runs; 0 asks for the active runs alone.
+    let most = call(&client, "runs", json!({"limit": 100_000})).await;
+    assert_eq!(runs_of(&most).len(), 1 + 200);
+    assert_eq!(most["next_before"], json!(format!("{done}-h199")));
+    let only_active = call(&client, "runs", json!({"limit": 0})).await;
+    assert_eq!(ids(&only_active), [active]);
+
+    // A search looks through the whole history.
+    let found = call(&client, "runs", json!({"search": "HISTORY 7"})).await;
+    let mut want: Vec<String> = vec![format!("{done}-h007")];
+    want.extend(copies(70..=79));
+    assert_eq!(ids(&found), want);
+
+    refused(
+        &client,
+        "runs",
+        json!({"before": "no-such-run"}),
+        "RUN_NOT_FOUND",
+    )
+    .await;
+    let message = refused(
+        &client,
+        "runs",
+        json!({"search": "x".repeat(201)}),
+        "REQUEST_TOO_LARGE",
+    )
+    .await;
+    assert!(message.contains("at most 200"), "{message}");
+}

@@ -22,9 +22,10 @@ use super::runs::JsonFlag;
 use super::write_stdout;
 use crate::UnixMillis;
 use crate::control::{ControlClient, offline};
-use crate::dispatch::api::Pong;
+use crate::dispatch::api::{BudgetView, Pong, RunSummary};
 use crate::dispatch::{Request, Response};
 use crate::error::{DroverError, ErrorCode};
+use crate::money::usd;
 use crate::paths::Paths;
 
 /// How long `--detach` waits for the new owner's socket to answer.
@@ -298,7 +299,13 @@ pub struct Status {
     pub data_dir: PathBuf,
     pub socket: PathBuf,
     /// Runs (not removed) by state.
-    pub runs: BTreeMap<String, usize>,
+    pub runs: BTreeMap<String, u64>,
+    /// Runs removed from the trays (not in `runs`; their history and money still count).
+    pub removed: u64,
+    /// The active runs, newest first, as `drover runs` lists them.
+    pub active: Vec<RunSummary>,
+    /// The current budget session's money (`None`: there is no ledger yet).
+    pub budget: Option<BudgetView>,
     /// A config reload the owner refused: it keeps the config it had until the file is
     /// fixed.
     pub config_refused: Option<String>,
@@ -307,30 +314,38 @@ pub struct Status {
     pub owner_gone: usize,
 }
 
-/// `drover status`: whether an owner runs, and the runs by state.
+/// `drover status`: whether an owner runs, the runs by state, the active runs and the
+/// budget session's money. Every figure comes from the ledger's running totals and the
+/// active runs alone, so it answers as fast with a long history as with a short one.
 pub fn status(args: StatusArgs, paths: &Paths) -> Result<(), DroverError> {
     let status = runtime()?.block_on(async {
         let pong = ping(paths).await?;
-        let request = Request::Runs {
+        let owner = pong.is_some();
+        let read = move |request: Request| async move {
+            match owner {
+                true => super::headless::ask(paths, request).await,
+                false => offline::answer(paths, &request),
+            }
+        };
+        let counts = read(Request::Counts).await?.into_counts()?;
+        // Every active run and no finished one.
+        let active = read(Request::Runs {
             state: None,
             include_removed: false,
             workflow: None,
-            limit: None,
+            limit: Some(0),
             before: None,
             search: None,
-        };
-        let runs = match &pong {
-            Some(_) => super::headless::ask(paths, request).await?,
-            None => offline::answer(paths, &request)?,
-        }
+        })
+        .await?
         .into_runs()?;
-        let mut by_state = BTreeMap::new();
-        for run in &runs {
-            *by_state.entry(run.head.state.to_string()).or_insert(0) += 1;
-        }
+        let budget = match owner || paths.ledger_file.exists() {
+            true => Some(read(Request::Budget).await?.into_budget()?),
+            false => None,
+        };
         let now = crate::clock::now_millis();
         Ok::<_, DroverError>(Status {
-            running: pong.is_some(),
+            running: owner,
             pid: pong.as_ref().map(|p| p.pid),
             version: pong
                 .as_ref()
@@ -341,18 +356,21 @@ pub fn status(args: StatusArgs, paths: &Paths) -> Result<(), DroverError> {
                 .map(|p| ((now - p.started_at).max(0) / 1000) as u64),
             data_dir: paths.data_dir.clone(),
             socket: paths.socket_file.clone(),
-            runs: by_state,
+            runs: counts.by_state,
+            removed: counts.removed,
+            owner_gone: active.iter().filter(|r| r.head.owner_gone).count(),
+            active,
+            budget,
             config_refused: pong.and_then(|p| p.config_refused),
-            owner_gone: runs.iter().filter(|r| r.head.owner_gone).count(),
         })
     })?;
     if args.output.json {
         return print_json(&status);
     }
-    write_stdout(&status_lines(&status))
+    write_stdout(&status_lines(&status, crate::clock::now_millis()))
 }
 
-fn status_lines(s: &Status) -> String {
+fn status_lines(s: &Status, now: UnixMillis) -> String {
     let mut out = match (s.pid, s.uptime_secs) {
         (Some(pid), Some(up)) => format!(
             "drover {} runs (pid {pid}, up {})\n",
@@ -374,8 +392,12 @@ fn status_lines(s: &Status) -> String {
         .iter()
         .map(|(state, n)| format!("{n} {state}"))
         .collect();
+    let removed = match s.removed {
+        0 => String::new(),
+        n => format!(" ({n} more removed from the trays)"),
+    };
     out.push_str(&format!(
-        "runs      {}\n",
+        "runs      {}{removed}\n",
         if runs.is_empty() {
             "none".to_string()
         } else {
@@ -387,6 +409,27 @@ fn status_lines(s: &Status) -> String {
             "          {} left active by a drover that is gone (a crash): the next start marks them interrupted\n",
             s.owner_gone
         ));
+    }
+    if let Some(b) = &s.budget {
+        let state = if b.closed {
+            " — closed: the hard cap is reached"
+        } else if b.warned {
+            " — past the warning"
+        } else {
+            ""
+        };
+        out.push_str(&format!(
+            "budget    {}: {} spent of {}, {} reserved, {} available{state}\n",
+            b.session,
+            usd(b.spent_usd),
+            usd(b.hard_cap_usd),
+            usd(b.reserved_usd),
+            usd(b.available_usd)
+        ));
+    }
+    if !s.active.is_empty() {
+        out.push('\n');
+        out.push_str(&super::render::runs_table(&s.active, now));
     }
     out
 }
@@ -406,18 +449,21 @@ mod tests {
             data_dir: "/d".into(),
             socket: "/d/drover.sock".into(),
             runs: [("idle".to_string(), 1), ("running".to_string(), 2)].into(),
+            removed: 0,
+            active: Vec::new(),
+            budget: None,
             config_refused: None,
             owner_gone: 0,
         };
         assert_eq!(
-            status_lines(&s),
+            status_lines(&s, 0),
             "drover 0.1.0 (abc) runs (pid 42, up 2 min)\ndata dir  /d\nruns      1 idle · 2 running\n"
         );
         s.config_refused = Some(
             "config not reloaded: line 2: unknown key\n`x` (the config in force is kept)".into(),
         );
         assert_eq!(
-            status_lines(&s),
+            status_lines(&s, 0),
             "drover 0.1.0 (abc) runs (pid 42, up 2 min)\n\
              config    config not reloaded: line 2: unknown key `x` (the config in force is kept)\n\
              data dir  /d\nruns      1 idle · 2 running\n"
@@ -427,15 +473,38 @@ mod tests {
         s.uptime_secs = None;
         s.owner_gone = 2;
         assert_eq!(
-            status_lines(&s),
+            status_lines(&s, 0),
             "no drover runs (`drover serve --detach` starts one; `drover` opens the dashboard)\n\
              data dir  /d\nruns      1 idle · 2 running\n          \
              2 left active by a drover that is gone (a crash): the next start marks them interrupted\n"
         );
         s.owner_gone = 0;
+        s.removed = 4;
+        s.budget = Some(BudgetView {
+            session: "default".into(),
+            spent_usd: 8.5,
+            reserved_usd: 5.0,
+            available_usd: 11.5,
+            warning_usd: 8.0,
+            hard_cap_usd: 25.0,
+            runs_by_basis: Default::default(),
+            unpriced_runs: Vec::new(),
+            warned: true,
+            closed: false,
+            config_refused: None,
+        });
+        assert_eq!(
+            status_lines(&s, 0),
+            "no drover runs (`drover serve --detach` starts one; `drover` opens the dashboard)\n\
+             data dir  /d\nruns      1 idle · 2 running (4 more removed from the trays)\n\
+             budget    default: $8.50 spent of $25.00, $5.00 reserved, $11.50 available \
+             — past the warning\n"
+        );
+        s.budget = None;
+        s.removed = 0;
         s.runs.clear();
-        assert!(status_lines(&s).starts_with("no drover runs"));
-        assert!(status_lines(&s).ends_with("runs      none\n"));
+        assert!(status_lines(&s, 0).starts_with("no drover runs"));
+        assert!(status_lines(&s, 0).ends_with("runs      none\n"));
     }
 
     #[test]

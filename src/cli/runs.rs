@@ -587,32 +587,29 @@ pub(crate) fn wait_timed_out(until: WaitUntil, timeout_secs: Option<u64>) -> Dro
     )
 }
 
-/// The human form of an answer.
 /// The line under a full page of `drover runs`: how to see the next one. The page's
 /// last run is the one that finished first (pages go by finish time).
-fn more_runs(runs: &[crate::dispatch::api::RunSummary], limit: Option<u32>) -> String {
-    let finished: Vec<_> = runs.iter().filter(|r| r.head.state.is_terminal()).collect();
-    let Some(limit) = limit.filter(|l| *l > 0 && finished.len() >= *l as usize) else {
+fn more_runs(runs: &[crate::dispatch::api::RunSummary], request: &Request) -> String {
+    let Some(filter) = crate::dispatch::api::RunsFilter::of(request) else {
         return String::new();
     };
-    let last = finished
-        .iter()
-        .min_by(|a, b| {
-            (a.head.finished_at, &a.head.run_id).cmp(&(b.head.finished_at, &b.head.run_id))
-        })
-        .map_or("", |r| r.head.run_id.as_str());
-    format!("{limit} finished runs shown; older ones: `drover runs --before {last}` (or `--all`)\n")
+    match (filter.next_before(runs), filter.limit) {
+        (Some(last), Some(limit)) => format!(
+            "{limit} finished runs shown; older ones: `drover runs --before {last}` (or `--all`)\n"
+        ),
+        _ => String::new(),
+    }
 }
 
+/// The human form of an answer.
 fn human(request: &Request, answer: &Response) -> String {
     let now = now_millis();
     match (answer, request) {
-        (Response::Runs(runs), Request::Runs { limit, .. }) => {
+        (Response::Runs(runs), _) => {
             let mut out = render::runs_table(runs, now);
-            out.push_str(&more_runs(runs, *limit));
+            out.push_str(&more_runs(runs, request));
             out
         }
-        (Response::Runs(runs), _) => render::runs_table(runs, now),
         (Response::Show(run), _) => render::run_view(run, now),
         (Response::Transcript(view), _) => render::transcript(view),
         (Response::Wait(outcome), _) => render::wait_outcome(outcome, now),

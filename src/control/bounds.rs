@@ -19,6 +19,8 @@ pub const MAX_ID_CHARS: usize = 128;
 pub const MAX_PATH_BYTES: usize = 4096;
 /// The most `wait`s one connection may have pending at once.
 pub const MAX_PENDING_WAITS: usize = 16;
+/// The longest text a `runs` request may search for.
+pub const MAX_SEARCH_CHARS: usize = 200;
 
 /// `request` with duplicates collapsed, or why it is refused.
 pub fn check(request: &Request) -> Result<Request, DroverError> {
@@ -57,6 +59,19 @@ pub fn check(request: &Request) -> Result<Request, DroverError> {
             run_id: Some(run_id),
             ..
         } => id_len("run_id", run_id)?,
+        Request::Runs { before, search, .. } => {
+            if let Some(before) = before {
+                id_len("before", before)?;
+            }
+            if let Some(search) = search
+                && search.chars().count() > MAX_SEARCH_CHARS
+            {
+                return Err(too_large(format!(
+                    "`runs` searches for {} characters; search for at most {MAX_SEARCH_CHARS}",
+                    search.chars().count()
+                )));
+            }
+        }
         Request::RuleAdd { rule, answer } => {
             if rule.pattern.chars().count() > crate::rules::MAX_PATTERN_CHARS {
                 return Err(too_large(format!(
@@ -155,5 +170,25 @@ mod tests {
                 "{e}"
             );
         }
+    }
+
+    #[test]
+    fn a_runs_page_names_an_id_and_searches_a_bounded_text() {
+        let runs = |before: &str, search: &str| Request::Runs {
+            state: None,
+            include_removed: false,
+            workflow: None,
+            limit: Some(50),
+            before: Some(before.into()),
+            search: Some(search.into()),
+        };
+        let longest = "é".repeat(MAX_SEARCH_CHARS);
+        assert!(check(&runs("r1", &longest)).is_ok());
+        let e = check(&runs("r1", &format!("{longest}x"))).unwrap_err();
+        assert_eq!(e.code, ErrorCode::RequestTooLarge);
+        assert!(e.message.contains("search for at most 200"), "{e}");
+        let e = check(&runs(&"r".repeat(MAX_ID_CHARS + 1), "flaky")).unwrap_err();
+        assert_eq!(e.code, ErrorCode::RequestTooLarge);
+        assert!(e.message.contains("`before`"), "{e}");
     }
 }

@@ -46,6 +46,7 @@ pub fn request_timeout(request: &Request) -> Option<Duration> {
         } => None,
         Request::Ping | Request::Subscribe { .. } => Some(QUICK_TIMEOUT),
         Request::Runs { .. }
+        | Request::Counts
         | Request::Show { .. }
         | Request::Transcript { .. }
         | Request::Budget

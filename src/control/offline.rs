@@ -45,9 +45,9 @@ pub fn open_reader(paths: &Paths) -> Result<Option<LedgerReader>, DroverError> {
     Ok(Some(LedgerReader::open(&paths.ledger_file)?))
 }
 
-/// Answers `request` from the ledger, as the owner would: `runs`, `show`, `transcript`,
-/// `budget`, and a `wait` whose condition the ledger already meets. Anything else (and a
-/// `wait` that only a running dispatcher could satisfy) is `NO_OWNER`.
+/// Answers `request` from the ledger, as the owner would: `runs`, `counts`, `show`,
+/// `transcript`, `budget`, and a `wait` whose condition the ledger already meets. Anything
+/// else (and a `wait` that only a running dispatcher could satisfy) is `NO_OWNER`.
 pub fn answer(paths: &Paths, request: &Request) -> Result<Response, DroverError> {
     let reader = open_reader(paths)?;
     let response = match (request, reader.as_ref()) {
@@ -55,6 +55,8 @@ pub fn answer(paths: &Paths, request: &Request) -> Result<Response, DroverError>
             (Some(reader), Some(filter)) => views::run_summaries_from_ledger(reader, &filter)?,
             _ => Vec::new(),
         }),
+        (Request::Counts, Some(reader)) => Response::Counts(views::run_counts(reader)?),
+        (Request::Counts, None) => Response::Counts(Default::default()),
         (Request::Show { run_id }, Some(reader)) => {
             Response::Show(Box::new(views::run_view_from_ledger(reader, run_id)?))
         }

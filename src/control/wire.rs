@@ -374,6 +374,7 @@ mod tests {
             ("ping", Request::Ping),
             ("kill_all", Request::KillAll { workflow: None }),
             ("budget", Request::Budget),
+            ("counts", Request::Counts),
             ("routes", Request::Routes),
             (
                 "runs",

@@ -48,6 +48,9 @@ pub enum Request {
         #[serde(default)]
         search: Option<String>,
     },
+    /// How many runs the ledger holds in each state (read from its running counts, at the
+    /// same cost at any history size).
+    Counts,
     Show {
         run_id: String,
     },
@@ -214,6 +217,8 @@ pub enum Response {
     Run(Box<RunSummary>),
     /// `runs`, newest first.
     Runs(Vec<RunSummary>),
+    /// `counts`.
+    Counts(RunCounts),
     /// `show`.
     Show(Box<RunView>),
     /// `transcript`.
@@ -245,6 +250,15 @@ pub enum Response {
 pub struct RuleAnswer {
     pub run_id: String,
     pub request_id: String,
+}
+
+/// The answer to `counts`: how many runs the ledger holds.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RunCounts {
+    /// Runs in the trays (not removed), by state; a state with none is left out.
+    pub by_state: std::collections::BTreeMap<String, u64>,
+    /// Runs removed from the trays (still in the ledger: their history and money count).
+    pub removed: u64,
 }
 
 /// The answer to `ping`: who owns the data directory.
@@ -350,6 +364,7 @@ impl Request {
             | Request::Escalate { .. }
             | Request::Retry { .. } => Response::Run(boxed(value)?),
             Request::Runs { .. } => Response::Runs(serde_json::from_value(value)?),
+            Request::Counts => Response::Counts(serde_json::from_value(value)?),
             Request::Show { .. } => Response::Show(boxed(value)?),
             Request::Transcript { .. } => Response::Transcript(boxed(value)?),
             Request::Remove { .. } => Response::Removed(serde_json::from_value(value)?),
@@ -391,6 +406,7 @@ macro_rules! response_into {
 response_into! {
     into_run => Run(v) -> RunSummary = *v,
     into_runs => Runs(v) -> Vec<RunSummary> = v,
+    into_counts => Counts(v) -> RunCounts = v,
     into_show => Show(v) -> RunView = *v,
     into_transcript => Transcript(v) -> TranscriptView = *v,
     into_removed => Removed(v) -> Removed = v,
@@ -579,6 +595,36 @@ impl RunsFilter {
             }),
             _ => None,
         }
+    }
+
+    /// The [`Request::Runs`] of this filter.
+    pub fn request(&self) -> Request {
+        Request::Runs {
+            state: self.state,
+            include_removed: self.include_removed,
+            workflow: self.workflow.clone(),
+            limit: self.limit,
+            before: self.before.clone(),
+            search: self.search.clone(),
+        }
+    }
+
+    /// The `before` of the page after `runs` (this filter's answer): its finished run
+    /// that finished first, when the page is full (`limit` finished runs); `None` when it
+    /// is not (it was the last page) or the filter has no limit.
+    pub fn next_before<'a>(&self, runs: &'a [RunSummary]) -> Option<&'a str> {
+        let limit = self.limit.filter(|l| *l > 0)? as usize;
+        let finished: Vec<&RunSummary> =
+            runs.iter().filter(|r| r.head.state.is_terminal()).collect();
+        if finished.len() < limit {
+            return None;
+        }
+        finished
+            .into_iter()
+            .min_by(|a, b| {
+                (a.head.finished_at, &a.head.run_id).cmp(&(b.head.finished_at, &b.head.run_id))
+            })
+            .map(|r| r.head.run_id.as_str())
     }
 
     /// The ledger's page for this filter.

@@ -8,7 +8,8 @@
 //! - only a read-only connection is used ([`LedgerReader`]); the file may be owned by
 //!   nobody, and reading must never change it;
 //! - money is summed from usage rows (never guessed): `cost_usd` adds what was priced and
-//!   `cost_basis` is the weakest basis seen, so an unpriced row is never hidden as $0;
+//!   `cost_basis` is the weakest basis seen, so an unpriced row is never hidden as $0; a
+//!   budget session's sums are the ledger's running totals of its rows;
 //! - what only a live dispatcher knows is reported as absent, not invented: no pending
 //!   requests, not stalled, no queued follow-ups;
 //! - a damaged row is a `LEDGER_ERROR` naming the run, never a panic.
@@ -16,7 +17,7 @@
 use std::collections::HashMap;
 
 use super::api::{
-    BudgetView, NoteView, Response, ResultView, RunBudget, RunHead, RunSummary, RunView,
+    BudgetView, NoteView, Response, ResultView, RunBudget, RunCounts, RunHead, RunSummary, RunView,
     RunsFilter, TranscriptFormat, TranscriptView, TurnView, WaitOutcome, WaitUntil,
 };
 use super::core::{Fetch, Fetched, Query, Startup};
@@ -106,12 +107,12 @@ pub fn startup(
     })
 }
 
-/// A budget session's spend (every usage row of it) and its record.
+/// A budget session's spend (every usage row of it, from the ledger's running totals)
+/// and its record.
 pub fn session(reader: &LedgerReader, name: &str) -> Result<LoadedSession, DroverError> {
-    let (spent, _) = reader.session_spend(name)?;
     Ok(LoadedSession {
         name: name.to_string(),
-        spent,
+        spent: reader.session_totals(name)?.spent_usd,
         record: reader.budget_session(name)?,
     })
 }
@@ -136,6 +137,7 @@ pub fn answer(reader: &LedgerReader, query: Query) -> Result<Response, DroverErr
                 .collect();
             Response::Runs(rows)
         }
+        Query::Counts => Response::Counts(run_counts(reader)?),
         Query::Budget { mut overlay } => {
             let bases = session_bases(reader, &overlay.session)?;
             overlay.runs_by_basis = bases.runs_by_basis;
@@ -246,6 +248,18 @@ pub fn run_summaries_from_ledger(
         .collect()
 }
 
+/// How many runs the ledger holds, by state (from its running counts).
+pub fn run_counts(reader: &LedgerReader) -> Result<RunCounts, DroverError> {
+    let shown = reader.runs_by_state(false)?;
+    let every: u64 = reader.runs_by_state(true)?.iter().map(|(_, n)| n).sum();
+    let by_state: std::collections::BTreeMap<String, u64> = shown
+        .into_iter()
+        .map(|(state, n)| (state.as_str().to_string(), n))
+        .collect();
+    let removed = every - by_state.values().sum::<u64>();
+    Ok(RunCounts { by_state, removed })
+}
+
 /// One run's row from its ledger record (its cost summed from its usage rows).
 pub fn summary_from_record(
     reader: &LedgerReader,
@@ -322,32 +336,16 @@ struct SessionBases {
 
 fn session_bases(reader: &LedgerReader, session: &str) -> Result<SessionBases, DroverError> {
     use crate::money::pricing::Basis;
-    let (spent, words) = reader.session_spend(session)?;
-    // A run counts under its weakest basis: the runs with a row at or below each basis,
-    // less those at or below the one under it (the money module orders bases).
-    let mut bases: Vec<Basis> = words.iter().map(|w| Basis::parse(w)).collect();
-    bases.sort();
-    bases.dedup();
-    let words_at_or_below = |b: Basis| -> Vec<&str> {
-        words
-            .iter()
-            .filter(|w| Basis::parse(w) <= b)
-            .map(String::as_str)
-            .collect()
-    };
-    let mut runs_by_basis = std::collections::BTreeMap::new();
-    let mut below = 0;
-    for basis in &bases {
-        let at_or_below = reader.session_runs_with_basis(session, &words_at_or_below(*basis))?;
-        if at_or_below > below {
-            runs_by_basis.insert(basis.as_str().to_string(), at_or_below - below);
-        }
-        below = at_or_below;
-    }
-    let unpriced_runs =
-        reader.session_run_ids_with_basis(session, &words_at_or_below(Basis::Unpriced))?;
+    // The ledger keeps these as running totals: a few rows read, whatever the history.
+    let totals = reader.session_totals(session)?;
+    let runs_by_basis = totals
+        .runs_by_weakest
+        .iter()
+        .map(|(basis, runs)| (basis.as_str().to_string(), *runs as usize))
+        .collect();
+    let unpriced_runs = reader.session_runs_of_weakest(session, Basis::Unpriced)?;
     Ok(SessionBases {
-        spent,
+        spent: totals.spent_usd,
         runs_by_basis,
         unpriced_runs,
     })

@@ -19,7 +19,7 @@ pub mod retention;
 mod schema;
 pub mod writer;
 
-pub use reader::{LedgerReader, RunsPage};
+pub use reader::{LedgerReader, RunsPage, SessionTotals};
 pub use records::{
     BudgetSessionRecord, DecisionRecord, EventRecord, RunPatch, RunRecord, TurnRecord, UsageRecord,
     kind,

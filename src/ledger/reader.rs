@@ -13,11 +13,16 @@ use super::records::{
 };
 use super::schema;
 use crate::UnixMillis;
+use crate::money::pricing::Basis;
 use crate::run_state::RunState;
+use std::collections::BTreeMap;
 
 /// A read-only view of the ledger file.
 pub struct LedgerReader {
     conn: Connection,
+    /// Whether the file keeps running totals ([`schema::RUNNING_TOTALS`]): a file no
+    /// owner has migrated yet is summed from its rows instead (reading never migrates).
+    totals: bool,
 }
 
 const RUN_COLUMNS: &str = "run_id, created_at, updated_at, finished_at, state, completion_reason,
@@ -40,7 +45,10 @@ impl LedgerReader {
                 known: schema::current_version(),
             });
         }
-        Ok(LedgerReader { conn })
+        Ok(LedgerReader {
+            conn,
+            totals: version >= schema::RUNNING_TOTALS,
+        })
     }
 
     pub fn run(&self, run_id: &str) -> Result<Option<RunRecord>, LedgerError> {
@@ -446,75 +454,101 @@ impl LedgerReader {
         Ok(out)
     }
 
-    /// A budget session's spend and the cost-basis words its usage rows carry, read from
-    /// the session index only.
-    pub fn session_spend(&self, session: &str) -> Result<(f64, Vec<String>), LedgerError> {
-        let spent: f64 = self.conn.query_row(
-            "SELECT COALESCE(SUM(cost_usd), 0.0) FROM usage INDEXED BY usage_by_session_spend
-             WHERE budget_session = ?1",
-            params![session],
-            |r| r.get(0),
-        )?;
+    /// A budget session's money from the ledger's running totals (kept with each usage
+    /// row, see the schema's migration 6): one row read, whatever the history's size.
+    pub fn session_totals(&self, session: &str) -> Result<SessionTotals, LedgerError> {
+        if !self.totals {
+            return self.session_totals_from_rows(session);
+        }
+        let (spent_usd, usage_rows): (f64, i64) = self
+            .conn
+            .query_row(
+                "SELECT spent_usd, usage_rows FROM session_money WHERE budget_session = ?1",
+                params![session],
+                |r| Ok((r.get(0)?, r.get(1)?)),
+            )
+            .optional()?
+            .unwrap_or((0.0, 0));
         let mut st = self.conn.prepare_cached(
-            "SELECT DISTINCT basis FROM usage INDEXED BY usage_by_session_basis
-             WHERE budget_session = ?1",
+            "SELECT weakest, runs FROM session_basis_runs
+             WHERE budget_session = ?1 AND runs > 0 ORDER BY weakest",
         )?;
-        let words = st
-            .query_map(params![session], |r| r.get(0))?
-            .collect::<Result<Vec<String>, _>>()?;
-        Ok((spent, words))
+        let runs_by_weakest = st
+            .query_map(params![session], |r| {
+                Ok((
+                    Basis::from_rank(r.get(0)?),
+                    r.get::<_, i64>(1)?.max(0) as u64,
+                ))
+            })?
+            .collect::<Result<Vec<_>, _>>()?;
+        Ok(SessionTotals {
+            spent_usd,
+            usage_rows: usage_rows.max(0) as u64,
+            runs_by_weakest,
+        })
     }
 
-    /// How many of a session's runs have a usage row whose basis word is one of `words`
-    /// (read from the session's basis index).
-    pub fn session_runs_with_basis(
+    /// The session's runs whose weakest basis is `basis`, by id.
+    pub fn session_runs_of_weakest(
         &self,
         session: &str,
-        words: &[&str],
-    ) -> Result<usize, LedgerError> {
-        if words.is_empty() {
-            return Ok(0);
-        }
-        let marks = (0..words.len())
-            .map(|i| format!("?{}", i + 2))
-            .collect::<Vec<_>>()
-            .join(", ");
-        let mut values: Vec<&str> = vec![session];
-        values.extend_from_slice(words);
-        let n: i64 = self.conn.query_row(
-            &format!(
-                "SELECT COUNT(DISTINCT run_id) FROM usage INDEXED BY usage_by_session_basis
-                 WHERE budget_session = ?1 AND basis IN ({marks})"
-            ),
-            rusqlite::params_from_iter(values.iter()),
-            |r| r.get(0),
-        )?;
-        Ok(n.max(0) as usize)
-    }
-
-    /// The session's runs with a usage row whose basis word is one of `words`.
-    pub fn session_run_ids_with_basis(
-        &self,
-        session: &str,
-        words: &[&str],
+        basis: Basis,
     ) -> Result<Vec<String>, LedgerError> {
-        if words.is_empty() {
-            return Ok(Vec::new());
+        if !self.totals {
+            let weakest = self.weakest_from_rows(session)?;
+            return Ok(weakest
+                .into_iter()
+                .filter(|(_, b)| *b == basis)
+                .map(|(id, _)| id)
+                .collect());
         }
-        let marks = (0..words.len())
-            .map(|i| format!("?{}", i + 2))
-            .collect::<Vec<_>>()
-            .join(", ");
-        let mut values: Vec<&str> = vec![session];
-        values.extend_from_slice(words);
-        let mut st = self.conn.prepare(&format!(
-            "SELECT DISTINCT run_id FROM usage INDEXED BY usage_by_session_basis
-             WHERE budget_session = ?1 AND basis IN ({marks}) ORDER BY run_id"
-        ))?;
+        let mut st = self.conn.prepare_cached(
+            "SELECT run_id FROM session_run_basis INDEXED BY session_run_basis_by_weakest
+             WHERE budget_session = ?1 AND weakest = ?2 ORDER BY run_id",
+        )?;
         let ids = st
-            .query_map(rusqlite::params_from_iter(values.iter()), |r| r.get(0))?
+            .query_map(params![session, basis.rank()], |r| r.get(0))?
             .collect::<Result<Vec<String>, _>>()?;
         Ok(ids)
+    }
+
+    /// [`LedgerReader::session_totals`] summed from the usage rows, for a file from
+    /// before the running totals.
+    fn session_totals_from_rows(&self, session: &str) -> Result<SessionTotals, LedgerError> {
+        let (spent_usd, usage_rows): (f64, i64) = self.conn.query_row(
+            "SELECT COALESCE(SUM(cost_usd), 0.0), COUNT(*) FROM usage WHERE budget_session = ?1",
+            params![session],
+            |r| Ok((r.get(0)?, r.get(1)?)),
+        )?;
+        let mut runs: BTreeMap<Basis, u64> = BTreeMap::new();
+        for (_, basis) in self.weakest_from_rows(session)? {
+            *runs.entry(basis).or_default() += 1;
+        }
+        Ok(SessionTotals {
+            spent_usd,
+            usage_rows: usage_rows.max(0) as u64,
+            runs_by_weakest: runs.into_iter().collect(),
+        })
+    }
+
+    /// Each of the session's runs with its weakest basis ([`Basis::weakest`] over its
+    /// rows' words), by id, from the usage rows.
+    fn weakest_from_rows(&self, session: &str) -> Result<BTreeMap<String, Basis>, LedgerError> {
+        let mut st = self
+            .conn
+            .prepare_cached("SELECT DISTINCT run_id, basis FROM usage WHERE budget_session = ?1")?;
+        let rows = st
+            .query_map(params![session], |r| {
+                Ok((r.get::<_, String>(0)?, r.get::<_, String>(1)?))
+            })?
+            .collect::<Result<Vec<_>, _>>()?;
+        let mut weakest: BTreeMap<String, Basis> = BTreeMap::new();
+        for (run_id, word) in rows {
+            let basis = Basis::parse(&word);
+            let w = weakest.entry(run_id).or_insert(basis);
+            *w = Basis::weakest([*w, basis]);
+        }
+        Ok(weakest)
     }
 
     /// The body of a run's last event of `kind` (`None` when it has none).
@@ -573,14 +607,52 @@ impl LedgerReader {
         Ok(rows)
     }
 
-    /// How many runs the ledger holds, and how many of them are finished.
+    /// How many runs the ledger holds, and how many of them are finished (from the
+    /// running counts).
     pub fn run_counts(&self) -> Result<(u64, u64), LedgerError> {
-        let (total, finished): (i64, i64) =
-            self.conn
-                .query_row("SELECT COUNT(*), COUNT(finished_at) FROM runs", [], |r| {
-                    Ok((r.get(0)?, r.get(1)?))
-                })?;
+        let sql = match self.totals {
+            true => {
+                "SELECT COALESCE(SUM(runs), 0), COALESCE(SUM(CASE WHEN finished THEN runs END), 0)
+                 FROM run_counts"
+            }
+            false => "SELECT COUNT(*), COUNT(finished_at) FROM runs",
+        };
+        let (total, finished): (i64, i64) = self
+            .conn
+            .query_row(sql, [], |r| Ok((r.get(0)?, r.get(1)?)))?;
         Ok((total.max(0) as u64, finished.max(0) as u64))
+    }
+
+    /// How many runs are in each state (removed ones too when `include_removed`), by
+    /// state word, from the running counts; states with no run are left out.
+    pub fn runs_by_state(
+        &self,
+        include_removed: bool,
+    ) -> Result<Vec<(RunState, u64)>, LedgerError> {
+        let mut st = self.conn.prepare_cached(match self.totals {
+            true => {
+                "SELECT state, SUM(runs) FROM run_counts WHERE (?1 OR removed = 0)
+                 GROUP BY state HAVING SUM(runs) > 0 ORDER BY state"
+            }
+            false => {
+                "SELECT state, COUNT(*) FROM runs WHERE (?1 OR removed = 0)
+                 GROUP BY state ORDER BY state"
+            }
+        })?;
+        let rows = st
+            .query_map(params![include_removed], |r| {
+                Ok((r.get::<_, String>(0)?, r.get::<_, i64>(1)?))
+            })?
+            .collect::<Result<Vec<_>, _>>()?;
+        rows.into_iter()
+            .map(|(state, n)| {
+                let parsed = RunState::parse(&state).ok_or_else(|| LedgerError::Corrupt {
+                    run_id: "-".into(),
+                    what: format!("run_counts: unknown run state {state:?}"),
+                })?;
+                Ok((parsed, n.max(0) as u64))
+            })
+            .collect()
     }
 
     /// Finished runs whose events are due for pruning: finished before `cutoff` and not
@@ -621,6 +693,16 @@ impl LedgerReader {
             .collect::<Result<Vec<String>, _>>()?;
         Ok(ids.into_iter().rev().collect())
     }
+}
+
+/// A budget session's money as the ledger's running totals hold it.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct SessionTotals {
+    /// The sum of its usage rows' cost (an unpriced row adds nothing).
+    pub spent_usd: f64,
+    pub usage_rows: u64,
+    /// How many of its runs have each weakest basis, weakest first (none left out).
+    pub runs_by_weakest: Vec<(Basis, u64)>,
 }
 
 /// Which runs one page holds (see [`LedgerReader::runs_page`]).

@@ -161,7 +161,156 @@ const MIGRATIONS: &[&str] = &[
         rule_json   TEXT NOT NULL
     );
     "#,
+    // 6: running totals, kept by triggers in the transaction that writes (or deletes) each
+    // usage row and run, so a session's money and the runs by state are read at the same
+    // cost at any history size; backfilled from the rows already there. A basis word's
+    // rank orders bases as `money::pricing::Basis` does, an unknown word being the
+    // weakest: unpriced 0, estimated 1, reported 2, free 3. Usage rows are append-only
+    // (their totals count them as written); deleting one (a run deleted whole) takes it
+    // out of the totals again.
+    r#"
+    -- Each session's spend (the sum of its usage rows' cost) and how many rows it has.
+    CREATE TABLE session_money (
+        budget_session TEXT PRIMARY KEY,
+        spent_usd      REAL NOT NULL,
+        usage_rows     INTEGER NOT NULL
+    ) WITHOUT ROWID;
+    -- Each run's weakest basis among its usage rows of a session.
+    CREATE TABLE session_run_basis (
+        budget_session TEXT NOT NULL,
+        run_id         TEXT NOT NULL,
+        weakest        INTEGER NOT NULL,
+        usage_rows     INTEGER NOT NULL,
+        PRIMARY KEY (budget_session, run_id)
+    ) WITHOUT ROWID;
+    CREATE INDEX session_run_basis_by_weakest ON session_run_basis(budget_session, weakest);
+    -- How many of a session's runs have each weakest basis.
+    CREATE TABLE session_basis_runs (
+        budget_session TEXT NOT NULL,
+        weakest        INTEGER NOT NULL,
+        runs           INTEGER NOT NULL,
+        PRIMARY KEY (budget_session, weakest)
+    ) WITHOUT ROWID;
+    -- How many runs are in each state, removed from the trays or not, finished or not.
+    CREATE TABLE run_counts (
+        state    TEXT NOT NULL,
+        removed  INTEGER NOT NULL,
+        finished INTEGER NOT NULL,
+        runs     INTEGER NOT NULL,
+        PRIMARY KEY (state, removed, finished)
+    ) WITHOUT ROWID;
+
+    INSERT INTO session_money (budget_session, spent_usd, usage_rows)
+        SELECT budget_session, COALESCE(SUM(cost_usd), 0.0), COUNT(*) FROM usage
+        GROUP BY budget_session;
+    INSERT INTO session_run_basis (budget_session, run_id, weakest, usage_rows)
+        SELECT budget_session, run_id,
+            MIN(CASE basis WHEN 'estimated' THEN 1 WHEN 'reported' THEN 2 WHEN 'free' THEN 3
+                ELSE 0 END),
+            COUNT(*)
+        FROM usage GROUP BY budget_session, run_id;
+    INSERT INTO session_basis_runs (budget_session, weakest, runs)
+        SELECT budget_session, weakest, COUNT(*) FROM session_run_basis
+        GROUP BY budget_session, weakest;
+    INSERT INTO run_counts (state, removed, finished, runs)
+        SELECT state, removed, finished_at IS NOT NULL, COUNT(*) FROM runs
+        GROUP BY state, removed, finished_at IS NOT NULL;
+
+    CREATE TRIGGER usage_counted AFTER INSERT ON usage
+    BEGIN
+        INSERT INTO session_money (budget_session, spent_usd, usage_rows)
+            VALUES (NEW.budget_session, COALESCE(NEW.cost_usd, 0.0), 1)
+            ON CONFLICT (budget_session) DO UPDATE SET
+                spent_usd = spent_usd + excluded.spent_usd, usage_rows = usage_rows + 1;
+        -- A row weaker than its run's weakest moves the run out of that basis's count…
+        UPDATE session_basis_runs SET runs = runs - 1
+            WHERE budget_session = NEW.budget_session
+              AND weakest = (SELECT weakest FROM session_run_basis
+                             WHERE budget_session = NEW.budget_session AND run_id = NEW.run_id)
+              AND weakest > (CASE NEW.basis WHEN 'estimated' THEN 1 WHEN 'reported' THEN 2
+                             WHEN 'free' THEN 3 ELSE 0 END);
+        -- …and into its own (a run's first row puts the run there).
+        INSERT INTO session_basis_runs (budget_session, weakest, runs)
+            SELECT NEW.budget_session, (CASE NEW.basis WHEN 'estimated' THEN 1
+                WHEN 'reported' THEN 2 WHEN 'free' THEN 3 ELSE 0 END), 1
+            WHERE COALESCE((SELECT weakest FROM session_run_basis
+                            WHERE budget_session = NEW.budget_session AND run_id = NEW.run_id),
+                           4)
+                  > (CASE NEW.basis WHEN 'estimated' THEN 1 WHEN 'reported' THEN 2
+                     WHEN 'free' THEN 3 ELSE 0 END)
+            ON CONFLICT (budget_session, weakest) DO UPDATE SET runs = runs + 1;
+        INSERT INTO session_run_basis (budget_session, run_id, weakest, usage_rows)
+            VALUES (NEW.budget_session, NEW.run_id, (CASE NEW.basis WHEN 'estimated' THEN 1
+                WHEN 'reported' THEN 2 WHEN 'free' THEN 3 ELSE 0 END), 1)
+            ON CONFLICT (budget_session, run_id) DO UPDATE SET
+                weakest = MIN(weakest, excluded.weakest), usage_rows = usage_rows + 1;
+    END;
+
+    CREATE TRIGGER usage_uncounted AFTER DELETE ON usage
+    BEGIN
+        UPDATE session_money SET
+                usage_rows = usage_rows - 1,
+                spent_usd = CASE WHEN usage_rows = 1 THEN 0.0
+                    ELSE spent_usd - COALESCE(OLD.cost_usd, 0.0) END
+            WHERE budget_session = OLD.budget_session;
+        -- The run leaves its basis's count, and comes back under the weakest basis of the
+        -- rows it has left (if any).
+        UPDATE session_basis_runs SET runs = runs - 1
+            WHERE budget_session = OLD.budget_session
+              AND weakest = (SELECT weakest FROM session_run_basis
+                             WHERE budget_session = OLD.budget_session AND run_id = OLD.run_id);
+        DELETE FROM session_run_basis
+            WHERE budget_session = OLD.budget_session AND run_id = OLD.run_id;
+        INSERT INTO session_run_basis (budget_session, run_id, weakest, usage_rows)
+            SELECT OLD.budget_session, OLD.run_id, weakest, n FROM (
+                SELECT MIN(CASE basis WHEN 'estimated' THEN 1 WHEN 'reported' THEN 2
+                           WHEN 'free' THEN 3 ELSE 0 END) AS weakest, COUNT(*) AS n
+                FROM usage WHERE run_id = OLD.run_id AND budget_session = OLD.budget_session)
+            WHERE n > 0;
+        INSERT INTO session_basis_runs (budget_session, weakest, runs)
+            SELECT budget_session, weakest, 1 FROM session_run_basis
+            WHERE budget_session = OLD.budget_session AND run_id = OLD.run_id
+            ON CONFLICT (budget_session, weakest) DO UPDATE SET runs = runs + 1;
+    END;
+
+    CREATE TRIGGER usage_immutable BEFORE UPDATE ON usage
+    BEGIN
+        SELECT RAISE(ABORT, 'usage rows are append-only');
+    END;
+
+    CREATE TRIGGER runs_counted AFTER INSERT ON runs
+    BEGIN
+        INSERT INTO run_counts (state, removed, finished, runs)
+            VALUES (NEW.state, NEW.removed, NEW.finished_at IS NOT NULL, 1)
+            ON CONFLICT (state, removed, finished) DO UPDATE SET runs = runs + 1;
+    END;
+    CREATE TRIGGER runs_uncounted AFTER DELETE ON runs
+    BEGIN
+        UPDATE run_counts SET runs = runs - 1
+            WHERE state = OLD.state AND removed = OLD.removed
+              AND finished = (OLD.finished_at IS NOT NULL);
+    END;
+    CREATE TRIGGER runs_recounted AFTER UPDATE OF state, removed, finished_at ON runs
+        WHEN OLD.state IS NOT NEW.state OR OLD.removed IS NOT NEW.removed
+          OR (OLD.finished_at IS NULL) IS NOT (NEW.finished_at IS NULL)
+    BEGIN
+        UPDATE run_counts SET runs = runs - 1
+            WHERE state = OLD.state AND removed = OLD.removed
+              AND finished = (OLD.finished_at IS NOT NULL);
+        INSERT INTO run_counts (state, removed, finished, runs)
+            VALUES (NEW.state, NEW.removed, NEW.finished_at IS NOT NULL, 1)
+            ON CONFLICT (state, removed, finished) DO UPDATE SET runs = runs + 1;
+    END;
+
+    -- The session's money is read from the totals now, not summed from these.
+    DROP INDEX usage_by_session_spend;
+    DROP INDEX usage_by_session_basis;
+    "#,
 ];
+
+/// The first version that keeps running totals (migration 6): each session's money and
+/// the runs by state.
+pub const RUNNING_TOTALS: i64 = 6;
 
 /// The schema version this build writes.
 pub fn current_version() -> i64 {

@@ -132,6 +132,28 @@ impl Basis {
         }
     }
 
+    /// Every basis, weakest first.
+    pub const ALL: [Basis; 4] = [
+        Basis::Unpriced,
+        Basis::Estimated,
+        Basis::Reported,
+        Basis::Free,
+    ];
+
+    /// The basis of a rank the ledger's running totals keep (its place in [`Basis::ALL`];
+    /// the ledger's migration 6 ranks words the same way). An unknown rank is `Unpriced`.
+    pub fn from_rank(rank: i64) -> Basis {
+        usize::try_from(rank)
+            .ok()
+            .and_then(|i| Basis::ALL.get(i).copied())
+            .unwrap_or(Basis::Unpriced)
+    }
+
+    /// Its place in [`Basis::ALL`] (see [`Basis::from_rank`]).
+    pub fn rank(self) -> i64 {
+        self as i64
+    }
+
     /// The weakest of `bases`; `Free` when there are none (nothing was spent).
     pub fn weakest(bases: impl IntoIterator<Item = Basis>) -> Basis {
         bases.into_iter().min().unwrap_or(Basis::Free)

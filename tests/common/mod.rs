@@ -149,6 +149,45 @@ impl Home {
         str_at(&answer, "run_id").to_string()
     }
 
+    /// Adds `n` finished runs to the ledger (no owner may be running): copies of the
+    /// finished run `run`, its row and usage rows, with ids `{run}-h{i}` (i = 1..=n, three
+    /// digits) and titles `history {i}`, each created and finished `i` seconds before it.
+    /// Raw SQL, so a long history is made in a moment; the ledger's own triggers count it
+    /// as they count any write.
+    pub fn clone_history(&self, run: &str, n: usize) {
+        let ledger = drover::paths::Paths::under(self.path()).ledger_file;
+        let mut conn = rusqlite::Connection::open(&ledger).expect("the ledger");
+        let tx = conn.transaction().expect("a transaction");
+        for i in 1..=n {
+            let id = format!("{run}-h{i:03}");
+            let earlier = i as i64 * 1_000;
+            let copied = tx
+                .execute(
+                    "INSERT INTO runs (run_id, created_at, updated_at, finished_at, state,
+                         completion_reason, provider, model, title, budget_session, spec_json,
+                         result_json)
+                     SELECT ?2, created_at - ?3, updated_at - ?3, finished_at - ?3, state,
+                         completion_reason, provider, model, ?4, budget_session, spec_json,
+                         result_json
+                     FROM runs WHERE run_id = ?1 AND finished_at IS NOT NULL",
+                    rusqlite::params![run, id, earlier, format!("history {i}")],
+                )
+                .expect("copy the run");
+            assert_eq!(copied, 1, "{run} is a finished run in the ledger");
+            tx.execute(
+                "INSERT INTO usage (run_id, turn, at, provider, model, part, input, output,
+                     reasoning, cache_read, cache_write, cost_usd, basis, fidelity, source,
+                     budget_session)
+                 SELECT ?2, turn, at - ?3, provider, model, part, input, output, reasoning,
+                     cache_read, cache_write, cost_usd, basis, fidelity, source, budget_session
+                 FROM usage WHERE run_id = ?1",
+                rusqlite::params![run, id, earlier],
+            )
+            .expect("copy its usage");
+        }
+        tx.commit().expect("commit the history");
+    }
+
     /// `drover show RUN --json`.
     pub fn show(&self, run: &str) -> Value {
         self.json(&["show", run])

@@ -285,6 +285,9 @@ pub enum Query {
         filter: crate::dispatch::api::RunsFilter,
         live: Vec<RunSummary>,
     },
+    /// How many runs the ledger holds in each state (every change is committed before it
+    /// is shown, so the ledger's counts are the dispatcher's).
+    Counts,
     /// The budget session's view, its money as the core holds it laid over the ledger's.
     Budget {
         overlay: Box<BudgetView>,

@@ -52,6 +52,7 @@ impl Core {
                 let filter = crate::dispatch::api::RunsFilter::of(&request).unwrap_or_default();
                 return self.list_runs(to, filter);
             }
+            Request::Counts => return self.answer_from_ledger(to, Query::Counts),
             Request::Show { run_id } => match self.runs.get(&run_id) {
                 Some(run) => Ok(Response::Show(Box::new(run.view()))),
                 None => return self.answer_from_ledger(to, Query::Show { run_id }),
