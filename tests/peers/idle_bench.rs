@@ -8,10 +8,13 @@
 //! - latency: from `drover follow-up` to the model API receiving the turn's request, on
 //!   a warm run, on a hibernated one, and on a hibernated one woken ahead as the
 //!   dashboard does when its follow-up box opens (`drover wake`, then the follow-up
-//!   `TYPING` later: the time to write it), (claude; codex app-server).
+//!   `TYPING` later: the time to write it), (claude; codex app-server); and, for
+//!   comparison, `claude` alone with no drover: from writing a user message on its stdin
+//!   to the model API receiving the request, the first turn of a process (started ahead,
+//!   its `initialize` answered) against its later turns.
 //!
 //! Needs the pinned CLIs (`npm ci` in tests/peers, or scripts/test.sh). An argument
-//! (`memory`, `latency`) runs only that part.
+//! (`memory`, `latency`, `first-turn`: claude alone) runs only that part.
 
 #[allow(dead_code, unused_imports)]
 #[path = "codex.rs"]
@@ -290,6 +293,107 @@ async fn latency_of(name: &str, protocol: Protocol, flags: &[&str]) {
     }
 }
 
+/// `claude` alone (no drover), started ahead with its `initialize` answered: each turn's
+/// time from the user message on stdin to the model API receiving the request.
+async fn claude_alone_turns(turns: usize) -> Vec<f64> {
+    use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
+    let root = tempfile::tempdir().expect("a temporary directory");
+    std::fs::create_dir_all(root.path().join("home")).expect("a home");
+    let mock = MockApi::start(Protocol::AnthropicMessages, []).await;
+    let mut env = peers::base_env(&root.path().join("home"));
+    env.extend(peers::claude_env(root.path(), &mock.url()));
+    let mut child = tokio::process::Command::new(peers::cli("claude"))
+        .args([
+            "--input-format",
+            "stream-json",
+            "--output-format",
+            "stream-json",
+            "--verbose",
+            "--permission-prompt-tool",
+            "stdio",
+            "--model",
+            CLAUDE_MODEL,
+        ])
+        .env_clear()
+        .envs(env)
+        .current_dir(root.path())
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .kill_on_drop(true)
+        .spawn()
+        .expect("claude starts");
+    let mut stdin = child.stdin.take().expect("piped stdin");
+    let mut lines = BufReader::new(child.stdout.take().expect("piped stdout")).lines();
+    let mut until_line = async |needle: &str| {
+        let deadline = tokio::time::Instant::now() + BOUND;
+        loop {
+            let line = tokio::time::timeout_at(deadline, lines.next_line())
+                .await
+                .expect("claude answers in time")
+                .expect("claude's stdout")
+                .expect("claude is still up");
+            if line.contains(needle) {
+                return;
+            }
+        }
+    };
+    let initialize = r#"{"type":"control_request","request_id":"init","request":{"subtype":"initialize","hooks":null}}"#;
+    stdin
+        .write_all(format!("{initialize}\n").as_bytes())
+        .await
+        .unwrap();
+    until_line("control_response").await;
+    tokio::time::sleep(TYPING).await;
+    let mut times = Vec::new();
+    for turn in 0..turns {
+        mock.push([Reply::text(done("again"))]);
+        let before = mock.model_requests().len();
+        let message = serde_json::json!({
+            "type": "user",
+            "message": {"role": "user", "content": format!("Say it again ({turn}).")},
+        });
+        let started = Instant::now();
+        stdin
+            .write_all(format!("{message}\n").as_bytes())
+            .await
+            .unwrap();
+        while mock.model_requests().len() <= before {
+            assert!(started.elapsed() < BOUND, "the turn never reached the API");
+            tokio::time::sleep(Duration::from_millis(2)).await;
+        }
+        times.push(started.elapsed().as_secs_f64() * 1000.0);
+        until_line("\"type\":\"result\"").await;
+    }
+    drop(stdin);
+    let _ = tokio::time::timeout(BOUND, child.wait()).await;
+    times
+}
+
+/// `claude` itself, five processes: the first turn of each against its later ones.
+async fn first_turn() {
+    let (mut first, mut later) = (Vec::new(), Vec::new());
+    for _ in 0..FOLLOW_UPS {
+        let times = claude_alone_turns(4).await;
+        first.push(times[0]);
+        later.extend_from_slice(&times[1..]);
+    }
+    let median = |v: &mut Vec<f64>| {
+        v.sort_by(f64::total_cmp);
+        v[v.len() / 2]
+    };
+    println!("\nclaude alone, no drover: user message on stdin → the model API receives it:");
+    println!(
+        "  first turn of a process  median {:>6.0} ms ({FOLLOW_UPS} processes)",
+        median(&mut first)
+    );
+    println!(
+        "  its later turns          median {:>6.0} ms ({} turns)",
+        median(&mut later),
+        later.len()
+    );
+}
+
 async fn latency() {
     latency_of(
         "claude",
@@ -333,6 +437,9 @@ fn main() {
         }
         if wanted("latency") {
             latency().await;
+        }
+        if wanted("latency") || only.as_deref() == Some("first-turn") {
+            first_turn().await;
         }
     });
 }
