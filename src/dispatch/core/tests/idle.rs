@@ -31,16 +31,6 @@ fn follow_up(h: &mut Harness, run_id: &str, text: &str) -> Out {
     })
 }
 
-fn prompts_sent(out: &Out, run_id: &str) -> Vec<String> {
-    out.sent(run_id)
-        .into_iter()
-        .filter_map(|c| match c {
-            ProviderCommand::StartTurn { prompt } => Some(prompt.clone()),
-            _ => None,
-        })
-        .collect()
-}
-
 fn transient_failure() -> ProviderEvent {
     ProviderEvent::TurnCompleted(TurnEnd {
         is_error: true,
@@ -111,7 +101,7 @@ fn a_follow_up_wakes_a_hibernated_run_in_its_provider_session() {
     assert!(out.sends.is_empty(), "the turn waits for the handshake");
     assert_eq!(h.state(&id), RunState::Starting);
     let out = h.provider(&id, ProviderEvent::Ready { version: None });
-    assert_eq!(prompts_sent(&out, &id), ["now add the tests"]);
+    assert_eq!(out.prompts(&id), ["now add the tests"]);
     let run = &h.core.runs[&id];
     assert_eq!(run.state, RunState::Running);
     assert_eq!(
@@ -140,9 +130,9 @@ fn a_follow_up_while_the_child_shuts_down_wakes_it_once_it_has_exited() {
     assert_eq!(out.launches.len(), 1);
     assert_eq!(out.launches[0].resume_session.as_deref(), Some("sess-3"));
     let out = h.provider(&id, ProviderEvent::Ready { version: None });
-    assert_eq!(prompts_sent(&out, &id), ["one more thing"]);
+    assert_eq!(out.prompts(&id), ["one more thing"]);
     let out = h.provider(&id, turn_done("## Result\nstatus: done\nsummary: a\n"));
-    assert_eq!(prompts_sent(&out, &id), ["and another"], "queued behind it");
+    assert_eq!(out.prompts(&id), ["and another"], "queued behind it");
 }
 
 #[test]
@@ -158,7 +148,7 @@ fn resume_wakes_a_hibernated_run() {
     assert!(out.reply().is_ok(), "{:?}", out.reply());
     assert_eq!(out.launches[0].resume_session.as_deref(), Some("sess-4"));
     let out = h.provider(&id, ProviderEvent::Ready { version: None });
-    assert_eq!(prompts_sent(&out, &id), ["go on"]);
+    assert_eq!(out.prompts(&id), ["go on"]);
 }
 
 /// A run idle in session `sess-<n>`, hibernated by its timer.
@@ -189,14 +179,14 @@ fn waking_ahead_starts_the_child_with_no_turn_and_the_follow_up_then_goes_at_onc
     assert!(run.holds_slot() && !run.reserves(), "a slot, no money");
     assert_eq!(h.live(&id).1.as_deref(), Some(WAKING_DETAIL));
     let out = h.provider(&id, ProviderEvent::Ready { version: None });
-    assert!(prompts_sent(&out, &id).is_empty(), "no turn of its own");
+    assert!(out.prompts(&id).is_empty(), "no turn of its own");
     assert_eq!(h.state(&id), RunState::Idle);
     assert_eq!(h.live(&id).1.as_deref(), Some(IDLE_DETAIL));
     assert!(!h.core.runs[&id].asleep());
     // The follow-up finds a warm child: sent at once, nothing launched.
     let out = follow_up(&mut h, &id, "and the docs");
     assert!(out.launches.is_empty());
-    assert_eq!(prompts_sent(&out, &id), ["and the docs"]);
+    assert_eq!(out.prompts(&id), ["and the docs"]);
     assert_eq!(h.state(&id), RunState::Running);
     assert_eq!(h.view(&id).turns.len(), 2);
 }
@@ -213,7 +203,7 @@ fn a_follow_up_before_the_woken_child_is_ready_goes_once_it_is() {
     let out = wake(&mut h, &id);
     assert!(out.launches.is_empty() && out.sends.is_empty());
     let out = h.provider(&id, ProviderEvent::Ready { version: None });
-    assert_eq!(prompts_sent(&out, &id), ["quick one"], "exactly once");
+    assert_eq!(out.prompts(&id), ["quick one"], "exactly once");
     assert_eq!(h.state(&id), RunState::Running);
     assert!(!h.core.runs[&id].asleep());
 }
@@ -293,7 +283,7 @@ fn a_woken_child_that_exits_before_it_is_ready_leaves_the_run_hibernated() {
     let out = follow_up(&mut h, &id, "try again");
     assert_eq!(out.launches.len(), 1);
     let out = h.provider(&id, ProviderEvent::Ready { version: None });
-    assert_eq!(prompts_sent(&out, &id), ["try again"]);
+    assert_eq!(out.prompts(&id), ["try again"]);
 }
 
 #[test]
@@ -561,7 +551,7 @@ fn queued_follow_ups_are_in_the_ledger_and_marked_when_sent() {
     assert_eq!(queued.len(), 1);
     assert!(queued[0].contains("first"), "{}", queued[0]);
     let out = h.provider(&id, turn_done("## Result\nstatus: done\nsummary: a\n"));
-    assert_eq!(prompts_sent(&out, &id), ["first"]);
+    assert_eq!(out.prompts(&id), ["first"]);
     assert!(
         out.ops
             .iter()
@@ -596,7 +586,7 @@ fn a_turn_the_model_api_failed_is_held_with_a_growing_bound_and_sent_again() {
         assert!(h.advance(wait - 1).sends.is_empty());
         let out = h.advance(1);
         assert_eq!(
-            prompts_sent(&out, &id),
+            out.prompts(&id),
             std::slice::from_ref(&first),
             "the same turn"
         );
@@ -630,7 +620,7 @@ fn a_held_turn_is_sent_again_now_on_resume_and_a_success_forgets_the_count() {
         text: None,
     });
     assert!(out.reply().is_ok(), "{:?}", out.reply());
-    assert_eq!(prompts_sent(&out, &id), [first]);
+    assert_eq!(out.prompts(&id), [first]);
     assert_eq!(h.core.runs[&id].resend_at, None, "the timer is gone");
     h.provider(&id, turn_done("## Result\nstatus: done\nsummary: ok\n"));
     assert_eq!(h.state(&id), RunState::Idle);
@@ -682,11 +672,11 @@ fn follow_ups_queued_before_a_restart_go_out_after_the_resume_turn_in_order_once
         answer: Ok(Fetched::Resumable(Box::new(data))),
     });
     let out = h.provider(&id, ProviderEvent::Ready { version: None });
-    assert_eq!(prompts_sent(&out, &id), ["go on"]);
+    assert_eq!(out.prompts(&id), ["go on"]);
     let mut sent = Vec::new();
     for _ in 0..3 {
         let out = h.provider(&id, turn_done("## Result\nstatus: done\nsummary: a\n"));
-        sent.extend(prompts_sent(&out, &id));
+        sent.extend(out.prompts(&id));
     }
     assert_eq!(sent, ["first", "second"]);
     assert_eq!(h.state(&id), RunState::Idle);
@@ -717,7 +707,7 @@ fn a_cli_that_exits_with_its_failed_turn_is_started_again_in_its_session_to_send
     assert_eq!(out.launches[0].resume_session.as_deref(), Some("sess-9"));
     assert_eq!(h.live(&id).0, LiveStateKind::WaitingProvider);
     let out = h.provider(&id, ProviderEvent::Ready { version: None });
-    assert_eq!(prompts_sent(&out, &id), [first]);
+    assert_eq!(out.prompts(&id), [first]);
     assert_eq!(h.live(&id).0, LiveStateKind::Working);
     assert_eq!(
         h.core.runs[&id].turns.last().map(|t| t.origin),

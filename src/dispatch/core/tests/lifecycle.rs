@@ -5,22 +5,12 @@
 use super::*;
 use crate::dispatch::views::ResumeData;
 
-fn start_turns(out: &Out, run_id: &str) -> Vec<String> {
-    out.sent(run_id)
-        .into_iter()
-        .filter_map(|c| match c {
-            ProviderCommand::StartTurn { prompt } => Some(prompt.clone()),
-            _ => None,
-        })
-        .collect()
-}
-
 #[test]
 fn ready_sends_the_first_turn_with_the_task_and_the_result_request() {
     let mut h = Harness::new("");
     let id = h.dispatch();
     let out = h.provider(&id, ProviderEvent::Ready { version: None });
-    let turns = start_turns(&out, &id);
+    let turns = out.prompts(&id);
     assert_eq!(turns.len(), 1);
     assert!(turns[0].starts_with("do the thing"));
     assert!(turns[0].contains("## Result"));
@@ -36,13 +26,13 @@ fn a_turn_without_a_result_block_is_asked_once_more() {
     let mut h = Harness::new("");
     let id = h.running();
     let out = h.provider(&id, turn_done("all done, I think"));
-    assert_eq!(start_turns(&out, &id).len(), 1, "one retry turn");
+    assert_eq!(out.prompts(&id).len(), 1, "one retry turn");
     assert!(out.notes().iter().any(|n| n.contains("asking once more")));
     assert_eq!(h.core.runs[&id].turns.len(), 2);
     assert_eq!(h.core.runs[&id].turns[1].origin, TurnOrigin::ResultRetry);
     // Still none: the run goes idle with no usable result, no third turn.
     let out = h.provider(&id, turn_done("still nothing"));
-    assert!(start_turns(&out, &id).is_empty());
+    assert!(out.prompts(&id).is_empty());
     assert!(out.notes().iter().any(|n| n.contains("no usable result")));
     assert_eq!(h.state(&id), RunState::Idle);
     // Result retries do not count against max turns.
@@ -57,11 +47,11 @@ fn a_follow_up_during_a_turn_waits_for_its_end_then_goes() {
         run_id: id.clone(),
         text: "and the tests too".into(),
     });
-    assert!(start_turns(&out, &id).is_empty(), "not while a turn runs");
+    assert!(out.prompts(&id).is_empty(), "not while a turn runs");
     assert!(out.notes().iter().any(|n| n.contains("follow-up queued")));
     assert_eq!(h.view(&id).queued_follow_ups, 1);
     let out = h.provider(&id, turn_done("## Result\nstatus: done\nsummary: ok\n"));
-    assert_eq!(start_turns(&out, &id), ["and the tests too"]);
+    assert_eq!(out.prompts(&id), ["and the tests too"]);
     assert_eq!(h.state(&id), RunState::Running);
     assert_eq!(h.view(&id).queued_follow_ups, 0);
 }
@@ -74,7 +64,7 @@ fn a_follow_up_to_an_idle_run_starts_its_next_turn() {
         run_id: id.clone(),
         text: "next".into(),
     });
-    assert_eq!(start_turns(&out, &id), ["next"]);
+    assert_eq!(out.prompts(&id), ["next"]);
     assert_eq!(out.run().head.state, RunState::Running);
 }
 
@@ -337,7 +327,7 @@ fn resume_reads_the_run_then_starts_it_in_its_provider_session() {
     });
     assert_eq!(first_seq, Some(41), "seqs go on from the ledger's");
     let out = h.provider(&id, ProviderEvent::Ready { version: None });
-    assert_eq!(start_turns(&out, &id), ["go on please"]);
+    assert_eq!(out.prompts(&id), ["go on please"]);
     assert_eq!(
         h.core.runs[&id].turns.last().unwrap().origin,
         TurnOrigin::Resume

@@ -118,6 +118,17 @@ impl Out {
             .collect()
     }
 
+    /// The prompts of the turns started on `run_id`, in order.
+    fn prompts(&self, run_id: &str) -> Vec<String> {
+        self.sent(run_id)
+            .into_iter()
+            .filter_map(|c| match c {
+                ProviderCommand::StartTurn { prompt } => Some(prompt.clone()),
+                _ => None,
+            })
+            .collect()
+    }
+
     fn decisions(&self) -> Vec<(String, String)> {
         self.ops
             .iter()
