@@ -47,10 +47,8 @@ impl Core {
         }
         let after = super::answers::secs_ms(self.limits().hibernate_after_secs);
         // Woken ahead of a follow-up that has not come: counted from the wake.
-        let since = run
-            .idle_since
-            .max(run.warmed_at.filter(|_| run.idle_since.is_some()));
-        since.map(|idle| idle.saturating_add(after))
+        let since = run.idle_since?.max(run.warmed_at.unwrap_or(0));
+        Some(since.saturating_add(after))
     }
 
     /// The idle bound of a run: when its idle timeout ends it.
@@ -183,7 +181,6 @@ impl Core {
                 format!("waking ahead failed ({note}); it stays hibernated"),
                 now,
             );
-            run.launching = false;
             self.commit(batch);
         }
         self.on_hibernated(run_id);
