@@ -9,12 +9,12 @@
 //!   a warm run, on a hibernated one, and on a hibernated one woken ahead as the
 //!   dashboard does when its follow-up box opens (`drover wake`, then the follow-up
 //!   `TYPING` later: the time to write it), (claude; codex app-server); and, for
-//!   comparison, `claude` alone with no drover: from writing a user message on its stdin
-//!   to the model API receiving the request, the first turn of a process (started ahead,
-//!   its `initialize` answered) against its later turns.
+//!   comparison, each CLI alone with no drover (claude; codex app-server): from writing a
+//!   turn on its stdin to the model API receiving the request, the first turn of a
+//!   process (started ahead, its handshake answered) against its later turns.
 //!
 //! Needs the pinned CLIs (`npm ci` in tests/peers, or scripts/test.sh). An argument
-//! (`memory`, `latency`, `first-turn`: claude alone) runs only that part.
+//! (`memory`, `latency`, `first-turn`: each CLI alone) runs only that part.
 
 #[allow(dead_code, unused_imports)]
 #[path = "codex.rs"]
@@ -293,36 +293,160 @@ async fn latency_of(name: &str, protocol: Protocol, flags: &[&str]) {
     }
 }
 
-/// `claude` alone (no drover), started ahead with its `initialize` answered: each turn's
-/// time from the user message on stdin to the model API receiving the request.
-async fn claude_alone_turns(turns: usize) -> Vec<f64> {
+/// A CLI alone, with no drover: the bench speaks its protocol itself.
+#[derive(Clone, Copy)]
+enum Alone {
+    Claude,
+    /// `codex app-server`.
+    Codex,
+}
+
+impl Alone {
+    fn name(self) -> &'static str {
+        match self {
+            Alone::Claude => "claude",
+            Alone::Codex => "codex app-server",
+        }
+    }
+
+    fn protocol(self) -> Protocol {
+        match self {
+            Alone::Claude => Protocol::AnthropicMessages,
+            Alone::Codex => Protocol::OpenAiResponses,
+        }
+    }
+
+    /// The command, with the arguments drover gives it (claude resumes `session`).
+    fn command(
+        self,
+        root: &std::path::Path,
+        mock: &MockApi,
+        session: Option<&str>,
+    ) -> tokio::process::Command {
+        let mut env = peers::base_env(&root.join("home"));
+        let mut args: Vec<&str> = Vec::new();
+        let program = match self {
+            Alone::Claude => {
+                env.extend(peers::claude_env(root, &mock.url()));
+                args.extend([
+                    "--input-format",
+                    "stream-json",
+                    "--output-format",
+                    "stream-json",
+                    "--verbose",
+                    "--permission-prompt-tool",
+                    "stdio",
+                    "--model",
+                    CLAUDE_MODEL,
+                ]);
+                if let Some(session) = session {
+                    args.extend(["--resume", session]);
+                }
+                peers::cli("claude")
+            }
+            Alone::Codex => {
+                env.extend(codex::codex_env(root));
+                codex::write_config(&root.join("codex-home"), mock, 0);
+                args.push("app-server");
+                peers::cli("codex")
+            }
+        };
+        let mut command = tokio::process::Command::new(program);
+        command.args(args).env_clear().envs(env).current_dir(root);
+        command
+    }
+
+    /// The handshake's lines, each with what the answer to wait for contains (Codex
+    /// starts a thread, or resumes `session`).
+    fn handshake(self, cwd: &str, session: Option<&str>) -> Vec<(String, &'static str)> {
+        match self {
+            Alone::Claude => vec![(
+                r#"{"type":"control_request","request_id":"init","request":{"subtype":"initialize","hooks":null}}"#
+                    .to_string(),
+                "control_response",
+            )],
+            Alone::Codex => {
+                let mut params = serde_json::json!({"cwd": cwd, "approvalPolicy": "untrusted",
+                    "sandbox": "read-only", "model": codex::MODEL});
+                let method = match session {
+                    Some(thread) => {
+                        params["threadId"] = serde_json::json!(thread);
+                        "thread/resume"
+                    }
+                    None => "thread/start",
+                };
+                let initialize = serde_json::json!({"jsonrpc": "2.0", "id": 1,
+                    "method": "initialize",
+                    "params": {"clientInfo": {"name": "bench", "version": "0"}}});
+                let thread = serde_json::json!({"jsonrpc": "2.0", "id": 2,
+                    "method": method, "params": params});
+                vec![
+                    (initialize.to_string(), "\"id\":1"),
+                    (
+                        format!("{}\n{thread}", r#"{"jsonrpc":"2.0","method":"initialized"}"#),
+                        "\"id\":2",
+                    ),
+                ]
+            }
+        }
+    }
+
+    /// Turn `n`'s line in `session`.
+    fn turn(self, n: usize, session: &str) -> String {
+        let text = format!("Say it again ({n}).");
+        match self {
+            Alone::Claude => serde_json::json!({
+                "type": "user",
+                "message": {"role": "user", "content": text},
+            })
+            .to_string(),
+            Alone::Codex => serde_json::json!({"jsonrpc": "2.0", "id": 10 + n,
+                "method": "turn/start",
+                "params": {"threadId": session,
+                           "input": [{"type": "text", "text": text, "text_elements": []}]}})
+            .to_string(),
+        }
+    }
+
+    /// What the line that ends a turn contains.
+    fn turn_end(self) -> &'static str {
+        match self {
+            Alone::Claude => "\"type\":\"result\"",
+            Alone::Codex => "\"method\":\"turn/completed\"",
+        }
+    }
+
+    /// The session a line names: claude's `session_id`, Codex's thread id in the answer
+    /// to `thread/start`.
+    fn session_of(self, line: &str) -> Option<String> {
+        let value: serde_json::Value = serde_json::from_str(line).ok()?;
+        let id = match self {
+            Alone::Claude => &value["session_id"],
+            Alone::Codex => &value["result"]["thread"]["id"],
+        };
+        id.as_str().map(str::to_string)
+    }
+}
+
+/// One process of the CLI alone under `root`, in a new session or resuming `session`,
+/// started ahead with its handshake answered and `TYPING` waited: each turn's time
+/// from its line on stdin to the model API receiving the request, and the session.
+async fn alone_process(
+    cli: Alone,
+    root: &std::path::Path,
+    mock: &MockApi,
+    session: Option<&str>,
+    turns: usize,
+) -> (Vec<f64>, String) {
     use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
-    let root = tempfile::tempdir().expect("a temporary directory");
-    std::fs::create_dir_all(root.path().join("home")).expect("a home");
-    let mock = MockApi::start(Protocol::AnthropicMessages, []).await;
-    let mut env = peers::base_env(&root.path().join("home"));
-    env.extend(peers::claude_env(root.path(), &mock.url()));
-    let mut child = tokio::process::Command::new(peers::cli("claude"))
-        .args([
-            "--input-format",
-            "stream-json",
-            "--output-format",
-            "stream-json",
-            "--verbose",
-            "--permission-prompt-tool",
-            "stdio",
-            "--model",
-            CLAUDE_MODEL,
-        ])
-        .env_clear()
-        .envs(env)
-        .current_dir(root.path())
+    let mut child = cli
+        .command(root, mock, session)
         .stdin(std::process::Stdio::piped())
         .stdout(std::process::Stdio::piped())
         .stderr(std::process::Stdio::null())
         .kill_on_drop(true)
         .spawn()
-        .expect("claude starts");
+        .expect("the CLI starts");
     let mut stdin = child.stdin.take().expect("piped stdin");
     let mut lines = BufReader::new(child.stdout.take().expect("piped stdout")).lines();
     let mut until_line = async |needle: &str| {
@@ -330,32 +454,32 @@ async fn claude_alone_turns(turns: usize) -> Vec<f64> {
         loop {
             let line = tokio::time::timeout_at(deadline, lines.next_line())
                 .await
-                .expect("claude answers in time")
-                .expect("claude's stdout")
-                .expect("claude is still up");
+                .expect("the CLI answers in time")
+                .expect("the CLI's stdout")
+                .expect("the CLI is still up");
             if line.contains(needle) {
-                return;
+                return line;
             }
         }
     };
-    let initialize = r#"{"type":"control_request","request_id":"init","request":{"subtype":"initialize","hooks":null}}"#;
-    stdin
-        .write_all(format!("{initialize}\n").as_bytes())
-        .await
-        .unwrap();
-    until_line("control_response").await;
+    let mut session = session.map(str::to_string);
+    for (line, needle) in cli.handshake(&root.display().to_string(), session.as_deref()) {
+        stdin
+            .write_all(format!("{line}\n").as_bytes())
+            .await
+            .unwrap();
+        let answer = until_line(needle).await;
+        session = session.or_else(|| cli.session_of(&answer));
+    }
     tokio::time::sleep(TYPING).await;
     let mut times = Vec::new();
     for turn in 0..turns {
         mock.push([Reply::text(done("again"))]);
         let before = mock.model_requests().len();
-        let message = serde_json::json!({
-            "type": "user",
-            "message": {"role": "user", "content": format!("Say it again ({turn}).")},
-        });
+        let line = cli.turn(turn, session.as_deref().unwrap_or_default());
         let started = Instant::now();
         stdin
-            .write_all(format!("{message}\n").as_bytes())
+            .write_all(format!("{line}\n").as_bytes())
             .await
             .unwrap();
         while mock.model_requests().len() <= before {
@@ -363,35 +487,50 @@ async fn claude_alone_turns(turns: usize) -> Vec<f64> {
             tokio::time::sleep(Duration::from_millis(2)).await;
         }
         times.push(started.elapsed().as_secs_f64() * 1000.0);
-        until_line("\"type\":\"result\"").await;
+        let end = until_line(cli.turn_end()).await;
+        session = session.or_else(|| cli.session_of(&end));
     }
     drop(stdin);
     let _ = tokio::time::timeout(BOUND, child.wait()).await;
-    times
+    (times, session.expect("the CLI named its session"))
 }
 
-/// `claude` itself, five processes: the first turn of each against its later ones.
+/// Each CLI itself, `FOLLOW_UPS` times: a process in a new session, then a second
+/// process resuming that session (as a woken run's does); the first turn of each process
+/// against its later ones.
 async fn first_turn() {
-    let (mut first, mut later) = (Vec::new(), Vec::new());
-    for _ in 0..FOLLOW_UPS {
-        let times = claude_alone_turns(4).await;
-        first.push(times[0]);
-        later.extend_from_slice(&times[1..]);
-    }
     let median = |v: &mut Vec<f64>| {
         v.sort_by(f64::total_cmp);
         v[v.len() / 2]
     };
-    println!("\nclaude alone, no drover: user message on stdin → the model API receives it:");
-    println!(
-        "  first turn of a process  median {:>6.0} ms ({FOLLOW_UPS} processes)",
-        median(&mut first)
-    );
-    println!(
-        "  its later turns          median {:>6.0} ms ({} turns)",
-        median(&mut later),
-        later.len()
-    );
+    for cli in [Alone::Claude, Alone::Codex] {
+        let mut figures: [(Vec<f64>, Vec<f64>); 2] = Default::default();
+        for _ in 0..FOLLOW_UPS {
+            let root = tempfile::tempdir().expect("a temporary directory");
+            std::fs::create_dir_all(root.path().join("home")).expect("a home");
+            let mock = MockApi::start(cli.protocol(), []).await;
+            let mut session = None;
+            for (first, later) in &mut figures {
+                let (times, named) =
+                    alone_process(cli, root.path(), &mock, session.as_deref(), 4).await;
+                first.push(times[0]);
+                later.extend_from_slice(&times[1..]);
+                session = Some(named);
+            }
+        }
+        println!(
+            "\n{} alone, no drover: its turn on stdin → the model API receives it:",
+            cli.name()
+        );
+        for ((first, later), process) in figures.iter_mut().zip(["new session", "resumed"]) {
+            let (first, later) = (median(first), median(later));
+            println!(
+                "  {process:<11}  first turn of a process {first:>5.0} ms, its later turns \
+                 {later:>4.0} ms ({:.2}×)",
+                first / later
+            );
+        }
+    }
 }
 
 async fn latency() {
