@@ -2044,3 +2044,35 @@ fn status_counts_a_long_history_and_lists_only_the_active_runs() {
         "{offline}"
     );
 }
+
+#[test]
+fn remove_finished_empties_a_history_longer_than_a_page() {
+    let home = Home::new();
+    let serve = home.serve();
+    let done = home.dispatch("quick-success", "Seed the history", &[]);
+    home.wait_idle(&done);
+    home.json(&["complete", &done]);
+    home.wait_terminal(&done);
+    serve.stop();
+    // Over two of the pages the owner reads and removes at a time (500).
+    home.clone_history(&done, 1_100);
+
+    let _serve = home.serve();
+    let kept = home.dispatch("tool-permission", "Fix greeting", &[]);
+    home.wait_for_pending(&kept, "Bash");
+    let removed = home.json(&["remove", "--finished"]);
+    let removed = strings(&removed["removed"]);
+    assert_eq!(removed.len(), 1_101, "every finished run, each once");
+    let distinct: std::collections::BTreeSet<&String> = removed.iter().collect();
+    assert_eq!(distinct.len(), 1_101);
+    assert!(!removed.contains(&kept), "the active run stays");
+    let listed: Vec<Value> = home.runs().iter().map(|r| r["run_id"].clone()).collect();
+    assert_eq!(listed, [kept.as_str()]);
+    let status = home.json(&["status"]);
+    assert_eq!(status["removed"], 1_101, "{status}");
+    assert_eq!(
+        home.json(&["remove", "--finished"])["removed"],
+        serde_json::json!([]),
+        "nothing is left to remove"
+    );
+}

@@ -571,31 +571,12 @@ mod tests {
     use crate::run_state::RunState;
 
     fn summary(run_id: &str, state: RunState, title: &str) -> RunSummary {
-        RunSummary {
-            head: crate::dispatch::api::RunHead {
-                run_id: run_id.into(),
-                state,
-                completion_reason: None,
-                provider: "sim".into(),
-                model: Some("sim-standard".into()),
-                title: title.into(),
-                live_state: None,
-                cost_usd: 0.25,
-                budget_usd: 5.0,
-                stalled: false,
-                created_at: 0,
-                finished_at: None,
-                owner_gone: false,
-            },
-            pending: 0,
-            needs_input: false,
-            escalation_offered: false,
-            workspace: None,
-            result_status: None,
-            parent_run: None,
-            depth: 0,
-            workflow_id: None,
-        }
+        let mut run = RunSummary::example(run_id, state);
+        run.head.model = Some("sim-standard".into());
+        run.head.title = title.into();
+        run.head.cost_usd = 0.25;
+        run.head.created_at = 0;
+        run
     }
 
     #[test]

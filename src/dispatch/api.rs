@@ -640,6 +640,38 @@ impl RunsFilter {
     }
 }
 
+#[cfg(test)]
+impl RunSummary {
+    /// A summary for tests: run `id` of the sim in `state`, created at 1,000, nothing else.
+    pub(crate) fn example(id: &str, state: RunState) -> RunSummary {
+        RunSummary {
+            head: RunHead {
+                run_id: id.to_string(),
+                state,
+                completion_reason: None,
+                provider: "sim".into(),
+                model: None,
+                title: format!("run {id}"),
+                live_state: None,
+                cost_usd: 0.0,
+                budget_usd: 5.0,
+                stalled: false,
+                created_at: 1_000,
+                finished_at: None,
+                owner_gone: false,
+            },
+            pending: 0,
+            needs_input: false,
+            escalation_offered: false,
+            workspace: None,
+            result_status: None,
+            parent_run: None,
+            depth: 0,
+            workflow_id: None,
+        }
+    }
+}
+
 impl RunSummary {
     /// Whether the run is in `workflow` (every run is, when none is named).
     pub fn in_workflow(&self, workflow: Option<&str>) -> bool {

@@ -190,11 +190,18 @@ pub fn fetch(reader: &LedgerReader, fetch: Fetch) -> Result<Fetched, DroverError
             }
             Fetched::Summaries(rows)
         }
-        Fetch::FinishedRuns => Fetched::Summaries(
-            run_summaries_from_ledger(reader, &RunsFilter::default())?
-                .into_iter()
-                .filter(|r| r.head.state.is_terminal())
-                .collect(),
+        Fetch::FinishedRuns { before } => Fetched::Summaries(
+            run_summaries_from_ledger(
+                reader,
+                &RunsFilter {
+                    limit: Some(crate::dispatch::core::REMOVE_PAGE),
+                    before,
+                    ..RunsFilter::default()
+                },
+            )?
+            .into_iter()
+            .filter(|r| r.head.state.is_terminal())
+            .collect(),
         ),
         Fetch::View { run_id } => Fetched::View(Box::new(run_view_from_ledger(reader, &run_id)?)),
         Fetch::Session { name } => Fetched::Session(session(reader, &name)?),

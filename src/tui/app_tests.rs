@@ -12,31 +12,9 @@ use crate::providers::RequestKind;
 use crate::run_state::RunState;
 
 fn summary(id: &str, state: RunState) -> RunSummary {
-    RunSummary {
-        head: crate::dispatch::api::RunHead {
-            run_id: id.into(),
-            state,
-            completion_reason: None,
-            provider: "sim".into(),
-            model: None,
-            title: format!("run {id}"),
-            live_state: None,
-            cost_usd: 0.0,
-            budget_usd: 5.0,
-            stalled: false,
-            created_at: id.len() as i64,
-            finished_at: None,
-            owner_gone: false,
-        },
-        pending: 0,
-        needs_input: false,
-        escalation_offered: false,
-        workspace: None,
-        result_status: None,
-        parent_run: None,
-        depth: 0,
-        workflow_id: None,
-    }
+    let mut run = RunSummary::example(id, state);
+    run.head.created_at = id.len() as i64;
+    run
 }
 
 fn app(runs: Vec<RunSummary>) -> App {

@@ -927,32 +927,8 @@ mod tests {
     use super::*;
     use crate::dispatch::api::NoteView;
 
-    pub(crate) fn summary(id: &str, state: RunState) -> RunSummary {
-        RunSummary {
-            head: crate::dispatch::api::RunHead {
-                run_id: id.to_string(),
-                state,
-                completion_reason: None,
-                provider: "sim".into(),
-                model: None,
-                title: format!("run {id}"),
-                live_state: None,
-                cost_usd: 0.0,
-                budget_usd: 5.0,
-                stalled: false,
-                created_at: 1_000,
-                finished_at: None,
-                owner_gone: false,
-            },
-            pending: 0,
-            needs_input: false,
-            escalation_offered: false,
-            workspace: None,
-            result_status: None,
-            parent_run: None,
-            depth: 0,
-            workflow_id: None,
-        }
+    fn summary(id: &str, state: RunState) -> RunSummary {
+        RunSummary::example(id, state)
     }
 
     fn pending(id: &str, at: UnixMillis) -> PendingView {

@@ -77,11 +77,14 @@ pub use workspaces::{Action as WorkspaceAction, PREPARE_WORKTREE_BOUND_MS};
 
 /// The budget session runs belong to until the user starts another.
 pub const DEFAULT_SESSION: &str = "default";
+/// How many finished runs `remove --finished` reads from the ledger at a time, so that
+/// removing a long history holds one page in memory and commits it in one batch.
+pub const REMOVE_PAGE: u32 = 500;
 
 use std::collections::{HashMap, VecDeque};
 use std::path::{Path, PathBuf};
 
-use super::api::{BudgetView, Request, Response, RunSummary, TranscriptFormat};
+use super::api::{BudgetView, Removed, Request, Response, RunSummary, TranscriptFormat};
 use super::views::{LoadedSession, ResumeData};
 use crate::config::{Config, Limits};
 use crate::ledger::WriteOp;
@@ -310,8 +313,9 @@ pub enum Fetch {
     Summaries { run_ids: Vec<String> },
     /// Everything about one run (`RUN_NOT_FOUND` when there is none).
     View { run_id: String },
-    /// The summary of every finished run not yet removed.
-    FinishedRuns,
+    /// The summaries of finished runs not yet removed, newest-finished first: at most
+    /// [`REMOVE_PAGE`] of them, finished before the run `before` when one is named.
+    FinishedRuns { before: Option<String> },
     /// A budget session's spend and record.
     Session { name: String },
 }
@@ -348,9 +352,13 @@ pub enum Then {
         run_id: String,
         force: bool,
     },
+    /// `remove --finished`, a page at a time: what the pages before removed, and the
+    /// last run of the page before (`None` on the first page).
     RemoveFinished {
         to: ReplyTo,
         force: bool,
+        so_far: Removed,
+        before: Option<String>,
     },
     BudgetNew {
         to: ReplyTo,
@@ -665,13 +673,18 @@ impl Core {
                 });
                 self.reply(to, result);
             }
-            Then::RemoveFinished { to, force } => {
-                let result = answer.and_then(|fetched| match fetched {
-                    Fetched::Summaries(rows) => Ok(self.remove_finished(rows, force)),
-                    other => Err(unexpected(&other)),
-                });
-                self.reply(to, result);
-            }
+            Then::RemoveFinished {
+                to,
+                force,
+                so_far,
+                before,
+            } => match answer {
+                Ok(Fetched::Summaries(rows)) => {
+                    self.remove_finished(to, rows, force, so_far, before.is_none())
+                }
+                Ok(other) => self.reply(to, Err(unexpected(&other))),
+                Err(e) => self.reply(to, Err(e)),
+            },
             Then::Workspace { to, run_id, action } => match answer {
                 Ok(Fetched::View(view)) => self.workspace_loaded(to, &run_id, action, *view),
                 Ok(other) => self.reply_now(to, Err(unexpected(&other))),

@@ -7,7 +7,7 @@
 use super::admission::shutting_down;
 use super::run::{Batch, Run, TurnOrigin};
 use super::workspaces::Action;
-use super::{Core, Fetch, Query, ReplyTo, Then, not_active, not_found};
+use super::{Core, Fetch, Query, REMOVE_PAGE, ReplyTo, Then, not_active, not_found};
 use crate::dispatch::api::{DispatchEvent, RunSummary, TranscriptView};
 use crate::dispatch::api::{Pong, Removed, Request, Response, Stopped, TranscriptFormat};
 use crate::ledger::{RunPatch, WriteOp};
@@ -339,7 +339,15 @@ impl Core {
                     },
                 ),
             },
-            (None, true) => self.load(Fetch::FinishedRuns, Then::RemoveFinished { to, force }),
+            (None, true) => self.load(
+                Fetch::FinishedRuns { before: None },
+                Then::RemoveFinished {
+                    to,
+                    force,
+                    so_far: Removed::default(),
+                    before: None,
+                },
+            ),
             (None, false) => {
                 let e = DroverError::new(
                     ErrorCode::InvalidSpec,
@@ -375,28 +383,58 @@ impl Core {
         self.remove_runs(vec![(run_id.to_string(), workspace)], force, false)
     }
 
-    /// Every finished run: those in memory and those the ledger listed (runs whose
-    /// worktree holds unmerged work stay, unless `force`).
+    /// One page of `remove --finished`: the finished runs in memory (with the first page)
+    /// and those the ledger listed (runs whose worktree holds unmerged work stay, unless
+    /// `force`). A full page asks for the next one; the last answers with every page's.
     pub(super) fn remove_finished(
         &mut self,
+        to: ReplyTo,
         ledger_rows: Vec<RunSummary>,
         force: bool,
-    ) -> Response {
-        let mut targets: Vec<(String, Option<WorkspaceView>)> = self
-            .order
-            .iter()
-            .filter_map(|id| self.runs.get(id))
-            .filter(|r| r.state.is_terminal())
-            .map(|r| (r.id.clone(), Some(r.workspace.clone())))
+        mut so_far: Removed,
+        first: bool,
+    ) {
+        let mut targets: Vec<(String, Option<WorkspaceView>)> = Vec::new();
+        if first {
+            targets.extend(
+                self.order
+                    .iter()
+                    .filter_map(|id| self.runs.get(id))
+                    .filter(|r| r.state.is_terminal())
+                    .map(|r| (r.id.clone(), Some(r.workspace.clone()))),
+            );
+        }
+        let finished: Vec<RunSummary> = ledger_rows
+            .into_iter()
+            .filter(|r| r.head.state.is_terminal())
             .collect();
+        let next = (finished.len() >= REMOVE_PAGE as usize)
+            .then(|| finished.last().map(|r| r.head.run_id.clone()))
+            .flatten();
         targets.extend(
-            ledger_rows
+            finished
                 .into_iter()
-                .filter(|r| r.head.state.is_terminal() && !self.runs.contains_key(&r.head.run_id))
+                .filter(|r| !self.runs.contains_key(&r.head.run_id))
                 .map(|r| (r.head.run_id, r.workspace.map(|w| *w))),
         );
-        self.remove_runs(targets, force, true)
-            .unwrap_or_else(|_| Response::Removed(Removed::default()))
+        if let Ok(Response::Removed(page)) = self.remove_runs(targets, force, true) {
+            so_far.removed.extend(page.removed);
+            so_far.unmerged.extend(page.unmerged);
+        }
+        match next {
+            Some(before) => self.load(
+                Fetch::FinishedRuns {
+                    before: Some(before.clone()),
+                },
+                Then::RemoveFinished {
+                    to,
+                    force,
+                    so_far,
+                    before: Some(before),
+                },
+            ),
+            None => self.reply(to, Ok(Response::Removed(so_far))),
+        }
     }
 
     /// Removes runs from the trays, with what becomes of their worktrees. With `skip`, a

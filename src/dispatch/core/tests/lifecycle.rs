@@ -542,3 +542,71 @@ fn a_cli_that_refuses_or_never_answers_its_handshake_fails_with_its_own_words() 
         )
     );
 }
+
+#[test]
+fn remove_finished_goes_through_a_long_history_a_page_at_a_time() {
+    let mut h = Harness::new("");
+    let out = h.request(Request::Remove {
+        run_id: None,
+        finished: true,
+        force: false,
+    });
+    let [(Fetch::FinishedRuns { before: None }, then)] = &out.loads[..] else {
+        panic!("{:?}", out.loads)
+    };
+    let page = super::super::REMOVE_PAGE as usize;
+    let full: Vec<RunSummary> = (0..page)
+        .map(|i| RunSummary::example(&format!("old-{i:04}"), RunState::Completed))
+        .collect();
+    let out = h.feed(Input::Loaded {
+        then: then.clone(),
+        answer: Ok(Fetched::Summaries(full)),
+    });
+    assert!(out.replies.is_empty(), "a full page asks for the next one");
+    let removed = |out: &Out| {
+        out.events
+            .iter()
+            .filter(|e| matches!(e, DispatchEvent::RunRemoved { .. }))
+            .count()
+    };
+    assert_eq!(
+        removed(&out),
+        page,
+        "the page's runs are removed as it comes"
+    );
+    let last = format!("old-{:04}", page - 1);
+    let [
+        (
+            Fetch::FinishedRuns {
+                before: Some(before),
+            },
+            then,
+        ),
+    ] = &out.loads[..]
+    else {
+        panic!("{:?}", out.loads)
+    };
+    assert_eq!(
+        before, &last,
+        "the next page starts after the last run of this one"
+    );
+    // The last page is short: the answer counts every page's runs.
+    let out = h.feed(Input::Loaded {
+        then: then.clone(),
+        answer: Ok(Fetched::Summaries(vec![
+            RunSummary::example("older", RunState::Failed),
+            RunSummary::example("running", RunState::Running),
+        ])),
+    });
+    assert!(out.loads.is_empty(), "{:?}", out.loads);
+    assert_eq!(removed(&out), 1, "an active run is never removed");
+    match out.reply() {
+        Ok(Response::Removed(r)) => {
+            assert_eq!(r.removed.len(), page + 1);
+            assert_eq!(r.removed.first().map(String::as_str), Some("old-0000"));
+            assert_eq!(r.removed.last().map(String::as_str), Some("older"));
+            assert!(r.unmerged.is_empty());
+        }
+        other => panic!("{other:?}"),
+    }
+}

@@ -770,7 +770,7 @@ fn removing_a_run_with_unmerged_work_needs_force_and_keeps_the_work() {
         finished: true,
         force: false,
     });
-    let [(Fetch::FinishedRuns, then)] = &out.loads[..] else {
+    let [(Fetch::FinishedRuns { before: None }, then)] = &out.loads[..] else {
         panic!("{:?}", out.loads)
     };
     let out = h.feed(Input::Loaded {
