@@ -908,15 +908,24 @@ fn assert_totals_match_rows(path: &Path, reader: &LedgerReader) {
         );
         let unpriced: Vec<String> = weakest
             .iter()
+            .rev()
             .filter(|(_, b)| **b == Basis::Unpriced)
             .map(|(id, _)| id.to_string())
             .collect();
         assert_eq!(
             reader
-                .session_runs_of_weakest(session, Basis::Unpriced)
+                .session_runs_of_weakest(session, Basis::Unpriced, usize::MAX)
                 .unwrap(),
             unpriced,
             "{session}"
+        );
+        let newest: Vec<String> = unpriced.iter().take(1).cloned().collect();
+        assert_eq!(
+            reader
+                .session_runs_of_weakest(session, Basis::Unpriced, 1)
+                .unwrap(),
+            newest,
+            "the newest, when fewer are asked for: {session}"
         );
     }
     for include_removed in [false, true] {

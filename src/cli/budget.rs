@@ -102,10 +102,60 @@ fn budget_lines(b: &BudgetView) -> String {
         out.push_str(&format!("runs by basis   {}\n", runs.join(" · ")));
     }
     if !b.unpriced_runs.is_empty() {
+        let all = b.runs_by_basis.get("unpriced").copied().unwrap_or_default();
+        let more = all.saturating_sub(b.unpriced_runs.len());
+        let more = if more > 0 {
+            format!(" and {more} more")
+        } else {
+            String::new()
+        };
         out.push_str(&format!(
-            "unpriced        {} (usage recorded, cost unknown)\n",
+            "unpriced        {}{more} (usage recorded, cost unknown)\n",
             b.unpriced_runs.join(", ")
         ));
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_unpriced_runs_named_say_how_many_more_there_are() {
+        let budget = |named: &[&str], all: usize| BudgetView {
+            session: "default".into(),
+            spent_usd: 1.0,
+            reserved_usd: 0.0,
+            available_usd: 24.0,
+            warning_usd: 20.0,
+            hard_cap_usd: 25.0,
+            runs_by_basis: [("unpriced".to_string(), all)].into(),
+            unpriced_runs: named.iter().map(|s| s.to_string()).collect(),
+            warned: false,
+            closed: false,
+            config_refused: None,
+        };
+        let cases: [(&[&str], usize, &str); 3] = [
+            (
+                &["r2", "r1"],
+                2,
+                "\nunpriced        r2, r1 (usage recorded, cost unknown)\n",
+            ),
+            (
+                &["r9", "r8"],
+                30,
+                "\nunpriced        r9, r8 and 28 more (usage recorded, cost unknown)\n",
+            ),
+            (&[], 0, ""),
+        ];
+        for (named, all, line) in cases {
+            let text = budget_lines(&budget(named, all));
+            if line.is_empty() {
+                assert!(!text.contains("unpriced  "), "{text}");
+            } else {
+                assert!(text.contains(line), "{text}");
+            }
+        }
+    }
 }

@@ -697,6 +697,9 @@ pub struct WaitOutcome {
     pub runs: Vec<RunSummary>,
 }
 
+/// How many unpriced runs a [`BudgetView`] names (every dashboard reads it on attach).
+pub const UNPRICED_SHOWN: usize = 20;
+
 /// The money of one budget session (`drover budget`).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct BudgetView {
@@ -711,7 +714,8 @@ pub struct BudgetView {
     pub hard_cap_usd: f64,
     /// How many runs have each weakest cost basis.
     pub runs_by_basis: std::collections::BTreeMap<String, usize>,
-    /// Runs with usage that could not be priced.
+    /// Runs with usage that could not be priced: the newest [`UNPRICED_SHOWN`], newest
+    /// first (`runs_by_basis` counts them all).
     pub unpriced_runs: Vec<String>,
     /// The warning was given.
     pub warned: bool,

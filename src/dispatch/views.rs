@@ -350,7 +350,11 @@ fn session_bases(reader: &LedgerReader, session: &str) -> Result<SessionBases, D
         .iter()
         .map(|(basis, runs)| (basis.as_str().to_string(), *runs as usize))
         .collect();
-    let unpriced_runs = reader.session_runs_of_weakest(session, Basis::Unpriced)?;
+    let unpriced_runs = reader.session_runs_of_weakest(
+        session,
+        Basis::Unpriced,
+        crate::dispatch::api::UNPRICED_SHOWN,
+    )?;
     Ok(SessionBases {
         spent: totals.spent_usd,
         runs_by_basis,

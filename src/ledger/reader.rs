@@ -488,26 +488,31 @@ impl LedgerReader {
         })
     }
 
-    /// The session's runs whose weakest basis is `basis`, by id.
+    /// The session's runs whose weakest basis is `basis`: the newest `limit` of them
+    /// (run ids sort by creation), newest first.
     pub fn session_runs_of_weakest(
         &self,
         session: &str,
         basis: Basis,
+        limit: usize,
     ) -> Result<Vec<String>, LedgerError> {
         if !self.totals {
             let weakest = self.weakest_from_rows(session)?;
             return Ok(weakest
                 .into_iter()
+                .rev()
                 .filter(|(_, b)| *b == basis)
                 .map(|(id, _)| id)
+                .take(limit)
                 .collect());
         }
         let mut st = self.conn.prepare_cached(
             "SELECT run_id FROM session_run_basis INDEXED BY session_run_basis_by_weakest
-             WHERE budget_session = ?1 AND weakest = ?2 ORDER BY run_id",
+             WHERE budget_session = ?1 AND weakest = ?2 ORDER BY run_id DESC LIMIT ?3",
         )?;
+        let limit = i64::try_from(limit).unwrap_or(i64::MAX);
         let ids = st
-            .query_map(params![session, basis.rank()], |r| r.get(0))?
+            .query_map(params![session, basis.rank(), limit], |r| r.get(0))?
             .collect::<Result<Vec<String>, _>>()?;
         Ok(ids)
     }
