@@ -481,6 +481,10 @@ impl Core {
             batch
                 .events
                 .push(DispatchEvent::RunRemoved { run_id: id.clone() });
+            // Its run-scoped rules can never match again.
+            for rule in self.rules.forget_run(id) {
+                batch.ops.push(WriteOp::DeleteRule(rule));
+            }
             self.runs.remove(id);
         }
         self.order.retain(|id| !targets.contains(id));

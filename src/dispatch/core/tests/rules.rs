@@ -300,3 +300,47 @@ fn rules_are_listed_removed_and_refused_with_codes() {
         ErrorCode::RuleNotFound
     );
 }
+
+#[test]
+fn a_removed_runs_rules_go_with_it_and_other_rules_stay() {
+    let mut h = Harness::new("");
+    let id = h.idle();
+    let mut for_the_run = spec(Scope::Run, RuleKind::Command, "ls", RuleDecision::Allow);
+    for_the_run.run_id = Some(id.clone());
+    add(&mut h, for_the_run, None);
+    add(
+        &mut h,
+        spec(
+            Scope::Everywhere,
+            RuleKind::Command,
+            "pwd",
+            RuleDecision::Allow,
+        ),
+        None,
+    );
+    h.request(Request::Complete { run_id: id.clone() });
+    h.exit(&id);
+    assert!(h.state(&id).is_terminal());
+    let out = h.request(Request::Remove {
+        run_id: Some(id.clone()),
+        finished: false,
+        force: false,
+    });
+    assert!(
+        matches!(out.reply(), Ok(Response::Removed(_))),
+        "{:?}",
+        out.reply()
+    );
+    assert!(
+        out.ops
+            .iter()
+            .any(|op| matches!(op, WriteOp::DeleteRule(1))),
+        "the run's rule is deleted from the ledger: {:?}",
+        out.ops
+    );
+    let Ok(Response::Rules(rules)) = h.request(Request::Rules).reply().clone() else {
+        panic!("rules");
+    };
+    let left: Vec<u64> = rules.iter().map(|r| r.id).collect();
+    assert_eq!(left, [2], "the rule for everywhere stays");
+}
