@@ -16,15 +16,7 @@ use tokio::time::timeout;
 const STEP_TIMEOUT: Duration = Duration::from_secs(15);
 
 /// The flags drover's Claude adapter passes.
-const CLAUDE_FLAGS: &[&str] = &[
-    "--input-format",
-    "stream-json",
-    "--output-format",
-    "stream-json",
-    "--verbose",
-    "--permission-prompt-tool",
-    "stdio",
-];
+const CLAUDE_FLAGS: &[&str] = &drover::providers::claude::args::PROTOCOL_FLAGS;
 
 struct Sim {
     /// The agent's working directory: its allowed edits land here, never in the repo.

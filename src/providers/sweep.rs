@@ -127,12 +127,14 @@ pub fn boot_id() -> String {
 
 /// One /proc/PID/stat, read: `(ppid, pgid, session, state, start time)`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-struct Stat {
-    ppid: i32,
-    pgid: i32,
-    session: i32,
-    state: char,
-    start: u64,
+pub struct Stat {
+    pub ppid: i32,
+    pub pgid: i32,
+    pub session: i32,
+    /// `R`, `S`, `Z` (a zombie) …
+    pub state: char,
+    /// Clock ticks after boot.
+    pub start: u64,
 }
 
 fn stat_of(pid: i32) -> Option<Stat> {
@@ -155,7 +157,7 @@ fn parse_stat(stat: &str) -> Option<Stat> {
 }
 
 /// Every process on the machine: pid → stat.
-fn all_processes() -> HashMap<i32, Stat> {
+pub fn all_processes() -> HashMap<i32, Stat> {
     let mut out = HashMap::new();
     let Ok(entries) = std::fs::read_dir("/proc") else {
         return out;

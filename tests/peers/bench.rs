@@ -52,19 +52,8 @@ async fn direct_run(claude: &Path, root: &Path, mock: &MockApi) -> (Duration, Du
     env.extend(peers::claude_env(root, &mock.url()));
     let started = Instant::now();
     let mut child = tokio::process::Command::new(claude)
-        .args([
-            "--input-format",
-            "stream-json",
-            "--output-format",
-            "stream-json",
-            "--verbose",
-            "--permission-prompt-tool",
-            "stdio",
-            "--permission-mode",
-            "default",
-            "--model",
-            MODEL,
-        ])
+        .args(::drover::providers::claude::args::PROTOCOL_FLAGS)
+        .args(["--permission-mode", "default", "--model", MODEL])
         .env_clear()
         .envs(env.iter().map(|(k, v)| (k, v)))
         .current_dir(root.join("work"))

@@ -494,32 +494,18 @@ pub fn group_alive(pgid: u32) -> bool {
 /// The live (not zombie) processes whose command line contains `needle`.
 pub fn processes_with(needle: &str) -> Vec<(u32, String)> {
     let mut found = Vec::new();
-    let Ok(entries) = std::fs::read_dir("/proc") else {
-        return found;
-    };
-    for entry in entries.flatten() {
-        let Some(pid) = entry
-            .file_name()
-            .to_str()
-            .and_then(|n| n.parse::<u32>().ok())
-        else {
+    for (pid, stat) in ::drover::providers::sweep::all_processes() {
+        let Ok(pid) = u32::try_from(pid) else {
             continue;
         };
+        if stat.state == 'Z' || pid == std::process::id() {
+            continue;
+        }
         let Ok(cmdline) = std::fs::read(format!("/proc/{pid}/cmdline")) else {
             continue;
         };
         let cmdline = String::from_utf8_lossy(&cmdline).replace('\0', " ");
-        if !cmdline.contains(needle) {
-            continue;
-        }
-        let zombie = std::fs::read_to_string(format!("/proc/{pid}/stat"))
-            .ok()
-            .and_then(|s| {
-                s.rsplit_once(')')
-                    .map(|(_, rest)| rest.trim_start().starts_with('Z'))
-            })
-            .unwrap_or(true);
-        if !zombie && pid != std::process::id() {
+        if cmdline.contains(needle) {
             found.push((pid, cmdline));
         }
     }

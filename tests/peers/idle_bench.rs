@@ -29,7 +29,7 @@ mod mock;
 #[path = "peers.rs"]
 mod peers;
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashSet;
 use std::time::{Duration, Instant};
 
 use drover::{Drover, proc_status_kib, provider_config};
@@ -73,51 +73,20 @@ fn codex_config(root: &std::path::Path, mock: &MockApi, extra: &str) -> String {
     provider_config("codex", &peers::cli("codex"), &env) + extra
 }
 
-/// Every process on the machine: pid → (parent pid, process group).
-fn process_table() -> HashMap<u32, (u32, u32)> {
-    let mut table = HashMap::new();
-    let Ok(dir) = std::fs::read_dir("/proc") else {
-        return table;
-    };
-    for entry in dir.flatten() {
-        let Some(pid) = entry
-            .file_name()
-            .to_str()
-            .and_then(|n| n.parse::<u32>().ok())
-        else {
-            continue;
-        };
-        let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
-            continue;
-        };
-        // `pid (comm) state ppid pgrp …`; comm may hold spaces and parentheses.
-        let Some(rest) = stat.rfind(')').map(|at| &stat[at + 1..]) else {
-            continue;
-        };
-        let fields: Vec<&str> = rest.split_whitespace().collect();
-        if let (Some(ppid), Some(pgrp)) = (
-            fields.get(1).and_then(|f| f.parse().ok()),
-            fields.get(2).and_then(|f| f.parse().ok()),
-        ) {
-            table.insert(pid, (ppid, pgrp));
-        }
-    }
-    table
-}
-
 /// The processes under `serve` (its descendants, not itself) and those in `groups`.
 fn children_of(serve: u32, groups: &HashSet<u32>) -> Vec<u32> {
-    let table = process_table();
+    let id = |pid: i32| u32::try_from(pid).unwrap_or_default();
+    let table = ::drover::providers::sweep::all_processes();
     let mut found: HashSet<u32> = table
         .iter()
-        .filter(|(_, (_, pgrp))| groups.contains(pgrp))
-        .map(|(pid, _)| *pid)
+        .filter(|(_, stat)| groups.contains(&id(stat.pgid)))
+        .map(|(pid, _)| id(*pid))
         .collect();
     let mut frontier = vec![serve];
     while let Some(parent) = frontier.pop() {
-        for (pid, (ppid, _)) in &table {
-            if *ppid == parent && found.insert(*pid) {
-                frontier.push(*pid);
+        for (pid, stat) in &table {
+            if id(stat.ppid) == parent && found.insert(id(*pid)) {
+                frontier.push(id(*pid));
             }
         }
         found.remove(&serve);
@@ -328,17 +297,8 @@ impl Alone {
         let program = match self {
             Alone::Claude => {
                 env.extend(peers::claude_env(root, &mock.url()));
-                args.extend([
-                    "--input-format",
-                    "stream-json",
-                    "--output-format",
-                    "stream-json",
-                    "--verbose",
-                    "--permission-prompt-tool",
-                    "stdio",
-                    "--model",
-                    CLAUDE_MODEL,
-                ]);
+                args.extend(::drover::providers::claude::args::PROTOCOL_FLAGS);
+                args.extend(["--permission-mode", "default", "--model", CLAUDE_MODEL]);
                 if let Some(session) = session {
                     args.extend(["--resume", session]);
                 }

@@ -9,24 +9,23 @@ use crate::providers::{LaunchSpec, MCP_SERVER_NAME, McpServer};
 
 use super::policy;
 
+/// The protocol flags: stream-json both ways, permission requests over stdio.
+pub const PROTOCOL_FLAGS: [&str; 7] = [
+    "--input-format",
+    "stream-json",
+    "--output-format",
+    "stream-json",
+    "--verbose",
+    "--permission-prompt-tool",
+    "stdio",
+];
+
 /// The arguments after the executable: the configured prefix, then the protocol flags,
 /// then the run's own.
 pub fn build_args(spec: &LaunchSpec) -> Vec<String> {
     let mut args = spec.args.clone();
-    args.extend(
-        [
-            "--input-format",
-            "stream-json",
-            "--output-format",
-            "stream-json",
-            "--verbose",
-            "--permission-prompt-tool",
-            "stdio",
-            "--permission-mode",
-            policy::permission_mode(spec.policy),
-        ]
-        .map(String::from),
-    );
+    args.extend(PROTOCOL_FLAGS.map(String::from));
+    args.extend(["--permission-mode", policy::permission_mode(spec.policy)].map(String::from));
     if let Some(model) = &spec.model {
         args.push("--model".into());
         args.push(model.clone());
@@ -92,18 +91,12 @@ mod tests {
         }
     }
 
-    const PROTOCOL: [&str; 7] = [
-        "--input-format",
-        "stream-json",
-        "--output-format",
-        "stream-json",
-        "--verbose",
-        "--permission-prompt-tool",
-        "stdio",
-    ];
-
     fn with_protocol(rest: &[&str]) -> Vec<String> {
-        PROTOCOL.iter().chain(rest).map(|s| s.to_string()).collect()
+        PROTOCOL_FLAGS
+            .iter()
+            .chain(rest)
+            .map(|s| s.to_string())
+            .collect()
     }
 
     #[test]
