@@ -1976,14 +1976,8 @@ fn status_counts_a_long_history_and_lists_only_the_active_runs() {
     assert_eq!(fresh["active"], serde_json::json!([]), "{fresh}");
     assert_eq!(fresh["budget"], Value::Null, "{fresh}");
 
-    let serve = home.serve();
-    let done = home.dispatch("quick-success", "Seed the history", &[]);
-    home.wait_idle(&done);
-    home.json(&["complete", &done]);
-    home.wait_terminal(&done);
+    let done = home.seed_history(60);
     let cost = home.row(&done)["cost_usd"].as_f64().expect("a cost");
-    serve.stop();
-    home.clone_history(&done, 60);
 
     let serve = home.serve();
     home.json(&["remove", &format!("{done}-h060")]);
@@ -2048,14 +2042,8 @@ fn status_counts_a_long_history_and_lists_only_the_active_runs() {
 #[test]
 fn remove_finished_empties_a_history_longer_than_a_page() {
     let home = Home::new();
-    let serve = home.serve();
-    let done = home.dispatch("quick-success", "Seed the history", &[]);
-    home.wait_idle(&done);
-    home.json(&["complete", &done]);
-    home.wait_terminal(&done);
-    serve.stop();
     // Over two of the pages the owner reads and removes at a time (500).
-    home.clone_history(&done, 1_100);
+    home.seed_history(1_100);
 
     let _serve = home.serve();
     let kept = home.dispatch("tool-permission", "Fix greeting", &[]);

@@ -377,13 +377,7 @@ async fn every_tool_over_stdio_against_a_background_owner() {
 async fn runs_come_a_page_at_a_time_as_drover_runs_lists_them() {
     let home = Home::new();
     // A long history: one finished run and 210 copies of it, each finished earlier.
-    let serve = home.serve();
-    let done = home.dispatch("quick-success", "Seed the history", &[]);
-    home.wait_idle(&done);
-    home.json(&["complete", &done]);
-    home.wait_terminal(&done);
-    serve.stop();
-    home.clone_history(&done, 210);
+    let done = home.seed_history(210);
     let _end_owner = EndOwner(&home);
     let client = connect(&home, None).await;
     let active = dispatch(&client, "tool-permission", "Fix greeting").await;

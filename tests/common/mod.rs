@@ -149,6 +149,19 @@ impl Home {
         str_at(&answer, "run_id").to_string()
     }
 
+    /// A long history (no owner may be running): an owner runs one quick sim run to its
+    /// end and stops, then [`Home::clone_history`] adds `n` copies of it. The run's id.
+    pub fn seed_history(&self, n: usize) -> String {
+        let serve = self.serve();
+        let done = self.dispatch("quick-success", "Seed the history", &[]);
+        self.wait_idle(&done);
+        self.json(&["complete", &done]);
+        self.wait_terminal(&done);
+        serve.stop();
+        self.clone_history(&done, n);
+        done
+    }
+
     /// Adds `n` finished runs to the ledger (no owner may be running): copies of the
     /// finished run `run`, its row and usage rows, with ids `{run}-h{i}` (i = 1..=n, three
     /// digits) and titles `history {i}`, each created and finished `i` seconds before it.

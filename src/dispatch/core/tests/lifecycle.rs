@@ -546,20 +546,13 @@ fn a_cli_that_refuses_or_never_answers_its_handshake_fails_with_its_own_words() 
 #[test]
 fn remove_finished_goes_through_a_long_history_a_page_at_a_time() {
     let mut h = Harness::new("");
-    let out = h.request(Request::Remove {
-        run_id: None,
-        finished: true,
-        force: false,
-    });
-    let [(Fetch::FinishedRuns { before: None }, then)] = &out.loads[..] else {
-        panic!("{:?}", out.loads)
-    };
+    let then = h.remove_finished();
     let page = super::super::REMOVE_PAGE as usize;
     let full: Vec<RunSummary> = (0..page)
         .map(|i| RunSummary::example(&format!("old-{i:04}"), RunState::Completed))
         .collect();
     let out = h.feed(Input::Loaded {
-        then: then.clone(),
+        then,
         answer: Ok(Fetched::Summaries(full)),
     });
     assert!(out.replies.is_empty(), "a full page asks for the next one");

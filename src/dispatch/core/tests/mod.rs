@@ -305,6 +305,19 @@ impl Harness {
         id
     }
 
+    /// `remove --finished`: what to do with the first page it asks the ledger for.
+    fn remove_finished(&mut self) -> Then {
+        let out = self.request(Request::Remove {
+            run_id: None,
+            finished: true,
+            force: false,
+        });
+        let [(Fetch::FinishedRuns { before: None }, then)] = &out.loads[..] else {
+            panic!("{:?}", out.loads)
+        };
+        then.clone()
+    }
+
     /// A run whose first turn ended `done`: idle.
     fn idle(&mut self) -> String {
         let id = self.running();

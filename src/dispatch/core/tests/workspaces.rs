@@ -765,16 +765,9 @@ fn removing_a_run_with_unmerged_work_needs_force_and_keeps_the_work() {
     assert!(e.message.contains("--force"), "{e:?}");
     assert!(h.core.runs.contains_key(&id));
     // --finished leaves it in the trays and says so.
-    let out = h.request(Request::Remove {
-        run_id: None,
-        finished: true,
-        force: false,
-    });
-    let [(Fetch::FinishedRuns { before: None }, then)] = &out.loads[..] else {
-        panic!("{:?}", out.loads)
-    };
+    let then = h.remove_finished();
     let out = h.feed(Input::Loaded {
-        then: then.clone(),
+        then,
         answer: Ok(Fetched::Summaries(Vec::new())),
     });
     match out.reply() {
