@@ -90,6 +90,7 @@ impl Core {
         run.hibernating = false;
         run.hibernated = true;
         run.warming = false;
+        let wake_ahead = std::mem::take(&mut run.wake_ahead_asked);
         run.child = None;
         run.ready = false;
         run.launch_notice = None;
@@ -105,6 +106,8 @@ impl Core {
         self.start_queued();
         if self.runs.get(run_id).is_some_and(|r| r.wake.is_some()) {
             self.wake_now(run_id);
+        } else if wake_ahead {
+            self.wake_ahead(run_id);
         }
         self.check_waiters();
     }
@@ -125,14 +128,22 @@ impl Core {
     }
 
     /// `wake`: starts a hibernated run's child in its provider session with no turn, so
-    /// that the follow-up being written starts as on a warm run. Only when its slot is
-    /// free to take: with a queued run waiting, or its rail full, it stays hibernated
-    /// (the follow-up wakes it, queued if need be).
+    /// that the follow-up being written starts as on a warm run (a hibernating run's,
+    /// once its old child has exited). Only when its slot is free to take: with a queued
+    /// run waiting, or its rail full, it stays hibernated (the follow-up wakes it, queued
+    /// if need be).
     pub(super) fn wake_ahead(&mut self, run_id: &str) {
         let now = self.now;
         let Some(run) = self.runs.get(run_id) else {
             return;
         };
+        if run.hibernating && run.wake.is_none() && run.ending.is_none() {
+            // Its child is on its way out: woken ahead once it has exited.
+            if let Some(run) = self.runs.get_mut(run_id) {
+                run.wake_ahead_asked = true;
+            }
+            return;
+        }
         if !run.hibernated || run.wake.is_some() || run.launching || run.ending.is_some() {
             return;
         }

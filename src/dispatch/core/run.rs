@@ -210,6 +210,9 @@ pub struct Run {
     /// When it was last woken ahead: its hibernation timer counts from then (its idle
     /// timeout still counts from `idle_since`).
     pub warmed_at: Option<UnixMillis>,
+    /// `wake` came while its child was on its way out (hibernating): it is woken ahead
+    /// once the child has exited.
+    pub wake_ahead_asked: bool,
     /// The turn to send once the child woken from hibernation (or started again for a
     /// re-send) is ready.
     pub wake: Option<(String, TurnOrigin)>,
@@ -302,6 +305,7 @@ impl Run {
             hibernated: false,
             warming: false,
             warmed_at: None,
+            wake_ahead_asked: false,
             wake: None,
             waiting_for_room: false,
             last_prompt: None,

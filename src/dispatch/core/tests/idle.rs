@@ -724,3 +724,35 @@ fn a_cli_that_exits_with_its_failed_turn_and_no_session_fails_the_run() {
     assert_eq!(h.state(&id), RunState::Failed);
     assert_eq!(reason_of(&h, &id).as_deref(), Some("provider_unavailable"));
 }
+
+#[test]
+fn waking_ahead_a_run_whose_child_is_on_its_way_out_wakes_it_once_the_child_has_exited() {
+    let mut h = Harness::new("");
+    let id = idle_in_session(&mut h, 7);
+    h.advance(2 * MIN);
+    assert!(
+        h.core.runs[&id].hibernating,
+        "its child is asked to shut down"
+    );
+    let out = wake(&mut h, &id);
+    assert!(out.reply().is_ok(), "{:?}", out.reply());
+    assert!(
+        out.launches.is_empty(),
+        "no second child while the first is up"
+    );
+    let out = h.exit(&id);
+    assert_eq!(out.launches.len(), 1, "woken ahead once it has exited");
+    assert_eq!(out.launches[0].resume_session.as_deref(), Some("sess-7"));
+    assert_eq!(h.live(&id).1.as_deref(), Some(WAKING_DETAIL));
+    let out = h.provider(&id, ProviderEvent::Ready { version: None });
+    assert!(out.prompts(&id).is_empty(), "no turn of its own");
+    let out = follow_up(&mut h, &id, "now the tests");
+    assert!(out.launches.is_empty());
+    assert_eq!(out.prompts(&id), ["now the tests"]);
+    // Asked once: the next hibernation is not followed by a wake.
+    h.provider(&id, turn_done("## Result\nstatus: done\nsummary: t\n"));
+    h.advance(2 * MIN);
+    let out = h.exit(&id);
+    assert!(out.launches.is_empty(), "{:?}", out.launches);
+    assert!(h.core.runs[&id].hibernated);
+}
