@@ -1880,7 +1880,7 @@ fn approval_rules_are_kept_listed_applied_and_refused_with_codes() {
         home.refused(&args, code)
     };
     refused(add("everywhere", "command", "ls *", "allow"), "NO_OWNER");
-    let _serve = home.serve();
+    let serve = home.serve();
     let long = "x".repeat(201);
     for (args, code) in [
         (add("galaxy", "command", "ls *", "allow"), "RULE_INVALID"),
@@ -1965,6 +1965,16 @@ fn approval_rules_are_kept_listed_applied_and_refused_with_codes() {
     let removed = home.json(&["rules", "rm", "1"]);
     assert_eq!(removed["id"], 1, "{removed}");
     assert_eq!(home.json(&["rules"]), serde_json::json!([]));
+
+    // An id is never given twice, across a restart too: `rule:1` in the run's decisions
+    // names the removed rule only.
+    let args = add("everywhere", "command", "pwd", "allow");
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    assert_eq!(home.json(&args)["id"], 2);
+    home.json(&["rules", "rm", "2"]);
+    serve.stop();
+    let _serve = home.serve();
+    assert_eq!(home.json(&args)["id"], 3);
 }
 
 #[test]

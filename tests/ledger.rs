@@ -1207,3 +1207,38 @@ fn running_totals_survive_an_abrupt_end() {
     assert_totals_match_rows(&path, &reader);
     ledger.close();
 }
+
+#[test]
+fn deleting_runs_deletes_their_run_scoped_rules_only() {
+    use drover::rules::{Rule, RuleDecision, RuleKind, Scope};
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("l.sqlite3");
+    let ledger = open(&path);
+    let rule = |id: u64, scope: Scope, run_id: Option<&str>| {
+        WriteOp::PutRule(Box::new(Rule {
+            id,
+            scope,
+            kind: RuleKind::Command,
+            pattern: "ls".into(),
+            decision: RuleDecision::Allow,
+            run_id: run_id.map(str::to_string),
+            repository: None,
+            created_at: 0,
+        }))
+    };
+    let writer = ledger.writer();
+    writer
+        .commit_blocking(vec![
+            rule(1, Scope::Run, Some("gone")),
+            rule(2, Scope::Run, Some("kept")),
+            rule(3, Scope::Everywhere, None),
+        ])
+        .unwrap();
+    writer
+        .commit_blocking(vec![WriteOp::DeleteRuns(vec!["gone".into()])])
+        .unwrap();
+    let reader = LedgerReader::open(&path).unwrap();
+    let left: Vec<u64> = reader.rules().unwrap().iter().map(|r| r.id).collect();
+    assert_eq!(left, [2, 3]);
+    ledger.close();
+}

@@ -101,6 +101,11 @@ pub fn startup(
         session: session(reader, &name)?,
         route_memory,
         rules: reader.rules()?,
+        // Untrusted like any file: a value that is not a number counts as none.
+        rules_high_water: reader
+            .meta(crate::dispatch::core::RULES_HIGH_WATER)?
+            .and_then(|v| v.trim().parse().ok())
+            .unwrap_or(0),
         newest_run_at: reader.newest_run_at()?,
         data_dir: data_dir.to_path_buf(),
         checkouts,

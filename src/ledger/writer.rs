@@ -39,7 +39,8 @@ pub enum WriteOp {
         key: String,
         value: String,
     },
-    /// Delete runs with everything that belongs to them (retention's hard cap).
+    /// Delete runs with everything that belongs to them, their run-scoped rules included
+    /// (retention's hard cap).
     DeleteRuns(Vec<String>),
     /// Prune the events of finished runs (retention): every event but the few kinds a
     /// run's view reads ([`super::retention::KEPT_KINDS`]) and its last one (so its seqs
@@ -436,8 +437,12 @@ fn apply_op(tx: &Transaction<'_>, op: &WriteOp) -> Result<(), LedgerError> {
         }
         WriteOp::DeleteRuns(ids) => {
             let mut st = tx.prepare_cached("DELETE FROM runs WHERE run_id = ?1")?;
+            // Its run-scoped rules can never match again.
+            let mut rules =
+                tx.prepare_cached("DELETE FROM rules WHERE scope = 'run' AND run_id = ?1")?;
             for id in ids {
                 st.execute(params![id])?;
+                rules.execute(params![id])?;
             }
         }
         WriteOp::PruneEvents { run_ids, at } => {

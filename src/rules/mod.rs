@@ -195,6 +195,9 @@ enum Matcher {
 #[derive(Debug, Clone, Default)]
 pub struct RuleSet {
     rules: Vec<(Rule, Matcher)>,
+    /// The highest id ever given, removed rules' included: an id is never given twice, so
+    /// a decision recorded as `rule:<id>` names one rule only.
+    high_water: u64,
 }
 
 impl RuleSet {
@@ -227,6 +230,7 @@ impl RuleSet {
             ));
         }
         let matcher = compile(rule.kind, &rule.pattern)?;
+        self.high_water = self.high_water.max(rule.id);
         self.rules.push((rule, matcher));
         Ok(&self.rules.last().expect("just pushed").0)
     }
@@ -265,8 +269,14 @@ impl RuleSet {
         self.rules.is_empty()
     }
 
+    /// The id of the next rule: after every id given before, removed rules' included.
     pub fn next_id(&self) -> u64 {
-        self.rules().map(|r| r.id).max().unwrap_or(0) + 1
+        self.high_water + 1
+    }
+
+    /// The highest id given before (kept in the ledger), so that ids are not given again.
+    pub fn given_up_to(&mut self, id: u64) {
+        self.high_water = self.high_water.max(id);
     }
 
     /// The rule that decides `ask` at `place`, if any: the narrowest scope with a match,

@@ -209,7 +209,7 @@ fn the_narrowest_scope_decides_and_deny_beats_allow_within_it() {
     assert_eq!(set.decide(&push, &here).unwrap().id, 4);
     assert_eq!(set.remove(4).unwrap().id, 4);
     assert_eq!(set.remove(4).unwrap_err().code, ErrorCode::RuleNotFound);
-    assert_eq!(set.next_id(), 4);
+    assert_eq!(set.next_id(), 5, "a removed rule's id is not given again");
 }
 
 #[test]
@@ -318,4 +318,31 @@ fn bad_rules_are_refused_with_a_code() {
             .code,
         ErrorCode::TooManyRules
     );
+}
+
+#[test]
+fn an_id_is_never_given_twice() {
+    let mut set = RuleSet::default();
+    assert_eq!(set.next_id(), 1);
+    for id in [1, 2] {
+        set.add(rule(
+            id,
+            Scope::Run,
+            RuleKind::Command,
+            "ls",
+            RuleDecision::Allow,
+        ))
+        .unwrap();
+    }
+    assert_eq!(set.next_id(), 3);
+    set.remove(2).unwrap();
+    assert_eq!(set.next_id(), 3, "the removed rule's id stays given");
+    set.forget_run("r-1");
+    assert!(set.is_empty());
+    assert_eq!(set.next_id(), 3, "so do a removed run's");
+    // What the ledger says was given before counts, and never lowers it.
+    set.given_up_to(9);
+    assert_eq!(set.next_id(), 10);
+    set.given_up_to(4);
+    assert_eq!(set.next_id(), 10);
 }

@@ -71,6 +71,7 @@ pub use hibernation::ROOM_DETAIL;
 pub use money::SESSION_KEY;
 pub use requests::{FOLLOW_UP_QUEUED, FOLLOW_UP_SENT};
 pub use routes::memory_key as route_memory_key;
+pub use rules::RULES_HIGH_WATER;
 pub use run::{Batch, HIBERNATED_DETAIL, HIBERNATING_DETAIL, TurnOrigin, WAKING_DETAIL};
 pub use waits::WaitAsk;
 pub use workspaces::{Action as WorkspaceAction, PREPARE_WORKTREE_BOUND_MS};
@@ -385,6 +386,8 @@ pub struct Startup {
     pub route_memory: Vec<(String, String)>,
     /// The approval rules, oldest first.
     pub rules: Vec<crate::rules::Rule>,
+    /// The highest rule id ever given ([`RULES_HIGH_WATER`]; 0 when none is recorded).
+    pub rules_high_water: u64,
     /// When the newest run in the ledger was created (new ids sort after it).
     pub newest_run_at: Option<UnixMillis>,
     /// The data directory (worktrees go under it unless `[workspaces] root` says).
@@ -464,6 +467,7 @@ impl Core {
             })));
         }
         let mut rules = crate::rules::RuleSet::default();
+        rules.given_up_to(startup.rules_high_water);
         for rule in startup.rules {
             // A rule this build cannot read (or one over the bound) is left out, not fatal.
             if let Err(e) = rules.add(rule) {

@@ -21,6 +21,9 @@ use crate::rules::{Place, Rule, RuleDecision, RuleSet, RuleSpec, Scope};
 use crate::spec::PermissionPolicy;
 use crate::{DroverError, ErrorCode};
 
+/// The ledger's meta key of the highest rule id ever given.
+pub const RULES_HIGH_WATER: &str = "rules_high_water";
+
 impl Core {
     /// The guard's reason for `ask` on run `run_id`, when it flags it.
     pub(super) fn guard_reason(&self, run_id: &str, ask: &Ask) -> Option<String> {
@@ -209,6 +212,10 @@ impl Core {
         self.rules.add(rule.clone())?;
         let mut batch = Batch::default();
         batch.ops.push(WriteOp::PutRule(Box::new(rule.clone())));
+        batch.ops.push(WriteOp::PutMeta {
+            key: RULES_HIGH_WATER.into(),
+            value: rule.id.to_string(),
+        });
         self.commit(batch);
         Ok(rule)
     }
