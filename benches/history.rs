@@ -17,15 +17,16 @@
 //! events: first frame ≤ 150 ms and dashboard memory ≤ 40 MB, both within 1.3× of the
 //! figures at 500 runs; `drover runs` ≤ 100 ms (and `drover status` alike). Prints figures,
 //! asserts nothing.
+#![allow(clippy::unwrap_used)] // a test or bench may unwrap; the workspace denies it elsewhere
 
 mod common;
 
-use drover::clock::now_millis;
-use drover::control::ControlClient;
-use drover::dispatch::Request;
-use drover::paths::Paths;
-use drover::spec::{Capability, PermissionPolicy, Spec};
-use drover::tui::{App, AppEvent, AppOptions, Driver, Link, ReplyTag, ViewModel, render};
+use drover_core::clock::now_millis;
+use drover_core::control::ControlClient;
+use drover_core::dispatch::Request;
+use drover_core::paths::Paths;
+use drover_core::spec::{Capability, PermissionPolicy, Spec};
+use drover_tui::{App, AppEvent, AppOptions, Driver, Link, ReplyTag, ViewModel, render};
 use ratatui::Terminal;
 use ratatui::backend::TestBackend;
 use rusqlite::{Connection, params};
@@ -197,7 +198,7 @@ fn dashboard_child(home: &Path) {
         .expect("runtime");
     let ms = rt.block_on(async {
         let paths = Paths::under(home);
-        let (sender, mut rx) = drover::tui::runner::channel();
+        let (sender, mut rx) = drover_tui::runner::channel();
         let link = Link::new(paths);
         let _pump = link.spawn_events(sender.clone());
         let driver = Driver::new(link, sender.clone());
@@ -258,9 +259,12 @@ fn fill(path: &Path, runs: u64, events: u64) {
     let now = now_millis();
     {
         // The schema, as drover makes it.
-        let (ledger, _) =
-            drover::ledger::Ledger::open(path, drover::ledger::LedgerOptions::default(), now)
-                .expect("open ledger");
+        let (ledger, _) = drover_core::ledger::Ledger::open(
+            path,
+            drover_core::ledger::LedgerOptions::default(),
+            now,
+        )
+        .expect("open ledger");
         ledger.close();
     }
     let per_run = (events / runs.max(1)).max(1);

@@ -4,14 +4,15 @@
 //!
 //! Run: `cargo bench --bench ingest`. Target: at least 60 % of the raw rate. Sizes:
 //! `DROVER_BENCH_RUNS` (default 100) runs × `DROVER_BENCH_EVENTS` (default 10,000) events.
+#![allow(clippy::unwrap_used)] // a test or bench may unwrap; the workspace denies it elsewhere
 
 mod common;
 
 use common::{env_or, raw_inserts};
-use drover::config::Config;
-use drover::dispatch::{self, DispatcherOptions, Request};
-use drover::paths::Paths;
-use drover::spec::SpecInput;
+use drover_core::config::Config;
+use drover_core::dispatch::{self, DispatcherOptions, Request};
+use drover_core::paths::Paths;
+use drover_core::spec::SpecInput;
 use std::time::Instant;
 
 fn main() {

@@ -9,19 +9,20 @@
 //! run start first), then asking a permission. The
 //! sim stamps each line with its wall clock (`{now_us}`), so the figures start at the
 //! child.
+#![allow(clippy::unwrap_used)] // a test or bench may unwrap; the workspace denies it elsewhere
 
 mod common;
 
 use common::env_or;
 use crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
-use drover::config::Config;
-use drover::control::Host;
-use drover::dispatch::{DispatchEvent, DispatcherHandle, DispatcherOptions, Request};
-use drover::paths::Paths;
-use drover::spec::SpecInput;
-use drover::tui::views::Overlay;
-use drover::tui::views::prompt::PromptState;
-use drover::tui::{App, AppEvent, AppOptions, Driver, Effect, Link, ViewModel};
+use drover_core::config::Config;
+use drover_core::control::Host;
+use drover_core::dispatch::{DispatchEvent, DispatcherHandle, DispatcherOptions, Request};
+use drover_core::paths::Paths;
+use drover_core::spec::SpecInput;
+use drover_tui::views::Overlay;
+use drover_tui::views::prompt::PromptState;
+use drover_tui::{App, AppEvent, AppOptions, Driver, Effect, Link, ViewModel};
 use std::collections::HashMap;
 use std::time::Duration;
 use tokio::sync::broadcast::error::RecvError;
@@ -91,7 +92,7 @@ async fn measure(mode: Mode, runs: u64, lines: u64) -> Figures {
     .await
     .expect("the owner starts");
     let handle = host.handle().clone();
-    let (sender, mut rx) = drover::tui::runner::channel();
+    let (sender, mut rx) = drover_tui::runner::channel();
     let link = Link::new(paths.clone());
     let pump = match mode {
         Mode::Attached => link.spawn_events(sender.clone()),
@@ -126,7 +127,7 @@ async fn measure(mode: Mode, runs: u64, lines: u64) -> Figures {
     };
     let mut app = App::new(
         AppOptions::new(home.path().to_path_buf()),
-        ViewModel::new(drover::clock::now_millis(), 200, 60),
+        ViewModel::new(drover_core::clock::now_millis(), 200, 60),
     );
     for effect in app.start() {
         execute(effect);
@@ -166,12 +167,12 @@ async fn measure(mode: Mode, runs: u64, lines: u64) -> Figures {
             }
             _ => None,
         };
-        app.model.now = drover::clock::now_millis();
+        app.model.now = drover_core::clock::now_millis();
         for effect in app.handle(event) {
             execute(effect);
         }
         if let Some((run_id, line)) = probe {
-            let now = drover::clock::now_micros();
+            let now = drover_core::clock::now_micros();
             if let Some(at) = stamp(&line, "text: probe ") {
                 figures.event_ms.push((now - at) as f64 / 1000.0);
             } else if let Some(at) = stamp(&line, "text: answered ")
@@ -184,7 +185,7 @@ async fn measure(mode: Mode, runs: u64, lines: u64) -> Figures {
         match app.overlays.last() {
             Some(Overlay::Prompt(p)) if p.state == PromptState::Open => {
                 let run_id = p.run_id.clone();
-                pressed.insert(run_id, drover::clock::now_micros());
+                pressed.insert(run_id, drover_core::clock::now_micros());
                 for effect in app.handle(key('y')) {
                     execute(effect);
                 }

@@ -4,11 +4,12 @@
 //! Run: `cargo bench --bench ledger`. Target: the writer reaches at least 60 % of the raw
 //! rate. Sizes can be lowered for a quick look with `DROVER_BENCH_RUNS` and
 //! `DROVER_BENCH_EVENTS`.
+#![allow(clippy::unwrap_used)] // a test or bench may unwrap; the workspace denies it elsewhere
 
 mod common;
 
 use common::{body, env_or, raw_inserts, run_record};
-use drover::ledger::{EventRecord, Ledger, LedgerOptions, WriteOp};
+use drover_core::ledger::{EventRecord, Ledger, LedgerOptions, WriteOp};
 use std::path::Path;
 use std::time::Instant;
 
@@ -16,7 +17,7 @@ use std::time::Instant;
 /// the writer (fire-and-forget, then one acknowledged barrier).
 fn through_writer(path: &Path, runs: u64, events: u64) -> f64 {
     let options = LedgerOptions {
-        retention: drover::ledger::RetentionPolicy::from_limits(0, 0),
+        retention: drover_core::ledger::RetentionPolicy::from_limits(0, 0),
         ..LedgerOptions::default()
     };
     let (ledger, _) = Ledger::open(path, options, 1).expect("open ledger");

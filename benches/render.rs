@@ -10,14 +10,15 @@
 //! A baseline is printed too: a fixed busy loop as long as a typical frame, timed the
 //! same way. Its p99 is the machine's noise floor (a loaded machine preempts any work
 //! for whole scheduler ticks); a frame p99 near the baseline's is noise, not drawing.
+#![allow(clippy::unwrap_used)] // a test or bench may unwrap; the workspace denies it elsewhere
 
-use drover::dispatch::api::{PendingView, RunSummary, RunView};
-use drover::live_state::{LiveState, LiveStateKind};
-use drover::providers::{AlwaysOption, Ask, RequestKind, Tokens};
-use drover::run_state::RunState;
-use drover::tui::views::Overlay;
-use drover::tui::views::prompt::PromptView;
-use drover::tui::{App, AppOptions, ViewModel, render};
+use drover_core::dispatch::api::{PendingView, RunSummary, RunView};
+use drover_core::live_state::{LiveState, LiveStateKind};
+use drover_core::providers::{AlwaysOption, Ask, RequestKind, Tokens};
+use drover_core::run_state::RunState;
+use drover_tui::views::Overlay;
+use drover_tui::views::prompt::PromptView;
+use drover_tui::{App, AppOptions, ViewModel, render};
 use ratatui::Terminal;
 use ratatui::backend::TestBackend;
 use std::time::{Duration, Instant};
@@ -133,7 +134,7 @@ fn big_app() -> App {
     }
     model.replace_runs(runs);
     for i in 0..20 {
-        model.apply(&drover::dispatch::DispatchEvent::PermissionRequested {
+        model.apply(&drover_core::dispatch::DispatchEvent::PermissionRequested {
             run_id: id(i),
             pending: pending(i),
         });
@@ -168,7 +169,7 @@ fn summary(i: usize, state: RunState) -> RunSummary {
             since: NOW - 60_000,
             bound: None,
             detail: None,
-            cause: Some(drover::live_state::Cause::Completed),
+            cause: Some(drover_core::live_state::Cause::Completed),
             seq: 9,
         }
     } else {
@@ -182,7 +183,7 @@ fn summary(i: usize, state: RunState) -> RunSummary {
         }
     };
     RunSummary {
-        head: drover::dispatch::api::RunHead {
+        head: drover_core::dispatch::api::RunHead {
             run_id: id(i),
             state,
             completion_reason: state.is_terminal().then(|| "complete".to_string()),
@@ -202,15 +203,15 @@ fn summary(i: usize, state: RunState) -> RunSummary {
         escalation_offered: false,
         // Every other run works in a worktree with a change to show.
         workspace: i.is_multiple_of(2).then(|| {
-            Box::new(drover::workspace::WorkspaceView {
-                change: Some(drover::workspace::ChangeStat {
+            Box::new(drover_core::workspace::WorkspaceView {
+                change: Some(drover_core::workspace::ChangeStat {
                     files: (i % 7) as u32 + 1,
                     added: i as u64 * 3,
                     removed: i as u64,
                 }),
-                status: drover::workspace::WorkspaceStatus::Ready,
+                status: drover_core::workspace::WorkspaceStatus::Ready,
                 worktree: Some(format!("/data/worktrees/app/r{i}")),
-                ..drover::workspace::WorkspaceView::preparing()
+                ..drover_core::workspace::WorkspaceView::preparing()
             })
         }),
         result_status: None,
@@ -241,7 +242,7 @@ fn pending(i: usize) -> PendingView {
 
 fn view(run_id: &str) -> RunView {
     RunView {
-        head: drover::dispatch::api::RunHead {
+        head: drover_core::dispatch::api::RunHead {
             run_id: run_id.to_string(),
             state: RunState::AwaitingPermission,
             completion_reason: None,
@@ -269,7 +270,7 @@ fn view(run_id: &str) -> RunView {
         max_turns: 6,
         queued_follow_ups: 0,
         pid: None,
-        budget: drover::dispatch::api::RunBudget {
+        budget: drover_core::dispatch::api::RunBudget {
             cap: 5.0,
             spent: 0.0,
             remaining: 5.0,

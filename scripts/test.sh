@@ -40,4 +40,4 @@ else
 fi
 
 # --no-fail-fast: a failing target does not hide the results of the ones after it.
-cargo test --all-features --no-fail-fast "$@"
+cargo test --workspace --all-features --no-fail-fast "$@"

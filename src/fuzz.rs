@@ -12,13 +12,13 @@
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
-use crate::config::Config;
-use crate::control::wire;
-use crate::providers::claude::protocol as claude;
-use crate::providers::codex::{app_protocol, exec_protocol};
-use crate::providers::opencode::protocol as opencode;
-use crate::providers::{LaunchSpec, PermissionAnswer, ProviderEvent};
-use crate::spec::{Capability, PermissionPolicy};
+use drover_core::config::Config;
+use drover_core::control::wire;
+use drover_core::providers::claude::protocol as claude;
+use drover_core::providers::codex::{app_protocol, exec_protocol};
+use drover_core::providers::opencode::protocol as opencode;
+use drover_core::providers::{LaunchSpec, PermissionAnswer, ProviderEvent};
+use drover_core::spec::{Capability, PermissionPolicy};
 
 /// A fuzz target: it takes any bytes and must not panic.
 pub type Target = fn(&[u8]);
@@ -192,8 +192,8 @@ pub fn opencode_events(data: &[u8]) {
 /// The `## Result` block (markdown) and a JSON result.
 pub fn result_block(data: &[u8]) {
     let text = String::from_utf8_lossy(data);
-    let block = crate::result_contract::parse_result(&text);
-    use crate::result_contract::{ITEM_MAX_CHARS, LIST_MAX_ITEMS, TEXT_MAX_CHARS};
+    let block = drover_core::result_contract::parse_result(&text);
+    use drover_core::result_contract::{ITEM_MAX_CHARS, LIST_MAX_ITEMS, TEXT_MAX_CHARS};
     for text in [&block.summary, &block.question].into_iter().flatten() {
         assert!(
             text.chars().count() <= TEXT_MAX_CHARS && !text.contains('\n'),
@@ -204,13 +204,13 @@ pub fn result_block(data: &[u8]) {
         assert!(list.len() <= LIST_MAX_ITEMS);
         assert!(list.iter().all(|i| i.chars().count() <= ITEM_MAX_CHARS));
     }
-    let _ = crate::result_contract::parse_json_result(&text);
+    let _ = drover_core::result_contract::parse_json_result(&text);
 }
 
 /// One control-socket request line, then the bounds the server holds it to.
 pub fn socket_request(data: &[u8]) {
     if let Ok((_, request)) = wire::parse_request_line(data) {
-        let _ = crate::control::bounds::check(&request);
+        let _ = drover_core::control::bounds::check(&request);
         let _ = serde_json::to_string(&request);
     }
 }
@@ -230,7 +230,8 @@ pub fn config(data: &[u8]) {
 /// The redactor: its output never grows without bound and a second pass changes nothing.
 pub fn redact(data: &[u8]) {
     let text = String::from_utf8_lossy(data);
-    let redactor = crate::redact::Redactor::with_values(["fuzz-secret-value-1234".to_string()]);
+    let redactor =
+        drover_core::redact::Redactor::with_values(["fuzz-secret-value-1234".to_string()]);
     let once = redactor.redact(&text);
     assert!(once.len() <= text.len() + 16 * (text.len() / 8 + 1));
     let twice = redactor.redact(&once);

@@ -4,8 +4,8 @@ use clap::{CommandFactory, FromArgMatches};
 use std::process::ExitCode;
 
 fn main() -> ExitCode {
-    drover::paths::restrict_file_creation_mask();
-    if let Err(e) = drover::terminal::install_panic_and_error_hooks() {
+    drover_core::paths::restrict_file_creation_mask();
+    if let Err(e) = drover_tui::terminal::install_panic_and_error_hooks() {
         eprintln!("error[{}]: {}", e.code, e.message);
         return ExitCode::FAILURE;
     }

@@ -23,18 +23,17 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
 use crate::cli::owner::start_background;
-use crate::config::Config;
-use crate::control::ControlClient;
-use crate::dispatch::api::{RunsFilter, TranscriptFormat, WaitUntil};
-use crate::dispatch::{Request, Response};
-use crate::error::{DroverError, ErrorCode};
-use crate::money::Catalog;
-use crate::paths::Paths;
-use crate::run_state::RunState;
-use crate::spec::SpecInput;
+use drover_core::config::Config;
+use drover_core::control::ControlClient;
+use drover_core::dispatch::api::{RunsFilter, TranscriptFormat, WaitUntil};
+use drover_core::dispatch::{Request, Response};
+use drover_core::error::{DroverError, ErrorCode};
+use drover_core::money::Catalog;
+use drover_core::paths::Paths;
+use drover_core::run_state::RunState;
+use drover_core::spec::SpecInput;
 
-/// The environment variable drover sets in each run's child: the run's id.
-pub const RUN_ID_ENV: &str = "DROVER_RUN_ID";
+pub use drover_core::providers::RUN_ID_ENV;
 /// The longest a `wait` tool call waits.
 pub const MAX_WAIT_SECS: u64 = 300;
 /// How long a `wait` waits when the call does not say.
@@ -157,7 +156,7 @@ struct ModelEntry<'a> {
     provider: &'a str,
     id: &'a str,
     aliases: &'a [String],
-    tier: crate::money::Tier,
+    tier: drover_core::money::Tier,
     default: bool,
     vision: bool,
     context_window: Option<u64>,
@@ -422,7 +421,7 @@ impl DroverMcp {
 impl ServerHandler for DroverMcp {
     fn get_info(&self) -> ServerConfig {
         ServerConfig::new(ServerCapabilities::builder().enable_tools().build())
-            .with_server_info(Implementation::new("drover", crate::VERSION))
+            .with_server_info(Implementation::new("drover", drover_core::VERSION))
             .with_instructions(
                 "drover dispatches coding-agent runs and supervises them. Dispatch runs, wait \
                  for them, read their results and follow up; the person answers permission \
@@ -465,12 +464,12 @@ fn models(paths: &Paths, provider: Option<&str>) -> Result<Value, DroverError> {
 }
 
 /// Keeps the latest `max` lines and events of a transcript, each line clipped.
-fn bound_transcript(view: &mut crate::dispatch::api::TranscriptView, max: usize) {
+fn bound_transcript(view: &mut drover_core::dispatch::api::TranscriptView, max: usize) {
     let drop_lines = view.lines.len().saturating_sub(max);
     view.lines.drain(..drop_lines);
     for line in &mut view.lines {
         if line.chars().count() > MAX_LINE_CHARS {
-            *line = crate::spec::text::clip(line, MAX_LINE_CHARS);
+            *line = drover_core::spec::text::clip(line, MAX_LINE_CHARS);
         }
     }
     let drop_events = view.events.len().saturating_sub(max);

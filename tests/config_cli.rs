@@ -1,6 +1,7 @@
 //! The real `drover` binary with `DROVER_HOME` set to a fresh directory: `config path`,
 //! `config show`, the refusals a broken config file gets, the log file a command leaves
 //! behind, and the nothing a read-only command leaves.
+#![allow(clippy::unwrap_used)] // a test or bench may unwrap; the workspace denies it elsewhere
 
 mod common;
 

@@ -1,15 +1,16 @@
 //! The dispatcher in-process on the simulated agent: timeouts under paused time,
 //! commit-then-publish, the live state rebuilt from the ledger, shutdown.
+#![allow(clippy::unwrap_used)] // a test or bench may unwrap; the workspace denies it elsewhere
 
-use drover::config::Config;
-use drover::dispatch::api::{DispatchEvent, RunView, WaitUntil};
-use drover::dispatch::{self, DispatcherHandle, DispatcherOptions, Request};
-use drover::ledger::{LedgerReader, kind};
-use drover::live_state::{self, Cause, LiveStateEvent, LiveStateKind};
-use drover::paths::Paths;
-use drover::providers::PermissionAnswer;
-use drover::run_state::RunState;
-use drover::spec::SpecInput;
+use drover_core::config::Config;
+use drover_core::dispatch::api::{DispatchEvent, RunView, WaitUntil};
+use drover_core::dispatch::{self, DispatcherHandle, DispatcherOptions, Request};
+use drover_core::ledger::{LedgerReader, kind};
+use drover_core::live_state::{self, Cause, LiveStateEvent, LiveStateKind};
+use drover_core::paths::Paths;
+use drover_core::providers::PermissionAnswer;
+use drover_core::run_state::RunState;
+use drover_core::spec::SpecInput;
 use serde_json::Value;
 use std::time::Duration;
 use tempfile::TempDir;
@@ -392,7 +393,7 @@ async fn a_model_turn_silent_past_the_providers_timeout_fails_as_a_transient_tim
     let offer = view.escalation.expect("a retry is offered");
     assert_eq!(
         offer.kind,
-        drover::route::EscalationKind::Retry,
+        drover_core::route::EscalationKind::Retry,
         "{offer:?}"
     );
     h.stop().await;

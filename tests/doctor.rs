@@ -1,5 +1,6 @@
 //! `drover doctor` against fake provider CLIs: found and tested, found with another
 //! version, missing, disabled.
+#![allow(clippy::unwrap_used)] // a test or bench may unwrap; the workspace denies it elsewhere
 
 use serde_json::Value;
 use std::os::unix::fs::PermissionsExt;

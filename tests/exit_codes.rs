@@ -2,6 +2,7 @@
 //! against a `drover serve` owner on the simulated agent: 0 idle or done, 1 refused,
 //! 2 usage, 3 the wait timed out, 4 failed/stopped/blocked, 5 needs you; and a foreground
 //! dispatch whose launch fails says why and exits 4.
+#![allow(clippy::unwrap_used)] // a test or bench may unwrap; the workspace denies it elsewhere
 
 mod common;
 

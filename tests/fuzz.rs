@@ -6,6 +6,7 @@
 //! `DROVER_FUZZ_CASES` sets the number of generated inputs per target (default 2,000,
 //! which keeps CI to about a minute); `scripts/fuzz.sh --stable N` runs more. A panic
 //! is a failure, and proptest prints the input that caused it, shrunk.
+#![allow(clippy::unwrap_used)] // a test or bench may unwrap; the workspace denies it elsewhere
 
 use proptest::prelude::*;
 use proptest::test_runner::{Config, TestRunner};

@@ -6,6 +6,7 @@
 //! codes. Nothing sleeps and hopes: runs are awaited with `drover wait`, and the few
 //! conditions the CLI cannot wait for (a stall flag, a process group going away) are
 //! polled with a bound (see `common`).
+#![allow(clippy::unwrap_used)] // a test or bench may unwrap; the workspace denies it elsewhere
 
 mod common;
 
@@ -1750,7 +1751,7 @@ fn runs_whose_events_retention_pruned_stay_listed_shown_and_counted() {
     }
     serve.stop();
     // The first two finished two months ago (the default keeps events for 30 days).
-    let ledger = drover::paths::Paths::under(home.path()).ledger_file;
+    let ledger = drover_core::paths::Paths::under(home.path()).ledger_file;
     let conn = rusqlite::Connection::open(&ledger).expect("ledger");
     for (i, id) in ids[..2].iter().enumerate() {
         conn.execute(

@@ -2,6 +2,7 @@
 //! queued runs start once the idle runs holding the sim's rail hibernate, and a
 //! hibernated run wakes for a follow-up, in its session and where its session was; a
 //! `--no-queue` dispatch starts in the slot an idle run gives as it hibernates.
+#![allow(clippy::unwrap_used)] // a test or bench may unwrap; the workspace denies it elsewhere
 
 mod common;
 
@@ -164,7 +165,7 @@ fn a_no_queue_dispatch_starts_in_the_slot_an_idle_run_gives_as_it_hibernates() {
     assert_eq!(reply["state"], "starting", "{reply}");
     assert_eq!(
         reply["live_state"]["detail"],
-        drover::dispatch::core::ROOM_DETAIL,
+        drover_core::dispatch::core::ROOM_DETAIL,
         "{reply}"
     );
     let second = reply["run_id"].as_str().expect("a run id").to_string();

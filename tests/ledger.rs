@@ -2,13 +2,14 @@
 //! process, recovery interrupts runs left active, the schema refuses gaps in seqs, and
 //! retention prunes old runs' events (keeping every run's row, turns, usage and
 //! decisions) and deletes runs only beyond its hard cap; runs are read a page at a time.
+#![allow(clippy::unwrap_used)] // a test or bench may unwrap; the workspace denies it elsewhere
 
-use drover::ledger::{
+use drover_core::ledger::{
     DecisionRecord, EventRecord, Ledger, LedgerOptions, LedgerReader, RetentionPolicy, RunPatch,
     RunRecord, RunsPage, TurnRecord, UsageRecord, WriteOp, kind, retention,
 };
-use drover::live_state::{self, Cause, LiveStateEvent, LiveStateKind};
-use drover::run_state::RunState;
+use drover_core::live_state::{self, Cause, LiveStateEvent, LiveStateKind};
+use drover_core::run_state::RunState;
 use serde_json::{Value, json};
 use std::path::Path;
 use std::process::Command;
@@ -431,10 +432,10 @@ fn retention_prunes_old_events_and_keeps_each_runs_row_turns_usage_and_decisions
     let again = retention::prune(&path, &writer, policy, now).unwrap();
     assert_eq!(again, retention::Pruned::default());
     // What `show` and the transcript say of it.
-    let tail = drover::dispatch::views::transcript_from_ledger(
+    let tail = drover_core::dispatch::views::transcript_from_ledger(
         &reader,
         "old",
-        drover::dispatch::api::TranscriptFormat::Tail,
+        drover_core::dispatch::api::TranscriptFormat::Tail,
     )
     .unwrap();
     assert_eq!(tail.events_pruned_at, Some(now));
@@ -448,7 +449,7 @@ fn retention_prunes_old_events_and_keeps_each_runs_row_turns_usage_and_decisions
 
 /// A stored spec the dispatcher can read back (a resume rebuilds the run from it).
 fn stored_spec() -> Value {
-    serde_json::to_value(drover::spec::Spec {
+    serde_json::to_value(drover_core::spec::Spec {
         provider: "sim".into(),
         model: Some("sim-standard".into()),
         effort: None,
@@ -457,8 +458,8 @@ fn stored_spec() -> Value {
         context: None,
         title: "do it".into(),
         tags: vec![],
-        capability: drover::spec::Capability::Workspace,
-        policy: drover::spec::PermissionPolicy::Ask,
+        capability: drover_core::spec::Capability::Workspace,
+        policy: drover_core::spec::PermissionPolicy::Ask,
         max_minutes: 45,
         budget_usd: 5.0,
         idle_timeout_secs: 1200,
@@ -479,7 +480,7 @@ fn stored_spec() -> Value {
 
 #[test]
 fn retention_keeps_the_follow_ups_an_interrupted_run_has_not_sent() {
-    use drover::dispatch::core::{FOLLOW_UP_QUEUED, FOLLOW_UP_SENT, Fetch, Fetched};
+    use drover_core::dispatch::core::{FOLLOW_UP_QUEUED, FOLLOW_UP_SENT, Fetch, Fetched};
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("l.sqlite3");
     let now = 400 * DAY;
@@ -538,7 +539,7 @@ fn retention_keeps_the_follow_ups_an_interrupted_run_has_not_sent() {
         ]
     );
     // What a resume reads: the follow-up not yet sent, to send after its resume turn.
-    let Fetched::Resumable(data) = drover::dispatch::views::fetch(
+    let Fetched::Resumable(data) = drover_core::dispatch::views::fetch(
         &reader,
         Fetch::Resumable {
             run_id: "left".into(),
@@ -764,7 +765,7 @@ fn retention_never_deletes_a_run_whose_worktree_is_still_there() {
     };
     let (ledger, _) = Ledger::open(&path, options, 100).unwrap();
     let reader = ledger.reader().unwrap();
-    let ids = |reader: &drover::ledger::LedgerReader| -> Vec<String> {
+    let ids = |reader: &drover_core::ledger::LedgerReader| -> Vec<String> {
         let mut ids: Vec<String> = reader
             .runs(true)
             .unwrap()
@@ -800,8 +801,8 @@ fn a_newer_schema_is_refused_with_a_clear_error() {
     let err = Ledger::open(&path, LedgerOptions::default(), 1)
         .err()
         .unwrap();
-    let user = drover::DroverError::from(err);
-    assert_eq!(user.code, drover::ErrorCode::LedgerError);
+    let user = drover_core::DroverError::from(err);
+    assert_eq!(user.code, drover_core::ErrorCode::LedgerError);
     assert!(user.message.contains("newer"), "{}", user.message);
 }
 
@@ -854,7 +855,7 @@ fn usage_row(run_id: &str, session: &str, cost: Option<f64>, basis: &str) -> Wri
 /// rows gives: spend and row counts by SQL over `usage`, each run's weakest basis by
 /// [`Basis::weakest`] over its rows, runs by state by SQL over `runs`.
 fn assert_totals_match_rows(path: &Path, reader: &LedgerReader) {
-    use drover::money::pricing::Basis;
+    use drover_core::money::pricing::Basis;
     use std::collections::BTreeMap;
     let conn = rusqlite::Connection::open(path).unwrap();
     // Sessions with rows, and (where the file keeps totals) those whose rows are all gone.
@@ -1093,7 +1094,7 @@ fn running_totals_equal_the_sums_of_the_rows_as_runs_change_and_go() {
     assert_totals_match_rows(&path, &reader);
     assert_eq!(
         reader.session_totals("default").unwrap(),
-        drover::ledger::SessionTotals::default()
+        drover_core::ledger::SessionTotals::default()
     );
     assert!(reader.runs_by_state(true).unwrap().is_empty());
     ledger.close();
@@ -1210,7 +1211,7 @@ fn running_totals_survive_an_abrupt_end() {
 
 #[test]
 fn deleting_runs_deletes_their_run_scoped_rules_only() {
-    use drover::rules::{Rule, RuleDecision, RuleKind, Scope};
+    use drover_core::rules::{Rule, RuleDecision, RuleKind, Scope};
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("l.sqlite3");
     let ledger = open(&path);

@@ -2,6 +2,7 @@
 //! stdio in a private data directory, and calls every tool against the background owner
 //! the server starts, on the simulated agent — successes and refusals. The owner it
 //! started is ended by `drover shutdown` (the pid it reported on its socket).
+#![allow(clippy::unwrap_used)] // a test or bench may unwrap; the workspace denies it elsewhere
 
 mod common;
 

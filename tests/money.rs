@@ -3,6 +3,7 @@
 //! dispatches until it is raised, unpriced models, the provider rail and its queue, a
 //! config change taking effect without a restart, and `drover budget` agreeing with the
 //! ledger's usage rows.
+#![allow(clippy::unwrap_used)] // a test or bench may unwrap; the workspace denies it elsewhere
 
 mod common;
 

@@ -3,6 +3,7 @@
 //! Workspaces"), run by bash in a directory whose `target/release/drover` is the drover
 //! under test, and must end with the run completed (and, for Workspaces, its work merged
 //! into the throwaway repository) and no owner left.
+#![allow(clippy::unwrap_used)] // a test or bench may unwrap; the workspace denies it elsewhere
 
 use serde_json::Value;
 use std::path::Path;

@@ -4,6 +4,7 @@
 //!
 //! Every process these tests signal is one they started (`drover serve`, by its pid);
 //! the processes a run's CLI leaves are ended by drover itself.
+#![allow(clippy::unwrap_used)] // a test or bench may unwrap; the workspace denies it elsewhere
 
 mod common;
 

@@ -3,8 +3,9 @@
 //!
 //! Every read is bounded by a timeout and every child is killed on drop, so a broken sim
 //! fails a test instead of hanging it.
+#![allow(clippy::unwrap_used)] // a test or bench may unwrap; the workspace denies it elsewhere
 
-use drover::result_contract::{ResultStatus, parse_result};
+use drover_core::result_contract::{ResultStatus, parse_result};
 use serde_json::{Value, json};
 use std::process::{ExitStatus, Stdio};
 use std::time::Duration;
@@ -16,7 +17,7 @@ use tokio::time::timeout;
 const STEP_TIMEOUT: Duration = Duration::from_secs(15);
 
 /// The flags drover's Claude adapter passes.
-const CLAUDE_FLAGS: &[&str] = &drover::providers::claude::args::PROTOCOL_FLAGS;
+const CLAUDE_FLAGS: &[&str] = &drover_core::providers::claude::args::PROTOCOL_FLAGS;
 
 struct Sim {
     /// The agent's working directory: its allowed edits land here, never in the repo.
@@ -855,8 +856,9 @@ fn run_belongs_only_on_a_bash_step_with_a_command() {
         r#"{ tool = "Bash", input = { description = "no command" }, run = true }"#,
     ] {
         let text = format!("model = \"m\"\n[[turns]]\nsteps = [\n  {bad},\n]\n");
-        let e = drover::sim::scenario::parse(&text, drover::sim::scenario::Format::Toml, "t")
-            .unwrap_err();
+        let e =
+            drover_core::sim::scenario::parse(&text, drover_core::sim::scenario::Format::Toml, "t")
+                .unwrap_err();
         assert!(e.problem.contains("`run = true`"), "{e}");
     }
 }

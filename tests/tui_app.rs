@@ -6,22 +6,23 @@
 //!
 //! Every wait is bounded and event-driven: the loop runs until a condition holds or
 //! `STEP_TIMEOUT` passes (then the test fails saying what it waited for).
+#![allow(clippy::unwrap_used)] // a test or bench may unwrap; the workspace denies it elsewhere
 
 mod tui_common;
 
 use crossterm::event::KeyCode;
-use drover::config::Config;
-use drover::control::Host;
-use drover::dispatch::api::TranscriptView;
-use drover::dispatch::api::{RunSummary, RunView, TranscriptFormat, WaitOutcome, WaitUntil};
-use drover::dispatch::{DispatcherHandle, DispatcherOptions, Request};
-use drover::paths::Paths;
-use drover::providers::PermissionAnswer;
-use drover::run_state::RunState;
-use drover::spec::SpecInput;
-use drover::tui::views::Overlay;
-use drover::tui::views::prompt::PromptState;
-use drover::tui::{App, AppEvent, Driver, Effect, Link, ViewModel};
+use drover_core::config::Config;
+use drover_core::control::Host;
+use drover_core::dispatch::api::TranscriptView;
+use drover_core::dispatch::api::{RunSummary, RunView, TranscriptFormat, WaitOutcome, WaitUntil};
+use drover_core::dispatch::{DispatcherHandle, DispatcherOptions, Request};
+use drover_core::paths::Paths;
+use drover_core::providers::PermissionAnswer;
+use drover_core::run_state::RunState;
+use drover_core::spec::SpecInput;
+use drover_tui::views::Overlay;
+use drover_tui::views::prompt::PromptState;
+use drover_tui::{App, AppEvent, Driver, Effect, Link, ViewModel};
 use serde::de::DeserializeOwned;
 use std::time::Duration;
 use tokio::sync::mpsc;
@@ -67,15 +68,18 @@ impl Harness {
         .await
         .expect("the owner starts");
         let handle = host.handle().clone();
-        let (sender, rx) = drover::tui::runner::channel();
+        let (sender, rx) = drover_tui::runner::channel();
         let link = Link::new(paths.clone());
         let pump = link.spawn_events(sender.clone());
         let driver = Driver::new(link, sender);
         let mut opts = options();
         opts.cwd = home.path().to_path_buf();
         // This process is the owner, as with `[dashboard] owner = "in-process"`.
-        opts.owner = drover::config::DashboardOwner::InProcess;
-        let app = App::new(opts, ViewModel::new(drover::clock::now_millis(), 120, 40));
+        opts.owner = drover_core::config::DashboardOwner::InProcess;
+        let app = App::new(
+            opts,
+            ViewModel::new(drover_core::clock::now_millis(), 120, 40),
+        );
         let mut h = Harness {
             app,
             handle,
@@ -106,7 +110,7 @@ impl Harness {
     /// Handles one event and draws a frame, as the event loop does (the attention line
     /// records what it drew, and its keys act on that).
     fn handle_event(&mut self, event: AppEvent) {
-        self.app.model.now = drover::clock::now_millis();
+        self.app.model.now = drover_core::clock::now_millis();
         let effects = self.app.handle(event);
         self.carry_out(effects);
         tui_common::render_app(&self.app);
@@ -187,7 +191,7 @@ impl Harness {
         outcome.runs.into_iter().next().expect("the run")
     }
 
-    async fn events_of(&self, run_id: &str) -> Vec<drover::ledger::EventRecord> {
+    async fn events_of(&self, run_id: &str) -> Vec<drover_core::ledger::EventRecord> {
         let view: TranscriptView = self
             .ask(Request::Transcript {
                 run_id: run_id.into(),
@@ -509,7 +513,7 @@ async fn quitting_with_an_active_run_asks_then_the_shutdown_records_it_interrupt
     // What the dashboard does on quit: shut the dispatcher down.
     let paths = h.paths.clone();
     let _home = h.shutdown().await;
-    let view: RunView = drover::control::offline::answer(&paths, &Request::Show { run_id })
+    let view: RunView = drover_core::control::offline::answer(&paths, &Request::Show { run_id })
         .expect("the ledger answers")
         .into_show()
         .expect("a run view");
@@ -652,13 +656,13 @@ struct Viewer {
 
 impl Viewer {
     fn attach(paths: &Paths) -> Viewer {
-        let (sender, rx) = drover::tui::runner::channel();
+        let (sender, rx) = drover_tui::runner::channel();
         let link = Link::new(paths.clone());
         let pump = link.spawn_events(sender.clone());
         let driver = Driver::new(link, sender);
         let mut app = App::new(
             options(),
-            ViewModel::new(drover::clock::now_millis(), 120, 40),
+            ViewModel::new(drover_core::clock::now_millis(), 120, 40),
         );
         for effect in app.start() {
             driver.execute(effect);
@@ -672,7 +676,7 @@ impl Viewer {
     }
 
     fn handle(&mut self, event: AppEvent) {
-        self.app.model.now = drover::clock::now_millis();
+        self.app.model.now = drover_core::clock::now_millis();
         for effect in self.app.handle(event) {
             self.driver.execute(effect);
         }
@@ -829,13 +833,13 @@ fn a_stale_view_does_not_bring_back_an_answered_request() {
     stale.pending = vec![request.clone()];
     let mut app = tui_common::app_with(vec![run], 120, 40);
     app.model
-        .apply(&drover::dispatch::DispatchEvent::PermissionRequested {
+        .apply(&drover_core::dispatch::DispatchEvent::PermissionRequested {
             run_id: run_id.clone(),
             pending: request.clone(),
         });
     assert!(app.model.oldest_pending(None).is_some());
     app.model
-        .apply(&drover::dispatch::DispatchEvent::PermissionResolved {
+        .apply(&drover_core::dispatch::DispatchEvent::PermissionResolved {
             run_id: run_id.clone(),
             request_id: request.request_id.clone(),
             how: "allow".into(),
@@ -849,13 +853,13 @@ fn a_stale_view_does_not_bring_back_an_answered_request() {
 /// with a real spec, written before any owner starts; `old-{needle}` has a title of its
 /// own.
 fn fill_history(home: &std::path::Path, n: usize, needle: usize) {
-    use drover::ledger::{Ledger, LedgerOptions, RunRecord, WriteOp};
+    use drover_core::ledger::{Ledger, LedgerOptions, RunRecord, WriteOp};
     let paths = Paths::under(home);
     paths.ensure_dirs().expect("dirs");
-    let now = drover::clock::now_millis();
+    let now = drover_core::clock::now_millis();
     let (ledger, _) =
         Ledger::open(&paths.ledger_file, LedgerOptions::default(), now).expect("ledger");
-    let spec = serde_json::to_value(drover::spec::Spec {
+    let spec = serde_json::to_value(drover_core::spec::Spec {
         provider: "sim".into(),
         model: Some("sim-standard".into()),
         effort: None,
@@ -864,8 +868,8 @@ fn fill_history(home: &std::path::Path, n: usize, needle: usize) {
         context: None,
         title: "an old task".into(),
         tags: vec![],
-        capability: drover::spec::Capability::Workspace,
-        policy: drover::spec::PermissionPolicy::Ask,
+        capability: drover_core::spec::Capability::Workspace,
+        policy: drover_core::spec::PermissionPolicy::Ask,
         max_minutes: 45,
         budget_usd: 5.0,
         idle_timeout_secs: 1200,
@@ -928,7 +932,7 @@ fn finished_held(app: &App) -> usize {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn scrolling_past_the_window_loads_the_next_page_and_the_filter_finds_an_old_run() {
-    use drover::tui::model::FINISHED_PAGE;
+    use drover_tui::model::FINISHED_PAGE;
     let home = tempfile::tempdir().expect("temp dir");
     let page = FINISHED_PAGE as usize;
     // Two and a half pages; the needle is on the last one.
@@ -980,7 +984,7 @@ async fn scrolling_past_the_window_loads_the_next_page_and_the_filter_finds_an_o
         app.model
             .rows()
             .iter()
-            .any(|r| matches!(r, drover::tui::model::Row::Run(id) if *id == needle))
+            .any(|r| matches!(r, drover_tui::model::Row::Run(id) if *id == needle))
     })
     .await;
     assert_eq!(h.app.model.selected(), Some(needle.as_str()));
@@ -1106,7 +1110,7 @@ async fn a_blocked_run_lands_in_needs_you_with_its_offer_and_e_takes_it() {
     let run_id = h.dispatch("blocked", "Run the test suite").await;
     h.pump_until("the blocked run in Needs you with its offer", |app| {
         app.model.run(&run_id).is_some_and(|e| {
-            drover::tui::model::Tray::of(&e.summary) == drover::tui::model::Tray::NeedsYou
+            drover_tui::model::Tray::of(&e.summary) == drover_tui::model::Tray::NeedsYou
                 && e.summary.escalation_offered
                 && e.summary.head.state == RunState::Idle
         })
@@ -1115,7 +1119,7 @@ async fn a_blocked_run_lands_in_needs_you_with_its_offer_and_e_takes_it() {
     let view = h.show(&run_id).await;
     assert!(view.escalation.is_some());
     let need = view.needs_you.expect("show says why it needs you");
-    assert_eq!(need.reason, drover::dispatch::api::Need::Escalation);
+    assert_eq!(need.reason, drover_core::dispatch::api::Need::Escalation);
     // `e` on the idle run: a new run carries the result, the old one completes.
     h.app.model.select(&run_id);
     h.pump_until("its view loaded", |app| {
@@ -1235,17 +1239,17 @@ async fn a_rule_saved_for_the_repository_answers_a_second_run_in_a_worktree_of_i
     let Some(Overlay::Prompt(p)) = top(&h.app) else {
         panic!("the prompt")
     };
-    let drover::tui::views::prompt::PromptMode::Rule(chooser) = &p.mode else {
+    let drover_tui::views::prompt::PromptMode::Rule(chooser) = &p.mode else {
         panic!("the chooser is open: {:?}", p.mode)
     };
     assert_eq!(chooser.pattern.text, "cargo test *");
-    assert_eq!(chooser.scope, drover::rules::Scope::Repository);
+    assert_eq!(chooser.scope, drover_core::rules::Scope::Repository);
     let shown = p.request.request_id.clone();
     h.press([key(KeyCode::Enter)]);
     h.pump_until("the prompt to close", |app| app.overlays.is_empty())
         .await;
     h.wait(&first, WaitUntil::Idle).await;
-    let rules: Vec<drover::rules::Rule> = h.ask(Request::Rules).await;
+    let rules: Vec<drover_core::rules::Rule> = h.ask(Request::Rules).await;
     assert_eq!(rules.len(), 1);
     assert_eq!(rules[0].pattern, "cargo test *");
     let common = std::fs::canonicalize(repo.join(".git")).expect("the git dir");
@@ -1295,7 +1299,7 @@ async fn a_rule_saved_for_the_repository_answers_a_second_run_in_a_worktree_of_i
     );
     // And the ledger keeps the rule and who decided.
     let home = h.shutdown().await;
-    let reader = drover::ledger::LedgerReader::open(&Paths::under(home.path()).ledger_file)
+    let reader = drover_core::ledger::LedgerReader::open(&Paths::under(home.path()).ledger_file)
         .expect("the ledger");
     assert_eq!(reader.rules().expect("rules").len(), 1);
     let whos: Vec<String> = reader
@@ -1321,13 +1325,13 @@ async fn a_flagged_recursive_delete_outside_the_workspace_asks_despite_an_allow_
         .keep();
     let command = format!("rm -rf {}", canary.display());
     let scenario = bash_scenario(&work, &command, true);
-    let rule: drover::rules::Rule = h
+    let rule: drover_core::rules::Rule = h
         .ask(Request::RuleAdd {
-            rule: drover::rules::RuleSpec {
-                scope: drover::rules::Scope::Everywhere,
-                kind: drover::rules::RuleKind::Any,
+            rule: drover_core::rules::RuleSpec {
+                scope: drover_core::rules::Scope::Everywhere,
+                kind: drover_core::rules::RuleKind::Any,
                 pattern: "*".into(),
-                decision: drover::rules::RuleDecision::Allow,
+                decision: drover_core::rules::RuleDecision::Allow,
                 run_id: None,
                 repository: None,
             },
@@ -1362,7 +1366,7 @@ async fn a_flagged_recursive_delete_outside_the_workspace_asks_despite_an_allow_
     let Some(Overlay::Prompt(p)) = top(&h.app) else {
         panic!("the prompt")
     };
-    assert_eq!(p.mode, drover::tui::views::prompt::PromptMode::ConfirmAllow);
+    assert_eq!(p.mode, drover_tui::views::prompt::PromptMode::ConfirmAllow);
     assert_eq!(p.state, PromptState::Open, "nothing sent on the first y");
     h.press([char_key('n'), char_key('d')]);
     let run = h.wait(&run_id, WaitUntil::Idle).await;

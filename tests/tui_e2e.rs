@@ -10,6 +10,7 @@
 //! Needs `tmux` (`apt-get install tmux`); without it this test fails and says so. Every
 //! wait is bounded and watches for a condition (the pane's text or the dispatcher's
 //! answer), never a fixed sleep.
+#![allow(clippy::unwrap_used)] // a test or bench may unwrap; the workspace denies it elsewhere
 
 use serde_json::Value;
 use std::path::Path;

@@ -3,19 +3,20 @@
 //!
 //! Update after a deliberate UI change with `INSTA_UPDATE=always cargo test --test
 //! tui_snapshots` and review the `.snap` files like code.
+#![allow(clippy::unwrap_used)] // a test or bench may unwrap; the workspace denies it elsewhere
 
 mod tui_common;
 
 use crossterm::event::KeyCode;
-use drover::DroverError;
-use drover::ErrorCode;
-use drover::dispatch::api::RunSummary;
-use drover::live_state::LiveStateKind;
-use drover::run_state::RunState;
-use drover::tui::views::Overlay;
-use drover::tui::views::prompt::{PromptState, PromptView};
-use drover::tui::views::route::RouteState;
-use drover::tui::{App, AppEvent, ReplyTag};
+use drover_core::DroverError;
+use drover_core::ErrorCode;
+use drover_core::dispatch::api::RunSummary;
+use drover_core::live_state::LiveStateKind;
+use drover_core::run_state::RunState;
+use drover_tui::views::Overlay;
+use drover_tui::views::prompt::{PromptState, PromptView};
+use drover_tui::views::route::RouteState;
+use drover_tui::{App, AppEvent, ReplyTag};
 use ratatui::style::Color;
 use tui_common::*;
 
@@ -55,7 +56,7 @@ fn empty_dashboard() {
 fn footer_shows_a_refused_config_reload() {
     let mut app = app_with(Vec::new(), 100, 24);
     app.model.budget = Some(budget(0.0, 0.0));
-    app.model.apply(&drover::dispatch::DispatchEvent::Health {
+    app.model.apply(&drover_core::dispatch::DispatchEvent::Health {
         config_refused: Some(
             "config not reloaded: /home/dev/.config/drover/config.toml line 3: `limits.per_account` is 0 (the config in force is kept)".into(),
         ),
@@ -341,7 +342,7 @@ fn a_narrow_80x24_terminal() {
 fn the_follow_up_box_shows_the_runs_question() {
     let mut app = busy_app(100, 30);
     let mut view = view_of(&app.model.run(&id(3)).unwrap().summary.clone());
-    view.last_result = Some(drover::dispatch::api::ResultView {
+    view.last_result = Some(drover_core::dispatch::api::ResultView {
         status: Some("needs_input".into()),
         summary: Some("Two deploy targets match the task.".into()),
         question: Some("Should I deploy to staging-eu or staging-us?".into()),
@@ -361,29 +362,29 @@ fn the_follow_up_box_shows_the_runs_question() {
 fn quitting_with_active_runs_asks_first() {
     // Only an in-process owner stops the runs when the dashboard goes.
     let mut opts = tui_common::options();
-    opts.owner = drover::config::DashboardOwner::InProcess;
-    let mut app = drover::tui::App::new(opts, busy_app(100, 30).model);
+    opts.owner = drover_core::config::DashboardOwner::InProcess;
+    let mut app = drover_tui::App::new(opts, busy_app(100, 30).model);
     let effects = app.handle(char_key('q'));
     assert!(effects.is_empty(), "nothing happens before the answer");
     snap("confirm_quit", &app);
     let effects = app.handle(char_key('y'));
-    assert_eq!(effects, vec![drover::tui::Effect::Quit]);
+    assert_eq!(effects, vec![drover_tui::Effect::Quit]);
 }
 
 #[test]
 fn leaving_a_background_owners_dashboard_asks_nothing() {
     let mut app = busy_app(100, 30);
     let effects = app.handle(char_key('q'));
-    assert_eq!(effects, vec![drover::tui::Effect::Quit]);
+    assert_eq!(effects, vec![drover_tui::Effect::Quit]);
 }
 
 #[test]
 fn the_header_says_when_drover_is_not_running() {
     let mut app = busy_app(100, 24);
-    app.handle(drover::tui::AppEvent::OwnerGone);
+    app.handle(drover_tui::AppEvent::OwnerGone);
     app.model.now += 12_000;
     snap("owner_gone", &app);
-    app.handle(drover::tui::AppEvent::OwnerBack { resumed: true });
+    app.handle(drover_tui::AppEvent::OwnerBack { resumed: true });
     assert!(app.model.owner_gone_since.is_none());
 }
 
@@ -415,8 +416,8 @@ fn a_route_card_with_a_refused_pick() {
     assert!(
         effects.iter().any(|e| matches!(
             e,
-            drover::tui::Effect::Request {
-                request: drover::dispatch::Request::Route {
+            drover_tui::Effect::Request {
+                request: drover_core::dispatch::Request::Route {
                     option: 2,
                     remember: true,
                     ..
@@ -465,8 +466,8 @@ fn diff_app(width: u16, height: u16) -> App {
     assert!(
         matches!(
             &effects[..],
-            [drover::tui::Effect::Request {
-                request: drover::dispatch::Request::Diff {
+            [drover_tui::Effect::Request {
+                request: drover_core::dispatch::Request::Diff {
                     stat: true,
                     file: None,
                     ..
@@ -481,13 +482,15 @@ fn diff_app(width: u16, height: u16) -> App {
             run_id: id(1),
             file: None,
         },
-        result: Ok(drover::dispatch::Response::Diff(Box::new(diff_files(1)))),
+        result: Ok(drover_core::dispatch::Response::Diff(Box::new(diff_files(
+            1,
+        )))),
     });
     assert!(
         matches!(
             &effects[..],
-            [drover::tui::Effect::Request {
-                request: drover::dispatch::Request::Diff { file: Some(f), stat: false, .. },
+            [drover_tui::Effect::Request {
+                request: drover_core::dispatch::Request::Diff { file: Some(f), stat: false, .. },
                 ..
             }] if f == "src/cache.rs"
         ),
@@ -498,7 +501,7 @@ fn diff_app(width: u16, height: u16) -> App {
             run_id: id(1),
             file: Some("src/cache.rs".into()),
         },
-        result: Ok(drover::dispatch::Response::Diff(Box::new(diff_patch(
+        result: Ok(drover_core::dispatch::Response::Diff(Box::new(diff_patch(
             1,
             "src/cache.rs",
         )))),
@@ -525,7 +528,7 @@ fn the_diff_view_lists_files_and_shows_the_selected_ones_diff() {
             run_id: id(1),
             file: Some("src/main.rs".into()),
         },
-        result: Ok(drover::dispatch::Response::Diff(Box::new(diff_patch(
+        result: Ok(drover_core::dispatch::Response::Diff(Box::new(diff_patch(
             1,
             "src/main.rs",
         )))),
@@ -564,8 +567,8 @@ fn discarding_from_the_diff_view_asks_first() {
     assert!(
         matches!(
             &effects[..],
-            [drover::tui::Effect::Request {
-                request: drover::dispatch::Request::Discard { run_id },
+            [drover_tui::Effect::Request {
+                request: drover_core::dispatch::Request::Discard { run_id },
                 ..
             }] if *run_id == id(1)
         ),
@@ -580,8 +583,8 @@ fn a_refused_merge_is_shown_in_the_diff_view() {
     assert!(
         matches!(
             &effects[..],
-            [drover::tui::Effect::Request {
-                request: drover::dispatch::Request::Merge {
+            [drover_tui::Effect::Request {
+                request: drover_core::dispatch::Request::Merge {
                     squash: false,
                     message: None,
                     ..
@@ -619,8 +622,8 @@ fn removing_a_run_with_unmerged_work_asks_first() {
     assert!(
         matches!(
             &effects[..],
-            [drover::tui::Effect::Request {
-                request: drover::dispatch::Request::Remove { force: true, .. },
+            [drover_tui::Effect::Request {
+                request: drover_core::dispatch::Request::Remove { force: true, .. },
                 ..
             }]
         ),
@@ -634,8 +637,8 @@ fn a_run_whose_events_retention_pruned_says_so_in_its_detail() {
     run.head.finished_at = Some(run.head.created_at + 60_000);
     let mut app = app_with(vec![run.clone()], 120, 36);
     let mut view = view_of(&run);
-    let note = drover::dispatch::views::pruned_note();
-    view.notes.push(drover::dispatch::api::NoteView {
+    let note = drover_core::dispatch::views::pruned_note();
+    view.notes.push(drover_core::dispatch::api::NoteView {
         at: run.head.created_at + 90_000,
         text: note.clone(),
     });
@@ -654,13 +657,13 @@ fn attention_line(app: &App) -> String {
     lines[lines.len() - 2].to_string()
 }
 
-fn respond_of(effects: &[drover::tui::Effect]) -> Vec<(String, String, PermissionAnswer)> {
+fn respond_of(effects: &[drover_tui::Effect]) -> Vec<(String, String, PermissionAnswer)> {
     effects
         .iter()
         .filter_map(|e| match e {
-            drover::tui::Effect::Request {
+            drover_tui::Effect::Request {
                 request:
-                    drover::dispatch::Request::Respond {
+                    drover_core::dispatch::Request::Respond {
                         run_id,
                         request_id,
                         answer,
@@ -672,7 +675,7 @@ fn respond_of(effects: &[drover::tui::Effect]) -> Vec<(String, String, Permissio
         .collect()
 }
 
-use drover::providers::PermissionAnswer;
+use drover_core::providers::PermissionAnswer;
 
 #[test]
 fn the_attention_line_shows_the_oldest_permission_and_y_allows_exactly_it() {
@@ -681,7 +684,7 @@ fn the_attention_line_shows_the_oldest_permission_and_y_allows_exactly_it() {
     let mut younger = bash_request(2, "rm -rf target");
     younger.created_at = NOW - 2_000;
     app.model
-        .apply(&drover::dispatch::DispatchEvent::PermissionRequested {
+        .apply(&drover_core::dispatch::DispatchEvent::PermissionRequested {
             run_id: id(4),
             pending: younger,
         });
@@ -708,14 +711,14 @@ fn a_key_acts_on_the_request_drawn_never_on_one_that_took_its_place() {
     let mut younger = bash_request(2, "rm -rf target");
     younger.created_at = NOW - 2_000;
     app.model
-        .apply(&drover::dispatch::DispatchEvent::PermissionRequested {
+        .apply(&drover_core::dispatch::DispatchEvent::PermissionRequested {
             run_id: id(4),
             pending: younger,
         });
     render_app(&app);
     // The shown request is answered elsewhere before the next frame is drawn.
     let _ = app.handle(AppEvent::Dispatch(
-        drover::dispatch::DispatchEvent::PermissionResolved {
+        drover_core::dispatch::DispatchEvent::PermissionResolved {
             run_id: id(1),
             request_id: "req_1".into(),
             how: "allow (cli)".into(),
@@ -751,7 +754,7 @@ fn a_on_the_attention_line_opens_the_rule_chooser_for_the_request_drawn() {
         Some(Overlay::Prompt(view)) => {
             assert_eq!(view.request.request_id, "req_1");
             assert!(
-                matches!(view.mode, drover::tui::views::prompt::PromptMode::Rule(_)),
+                matches!(view.mode, drover_tui::views::prompt::PromptMode::Rule(_)),
                 "the chooser is open"
             );
         }
@@ -763,7 +766,7 @@ fn a_on_the_attention_line_opens_the_rule_chooser_for_the_request_drawn() {
 fn a_flagged_request_on_the_attention_line_is_never_allowed_by_one_key() {
     let mut app = busy_app(100, 24);
     let _ = app.handle(AppEvent::Dispatch(
-        drover::dispatch::DispatchEvent::PermissionResolved {
+        drover_core::dispatch::DispatchEvent::PermissionResolved {
             run_id: id(1),
             request_id: "req_1".into(),
             how: "allow (cli)".into(),
@@ -772,7 +775,7 @@ fn a_flagged_request_on_the_attention_line_is_never_allowed_by_one_key() {
     let mut flagged = bash_request(2, "rm -rf /home/me/project");
     flagged.guard = Some("a recursive delete outside the workspace".into());
     app.model
-        .apply(&drover::dispatch::DispatchEvent::PermissionRequested {
+        .apply(&drover_core::dispatch::DispatchEvent::PermissionRequested {
             run_id: id(4),
             pending: flagged,
         });
@@ -806,7 +809,7 @@ fn question_app() -> App {
         16,
     );
     app.model
-        .apply(&drover::dispatch::DispatchEvent::PermissionRequested {
+        .apply(&drover_core::dispatch::DispatchEvent::PermissionRequested {
             run_id: id(3),
             pending: question_request(3),
         });
@@ -874,13 +877,13 @@ fn the_header_counts_are_the_trays_counts() {
     let app = busy_app(100, 24);
     let counts = app.model.counts();
     for row in app.model.rows() {
-        if let drover::tui::model::Row::Header(tray, n) = row {
+        if let drover_tui::model::Row::Header(tray, n) = row {
             let counted = match tray {
-                drover::tui::model::Tray::NeedsYou => counts.needs_you,
-                drover::tui::model::Tray::Running => counts.running,
-                drover::tui::model::Tray::Idle => counts.idle,
-                drover::tui::model::Tray::Queued => counts.queued,
-                drover::tui::model::Tray::Finished => continue,
+                drover_tui::model::Tray::NeedsYou => counts.needs_you,
+                drover_tui::model::Tray::Running => counts.running,
+                drover_tui::model::Tray::Idle => counts.idle,
+                drover_tui::model::Tray::Queued => counts.queued,
+                drover_tui::model::Tray::Finished => continue,
             };
             assert_eq!(counted, *n, "{tray:?}");
         }
@@ -897,7 +900,7 @@ fn the_header_counts_are_the_trays_counts() {
 fn the_forms_budget_says_the_default_in_force_and_esc_clears_a_filter() {
     let mut options = options();
     options.default_budget_usd = 2.0;
-    let mut app = App::new(options, drover::tui::ViewModel::new(NOW, 100, 30));
+    let mut app = App::new(options, drover_tui::ViewModel::new(NOW, 100, 30));
     press(&mut app, [char_key('n')]);
     let screen = render_app(&app);
     assert!(screen.contains("default ($2.00)"), "{screen}");
@@ -962,11 +965,11 @@ fn a_refusal_in_the_form_is_shown_in_full_wrapped() {
 }
 
 /// The requests a batch of effects sends.
-fn requests(effects: &[drover::tui::Effect]) -> Vec<drover::dispatch::Request> {
+fn requests(effects: &[drover_tui::Effect]) -> Vec<drover_core::dispatch::Request> {
     effects
         .iter()
         .filter_map(|e| match e {
-            drover::tui::Effect::Request { request, .. } => Some(request.clone()),
+            drover_tui::Effect::Request { request, .. } => Some(request.clone()),
             _ => None,
         })
         .collect()
@@ -974,8 +977,8 @@ fn requests(effects: &[drover::tui::Effect]) -> Vec<drover::dispatch::Request> {
 
 #[test]
 fn a_rule_chooser_proposes_a_pattern_and_saves_it_bound_to_the_request() {
-    use drover::dispatch::Request;
-    use drover::rules::{RuleDecision, RuleKind, Scope};
+    use drover_core::dispatch::Request;
+    use drover_core::rules::{RuleDecision, RuleKind, Scope};
     let mut app = busy_app(100, 30);
     let request = bash_request(1, "cargo test --lib foo");
     app.overlays
@@ -1005,8 +1008,8 @@ fn a_rule_chooser_proposes_a_pattern_and_saves_it_bound_to_the_request() {
 
 #[test]
 fn a_flagged_request_has_a_red_banner_and_a_confirming_key() {
-    use drover::dispatch::Request;
-    use drover::providers::PermissionAnswer;
+    use drover_core::dispatch::Request;
+    use drover_core::providers::PermissionAnswer;
     let mut app = busy_app(100, 30);
     let mut request = bash_request(1, "rm -rf /tmp/canary");
     request.guard = Some("a recursive delete of `/tmp/canary`, outside the workspace".into());

@@ -10,6 +10,7 @@
 //! - a shared run waits (`waiting_repository`) for a writing run in its directory;
 //! - a restart keeps the worktree and a resumed run goes on in it; an escalation starts on
 //!   its parent's branch.
+#![allow(clippy::unwrap_used)] // a test or bench may unwrap; the workspace denies it elsewhere
 
 mod common;
 

@@ -3,8 +3,8 @@
 
 #![allow(dead_code)]
 
-use drover::ledger::{Ledger, LedgerOptions, RunRecord, WriteOp};
-use drover::run_state::RunState;
+use drover_core::ledger::{Ledger, LedgerOptions, RunRecord, WriteOp};
+use drover_core::run_state::RunState;
 use rusqlite::{Connection, params};
 use serde_json::{Value, json};
 use std::path::Path;

@@ -6,11 +6,11 @@ use clap::{Args, Subcommand};
 use super::headless::{ask, print_json, runtime};
 use super::runs::JsonFlag;
 use super::write_stdout;
-use crate::dispatch::api::BudgetView;
-use crate::dispatch::{Request, Response};
-use crate::error::DroverError;
-use crate::money::usd;
-use crate::paths::Paths;
+use drover_core::dispatch::api::BudgetView;
+use drover_core::dispatch::{Request, Response};
+use drover_core::error::DroverError;
+use drover_core::money::usd;
+use drover_core::paths::Paths;
 
 #[derive(Debug, Args)]
 pub struct BudgetArgs {

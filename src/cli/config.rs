@@ -4,10 +4,10 @@
 //! when the user needs it most).
 
 use super::write_stdout;
-use crate::config::Config;
-use crate::error::DroverError;
-use crate::paths::Paths;
 use clap::Subcommand;
+use drover_core::config::Config;
+use drover_core::error::DroverError;
+use drover_core::paths::Paths;
 
 #[derive(Debug, Subcommand)]
 pub enum ConfigCommand {

@@ -10,13 +10,13 @@
 
 use super::headless::{dispatcher_options, note, runtime};
 use super::owner;
-use crate::config::DashboardOwner;
-use crate::control::Host;
-use crate::dispatch::Request;
-use crate::error::DroverError;
-use crate::paths::Paths;
-use crate::spec::SpecInput;
-use crate::tui::{AppOptions, Link};
+use drover_core::config::DashboardOwner;
+use drover_core::control::Host;
+use drover_core::dispatch::Request;
+use drover_core::error::DroverError;
+use drover_core::paths::Paths;
+use drover_core::spec::SpecInput;
+use drover_tui::{AppOptions, Link};
 
 pub fn run(paths: &Paths) -> Result<(), DroverError> {
     let mode = dispatcher_options(paths)?.config.dashboard.owner;
@@ -44,15 +44,15 @@ pub(crate) async fn open(
     app_options.notify = options.config.notifications.enabled;
     app_options.notify_command = options.config.notifications.command.clone();
     app_options.default_budget_usd = options.config.limits.budget_usd_default;
-    if let Ok(catalog) = crate::money::Catalog::from_config(&options.config) {
-        app_options.models = crate::tui::views::form::ModelOption::of_catalog(&catalog);
+    if let Ok(catalog) = drover_core::money::Catalog::from_config(&options.config) {
+        app_options.models = drover_tui::views::form::ModelOption::of_catalog(&catalog);
     }
     app_options.owner = mode;
-    app_options.keys = crate::tui::keys::KeyTable::defaults()
+    app_options.keys = drover_tui::keys::KeyTable::defaults()
         .with_overrides(&options.config.keys)
         .map_err(|why| {
             DroverError::new(
-                crate::ErrorCode::ConfigInvalid,
+                drover_core::ErrorCode::ConfigInvalid,
                 format!("{}: {why}", options.paths.config_file.display()),
             )
         })?;
@@ -62,7 +62,7 @@ pub(crate) async fn open(
             let started = owner::start_background(paths).await?;
             dispatch_all(&link, initial).await;
             let outcome =
-                crate::tui::run_on_terminal(link, std::future::pending(), app_options).await;
+                drover_tui::run_on_terminal(link, std::future::pending(), app_options).await;
             if outcome.is_ok() {
                 note(&format!(
                     "drover goes on in the background (pid {}): `drover` opens the dashboard \
@@ -76,13 +76,13 @@ pub(crate) async fn open(
             let mut host = Host::start(options).await?;
             dispatch_all(&link, initial).await;
             let outcome =
-                crate::tui::run_on_terminal(link.clone(), host.dispatcher_ended(), app_options)
+                drover_tui::run_on_terminal(link.clone(), host.dispatcher_ended(), app_options)
                     .await;
             let active = count_active(&link).await;
             if active > 0 {
                 note(&format!(
                     "drover: stopping {active} active run{} (recorded as interrupted by shutdown)…",
-                    crate::spec::text::plural(active)
+                    drover_core::spec::text::plural(active)
                 ));
             }
             host.shutdown().await;
@@ -118,7 +118,7 @@ async fn count_active(link: &Link) -> usize {
         })
         .await
     {
-        Ok(crate::dispatch::Response::Runs(runs)) => {
+        Ok(drover_core::dispatch::Response::Runs(runs)) => {
             runs.iter().filter(|r| r.head.state.is_active()).count()
         }
         _ => 0,

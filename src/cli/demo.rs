@@ -15,9 +15,9 @@ use std::os::unix::fs::DirBuilderExt;
 use std::path::PathBuf;
 
 use super::headless::runtime;
-use crate::error::{DroverError, ErrorCode};
-use crate::paths::{HOME_ENV, Paths};
-use crate::spec::SpecInput;
+use drover_core::error::{DroverError, ErrorCode};
+use drover_core::paths::{HOME_ENV, Paths};
+use drover_core::spec::SpecInput;
 
 /// The demo's config and runs.
 pub const DEMO_TOML: &str = include_str!("../../assets/demo.toml");
@@ -113,7 +113,7 @@ pub fn run(args: DemoArgs, paths: &Paths) -> Result<(), DroverError> {
         demo.runs
             .into_iter()
             .map(|spec| SpecInput {
-                provider: Some(crate::config::SIM_PROVIDER.to_string()),
+                provider: Some(drover_core::config::SIM_PROVIDER.to_string()),
                 cwd: Some(cwd.clone()),
                 ..spec
             })
@@ -123,8 +123,8 @@ pub fn run(args: DemoArgs, paths: &Paths) -> Result<(), DroverError> {
     runtime()?.block_on(super::dashboard::open(
         paths,
         runs,
-        crate::config::SIM_PROVIDER,
-        crate::config::DashboardOwner::InProcess,
+        drover_core::config::SIM_PROVIDER,
+        drover_core::config::DashboardOwner::InProcess,
     ))
 }
 
@@ -166,7 +166,7 @@ pub fn project(paths: &Paths) -> Result<PathBuf, DroverError> {
         std::fs::write(&file, text).map_err(fail)?;
     }
     let made = runtime()?.block_on(async {
-        use crate::workspace::git::Git;
+        use drover_core::workspace::git::Git;
         let git = Git::at(&dir);
         git.ok(&["init", "-q", "-b", "main"]).await?;
         // The demo's own identity, in its own repository's config (never the user's).
@@ -200,12 +200,12 @@ mod tests {
         let demo = demo().unwrap();
         let text = toml::to_string(&demo.config).unwrap();
         let config =
-            crate::config::Config::parse(&text, std::path::Path::new("demo.toml")).unwrap();
+            drover_core::config::Config::parse(&text, std::path::Path::new("demo.toml")).unwrap();
         assert!(
             config.limits.per_provider["sim"] < demo.runs.len() as u32,
             "some runs queue"
         );
-        let known = crate::sim::scenario::builtin_names();
+        let known = drover_core::sim::scenario::builtin_names();
         for run in &demo.runs {
             let scenario = run.scenario.as_deref().unwrap();
             assert!(known.contains(&scenario), "{scenario}");

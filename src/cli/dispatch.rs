@@ -19,14 +19,14 @@ use super::exit::Exit;
 use super::headless::{StopSignals, dispatcher_options, note, print_json};
 use super::runs::JsonFlag;
 use super::{render, write_stdout};
-use crate::clock::now_millis;
-use crate::control::{ControlClient, Host};
-use crate::dispatch::api::{RunView, WaitUntil};
-use crate::dispatch::{DispatchEvent, Request};
-use crate::error::{DroverError, ErrorCode};
-use crate::paths::Paths;
-use crate::run_state::RunState;
-use crate::spec::SpecInput;
+use drover_core::clock::now_millis;
+use drover_core::control::{ControlClient, Host};
+use drover_core::dispatch::api::{RunView, WaitUntil};
+use drover_core::dispatch::{DispatchEvent, Request};
+use drover_core::error::{DroverError, ErrorCode};
+use drover_core::paths::Paths;
+use drover_core::run_state::RunState;
+use drover_core::spec::SpecInput;
 
 /// `--scenario`'s long help: every scenario the simulated provider ships, with its line.
 fn scenarios_help() -> String {
@@ -35,8 +35,8 @@ fn scenarios_help() -> String {
          {}. The shipped scenarios:",
         super::sim::DEFAULT_SCENARIO
     );
-    for name in crate::sim::scenario::builtin_names() {
-        let about = crate::sim::scenario::builtin(name)
+    for name in drover_core::sim::scenario::builtin_names() {
+        let about = drover_core::sim::scenario::builtin(name)
             .and_then(|toml_text| toml::from_str::<toml::Table>(toml_text).ok())
             .and_then(|t| t.get("description")?.as_str().map(str::to_string))
             .unwrap_or_default();

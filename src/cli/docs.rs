@@ -4,7 +4,7 @@
 use clap::{Args, CommandFactory, ValueEnum};
 
 use super::Cli;
-use crate::error::{DroverError, ErrorCode};
+use drover_core::error::{DroverError, ErrorCode};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 pub enum Shell {

@@ -20,10 +20,10 @@ use std::time::{Duration, Instant};
 use super::headless::{print_json, runtime};
 use super::runs::JsonFlag;
 use super::write_stdout;
-use crate::config::{Config, SIM_PROVIDER};
-use crate::control::ControlClient;
-use crate::error::DroverError;
-use crate::paths::Paths;
+use drover_core::config::{Config, SIM_PROVIDER};
+use drover_core::control::ControlClient;
+use drover_core::error::DroverError;
+use drover_core::paths::Paths;
 
 /// The CLI versions drover's conformance tests ran against (tests/peers/package.json).
 pub const TESTED_VERSIONS: &[(&str, &str)] = &[
@@ -101,9 +101,9 @@ pub struct GitCheck {
     pub fix: Option<String>,
 }
 
-/// Finds git and checks its version against [`crate::workspace::git::MIN_VERSION`].
+/// Finds git and checks its version against [`drover_core::workspace::git::MIN_VERSION`].
 pub fn check_git() -> GitCheck {
-    let (major, minor) = crate::workspace::git::MIN_VERSION;
+    let (major, minor) = drover_core::workspace::git::MIN_VERSION;
     let minimum = format!("{major}.{minor}");
     let mut check = GitCheck {
         path: None,
@@ -124,13 +124,13 @@ pub fn check_git() -> GitCheck {
     let parsed = check
         .version
         .as_deref()
-        .and_then(crate::workspace::git::parse_version);
+        .and_then(drover_core::workspace::git::parse_version);
     check.status = match parsed {
         None => {
             check.fix = Some("`git --version` gave no version; check that git runs".into());
             "no-version".into()
         }
-        Some(found) if found < crate::workspace::git::MIN_VERSION => {
+        Some(found) if found < drover_core::workspace::git::MIN_VERSION => {
             check.fix = Some(format!(
                 "git {minimum} or newer is needed to merge worktree runs (`git merge-tree --write-tree`); upgrade git"
             ));
@@ -149,9 +149,12 @@ pub fn run(args: DoctorArgs, paths: &Paths) -> Result<(), DroverError> {
     let self_exe = std::env::current_exe().ok();
     let owner_pid = runtime()?.block_on(async {
         let mut client = ControlClient::connect(paths).await.ok()??;
-        let pong = client.request(crate::dispatch::Request::Ping).await.ok()?;
+        let pong = client
+            .request(drover_core::dispatch::Request::Ping)
+            .await
+            .ok()?;
         match pong {
-            crate::dispatch::Response::Pong(p) => Some(u64::from(p.pid)),
+            drover_core::dispatch::Response::Pong(p) => Some(u64::from(p.pid)),
             _ => None,
         }
     });

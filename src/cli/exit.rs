@@ -13,10 +13,10 @@
 //! What must stay true: with several runs the worst wins (4 over 5 over 0); these numbers
 //! are public (README, `--help`) and never change meaning.
 
-use crate::DroverError;
-use crate::dispatch::api::{Need, RunSummary};
-use crate::error::ErrorCode;
-use crate::run_state::RunState;
+use drover_core::DroverError;
+use drover_core::dispatch::api::{Need, RunSummary};
+use drover_core::error::ErrorCode;
+use drover_core::run_state::RunState;
 
 /// The exit-code table, for `--help` texts.
 pub const TABLE: &str = "Exit codes: 0 idle or ended done · 1 refused · 2 usage · 3 the wait timed out · \
@@ -79,7 +79,7 @@ pub fn of_error(e: &DroverError) -> u8 {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::dispatch::api::RunHead;
+    use drover_core::dispatch::api::RunHead;
 
     fn run(state: RunState, result: Option<&str>, pending: usize, needs_input: bool) -> RunSummary {
         RunSummary {

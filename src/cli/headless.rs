@@ -7,11 +7,11 @@ use std::io::Write;
 use tokio::signal::unix::{Signal, SignalKind, signal};
 
 use super::write_stdout;
-use crate::config::Config;
-use crate::control::{ControlClient, offline};
-use crate::dispatch::{DispatcherOptions, Request, Response};
-use crate::error::{DroverError, ErrorCode};
-use crate::paths::Paths;
+use drover_core::config::Config;
+use drover_core::control::{ControlClient, offline};
+use drover_core::dispatch::{DispatcherOptions, Request, Response};
+use drover_core::error::{DroverError, ErrorCode};
+use drover_core::paths::Paths;
 
 /// The runtime a headless command runs on.
 pub(crate) fn runtime() -> Result<tokio::runtime::Runtime, DroverError> {
@@ -77,7 +77,7 @@ impl StopSignals {
 
 /// One line for the person at the terminal, on stderr. A closed stderr is not an error.
 pub(crate) fn note(text: &str) {
-    let text = crate::redact::global().redact(text);
+    let text = drover_core::redact::global().redact(text);
     let _ = writeln!(std::io::stderr().lock(), "{text}");
 }
 
@@ -102,7 +102,7 @@ pub(crate) async fn ask_or_own(paths: &Paths, request: Request) -> Result<Respon
     if let Request::Diff { run_id, file, stat } = &request {
         return offline::diff(paths, run_id, file.as_deref(), *stat).await;
     }
-    match crate::control::Host::start(dispatcher_options(paths)?).await {
+    match drover_core::control::Host::start(dispatcher_options(paths)?).await {
         Ok(host) => {
             let answer = host.handle().request(request).await;
             host.shutdown().await;

@@ -4,9 +4,9 @@
 use clap::Args;
 
 use super::headless::runtime;
-use crate::error::{DroverError, ErrorCode};
 use crate::mcp::{DroverMcp, RUN_ID_ENV, serve_stdio};
-use crate::paths::Paths;
+use drover_core::error::{DroverError, ErrorCode};
+use drover_core::paths::Paths;
 
 #[derive(Debug, Args)]
 pub struct McpArgs {}

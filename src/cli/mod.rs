@@ -26,9 +26,9 @@ pub mod serve;
 pub mod sim;
 mod workspace;
 
-use crate::error::{DroverError, ErrorCode};
-use crate::paths::Paths;
 use clap::{Parser, Subcommand};
+use drover_core::error::{DroverError, ErrorCode};
+use drover_core::paths::Paths;
 use std::io::{self, Write};
 
 /// drover: dispatch coding-agent runs and supervise them.
@@ -45,7 +45,7 @@ pub struct Cli {
 #[derive(Debug, Parser)]
 #[command(
     name = "drover",
-    version = crate::VERSION,
+    version = drover_core::VERSION,
     about,
     long_about = None,
     after_help = exit::TABLE
@@ -204,7 +204,7 @@ pub fn print_refusal(e: &DroverError, json: bool) {
         format!("error[{}]: {}", e.code, e.message)
     };
     // A refusal may quote what it was given (an id, a value): redacted like any output.
-    let text = crate::redact::global().redact(&text);
+    let text = drover_core::redact::global().redact(&text);
     let _ = writeln!(io::stderr().lock(), "{text}");
 }
 
@@ -231,10 +231,11 @@ pub fn run(cli: Cli) -> Result<exit::Exit, DroverError> {
         _ => (Paths::resolve()?, None),
     };
     // The values config names are secrets wherever they appear (output and logs).
-    if let Ok(config) = crate::config::Config::load(&paths.config_file) {
-        crate::redact::install(crate::redact::Redactor::from_config(&config, |name| {
-            std::env::var(name).ok()
-        }));
+    if let Ok(config) = drover_core::config::Config::load(&paths.config_file) {
+        drover_core::redact::install(drover_core::redact::Redactor::from_config(
+            &config,
+            |name| std::env::var(name).ok(),
+        ));
     }
     // A command that only reads writes nothing to the data directory: no directory is
     // made, no log file opened (an owner it talks to logs on its side).
@@ -242,10 +243,10 @@ pub fn run(cli: Cli) -> Result<exit::Exit, DroverError> {
         None
     } else {
         paths.ensure_dirs()?;
-        let log = crate::logging::init(&paths.log_dir)?;
+        let log = drover_core::logging::init(&paths.log_dir)?;
         // The command's name only: its arguments (a task, a follow-up) are content.
         tracing::info!(
-            version = crate::VERSION,
+            version = drover_core::VERSION,
             command = cli.command.name(),
             "drover started"
         );
@@ -286,7 +287,7 @@ pub fn run(cli: Cli) -> Result<exit::Exit, DroverError> {
 pub(crate) fn write_stdout(text: &str) -> Result<(), DroverError> {
     // The one redactor, last, on everything the headless CLI prints (ledgers written
     // before redaction existed included).
-    let text = crate::redact::global().redact(text);
+    let text = drover_core::redact::global().redact(text);
     let mut out = io::stdout().lock();
     match out.write_all(text.as_bytes()).and_then(|()| out.flush()) {
         Ok(()) => Ok(()),

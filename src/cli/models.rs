@@ -9,10 +9,10 @@ use serde::Serialize;
 use super::headless::print_json;
 use super::runs::JsonFlag;
 use super::write_stdout;
-use crate::config::Config;
-use crate::error::{DroverError, ErrorCode};
-use crate::money::catalog::{Catalog, Model};
-use crate::paths::Paths;
+use drover_core::config::Config;
+use drover_core::error::{DroverError, ErrorCode};
+use drover_core::money::catalog::{Catalog, Model};
+use drover_core::paths::Paths;
 
 #[derive(Debug, Args)]
 pub struct ModelsArgs {
@@ -83,7 +83,7 @@ fn row(m: &Model) -> ModelRow<'_> {
         tier: m.tier.as_str(),
         input_per_mtok: input,
         output_per_mtok: output,
-        free: m.price == crate::money::pricing::Price::Free,
+        free: m.price == drover_core::money::pricing::Price::Free,
         vision: m.vision,
         default: m.default,
         context_window: m.context_window,

@@ -20,13 +20,13 @@ use std::time::Duration;
 use super::headless::{note, print_json, runtime};
 use super::runs::JsonFlag;
 use super::write_stdout;
-use crate::UnixMillis;
-use crate::control::{ControlClient, offline};
-use crate::dispatch::api::{BudgetView, Pong, RunSummary};
-use crate::dispatch::{Request, Response};
-use crate::error::{DroverError, ErrorCode};
-use crate::money::usd;
-use crate::paths::Paths;
+use drover_core::UnixMillis;
+use drover_core::control::{ControlClient, offline};
+use drover_core::dispatch::api::{BudgetView, Pong, RunSummary};
+use drover_core::dispatch::{Request, Response};
+use drover_core::error::{DroverError, ErrorCode};
+use drover_core::money::usd;
+use drover_core::paths::Paths;
 
 /// How long `--detach` waits for the new owner's socket to answer.
 const COME_UP_WITHIN: Duration = Duration::from_secs(20);
@@ -107,7 +107,7 @@ pub async fn start_background(paths: &Paths) -> Result<Started, DroverError> {
     let mut command = std::process::Command::new(&exe);
     command
         .arg("serve")
-        .env(crate::paths::HOME_ENV, &paths.data_dir)
+        .env(drover_core::paths::HOME_ENV, &paths.data_dir)
         .stdin(Stdio::null())
         .stdout(log)
         .stderr(err_log);
@@ -170,7 +170,7 @@ fn last_line(path: &std::path::Path) -> Option<String> {
     text.lines()
         .rev()
         .find(|l| !l.trim().is_empty())
-        .map(|l| crate::spec::text::clip(l.trim(), 300))
+        .map(|l| drover_core::spec::text::clip(l.trim(), 300))
 }
 
 /// `drover serve --detach`.
@@ -277,7 +277,7 @@ pub fn shutdown(args: ShutdownArgs, paths: &Paths) -> Result<(), DroverError> {
 
 /// Whether the owner's process still runs.
 fn alive(pid: nix::unistd::Pid) -> bool {
-    crate::control::process_alive(pid.as_raw())
+    drover_core::control::process_alive(pid.as_raw())
 }
 
 #[derive(Debug, Args)]
@@ -343,13 +343,13 @@ pub fn status(args: StatusArgs, paths: &Paths) -> Result<(), DroverError> {
             true => Some(read(Request::Budget).await?.into_budget()?),
             false => None,
         };
-        let now = crate::clock::now_millis();
+        let now = drover_core::clock::now_millis();
         Ok::<_, DroverError>(Status {
             running: owner,
             pid: pong.as_ref().map(|p| p.pid),
             version: pong
                 .as_ref()
-                .map_or_else(|| crate::VERSION.to_string(), |p| p.version.clone()),
+                .map_or_else(|| drover_core::VERSION.to_string(), |p| p.version.clone()),
             started_at: pong.as_ref().map(|p| p.started_at),
             uptime_secs: pong
                 .as_ref()
@@ -367,7 +367,7 @@ pub fn status(args: StatusArgs, paths: &Paths) -> Result<(), DroverError> {
     if args.output.json {
         return print_json(&status);
     }
-    write_stdout(&status_lines(&status, crate::clock::now_millis()))
+    write_stdout(&status_lines(&status, drover_core::clock::now_millis()))
 }
 
 fn status_lines(s: &Status, now: UnixMillis) -> String {
@@ -375,7 +375,7 @@ fn status_lines(s: &Status, now: UnixMillis) -> String {
         (Some(pid), Some(up)) => format!(
             "drover {} runs (pid {pid}, up {})\n",
             s.version,
-            crate::spec::text::duration_words(crate::clock::secs_millis(up))
+            drover_core::spec::text::duration_words(drover_core::clock::secs_millis(up))
         ),
         _ => "no drover runs (`drover serve --detach` starts one; `drover` opens the dashboard)\n"
             .to_string(),
@@ -383,7 +383,7 @@ fn status_lines(s: &Status, now: UnixMillis) -> String {
     if let Some(refused) = &s.config_refused {
         out.push_str(&format!(
             "config    {}\n",
-            crate::spec::text::one_line(refused)
+            drover_core::spec::text::one_line(refused)
         ));
     }
     out.push_str(&format!("data dir  {}\n", s.data_dir.display()));

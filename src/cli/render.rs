@@ -6,17 +6,17 @@
 //! spaces, so a transcript cannot drive the terminal); an answer of an unexpected shape
 //! is shown as JSON rather than refused.
 
-use crate::UnixMillis;
-use crate::dispatch::DispatchEvent;
-use crate::dispatch::api::{
+use drover_core::UnixMillis;
+use drover_core::dispatch::DispatchEvent;
+use drover_core::dispatch::api::{
     DiffView, ResultView, RunSummary, RunView, TranscriptFormat, TranscriptView, WaitOutcome,
     WorkspaceActionView, WorkspaceView,
 };
-use crate::live_state::LiveState;
-use crate::money::usd;
-use crate::providers::RequestKind;
-use crate::spec::text::{clip, one_line, provider_model};
-use crate::workspace::WorkspaceStatus;
+use drover_core::live_state::LiveState;
+use drover_core::money::usd;
+use drover_core::providers::RequestKind;
+use drover_core::spec::text::{clip, one_line, provider_model};
+use drover_core::workspace::WorkspaceStatus;
 
 /// The longest title shown in a table row.
 const TITLE_COLUMN_CHARS: usize = 60;
@@ -40,10 +40,10 @@ pub fn age(now: UnixMillis, then: UnixMillis) -> String {
 }
 
 /// How to answer a pending request from the command line.
-fn answer_hint(pending: &crate::dispatch::api::PendingView) -> String {
+fn answer_hint(pending: &drover_core::dispatch::api::PendingView) -> String {
     match pending.kind {
-        crate::providers::RequestKind::Permission => "allow|always|deny".to_string(),
-        crate::providers::RequestKind::Question => {
+        drover_core::providers::RequestKind::Permission => "allow|always|deny".to_string(),
+        drover_core::providers::RequestKind::Question => {
             let question = pending
                 .ask
                 .questions()
@@ -129,7 +129,7 @@ fn workspace_words(ws: &WorkspaceView) -> String {
     if let Some(branch) = &ws.branch {
         words.push_str(&format!(" on {branch}"));
     }
-    let base = crate::workspace::short_commit(ws.base_commit.as_deref());
+    let base = drover_core::workspace::short_commit(ws.base_commit.as_deref());
     match &ws.base_branch {
         Some(b) => words.push_str(&format!(" (from {b} at {base})")),
         None if ws.base_commit.is_some() => words.push_str(&format!(" (from {base})")),
@@ -154,7 +154,7 @@ fn workspace_words(ws: &WorkspaceView) -> String {
 /// `drover diff`: git's unified diff as it printed it, or with `--stat` one line per file
 /// (`+added −removed path`) and the totals.
 pub fn diff(view: &DiffView) -> String {
-    let base = crate::workspace::short_commit(view.base_commit.as_deref());
+    let base = drover_core::workspace::short_commit(view.base_commit.as_deref());
     let against = match &view.base_branch {
         Some(b) => format!("{b} at {base}"),
         None => base,
@@ -213,9 +213,9 @@ pub fn workspace_action(view: &WorkspaceActionView) -> String {
     let branch = ws.branch.as_deref().unwrap_or("its branch");
     match (&view.merge, view.action.as_str()) {
         (Some(m), _) => {
-            let commit = crate::workspace::short_commit(Some(&m.commit));
+            let commit = drover_core::workspace::short_commit(Some(&m.commit));
             let mut text = match m.how {
-                crate::workspace::MergeHow::UpToDate => {
+                drover_core::workspace::MergeHow::UpToDate => {
                     format!("{} already has everything of {branch}\n", m.into)
                 }
                 how => format!(
@@ -224,10 +224,10 @@ pub fn workspace_action(view: &WorkspaceActionView) -> String {
                     m.into,
                     how.words(),
                     m.files.len(),
-                    crate::spec::text::plural(m.files.len())
+                    drover_core::spec::text::plural(m.files.len())
                 ),
             };
-            if !m.checkout_updated && m.how != crate::workspace::MergeHow::UpToDate {
+            if !m.checkout_updated && m.how != drover_core::workspace::MergeHow::UpToDate {
                 text.push_str(&format!(
                     "your checkout is not on {}: only the branch moved\n",
                     m.into
@@ -328,7 +328,7 @@ pub fn run_view(run: &RunView, now: UnixMillis) -> String {
     if run.head.stalled {
         state.push_str(" · stalled: no provider event for a while");
     }
-    if run.head.state == crate::run_state::RunState::AwaitingRoute {
+    if run.head.state == drover_core::run_state::RunState::AwaitingRoute {
         state.push_str(&format!(
             " · `drover routes` shows its card; `drover route {} N` picks",
             run.head.run_id
@@ -382,7 +382,7 @@ pub fn run_view(run: &RunView, now: UnixMillis) -> String {
         turns.push_str(&format!(
             " · {} follow-up{} queued",
             run.queued_follow_ups,
-            crate::spec::text::plural(run.queued_follow_ups)
+            drover_core::spec::text::plural(run.queued_follow_ups)
         ));
     }
     push("turns", turns);
@@ -416,14 +416,14 @@ pub fn run_view(run: &RunView, now: UnixMillis) -> String {
         );
         // What it asks: the command, the path, the URL — or the question and its options.
         match pending.kind {
-            crate::providers::RequestKind::Permission => push(
+            drover_core::providers::RequestKind::Permission => push(
                 "",
                 format!(
                     "  wants: {}",
                     clip(&one_line(&pending.ask.summary()), TEXT_CHARS)
                 ),
             ),
-            crate::providers::RequestKind::Question => {
+            drover_core::providers::RequestKind::Question => {
                 for q in pending.ask.questions() {
                     push(
                         "",
@@ -565,10 +565,10 @@ pub fn event_line(event: &DispatchEvent) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::dispatch::api::{NoteView, PendingView};
-    use crate::live_state::{Cause, LiveStateKind};
-    use crate::providers::Ask;
-    use crate::run_state::RunState;
+    use drover_core::dispatch::api::{NoteView, PendingView};
+    use drover_core::live_state::{Cause, LiveStateKind};
+    use drover_core::providers::Ask;
+    use drover_core::run_state::RunState;
 
     fn summary(run_id: &str, state: RunState, title: &str) -> RunSummary {
         let mut run = RunSummary::example(run_id, state);
@@ -714,7 +714,7 @@ mod tests {
 
     #[test]
     fn show_lists_turns_aligned_and_says_how_to_answer_what_is_pending() {
-        let turn = |number: u32, origin: &str| crate::dispatch::api::TurnView {
+        let turn = |number: u32, origin: &str| drover_core::dispatch::api::TurnView {
             number,
             origin: origin.into(),
             started_at: 0,
@@ -726,7 +726,7 @@ mod tests {
             result: None,
         };
         let view = RunView {
-            head: crate::dispatch::api::RunHead {
+            head: drover_core::dispatch::api::RunHead {
                 run_id: "R-7".into(),
                 state: RunState::AwaitingPermission,
                 completion_reason: None,
@@ -753,15 +753,15 @@ mod tests {
                     kind: RequestKind::Question,
                     tool: "AskUser".into(),
                     ask: Ask::Question {
-                        questions: vec![crate::providers::Question {
+                        questions: vec![drover_core::providers::Question {
                             question: "Which db?".into(),
                             header: None,
                             options: vec![
-                                crate::providers::QuestionOption {
+                                drover_core::providers::QuestionOption {
                                     label: "SQLite".into(),
                                     description: Some("a file".into()),
                                 },
-                                crate::providers::QuestionOption {
+                                drover_core::providers::QuestionOption {
                                     label: "Postgres".into(),
                                     description: None,
                                 },
@@ -791,7 +791,7 @@ mod tests {
             max_turns: 6,
             queued_follow_ups: 1,
             pid: None,
-            budget: crate::dispatch::api::RunBudget {
+            budget: drover_core::dispatch::api::RunBudget {
                 cap: 5.0,
                 spent: 1.0,
                 remaining: 4.0,
@@ -803,7 +803,7 @@ mod tests {
             depth: 0,
             parent_run: None,
             workspace: None,
-            decisions: vec![crate::dispatch::api::DecisionView {
+            decisions: vec![drover_core::dispatch::api::DecisionView {
                 at: 0,
                 request_id: Some("P-1".into()),
                 who: "rule:3".into(),

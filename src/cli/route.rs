@@ -7,12 +7,12 @@ use clap::{Args, Subcommand};
 use super::headless::{ask, print_json, runtime};
 use super::runs::JsonFlag;
 use super::write_stdout;
-use crate::clock::now_millis;
-use crate::dispatch::api::OpenRoute;
-use crate::dispatch::{Request, Response};
-use crate::error::{DroverError, ErrorCode};
-use crate::money::usd_per_mtok;
-use crate::paths::Paths;
+use drover_core::clock::now_millis;
+use drover_core::dispatch::api::OpenRoute;
+use drover_core::dispatch::{Request, Response};
+use drover_core::error::{DroverError, ErrorCode};
+use drover_core::money::usd_per_mtok;
+use drover_core::paths::Paths;
 
 #[derive(Debug, Subcommand)]
 pub enum RouteCommand {
@@ -152,7 +152,7 @@ fn routes(cards: &[OpenRoute]) -> String {
         out.push_str(&format!(
             "{run_id}  {title}  ({} task, expires in {})\n",
             card.class,
-            crate::spec::text::duration_words(card.expires_at - now)
+            drover_core::spec::text::duration_words(card.expires_at - now)
         ));
         for o in &card.options {
             let price = if o.free {
@@ -172,7 +172,7 @@ fn routes(cards: &[OpenRoute]) -> String {
                 o.model,
                 o.tier,
                 o.context_window
-                    .map(|c| format!("{} context", crate::route::tokens_short(c)))
+                    .map(|c| format!("{} context", drover_core::route::tokens_short(c)))
                     .unwrap_or_default(),
                 if o.vision { " · vision" } else { "" },
                 o.reason,

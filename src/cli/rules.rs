@@ -12,10 +12,10 @@ use clap::{Args, Subcommand};
 use super::headless::{ask, print_json, runtime};
 use super::runs::JsonFlag;
 use super::write_stdout;
-use crate::dispatch::{Request, Response};
-use crate::error::DroverError;
-use crate::paths::Paths;
-use crate::rules::{Rule, RuleDecision, RuleKind, RuleSpec, Scope};
+use drover_core::dispatch::{Request, Response};
+use drover_core::error::DroverError;
+use drover_core::paths::Paths;
+use drover_core::rules::{Rule, RuleDecision, RuleKind, RuleSpec, Scope};
 
 #[derive(Debug, Args)]
 pub struct RulesArgs {
@@ -97,7 +97,7 @@ pub fn run(args: RulesArgs, paths: &Paths) -> Result<(), DroverError> {
                 run_id,
                 repository,
             };
-            crate::rules::RuleSet::check(&rule)?;
+            drover_core::rules::RuleSet::check(&rule)?;
             (Request::RuleAdd { rule, answer: None }, output.json)
         }
         Some(RulesAction::Rm { id, output }) => (Request::RuleRemove { id }, output.json),

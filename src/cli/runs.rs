@@ -18,13 +18,13 @@ use super::dispatch::DispatchArgs;
 use super::exit::Exit;
 use super::headless::{ask, print_json, runtime};
 use super::{render, write_stdout};
-use crate::clock::now_millis;
-use crate::dispatch::api::{TranscriptFormat, WaitUntil};
-use crate::dispatch::{Request, Response};
-use crate::error::{DroverError, ErrorCode};
-use crate::paths::Paths;
-use crate::providers::PermissionAnswer;
-use crate::run_state::RunState;
+use drover_core::clock::now_millis;
+use drover_core::dispatch::api::{TranscriptFormat, WaitUntil};
+use drover_core::dispatch::{Request, Response};
+use drover_core::error::{DroverError, ErrorCode};
+use drover_core::paths::Paths;
+use drover_core::providers::PermissionAnswer;
+use drover_core::run_state::RunState;
 
 /// `--json` on every run command.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Args)]
@@ -589,8 +589,8 @@ pub(crate) fn wait_timed_out(until: WaitUntil, timeout_secs: Option<u64>) -> Dro
 
 /// The line under a full page of `drover runs`: how to see the next one. The page's
 /// last run is the one that finished first (pages go by finish time).
-fn more_runs(runs: &[crate::dispatch::api::RunSummary], request: &Request) -> String {
-    let Some(filter) = crate::dispatch::api::RunsFilter::of(request) else {
+fn more_runs(runs: &[drover_core::dispatch::api::RunSummary], request: &Request) -> String {
+    let Some(filter) = drover_core::dispatch::api::RunsFilter::of(request) else {
         return String::new();
     };
     match (filter.next_before(runs), filter.limit) {
@@ -623,7 +623,7 @@ fn human(request: &Request, answer: &Response) -> String {
                 .live_state
                 .as_ref()
                 .and_then(|l| l.detail.as_deref());
-            if live.is_some_and(|d| d.starts_with(crate::dispatch::core::WAKING_DETAIL)) {
+            if live.is_some_and(|d| d.starts_with(drover_core::dispatch::core::WAKING_DETAIL)) {
                 format!("waking {run_id}: its CLI starts in its provider session\n")
             } else {
                 format!(
@@ -661,7 +661,7 @@ fn human(request: &Request, answer: &Response) -> String {
             let mut text = format!(
                 "removed {} finished run{} from the trays\n",
                 removed.removed.len(),
-                crate::spec::text::plural(removed.removed.len())
+                drover_core::spec::text::plural(removed.removed.len())
             );
             if !removed.unmerged.is_empty() {
                 text.push_str(&format!(

@@ -13,9 +13,9 @@ use clap::Args;
 use serde_json::json;
 
 use super::headless::{StopSignals, dispatcher_options, note, print_json, runtime};
-use crate::control::Host;
-use crate::error::DroverError;
-use crate::paths::Paths;
+use drover_core::control::Host;
+use drover_core::error::DroverError;
+use drover_core::paths::Paths;
 
 #[derive(Debug, Args)]
 pub struct ServeArgs {

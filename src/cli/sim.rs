@@ -7,15 +7,15 @@
 //! `--permission-prompt-tool`, `--allowedTools` and `--disallowedTools` are honoured; a
 //! bad command line or scenario is exit code 2 with one line on stderr. The process
 //! touches nothing in drover's data directory but its own session files
-//! (`sim-sessions/`, [`crate::sim::session`]), and never the log file: stdout is the
+//! (`sim-sessions/`, [`drover_core::sim::session`]), and never the log file: stdout is the
 //! protocol.
 
 use clap::Args;
 use std::path::Path;
 
-use crate::sim::agent::{self, AgentOptions, PermissionMode};
-use crate::sim::scenario::{self, Format, Scenario};
-use crate::sim::session::SessionStore;
+use drover_core::sim::agent::{self, AgentOptions, PermissionMode};
+use drover_core::sim::scenario::{self, Format, Scenario};
+use drover_core::sim::session::SessionStore;
 
 /// The scenario used when neither `--scenario` nor the environment names one.
 pub const DEFAULT_SCENARIO: &str = "quick-success";
@@ -234,9 +234,10 @@ pub fn options_from(
     };
     // Sessions are kept in the data directory of the drover that started the sim (it
     // sets `DROVER_HOME` to it); run by hand, where drover would keep its data.
-    let sessions = crate::paths::Paths::resolve_from(env(crate::paths::HOME_ENV).map(Into::into))
-        .ok()
-        .map(|paths| SessionStore::in_data_dir(&paths.data_dir));
+    let sessions =
+        drover_core::paths::Paths::resolve_from(env(drover_core::paths::HOME_ENV).map(Into::into))
+            .ok()
+            .map(|paths| SessionStore::in_data_dir(&paths.data_dir));
     Ok(AgentOptions {
         scenario,
         scenario_name: name,

@@ -12,9 +12,9 @@ use clap::Subcommand;
 use super::headless::{ask_or_own, print_json, runtime};
 use super::runs::JsonFlag;
 use super::{render, write_stdout};
-use crate::dispatch::{Request, Response};
-use crate::error::DroverError;
-use crate::paths::Paths;
+use drover_core::dispatch::{Request, Response};
+use drover_core::error::DroverError;
+use drover_core::paths::Paths;
 
 #[derive(Debug, Subcommand)]
 pub enum WorkspaceCommand {

@@ -168,7 +168,7 @@ impl Home {
     /// Raw SQL, so a long history is made in a moment; the ledger's own triggers count it
     /// as they count any write.
     pub fn clone_history(&self, run: &str, n: usize) {
-        let ledger = drover::paths::Paths::under(self.path()).ledger_file;
+        let ledger = drover_core::paths::Paths::under(self.path()).ledger_file;
         let mut conn = rusqlite::Connection::open(&ledger).expect("the ledger");
         let tx = conn.transaction().expect("a transaction");
         for i in 1..=n {

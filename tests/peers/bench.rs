@@ -10,6 +10,7 @@
 //!
 //! Needs the pinned CLIs (`npm ci` in tests/peers, or scripts/test.sh). An argument
 //! (`claude`, `codex`, `opencode`) runs only that CLI.
+#![allow(clippy::unwrap_used)] // a test or bench may unwrap; the workspace denies it elsewhere
 
 #[allow(dead_code, unused_imports)]
 #[path = "codex.rs"]
@@ -52,7 +53,7 @@ async fn direct_run(claude: &Path, root: &Path, mock: &MockApi) -> (Duration, Du
     env.extend(peers::claude_env(root, &mock.url()));
     let started = Instant::now();
     let mut child = tokio::process::Command::new(claude)
-        .args(::drover::providers::claude::args::PROTOCOL_FLAGS)
+        .args(::drover_core::providers::claude::args::PROTOCOL_FLAGS)
         .args(["--permission-mode", "default", "--model", MODEL])
         .env_clear()
         .envs(env.iter().map(|(k, v)| (k, v)))

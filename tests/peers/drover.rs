@@ -494,7 +494,7 @@ pub fn group_alive(pgid: u32) -> bool {
 /// The live (not zombie) processes whose command line contains `needle`.
 pub fn processes_with(needle: &str) -> Vec<(u32, String)> {
     let mut found = Vec::new();
-    for (pid, stat) in ::drover::providers::sweep::all_processes() {
+    for (pid, stat) in ::drover_core::providers::sweep::all_processes() {
         let Ok(pid) = u32::try_from(pid) else {
             continue;
         };

@@ -15,6 +15,7 @@
 //!
 //! Needs the pinned CLIs (`npm ci` in tests/peers, or scripts/test.sh). An argument
 //! (`memory`, `latency`, `first-turn`: each CLI alone) runs only that part.
+#![allow(clippy::unwrap_used)] // a test or bench may unwrap; the workspace denies it elsewhere
 
 #[allow(dead_code, unused_imports)]
 #[path = "codex.rs"]
@@ -76,7 +77,7 @@ fn codex_config(root: &std::path::Path, mock: &MockApi, extra: &str) -> String {
 /// The processes under `serve` (its descendants, not itself) and those in `groups`.
 fn children_of(serve: u32, groups: &HashSet<u32>) -> Vec<u32> {
     let id = |pid: i32| u32::try_from(pid).unwrap_or_default();
-    let table = ::drover::providers::sweep::all_processes();
+    let table = ::drover_core::providers::sweep::all_processes();
     let mut found: HashSet<u32> = table
         .iter()
         .filter(|(_, stat)| groups.contains(&id(stat.pgid)))
@@ -297,7 +298,7 @@ impl Alone {
         let program = match self {
             Alone::Claude => {
                 env.extend(peers::claude_env(root, &mock.url()));
-                args.extend(::drover::providers::claude::args::PROTOCOL_FLAGS);
+                args.extend(::drover_core::providers::claude::args::PROTOCOL_FLAGS);
                 args.extend(["--permission-mode", "default", "--model", CLAUDE_MODEL]);
                 if let Some(session) = session {
                     args.extend(["--resume", session]);

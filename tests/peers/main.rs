@@ -13,6 +13,7 @@
 //! absence fails the tests with that instruction; nothing is skipped. No test sends
 //! traffic anywhere but 127.0.0.1, and every wait is bounded: the CLIs retry a dead API
 //! forever.
+#![allow(clippy::unwrap_used)] // a test or bench may unwrap; the workspace denies it elsewhere
 
 mod claude;
 mod codex;

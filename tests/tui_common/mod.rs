@@ -4,14 +4,14 @@
 #![allow(dead_code)]
 
 use crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
-use drover::dispatch::DispatchEvent;
-use drover::dispatch::api::{
+use drover_core::dispatch::DispatchEvent;
+use drover_core::dispatch::api::{
     BudgetView, NoteView, PendingView, ResultView, RunSummary, RunView, TurnView,
 };
-use drover::live_state::{Cause, LiveState, LiveStateKind};
-use drover::providers::{AlwaysOption, Ask, Question, QuestionOption, RequestKind, Tokens};
-use drover::run_state::RunState;
-use drover::tui::{App, AppEvent, AppOptions, ViewModel, render};
+use drover_core::live_state::{Cause, LiveState, LiveStateKind};
+use drover_core::providers::{AlwaysOption, Ask, Question, QuestionOption, RequestKind, Tokens};
+use drover_core::run_state::RunState;
+use drover_tui::{App, AppEvent, AppOptions, ViewModel, render};
 use ratatui::Terminal;
 use ratatui::backend::TestBackend;
 
@@ -73,7 +73,7 @@ pub fn summary(n: u32, title: &str, state: RunState) -> RunSummary {
         })
     };
     RunSummary {
-        head: drover::dispatch::api::RunHead {
+        head: drover_core::dispatch::api::RunHead {
             run_id: id(n),
             state,
             completion_reason: state.is_terminal().then(|| match state {
@@ -152,7 +152,7 @@ pub fn question_request(n: u32) -> PendingView {
 
 pub fn view_of(s: &RunSummary) -> RunView {
     RunView {
-        head: drover::dispatch::api::RunHead {
+        head: drover_core::dispatch::api::RunHead {
             run_id: s.head.run_id.clone(),
             state: s.head.state,
             completion_reason: s.head.completion_reason.clone(),
@@ -190,7 +190,7 @@ pub fn view_of(s: &RunSummary) -> RunView {
         max_turns: 6,
         queued_follow_ups: 0,
         pid: None,
-        budget: drover::dispatch::api::RunBudget {
+        budget: drover_core::dispatch::api::RunBudget {
             cap: 5.0,
             spent: 0.0,
             remaining: 5.0,
@@ -361,8 +361,8 @@ fn route_option(
     context: Option<u64>,
     vision: bool,
     reason: &str,
-) -> drover::route::RouteOption {
-    drover::route::RouteOption {
+) -> drover_core::route::RouteOption {
+    drover_core::route::RouteOption {
         number,
         provider: provider.into(),
         model: model.into(),
@@ -379,8 +379,8 @@ fn route_option(
 }
 
 /// A held run's open route card with three ranked options.
-pub fn route_card() -> drover::dispatch::api::RouteCardView {
-    drover::dispatch::api::RouteCardView {
+pub fn route_card() -> drover_core::dispatch::api::RouteCardView {
+    drover_core::dispatch::api::RouteCardView {
         route_id: "route_1".into(),
         class: "code".into(),
         status: "open".into(),
@@ -416,7 +416,7 @@ pub fn route_card() -> drover::dispatch::api::RouteCardView {
                 "small tier, free: good enough for mechanical edits",
             ),
         ],
-        left_out: vec![drover::route::LeftOut {
+        left_out: vec![drover_core::route::LeftOut {
             provider: "codex".into(),
             reason: "not installed".into(),
         }],
@@ -448,10 +448,10 @@ pub fn held_app(width: u16, height: u16) -> App {
 }
 
 /// A worktree run's workspace: branch `drover/<id>-…` from `main`, with `change`.
-pub fn worktree(n: u32, change: Option<(u32, u64, u64)>) -> drover::workspace::WorkspaceView {
-    drover::workspace::WorkspaceView {
-        mode: drover::workspace::WorkspaceMode::Worktree,
-        status: drover::workspace::WorkspaceStatus::Ready,
+pub fn worktree(n: u32, change: Option<(u32, u64, u64)>) -> drover_core::workspace::WorkspaceView {
+    drover_core::workspace::WorkspaceView {
+        mode: drover_core::workspace::WorkspaceMode::Worktree,
+        status: drover_core::workspace::WorkspaceStatus::Ready,
         dir: Some(format!(
             "/home/dev/.local/share/drover/worktrees/project/{}",
             id(n)
@@ -464,17 +464,19 @@ pub fn worktree(n: u32, change: Option<(u32, u64, u64)>) -> drover::workspace::W
         branch: Some(format!("drover/{}-add-a-cache", id(n))),
         base_branch: Some("main".into()),
         base_commit: Some("3f2a1b0c9d8e7f6a5b4c3d2e1f0a9b8c7d6e5f4a".into()),
-        change: change.map(|(files, added, removed)| drover::workspace::ChangeStat {
-            files,
-            added,
-            removed,
-        }),
+        change: change.map(
+            |(files, added, removed)| drover_core::workspace::ChangeStat {
+                files,
+                added,
+                removed,
+            },
+        ),
     }
 }
 
 /// The file list `diff --stat` answers for a run with three changed files.
-pub fn diff_files(n: u32) -> drover::dispatch::api::DiffView {
-    use drover::workspace::FileStat;
+pub fn diff_files(n: u32) -> drover_core::dispatch::api::DiffView {
+    use drover_core::workspace::FileStat;
     let file = |path: &str, status: &str, added: u64, removed: u64| FileStat {
         path: path.into(),
         old_path: None,
@@ -483,12 +485,12 @@ pub fn diff_files(n: u32) -> drover::dispatch::api::DiffView {
         removed,
         binary: false,
     };
-    drover::dispatch::api::DiffView {
+    drover_core::dispatch::api::DiffView {
         run_id: id(n),
         branch: Some(format!("drover/{}-add-a-cache", id(n))),
         base_branch: Some("main".into()),
         base_commit: Some("3f2a1b0c9d8e7f6a5b4c3d2e1f0a9b8c7d6e5f4a".into()),
-        change: drover::workspace::ChangeStat {
+        change: drover_core::workspace::ChangeStat {
             files: 3,
             added: 21,
             removed: 3,
@@ -510,7 +512,7 @@ pub fn diff_files(n: u32) -> drover::dispatch::api::DiffView {
 }
 
 /// git's diff of one file, as `diff --file` answers it.
-pub fn diff_patch(n: u32, path: &str) -> drover::dispatch::api::DiffView {
+pub fn diff_patch(n: u32, path: &str) -> drover_core::dispatch::api::DiffView {
     let patch = if path == "src/main.rs" {
         "diff --git a/src/main.rs b/src/main.rs\n\
          index 3f2a1b0..9c1e2d3 100644\n\
@@ -534,7 +536,7 @@ pub fn diff_patch(n: u32, path: &str) -> drover::dispatch::api::DiffView {
         }
         text
     };
-    drover::dispatch::api::DiffView {
+    drover_core::dispatch::api::DiffView {
         file: Some(path.into()),
         patch: Some(patch),
         ..diff_files(n)

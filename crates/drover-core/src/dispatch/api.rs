@@ -1,0 +1,1043 @@
+//! The dispatcher API: the requests every front end sends (the dashboard, the headless
+//! CLI through the control socket), the typed [`Response`] each gets back, and the views
+//! inside it.
+//!
+//! What must stay true: the dashboard never knows more than a headless client could —
+//! everything it shows comes from these types. In process they travel typed; only the
+//! control socket turns them into JSON (serde on these same types, [`Request::decode`] on
+//! the way back), so field names are part of the public interface.
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+use crate::UnixMillis;
+use crate::live_state::LiveState;
+use crate::providers::{AlwaysOption, Ask, PermissionAnswer, RequestKind, Tokens};
+use crate::run_state::RunState;
+use crate::spec::SpecInput;
+pub use crate::workspace::{
+    ChangeStat, DiffView, FileStat, MergeView, WorkspaceActionView, WorkspaceView,
+};
+
+/// One request to the dispatcher.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "method", content = "params", rename_all = "snake_case")]
+pub enum Request {
+    Ping,
+    Dispatch {
+        spec: Box<SpecInput>,
+    },
+    Runs {
+        #[serde(default)]
+        state: Option<RunState>,
+        #[serde(default)]
+        include_removed: bool,
+        /// Only the runs of this workflow.
+        #[serde(default)]
+        workflow: Option<String>,
+        /// Finished runs in the answer at most, newest finished first (every active run
+        /// is always in it); `None`: every finished run.
+        #[serde(default)]
+        limit: Option<u32>,
+        /// The next page: only finished runs that finished before this run did (and no
+        /// active run: the first page had them).
+        #[serde(default)]
+        before: Option<String>,
+        /// Only runs whose title, id, provider, model or state contains this text
+        /// (case-insensitive), searched in the whole ledger.
+        #[serde(default)]
+        search: Option<String>,
+    },
+    /// How many runs the ledger holds in each state (read from its running counts, at the
+    /// same cost at any history size).
+    Counts,
+    Show {
+        run_id: String,
+    },
+    Transcript {
+        run_id: String,
+        #[serde(default)]
+        format: TranscriptFormat,
+    },
+    FollowUp {
+        run_id: String,
+        text: String,
+    },
+    /// Start an interrupted run again in its provider session, with a new turn.
+    Resume {
+        run_id: String,
+        /// The turn's prompt; drover's own "go on" prompt when absent.
+        #[serde(default)]
+        text: Option<String>,
+    },
+    /// Start a hibernated run's CLI in its provider session now, with no turn to send,
+    /// so that the follow-up being written starts as it would on a warm run (the
+    /// dashboard sends this as its follow-up box opens on a hibernated run). The run
+    /// stays idle and reserves nothing; it hibernates again after `hibernate_after_secs`
+    /// with no follow-up. Nothing happens to a run that is not hibernated, nor while a
+    /// queued run waits or its rail has no room: the follow-up wakes it then.
+    Wake {
+        run_id: String,
+    },
+    Respond {
+        run_id: String,
+        request_id: String,
+        answer: PermissionAnswer,
+    },
+    Stop {
+        run_id: String,
+    },
+    Complete {
+        run_id: String,
+    },
+    /// Remove one finished run from the trays, or every finished run. A run whose
+    /// worktree holds unmerged work is refused (`UNMERGED_WORK`; left out of `finished`)
+    /// unless `force`, which keeps the work on its branch.
+    Remove {
+        #[serde(default)]
+        run_id: Option<String>,
+        #[serde(default)]
+        finished: bool,
+        #[serde(default)]
+        force: bool,
+    },
+    /// What a worktree run changed against its base commit: its files with their counts
+    /// and (unless `stat`) git's unified diff, of `file` or of every file.
+    Diff {
+        run_id: String,
+        #[serde(default)]
+        file: Option<String>,
+        #[serde(default)]
+        stat: bool,
+    },
+    /// Merge a worktree run's work into its base branch in the user's checkout
+    /// (uncommitted work is committed first, with `message` or the run's result summary).
+    Merge {
+        run_id: String,
+        #[serde(default)]
+        squash: bool,
+        #[serde(default)]
+        message: Option<String>,
+    },
+    /// Remove a finished run's worktree, keeping its branch (uncommitted work is committed
+    /// onto it).
+    Keep {
+        run_id: String,
+    },
+    /// Remove a finished run's worktree and delete its branch.
+    Discard {
+        run_id: String,
+    },
+    /// Stop every active, queued and held run (of `workflow` alone, when named).
+    KillAll {
+        #[serde(default)]
+        workflow: Option<String>,
+    },
+    /// The current budget session's money: spent, reserved, caps.
+    Budget,
+    /// New caps for the current budget session (the one not given stays).
+    BudgetSet {
+        #[serde(default)]
+        warning_usd: Option<f64>,
+        #[serde(default)]
+        hard_cap_usd: Option<f64>,
+    },
+    /// Start a new budget session; new runs count against it.
+    BudgetNew {
+        name: String,
+    },
+    /// The open route cards.
+    Routes,
+    /// Pick option `option` (1-based) of a held run's route card.
+    Route {
+        run_id: String,
+        option: u32,
+        #[serde(default)]
+        remember: bool,
+    },
+    /// Decline a held run's route card: the run is stopped (`route_declined`).
+    RouteDecline {
+        run_id: String,
+    },
+    /// A new run one tier up (or on the named provider/model), carrying the old result.
+    Escalate {
+        run_id: String,
+        #[serde(default)]
+        provider: Option<String>,
+        #[serde(default)]
+        model: Option<String>,
+    },
+    /// A new run on the same model after a transient failure.
+    Retry {
+        run_id: String,
+    },
+    Wait {
+        run_ids: Vec<String>,
+        #[serde(default)]
+        until: WaitUntil,
+        /// Done when any run meets the condition (default: all of them).
+        #[serde(default)]
+        any: bool,
+        #[serde(default)]
+        timeout_secs: Option<u64>,
+    },
+    /// The approval rules, oldest first.
+    Rules,
+    /// Keep a new approval rule. With `answer`, the pending request it names (the one on
+    /// screen) is answered by it at once; every other pending request it matches is too.
+    RuleAdd {
+        rule: crate::rules::RuleSpec,
+        #[serde(default)]
+        answer: Option<RuleAnswer>,
+    },
+    /// Forget approval rule `id`.
+    RuleRemove {
+        id: u64,
+    },
+    /// Start receiving [`DispatchEvent`]s (of these runs, or of all when empty): after
+    /// `after` (the last position this client saw) when the owner can still replay from
+    /// there, else from now (the answer says which).
+    Subscribe {
+        #[serde(default)]
+        run_ids: Vec<String>,
+        #[serde(default)]
+        after: Option<StreamPosition>,
+    },
+}
+
+/// The answer to one [`Request`]: which variant follows from the request (see
+/// [`Request::decode`]). Serialized without a tag, as the view it carries.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(untagged)]
+pub enum Response {
+    /// `ping`.
+    Pong(Pong),
+    /// The run a request created or changed: `dispatch`, `follow_up`, `resume`, `wake`,
+    /// `respond`, `stop`, `complete`, `route`, `route_decline`, `escalate`, `retry`.
+    Run(Box<RunSummary>),
+    /// `runs`, newest first.
+    Runs(Vec<RunSummary>),
+    /// `counts`.
+    Counts(RunCounts),
+    /// `show`.
+    Show(Box<RunView>),
+    /// `transcript`.
+    Transcript(Box<TranscriptView>),
+    /// `remove`.
+    Removed(Removed),
+    /// `kill_all`.
+    Stopped(Stopped),
+    /// `wait`.
+    Wait(WaitOutcome),
+    /// `subscribe`.
+    Subscribed(Subscribed),
+    /// `budget`, `budget_set`, `budget_new`.
+    Budget(Box<BudgetView>),
+    /// `routes`.
+    Routes(Vec<OpenRoute>),
+    /// `diff`.
+    Diff(Box<DiffView>),
+    /// `merge`, `keep`, `discard`.
+    Workspace(Box<WorkspaceActionView>),
+    /// `rules`.
+    Rules(Vec<crate::rules::Rule>),
+    /// `rule_add`, `rule_remove`: the rule made or forgotten.
+    Rule(Box<crate::rules::Rule>),
+}
+
+/// The request a new rule answers at once (`rule_add`'s `answer`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RuleAnswer {
+    pub run_id: String,
+    pub request_id: String,
+}
+
+/// The answer to `counts`: how many runs the ledger holds.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RunCounts {
+    /// Runs in the trays (not removed), by state; a state with none is left out.
+    pub by_state: std::collections::BTreeMap<String, u64>,
+    /// Runs removed from the trays (still in the ledger: their history and money count).
+    pub removed: u64,
+}
+
+/// The answer to `ping`: who owns the data directory.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Pong {
+    pub pong: bool,
+    /// The owner's process id.
+    pub pid: u32,
+    /// The owner's version, with the commit it was built from.
+    #[serde(default)]
+    pub version: String,
+    /// When the owner's dispatcher started (Unix ms).
+    #[serde(default)]
+    pub started_at: UnixMillis,
+    /// A config reload the owner refused (it keeps the config in force), until a good one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub config_refused: Option<String>,
+}
+
+/// The answer to `remove`: the runs that left the trays, and those left in them because
+/// their worktree holds unmerged work (`remove --finished` without `force`).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Removed {
+    pub removed: Vec<String>,
+    #[serde(default)]
+    pub unmerged: Vec<String>,
+}
+
+/// The answer to `kill_all`: the runs asked to stop.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Stopped {
+    pub stopped: Vec<String>,
+}
+
+/// The answer to `subscribe` (the events follow on the same connection).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, Default)]
+pub struct Subscribed {
+    pub subscribed: bool,
+    /// Where the owner's event stream stands as the subscription begins (absent from an
+    /// owner that does not number its events).
+    #[serde(default)]
+    pub position: Option<StreamPosition>,
+    /// The events after the client's `after` position follow, none missed: no snapshot
+    /// is needed. False when there was no position, it was another owner's, or it is too
+    /// old to replay.
+    #[serde(default)]
+    pub resumed: bool,
+}
+
+/// A place in one owner's event stream: its epoch (a new one each time an owner starts)
+/// and an event's number in it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct StreamPosition {
+    pub epoch: String,
+    pub pos: u64,
+}
+
+/// One open route card in `drover routes`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct OpenRoute {
+    pub run_id: String,
+    pub title: String,
+    pub card: RouteCardView,
+}
+
+/// The answer to `transcript`: one field is filled, according to `format` — `lines` for
+/// `tail` (one line per provider event) and `text` (each turn's text under a
+/// `## turn N (origin)` line), `events` for `events`, `result` for `result`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct TranscriptView {
+    pub run_id: String,
+    pub format: TranscriptFormat,
+    #[serde(default)]
+    pub lines: Vec<String>,
+    #[serde(default)]
+    pub events: Vec<crate::ledger::EventRecord>,
+    #[serde(default)]
+    pub result: Option<ResultView>,
+    /// When retention pruned the run's events (its transcript lines and provider events
+    /// are gone; turns, result, usage and decisions stay); absent when it never did.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub events_pruned_at: Option<crate::UnixMillis>,
+}
+
+impl Request {
+    /// Reads the JSON answer to this request (from the control socket) as its typed
+    /// [`Response`].
+    pub fn decode(&self, value: Value) -> Result<Response, serde_json::Error> {
+        fn boxed<T: serde::de::DeserializeOwned>(v: Value) -> Result<Box<T>, serde_json::Error> {
+            serde_json::from_value(v).map(Box::new)
+        }
+        Ok(match self {
+            Request::Ping => Response::Pong(serde_json::from_value(value)?),
+            Request::Dispatch { .. }
+            | Request::FollowUp { .. }
+            | Request::Resume { .. }
+            | Request::Wake { .. }
+            | Request::Respond { .. }
+            | Request::Stop { .. }
+            | Request::Complete { .. }
+            | Request::Route { .. }
+            | Request::RouteDecline { .. }
+            | Request::Escalate { .. }
+            | Request::Retry { .. } => Response::Run(boxed(value)?),
+            Request::Runs { .. } => Response::Runs(serde_json::from_value(value)?),
+            Request::Counts => Response::Counts(serde_json::from_value(value)?),
+            Request::Show { .. } => Response::Show(boxed(value)?),
+            Request::Transcript { .. } => Response::Transcript(boxed(value)?),
+            Request::Remove { .. } => Response::Removed(serde_json::from_value(value)?),
+            Request::KillAll { .. } => Response::Stopped(serde_json::from_value(value)?),
+            Request::Wait { .. } => Response::Wait(serde_json::from_value(value)?),
+            Request::Subscribe { .. } => Response::Subscribed(serde_json::from_value(value)?),
+            Request::Budget | Request::BudgetSet { .. } | Request::BudgetNew { .. } => {
+                Response::Budget(boxed(value)?)
+            }
+            Request::Routes => Response::Routes(serde_json::from_value(value)?),
+            Request::Diff { .. } => Response::Diff(boxed(value)?),
+            Request::Merge { .. } | Request::Keep { .. } | Request::Discard { .. } => {
+                Response::Workspace(boxed(value)?)
+            }
+            Request::Rules => Response::Rules(serde_json::from_value(value)?),
+            Request::RuleAdd { .. } | Request::RuleRemove { .. } => Response::Rule(boxed(value)?),
+        })
+    }
+}
+
+/// Takes the one view a [`Response`] variant carries (`$unbox` turns it into the view);
+/// any other variant is an internal error: the dispatcher answered a request with the
+/// wrong shape.
+macro_rules! response_into {
+    ($($name:ident => $variant:ident($v:ident) -> $ty:ty = $unbox:expr),* $(,)?) => {
+        impl Response {
+            $(
+                pub fn $name(self) -> Result<$ty, crate::DroverError> {
+                    match self {
+                        Response::$variant($v) => Ok($unbox),
+                        other => Err(wrong_shape(stringify!($variant), &other)),
+                    }
+                }
+            )*
+        }
+    };
+}
+
+response_into! {
+    into_run => Run(v) -> RunSummary = *v,
+    into_runs => Runs(v) -> Vec<RunSummary> = v,
+    into_counts => Counts(v) -> RunCounts = v,
+    into_show => Show(v) -> RunView = *v,
+    into_transcript => Transcript(v) -> TranscriptView = *v,
+    into_removed => Removed(v) -> Removed = v,
+    into_stopped => Stopped(v) -> Stopped = v,
+    into_wait => Wait(v) -> WaitOutcome = v,
+    into_budget => Budget(v) -> BudgetView = *v,
+    into_routes => Routes(v) -> Vec<OpenRoute> = v,
+    into_rules => Rules(v) -> Vec<crate::rules::Rule> = v,
+    into_rule => Rule(v) -> crate::rules::Rule = *v,
+    into_diff => Diff(v) -> DiffView = *v,
+    into_workspace => Workspace(v) -> WorkspaceActionView = *v,
+}
+
+fn wrong_shape(expected: &str, got: &Response) -> crate::DroverError {
+    crate::DroverError::new(
+        crate::ErrorCode::Internal,
+        format!("the dispatcher answered with {got:?} where {expected} was expected"),
+    )
+}
+
+impl Response {
+    /// The JSON form, as the control socket and `--json` output carry it.
+    pub fn to_json(&self) -> Value {
+        // Our own view types always serialize (no maps with non-string keys).
+        serde_json::to_value(self).unwrap_or(Value::Null)
+    }
+}
+
+#[derive(
+    Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema,
+)]
+#[serde(rename_all = "snake_case")]
+pub enum TranscriptFormat {
+    /// The run's last parsed result block.
+    Result,
+    /// The assistant's text of every turn.
+    Text,
+    /// The transcript ring: one line per provider event.
+    #[default]
+    Tail,
+    /// Every event in the ledger, as JSON.
+    Events,
+}
+
+#[derive(
+    Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema,
+)]
+#[serde(rename_all = "snake_case")]
+pub enum WaitUntil {
+    /// The turn ended and the run waits for a follow-up (or it has ended). A run waiting
+    /// on a permission, a question or a route card is not idle.
+    Idle,
+    /// The run has ended.
+    #[default]
+    Terminal,
+    /// Anything happened to the run.
+    Event,
+    /// The run needs you: a pending permission or question, a route card, a result that
+    /// asks for input (or it has ended, and never will).
+    NeedsYou,
+    /// The run needs you, is idle, or has ended: whichever comes first (`dispatch --wait`).
+    Settled,
+}
+
+impl WaitUntil {
+    /// Whether `run` meets the condition. For [`WaitUntil::Event`] only the run's end
+    /// does here; the dispatcher also counts each new event.
+    pub fn met_by(self, run: &RunSummary) -> bool {
+        let ended = run.head.state.is_terminal();
+        let idle = run.head.state == RunState::Idle && run.pending == 0;
+        let needs_you = run.needs_you().is_some();
+        match self {
+            WaitUntil::Terminal | WaitUntil::Event => ended,
+            WaitUntil::Idle => ended || idle,
+            WaitUntil::NeedsYou => ended || needs_you,
+            WaitUntil::Settled => ended || idle || needs_you,
+        }
+    }
+
+    /// The condition in words, for sentences (`the runs were not idle within 30 s`).
+    pub fn words(self) -> &'static str {
+        match self {
+            WaitUntil::Idle => "idle",
+            WaitUntil::Terminal => "finished",
+            WaitUntil::Event => "changed",
+            WaitUntil::NeedsYou => "in need of you",
+            WaitUntil::Settled => "idle, finished or in need of you",
+        }
+    }
+}
+
+/// Why a run needs the user.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Need {
+    /// A pending permission request or question.
+    Permission,
+    /// Its last result asks for input.
+    Input,
+    /// It waits on a route card.
+    Route,
+    /// Its last turn ended blocked (an idle run without an offer).
+    Blocked,
+    /// An escalation or retry is offered and not taken (a finished or an idle run).
+    Escalation,
+}
+
+/// Why a run is in Needs you, and since when (`show --json` → `needs_you`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct NeedsYou {
+    pub reason: Need,
+    /// When it started waiting: its oldest pending request, its route card, the end of
+    /// its last turn, or its end.
+    pub since: UnixMillis,
+}
+
+/// The Needs-you rule, on the facts both a row and a full view carry.
+fn need_of(
+    state: RunState,
+    pending: usize,
+    needs_input: bool,
+    result_status: Option<&str>,
+    offered: bool,
+) -> Option<Need> {
+    if state.is_terminal() {
+        offered.then_some(Need::Escalation)
+    } else if state == RunState::AwaitingPermission || pending > 0 {
+        Some(Need::Permission)
+    } else if state == RunState::AwaitingRoute {
+        Some(Need::Route)
+    } else if state != RunState::Idle {
+        // In a turn (or about to be): nothing to do until it ends.
+        None
+    } else if needs_input {
+        Some(Need::Input)
+    } else if offered {
+        Some(Need::Escalation)
+    } else if result_status == Some("blocked") {
+        Some(Need::Blocked)
+    } else {
+        None
+    }
+}
+
+impl Need {
+    pub fn words(self) -> &'static str {
+        match self {
+            Need::Permission => "awaiting permission",
+            Need::Input => "needs input",
+            Need::Route => "held on a route card",
+            Need::Blocked => "blocked",
+            Need::Escalation => "escalation offered",
+        }
+    }
+}
+
+/// Which runs a `runs` request asks for (the fields of [`Request::Runs`]).
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct RunsFilter {
+    pub state: Option<RunState>,
+    pub include_removed: bool,
+    pub workflow: Option<String>,
+    pub limit: Option<u32>,
+    pub before: Option<String>,
+    pub search: Option<String>,
+}
+
+impl RunsFilter {
+    /// The filter of a [`Request::Runs`] (`None` for any other request).
+    pub fn of(request: &Request) -> Option<RunsFilter> {
+        match request {
+            Request::Runs {
+                state,
+                include_removed,
+                workflow,
+                limit,
+                before,
+                search,
+            } => Some(RunsFilter {
+                state: *state,
+                include_removed: *include_removed,
+                workflow: workflow.clone(),
+                limit: *limit,
+                before: before.clone(),
+                search: search.clone(),
+            }),
+            _ => None,
+        }
+    }
+
+    /// The [`Request::Runs`] of this filter.
+    pub fn request(&self) -> Request {
+        Request::Runs {
+            state: self.state,
+            include_removed: self.include_removed,
+            workflow: self.workflow.clone(),
+            limit: self.limit,
+            before: self.before.clone(),
+            search: self.search.clone(),
+        }
+    }
+
+    /// The `before` of the page after `runs` (this filter's answer): its finished run
+    /// that finished first, when the page is full (`limit` finished runs); `None` when it
+    /// is not (it was the last page) or the filter has no limit.
+    pub fn next_before<'a>(&self, runs: &'a [RunSummary]) -> Option<&'a str> {
+        let limit = self.limit.filter(|l| *l > 0)? as usize;
+        let finished: Vec<&RunSummary> =
+            runs.iter().filter(|r| r.head.state.is_terminal()).collect();
+        if finished.len() < limit {
+            return None;
+        }
+        finished
+            .into_iter()
+            .min_by(|a, b| {
+                (a.head.finished_at, &a.head.run_id).cmp(&(b.head.finished_at, &b.head.run_id))
+            })
+            .map(|r| r.head.run_id.as_str())
+    }
+
+    /// The ledger's page for this filter.
+    pub fn page(&self) -> crate::ledger::RunsPage<'_> {
+        crate::ledger::RunsPage {
+            include_removed: self.include_removed,
+            state: self.state,
+            workflow: self.workflow.as_deref(),
+            search: self.search.as_deref(),
+            limit: self.limit,
+            before: self.before.as_deref(),
+        }
+    }
+}
+
+impl RunSummary {
+    /// A summary for tests: run `id` of the sim in `state`, created at 1,000, nothing else.
+    #[doc(hidden)]
+    pub fn example(id: &str, state: RunState) -> RunSummary {
+        RunSummary {
+            head: RunHead {
+                run_id: id.to_string(),
+                state,
+                completion_reason: None,
+                provider: "sim".into(),
+                model: None,
+                title: format!("run {id}"),
+                live_state: None,
+                cost_usd: 0.0,
+                budget_usd: 5.0,
+                stalled: false,
+                created_at: 1_000,
+                finished_at: None,
+                owner_gone: false,
+            },
+            pending: 0,
+            needs_input: false,
+            escalation_offered: false,
+            workspace: None,
+            result_status: None,
+            parent_run: None,
+            depth: 0,
+            workflow_id: None,
+        }
+    }
+}
+
+impl RunSummary {
+    /// Whether the run is in `workflow` (every run is, when none is named).
+    pub fn in_workflow(&self, workflow: Option<&str>) -> bool {
+        workflow.is_none_or(|w| self.workflow_id.as_deref() == Some(w))
+    }
+
+    /// What the run waits for from the user, if anything: the Needs-you tray's rule.
+    pub fn needs_you(&self) -> Option<Need> {
+        need_of(
+            self.head.state,
+            self.pending,
+            self.needs_input,
+            self.result_status.as_deref(),
+            self.escalation_offered,
+        )
+    }
+}
+
+/// The answer to `wait`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct WaitOutcome {
+    pub timed_out: bool,
+    pub runs: Vec<RunSummary>,
+}
+
+/// How many unpriced runs a [`BudgetView`] names (every dashboard reads it on attach).
+pub const UNPRICED_SHOWN: usize = 20;
+
+/// The money of one budget session (`drover budget`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct BudgetView {
+    pub session: String,
+    /// Booked spend of every run of the session (removed runs included).
+    pub spent_usd: f64,
+    /// What live runs may still spend: each one's cap minus its spend.
+    pub reserved_usd: f64,
+    /// What a new run could get: hard cap minus spent and reserved (not below zero).
+    pub available_usd: f64,
+    pub warning_usd: f64,
+    pub hard_cap_usd: f64,
+    /// How many runs have each weakest cost basis.
+    pub runs_by_basis: std::collections::BTreeMap<String, usize>,
+    /// Runs with usage that could not be priced: the newest [`UNPRICED_SHOWN`], newest
+    /// first (`runs_by_basis` counts them all).
+    pub unpriced_runs: Vec<String>,
+    /// The warning was given.
+    pub warned: bool,
+    /// The hard cap was reached: dispatches are refused until it is raised.
+    pub closed: bool,
+    /// The config file changed and the new one was refused (why, in one line): the owner
+    /// keeps the config it had. Cleared by the next good read.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub config_refused: Option<String>,
+}
+
+impl RunBudget {
+    /// A run's money from its spec (the cap, and what was asked when it was lowered) and
+    /// its booked spend.
+    pub fn of(spec: &crate::spec::Spec, spent: f64) -> RunBudget {
+        RunBudget {
+            cap: spec.budget_usd,
+            spent,
+            remaining: (spec.budget_usd - spent).max(0.0),
+            clamped_from: spec
+                .clamps
+                .iter()
+                .rev()
+                .find(|c| c.field == "budget_usd")
+                .and_then(|c| c.requested.trim_start_matches('$').parse().ok()),
+        }
+    }
+}
+
+/// One run's money (`show --json` → `budget`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct RunBudget {
+    /// The run's dollar cap (whole cents).
+    pub cap: f64,
+    pub spent: f64,
+    pub remaining: f64,
+    /// What was asked for, when the cap was lowered to fit the session.
+    pub clamped_from: Option<f64>,
+}
+
+/// What every view of a run starts with: who it is, where it stands, what it has spent.
+/// Flattened into [`RunSummary`] and [`RunView`], so their JSON carries these fields at
+/// the top level.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct RunHead {
+    pub run_id: String,
+    pub state: RunState,
+    pub completion_reason: Option<String>,
+    pub provider: String,
+    pub model: Option<String>,
+    pub title: String,
+    pub live_state: Option<LiveState>,
+    pub cost_usd: f64,
+    pub budget_usd: f64,
+    pub stalled: bool,
+    pub created_at: UnixMillis,
+    pub finished_at: Option<UnixMillis>,
+    /// Read from the ledger with no drover owning it (the owner lock is free), the run is
+    /// still active there: its owner ended without ending it (a crash). The next drover
+    /// to start marks it interrupted.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub owner_gone: bool,
+}
+
+/// One row in a list of runs.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct RunSummary {
+    #[serde(flatten)]
+    pub head: RunHead,
+    pub pending: usize,
+    pub needs_input: bool,
+    /// An escalation or retry is offered (the run shows in Needs you).
+    #[serde(default)]
+    pub escalation_offered: bool,
+    /// Where the run works and what it changed there (boxed: rows travel in every
+    /// `run_changed` event).
+    #[serde(default)]
+    pub workspace: Option<Box<WorkspaceView>>,
+    /// The status word of the run's last result (`done`, `blocked`, `needs_input`, …).
+    #[serde(default)]
+    pub result_status: Option<String>,
+    /// The run this one was dispatched from (a sub-run), escalated or retried from.
+    #[serde(default)]
+    pub parent_run: Option<String>,
+    /// How many parents up the run's lineage goes (0 for a top-level run).
+    #[serde(default)]
+    pub depth: u32,
+    #[serde(default)]
+    pub workflow_id: Option<String>,
+}
+
+/// Everything about one run (`drover show --json`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct RunView {
+    #[serde(flatten)]
+    pub head: RunHead,
+    pub task: String,
+    pub cwd: String,
+    pub policy: String,
+    /// The weakest basis of the run's spend: `reported`, `estimated`, `free`, `unpriced`.
+    pub cost_basis: String,
+    pub tokens: Tokens,
+    pub turns: Vec<TurnView>,
+    pub pending: Vec<PendingView>,
+    pub last_result: Option<ResultView>,
+    pub notes: Vec<NoteView>,
+    pub provider_session_id: Option<String>,
+    pub max_turns: u32,
+    pub queued_follow_ups: usize,
+    /// The provider child's pid (its process group id) while it runs.
+    pub pid: Option<u32>,
+    pub budget: RunBudget,
+    /// Every usage row booked on the run, oldest first.
+    pub usage: Vec<crate::ledger::UsageRecord>,
+    /// The route card of a run dispatched without a model (open or decided).
+    pub route: Option<RouteCardView>,
+    /// What to do about a run that failed or ended blocked: escalate or retry.
+    pub escalation: Option<crate::route::Escalation>,
+    /// How many escalations or retries led to this run (0 for a fresh dispatch).
+    pub depth: u32,
+    pub parent_run: Option<String>,
+    /// Where the run works (its worktree, branch and base) and what it changed there.
+    #[serde(default)]
+    pub workspace: Option<WorkspaceView>,
+    /// Who decided the run's requests, oldest first (the last [`DECISIONS_SHOWN`]).
+    #[serde(default)]
+    pub decisions: Vec<DecisionView>,
+    /// Why the run is in Needs you and since when; `null` when it waits for nothing.
+    #[serde(default)]
+    pub needs_you: Option<NeedsYou>,
+}
+
+impl RunView {
+    /// Why the run needs the user now, and since when (the rule of
+    /// [`RunSummary::needs_you`]); set as `needs_you` by whoever builds the view.
+    pub fn need_now(&self) -> Option<NeedsYou> {
+        let status = self.last_result.as_ref().and_then(|r| r.status.as_deref());
+        let needs_input = self.head.state.is_active() && status == Some("needs_input");
+        let reason = need_of(
+            self.head.state,
+            self.pending.len(),
+            needs_input,
+            status,
+            self.escalation.is_some(),
+        )?;
+        let last_turn_end = self.turns.iter().rev().find_map(|t| t.ended_at);
+        let live_since = self.head.live_state.as_ref().map(|l| l.since);
+        let since = match reason {
+            Need::Permission => self.pending.iter().map(|p| p.created_at).min(),
+            Need::Route => self.route.as_ref().map(|r| r.created_at),
+            Need::Input | Need::Blocked => last_turn_end,
+            Need::Escalation => self.head.finished_at.or(last_turn_end),
+        }
+        .or(live_since)
+        .unwrap_or(self.head.created_at);
+        Some(NeedsYou { reason, since })
+    }
+
+    /// The view with its `needs_you` filled in.
+    pub fn with_need(mut self) -> RunView {
+        self.needs_you = self.need_now();
+        self
+    }
+}
+
+/// How many of a run's decisions `show` carries.
+pub const DECISIONS_SHOWN: usize = 50;
+
+/// A held run's route card (`show --json` → `route`, `drover routes`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct RouteCardView {
+    pub route_id: String,
+    /// The task class the options were chosen for.
+    pub class: String,
+    /// `open`, `decided`, `declined`, `expired`, `closed`.
+    pub status: String,
+    pub options: Vec<crate::route::RouteOption>,
+    /// Providers not offered, and why.
+    pub left_out: Vec<crate::route::LeftOut>,
+    pub created_at: UnixMillis,
+    pub expires_at: UnixMillis,
+    pub decided_by: Option<String>,
+    pub decided_at: Option<UnixMillis>,
+    /// Why the last pick was refused (the card stays open).
+    pub refused: Option<String>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct TurnView {
+    pub number: u32,
+    /// `dispatch`, `follow_up`, `user`, `result_retry`.
+    pub origin: String,
+    pub started_at: UnixMillis,
+    pub ended_at: Option<UnixMillis>,
+    pub prompt_preview: String,
+    pub text: Option<String>,
+    pub tokens: Tokens,
+    pub cost_usd: Option<f64>,
+    pub result: Option<Value>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct PendingView {
+    pub request_id: String,
+    pub kind: RequestKind,
+    pub tool: String,
+    /// What is asked, typed by the provider's adapter (under the key `input`, as
+    /// `show --json` has always named it).
+    #[serde(rename = "input")]
+    pub ask: Ask,
+    /// What "allow always" would allow, when the provider offers it.
+    pub always: Option<AlwaysOption>,
+    pub created_at: UnixMillis,
+    pub expires_at: UnixMillis,
+    /// The guard's reason, when it flagged the request as able to destroy work or leak
+    /// secrets: no rule or "always" answers it, and a front end shows the reason in red
+    /// and asks for a confirming key before allowing it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub guard: Option<String>,
+}
+
+/// One decision on a run's request: who decided (`user`, `rule:<id>`, `always`,
+/// `policy`, `timeout`, …) and what.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct DecisionView {
+    pub at: UnixMillis,
+    pub request_id: Option<String>,
+    pub who: String,
+    pub decision: String,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ResultView {
+    pub status: Option<String>,
+    pub summary: Option<String>,
+    pub question: Option<String>,
+    pub files: Vec<String>,
+    pub changes: Vec<String>,
+    pub follow_ups: Vec<String>,
+    /// For runs with an output schema: the JSON answer.
+    pub json: Option<Value>,
+}
+
+impl From<crate::result_contract::ResultBlock> for ResultView {
+    /// A parsed `## Result` block as the run's result (an unknown status word is kept).
+    fn from(block: crate::result_contract::ResultBlock) -> ResultView {
+        ResultView {
+            status: block
+                .status
+                .map(|s| s.as_str().to_string())
+                .or(block.raw_status),
+            summary: block.summary,
+            question: block.question,
+            files: block.files,
+            changes: block.changes,
+            follow_ups: block.follow_ups,
+            json: None,
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct NoteView {
+    pub at: UnixMillis,
+    pub text: String,
+}
+
+/// What subscribers hear, published only after the ledger acknowledged it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "event", rename_all = "snake_case")]
+pub enum DispatchEvent {
+    RunChanged {
+        run: RunSummary,
+    },
+    LiveState {
+        run_id: String,
+        live_state: LiveState,
+    },
+    Transcript {
+        run_id: String,
+        line: String,
+    },
+    PermissionRequested {
+        run_id: String,
+        pending: PendingView,
+    },
+    PermissionResolved {
+        run_id: String,
+        request_id: String,
+        how: String,
+    },
+    Note {
+        run_id: String,
+        note: NoteView,
+    },
+    RunRemoved {
+        run_id: String,
+    },
+    /// The budget session's money changed in a way the user must hear about: the
+    /// warning, the hard cap, a reopened session. Not about one run (`run_id()` is "").
+    Budget {
+        session: String,
+        note: String,
+    },
+    /// The owner's own health changed: a config reload was refused (the message), or a
+    /// good one cleared it (`None`). Not about one run (`run_id()` is "").
+    Health {
+        config_refused: Option<String>,
+    },
+}
+
+impl DispatchEvent {
+    pub fn run_id(&self) -> &str {
+        match self {
+            DispatchEvent::RunChanged { run } => &run.head.run_id,
+            DispatchEvent::LiveState { run_id, .. }
+            | DispatchEvent::Transcript { run_id, .. }
+            | DispatchEvent::PermissionRequested { run_id, .. }
+            | DispatchEvent::PermissionResolved { run_id, .. }
+            | DispatchEvent::Note { run_id, .. }
+            | DispatchEvent::RunRemoved { run_id } => run_id,
+            DispatchEvent::Budget { .. } | DispatchEvent::Health { .. } => "",
+        }
+    }
+}

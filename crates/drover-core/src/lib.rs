@@ -1,0 +1,35 @@
+//! drover-core: everything of drover but the terminal UI and the command line.
+//!
+//! Decision code (`dispatch::core` — every rule of a run's life —, `live_state`,
+//! `run_state`, `spec`, `result_contract`, `money`, `route`) is pure: no I/O, no clock. The
+//! dispatcher's driver carries out what the core decides; the ledger owns the SQLite file
+//! through one writer thread; `providers` runs the agent CLIs as children; `control` is the
+//! owner's socket server and its client. Nothing here depends on ratatui, crossterm, clap
+//! or rmcp (`cargo tree -p drover-core` shows it); the dashboard (`drover-tui`) and the
+//! command line (`drover`) are clients of the dispatcher API built on top.
+
+pub mod clock;
+pub mod config;
+pub mod control;
+pub mod dispatch;
+pub mod error;
+pub mod guard;
+pub mod ledger;
+pub mod live_state;
+pub mod logging;
+pub mod money;
+pub mod paths;
+pub mod providers;
+pub mod redact;
+pub mod result_contract;
+pub mod route;
+pub mod rules;
+pub mod run_state;
+pub mod sim;
+pub mod spec;
+pub mod workspace;
+
+pub use error::{DroverError, ErrorCode, UnixMillis};
+
+/// This build's version and the commit it was built from (`0.1.0 (a1b2c3d)`).
+pub const VERSION: &str = concat!(env!("CARGO_PKG_VERSION"), " (", env!("DROVER_COMMIT"), ")");

@@ -1,0 +1,367 @@
+//! The app's decisions without a dispatcher: which requests it sends for which events,
+//! how fetches are coalesced, notifications, the mouse, scrolling.
+
+use crossterm::event::{KeyCode, KeyEvent, KeyModifiers, MouseButton, MouseEvent, MouseEventKind};
+
+use super::app::{App, AppOptions};
+use super::event::{AppEvent, Effect, ReplyTag};
+use super::model::ViewModel;
+use drover_core::dispatch::api::{PendingView, RunSummary, TranscriptFormat, TranscriptView};
+use drover_core::dispatch::{DispatchEvent, Request, Response};
+use drover_core::providers::RequestKind;
+use drover_core::run_state::RunState;
+
+fn summary(id: &str, state: RunState) -> RunSummary {
+    let mut run = RunSummary::example(id, state);
+    run.head.created_at = id.len() as i64;
+    run
+}
+
+fn app(runs: Vec<RunSummary>) -> App {
+    let mut app = App::new(AppOptions::new("/".into()), ViewModel::new(0, 120, 40));
+    let _ = app.handle(AppEvent::Reply {
+        tag: ReplyTag::Runs,
+        result: Ok(Response::Runs(runs)),
+    });
+    app
+}
+
+fn requests(effects: &[Effect]) -> Vec<&Request> {
+    effects
+        .iter()
+        .filter_map(|e| match e {
+            Effect::Request { request, .. } => Some(request),
+            _ => None,
+        })
+        .collect()
+}
+
+fn key(c: char) -> AppEvent {
+    AppEvent::Key(KeyEvent::new(KeyCode::Char(c), KeyModifiers::NONE))
+}
+
+#[test]
+fn starting_fetches_runs_and_money() {
+    let mut app = App::new(AppOptions::new("/".into()), ViewModel::new(0, 120, 40));
+    let effects = app.start();
+    assert_eq!(
+        requests(&effects),
+        [
+            &Request::Runs {
+                state: None,
+                include_removed: false,
+                workflow: None,
+                limit: Some(crate::model::FINISHED_PAGE),
+                before: None,
+                search: None,
+            },
+            &Request::Budget
+        ]
+    );
+}
+
+#[test]
+fn the_first_list_selects_a_run_and_fetches_its_view_and_transcript() {
+    let mut app = App::new(AppOptions::new("/".into()), ViewModel::new(0, 120, 40));
+    let effects = app.handle(AppEvent::Reply {
+        tag: ReplyTag::Runs,
+        result: Ok(Response::Runs(vec![summary("a", RunState::Running)])),
+    });
+    let sent = requests(&effects);
+    assert!(
+        sent.contains(&&Request::Show { run_id: "a".into() }),
+        "{sent:?}"
+    );
+    assert!(
+        sent.iter()
+            .any(|r| matches!(r, Request::Transcript { run_id, .. } if run_id == "a")),
+        "{sent:?}"
+    );
+}
+
+#[test]
+fn show_fetches_of_one_run_are_coalesced() {
+    let mut app = app(vec![summary("a", RunState::Running)]);
+    // The selection already has a Show in flight; two changes send nothing new…
+    for _ in 0..2 {
+        let effects = app.handle(AppEvent::Dispatch(DispatchEvent::RunChanged {
+            run: summary("a", RunState::Running),
+        }));
+        assert!(
+            !requests(&effects)
+                .iter()
+                .any(|r| matches!(r, Request::Show { .. })),
+            "{effects:?}"
+        );
+    }
+    // …and one more goes out when the answer comes back.
+    let effects = app.handle(AppEvent::Reply {
+        tag: ReplyTag::Show("a".into()),
+        result: Err(drover_core::DroverError::new(
+            drover_core::ErrorCode::Internal,
+            "x",
+        )),
+    });
+    assert_eq!(requests(&effects), [&Request::Show { run_id: "a".into() }]);
+}
+
+#[test]
+fn a_pending_count_without_known_requests_fetches_the_runs_view() {
+    let mut app = app(vec![
+        summary("a", RunState::Running),
+        summary("bb", RunState::Running),
+    ]);
+    let mut asking = summary("bb", RunState::AwaitingPermission);
+    asking.pending = 1;
+    let effects = app.handle(AppEvent::Dispatch(DispatchEvent::RunChanged {
+        run: asking,
+    }));
+    assert!(
+        requests(&effects).contains(&&Request::Show {
+            run_id: "bb".into()
+        }),
+        "{effects:?}"
+    );
+}
+
+#[test]
+fn a_new_permission_request_notifies_once_and_can_be_turned_off() {
+    let pending = PendingView {
+        request_id: "q1".into(),
+        kind: RequestKind::Permission,
+        tool: "Bash".into(),
+        ask: drover_core::providers::Ask::command("ls", None, None),
+        always: None,
+        created_at: 0,
+        expires_at: 1,
+        guard: None,
+    };
+    let event = AppEvent::Dispatch(DispatchEvent::PermissionRequested {
+        run_id: "a".into(),
+        pending: pending.clone(),
+    });
+    let mut app = app(vec![summary("a", RunState::Running)]);
+    let effects = app.handle(event.clone());
+    assert_eq!(
+        effects
+            .iter()
+            .filter(|e| matches!(e, Effect::Notify(t) if t.contains("asks to use Bash")))
+            .count(),
+        1
+    );
+    let mut options = AppOptions::new("/".into());
+    options.notify = false;
+    let mut quiet = App::new(options, ViewModel::new(0, 120, 40));
+    let _ = quiet.handle(AppEvent::Reply {
+        tag: ReplyTag::Runs,
+        result: Ok(Response::Runs(vec![summary("a", RunState::Running)])),
+    });
+    assert!(
+        !quiet
+            .handle(event)
+            .iter()
+            .any(|e| matches!(e, Effect::Notify(_)))
+    );
+}
+
+#[test]
+fn a_click_selects_the_run_under_the_pointer_and_the_wheel_scrolls() {
+    let mut app = app(vec![
+        summary("a", RunState::Running),
+        summary("bb", RunState::Running),
+        summary("ccc", RunState::Running),
+    ]);
+    assert_eq!(app.model.selected(), Some("a"));
+    // Row 2 (header) + 1 header line + 2 lines per run: "ccc" starts on screen row 7.
+    let click = |row| {
+        AppEvent::Mouse(MouseEvent {
+            kind: MouseEventKind::Down(MouseButton::Left),
+            column: 5,
+            row,
+            modifiers: KeyModifiers::NONE,
+        })
+    };
+    let _ = app.handle(click(7));
+    assert_eq!(app.model.selected(), Some("ccc"));
+    let _ = app.handle(click(2));
+    assert_eq!(
+        app.model.selected(),
+        Some("ccc"),
+        "a header selects nothing"
+    );
+    let wheel = |kind, column| {
+        AppEvent::Mouse(MouseEvent {
+            kind,
+            column,
+            row: 10,
+            modifiers: KeyModifiers::NONE,
+        })
+    };
+    let _ = app.handle(wheel(MouseEventKind::ScrollUp, 5));
+    assert_eq!(app.model.selected(), Some("bb"));
+    // The wheel over the detail pane scrolls the transcript instead.
+    let _ = app.handle(AppEvent::Reply {
+        tag: ReplyTag::Transcript("bb".into()),
+        result: Ok(Response::Transcript(Box::new(TranscriptView {
+            run_id: "bb".into(),
+            format: TranscriptFormat::Tail,
+            lines: (0..100).map(|i| format!("line {i}")).collect(),
+            events: Vec::new(),
+            result: None,
+            events_pruned_at: None,
+        }))),
+    });
+    assert_eq!(app.model.transcript_scroll, None, "following the end");
+    let _ = app.handle(wheel(MouseEventKind::ScrollUp, 100));
+    assert!(app.model.transcript_scroll.is_some(), "scrolled up");
+    assert_eq!(app.model.selected(), Some("bb"));
+    let _ = app.handle(AppEvent::Key(KeyEvent::new(
+        KeyCode::Char('F'),
+        KeyModifiers::SHIFT,
+    )));
+    assert_eq!(app.model.transcript_scroll, None, "F follows the end again");
+}
+
+#[test]
+fn stop_and_complete_name_the_selected_run_and_finished_runs_refuse() {
+    let mut app = app(vec![
+        summary("a", RunState::Running),
+        summary("bb", RunState::Completed),
+    ]);
+    assert_eq!(
+        requests(&app.handle(key('s'))),
+        [&Request::Stop { run_id: "a".into() }]
+    );
+    assert_eq!(
+        requests(&app.handle(key('c'))),
+        [&Request::Complete { run_id: "a".into() }]
+    );
+    app.model.select("bb");
+    assert!(requests(&app.handle(key('s'))).is_empty());
+    assert!(app.model.flash.as_ref().is_some_and(|f| f.error));
+    assert_eq!(
+        requests(&app.handle(key('x'))),
+        [&Request::Remove {
+            run_id: Some("bb".into()),
+            finished: false,
+            force: false,
+        }]
+    );
+}
+
+#[test]
+fn quitting_with_nothing_active_does_not_ask() {
+    let mut app = app(vec![summary("a", RunState::Completed)]);
+    assert_eq!(app.handle(key('q')), vec![Effect::Quit]);
+    assert!(app.quitting());
+}
+
+#[test]
+fn countdowns_ask_for_frames_only_while_something_counts_down() {
+    let app_idle = app(vec![summary("a", RunState::Completed)]);
+    assert!(!app_idle.has_countdowns());
+    let mut running = summary("a", RunState::Running);
+    running.head.live_state = Some(drover_core::live_state::LiveState {
+        state: drover_core::live_state::LiveStateKind::Working,
+        since: 0,
+        bound: Some(10_000),
+        detail: None,
+        cause: None,
+        seq: 1,
+    });
+    assert!(app(vec![running]).has_countdowns());
+}
+
+#[test]
+fn a_lagging_event_stream_fetches_everything_again() {
+    let mut app = app(vec![summary("a", RunState::Running)]);
+    let _ = app.handle(AppEvent::Reply {
+        tag: ReplyTag::Budget,
+        result: Err(drover_core::DroverError::new(
+            drover_core::ErrorCode::Internal,
+            "x",
+        )),
+    });
+    let effects = app.handle(AppEvent::Lagged);
+    let sent = requests(&effects);
+    assert!(sent.contains(&&Request::Budget), "{sent:?}");
+    assert!(
+        sent.iter().any(|r| matches!(r, Request::Runs { .. })),
+        "{sent:?}"
+    );
+}
+
+#[test]
+fn a_refused_reload_from_before_the_dashboard_attached_shows_on_the_footer() {
+    let mut app = app(vec![summary("a", RunState::Running)]);
+    let budget = |refused: Option<&str>| drover_core::dispatch::api::BudgetView {
+        session: "default".into(),
+        spent_usd: 0.0,
+        reserved_usd: 0.0,
+        available_usd: 25.0,
+        warning_usd: 10.0,
+        hard_cap_usd: 25.0,
+        runs_by_basis: Default::default(),
+        unpriced_runs: Vec::new(),
+        warned: false,
+        closed: false,
+        config_refused: refused.map(str::to_string),
+    };
+    let refused =
+        "config not reloaded: line 2: `limits.per_account` is 0 (the config in force is kept)";
+    let _ = app.handle(AppEvent::Reply {
+        tag: ReplyTag::Budget,
+        result: Ok(drover_core::dispatch::Response::Budget(Box::new(budget(
+            Some(refused),
+        )))),
+    });
+    assert_eq!(app.model.config_refused.as_deref(), Some(refused));
+    let _ = app.handle(AppEvent::Reply {
+        tag: ReplyTag::Budget,
+        result: Ok(drover_core::dispatch::Response::Budget(Box::new(budget(
+            None,
+        )))),
+    });
+    assert_eq!(app.model.config_refused, None);
+}
+
+#[test]
+fn a_follow_up_box_opened_on_a_hibernated_run_wakes_it_ahead() {
+    use drover_core::live_state::{LiveState, LiveStateKind};
+    let asleep = |detail: &str| LiveState {
+        state: LiveStateKind::Working,
+        since: 0,
+        bound: Some(1_000_000),
+        detail: Some(detail.into()),
+        cause: None,
+        seq: 2,
+    };
+    let mut hibernated = summary("a", RunState::Idle);
+    hibernated.head.live_state = Some(asleep(drover_core::dispatch::core::HIBERNATED_DETAIL));
+    let mut warm = summary("bb", RunState::Idle);
+    warm.head.live_state = Some(asleep("idle: waiting for a follow-up"));
+    let mut app = app(vec![hibernated, warm]);
+    app.model.select("a");
+    assert_eq!(
+        requests(&app.handle(key('f'))),
+        [&Request::Wake { run_id: "a".into() }],
+        "f on a hibernated run"
+    );
+    app.handle(AppEvent::Key(KeyEvent::new(
+        KeyCode::Esc,
+        KeyModifiers::NONE,
+    )));
+    let enter = AppEvent::Key(KeyEvent::new(KeyCode::Enter, KeyModifiers::NONE));
+    assert_eq!(
+        requests(&app.handle(enter)),
+        [&Request::Wake { run_id: "a".into() }],
+        "enter opens the same box"
+    );
+    app.handle(AppEvent::Key(KeyEvent::new(
+        KeyCode::Esc,
+        KeyModifiers::NONE,
+    )));
+    // A warm run has nothing to wake.
+    app.model.select("bb");
+    assert!(requests(&app.handle(key('f'))).is_empty());
+}

@@ -1,0 +1,47 @@
+//! The dashboard (DESIGN.md §2, §12): run trays, live lines, the detail pane, permission
+//! prompts, the dispatch form and budget gauges, on ratatui + crossterm.
+//!
+//! It is one client of the dispatcher API, like the headless CLI: it sends [`Request`]s
+//! and listens to [`DispatchEvent`]s, and knows nothing a headless client could not.
+//!
+//! Shape (STYLE.md 3–6, 11, 12):
+//! - [`event`]: the one [`AppEvent`] enum and the [`Effect`]s the app asks for;
+//! - [`app`]: the state machine — `App::handle(event) -> effects`, no awaiting;
+//! - [`model`]: the plain view model that [`render`] draws from;
+//! - [`views`]: prompts, forms and boxes on a stack, each handling its own keys;
+//! - [`keys`]: bindings as data, used for handling keys, footer hints and help;
+//! - [`theme`]: the ANSI-only palette; [`layout`]: the rectangles; [`format`]: words;
+//! - [`frame`]: redraw on demand; [`runner`]: the driver and the one `select!` loop;
+//! - [`link`]: the connection to the owner (control socket requests, the event pump).
+//!
+//! What must stay true: nothing under `src/tui` prints to stdout or stderr (the
+//! dashboard owns the screen; logs go to the file), and drawing never does I/O.
+//!
+//! [`Request`]: drover_core::dispatch::Request
+//! [`DispatchEvent`]: drover_core::dispatch::DispatchEvent
+//! [`AppEvent`]: event::AppEvent
+//! [`Effect`]: event::Effect
+
+#![deny(clippy::print_stdout, clippy::print_stderr)]
+
+pub mod app;
+#[cfg(test)]
+mod app_tests;
+pub mod event;
+pub mod format;
+pub mod frame;
+pub mod keys;
+pub mod layout;
+pub mod link;
+pub mod model;
+pub mod render;
+pub mod runner;
+pub mod terminal;
+pub mod theme;
+pub mod views;
+
+pub use app::{App, AppOptions};
+pub use event::{AppEvent, AppEventSender, Effect, ReplyTag};
+pub use link::Link;
+pub use model::ViewModel;
+pub use runner::{Driver, run_on_terminal};

@@ -1,0 +1,409 @@
+//! The right pane: the selected run — state, spec summary, budget gauge, live state,
+//! pending prompt, last result, notes — and below them the transcript tail, which follows
+//! the end unless the user scrolled.
+
+use ratatui::buffer::Buffer;
+use ratatui::layout::Rect;
+use ratatui::text::{Line, Span};
+
+use super::put_line;
+use crate::format;
+use crate::model::{RunEntry, ViewModel, needs_you};
+use crate::theme::{self, BudgetLevel};
+use drover_core::money::usd;
+use drover_core::providers::RequestKind;
+use drover_core::spec::text::{clip, one_line, provider_model};
+
+/// Notes shown (the newest).
+const NOTES_SHOWN: usize = 3;
+/// Lines one note may wrap to in the detail pane.
+const NOTE_LINES: usize = 3;
+
+pub fn draw(buf: &mut Buffer, area: Rect, model: &ViewModel) {
+    let area = Rect::new(
+        area.x + 1,
+        area.y,
+        area.width.saturating_sub(2),
+        area.height,
+    );
+    let Some(entry) = model.selected_entry() else {
+        put_line(
+            buf,
+            area,
+            1,
+            &Line::styled("Select a run to see it here.", theme::dim()),
+        );
+        return;
+    };
+    let width = area.width as usize;
+    let mut lines = summary_lines(entry, model.now, width);
+    // The transcript gets what is left, at least a third of the pane.
+    let min_transcript = (area.height as usize / 3).max(3);
+    let top_max = (area.height as usize).saturating_sub(min_transcript + 1);
+    lines.truncate(top_max);
+    let mut y = 0u16;
+    for line in &lines {
+        put_line(buf, area, y, line);
+        y += 1;
+    }
+    let rest = Rect::new(area.x, area.y + y, area.width, area.height - y);
+    transcript(buf, rest, entry, model.transcript_scroll);
+}
+
+fn label(text: &'static str) -> Span<'static> {
+    Span::styled(format!("{text:<8}"), theme::dim())
+}
+
+fn summary_lines(
+    entry: &RunEntry,
+    now: drover_core::UnixMillis,
+    width: usize,
+) -> Vec<Line<'static>> {
+    let run = &entry.summary;
+    let detail = entry.detail.as_ref();
+    let mut lines = Vec::new();
+    let (glyph, glyph_style) = format::glyph(run);
+    lines.push(Line::from(vec![
+        Span::styled(format!("{glyph} "), glyph_style),
+        Span::styled(
+            clip(&one_line(&run.head.title), width.saturating_sub(2)),
+            theme::title(),
+        ),
+    ]));
+    let mut state = vec![
+        label("state"),
+        Span::raw(format::state_words(
+            run.head.state,
+            run.head.completion_reason.as_deref(),
+        )),
+        Span::styled(format!(" · {} · ", run.head.run_id), theme::dim()),
+        Span::styled(
+            format!("{} ago", format::duration(now - run.head.created_at)),
+            theme::dim(),
+        ),
+    ];
+    if run.head.stalled {
+        state.push(Span::styled(" · stalled", theme::warning()));
+    }
+    lines.push(Line::from(state));
+    let mut spec = vec![
+        label("spec"),
+        Span::raw(provider_model(
+            &run.head.provider,
+            run.head.model.as_deref(),
+        )),
+    ];
+    if let Some(d) = detail {
+        let user_turns = d
+            .turns
+            .iter()
+            .filter(|t| t.origin != "result_retry")
+            .count();
+        spec.push(Span::styled(
+            format!(
+                " · policy {} · turn {}/{}",
+                d.policy, user_turns, d.max_turns
+            ),
+            theme::dim(),
+        ));
+        if d.queued_follow_ups > 0 {
+            spec.push(Span::styled(
+                format!(
+                    " · {} follow-up{} queued",
+                    d.queued_follow_ups,
+                    drover_core::spec::text::plural(d.queued_follow_ups)
+                ),
+                theme::dim(),
+            ));
+        }
+    }
+    lines.push(Line::from(spec));
+    if let Some(d) = detail {
+        lines.push(Line::from(vec![
+            label("cwd"),
+            Span::raw(clip(&one_line(&d.cwd), width.saturating_sub(8))),
+        ]));
+        lines.push(Line::from(vec![
+            label("task"),
+            Span::raw(clip(&one_line(&d.task), width.saturating_sub(8))),
+        ]));
+    }
+    if let Some(ws) = run.workspace.as_ref().filter(|w| w.is_worktree()) {
+        lines.push(work_line(ws, width));
+    }
+    lines.push(budget_line(entry, width));
+    if let Some(live) = &run.head.live_state {
+        let mut spans = vec![label("live")];
+        spans.extend(format::live_line_fit(
+            run.head.state,
+            live,
+            now,
+            width.saturating_sub(8),
+        ));
+        lines.push(Line::from(spans));
+    }
+    if let Some(p) = entry.pending.first() {
+        let what = match p.kind {
+            RequestKind::Permission => {
+                format!("{} wants: {}", p.tool, one_line(&p.ask.summary()))
+            }
+            RequestKind::Question => {
+                let q = crate::views::prompt::questions(p)
+                    .into_iter()
+                    .next()
+                    .map(|q| q.question)
+                    .unwrap_or_default();
+                format!("asks: {}", one_line(&q))
+            }
+        };
+        let more = if entry.pending.len() > 1 {
+            format!(" (+{} more)", entry.pending.len() - 1)
+        } else {
+            String::new()
+        };
+        let suffix = format!(" · {}{more}", format::countdown(p.expires_at, now));
+        let room = width.saturating_sub(8 + super::width_of(&suffix));
+        lines.push(Line::from(vec![
+            Span::styled(format!("{:<8}", "prompt"), theme::attention()),
+            Span::styled(clip(&what, room), theme::attention()),
+            Span::styled(suffix, theme::dim()),
+        ]));
+    } else if let Some(need) = needs_you(run) {
+        let how = match need {
+            crate::model::Need::Route => " · enter opens the card",
+            crate::model::Need::Escalation => " · e escalates or retries",
+            _ => " · answer with a follow-up",
+        };
+        lines.push(Line::from(vec![
+            Span::styled(format!("{:<8}", "needs"), theme::attention()),
+            Span::styled(need.words(), theme::attention()),
+            Span::styled(how, theme::dim()),
+        ]));
+    }
+    if let Some(result) = detail.and_then(|d| d.last_result.as_ref()) {
+        let status = result.status.clone().unwrap_or_else(|| "?".into());
+        let status_style = match status.as_str() {
+            "done" => theme::success(),
+            "blocked" => theme::error(),
+            "needs_input" => theme::attention(),
+            _ => theme::text(),
+        };
+        let summary = result
+            .summary
+            .as_deref()
+            .map(one_line)
+            .or_else(|| result.json.as_ref().map(|j| j.to_string()))
+            .unwrap_or_default();
+        lines.push(Line::from(vec![
+            label("result"),
+            Span::styled(status, status_style),
+            Span::raw(" "),
+            Span::raw(clip(&summary, width.saturating_sub(20))),
+        ]));
+        if let Some(q) = &result.question {
+            lines.push(Line::from(vec![
+                Span::raw(" ".repeat(8)),
+                Span::styled("question: ", theme::attention()),
+                Span::raw(clip(&one_line(q), width.saturating_sub(18))),
+            ]));
+        }
+    }
+    if let Some(d) = detail {
+        let skip = d.notes.len().saturating_sub(NOTES_SHOWN);
+        for (i, note) in d.notes.iter().skip(skip).enumerate() {
+            // Wrapped under its label, at most a few lines; its age after the last.
+            let ago = format!(" · {} ago", format::duration(now - note.at));
+            let text = format!("{}{ago}", one_line(&note.text));
+            let mut pieces = super::wrap(&text, width.saturating_sub(8).max(10));
+            if pieces.len() > NOTE_LINES {
+                pieces.truncate(NOTE_LINES);
+                if let Some(last) = pieces.last_mut() {
+                    last.pop();
+                    last.push('…');
+                }
+            }
+            for (j, piece) in pieces.into_iter().enumerate() {
+                lines.push(Line::from(vec![
+                    if i == 0 && j == 0 {
+                        label("notes")
+                    } else {
+                        Span::raw(" ".repeat(8))
+                    },
+                    Span::raw(piece),
+                ]));
+            }
+        }
+    }
+    lines
+}
+
+/// `work    drover/r1-fix (from main) · +12 −3 · 4 files · D diff`: a worktree run's
+/// branch, base and change, or where its worktree went.
+fn work_line(ws: &drover_core::workspace::WorkspaceView, width: usize) -> Line<'static> {
+    use drover_core::workspace::WorkspaceStatus;
+    let base = ws
+        .base_branch
+        .as_deref()
+        .map(|b| format!(" (from {b})"))
+        .unwrap_or_default();
+    let branch = format!(
+        "{}{base}",
+        ws.branch.as_deref().unwrap_or("a worktree of its own")
+    );
+    // What follows the branch, most telling first; the rest goes when room is short.
+    let mut tail: Vec<Vec<Span<'static>>> = Vec::new();
+    match ws.status {
+        WorkspaceStatus::Ready => match ws.change {
+            Some(c) if !c.is_empty() => {
+                tail.push(vec![
+                    Span::styled(" · ", theme::dim()),
+                    Span::styled(format!("+{}", c.added), theme::diff_added()),
+                    Span::raw(" "),
+                    Span::styled(format!("−{}", c.removed), theme::diff_removed()),
+                ]);
+                tail.push(vec![Span::styled(
+                    format!(
+                        " · {} file{}",
+                        c.files,
+                        drover_core::spec::text::plural(c.files as usize)
+                    ),
+                    theme::dim(),
+                )]);
+                tail.push(vec![Span::styled(" · D diff", theme::dim())]);
+            }
+            Some(_) => tail.push(vec![Span::styled(" · no change yet", theme::dim())]),
+            None => {}
+        },
+        WorkspaceStatus::Preparing => {
+            tail.push(vec![Span::styled(" · making the worktree", theme::dim())])
+        }
+        other => tail.push(vec![Span::styled(
+            format!(" · {}", other.as_str()),
+            theme::warning(),
+        )]),
+    }
+    let room = width.saturating_sub(8);
+    let keep_branch = super::width_of(&branch).min(24);
+    while tail.len() > 1 {
+        let tail_w: usize = tail.iter().flatten().map(Span::width).sum();
+        if keep_branch + tail_w <= room {
+            break;
+        }
+        tail.pop();
+    }
+    let tail_w: usize = tail.iter().flatten().map(Span::width).sum();
+    let mut spans = vec![
+        label("work"),
+        Span::raw(clip(&branch, room.saturating_sub(tail_w))),
+    ];
+    spans.extend(tail.into_iter().flatten());
+    Line::from(spans)
+}
+
+/// `budget  [████░░░░░░] $0.12 of $5.00 (reported)`.
+fn budget_line(entry: &RunEntry, width: usize) -> Line<'static> {
+    let run = &entry.summary;
+    let cap = run.head.budget_usd.max(0.01);
+    let level = BudgetLevel::of(run.head.cost_usd, cap * 0.8, cap);
+    let cells = width.saturating_sub(36).clamp(5, 20);
+    let filled = if run.head.cost_usd > 0.0 {
+        (((run.head.cost_usd / cap).clamp(0.0, 1.0) * cells as f64).round() as usize).max(1)
+    } else {
+        0
+    }
+    .min(cells);
+    let basis = entry
+        .detail
+        .as_ref()
+        .map(|d| format!(" ({})", d.cost_basis))
+        .unwrap_or_default();
+    Line::from(vec![
+        label("budget"),
+        Span::styled("[", theme::dim()),
+        Span::styled("█".repeat(filled), theme::gauge_spent(level)),
+        Span::styled("░".repeat(cells - filled), theme::dim()),
+        Span::styled("] ", theme::dim()),
+        Span::styled(usd(run.head.cost_usd), theme::gauge_spent(level)),
+        Span::raw(format!(" of {}", usd(run.head.budget_usd))),
+        Span::styled(basis, theme::dim()),
+    ])
+}
+
+fn transcript(buf: &mut Buffer, area: Rect, entry: &RunEntry, scroll: Option<usize>) {
+    if area.height < 2 {
+        return;
+    }
+    let lines = &entry.transcript;
+    let room = (area.height - 1) as usize;
+    let bottom = lines.len().saturating_sub(room);
+    let top = scroll.map_or(bottom, |s| s.min(bottom));
+    let following = scroll.is_none() || top == bottom;
+    let where_ = if lines.is_empty() {
+        if entry.transcript_loaded {
+            " (empty)".to_string()
+        } else {
+            " (reading…)".to_string()
+        }
+    } else if following {
+        format!(" ({} lines, following)", lines.len())
+    } else {
+        format!(
+            " (lines {}–{} of {}, scrolled)",
+            top + 1,
+            (top + room).min(lines.len()),
+            lines.len()
+        )
+    };
+    let title = format!("── transcript{where_} ");
+    let rule = "─".repeat((area.width as usize).saturating_sub(super::width_of(&title)));
+    put_line(
+        buf,
+        area,
+        0,
+        &Line::from(vec![
+            Span::styled(title, theme::pane_border()),
+            Span::styled(rule, theme::pane_border()),
+        ]),
+    );
+    // Each line wrapped to the pane; only the lines shown are laid out.
+    let width = area.width as usize;
+    let styled = |line: &String| -> Vec<(String, ratatui::style::Style)> {
+        let text = one_line(line);
+        let style = if text.starts_with("tool ") || text.starts_with("permission") {
+            theme::active()
+        } else if text.starts_with("error") || text.contains("failed") {
+            theme::error()
+        } else {
+            theme::text()
+        };
+        super::wrap(&text, width)
+            .into_iter()
+            .map(|piece| (piece, style))
+            .collect()
+    };
+    let mut shown: Vec<(String, ratatui::style::Style)> = Vec::new();
+    if following {
+        // From the end back, until the pane is full.
+        for line in lines.iter().rev() {
+            let mut pieces = styled(line);
+            pieces.append(&mut shown);
+            shown = pieces;
+            if shown.len() >= room {
+                break;
+            }
+        }
+        let extra = shown.len().saturating_sub(room);
+        shown.drain(..extra);
+    } else {
+        for line in lines.iter().skip(top) {
+            shown.extend(styled(line));
+            if shown.len() >= room {
+                break;
+            }
+        }
+        shown.truncate(room);
+    }
+    for (i, (text, style)) in shown.into_iter().enumerate() {
+        put_line(buf, area, 1 + i as u16, &Line::styled(text, style));
+    }
+}

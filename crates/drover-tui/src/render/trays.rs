@@ -1,0 +1,231 @@
+//! The left pane: tray headings and two lines per run — glyph, title, provider/model and
+//! the cost/cap mini gauge; then the live line and, for a worktree run, its change
+//! (`+12 −3 · 4 files`).
+
+use ratatui::buffer::Buffer;
+use ratatui::layout::Rect;
+use ratatui::text::{Line, Span};
+use ratatui::widgets::{Block, Borders, Widget};
+
+use super::{put_line, width_of};
+use crate::format;
+use crate::keys::{Action, Context, KeyTable};
+use crate::layout::Areas;
+use crate::model::{Row, RunEntry, Tray, ViewModel};
+use crate::theme;
+use drover_core::money::usd;
+use drover_core::spec::text::{clip, one_line, provider_model};
+
+pub fn draw(buf: &mut Buffer, areas: &Areas, model: &ViewModel, keys: &KeyTable) {
+    if areas.detail.width > 0 {
+        Block::new()
+            .borders(Borders::RIGHT)
+            .border_style(theme::pane_border())
+            .render(areas.trays, buf);
+    }
+    let area = areas.trays_inner;
+    if model.rows().is_empty() {
+        empty(buf, area, model, keys);
+        return;
+    }
+    let mut y: u16 = 0;
+    for row in model.rows().iter().skip(model.list_top) {
+        if y >= area.height {
+            break;
+        }
+        match row {
+            Row::Header(tray, count) => {
+                put_line(buf, area, y, &header(*tray, *count, area.width as usize));
+                y += 1;
+            }
+            Row::Run(id) => {
+                let Some(entry) = model.run(id) else {
+                    continue;
+                };
+                let selected = model.selected() == Some(id.as_str());
+                let indent = model.indent(id);
+                let (first, second) = run_lines(entry, model.now, area.width as usize, indent);
+                put_line(buf, area, y, &first);
+                put_line(buf, area, y + 1, &second);
+                if selected {
+                    let rows = 2.min(area.height - y);
+                    buf.set_style(
+                        Rect::new(area.x, area.y + y, area.width, rows),
+                        theme::selected(),
+                    );
+                }
+                y += 2;
+            }
+        }
+    }
+}
+
+fn empty(buf: &mut Buffer, area: Rect, model: &ViewModel, keys: &KeyTable) {
+    let lines: Vec<Line<'static>> = if model.run_count() == 0 {
+        let key = keys
+            .key_for(Context::Dashboard, Action::NewDispatch)
+            .map_or_else(|| "n".to_string(), |k| k.to_string());
+        vec![
+            Line::styled(" No runs yet.", theme::title()),
+            Line::from(vec![
+                Span::styled(" Press ", theme::dim()),
+                Span::styled(key, theme::key()),
+                Span::styled(" to dispatch one.", theme::dim()),
+            ]),
+        ]
+    } else {
+        vec![Line::styled(
+            format!(" No run matches “{}”.", one_line(&model.filter)),
+            theme::dim(),
+        )]
+    };
+    for (i, line) in lines.iter().enumerate() {
+        put_line(buf, area, 1 + i as u16, line);
+    }
+}
+
+fn header(tray: Tray, count: usize, width: usize) -> Line<'static> {
+    let style = if tray == Tray::NeedsYou {
+        theme::attention()
+    } else {
+        theme::title()
+    };
+    let text = format!(" {} ({count}) ", tray.title());
+    let rule = "─".repeat(width.saturating_sub(width_of(&text) + 1));
+    Line::from(vec![
+        Span::styled(text, style),
+        Span::styled(rule, theme::pane_border()),
+    ])
+}
+
+/// The two lines of a run's row; a sub-run's are indented `indent` steps under its
+/// parent's (`↳` before its glyph).
+pub fn run_lines(
+    entry: &RunEntry,
+    now: drover_core::UnixMillis,
+    width: usize,
+    indent: usize,
+) -> (Line<'static>, Line<'static>) {
+    let lead = if indent == 0 {
+        String::new()
+    } else {
+        format!("{}↳ ", "  ".repeat(indent - 1))
+    };
+    let lead_w = width_of(&lead);
+    let width = width.saturating_sub(lead_w);
+    let run = &entry.summary;
+    let (glyph, glyph_style) = format::glyph(run);
+    let fraction = if run.head.budget_usd > 0.0 {
+        run.head.cost_usd / run.head.budget_usd
+    } else {
+        0.0
+    };
+    // Right side: cost/cap and the mini gauge; provider/model when there is room.
+    let money = if width >= 50 {
+        format!(
+            "{}/{} {}",
+            usd(run.head.cost_usd),
+            usd(run.head.budget_usd),
+            format::mini_bar(fraction, 5)
+        )
+    } else {
+        format!(
+            "{} {}",
+            usd(run.head.cost_usd),
+            format::mini_bar(fraction, 3)
+        )
+    };
+    let provider = provider_model(&run.head.provider, run.head.model.as_deref());
+    let show_provider = width >= 70;
+    let right_width = width_of(&money)
+        + if show_provider {
+            width_of(&provider) + 2
+        } else {
+            0
+        };
+    let title_room = width.saturating_sub(3 + right_width + 2);
+    let title = clip(&one_line(&run.head.title), title_room);
+    let pad = width.saturating_sub(3 + width_of(&title) + right_width + 1);
+    let mut first = vec![
+        Span::raw(" "),
+        Span::styled(lead, theme::dim()),
+        Span::styled(glyph, glyph_style),
+        Span::raw(" "),
+        Span::styled(title, theme::title()),
+        Span::raw(" ".repeat(pad)),
+    ];
+    if show_provider {
+        first.push(Span::styled(provider, theme::dim()));
+        first.push(Span::raw("  "));
+    }
+    let money_style = if fraction >= 1.0 {
+        theme::error()
+    } else if fraction >= 0.8 {
+        theme::warning()
+    } else {
+        theme::dim()
+    };
+    first.push(Span::styled(money, money_style));
+
+    let mut second = vec![Span::raw(" ".repeat(3 + lead_w))];
+    let stalled = if run.head.stalled { " · stalled" } else { "" };
+    // The run's change, right-aligned: `+12 −3 · 4 files` (the counts alone when narrow).
+    let state_w = width_of(&format::state_words(
+        run.head.state,
+        run.head.completion_reason.as_deref(),
+    ));
+    let change: Vec<Span<'static>> = run
+        .workspace
+        .as_ref()
+        .filter(|w| w.has_worktree())
+        .and_then(|w| w.change)
+        .filter(|c| !c.is_empty())
+        .map(|c| {
+            let mut spans = vec![
+                Span::styled(format!("+{}", c.added), theme::diff_added()),
+                Span::raw(" "),
+                Span::styled(format!("−{}", c.removed), theme::diff_removed()),
+            ];
+            // The file count too, when there is room: beside a live line from 50 columns,
+            // beside a finished run's state words when they fit.
+            let files = format!(
+                " · {} file{}",
+                c.files,
+                drover_core::spec::text::plural(c.files as usize)
+            );
+            let counts_w: usize = spans.iter().map(Span::width).sum();
+            let fits = if run.head.state.is_active() {
+                width >= 50
+            } else {
+                3 + state_w + 1 + counts_w + width_of(&files) < width
+            };
+            if fits {
+                spans.push(Span::styled(files, theme::dim()));
+            }
+            spans
+        })
+        .unwrap_or_default();
+    let change_w: usize = change.iter().map(Span::width).sum();
+    let room =
+        width.saturating_sub(3 + stalled.len() + if change_w > 0 { change_w + 2 } else { 0 });
+    match &run.head.live_state {
+        Some(live) if run.head.state.is_active() => {
+            second.extend(format::live_line_fit(run.head.state, live, now, room))
+        }
+        _ => second.push(Span::styled(
+            format::state_words(run.head.state, run.head.completion_reason.as_deref()),
+            theme::dim(),
+        )),
+    }
+    if run.head.stalled {
+        second.push(Span::styled(stalled, theme::warning()));
+    }
+    if change_w > 0 {
+        let used: usize = second.iter().map(Span::width).sum();
+        second.push(Span::raw(" ".repeat(
+            (width + lead_w).saturating_sub(used + change_w + 1).max(1),
+        )));
+        second.extend(change);
+    }
+    (Line::from(first), Line::from(second))
+}

@@ -1,0 +1,357 @@
+//! The driver and the event loop: the only place in the dashboard that awaits, reads the
+//! clock, owns the terminal and talks to the owner (through its [`Link`]: the control
+//! socket, as a headless client does).
+//!
+//! One `tokio::select!` loop takes app events (keys, mouse and resizes from the input
+//! thread; answers from request tasks; dispatcher events and the owner going and coming
+//! back from the link's event pump; stop signals), frame requests and a slow refresh tick; it hands each to [`App::handle`] and carries out the
+//! [`Effect`]s. What must stay true: drawing happens only when a frame was requested (a
+//! burst of changes is one frame; countdowns ask for the next second), and a request to
+//! the dispatcher never blocks the loop (each runs in its own task and answers with an
+//! `AppEvent::Reply`).
+
+use crossterm::event::{self as term, Event};
+use ratatui::Terminal;
+use ratatui::backend::{Backend, CrosstermBackend};
+use std::future::Future;
+use std::io::{IsTerminal, Write};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+use tokio::sync::mpsc;
+
+use super::app::{App, AppOptions};
+use super::event::{AppEvent, AppEventSender, Effect};
+use super::frame::FrameRequester;
+use super::link::Link;
+use super::model::ViewModel;
+use super::render;
+use drover_core::clock::now_millis;
+use drover_core::error::{DroverError, ErrorCode};
+use drover_core::spec::text::{clip, one_line};
+
+/// How often runs and money are fetched again even when no event said so.
+const REFRESH_EVERY: Duration = Duration::from_secs(10);
+/// How long the input thread waits for a key before checking whether to stop.
+const INPUT_POLL: Duration = Duration::from_millis(100);
+/// How often the loop checks that its terminal is still there (a closed terminal emulator
+/// or a killed tmux pane does not always send SIGHUP).
+const TERMINAL_CHECK_EVERY: Duration = Duration::from_secs(2);
+
+/// Carries out the app's requests against the owner.
+#[derive(Clone)]
+pub struct Driver {
+    link: Link,
+    events: AppEventSender,
+}
+
+impl Driver {
+    pub fn new(link: Link, events: AppEventSender) -> Self {
+        Driver { link, events }
+    }
+
+    /// Starts a request in its own task (its answer comes back as an app event); returns
+    /// the effects that belong to the terminal's owner (notifications, quitting).
+    pub fn execute(&self, effect: Effect) -> Option<Effect> {
+        match effect {
+            Effect::Request { tag, request } => {
+                let link = self.link.clone();
+                let events = self.events.clone();
+                tokio::spawn(async move {
+                    let result = link.request(request).await;
+                    events.send(AppEvent::Reply { tag, result });
+                });
+                None
+            }
+            other => Some(other),
+        }
+    }
+}
+
+/// Runs the dashboard on this terminal until the user leaves, a stop signal arrives or an
+/// owner in this process ends (`dispatcher_ended` completes; pending for a background
+/// owner). Takes the terminal (raw mode, the alternate screen, mouse capture) and gives it
+/// back before returning. The runs are the owner's business, not the dashboard's.
+pub async fn run_on_terminal(
+    link: Link,
+    dispatcher_ended: impl Future<Output = DroverError>,
+    options: AppOptions,
+) -> Result<(), DroverError> {
+    let guard = crate::terminal::TerminalGuard::enter().map_err(|e| {
+        DroverError::new(
+            ErrorCode::Internal,
+            format!(
+                "the dashboard needs a terminal ({e}); run it in one, or use the headless \
+                 commands (`drover serve`, `drover runs`, `drover dispatch`)"
+            ),
+        )
+    })?;
+    let backend = CrosstermBackend::new(std::io::stdout());
+    let mut terminal = Terminal::new(backend).map_err(terminal_error)?;
+    terminal.clear().map_err(terminal_error)?;
+    let outcome = event_loop(&mut terminal, link, dispatcher_ended, options).await;
+    // ratatui's `Terminal` prints to stderr from its destructor when it cannot show the
+    // cursor, and printing to a terminal that is gone panics, which would skip stopping
+    // the runs. Show the cursor here; if even that fails, the terminal is gone and the
+    // `Terminal` is forgotten instead of dropped.
+    if terminal.show_cursor().is_ok() {
+        drop(terminal);
+    } else {
+        std::mem::forget(terminal);
+    }
+    drop(guard);
+    outcome
+}
+
+fn terminal_error(e: impl std::fmt::Display) -> DroverError {
+    DroverError::new(
+        ErrorCode::Internal,
+        format!("cannot draw on the terminal: {e}"),
+    )
+}
+
+async fn event_loop<B: Backend + Write>(
+    terminal: &mut Terminal<B>,
+    link: Link,
+    dispatcher_ended: impl Future<Output = DroverError>,
+    options: AppOptions,
+) -> Result<(), DroverError> {
+    let (tx, mut rx) = mpsc::unbounded_channel();
+    let sender = AppEventSender::new(tx);
+    let pump = AbortOnDrop(link.spawn_events(sender.clone()));
+    let driver = Driver::new(link, sender.clone());
+    let (frames, mut draws) = FrameRequester::spawn();
+    let stop_input = Arc::new(AtomicBool::new(false));
+    let input = spawn_input_thread(sender.clone(), stop_input.clone());
+    spawn_signal_listener(sender.clone());
+
+    let size = terminal.size().map_err(terminal_error)?;
+    let desktop = DesktopNotifier::new(options.notify_command.clone());
+    let mut title = String::new();
+    let mut app = App::new(
+        options,
+        ViewModel::new(now_millis(), size.width, size.height),
+    );
+    let mut refresh = tokio::time::interval(REFRESH_EVERY);
+    refresh.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    refresh.tick().await;
+    let mut terminal_check = tokio::time::interval(TERMINAL_CHECK_EVERY);
+    terminal_check.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    tokio::pin!(dispatcher_ended);
+
+    let mut effects = app.start();
+    frames.schedule_frame();
+    let outcome = loop {
+        for effect in effects.drain(..) {
+            match driver.execute(effect) {
+                Some(Effect::Notify(text)) => {
+                    notify(terminal.backend_mut(), &text);
+                    desktop.notify(&text);
+                }
+                Some(Effect::Quit) | Some(Effect::Request { .. }) | None => {}
+            }
+        }
+        if app.quitting() {
+            break Ok(());
+        }
+        tokio::select! {
+            Some(event) = rx.recv() => effects = app.handle(event),
+            Some(()) = draws.recv() => {
+                app.model.now = now_millis();
+                terminal.draw(|frame| render::draw(frame, &app)).map_err(terminal_error)?;
+                let now_title = app.title();
+                if now_title != title {
+                    let out = terminal.backend_mut();
+                    let _ = out.write_all(crate::terminal::title_sequence(&now_title).as_bytes());
+                    let _ = Write::flush(out);
+                    title = now_title;
+                }
+                if app.has_countdowns() {
+                    let to_next_second = 1_000 - app.model.now.rem_euclid(1_000) + 5;
+                    frames.schedule_frame_in(Duration::from_millis(to_next_second as u64));
+                }
+                // A frame changes nothing: no new frame is asked for.
+                continue;
+            }
+            _ = refresh.tick() => effects = app.handle(AppEvent::Tick),
+            _ = terminal_check.tick() => {
+                if std::io::stdin().is_terminal() {
+                    continue;
+                }
+                tracing::warn!("the terminal is gone; stopping the dashboard");
+                effects = app.handle(AppEvent::Terminate);
+            }
+            e = &mut dispatcher_ended => break Err(e),
+        }
+        // Something was handled: one frame (merged with any others asked for meanwhile).
+        frames.schedule_frame();
+    };
+    // The input thread ends at its next poll. It is not waited for: when the terminal has
+    // gone away, crossterm's poll can spin without returning (crossterm-rs/crossterm#793),
+    // and the process must still shut its runs down and exit.
+    stop_input.store(true, Ordering::SeqCst);
+    drop(input);
+    drop(pump);
+    outcome
+}
+
+/// Aborts the task when dropped.
+struct AbortOnDrop(tokio::task::JoinHandle<()>);
+
+impl Drop for AbortOnDrop {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
+}
+
+/// The optional desktop notification program (`[notifications] command`): run with the
+/// message as its last argument, at most one at a time (a notification while one is
+/// still running is skipped), its output discarded; a program that is missing or fails
+/// is quietly skipped.
+struct DesktopNotifier {
+    command: Vec<String>,
+    busy: Arc<AtomicBool>,
+}
+
+impl DesktopNotifier {
+    fn new(command: Vec<String>) -> Self {
+        DesktopNotifier {
+            command,
+            busy: Arc::new(AtomicBool::new(false)),
+        }
+    }
+
+    fn notify(&self, text: &str) {
+        let Some((program, args)) = self.command.split_first() else {
+            return;
+        };
+        if self.busy.swap(true, Ordering::SeqCst) {
+            return;
+        }
+        let spawned = tokio::process::Command::new(program)
+            .args(args)
+            .arg(clip(&one_line(text), 200))
+            .stdin(std::process::Stdio::null())
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .kill_on_drop(true)
+            .spawn();
+        match spawned {
+            Ok(mut child) => {
+                let busy = self.busy.clone();
+                tokio::spawn(async move {
+                    // Bounded: a notifier that hangs is ended.
+                    if tokio::time::timeout(Duration::from_secs(10), child.wait())
+                        .await
+                        .is_err()
+                    {
+                        let _ = child.kill().await;
+                    }
+                    busy.store(false, Ordering::SeqCst);
+                });
+            }
+            Err(e) => {
+                tracing::debug!(error = %e, "the notification command did not start");
+                self.busy.store(false, Ordering::SeqCst);
+            }
+        }
+    }
+}
+
+/// Rings the bell and posts an OSC 9 desktop notification (terminals that do not know
+/// OSC 9 ignore it).
+fn notify(out: &mut impl Write, text: &str) {
+    let text = clip(&one_line(text), 120);
+    let _ = write!(out, "\x07\x1b]9;drover: {text}\x07");
+    let _ = out.flush();
+}
+
+/// Reads terminal input on its own thread (crossterm's reads block) until `stop`.
+fn spawn_input_thread(
+    sender: AppEventSender,
+    stop: Arc<AtomicBool>,
+) -> std::thread::JoinHandle<()> {
+    std::thread::spawn(move || {
+        while !stop.load(Ordering::SeqCst) {
+            match term::poll(INPUT_POLL) {
+                Ok(false) => continue,
+                Ok(true) => {}
+                Err(_) => {
+                    sender.send(AppEvent::Terminate);
+                    return;
+                }
+            }
+            match term::read() {
+                Ok(Event::Key(key)) => sender.send(AppEvent::Key(key)),
+                Ok(Event::Mouse(mouse)) => sender.send(AppEvent::Mouse(mouse)),
+                Ok(Event::Resize(width, height)) => sender.send(AppEvent::Resize { width, height }),
+                Ok(_) => {}
+                Err(_) => {
+                    sender.send(AppEvent::Terminate);
+                    return;
+                }
+            }
+        }
+    })
+}
+
+/// SIGTERM, SIGHUP and SIGINT end the dashboard (runs are stopped on the way out).
+fn spawn_signal_listener(sender: AppEventSender) {
+    use tokio::signal::unix::{SignalKind, signal};
+    tokio::spawn(async move {
+        let (Ok(mut term), Ok(mut hup), Ok(mut int)) = (
+            signal(SignalKind::terminate()),
+            signal(SignalKind::hangup()),
+            signal(SignalKind::interrupt()),
+        ) else {
+            tracing::warn!("cannot listen for stop signals; quit with q");
+            return;
+        };
+        tokio::select! {
+            _ = term.recv() => {}
+            _ = hup.recv() => {}
+            _ = int.recv() => {}
+        }
+        sender.send(AppEvent::Terminate);
+    });
+}
+
+/// The receiving end of app events, for tests and other drivers without a terminal.
+pub fn channel() -> (AppEventSender, mpsc::UnboundedReceiver<AppEvent>) {
+    let (tx, rx) = mpsc::unbounded_channel();
+    (AppEventSender::new(tx), rx)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn the_notification_command_gets_the_message_and_a_missing_one_is_skipped() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let out = dir.path().join("said");
+        let notifier = DesktopNotifier::new(vec![
+            "sh".into(),
+            "-c".into(),
+            format!("printf %s \"$1\" > '{}'", out.display()),
+            "sh".into(),
+        ]);
+        notifier.notify("Fix the login needs you");
+        let deadline = std::time::Instant::now() + Duration::from_secs(10);
+        while notifier.busy.load(Ordering::SeqCst) {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "the command never ended"
+            );
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        assert_eq!(
+            std::fs::read_to_string(&out).expect("written"),
+            "Fix the login needs you"
+        );
+        let missing = DesktopNotifier::new(vec!["/no/such/notifier".into()]);
+        missing.notify("quietly");
+        assert!(!missing.busy.load(Ordering::SeqCst));
+        DesktopNotifier::new(Vec::new()).notify("nothing configured");
+    }
+}

@@ -1,0 +1,307 @@
+//! The diff view (`D` on a run): a worktree run's changed files with their counts, the
+//! selected file's unified diff (git's own, from the dispatcher's `diff`), and merge,
+//! keep and discard.
+//!
+//! What must stay true: everything shown comes from `diff` answers (the file list, then
+//! one file's patch at a time); a patch is shown only for the file it was asked for
+//! (an answer for another file is dropped); discard asks first; while a merge, keep or
+//! discard is on its way nothing more is sent; the lines kept are made safe for the
+//! screen.
+
+use super::{ConfirmView, Confirmable, Outcome, ViewCommand};
+use crate::event::ReplyTag;
+use crate::keys::Action;
+use drover_core::dispatch::Request;
+use drover_core::dispatch::api::{ChangeStat, DiffView, FileStat, WorkspaceActionView};
+
+/// Lines a page key moves the diff.
+pub const PAGE_LINES: usize = 10;
+/// Lines a wheel step moves the diff.
+pub const WHEEL_LINES: usize = 3;
+
+/// Where the view stands.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum DiffState {
+    /// Waiting for the file list.
+    Loading,
+    Ready,
+    /// The last request was refused (shown; the view stays).
+    Failed(String),
+    /// A merge, keep or discard was sent; waiting for its answer.
+    Sending(String),
+}
+
+/// One file's patch, as lines safe to draw.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Patch {
+    pub path: String,
+    pub lines: Vec<String>,
+    pub truncated: bool,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct DiffScreen {
+    pub run_id: String,
+    pub title: String,
+    pub branch: Option<String>,
+    pub base_branch: Option<String>,
+    pub base_commit: Option<String>,
+    pub change: Option<ChangeStat>,
+    pub files: Vec<FileStat>,
+    /// The file list is cut (more files than drover lists).
+    pub files_truncated: bool,
+    pub selected: usize,
+    /// The first diff line shown.
+    pub scroll: usize,
+    /// The selected file's patch, once it came.
+    pub patch: Option<Patch>,
+    pub state: DiffState,
+}
+
+impl DiffScreen {
+    pub fn new(run_id: impl Into<String>, title: impl Into<String>) -> DiffScreen {
+        DiffScreen {
+            run_id: run_id.into(),
+            title: title.into(),
+            branch: None,
+            base_branch: None,
+            base_commit: None,
+            change: None,
+            files: Vec::new(),
+            files_truncated: false,
+            selected: 0,
+            scroll: 0,
+            patch: None,
+            state: DiffState::Loading,
+        }
+    }
+
+    /// The request for the file list.
+    pub fn list_request(&self) -> (ReplyTag, Request) {
+        (
+            ReplyTag::Diff {
+                run_id: self.run_id.clone(),
+                file: None,
+            },
+            Request::Diff {
+                run_id: self.run_id.clone(),
+                file: None,
+                stat: true,
+            },
+        )
+    }
+
+    /// The request for the selected file's patch, if there is a file.
+    pub fn file_request(&self) -> Option<(ReplyTag, Request)> {
+        let path = self.files.get(self.selected)?.path.clone();
+        Some((
+            ReplyTag::Diff {
+                run_id: self.run_id.clone(),
+                file: Some(path.clone()),
+            },
+            Request::Diff {
+                run_id: self.run_id.clone(),
+                file: Some(path),
+                stat: false,
+            },
+        ))
+    }
+
+    pub fn selected_file(&self) -> Option<&FileStat> {
+        self.files.get(self.selected)
+    }
+
+    /// The file list came: the selection stays on the same path when it is still there.
+    /// Returns the request for the selected file's patch.
+    pub fn set_files(&mut self, view: DiffView) -> Option<(ReplyTag, Request)> {
+        let keep = self.selected_file().map(|f| f.path.clone());
+        self.branch = view.branch;
+        self.base_branch = view.base_branch;
+        self.base_commit = view.base_commit;
+        self.change = Some(view.change);
+        self.files_truncated = view.truncated;
+        self.files = view.files;
+        self.selected = keep
+            .and_then(|p| self.files.iter().position(|f| f.path == p))
+            .unwrap_or(0);
+        if !matches!(self.state, DiffState::Sending(_)) {
+            self.state = DiffState::Ready;
+        }
+        if self.files.is_empty() {
+            self.patch = None;
+            return None;
+        }
+        self.file_request()
+    }
+
+    /// A file's patch came; kept only when it is the selected file's.
+    pub fn set_patch(&mut self, view: DiffView) {
+        let Some(path) = view.file else {
+            return;
+        };
+        if self.selected_file().map(|f| &f.path) != Some(&path) {
+            return;
+        }
+        let same = self.patch.as_ref().is_some_and(|p| p.path == path);
+        let mut lines = view
+            .patch
+            .as_deref()
+            .map(crate::format::safe_lines)
+            .unwrap_or_default();
+        // git ends its diff with a newline: no empty last line.
+        if lines.last().is_some_and(String::is_empty) {
+            lines.pop();
+        }
+        if !same {
+            self.scroll = 0;
+        }
+        self.scroll = self.scroll.min(lines.len().saturating_sub(1));
+        self.patch = Some(Patch {
+            path,
+            lines,
+            truncated: view.truncated,
+        });
+    }
+
+    /// A request of this view was refused.
+    pub fn failed(&mut self, why: String) {
+        self.state = DiffState::Failed(why);
+    }
+
+    /// A merge, keep or discard was done: the view says so (the app closes it when the
+    /// worktree is gone).
+    pub fn acted(&mut self, _view: &WorkspaceActionView) {
+        self.state = DiffState::Ready;
+    }
+
+    fn busy(&self) -> bool {
+        matches!(self.state, DiffState::Sending(_))
+    }
+
+    fn scroll_by(&mut self, delta: isize) {
+        let max = self
+            .patch
+            .as_ref()
+            .map_or(0, |p| p.lines.len().saturating_sub(1));
+        let to = (self.scroll as isize + delta).clamp(0, max as isize);
+        self.scroll = to as usize;
+    }
+
+    /// The wheel moved over the view.
+    pub fn wheel(&mut self, down: bool) {
+        let step = WHEEL_LINES as isize;
+        self.scroll_by(if down { step } else { -step });
+    }
+
+    fn select(&mut self, delta: isize) -> Outcome {
+        if self.files.is_empty() {
+            return Outcome::stay();
+        }
+        let n = self.files.len() as isize;
+        let to = (self.selected as isize + delta).rem_euclid(n) as usize;
+        if to == self.selected {
+            return Outcome::stay();
+        }
+        self.selected = to;
+        self.scroll = 0;
+        self.patch = None;
+        match self.file_request() {
+            Some((tag, request)) => Outcome {
+                close: false,
+                command: Some(ViewCommand::Request(tag, request)),
+            },
+            None => Outcome::stay(),
+        }
+    }
+
+    fn send(&mut self, what: &str, tag: ReplyTag, request: Request) -> Outcome {
+        self.state = DiffState::Sending(what.to_string());
+        Outcome {
+            close: false,
+            command: Some(ViewCommand::Request(tag, request)),
+        }
+    }
+
+    pub fn handle_key(&mut self, action: Option<Action>) -> Outcome {
+        let run_id = self.run_id.clone();
+        let tag = |action: &str| ReplyTag::WorkspaceAction {
+            run_id: run_id.clone(),
+            action: action.to_string(),
+        };
+        match action {
+            Some(Action::Close) => Outcome::close(),
+            Some(Action::ScrollDown) => {
+                self.scroll_by(1);
+                Outcome::stay()
+            }
+            Some(Action::ScrollUp) => {
+                self.scroll_by(-1);
+                Outcome::stay()
+            }
+            Some(Action::PageDown) => {
+                self.scroll_by(PAGE_LINES as isize);
+                Outcome::stay()
+            }
+            Some(Action::PageUp) => {
+                self.scroll_by(-(PAGE_LINES as isize));
+                Outcome::stay()
+            }
+            Some(Action::NextFile) => self.select(1),
+            Some(Action::PrevFile) => self.select(-1),
+            Some(Action::Refresh) if !self.busy() => {
+                let (tag, request) = self.list_request();
+                Outcome {
+                    close: false,
+                    command: Some(ViewCommand::Request(tag, request)),
+                }
+            }
+            Some(Action::Merge | Action::MergeSquash) if !self.busy() => {
+                let squash = action == Some(Action::MergeSquash);
+                let into = self
+                    .base_branch
+                    .clone()
+                    .unwrap_or_else(|| "its base".into());
+                self.send(
+                    &format!(
+                        "merging into {into}{}",
+                        if squash { " as one commit" } else { "" }
+                    ),
+                    tag("merge"),
+                    Request::Merge {
+                        run_id: self.run_id.clone(),
+                        squash,
+                        message: None,
+                    },
+                )
+            }
+            Some(Action::Keep) if !self.busy() => self.send(
+                "keeping the branch",
+                tag("keep"),
+                Request::Keep {
+                    run_id: self.run_id.clone(),
+                },
+            ),
+            Some(Action::Discard) if !self.busy() => {
+                let branch = self.branch.clone().unwrap_or_else(|| "its branch".into());
+                let change = self
+                    .change
+                    .filter(|c| !c.is_empty())
+                    .map(|c| format!(" ({})", c.words()))
+                    .unwrap_or_default();
+                Outcome {
+                    close: false,
+                    command: Some(ViewCommand::Ask(ConfirmView {
+                        what: Confirmable::Discard {
+                            run_id: self.run_id.clone(),
+                        },
+                        message: format!(
+                            "Discard {}'s work{change}? Its worktree and the branch {branch} are deleted; this cannot be undone.",
+                            self.run_id
+                        ),
+                    })),
+                }
+            }
+            _ => Outcome::stay(),
+        }
+    }
+}

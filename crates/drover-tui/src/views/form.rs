@@ -1,0 +1,532 @@
+//! The new-dispatch form: task, provider, model (picked from the catalog), policy, budget,
+//! working directory, workspace, class, max turns, tags, workflow, context and, for the
+//! simulated provider, the scenario; empty, or filled from the spec of a run to dispatch
+//! its task again ([`DispatchForm::again`]).
+//!
+//! What must stay true: the form only builds a [`SpecInput`]; the dispatcher validates
+//! it, and its refusal (code and sentence) is shown inline next to the field it is about,
+//! with the form left as the user typed it. Blank fields are sent as absent, so the
+//! dispatcher's defaults apply.
+
+use crossterm::event::KeyEvent;
+use std::path::PathBuf;
+
+use super::text::TextField;
+use super::{Outcome, ViewCommand};
+use crate::event::ReplyTag;
+use crate::keys::Action;
+use drover_core::dispatch::Request;
+use drover_core::error::{DroverError, ErrorCode};
+use drover_core::spec::SpecInput;
+
+/// The form's fields, in order.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Field {
+    Task,
+    Provider,
+    Model,
+    Policy,
+    Budget,
+    Cwd,
+    Workspace,
+    Class,
+    MaxTurns,
+    Tags,
+    Workflow,
+    Context,
+    Scenario,
+}
+
+impl Field {
+    pub fn label(self) -> &'static str {
+        match self {
+            Field::Task => "Task",
+            Field::Provider => "Provider",
+            Field::Model => "Model",
+            Field::Policy => "Policy",
+            Field::Budget => "Budget $",
+            Field::Cwd => "Directory",
+            Field::Workspace => "Workspace",
+            Field::Class => "Class",
+            Field::MaxTurns => "Max turns",
+            Field::Tags => "Tags",
+            Field::Workflow => "Workflow",
+            Field::Context => "Context",
+            Field::Scenario => "Scenario",
+        }
+    }
+
+    /// What a blank field means (the budget's default is the form's: see
+    /// [`DispatchForm::placeholder`]).
+    fn blank_words(self) -> &'static str {
+        match self {
+            Field::Task => "what should the agent do?",
+            Field::Model => "provider default (←/→ picks from the catalog)",
+            Field::Class => "from the task (code, review, research, design, docs)",
+            Field::MaxTurns => "default",
+            Field::Tags => "none (comma-separated)",
+            Field::Workflow => "none",
+            Field::Context => "none (what the agent should know first)",
+            _ => "",
+        }
+    }
+
+    /// The field a dispatcher refusal is about.
+    fn of_error(code: ErrorCode) -> Option<Field> {
+        Some(match code {
+            ErrorCode::TaskRequired | ErrorCode::TaskTooLong => Field::Task,
+            ErrorCode::InvalidProvider => Field::Provider,
+            ErrorCode::ModelUnknown | ErrorCode::ModelDisabled => Field::Model,
+            ErrorCode::PermissionPolicyUnsupported => Field::Policy,
+            ErrorCode::BudgetExceeded | ErrorCode::BudgetUnpriced => Field::Budget,
+            ErrorCode::CwdInvalid => Field::Cwd,
+            ErrorCode::WorkspaceUnavailable => Field::Workspace,
+            ErrorCode::MaxTurns => Field::MaxTurns,
+            _ => return None,
+        })
+    }
+}
+
+/// A refusal shown in the form.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FormError {
+    /// The field it is shown under; `None` shows it above the keys.
+    pub field: Option<Field>,
+    pub code: String,
+    pub message: String,
+}
+
+/// A field that picks one of a few words.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Choice {
+    pub options: Vec<String>,
+    pub index: usize,
+}
+
+impl Choice {
+    pub fn new(options: Vec<String>, selected: &str) -> Self {
+        let index = options.iter().position(|o| o == selected).unwrap_or(0);
+        Choice { options, index }
+    }
+
+    pub fn value(&self) -> &str {
+        self.options.get(self.index).map_or("", String::as_str)
+    }
+
+    fn step(&mut self, delta: isize) {
+        if self.options.is_empty() {
+            return;
+        }
+        let n = self.options.len() as isize;
+        self.index = (self.index as isize + delta).rem_euclid(n) as usize;
+    }
+}
+
+/// One catalog model the picker offers.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ModelOption {
+    pub provider: String,
+    pub id: String,
+    pub tier: String,
+    /// `$3/$15 per Mtok`, `free`, `no price`.
+    pub price: String,
+    pub vision: bool,
+}
+
+impl ModelOption {
+    /// Every visible model of `catalog`, in its order.
+    pub fn of_catalog(catalog: &drover_core::money::Catalog) -> Vec<ModelOption> {
+        catalog
+            .all()
+            .iter()
+            .filter(|m| !m.hidden)
+            .map(|m| ModelOption {
+                provider: m.provider.clone(),
+                id: m.id.clone(),
+                tier: m.tier.as_str().to_string(),
+                price: m.price.per_mtok_words(),
+                vision: m.vision,
+            })
+            .collect()
+    }
+}
+
+/// The model word that holds a run on a route card.
+pub const AUTO_MODEL: &str = "auto";
+
+/// The scenario choice meaning "the sim's default".
+pub const DEFAULT_SCENARIO: &str = "(default)";
+/// The workspace choice meaning "the configured default".
+pub const DEFAULT_WORKSPACE: &str = "(default)";
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct DispatchForm {
+    pub focus: Field,
+    pub task: TextField,
+    pub provider: Choice,
+    pub model: TextField,
+    pub policy: Choice,
+    pub budget: TextField,
+    pub cwd: TextField,
+    pub workspace: Choice,
+    pub class: TextField,
+    pub max_turns: TextField,
+    pub tags: TextField,
+    pub workflow: TextField,
+    pub context: TextField,
+    pub scenario: Choice,
+    /// The run whose task this form dispatches again, and its turn limit.
+    pub again: Option<(String, u32)>,
+    pub error: Option<FormError>,
+    pub sending: bool,
+    /// The budget a blank budget field gets (`[limits] budget_usd_default`).
+    pub budget_default: f64,
+    /// The catalog's models, for the model picker (those of the chosen provider are
+    /// offered).
+    pub models: Vec<ModelOption>,
+}
+
+impl DispatchForm {
+    pub fn new(
+        providers: &[String],
+        default_provider: &str,
+        cwd: &std::path::Path,
+        scenarios: &[String],
+    ) -> Self {
+        let mut scenario_options = vec![DEFAULT_SCENARIO.to_string()];
+        scenario_options.extend(scenarios.iter().cloned());
+        DispatchForm {
+            focus: Field::Task,
+            task: TextField::default(),
+            provider: Choice::new(providers.to_vec(), default_provider),
+            model: TextField::default(),
+            policy: Choice::new(
+                drover_core::spec::PermissionPolicy::ALL
+                    .iter()
+                    .map(|p| p.as_str().to_string())
+                    .collect(),
+                drover_core::spec::PermissionPolicy::default().as_str(),
+            ),
+            budget: TextField::default(),
+            cwd: TextField::new(cwd.display().to_string()),
+            workspace: Choice::new(
+                std::iter::once(DEFAULT_WORKSPACE)
+                    .chain(drover_core::workspace::WorkspaceMode::ALL.map(|m| m.as_str()))
+                    .map(str::to_string)
+                    .collect(),
+                DEFAULT_WORKSPACE,
+            ),
+            class: TextField::default(),
+            max_turns: TextField::default(),
+            tags: TextField::default(),
+            workflow: TextField::default(),
+            context: TextField::default(),
+            scenario: Choice::new(scenario_options, DEFAULT_SCENARIO),
+            again: None,
+            error: None,
+            sending: false,
+            budget_default: drover_core::config::Config::defaults()
+                .limits
+                .budget_usd_default,
+            models: ModelOption::of_catalog(&drover_core::money::Catalog::embedded()),
+        }
+    }
+
+    /// The same form, picking from these models.
+    pub fn with_models(mut self, models: Vec<ModelOption>) -> Self {
+        self.models = models;
+        self
+    }
+
+    /// The models the picker offers: those the chosen provider runs.
+    pub fn provider_models(&self) -> Vec<&ModelOption> {
+        self.models
+            .iter()
+            .filter(|m| m.provider == self.provider.value())
+            .collect()
+    }
+
+    /// The picker's choices in order: the provider's default (blank), `auto`, then the
+    /// provider's models.
+    pub fn model_choices(&self) -> Vec<String> {
+        let mut choices = vec![String::new(), AUTO_MODEL.to_string()];
+        choices.extend(self.provider_models().iter().map(|m| m.id.clone()));
+        choices
+    }
+
+    /// ←/→ on the model field: the next (or previous) choice of the picker.
+    fn step_model(&mut self, delta: isize) {
+        let choices = self.model_choices();
+        let typed = self.model.text.trim();
+        let at = choices
+            .iter()
+            .position(|c| c.eq_ignore_ascii_case(typed))
+            .map_or(if delta > 0 { -1 } else { 0 }, |i| i as isize);
+        let n = choices.len() as isize;
+        let next = (at + delta).rem_euclid(n) as usize;
+        self.model = TextField::new(choices[next].clone());
+    }
+
+    /// The same form, with the budget a blank field gets.
+    pub fn with_budget_default(mut self, budget_usd: f64) -> Self {
+        self.budget_default = budget_usd;
+        self
+    }
+
+    /// What a blank field means.
+    pub fn placeholder(&self, field: Field) -> String {
+        match field {
+            Field::Budget => format!("default ({})", drover_core::money::usd(self.budget_default)),
+            other => other.blank_words().to_string(),
+        }
+    }
+
+    /// The form filled from a run's spec, to dispatch its task again: task, provider,
+    /// model, policy, budget (as asked), directory, workspace and turn limit.
+    pub fn again(
+        providers: &[String],
+        scenarios: &[String],
+        run: &drover_core::dispatch::api::RunView,
+    ) -> Self {
+        let mut providers = providers.to_vec();
+        if !providers.contains(&run.head.provider) {
+            providers.push(run.head.provider.clone());
+        }
+        let mut form = DispatchForm::new(
+            &providers,
+            &run.head.provider,
+            std::path::Path::new(&run.cwd),
+            scenarios,
+        );
+        form.task = TextField::new(run.task.clone());
+        form.model = TextField::new(run.head.model.clone().unwrap_or_default());
+        form.policy = Choice::new(form.policy.options.clone(), &run.policy);
+        let asked = run.budget.clamped_from.unwrap_or(run.budget.cap);
+        form.budget = TextField::new(format!("{asked:.2}"));
+        if let Some(ws) = &run.workspace {
+            form.workspace = Choice::new(form.workspace.options.clone(), ws.mode.as_str());
+        }
+        form.max_turns = TextField::new(run.max_turns.to_string());
+        form.again = Some((run.head.run_id.clone(), run.max_turns));
+        form
+    }
+
+    /// The fields shown now (the scenario only for the simulated provider).
+    pub fn fields(&self) -> Vec<Field> {
+        let mut fields = vec![
+            Field::Task,
+            Field::Provider,
+            Field::Model,
+            Field::Policy,
+            Field::Budget,
+            Field::Cwd,
+            Field::Workspace,
+            Field::Class,
+            Field::MaxTurns,
+            Field::Tags,
+            Field::Workflow,
+            Field::Context,
+        ];
+        if self.provider.value() == drover_core::config::SIM_PROVIDER {
+            fields.push(Field::Scenario);
+        }
+        fields
+    }
+
+    pub fn is_choice(field: Field) -> bool {
+        matches!(
+            field,
+            Field::Provider | Field::Policy | Field::Workspace | Field::Scenario
+        )
+    }
+
+    pub fn text_of(&self, field: Field) -> String {
+        match field {
+            Field::Task => self.task.text.clone(),
+            Field::Provider => self.provider.value().to_string(),
+            Field::Model => self.model.text.clone(),
+            Field::Policy => self.policy.value().to_string(),
+            Field::Budget => self.budget.text.clone(),
+            Field::Cwd => self.cwd.text.clone(),
+            Field::Workspace => self.workspace.value().to_string(),
+            Field::Class => self.class.text.clone(),
+            Field::MaxTurns => self.max_turns.text.clone(),
+            Field::Tags => self.tags.text.clone(),
+            Field::Workflow => self.workflow.text.clone(),
+            Field::Context => self.context.text.clone(),
+            Field::Scenario => self.scenario.value().to_string(),
+        }
+    }
+
+    fn text_field(&mut self, field: Field) -> Option<&mut TextField> {
+        match field {
+            Field::Task => Some(&mut self.task),
+            Field::Model => Some(&mut self.model),
+            Field::Budget => Some(&mut self.budget),
+            Field::Cwd => Some(&mut self.cwd),
+            Field::Class => Some(&mut self.class),
+            Field::MaxTurns => Some(&mut self.max_turns),
+            Field::Tags => Some(&mut self.tags),
+            Field::Workflow => Some(&mut self.workflow),
+            Field::Context => Some(&mut self.context),
+            _ => None,
+        }
+    }
+
+    fn choice(&mut self, field: Field) -> Option<&mut Choice> {
+        match field {
+            Field::Provider => Some(&mut self.provider),
+            Field::Policy => Some(&mut self.policy),
+            Field::Workspace => Some(&mut self.workspace),
+            Field::Scenario => Some(&mut self.scenario),
+            _ => None,
+        }
+    }
+
+    fn move_focus(&mut self, delta: isize) {
+        let fields = self.fields();
+        let at = fields.iter().position(|f| *f == self.focus).unwrap_or(0) as isize;
+        let n = fields.len() as isize;
+        self.focus = fields[(at + delta).rem_euclid(n) as usize];
+    }
+
+    pub fn handle_key(&mut self, action: Option<Action>, key: &KeyEvent) -> Outcome {
+        if self.sending {
+            return if action == Some(Action::Close) {
+                Outcome::close()
+            } else {
+                Outcome::stay()
+            };
+        }
+        match action {
+            Some(Action::Close) => return Outcome::close(),
+            Some(Action::Submit) => return self.submit(),
+            Some(Action::NextField) => self.move_focus(1),
+            Some(Action::PrevField) => self.move_focus(-1),
+            Some(Action::ChoiceNext) if self.focus == Field::Model => self.step_model(1),
+            Some(Action::ChoicePrev) if self.focus == Field::Model => self.step_model(-1),
+            Some(Action::ChoiceNext) => {
+                if let Some(choice) = self.choice(self.focus) {
+                    choice.step(1);
+                }
+            }
+            Some(Action::ChoicePrev) => {
+                if let Some(choice) = self.choice(self.focus) {
+                    choice.step(-1);
+                }
+            }
+            _ => {
+                let focus = self.focus;
+                if let Some(field) = self.text_field(focus) {
+                    field.edit(key);
+                } else if key.code == crossterm::event::KeyCode::Char(' ')
+                    && let Some(choice) = self.choice(focus)
+                {
+                    choice.step(1);
+                }
+            }
+        }
+        Outcome::stay()
+    }
+
+    /// The spec the form describes, or a refusal of what cannot be sent as typed.
+    pub fn spec(&self) -> Result<SpecInput, FormError> {
+        let blank = |t: &str| {
+            let t = t.trim();
+            (!t.is_empty()).then(|| t.to_string())
+        };
+        let budget_usd = match blank(&self.budget.text) {
+            None => None,
+            Some(text) => Some(
+                text.trim_start_matches('$')
+                    .parse::<f64>()
+                    .ok()
+                    .filter(|b| b.is_finite())
+                    .ok_or_else(|| FormError {
+                        field: Some(Field::Budget),
+                        code: ErrorCode::InvalidSpec.as_str().to_string(),
+                        message: format!("{text:?} is not an amount of dollars; write e.g. 2.50"),
+                    })?,
+            ),
+        };
+        let max_turns = match blank(&self.max_turns.text) {
+            None => None,
+            Some(text) => Some(text.parse::<i64>().map_err(|_| FormError {
+                field: Some(Field::MaxTurns),
+                code: ErrorCode::InvalidSpec.as_str().to_string(),
+                message: format!("{text:?} is not a number of turns; write e.g. 6"),
+            })?),
+        };
+        let tags: Vec<String> = self
+            .tags
+            .text
+            .split(',')
+            .map(str::trim)
+            .filter(|t| !t.is_empty())
+            .map(str::to_string)
+            .collect();
+        let provider = self.provider.value().to_string();
+        let scenario = (provider == drover_core::config::SIM_PROVIDER
+            && self.scenario.value() != DEFAULT_SCENARIO)
+            .then(|| self.scenario.value().to_string());
+        Ok(SpecInput {
+            provider: blank(&provider),
+            model: blank(&self.model.text),
+            cwd: blank(&self.cwd.text).map(PathBuf::from),
+            task: self.task.text.clone(),
+            policy: blank(self.policy.value()),
+            budget_usd,
+            scenario,
+            workspace: Some(self.workspace.value())
+                .filter(|w| *w != DEFAULT_WORKSPACE)
+                .map(str::to_string),
+            max_turns,
+            class: blank(&self.class.text),
+            tags,
+            workflow_id: blank(&self.workflow.text),
+            context: blank(&self.context.text),
+            ..SpecInput::default()
+        })
+    }
+
+    fn submit(&mut self) -> Outcome {
+        match self.spec() {
+            Ok(spec) => {
+                self.sending = true;
+                self.error = None;
+                Outcome {
+                    close: false,
+                    command: Some(ViewCommand::Request(
+                        ReplyTag::Dispatch,
+                        Request::Dispatch {
+                            spec: Box::new(spec),
+                        },
+                    )),
+                }
+            }
+            Err(e) => {
+                if let Some(field) = e.field {
+                    self.focus = field;
+                }
+                self.error = Some(e);
+                Outcome::stay()
+            }
+        }
+    }
+
+    /// The dispatcher refused the spec: show why, next to its field.
+    pub fn refused(&mut self, e: &DroverError) {
+        self.sending = false;
+        let field = Field::of_error(e.code);
+        if let Some(field) = field
+            && self.fields().contains(&field)
+        {
+            self.focus = field;
+        }
+        self.error = Some(FormError {
+            field,
+            code: e.code.as_str().to_string(),
+            message: e.message.clone(),
+        });
+    }
+}
