@@ -22,9 +22,9 @@ use rmcp::{ErrorData, ServerHandler, ServiceExt, schemars, tool, tool_handler, t
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
-use crate::cli::owner::start_background;
 use drover_core::config::Config;
 use drover_core::control::ControlClient;
+use drover_core::control::background::start_background;
 use drover_core::dispatch::api::{RunsFilter, TranscriptFormat, WaitUntil};
 use drover_core::dispatch::{Request, Response};
 use drover_core::error::{DroverError, ErrorCode};
@@ -45,7 +45,7 @@ pub const DEFAULT_TRANSCRIPT_LINES: usize = 100;
 /// Each transcript line is clipped to this many characters.
 pub const MAX_LINE_CHARS: usize = 2_000;
 /// Finished runs one `runs` call returns when it does not say (as `drover runs` does).
-pub const DEFAULT_RUNS_PAGE: u32 = crate::cli::runs::DEFAULT_PAGE;
+pub const DEFAULT_RUNS_PAGE: u32 = drover_core::dispatch::api::DEFAULT_RUNS_PAGE;
 /// The most finished runs one `runs` call returns (older ones come page by page).
 pub const MAX_RUNS_PAGE: u32 = 200;
 
@@ -469,7 +469,7 @@ fn bound_transcript(view: &mut drover_core::dispatch::api::TranscriptView, max: 
     view.lines.drain(..drop_lines);
     for line in &mut view.lines {
         if line.chars().count() > MAX_LINE_CHARS {
-            *line = drover_core::spec::text::clip(line, MAX_LINE_CHARS);
+            *line = drover_core::text::clip(line, MAX_LINE_CHARS);
         }
     }
     let drop_events = view.events.len().saturating_sub(max);

@@ -432,7 +432,7 @@ fn retention_prunes_old_events_and_keeps_each_runs_row_turns_usage_and_decisions
     let again = retention::prune(&path, &writer, policy, now).unwrap();
     assert_eq!(again, retention::Pruned::default());
     // What `show` and the transcript say of it.
-    let tail = drover_core::dispatch::views::transcript_from_ledger(
+    let tail = drover_core::dispatch::projections::transcript_from_ledger(
         &reader,
         "old",
         drover_core::dispatch::api::TranscriptFormat::Tail,
@@ -539,7 +539,7 @@ fn retention_keeps_the_follow_ups_an_interrupted_run_has_not_sent() {
         ]
     );
     // What a resume reads: the follow-up not yet sent, to send after its resume turn.
-    let Fetched::Resumable(data) = drover_core::dispatch::views::fetch(
+    let Fetched::Resumable(data) = drover_core::dispatch::projections::fetch(
         &reader,
         Fetch::Resumable {
             run_id: "left".into(),

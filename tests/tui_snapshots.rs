@@ -637,7 +637,7 @@ fn a_run_whose_events_retention_pruned_says_so_in_its_detail() {
     run.head.finished_at = Some(run.head.created_at + 60_000);
     let mut app = app_with(vec![run.clone()], 120, 36);
     let mut view = view_of(&run);
-    let note = drover_core::dispatch::views::pruned_note();
+    let note = drover_core::dispatch::projections::pruned_note();
     view.notes.push(drover_core::dispatch::api::NoteView {
         at: run.head.created_at + 90_000,
         text: note.clone(),

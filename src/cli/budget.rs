@@ -3,9 +3,8 @@
 
 use clap::{Args, Subcommand};
 
-use super::headless::{ask, print_json, runtime};
-use super::runs::JsonFlag;
-use super::write_stdout;
+use super::headless::{ask, runtime};
+use super::output::{JsonFlag, print_json, write_stdout};
 use drover_core::dispatch::api::BudgetView;
 use drover_core::dispatch::{Request, Response};
 use drover_core::error::DroverError;

@@ -3,7 +3,7 @@
 //! `path` never reads the file, so it still answers when the file is broken (that is
 //! when the user needs it most).
 
-use super::write_stdout;
+use super::output::write_stdout;
 use clap::Subcommand;
 use drover_core::config::Config;
 use drover_core::error::DroverError;
@@ -31,7 +31,7 @@ pub fn run(command: ConfigCommand, paths: &Paths) -> Result<(), DroverError> {
             write_stdout(&format!("{}\n", paths.config_file.display()))
         }
         ConfigCommand::Path { json: true } => {
-            super::headless::print_json(&serde_json::json!({ "path": paths.config_file }))
+            super::output::print_json(&serde_json::json!({ "path": paths.config_file }))
         }
         ConfigCommand::Show { json } => {
             let config = Config::load(&paths.config_file)?;

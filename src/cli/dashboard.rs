@@ -8,10 +8,11 @@
 //! the owner, as `drover serve` would be, and leaving stops the active runs (the app asks
 //! first). What must stay true: the terminal is given back before anything is printed.
 
-use super::headless::{dispatcher_options, note, runtime};
-use super::owner;
+use super::headless::{dispatcher_options, runtime};
+use super::output::note;
 use drover_core::config::DashboardOwner;
 use drover_core::control::Host;
+use drover_core::control::background::start_background;
 use drover_core::dispatch::Request;
 use drover_core::error::DroverError;
 use drover_core::paths::Paths;
@@ -59,7 +60,7 @@ pub(crate) async fn open(
     let link = Link::new(paths.clone());
     match mode {
         DashboardOwner::Background => {
-            let started = owner::start_background(paths).await?;
+            let started = start_background(paths).await?;
             dispatch_all(&link, initial).await;
             let outcome =
                 drover_tui::run_on_terminal(link, std::future::pending(), app_options).await;
@@ -82,7 +83,7 @@ pub(crate) async fn open(
             if active > 0 {
                 note(&format!(
                     "drover: stopping {active} active run{} (recorded as interrupted by shutdown)…",
-                    drover_core::spec::text::plural(active)
+                    drover_core::text::plural(active)
                 ));
             }
             host.shutdown().await;

@@ -16,9 +16,9 @@ use std::time::Duration;
 use tokio::sync::broadcast::error::RecvError;
 
 use super::exit::Exit;
-use super::headless::{StopSignals, dispatcher_options, note, print_json};
-use super::runs::JsonFlag;
-use super::{render, write_stdout};
+use super::headless::{StopSignals, dispatcher_options};
+use super::output::{JsonFlag, note, print_json, write_stdout};
+use super::render;
 use drover_core::clock::now_millis;
 use drover_core::control::{ControlClient, Host};
 use drover_core::dispatch::api::{RunView, WaitUntil};
@@ -411,7 +411,6 @@ async fn follow(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::cli::runs::RunCommand;
     use crate::cli::{Cli, Command};
     use clap::Parser;
 
@@ -421,7 +420,7 @@ mod tests {
             .chain(argv.iter().copied());
         match Cli::try_parse_from(full) {
             Ok(Cli {
-                command: Command::Run(RunCommand::Dispatch(args)),
+                command: Command::Dispatch(args),
             }) => *args,
             other => panic!("{argv:?}: {other:?}"),
         }

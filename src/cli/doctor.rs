@@ -17,9 +17,8 @@ use std::process::{Command, Stdio};
 use std::sync::LazyLock;
 use std::time::{Duration, Instant};
 
-use super::headless::{print_json, runtime};
-use super::runs::JsonFlag;
-use super::write_stdout;
+use super::headless::runtime;
+use super::output::{JsonFlag, print_json, write_stdout};
 use drover_core::config::{Config, SIM_PROVIDER};
 use drover_core::control::ControlClient;
 use drover_core::error::DroverError;

@@ -1,12 +1,9 @@
 //! What the headless run commands share: their tokio runtime, the dispatcher options of
-//! an owner process, stop signals, one-line notes on stderr, and asking the owner (or
-//! the ledger, when nobody owns the data directory).
+//! an owner process, stop signals, and asking the owner (or the ledger, when nobody owns
+//! the data directory; or an owner still coming up).
 
-use serde::Serialize;
-use std::io::Write;
 use tokio::signal::unix::{Signal, SignalKind, signal};
 
-use super::write_stdout;
 use drover_core::config::Config;
 use drover_core::control::{ControlClient, offline};
 use drover_core::dispatch::{DispatcherOptions, Request, Response};
@@ -75,23 +72,6 @@ impl StopSignals {
     }
 }
 
-/// One line for the person at the terminal, on stderr. A closed stderr is not an error.
-pub(crate) fn note(text: &str) {
-    let text = drover_core::redact::global().redact(text);
-    let _ = writeln!(std::io::stderr().lock(), "{text}");
-}
-
-/// Prints a value as one JSON line: `--json` output is the API's JSON exactly.
-pub(crate) fn print_json(value: &impl Serialize) -> Result<(), DroverError> {
-    let text = serde_json::to_string(value).map_err(|e| {
-        DroverError::new(
-            ErrorCode::Internal,
-            format!("cannot write the answer as JSON: {e}"),
-        )
-    })?;
-    write_stdout(&(text + "\n"))
-}
-
 /// Sends `request` to the owner of the data directory; with no owner, answers a `diff`
 /// from the ledger and git, and makes this process the owner for anything else (a
 /// `merge`, `keep` or `discard`) for as long as the request takes.
@@ -110,7 +90,7 @@ pub(crate) async fn ask_or_own(paths: &Paths, request: Request) -> Result<Respon
         }
         Err(e) if e.code == ErrorCode::OwnerRunning => {
             // Another drover took the directory between our look and our lock: use it.
-            let mut client = super::dispatch::owner_coming_up(paths).await?.ok_or(e)?;
+            let mut client = owner_coming_up(paths).await?.ok_or(e)?;
             client.request(request).await
         }
         Err(e) => Err(e),
@@ -124,4 +104,15 @@ pub(crate) async fn ask(paths: &Paths, request: Request) -> Result<Response, Dro
         Some(mut client) => client.request(request).await,
         None => offline::answer(paths, &request),
     }
+}
+
+/// A client of an owner that holds the lock but may not listen yet (it is starting).
+pub(crate) async fn owner_coming_up(paths: &Paths) -> Result<Option<ControlClient>, DroverError> {
+    for _ in 0..50 {
+        if let Some(client) = ControlClient::connect(paths).await? {
+            return Ok(Some(client));
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+    Ok(None)
 }

@@ -17,6 +17,7 @@ pub mod exit;
 mod headless;
 mod mcp;
 mod models;
+mod output;
 pub mod owner;
 mod render;
 mod route;
@@ -26,7 +27,7 @@ pub mod serve;
 pub mod sim;
 mod workspace;
 
-use clap::{Parser, Subcommand};
+use clap::{CommandFactory, Parser, Subcommand};
 use drover_core::error::{DroverError, ErrorCode};
 use drover_core::paths::Paths;
 use std::io::{self, Write};
@@ -118,6 +119,10 @@ pub enum Command {
     /// An MCP server on stdin/stdout: an agent (Claude Code, Codex, OpenCode) dispatches
     /// runs, waits for them and reads their results; the person supervises them here.
     Mcp(mcp::McpArgs),
+    /// Dispatch a run. With a drover running, it takes the run and this returns at once
+    /// (unless --wait); otherwise this process runs it and follows it until it ends.
+    #[command(after_help = exit::TABLE)]
+    Dispatch(Box<dispatch::DispatchArgs>),
     #[command(flatten)]
     Run(runs::RunCommand),
     #[command(flatten)]
@@ -150,6 +155,7 @@ impl Command {
             Command::Rules(args) => args.read_only(),
             // `mcp` starts a background owner when none runs.
             Command::Dashboard
+            | Command::Dispatch(_)
             | Command::Serve(_)
             | Command::Demo(_)
             | Command::Shutdown(_)
@@ -168,6 +174,7 @@ impl Command {
             Command::Models(_) => "models",
             Command::Mcp(_) => "mcp",
             Command::Demo(_) => "demo",
+            Command::Dispatch(_) => "dispatch",
             Command::Run(command) => command.name(),
             Command::Route(command) => command.name(),
             Command::Workspace(command) => command.name(),
@@ -217,8 +224,10 @@ pub fn run(cli: Cli) -> Result<exit::Exit, DroverError> {
     }
     // Documentation touches neither the data directory nor the log.
     match &cli.command {
-        Command::Completions(args) => return docs::completions(args).map(|()| exit::Exit::Done),
-        Command::Man => return docs::man().map(|()| exit::Exit::Done),
+        Command::Completions(args) => {
+            return docs::completions(args, Cli::command()).map(|()| exit::Exit::Done);
+        }
+        Command::Man => return docs::man(Cli::command()).map(|()| exit::Exit::Done),
         _ => {}
     }
     let done = |r: Result<(), DroverError>| r.map(|()| exit::Exit::Done);
@@ -268,6 +277,7 @@ pub fn run(cli: Cli) -> Result<exit::Exit, DroverError> {
         Command::Budget(args) => done(budget::run(args, &paths)),
         Command::Models(args) => done(models::run(args, &paths)),
         Command::Mcp(args) => done(mcp::run(args, &paths)),
+        Command::Dispatch(args) => headless::runtime()?.block_on(dispatch::run(*args, &paths)),
         Command::Run(command) => runs::run(command, &paths),
         Command::Route(command) => done(route::run(command, &paths)),
         Command::Workspace(command) => done(workspace::run(command, &paths)),
@@ -281,22 +291,6 @@ pub fn run(cli: Cli) -> Result<exit::Exit, DroverError> {
         tracing::error!(code = %e.code, "{}", e.message);
     }
     result
-}
-
-/// Writes `text` to stdout. A closed pipe (`drover … | head`) is not an error.
-pub(crate) fn write_stdout(text: &str) -> Result<(), DroverError> {
-    // The one redactor, last, on everything the headless CLI prints (ledgers written
-    // before redaction existed included).
-    let text = drover_core::redact::global().redact(text);
-    let mut out = io::stdout().lock();
-    match out.write_all(text.as_bytes()).and_then(|()| out.flush()) {
-        Ok(()) => Ok(()),
-        Err(e) if e.kind() == io::ErrorKind::BrokenPipe => Ok(()),
-        Err(e) => Err(DroverError::new(
-            ErrorCode::Internal,
-            format!("cannot write to standard output: {e}"),
-        )),
-    }
 }
 
 #[cfg(test)]

@@ -6,9 +6,7 @@
 use clap::Args;
 use serde::Serialize;
 
-use super::headless::print_json;
-use super::runs::JsonFlag;
-use super::write_stdout;
+use super::output::{JsonFlag, print_json, write_stdout};
 use drover_core::config::Config;
 use drover_core::error::{DroverError, ErrorCode};
 use drover_core::money::catalog::{Catalog, Model};

@@ -15,7 +15,7 @@ use drover_core::dispatch::api::{
 use drover_core::live_state::LiveState;
 use drover_core::money::usd;
 use drover_core::providers::RequestKind;
-use drover_core::spec::text::{clip, one_line, provider_model};
+use drover_core::text::{clip, one_line, provider_model};
 use drover_core::workspace::WorkspaceStatus;
 
 /// The longest title shown in a table row.
@@ -224,7 +224,7 @@ pub fn workspace_action(view: &WorkspaceActionView) -> String {
                     m.into,
                     how.words(),
                     m.files.len(),
-                    drover_core::spec::text::plural(m.files.len())
+                    drover_core::text::plural(m.files.len())
                 ),
             };
             if !m.checkout_updated && m.how != drover_core::workspace::MergeHow::UpToDate {
@@ -382,7 +382,7 @@ pub fn run_view(run: &RunView, now: UnixMillis) -> String {
         turns.push_str(&format!(
             " · {} follow-up{} queued",
             run.queued_follow_ups,
-            drover_core::spec::text::plural(run.queued_follow_ups)
+            drover_core::text::plural(run.queued_follow_ups)
         ));
     }
     push("turns", turns);

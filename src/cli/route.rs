@@ -4,9 +4,8 @@
 
 use clap::{Args, Subcommand};
 
-use super::headless::{ask, print_json, runtime};
-use super::runs::JsonFlag;
-use super::write_stdout;
+use super::headless::{ask, runtime};
+use super::output::{JsonFlag, print_json, write_stdout};
 use drover_core::clock::now_millis;
 use drover_core::dispatch::api::OpenRoute;
 use drover_core::dispatch::{Request, Response};
@@ -152,7 +151,7 @@ fn routes(cards: &[OpenRoute]) -> String {
         out.push_str(&format!(
             "{run_id}  {title}  ({} task, expires in {})\n",
             card.class,
-            drover_core::spec::text::duration_words(card.expires_at - now)
+            drover_core::text::duration_words(card.expires_at - now)
         ));
         for o in &card.options {
             let price = if o.free {

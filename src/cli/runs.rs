@@ -1,11 +1,11 @@
-//! The headless run commands: `dispatch`, `runs`, `show`, `transcript`, `follow-up`,
+//! The headless run commands: `runs`, `show`, `transcript`, `follow-up`,
 //! `respond`, `stop`, `complete`, `remove`, `kill-all`, `wait`.
 //!
 //! Each one is a dispatcher [`Request`] sent to the process that owns the data directory
 //! (over the control socket). With no owner, the read-only ones (`runs`, `show`,
 //! `transcript`) are answered from the ledger in the same shapes, and the others are
-//! refused with `NO_OWNER` — except `dispatch`, which then makes this process the owner
-//! until its run ends (see [`super::dispatch`]).
+//! refused with `NO_OWNER` (`dispatch`, which then makes this process the owner until its
+//! run ends, has its own file).
 //!
 //! What must stay true: `--json` prints the API's answer exactly, one JSON line per
 //! answer; a refusal prints `error[CODE]: sentence` (by `main`) and exits 1; `wait`
@@ -14,35 +14,20 @@
 use clap::{ArgGroup, Args, Subcommand, ValueEnum};
 use std::collections::BTreeMap;
 
-use super::dispatch::DispatchArgs;
 use super::exit::Exit;
-use super::headless::{ask, print_json, runtime};
-use super::{render, write_stdout};
+use super::headless::{ask, runtime};
+use super::output::{JsonFlag, print_json, write_stdout};
+use super::render;
 use drover_core::clock::now_millis;
-use drover_core::dispatch::api::{TranscriptFormat, WaitUntil};
+use drover_core::dispatch::api::{DEFAULT_RUNS_PAGE, TranscriptFormat, WaitUntil};
 use drover_core::dispatch::{Request, Response};
 use drover_core::error::{DroverError, ErrorCode};
 use drover_core::paths::Paths;
 use drover_core::providers::PermissionAnswer;
 use drover_core::run_state::RunState;
 
-/// `--json` on every run command.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Args)]
-pub struct JsonFlag {
-    /// Print the answer as one JSON line (the dispatcher API's shape).
-    #[arg(long)]
-    pub json: bool,
-}
-
-/// Finished runs on one page of `drover runs`.
-pub const DEFAULT_PAGE: u32 = 50;
-
 #[derive(Debug, Subcommand)]
 pub enum RunCommand {
-    /// Dispatch a run. With a drover running, it takes the run and this returns at once
-    /// (unless --wait); otherwise this process runs it and follows it until it ends.
-    #[command(after_help = super::exit::TABLE)]
-    Dispatch(Box<DispatchArgs>),
     /// List runs, newest first: every active run and the most recently finished ones (a
     /// page of 50; `--before` the last id a page printed goes on, `--all` lists every run).
     Runs {
@@ -53,7 +38,7 @@ pub enum RunCommand {
         #[arg(long, conflicts_with_all = ["limit", "before"])]
         all: bool,
         /// Finished runs per page (every active run is always listed).
-        #[arg(long, value_name = "N", default_value_t = DEFAULT_PAGE)]
+        #[arg(long, value_name = "N", default_value_t = DEFAULT_RUNS_PAGE)]
         limit: u32,
         /// The next page: finished runs that finished before this run did.
         #[arg(long, value_name = "RUN")]
@@ -308,7 +293,6 @@ impl RunCommand {
     /// The request this command sends (`dispatch` builds its own: it reads files).
     pub fn request(&self) -> Result<Option<Request>, String> {
         let request = match self {
-            RunCommand::Dispatch(_) => return Ok(None),
             RunCommand::Runs {
                 state,
                 all,
@@ -375,7 +359,6 @@ impl RunCommand {
     /// The subcommand's name on the command line (and in the log).
     pub fn name(&self) -> &'static str {
         match self {
-            RunCommand::Dispatch(_) => "dispatch",
             RunCommand::Runs { .. } => "runs",
             RunCommand::Show { .. } => "show",
             RunCommand::Transcript { .. } => "transcript",
@@ -393,7 +376,6 @@ impl RunCommand {
 
     fn json(&self) -> bool {
         match self {
-            RunCommand::Dispatch(args) => args.output.json,
             RunCommand::Runs { output, .. }
             | RunCommand::Show { output, .. }
             | RunCommand::Transcript { output, .. }
@@ -412,9 +394,6 @@ impl RunCommand {
 
 /// Runs one run command.
 pub fn run(command: RunCommand, paths: &Paths) -> Result<Exit, DroverError> {
-    if let RunCommand::Dispatch(args) = command {
-        return runtime()?.block_on(super::dispatch::run(*args, paths));
-    }
     let request = match command.request() {
         Ok(Some(request)) => request,
         Ok(None) => {
@@ -424,8 +403,9 @@ pub fn run(command: RunCommand, paths: &Paths) -> Result<Exit, DroverError> {
             ));
         }
         Err(usage) => {
-            use clap::CommandFactory;
-            let mut root = super::Cli::command();
+            // The run commands alone, under drover's name: the usage clap prints is theirs.
+            let mut root =
+                <RunCommand as Subcommand>::augment_subcommands(clap::Command::new("drover"));
             root.build();
             let kind = clap::error::ErrorKind::ArgumentConflict;
             match root.find_subcommand_mut(command.name()) {
@@ -661,7 +641,7 @@ fn human(request: &Request, answer: &Response) -> String {
             let mut text = format!(
                 "removed {} finished run{} from the trays\n",
                 removed.removed.len(),
-                drover_core::spec::text::plural(removed.removed.len())
+                drover_core::text::plural(removed.removed.len())
             );
             if !removed.unmerged.is_empty() {
                 text.push_str(&format!(
@@ -724,7 +704,7 @@ mod tests {
                     state: None,
                     include_removed: false,
                     workflow: None,
-                    limit: Some(DEFAULT_PAGE),
+                    limit: Some(DEFAULT_RUNS_PAGE),
                     before: None,
                     search: None,
                 },

@@ -12,7 +12,8 @@
 use clap::Args;
 use serde_json::json;
 
-use super::headless::{StopSignals, dispatcher_options, note, print_json, runtime};
+use super::headless::{StopSignals, dispatcher_options, runtime};
+use super::output::{note, print_json};
 use drover_core::control::Host;
 use drover_core::error::DroverError;
 use drover_core::paths::Paths;

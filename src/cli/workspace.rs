@@ -9,9 +9,9 @@
 
 use clap::Subcommand;
 
-use super::headless::{ask_or_own, print_json, runtime};
-use super::runs::JsonFlag;
-use super::{render, write_stdout};
+use super::headless::{ask_or_own, runtime};
+use super::output::{JsonFlag, print_json, write_stdout};
+use super::render;
 use drover_core::dispatch::{Request, Response};
 use drover_core::error::DroverError;
 use drover_core::paths::Paths;

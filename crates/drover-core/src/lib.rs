@@ -27,6 +27,7 @@ pub mod rules;
 pub mod run_state;
 pub mod sim;
 pub mod spec;
+pub mod text;
 pub mod workspace;
 
 pub use error::{DroverError, ErrorCode, UnixMillis};

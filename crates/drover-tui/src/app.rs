@@ -41,7 +41,7 @@ use drover_core::dispatch::{DispatchEvent, Request, Response};
 use drover_core::error::ErrorCode;
 use drover_core::route::EscalationKind;
 use drover_core::run_state::RunState;
-use drover_core::spec::text::plural;
+use drover_core::text::plural;
 use drover_core::workspace::WorkspaceView;
 
 /// Lines a page key moves the transcript.

@@ -1,6 +1,6 @@
 //! Words and numbers as the dashboard shows them: durations, countdowns, the live line,
 //! state glyphs, and text from providers made safe for the screen. Money reads as
-//! [`drover_core::money::usd`] and one-line text as [`drover_core::spec::text`] everywhere.
+//! [`drover_core::money::usd`] and one-line text as [`drover_core::text`] everywhere.
 //!
 //! Pure functions of their inputs (`now` is passed in). What must stay true: text that
 //! came from a provider or a user never reaches the screen with control characters in it
@@ -16,7 +16,7 @@ use drover_core::dispatch::api::RunSummary;
 use drover_core::live_state::{LiveState, LiveStateKind};
 use drover_core::providers::Ask;
 use drover_core::run_state::RunState;
-use drover_core::spec::text::{clip, one_line};
+use drover_core::text::{clip, one_line};
 
 /// A compact duration: `0s`, `42s`, `3m05s`, `1h02m`, `2d03h`.
 pub fn duration(ms: i64) -> String {

@@ -407,7 +407,7 @@ impl ViewModel {
         {
             applied.started_needing = Some(format!(
                 "{} {}",
-                drover_core::spec::text::clip(&summary.head.title, 60),
+                drover_core::text::clip(&summary.head.title, 60),
                 need_now.map_or("", Need::words)
             ));
         }
@@ -477,7 +477,7 @@ impl ViewModel {
                     };
                     applied.started_needing = Some(format!(
                         "{} {what}",
-                        drover_core::spec::text::clip(&entry.summary.head.title, 60)
+                        drover_core::text::clip(&entry.summary.head.title, 60)
                     ));
                     if let Some(detail) = &mut entry.detail {
                         detail.pending = entry.pending.clone();

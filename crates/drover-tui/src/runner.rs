@@ -28,7 +28,7 @@ use super::model::ViewModel;
 use super::render;
 use drover_core::clock::now_millis;
 use drover_core::error::{DroverError, ErrorCode};
-use drover_core::spec::text::{clip, one_line};
+use drover_core::text::{clip, one_line};
 
 /// How often runs and money are fetched again even when no event said so.
 const REFRESH_EVERY: Duration = Duration::from_secs(10);

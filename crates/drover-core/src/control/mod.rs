@@ -17,6 +17,7 @@
 //! - the socket file exists only while an owner serves it (removed on a clean stop, and
 //!   as stale by the next owner after a crash).
 
+pub mod background;
 pub mod bounds;
 mod client;
 mod feed;

@@ -1,6 +1,6 @@
 //! Answers from the ledger alone, for when no process owns the data directory: the same
 //! shapes the owner gives, built by the dispatcher's own projections
-//! ([`crate::dispatch::views`]).
+//! ([`crate::dispatch::projections`]).
 //!
 //! What must stay true: only a read-only connection is used, and reading never creates
 //! the ledger; a request that only an owner can answer (any change, and a `wait` the
@@ -14,7 +14,7 @@ use serde_json::Value;
 use super::no_owner;
 use crate::dispatch::Request;
 use crate::dispatch::api::{Response, RunsFilter};
-use crate::dispatch::views;
+use crate::dispatch::projections;
 use crate::error::DroverError;
 use crate::ledger::LedgerReader;
 use crate::paths::Paths;
@@ -28,8 +28,8 @@ pub async fn diff(
     stat: bool,
 ) -> Result<Response, DroverError> {
     let workspace = {
-        let reader = open_reader(paths)?.ok_or_else(|| views::run_not_found(run_id))?;
-        views::run_view_from_ledger(&reader, run_id)?.workspace
+        let reader = open_reader(paths)?.ok_or_else(|| projections::run_not_found(run_id))?;
+        projections::run_view_from_ledger(&reader, run_id)?.workspace
     };
     let workspace = crate::workspace::diffable(run_id, workspace.as_ref())?;
     Ok(Response::Diff(Box::new(
@@ -52,19 +52,21 @@ pub fn answer(paths: &Paths, request: &Request) -> Result<Response, DroverError>
     let reader = open_reader(paths)?;
     let response = match (request, reader.as_ref()) {
         (Request::Runs { .. }, reader) => Response::Runs(match (reader, RunsFilter::of(request)) {
-            (Some(reader), Some(filter)) => views::run_summaries_from_ledger(reader, &filter)?,
+            (Some(reader), Some(filter)) => {
+                projections::run_summaries_from_ledger(reader, &filter)?
+            }
             _ => Vec::new(),
         }),
-        (Request::Counts, Some(reader)) => Response::Counts(views::run_counts(reader)?),
+        (Request::Counts, Some(reader)) => Response::Counts(projections::run_counts(reader)?),
         (Request::Counts, None) => Response::Counts(Default::default()),
         (Request::Show { run_id }, Some(reader)) => {
-            Response::Show(Box::new(views::run_view_from_ledger(reader, run_id)?))
+            Response::Show(Box::new(projections::run_view_from_ledger(reader, run_id)?))
         }
         (Request::Transcript { run_id, format }, Some(reader)) => Response::Transcript(Box::new(
-            views::transcript_from_ledger(reader, run_id, *format)?,
+            projections::transcript_from_ledger(reader, run_id, *format)?,
         )),
         (Request::Show { run_id } | Request::Transcript { run_id, .. }, None) => {
-            return Err(views::run_not_found(run_id));
+            return Err(projections::run_not_found(run_id));
         }
         (
             Request::Wait {
@@ -74,7 +76,7 @@ pub fn answer(paths: &Paths, request: &Request) -> Result<Response, DroverError>
                 ..
             },
             Some(reader),
-        ) => match views::wait_from_ledger(reader, run_ids, *until, *any)? {
+        ) => match projections::wait_from_ledger(reader, run_ids, *until, *any)? {
             Some(outcome) => Response::Wait(outcome),
             None => return Err(no_owner(paths)),
         },
@@ -83,7 +85,7 @@ pub fn answer(paths: &Paths, request: &Request) -> Result<Response, DroverError>
                 .meta(crate::dispatch::core::SESSION_KEY)?
                 .unwrap_or_else(|| crate::dispatch::core::DEFAULT_SESSION.to_string());
             let config = crate::config::Config::load(&paths.config_file)?;
-            Response::Budget(Box::new(views::budget_from_ledger(
+            Response::Budget(Box::new(projections::budget_from_ledger(
                 reader,
                 &session,
                 &config.limits,
@@ -122,7 +124,7 @@ pub fn answer_json(paths: &Paths, request: &Request) -> Result<Value, DroverErro
 mod tests {
     use super::*;
     use crate::dispatch::api::{RunSummary, RunView, WaitUntil};
-    use crate::dispatch::views::tests::filled;
+    use crate::dispatch::projections::tests::filled;
     use crate::error::ErrorCode;
     use serde_json::json;
 

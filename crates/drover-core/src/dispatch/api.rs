@@ -563,6 +563,10 @@ impl Need {
     }
 }
 
+/// Finished runs on one page of a runs list (`drover runs`, the MCP `runs` tool) unless
+/// the client asks for another size.
+pub const DEFAULT_RUNS_PAGE: u32 = 50;
+
 /// Which runs a `runs` request asks for (the fields of [`Request::Runs`]).
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct RunsFilter {

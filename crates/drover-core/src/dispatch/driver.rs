@@ -219,7 +219,7 @@ pub async fn start(
             );
         }
         let reader = ledger.reader()?;
-        let startup = super::views::startup(&reader, std::process::id(), &data_dir)?;
+        let startup = super::projections::startup(&reader, std::process::id(), &data_dir)?;
         Ok::<_, DroverError>((ledger, startup))
     })
     .await

@@ -11,13 +11,16 @@
 //!   the channels, the adapters, the config file);
 //! - `publish`: commit-then-publish, and the thread that answers ledger reads;
 //! - [`api`]: the requests, responses, views and events every client speaks;
-//! - [`views`]: the ledger-to-view projections (runs not in memory, and the offline CLI).
+//! - [`reads`]: what the core asks of the ledger and what comes back (plain data);
+//! - [`projections`]: the ledger-to-view projections (runs not in memory, and the offline
+//!   CLI).
 
 pub mod api;
 pub mod core;
 mod driver;
+pub mod projections;
 mod publish;
-pub mod views;
+pub mod reads;
 
 pub use api::{DispatchEvent, Request, Response};
 pub use driver::Clock;

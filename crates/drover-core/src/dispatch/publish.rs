@@ -13,7 +13,7 @@ use tokio::sync::{broadcast, mpsc};
 use super::Reply;
 use super::api::{DispatchEvent, Response};
 use super::core::{Fetch, Input, Query, Then};
-use super::views;
+use super::projections;
 use crate::ledger::{Ack, LedgerReader};
 use crate::{DroverError, ErrorCode};
 
@@ -88,10 +88,10 @@ pub fn spawn_reader(
             for job in rx {
                 match job {
                     ReadJob::Answer { reply, query } => {
-                        let _ = reply.send(views::answer(&reader, query));
+                        let _ = reply.send(projections::answer(&reader, query));
                     }
                     ReadJob::Load { fetch, then } => {
-                        let answer = views::fetch(&reader, fetch);
+                        let answer = projections::fetch(&reader, fetch);
                         let _ = loaded.send(Input::Loaded { then, answer });
                     }
                 }

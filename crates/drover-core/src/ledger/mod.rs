@@ -21,8 +21,8 @@ pub mod writer;
 
 pub use reader::{LedgerReader, RunsPage, SessionTotals};
 pub use records::{
-    BudgetSessionRecord, DecisionRecord, EventRecord, RunPatch, RunRecord, TurnRecord, UsageRecord,
-    kind,
+    Basis, BudgetSessionRecord, DecisionRecord, EventRecord, RunPatch, RunRecord, TurnRecord,
+    UsageRecord, kind,
 };
 pub use recovery::Recovery;
 pub use retention::RetentionPolicy;

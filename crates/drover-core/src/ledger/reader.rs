@@ -8,12 +8,12 @@ use serde_json::Value;
 use std::path::Path;
 
 use super::LedgerError;
+use super::records::Basis;
 use super::records::{
     BudgetSessionRecord, DecisionRecord, EventRecord, RunRecord, TurnRecord, UsageRecord,
 };
 use super::schema;
 use crate::UnixMillis;
-use crate::money::pricing::Basis;
 use crate::run_state::RunState;
 use std::collections::BTreeMap;
 

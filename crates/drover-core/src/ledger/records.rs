@@ -135,3 +135,70 @@ pub struct BudgetSessionRecord {
     pub warning_usd: Option<f64>,
     pub hard_cap_usd: Option<f64>,
 }
+
+/// What an amount of money rests on, weakest first (the derived order is the ranking).
+/// The default, `Free`, is the basis of no spend at all. It lives with the ledger's rows,
+/// which store it as a word and rank it in their running totals; `money::pricing` gives it.
+#[derive(
+    Debug, Clone, Copy, Default, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize,
+)]
+#[serde(rename_all = "snake_case")]
+pub enum Basis {
+    /// No price: the usage is recorded without a cost.
+    Unpriced,
+    /// Priced by drover from the catalog's list prices.
+    Estimated,
+    /// Dollars the provider reported.
+    Reported,
+    /// The model is free.
+    #[default]
+    Free,
+}
+
+impl Basis {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Basis::Unpriced => "unpriced",
+            Basis::Estimated => "estimated",
+            Basis::Reported => "reported",
+            Basis::Free => "free",
+        }
+    }
+
+    /// The basis a ledger word names; an unknown word is `Unpriced` (the weakest).
+    pub fn parse(word: &str) -> Basis {
+        match word {
+            "estimated" => Basis::Estimated,
+            "reported" => Basis::Reported,
+            "free" => Basis::Free,
+            _ => Basis::Unpriced,
+        }
+    }
+
+    /// Every basis, weakest first.
+    pub const ALL: [Basis; 4] = [
+        Basis::Unpriced,
+        Basis::Estimated,
+        Basis::Reported,
+        Basis::Free,
+    ];
+
+    /// The basis of a rank the ledger's running totals keep (its place in [`Basis::ALL`];
+    /// the ledger's migration 6 ranks words the same way). An unknown rank is `Unpriced`.
+    pub fn from_rank(rank: i64) -> Basis {
+        usize::try_from(rank)
+            .ok()
+            .and_then(|i| Basis::ALL.get(i).copied())
+            .unwrap_or(Basis::Unpriced)
+    }
+
+    /// Its place in [`Basis::ALL`] (see [`Basis::from_rank`]).
+    pub fn rank(self) -> i64 {
+        self as i64
+    }
+
+    /// The weakest of `bases`; `Free` when there are none (nothing was spent).
+    pub fn weakest(bases: impl IntoIterator<Item = Basis>) -> Basis {
+        bases.into_iter().min().unwrap_or(Basis::Free)
+    }
+}

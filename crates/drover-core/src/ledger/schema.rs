@@ -164,7 +164,7 @@ const MIGRATIONS: &[&str] = &[
     // 6: running totals, kept by triggers in the transaction that writes (or deletes) each
     // usage row and run, so a session's money and the runs by state are read at the same
     // cost at any history size; backfilled from the rows already there. A basis word's
-    // rank orders bases as `money::pricing::Basis` does, an unknown word being the
+    // rank orders bases as `ledger::Basis` does, an unknown word being the
     // weakest: unpriced 0, estimated 1, reported 2, free 3. Usage rows are append-only
     // (their totals count them as written); deleting one (a run deleted whole) takes it
     // out of the totals again.

@@ -236,8 +236,8 @@ pub fn replacement_diff(path: &str, old: &str, new: &str) -> String {
 
 /// `text` in backquotes for an always-sentence, cut to one short line.
 pub fn quoted_code(text: &str) -> String {
-    let line = crate::spec::text::one_line(text);
-    format!("`{}`", crate::spec::text::clip(&line, 80))
+    let line = crate::text::one_line(text);
+    format!("`{}`", crate::text::clip(&line, 80))
 }
 
 #[cfg(test)]

@@ -4,11 +4,11 @@
 //! output.
 //!
 //! What must stay true: nothing here panics on any input; a clipped quote is one line
-//! and ends in `…` when something was cut (the one clip of [`crate::spec::text`]).
+//! and ends in `…` when something was cut (the one clip of [`crate::text`]).
 
 use serde_json::{Map, Value};
 
-use crate::spec::text;
+use crate::text;
 
 pub fn str_at<'a>(map: &'a Map<String, Value>, key: &str) -> Option<&'a str> {
     map.get(key).and_then(Value::as_str)

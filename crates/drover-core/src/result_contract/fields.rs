@@ -12,7 +12,7 @@
 //! a list with no inline value also takes plain lines directly below it; an indented
 //! plain line right under a bullet continues that bullet.
 
-use crate::spec::text::{clip, one_line};
+use crate::text::{clip, one_line};
 
 use super::block::{ITEM_MAX_CHARS, LIST_MAX_ITEMS, ResultBlock, ResultStatus, TEXT_MAX_CHARS};
 use super::markdown::{indent, strip_bullet};

@@ -14,8 +14,8 @@ use serde::{Deserialize, Serialize};
 use crate::config::SIM_PROVIDER;
 use crate::money::{Catalog, Model, Tier};
 
+use super::policy::RoutingPolicy;
 use super::router::ProviderAvailability;
-use super::rules::RoutingRules;
 
 /// Completion reasons of a failure that may well pass: retry on the same model.
 pub const TRANSIENT_REASONS: [&str; 7] = [
@@ -103,7 +103,7 @@ pub struct RunOutcome<'a> {
 pub fn escalation_offer(
     outcome: &RunOutcome,
     catalog: &Catalog,
-    rules: &RoutingRules,
+    policy: &RoutingPolicy,
     providers: &[ProviderAvailability],
 ) -> Option<Escalation> {
     let reason = outcome.completion_reason.unwrap_or("");
@@ -149,7 +149,7 @@ pub fn escalation_offer(
         _ => return None,
     };
     let current = current?;
-    let ladder = rules.ladder();
+    let ladder = policy.ladder();
     let usable = |p: &str| {
         providers
             .iter()

@@ -11,15 +11,15 @@
 //! - a class that needs vision is never offered, nor accepts, a model without it;
 //! - a run stopped by the user or for money is offered nothing.
 //!
-//! Files: `class` (task classes, classification), `rules` (the rule table and ladder of
+//! Files: `class` (task classes, classification), `policy` (the routing table and ladder of
 //! `assets/routing.toml`), `router` (options), `pick` (pick validation and the routing
 //! mode decision), `escalation` (retry and escalation offers).
 
 pub mod class;
 pub mod escalation;
 pub mod pick;
+pub mod policy;
 pub mod router;
-pub mod rules;
 
 #[cfg(test)]
 mod tests;
@@ -31,7 +31,7 @@ pub use escalation::{
     TRANSIENT_REASONS, escalation_offer,
 };
 pub use pick::{RouteDecision, decide, hold_reason, mode_for, validate_pick, validate_pick_with};
+pub use policy::{ClassPolicy, EMBEDDED_ROUTING_TOML, Ladder, RoutingPolicy};
 pub use router::{
     LeftOut, MAX_OPTIONS, ProviderAvailability, RouteOption, Routing, route, tokens_short,
 };
-pub use rules::{ClassRule, EMBEDDED_ROUTING_TOML, Ladder, RoutingRules};

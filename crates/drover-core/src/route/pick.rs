@@ -10,11 +10,11 @@ use crate::error::{DroverError, ErrorCode};
 use crate::money::{Price, usd_per_mtok};
 
 use super::class::TaskClass;
+use super::policy::RoutingPolicy;
 use super::router::RouteOption;
-use super::rules::RoutingRules;
 
 /// Whether `option` may still be taken for a `class` task: the model is in the catalog
-/// and visible, reads images when the class needs vision (per the embedded rules), and
+/// and visible, reads images when the class needs vision (per the embedded policy), and
 /// has a price (or is free) when pricing is enforced. Checked against the catalog as it
 /// is now, not the option's copy.
 pub fn validate_pick(
@@ -28,7 +28,7 @@ pub fn validate_pick(
         class,
         catalog,
         enforce_pricing,
-        &RoutingRules::embedded(),
+        &RoutingPolicy::embedded(),
     )
 }
 
@@ -38,7 +38,7 @@ pub fn validate_pick_with(
     class: TaskClass,
     catalog: &crate::money::Catalog,
     enforce_pricing: bool,
-    rules: &RoutingRules,
+    policy: &RoutingPolicy,
 ) -> Result<(), DroverError> {
     let name = format!("{}/{}", option.provider, option.model);
     let refuse = |why: String| Err(DroverError::new(ErrorCode::RoutePickRefused, why));
@@ -54,7 +54,7 @@ pub fn validate_pick_with(
             option.number
         ));
     }
-    if rules.rule(class).needs_vision && !model.vision {
+    if policy.rule(class).needs_vision && !model.vision {
         return refuse(format!(
             "Option {} ({name}) cannot read images, which {class} work needs; pick a model with vision.",
             option.number

@@ -24,7 +24,7 @@ use crate::money::{Catalog, Model, Price, Tier, usd_per_mtok};
 use crate::spec::Spec;
 
 use super::class::TaskClass;
-use super::rules::{ClassRule, RoutingRules};
+use super::policy::{ClassPolicy, RoutingPolicy};
 
 /// The most options a route card shows.
 pub const MAX_OPTIONS: usize = 6;
@@ -144,9 +144,9 @@ pub fn route(
     class: TaskClass,
     catalog: &Catalog,
     providers: &[ProviderAvailability],
-    rules: &RoutingRules,
+    policy: &RoutingPolicy,
 ) -> Routing {
-    let rule = rules.rule(class);
+    let rule = policy.rule(class);
     let wanted = spec.provider.trim();
     let mut left_out = Vec::new();
     let mut candidates: Vec<&Model> = Vec::new();
@@ -198,7 +198,7 @@ pub fn route(
         }
     }
 
-    let ladder = rules.ladder();
+    let ladder = policy.ladder();
     let catalog_index = |m: &Model| {
         catalog
             .all()
@@ -253,7 +253,7 @@ pub fn route(
 }
 
 /// Whether `model` (already of an offered tier) meets the rule's capabilities.
-fn suits(model: &Model, rule: &ClassRule) -> bool {
+fn suits(model: &Model, rule: &ClassPolicy) -> bool {
     (!rule.needs_vision || model.vision)
         && match (rule.min_context, model.context_window) {
             (Some(min), Some(window)) => window >= min,
@@ -262,7 +262,7 @@ fn suits(model: &Model, rule: &ClassRule) -> bool {
 }
 
 /// Why an available provider offers nothing for the class.
-fn nothing_suits(class: TaskClass, rule: &ClassRule, listed: bool) -> String {
+fn nothing_suits(class: TaskClass, rule: &ClassPolicy, listed: bool) -> String {
     if !listed {
         return "the model catalog lists no models for it".to_string();
     }
@@ -299,7 +299,7 @@ fn price_order(a: &Price, b: &Price) -> std::cmp::Ordering {
 }
 
 /// "standard tier suits code; $3/$15 per Mtok; 200k context".
-fn reason_line(model: &Model, class: TaskClass, rule: &ClassRule) -> String {
+fn reason_line(model: &Model, class: TaskClass, rule: &ClassPolicy) -> String {
     let first = rule.tiers.first().copied().unwrap_or(model.tier);
     let tier = model.tier;
     let mut parts = vec![if tier == first {

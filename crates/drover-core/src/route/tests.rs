@@ -58,7 +58,7 @@ fn routed(
         class,
         catalog,
         providers,
-        &RoutingRules::embedded(),
+        &RoutingPolicy::embedded(),
     )
 }
 
@@ -266,27 +266,27 @@ fn class_words_round_trip() {
     assert_eq!(TaskClass::parse("codes"), None);
 }
 
-// --- rules ---------------------------------------------------------------------------
+// --- policy ---------------------------------------------------------------------------
 
 #[test]
 fn embedded_rules_cover_every_class_and_design_needs_vision() {
-    let rules = RoutingRules::embedded();
+    let policy = RoutingPolicy::embedded();
     for c in TaskClass::ALL {
-        assert!(!rules.rule(c).tiers.is_empty(), "{c}");
+        assert!(!policy.rule(c).tiers.is_empty(), "{c}");
     }
-    assert!(rules.rule(TaskClass::Design).needs_vision);
-    assert!(!rules.rule(TaskClass::Code).needs_vision);
-    assert_eq!(rules.rule(TaskClass::Code).tiers[0], Tier::Standard);
-    assert_eq!(rules.rule(TaskClass::Research).tiers[0], Tier::Frontier);
-    assert_eq!(rules.rule(TaskClass::Docs).tiers[0], Tier::Small);
-    assert_eq!(rules.rule(TaskClass::Docs).effort, Some(Effort::Low));
-    assert_eq!(rules.ladder().tiers, Tier::ALL.to_vec());
-    assert_eq!(rules.ladder().providers, REAL.to_vec());
+    assert!(policy.rule(TaskClass::Design).needs_vision);
+    assert!(!policy.rule(TaskClass::Code).needs_vision);
+    assert_eq!(policy.rule(TaskClass::Code).tiers[0], Tier::Standard);
+    assert_eq!(policy.rule(TaskClass::Research).tiers[0], Tier::Frontier);
+    assert_eq!(policy.rule(TaskClass::Docs).tiers[0], Tier::Small);
+    assert_eq!(policy.rule(TaskClass::Docs).effort, Some(Effort::Low));
+    assert_eq!(policy.ladder().tiers, Tier::ALL.to_vec());
+    assert_eq!(policy.ladder().providers, REAL.to_vec());
     assert_eq!(
-        rules.ladder().after("codex"),
+        policy.ladder().after("codex"),
         vec!["opencode", "claude-code"]
     );
-    assert_eq!(rules.ladder().after("sim"), REAL.to_vec());
+    assert_eq!(policy.ladder().after("sim"), REAL.to_vec());
 }
 
 #[test]
@@ -336,13 +336,13 @@ fn bad_rule_tables_are_refused_naming_the_key() {
         ),
     ];
     for (text, want) in cases {
-        let e = RoutingRules::parse(text).unwrap_err();
+        let e = RoutingPolicy::parse(text).unwrap_err();
         assert!(e.contains(want), "{e:?} does not contain {want:?}");
     }
     let cut = good.split("[classes.docs]").next().unwrap().to_string()
         + "[ladder]\ntiers = [\"small\"]\nproviders = []\n";
     assert!(
-        RoutingRules::parse(&cut)
+        RoutingPolicy::parse(&cut)
             .unwrap_err()
             .contains("`classes.docs` is missing")
     );
@@ -573,7 +573,7 @@ fn options_carry_prices_effort_and_a_one_line_reason() {
         TaskClass::Docs,
         &catalog,
         &all_available(),
-        &RoutingRules::embedded(),
+        &RoutingPolicy::embedded(),
     );
     assert!(
         r.options
@@ -978,7 +978,7 @@ fn outcome<'a>(
 fn escalation_table() {
     use EscalationKind::{Escalate, Retry};
     let catalog = Catalog::embedded();
-    let rules = RoutingRules::embedded();
+    let policy = RoutingPolicy::embedded();
     let no_codex = with(&[("codex", "disabled in config")]);
     let all = all_available();
     // (outcome, providers, expected (kind, provider, model))
@@ -1291,7 +1291,7 @@ fn escalation_table() {
         ),
     ];
     for (o, providers, want) in table {
-        let got = escalation_offer(&o, &catalog, &rules, providers);
+        let got = escalation_offer(&o, &catalog, &policy, providers);
         let got_key = got
             .as_ref()
             .map(|e| (e.kind, e.to_provider.as_str(), e.to_model.as_str()));
@@ -1305,9 +1305,13 @@ fn escalation_table() {
 #[test]
 fn escalation_reasons_read_well() {
     let catalog = Catalog::embedded();
-    let rules = RoutingRules::embedded();
+    let policy = RoutingPolicy::embedded();
     let all = all_available();
-    let offer = |o: RunOutcome| escalation_offer(&o, &catalog, &rules, &all).unwrap().reason;
+    let offer = |o: RunOutcome| {
+        escalation_offer(&o, &catalog, &policy, &all)
+            .unwrap()
+            .reason
+    };
     assert_eq!(
         offer(outcome(
             "completed",
@@ -1346,7 +1350,7 @@ fn escalation_reasons_read_well() {
 #[test]
 fn escalation_one_tier_up_agrees_with_the_catalog() {
     let catalog = Catalog::embedded();
-    let rules = RoutingRules::embedded();
+    let policy = RoutingPolicy::embedded();
     for m in catalog.all().iter().filter(|m| !m.hidden) {
         let o = outcome(
             "completed",
@@ -1356,7 +1360,7 @@ fn escalation_one_tier_up_agrees_with_the_catalog() {
             &m.provider,
             Some(&m.id),
         );
-        let got = escalation_offer(&o, &catalog, &rules, &all_available()).map(|e| e.to_model);
+        let got = escalation_offer(&o, &catalog, &policy, &all_available()).map(|e| e.to_model);
         if let Some(up) = catalog.next_tier_up(&m.provider, &m.id) {
             assert_eq!(
                 got.as_deref(),
@@ -1381,7 +1385,7 @@ fn escalation_skips_an_unavailable_provider_and_a_missing_tier() {
     // opencode with only free models (small, standard): a blocked frontier codex run goes
     // to claude-code (after opencode, which has no frontier model).
     let catalog = custom_catalog();
-    let rules = RoutingRules::embedded();
+    let policy = RoutingPolicy::embedded();
     let o = outcome(
         "completed",
         Some("complete"),
@@ -1390,7 +1394,7 @@ fn escalation_skips_an_unavailable_provider_and_a_missing_tier() {
         "codex",
         Some("gpt-5.5"),
     );
-    let e = escalation_offer(&o, &catalog, &rules, &all_available()).unwrap();
+    let e = escalation_offer(&o, &catalog, &policy, &all_available()).unwrap();
     assert_eq!(
         (e.to_provider.as_str(), e.to_model.as_str()),
         ("claude-code", "claude-opus-5-5")
@@ -1405,7 +1409,7 @@ fn escalation_skips_an_unavailable_provider_and_a_missing_tier() {
         "opencode",
         Some("deepseek-v4-flash-free"),
     );
-    let e = escalation_offer(&o, &catalog, &rules, &all_available()).unwrap();
+    let e = escalation_offer(&o, &catalog, &policy, &all_available()).unwrap();
     assert_eq!(e.to_model, "opencode/minimax-m3-free");
     let o = outcome(
         "completed",
@@ -1419,10 +1423,10 @@ fn escalation_skips_an_unavailable_provider_and_a_missing_tier() {
         ("codex", "disabled in config"),
         ("claude-code", "disabled in config"),
     ]);
-    assert_eq!(escalation_offer(&o, &catalog, &rules, &none), None);
+    assert_eq!(escalation_offer(&o, &catalog, &policy, &none), None);
     // With only codex left, the missing standard tier is filled by codex's standard.
     let only_codex = with(&[("claude-code", "disabled in config")]);
-    let e = escalation_offer(&o, &catalog, &rules, &only_codex).unwrap();
+    let e = escalation_offer(&o, &catalog, &policy, &only_codex).unwrap();
     assert_eq!(e.to_model, "gpt-cheap");
 }
 

@@ -57,7 +57,7 @@ use serde_json::{Map, Value};
 
 use crate::money::dollars::is_amount;
 use crate::result_contract::ResultStatus;
-use crate::spec::text::{clip, one_line};
+use crate::text::{clip, one_line};
 
 /// The scenarios that ship with drover, by name.
 pub const BUILTIN: &[(&str, &str)] = &[

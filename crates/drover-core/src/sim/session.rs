@@ -84,7 +84,7 @@ impl SessionStore {
         let Some(path) = self.file_of(id) else {
             return Err(format!(
                 "session id `{}` is not a plain name: its place in the scenario is not kept",
-                crate::spec::text::clip(id, 40)
+                crate::text::clip(id, 40)
             ));
         };
         let body = serde_json::to_string(&SessionFile {

@@ -14,13 +14,12 @@
 //!
 //! Files: `input` (wire shape), `validated` (the result and its vocabularies),
 //! `context` (what validation consults), `validate` (the checks), `clamp` (numbers),
-//! `title`, `suggest` ("did you mean"), `text` (one-line text helpers).
+//! `title`, `suggest` ("did you mean"); one-line text helpers are [`crate::text`].
 
 pub(crate) mod clamp;
 mod context;
 mod input;
 mod suggest;
-pub mod text;
 mod title;
 mod validate;
 mod validated;

@@ -4,7 +4,7 @@
 //! of whitespace collapsed, at most [`TITLE_MAX_CHARS`] characters (cut on a char
 //! boundary and ending in "…" when cut), and never empty for a task that has visible text.
 
-use super::text::{clip, has_visible_text, one_line};
+use crate::text::{clip, has_visible_text, one_line};
 
 /// The longest title, in characters.
 pub const TITLE_MAX_CHARS: usize = 80;

@@ -14,9 +14,9 @@ use super::clamp::{dollars, whole_number};
 use super::context::{ModelResolution, ProviderInfo, ValidationContext};
 use super::input::SpecInput;
 use super::suggest::suggest;
-use super::text::{either, has_visible_text, one_line, quoted};
 use super::title::derive_title;
 use super::validated::{Capability, Effort, PermissionPolicy, Spec};
+use crate::text::{either, has_visible_text, one_line, quoted};
 
 /// The most tags a spec may carry.
 pub const MAX_TAGS: usize = 20;

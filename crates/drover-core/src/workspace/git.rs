@@ -255,7 +255,7 @@ fn missing_pipe() -> std::io::Error {
 
 /// The command as a user would type it, shortened for messages.
 fn shown(args: &[&str]) -> String {
-    crate::spec::text::clip(&args.join(" "), 120)
+    crate::text::clip(&args.join(" "), 120)
 }
 
 /// The failure of `args` as a [`GitError`], with git's own words.
@@ -279,10 +279,7 @@ pub fn complaint(stderr: &str) -> Option<String> {
         .iter()
         .find(|l| l.starts_with("fatal:") || l.starts_with("error:"))
         .or_else(|| lines.first())?;
-    Some(crate::spec::text::clip(
-        &crate::spec::text::one_line(pick),
-        300,
-    ))
+    Some(crate::text::clip(&crate::text::one_line(pick), 300))
 }
 
 /// The installed git's version (`git version 2.47.3` → `2.47.3`).

@@ -114,7 +114,7 @@ impl ChangeStat {
             self.added,
             self.removed,
             self.files,
-            crate::spec::text::plural(self.files as usize)
+            crate::text::plural(self.files as usize)
         )
     }
 }
@@ -512,7 +512,7 @@ pub fn dirs_overlap(a: &Path, b: &Path) -> bool {
 
 /// The first line of a message, for a commit subject.
 pub fn subject(text: &str) -> String {
-    crate::spec::text::clip(&crate::spec::text::one_line(text), 72)
+    crate::text::clip(&crate::text::one_line(text), 72)
 }
 
 #[cfg(test)]

@@ -683,7 +683,7 @@ pub async fn diff(
                         ErrorCode::FileNotChanged,
                         format!(
                             "run {run_id} did not change {}; `drover diff {run_id} --stat` lists what it changed",
-                            crate::spec::text::quoted(path)
+                            crate::text::quoted(path)
                         ),
                     ));
                 }

@@ -174,7 +174,7 @@ impl App {
             return self.flash_error(format!(
                 "{run_id}'s question has {} option{}",
                 question.options.len(),
-                drover_core::spec::text::plural(question.options.len())
+                drover_core::text::plural(question.options.len())
             ));
         };
         let answers = BTreeMap::from([(question.question.clone(), option.label.clone())]);

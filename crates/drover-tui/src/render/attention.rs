@@ -13,7 +13,7 @@ use crate::format;
 use crate::keys::{Action, Context};
 use crate::theme;
 use drover_core::providers::RequestKind;
-use drover_core::spec::text::{clip, one_line};
+use drover_core::text::{clip, one_line};
 
 /// Columns an option's label may take before it is clipped.
 const OPTION_MAX: usize = 24;
@@ -31,7 +31,7 @@ pub fn draw(buf: &mut Buffer, area: Rect, app: &App) {
         } else {
             format!(
                 " no request waits for an answer · {waiting} run{} in Needs you",
-                drover_core::spec::text::plural(waiting)
+                drover_core::text::plural(waiting)
             )
         };
         put_line(buf, area, 0, &Line::styled(text, theme::dim()));

@@ -12,7 +12,7 @@ use crate::model::{RunEntry, ViewModel, needs_you};
 use crate::theme::{self, BudgetLevel};
 use drover_core::money::usd;
 use drover_core::providers::RequestKind;
-use drover_core::spec::text::{clip, one_line, provider_model};
+use drover_core::text::{clip, one_line, provider_model};
 
 /// Notes shown (the newest).
 const NOTES_SHOWN: usize = 3;
@@ -111,7 +111,7 @@ fn summary_lines(
                 format!(
                     " · {} follow-up{} queued",
                     d.queued_follow_ups,
-                    drover_core::spec::text::plural(d.queued_follow_ups)
+                    drover_core::text::plural(d.queued_follow_ups)
                 ),
                 theme::dim(),
             ));
@@ -265,7 +265,7 @@ fn work_line(ws: &drover_core::workspace::WorkspaceView, width: usize) -> Line<'
                     format!(
                         " · {} file{}",
                         c.files,
-                        drover_core::spec::text::plural(c.files as usize)
+                        drover_core::text::plural(c.files as usize)
                     ),
                     theme::dim(),
                 )]);

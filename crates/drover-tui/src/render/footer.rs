@@ -12,7 +12,7 @@ use crate::app::App;
 use crate::keys::Action;
 use crate::theme;
 use drover_core::run_state::RunState;
-use drover_core::spec::text::{clip, one_line};
+use drover_core::text::{clip, one_line};
 
 pub fn draw(buf: &mut Buffer, area: Rect, app: &App) {
     let width = area.width as usize;

@@ -11,7 +11,7 @@ use crate::model::ViewModel;
 use crate::theme::{self, BudgetLevel};
 use drover_core::dispatch::api::BudgetView;
 use drover_core::money::usd;
-use drover_core::spec::text::one_line;
+use drover_core::text::one_line;
 
 pub fn draw(buf: &mut Buffer, area: Rect, model: &ViewModel) {
     let counts = model.counts();

@@ -18,7 +18,7 @@ use crate::views::prompt::{PromptMode, PromptState, PromptView, questions};
 use crate::views::route::{RouteState, RouteView};
 use crate::views::{ConfirmView, HelpView, InputBox, InputPurpose, Overlay};
 use drover_core::money::usd;
-use drover_core::spec::text::{clip, one_line};
+use drover_core::text::{clip, one_line};
 
 pub fn draw(buf: &mut Buffer, body: Rect, overlay: &Overlay, app: &App) {
     match overlay {
@@ -542,7 +542,7 @@ fn diff(buf: &mut Buffer, body: Rect, view: &DiffScreen) {
             format!(
                 " · {} file{}",
                 change.files,
-                drover_core::spec::text::plural(change.files as usize)
+                drover_core::text::plural(change.files as usize)
             ),
             theme::dim(),
         ));

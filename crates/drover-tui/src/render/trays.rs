@@ -14,7 +14,7 @@ use crate::layout::Areas;
 use crate::model::{Row, RunEntry, Tray, ViewModel};
 use crate::theme;
 use drover_core::money::usd;
-use drover_core::spec::text::{clip, one_line, provider_model};
+use drover_core::text::{clip, one_line, provider_model};
 
 pub fn draw(buf: &mut Buffer, areas: &Areas, model: &ViewModel, keys: &KeyTable) {
     if areas.detail.width > 0 {
@@ -191,7 +191,7 @@ pub fn run_lines(
             let files = format!(
                 " · {} file{}",
                 c.files,
-                drover_core::spec::text::plural(c.files as usize)
+                drover_core::text::plural(c.files as usize)
             );
             let counts_w: usize = spans.iter().map(Span::width).sum();
             let fits = if run.head.state.is_active() {

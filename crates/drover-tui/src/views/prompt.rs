@@ -328,7 +328,7 @@ impl PromptView {
             "save rule: {} {} `{}` ({})",
             rule.decision.as_str(),
             rule.kind.as_str(),
-            drover_core::spec::text::clip(&rule.pattern, 60),
+            drover_core::text::clip(&rule.pattern, 60),
             rule.scope.as_str()
         ));
         Outcome {
@@ -377,13 +377,13 @@ pub fn answer_words(answer: &PermissionAnswer) -> String {
         PermissionAnswer::Deny { message: Some(m) } => {
             format!(
                 "deny: {}",
-                drover_core::spec::text::clip(&drover_core::spec::text::one_line(m), 60)
+                drover_core::text::clip(&drover_core::text::one_line(m), 60)
             )
         }
         PermissionAnswer::Answer { answers } => format!(
             "answer {}",
-            drover_core::spec::text::clip(
-                &drover_core::spec::text::one_line(
+            drover_core::text::clip(
+                &drover_core::text::one_line(
                     &answers.values().cloned().collect::<Vec<_>>().join(", ")
                 ),
                 60

@@ -230,7 +230,7 @@ impl Core {
         let expired = run.broker.take_expired(now);
         let any = !expired.is_empty();
         for p in expired {
-            let within = crate::spec::text::duration_words(p.expires_at - p.created_at);
+            let within = crate::text::duration_words(p.expires_at - p.created_at);
             let answer = PermissionAnswer::Deny {
                 message: Some(format!("no answer within {within}")),
             };

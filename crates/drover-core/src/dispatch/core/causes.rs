@@ -8,7 +8,7 @@
 //! quoted piece is one line and bounded.
 
 use crate::providers::TurnEnd;
-use crate::spec::text::{clip, one_line};
+use crate::text::{clip, one_line};
 
 /// The most characters a quoted piece (a stderr line, an API message) keeps.
 const QUOTE_MAX_CHARS: usize = 200;

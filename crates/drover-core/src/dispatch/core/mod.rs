@@ -78,15 +78,11 @@ pub use workspaces::{Action as WorkspaceAction, PREPARE_WORKTREE_BOUND_MS};
 
 /// The budget session runs belong to until the user starts another.
 pub const DEFAULT_SESSION: &str = "default";
-/// How many finished runs `remove --finished` reads from the ledger at a time, so that
-/// removing a long history holds one page in memory and commits it in one batch.
-pub const REMOVE_PAGE: u32 = 500;
-
 use std::collections::{HashMap, VecDeque};
 use std::path::{Path, PathBuf};
 
-use super::api::{BudgetView, Removed, Request, Response, RunSummary, TranscriptFormat};
-use super::views::{LoadedSession, ResumeData};
+use super::api::{Removed, Request, Response, RunSummary};
+pub use super::reads::{Fetch, Fetched, LoadedSession, Query, REMOVE_PAGE, ResumeData, Startup};
 use crate::config::{Config, Limits};
 use crate::ledger::WriteOp;
 use crate::providers::{LaunchError, LaunchSpec, ProviderCommand, RunProviderEvent};
@@ -274,63 +270,6 @@ pub enum Read {
     Load { fetch: Fetch, then: Then },
 }
 
-/// An answer built from the ledger (`super::views`), with what only the core knows.
-#[derive(Debug, Clone, PartialEq)]
-pub enum Query {
-    Show {
-        run_id: String,
-    },
-    Transcript {
-        run_id: String,
-        format: TranscriptFormat,
-    },
-    /// The ledger's runs, with the live ones (in memory) taking precedence.
-    Runs {
-        filter: crate::dispatch::api::RunsFilter,
-        live: Vec<RunSummary>,
-    },
-    /// How many runs the ledger holds in each state (every change is committed before it
-    /// is shown, so the ledger's counts are the dispatcher's).
-    Counts,
-    /// The budget session's view, its money as the core holds it laid over the ledger's.
-    Budget {
-        overlay: Box<BudgetView>,
-    },
-    /// Refuse a request on a run that is not in memory: `RUN_NOT_ACTIVE` with its state
-    /// in the ledger, else `RUN_NOT_FOUND`.
-    NotActive {
-        run_id: String,
-    },
-}
-
-/// What to read for the core.
-#[derive(Debug, Clone, PartialEq)]
-pub enum Fetch {
-    /// The run created with this idempotency key since then, if any.
-    ByIdempotencyKey { key: String, since: UnixMillis },
-    /// Everything needed to resume a run (`RUN_NOT_FOUND` when there is none).
-    Resumable { run_id: String },
-    /// Each run's summary (`RUN_NOT_FOUND` when one is missing).
-    Summaries { run_ids: Vec<String> },
-    /// Everything about one run (`RUN_NOT_FOUND` when there is none).
-    View { run_id: String },
-    /// The summaries of finished runs not yet removed, newest-finished first: at most
-    /// [`REMOVE_PAGE`] of them, finished before the run `before` when one is named.
-    FinishedRuns { before: Option<String> },
-    /// A budget session's spend and record.
-    Session { name: String },
-}
-
-/// The answer to a [`Fetch`].
-#[derive(Debug, Clone, PartialEq)]
-pub enum Fetched {
-    Run(Option<Box<RunSummary>>),
-    Resumable(Box<ResumeData>),
-    Summaries(Vec<RunSummary>),
-    View(Box<super::api::RunView>),
-    Session(LoadedSession),
-}
-
 /// What the core was doing when it asked for a read.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Then {
@@ -371,29 +310,6 @@ pub enum Then {
         run_id: String,
         action: WorkspaceAction,
     },
-}
-
-/// What the driver read from the ledger at start.
-#[derive(Debug, Clone, PartialEq)]
-pub struct Startup {
-    /// This process's id (the answer to `ping`).
-    pub pid: u32,
-    /// This build's version (the answer to `ping`).
-    pub version: String,
-    /// The budget session new runs count against, with its money.
-    pub session: LoadedSession,
-    /// Remembered route choices: task class → `provider/model`.
-    pub route_memory: Vec<(String, String)>,
-    /// The approval rules, oldest first.
-    pub rules: Vec<crate::rules::Rule>,
-    /// The highest rule id ever given ([`RULES_HIGH_WATER`]; 0 when none is recorded).
-    pub rules_high_water: u64,
-    /// When the newest run in the ledger was created (new ids sort after it).
-    pub newest_run_at: Option<UnixMillis>,
-    /// The data directory (worktrees go under it unless `[workspaces] root` says).
-    pub data_dir: PathBuf,
-    /// The repositories that runs' worktrees belong to (stale entries are pruned at start).
-    pub checkouts: Vec<PathBuf>,
 }
 
 /// The dispatcher's state.

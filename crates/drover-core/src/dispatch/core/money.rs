@@ -16,7 +16,7 @@ use super::run::{Batch, Run};
 use super::{Core, Fetch, Query, ReplyTo, Then};
 use crate::config::Config;
 use crate::dispatch::api::{BudgetView, DispatchEvent};
-use crate::dispatch::views::LoadedSession;
+use crate::dispatch::reads::LoadedSession;
 use crate::ledger::{BudgetSessionRecord, DecisionRecord, UsageRecord, WriteOp};
 use crate::live_state::Cause;
 use crate::money::budget::{self, BudgetAction, Fit, RunMoney, SessionMoney};

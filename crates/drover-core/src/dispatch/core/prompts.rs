@@ -39,7 +39,7 @@ pub fn resume() -> String {
 
 /// A one-line preview of a prompt for the turn record.
 pub fn preview(prompt: &str) -> String {
-    crate::spec::text::clip(&crate::spec::text::one_line(prompt), 200)
+    crate::text::clip(&crate::text::one_line(prompt), 200)
 }
 
 #[cfg(test)]

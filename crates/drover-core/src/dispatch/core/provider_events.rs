@@ -65,7 +65,7 @@ impl Core {
         if let ProviderEvent::Notice { text } = &event
             && !run.ready
         {
-            run.launch_notice = Some(crate::spec::text::clip(text, 400));
+            run.launch_notice = Some(crate::text::clip(text, 400));
         }
         if run.stalled && !exited && run.ending.is_none() {
             run.stalled = false;
@@ -159,7 +159,7 @@ impl Core {
                     }
                     turn.text.push_str(&text);
                     if turn.text.len() >= TURN_TEXT_MAX_CHARS {
-                        turn.text = crate::spec::text::clip(&turn.text, TURN_TEXT_MAX_CHARS);
+                        turn.text = crate::text::clip(&turn.text, TURN_TEXT_MAX_CHARS);
                     }
                 }
             }
@@ -266,7 +266,7 @@ impl Core {
             turn.tokens = end.tokens;
         }
         if let Some(text) = end.text.as_ref().filter(|t| !t.trim().is_empty()) {
-            turn.text = crate::spec::text::clip(text, TURN_TEXT_MAX_CHARS);
+            turn.text = crate::text::clip(text, TURN_TEXT_MAX_CHARS);
         }
         turn.ended_at = Some(now);
         turn.cost_usd = charge;

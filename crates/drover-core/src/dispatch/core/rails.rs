@@ -40,7 +40,7 @@ pub enum RailBlock {
 
 /// `s` after a count of runs other than one.
 fn plural(n: u32) -> &'static str {
-    crate::spec::text::plural(n as usize)
+    crate::text::plural(n as usize)
 }
 
 impl RailBlock {

@@ -11,7 +11,7 @@
 use super::Core;
 use super::run::{Batch, TurnOrigin};
 use crate::live_state::LiveStateKind;
-use crate::spec::text::duration_words;
+use crate::text::duration_words;
 
 /// The first wait before a failed turn is sent again; each further one doubles it.
 pub const RESEND_FIRST_WAIT_MS: i64 = 60_000;

@@ -23,7 +23,8 @@ use super::run::{Batch, Run, Turn, TurnOrigin};
 use super::transcript::TranscriptRing;
 use super::{Core, Fetch, ReplyTo, Then, not_found, prompts};
 use crate::dispatch::api::Response;
-use crate::dispatch::views::{self, ResumeData};
+use crate::dispatch::projections;
+use crate::dispatch::reads::ResumeData;
 use crate::ledger::{RunPatch, WriteOp, kind};
 use crate::run_state::RunState;
 use crate::{DroverError, ErrorCode};
@@ -152,7 +153,7 @@ impl Core {
                 ),
             ));
         }
-        let spec = views::stored_spec(&record)?;
+        let spec = projections::stored_spec(&record)?;
         let user_turns = view
             .turns
             .iter()

@@ -16,7 +16,7 @@ use crate::dispatch::api::{OpenRoute, Response, RouteCardView};
 use crate::ledger::{DecisionRecord, WriteOp};
 use crate::live_state::{Cause, LiveStateKind};
 use crate::route::{
-    self, EscalationKind, ProviderAvailability, RouteDecision, RouteOption, RoutingRules,
+    self, EscalationKind, ProviderAvailability, RouteDecision, RouteOption, RoutingPolicy,
     RunOutcome, TaskClass,
 };
 use crate::run_state::RunState;
@@ -102,7 +102,7 @@ impl Core {
         spec.class = Some(class.as_str().to_string());
         let named = input.provider.as_deref().filter(|p| !p.trim().is_empty());
         let providers = self.routing_providers(named);
-        let rules = RoutingRules::embedded();
+        let rules = RoutingPolicy::embedded();
         let routing = route::route(spec, class, &self.money.catalog, &providers, &rules);
         if routing.options.is_empty() {
             let why: Vec<String> = routing
@@ -565,7 +565,7 @@ impl Core {
         let offer = route::escalation_offer(
             &outcome,
             &self.money.catalog,
-            &RoutingRules::embedded(),
+            &RoutingPolicy::embedded(),
             &providers,
         );
         let Some(offer) = offer else {

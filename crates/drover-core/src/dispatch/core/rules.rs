@@ -82,7 +82,7 @@ impl Core {
         );
         let line = self
             .redactor
-            .redact(&crate::spec::text::clip(
+            .redact(&crate::text::clip(
                 &format!(
                     "rule {} {} {}: {}",
                     rule.id,
@@ -91,7 +91,7 @@ impl Core {
                         RuleDecision::Deny => "denied",
                     },
                     request.tool,
-                    crate::spec::text::one_line(&request.ask.summary())
+                    crate::text::one_line(&request.ask.summary())
                 ),
                 super::transcript::LINE_MAX_CHARS,
             ))

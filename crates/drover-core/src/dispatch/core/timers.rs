@@ -15,7 +15,7 @@ use super::run::{Batch, Run};
 use crate::UnixMillis;
 use crate::live_state::Cause;
 use crate::run_state::RunState;
-use crate::spec::text::duration_words;
+use crate::text::duration_words;
 
 /// A run timer, in the order they are fired.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -5,7 +5,7 @@
 use std::collections::VecDeque;
 
 use crate::providers::ProviderEvent;
-use crate::spec::text::{clip, one_line};
+use crate::text::{clip, one_line};
 
 /// Longest single line kept in the ring.
 pub(crate) const LINE_MAX_CHARS: usize = 300;

@@ -32,8 +32,8 @@ use crate::dispatch::api::{DispatchEvent, Response, RunSummary, RunView, Workspa
 use crate::ledger::{RunPatch, WriteOp};
 use crate::live_state::{Cause, LiveStateKind};
 use crate::run_state::RunState;
-use crate::spec::text::{clip, duration_words};
 use crate::spec::{Capability, Spec};
+use crate::text::{clip, duration_words};
 use crate::workspace::ops::{CreatePlan, MergeAsk, ParentStart};
 use crate::workspace::{
     Outcome, Task, WorkspaceMode, WorkspaceStatus, WorkspaceView, branch_name, dirs_overlap,
@@ -473,7 +473,7 @@ impl Core {
                         format!(
                             "brought {} uncommitted change{} along",
                             c.carried,
-                            crate::spec::text::plural(c.carried)
+                            crate::text::plural(c.carried)
                         ),
                         now,
                     );
@@ -484,7 +484,7 @@ impl Core {
                         format!(
                             "your checkout has {} uncommitted change{} that are not in the worktree (dispatch with --carry-changes to bring them)",
                             c.left_behind,
-                            crate::spec::text::plural(c.left_behind)
+                            crate::text::plural(c.left_behind)
                         ),
                         now,
                     );
@@ -847,7 +847,7 @@ impl Core {
                     return Err(no_worktree(run_id, Some(&ws)));
                 }
                 let text = message
-                    .filter(|m| crate::spec::text::has_visible_text(m))
+                    .filter(|m| crate::text::has_visible_text(m))
                     .or(target.summary)
                     .unwrap_or_else(|| target.title.clone());
                 Task::Merge {

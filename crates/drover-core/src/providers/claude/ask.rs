@@ -13,7 +13,7 @@ use serde_json::{Map, Value};
 use crate::providers::ask::{FOR_THE_RUN, json_text, quoted_code, replacement_diff as diff};
 use crate::providers::wire::str_at;
 use crate::providers::{AlwaysOption, Ask, FileChange, Question, QuestionOption};
-use crate::spec::text::all_of;
+use crate::text::all_of;
 
 use super::policy::QUESTION_TOOL;
 

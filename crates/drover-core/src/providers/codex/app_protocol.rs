@@ -28,7 +28,7 @@ use crate::providers::{
     AlwaysOption, Ask, EditedFile, LaunchSpec, PermissionAnswer, PermissionRequest, ProviderEvent,
     Tokens, TurnEnd, notice,
 };
-use crate::spec::text::all_of;
+use crate::text::all_of;
 
 use super::args::sandbox;
 use super::encode;

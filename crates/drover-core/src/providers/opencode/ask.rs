@@ -13,7 +13,7 @@ use serde_json::{Map, Value};
 use crate::providers::ask::{FOR_THE_RUN, quoted_code, replacement_diff};
 use crate::providers::wire::str_at;
 use crate::providers::{AlwaysOption, Ask, EditedFile, FileChange, Question, QuestionOption};
-use crate::spec::text::all_of;
+use crate::text::all_of;
 
 /// The typed ask of a `permission.asked` for `permission` with its `patterns` and
 /// `metadata` (`input` is what drover keeps of the request, shown when nothing better

@@ -3,7 +3,7 @@
 //! kill-all, a child that dies, resume of an interrupted run.
 
 use super::*;
-use crate::dispatch::views::ResumeData;
+use crate::dispatch::reads::ResumeData;
 
 #[test]
 fn ready_sends_the_first_turn_with_the_task_and_the_result_request() {

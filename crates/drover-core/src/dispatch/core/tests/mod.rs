@@ -22,7 +22,7 @@ use super::{
 };
 use crate::config::Config;
 use crate::dispatch::api::{DispatchEvent, Request, Response, RunSummary, RunView, WaitUntil};
-use crate::dispatch::views::LoadedSession;
+use crate::dispatch::reads::LoadedSession;
 use crate::ledger::WriteOp;
 use crate::live_state::{Cause, LiveStateKind};
 use crate::providers::{

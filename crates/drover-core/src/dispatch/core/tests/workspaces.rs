@@ -887,7 +887,7 @@ fn a_resumed_worktree_run_goes_on_in_its_worktree_once_it_is_checked() {
     h.core.runs.remove(&id);
     h.core.order.retain(|r| r != &id);
     record.run_id = id.clone();
-    let data = crate::dispatch::views::ResumeData {
+    let data = crate::dispatch::reads::ResumeData {
         record,
         view,
         tail: vec![],

@@ -20,9 +20,9 @@ use super::api::{
     BudgetView, NoteView, Response, ResultView, RunBudget, RunCounts, RunHead, RunSummary, RunView,
     RunsFilter, TranscriptFormat, TranscriptView, TurnView, WaitOutcome, WaitUntil,
 };
-use super::core::{Fetch, Fetched, Query, Startup};
+use super::reads::{Fetch, Fetched, LoadedSession, Query, REMOVE_PAGE, ResumeData, Startup};
 use crate::error::{DroverError, ErrorCode};
-use crate::ledger::{BudgetSessionRecord, LedgerError, LedgerReader, RunRecord, UsageRecord, kind};
+use crate::ledger::{LedgerError, LedgerReader, RunRecord, UsageRecord, kind};
 use crate::providers::Tokens;
 use crate::result_contract::ResultBlock;
 use crate::run_state::RunState;
@@ -32,33 +32,10 @@ use crate::spec::Spec;
 /// as the dispatcher records them).
 pub const TRANSCRIPT_EVENT: &str = "transcript";
 
-/// A budget session as the ledger has it: its booked spend and its record.
-#[derive(Debug, Clone, PartialEq)]
-pub struct LoadedSession {
-    pub name: String,
-    pub spent: f64,
-    pub record: Option<BudgetSessionRecord>,
-}
-
-/// What resuming a run needs from the ledger.
-#[derive(Debug, Clone, PartialEq)]
-pub struct ResumeData {
-    pub record: RunRecord,
-    pub view: RunView,
-    /// The transcript's lines (the ring is rebuilt from them).
-    pub tail: Vec<String>,
-    /// The run's last event seq (its next events go on from it).
-    pub last_seq: u64,
-    /// The run's budget session.
-    pub session: LoadedSession,
-    /// Follow-ups queued behind a turn and not yet sent, oldest first.
-    pub follow_ups: Vec<String>,
-}
-
 /// The follow-ups a run queued behind a turn and did not send: each `follow_up_sent`
 /// event took the oldest one queued before it.
 fn pending_follow_ups(reader: &LedgerReader, run_id: &str) -> Result<Vec<String>, DroverError> {
-    use crate::dispatch::core::{FOLLOW_UP_QUEUED, FOLLOW_UP_SENT};
+    use crate::ledger::kind::{FOLLOW_UP_QUEUED, FOLLOW_UP_SENT};
     let mut pending = std::collections::VecDeque::new();
     for event in reader.events_of_kinds(run_id, &[FOLLOW_UP_QUEUED, FOLLOW_UP_SENT])? {
         if event.kind == FOLLOW_UP_QUEUED {
@@ -199,7 +176,7 @@ pub fn fetch(reader: &LedgerReader, fetch: Fetch) -> Result<Fetched, DroverError
             run_summaries_from_ledger(
                 reader,
                 &RunsFilter {
-                    limit: Some(crate::dispatch::core::REMOVE_PAGE),
+                    limit: Some(REMOVE_PAGE),
                     before,
                     ..RunsFilter::default()
                 },

@@ -3,9 +3,9 @@
 //! and the suggested effort; and the escalation ladder (tiers lowest first, and the
 //! provider order for "the next provider's equivalent tier").
 //!
-//! Pure. What must stay true: a [`RoutingRules`] has a rule for every class, each with at
+//! Pure. What must stay true: a [`RoutingPolicy`] has a rule for every class, each with at
 //! least one tier and no tier twice; the ladder's tiers rise strictly and name each
-//! provider once. [`RoutingRules::parse`] refuses anything else with a sentence naming
+//! provider once. [`RoutingPolicy::parse`] refuses anything else with a sentence naming
 //! the key.
 
 use serde::Deserialize;
@@ -22,7 +22,7 @@ pub const EMBEDDED_ROUTING_TOML: &str = include_str!("../../../../assets/routing
 
 /// What suits one task class.
 #[derive(Debug, Clone, PartialEq)]
-pub struct ClassRule {
+pub struct ClassPolicy {
     /// The tiers offered, most suitable first; tiers not listed are not offered.
     pub tiers: Vec<Tier>,
     /// Only models that read images are offered or accepted.
@@ -33,7 +33,7 @@ pub struct ClassRule {
     pub effort: Option<Effort>,
 }
 
-impl ClassRule {
+impl ClassPolicy {
     /// Where `tier` stands in this class's preference (0 = most suitable), if offered.
     pub fn rank_of(&self, tier: Tier) -> Option<usize> {
         self.tiers.iter().position(|t| *t == tier)
@@ -79,8 +79,8 @@ impl Ladder {
 
 /// The whole rule table.
 #[derive(Debug, Clone, PartialEq)]
-pub struct RoutingRules {
-    classes: BTreeMap<TaskClass, ClassRule>,
+pub struct RoutingPolicy {
+    classes: BTreeMap<TaskClass, ClassPolicy>,
     ladder: Ladder,
 }
 
@@ -110,20 +110,20 @@ struct LadderFile {
     providers: Vec<String>,
 }
 
-impl RoutingRules {
+impl RoutingPolicy {
     /// The embedded table (parsed once).
-    pub fn embedded() -> RoutingRules {
-        static RULES: OnceLock<RoutingRules> = OnceLock::new();
+    pub fn embedded() -> RoutingPolicy {
+        static RULES: OnceLock<RoutingPolicy> = OnceLock::new();
         RULES
             .get_or_init(|| {
-                RoutingRules::parse(EMBEDDED_ROUTING_TOML)
-                    .unwrap_or_else(|e| panic!("the embedded routing rules are invalid: {e}"))
+                RoutingPolicy::parse(EMBEDDED_ROUTING_TOML)
+                    .unwrap_or_else(|e| panic!("the embedded routing policy is invalid: {e}"))
             })
             .clone()
     }
 
     /// A table in the shape of `assets/routing.toml`; the refusal names the key at fault.
-    pub fn parse(text: &str) -> Result<RoutingRules, String> {
+    pub fn parse(text: &str) -> Result<RoutingPolicy, String> {
         let file: RulesFile = toml::from_str(text).map_err(|e| {
             e.message()
                 .split('\n')
@@ -162,7 +162,7 @@ impl RoutingRules {
             };
             classes.insert(
                 class,
-                ClassRule {
+                ClassPolicy {
                     tiers,
                     needs_vision: rule.needs_vision,
                     min_context: rule.min_context,
@@ -192,7 +192,7 @@ impl RoutingRules {
             }
             providers.push(p.to_string());
         }
-        Ok(RoutingRules {
+        Ok(RoutingPolicy {
             classes,
             ladder: Ladder {
                 tiers: ladder_tiers,
@@ -202,7 +202,7 @@ impl RoutingRules {
     }
 
     /// The rule for `class` (every class has one).
-    pub fn rule(&self, class: TaskClass) -> &ClassRule {
+    pub fn rule(&self, class: TaskClass) -> &ClassPolicy {
         &self.classes[&class]
     }
 
