@@ -1,5 +1,5 @@
 //! `drover mcp`: an MCP server over stdio through which an agent dispatches runs, waits
-//! for them, reads their results and follows up (DESIGN.md §16).
+//! for them, reads their results and follows up (docs/ARCHITECTURE.md §"Agents as clients").
 //!
 //! The server is one more client of the owner's control socket: each tool is one
 //! dispatcher [`Request`], sent on a connection of its own (so a long `wait` never holds

@@ -15,7 +15,7 @@ use nix::sys::signal::Signal;
 use serde_json::Value;
 use std::time::Duration;
 
-/// The window between a permission request's creation and its expiry (DESIGN.md §8).
+/// The window between a permission request's creation and its expiry (docs/ARCHITECTURE.md §"Permission prompts").
 const PERMISSION_WINDOW_MS: i64 = 600_000;
 /// The same for a question.
 const QUESTION_WINDOW_MS: i64 = 1_800_000;
@@ -33,7 +33,7 @@ fn has_line(lines: &[String], prefix: &str) -> bool {
     lines.iter().any(|l| l.starts_with(prefix))
 }
 
-/// The pending request's shape (DESIGN.md §8) and its expiry window.
+/// The pending request's shape (docs/ARCHITECTURE.md §"Permission prompts") and its expiry window.
 fn assert_pending_shape(pending: &Value, kind: &str, tool: &str, window_ms: i64) {
     for key in [
         "request_id",
@@ -1581,7 +1581,7 @@ fn human_output_is_short_lines_about_the_run() {
 // Defects found while writing these tests (they fail until fixed)
 // ---------------------------------------------------------------------------------------
 
-/// Stopping a run drains its pending requests (DESIGN.md §8: "Stopping the run denies what
+/// Stopping a run drains its pending requests (docs/ARCHITECTURE.md §"Permission prompts": "Stopping the run denies what
 /// is pending"): the decision is written and subscribers hear `permission_resolved`, but
 /// the run's own event stream never records it, so `transcript --format events` (and any
 /// fold of the stream) shows a request that was asked and never answered.
@@ -1658,7 +1658,7 @@ fn sub_minute_timeouts_are_not_described_as_0_minutes() {
 
 /// A turn that dies before its result line has used tokens (the sim reported 2,500 input
 /// tokens in usage events), but the run shows "$0.00 (free)" and 0 tokens: the usage is
-/// dropped and the spend is booked as free. DESIGN.md §6: usage that cannot be priced is
+/// dropped and the spend is booked as free. docs/ARCHITECTURE.md §"Money": usage that cannot be priced is
 /// recorded and flagged (`unpriced`), never booked as $0.
 #[test]
 fn a_crashed_turn_keeps_its_usage_and_is_not_shown_as_free() {

@@ -1,4 +1,4 @@
-//! `drover rules`: the approval rules (DESIGN.md §14); `rules add` keeps a new one and
+//! `drover rules`: the approval rules (docs/ARCHITECTURE.md §"Approval rules and the guard"); `rules add` keeps a new one and
 //! `rules rm ID` forgets one (both need a running drover; the list reads the ledger when
 //! none runs).
 //!

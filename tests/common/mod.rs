@@ -314,7 +314,7 @@ impl Home {
     }
 
     /// The run's live-state sequence, from the `live_state` events; checked against the
-    /// moves DESIGN.md §4 allows.
+    /// moves docs/ARCHITECTURE.md §"Live state" allows.
     pub fn live_states(&self, run: &str) -> Vec<String> {
         let states: Vec<String> = self
             .events(run)
@@ -689,7 +689,7 @@ pub fn assert_group_gone(pgid: u32) {
     }
 }
 
-/// The moves DESIGN.md §4 allows, written out here from the design (not taken from the
+/// The moves docs/ARCHITECTURE.md §"Live state" allows, written out here from the design (not taken from the
 /// code under test); re-assigning a state other than `ended` is allowed.
 pub fn assert_legal_live_sequence(states: &[String]) {
     fn successors(from: &str) -> &'static [&'static str] {

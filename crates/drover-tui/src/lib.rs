@@ -1,4 +1,4 @@
-//! The dashboard (DESIGN.md §2, §12): run trays, live lines, the detail pane, permission
+//! The dashboard (docs/ARCHITECTURE.md §"Layers", §"Owner and clients"): run trays, live lines, the detail pane, permission
 //! prompts, the dispatch form and budget gauges, on ratatui + crossterm.
 //!
 //! It is one client of the dispatcher API, like the headless CLI: it sends [`Request`]s

@@ -60,7 +60,7 @@ pub struct Config {
     pub guard: GuardConfig,
 }
 
-/// `[guard]`: what the guard flags beyond its own list (DESIGN.md §14).
+/// `[guard]`: what the guard flags beyond its own list (docs/ARCHITECTURE.md §"Approval rules and the guard").
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct GuardConfig {
@@ -83,7 +83,7 @@ impl GuardConfig {
     }
 }
 
-/// `[mcp]`: drover's MCP server offered to runs (DESIGN.md §16).
+/// `[mcp]`: drover's MCP server offered to runs (docs/ARCHITECTURE.md §"Agents as clients").
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct McpConfig {
@@ -92,7 +92,7 @@ pub struct McpConfig {
     pub expose_to_runs: bool,
 }
 
-/// `[workspaces]`: where runs work (DESIGN.md §13).
+/// `[workspaces]`: where runs work (docs/ARCHITECTURE.md §"Workspaces").
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct WorkspacesConfig {

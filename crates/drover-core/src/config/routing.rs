@@ -1,5 +1,5 @@
 //! The `[routing]` section of the config: how a dispatch without a model is routed
-//! (DESIGN.md §7), read as written.
+//! (docs/ARCHITECTURE.md §"Routing and route cards"), read as written.
 //!
 //! What must stay true: these are the file's shapes only; the decision they feed
 //! ([`crate::route::decide`]) is the route module's. Class names under

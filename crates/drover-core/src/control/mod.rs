@@ -1,5 +1,5 @@
 //! The control socket: how headless commands in other terminals reach the process that
-//! owns the dispatcher (DESIGN.md §2, §12).
+//! owns the dispatcher (docs/ARCHITECTURE.md §"Layers", §"Owner and clients").
 //!
 //! The owner (the dashboard, `drover serve`, or a `drover dispatch` run in the
 //! foreground) holds an exclusive lock on the data directory ([`OwnerLock`]) and listens

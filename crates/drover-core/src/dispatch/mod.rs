@@ -1,4 +1,4 @@
-//! The dispatcher: the one owner of every run (DESIGN.md §2, §3).
+//! The dispatcher: the one owner of every run (docs/ARCHITECTURE.md §"Layers", §"Run lifecycle").
 //!
 //! Clients (the dashboard, the control socket, the headless CLI's own owner) hold a
 //! [`DispatcherHandle`]: they send [`Request`]s, get typed [`api::Response`]s, and
@@ -13,7 +13,8 @@
 //! - [`api`]: the requests, responses, views and events every client speaks;
 //! - [`reads`]: what the core asks of the ledger and what comes back (plain data);
 //! - [`projections`]: the ledger-to-view projections (runs not in memory, and the offline
-//!   CLI).
+//!   CLI);
+//! - [`run_view`]: the one builder of a run's views, for both the core and the projections.
 
 pub mod api;
 pub mod core;
@@ -21,6 +22,7 @@ mod driver;
 pub mod projections;
 mod publish;
 pub mod reads;
+pub mod run_view;
 
 pub use api::{DispatchEvent, Request, Response};
 pub use driver::Clock;

@@ -17,16 +17,18 @@
 use std::collections::HashMap;
 
 use super::api::{
-    BudgetView, NoteView, Response, ResultView, RunBudget, RunCounts, RunHead, RunSummary, RunView,
-    RunsFilter, TranscriptFormat, TranscriptView, TurnView, WaitOutcome, WaitUntil,
+    BudgetView, NoteView, Response, ResultView, RunCounts, RunSummary, RunView, RunsFilter,
+    TranscriptFormat, TranscriptView, TurnView, WaitOutcome, WaitUntil,
 };
 use super::reads::{Fetch, Fetched, LoadedSession, Query, REMOVE_PAGE, ResumeData, Startup};
+use super::run_view::{RowState, RunDetails, RunFacts};
 use crate::error::{DroverError, ErrorCode};
 use crate::ledger::{LedgerError, LedgerReader, RunRecord, UsageRecord, kind};
 use crate::providers::Tokens;
 use crate::result_contract::ResultBlock;
 use crate::run_state::RunState;
 use crate::spec::Spec;
+use crate::workspace::WorkspaceView;
 
 /// The event kind whose `body.line` is one transcript line (the transcript ring's lines,
 /// as the dispatcher records them).
@@ -273,17 +275,15 @@ fn summary(
         Some(_) => stored_depth(reader, &run.run_id)?,
         None => 0,
     };
-    Ok(RunSummary {
-        needs_input: needs_input(run.state, last_result.as_ref()),
-        head: head(&run, &spec, cost_usd),
-        pending: 0,
-        escalation_offered: false,
-        workspace: stored_workspace(&run).map(Box::new),
-        result_status: last_result.and_then(|r| r.status),
-        parent_run: run.parent_run.clone(),
-        depth,
-        workflow_id: run.workflow_id.clone(),
-    })
+    let workspace = stored_workspace(&run);
+    Ok(
+        facts(&run, &spec, cost_usd, depth, workspace.as_ref()).summary(RowState {
+            pending: 0,
+            needs_input: needs_input(run.state, last_result.as_ref()),
+            escalation_offered: false,
+            result_status: last_result.and_then(|r| r.status),
+        }),
+    )
 }
 
 /// A run's depth as its last `lineage` event recorded it (0 without one).
@@ -295,23 +295,32 @@ fn stored_depth(reader: &LedgerReader, run_id: &str) -> Result<u32, DroverError>
     )
 }
 
-/// The fields every view of a run starts with, from its ledger row (only a live
-/// dispatcher knows a run is stalled).
-fn head(run: &RunRecord, spec: &Spec, cost_usd: f64) -> RunHead {
-    RunHead {
-        run_id: run.run_id.clone(),
+/// What every view of a run is built from, from its ledger row (only a live dispatcher
+/// knows a run is stalled).
+fn facts<'a>(
+    run: &'a RunRecord,
+    spec: &'a Spec,
+    cost_usd: f64,
+    depth: u32,
+    workspace: Option<&'a WorkspaceView>,
+) -> RunFacts<'a> {
+    RunFacts {
+        run_id: &run.run_id,
         state: run.state,
-        completion_reason: run.completion_reason.clone(),
-        provider: run.provider.clone(),
-        model: run.model.clone(),
-        title: run.title.clone(),
-        live_state: run.live_state.clone(),
+        completion_reason: run.completion_reason.as_deref(),
+        spec,
+        provider: &run.provider,
+        model: run.model.as_deref(),
+        title: &run.title,
+        parent_run: run.parent_run.as_deref(),
+        workflow_id: run.workflow_id.as_deref(),
+        live_state: run.live_state.as_ref(),
         cost_usd,
-        budget_usd: spec.budget_usd,
         stalled: false,
         created_at: run.created_at,
         finished_at: run.finished_at,
-        owner_gone: false,
+        depth,
+        workspace,
     }
 }
 
@@ -434,13 +443,10 @@ pub fn run_view_from_ledger(reader: &LedgerReader, run_id: &str) -> Result<RunVi
             text: pruned_note(),
         });
     }
-    let budget = RunBudget::of(&spec, usage.iter().filter_map(|u| u.cost_usd).sum());
+    let spent: f64 = usage.iter().filter_map(|u| u.cost_usd).sum();
     let workspace = stored_workspace(&run);
-    Ok(RunView {
-        head: head(&run, &spec, usage.iter().filter_map(|u| u.cost_usd).sum()),
-        task: spec.task,
-        cwd: spec.cwd.to_string_lossy().into_owned(),
-        policy: spec.policy.as_str().to_string(),
+    let depth = stored_depth(reader, run_id)?;
+    let details = RunDetails {
         cost_basis: crate::money::pricing::weakest_basis(usage.iter().map(|u| u.basis.as_str()))
             .to_string(),
         tokens,
@@ -448,21 +454,16 @@ pub fn run_view_from_ledger(reader: &LedgerReader, run_id: &str) -> Result<RunVi
         pending: Vec::new(),
         last_result,
         notes,
-        provider_session_id: run.provider_session_id,
-        max_turns: spec.max_turns,
+        provider_session_id: run.provider_session_id.clone(),
         queued_follow_ups: 0,
         pid: None,
-        budget,
+        booked_usd: spent,
         usage,
         route: last_event_body(reader, run_id, "route")?,
         escalation: last_event_body(reader, run_id, "escalation_offer")?,
-        depth: stored_depth(reader, run_id)?,
-        parent_run: run.parent_run.clone(),
-        workspace,
         decisions: decisions(reader, run_id)?,
-        needs_you: None,
-    }
-    .with_need())
+    };
+    Ok(facts(&run, &spec, spent, depth, workspace.as_ref()).view(details))
 }
 
 /// The run's last [`DECISIONS_SHOWN`](crate::dispatch::api::DECISIONS_SHOWN) decisions.

@@ -1,4 +1,4 @@
-//! The guard (DESIGN.md §14): a pure function that flags a permission request able to
+//! The guard (docs/ARCHITECTURE.md §"Approval rules and the guard"): a pure function that flags a permission request able to
 //! destroy work or leak secrets — recursive deletes of the workspace or of anything
 //! outside it, history rewrites (`git push --force`, `git reset --hard`, `git clean -f`,
 //! `git checkout -- .` in the user's own checkout), broad `chmod -R`/`chown -R`, `dd`,

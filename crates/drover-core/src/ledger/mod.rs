@@ -1,5 +1,5 @@
 //! The ledger: one SQLite file (WAL) holding runs, their ordered events, turns, usage
-//! rows, decisions and budget sessions (DESIGN.md §11).
+//! rows, decisions and budget sessions (docs/ARCHITECTURE.md §"Ledger").
 //!
 //! What must stay true:
 //! - all writes go through the one writer thread ([`writer`]); reads use connections of

@@ -1,4 +1,4 @@
-//! The live-state machine (DESIGN.md §4): what a run is doing right now, with a deadline.
+//! The live-state machine (docs/ARCHITECTURE.md §"Live state"): what a run is doing right now, with a deadline.
 //!
 //! Owns the states, the transition table, the rules an [`Assignment`] must pass, and the
 //! fold that rebuilds a [`LiveState`] from the ledger's [`LiveStateEvent`]s. It is pure: no
@@ -122,7 +122,7 @@ impl Cause {
     }
 }
 
-/// Whether DESIGN.md §4 allows the move `from` → `to`. Staying in the same state is
+/// Whether docs/ARCHITECTURE.md §"Live state" allows the move `from` → `to`. Staying in the same state is
 /// allowed for every state but `ended`.
 pub fn allowed(from: Option<LiveStateKind>, to: LiveStateKind) -> bool {
     match from {
@@ -132,7 +132,7 @@ pub fn allowed(from: Option<LiveStateKind>, to: LiveStateKind) -> bool {
     }
 }
 
-/// The table in DESIGN.md §4, row by row (same-state moves aside).
+/// The table in docs/ARCHITECTURE.md §"Live state", row by row (same-state moves aside).
 #[rustfmt::skip]
 fn successors(from: LiveStateKind) -> &'static [LiveStateKind] {
     use LiveStateKind::*;

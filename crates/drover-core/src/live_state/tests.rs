@@ -1,5 +1,5 @@
 //! Tests of the live-state machine and of detail sanitising: tables of cases, no async, no
-//! clock. The transition table below is copied from DESIGN.md §4 as text, apart from the
+//! clock. The transition table below is copied from docs/ARCHITECTURE.md §"Live state" as text, apart from the
 //! implementation, so a drift in either one fails here.
 
 use super::*;
@@ -8,7 +8,7 @@ use LiveStateKind::*;
 const NOW: UnixMillis = 1_700_000_000_000;
 const LATER: UnixMillis = NOW + 60_000;
 
-/// DESIGN.md §4, `from | to` rows as written there.
+/// docs/ARCHITECTURE.md §"Live state", `from | to` rows as written there.
 const DESIGN_TABLE: &str = "
 admitted | waiting_deploy, waiting_repository, falling_back, preparing, working, wrapping_up, ended
 waiting_deploy | waiting_repository, falling_back, preparing, working, wrapping_up, ended

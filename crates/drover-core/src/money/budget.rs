@@ -2,7 +2,7 @@
 //!
 //! Pure: no I/O and no clock. The driver keeps the numbers ([`SessionMoney`],
 //! [`RunMoney`]), asks these functions, and carries out what they return. What must stay
-//! true (DESIGN.md §6):
+//! true (docs/ARCHITECTURE.md §"Money"):
 //! - a run's cap is its requested budget clamped into `[limits] budget_usd_min..max`
 //!   ([`run_cap`]), then fitted into what the session's hard cap leaves after spend and
 //!   reservations, in whole cents rounded down ([`fit`]): granted as asked, lowered with a

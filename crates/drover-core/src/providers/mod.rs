@@ -143,7 +143,7 @@ pub struct PermissionRequest {
     pub blocked_path: Option<String>,
 }
 
-/// Tokens in five classes (DESIGN.md §6).
+/// Tokens in five classes (docs/ARCHITECTURE.md §"Money").
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Tokens {
     pub input: u64,

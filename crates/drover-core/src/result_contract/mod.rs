@@ -1,4 +1,4 @@
-//! The result contract (DESIGN.md §9): what a worker's final answer says about how the
+//! The result contract (docs/ARCHITECTURE.md §"Result contract"): what a worker's final answer says about how the
 //! task went.
 //!
 //! Owns reading the `## Result` block ([`parse_result`]) and the JSON answer of runs with

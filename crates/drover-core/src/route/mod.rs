@@ -1,4 +1,4 @@
-//! Routing (DESIGN.md §7): which provider and model a dispatch without one should run on,
+//! Routing (docs/ARCHITECTURE.md §"Routing and route cards"): which provider and model a dispatch without one should run on,
 //! whether it waits behind a route card, whether a pick is acceptable, and what a
 //! finished run is offered next (retry or escalation).
 //!

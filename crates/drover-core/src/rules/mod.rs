@@ -1,4 +1,4 @@
-//! Approval rules (DESIGN.md §14): a scope (one run, one repository with its worktrees,
+//! Approval rules (docs/ARCHITECTURE.md §"Approval rules and the guard"): a scope (one run, one repository with its worktrees,
 //! everywhere), a kind (command, file edit, fetch, MCP tool, any), a pattern and a
 //! decision (allow or deny). Matching, precedence, the pattern proposed for an ask, and
 //! the bounds of a rule live here; keeping rules is the ledger's, applying them the

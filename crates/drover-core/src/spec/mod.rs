@@ -1,6 +1,6 @@
 //! Dispatch spec validation: turns what a client sent ([`SpecInput`]) into a [`Spec`] the
 //! dispatcher can act on, or refuses it with a stable code and one sentence saying what
-//! to change (DESIGN.md §3).
+//! to change (docs/ARCHITECTURE.md §"Run lifecycle").
 //!
 //! What must stay true:
 //! - Pure: no I/O, no clock. The file system is consulted only through

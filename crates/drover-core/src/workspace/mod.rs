@@ -1,4 +1,4 @@
-//! Workspaces (DESIGN.md §13): where a run works — its own git worktree on a `drover/…`
+//! Workspaces (docs/ARCHITECTURE.md §"Workspaces"): where a run works — its own git worktree on a `drover/…`
 //! branch made from the user's HEAD, or the shared directory it was given — and what it
 //! changed there, with merge, keep and discard.
 //!

@@ -1,4 +1,4 @@
-//! Admission (DESIGN.md §3, §5, §6, §7): a dispatch is validated, routed, put on its
+//! Admission (docs/ARCHITECTURE.md §"Run lifecycle", §"Rails and the queue", §"Money", §"Routing and route cards"): a dispatch is validated, routed, put on its
 //! rails and fitted into its budget session; then it starts, waits in the queue, or waits
 //! on a route card. A repeated idempotency key returns the run it made.
 //!
@@ -128,7 +128,7 @@ impl Core {
             .runs
             .values()
             .filter(|r| {
-                r.spec.parent_run.as_deref() == Some(parent_id.as_str()) && !r.state.is_terminal()
+                r.spec.parent_run.as_deref() == Some(parent_id.as_str()) && !r.state().is_terminal()
             })
             .map(|r| (r.spec.budget_usd - r.cost_usd - r.provisional_usd).max(0.0))
             .sum();
@@ -409,7 +409,7 @@ pub(super) struct SubRun {
     pub notes: Vec<String>,
 }
 
-/// The rules for a run dispatched with a parent (DESIGN.md §16): one level deeper than
+/// The rules for a run dispatched with a parent (docs/ARCHITECTURE.md §"Agents as clients"): one level deeper than
 /// the parent, refused past `max_depth` (`MAX_DEPTH`); in the parent's workflow (the
 /// parent's own id when it has none), so the per-workflow rail bounds the fan-out; a cap
 /// (the asked one, else the default) that fits what the parent has left, refused

@@ -1,4 +1,4 @@
-//! Permission requests and their answers (DESIGN.md §8): a request from the provider is
+//! Permission requests and their answers (docs/ARCHITECTURE.md §"Permission prompts"): a request from the provider is
 //! flagged by the guard or answered by an approval rule (`rules.rs`), by the run's
 //! policy, by an earlier "allow always", or waits for the user; an
 //! answer goes to the child, is recorded as a decision, and moves the run's states.
@@ -91,7 +91,7 @@ impl Core {
             run_id: run_id.to_string(),
             pending: view,
         });
-        if run.state != RunState::AwaitingPermission {
+        if run.state() != RunState::AwaitingPermission {
             run.set_state(&mut batch, RunState::AwaitingPermission, None, now);
         } else {
             run.touch(&mut batch);
@@ -136,8 +136,8 @@ impl Core {
         let Some(run) = self.runs.get_mut(run_id) else {
             return Err(super::not_found(run_id));
         };
-        if !run.state.is_active() || run.ending.is_some() {
-            return Err(super::not_active(run_id, run.state));
+        if !run.state().is_active() || run.ending.is_some() {
+            return Err(super::not_active(run_id, run.state()));
         }
         // Check the answer fits the request before taking it off the list.
         if let Some(p) = run
@@ -202,7 +202,7 @@ impl Core {
         let has_child = run.child.is_some();
         let mut batch = Batch::default();
         run.record_resolution(&mut batch, request_id.clone(), who, &how, recorded, now);
-        if run.broker.is_empty() && run.state == RunState::AwaitingPermission {
+        if run.broker.is_empty() && run.state() == RunState::AwaitingPermission {
             run.set_state(&mut batch, RunState::Running, None, now);
             let allowed = !matches!(answer, PermissionAnswer::Deny { .. });
             let (bound, detail) = if allowed {

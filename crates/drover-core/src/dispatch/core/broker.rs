@@ -1,4 +1,4 @@
-//! The permission broker of one run (DESIGN.md §8): pending requests, their expiry, and
+//! The permission broker of one run (docs/ARCHITECTURE.md §"Permission prompts"): pending requests, their expiry, and
 //! the rules an answer must pass. Pure: time is passed in.
 //!
 //! What must stay true: an answer names the request id it answers and lands on that

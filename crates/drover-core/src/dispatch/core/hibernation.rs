@@ -1,4 +1,4 @@
-//! Idle runs (DESIGN.md §15): hibernating an idle run, waking it in its provider session,
+//! Idle runs (docs/ARCHITECTURE.md §"Idle runs"): hibernating an idle run, waking it in its provider session,
 //! and hibernating idle runs whose rail slot a queued run needs.
 //!
 //! An idle run with a warm child hibernates after `[limits] hibernate_after_secs` with no

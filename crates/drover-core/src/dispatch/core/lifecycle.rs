@@ -158,7 +158,7 @@ impl Core {
             return;
         };
         run.launching = false;
-        if run.state.is_terminal() {
+        if run.state().is_terminal() {
             // Ended while its launch was under way: the child is not wanted.
             if outcome.is_ok() {
                 self.send(run_id, ProviderCommand::Shutdown);
@@ -180,7 +180,7 @@ impl Core {
             }
             Ok(child) => {
                 run.child = Some(child);
-                if run.state != RunState::Starting {
+                if run.state() != RunState::Starting {
                     run.set_state(&mut batch, RunState::Starting, None, now);
                 }
                 // A turn held for the model provider stays `waiting_provider` (the live
@@ -323,7 +323,7 @@ impl Core {
         run.resend_at = None;
         run.last_prompt = Some(prompt.clone());
         run.last_event_at = now;
-        if run.state != RunState::Running {
+        if run.state() != RunState::Running {
             run.set_state(&mut batch, RunState::Running, None, now);
         }
         run.model_turn(&mut batch, now);
@@ -338,7 +338,7 @@ impl Core {
         let Some(run) = self.runs.get_mut(run_id) else {
             return;
         };
-        if run.state.is_terminal() {
+        if run.state().is_terminal() {
             return;
         }
         if run.ending.is_some() {
@@ -399,7 +399,7 @@ impl Core {
         let Some(run) = self.runs.get_mut(run_id) else {
             return;
         };
-        if run.state.is_terminal() {
+        if run.state().is_terminal() {
             return;
         }
         let mut batch = Batch::default();

@@ -542,7 +542,7 @@ impl Core {
     fn active_ids(&self) -> Vec<String> {
         self.order
             .iter()
-            .filter(|id| self.runs.get(*id).is_some_and(|r| r.state.is_active()))
+            .filter(|id| self.runs.get(*id).is_some_and(|r| r.state().is_active()))
             .cloned()
             .collect()
     }

@@ -1,4 +1,4 @@
-//! Money in the dispatcher (DESIGN.md §6): the catalog, budget sessions, fitting a new
+//! Money in the dispatcher (docs/ARCHITECTURE.md §"Money"): the catalog, budget sessions, fitting a new
 //! run's cap, booking usage as it streams and when a turn reports its cost, the caps
 //! checked after every usage row, and a changed config taking effect.
 //!
@@ -385,7 +385,7 @@ impl Core {
         let Some(run) = self.runs.get(run_id) else {
             return;
         };
-        if run.state.is_terminal() {
+        if run.state().is_terminal() {
             return;
         }
         let session = run.session.clone();
@@ -412,7 +412,7 @@ impl Core {
                 BudgetAction::StopRun { reason, note } => {
                     let Some(id) = run_id else { continue };
                     if let Some(run) = self.runs.get_mut(id) {
-                        if run.ending.is_some() || run.state.is_terminal() {
+                        if run.ending.is_some() || run.state().is_terminal() {
                             continue;
                         }
                         let mut batch = Batch::default();
@@ -430,7 +430,7 @@ impl Core {
                         .iter()
                         .filter(|id| {
                             self.runs.get(*id).is_some_and(|r| {
-                                r.session == session && r.state.is_active() && r.ending.is_none()
+                                r.session == session && r.state().is_active() && r.ending.is_none()
                             })
                         })
                         .cloned()

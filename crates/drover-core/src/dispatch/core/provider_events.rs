@@ -202,7 +202,7 @@ impl Core {
                         json!({}),
                         now,
                     );
-                    if run.broker.is_empty() && run.state == RunState::AwaitingPermission {
+                    if run.broker.is_empty() && run.state() == RunState::AwaitingPermission {
                         run.set_state(&mut batch, RunState::Running, None, now);
                         run.model_turn(&mut batch, now);
                     } else {

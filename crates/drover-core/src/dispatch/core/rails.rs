@@ -1,4 +1,4 @@
-//! Rails and the queue (DESIGN.md §5): how many runs may hold a slot at once, per
+//! Rails and the queue (docs/ARCHITECTURE.md §"Rails and the queue"): how many runs may hold a slot at once, per
 //! provider, per budget session and per workflow, and which queued run starts next. Pure.
 //!
 //! What must stay true: a run starts only when every rail it belongs to has room; the

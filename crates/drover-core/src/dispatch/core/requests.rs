@@ -168,8 +168,8 @@ impl Core {
 
     fn target(&self, run_id: &str) -> Target {
         match self.runs.get(run_id) {
-            Some(run) if run.state.is_active() && run.ending.is_none() => Target::Active,
-            Some(run) => Target::Inactive(run.state),
+            Some(run) if run.state().is_active() && run.ending.is_none() => Target::Active,
+            Some(run) => Target::Inactive(run.state()),
             None => Target::Elsewhere,
         }
     }
@@ -194,8 +194,8 @@ impl Core {
             Target::Active => &self.runs[run_id],
             other => return self.refuse_target(to, run_id, other),
         };
-        if run.state != RunState::Idle || run.turn_in_flight {
-            let what_helps = match run.state {
+        if run.state() != RunState::Idle || run.turn_in_flight {
+            let what_helps = match run.state() {
                 RunState::AwaitingPermission => format!(
                     "it waits for your answer: `drover show {run_id}` lists the request and \
                      `drover respond {run_id} REQUEST allow|deny` answers it"
@@ -211,7 +211,7 @@ impl Core {
                 format!(
                     "run {run_id} is {}, not idle; {what_helps}, or end it now with \
                      `drover stop {run_id}`",
-                    run.state
+                    run.state()
                 ),
             );
             return self.reply(to, Err(e));
@@ -263,7 +263,7 @@ impl Core {
             );
             return self.reply(to, Err(e));
         }
-        let idle = run.state == RunState::Idle && !run.turn_in_flight && run.wake.is_none();
+        let idle = run.state() == RunState::Idle && !run.turn_in_flight && run.wake.is_none();
         let asleep = run.asleep();
         if idle {
             // Money follows activity: an idle run reserves nothing, so what its cap has
@@ -313,12 +313,12 @@ impl Core {
     fn remove(&mut self, to: ReplyTo, run_id: Option<String>, finished: bool, force: bool) {
         match (run_id, finished) {
             (Some(id), _) => match self.runs.get(&id) {
-                Some(run) if run.state.is_active() => {
+                Some(run) if run.state().is_active() => {
                     let e = DroverError::new(
                         ErrorCode::RunNotActive,
                         format!(
                             "run {id} is still {}; stop it first, then remove it",
-                            run.state
+                            run.state()
                         ),
                     );
                     self.reply(to, Err(e));
@@ -367,8 +367,8 @@ impl Core {
     ) -> Result<Response, DroverError> {
         let workspace = if let Some(run) = self.runs.get(run_id) {
             // Came back into memory meanwhile (resumed).
-            if run.state.is_active() {
-                return Err(not_active(run_id, run.state));
+            if run.state().is_active() {
+                return Err(not_active(run_id, run.state()));
             }
             Some(run.workspace.clone())
         } else {
@@ -400,7 +400,7 @@ impl Core {
                 self.order
                     .iter()
                     .filter_map(|id| self.runs.get(id))
-                    .filter(|r| r.state.is_terminal())
+                    .filter(|r| r.state().is_terminal())
                     .map(|r| (r.id.clone(), Some(r.workspace.clone()))),
             );
         }

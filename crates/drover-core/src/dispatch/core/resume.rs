@@ -15,7 +15,7 @@
 //! resumed, on a provider drover can run; nothing is written for a refused resume; the
 //! run keeps its id, its turns and its money, and its seqs go on from the ledger's.
 
-use serde_json::{Value, json};
+use serde_json::Value;
 
 use super::lifecycle::PREPARE_BOUND_MS;
 use super::rails::{self, Admission};
@@ -25,7 +25,6 @@ use super::{Core, Fetch, ReplyTo, Then, not_found, prompts};
 use crate::dispatch::api::Response;
 use crate::dispatch::projections;
 use crate::dispatch::reads::ResumeData;
-use crate::ledger::{RunPatch, WriteOp, kind};
 use crate::run_state::RunState;
 use crate::{DroverError, ErrorCode};
 
@@ -90,7 +89,7 @@ impl Core {
                 "is {} in this drover; only a run interrupted by a drover restart, a \
                  hibernated run or a turn held for the model API can be resumed (use \
                  follow-up on an idle run)",
-                run.state
+                run.state()
             ),
         ))
     }
@@ -181,8 +180,7 @@ impl Core {
         self.adopt_session(session);
 
         let now = self.now;
-        let mut run = Run::new(run_id.to_string(), spec, record.budget_session, now, ring);
-        run.state = RunState::Interrupted;
+        let mut run = Run::restored(run_id.to_string(), spec, record.budget_session, now, ring);
         run.created_at = record.created_at;
         run.next_seq = last_seq + 1;
         run.live = record.live_state;
@@ -214,22 +212,7 @@ impl Core {
         }
 
         let mut batch = Batch::default();
-        run.event(
-            &mut batch,
-            kind::RUN_STATE,
-            &json!({"from": "interrupted", "to": "queued", "reason": "resume"}),
-            now,
-        );
-        run.state = RunState::Queued;
-        batch.ops.push(WriteOp::UpdateRun {
-            run_id: run_id.to_string(),
-            patch: Box::new(RunPatch {
-                updated_at: now,
-                state: Some(RunState::Queued),
-                reopened: true,
-                ..RunPatch::default()
-            }),
-        });
+        run.set_state(&mut batch, RunState::Queued, Some("resume"), now);
         let deadline = run.deadline;
         run.reopen_live(&mut batch, deadline.min(now + PREPARE_BOUND_MS), now);
         // An offer made when the run ended no longer stands (the ledger's view reads the

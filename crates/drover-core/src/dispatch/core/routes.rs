@@ -1,4 +1,4 @@
-//! Route cards and escalation in the dispatcher (DESIGN.md §7): a dispatch without a
+//! Route cards and escalation in the dispatcher (docs/ARCHITECTURE.md §"Routing and route cards"): a dispatch without a
 //! model is routed — held behind a route card (`ask`), taken at once (`auto`), or held
 //! only above a threshold (`ask-above`); a pick is validated before it is accepted; a run
 //! that failed or ended blocked is offered an escalation (or a retry).
@@ -147,7 +147,7 @@ impl Core {
                 let held = self
                     .runs
                     .values()
-                    .filter(|r| r.session == session && r.state == RunState::AwaitingRoute)
+                    .filter(|r| r.session == session && r.state() == RunState::AwaitingRoute)
                     .count() as u32;
                 if held >= self.limits().held_per_session {
                     return Err(DroverError::new(
@@ -207,7 +207,9 @@ impl Core {
             .get(run_id)
             .ok_or_else(|| super::not_found(run_id))?;
         match &run.route {
-            Some(card) if card.status == "open" && run.state == RunState::AwaitingRoute => Ok(run),
+            Some(card) if card.status == "open" && run.state() == RunState::AwaitingRoute => {
+                Ok(run)
+            }
             _ => Err(DroverError::new(
                 ErrorCode::RouteNotFound,
                 format!("run {run_id} has no open route card; `drover routes` lists the open ones"),
@@ -437,7 +439,7 @@ impl Core {
             .runs
             .values()
             .filter(|r| {
-                r.state == RunState::AwaitingRoute
+                r.state() == RunState::AwaitingRoute
                     && r.route
                         .as_ref()
                         .is_some_and(|c| c.status == "open" && c.expires_at <= now)
@@ -456,7 +458,7 @@ impl Core {
     pub(super) fn next_route_expiry(&self) -> Option<UnixMillis> {
         self.runs
             .values()
-            .filter(|r| r.state == RunState::AwaitingRoute)
+            .filter(|r| r.state() == RunState::AwaitingRoute)
             .filter_map(|r| {
                 r.route
                     .as_ref()
@@ -489,7 +491,7 @@ impl Core {
         self.order
             .iter()
             .filter_map(|id| self.runs.get(id))
-            .filter(|r| r.state == RunState::AwaitingRoute)
+            .filter(|r| r.state() == RunState::AwaitingRoute)
             .filter_map(|r| {
                 r.route.as_ref().map(|c| OpenRoute {
                     run_id: r.id.clone(),
@@ -543,8 +545,8 @@ impl Core {
             return;
         };
         // A warm run is judged as if it ended now (its last result is what it has).
-        let state = if run.state.is_terminal() {
-            run.state.as_str()
+        let state = if run.state().is_terminal() {
+            run.state().as_str()
         } else {
             RunState::Completed.as_str()
         };
@@ -610,14 +612,14 @@ impl Core {
         };
         // An idle run (its turn over, still warm) may go on as a new run; it completes
         // once the new one is admitted. A run in a turn, or waiting on the user, may not.
-        let warm = run.state == RunState::Idle && !run.turn_in_flight && run.ending.is_none();
-        if run.state.is_active() && !warm {
+        let warm = run.state() == RunState::Idle && !run.turn_in_flight && run.ending.is_none();
+        if run.state().is_active() && !warm {
             return Err(DroverError::new(
                 ErrorCode::RunNotActive,
                 format!(
                     "run {run_id} is still {}; escalate it once its turn is over (idle) \
                      or it has ended",
-                    run.state
+                    run.state()
                 ),
             ));
         }
@@ -653,7 +655,7 @@ impl Core {
             "A previous attempt (run {run_id} on {}/{}) ended {} ({}): {summary}",
             run.spec.provider,
             run.model.as_deref().unwrap_or("its default model"),
-            run.state,
+            run.state(),
             run.completion_reason.as_deref().unwrap_or("no reason")
         );
         if let Some(old) = &run.spec.context {

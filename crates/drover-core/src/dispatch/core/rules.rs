@@ -1,4 +1,4 @@
-//! Approval rules in the dispatcher (DESIGN.md §14): the rules are held in memory (loaded
+//! Approval rules in the dispatcher (docs/ARCHITECTURE.md §"Approval rules and the guard"): the rules are held in memory (loaded
 //! at start, changed by `rule_add` and `rule_remove`, each change committed to the
 //! ledger), a request a rule matches is answered at once and recorded as decided by
 //! `rule:<id>`, and the guard's flag is worked out for each request.
@@ -263,7 +263,7 @@ impl Core {
     fn apply_rule(&mut self, rule: &Rule) {
         let mut hits: Vec<(String, String)> = Vec::new();
         for (run_id, run) in &self.runs {
-            if run.spec.policy != PermissionPolicy::Ask || !run.state.is_active() {
+            if run.spec.policy != PermissionPolicy::Ask || !run.state().is_active() {
                 continue;
             }
             let (repository, workspace) = self.place_parts(run);

@@ -13,9 +13,9 @@ use super::broker::{Broker, Pending};
 use super::transcript::TranscriptRing;
 use crate::UnixMillis;
 use crate::dispatch::api::{
-    DispatchEvent, NoteView, PendingView, ResultView, RunBudget, RunHead, RunSummary, RunView,
-    TurnView,
+    DispatchEvent, NoteView, PendingView, ResultView, RunSummary, RunView, TurnView,
 };
+use crate::dispatch::run_view::{RowState, RunDetails, RunFacts};
 use crate::ledger::writer::NewEvent;
 use crate::ledger::{DecisionRecord, RunPatch, TurnRecord, WriteOp, kind};
 use crate::live_state::{self, Assignment, Cause, LiveState, LiveStateEvent, LiveStateKind};
@@ -114,7 +114,8 @@ pub struct Run {
     pub id: String,
     pub spec: Spec,
     pub session: String,
-    pub state: RunState,
+    /// Changed only by [`Run::set_state`], which checks the lifecycle table.
+    state: RunState,
     pub completion_reason: Option<String>,
     pub created_at: UnixMillis,
     pub finished_at: Option<UnixMillis>,
@@ -228,7 +229,7 @@ pub struct Run {
     pub resend_at: Option<UnixMillis>,
 }
 
-/// The live line's detail of an idle run whose child is shut down (DESIGN.md §15).
+/// The live line's detail of an idle run whose child is shut down (docs/ARCHITECTURE.md §"Idle runs").
 pub const HIBERNATED_DETAIL: &str = "idle · hibernated";
 /// The live line's detail of an idle run whose child is shutting down to hibernate.
 pub const HIBERNATING_DETAIL: &str = "idle · hibernating";
@@ -314,6 +315,26 @@ impl Run {
         }
     }
 
+    /// A run read back from the ledger to be resumed: in memory again, in the state the
+    /// ledger holds for it (`interrupted`), which [`Run::set_state`] then moves on.
+    pub fn restored(
+        id: String,
+        spec: Spec,
+        session: String,
+        now: UnixMillis,
+        ring: TranscriptRing,
+    ) -> Run {
+        Run {
+            state: RunState::Interrupted,
+            ..Run::new(id, spec, session, now, ring)
+        }
+    }
+
+    /// Where the run is in the dispatcher.
+    pub fn state(&self) -> RunState {
+        self.state
+    }
+
     /// Turns the user asked for (result retries do not count against max turns).
     pub fn user_turns(&self) -> u32 {
         self.turns
@@ -349,7 +370,7 @@ impl Run {
     }
 
     /// Whether the run holds back what its cap has left from its budget session: only
-    /// while it works (DESIGN.md §15: idle and hibernated runs reserve nothing), or is
+    /// while it works (docs/ARCHITECTURE.md §"Idle runs": idle and hibernated runs reserve nothing), or is
     /// being woken for a turn.
     pub fn reserves(&self) -> bool {
         self.holds_slot() && (self.state != RunState::Idle || self.wake.is_some())
@@ -479,15 +500,33 @@ impl Run {
         self.working(batch, deadline, "model turn", now);
     }
 
-    /// Moves the run state (with its end reason when it ends).
+    /// Moves the run state (with its end reason when it ends): the one place a run's state
+    /// changes. A move the lifecycle table ([`RunState::allowed`]) refuses is not applied:
+    /// it is logged with the run and both states, and `false` is returned.
     pub fn set_state(
         &mut self,
         batch: &mut Batch,
         state: RunState,
         reason: Option<&str>,
         now: UnixMillis,
-    ) {
+    ) -> bool {
         let from = self.state;
+        if !RunState::allowed(from, state) {
+            tracing::error!(
+                run = %self.id,
+                from = %from,
+                to = %state,
+                reason = reason.unwrap_or_default(),
+                "a run state change the lifecycle table refuses was not applied"
+            );
+            return false;
+        }
+        // Resuming an interrupted run reopens it: its end is forgotten.
+        let reopened = from.is_terminal();
+        if reopened {
+            self.finished_at = None;
+            self.completion_reason = None;
+        }
         self.state = state;
         if state.is_terminal() {
             self.finished_at = Some(now);
@@ -514,12 +553,14 @@ impl Run {
                     .clone()
                     .filter(|_| state.is_terminal()),
                 finished_at: self.finished_at.filter(|_| state.is_terminal()),
+                reopened,
                 ..RunPatch::default()
             }),
         });
         batch.events.push(DispatchEvent::RunChanged {
             run: self.summary(),
         });
+        true
     }
 
     /// Opens a new segment of an ended run's live state (`drover resume`): `admitted`
@@ -604,38 +645,37 @@ impl Run {
         }
     }
 
-    /// The fields every view of the run starts with; `cost_usd` as the view counts it.
-    fn head(&self, cost_usd: f64) -> RunHead {
-        RunHead {
-            run_id: self.id.clone(),
+    /// What every view of the run is built from: its spend counts what the turn in flight
+    /// has streamed so far.
+    fn facts(&self) -> RunFacts<'_> {
+        RunFacts {
+            run_id: &self.id,
             state: self.state,
-            completion_reason: self.completion_reason.clone(),
-            provider: self.spec.provider.clone(),
-            model: self.model.clone(),
-            title: self.spec.title.clone(),
-            live_state: self.live.clone(),
-            cost_usd,
-            budget_usd: self.spec.budget_usd,
+            completion_reason: self.completion_reason.as_deref(),
+            spec: &self.spec,
+            provider: &self.spec.provider,
+            model: self.model.as_deref(),
+            title: &self.spec.title,
+            parent_run: self.spec.parent_run.as_deref(),
+            workflow_id: self.spec.workflow_id.as_deref(),
+            live_state: self.live.as_ref(),
+            cost_usd: self.cost_usd + self.provisional_usd,
             stalled: self.stalled,
             created_at: self.created_at,
             finished_at: self.finished_at,
-            owner_gone: false,
+            depth: self.depth,
+            workspace: Some(&self.workspace),
         }
     }
 
-    /// The run's row: its spend counts what the turn in flight has streamed so far.
+    /// The run's row.
     pub fn summary(&self) -> RunSummary {
-        RunSummary {
-            head: self.head(self.cost_usd + self.provisional_usd),
+        self.facts().summary(RowState {
             pending: self.broker.pending().len(),
             needs_input: self.needs_input,
             escalation_offered: self.escalation.is_some(),
-            workspace: Some(Box::new(self.workspace.clone())),
             result_status: self.last_result.as_ref().and_then(|r| r.status.clone()),
-            parent_run: self.spec.parent_run.clone(),
-            depth: self.depth,
-            workflow_id: self.spec.workflow_id.clone(),
-        }
+        })
     }
 
     /// The directory the run's child works in: its worktree's, or the one it was given.
@@ -659,15 +699,10 @@ impl Run {
         self.touch(batch);
     }
 
-    /// Everything about the run.
+    /// Everything about the run. The row's spend (what the turn in flight has streamed
+    /// included) is the view's, so `runs` and `show` agree; `usage` lists what is booked.
     pub fn view(&self) -> RunView {
-        RunView {
-            // The spend the row shows (what the turn in flight has streamed included), so
-            // `runs` and `show` agree; `usage` lists what is booked.
-            head: self.head(self.cost_usd + self.provisional_usd),
-            task: self.spec.task.clone(),
-            cwd: self.spec.cwd.display().to_string(),
-            policy: self.spec.policy.as_str().to_string(),
+        self.facts().view(RunDetails {
             cost_basis: self.cost_basis.clone(),
             tokens: self.tokens,
             turns: self.turns.iter().map(Turn::view).collect(),
@@ -680,19 +715,13 @@ impl Run {
             last_result: self.last_result.clone(),
             notes: self.notes.clone(),
             provider_session_id: self.provider_session_id.clone(),
-            max_turns: self.spec.max_turns,
             queued_follow_ups: self.follow_ups.len(),
             pid: self.child.and_then(|c| c.pid),
-            budget: RunBudget::of(&self.spec, self.cost_usd),
+            booked_usd: self.cost_usd,
             usage: self.usage.clone(),
             route: self.route.clone(),
             escalation: self.escalation.clone(),
-            depth: self.depth,
-            parent_run: self.spec.parent_run.clone(),
-            workspace: Some(self.workspace.clone()),
             decisions: self.decisions.iter().cloned().collect(),
-            needs_you: None,
-        }
-        .with_need()
+        })
     }
 }

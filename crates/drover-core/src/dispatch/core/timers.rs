@@ -45,7 +45,7 @@ pub(super) enum RunTimer {
 impl Core {
     /// When each timer of `run` falls due, in firing order (none for a finished run).
     pub(super) fn timers_of(&self, run: &Run) -> [Option<(UnixMillis, RunTimer)>; 9] {
-        if run.state.is_terminal() {
+        if run.state().is_terminal() {
             return [None; 9];
         }
         let stalled_after = super::answers::secs_ms(self.limits().stalled_after_secs);

@@ -132,10 +132,10 @@ impl Core {
             };
             if run.ending.is_some() {
                 // Stopping: only its end will do.
-                return run.state.is_terminal();
+                return run.state().is_terminal();
             }
             match w.until {
-                WaitUntil::Event => run.next_seq > *base || run.state.is_terminal(),
+                WaitUntil::Event => run.next_seq > *base || run.state().is_terminal(),
                 until => until.met_by(&run.summary()),
             }
         });

@@ -1,4 +1,4 @@
-//! Workspaces (DESIGN.md §13, issue 13): where a run works and what it changed there.
+//! Workspaces (docs/ARCHITECTURE.md §"Workspaces", issue 13): where a run works and what it changed there.
 //!
 //! - Admission decides the workspace: `worktree` when the dispatch says so, or by default
 //!   (`[workspaces] default`) when the run can write and its directory is inside a git
@@ -234,7 +234,7 @@ impl Core {
             let waiting = self
                 .runs
                 .get(&id)
-                .is_some_and(|r| r.waiting_for_dir && r.state.is_active());
+                .is_some_and(|r| r.waiting_for_dir && r.state().is_active());
             if !waiting || self.dir_holder(&id).is_some() {
                 continue;
             }
@@ -288,7 +288,7 @@ impl Core {
         let bound = (now + PREPARE_WORKTREE_BOUND_MS).min(run.deadline);
         run.preparing_until = Some(bound);
         let mut batch = Batch::default();
-        if run.state != RunState::Starting {
+        if run.state() != RunState::Starting {
             run.set_state(&mut batch, RunState::Starting, None, now);
         }
         run.set_live(
@@ -410,7 +410,7 @@ impl Core {
         let gone = self
             .runs
             .get(run_id)
-            .is_none_or(|run| run.state.is_terminal() || run.ending.is_some());
+            .is_none_or(|run| run.state().is_terminal() || run.ending.is_some());
         if gone {
             if let Ok(c) = created {
                 if let Some(run) = self.runs.get_mut(run_id) {
@@ -565,7 +565,7 @@ impl Core {
             return;
         };
         run.preparing_until = None;
-        if run.state.is_terminal() || run.ending.is_some() {
+        if run.state().is_terminal() || run.ending.is_some() {
             return;
         }
         match outcome {
@@ -605,7 +605,7 @@ impl Core {
                 run.workspace.status = WorkspaceStatus::Missing;
                 run.note(&mut batch, e.message.clone(), now);
                 run.save_workspace(&mut batch, now);
-                let active = run.state.is_active() && run.ending.is_none();
+                let active = run.state().is_active() && run.ending.is_none();
                 self.commit(batch);
                 if active {
                     self.end_run(run_id, RunState::Failed, "workspace_missing", Cause::Failed);
@@ -747,7 +747,7 @@ impl Core {
         };
         let target = Target {
             workspace: Some(run.workspace.clone()),
-            state: run.state,
+            state: run.state(),
             in_turn: in_turn(run),
             title: run.spec.title.clone(),
             summary: run.last_result.as_ref().and_then(|r| r.summary.clone()),
@@ -950,7 +950,7 @@ impl Core {
 /// it is queued to start one. An idle run does not (a follow-up to it is the user's own
 /// call), nor does one held on a route card.
 fn writes_now(run: &Run) -> bool {
-    run.state.is_active() && (in_turn(run) || run.state == RunState::Queued)
+    run.state().is_active() && (in_turn(run) || run.state() == RunState::Queued)
 }
 
 /// Whether a run is in a turn, or about to start one (its agent may be writing).
@@ -959,7 +959,7 @@ fn in_turn(run: &Run) -> bool {
         || run.preparing_until.is_some()
         || run.launching
         || matches!(
-            run.state,
+            run.state(),
             RunState::Starting | RunState::Running | RunState::AwaitingPermission
         )
 }

@@ -1,4 +1,4 @@
-//! How drover's permission policy and capability map onto Claude Code (DESIGN.md §8).
+//! How drover's permission policy and capability map onto Claude Code (docs/ARCHITECTURE.md §"Permission prompts").
 //!
 //! Pure. What must stay true:
 //! - `ask` runs the CLI in permission mode `default`, so every tool use that is not
@@ -70,7 +70,7 @@ pub fn unattended_answer(policy: PermissionPolicy, kind: RequestKind) -> Option<
 }
 
 /// The permission updates that "allow always" sends: the CLI's own suggestions, each
-/// scoped to this session (DESIGN.md §8: "allow always" lasts for the run's session; a
+/// scoped to this session (docs/ARCHITECTURE.md §"Permission prompts": "allow always" lasts for the run's session; a
 /// suggestion's own destination, often `localSettings`, would write the rule into the
 /// project's settings file). `None` when there is nothing to apply.
 pub fn session_permissions(suggestions: &Value) -> Option<Value> {

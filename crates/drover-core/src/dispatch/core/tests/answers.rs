@@ -1,4 +1,4 @@
-//! Permission requests and answers (DESIGN.md §8): the request is shown, an answer lands
+//! Permission requests and answers (docs/ARCHITECTURE.md §"Permission prompts"): the request is shown, an answer lands
 //! on its request or nowhere, "allow always", the policies, a withdrawn request.
 
 use super::*;

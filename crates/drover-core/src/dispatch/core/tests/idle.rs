@@ -1,4 +1,4 @@
-//! Idle runs (DESIGN.md §15) and turns re-sent: hibernating after `hibernate_after_secs`
+//! Idle runs (docs/ARCHITECTURE.md §"Idle runs") and turns re-sent: hibernating after `hibernate_after_secs`
 //! or for the slot of a queued or `--no-queue` run, waking in the same provider session, money following
 //! activity, follow-ups kept across a restart, and a turn the model API failed held with
 //! a growing bound and sent again.
@@ -54,7 +54,7 @@ fn an_idle_run_hibernates_after_hibernate_after_secs_and_its_idle_timeout_still_
     assert!(h.core.runs[&id].holds_slot(), "until its child has exited");
     h.exit(&id);
     let run = &h.core.runs[&id];
-    assert_eq!(run.state, RunState::Idle, "still idle, its session kept");
+    assert_eq!(run.state(), RunState::Idle, "still idle, its session kept");
     assert!(run.hibernated && run.child.is_none());
     assert!(!run.holds_slot() && !run.reserves());
     assert_eq!(h.live(&id).1.as_deref(), Some(HIBERNATED_DETAIL));
@@ -103,7 +103,7 @@ fn a_follow_up_wakes_a_hibernated_run_in_its_provider_session() {
     let out = h.provider(&id, ProviderEvent::Ready { version: None });
     assert_eq!(out.prompts(&id), ["now add the tests"]);
     let run = &h.core.runs[&id];
-    assert_eq!(run.state, RunState::Running);
+    assert_eq!(run.state(), RunState::Running);
     assert_eq!(
         run.turns.last().map(|t| t.origin),
         Some(TurnOrigin::FollowUp)
@@ -175,7 +175,7 @@ fn waking_ahead_starts_the_child_with_no_turn_and_the_follow_up_then_goes_at_onc
     assert_eq!(out.launches.len(), 1, "its child starts now");
     assert_eq!(out.launches[0].resume_session.as_deref(), Some("sess-5"));
     let run = &h.core.runs[&id];
-    assert_eq!(run.state, RunState::Idle, "idle while its child starts");
+    assert_eq!(run.state(), RunState::Idle, "idle while its child starts");
     assert!(run.holds_slot() && !run.reserves(), "a slot, no money");
     assert_eq!(h.live(&id).1.as_deref(), Some(WAKING_DETAIL));
     let out = h.provider(&id, ProviderEvent::Ready { version: None });
@@ -265,7 +265,7 @@ fn a_woken_child_that_exits_before_it_is_ready_leaves_the_run_hibernated() {
     wake(&mut h, &id);
     let out = h.exit(&id);
     let run = &h.core.runs[&id];
-    assert_eq!(run.state, RunState::Idle, "not failed: {:?}", run.state);
+    assert_eq!(run.state(), RunState::Idle, "not failed: {:?}", run.state());
     assert!(run.hibernated && !run.warming && run.child.is_none());
     assert!(!run.holds_slot());
     assert!(
@@ -700,7 +700,7 @@ fn a_cli_that_exits_with_its_failed_turn_is_started_again_in_its_session_to_send
     h.provider(&id, transient_failure());
     h.exit(&id);
     let run = &h.core.runs[&id];
-    assert_eq!(run.state, RunState::Running, "held, not failed");
+    assert_eq!(run.state(), RunState::Running, "held, not failed");
     assert!(run.child.is_none() && !run.holds_slot());
     let out = h.advance(MIN);
     assert_eq!(out.launches.len(), 1);

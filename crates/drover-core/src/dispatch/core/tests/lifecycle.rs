@@ -1,4 +1,4 @@
-//! Turns and ends (DESIGN.md §3, §9): the first turn, result retry, queued follow-ups,
+//! Turns and ends (docs/ARCHITECTURE.md §"Run lifecycle", §"Result contract"): the first turn, result retry, queued follow-ups,
 //! max turns, needs_input, provider errors, stop with pending requests, complete,
 //! kill-all, a child that dies, resume of an interrupted run.
 

@@ -328,7 +328,7 @@ impl Harness {
     }
 
     fn state(&self, run_id: &str) -> RunState {
-        self.core.runs[run_id].state
+        self.core.runs[run_id].state()
     }
 
     fn view(&self, run_id: &str) -> RunView {

@@ -1,4 +1,4 @@
-//! Money (DESIGN.md §6): a run out of money is stopped mid-turn, the warning is given
+//! Money (docs/ARCHITECTURE.md §"Money"): a run out of money is stopped mid-turn, the warning is given
 //! once, the hard cap stops every run of the session and refuses new ones, a config
 //! change takes effect at once.
 

@@ -1,4 +1,4 @@
-//! Approval rules and the guard in the core (DESIGN.md §14): a rule answers a matching
+//! Approval rules and the guard in the core (docs/ARCHITECTURE.md §"Approval rules and the guard"): a rule answers a matching
 //! request at once as `rule:<id>`, a rule made from a prompt answers the request on
 //! screen and others it matches, a flagged request always asks.
 

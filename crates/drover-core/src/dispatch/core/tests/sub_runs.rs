@@ -1,4 +1,4 @@
-//! Sub-runs (DESIGN.md §16): a dispatch naming a parent run is one level deeper, in the
+//! Sub-runs (docs/ARCHITECTURE.md §"Agents as clients"): a dispatch naming a parent run is one level deeper, in the
 //! parent's workflow, with a cap that fits what the parent has left; past `max_depth`,
 //! or with too little left, it is refused.
 
