@@ -67,7 +67,8 @@ pub struct RunRecord {
     pub spec: Value,
     /// The last live state, when it has one.
     pub live_state: Option<LiveState>,
-    /// The run's latest result (a [`ResultView`](crate::dispatch::api::ResultView) as JSON).
+    /// The run's latest result (a [`ResultView`](crate::dispatch::api::ResultView) as
+    /// JSON).
     pub result: Option<Value>,
     /// The run's workspace (`crate::workspace::WorkspaceView` as JSON).
     #[serde(default)]
