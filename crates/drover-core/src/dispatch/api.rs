@@ -59,12 +59,12 @@ pub enum Request {
     Counts,
     /// Everything about one run ([`RunView`]).
     Show {
-        /// The run.
+        /// The run to show.
         run_id: String,
     },
     /// A run's transcript, in one of several formats.
     Transcript {
-        /// The run.
+        /// The run whose transcript is read.
         run_id: String,
         /// Which form (default `tail`).
         #[serde(default)]
@@ -73,14 +73,14 @@ pub enum Request {
     /// Send the run its next turn: at once when it is idle, else queued behind the
     /// running turn.
     FollowUp {
-        /// The run.
+        /// The run to send it to.
         run_id: String,
         /// The turn's prompt: non-blank, at most `[limits] task_max_chars` characters.
         text: String,
     },
     /// Start an interrupted run again in its provider session, with a new turn.
     Resume {
-        /// The run.
+        /// The interrupted (or hibernated, or held) run.
         run_id: String,
         /// The turn's prompt; drover's own "go on" prompt when absent.
         #[serde(default)]
@@ -93,12 +93,12 @@ pub enum Request {
     /// with no follow-up. Nothing happens to a run that is not hibernated, nor while a
     /// queued run waits or its rail has no room: the follow-up wakes it then.
     Wake {
-        /// The run.
+        /// The hibernated run.
         run_id: String,
     },
     /// Answer a run's pending permission request or question.
     Respond {
-        /// The run.
+        /// The run that asked.
         run_id: String,
         /// The request answered (its id as shown in `pending`).
         request_id: String,
@@ -107,12 +107,12 @@ pub enum Request {
     },
     /// Stop an active run (completion reason `user`).
     Stop {
-        /// The run.
+        /// The run to stop.
         run_id: String,
     },
     /// End an idle run as completed.
     Complete {
-        /// The run.
+        /// The idle run to end.
         run_id: String,
     },
     /// Remove one finished run from the trays, or every finished run. A run whose
@@ -133,7 +133,7 @@ pub enum Request {
     /// What a worktree run changed against its base commit: its files with their counts
     /// and (unless `stat`) git's unified diff, of `file` or of every file.
     Diff {
-        /// The run.
+        /// The worktree run.
         run_id: String,
         /// Only this file's patch.
         #[serde(default)]
@@ -145,7 +145,7 @@ pub enum Request {
     /// Merge a worktree run's work into its base branch in the user's checkout
     /// (uncommitted work is committed first, with `message` or the run's result summary).
     Merge {
-        /// The run.
+        /// The worktree run whose work is merged.
         run_id: String,
         /// Merge as one squashed commit.
         #[serde(default)]
@@ -157,12 +157,12 @@ pub enum Request {
     /// Remove a finished run's worktree, keeping its branch (uncommitted work is committed
     /// onto it).
     Keep {
-        /// The run.
+        /// The finished worktree run.
         run_id: String,
     },
     /// Remove a finished run's worktree and delete its branch.
     Discard {
-        /// The run.
+        /// The finished worktree run.
         run_id: String,
     },
     /// Stop every active, queued and held run (of `workflow` alone, when named).
@@ -399,7 +399,7 @@ pub struct OpenRoute {
 /// `## turn N (origin)` line), `events` for `events`, `result` for `result`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct TranscriptView {
-    /// The run.
+    /// The run whose transcript this is.
     pub run_id: String,
     /// The format asked for.
     pub format: TranscriptFormat,
@@ -1161,44 +1161,44 @@ pub enum DispatchEvent {
     },
     /// A run's live state changed.
     LiveState {
-        /// The run.
+        /// The run it is about.
         run_id: String,
         /// Its new live state.
         live_state: LiveState,
     },
     /// A run's transcript has a new line.
     Transcript {
-        /// The run.
+        /// The run it is about.
         run_id: String,
         /// The line: one provider event, summarised.
         line: String,
     },
     /// A run asks for permission or a question's answer.
     PermissionRequested {
-        /// The run.
+        /// The run it is about.
         run_id: String,
-        /// The request.
+        /// The request, as `show` lists it.
         pending: PendingView,
     },
     /// A pending request was answered, withdrawn or timed out.
     PermissionResolved {
-        /// The run.
+        /// The run it is about.
         run_id: String,
-        /// The request.
+        /// The request's id.
         request_id: String,
         /// How, in words (`allow`, `deny: …`, `withdrawn by the provider`, …).
         how: String,
     },
     /// A note was added to a run.
     Note {
-        /// The run.
+        /// The run it is about.
         run_id: String,
-        /// The note.
+        /// The note, as `show` lists it.
         note: NoteView,
     },
     /// A run was removed from the trays.
     RunRemoved {
-        /// The run.
+        /// The run it is about.
         run_id: String,
     },
     /// The budget session's money changed in a way the user must hear about: the

@@ -20,12 +20,12 @@ pub const REMOVE_PAGE: u32 = 500;
 pub enum Query {
     /// `show` of a run that is not in memory.
     Show {
-        /// The run.
+        /// The run to show.
         run_id: String,
     },
     /// `transcript` of a run.
     Transcript {
-        /// The run.
+        /// The run whose transcript is read.
         run_id: String,
         /// The format asked for.
         format: TranscriptFormat,
@@ -48,7 +48,7 @@ pub enum Query {
     /// Refuse a request on a run that is not in memory: `RUN_NOT_ACTIVE` with its state
     /// in the ledger, else `RUN_NOT_FOUND`.
     NotActive {
-        /// The run.
+        /// The run the request named.
         run_id: String,
     },
 }
@@ -65,7 +65,7 @@ pub enum Fetch {
     },
     /// Everything needed to resume a run (`RUN_NOT_FOUND` when there is none).
     Resumable {
-        /// The run.
+        /// The run to resume.
         run_id: String,
     },
     /// Each run's summary (`RUN_NOT_FOUND` when one is missing).
@@ -75,7 +75,7 @@ pub enum Fetch {
     },
     /// Everything about one run (`RUN_NOT_FOUND` when there is none).
     View {
-        /// The run.
+        /// The run to view.
         run_id: String,
     },
     /// The summaries of finished runs not yet removed, newest-finished first: at most

@@ -216,7 +216,7 @@ pub enum Effect {
     Commit(Batch),
     /// Answer a client: after everything committed so far, or at once.
     Reply {
-        /// The client.
+        /// Who gets the answer.
         to: ReplyTo,
         /// The answer.
         answer: Result<Response, DroverError>,
@@ -286,7 +286,7 @@ impl WorkspaceJob {
 pub enum Read {
     /// Answer a client from the ledger: the core has nothing more to decide.
     Answer {
-        /// The client.
+        /// Who gets the answer.
         to: ReplyTo,
         /// What to read and answer with.
         query: Query,
@@ -305,32 +305,32 @@ pub enum Read {
 pub enum Then {
     /// A dispatch whose idempotency key was not in memory.
     Dispatch {
-        /// The client.
+        /// Who gets the answer.
         to: ReplyTo,
         /// The dispatch.
         input: Box<SpecInput>,
     },
     /// A resume of a run that is not in memory: its row from the ledger.
     Resume {
-        /// The client.
+        /// Who gets the answer.
         to: ReplyTo,
-        /// The run.
+        /// The run to resume.
         run_id: String,
         /// The turn's prompt.
         prompt: String,
     },
     /// A wait naming runs that are not in memory: their rows from the ledger.
     Wait {
-        /// The client.
+        /// Who gets the answer.
         to: ReplyTo,
         /// The wait.
         wait: waits::WaitAsk,
     },
     /// A `remove` of a run that is not in memory: its row from the ledger.
     RemoveOne {
-        /// The client.
+        /// Who gets the answer.
         to: ReplyTo,
-        /// The run.
+        /// The run to remove.
         run_id: String,
         /// Remove it even with unmerged work.
         force: bool,
@@ -338,7 +338,7 @@ pub enum Then {
     /// `remove --finished`, a page at a time: what the pages before removed, and the
     /// last run of the page before (`None` on the first page).
     RemoveFinished {
-        /// The client.
+        /// Who gets the answer.
         to: ReplyTo,
         /// Remove runs even with unmerged work.
         force: bool,
@@ -350,16 +350,16 @@ pub enum Then {
     /// `budget_new` of a session that is not in memory: its record and spend from the
     /// ledger.
     BudgetNew {
-        /// The client.
+        /// Who gets the answer.
         to: ReplyTo,
         /// The new session's name.
         name: String,
     },
     /// A workspace request on a run that is not in memory.
     Workspace {
-        /// The client.
+        /// Who gets the answer.
         to: ReplyTo,
-        /// The run.
+        /// The run whose worktree it is.
         run_id: String,
         /// What to do with its worktree.
         action: WorkspaceAction,

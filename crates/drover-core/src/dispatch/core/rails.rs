@@ -39,28 +39,28 @@ pub enum RailBlock {
     Provider {
         /// The provider.
         provider: String,
-        /// Its limit.
+        /// How many runs the rail allows at once.
         limit: u32,
     },
     /// The account already runs `[limits] per_account` runs.
     Account {
         /// The account (`<provider>:<value of its account variable>`).
         account: String,
-        /// Its limit.
+        /// How many runs the rail allows at once.
         limit: u32,
     },
     /// The budget session already runs `[limits] per_session_running` runs.
     Session {
         /// The budget session.
         session: String,
-        /// Its limit.
+        /// How many runs the rail allows at once.
         limit: u32,
     },
     /// The workflow already runs `[limits] per_workflow` runs.
     Workflow {
         /// The workflow.
         workflow: String,
-        /// Its limit.
+        /// How many runs the rail allows at once.
         limit: u32,
     },
 }
