@@ -11,30 +11,62 @@ use std::fmt;
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "SCREAMING_SNAKE_CASE")]
 pub enum ErrorCode {
+    /// The dispatch names a provider drover does not know, or one disabled in the config.
     InvalidProvider,
+    /// The task is empty.
     TaskRequired,
+    /// The task is longer than `[limits] task_max_chars`.
     TaskTooLong,
+    /// The working directory does not exist or is not a directory.
     CwdInvalid,
+    /// The model is not in the catalog for that provider.
     ModelUnknown,
+    /// The model is disabled for that provider in the config.
     ModelDisabled,
+    /// The permission policy is unknown, or the provider does not support it.
     PermissionPolicyUnsupported,
+    /// A spec or request field is malformed (an unknown capability, workspace or effort,
+    /// a bad schema, tags, an empty run list, a bad budget amount).
     InvalidSpec,
+    /// The budget session has no money left for the run: its hard cap is reached, or
+    /// spend and reservations leave not a cent.
     BudgetExceeded,
+    /// Pricing is enforced and the model has no price in the catalog.
     BudgetUnpriced,
+    /// A rail is full and the dispatch asked not to queue (`--no-queue`).
     MaxConcurrent,
+    /// The budget session's queue is full (`[limits] queued_per_session`).
     QueueFull,
+    /// The budget session already has as many runs waiting on route cards as it may
+    /// (`[limits] held_per_session`).
     HeldFull,
+    /// No run has that id (or it was removed).
     RunNotFound,
+    /// The run's state does not allow what was asked: it has ended where an active run
+    /// is needed, or is still active where it must have ended (remove, escalate).
     RunNotActive,
+    /// The run is not idle, so it cannot take a follow-up now.
     RunNotIdle,
+    /// The run cannot be resumed: only a run interrupted by a drover restart (with a
+    /// provider session), a hibernated run or a turn held for the model API can.
     RunNotResumable,
+    /// The run has used all its turns; a follow-up needs a new run.
     MaxTurns,
+    /// The run has no pending request with that id.
     NoPendingRequest,
+    /// The request was already answered, withdrawn or timed out.
     PermissionAlreadyResolved,
+    /// The config file is not valid: bad TOML, an unknown key, a wrong type or values out
+    /// of order.
     ConfigInvalid,
+    /// The config file exists but cannot be read as text.
     ConfigUnreadable,
+    /// The ledger could not read or record something.
     LedgerError,
+    /// Another drover process already owns the data directory.
     OwnerRunning,
+    /// No drover process owns the data directory (or the one that did went away), so a
+    /// command that changes runs has no one to ask.
     NoOwner,
     /// The owner did not answer a control-socket request in time.
     OwnerUnresponsive,
@@ -97,6 +129,8 @@ pub enum ErrorCode {
     RuleNotFound,
     /// As many approval rules are kept as drover allows.
     TooManyRules,
+    /// Something went wrong inside drover or its surroundings (a file it cannot create,
+    /// an answer it cannot write); the sentence says what.
     Internal,
 }
 
@@ -170,11 +204,14 @@ impl fmt::Display for ErrorCode {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, thiserror::Error)]
 #[error("{code}: {message}")]
 pub struct DroverError {
+    /// The stable code scripts match on.
     pub code: ErrorCode,
+    /// One sentence: what went wrong and what to do next.
     pub message: String,
 }
 
 impl DroverError {
+    /// A refusal with `code` and the sentence `message`.
     pub fn new(code: ErrorCode, message: impl Into<String>) -> Self {
         DroverError {
             code,

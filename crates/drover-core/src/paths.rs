@@ -19,11 +19,18 @@ pub const HOME_ENV: &str = "DROVER_HOME";
 pub struct Paths {
     /// `$DROVER_HOME` when it was set; `None` for the platform directories.
     pub home: Option<PathBuf>,
+    /// The user's config file (`config.toml`), merged over the embedded defaults.
     pub config_file: PathBuf,
+    /// The private directory that holds the ledger, the logs, the socket and the lock.
     pub data_dir: PathBuf,
+    /// Where log files go (`logs/` in the data directory).
     pub log_dir: PathBuf,
+    /// The SQLite ledger (`ledger.sqlite3` in the data directory).
     pub ledger_file: PathBuf,
+    /// The owner's control socket (`drover.sock` in the data directory).
     pub socket_file: PathBuf,
+    /// The owner lock (`drover.lock` in the data directory), held by the process that
+    /// owns the runs.
     pub lock_file: PathBuf,
 }
 

@@ -42,21 +42,32 @@ pub const SIM_PROVIDER: &str = "sim";
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Config {
+    /// `[limits]`: every number drover enforces.
     pub limits: Limits,
+    /// `[providers.<name>]`: how to start each provider's CLI, by provider name.
     pub providers: BTreeMap<String, ProviderConfig>,
+    /// `[pricing]`: how usage is priced and whether prices are enforced.
     pub pricing: PricingConfig,
+    /// `[catalog]`: models added to or changed in the embedded model catalog.
     pub catalog: CatalogConfig,
+    /// `[routing]`: how a dispatch without a model is routed.
     pub routing: RoutingConfig,
     /// Dashboard key bindings over the built-in table, by context:
     /// `[keys.dashboard] "N" = "new_dispatch"` (`"none"` unbinds a key). Checked by the
     /// dashboard when it opens.
     #[serde(default)]
     pub keys: toml::Table,
+    /// `[notifications]`: how the dashboard gets your attention.
     pub notifications: NotificationsConfig,
+    /// `[workspaces]`: where runs work.
     pub workspaces: WorkspacesConfig,
+    /// `[dashboard]`: how the dashboard reaches the runs.
     pub dashboard: DashboardConfig,
+    /// `[redact]`: secrets to redact besides the built-in rules.
     pub redact: RedactConfig,
+    /// `[mcp]`: drover's MCP server offered to runs.
     pub mcp: McpConfig,
+    /// `[guard]`: commands the guard flags beyond its own list.
     pub guard: GuardConfig,
 }
 
@@ -112,7 +123,10 @@ pub struct WorkspacesConfig {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum SharedConflict {
+    /// Wait for the other run to end (live state `waiting_repository`, bounded by the
+    /// run's max minutes).
     Wait,
+    /// Start anyway: both runs work in the directory at once.
     Allow,
 }
 
@@ -131,6 +145,7 @@ impl WorkspacesConfig {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct DashboardConfig {
+    /// Who owns the runs the dashboard shows.
     pub owner: DashboardOwner,
 }
 
@@ -181,6 +196,8 @@ pub struct ProviderConfig {
     /// Variables added to the child's inherited environment.
     #[serde(default)]
     pub env: BTreeMap<String, String>,
+    /// Whether runs may be dispatched to this provider; a disabled one is refused at
+    /// dispatch and shown as disabled in the route card.
     #[serde(default = "enabled_by_default")]
     pub enabled: bool,
     /// A model turn with no word from the provider for this long (no tool running, no

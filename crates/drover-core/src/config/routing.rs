@@ -24,8 +24,10 @@ pub enum RoutingMode {
 }
 
 impl RoutingMode {
+    /// Every mode.
     pub const ALL: [RoutingMode; 3] = [RoutingMode::Ask, RoutingMode::Auto, RoutingMode::AskAbove];
 
+    /// The mode as the config file writes it (`ask`, `auto`, `ask-above`).
     pub fn as_str(self) -> &'static str {
         match self {
             RoutingMode::Ask => "ask",

@@ -51,7 +51,9 @@ pub async fn ping(paths: &Paths) -> Result<Option<Pong>, DroverError> {
 /// How a background start went.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Started {
+    /// The owner's process id (the one already running, or the one started).
     pub pid: u32,
+    /// The socket it serves.
     pub socket: PathBuf,
     /// An owner was already running: nothing was started.
     pub already_running: bool,

@@ -324,6 +324,7 @@ impl Link {
     reason = "items are handed out one at a time, never stored in bulk; boxing would allocate per event"
 )]
 pub enum StreamItem {
+    /// An event, in the order the dispatcher published it.
     Event(DispatchEvent),
     /// This many events were dropped because the stream was read too slowly.
     Lagged(u64),

@@ -48,6 +48,7 @@ impl Host {
         &self.handle
     }
 
+    /// The control socket this process serves.
     pub fn socket_path(&self) -> &Path {
         self.server.socket_path()
     }

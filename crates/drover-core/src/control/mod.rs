@@ -48,7 +48,9 @@ use crate::paths::Paths;
 /// implementation (its typed answers become JSON here, at the socket boundary); tests use
 /// a fake.
 pub trait Dispatcher: Clone + Send + Sync + 'static {
+    /// Carries out `request` and answers with its result as the JSON the socket sends.
     fn request(&self, request: Request) -> impl Future<Output = Result<Value, DroverError>> + Send;
+    /// A receiver of every event the dispatcher publishes from now on.
     fn subscribe(&self) -> broadcast::Receiver<DispatchEvent>;
 }
 

@@ -91,6 +91,7 @@ pub fn serve<D: Dispatcher>(
 }
 
 impl ControlServer {
+    /// The socket file the server listens on.
     pub fn socket_path(&self) -> &Path {
         &self.socket
     }

@@ -29,7 +29,9 @@ pub const MAX_ANSWER_LINE_BYTES: usize = 256 * 1024 * 1024;
 /// One request as a client writes it.
 #[derive(Debug, Clone, Serialize)]
 pub struct ClientLine<'a> {
+    /// The request's number, chosen by the client; the answer carries it back.
     pub id: u64,
+    /// The request, tagged by `method` with its `params`.
     pub request: &'a Request,
 }
 
@@ -41,26 +43,38 @@ pub struct ClientLine<'a> {
     reason = "a line is built, written and dropped one at a time; boxing would allocate per event"
 )]
 pub enum ServerLine {
+    /// The request was carried out: `{"id": N, "ok": <value>}`.
     Ok {
+        /// The id of the request answered.
         id: u64,
+        /// The answer, as the request's JSON.
         ok: Value,
     },
+    /// The request was refused, or the line was not a request: `{"id": N, "error": {…}}`.
     Error {
+        /// The id of the request refused; `None` when the line had no readable id.
         id: Option<u64>,
+        /// Why (code and sentence).
         error: DroverError,
     },
+    /// A dispatcher event, after a `subscribe`: `{"event": …, "pos": N}`.
     Event {
+        /// The event, as the dispatcher published it.
         event: DispatchEvent,
         /// The event's place in the owner's numbered stream.
         #[serde(skip_serializing_if = "Option::is_none")]
         pos: Option<u64>,
     },
+    /// `{"lagged": K}`: K events were dropped because the client read too slowly.
     Lagged {
+        /// How many events were dropped.
         lagged: u64,
     },
 }
 
 impl ServerLine {
+    /// The line that answers request `id`: `Ok` with its value or `Error` with its
+    /// refusal.
     pub fn answer(id: u64, result: Result<Value, DroverError>) -> ServerLine {
         match result {
             Ok(ok) => ServerLine::Ok { id, ok },
@@ -188,14 +202,21 @@ fn invalid(message: impl Into<String>) -> DroverError {
     reason = "a line is read and handled one at a time; boxing would allocate per event"
 )]
 pub enum ClientSide {
+    /// An answer to a request (or a refusal of a line without an id).
     Answer {
+        /// The id of the request answered; `None` when the server could read none.
         id: Option<u64>,
+        /// The answer's value, or the refusal.
         result: Result<Value, DroverError>,
     },
+    /// A dispatcher event on a subscribed connection.
     Event {
+        /// The event, as the dispatcher published it.
         event: DispatchEvent,
+        /// Its place in the owner's numbered stream, when the server sent one.
         pos: Option<u64>,
     },
+    /// This many events were dropped because the client read too slowly.
     Lagged(u64),
 }
 
@@ -236,7 +257,9 @@ pub fn parse_server_line(line: &[u8]) -> Result<ClientSide, String> {
 /// than the limit (its bytes were skipped).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Line {
+    /// The line's bytes, without the newline (and without a trailing `\r`).
     Complete(Vec<u8>),
+    /// The line was longer than the limit; its bytes were skipped to its end.
     TooLong,
 }
 
@@ -250,6 +273,7 @@ pub struct LineReader<R> {
 }
 
 impl<R: AsyncRead + Unpin> LineReader<R> {
+    /// A reader of `inner` that holds at most `max` bytes of one line.
     pub fn new(inner: R, max: usize) -> Self {
         LineReader {
             inner: BufReader::new(inner),

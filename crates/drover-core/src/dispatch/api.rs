@@ -23,13 +23,19 @@ pub use crate::workspace::{
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "method", content = "params", rename_all = "snake_case")]
 pub enum Request {
+    /// Is an owner there? Answered with [`Pong`].
     Ping,
+    /// Validate and create a run; it starts, queues or waits on a route card.
     Dispatch {
+        /// What to run.
         spec: Box<SpecInput>,
     },
+    /// The runs list: every active run and the finished ones asked for, newest first.
     Runs {
+        /// Only runs in this state.
         #[serde(default)]
         state: Option<RunState>,
+        /// Keep runs removed from the trays.
         #[serde(default)]
         include_removed: bool,
         /// Only the runs of this workflow.
@@ -51,20 +57,30 @@ pub enum Request {
     /// How many runs the ledger holds in each state (read from its running counts, at the
     /// same cost at any history size).
     Counts,
+    /// Everything about one run ([`RunView`]).
     Show {
+        /// The run to show.
         run_id: String,
     },
+    /// A run's transcript, in one of several formats.
     Transcript {
+        /// The run whose transcript is read.
         run_id: String,
+        /// Which form (default `tail`).
         #[serde(default)]
         format: TranscriptFormat,
     },
+    /// Send the run its next turn: at once when it is idle, else queued behind the
+    /// running turn.
     FollowUp {
+        /// The run to send it to.
         run_id: String,
+        /// The turn's prompt: non-blank, at most `[limits] task_max_chars` characters.
         text: String,
     },
     /// Start an interrupted run again in its provider session, with a new turn.
     Resume {
+        /// The interrupted (or hibernated, or held) run.
         run_id: String,
         /// The turn's prompt; drover's own "go on" prompt when absent.
         #[serde(default)]
@@ -77,59 +93,81 @@ pub enum Request {
     /// with no follow-up. Nothing happens to a run that is not hibernated, nor while a
     /// queued run waits or its rail has no room: the follow-up wakes it then.
     Wake {
+        /// The hibernated run.
         run_id: String,
     },
+    /// Answer a run's pending permission request or question.
     Respond {
+        /// The run that asked.
         run_id: String,
+        /// The request answered (its id as shown in `pending`).
         request_id: String,
+        /// The answer.
         answer: PermissionAnswer,
     },
+    /// Stop an active run (completion reason `user`).
     Stop {
+        /// The run to stop.
         run_id: String,
     },
+    /// End an idle run as completed.
     Complete {
+        /// The idle run to end.
         run_id: String,
     },
     /// Remove one finished run from the trays, or every finished run. A run whose
     /// worktree holds unmerged work is refused (`UNMERGED_WORK`; left out of `finished`)
     /// unless `force`, which keeps the work on its branch.
     Remove {
+        /// The run to remove; `None` with `finished`.
         #[serde(default)]
         run_id: Option<String>,
+        /// Remove every finished run.
         #[serde(default)]
         finished: bool,
+        /// Remove even a run whose worktree holds unmerged work (the work stays on its
+        /// branch).
         #[serde(default)]
         force: bool,
     },
     /// What a worktree run changed against its base commit: its files with their counts
     /// and (unless `stat`) git's unified diff, of `file` or of every file.
     Diff {
+        /// The worktree run.
         run_id: String,
+        /// Only this file's patch.
         #[serde(default)]
         file: Option<String>,
+        /// Only the file list and counts, no patch.
         #[serde(default)]
         stat: bool,
     },
     /// Merge a worktree run's work into its base branch in the user's checkout
     /// (uncommitted work is committed first, with `message` or the run's result summary).
     Merge {
+        /// The worktree run whose work is merged.
         run_id: String,
+        /// Merge as one squashed commit.
         #[serde(default)]
         squash: bool,
+        /// The message of the commit of uncommitted work (and of the squashed commit).
         #[serde(default)]
         message: Option<String>,
     },
     /// Remove a finished run's worktree, keeping its branch (uncommitted work is committed
     /// onto it).
     Keep {
+        /// The finished worktree run.
         run_id: String,
     },
     /// Remove a finished run's worktree and delete its branch.
     Discard {
+        /// The finished worktree run.
         run_id: String,
     },
     /// Stop every active, queued and held run (of `workflow` alone, when named).
     KillAll {
+        /// Only the runs of this workflow.
         #[serde(default)]
         workflow: Option<String>,
     },
@@ -137,47 +175,62 @@ pub enum Request {
     Budget,
     /// New caps for the current budget session (the one not given stays).
     BudgetSet {
+        /// The new warning, in US dollars.
         #[serde(default)]
         warning_usd: Option<f64>,
+        /// The new hard cap, in US dollars.
         #[serde(default)]
         hard_cap_usd: Option<f64>,
     },
     /// Start a new budget session; new runs count against it.
     BudgetNew {
+        /// The new session's name (letters, digits, `-`, `_`, `.`; at most 64).
         name: String,
     },
     /// The open route cards.
     Routes,
     /// Pick option `option` (1-based) of a held run's route card.
     Route {
+        /// The held run.
         run_id: String,
+        /// The option's number on the card (1-based).
         option: u32,
+        /// Take the same route for later dispatches of this task class, without a card.
         #[serde(default)]
         remember: bool,
     },
     /// Decline a held run's route card: the run is stopped (`route_declined`).
     RouteDecline {
+        /// The held run.
         run_id: String,
     },
     /// A new run one tier up (or on the named provider/model), carrying the old result.
     Escalate {
+        /// The run to escalate.
         run_id: String,
+        /// The provider to escalate to; `None`: the offer's.
         #[serde(default)]
         provider: Option<String>,
+        /// The model to escalate to; `None`: the offer's.
         #[serde(default)]
         model: Option<String>,
     },
     /// A new run on the same model after a transient failure.
     Retry {
+        /// The run to retry.
         run_id: String,
     },
+    /// Block until runs meet a condition, or the timeout passes.
     Wait {
+        /// The runs to wait for (at least one).
         run_ids: Vec<String>,
+        /// The condition (default `terminal`).
         #[serde(default)]
         until: WaitUntil,
         /// Done when any run meets the condition (default: all of them).
         #[serde(default)]
         any: bool,
+        /// Give up after this many seconds (at most an hour, the default).
         #[serde(default)]
         timeout_secs: Option<u64>,
     },
@@ -186,20 +239,25 @@ pub enum Request {
     /// Keep a new approval rule. With `answer`, the pending request it names (the one on
     /// screen) is answered by it at once; every other pending request it matches is too.
     RuleAdd {
+        /// The rule to make.
         rule: crate::rules::RuleSpec,
+        /// The pending request to answer with it at once.
         #[serde(default)]
         answer: Option<RuleAnswer>,
     },
     /// Forget approval rule `id`.
     RuleRemove {
+        /// The rule's id.
         id: u64,
     },
     /// Start receiving [`DispatchEvent`]s (of these runs, or of all when empty): after
     /// `after` (the last position this client saw) when the owner can still replay from
     /// there, else from now (the answer says which).
     Subscribe {
+        /// Only these runs' events; empty: every run's.
         #[serde(default)]
         run_ids: Vec<String>,
+        /// The last position this client saw, to resume from.
         #[serde(default)]
         after: Option<StreamPosition>,
     },
@@ -248,7 +306,9 @@ pub enum Response {
 /// The request a new rule answers at once (`rule_add`'s `answer`).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct RuleAnswer {
+    /// The run that asked.
     pub run_id: String,
+    /// The request to answer.
     pub request_id: String,
 }
 
@@ -264,6 +324,7 @@ pub struct RunCounts {
 /// The answer to `ping`: who owns the data directory.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Pong {
+    /// Always `true`.
     pub pong: bool,
     /// The owner's process id.
     pub pid: u32,
@@ -282,7 +343,9 @@ pub struct Pong {
 /// their worktree holds unmerged work (`remove --finished` without `force`).
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Removed {
+    /// The runs removed from the trays.
     pub removed: Vec<String>,
+    /// Finished runs left in the trays because their worktree holds unmerged work.
     #[serde(default)]
     pub unmerged: Vec<String>,
 }
@@ -290,12 +353,14 @@ pub struct Removed {
 /// The answer to `kill_all`: the runs asked to stop.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Stopped {
+    /// The ids of the runs asked to stop.
     pub stopped: Vec<String>,
 }
 
 /// The answer to `subscribe` (the events follow on the same connection).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, Default)]
 pub struct Subscribed {
+    /// Always `true`.
     pub subscribed: bool,
     /// Where the owner's event stream stands as the subscription begins (absent from an
     /// owner that does not number its events).
@@ -312,15 +377,20 @@ pub struct Subscribed {
 /// and an event's number in it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct StreamPosition {
+    /// The owner's epoch: new each time an owner starts.
     pub epoch: String,
+    /// The event's number in that epoch's stream.
     pub pos: u64,
 }
 
 /// One open route card in `drover routes`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct OpenRoute {
+    /// The held run.
     pub run_id: String,
+    /// Its title.
     pub title: String,
+    /// Its route card.
     pub card: RouteCardView,
 }
 
@@ -329,12 +399,17 @@ pub struct OpenRoute {
 /// `## turn N (origin)` line), `events` for `events`, `result` for `result`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct TranscriptView {
+    /// The run whose transcript this is.
     pub run_id: String,
+    /// The format asked for.
     pub format: TranscriptFormat,
+    /// For `tail` and `text`: the lines.
     #[serde(default)]
     pub lines: Vec<String>,
+    /// For `events`: every event the ledger holds for the run, oldest first.
     #[serde(default)]
     pub events: Vec<crate::ledger::EventRecord>,
+    /// For `result`: the run's last result.
     #[serde(default)]
     pub result: Option<ResultView>,
     /// When retention pruned the run's events (its transcript lines and provider events
@@ -392,6 +467,7 @@ macro_rules! response_into {
     ($($name:ident => $variant:ident($v:ident) -> $ty:ty = $unbox:expr),* $(,)?) => {
         impl Response {
             $(
+                /// The view this variant carries; `INTERNAL` for any other variant.
                 pub fn $name(self) -> Result<$ty, crate::DroverError> {
                     match self {
                         Response::$variant($v) => Ok($unbox),
@@ -435,6 +511,7 @@ impl Response {
     }
 }
 
+/// What `transcript` returns.
 #[derive(
     Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema,
 )]
@@ -451,6 +528,7 @@ pub enum TranscriptFormat {
     Events,
 }
 
+/// What a `wait` waits for.
 #[derive(
     Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema,
 )]
@@ -517,6 +595,7 @@ pub enum Need {
 /// Why a run is in Needs you, and since when (`show --json` → `needs_you`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub struct NeedsYou {
+    /// Why the run waits for the user.
     pub reason: Need,
     /// When it started waiting: its oldest pending request, its route card, the end of
     /// its last turn, or its end.
@@ -552,6 +631,7 @@ fn need_of(
 }
 
 impl Need {
+    /// The reason in words, for the trays and sentences (`awaiting permission`, …).
     pub fn words(self) -> &'static str {
         match self {
             Need::Permission => "awaiting permission",
@@ -570,11 +650,17 @@ pub const DEFAULT_RUNS_PAGE: u32 = 50;
 /// Which runs a `runs` request asks for (the fields of [`Request::Runs`]).
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct RunsFilter {
+    /// Only runs in this state.
     pub state: Option<RunState>,
+    /// Keep runs removed from the trays.
     pub include_removed: bool,
+    /// Only the runs of this workflow.
     pub workflow: Option<String>,
+    /// Finished runs in the page at most; `None`: all.
     pub limit: Option<u32>,
+    /// Only finished runs that finished before this run did (the next page).
     pub before: Option<String>,
+    /// Only runs whose title, id, provider, model or state contains this text.
     pub search: Option<String>,
 }
 
@@ -697,7 +783,9 @@ impl RunSummary {
 /// The answer to `wait`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct WaitOutcome {
+    /// The timeout passed before the condition was met.
     pub timed_out: bool,
+    /// Each run waited for, as it is when the wait ends.
     pub runs: Vec<RunSummary>,
 }
 
@@ -707,6 +795,7 @@ pub const UNPRICED_SHOWN: usize = 20;
 /// The money of one budget session (`drover budget`).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct BudgetView {
+    /// The budget session's name.
     pub session: String,
     /// Booked spend of every run of the session (removed runs included).
     pub spent_usd: f64,
@@ -714,7 +803,9 @@ pub struct BudgetView {
     pub reserved_usd: f64,
     /// What a new run could get: hard cap minus spent and reserved (not below zero).
     pub available_usd: f64,
+    /// The session's warning, in US dollars.
     pub warning_usd: f64,
+    /// The session's hard cap, in US dollars.
     pub hard_cap_usd: f64,
     /// How many runs have each weakest cost basis.
     pub runs_by_basis: std::collections::BTreeMap<String, usize>,
@@ -754,7 +845,9 @@ impl RunBudget {
 pub struct RunBudget {
     /// The run's dollar cap (whole cents).
     pub cap: f64,
+    /// What the run's usage rows have booked, in US dollars.
     pub spent: f64,
+    /// What its cap has left, in US dollars (not below 0).
     pub remaining: f64,
     /// What was asked for, when the cap was lowered to fit the session.
     pub clamped_from: Option<f64>,
@@ -765,17 +858,30 @@ pub struct RunBudget {
 /// the top level.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct RunHead {
+    /// The run's id.
     pub run_id: String,
+    /// Its run state.
     pub state: RunState,
+    /// Why it finished; `None` while it is not finished.
     pub completion_reason: Option<String>,
+    /// The provider's configured name.
     pub provider: String,
+    /// The catalog id of the model; `None` for the provider's default (or not routed
+    /// yet).
     pub model: Option<String>,
+    /// Its title: one line, at most 80 characters.
     pub title: String,
+    /// What it is doing right now, with a deadline; `None` before its first assignment.
     pub live_state: Option<LiveState>,
+    /// What it has booked so far, in US dollars.
     pub cost_usd: f64,
+    /// Its cap, in US dollars.
     pub budget_usd: f64,
+    /// No provider event for `[limits] stalled_after_secs`: flagged, not killed.
     pub stalled: bool,
+    /// When it was dispatched, in ms since the Unix epoch.
     pub created_at: UnixMillis,
+    /// When it finished, in ms since the Unix epoch; `None` while it is not finished.
     pub finished_at: Option<UnixMillis>,
     /// Read from the ledger with no drover owning it (the owner lock is free), the run is
     /// still active there: its owner ended without ending it (a crash). The next drover
@@ -787,9 +893,12 @@ pub struct RunHead {
 /// One row in a list of runs.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct RunSummary {
+    /// Who the run is, where it stands and what it has spent.
     #[serde(flatten)]
     pub head: RunHead,
+    /// How many permission requests and questions wait for an answer.
     pub pending: usize,
+    /// Its last result asks for input (`needs_input`) and the run is still active.
     pub needs_input: bool,
     /// An escalation or retry is offered (the run shows in Needs you).
     #[serde(default)]
@@ -807,6 +916,7 @@ pub struct RunSummary {
     /// How many parents up the run's lineage goes (0 for a top-level run).
     #[serde(default)]
     pub depth: u32,
+    /// The workflow it belongs to, if any.
     #[serde(default)]
     pub workflow_id: Option<String>,
 }
@@ -814,23 +924,36 @@ pub struct RunSummary {
 /// Everything about one run (`drover show --json`).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct RunView {
+    /// Who the run is, where it stands and what it has spent.
     #[serde(flatten)]
     pub head: RunHead,
+    /// The task, redacted.
     pub task: String,
+    /// The directory it was dispatched in (absolute).
     pub cwd: String,
+    /// Its permission policy (`ask`, `restricted`, `auto`).
     pub policy: String,
     /// The weakest basis of the run's spend: `reported`, `estimated`, `free`, `unpriced`.
     pub cost_basis: String,
+    /// Its tokens over every turn.
     pub tokens: Tokens,
+    /// Its turns, in order.
     pub turns: Vec<TurnView>,
+    /// Requests waiting for an answer, oldest first.
     pub pending: Vec<PendingView>,
+    /// Its latest result.
     pub last_result: Option<ResultView>,
+    /// Its notes, oldest first.
     pub notes: Vec<NoteView>,
+    /// The provider's session id, once the provider reported one.
     pub provider_session_id: Option<String>,
+    /// How many user turns it may take.
     pub max_turns: u32,
+    /// Follow-ups queued behind the running turn.
     pub queued_follow_ups: usize,
     /// The provider child's pid (its process group id) while it runs.
     pub pid: Option<u32>,
+    /// Its money.
     pub budget: RunBudget,
     /// Every usage row booked on the run, oldest first.
     pub usage: Vec<crate::ledger::UsageRecord>,
@@ -840,6 +963,7 @@ pub struct RunView {
     pub escalation: Option<crate::route::Escalation>,
     /// How many escalations or retries led to this run (0 for a fresh dispatch).
     pub depth: u32,
+    /// The run it was escalated or retried from, or dispatched from (a sub-run).
     pub parent_run: Option<String>,
     /// Where the run works (its worktree, branch and base) and what it changed there.
     #[serde(default)]
@@ -891,40 +1015,61 @@ pub const DECISIONS_SHOWN: usize = 50;
 /// A held run's route card (`show --json` → `route`, `drover routes`).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct RouteCardView {
+    /// The card's id.
     pub route_id: String,
     /// The task class the options were chosen for.
     pub class: String,
     /// `open`, `decided`, `declined`, `expired`, `closed`.
     pub status: String,
+    /// The options offered, most suitable first.
     pub options: Vec<crate::route::RouteOption>,
     /// Providers not offered, and why.
     pub left_out: Vec<crate::route::LeftOut>,
+    /// When the card opened, in ms since the Unix epoch.
     pub created_at: UnixMillis,
+    /// When it closes unanswered (as declined, `route_expired`), in ms since the Unix
+    /// epoch.
     pub expires_at: UnixMillis,
+    /// Who decided it (`user`, `timeout`, …); `None` while it is open.
     pub decided_by: Option<String>,
+    /// When it was decided, in ms since the Unix epoch.
     pub decided_at: Option<UnixMillis>,
     /// Why the last pick was refused (the card stays open).
     pub refused: Option<String>,
 }
 
+/// One turn of a run (`show --json` → `turns`).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct TurnView {
+    /// 1, 2, 3, … per run.
     pub number: u32,
     /// `dispatch`, `follow_up`, `user`, `result_retry`.
     pub origin: String,
+    /// When it started, in ms since the Unix epoch.
     pub started_at: UnixMillis,
+    /// When it ended, in ms since the Unix epoch; `None` while it runs.
     pub ended_at: Option<UnixMillis>,
+    /// The prompt on one line, at most 200 characters.
     pub prompt_preview: String,
+    /// What the agent answered; `None` when it said nothing.
     pub text: Option<String>,
+    /// The turn's tokens.
     pub tokens: Tokens,
+    /// What the turn cost in US dollars, when known.
     pub cost_usd: Option<f64>,
+    /// The turn's result, as JSON: its parsed `## Result` block or, with an output
+    /// schema, its JSON answer.
     pub result: Option<Value>,
 }
 
+/// A request waiting for the user's answer (`show --json` → `pending`).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct PendingView {
+    /// The request's id, as `respond` names it.
     pub request_id: String,
+    /// A permission request or a question.
     pub kind: RequestKind,
+    /// The tool that asks (`Bash`, `Edit`, `AskUserQuestion`, …).
     pub tool: String,
     /// What is asked, typed by the provider's adapter (under the key `input`, as
     /// `show --json` has always named it).
@@ -932,7 +1077,9 @@ pub struct PendingView {
     pub ask: Ask,
     /// What "allow always" would allow, when the provider offers it.
     pub always: Option<AlwaysOption>,
+    /// When it was asked, in ms since the Unix epoch.
     pub created_at: UnixMillis,
+    /// When it is denied unanswered, in ms since the Unix epoch.
     pub expires_at: UnixMillis,
     /// The guard's reason, when it flagged the request as able to destroy work or leak
     /// secrets: no rule or "always" answers it, and a front end shows the reason in red
@@ -945,19 +1092,32 @@ pub struct PendingView {
 /// `policy`, `timeout`, …) and what.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct DecisionView {
+    /// When it was decided, in ms since the Unix epoch.
     pub at: UnixMillis,
+    /// The request decided.
     pub request_id: Option<String>,
+    /// Who decided: `user`, `rule:<id>`, `always`, `policy`, `timeout`, …
     pub who: String,
+    /// What was decided (`allow`, `deny: …`, …).
     pub decision: String,
 }
 
+/// A run's result: its last `## Result` block, or its JSON answer (`show --json` →
+/// `last_result`).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ResultView {
+    /// The status word (`done`, `blocked`, `needs_input`, or the word as written when it
+    /// is none of them).
     pub status: Option<String>,
+    /// The summary line.
     pub summary: Option<String>,
+    /// What the worker needs answered (with `needs_input`).
     pub question: Option<String>,
+    /// The files it touched.
     pub files: Vec<String>,
+    /// What it changed.
     pub changes: Vec<String>,
+    /// What it suggests doing next.
     pub follow_ups: Vec<String>,
     /// For runs with an output schema: the JSON answer.
     pub json: Option<Value>,
@@ -981,9 +1141,12 @@ impl From<crate::result_contract::ResultBlock> for ResultView {
     }
 }
 
+/// A note on a run: something the user should know (a clamp, a lowered budget, a retry).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct NoteView {
+    /// When it was made, in ms since the Unix epoch.
     pub at: UnixMillis,
+    /// One line.
     pub text: String,
 }
 
@@ -991,47 +1154,72 @@ pub struct NoteView {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "event", rename_all = "snake_case")]
 pub enum DispatchEvent {
+    /// A run's row changed (state, money, live state, result, …).
     RunChanged {
+        /// The run's row as it is now.
         run: RunSummary,
     },
+    /// A run's live state changed.
     LiveState {
+        /// The run it is about.
         run_id: String,
+        /// Its new live state.
         live_state: LiveState,
     },
+    /// A run's transcript has a new line.
     Transcript {
+        /// The run it is about.
         run_id: String,
+        /// The line: one provider event, summarised.
         line: String,
     },
+    /// A run asks for permission or a question's answer.
     PermissionRequested {
+        /// The run it is about.
         run_id: String,
+        /// The request, as `show` lists it.
         pending: PendingView,
     },
+    /// A pending request was answered, withdrawn or timed out.
     PermissionResolved {
+        /// The run it is about.
         run_id: String,
+        /// The request's id.
         request_id: String,
+        /// How, in words (`allow`, `deny: …`, `withdrawn by the provider`, …).
         how: String,
     },
+    /// A note was added to a run.
     Note {
+        /// The run it is about.
         run_id: String,
+        /// The note, as `show` lists it.
         note: NoteView,
     },
+    /// A run was removed from the trays.
     RunRemoved {
+        /// The run it is about.
         run_id: String,
     },
     /// The budget session's money changed in a way the user must hear about: the
     /// warning, the hard cap, a reopened session. Not about one run (`run_id()` is "").
     Budget {
+        /// The budget session.
         session: String,
+        /// What happened, in one line.
         note: String,
     },
     /// The owner's own health changed: a config reload was refused (the message), or a
     /// good one cleared it (`None`). Not about one run (`run_id()` is "").
     Health {
+        /// Why the reload was refused; `None` once a good config is read.
         config_refused: Option<String>,
     },
 }
 
 impl DispatchEvent {
+    /// The run the event is about; `""` for [`DispatchEvent::Budget`] and
+    /// [`DispatchEvent::Health`].
     pub fn run_id(&self) -> &str {
         match self {
             DispatchEvent::RunChanged { run } => &run.head.run_id,

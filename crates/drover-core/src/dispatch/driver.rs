@@ -38,6 +38,8 @@ pub struct Clock {
 }
 
 impl Clock {
+    /// A clock that reads the wall clock once, now, and counts on from there with
+    /// tokio's.
     pub fn start() -> Clock {
         Clock {
             base_unix: crate::clock::now_millis(),
@@ -45,6 +47,7 @@ impl Clock {
         }
     }
 
+    /// The time now, in ms since the Unix epoch.
     pub fn now(&self) -> UnixMillis {
         crate::clock::after(self.base_unix, self.base.elapsed())
     }

@@ -37,7 +37,9 @@ use crate::paths::Paths;
 /// What the dispatcher needs to start.
 #[derive(Debug, Clone)]
 pub struct DispatcherOptions {
+    /// Where the ledger, the socket and the logs are.
     pub paths: Paths,
+    /// The configuration to start with (the file is read again when it changes).
     pub config: Config,
     /// This drover executable (the `sim` provider runs `<self_exe> sim-agent`).
     pub self_exe: PathBuf,

@@ -200,6 +200,7 @@ pub fn pruned_note() -> String {
         .to_string()
 }
 
+/// `RUN_NOT_FOUND` for `run_id`.
 pub fn run_not_found(run_id: &str) -> DroverError {
     DroverError::new(
         ErrorCode::RunNotFound,
@@ -586,6 +587,8 @@ fn row_tokens(row: &UsageRecord) -> Tokens {
     }
 }
 
+/// The run's spec as the ledger stored it; `LEDGER_ERROR` naming the run when it cannot
+/// be read.
 pub fn stored_spec(run: &RunRecord) -> Result<Spec, DroverError> {
     serde_json::from_value(run.spec.clone()).map_err(|e| damaged(run, "runs.spec_json", e))
 }

@@ -18,16 +18,23 @@ pub const REMOVE_PAGE: u32 = 500;
 /// An answer built from the ledger (`super::projections`), with what only the core knows.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Query {
+    /// `show` of a run that is not in memory.
     Show {
+        /// The run to show.
         run_id: String,
     },
+    /// `transcript` of a run.
     Transcript {
+        /// The run whose transcript is read.
         run_id: String,
+        /// The format asked for.
         format: TranscriptFormat,
     },
     /// The ledger's runs, with the live ones (in memory) taking precedence.
     Runs {
+        /// The filter of the `runs` request.
         filter: RunsFilter,
+        /// The runs in memory, as they are now.
         live: Vec<RunSummary>,
     },
     /// How many runs the ledger holds in each state (every change is committed before it
@@ -35,11 +42,13 @@ pub enum Query {
     Counts,
     /// The budget session's view, its money as the core holds it laid over the ledger's.
     Budget {
+        /// The session's money as the core holds it.
         overlay: Box<BudgetView>,
     },
     /// Refuse a request on a run that is not in memory: `RUN_NOT_ACTIVE` with its state
     /// in the ledger, else `RUN_NOT_FOUND`.
     NotActive {
+        /// The run the request named.
         run_id: String,
     },
 }
@@ -48,27 +57,52 @@ pub enum Query {
 #[derive(Debug, Clone, PartialEq)]
 pub enum Fetch {
     /// The run created with this idempotency key since then, if any.
-    ByIdempotencyKey { key: String, since: UnixMillis },
+    ByIdempotencyKey {
+        /// The idempotency key.
+        key: String,
+        /// The start of the idempotency window, in ms since the Unix epoch.
+        since: UnixMillis,
+    },
     /// Everything needed to resume a run (`RUN_NOT_FOUND` when there is none).
-    Resumable { run_id: String },
+    Resumable {
+        /// The run to resume.
+        run_id: String,
+    },
     /// Each run's summary (`RUN_NOT_FOUND` when one is missing).
-    Summaries { run_ids: Vec<String> },
+    Summaries {
+        /// The runs.
+        run_ids: Vec<String>,
+    },
     /// Everything about one run (`RUN_NOT_FOUND` when there is none).
-    View { run_id: String },
+    View {
+        /// The run to view.
+        run_id: String,
+    },
     /// The summaries of finished runs not yet removed, newest-finished first: at most
     /// [`REMOVE_PAGE`] of them, finished before the run `before` when one is named.
-    FinishedRuns { before: Option<String> },
+    FinishedRuns {
+        /// The last run of the page before; `None` for the first page.
+        before: Option<String>,
+    },
     /// A budget session's spend and record.
-    Session { name: String },
+    Session {
+        /// The session's name.
+        name: String,
+    },
 }
 
 /// The answer to a [`Fetch`].
 #[derive(Debug, Clone, PartialEq)]
 pub enum Fetched {
+    /// For [`Fetch::ByIdempotencyKey`]: the run, when there is one.
     Run(Option<Box<RunSummary>>),
+    /// For [`Fetch::Resumable`].
     Resumable(Box<ResumeData>),
+    /// For [`Fetch::Summaries`] and [`Fetch::FinishedRuns`].
     Summaries(Vec<RunSummary>),
+    /// For [`Fetch::View`].
     View(Box<RunView>),
+    /// For [`Fetch::Session`].
     Session(LoadedSession),
 }
 
@@ -98,15 +132,20 @@ pub struct Startup {
 /// A budget session as the ledger has it: its booked spend and its record.
 #[derive(Debug, Clone, PartialEq)]
 pub struct LoadedSession {
+    /// The session's name.
     pub name: String,
+    /// What its usage rows have booked, in US dollars (removed runs included).
     pub spent: f64,
+    /// Its record; `None` when the ledger holds none (its caps are then the config's).
     pub record: Option<BudgetSessionRecord>,
 }
 
 /// What resuming a run needs from the ledger.
 #[derive(Debug, Clone, PartialEq)]
 pub struct ResumeData {
+    /// The run's row.
     pub record: RunRecord,
+    /// Everything about the run, as the ledger has it.
     pub view: RunView,
     /// The transcript's lines (the ring is rebuilt from them).
     pub tail: Vec<String>,

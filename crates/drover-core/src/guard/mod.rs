@@ -26,6 +26,7 @@ use shell::Simple;
 /// Why the guard stopped a request: shown in red over its prompt.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Flag {
+    /// What the request would do that the guard stops, in one sentence.
     pub reason: String,
 }
 

@@ -36,22 +36,41 @@ use std::time::Duration;
 
 use crate::{DroverError, ErrorCode, UnixMillis};
 
+/// Why a ledger operation failed.
 #[derive(Debug, thiserror::Error)]
 pub enum LedgerError {
+    /// SQLite refused or failed.
     #[error("sqlite: {0}")]
     Sqlite(#[from] rusqlite::Error),
+    /// A JSON column could not be read or written.
     #[error("json: {0}")]
     Json(#[from] serde_json::Error),
+    /// The file was written by a newer drover: its schema version is past this one's.
     #[error("the ledger schema version {found} is newer than this drover knows ({known})")]
-    TooNew { found: i64, known: i64 },
+    TooNew {
+        /// The file's schema version.
+        found: i64,
+        /// The newest version this drover knows.
+        known: i64,
+    },
+    /// The writer thread has stopped (the ledger is closing or closed).
     #[error("the ledger writer has stopped")]
     Closed,
+    /// The transaction could not be committed; the message is SQLite's.
     #[error("commit failed: {0}")]
     Commit(String),
+    /// The op was refused: it changes a run that is not there.
     #[error("write refused: {0}")]
     Rejected(String),
+    /// A run's row cannot be read back (bad JSON, an unknown state).
     #[error("run {run_id} has a damaged row: {what}")]
-    Corrupt { run_id: String, what: String },
+    Corrupt {
+        /// The run whose row is damaged.
+        run_id: String,
+        /// What is wrong with it.
+        what: String,
+    },
+    /// A thread could not be started, or the file could not be reached.
     #[error("cannot start the ledger writer: {0}")]
     Io(#[from] std::io::Error),
 }
@@ -71,6 +90,7 @@ impl From<LedgerError> for DroverError {
 /// How the ledger is opened.
 #[derive(Debug, Clone)]
 pub struct LedgerOptions {
+    /// How the writer batches.
     pub writer: WriterOptions,
     /// What retention keeps (events pruned by age, an optional cap on runs). The
     /// default keeps everything; the owner sets it from `[limits]`.
@@ -132,6 +152,7 @@ impl Ledger {
         ))
     }
 
+    /// The ledger file.
     pub fn path(&self) -> &Path {
         &self.path
     }

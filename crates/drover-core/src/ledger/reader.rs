@@ -51,6 +51,7 @@ impl LedgerReader {
         })
     }
 
+    /// The run with id `run_id`, removed or not; `None` when there is no such row.
     pub fn run(&self, run_id: &str) -> Result<Option<RunRecord>, LedgerError> {
         let sql = format!("SELECT {RUN_COLUMNS} FROM runs WHERE run_id = ?1");
         let raw = self
@@ -182,6 +183,7 @@ impl LedgerReader {
             .query_row("SELECT MAX(created_at) FROM runs", [], |r| r.get(0))?)
     }
 
+    /// The run's turns, in order.
     pub fn turns(&self, run_id: &str) -> Result<Vec<TurnRecord>, LedgerError> {
         let mut st = self.conn.prepare_cached(
             "SELECT run_id, number, origin, started_at, ended_at, prompt_preview, text,
@@ -279,6 +281,7 @@ impl LedgerReader {
         Ok(rows)
     }
 
+    /// The run's decisions, oldest first.
     pub fn decisions(&self, run_id: &str) -> Result<Vec<DecisionRecord>, LedgerError> {
         let mut st = self.conn.prepare_cached(
             "SELECT run_id, at, kind, request_id, who, decision, body_json
@@ -312,6 +315,7 @@ impl LedgerReader {
             .collect()
     }
 
+    /// The budget session named `name`; `None` when it was never made.
     pub fn budget_session(&self, name: &str) -> Result<Option<BudgetSessionRecord>, LedgerError> {
         Ok(self
             .conn
@@ -349,6 +353,7 @@ impl LedgerReader {
             .collect()
     }
 
+    /// The value kept under `key` in the `meta` table; `None` when there is none.
     pub fn meta(&self, key: &str) -> Result<Option<String>, LedgerError> {
         Ok(self
             .conn
@@ -705,6 +710,7 @@ impl LedgerReader {
 pub struct SessionTotals {
     /// The sum of its usage rows' cost (an unpriced row adds nothing).
     pub spent_usd: f64,
+    /// How many usage rows it has.
     pub usage_rows: u64,
     /// How many of its runs have each weakest basis, weakest first (none left out).
     pub runs_by_weakest: Vec<(Basis, u64)>,
@@ -715,7 +721,9 @@ pub struct SessionTotals {
 pub struct RunsPage<'a> {
     /// Keep runs the user removed from the trays.
     pub include_removed: bool,
+    /// Only runs in this state.
     pub state: Option<RunState>,
+    /// Only runs of this workflow.
     pub workflow: Option<&'a str>,
     /// Text the title, id, provider, model or state contains (case-insensitive).
     pub search: Option<&'a str>,

@@ -24,19 +24,30 @@ use super::records::{
 /// One change to the ledger.
 #[derive(Debug, Clone)]
 pub enum WriteOp {
+    /// Insert a new run.
     InsertRun(Box<RunRecord>),
+    /// Change a run's row: the columns the patch sets.
     UpdateRun {
+        /// The run to change.
         run_id: String,
+        /// What to change.
         patch: Box<RunPatch>,
     },
     /// Built with [`WriteOp::event`], which serializes the body on the sender's thread.
     AppendEvent(NewEvent),
+    /// Insert a turn, or replace it (by run and number).
     UpsertTurn(Box<TurnRecord>),
+    /// Insert a usage row.
     InsertUsage(Box<UsageRecord>),
+    /// Insert a decision.
     InsertDecision(Box<DecisionRecord>),
+    /// Make a budget session, or replace it (by name).
     PutBudgetSession(BudgetSessionRecord),
+    /// Set a key of the `meta` table.
     PutMeta {
+        /// The key.
         key: String,
+        /// Its new value.
         value: String,
     },
     /// Delete runs with everything that belongs to them, their run-scoped rules included
@@ -46,18 +57,26 @@ pub enum WriteOp {
     /// run's view reads ([`super::retention::KEPT_KINDS`]) and its last one (so its seqs
     /// go on from where they were); the run's row, turns, usage and decisions stay.
     PruneEvents {
+        /// The finished runs whose events are pruned.
         run_ids: Vec<String>,
+        /// When, in ms since the Unix epoch (kept on each run as `events_pruned_at`).
         at: crate::UnixMillis,
     },
     /// Note processes of a run's child (see [`crate::providers::sweep`]).
     NoteProcesses {
+        /// The run whose child started them.
         run_id: String,
+        /// The boot they were started on (process ids are only meaningful within one
+        /// boot).
         boot_id: String,
+        /// The processes.
         processes: Vec<crate::providers::sweep::Noted>,
+        /// When they were noted, in ms since the Unix epoch.
         at: crate::UnixMillis,
     },
     /// A run's processes were swept: nothing of them is left to end.
     ForgetProcesses {
+        /// The run whose processes were swept.
         run_id: String,
     },
     /// Keep an approval rule (a new one, or one replaced by id).
@@ -69,10 +88,15 @@ pub enum WriteOp {
 /// An event ready for the writer: its body already serialized.
 #[derive(Debug, Clone)]
 pub struct NewEvent {
+    /// The run the event belongs to.
     pub run_id: String,
+    /// Its place in the run's events: the run's last seq plus one.
     pub seq: u64,
+    /// What the event is (see [`super::kind`]).
     pub kind: String,
+    /// When it happened, in ms since the Unix epoch.
     pub at: crate::UnixMillis,
+    /// The body, already serialized as JSON.
     pub body_json: String,
 }
 
@@ -105,7 +129,9 @@ pub(super) enum Message {
 /// How the writer batches.
 #[derive(Debug, Clone, Copy)]
 pub struct WriterOptions {
+    /// Commit once a batch holds this many ops.
     pub max_batch: usize,
+    /// Commit once a batch's first op is this old.
     pub max_delay: Duration,
 }
 

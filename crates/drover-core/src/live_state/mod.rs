@@ -28,18 +28,30 @@ use std::fmt;
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum LiveStateKind {
+    /// Accepted (or resumed) and not started yet: queued, or waiting on a route card.
     Admitted,
+    /// Waiting for a deploy under way to finish.
     WaitingDeploy,
+    /// Waiting for another run that can write to leave the shared directory.
     WaitingRepository,
+    /// The asked-for workspace cannot be made; switching to a fallback (the shared
+    /// directory).
     FallingBack,
+    /// Preparing the workspace and starting the provider's CLI.
     Preparing,
+    /// The agent is working on a turn.
     Working,
+    /// Waiting on the model provider: rate-limited, or a failed turn held to be sent
+    /// again.
     WaitingProvider,
+    /// The run is over; ending the provider session.
     WrappingUp,
+    /// The run has ended (terminal, with a cause, without a bound).
     Ended,
 }
 
 impl LiveStateKind {
+    /// Every state, in the order of the live-state table.
     pub const ALL: [LiveStateKind; 9] = [
         LiveStateKind::Admitted,
         LiveStateKind::WaitingDeploy,
@@ -82,6 +94,7 @@ impl LiveStateKind {
         }
     }
 
+    /// Whether the state is `ended`, which only a reopen leaves.
     pub fn is_terminal(self) -> bool {
         self == LiveStateKind::Ended
     }
@@ -97,17 +110,27 @@ impl fmt::Display for LiveStateKind {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Cause {
+    /// The run finished its work.
     Completed,
+    /// The run failed.
     Failed,
+    /// The run was stopped (by the user or a budget cap).
     Stopped,
+    /// The run was withdrawn before it started (its route card declined or expired).
     Withdrawn,
+    /// The run was refused before it started (no money left, a full queue, a busy
+    /// repository).
     Refused,
+    /// The lease the run held lapsed.
     LeaseLapsed,
+    /// drover stopped while the run was active; the next owner ended it.
     ResidentReplaced,
+    /// The run's process went away without reporting an end.
     RunnerGone,
 }
 
 impl Cause {
+    /// The cause as the ledger and the API write it (`lease_lapsed`).
     pub fn as_str(self) -> &'static str {
         match self {
             Cause::Completed => "completed",
@@ -152,6 +175,7 @@ fn successors(from: LiveStateKind) -> &'static [LiveStateKind] {
 /// A run's current live state.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct LiveState {
+    /// Where the run is.
     pub state: LiveStateKind,
     /// When the run entered `state`; kept when the same state is assigned again.
     pub since: UnixMillis,
@@ -170,9 +194,14 @@ pub struct LiveState {
 pub struct Assignment {
     /// The `seq` of the live state this assignment replaces (0 for a run without one).
     pub expected_seq: u64,
+    /// The state to move to.
     pub state: LiveStateKind,
+    /// The deadline, in ms since the Unix epoch; required (and not in the past) for every
+    /// state but `ended`, dropped for `ended`.
     pub bound: Option<UnixMillis>,
+    /// One line about what the run is doing; sanitised before it is kept.
     pub detail: Option<String>,
+    /// Why the run ended; required for `ended`, dropped otherwise.
     pub cause: Option<Cause>,
     /// Starts a new segment: the only move out of `ended`, and only to `admitted`.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
@@ -182,23 +211,45 @@ pub struct Assignment {
 /// Why an assignment was refused. Serializes as its [`code`](Refusal::code).
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum Refusal {
+    /// The assignment names a `seq` other than the live state's.
     #[error(
         "Expected sequence {expected} but the live state is at {current}; read it again and retry."
     )]
-    StaleSequence { expected: u64, current: u64 },
+    StaleSequence {
+        /// The `seq` the assignment named.
+        expected: u64,
+        /// The live state's `seq`.
+        current: u64,
+    },
+    /// The live state is `ended`; only a reopen may change it.
     #[error("The run has ended; its live state can no longer change.")]
     Terminal,
+    /// The live-state table does not allow the move (or a reopen not from `ended` to
+    /// `admitted`).
     #[error("A live state cannot move from {} to {to}.", .from.map_or("(none)", LiveStateKind::as_str))]
     InvalidTransition {
+        /// The current state; `None` for a run without one.
         from: Option<LiveStateKind>,
+        /// The state asked for.
         to: LiveStateKind,
     },
+    /// An assignment to `ended` without a cause.
     #[error("Ending a run needs a cause.")]
     CauseRequired,
+    /// An assignment to a state other than `ended` without a bound.
     #[error("The state {state} needs a bound (a deadline).")]
-    BoundRequired { state: LiveStateKind },
+    BoundRequired {
+        /// The state asked for.
+        state: LiveStateKind,
+    },
+    /// The bound is in the past.
     #[error("The bound {bound} is in the past (now is {now}); give a deadline that is not.")]
-    InvalidBound { bound: UnixMillis, now: UnixMillis },
+    InvalidBound {
+        /// The bound asked for, in ms since the Unix epoch.
+        bound: UnixMillis,
+        /// The time of the assignment, in ms since the Unix epoch.
+        now: UnixMillis,
+    },
 }
 
 impl Refusal {
@@ -271,7 +322,9 @@ pub fn assign(
 /// What the ledger stores for each accepted assignment.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct LiveStateEvent {
+    /// When the assignment was accepted, in ms since the Unix epoch.
     pub at: UnixMillis,
+    /// The assignment as accepted (its detail sanitised).
     pub assignment: Assignment,
 }
 
@@ -297,6 +350,7 @@ impl LiveStateEvent {
 /// The live state rebuilt from a run's events.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct Fold {
+    /// The state after the last accepted event; `None` when no event was accepted.
     pub state: Option<LiveState>,
     /// Events that `assign` refused (ledger data is untrusted); they were not applied.
     pub skipped: usize,

@@ -164,6 +164,7 @@ pub fn session_caps(limits: &Limits, session: Option<&BudgetSessionRecord>) -> (
 /// and rounded to whole cents, or the configured default when none was asked for.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
 pub struct RunCap {
+    /// The cap in US dollars, whole cents.
     pub cap: f64,
     /// What was asked for, when the clamp changed it.
     pub clamped_from: Option<f64>,
@@ -193,9 +194,17 @@ pub fn run_cap(requested: Option<f64>, limits: &Limits) -> RunCap {
 #[derive(Debug, Clone, PartialEq)]
 pub enum Fit {
     /// The cap as asked.
-    Granted { cap: f64 },
+    Granted {
+        /// The run's cap in US dollars, whole cents.
+        cap: f64,
+    },
     /// Less than asked: what the hard cap leaves, with a note for the user.
-    Lowered { cap: f64, note: String },
+    Lowered {
+        /// The run's cap in US dollars, whole cents: what the session has left.
+        cap: f64,
+        /// Why the cap was lowered, for the run's notes.
+        note: String,
+    },
     /// `BUDGET_EXCEEDED`: nothing is left, or the session is closed.
     Refused(DroverError),
 }
@@ -291,6 +300,8 @@ pub enum StopReason {
 }
 
 impl StopReason {
+    /// The reason as the ledger and the API write it (`budget_cap`,
+    /// `session_budget_cap`).
     pub fn as_str(self) -> &'static str {
         match self {
             StopReason::BudgetCap => "budget_cap",
@@ -304,14 +315,28 @@ impl StopReason {
 #[serde(tag = "action", rename_all = "snake_case")]
 pub enum BudgetAction {
     /// Stop the run whose usage row this was, mid-turn, with `reason`.
-    StopRun { reason: StopReason, note: String },
+    StopRun {
+        /// The run's completion reason.
+        reason: StopReason,
+        /// What to tell the user.
+        note: String,
+    },
     /// Tell the user the session passed its warning (once).
-    Warn { note: String },
+    Warn {
+        /// What to tell the user.
+        note: String,
+    },
     /// Stop every active, queued and held run of the session (`session_budget_cap`);
     /// the session is closed to new dispatches.
-    StopSession { note: String },
+    StopSession {
+        /// What to tell the user.
+        note: String,
+    },
     /// The session accepts dispatches again.
-    Reopened { note: String },
+    Reopened {
+        /// What to tell the user.
+        note: String,
+    },
 }
 
 /// Decides, after a usage row was booked on `run` and `session` (both `spent` already

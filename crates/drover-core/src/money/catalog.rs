@@ -36,8 +36,11 @@ pub const USER_ENTRIES_KEY: &str = "catalog.models";
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Tier {
+    /// Cheap, fast models for simple work.
     Small,
+    /// The everyday models.
     Standard,
+    /// The most capable (and dearest) models.
     Frontier,
 }
 
@@ -45,6 +48,7 @@ impl Tier {
     /// Every tier, lowest first.
     pub const ALL: [Tier; 3] = [Tier::Small, Tier::Standard, Tier::Frontier];
 
+    /// The tier as the catalog and the config write it (`small`, `standard`, `frontier`).
     pub fn as_str(self) -> &'static str {
         match self {
             Tier::Small => "small",
@@ -76,16 +80,24 @@ impl std::fmt::Display for Tier {
 /// One model of one provider.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Model {
+    /// The provider's configured name (`claude-code`, `codex`, `opencode`, `sim`).
     pub provider: String,
     /// The canonical name, as the provider's CLI takes it.
     pub id: String,
+    /// Other names the model answers to (case-insensitive), unique within its provider.
     pub aliases: Vec<String>,
+    /// How capable the model is.
     pub tier: Tier,
+    /// Its list price, per million tokens.
     pub price: Price,
+    /// How many tokens the model's context holds, when known.
     pub context_window: Option<u64>,
+    /// Whether the model takes images.
     pub vision: bool,
     /// The provider's default model.
     pub default: bool,
+    /// Hidden models still resolve and keep their price, but are never suggested,
+    /// defaulted to or picked.
     pub hidden: bool,
 }
 
@@ -103,8 +115,11 @@ impl Model {
 /// names `catalog.models[N]`.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct CatalogProblem {
+    /// The entry's index in the list it came from.
     pub entry: usize,
+    /// The key at fault; `None` when the entry as a whole is.
     pub key: Option<&'static str>,
+    /// What is wrong, naming `catalog.models[N]`.
     pub message: String,
 }
 

@@ -29,12 +29,15 @@ use super::dollars::is_amount;
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "kind", rename_all = "snake_case")]
 pub enum Price {
+    /// Priced per million tokens of each class, in US dollars.
     Priced {
         /// Uncached input.
         input: f64,
         /// Output, reasoning included.
         output: f64,
+        /// Input read from the prompt cache.
         cache_read: f64,
+        /// Input written to the prompt cache.
         cache_write: f64,
     },
     /// Costs nothing.
@@ -104,6 +107,7 @@ pub fn weakest_basis<'a>(bases: impl IntoIterator<Item = &'a str>) -> &'static s
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Fidelity {
+    /// The provider's own account, complete.
     Exact,
     /// Approximated: a charge split across models whose own costs did not add up to it,
     /// several models' tokens lumped in one row, or usage streamed before the turn's
@@ -112,6 +116,7 @@ pub enum Fidelity {
 }
 
 impl Fidelity {
+    /// The fidelity as the ledger writes it (`exact`, `partial`).
     pub fn as_str(self) -> &'static str {
         match self {
             Fidelity::Exact => "exact",
@@ -131,6 +136,7 @@ pub enum Part {
 }
 
 impl Part {
+    /// The part as the ledger writes it (`main`, `subagents`).
     pub fn as_str(self) -> &'static str {
         match self {
             Part::Main => "main",
@@ -142,12 +148,19 @@ impl Part {
 /// A usage row before the driver adds where and when it belongs.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct UsageDraft {
+    /// The model the tokens went to, as the provider named it; `None` when it did not
+    /// say.
     pub model: Option<String>,
+    /// Which part of the run used the tokens.
     pub part: Part,
+    /// The tokens, in the five disjoint classes.
     pub tokens: Tokens,
     /// `None` exactly when `basis` is `Unpriced`.
     pub cost_usd: Option<f64>,
+    /// What the amount rests on: reported by the provider, estimated from the catalog,
+    /// free or unpriced.
     pub basis: Basis,
+    /// Whether the numbers are the provider's complete account.
     pub fidelity: Fidelity,
     /// Where the numbers come from, e.g. `result.total_cost_usd`.
     pub source: String,
@@ -449,6 +462,7 @@ fn token_count(t: &Tokens) -> u64 {
 pub struct RunSpend {
     /// The sum of the priced rows (unpriced rows add nothing and are counted apart).
     pub cost_usd: f64,
+    /// The tokens of every row, added up.
     pub tokens: Tokens,
     /// The weakest basis of the rows (`free` when there are none).
     pub basis: Basis,

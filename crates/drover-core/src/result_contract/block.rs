@@ -24,9 +24,13 @@ pub struct ResultBlock {
     pub status: Option<ResultStatus>,
     /// The status value as written, so an unreadable one can be shown.
     pub raw_status: Option<String>,
+    /// The summary line, when the block had one.
     pub summary: Option<String>,
+    /// What the worker changed, one item per line.
     pub changes: Vec<String>,
+    /// The files it touched.
     pub files: Vec<String>,
+    /// What it suggests doing next.
     pub follow_ups: Vec<String>,
     /// What the worker needs answered (with `needs_input`).
     pub question: Option<String>,
@@ -36,12 +40,16 @@ pub struct ResultBlock {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum ResultStatus {
+    /// The task is done.
     Done,
+    /// The worker could not go on (something is missing or failing).
     Blocked,
+    /// The worker needs an answer from the user to go on (see `question`).
     NeedsInput,
 }
 
 impl ResultStatus {
+    /// The status as the block writes it (`done`, `blocked`, `needs_input`).
     pub fn as_str(self) -> &'static str {
         match self {
             ResultStatus::Done => "done",

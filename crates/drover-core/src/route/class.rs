@@ -13,14 +13,21 @@ use crate::spec::Spec;
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum TaskClass {
+    /// Writing or changing code: features, fixes, refactors, tests (also anything
+    /// unclassified).
     Code,
+    /// Reviewing code: a PR, a diff.
     Review,
+    /// Investigating or comparing: finding out why or how.
     Research,
+    /// UI and visual design: mockups, screenshots (needs a model that reads images).
     Design,
+    /// Writing documentation: READMEs, docs.
     Docs,
 }
 
 impl TaskClass {
+    /// Every class.
     pub const ALL: [TaskClass; 5] = [
         TaskClass::Code,
         TaskClass::Review,
@@ -29,6 +36,7 @@ impl TaskClass {
         TaskClass::Docs,
     ];
 
+    /// The class as written in specs, tags and the config (`code`, `review`, …).
     pub fn as_str(self) -> &'static str {
         match self {
             TaskClass::Code => "code",

@@ -50,6 +50,7 @@ pub const NO_OFFER_REASONS: [&str; 9] = [
 /// The reason a run could not be started; escalation goes to another provider.
 pub const LAUNCH_ERROR: &str = "launch_error";
 
+/// Which kind of offer an [`Escalation`] is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum EscalationKind {
@@ -60,6 +61,7 @@ pub enum EscalationKind {
 }
 
 impl EscalationKind {
+    /// The kind as the API writes it (`escalate`, `retry`).
     pub fn as_str(self) -> &'static str {
         match self {
             EscalationKind::Escalate => "escalate",
@@ -71,9 +73,13 @@ impl EscalationKind {
 /// An offer shown on a finished run.
 #[derive(Serialize, Deserialize, Clone, Debug, PartialEq)]
 pub struct Escalation {
+    /// Retry on the same model, or escalate to a stronger one.
     pub kind: EscalationKind,
+    /// The provider the new run would use.
     pub to_provider: String,
+    /// The catalog id of the model the new run would use.
     pub to_model: String,
+    /// One line for the user: why the run is offered this, and where to.
     pub reason: String,
 }
 
@@ -82,10 +88,13 @@ pub struct Escalation {
 pub struct RunOutcome<'a> {
     /// `failed`, `completed`, `stopped` or `interrupted`.
     pub state: &'a str,
+    /// The run's completion reason (`timeout`, `launch_error`, …), if it has one.
     pub completion_reason: Option<&'a str>,
     /// The result block's status: `done`, `blocked`, `needs_input`.
     pub result_status: Option<&'a str>,
+    /// Whether the run left a result the user can use.
     pub has_usable_result: bool,
+    /// The provider the run used.
     pub provider: &'a str,
     /// The catalog id the run used; `None`: the provider's default.
     pub model: Option<&'a str>,

@@ -206,6 +206,7 @@ impl RoutingPolicy {
         &self.classes[&class]
     }
 
+    /// The escalation ladder: tiers lowest first, and the providers' order.
     pub fn ladder(&self) -> &Ladder {
         &self.ladder
     }

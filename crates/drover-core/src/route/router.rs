@@ -32,13 +32,16 @@ pub const MAX_OPTIONS: usize = 6;
 /// Whether a provider can take runs now, and why not.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ProviderAvailability {
+    /// The provider's configured name.
     pub name: String,
+    /// Whether it can take runs now.
     pub available: bool,
     /// Why it is not available (`the claude CLI is not installed`, `disabled in config`).
     pub reason: Option<String>,
 }
 
 impl ProviderAvailability {
+    /// `name`, available.
     pub fn available(name: &str) -> ProviderAvailability {
         ProviderAvailability {
             name: name.to_string(),
@@ -47,6 +50,7 @@ impl ProviderAvailability {
         }
     }
 
+    /// `name`, not available for `reason`.
     pub fn unavailable(name: &str, reason: &str) -> ProviderAvailability {
         ProviderAvailability {
             name: name.to_string(),
@@ -61,17 +65,25 @@ impl ProviderAvailability {
 pub struct RouteOption {
     /// 1-based, as the user picks it.
     pub number: u32,
+    /// The provider's configured name.
     pub provider: String,
     /// The catalog id.
     pub model: String,
+    /// The effort the option runs with: the spec's, else the class's suggested one;
+    /// `None` for the provider's default.
     pub effort: Option<String>,
     /// `small`, `standard` or `frontier`.
     pub tier: String,
     /// US dollars per million tokens; `None` when free or unpriced.
     pub input_per_mtok: Option<f64>,
+    /// US dollars per million output tokens (reasoning included); `None` when free or
+    /// unpriced.
     pub output_per_mtok: Option<f64>,
+    /// Whether the model costs nothing.
     pub free: bool,
+    /// How many tokens the model's context holds, when the catalog knows.
     pub context_window: Option<u64>,
+    /// Whether the model reads images.
     pub vision: bool,
     /// One line: "standard tier suits code; $3/$15 per Mtok; 200k context".
     pub reason: String,
@@ -94,15 +106,21 @@ impl RouteOption {
 /// A provider not on the card, and why.
 #[derive(Serialize, Deserialize, Clone, Debug, PartialEq)]
 pub struct LeftOut {
+    /// The provider's configured name.
     pub provider: String,
+    /// Why it has no option on the card (unavailable, or no model that suits the class).
     pub reason: String,
 }
 
 /// What the router offers for one spec.
 #[derive(Serialize, Deserialize, Clone, Debug, PartialEq)]
 pub struct Routing {
+    /// The class the spec was read as.
     pub class: TaskClass,
+    /// The options, ranked, most suitable first (numbered from 1); at most
+    /// [`MAX_OPTIONS`].
     pub options: Vec<RouteOption>,
+    /// Providers with no option, and why.
     pub left_out: Vec<LeftOut>,
 }
 

@@ -34,6 +34,7 @@ pub enum Scope {
     Run,
     /// One repository (`repository`: its git common directory), its worktrees included.
     Repository,
+    /// Everywhere, in every run.
     Everywhere,
 }
 
@@ -41,22 +42,34 @@ pub enum Scope {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum RuleKind {
+    /// A shell command: the pattern is over its words (`cargo test *`); an allow must
+    /// cover every command of a chain.
     Command,
+    /// A file edit: the pattern is a glob over paths inside the run's workspace
+    /// (`src/**`).
     FileEdit,
+    /// A fetch: the pattern is a glob over the url.
     Fetch,
+    /// An MCP tool call: the pattern is a glob over `server/tool`.
     McpTool,
+    /// Any ask: the pattern is a glob over its one-line summary.
     Any,
 }
 
+/// What a matching rule answers.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum RuleDecision {
+    /// Allow the request without asking.
     Allow,
+    /// Deny the request without asking.
     Deny,
 }
 
 impl Scope {
+    /// Every scope, narrowest first (the order rules are decided in).
     pub const ALL: [Scope; 3] = [Scope::Run, Scope::Repository, Scope::Everywhere];
+    /// The scope as the ledger and the CLI write it.
     pub fn as_str(self) -> &'static str {
         match self {
             Scope::Run => "run",
@@ -64,6 +77,7 @@ impl Scope {
             Scope::Everywhere => "everywhere",
         }
     }
+    /// The scope a word names (`repo` and `global` too); `RULE_INVALID` otherwise.
     pub fn parse(text: &str) -> Result<Scope, DroverError> {
         match text {
             "run" => Ok(Scope::Run),
@@ -77,6 +91,7 @@ impl Scope {
 }
 
 impl RuleKind {
+    /// Every kind.
     pub const ALL: [RuleKind; 5] = [
         RuleKind::Command,
         RuleKind::FileEdit,
@@ -84,6 +99,7 @@ impl RuleKind {
         RuleKind::McpTool,
         RuleKind::Any,
     ];
+    /// The kind as the ledger and the CLI write it (`command`, `file_edit`, …).
     pub fn as_str(self) -> &'static str {
         match self {
             RuleKind::Command => "command",
@@ -93,6 +109,7 @@ impl RuleKind {
             RuleKind::Any => "any",
         }
     }
+    /// The kind a word names (`-` taken as `_`); `RULE_INVALID` otherwise.
     pub fn parse(text: &str) -> Result<RuleKind, DroverError> {
         RuleKind::ALL
             .into_iter()
@@ -106,12 +123,14 @@ impl RuleKind {
 }
 
 impl RuleDecision {
+    /// The decision as the ledger and the CLI write it.
     pub fn as_str(self) -> &'static str {
         match self {
             RuleDecision::Allow => "allow",
             RuleDecision::Deny => "deny",
         }
     }
+    /// The decision a word names (`allow`, `deny`); `RULE_INVALID` otherwise.
     pub fn parse(text: &str) -> Result<RuleDecision, DroverError> {
         match text {
             "allow" => Ok(RuleDecision::Allow),
@@ -126,9 +145,13 @@ impl RuleDecision {
 /// A rule as asked for: what `drover rules add` and the prompt's chooser send.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct RuleSpec {
+    /// Where the rule holds.
     pub scope: Scope,
+    /// What the pattern is about.
     pub kind: RuleKind,
+    /// The pattern, in the kind's syntax.
     pub pattern: String,
+    /// Allow or deny.
     pub decision: RuleDecision,
     /// The run of a run-scoped rule.
     #[serde(default)]
@@ -142,16 +165,23 @@ pub struct RuleSpec {
 /// A rule as kept.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Rule {
+    /// The rule's id, never given twice (see [`RuleSet::next_id`]).
     pub id: u64,
+    /// Where the rule holds.
     pub scope: Scope,
+    /// What the pattern is about.
     pub kind: RuleKind,
+    /// The pattern, as written.
     pub pattern: String,
+    /// Allow or deny.
     pub decision: RuleDecision,
+    /// The run of a run-scoped rule.
     #[serde(default)]
     pub run_id: Option<String>,
     /// The repository's git common directory.
     #[serde(default)]
     pub repository: Option<String>,
+    /// When the rule was made, in ms since the Unix epoch.
     pub created_at: UnixMillis,
 }
 
@@ -178,6 +208,7 @@ impl Rule {
 /// Where a request is asked: what a rule's scope is checked against.
 #[derive(Debug, Clone, Copy)]
 pub struct Place<'a> {
+    /// The run that asks.
     pub run_id: &'a str,
     /// The git common directory of the run's repository, when it works in one.
     pub repository: Option<&'a str>,
@@ -257,14 +288,17 @@ impl RuleSet {
         gone
     }
 
+    /// The rules, in the order they were added.
     pub fn rules(&self) -> impl Iterator<Item = &Rule> {
         self.rules.iter().map(|(r, _)| r)
     }
 
+    /// How many rules there are.
     pub fn len(&self) -> usize {
         self.rules.len()
     }
 
+    /// Whether there are no rules.
     pub fn is_empty(&self) -> bool {
         self.rules.is_empty()
     }
@@ -440,6 +474,7 @@ fn invalid(message: String) -> DroverError {
     DroverError::new(ErrorCode::RuleInvalid, message)
 }
 
+/// `RULE_NOT_FOUND` for rule `id`.
 pub fn not_found(id: u64) -> DroverError {
     DroverError::new(
         ErrorCode::RuleNotFound,

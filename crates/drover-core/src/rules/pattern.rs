@@ -102,6 +102,8 @@ pub struct TextPattern {
 }
 
 impl TextPattern {
+    /// A path pattern: relative to the workspace, no `..`, `*` within one segment; the
+    /// error says what is wrong, in words.
     pub fn path(text: &str) -> Result<TextPattern, String> {
         check_text(text)?;
         if text.starts_with('/') || text.split('/').any(|p| p == "..") {
@@ -114,6 +116,8 @@ impl TextPattern {
         Self::build(text, true)
     }
 
+    /// A text pattern, where `*` crosses anything; the error says what is wrong, in
+    /// words.
     pub fn text(text: &str) -> Result<TextPattern, String> {
         check_text(text)?;
         Self::build(text, false)
@@ -129,6 +133,7 @@ impl TextPattern {
             .map_err(|e| format!("`{text}` is not a valid glob: {}", e.kind()))
     }
 
+    /// Whether `text` matches the pattern.
     pub fn matches(&self, text: &str) -> bool {
         self.matcher.is_match(text)
     }

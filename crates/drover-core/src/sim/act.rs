@@ -22,7 +22,9 @@ const EDIT_MAX_BYTES: u64 = 16 * 1024 * 1024;
 /// What a tool did: its result text, and whether it failed.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Acted {
+    /// The tool's result text.
     pub output: String,
+    /// Whether the tool failed.
     pub is_error: bool,
 }
 

@@ -43,6 +43,7 @@ pub enum PermissionMode {
 }
 
 impl PermissionMode {
+    /// Every mode's name, as `--permission-mode` takes it.
     pub const NAMES: &[&str] = &[
         "default",
         "acceptEdits",
@@ -51,6 +52,7 @@ impl PermissionMode {
         "plan",
     ];
 
+    /// The mode `--permission-mode` names; `None` for an unknown name.
     pub fn parse(name: &str) -> Option<PermissionMode> {
         match name {
             "default" => Some(PermissionMode::Default),
@@ -62,6 +64,7 @@ impl PermissionMode {
         }
     }
 
+    /// The mode's name, as `--permission-mode` writes it.
     pub fn as_str(self) -> &'static str {
         match self {
             PermissionMode::Default => "default",
@@ -76,6 +79,7 @@ impl PermissionMode {
 /// What the command line decided.
 #[derive(Debug, Clone)]
 pub struct AgentOptions {
+    /// The scenario to play (`--scenario`), with the environment applied.
     pub scenario: Scenario,
     /// `--model`; the scenario's model otherwise.
     pub model: Option<String>,
@@ -86,12 +90,16 @@ pub struct AgentOptions {
     pub resume: Option<String>,
     /// Where sessions are kept across processes; `None` keeps none.
     pub sessions: Option<SessionStore>,
+    /// `--permission-mode`.
     pub permission_mode: PermissionMode,
     /// `--permission-prompt-tool stdio`: permission requests go over stdout/stdin.
     pub prompt_tool_stdio: bool,
     /// `--allowedTools` / `--disallowedTools` rules (`Bash`, `Bash(git log:*)`).
     pub allowed_tools: Vec<String>,
+    /// `--disallowedTools` rules: these tools are denied without asking.
     pub disallowed_tools: Vec<String>,
+    /// The working directory, as reported in the init line (tools that really run use
+    /// it).
     pub cwd: String,
     /// `claude_code_version` in the init line.
     pub version: String,
@@ -195,7 +203,9 @@ struct TurnState {
 /// prefixes).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ToolRule {
+    /// The tool's name.
     pub tool: String,
+    /// The command or path the rule is limited to (`git log:*`); `None` covers every use.
     pub content: Option<String>,
 }
 
@@ -215,6 +225,7 @@ impl ToolRule {
         }
     }
 
+    /// Whether a call of `tool` on `content` (its command or path) falls under this rule.
     pub fn matches(&self, tool: &str, content: Option<&str>) -> bool {
         if self.tool != tool {
             return false;
@@ -235,6 +246,7 @@ impl ToolRule {
 /// What happens to a tool call.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Decision {
+    /// The call runs without asking.
     Allow,
     /// Denied without asking, with the tool_result text.
     Deny(String),
@@ -245,9 +257,13 @@ pub enum Decision {
 /// What a permission decision depends on.
 #[derive(Debug, Clone, Copy)]
 pub struct PermissionContext<'a> {
+    /// The permission mode.
     pub mode: PermissionMode,
+    /// Whether permission requests can go over stdout/stdin.
     pub prompt_tool_stdio: bool,
+    /// `--allowedTools` rules.
     pub allowed: &'a [ToolRule],
+    /// `--disallowedTools` rules.
     pub disallowed: &'a [ToolRule],
     /// Rules added by answers ("allow always").
     pub session: &'a [ToolRule],

@@ -143,7 +143,9 @@ pub fn builtin_names() -> Vec<&'static str> {
 /// How a scenario's text is written.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Format {
+    /// TOML (`.toml` files and the shipped scenarios).
     Toml,
+    /// JSON, in the same shape.
     Json,
 }
 
@@ -153,12 +155,14 @@ pub enum Format {
 pub struct ScenarioError {
     /// e.g. "scenario file /tmp/x.toml" or "built-in scenario `hang`".
     pub origin: String,
+    /// What is wrong, naming the turn and step.
     pub problem: String,
 }
 
 /// A whole scenario.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Scenario {
+    /// One line about what the scenario is for.
     pub description: Option<String>,
     /// The model reported unless the command line names one.
     pub model: String,
@@ -171,6 +175,7 @@ pub struct Scenario {
 /// What the agent does in answer to one user message.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Turn {
+    /// The steps, in order.
     pub steps: Vec<Step>,
     /// The `## Result` block the turn's final text ends with; `None` leaves it out.
     pub result_block: Option<ResultBlockSpec>,
@@ -179,11 +184,17 @@ pub struct Turn {
 /// The `## Result` block a turn's final text ends with. Text may use the templates.
 #[derive(Debug, Clone, PartialEq)]
 pub struct ResultBlockSpec {
+    /// The `status` line.
     pub status: ResultStatus,
+    /// The `summary` line.
     pub summary: String,
+    /// The `changes` list.
     pub changes: Vec<String>,
+    /// The `files` list.
     pub files: Vec<String>,
+    /// The `follow_ups` list.
     pub follow_ups: Vec<String>,
+    /// The `question` line (for `needs_input`).
     pub question: Option<String>,
 }
 
@@ -192,19 +203,23 @@ pub struct ResultBlockSpec {
 pub struct Step {
     /// A pause before each repetition of the step.
     pub delay_ms: u64,
+    /// How many times the step runs.
     pub repeat: Repeat,
+    /// What the step does.
     pub action: Action,
 }
 
 /// How many times a step runs.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Repeat {
+    /// How many times; [`Scenario::apply_env`] replaces it with `env`'s value when set.
     pub times: u32,
     /// An environment variable that, when set, gives the count instead.
     pub env: Option<String>,
 }
 
 impl Repeat {
+    /// One time, with no variable.
     pub fn once() -> Repeat {
         Repeat {
             times: 1,
@@ -217,13 +232,18 @@ impl Repeat {
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct Usage {
+    /// Uncached input tokens.
     pub input_tokens: u64,
+    /// Output tokens.
     pub output_tokens: u64,
+    /// Input tokens read from the prompt cache.
     pub cache_read_input_tokens: u64,
+    /// Input tokens written to the prompt cache.
     pub cache_creation_input_tokens: u64,
 }
 
 impl Usage {
+    /// Adds `other`'s counts to these.
     pub fn add(&mut self, other: &Usage) {
         self.input_tokens += other.input_tokens;
         self.output_tokens += other.output_tokens;
@@ -247,6 +267,7 @@ impl Usage {
 pub struct MessageMeta {
     /// `None`: estimated from the message's text.
     pub usage: Option<Usage>,
+    /// Dollars the message adds to the session's reported total.
     pub cost_usd: f64,
     /// `None`: the session's model.
     pub model: Option<String>,
@@ -255,38 +276,64 @@ pub struct MessageMeta {
 /// What a step does.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Action {
+    /// `text = "…"`: one assistant text message.
     Text {
+        /// The message; may use the templates.
         text: String,
+        /// Its usage, cost and model.
         meta: MessageMeta,
     },
+    /// `thinking = "…"`: one assistant thinking message.
     Thinking {
+        /// The thinking text; may use the templates.
         text: String,
+        /// Its usage, cost and model.
         meta: MessageMeta,
     },
+    /// `tool = "…"`: a tool call, with a permission request when it needs one.
     Tool(ToolCall),
+    /// `question = "…"`: a question to the user.
     Question(Question),
+    /// `rate_limit = SECONDS`: a rate-limit report.
     RateLimit {
+        /// How long the limit holds, in seconds.
         seconds: u64,
+        /// Rejected (wait, then allowed) or a warning only.
         status: RateLimitStatus,
     },
+    /// `api_retry = ATTEMPTS`: the CLI's own retries of a failing model API, one line per
+    /// attempt.
     ApiRetry {
+        /// How many retry lines are written.
         attempts: u32,
+        /// The delay each line reports, in milliseconds.
         retry_delay_ms: u64,
+        /// The HTTP status each line reports (e.g. 529).
         error_status: u16,
     },
+    /// `garbage = "…"`: a raw line on stdout, not a message.
     Garbage {
+        /// The line, written as is.
         line: String,
     },
+    /// `sleep_ms = N`: a pause.
     Sleep {
+        /// How long, in milliseconds.
         ms: u64,
     },
+    /// `crash = EXIT_CODE`: exit mid-turn without a result.
     Crash {
+        /// The exit code.
         exit_code: i32,
+        /// What to write on stderr first.
         stderr: Option<String>,
     },
+    /// `hang = true`: stop writing for good.
     Hang {
+        /// Stay on even when stdin closes (otherwise exit 0 then).
         ignore_eof: bool,
     },
+    /// `result = "…"`: a `result` line that ends the turn.
     Result(ResultStep),
 }
 
@@ -320,43 +367,57 @@ impl Action {
 /// A tool call the model makes.
 #[derive(Debug, Clone, PartialEq)]
 pub struct ToolCall {
+    /// The tool's name (`Bash`, `Write`, `Edit`, …).
     pub name: String,
     /// Always a JSON object.
     pub input: Value,
+    /// How long the tool runs once allowed, in milliseconds.
     pub duration_ms: u64,
+    /// Whether the call asks for permission first.
     pub needs_permission: bool,
     /// The tool's result text.
     pub output: String,
+    /// Whether the tool's result is an error.
     pub is_error: bool,
     /// Withdraw the permission request after this long without an answer.
     pub withdraw_after_ms: Option<u64>,
     /// What the model says after the call was denied.
     pub on_deny: Option<String>,
+    /// The path outside the allowed directories the permission request names, if any.
     pub blocked_path: Option<String>,
     /// A `Bash` call whose command really runs (in the agent's working directory) once
     /// allowed; its output is the tool's result.
     pub run: bool,
+    /// Its usage, cost and model.
     pub meta: MessageMeta,
 }
 
 /// A question to the user (an `AskUserQuestion` tool call).
 #[derive(Debug, Clone, PartialEq)]
 pub struct Question {
+    /// The question's text.
     pub question: String,
+    /// A short label for it.
     pub header: String,
+    /// The choices offered (2 to 4).
     pub options: Vec<QuestionOption>,
+    /// Whether more than one choice may be picked.
     pub multi_select: bool,
     /// What the model says once answered (`{answer}` is the answer).
     pub reply: String,
     /// What the model says when the question was denied.
     pub on_deny: Option<String>,
+    /// Its usage, cost and model.
     pub meta: MessageMeta,
 }
 
+/// One choice of a question.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct QuestionOption {
+    /// The choice's label (what the answer carries).
     pub label: String,
+    /// What the choice means.
     #[serde(default)]
     pub description: String,
 }
@@ -373,10 +434,16 @@ pub enum RateLimitStatus {
 /// A `result` line that ends the turn early.
 #[derive(Debug, Clone, PartialEq)]
 pub struct ResultStep {
+    /// The result's subtype (one of [`RESULT_SUBTYPES`]).
     pub subtype: String,
+    /// Whether the result reports an error.
     pub is_error: bool,
+    /// The result's text; `None`: the turn's last assistant text.
     pub message: Option<String>,
+    /// The model API's HTTP status the result reports, if any.
     pub api_error_status: Option<u16>,
+    /// Why the turn ended (`completed`, `api_error`, …); `None`: derived from the
+    /// subtype.
     pub terminal_reason: Option<String>,
     /// Exit with this code right after the result line.
     pub exit_code: Option<i32>,

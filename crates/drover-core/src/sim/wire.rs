@@ -21,6 +21,7 @@ pub struct Ids {
 }
 
 impl Ids {
+    /// A generator that starts from `seed` (the same seed, the same ids).
     pub fn seeded(seed: u64) -> Ids {
         Ids { state: seed }
     }
@@ -55,10 +56,12 @@ impl Ids {
         )
     }
 
+    /// A tool-use id (`toolu_…`).
     pub fn tool_use_id(&mut self) -> String {
         format!("toolu_{:016x}{:08x}", self.next(), self.next() >> 32)
     }
 
+    /// A message id (`msg_…`).
     pub fn message_id(&mut self) -> String {
         format!("msg_{:016x}{:08x}", self.next(), self.next() >> 32)
     }
@@ -131,14 +134,21 @@ pub fn usage_json(usage: &Usage) -> Value {
 /// The `system` `init` line that opens a turn.
 #[derive(Debug, Clone)]
 pub struct InitFacts<'a> {
+    /// The session id (uuid-shaped).
     pub session_id: &'a str,
+    /// The model the session reports.
     pub model: &'a str,
+    /// The tools listed (less the disallowed ones).
     pub tools: &'a [String],
+    /// The permission mode's name (`default`, `acceptEdits`, …).
     pub permission_mode: &'a str,
+    /// `claude_code_version`.
     pub version: &'a str,
+    /// The working directory.
     pub cwd: &'a str,
 }
 
+/// The `system` `init` line.
 pub fn system_init(facts: &InitFacts<'_>, uuid: String) -> Value {
     json!({
         "type": "system",
@@ -190,6 +200,7 @@ pub fn control_error(request_id: &str, error: &str) -> Value {
 /// Who is talking and where, on every message line.
 #[derive(Debug, Clone, Copy)]
 pub struct Envelope<'a> {
+    /// The session id.
     pub session_id: &'a str,
 }
 
@@ -225,14 +236,17 @@ pub fn assistant(
     })
 }
 
+/// A `text` content block.
 pub fn text_block(text: &str) -> Value {
     json!({"type": "text", "text": text})
 }
 
+/// A `thinking` content block.
 pub fn thinking_block(text: &str) -> Value {
     json!({"type": "thinking", "thinking": text, "signature": "sim"})
 }
 
+/// A `tool_use` content block.
 pub fn tool_use_block(id: &str, name: &str, input: &Value) -> Value {
     json!({"type": "tool_use", "id": id, "name": name, "input": input})
 }
@@ -265,13 +279,20 @@ pub fn tool_result(
 /// What a `can_use_tool` request asks about.
 #[derive(Debug, Clone)]
 pub struct ToolPermission<'a> {
+    /// The tool's name.
     pub tool_name: &'a str,
+    /// The tool call's input (a JSON object).
     pub input: &'a Value,
+    /// `permission_suggestions`: the rules "allow always" would add (see
+    /// [`allow_rule_suggestion`]).
     pub suggestions: Value,
+    /// The path outside the allowed directories that made the call ask, if any.
     pub blocked_path: Option<&'a str>,
+    /// The id of the tool call the request is about.
     pub tool_use_id: &'a str,
 }
 
+/// The `control_request` line asking drover whether a tool call may run.
 pub fn can_use_tool(request_id: &str, ask: &ToolPermission<'_>) -> Value {
     json!({
         "type": "control_request",
@@ -303,6 +324,7 @@ pub fn allow_rule_suggestion(tool_name: &str, rule_content: Option<&str>) -> Val
     }])
 }
 
+/// The `control_cancel_request` line withdrawing request `request_id`.
 pub fn cancel_request(request_id: &str) -> Value {
     json!({"type": "control_cancel_request", "request_id": request_id})
 }
@@ -355,19 +377,29 @@ pub fn api_retry(
 /// Everything a turn's `result` line reports.
 #[derive(Debug, Clone)]
 pub struct TurnResult<'a> {
+    /// `success` or one of the `error_…` subtypes (see
+    /// [`RESULT_SUBTYPES`](super::scenario::RESULT_SUBTYPES)).
     pub subtype: &'a str,
+    /// Whether the result reports an error.
     pub is_error: bool,
+    /// The result's text (the turn's final answer).
     pub text: &'a str,
+    /// How many model requests the turn made (one, plus one after each tool result).
     pub num_turns: u32,
+    /// How long the turn took, in milliseconds.
     pub duration_ms: u64,
     /// This turn's tokens.
     pub usage: &'a Usage,
     /// `[{tool_name, tool_use_id, tool_input}]` of this turn.
     pub permission_denials: &'a [Value],
+    /// Why the turn ended (`completed`, `max_turns`, `api_error`, …).
     pub terminal_reason: &'a str,
+    /// The model API's HTTP status, when the turn ended on an API error.
     pub api_error_status: Option<u16>,
 }
 
+/// The `result` line that ends a turn: the turn's own usage, the session's running total
+/// and per-model usage.
 pub fn result(env: Envelope<'_>, uuid: String, r: &TurnResult<'_>, spend: &SessionSpend) -> Value {
     json!({
         "type": "result",
@@ -392,36 +424,60 @@ pub fn result(env: Envelope<'_>, uuid: String, r: &TurnResult<'_>, spend: &Sessi
 #[derive(Debug, Clone, PartialEq)]
 pub enum Inbound {
     /// A user turn; `text` joins the message's text blocks.
-    User { text: String },
+    User {
+        /// The message's text blocks, joined.
+        text: String,
+    },
     /// drover asks something of the CLI (`initialize`, `interrupt`, …).
     ControlRequest {
+        /// The id to answer with.
         request_id: String,
+        /// What is asked (`initialize`, `interrupt`, …).
         subtype: String,
+        /// The whole `request` object.
         request: Value,
     },
     /// drover answers one of the CLI's requests.
-    ControlResponse { request_id: String, reply: Reply },
+    ControlResponse {
+        /// The id of the CLI's request answered.
+        request_id: String,
+        /// The answer.
+        reply: Reply,
+    },
     /// A line the CLI does not act on (a cancel from drover, an unknown type).
-    Ignored { what: String },
+    Ignored {
+        /// What the line was, in a few words.
+        what: String,
+    },
     /// Not a JSON object, or an object that is not a message.
-    Unreadable { reason: String },
+    Unreadable {
+        /// What is wrong with it.
+        reason: String,
+    },
 }
 
 /// drover's answer to a `can_use_tool` request.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Reply {
+    /// Run the tool.
     Allow {
+        /// The input to run it with instead of the model's (`updatedInput`).
         updated_input: Option<Value>,
         /// `updatedPermissions` (e.g. the suggestion applied by "allow always").
         updated_permissions: Vec<Value>,
     },
+    /// Do not run the tool.
     Deny {
+        /// What to tell the model.
         message: Option<String>,
         /// Also stop the turn.
         interrupt: bool,
     },
     /// An error response, or one this CLI cannot read: the tool is not run.
-    Error { message: String },
+    Error {
+        /// The error's text.
+        message: String,
+    },
 }
 
 /// Reads one stdin line.

@@ -13,6 +13,7 @@ use super::validated::PermissionPolicy;
 
 /// Everything `validate` consults besides the input.
 pub struct ValidationContext<'a> {
+    /// The configured limits the spec's numbers are clamped into.
     pub limits: &'a Limits,
     /// Every configured provider, enabled or not, in the order to list them.
     pub providers: &'a [ProviderInfo],
@@ -22,13 +23,16 @@ pub struct ValidationContext<'a> {
     pub current_dir: &'a Path,
     /// Whether a path names an existing directory (the driver asks the file system).
     pub dir_exists: &'a dyn Fn(&Path) -> bool,
+    /// What model names resolve to.
     pub models: &'a dyn ModelCatalog,
 }
 
 /// One configured provider, as validation sees it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ProviderInfo {
+    /// The provider's configured name.
     pub name: String,
+    /// Whether the config enables it; a disabled provider is refused.
     pub enabled: bool,
     /// The permission policies its adapter can honour.
     pub policies: Vec<PermissionPolicy>,
@@ -38,15 +42,22 @@ pub struct ProviderInfo {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub enum ModelResolution {
     /// A model that may be used; `id` is its canonical catalog id.
-    Known { id: String },
+    Known {
+        /// The model's canonical catalog id.
+        id: String,
+    },
     /// A model the catalog knows but the config hides or disables.
     Hidden,
     /// No such model; `suggestions` are close names (see [`super::suggest`]).
-    Unknown { suggestions: Vec<String> },
+    Unknown {
+        /// Up to five close names of the provider's models, best first.
+        suggestions: Vec<String>,
+    },
 }
 
 /// Resolves model names. The model catalog implements this; tests use small tables.
 pub trait ModelCatalog {
+    /// What `model` means for `provider`.
     fn resolve(&self, provider: &str, model: &str) -> ModelResolution;
 }
 

@@ -28,19 +28,37 @@ pub struct SpecInput {
     pub context: Option<String>,
     /// A short name for the run (shown in the dashboard).
     pub title: Option<String>,
+    /// Labels for the run (at most 20, each at most 64 characters); a tag naming a task
+    /// class also classifies the run.
     pub tags: Vec<String>,
     /// `read-only`, `workspace` or `full`.
     pub capability: Option<String>,
     /// `ask`, `restricted` or `auto`.
     pub policy: Option<String>,
+    /// Time limit in minutes; clamped into the configured range, absent means the
+    /// configured default.
     pub max_minutes: Option<i64>,
+    /// Budget cap in US dollars; clamped into the configured range and rounded to whole
+    /// cents, absent means the configured default.
     pub budget_usd: Option<f64>,
+    /// How long an idle run waits for a follow-up, in seconds; clamped into the
+    /// configured range, absent means the configured default.
     pub idle_timeout_secs: Option<i64>,
+    /// How many user turns (the task and its follow-ups) the run may take; clamped into
+    /// the configured range, absent means the configured default.
     pub max_turns: Option<i64>,
+    /// A JSON Schema (an object) the final answer must satisfy.
     pub output_schema: Option<Value>,
+    /// Groups runs under one workflow, which has its own concurrency limit; a sub-run
+    /// takes its parent's.
     pub workflow_id: Option<String>,
+    /// The id of the run this one is dispatched from, making it a sub-run of it.
     pub parent_run: Option<String>,
+    /// A dispatch with the same key within the idempotency window gets the run it created
+    /// back instead of a new one.
     pub idempotency_key: Option<String>,
+    /// Queue the run when a concurrency limit is reached (the default), or refuse it
+    /// (`false`).
     pub queue_if_busy: Option<bool>,
     /// Scenario name for the simulated provider.
     pub scenario: Option<String>,

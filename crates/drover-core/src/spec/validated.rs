@@ -17,26 +17,39 @@ pub struct Spec {
     /// The catalog id of the model; `None` means the provider's default or routed
     /// (the input `auto`).
     pub model: Option<String>,
+    /// The reasoning effort asked of the model; `None` for the provider's default.
     pub effort: Option<Effort>,
     /// Absolute (resolved against the caller's directory) and known to exist.
     pub cwd: PathBuf,
+    /// What the run is to do: non-blank, at most `[limits] task_max_chars` characters.
     pub task: String,
+    /// Background the agent gets along with the task; `None` when absent or blank.
     pub context: Option<String>,
     /// One line, at most 80 characters.
     pub title: String,
+    /// Labels for the run, one line each (at most [`MAX_TAGS`](crate::spec::MAX_TAGS)).
     pub tags: Vec<String>,
+    /// What the run may touch.
     pub capability: Capability,
+    /// How the provider's tool-use requests are answered.
     pub policy: PermissionPolicy,
+    /// Time limit in minutes, within `[limits] max_minutes_min..=max_minutes_max`.
     pub max_minutes: u32,
     /// US dollars, whole cents.
     pub budget_usd: f64,
+    /// How long an idle run waits for a follow-up before it ends, in seconds.
     pub idle_timeout_secs: u64,
+    /// How many user turns (the task and its follow-ups) the run may take.
     pub max_turns: u32,
     /// A JSON object (a JSON Schema) the final answer must satisfy.
     pub output_schema: Option<Value>,
+    /// The workflow the run belongs to (its own rail); a sub-run's is its parent's.
     pub workflow_id: Option<String>,
+    /// The run this one was dispatched from, when it is a sub-run.
     pub parent_run: Option<String>,
+    /// The dispatch's idempotency key, when it gave one.
     pub idempotency_key: Option<String>,
+    /// Queue the run when a rail is full; `false` refuses it instead.
     pub queue_if_busy: bool,
     /// Scenario name for the simulated provider.
     pub scenario: Option<String>,
@@ -89,12 +102,14 @@ pub enum Capability {
 }
 
 impl Capability {
+    /// Every capability, narrowest first.
     pub const ALL: [Capability; 3] = [
         Capability::ReadOnly,
         Capability::Workspace,
         Capability::Full,
     ];
 
+    /// The capability as written in specs (`read-only`, `workspace`, `full`).
     pub fn as_str(self) -> &'static str {
         match self {
             Capability::ReadOnly => "read-only",
@@ -129,12 +144,14 @@ pub enum PermissionPolicy {
 }
 
 impl PermissionPolicy {
+    /// Every policy.
     pub const ALL: [PermissionPolicy; 3] = [
         PermissionPolicy::Ask,
         PermissionPolicy::Restricted,
         PermissionPolicy::Auto,
     ];
 
+    /// The policy as written in specs (`ask`, `restricted`, `auto`).
     pub fn as_str(self) -> &'static str {
         match self {
             PermissionPolicy::Ask => "ask",
@@ -156,14 +173,20 @@ impl PermissionPolicy {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Effort {
+    /// As little reasoning as the model allows.
     Minimal,
+    /// Light reasoning.
     Low,
+    /// Moderate reasoning.
     Medium,
+    /// Thorough reasoning.
     High,
+    /// The most reasoning the model offers.
     Xhigh,
 }
 
 impl Effort {
+    /// Every effort, lowest first.
     pub const ALL: [Effort; 5] = [
         Effort::Minimal,
         Effort::Low,
@@ -172,6 +195,7 @@ impl Effort {
         Effort::Xhigh,
     ];
 
+    /// The effort as written in specs (`minimal` … `xhigh`).
     pub fn as_str(self) -> &'static str {
         match self {
             Effort::Minimal => "minimal",

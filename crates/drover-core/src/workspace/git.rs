@@ -45,30 +45,46 @@ pub enum GitError {
     /// It ran and exited with a failure.
     #[error("`git {command}` failed: {message}")]
     Failed {
+        /// The command's arguments, after `git`.
         command: String,
+        /// Its exit code; `None` when a signal ended it.
         code: Option<i32>,
         /// git's own first line of complaint (`fatal: …`), or its exit code.
         message: String,
     },
     /// It ran past its time and was killed.
     #[error("`git {command}` took longer than {secs} s and was stopped")]
-    Timeout { command: String, secs: u64 },
+    Timeout {
+        /// The command's arguments, after `git`.
+        command: String,
+        /// How long it was given, in seconds.
+        secs: u64,
+    },
     /// It could not be started or talked to.
     #[error("cannot run `git {command}`: {message}")]
-    Io { command: String, message: String },
+    Io {
+        /// The command's arguments, after `git`.
+        command: String,
+        /// What went wrong, in the system's words.
+        message: String,
+    },
 }
 
 /// What a git command printed and how it ended.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct GitOutput {
+    /// The exit code; `None` when a signal ended the command.
     pub code: Option<i32>,
+    /// What it printed on stdout (at most the command's limit).
     pub stdout: Vec<u8>,
     /// More than `limit` bytes were printed; `stdout` holds the first `limit`.
     pub truncated: bool,
+    /// The end of what it printed on stderr (lossy UTF-8).
     pub stderr: String,
 }
 
 impl GitOutput {
+    /// Whether it exited with 0.
     pub fn success(&self) -> bool {
         self.code == Some(0)
     }
@@ -115,6 +131,7 @@ impl Git {
         self
     }
 
+    /// Gives the command this long before it is killed (default [`DEFAULT_TIMEOUT`]).
     pub fn timeout(mut self, timeout: Duration) -> Git {
         self.timeout = timeout;
         self

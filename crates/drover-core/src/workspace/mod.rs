@@ -42,8 +42,10 @@ pub enum WorkspaceMode {
 }
 
 impl WorkspaceMode {
+    /// Both modes.
     pub const ALL: [WorkspaceMode; 2] = [WorkspaceMode::Worktree, WorkspaceMode::Shared];
 
+    /// The mode as specs and the config write it (`worktree`, `shared`).
     pub fn as_str(self) -> &'static str {
         match self {
             WorkspaceMode::Worktree => "worktree",
@@ -81,6 +83,7 @@ pub enum WorkspaceStatus {
 }
 
 impl WorkspaceStatus {
+    /// The status as the ledger and the API write it (`ready`, `merged`, …).
     pub fn as_str(self) -> &'static str {
         match self {
             WorkspaceStatus::Preparing => "preparing",
@@ -97,12 +100,16 @@ impl WorkspaceStatus {
 /// Lines and files a run changed against its base commit.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub struct ChangeStat {
+    /// How many files changed.
     pub files: u32,
+    /// Lines added.
     pub added: u64,
+    /// Lines removed.
     pub removed: u64,
 }
 
 impl ChangeStat {
+    /// Whether no file changed.
     pub fn is_empty(&self) -> bool {
         self.files == 0
     }
@@ -123,7 +130,9 @@ impl ChangeStat {
 /// it (`workspace` in `runs --json` and `show --json`).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct WorkspaceView {
+    /// Worktree or shared.
     pub mode: WorkspaceMode,
+    /// Where the worktree stands (a shared workspace is always `ready`).
     pub status: WorkspaceStatus,
     /// Where the run works: the worktree's counterpart of the directory it was given, or
     /// that directory itself (shared). Unknown while the worktree is being made.
@@ -180,6 +189,7 @@ impl WorkspaceView {
         self
     }
 
+    /// Whether the run has (or had) a worktree of its own.
     pub fn is_worktree(&self) -> bool {
         self.mode == WorkspaceMode::Worktree
     }
@@ -195,10 +205,12 @@ impl WorkspaceView {
         self.has_worktree() && self.change.is_none_or(|c| !c.is_empty())
     }
 
+    /// The run's worktree, as a path.
     pub fn worktree_path(&self) -> Option<PathBuf> {
         self.worktree.as_deref().map(PathBuf::from)
     }
 
+    /// The user's checkout, as a path.
     pub fn checkout_path(&self) -> Option<PathBuf> {
         self.checkout.as_deref().map(PathBuf::from)
     }
@@ -207,13 +219,16 @@ impl WorkspaceView {
 /// One changed file of a run.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct FileStat {
+    /// The file's path, relative to the top of the worktree.
     pub path: String,
     /// Where a renamed (or copied) file came from.
     #[serde(default)]
     pub old_path: Option<String>,
     /// `added`, `modified`, `deleted`, `renamed`, `copied`, `type_changed`.
     pub status: String,
+    /// Lines added (0 for a binary file).
     pub added: u64,
+    /// Lines removed (0 for a binary file).
     pub removed: u64,
     /// git counts no lines for a binary file.
     #[serde(default)]
@@ -224,12 +239,17 @@ pub struct FileStat {
 /// branch, uncommitted in the worktree, untracked files included.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct DiffView {
+    /// The run whose change this is.
     pub run_id: String,
+    /// The run's branch (`drover/<run>-<slug>`).
     pub branch: Option<String>,
+    /// The branch the run started from, and merges into; `None` for a detached HEAD.
     pub base_branch: Option<String>,
+    /// The commit the change is counted against.
     pub base_commit: Option<String>,
     /// Totals over `files`.
     pub change: ChangeStat,
+    /// The changed files (at most [`ops::MAX_FILES`]).
     pub files: Vec<FileStat>,
     /// The file the patch is of (`--file`), when one was asked for.
     #[serde(default)]
@@ -246,14 +266,18 @@ pub struct DiffView {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum MergeHow {
+    /// The base branch moved forward to the run's branch tip.
     FastForward,
+    /// A merge commit joins the base branch and the run's branch.
     MergeCommit,
+    /// The whole change went in as one new commit on the base branch.
     Squash,
     /// The base branch already had everything.
     UpToDate,
 }
 
 impl MergeHow {
+    /// How the merge went in, in words (`fast-forward`, `merge commit`, …).
     pub fn words(self) -> &'static str {
         match self {
             MergeHow::FastForward => "fast-forward",
@@ -267,6 +291,7 @@ impl MergeHow {
 /// What a merge did.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct MergeView {
+    /// How the merge went in.
     pub how: MergeHow,
     /// The base branch's new tip.
     pub commit: String,
@@ -284,10 +309,13 @@ pub struct MergeView {
 /// What `merge`, `keep` and `discard` answer.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct WorkspaceActionView {
+    /// The run whose workspace it is.
     pub run_id: String,
     /// `merge`, `keep` or `discard`.
     pub action: String,
+    /// The workspace after the action.
     pub workspace: WorkspaceView,
+    /// What the merge did (only for `merge`).
     #[serde(default)]
     pub merge: Option<MergeView>,
 }
@@ -301,27 +329,43 @@ pub enum Task {
     Check(WorkspaceView),
     /// Work out the run's change.
     Measure(WorkspaceView),
+    /// Read the run's diff.
     Diff {
+        /// The run's workspace.
         workspace: WorkspaceView,
+        /// Only this file's patch (`--file`).
         file: Option<String>,
+        /// Only the file list and counts, no patch (`--stat`).
         stat: bool,
     },
+    /// Merge the run's work into its base branch.
     Merge {
+        /// The run's workspace.
         workspace: WorkspaceView,
+        /// How to merge.
         ask: ops::MergeAsk,
     },
+    /// Keep the run's branch: commit what is uncommitted onto it, then remove the
+    /// worktree.
     Keep {
+        /// The run's workspace.
         workspace: WorkspaceView,
+        /// The message of the commit of what is uncommitted.
         message: String,
     },
+    /// Delete the run's worktree and its branch, work and all.
     Discard {
+        /// The run's workspace.
         workspace: WorkspaceView,
         /// The worktree root: with the repository gone, only a directory under it is
         /// removed.
         root: PathBuf,
     },
     /// `git worktree prune` in these repositories (at start).
-    Prune { checkouts: Vec<PathBuf> },
+    Prune {
+        /// The user's checkouts of the repositories.
+        checkouts: Vec<PathBuf>,
+    },
 }
 
 impl Task {
@@ -343,13 +387,21 @@ impl Task {
 /// What a [`Task`] came to.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Outcome {
+    /// The worktree was made.
     Created(ops::Created),
+    /// The worktree is still there.
     Checked,
+    /// The run's change, worked out.
     Measured(ChangeStat),
+    /// The run's diff.
     Diff(Box<DiffView>),
+    /// The merge went in: the workspace after it, and what it did.
     Merged(WorkspaceView, MergeView),
+    /// The branch was kept: the workspace after it.
     Kept(WorkspaceView),
+    /// The worktree and branch were deleted: the workspace after it.
     Discarded(WorkspaceView),
+    /// Stale worktree entries were pruned.
     Pruned,
 }
 

@@ -44,6 +44,7 @@ const MAX_NAMED_FILES: usize = 200;
 /// What making a run's worktree needs.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct CreatePlan {
+    /// The run the worktree is for.
     pub run_id: String,
     /// The directory the run was dispatched in (inside the user's checkout).
     pub cwd: PathBuf,
@@ -60,13 +61,16 @@ pub struct CreatePlan {
 /// A run whose work a new run starts from.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ParentStart {
+    /// The run started from.
     pub run_id: String,
+    /// Its workspace, whose branch (and uncommitted work) the new run starts from.
     pub workspace: WorkspaceView,
 }
 
 /// A new worktree.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Created {
+    /// The new run's workspace, `ready`.
     pub workspace: WorkspaceView,
     /// Files with uncommitted changes in the checkout that were not carried over.
     pub left_behind: usize,
@@ -80,11 +84,14 @@ pub struct Created {
 /// What a merge is asked to do.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct MergeAsk {
+    /// The run whose work is merged.
     pub run_id: String,
+    /// The run's title, put in the merge commit's message.
     pub title: String,
     /// The message of the commit of what is uncommitted in the worktree (and of the
     /// squashed commit).
     pub message: String,
+    /// Merge as one squashed commit instead of fast-forward or a merge commit.
     pub squash: bool,
     /// Remove the worktree and the branch once merged (the run has finished).
     pub clean_up: bool,

@@ -126,17 +126,26 @@ pub trait Facts {
 #[derive(Debug)]
 pub enum Input {
     /// A client's request; its answer goes to `from`.
-    Request { from: ReplyTo, request: Request },
+    Request {
+        /// Who gets the answer.
+        from: ReplyTo,
+        /// The request.
+        request: Request,
+    },
     /// An adapter's event.
     Provider(RunProviderEvent),
     /// The outcome of an [`Effect::Launch`] (the driver reports it at once).
     Launched {
+        /// The run whose adapter was started.
         run_id: String,
+        /// Its pid, or why it could not start.
         outcome: Result<Launched, LaunchError>,
     },
     /// The answer to an [`Effect::Read`] of [`Read::Load`].
     Loaded {
+        /// What the core was doing when it asked.
         then: Then,
+        /// What the ledger gave back.
         answer: Result<Fetched, DroverError>,
     },
     /// The outcome of an [`Effect::Workspace`].
@@ -207,15 +216,20 @@ pub enum Effect {
     Commit(Batch),
     /// Answer a client: after everything committed so far, or at once.
     Reply {
+        /// Who gets the answer.
         to: ReplyTo,
+        /// The answer.
         answer: Result<Response, DroverError>,
+        /// Wait until everything committed so far is on disk.
         after_commit: bool,
     },
     /// Start a run's adapter; report the outcome as [`Input::Launched`].
     Launch(Box<LaunchSpec>),
     /// Send a command to a run's adapter.
     Send {
+        /// The run whose adapter gets it.
         run_id: String,
+        /// The command.
         command: ProviderCommand,
     },
     /// Read the ledger off the dispatcher's task, after everything committed so far.
@@ -228,7 +242,9 @@ pub enum Effect {
 /// Git work for one run's workspace.
 #[derive(Debug, Clone, PartialEq)]
 pub struct WorkspaceJob {
+    /// The run whose workspace it is (empty for a prune at start).
     pub run_id: String,
+    /// The git work.
     pub task: crate::workspace::Task,
     /// Who waits for the outcome (`diff`, `merge`, `keep`, `discard`).
     pub reply: Option<ReplyTo>,
@@ -240,11 +256,15 @@ pub struct WorkspaceJob {
 /// What an [`Effect::Workspace`] came to, with what the job carried.
 #[derive(Debug, Clone, PartialEq)]
 pub struct WorkspaceDone {
+    /// The run whose workspace it is.
     pub run_id: String,
+    /// Who waits for the outcome.
     pub reply: Option<ReplyTo>,
+    /// The run's row, for a run that is not in memory.
     pub row: Option<Box<RunSummary>>,
     /// The task that was carried out.
     pub task: crate::workspace::Task,
+    /// What the task came to.
     pub outcome: Result<crate::workspace::Outcome, DroverError>,
 }
 
@@ -265,9 +285,19 @@ impl WorkspaceJob {
 #[derive(Debug)]
 pub enum Read {
     /// Answer a client from the ledger: the core has nothing more to decide.
-    Answer { to: ReplyTo, query: Query },
+    Answer {
+        /// Who gets the answer.
+        to: ReplyTo,
+        /// What to read and answer with.
+        query: Query,
+    },
     /// Read, then give the answer back as [`Input::Loaded`] with `then`.
-    Load { fetch: Fetch, then: Then },
+    Load {
+        /// What to read.
+        fetch: Fetch,
+        /// What the core was doing.
+        then: Then,
+    },
 }
 
 /// What the core was doing when it asked for a read.
@@ -275,39 +305,63 @@ pub enum Read {
 pub enum Then {
     /// A dispatch whose idempotency key was not in memory.
     Dispatch {
+        /// Who gets the answer.
         to: ReplyTo,
+        /// The dispatch.
         input: Box<SpecInput>,
     },
+    /// A resume of a run that is not in memory: its row from the ledger.
     Resume {
+        /// Who gets the answer.
         to: ReplyTo,
+        /// The run to resume.
         run_id: String,
+        /// The turn's prompt.
         prompt: String,
     },
+    /// A wait naming runs that are not in memory: their rows from the ledger.
     Wait {
+        /// Who gets the answer.
         to: ReplyTo,
+        /// The wait.
         wait: waits::WaitAsk,
     },
+    /// A `remove` of a run that is not in memory: its row from the ledger.
     RemoveOne {
+        /// Who gets the answer.
         to: ReplyTo,
+        /// The run to remove.
         run_id: String,
+        /// Remove it even with unmerged work.
         force: bool,
     },
     /// `remove --finished`, a page at a time: what the pages before removed, and the
     /// last run of the page before (`None` on the first page).
     RemoveFinished {
+        /// Who gets the answer.
         to: ReplyTo,
+        /// Remove runs even with unmerged work.
         force: bool,
+        /// What the pages before removed.
         so_far: Removed,
+        /// The last run of the page before.
         before: Option<String>,
     },
+    /// `budget_new` of a session that is not in memory: its record and spend from the
+    /// ledger.
     BudgetNew {
+        /// Who gets the answer.
         to: ReplyTo,
+        /// The new session's name.
         name: String,
     },
     /// A workspace request on a run that is not in memory.
     Workspace {
+        /// Who gets the answer.
         to: ReplyTo,
+        /// The run whose worktree it is.
         run_id: String,
+        /// What to do with its worktree.
         action: WorkspaceAction,
     },
 }
@@ -360,6 +414,7 @@ pub struct Core {
 const SHUTDOWN_GRACE_MS: i64 = 15_000;
 
 impl Core {
+    /// The core at `now`, from the config and what the ledger held at startup.
     pub fn new(
         config: Config,
         startup: Startup,
@@ -665,6 +720,7 @@ fn base36(mut n: u64) -> String {
 
 /// Ledger ops and events of one change, for tests and the driver.
 impl Batch {
+    /// The ops to write and the events to publish once they are committed.
     pub fn into_parts(self) -> (Vec<WriteOp>, Vec<super::api::DispatchEvent>) {
         (self.ops, self.events)
     }

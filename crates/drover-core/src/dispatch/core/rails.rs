@@ -10,11 +10,14 @@ use crate::{DroverError, ErrorCode};
 /// The rails one run belongs to.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct RailSlot {
+    /// The run's provider.
     pub provider: String,
     /// The provider account the run uses, when the config names one (see
     /// [`account_of`]); runs of one account share the per-account rail.
     pub account: Option<String>,
+    /// The run's budget session.
     pub session: String,
+    /// The run's workflow, if any.
     pub workflow: Option<String>,
 }
 
@@ -32,10 +35,34 @@ pub fn account_of(
 /// The rail that keeps a run from starting.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum RailBlock {
-    Provider { provider: String, limit: u32 },
-    Account { account: String, limit: u32 },
-    Session { session: String, limit: u32 },
-    Workflow { workflow: String, limit: u32 },
+    /// The provider already runs its `[limits.per_provider]` runs.
+    Provider {
+        /// The provider.
+        provider: String,
+        /// How many runs the rail allows at once.
+        limit: u32,
+    },
+    /// The account already runs `[limits] per_account` runs.
+    Account {
+        /// The account (`<provider>:<value of its account variable>`).
+        account: String,
+        /// How many runs the rail allows at once.
+        limit: u32,
+    },
+    /// The budget session already runs `[limits] per_session_running` runs.
+    Session {
+        /// The budget session.
+        session: String,
+        /// How many runs the rail allows at once.
+        limit: u32,
+    },
+    /// The workflow already runs `[limits] per_workflow` runs.
+    Workflow {
+        /// The workflow.
+        workflow: String,
+        /// How many runs the rail allows at once.
+        limit: u32,
+    },
 }
 
 /// `s` after a count of runs other than one.
@@ -44,6 +71,7 @@ fn plural(n: u32) -> &'static str {
 }
 
 impl RailBlock {
+    /// The block in one sentence, for notes and refusals.
     pub fn describe(&self) -> String {
         match self {
             RailBlock::Provider { provider, limit } => {
@@ -77,8 +105,11 @@ impl RailBlock {
 /// What to do with a new run.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Admission {
+    /// Every rail has room: start now.
     Start,
+    /// A rail is full: queue the run behind it.
     Queue(RailBlock),
+    /// A rail is full and the run may not queue, or the queue is full.
     Refuse(DroverError),
 }
 

@@ -16,9 +16,13 @@ use crate::{DroverError, ErrorCode, UnixMillis};
 /// A wait as the client asked for it.
 #[derive(Debug, Clone, PartialEq)]
 pub struct WaitAsk {
+    /// The runs to wait for.
     pub run_ids: Vec<String>,
+    /// The condition.
     pub until: WaitUntil,
+    /// Done when any run meets it (else all must).
     pub any: bool,
+    /// The timeout asked for, in seconds; capped at an hour, the default.
     pub timeout_secs: Option<u64>,
 }
 

@@ -47,15 +47,23 @@ pub const PREPARE_WORKTREE_BOUND_MS: i64 = 300_000;
 /// A workspace request, carried over a ledger read for a run that is not in memory.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Action {
+    /// `diff`.
     Diff {
+        /// Only this file's patch.
         file: Option<String>,
+        /// Only the file list and counts.
         stat: bool,
     },
+    /// `merge`.
     Merge {
+        /// As one squashed commit.
         squash: bool,
+        /// The message of the commit of uncommitted work.
         message: Option<String>,
     },
+    /// `keep`.
     Keep,
+    /// `discard`.
     Discard,
 }
 
