@@ -1043,7 +1043,7 @@ pub struct RouteCardView {
 pub struct TurnView {
     /// 1, 2, 3, … per run.
     pub number: u32,
-    /// `dispatch`, `follow_up`, `user`, `result_retry`.
+    /// Where the turn came from: `dispatch`, `follow_up`, `result_retry`, `resume`, `resend`.
     pub origin: String,
     /// When it started, in ms since the Unix epoch.
     pub started_at: UnixMillis,

@@ -27,7 +27,9 @@ use crate::workspace::WorkspaceView;
 /// Ledger writes plus the events to publish once they are committed.
 #[derive(Debug, Default)]
 pub struct Batch {
+    /// The ledger writes, committed in one transaction, in order.
     pub ops: Vec<WriteOp>,
+    /// The events published once `ops` are committed, in order.
     pub events: Vec<DispatchEvent>,
 }
 
@@ -42,8 +44,11 @@ pub struct Ending {
 /// Where a turn came from.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum TurnOrigin {
+    /// The first turn: the task as dispatched.
     Dispatch,
+    /// A follow-up the user (or a script) sent.
     FollowUp,
+    /// The one short turn asking for a missing `## Result` block.
     ResultRetry,
     /// The first turn after `drover resume`.
     Resume,
@@ -52,6 +57,7 @@ pub enum TurnOrigin {
 }
 
 impl TurnOrigin {
+    /// The origin's word in the ledger (`follow_up`).
     pub fn as_str(self) -> &'static str {
         match self {
             TurnOrigin::Dispatch => "dispatch",
