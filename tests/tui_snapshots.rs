@@ -16,6 +16,7 @@ use drover_core::run_state::RunState;
 use drover_tui::views::confirm::ConfirmView;
 use drover_tui::views::diff::DiffScreen;
 use drover_tui::views::form::DispatchForm;
+use drover_tui::views::input::InputBox;
 use drover_tui::views::prompt::{PromptState, PromptView};
 use drover_tui::views::route::{RouteState, RouteView};
 use drover_tui::{App, AppEvent, ReplyTag};
@@ -393,8 +394,41 @@ fn the_filter_narrows_the_trays() {
     let mut app = busy_app(100, 24);
     press(&mut app, [char_key('/')]);
     press(&mut app, typed("readme"));
+    assert!(app.views.top_as::<InputBox>().is_some());
+    // The box is open: the trays are filtered as the user types.
+    snap("filter_box", &app);
     press(&mut app, [key(KeyCode::Enter)]);
+    assert!(app.views.is_empty(), "enter keeps the filter and closes the box");
     snap("filtered", &app);
+}
+
+/// Two views on the stack: each draws over what is under it, bottom first; the top one
+/// takes the keys and says the footer's hints; closing it gives both back to the one
+/// under it.
+#[test]
+fn a_view_stack_draws_bottom_first_and_the_top_one_takes_the_keys() {
+    let mut app = busy_app(100, 30);
+    app.views.push(PromptView::new(id(3), question_request(3)));
+    app.views.push(ConfirmView {
+        what: drover_tui::views::confirm::Confirmable::KillAll,
+        message: "Stop all 4 active runs? Their pending requests are denied.".into(),
+    });
+    snap("view_stack_confirm_over_question", &app);
+    let screen = render_app(&app);
+    let footer = screen.lines().last().unwrap_or_default();
+    assert!(!footer.contains("choose"), "the confirmation's hints: {footer}");
+    // A number key is the confirmation's (it means nothing there), not the question's.
+    let effects = app.handle(char_key('1'));
+    assert!(effects.is_empty(), "{effects:?}");
+    assert_eq!(app.views.len(), 2);
+    // n closes the confirmation only; the question is on top again, with its hints.
+    let effects = app.handle(char_key('n'));
+    assert!(effects.is_empty(), "{effects:?}");
+    assert_eq!(app.views.len(), 1);
+    assert!(app.views.top_as::<PromptView>().is_some());
+    let screen = render_app(&app);
+    let footer = screen.lines().last().unwrap_or_default();
+    assert!(footer.contains("1-9 choose"), "the question's hints: {footer}");
 }
 
 #[test]
