@@ -398,7 +398,10 @@ fn the_filter_narrows_the_trays() {
     // The box is open: the trays are filtered as the user types.
     snap("filter_box", &app);
     press(&mut app, [key(KeyCode::Enter)]);
-    assert!(app.views.is_empty(), "enter keeps the filter and closes the box");
+    assert!(
+        app.views.is_empty(),
+        "enter keeps the filter and closes the box"
+    );
     snap("filtered", &app);
 }
 
@@ -416,7 +419,10 @@ fn a_view_stack_draws_bottom_first_and_the_top_one_takes_the_keys() {
     snap("view_stack_confirm_over_question", &app);
     let screen = render_app(&app);
     let footer = screen.lines().last().unwrap_or_default();
-    assert!(!footer.contains("choose"), "the confirmation's hints: {footer}");
+    assert!(
+        !footer.contains("choose"),
+        "the confirmation's hints: {footer}"
+    );
     // A number key is the confirmation's (it means nothing there), not the question's.
     let effects = app.handle(char_key('1'));
     assert!(effects.is_empty(), "{effects:?}");
@@ -428,7 +434,10 @@ fn a_view_stack_draws_bottom_first_and_the_top_one_takes_the_keys() {
     assert!(app.views.top_as::<PromptView>().is_some());
     let screen = render_app(&app);
     let footer = screen.lines().last().unwrap_or_default();
-    assert!(footer.contains("1-9 choose"), "the question's hints: {footer}");
+    assert!(
+        footer.contains("1-9 choose"),
+        "the question's hints: {footer}"
+    );
 }
 
 #[test]

@@ -272,3 +272,87 @@ fn the_rule_chooser_opens_from_outside_the_prompt_and_not_for_a_question() {
     assert_eq!(f.mode, prompt::PromptMode::Keys);
     assert_eq!(f.state, PromptState::Failed(prompt::FLAGGED_NO_RULE.into()));
 }
+
+/// The footer shows the hint of an answer exactly when the prompt's key for it acts: a
+/// hidden answer sends nothing and opens nothing, a shown one sends or opens its box.
+#[test]
+fn a_prompt_hints_exactly_the_answers_its_keys_take() {
+    use crate::keys::Context;
+    let keys = KeyTable::defaults();
+    let mut flagged = permission();
+    flagged.guard = Some("it deletes the workspace".into());
+    let mut gone = PromptView::new("r1", permission());
+    gone.state = PromptState::Gone("answered elsewhere".into());
+    let answers = [
+        Action::AllowOnce,
+        Action::AllowAlways,
+        Action::AddRule,
+        Action::Deny,
+        Action::DenyWithMessage,
+        Action::TypeAnswer,
+    ];
+    for view in [
+        PromptView::new("r1", permission()),
+        PromptView::new("r1", question()),
+        PromptView::new("r1", flagged),
+        gone,
+    ] {
+        let hinted: Vec<&str> = view.hints(&keys).into_iter().map(|(_, w)| w).collect();
+        for action in answers {
+            assert!(
+                keys.key_for(Context::Prompt, action).is_some(),
+                "{action:?}"
+            );
+            let mut pressed = view.clone();
+            let key = KeyEvent::new(KeyCode::F(12), KeyModifiers::NONE);
+            let outcome = pressed.handle_key(Some(action), &key);
+            let acted = outcome.command.is_some() || pressed.mode != view.mode;
+            assert_eq!(
+                acted,
+                view.offers(action),
+                "{action:?} on {:?} / {:?}",
+                view.request.kind,
+                view.state
+            );
+            let word = action.hint().expect("an answer has a hint");
+            assert_eq!(hinted.contains(&word), acted, "{action:?}: {hinted:?}");
+        }
+    }
+}
+
+#[test]
+fn the_stack_reaches_views_by_type_and_the_top_one_is_on_top() {
+    use super::help::HelpView;
+    use crate::keys::Context;
+    let mut stack = ViewStack::default();
+    assert!(stack.top().is_none());
+    stack.push(PromptView::new("r1", permission()));
+    stack.push(HelpView::default());
+    stack.push(PromptView::new("r2", question()));
+    assert_eq!(stack.len(), 3);
+    assert_eq!(stack.top().map(|v| v.context()), Some(Context::Prompt));
+    assert_eq!(stack.position::<PromptView>(|p| p.run_id == "r1"), Some(0));
+    assert_eq!(
+        stack.position::<PromptView>(|_| true),
+        Some(2),
+        "the topmost"
+    );
+    assert_eq!(
+        stack
+            .find::<PromptView>(|_| true)
+            .map(|p| p.run_id.as_str()),
+        Some("r2")
+    );
+    assert!(stack.top_as::<HelpView>().is_none());
+    assert_eq!(stack.each_mut::<PromptView>().count(), 2);
+    assert!(stack.get_mut::<PromptView>(1).is_none(), "not a prompt");
+    stack.get_mut::<HelpView>(1).expect("help").scroll = 3;
+    assert!(stack.is_top(2) && !stack.is_top(1));
+    stack.remove(2);
+    assert_eq!(stack.top_as::<HelpView>().map(|h| h.scroll), Some(3));
+    stack.pop();
+    stack.remove(5);
+    assert_eq!(stack.len(), 1);
+    stack.pop();
+    assert!(stack.is_empty());
+}
