@@ -1,6 +1,7 @@
 //! The diff view (`D` on a run): a worktree run's changed files with their counts, the
 //! selected file's unified diff (git's own, from the dispatcher's `diff`), and merge,
-//! keep and discard.
+//! keep and discard. It covers the whole body: the file list on the left, the patch on
+//! the right, scrolled by keys or the wheel.
 //!
 //! What must stay true: everything shown comes from `diff` answers (the file list, then
 //! one file's patch at a time); a patch is shown only for the file it was asked for

@@ -1,7 +1,8 @@
 //! The new-dispatch form: task, provider, model (picked from the catalog), policy, budget,
 //! working directory, workspace, class, max turns, tags, workflow, context and, for the
 //! simulated provider, the scenario; empty, or filled from the spec of a run to dispatch
-//! its task again ([`DispatchForm::again`]).
+//! its task again ([`DispatchForm::again`]). It draws itself as a box of fields, with the
+//! model picker under the model field while it has the focus.
 //!
 //! What must stay true: the form only builds a [`SpecInput`]; the dispatcher validates
 //! it, and its refusal (code and sentence) is shown inline next to the field it is about,

@@ -15,7 +15,7 @@ use crate::keys::{Action, Context};
 use crate::layout::centered;
 use crate::theme;
 
-/// The help overlay: every binding of every context, from the key table.
+/// The help view: every binding of every context, from the key table.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct HelpView {
     pub scroll: u16,
