@@ -7,8 +7,10 @@
 //! [`ViewCommand`] — it never talks to the dispatcher. It names the hints the footer
 //! shows from the same rules its keys follow, and draws itself from a [`DrawContext`]
 //! (no I/O). Answers come back to the view that asked through the app (by
-//! [`crate::event::ReplyTag`]). This module knows none of the views: the stack holds
-//! `Box<dyn View>`, and a new view is one file here plus the place that opens it.
+//! [`crate::event::ReplyTag`]). The stack knows none of the views: it holds
+//! `Box<dyn View>` and reaches a view by its type only for the app, which routes answers.
+//! A new view is one file here (its `pub mod` line below) plus the place that opens it;
+//! one with keys of its own adds its [`Context`] and bindings in [`crate::keys`].
 
 pub mod confirm;
 pub mod diff;
