@@ -26,7 +26,7 @@ use drover_core::control::ControlClient;
 use drover_core::dispatch::Request;
 use drover_core::paths::Paths;
 use drover_core::spec::{Capability, PermissionPolicy, Spec};
-use drover_tui::{App, AppEvent, AppOptions, Driver, Link, ReplyTag, ViewModel, render};
+use drover_tui::{App, AppEvent, AppOptions, Link, ReplyTag, RequestRunner, ViewModel, render};
 use ratatui::Terminal;
 use ratatui::backend::TestBackend;
 use rusqlite::{Connection, params};
@@ -201,13 +201,13 @@ fn dashboard_child(home: &Path) {
         let (sender, mut rx) = drover_tui::runner::channel();
         let link = Link::new(paths);
         let _pump = link.spawn_events(sender.clone());
-        let driver = Driver::new(link, sender.clone());
+        let requests = RequestRunner::new(link, sender.clone());
         let mut app = App::new(
             AppOptions::new(home.to_path_buf()),
             ViewModel::new(now_millis(), 200, 60),
         );
         for effect in app.start() {
-            driver.execute(effect);
+            requests.execute(effect);
         }
         let mut terminal = Terminal::new(TestBackend::new(200, 60)).expect("test terminal");
         let (mut runs, mut budget) = (false, false);
@@ -230,7 +230,7 @@ fn dashboard_child(home: &Path) {
             }
             app.model.now = now_millis();
             for effect in app.handle(event) {
-                driver.execute(effect);
+                requests.execute(effect);
             }
             if runs && runs_ms == 0.0 {
                 // The frame the runs first show in (the budget gauge may still be empty).

@@ -20,9 +20,8 @@ use drover_core::control::Host;
 use drover_core::dispatch::{DispatchEvent, DispatcherHandle, DispatcherOptions, Request};
 use drover_core::paths::Paths;
 use drover_core::spec::SpecInput;
-use drover_tui::views::Overlay;
-use drover_tui::views::prompt::PromptState;
-use drover_tui::{App, AppEvent, AppOptions, Driver, Effect, Link, ViewModel};
+use drover_tui::views::prompt::{PromptState, PromptView};
+use drover_tui::{App, AppEvent, AppOptions, Effect, Link, RequestRunner, ViewModel};
 use std::collections::HashMap;
 use std::time::Duration;
 use tokio::sync::broadcast::error::RecvError;
@@ -110,10 +109,10 @@ async fn measure(mode: Mode, runs: u64, lines: u64) -> Figures {
             })
         }
     };
-    let driver = Driver::new(link, sender.clone());
+    let requests = RequestRunner::new(link, sender.clone());
     let execute = |effect: Effect| match (mode, effect) {
         (Mode::Attached, effect) => {
-            driver.execute(effect);
+            requests.execute(effect);
         }
         (Mode::InProcess, Effect::Request { tag, request }) => {
             let handle: DispatcherHandle = handle.clone();
@@ -182,21 +181,25 @@ async fn measure(mode: Mode, runs: u64, lines: u64) -> Figures {
             }
         }
         // Answer what is waiting, by keys: `p` opens the oldest request, `y` allows it.
-        match app.overlays.last() {
-            Some(Overlay::Prompt(p)) if p.state == PromptState::Open => {
-                let run_id = p.run_id.clone();
+        let open_prompt = app
+            .views
+            .top_as::<PromptView>()
+            .filter(|p| p.state == PromptState::Open)
+            .map(|p| p.run_id.clone());
+        match (app.views.top(), open_prompt) {
+            (_, Some(run_id)) => {
                 pressed.insert(run_id, drover_core::clock::now_micros());
                 for effect in app.handle(key('y')) {
                     execute(effect);
                 }
             }
-            Some(_) => {}
-            None if app.model.oldest_pending(None).is_some() => {
+            (Some(_), None) => {}
+            (None, None) if app.model.oldest_pending(None).is_some() => {
                 for effect in app.handle(key('p')) {
                     execute(effect);
                 }
             }
-            None => {}
+            (None, None) => {}
         }
     }
     pump.abort();
@@ -206,10 +209,10 @@ async fn measure(mode: Mode, runs: u64, lines: u64) -> Figures {
 
 /// What the bench waited for when it gave up.
 fn stuck(app: &App, answers: usize) -> String {
-    let top = match app.overlays.last() {
-        Some(Overlay::Prompt(p)) => format!("a prompt ({:?})", p.state),
-        Some(_) => "another overlay".to_string(),
-        None => "nothing".to_string(),
+    let top = match (app.views.top(), app.views.top_as::<PromptView>()) {
+        (_, Some(p)) => format!("a prompt ({:?})", p.state),
+        (Some(_), None) => "another view".to_string(),
+        (None, None) => "nothing".to_string(),
     };
     let oldest = app
         .model

@@ -16,7 +16,6 @@ use drover_core::dispatch::api::{PendingView, RunSummary, RunView};
 use drover_core::live_state::{LiveState, LiveStateKind};
 use drover_core::providers::{AlwaysOption, Ask, RequestKind, Tokens};
 use drover_core::run_state::RunState;
-use drover_tui::views::Overlay;
 use drover_tui::views::prompt::PromptView;
 use drover_tui::{App, AppOptions, ViewModel, render};
 use ratatui::Terminal;
@@ -37,7 +36,7 @@ fn main() {
         .oldest_pending(None)
         .map(|(e, p)| PromptView::new(e.summary.head.run_id.clone(), p.clone()))
         .expect("pending requests");
-    app.overlays.push(Overlay::Prompt(pending));
+    app.views.push(pending);
     let prompt = measure(&mut app, frames);
     let typical = {
         let mut sorted = plain.clone();

@@ -1,7 +1,7 @@
 //! The dashboard driven through key events against a real owner on the simulated agent
 //! (`drover sim-agent`, the real Claude adapter, the real ledger, the real control
 //! socket), with no terminal: the test plays the event loop — app events go into
-//! `App::handle`; its requests reach the owner through the `Driver`, and the owner's
+//! `App::handle`; its requests reach the owner through the `RequestRunner`, and the owner's
 //! events through the link's event pump, both over the socket, as the dashboard's do.
 //!
 //! Every wait is bounded and event-driven: the loop runs until a condition holds or
@@ -20,9 +20,13 @@ use drover_core::paths::Paths;
 use drover_core::providers::PermissionAnswer;
 use drover_core::run_state::RunState;
 use drover_core::spec::SpecInput;
-use drover_tui::views::Overlay;
-use drover_tui::views::prompt::PromptState;
-use drover_tui::{App, AppEvent, Driver, Effect, Link, ViewModel};
+use drover_tui::views::View;
+use drover_tui::views::confirm::ConfirmView;
+use drover_tui::views::form::DispatchForm;
+use drover_tui::views::input::InputBox;
+use drover_tui::views::prompt::{PromptState, PromptView};
+use drover_tui::views::route::RouteView;
+use drover_tui::{App, AppEvent, Effect, Link, RequestRunner, ViewModel};
 use serde::de::DeserializeOwned;
 use std::time::Duration;
 use tokio::sync::mpsc;
@@ -42,7 +46,7 @@ struct Harness {
     handle: DispatcherHandle,
     host: Option<Host>,
     pump: tokio::task::JoinHandle<()>,
-    driver: Driver,
+    requests: RequestRunner,
     rx: mpsc::UnboundedReceiver<AppEvent>,
     notifications: Vec<String>,
     quit: bool,
@@ -71,7 +75,7 @@ impl Harness {
         let (sender, rx) = drover_tui::runner::channel();
         let link = Link::new(paths.clone());
         let pump = link.spawn_events(sender.clone());
-        let driver = Driver::new(link, sender);
+        let requests = RequestRunner::new(link, sender);
         let mut opts = options();
         opts.cwd = home.path().to_path_buf();
         // This process is the owner, as with `[dashboard] owner = "in-process"`.
@@ -85,7 +89,7 @@ impl Harness {
             handle,
             host: Some(host),
             pump,
-            driver,
+            requests,
             rx,
             notifications: Vec::new(),
             quit: false,
@@ -99,7 +103,7 @@ impl Harness {
 
     fn carry_out(&mut self, effects: Vec<Effect>) {
         for effect in effects {
-            match self.driver.execute(effect) {
+            match self.requests.execute(effect) {
                 Some(Effect::Notify(text)) => self.notifications.push(text),
                 Some(Effect::Quit) => self.quit = true,
                 _ => {}
@@ -212,15 +216,13 @@ impl Harness {
     }
 }
 
-fn top(app: &App) -> Option<&Overlay> {
-    app.overlays.last()
+/// The top view, when it is a `T`.
+fn top<T: View>(app: &App) -> Option<&T> {
+    app.views.top_as::<T>()
 }
 
 fn prompt_request(app: &App) -> Option<(String, String)> {
-    match top(app) {
-        Some(Overlay::Prompt(p)) => Some((p.run_id.clone(), p.request.request_id.clone())),
-        _ => None,
-    }
+    top::<PromptView>(app).map(|p| (p.run_id.clone(), p.request.request_id.clone()))
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -231,12 +233,11 @@ async fn dispatch_from_the_form_with_an_inline_refusal_first() {
 
     // An empty task: the dispatcher refuses, the form says why and stays open.
     h.press([char_key('n'), key(KeyCode::Enter)]);
-    h.pump_until(
-        "the refusal in the form",
-        |app| matches!(top(app), Some(Overlay::Form(f)) if f.error.is_some()),
-    )
+    h.pump_until("the refusal in the form", |app| {
+        top::<DispatchForm>(app).is_some_and(|f| f.error.is_some())
+    })
     .await;
-    let Some(Overlay::Form(form)) = top(&h.app) else {
+    let Some(form) = top::<DispatchForm>(&h.app) else {
         panic!("the form is open")
     };
     assert_eq!(form.error.as_ref().unwrap().code, "TASK_REQUIRED");
@@ -256,7 +257,7 @@ async fn dispatch_from_the_form_with_an_inline_refusal_first() {
     h.type_text("Say hello from the form");
     h.press([key(KeyCode::Enter)]);
     h.pump_until("the form to close on the dispatch", |app| {
-        app.overlays.is_empty() && app.model.run_count() == 1
+        app.views.is_empty() && app.model.run_count() == 1
     })
     .await;
     let run_id = h
@@ -312,7 +313,7 @@ async fn a_permission_is_answered_with_one_key_and_the_prompt_moves_on() {
     // closes; the run's next request (the Edit) is the next one `p` shows.
     h.press([char_key('y')]);
     h.pump_until("the answer taken and the Edit requested", |app| {
-        app.overlays.is_empty()
+        app.views.is_empty()
             && app
                 .model
                 .oldest_pending(None)
@@ -321,14 +322,14 @@ async fn a_permission_is_answered_with_one_key_and_the_prompt_moves_on() {
     .await;
     h.press([char_key('p')]);
     let (_, second) = prompt_request(&h.app).expect("the next request on screen");
-    let Some(Overlay::Prompt(p)) = top(&h.app) else {
+    let Some(p) = top::<PromptView>(&h.app) else {
         unreachable!()
     };
     assert_eq!(p.request.tool, "Edit");
 
     // Allow the Edit "always"; with nothing left the prompt closes.
     h.press([char_key('A')]);
-    h.pump_until("the prompt to close", |app| app.overlays.is_empty())
+    h.pump_until("the prompt to close", |app| app.views.is_empty())
         .await;
     let run = h.wait(&run_id, WaitUntil::Idle).await;
     assert_eq!(run.head.state, RunState::Idle);
@@ -365,7 +366,7 @@ async fn a_question_is_answered_by_the_number_of_its_choice() {
     })
     .await;
     h.press([char_key('p'), char_key('2')]);
-    h.pump_until("the prompt to close", |app| app.overlays.is_empty())
+    h.pump_until("the prompt to close", |app| app.views.is_empty())
         .await;
     h.wait(&run_id, WaitUntil::Idle).await;
     let view = h.show(&run_id).await;
@@ -396,8 +397,9 @@ async fn a_request_answered_elsewhere_is_shown_as_gone_and_nothing_is_sent() {
         })
         .await;
     h.pump_until("the prompt to say the request is gone", |app| {
-        matches!(top(app), Some(Overlay::Prompt(p))
-            if p.request.request_id == request_id && matches!(p.state, PromptState::Gone(_)))
+        top::<PromptView>(app).is_some_and(|p| {
+            p.request.request_id == request_id && matches!(p.state, PromptState::Gone(_))
+        })
     })
     .await;
     // The key that would have allowed it sends nothing.
@@ -432,10 +434,10 @@ async fn a_follow_up_answers_a_run_that_needs_input() {
     .await;
     h.app.model.select(&run_id);
     h.press([char_key('f')]);
-    assert!(matches!(top(&h.app), Some(Overlay::Input(_))));
+    assert!(top::<InputBox>(&h.app).is_some());
     h.type_text("staging-eu");
     h.press([key(KeyCode::Enter)]);
-    h.pump_until("the follow-up box to close", |app| app.overlays.is_empty())
+    h.pump_until("the follow-up box to close", |app| app.views.is_empty())
         .await;
     h.pump_until("the follow-up turn to finish", |app| {
         app.model.run(&run_id).is_some_and(|e| {
@@ -489,9 +491,9 @@ async fn kill_all_asks_first_then_stops_every_active_run() {
     h.pump_until("both runs listed", |app| app.model.counts().active == 2)
         .await;
     h.press([char_key('K')]);
-    assert!(matches!(top(&h.app), Some(Overlay::Confirm(_))));
+    assert!(top::<ConfirmView>(&h.app).is_some());
     h.press([char_key('n')]);
-    assert!(h.app.overlays.is_empty(), "no closes the question");
+    assert!(h.app.views.is_empty(), "no closes the question");
     h.press([char_key('K'), char_key('y')]);
     for id in [&a, &b] {
         let run = h.wait(id, WaitUntil::Terminal).await;
@@ -582,17 +584,16 @@ async fn a_held_run_is_routed_by_picking_option_two_on_its_card() {
     .await;
     h.app.model.select(&run_id);
     h.press([char_key('p')]);
-    h.pump_until(
-        "the card to be loaded",
-        |app| matches!(top(app), Some(Overlay::Route(r)) if r.card.is_some()),
-    )
+    h.pump_until("the card to be loaded", |app| {
+        top::<RouteView>(app).is_some_and(|r| r.card.is_some())
+    })
     .await;
-    let Some(Overlay::Route(card)) = top(&h.app) else {
+    let Some(card) = top::<RouteView>(&h.app) else {
         unreachable!()
     };
     let second = card.card.as_ref().expect("card").options[1].clone();
     h.press([char_key('2')]);
-    h.pump_until("the card to close", |app| top(app).is_none())
+    h.pump_until("the card to close", |app| app.views.is_empty())
         .await;
     let view = h.show(&run_id).await;
     assert_ne!(view.head.state, RunState::AwaitingRoute);
@@ -645,11 +646,11 @@ async fn an_interrupted_run_is_resumed_by_key_after_a_restart() {
     let _ = h.shutdown().await;
 }
 
-/// A second dashboard on the same owner: its own app, driver and event pump, all over the
+/// A second dashboard on the same owner: its own app, request runner and event pump, all over the
 /// control socket.
 struct Viewer {
     app: App,
-    driver: Driver,
+    requests: RequestRunner,
     rx: mpsc::UnboundedReceiver<AppEvent>,
     pump: tokio::task::JoinHandle<()>,
 }
@@ -659,17 +660,17 @@ impl Viewer {
         let (sender, rx) = drover_tui::runner::channel();
         let link = Link::new(paths.clone());
         let pump = link.spawn_events(sender.clone());
-        let driver = Driver::new(link, sender);
+        let requests = RequestRunner::new(link, sender);
         let mut app = App::new(
             options(),
             ViewModel::new(drover_core::clock::now_millis(), 120, 40),
         );
         for effect in app.start() {
-            driver.execute(effect);
+            requests.execute(effect);
         }
         Viewer {
             app,
-            driver,
+            requests,
             rx,
             pump,
         }
@@ -678,7 +679,7 @@ impl Viewer {
     fn handle(&mut self, event: AppEvent) {
         self.app.model.now = drover_core::clock::now_millis();
         for effect in self.app.handle(event) {
-            self.driver.execute(effect);
+            self.requests.execute(effect);
         }
     }
 
@@ -730,8 +731,8 @@ async fn a_permission_answered_in_one_dashboard_closes_in_the_other() {
     other
         .pump_until(
             "the second answer refused as gone, or the prompt closed",
-            |app| match top(app) {
-                Some(Overlay::Prompt(p)) if p.request.request_id == request_id => {
+            |app| match top::<PromptView>(app) {
+                Some(p) if p.request.request_id == request_id => {
                     matches!(p.state, PromptState::Gone(_))
                 }
                 _ => true,
@@ -1076,7 +1077,7 @@ async fn a_finished_runs_task_is_dispatched_again_in_three_keys() {
     })
     .await;
     keys += counted(&mut h, vec![char_key('r')]);
-    let Some(Overlay::Form(form)) = top(&h.app) else {
+    let Some(form) = top::<DispatchForm>(&h.app) else {
         panic!("r opens the form: {:?}", h.app.model.flash)
     };
     assert_eq!(form.task.text, "Check the README links");
@@ -1089,7 +1090,7 @@ async fn a_finished_runs_task_is_dispatched_again_in_three_keys() {
     keys += counted(&mut h, vec![key(KeyCode::Enter)]);
     assert!(keys <= 3, "{keys} keys");
     h.pump_until("the form closes on the dispatch", |app| {
-        app.overlays.is_empty()
+        app.views.is_empty()
     })
     .await;
     let new_id = h.app.model.selected().expect("the new run").to_string();
@@ -1236,7 +1237,7 @@ async fn a_rule_saved_for_the_repository_answers_a_second_run_in_a_worktree_of_i
     h.press([char_key('p')]);
     // `a` opens the chooser with the proposed pattern and the repository scope.
     h.press([char_key('a')]);
-    let Some(Overlay::Prompt(p)) = top(&h.app) else {
+    let Some(p) = top::<PromptView>(&h.app) else {
         panic!("the prompt")
     };
     let drover_tui::views::prompt::PromptMode::Rule(chooser) = &p.mode else {
@@ -1246,7 +1247,7 @@ async fn a_rule_saved_for_the_repository_answers_a_second_run_in_a_worktree_of_i
     assert_eq!(chooser.scope, drover_core::rules::Scope::Repository);
     let shown = p.request.request_id.clone();
     h.press([key(KeyCode::Enter)]);
-    h.pump_until("the prompt to close", |app| app.overlays.is_empty())
+    h.pump_until("the prompt to close", |app| app.views.is_empty())
         .await;
     h.wait(&first, WaitUntil::Idle).await;
     let rules: Vec<drover_core::rules::Rule> = h.ask(Request::Rules).await;
@@ -1363,7 +1364,7 @@ async fn a_flagged_recursive_delete_outside_the_workspace_asks_despite_an_allow_
 
     // The prompt: one `y` does not allow it; `d` denies it.
     h.press([char_key('p'), char_key('y')]);
-    let Some(Overlay::Prompt(p)) = top(&h.app) else {
+    let Some(p) = top::<PromptView>(&h.app) else {
         panic!("the prompt")
     };
     assert_eq!(p.mode, drover_tui::views::prompt::PromptMode::ConfirmAllow);

@@ -5,7 +5,8 @@
 //! attached to a background owner: it starts one, leaving keeps the runs going, two
 //! dashboards share one owner, and a dashboard outlives a killed owner and reattaches.
 //! And the attention line: a sim run asks permission, the line shows its command, `y`
-//! on the dashboard answers exactly that request.
+//! on the dashboard answers exactly that request. And the bytes the dashboard writes:
+//! every frame inside the terminal's synchronized update.
 //!
 //! Needs `tmux` (`apt-get install tmux`); without it this test fails and says so. Every
 //! wait is bounded and watches for a condition (the pane's text or the dispatcher's
@@ -322,6 +323,131 @@ fn closing_the_terminal_stops_the_runs_and_releases_the_directory() {
     let view = show(home.path(), run["run_id"].as_str().expect("run id"));
     assert_eq!(view["state"], "interrupted", "{view}");
     assert_eq!(view["completion_reason"], "shutdown", "{view}");
+}
+
+const SYNC_BEGIN: &[u8] = b"\x1b[?2026h";
+const SYNC_END: &[u8] = b"\x1b[?2026l";
+
+fn find(bytes: &[u8], needle: &[u8]) -> Option<usize> {
+    bytes.windows(needle.len()).position(|w| w == needle)
+}
+
+/// `bytes` cut into what was written inside synchronized updates (the frames) and what
+/// was written outside them, or what is wrong: a begin inside a frame, or an end outside
+/// one. A frame still being written when the bytes were read is left out of both.
+fn frames_and_rest(mut bytes: &[u8]) -> Result<(Vec<&[u8]>, Vec<u8>), &'static str> {
+    let (mut frames, mut rest) = (Vec::new(), Vec::new());
+    loop {
+        let Some(begin) = find(bytes, SYNC_BEGIN) else {
+            rest.extend_from_slice(bytes);
+            break;
+        };
+        rest.extend_from_slice(&bytes[..begin]);
+        let inside = &bytes[begin + SYNC_BEGIN.len()..];
+        let Some(end) = find(inside, SYNC_END) else {
+            break;
+        };
+        let frame = &inside[..end];
+        if find(frame, SYNC_BEGIN).is_some() {
+            return Err("a synchronized update began inside another");
+        }
+        frames.push(frame);
+        bytes = &inside[end + SYNC_END.len()..];
+    }
+    if find(&rest, SYNC_END).is_some() {
+        return Err("a synchronized update ended that never began");
+    }
+    Ok((frames, rest))
+}
+
+/// The end of what the dashboard wrote, for a failure message.
+fn tail(bytes: &[u8]) -> String {
+    String::from_utf8_lossy(&bytes[bytes.len().saturating_sub(800)..]).into_owned()
+}
+
+#[test]
+fn every_frame_reaches_the_terminal_inside_a_synchronized_update() {
+    let probe = Command::new("tmux").arg("-V").output();
+    assert!(
+        probe.is_ok_and(|o| o.status.success()),
+        "this test needs tmux; install it (apt-get install tmux)"
+    );
+    let home = tempfile::tempdir().expect("temp dir");
+    let socket = format!("drover-e2e-sync-{}", std::process::id());
+    let tmux = Tmux {
+        socket: socket.clone(),
+        target: "sync".into(),
+    };
+    // The dashboard starts once its output is piped to a file (tmux's wait-for gate).
+    let command = format!(
+        "tmux -L '{socket}' wait-for sync-go; exec env DROVER_HOME='{}' '{}' demo",
+        home.path().display(),
+        env!("CARGO_BIN_EXE_drover")
+    );
+    let started = tmux.run(&[
+        "new-session",
+        "-d",
+        "-s",
+        "sync",
+        "-x",
+        "100",
+        "-y",
+        "30",
+        &command,
+    ]);
+    assert!(started.status.success(), "{started:?}");
+    let written = home.path().join("pane.bytes");
+    let piped = tmux.run(&[
+        "pipe-pane",
+        "-O",
+        "-t",
+        &tmux.pane_target(),
+        &format!("cat >> '{}'", written.display()),
+    ]);
+    assert!(piped.status.success(), "{piped:?}");
+    tmux.run(&["wait-for", "-S", "sync-go"]);
+    tmux.wait_for("Needs you (", &[]);
+    // The help view, drawn over the dashboard: a frame of its own.
+    tmux.keys(&["?"]);
+    tmux.wait_for("Keys", &[]);
+
+    let start = Instant::now();
+    let (frames, rest) = loop {
+        let bytes = std::fs::read(&written).unwrap_or_default();
+        let (frames, rest) = match frames_and_rest(&bytes) {
+            Ok(cut) => cut,
+            Err(wrong) => panic!("{wrong}; the dashboard wrote …{:?}", tail(&bytes)),
+        };
+        if frames.iter().any(|f| find(f, b"Keys").is_some()) {
+            break (frames.len(), rest);
+        }
+        assert!(
+            start.elapsed() < DEADLINE,
+            "no frame with the help view in …{:?}",
+            tail(&bytes)
+        );
+        std::thread::sleep(POLL);
+    };
+    assert!(frames >= 2, "the dashboard's frame, then help's: {frames}");
+    // What the dashboard draws is only ever inside a frame.
+    for text in ["Needs you (", "Keys", "? help"] {
+        assert!(
+            find(&rest, text.as_bytes()).is_none(),
+            "{text:?} was written outside a synchronized update: …{:?}",
+            tail(&rest)
+        );
+    }
+
+    tmux.run(&["kill-server"]);
+    let socket = home.path().join("drover.sock");
+    let start = Instant::now();
+    while socket.exists() {
+        assert!(
+            start.elapsed() < DEADLINE,
+            "the dashboard did not shut down after its terminal went away"
+        );
+        std::thread::sleep(POLL);
+    }
 }
 
 /// The pid `drover status` reports for the owner of `home`, once one answers.

@@ -13,9 +13,12 @@ use drover_core::ErrorCode;
 use drover_core::dispatch::api::RunSummary;
 use drover_core::live_state::LiveStateKind;
 use drover_core::run_state::RunState;
-use drover_tui::views::Overlay;
+use drover_tui::views::confirm::ConfirmView;
+use drover_tui::views::diff::DiffScreen;
+use drover_tui::views::form::DispatchForm;
+use drover_tui::views::input::InputBox;
 use drover_tui::views::prompt::{PromptState, PromptView};
-use drover_tui::views::route::RouteState;
+use drover_tui::views::route::{RouteState, RouteView};
 use drover_tui::{App, AppEvent, ReplyTag};
 use ratatui::style::Color;
 use tui_common::*;
@@ -213,7 +216,7 @@ fn the_live_line_in_each_live_state() {
 fn a_permission_prompt_with_a_short_input() {
     let mut app = busy_app(100, 30);
     press(&mut app, [char_key('p')]);
-    assert!(matches!(app.overlays.last(), Some(Overlay::Prompt(_))));
+    assert!(app.views.top_as::<PromptView>().is_some());
     snap("permission_prompt_short", &app);
 }
 
@@ -224,8 +227,7 @@ fn a_permission_prompt_with_a_long_input_scrolls() {
         .map(|i| format!("cargo test -p storage-module-{i:02} -- --test-threads=1 --nocapture\n"))
         .collect();
     let request = bash_request(7, &script);
-    app.overlays
-        .push(Overlay::Prompt(PromptView::new(id(1), request)));
+    app.views.push(PromptView::new(id(1), request));
     snap("permission_prompt_long_top", &app);
     press(&mut app, std::iter::repeat_n(char_key('j'), 12));
     snap("permission_prompt_long_scrolled", &app);
@@ -234,8 +236,7 @@ fn a_permission_prompt_with_a_long_input_scrolls() {
 #[test]
 fn a_question() {
     let mut app = busy_app(100, 30);
-    app.overlays
-        .push(Overlay::Prompt(PromptView::new(id(3), question_request(3))));
+    app.views.push(PromptView::new(id(3), question_request(3)));
     snap("question", &app);
 }
 
@@ -255,7 +256,7 @@ fn a_request_that_went_away_says_so() {
         )),
     });
     assert!(events.is_empty(), "nothing more is sent");
-    let Some(Overlay::Prompt(p)) = app.overlays.last() else {
+    let Some(p) = app.views.top_as::<PromptView>() else {
         panic!("the prompt stays to say so")
     };
     assert!(matches!(p.state, PromptState::Gone(_)));
@@ -393,15 +394,57 @@ fn the_filter_narrows_the_trays() {
     let mut app = busy_app(100, 24);
     press(&mut app, [char_key('/')]);
     press(&mut app, typed("readme"));
+    assert!(app.views.top_as::<InputBox>().is_some());
+    // The box is open: the trays are filtered as the user types.
+    snap("filter_box", &app);
     press(&mut app, [key(KeyCode::Enter)]);
+    assert!(
+        app.views.is_empty(),
+        "enter keeps the filter and closes the box"
+    );
     snap("filtered", &app);
+}
+
+/// Two views on the stack: each draws over what is under it, bottom first; the top one
+/// takes the keys and says the footer's hints; closing it gives both back to the one
+/// under it.
+#[test]
+fn a_view_stack_draws_bottom_first_and_the_top_one_takes_the_keys() {
+    let mut app = busy_app(100, 30);
+    app.views.push(PromptView::new(id(3), question_request(3)));
+    app.views.push(ConfirmView {
+        what: drover_tui::views::confirm::Confirmable::KillAll,
+        message: "Stop all 4 active runs? Their pending requests are denied.".into(),
+    });
+    snap("view_stack_confirm_over_question", &app);
+    let screen = render_app(&app);
+    let footer = screen.lines().last().unwrap_or_default();
+    assert!(
+        !footer.contains("choose"),
+        "the confirmation's hints: {footer}"
+    );
+    // A number key is the confirmation's (it means nothing there), not the question's.
+    let effects = app.handle(char_key('1'));
+    assert!(effects.is_empty(), "{effects:?}");
+    assert_eq!(app.views.len(), 2);
+    // n closes the confirmation only; the question is on top again, with its hints.
+    let effects = app.handle(char_key('n'));
+    assert!(effects.is_empty(), "{effects:?}");
+    assert_eq!(app.views.len(), 1);
+    assert!(app.views.top_as::<PromptView>().is_some());
+    let screen = render_app(&app);
+    let footer = screen.lines().last().unwrap_or_default();
+    assert!(
+        footer.contains("1-9 choose"),
+        "the question's hints: {footer}"
+    );
 }
 
 #[test]
 fn a_route_card() {
     let mut app = held_app(100, 30);
     press(&mut app, [key(KeyCode::Enter)]);
-    assert!(matches!(app.overlays.last(), Some(Overlay::Route(_))));
+    assert!(app.views.top_as::<RouteView>().is_some());
     // The run counts as held, and as one that needs you (its tray).
     assert_eq!(app.model.counts().held, 1);
     assert_eq!(app.model.counts().needs_you, 1);
@@ -434,7 +477,7 @@ fn a_route_card_with_a_refused_pick() {
             "option 2 (claude-opus-4-1) would need $12.00 but only $4.20 is left in the session",
         )),
     });
-    let Some(Overlay::Route(r)) = app.overlays.last() else {
+    let Some(r) = app.views.top_as::<RouteView>() else {
         panic!("the card stays open")
     };
     assert!(matches!(r.state, RouteState::Refused(_)));
@@ -518,7 +561,7 @@ fn worktree_runs_show_their_change_on_the_run_line_and_in_the_detail() {
 #[test]
 fn the_diff_view_lists_files_and_shows_the_selected_ones_diff() {
     let app = diff_app(100, 30);
-    assert!(matches!(app.overlays.last(), Some(Overlay::Diff(_))));
+    assert!(app.views.top_as::<DiffScreen>().is_some());
     snap("diff_view", &app);
     // Added lines are green, removed red, hunk headers cyan: the theme's colours.
     let mut app = app;
@@ -561,7 +604,7 @@ fn discarding_from_the_diff_view_asks_first() {
     let mut app = diff_app(100, 30);
     let effects = app.handle(char_key('x'));
     assert!(effects.is_empty(), "nothing is sent before the answer");
-    assert!(matches!(app.overlays.last(), Some(Overlay::Confirm(_))));
+    assert!(app.views.top_as::<ConfirmView>().is_some());
     snap("diff_discard_confirm", &app);
     let effects = app.handle(char_key('y'));
     assert!(
@@ -750,15 +793,18 @@ fn a_on_the_attention_line_opens_the_rule_chooser_for_the_request_drawn() {
         respond_of(&effects).is_empty(),
         "a answers nothing by itself"
     );
-    match app.overlays.last() {
-        Some(Overlay::Prompt(view)) => {
+    match app.views.top_as::<PromptView>() {
+        Some(view) => {
             assert_eq!(view.request.request_id, "req_1");
             assert!(
                 matches!(view.mode, drover_tui::views::prompt::PromptMode::Rule(_)),
                 "the chooser is open"
             );
         }
-        other => panic!("expected the prompt with its chooser, got {other:?}"),
+        None => panic!(
+            "expected the prompt with its chooser, got {:?}",
+            app.views.top()
+        ),
     }
 }
 
@@ -784,12 +830,15 @@ fn a_flagged_request_on_the_attention_line_is_never_allowed_by_one_key() {
     snap("attention_flagged", &app);
     let effects = app.handle(char_key('y'));
     assert!(respond_of(&effects).is_empty(), "{effects:?}");
-    match app.overlays.last() {
-        Some(Overlay::Prompt(view)) => {
+    match app.views.top_as::<PromptView>() {
+        Some(view) => {
             assert_eq!(view.request.request_id, "req_2");
             assert!(view.flagged().is_some());
         }
-        other => panic!("expected the flagged request's prompt, got {other:?}"),
+        None => panic!(
+            "expected the flagged request's prompt, got {:?}",
+            app.views.top()
+        ),
     }
 }
 
@@ -852,7 +901,7 @@ fn p_opens_the_request_on_the_attention_line_in_full() {
     let mut app = question_app();
     render_app(&app);
     let _ = app.handle(char_key('p'));
-    let Some(Overlay::Prompt(p)) = app.overlays.last() else {
+    let Some(p) = app.views.top_as::<PromptView>() else {
         panic!("the prompt opens");
     };
     assert_eq!(p.request.request_id, "req_3");
@@ -926,7 +975,7 @@ fn the_dispatch_form_picks_a_model_from_the_catalog() {
     press(&mut app, [key(KeyCode::Tab), key(KeyCode::Tab)]);
     // provider default → auto → the sim's first model.
     press(&mut app, [key(KeyCode::Right), key(KeyCode::Right)]);
-    let Some(Overlay::Form(form)) = app.overlays.last() else {
+    let Some(form) = app.views.top_as::<DispatchForm>() else {
         panic!("the form is open")
     };
     assert_eq!(form.model.text, "sim-standard");
@@ -935,7 +984,7 @@ fn the_dispatch_form_picks_a_model_from_the_catalog() {
     assert!(screen.contains("$3/$15 per Mtok"), "{screen}");
     assert!(screen.contains("auto — routed"), "{screen}");
     press(&mut app, [key(KeyCode::Left)]);
-    let Some(Overlay::Form(form)) = app.overlays.last() else {
+    let Some(form) = app.views.top_as::<DispatchForm>() else {
         unreachable!()
     };
     assert_eq!(form.model.text, "auto");
@@ -981,8 +1030,7 @@ fn a_rule_chooser_proposes_a_pattern_and_saves_it_bound_to_the_request() {
     use drover_core::rules::{RuleDecision, RuleKind, Scope};
     let mut app = busy_app(100, 30);
     let request = bash_request(1, "cargo test --lib foo");
-    app.overlays
-        .push(Overlay::Prompt(PromptView::new(id(1), request)));
+    app.views.push(PromptView::new(id(1), request));
     press(&mut app, [char_key('a')]);
     snap("permission_prompt_rule_chooser", &app);
     // tab: the next scope; the pattern is edited; enter saves it and answers req_1.
@@ -1013,8 +1061,7 @@ fn a_flagged_request_has_a_red_banner_and_a_confirming_key() {
     let mut app = busy_app(100, 30);
     let mut request = bash_request(1, "rm -rf /tmp/canary");
     request.guard = Some("a recursive delete of `/tmp/canary`, outside the workspace".into());
-    app.overlays
-        .push(Overlay::Prompt(PromptView::new(id(1), request)));
+    app.views.push(PromptView::new(id(1), request));
     snap("permission_prompt_flagged", &app);
     // The banner is red.
     let buf = render_buffer(&app);

@@ -1,11 +1,14 @@
 //! The dashboard's state machine: the view model, the stack of views and the key table.
 //!
 //! [`App::handle`] takes one [`AppEvent`] and returns the [`Effect`]s to carry out; it
-//! never awaits, never reads the clock (the driver sets `model.now`) and never touches
+//! never awaits, never reads the clock (the loop sets `model.now`) and never touches
 //! the ledger, so the whole dashboard can be driven by tests without a terminal.
 //!
 //! What must stay true:
 //! - keys go to the top view of the stack, or to the dashboard when the stack is empty;
+//! - an answer or a dispatcher event reaches the views waiting for it by their type on
+//!   the stack ([`ViewStack::position`], [`ViewStack::each_mut`]); views are opened here
+//!   (and in `attention.rs`, `redispatch.rs`), and nowhere else;
 //! - fetches are coalesced: at most one `Show` per run and one `Budget` in flight, with
 //!   one more sent afterwards if something changed meanwhile;
 //! - the selected run's detail and transcript are fetched when it is selected and kept
@@ -26,13 +29,14 @@ use super::event::{AppEvent, Effect, ReplyTag};
 use super::keys::{Action, Context, KeyTable};
 use super::layout::Areas;
 use super::model::{FINISHED_PAGE, Flash, ViewModel};
+use super::views::confirm::{ConfirmView, Confirmable};
 use super::views::diff::{DiffScreen, DiffState};
 use super::views::form::DispatchForm;
+use super::views::help::HelpView;
+use super::views::input::{InputBox, InputPurpose};
 use super::views::prompt::{PromptState, PromptView};
 use super::views::route::{RouteState, RouteView};
-use super::views::{
-    ConfirmView, Confirmable, HelpView, InputBox, InputPurpose, Outcome, Overlay, ViewCommand,
-};
+use super::views::{Outcome, ViewCommand, ViewStack};
 use drover_core::DroverError;
 use drover_core::UnixMillis;
 use drover_core::config::DashboardOwner;
@@ -102,7 +106,8 @@ impl AppOptions {
 
 pub struct App {
     pub model: ViewModel,
-    pub overlays: Vec<Overlay>,
+    /// The views over the dashboard; the top one gets the keys.
+    pub views: ViewStack,
     pub keys: KeyTable,
     options: AppOptions,
     show_in_flight: HashSet<String>,
@@ -123,7 +128,7 @@ impl App {
     pub fn new(options: AppOptions, model: ViewModel) -> Self {
         App {
             model,
-            overlays: Vec::new(),
+            views: ViewStack::default(),
             keys: options.keys.clone(),
             options,
             show_in_flight: HashSet::new(),
@@ -153,18 +158,15 @@ impl App {
 
     /// The key table in force now: the top view's, or the dashboard's.
     pub fn context(&self) -> Context {
-        self.overlays
-            .last()
-            .map_or(Context::Dashboard, Overlay::context)
+        self.views
+            .top()
+            .map_or(Context::Dashboard, |top| top.context())
     }
 
     /// Whether something on screen counts down (so a frame is due every second).
     pub fn has_countdowns(&self) -> bool {
         self.model.owner_gone_since.is_some()
-            || self
-                .overlays
-                .iter()
-                .any(|o| matches!(o, Overlay::Prompt(_) | Overlay::Route(_)))
+            || self.views.iter().any(|v| v.counts_down())
             || self.model.runs().any(|e| {
                 e.summary.head.state.is_active()
                     && (e
@@ -238,7 +240,7 @@ impl App {
     // ---- keys ----
 
     fn on_key(&mut self, key: KeyEvent, effects: &mut Vec<Effect>) {
-        if let Some(top) = self.overlays.last_mut() {
+        if let Some(top) = self.views.top_mut() {
             let action = self.keys.action(top.context(), &key);
             let outcome = top.handle_key(action, &key);
             self.apply_outcome(outcome, effects);
@@ -258,7 +260,7 @@ impl App {
 
     fn apply_outcome(&mut self, outcome: Outcome, effects: &mut Vec<Effect>) {
         if outcome.close {
-            self.overlays.pop();
+            self.views.pop();
         }
         match outcome.command {
             None => {}
@@ -271,7 +273,7 @@ impl App {
             }
             Some(ViewCommand::SetFilter(text)) => self.set_filter(text, effects),
             Some(ViewCommand::NextPrompt { after }) => self.next_prompt(after.as_deref()),
-            Some(ViewCommand::Ask(confirm)) => self.overlays.push(Overlay::Confirm(confirm)),
+            Some(ViewCommand::Ask(confirm)) => self.views.push(confirm),
         }
     }
 
@@ -295,7 +297,7 @@ impl App {
                 self.flash_info("filter cleared: every run is shown".into());
             }
             Action::Redispatch => self.redispatch(selected.as_ref()),
-            Action::NewDispatch => self.overlays.push(Overlay::Form(
+            Action::NewDispatch => self.views.push(
                 DispatchForm::new(
                     &self.options.providers,
                     &self.options.default_provider,
@@ -304,7 +306,7 @@ impl App {
                 )
                 .with_budget_default(self.options.default_budget_usd)
                 .with_models(self.options.models.clone()),
-            )),
+            ),
             Action::FollowUp => match selected {
                 Some(run) if run.head.state.is_active() => self.open_follow_up(&run, effects),
                 Some(run) => self.flash_error(format!(
@@ -352,7 +354,7 @@ impl App {
                         .change
                         .map(|c| format!(" ({})", c.words()))
                         .unwrap_or_default();
-                    self.overlays.push(Overlay::Confirm(ConfirmView {
+                    self.views.push(ConfirmView {
                         what: Confirmable::Remove {
                             run_id: run.head.run_id.clone(),
                         },
@@ -361,7 +363,7 @@ impl App {
                             run.head.run_id,
                             ws.branch.as_deref().unwrap_or("its branch")
                         ),
-                    }));
+                    });
                 }
                 Some(run) if run.head.state.is_terminal() => effects.push(Effect::Request {
                     tag: ReplyTag::Remove,
@@ -390,23 +392,23 @@ impl App {
                 if active == 0 {
                     self.flash_info("no run is active".into());
                 } else {
-                    self.overlays.push(Overlay::Confirm(ConfirmView {
+                    self.views.push(ConfirmView {
                         what: Confirmable::KillAll,
                         message: format!(
                             "Stop all {active} active run{}? Their pending requests are denied.",
                             plural(active)
                         ),
-                    }));
+                    });
                 }
             }
             Action::Filter => {
                 let previous = self.model.filter.clone();
-                self.overlays.push(Overlay::Input(InputBox::new(
+                self.views.push(InputBox::new(
                     InputPurpose::Filter { previous },
                     self.model.filter.clone(),
-                )));
+                ));
             }
-            Action::Help => self.overlays.push(Overlay::Help(HelpView::default())),
+            Action::Help => self.views.push(HelpView::default()),
             Action::OpenDiff => match selected {
                 Some(run) => self.open_diff(&run, effects),
                 None => self.flash_error("select a run first".into()),
@@ -485,7 +487,7 @@ impl App {
                     self.quitting = true;
                     effects.push(Effect::Quit);
                 } else {
-                    self.overlays.push(Overlay::Confirm(ConfirmView {
+                    self.views.push(ConfirmView {
                         what: Confirmable::Quit,
                         message: format!(
                             "{active} run{} still active. Quit and stop {}? (recorded as \
@@ -493,7 +495,7 @@ impl App {
                             plural(active),
                             if active == 1 { "it" } else { "them" }
                         ),
-                    }));
+                    });
                 }
             }
             _ => {}
@@ -508,7 +510,7 @@ impl App {
         if let Some(pending) = entry.pending.first() {
             let mut view = PromptView::new(entry.summary.head.run_id.clone(), pending.clone());
             view.workspace = self.model.work_dir(&entry.summary.head.run_id);
-            self.overlays.push(Overlay::Prompt(view));
+            self.views.push(view);
         } else if entry.summary.head.state == RunState::AwaitingRoute {
             let id = entry.summary.head.run_id.clone();
             self.open_route(&id);
@@ -553,14 +555,12 @@ impl App {
         }
         let view = DiffScreen::new(id.clone(), run.head.title.clone());
         let (tag, request) = view.list_request();
-        self.overlays.push(Overlay::Diff(view));
+        self.views.push(view);
         effects.push(Effect::Request { tag, request });
     }
 
     fn diff_view_at(&self, run_id: &str) -> Option<usize> {
-        self.overlays
-            .iter()
-            .rposition(|o| matches!(o, Overlay::Diff(d) if d.run_id == run_id))
+        self.views.position::<DiffScreen>(|d| d.run_id == run_id)
     }
 
     /// The follow-up box. On a hibernated run it also wakes the run's CLI now, so that
@@ -581,14 +581,14 @@ impl App {
             .and_then(|d| d.last_result.as_ref())
             .filter(|_| run.needs_input)
             .and_then(|r| r.question.clone());
-        self.overlays.push(Overlay::Input(InputBox::new(
+        self.views.push(InputBox::new(
             InputPurpose::FollowUp {
                 run_id: run.head.run_id.clone(),
                 title: run.head.title.clone(),
                 question,
             },
             "",
-        )));
+        ));
     }
 
     /// Shows the oldest thing waiting for the user (a pending request or a held run's
@@ -637,28 +637,26 @@ impl App {
                 .cloned(),
             None => waiting.first().cloned(),
         };
-        let on_prompt = matches!(
-            self.overlays.last(),
-            Some(Overlay::Prompt(_) | Overlay::Route(_))
-        );
+        let on_prompt = self.views.top_as::<PromptView>().is_some()
+            || self.views.top_as::<RouteView>().is_some();
         match next {
             Some((_, run_id, pending)) => {
                 self.model.select(&run_id);
                 if on_prompt {
-                    self.overlays.pop();
+                    self.views.pop();
                 }
                 match pending {
                     Some(p) => {
                         let mut view = PromptView::new(run_id.clone(), p);
                         view.workspace = self.model.work_dir(&run_id);
-                        self.overlays.push(Overlay::Prompt(view));
+                        self.views.push(view);
                     }
                     None => self.open_route(&run_id),
                 }
             }
             None => {
                 if on_prompt {
-                    self.overlays.pop();
+                    self.views.pop();
                 }
                 self.flash_info("nothing else is waiting for you".into());
             }
@@ -676,8 +674,7 @@ impl App {
         if card.is_none() {
             self.want_show.push(run_id.to_string());
         }
-        self.overlays
-            .push(Overlay::Route(RouteView::new(run_id, card)));
+        self.views.push(RouteView::new(run_id, card));
     }
 
     fn scroll_transcript(&mut self, delta: isize) {
@@ -693,23 +690,13 @@ impl App {
     }
 
     fn on_mouse(&mut self, mouse: MouseEvent) {
-        if let Some(Overlay::Diff(diff)) = self.overlays.last_mut() {
+        // Over a view, the wheel is the top view's; nothing else reaches the dashboard.
+        if let Some(top) = self.views.top_mut() {
             match mouse.kind {
-                MouseEventKind::ScrollDown => diff.wheel(true),
-                MouseEventKind::ScrollUp => diff.wheel(false),
+                MouseEventKind::ScrollDown => top.wheel(true),
+                MouseEventKind::ScrollUp => top.wheel(false),
                 _ => {}
             }
-            return;
-        }
-        if let Some(Overlay::Prompt(prompt)) = self.overlays.last_mut() {
-            match mouse.kind {
-                MouseEventKind::ScrollDown => prompt.scroll = prompt.scroll.saturating_add(1),
-                MouseEventKind::ScrollUp => prompt.scroll = prompt.scroll.saturating_sub(1),
-                _ => {}
-            }
-            return;
-        }
-        if !self.overlays.is_empty() {
             return;
         }
         let areas = Areas::of(ratatui::layout::Rect::new(
@@ -763,8 +750,7 @@ impl App {
                     self.route_gone(&run_id, &format!("the run is now {}", run.head.state));
                 }
                 // A diff on screen whose run changed again is read again.
-                if let Some(at) = self.diff_view_at(&run_id)
-                    && let Overlay::Diff(view) = &self.overlays[at]
+                if let Some(view) = self.views.find::<DiffScreen>(|d| d.run_id == run_id)
                     && view.state == DiffState::Ready
                     && run.workspace.as_ref().is_some_and(|w| {
                         w.has_worktree() && w.change.is_some() && w.change != view.change
@@ -793,9 +779,8 @@ impl App {
     /// Marks prompts of `run_id` (of one request, or all) that are still waiting for the
     /// user as gone: nothing will be sent for them.
     fn prompts_gone(&mut self, run_id: &str, request_id: Option<&str>, why: &str) {
-        for overlay in &mut self.overlays {
-            if let Overlay::Prompt(p) = overlay
-                && p.run_id == run_id
+        for p in self.views.each_mut::<PromptView>() {
+            if p.run_id == run_id
                 && request_id.is_none_or(|id| p.request.request_id == id)
                 && matches!(p.state, PromptState::Open | PromptState::Failed(_))
             {
@@ -808,11 +793,8 @@ impl App {
 
     /// Marks route cards of `run_id` still open for a pick as gone.
     fn route_gone(&mut self, run_id: &str, why: &str) {
-        for overlay in &mut self.overlays {
-            if let Overlay::Route(r) = overlay
-                && r.run_id == run_id
-                && matches!(r.state, RouteState::Open | RouteState::Refused(_))
-            {
+        for r in self.views.each_mut::<RouteView>() {
+            if r.run_id == run_id && matches!(r.state, RouteState::Open | RouteState::Refused(_)) {
                 r.state = RouteState::Gone(format!(
                     "This card is no longer open: {why}. Nothing was sent."
                 ));
@@ -821,9 +803,7 @@ impl App {
     }
 
     fn route_view_at(&self, run_id: &str) -> Option<usize> {
-        self.overlays
-            .iter()
-            .rposition(|o| matches!(o, Overlay::Route(r) if r.run_id == run_id))
+        self.views.position::<RouteView>(|r| r.run_id == run_id)
     }
 
     fn on_routed(&mut self, run_id: &str, declined: bool, result: Result<Response, DroverError>) {
@@ -831,8 +811,8 @@ impl App {
         match result.and_then(Response::into_run) {
             Ok(run) => {
                 if let Some(at) = at {
-                    let on_top = at + 1 == self.overlays.len();
-                    self.overlays.remove(at);
+                    let on_top = self.views.is_top(at);
+                    self.views.remove(at);
                     if on_top && !declined {
                         // Like answering a prompt: the next thing waiting, if any.
                         if self.model.oldest_pending(None).is_some()
@@ -859,8 +839,8 @@ impl App {
                     e.code,
                     ErrorCode::RouteNotFound | ErrorCode::RunNotActive | ErrorCode::RunNotFound
                 );
-                match at.map(|at| &mut self.overlays[at]) {
-                    Some(Overlay::Route(r)) => {
+                match at.and_then(|at| self.views.get_mut::<RouteView>(at)) {
+                    Some(r) => {
                         r.state = if gone {
                             RouteState::Gone(format!(
                                 "This card is no longer open ({}): {}. Nothing was applied.",
@@ -936,10 +916,8 @@ impl App {
             ReplyTag::Show(id) => {
                 self.show_in_flight.remove(&id);
                 if let Ok(view) = result.and_then(Response::into_show) {
-                    for overlay in &mut self.overlays {
-                        if let Overlay::Route(r) = overlay
-                            && r.run_id == view.head.run_id
-                        {
+                    for r in self.views.each_mut::<RouteView>() {
+                        if r.run_id == view.head.run_id {
                             r.set_card(view.route.clone());
                         }
                     }
@@ -959,18 +937,18 @@ impl App {
                 self.on_responded(&run_id, &request_id, result)
             }
             ReplyTag::FollowUp(run_id) => {
-                let at = self.overlays.iter().rposition(|o| {
-                    matches!(o, Overlay::Input(InputBox { purpose: InputPurpose::FollowUp { run_id: id, .. }, .. }) if *id == run_id)
+                let at = self.views.position::<InputBox>(|i| {
+                    matches!(&i.purpose, InputPurpose::FollowUp { run_id: id, .. } if *id == run_id)
                 });
                 match result {
                     Ok(_) => {
                         if let Some(at) = at {
-                            self.overlays.remove(at);
+                            self.views.remove(at);
                         }
                         self.flash_info(format!("follow-up sent to {run_id}"));
                     }
-                    Err(e) => match at.map(|at| &mut self.overlays[at]) {
-                        Some(Overlay::Input(input)) => {
+                    Err(e) => match at.and_then(|at| self.views.get_mut::<InputBox>(at)) {
+                        Some(input) => {
                             input.sending = false;
                             input.error = Some(format!("{}: {}", e.code, e.message));
                         }
@@ -1036,10 +1014,10 @@ impl App {
         result: Result<Response, DroverError>,
         effects: &mut Vec<Effect>,
     ) {
-        let Some(at) = self.diff_view_at(run_id) else {
-            return;
-        };
-        let Overlay::Diff(view) = &mut self.overlays[at] else {
+        let Some(view) = self
+            .diff_view_at(run_id)
+            .and_then(|at| self.views.get_mut::<DiffScreen>(at))
+        else {
             return;
         };
         match (result.and_then(Response::into_diff), file) {
@@ -1088,41 +1066,38 @@ impl App {
                 if let Some(at) = at {
                     if done.workspace.has_worktree() {
                         // An idle run merged: it goes on, its diff is empty now.
-                        if let Overlay::Diff(view) = &mut self.overlays[at] {
+                        if let Some(view) = self.views.get_mut::<DiffScreen>(at) {
                             view.acted(&done);
                             let (tag, request) = view.list_request();
                             effects.push(Effect::Request { tag, request });
                         }
                     } else {
-                        self.overlays.remove(at);
+                        self.views.remove(at);
                     }
                 }
                 self.flash_info(words);
             }
-            Err(e) => match at.map(|at| &mut self.overlays[at]) {
-                Some(Overlay::Diff(view)) => view.failed(format!("{}: {}", e.code, e.message)),
+            Err(e) => match at.and_then(|at| self.views.get_mut::<DiffScreen>(at)) {
+                Some(view) => view.failed(format!("{}: {}", e.code, e.message)),
                 _ => self.flash_error(format!("{}: {}", e.code, e.message)),
             },
         }
     }
 
     fn on_dispatched(&mut self, result: Result<Response, DroverError>) {
-        let form_at = self
-            .overlays
-            .iter()
-            .rposition(|o| matches!(o, Overlay::Form(_)));
+        let form_at = self.views.position::<DispatchForm>(|_| true);
         match result.and_then(Response::into_run) {
             Ok(run) => {
                 if let Some(at) = form_at {
-                    self.overlays.remove(at);
+                    self.views.remove(at);
                 }
                 let id = run.head.run_id.clone();
                 self.model.upsert(run);
                 self.model.select(&id);
                 self.flash_info(format!("dispatched {id}"));
             }
-            Err(e) => match form_at.map(|at| &mut self.overlays[at]) {
-                Some(Overlay::Form(form)) => form.refused(&e),
+            Err(e) => match form_at.and_then(|at| self.views.get_mut::<DispatchForm>(at)) {
+                Some(form) => form.refused(&e),
                 _ => self.flash_error(format!("{}: {}", e.code, e.message)),
             },
         }
@@ -1135,9 +1110,9 @@ impl App {
         result: Result<Response, DroverError>,
     ) {
         self.attention_settled(request_id);
-        let prompt_at = self.overlays.iter().rposition(|o| {
-            matches!(o, Overlay::Prompt(p) if p.request.request_id == request_id && p.run_id == run_id)
-        });
+        let prompt_at = self
+            .views
+            .position::<PromptView>(|p| p.request.request_id == request_id && p.run_id == run_id);
         match result {
             Ok(answer) => {
                 if let Response::Rule(rule) = &answer {
@@ -1151,12 +1126,11 @@ impl App {
                 }
                 self.model.forget_pending(run_id, request_id);
                 if let Some(at) = prompt_at {
-                    let on_top = at + 1 == self.overlays.len();
-                    if on_top {
+                    if self.views.is_top(at) {
                         // Answering moves to the next request.
                         self.next_prompt(Some(request_id));
                     } else {
-                        self.overlays.remove(at);
+                        self.views.remove(at);
                     }
                 }
             }
@@ -1171,8 +1145,8 @@ impl App {
                 if gone {
                     self.model.forget_pending(run_id, request_id);
                 }
-                match prompt_at.map(|at| &mut self.overlays[at]) {
-                    Some(Overlay::Prompt(p)) => {
+                match prompt_at.and_then(|at| self.views.get_mut::<PromptView>(at)) {
+                    Some(p) => {
                         p.state = if gone {
                             PromptState::Gone(format!(
                                 "This request is no longer pending ({}): it was answered \

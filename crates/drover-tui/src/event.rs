@@ -1,8 +1,9 @@
-//! The one event type of the dashboard and what the app asks its driver to do.
+//! The one event type of the dashboard and what the app asks the loop to do.
 //!
 //! Everything that can change what is on screen arrives as an [`AppEvent`] — a key, a
 //! mouse action, a resize, a dispatcher event, the answer to a request, a periodic tick —
-//! and goes through `App::handle`, which returns [`Effect`]s for the driver to carry out.
+//! and goes through `App::handle`, which returns [`Effect`]s for the loop
+//! ([`crate::runner`]) to carry out.
 //! What must stay true: the app never awaits; requests to the dispatcher leave as
 //! `Effect::Request` and come back as `AppEvent::Reply` with the [`ReplyTag`] they left
 //! with, so each answer finds its way to the view that asked.
@@ -88,7 +89,7 @@ pub enum ReplyTag {
     },
 }
 
-/// What the app asks of its driver.
+/// What the app asks of the loop.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Effect {
     /// Send a request to the dispatcher; its answer comes back as `AppEvent::Reply`.

@@ -729,6 +729,20 @@ impl KeyTable {
         hints
     }
 
+    /// The footer's hints of `context` as (first key, word), in table order, for the
+    /// actions `shown` keeps (those that do something now).
+    pub fn hint_words(
+        &self,
+        context: Context,
+        shown: impl Fn(Action) -> bool,
+    ) -> Vec<(String, &'static str)> {
+        self.hints(context)
+            .into_iter()
+            .filter(|(_, action)| shown(*action))
+            .filter_map(|(key, action)| action.hint().map(|word| (key, word)))
+            .collect()
+    }
+
     /// The actions of `context` with all their keys, in table order (for help).
     pub fn actions(&self, context: Context) -> Vec<(String, Action)> {
         let mut seen = Vec::new();

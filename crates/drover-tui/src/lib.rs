@@ -8,14 +8,17 @@
 //! - [`event`]: the one [`AppEvent`] enum and the [`Effect`]s the app asks for;
 //! - [`app`]: the state machine — `App::handle(event) -> effects`, no awaiting;
 //! - [`model`]: the plain view model that [`render`] draws from;
-//! - [`views`]: prompts, forms and boxes on a stack, each handling its own keys;
+//! - [`views`]: the [`views::View`] trait and the stack of prompts, cards, forms and boxes
+//!   over the dashboard, each handling its own keys and drawing itself;
 //! - [`keys`]: bindings as data, used for handling keys, footer hints and help;
 //! - [`theme`]: the ANSI-only palette; [`layout`]: the rectangles; [`format`]: words;
-//! - [`frame`]: redraw on demand; [`runner`]: the driver and the one `select!` loop;
+//!   [`canvas`]: the drawing primitives the panes and the views share;
+//! - [`frame`]: redraw on demand; [`runner`]: the one `select!` loop on the terminal, each
+//!   frame drawn whole, and the [`RequestRunner`] that sends the app's requests;
 //! - [`link`]: the connection to the owner (control socket requests, the event pump).
 //!
-//! What must stay true: nothing under `src/tui` prints to stdout or stderr (the
-//! dashboard owns the screen; logs go to the file), and drawing never does I/O.
+//! What must stay true: nothing in this crate prints to stdout or stderr (the dashboard
+//! owns the screen; logs go to the file), and drawing never does I/O.
 //!
 //! [`Request`]: drover_core::dispatch::Request
 //! [`DispatchEvent`]: drover_core::dispatch::DispatchEvent
@@ -27,6 +30,7 @@
 pub mod app;
 #[cfg(test)]
 mod app_tests;
+pub mod canvas;
 pub mod event;
 pub mod format;
 pub mod frame;
@@ -44,4 +48,4 @@ pub use app::{App, AppOptions};
 pub use event::{AppEvent, AppEventSender, Effect, ReplyTag};
 pub use link::Link;
 pub use model::ViewModel;
-pub use runner::{Driver, run_on_terminal};
+pub use runner::{RequestRunner, run_on_terminal};

@@ -1,16 +1,23 @@
-//! The driver and the event loop: the only place in the dashboard that awaits, reads the
-//! clock, owns the terminal and talks to the owner (through its [`Link`]: the control
-//! socket, as a headless client does).
+//! The dashboard's loop on its terminal: the only place in the dashboard that awaits,
+//! reads the clock, owns the terminal and talks to the owner (through its [`Link`]: the
+//! control socket, as a headless client does; [`RequestRunner`] sends the app's
+//! requests).
 //!
 //! One `tokio::select!` loop takes app events (keys, mouse and resizes from the input
 //! thread; answers from request tasks; dispatcher events and the owner going and coming
-//! back from the link's event pump; stop signals), frame requests and a slow refresh tick; it hands each to [`App::handle`] and carries out the
-//! [`Effect`]s. What must stay true: drawing happens only when a frame was requested (a
-//! burst of changes is one frame; countdowns ask for the next second), and a request to
-//! the dispatcher never blocks the loop (each runs in its own task and answers with an
-//! `AppEvent::Reply`).
+//! back from the link's event pump; stop signals), frame requests and a slow refresh
+//! tick; it hands each to [`App::handle`] and carries out the [`Effect`]s.
+//!
+//! What must stay true: drawing happens only when a frame was requested, and a burst of
+//! changes is one frame showing its last state (the frame requests merge, and the events
+//! already waiting when a frame is due go in before it is drawn); countdowns ask for the
+//! next second. Each frame reaches the terminal whole, inside its synchronized update
+//! (`CSI ? 2026 h` … `CSI ? 2026 l`). A request to the dispatcher never blocks the loop
+//! (each runs in its own task and answers with an `AppEvent::Reply`).
 
 use crossterm::event::{self as term, Event};
+use crossterm::terminal::{BeginSynchronizedUpdate, EndSynchronizedUpdate};
+use crossterm::{execute, queue};
 use ratatui::Terminal;
 use ratatui::backend::{Backend, CrosstermBackend};
 use std::future::Future;
@@ -26,6 +33,7 @@ use super::frame::FrameRequester;
 use super::link::Link;
 use super::model::ViewModel;
 use super::render;
+use drover_core::UnixMillis;
 use drover_core::clock::now_millis;
 use drover_core::error::{DroverError, ErrorCode};
 use drover_core::text::{clip, one_line};
@@ -37,17 +45,21 @@ const INPUT_POLL: Duration = Duration::from_millis(100);
 /// How often the loop checks that its terminal is still there (a closed terminal emulator
 /// or a killed tmux pane does not always send SIGHUP).
 const TERMINAL_CHECK_EVERY: Duration = Duration::from_secs(2);
+/// At most this many waiting events go into a frame that is due, so a flood of events
+/// cannot hold frames back.
+const EVENTS_PER_FRAME_MAX: usize = 1024;
 
-/// Carries out the app's requests against the owner.
+/// Sends the app's requests to the owner, each in its own task; the answer comes back
+/// as an `AppEvent::Reply`.
 #[derive(Clone)]
-pub struct Driver {
+pub struct RequestRunner {
     link: Link,
     events: AppEventSender,
 }
 
-impl Driver {
+impl RequestRunner {
     pub fn new(link: Link, events: AppEventSender) -> Self {
-        Driver { link, events }
+        RequestRunner { link, events }
     }
 
     /// Starts a request in its own task (its answer comes back as an app event); returns
@@ -119,7 +131,7 @@ async fn event_loop<B: Backend + Write>(
     let (tx, mut rx) = mpsc::unbounded_channel();
     let sender = AppEventSender::new(tx);
     let pump = AbortOnDrop(link.spawn_events(sender.clone()));
-    let driver = Driver::new(link, sender.clone());
+    let requests = RequestRunner::new(link, sender.clone());
     let (frames, mut draws) = FrameRequester::spawn();
     let stop_input = Arc::new(AtomicBool::new(false));
     let input = spawn_input_thread(sender.clone(), stop_input.clone());
@@ -143,7 +155,7 @@ async fn event_loop<B: Backend + Write>(
     frames.schedule_frame();
     let outcome = loop {
         for effect in effects.drain(..) {
-            match driver.execute(effect) {
+            match requests.execute(effect) {
                 Some(Effect::Notify(text)) => {
                     notify(terminal.backend_mut(), &text);
                     desktop.notify(&text);
@@ -157,15 +169,7 @@ async fn event_loop<B: Backend + Write>(
         tokio::select! {
             Some(event) = rx.recv() => effects = app.handle(event),
             Some(()) = draws.recv() => {
-                app.model.now = now_millis();
-                terminal.draw(|frame| render::draw(frame, &app)).map_err(terminal_error)?;
-                let now_title = app.title();
-                if now_title != title {
-                    let out = terminal.backend_mut();
-                    let _ = out.write_all(crate::terminal::title_sequence(&now_title).as_bytes());
-                    let _ = Write::flush(out);
-                    title = now_title;
-                }
+                effects = frame_due(terminal, &mut app, &mut rx, &mut title, now_millis())?;
                 if app.has_countdowns() {
                     let to_next_second = 1_000 - app.model.now.rem_euclid(1_000) + 5;
                     frames.schedule_frame_in(Duration::from_millis(to_next_second as u64));
@@ -193,6 +197,60 @@ async fn event_loop<B: Backend + Write>(
     drop(input);
     drop(pump);
     outcome
+}
+
+/// A frame is due. The events already waiting go in first (at most
+/// [`EVENTS_PER_FRAME_MAX`]), so a burst of changes is drawn once, in its last state;
+/// then the frame is drawn at `now` ([`draw_frame`]), unless one of them ended the
+/// dashboard. Returns the effects of the events handled here.
+fn frame_due<B: Backend + Write>(
+    terminal: &mut Terminal<B>,
+    app: &mut App,
+    waiting: &mut mpsc::UnboundedReceiver<AppEvent>,
+    title: &mut String,
+    now: UnixMillis,
+) -> Result<Vec<Effect>, DroverError> {
+    let mut effects = Vec::new();
+    for _ in 0..EVENTS_PER_FRAME_MAX {
+        if app.quitting() {
+            return Ok(effects);
+        }
+        let Ok(event) = waiting.try_recv() else {
+            break;
+        };
+        effects.extend(app.handle(event));
+    }
+    if app.quitting() {
+        return Ok(effects);
+    }
+    app.model.now = now;
+    draw_frame(terminal, app, title)?;
+    Ok(effects)
+}
+
+/// Draws one frame of `app`, whole: everything written for it (the cells that changed,
+/// the cursor, the window title when it changed) goes between the terminal's
+/// synchronized-update begin and end, so a slow terminal shows the frame before or
+/// the frame after, never half of one.
+fn draw_frame<B: Backend + Write>(
+    terminal: &mut Terminal<B>,
+    app: &App,
+    title: &mut String,
+) -> Result<(), DroverError> {
+    queue!(terminal.backend_mut(), BeginSynchronizedUpdate).map_err(terminal_error)?;
+    let drawn = terminal
+        .draw(|frame| render::draw(frame, app))
+        .map(drop)
+        .map_err(terminal_error);
+    let now_title = app.title();
+    if drawn.is_ok() && now_title != *title {
+        let out = terminal.backend_mut();
+        let _ = out.write_all(crate::terminal::title_sequence(&now_title).as_bytes());
+        *title = now_title;
+    }
+    // Ended even when drawing failed, so the terminal does not hold back what follows.
+    let ended = execute!(terminal.backend_mut(), EndSynchronizedUpdate).map_err(terminal_error);
+    drawn.and(ended)
 }
 
 /// Aborts the task when dropped.
@@ -316,7 +374,7 @@ fn spawn_signal_listener(sender: AppEventSender) {
     });
 }
 
-/// The receiving end of app events, for tests and other drivers without a terminal.
+/// The receiving end of app events, for tests and other loops without a terminal.
 pub fn channel() -> (AppEventSender, mpsc::UnboundedReceiver<AppEvent>) {
     let (tx, rx) = mpsc::unbounded_channel();
     (AppEventSender::new(tx), rx)
@@ -325,6 +383,143 @@ pub fn channel() -> (AppEventSender, mpsc::UnboundedReceiver<AppEvent>) {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::frame::FrameRequester;
+    use crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
+    use ratatui::layout::Rect;
+    use ratatui::{TerminalOptions, Viewport};
+
+    const BEGIN: &[u8] = b"\x1b[?2026h";
+    const END: &[u8] = b"\x1b[?2026l";
+
+    /// What a terminal in memory was sent.
+    #[derive(Clone, Default)]
+    struct Screen(std::rc::Rc<std::cell::RefCell<Vec<u8>>>);
+
+    impl Write for Screen {
+        fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
+            self.0.borrow_mut().extend_from_slice(bytes);
+            Ok(bytes.len())
+        }
+
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+
+    impl Screen {
+        /// What the terminal was sent since the last call.
+        fn written(&self) -> Vec<u8> {
+            std::mem::take(&mut *self.0.borrow_mut())
+        }
+    }
+
+    /// A terminal that writes into `screen`.
+    fn memory_terminal(screen: &Screen) -> Terminal<CrosstermBackend<Screen>> {
+        Terminal::with_options(
+            CrosstermBackend::new(screen.clone()),
+            TerminalOptions {
+                viewport: Viewport::Fixed(Rect::new(0, 0, 100, 30)),
+            },
+        )
+        .expect("a terminal in memory")
+    }
+
+    fn count(bytes: &[u8], needle: &[u8]) -> usize {
+        bytes.windows(needle.len()).filter(|w| *w == needle).count()
+    }
+
+    fn contains(bytes: &[u8], needle: &str) -> bool {
+        count(bytes, needle.as_bytes()) > 0
+    }
+
+    fn key(c: char) -> AppEvent {
+        AppEvent::Key(KeyEvent::new(KeyCode::Char(c), KeyModifiers::NONE))
+    }
+
+    fn app() -> App {
+        App::new(AppOptions::new("/".into()), ViewModel::new(0, 100, 30))
+    }
+
+    #[test]
+    fn each_frame_reaches_the_terminal_inside_a_synchronized_update() {
+        let mut app = app();
+        let screen = Screen::default();
+        let mut terminal = memory_terminal(&screen);
+        let mut title = String::new();
+        draw_frame(&mut terminal, &app, &mut title).expect("drawn");
+        let first = screen.written();
+        assert!(
+            first.starts_with(BEGIN),
+            "{:?}",
+            String::from_utf8_lossy(&first)
+        );
+        assert!(
+            first.ends_with(END),
+            "{:?}",
+            String::from_utf8_lossy(&first)
+        );
+        assert_eq!((count(&first, BEGIN), count(&first, END)), (1, 1));
+        assert!(
+            contains(&first, "drover"),
+            "the frame and its title are inside"
+        );
+        // A later frame (only the cells that changed: help opened) is wrapped the same.
+        let _ = app.handle(key('?'));
+        draw_frame(&mut terminal, &app, &mut title).expect("drawn");
+        let second = screen.written();
+        assert!(second.starts_with(BEGIN) && second.ends_with(END));
+        assert_eq!((count(&second, BEGIN), count(&second, END)), (1, 1));
+        assert!(contains(&second, "Keys"), "the help view was drawn");
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_burst_of_changes_is_drawn_once_in_its_last_state() {
+        let (frames, mut draws) = FrameRequester::spawn();
+        let (sender, mut waiting) = channel();
+        let mut app = app();
+        let screen = Screen::default();
+        let mut terminal = memory_terminal(&screen);
+        let mut title = String::new();
+        frames.schedule_frame();
+        draws.recv().await.expect("the first frame");
+        let effects = frame_due(&mut terminal, &mut app, &mut waiting, &mut title, 0);
+        assert_eq!(effects.expect("drawn"), []);
+        screen.written();
+
+        // A burst: the filter box opened and "abc" typed, a frame asked for after each.
+        for c in ['/', 'a', 'b', 'c'] {
+            sender.send(key(c));
+            frames.schedule_frame();
+        }
+        // The loop takes the first event; then the frame is due with the others waiting.
+        let first = waiting.recv().await.expect("an event");
+        let _ = app.handle(first);
+        draws.recv().await.expect("a frame");
+        frame_due(&mut terminal, &mut app, &mut waiting, &mut title, 0).expect("drawn");
+        let out = screen.written();
+        assert_eq!(count(&out, BEGIN), 1, "one frame for the burst");
+        assert!(contains(&out, "abc"), "the frame shows the last state");
+        assert!(
+            waiting.try_recv().is_err(),
+            "every event went into the frame"
+        );
+        // Nothing is left to draw: the requests merged into that one frame.
+        tokio::time::sleep(Duration::from_secs(1)).await;
+        assert!(draws.try_recv().is_err(), "no second frame");
+    }
+
+    #[test]
+    fn no_frame_is_drawn_once_a_waiting_event_ends_the_dashboard() {
+        let (sender, mut waiting) = channel();
+        let mut app = app();
+        let screen = Screen::default();
+        let mut terminal = memory_terminal(&screen);
+        sender.send(AppEvent::Terminate);
+        let effects = frame_due(&mut terminal, &mut app, &mut waiting, &mut String::new(), 0);
+        assert_eq!(effects.expect("no error"), [Effect::Quit]);
+        assert!(app.quitting());
+        assert_eq!(screen.written(), b"", "nothing drawn");
+    }
 
     #[tokio::test]
     async fn the_notification_command_gets_the_message_and_a_missing_one_is_skipped() {

@@ -1,13 +1,14 @@
 //! The terminal's state while the dashboard owns it, and putting it back.
 //!
 //! What must stay true: whatever way drover leaves the dashboard (return, error, panic),
-//! the user's shell gets its terminal back: raw mode off, main screen, no mouse capture,
-//! cursor shown, and this happens before a panic report is printed. Restoring only writes
+//! the user's shell gets its terminal back: no frame held in a synchronized update, raw
+//! mode off, main screen, no mouse capture, cursor shown, and this happens before a
+//! panic report is printed. Restoring only writes
 //! escape sequences when a [`TerminalGuard`] is live, so a panic in a headless command
 //! piped into another program does not put escape codes into its output.
 
 use crossterm::event::{DisableMouseCapture, EnableMouseCapture};
-use crossterm::terminal::{EnterAlternateScreen, LeaveAlternateScreen};
+use crossterm::terminal::{EndSynchronizedUpdate, EnterAlternateScreen, LeaveAlternateScreen};
 use crossterm::{cursor, execute, queue};
 use drover_core::error::{DroverError, ErrorCode};
 use std::io::{self, Write};
@@ -87,15 +88,22 @@ pub fn restore() {
     let _ = write_restore_sequence(&mut io::stdout());
 }
 
-/// The escape sequences that leave the dashboard's screen state: mouse capture off, main
-/// screen, cursor shown. Each is written even if an earlier one failed.
+/// The escape sequences that leave the dashboard's screen state: a frame cut short by a
+/// panic let go of (its synchronized update ended), mouse capture off, main screen,
+/// cursor shown. Each is written even if an earlier one failed.
 fn write_restore_sequence(out: &mut impl Write) -> io::Result<()> {
+    let frame = queue!(out, EndSynchronizedUpdate);
     let title = out.write_all(POP_TITLE.as_bytes());
     let mouse = queue!(out, DisableMouseCapture);
     let screen = queue!(out, LeaveAlternateScreen);
     let cursor = queue!(out, cursor::Show);
     let flushed = out.flush();
-    title.and(mouse).and(screen).and(cursor).and(flushed)
+    frame
+        .and(title)
+        .and(mouse)
+        .and(screen)
+        .and(cursor)
+        .and(flushed)
 }
 
 /// Saves the window title on the terminal's title stack (xterm's `CSI 22 ; 0 t`;
@@ -125,6 +133,10 @@ mod tests {
         }
         assert!(text.contains("\u{1b}[?1049l"), "main screen: {text:?}");
         assert!(text.contains("\u{1b}[?25h"), "cursor shown: {text:?}");
+        assert!(
+            text.starts_with("\u{1b}[?2026l"),
+            "a frame's synchronized update ended first: {text:?}"
+        );
         assert!(
             text.contains("\u{1b}[23;0t"),
             "the title given back: {text:?}"

@@ -76,7 +76,7 @@ pub fn focus() -> Style {
     Style::new().fg(Color::Cyan)
 }
 
-/// Borders of overlays (prompts, forms, help).
+/// Borders of the views on the stack (prompts, forms, help).
 pub fn overlay_border() -> Style {
     Style::new().fg(Color::Cyan)
 }

@@ -15,7 +15,6 @@ use std::collections::BTreeMap;
 use super::App;
 use crate::event::{Effect, ReplyTag};
 use crate::model::RunEntry;
-use crate::views::Overlay;
 use crate::views::prompt::{PromptView, answer_words, rule_chooser};
 use drover_core::dispatch::Request;
 use drover_core::dispatch::api::PendingView;
@@ -195,13 +194,13 @@ impl App {
             return self.attention_missing();
         };
         let run_id = entry.summary.head.run_id.clone();
-        let overlay = rule_chooser(
+        let view = rule_chooser(
             run_id.clone(),
             request.clone(),
             self.model.work_dir(&run_id),
         );
         self.model.select(&run_id);
-        self.overlays.push(overlay);
+        self.views.push(view);
     }
 
     /// `p`: the shown request in full (the prompt); with none shown, the oldest thing
@@ -212,7 +211,7 @@ impl App {
                 let run_id = entry.summary.head.run_id.clone();
                 let view = PromptView::new(run_id.clone(), request.clone());
                 self.model.select(&run_id);
-                self.overlays.push(Overlay::Prompt(view));
+                self.views.push(view);
             }
             None => self.next_prompt(None),
         }

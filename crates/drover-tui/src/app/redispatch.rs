@@ -6,7 +6,6 @@
 //! user is told to press again.
 
 use super::App;
-use crate::views::Overlay;
 use crate::views::form::DispatchForm;
 use drover_core::dispatch::api::RunSummary;
 
@@ -25,6 +24,6 @@ impl App {
             .with_budget_default(self.options.default_budget_usd)
             .with_models(self.options.models.clone());
         self.flash_info(format!("{id}'s task, filled in: enter dispatches it again"));
-        self.overlays.push(Overlay::Form(form));
+        self.views.push(form);
     }
 }

@@ -7,8 +7,8 @@ use ratatui::buffer::Buffer;
 use ratatui::layout::Rect;
 use ratatui::text::{Line, Span};
 
-use super::{put_line, width_of};
 use crate::app::{App, numbered_question};
+use crate::canvas::{put_line, width_of};
 use crate::format;
 use crate::keys::{Action, Context};
 use crate::theme;

@@ -6,7 +6,7 @@ use ratatui::buffer::Buffer;
 use ratatui::layout::Rect;
 use ratatui::text::{Line, Span};
 
-use super::put_line;
+use crate::canvas::{put_line, width_of, wrap};
 use crate::format;
 use crate::model::{RunEntry, ViewModel, needs_you};
 use crate::theme::{self, BudgetLevel};
@@ -162,7 +162,7 @@ fn summary_lines(
             String::new()
         };
         let suffix = format!(" · {}{more}", format::countdown(p.expires_at, now));
-        let room = width.saturating_sub(8 + super::width_of(&suffix));
+        let room = width.saturating_sub(8 + width_of(&suffix));
         lines.push(Line::from(vec![
             Span::styled(format!("{:<8}", "prompt"), theme::attention()),
             Span::styled(clip(&what, room), theme::attention()),
@@ -214,7 +214,7 @@ fn summary_lines(
             // Wrapped under its label, at most a few lines; its age after the last.
             let ago = format!(" · {} ago", format::duration(now - note.at));
             let text = format!("{}{ago}", one_line(&note.text));
-            let mut pieces = super::wrap(&text, width.saturating_sub(8).max(10));
+            let mut pieces = wrap(&text, width.saturating_sub(8).max(10));
             if pieces.len() > NOTE_LINES {
                 pieces.truncate(NOTE_LINES);
                 if let Some(last) = pieces.last_mut() {
@@ -283,7 +283,7 @@ fn work_line(ws: &drover_core::workspace::WorkspaceView, width: usize) -> Line<'
         )]),
     }
     let room = width.saturating_sub(8);
-    let keep_branch = super::width_of(&branch).min(24);
+    let keep_branch = width_of(&branch).min(24);
     while tail.len() > 1 {
         let tail_w: usize = tail.iter().flatten().map(Span::width).sum();
         if keep_branch + tail_w <= room {
@@ -355,7 +355,7 @@ fn transcript(buf: &mut Buffer, area: Rect, entry: &RunEntry, scroll: Option<usi
         )
     };
     let title = format!("── transcript{where_} ");
-    let rule = "─".repeat((area.width as usize).saturating_sub(super::width_of(&title)));
+    let rule = "─".repeat((area.width as usize).saturating_sub(width_of(&title)));
     put_line(
         buf,
         area,
@@ -376,7 +376,7 @@ fn transcript(buf: &mut Buffer, area: Rect, entry: &RunEntry, scroll: Option<usi
         } else {
             theme::text()
         };
-        super::wrap(&text, width)
+        wrap(&text, width)
             .into_iter()
             .map(|piece| (piece, style))
             .collect()

@@ -1,15 +1,16 @@
 //! The footer: a config reload the owner refused (until a good one), the last action's
 //! message, then the key hints of the context in force, taken from the key table that
-//! handles the keys — on the dashboard, only those that apply to the selected run (no
-//! `e` without an offer, no `R` for a run that was not interrupted).
+//! handles the keys — the top view's own ([`crate::views::View::hints`]), or on the
+//! dashboard only those that apply to the selected run (no `e` without an offer, no `R`
+//! for a run that was not interrupted).
 
 use ratatui::buffer::Buffer;
 use ratatui::layout::Rect;
 use ratatui::text::{Line, Span};
 
-use super::{put_line, width_of};
 use crate::app::App;
-use crate::keys::Action;
+use crate::canvas::{put_line, width_of};
+use crate::keys::{Action, Context};
 use crate::theme;
 use drover_core::run_state::RunState;
 use drover_core::text::{clip, one_line};
@@ -40,17 +41,12 @@ pub fn draw(buf: &mut Buffer, area: Rect, app: &App) {
         ));
         spans.push(Span::styled("│", theme::pane_border()));
     }
-    let mut hints: Vec<(String, &str)> = app
-        .keys
-        .hints(app.context())
-        .into_iter()
-        .filter(|(_, action)| !app.overlays.last().is_some_and(|top| top.hides(*action)))
-        .filter(|(_, action)| !app.overlays.is_empty() || applies(app, *action))
-        .filter_map(|(key, action)| action.hint().map(|word| (key, word)))
-        .collect();
-    if app.overlays.last().is_some_and(|top| top.takes_digits()) {
-        hints.insert(0, ("1-9".to_string(), "choose"));
-    }
+    let hints = match app.views.top() {
+        Some(top) => top.hints(&app.keys),
+        None => app
+            .keys
+            .hint_words(Context::Dashboard, |action| applies(app, action)),
+    };
     // Hints in table order while they fit; help (or close) is always kept, at the end.
     let keep_last = hints
         .iter()

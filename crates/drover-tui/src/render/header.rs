@@ -6,7 +6,7 @@ use ratatui::buffer::Buffer;
 use ratatui::layout::Rect;
 use ratatui::text::{Line, Span};
 
-use super::put_line;
+use crate::canvas::put_line;
 use crate::model::ViewModel;
 use crate::theme::{self, BudgetLevel};
 use drover_core::dispatch::api::BudgetView;

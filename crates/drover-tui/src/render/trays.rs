@@ -7,7 +7,7 @@ use ratatui::layout::Rect;
 use ratatui::text::{Line, Span};
 use ratatui::widgets::{Block, Borders, Widget};
 
-use super::{put_line, width_of};
+use crate::canvas::{put_line, width_of};
 use crate::format;
 use crate::keys::{Action, Context, KeyTable};
 use crate::layout::Areas;

@@ -1,6 +1,7 @@
 //! The diff view (`D` on a run): a worktree run's changed files with their counts, the
 //! selected file's unified diff (git's own, from the dispatcher's `diff`), and merge,
-//! keep and discard.
+//! keep and discard. It covers the whole body: the file list on the left, the patch on
+//! the right, scrolled by keys or the wheel.
 //!
 //! What must stay true: everything shown comes from `diff` answers (the file list, then
 //! one file's patch at a time); a patch is shown only for the file it was asked for
@@ -8,11 +9,20 @@
 //! discard is on its way nothing more is sent; the lines kept are made safe for the
 //! screen.
 
-use super::{ConfirmView, Confirmable, Outcome, ViewCommand};
+use crossterm::event::KeyEvent;
+use ratatui::buffer::Buffer;
+use ratatui::layout::Rect;
+use ratatui::text::{Line, Span};
+
+use super::confirm::{ConfirmView, Confirmable};
+use super::{DrawContext, Outcome, View, ViewCommand};
+use crate::canvas::{put_line, view_box, width_of};
 use crate::event::ReplyTag;
-use crate::keys::Action;
+use crate::keys::{Action, Context};
+use crate::theme;
 use drover_core::dispatch::Request;
 use drover_core::dispatch::api::{ChangeStat, DiffView, FileStat, WorkspaceActionView};
+use drover_core::text::{clip, one_line};
 
 /// Lines a page key moves the diff.
 pub const PAGE_LINES: usize = 10;
@@ -187,12 +197,6 @@ impl DiffScreen {
         self.scroll = to as usize;
     }
 
-    /// The wheel moved over the view.
-    pub fn wheel(&mut self, down: bool) {
-        let step = WHEEL_LINES as isize;
-        self.scroll_by(if down { step } else { -step });
-    }
-
     fn select(&mut self, delta: isize) -> Outcome {
         if self.files.is_empty() {
             return Outcome::stay();
@@ -206,23 +210,37 @@ impl DiffScreen {
         self.scroll = 0;
         self.patch = None;
         match self.file_request() {
-            Some((tag, request)) => Outcome {
-                close: false,
-                command: Some(ViewCommand::Request(tag, request)),
-            },
+            Some((tag, request)) => Outcome::stay_with(ViewCommand::Request(tag, request)),
             None => Outcome::stay(),
         }
     }
 
     fn send(&mut self, what: &str, tag: ReplyTag, request: Request) -> Outcome {
         self.state = DiffState::Sending(what.to_string());
-        Outcome {
-            close: false,
-            command: Some(ViewCommand::Request(tag, request)),
-        }
+        Outcome::stay_with(ViewCommand::Request(tag, request))
+    }
+}
+
+impl View for DiffScreen {
+    fn context(&self) -> Context {
+        Context::Diff
     }
 
-    pub fn handle_key(&mut self, action: Option<Action>) -> Outcome {
+    /// Nothing to merge, keep or discard while the file list is not in.
+    fn offers(&self, action: Action) -> bool {
+        !(self.state == DiffState::Loading
+            && matches!(
+                action,
+                Action::Merge | Action::MergeSquash | Action::Keep | Action::Discard
+            ))
+    }
+
+    fn wheel(&mut self, down: bool) {
+        let step = WHEEL_LINES as isize;
+        self.scroll_by(if down { step } else { -step });
+    }
+
+    fn handle_key(&mut self, action: Option<Action>, _key: &KeyEvent) -> Outcome {
         let run_id = self.run_id.clone();
         let tag = |action: &str| ReplyTag::WorkspaceAction {
             run_id: run_id.clone(),
@@ -250,10 +268,7 @@ impl DiffScreen {
             Some(Action::PrevFile) => self.select(-1),
             Some(Action::Refresh) if !self.busy() => {
                 let (tag, request) = self.list_request();
-                Outcome {
-                    close: false,
-                    command: Some(ViewCommand::Request(tag, request)),
-                }
+                Outcome::stay_with(ViewCommand::Request(tag, request))
             }
             Some(Action::Merge | Action::MergeSquash) if !self.busy() => {
                 let squash = action == Some(Action::MergeSquash);
@@ -288,20 +303,220 @@ impl DiffScreen {
                     .filter(|c| !c.is_empty())
                     .map(|c| format!(" ({})", c.words()))
                     .unwrap_or_default();
-                Outcome {
-                    close: false,
-                    command: Some(ViewCommand::Ask(ConfirmView {
-                        what: Confirmable::Discard {
-                            run_id: self.run_id.clone(),
-                        },
-                        message: format!(
-                            "Discard {}'s work{change}? Its worktree and the branch {branch} are deleted; this cannot be undone.",
-                            self.run_id
-                        ),
-                    })),
-                }
+                Outcome::stay_with(ViewCommand::Ask(ConfirmView {
+                    what: Confirmable::Discard {
+                        run_id: self.run_id.clone(),
+                    },
+                    message: format!(
+                        "Discard {}'s work{change}? Its worktree and the branch {branch} are deleted; this cannot be undone.",
+                        self.run_id
+                    ),
+                }))
             }
             _ => Outcome::stay(),
         }
     }
+
+    /// The diff view: the changed files on the left, the selected file's diff on the right.
+    fn draw(&self, buf: &mut Buffer, body: Rect, _context: &DrawContext<'_>) {
+        let title = format!(
+            "Diff · {} ({})",
+            clip(&one_line(&self.title), 40),
+            self.run_id
+        );
+        let inner = view_box(buf, body, title);
+        if inner.height < 3 || inner.width < 20 {
+            return;
+        }
+        let width = inner.width as usize;
+        // The head line: branch against base, and the totals.
+        let base = drover_core::workspace::short_commit(self.base_commit.as_deref());
+        let mut head = vec![Span::styled(
+            self.branch.clone().unwrap_or_else(|| "…".into()),
+            theme::title(),
+        )];
+        head.push(Span::styled(
+            match &self.base_branch {
+                Some(b) => format!(" against {b} at {base}"),
+                None => format!(" against {base}"),
+            },
+            theme::dim(),
+        ));
+        if let Some(change) = self.change {
+            head.push(Span::styled(" · ", theme::dim()));
+            head.push(Span::styled(
+                format!("+{}", change.added),
+                theme::diff_added(),
+            ));
+            head.push(Span::raw(" "));
+            head.push(Span::styled(
+                format!("−{}", change.removed),
+                theme::diff_removed(),
+            ));
+            head.push(Span::styled(
+                format!(
+                    " · {} file{}",
+                    change.files,
+                    drover_core::text::plural(change.files as usize)
+                ),
+                theme::dim(),
+            ));
+        }
+        put_line(buf, inner, 0, &Line::from(head));
+
+        let rows = inner.height.saturating_sub(2);
+        let list_w = (inner.width / 3).clamp(20, 40).min(inner.width / 2);
+        let list = Rect::new(inner.x, inner.y + 1, list_w, rows);
+        let patch_area = Rect::new(
+            inner.x + list_w + 1,
+            inner.y + 1,
+            inner.width.saturating_sub(list_w + 1),
+            rows,
+        );
+        for y in 0..rows {
+            put_line(
+                buf,
+                Rect::new(inner.x + list_w, inner.y + 1, 1, rows),
+                y,
+                &Line::styled("│", theme::pane_border()),
+            );
+        }
+
+        // The file list, scrolled to keep the selection in self.
+        let list_rows = rows as usize;
+        let top = self.selected.saturating_sub(list_rows.saturating_sub(1));
+        for (i, f) in self.files.iter().enumerate().skip(top).take(list_rows) {
+            let selected = i == self.selected;
+            let counts = if f.binary {
+                vec![Span::styled(" bin", theme::dim())]
+            } else {
+                vec![
+                    Span::styled(format!(" +{}", f.added), theme::diff_added()),
+                    Span::styled(format!(" −{}", f.removed), theme::diff_removed()),
+                ]
+            };
+            let counts_w: usize = counts.iter().map(Span::width).sum();
+            let mark = format!(
+                "{}{} ",
+                if selected { '›' } else { ' ' },
+                match f.status.as_str() {
+                    "added" => 'A',
+                    "deleted" => 'D',
+                    "renamed" => 'R',
+                    _ => ' ',
+                }
+            );
+            let room = (list_w as usize).saturating_sub(counts_w + 3 + 1);
+            let name = path_fit(&one_line(&f.path), room);
+            let pad = (list_w as usize).saturating_sub(3 + width_of(&name) + counts_w);
+            let mut spans = vec![
+                Span::styled(mark, theme::focus()),
+                Span::styled(
+                    name,
+                    if selected {
+                        theme::title()
+                    } else {
+                        theme::text()
+                    },
+                ),
+                Span::raw(" ".repeat(pad)),
+            ];
+            spans.extend(counts);
+            let y = (i - top) as u16;
+            put_line(buf, list, y, &Line::from(spans));
+            if selected {
+                buf.set_style(
+                    Rect::new(list.x, list.y + y, list.width, 1),
+                    theme::selected(),
+                );
+            }
+        }
+        if self.files.is_empty() && self.state != DiffState::Loading {
+            put_line(
+                buf,
+                list,
+                0,
+                &Line::styled("no changed files", theme::dim()),
+            );
+        }
+
+        // The selected file's diff.
+        let room = patch_area.height as usize;
+        let mut shown = 0;
+        let mut total = 0;
+        match (&self.patch, self.selected_file()) {
+            (Some(patch), _) => {
+                total = patch.lines.len();
+                let top = self.scroll.min(total.saturating_sub(room));
+                for (y, line) in patch.lines.iter().skip(top).take(room).enumerate() {
+                    put_line(
+                        buf,
+                        patch_area,
+                        y as u16,
+                        &Line::styled(line.clone(), theme::diff_line(line)),
+                    );
+                    shown = top + y + 1;
+                }
+                if patch.lines.is_empty() {
+                    put_line(
+                        buf,
+                        patch_area,
+                        0,
+                        &Line::styled("(no lines: a file whose mode changed)", theme::dim()),
+                    );
+                }
+            }
+            (None, Some(_)) => put_line(
+                buf,
+                patch_area,
+                0,
+                &Line::styled("reading the diff…", theme::dim()),
+            ),
+            (None, None) => {
+                let words = match self.state {
+                    DiffState::Loading => "reading the run's change…",
+                    _ => "The run changed nothing against its base.",
+                };
+                put_line(buf, patch_area, 0, &Line::styled(words, theme::dim()));
+            }
+        }
+
+        // The foot: what is under way, or where the diff is scrolled to.
+        let foot = match &self.state {
+            DiffState::Sending(what) => Line::styled(format!("{what}…"), theme::focus()),
+            DiffState::Failed(why) => Line::styled(clip(&one_line(why), width), theme::error()),
+            DiffState::Loading | DiffState::Ready if total > room => Line::styled(
+                format!(
+                    "lines {}–{shown} of {total}{} · ↑/↓ pgup/pgdn or the wheel to scroll",
+                    self.scroll.min(total.saturating_sub(room)) + 1,
+                    if self.patch.as_ref().is_some_and(|p| p.truncated) {
+                        " (cut)"
+                    } else {
+                        ""
+                    }
+                ),
+                theme::dim(),
+            ),
+            DiffState::Loading | DiffState::Ready => Line::raw(""),
+        };
+        put_line(buf, inner, inner.height - 1, &foot);
+    }
+}
+
+/// `path` in at most `width` columns: its end kept (the file name), `…` in front.
+fn path_fit(path: &str, width: usize) -> String {
+    if width_of(path) <= width {
+        return path.to_string();
+    }
+    let mut tail: Vec<char> = Vec::new();
+    let mut used = 1;
+    for c in path.chars().rev() {
+        let w = width_of(c.encode_utf8(&mut [0; 4]));
+        if used + w > width {
+            break;
+        }
+        used += w;
+        tail.push(c);
+    }
+    std::iter::once('…').chain(tail.into_iter().rev()).collect()
 }

@@ -1,7 +1,8 @@
 //! The new-dispatch form: task, provider, model (picked from the catalog), policy, budget,
 //! working directory, workspace, class, max turns, tags, workflow, context and, for the
 //! simulated provider, the scenario; empty, or filled from the spec of a run to dispatch
-//! its task again ([`DispatchForm::again`]).
+//! its task again ([`DispatchForm::again`]). It draws itself as a box of fields, with the
+//! model picker under the model field while it has the focus.
 //!
 //! What must stay true: the form only builds a [`SpecInput`]; the dispatcher validates
 //! it, and its refusal (code and sentence) is shown inline next to the field it is about,
@@ -9,15 +10,22 @@
 //! dispatcher's defaults apply.
 
 use crossterm::event::KeyEvent;
+use ratatui::buffer::Buffer;
+use ratatui::layout::Rect;
+use ratatui::text::{Line, Span};
 use std::path::PathBuf;
 
 use super::text::TextField;
-use super::{Outcome, ViewCommand};
+use super::{DrawContext, Outcome, View, ViewCommand};
+use crate::canvas::{put_line, view_box, wrap};
 use crate::event::ReplyTag;
-use crate::keys::Action;
+use crate::keys::{Action, Context};
+use crate::layout::centered;
+use crate::theme;
 use drover_core::dispatch::Request;
 use drover_core::error::{DroverError, ErrorCode};
 use drover_core::spec::SpecInput;
+use drover_core::text::clip;
 
 /// The form's fields, in order.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -390,45 +398,6 @@ impl DispatchForm {
         self.focus = fields[(at + delta).rem_euclid(n) as usize];
     }
 
-    pub fn handle_key(&mut self, action: Option<Action>, key: &KeyEvent) -> Outcome {
-        if self.sending {
-            return if action == Some(Action::Close) {
-                Outcome::close()
-            } else {
-                Outcome::stay()
-            };
-        }
-        match action {
-            Some(Action::Close) => return Outcome::close(),
-            Some(Action::Submit) => return self.submit(),
-            Some(Action::NextField) => self.move_focus(1),
-            Some(Action::PrevField) => self.move_focus(-1),
-            Some(Action::ChoiceNext) if self.focus == Field::Model => self.step_model(1),
-            Some(Action::ChoicePrev) if self.focus == Field::Model => self.step_model(-1),
-            Some(Action::ChoiceNext) => {
-                if let Some(choice) = self.choice(self.focus) {
-                    choice.step(1);
-                }
-            }
-            Some(Action::ChoicePrev) => {
-                if let Some(choice) = self.choice(self.focus) {
-                    choice.step(-1);
-                }
-            }
-            _ => {
-                let focus = self.focus;
-                if let Some(field) = self.text_field(focus) {
-                    field.edit(key);
-                } else if key.code == crossterm::event::KeyCode::Char(' ')
-                    && let Some(choice) = self.choice(focus)
-                {
-                    choice.step(1);
-                }
-            }
-        }
-        Outcome::stay()
-    }
-
     /// The spec the form describes, or a refusal of what cannot be sent as typed.
     pub fn spec(&self) -> Result<SpecInput, FormError> {
         let blank = |t: &str| {
@@ -494,15 +463,12 @@ impl DispatchForm {
             Ok(spec) => {
                 self.sending = true;
                 self.error = None;
-                Outcome {
-                    close: false,
-                    command: Some(ViewCommand::Request(
-                        ReplyTag::Dispatch,
-                        Request::Dispatch {
-                            spec: Box::new(spec),
-                        },
-                    )),
-                }
+                Outcome::stay_with(ViewCommand::Request(
+                    ReplyTag::Dispatch,
+                    Request::Dispatch {
+                        spec: Box::new(spec),
+                    },
+                ))
             }
             Err(e) => {
                 if let Some(field) = e.field {
@@ -529,4 +495,220 @@ impl DispatchForm {
             message: e.message.clone(),
         });
     }
+}
+
+impl View for DispatchForm {
+    fn context(&self) -> Context {
+        Context::Form
+    }
+
+    fn handle_key(&mut self, action: Option<Action>, key: &KeyEvent) -> Outcome {
+        if self.sending {
+            return if action == Some(Action::Close) {
+                Outcome::close()
+            } else {
+                Outcome::stay()
+            };
+        }
+        match action {
+            Some(Action::Close) => return Outcome::close(),
+            Some(Action::Submit) => return self.submit(),
+            Some(Action::NextField) => self.move_focus(1),
+            Some(Action::PrevField) => self.move_focus(-1),
+            Some(Action::ChoiceNext) if self.focus == Field::Model => self.step_model(1),
+            Some(Action::ChoicePrev) if self.focus == Field::Model => self.step_model(-1),
+            Some(Action::ChoiceNext) => {
+                if let Some(choice) = self.choice(self.focus) {
+                    choice.step(1);
+                }
+            }
+            Some(Action::ChoicePrev) => {
+                if let Some(choice) = self.choice(self.focus) {
+                    choice.step(-1);
+                }
+            }
+            _ => {
+                let focus = self.focus;
+                if let Some(field) = self.text_field(focus) {
+                    field.edit(key);
+                } else if key.code == crossterm::event::KeyCode::Char(' ')
+                    && let Some(choice) = self.choice(focus)
+                {
+                    choice.step(1);
+                }
+            }
+        }
+        Outcome::stay()
+    }
+
+    fn draw(&self, buf: &mut Buffer, body: Rect, _context: &DrawContext<'_>) {
+        let fields = self.fields();
+        let outer_w = body.width.saturating_sub(4).min(90);
+        // Inside: the border and a margin of one column on each side.
+        let width = outer_w.saturating_sub(4) as usize;
+        let mut lines: Vec<Line<'static>> = Vec::new();
+        // Where the picker goes (under the focused model field), once the room is known.
+        let mut picker_at = None;
+        for field in &fields {
+            let focused = self.focus == *field;
+            let value = self.text_of(*field);
+            let label_style = if focused {
+                theme::focus()
+            } else {
+                theme::dim()
+            };
+            let mut spans = vec![
+                Span::styled(if focused { "› " } else { "  " }, theme::focus()),
+                Span::styled(format!("{:<10}", field.label()), label_style),
+            ];
+            let room = width.saturating_sub(16);
+            if DispatchForm::is_choice(*field) {
+                spans.push(Span::styled("‹ ", theme::dim()));
+                spans.push(Span::styled(
+                    value,
+                    if focused {
+                        theme::focus()
+                    } else {
+                        theme::text()
+                    },
+                ));
+                spans.push(Span::styled(" ›", theme::dim()));
+            } else if value.is_empty() {
+                if focused {
+                    spans.push(Span::styled("▏", theme::focus()));
+                }
+                spans.push(Span::styled(self.placeholder(*field), theme::dim()));
+            } else {
+                let field_text = TextField::new(value);
+                spans.push(Span::raw(field_text.visible(room)));
+                if focused {
+                    spans.push(Span::styled("▏", theme::focus()));
+                }
+            }
+            lines.push(Line::from(spans));
+            if focused && *field == Field::Model {
+                picker_at = Some(lines.len());
+            }
+            if let Some(e) = self.error.as_ref().filter(|e| e.field == Some(*field)) {
+                // In full, wrapped under its field.
+                for l in wrap(
+                    &format!("{}: {}", e.code, e.message),
+                    width.saturating_sub(12),
+                ) {
+                    lines.push(Line::from(vec![
+                        Span::raw(" ".repeat(12)),
+                        Span::styled(l, theme::error()),
+                    ]));
+                }
+            }
+        }
+        lines.push(Line::raw(""));
+        if let Some(e) = self.error.as_ref().filter(|e| e.field.is_none()) {
+            for l in wrap(&format!("{}: {}", e.code, e.message), width) {
+                lines.push(Line::styled(l, theme::error()));
+            }
+        }
+        lines.push(if self.sending {
+            Line::styled("dispatching…", theme::focus())
+        } else {
+            Line::styled(
+                "←/→ change a choice or pick a model · blank fields take the defaults",
+                theme::dim(),
+            )
+        });
+        if let Some(at) = picker_at {
+            let mut picker = model_picker(self, width);
+            // Short of room: the marked line alone (the provider default when none is).
+            let room = (body.height as usize).saturating_sub(lines.len() + 2);
+            if picker.len() > room {
+                let marked = picker
+                    .iter()
+                    .position(|l| l.spans.get(1).is_some_and(|s| s.content == "› "))
+                    .unwrap_or(0);
+                picker = vec![picker.swap_remove(marked)];
+                picker.truncate(room);
+            }
+            lines.splice(at..at, picker);
+        }
+        let height = (lines.len() as u16 + 2).min(body.height);
+        let area = centered(body, outer_w, height);
+        let title = match &self.again {
+            Some((run_id, _)) => format!("Dispatch again · the task of {run_id}"),
+            None => "New dispatch".to_string(),
+        };
+        let inner = view_box(buf, area, title);
+        for (y, line) in lines.iter().enumerate() {
+            put_line(buf, inner, y as u16, line);
+        }
+    }
+}
+
+/// Models the picker lists under the model field, at most.
+const PICKER_MAX: usize = 10;
+
+/// The model picker, under the focused model field: the provider's default, `auto` (a
+/// route card), then each catalog model the chosen provider runs with its tier, price
+/// per million tokens and vision; the one in the field is marked.
+fn model_picker(f: &DispatchForm, width: usize) -> Vec<Line<'static>> {
+    let typed = f.model.text.trim().to_string();
+    let pad = " ".repeat(12);
+    let mark = |on: bool| {
+        if on {
+            Span::styled("› ", theme::focus())
+        } else {
+            Span::raw("  ")
+        }
+    };
+    let style = |on: bool| if on { theme::focus() } else { theme::text() };
+    let mut lines = vec![
+        Line::from(vec![
+            Span::raw(pad.clone()),
+            mark(typed.is_empty()),
+            Span::styled("provider default", style(typed.is_empty())),
+        ]),
+        Line::from(vec![
+            Span::raw(pad.clone()),
+            mark(typed.eq_ignore_ascii_case(AUTO_MODEL)),
+            Span::styled(AUTO_MODEL, style(typed.eq_ignore_ascii_case(AUTO_MODEL))),
+            Span::styled(" — routed: held on a route card to pick from", theme::dim()),
+        ]),
+    ];
+    let models = f.provider_models();
+    let id_w = models
+        .iter()
+        .map(|m| m.id.chars().count())
+        .max()
+        .unwrap_or(0);
+    let tier_w = models.iter().map(|m| m.tier.len()).max().unwrap_or(0);
+    for m in models.iter().take(PICKER_MAX) {
+        let on = m.id.eq_ignore_ascii_case(&typed);
+        let text = format!(
+            "{:<id_w$}  {:<tier_w$}  {}{}",
+            m.id,
+            m.tier,
+            m.price,
+            if m.vision { "  vision" } else { "" }
+        );
+        lines.push(Line::from(vec![
+            Span::raw(pad.clone()),
+            mark(on),
+            Span::styled(clip(&text, width.saturating_sub(14)), style(on)),
+        ]));
+    }
+    if models.len() > PICKER_MAX {
+        lines.push(Line::styled(
+            format!(
+                "{pad}  … {} more: `drover models`",
+                models.len() - PICKER_MAX
+            ),
+            theme::dim(),
+        ));
+    }
+    if models.is_empty() {
+        lines.push(Line::styled(
+            format!("{pad}  (the catalog lists no model for this provider)"),
+            theme::dim(),
+        ));
+    }
+    lines
 }

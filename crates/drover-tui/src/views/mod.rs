@@ -1,27 +1,91 @@
-//! Views on a stack above the dashboard: the permission prompt, the route card, the diff
-//! view, the dispatch form, text boxes (follow-up, filter), confirmations and help.
+//! Views on a stack above the dashboard — the permission prompt (and its question and
+//! rule chooser modes), the route card, the diff view, the dispatch form, text boxes
+//! (follow-up, filter), confirmations and help — and the [`View`] trait each implements.
 //!
 //! What must stay true: the top view gets every key first and handles it itself; it
 //! says whether it is done ([`Outcome::close`]) and what it wants done as a typed
-//! [`ViewCommand`] — it never talks to the dispatcher. Answers come back to the view that
-//! asked through the app (by [`crate::event::ReplyTag`]).
+//! [`ViewCommand`] — it never talks to the dispatcher. It names the hints the footer
+//! shows from the same rules its keys follow, and draws itself from a [`DrawContext`]
+//! (no I/O). Answers come back to the view that asked through the app (by
+//! [`crate::event::ReplyTag`]). The stack knows none of the views: it holds
+//! `Box<dyn View>` and reaches a view by its type only for the app, which routes answers.
+//! A new view is one file here (its `pub mod` line below) plus the place that opens it;
+//! one with keys of its own adds its [`Context`] and bindings in [`crate::keys`].
 
+pub mod confirm;
 pub mod diff;
 pub mod form;
+pub mod help;
+pub mod input;
 pub mod prompt;
 pub mod route;
 pub mod text;
 
 use crossterm::event::KeyEvent;
+use ratatui::buffer::Buffer;
+use ratatui::layout::Rect;
+use std::any::Any;
+use std::fmt::Debug;
 
 use crate::event::ReplyTag;
-use crate::keys::{Action, Context};
-use diff::DiffScreen;
+use crate::keys::{Action, Context, KeyTable};
+use crate::model::ViewModel;
+use confirm::ConfirmView;
 use drover_core::dispatch::Request;
-use form::DispatchForm;
-use prompt::PromptView;
-use route::RouteView;
-use text::TextField;
+
+/// One view on the stack: its keys, the hints the footer shows for it, how it draws,
+/// and when it is done (a key's [`Outcome`] closes it).
+pub trait View: Any + Debug {
+    /// The key table this view reads now.
+    fn context(&self) -> Context;
+
+    /// One key, with the action the key table gives it in [`View::context`]: what the
+    /// view wants done, and whether it is done.
+    fn handle_key(&mut self, action: Option<Action>, key: &KeyEvent) -> Outcome;
+
+    /// Whether `action` does something here now. The footer leaves out the hints of
+    /// actions a view does not offer (allowing a question, merging before the file list
+    /// is in); a view whose keys depend on its state reads the same rule in
+    /// [`View::handle_key`], so the hint and the key agree.
+    fn offers(&self, _action: Action) -> bool {
+        true
+    }
+
+    /// Whether number keys pick a choice here (the footer says `1-9 choose`).
+    fn takes_digits(&self) -> bool {
+        false
+    }
+
+    /// The footer's hints while this view is on top, as (key, word): `1-9 choose` when
+    /// number keys pick, then its key table's hints for the actions it offers now.
+    fn hints(&self, keys: &KeyTable) -> Vec<(String, &'static str)> {
+        let mut hints = Vec::new();
+        if self.takes_digits() {
+            hints.push(("1-9".to_string(), "choose"));
+        }
+        hints.extend(keys.hint_words(self.context(), |action| self.offers(action)));
+        hints
+    }
+
+    /// The mouse wheel over the view (`down`: towards the end). Nothing by default.
+    fn wheel(&mut self, _down: bool) {}
+
+    /// Whether this view shows a countdown (a frame is due every second while it is on
+    /// the stack).
+    fn counts_down(&self) -> bool {
+        false
+    }
+
+    /// Draws the view over `body` (the area between the header and the attention line).
+    fn draw(&self, buf: &mut Buffer, body: Rect, context: &DrawContext<'_>);
+}
+
+/// What a view may read while it draws: the view model and the key table.
+#[derive(Debug, Clone, Copy)]
+pub struct DrawContext<'a> {
+    pub model: &'a ViewModel,
+    pub keys: &'a KeyTable,
+}
 
 /// What a view wants done.
 #[derive(Debug, Clone, PartialEq)]
@@ -41,6 +105,7 @@ pub enum ViewCommand {
 /// The result of a key.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Outcome {
+    /// The view is done: it leaves the stack.
     pub close: bool,
     pub command: Option<ViewCommand>,
 }
@@ -50,6 +115,14 @@ impl Outcome {
         Outcome {
             close: false,
             command: None,
+        }
+    }
+
+    /// The view stays, and wants `command` done.
+    pub fn stay_with(command: ViewCommand) -> Outcome {
+        Outcome {
+            close: false,
+            command: Some(command),
         }
     }
 
@@ -68,244 +141,101 @@ impl Outcome {
     }
 }
 
-/// What a text box is for.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum InputPurpose {
-    FollowUp {
-        run_id: String,
-        title: String,
-        /// The run's question (status `needs_input`), shown above the box.
-        question: Option<String>,
-    },
-    Filter {
-        /// The filter before the box opened (Esc restores it).
-        previous: String,
-    },
+/// The views over the dashboard, bottom first; the top one gets the keys. Views are
+/// reached by position or by their type (the app routes an answer to the view that
+/// asked for it).
+#[derive(Debug, Default)]
+pub struct ViewStack {
+    views: Vec<Box<dyn View>>,
 }
 
-/// A one-line text box with a purpose.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct InputBox {
-    pub purpose: InputPurpose,
-    pub field: TextField,
-    pub error: Option<String>,
-    pub sending: bool,
-}
+impl ViewStack {
+    /// Puts `view` on top.
+    pub fn push(&mut self, view: impl View) {
+        self.views.push(Box::new(view));
+    }
 
-impl InputBox {
-    pub fn new(purpose: InputPurpose, text: impl Into<String>) -> Self {
-        InputBox {
-            purpose,
-            field: TextField::new(text),
-            error: None,
-            sending: false,
+    /// Takes the top view off.
+    pub fn pop(&mut self) {
+        self.views.pop();
+    }
+
+    /// Takes the view at `at` off (nothing when there is none).
+    pub fn remove(&mut self, at: usize) {
+        if at < self.views.len() {
+            self.views.remove(at);
         }
     }
 
-    pub fn handle_key(&mut self, action: Option<Action>, key: &KeyEvent) -> Outcome {
-        match (&self.purpose, action) {
-            (InputPurpose::Filter { previous }, Some(Action::Close)) => {
-                Outcome::close_with(ViewCommand::SetFilter(previous.clone()))
-            }
-            (InputPurpose::Filter { .. }, Some(Action::Submit)) => Outcome::close(),
-            (InputPurpose::Filter { .. }, _) => {
-                if self.field.edit(key) {
-                    Outcome {
-                        close: false,
-                        command: Some(ViewCommand::SetFilter(self.field.text.clone())),
-                    }
-                } else {
-                    Outcome::stay()
-                }
-            }
-            (InputPurpose::FollowUp { .. }, Some(Action::Close)) => Outcome::close(),
-            (InputPurpose::FollowUp { .. }, _) if self.sending => Outcome::stay(),
-            (InputPurpose::FollowUp { run_id, .. }, Some(Action::Submit)) => {
-                if self.field.text.trim().is_empty() {
-                    self.error = Some("type what the run should do next".into());
-                    return Outcome::stay();
-                }
-                self.sending = true;
-                self.error = None;
-                Outcome {
-                    close: false,
-                    command: Some(ViewCommand::Request(
-                        ReplyTag::FollowUp(run_id.clone()),
-                        Request::FollowUp {
-                            run_id: run_id.clone(),
-                            text: self.field.text.clone(),
-                        },
-                    )),
-                }
-            }
-            (InputPurpose::FollowUp { .. }, _) => {
-                self.field.edit(key);
-                Outcome::stay()
-            }
-        }
+    pub fn is_empty(&self) -> bool {
+        self.views.is_empty()
     }
-}
 
-/// What a confirmation confirms.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Confirmable {
-    Quit,
-    KillAll,
-    /// Delete a finished run's worktree and branch.
-    Discard {
-        run_id: String,
-    },
-    /// Remove a finished run whose worktree holds unmerged work (kept on its branch).
-    Remove {
-        run_id: String,
-    },
-}
-
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ConfirmView {
-    pub what: Confirmable,
-    pub message: String,
-}
-
-impl ConfirmView {
-    pub fn handle_key(&mut self, action: Option<Action>) -> Outcome {
-        match action {
-            Some(Action::Confirm) => Outcome::close_with(match &self.what {
-                Confirmable::Quit => ViewCommand::Quit,
-                Confirmable::KillAll => {
-                    ViewCommand::Request(ReplyTag::KillAll, Request::KillAll { workflow: None })
-                }
-                Confirmable::Discard { run_id } => ViewCommand::Request(
-                    ReplyTag::WorkspaceAction {
-                        run_id: run_id.clone(),
-                        action: "discard".into(),
-                    },
-                    Request::Discard {
-                        run_id: run_id.clone(),
-                    },
-                ),
-                Confirmable::Remove { run_id } => ViewCommand::Request(
-                    ReplyTag::Remove,
-                    Request::Remove {
-                        run_id: Some(run_id.clone()),
-                        finished: false,
-                        force: true,
-                    },
-                ),
-            }),
-            Some(Action::Close) => Outcome::close(),
-            _ => Outcome::stay(),
-        }
+    pub fn len(&self) -> usize {
+        self.views.len()
     }
-}
 
-/// The help overlay: every binding of every context, from the key table.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct HelpView {
-    pub scroll: u16,
-}
-
-impl HelpView {
-    pub fn handle_key(&mut self, action: Option<Action>) -> Outcome {
-        match action {
-            Some(Action::Close) => Outcome::close(),
-            Some(Action::ScrollDown) => {
-                self.scroll = self.scroll.saturating_add(1);
-                Outcome::stay()
-            }
-            Some(Action::ScrollUp) => {
-                self.scroll = self.scroll.saturating_sub(1);
-                Outcome::stay()
-            }
-            _ => Outcome::stay(),
-        }
+    /// Whether the view at `at` is the top one.
+    pub fn is_top(&self, at: usize) -> bool {
+        at + 1 == self.views.len()
     }
-}
 
-/// One view on the stack.
-#[derive(Debug, Clone, PartialEq)]
-pub enum Overlay {
-    Prompt(PromptView),
-    Route(RouteView),
-    Diff(DiffScreen),
-    Form(DispatchForm),
-    Input(InputBox),
-    Confirm(ConfirmView),
-    Help(HelpView),
-}
+    pub fn top(&self) -> Option<&dyn View> {
+        self.views.last().map(|v| &**v)
+    }
 
-impl Overlay {
-    /// The key table this view reads.
-    pub fn context(&self) -> Context {
-        match self {
-            Overlay::Prompt(p) => p.context(),
-            Overlay::Route(_) => Context::Route,
-            Overlay::Diff(_) => Context::Diff,
-            Overlay::Form(_) => Context::Form,
-            Overlay::Input(_) => Context::Input,
-            Overlay::Confirm(_) => Context::Confirm,
-            Overlay::Help(_) => Context::Help,
+    pub fn top_mut(&mut self) -> Option<&mut dyn View> {
+        match self.views.last_mut() {
+            Some(v) => Some(&mut **v),
+            None => None,
         }
     }
 
-    /// Whether the footer should leave out the hint of `action` (an action that means
-    /// nothing for this view: allowing a question, typing an answer to a permission).
-    pub fn hides(&self, action: Action) -> bool {
-        match self {
-            Overlay::Prompt(p) if p.context() == Context::Prompt => {
-                let answers = matches!(
-                    action,
-                    Action::AllowOnce
-                        | Action::AllowAlways
-                        | Action::AddRule
-                        | Action::Deny
-                        | Action::DenyWithMessage
-                        | Action::TypeAnswer
-                );
-                if !p.can_answer() {
-                    answers
-                } else if p.is_question() {
-                    matches!(
-                        action,
-                        Action::AllowOnce | Action::AllowAlways | Action::AddRule
-                    )
-                } else if p.flagged().is_some() {
-                    matches!(action, Action::TypeAnswer | Action::AddRule)
-                } else {
-                    action == Action::TypeAnswer
-                }
-            }
-            Overlay::Route(r) => !r.can_pick() && matches!(action, Action::Pick | Action::Decline),
-            // Nothing to merge, keep or discard while the file list is not in.
-            Overlay::Diff(d) => {
-                d.state == diff::DiffState::Loading
-                    && matches!(
-                        action,
-                        Action::Merge | Action::MergeSquash | Action::Keep | Action::Discard
-                    )
-            }
-            _ => false,
-        }
+    /// Every view, bottom first (the order they are drawn in).
+    pub fn iter(&self) -> impl Iterator<Item = &dyn View> {
+        self.views.iter().map(|v| &**v)
     }
 
-    /// Whether number keys pick a choice here (a question).
-    pub fn takes_digits(&self) -> bool {
-        matches!(self, Overlay::Prompt(p)
-            if p.is_question() && p.can_answer() && p.context() == Context::Prompt)
-            || matches!(self, Overlay::Route(r) if r.can_pick())
+    /// The top view, when it is a `T`.
+    pub fn top_as<T: View>(&self) -> Option<&T> {
+        self.views.last().and_then(|v| downcast(&**v))
     }
 
-    pub fn handle_key(&mut self, action: Option<Action>, key: &KeyEvent) -> Outcome {
-        match self {
-            Overlay::Prompt(v) => v.handle_key(action, key),
-            Overlay::Route(v) => v.handle_key(action, key),
-            Overlay::Diff(v) => v.handle_key(action),
-            Overlay::Form(v) => v.handle_key(action, key),
-            Overlay::Input(v) => v.handle_key(action, key),
-            Overlay::Confirm(v) => v.handle_key(action),
-            Overlay::Help(v) => v.handle_key(action),
-        }
+    /// The topmost `T` that `wanted` picks, and where it is.
+    pub fn position<T: View>(&self, wanted: impl Fn(&T) -> bool) -> Option<usize> {
+        self.views
+            .iter()
+            .rposition(|v| downcast::<T>(&**v).is_some_and(&wanted))
     }
+
+    /// The topmost `T` that `wanted` picks.
+    pub fn find<T: View>(&self, wanted: impl Fn(&T) -> bool) -> Option<&T> {
+        self.views
+            .iter()
+            .rev()
+            .filter_map(|v| downcast::<T>(&**v))
+            .find(|v| wanted(v))
+    }
+
+    /// The view at `at`, when it is a `T`.
+    pub fn get_mut<T: View>(&mut self, at: usize) -> Option<&mut T> {
+        self.views.get_mut(at).and_then(|v| downcast_mut(&mut **v))
+    }
+
+    /// Every `T` on the stack, bottom first.
+    pub fn each_mut<T: View>(&mut self) -> impl Iterator<Item = &mut T> {
+        self.views.iter_mut().filter_map(|v| downcast_mut(&mut **v))
+    }
+}
+
+fn downcast<T: View>(view: &dyn View) -> Option<&T> {
+    let any: &dyn Any = view;
+    any.downcast_ref()
+}
+
+fn downcast_mut<T: View>(view: &mut dyn View) -> Option<&mut T> {
+    let any: &mut dyn Any = view;
+    any.downcast_mut()
 }
 
 #[cfg(test)]

@@ -8,18 +8,29 @@
 //! comes from the typed ask alone; a request the guard flagged shows its reason in red
 //! and is allowed only after a second, confirming key, and no rule is made from it; the
 //! rule chooser (`a`) saves a rule and answers this request with it, in one request.
+//! Which answers the prompt takes now is stated once ([`PromptView`]'s `View::offers`),
+//! read by its keys and by the footer's hints alike. The question and the rule chooser
+//! are modes of this one view (one request, one state), drawn in its box.
 
 use crossterm::event::{KeyCode, KeyEvent};
+use ratatui::buffer::Buffer;
+use ratatui::layout::Rect;
+use ratatui::text::{Line, Span};
 use std::collections::BTreeMap;
 
 use super::text::TextField;
-use super::{Outcome, ViewCommand};
+use super::{DrawContext, Outcome, View, ViewCommand};
+use crate::canvas::{put_line, view_box, width_of, wrap};
 use crate::event::ReplyTag;
+use crate::format;
 use crate::keys::{Action, Context};
+use crate::layout::centered;
+use crate::theme;
 use drover_core::dispatch::Request;
 use drover_core::dispatch::api::{PendingView, RuleAnswer};
 use drover_core::providers::{PermissionAnswer, Question, RequestKind};
 use drover_core::rules::{RuleDecision, RuleKind, RuleSpec, Scope};
+use drover_core::text::{clip, one_line};
 
 /// Where the request stands, as far as this view knows.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -119,11 +130,11 @@ pub fn rule_chooser(
     run_id: impl Into<String>,
     request: PendingView,
     workspace: Option<std::path::PathBuf>,
-) -> super::Overlay {
+) -> PromptView {
     let mut view = PromptView::new(run_id, request);
     view.workspace = workspace;
     view.open_chooser();
-    super::Overlay::Prompt(view)
+    view
 }
 
 impl PromptView {
@@ -159,13 +170,6 @@ impl PromptView {
         self.request.kind == RequestKind::Question
     }
 
-    pub fn context(&self) -> Context {
-        match self.mode {
-            PromptMode::Keys | PromptMode::ConfirmAllow => Context::Prompt,
-            _ => Context::Input,
-        }
-    }
-
     /// The question being answered now (the first one without an answer).
     pub fn current_question(&self) -> Option<Question> {
         if !self.is_question() {
@@ -181,7 +185,113 @@ impl PromptView {
         matches!(self.state, PromptState::Open | PromptState::Failed(_))
     }
 
-    pub fn handle_key(&mut self, action: Option<Action>, key: &KeyEvent) -> Outcome {
+    /// Whether a permission can be answered now (allowed, denied, or a rule made).
+    fn answers_permission(&self) -> bool {
+        self.can_answer() && !self.is_question()
+    }
+
+    /// Whether a question can be answered now (by a choice's number or typed text).
+    fn answers_question(&self) -> bool {
+        self.can_answer() && self.is_question()
+    }
+
+    /// Scrolls the input one line (`down`: towards its end).
+    fn scroll_line(&mut self, down: bool) {
+        self.scroll = if down {
+            self.scroll.saturating_add(1)
+        } else {
+            self.scroll.saturating_sub(1)
+        };
+    }
+
+    /// Records the answer to the current question; sends them all after the last one.
+    fn answer_current(&mut self, answer: String) -> Outcome {
+        let Some(question) = self.current_question() else {
+            return Outcome::stay();
+        };
+        self.answers.insert(question.question, answer);
+        if self.current_question().is_some() {
+            return Outcome::stay();
+        }
+        let answers = self.answers.clone();
+        self.send(PermissionAnswer::Answer { answers })
+    }
+
+    /// Saves the chooser's rule, answering this request with it (bound to its id).
+    fn send_rule(&mut self, rule: RuleSpec) -> Outcome {
+        self.state = PromptState::Sending(format!(
+            "save rule: {} {} `{}` ({})",
+            rule.decision.as_str(),
+            rule.kind.as_str(),
+            clip(&rule.pattern, 60),
+            rule.scope.as_str()
+        ));
+        Outcome::stay_with(ViewCommand::Request(
+            ReplyTag::Respond {
+                run_id: self.run_id.clone(),
+                request_id: self.request.request_id.clone(),
+            },
+            Request::RuleAdd {
+                rule,
+                answer: Some(RuleAnswer {
+                    run_id: self.run_id.clone(),
+                    request_id: self.request.request_id.clone(),
+                }),
+            },
+        ))
+    }
+
+    fn send(&mut self, answer: PermissionAnswer) -> Outcome {
+        self.state = PromptState::Sending(answer_words(&answer));
+        Outcome::stay_with(ViewCommand::Request(
+            ReplyTag::Respond {
+                run_id: self.run_id.clone(),
+                request_id: self.request.request_id.clone(),
+            },
+            Request::Respond {
+                run_id: self.run_id.clone(),
+                request_id: self.request.request_id.clone(),
+                answer,
+            },
+        ))
+    }
+}
+
+impl View for PromptView {
+    fn context(&self) -> Context {
+        match self.mode {
+            PromptMode::Keys | PromptMode::ConfirmAllow => Context::Prompt,
+            _ => Context::Input,
+        }
+    }
+
+    /// Which answers the prompt takes now — the one statement of it, read by the keys
+    /// ([`View::handle_key`]) and by the footer's hints alike.
+    fn offers(&self, action: Action) -> bool {
+        match action {
+            Action::AllowOnce | Action::AllowAlways => self.answers_permission(),
+            // A flagged request is never answered by a rule.
+            Action::AddRule => self.answers_permission() && self.flagged().is_none(),
+            Action::Deny | Action::DenyWithMessage => self.can_answer(),
+            Action::TypeAnswer => self.answers_question(),
+            _ => true,
+        }
+    }
+
+    fn takes_digits(&self) -> bool {
+        self.context() == Context::Prompt && self.answers_question()
+    }
+
+    fn wheel(&mut self, down: bool) {
+        self.scroll_line(down);
+    }
+
+    /// The request's time to answer.
+    fn counts_down(&self) -> bool {
+        true
+    }
+
+    fn handle_key(&mut self, action: Option<Action>, key: &KeyEvent) -> Outcome {
         let can_answer = self.can_answer();
         if let PromptMode::Rule(chooser) = &mut self.mode {
             match (action, key.code) {
@@ -251,8 +361,7 @@ impl PromptView {
             PromptMode::Keys | PromptMode::ConfirmAllow | PromptMode::Rule(_) => {}
         }
         if let KeyCode::Char(c @ '1'..='9') = key.code
-            && self.is_question()
-            && self.can_answer()
+            && self.answers_question()
         {
             let index = c as usize - '1' as usize;
             if let Some(label) = self
@@ -265,43 +374,35 @@ impl PromptView {
         }
         match action {
             Some(Action::Close) => Outcome::close(),
-            Some(Action::NextRequest) => Outcome {
-                close: false,
-                command: Some(ViewCommand::NextPrompt {
-                    after: Some(self.request.request_id.clone()),
-                }),
-            },
+            Some(Action::NextRequest) => Outcome::stay_with(ViewCommand::NextPrompt {
+                after: Some(self.request.request_id.clone()),
+            }),
             Some(Action::ScrollDown) => {
-                self.scroll = self.scroll.saturating_add(1);
+                self.scroll_line(true);
                 Outcome::stay()
             }
             Some(Action::ScrollUp) => {
-                self.scroll = self.scroll.saturating_sub(1);
+                self.scroll_line(false);
                 Outcome::stay()
             }
-            _ if !self.can_answer() => Outcome::stay(),
-            Some(Action::AllowOnce | Action::AllowAlways)
-                if !self.is_question() && self.flagged().is_some() =>
-            {
-                self.mode = PromptMode::ConfirmAllow;
-                Outcome::stay()
-            }
-            Some(Action::AddRule) if !self.is_question() => {
+            // `a` on a flagged request is not offered, but it says why no rule is made.
+            Some(Action::AddRule) if self.answers_permission() => {
                 self.open_chooser();
                 Outcome::stay()
             }
-            Some(Action::AllowOnce) if !self.is_question() => {
-                self.send(PermissionAnswer::Allow { always: false })
+            Some(action) if !self.offers(action) => Outcome::stay(),
+            Some(Action::AllowOnce | Action::AllowAlways) if self.flagged().is_some() => {
+                self.mode = PromptMode::ConfirmAllow;
+                Outcome::stay()
             }
-            Some(Action::AllowAlways) if !self.is_question() => {
-                self.send(PermissionAnswer::Allow { always: true })
-            }
+            Some(Action::AllowOnce) => self.send(PermissionAnswer::Allow { always: false }),
+            Some(Action::AllowAlways) => self.send(PermissionAnswer::Allow { always: true }),
             Some(Action::Deny) => self.send(PermissionAnswer::Deny { message: None }),
             Some(Action::DenyWithMessage) => {
                 self.mode = PromptMode::DenyMessage(TextField::default());
                 Outcome::stay()
             }
-            Some(Action::TypeAnswer) if self.is_question() => {
+            Some(Action::TypeAnswer) => {
                 self.mode = PromptMode::FreeText(TextField::default());
                 Outcome::stay()
             }
@@ -309,61 +410,260 @@ impl PromptView {
         }
     }
 
-    /// Records the answer to the current question; sends them all after the last one.
-    fn answer_current(&mut self, answer: String) -> Outcome {
-        let Some(question) = self.current_question() else {
-            return Outcome::stay();
+    fn draw(&self, buf: &mut Buffer, body: Rect, context: &DrawContext<'_>) {
+        let model = context.model;
+        let total = model.pending_total().max(1);
+        let title_of_run = model
+            .run(&self.run_id)
+            .map(|e| clip(&one_line(&e.summary.head.title), 40))
+            .unwrap_or_default();
+        let kind = if self.is_question() {
+            "Question"
+        } else {
+            "Permission"
         };
-        self.answers.insert(question.question, answer);
-        if self.current_question().is_some() {
-            return Outcome::stay();
+        let outer_w = body.width.saturating_sub(4).min(110);
+        // Inside: the border and a margin of one column on each side.
+        let width = outer_w.saturating_sub(4) as usize;
+        // Fixed lines at the top and bottom; the input (or the question) scrolls between.
+        let mut head: Vec<Line<'static>> = Vec::new();
+        let mut body_lines: Vec<Line<'static>> = Vec::new();
+        let mut foot: Vec<Line<'static>> = Vec::new();
+        let request = &self.request;
+        if let Some(reason) = self.flagged() {
+            // The guard's banner: red, above everything, with the reason.
+            let text = format!(" ⚠ flagged: {} ", one_line(reason));
+            for l in wrap(&text, width) {
+                head.push(Line::styled(l, theme::danger_banner()));
+            }
+            head.push(Line::styled(
+                "no rule or \"always\" answers this: allowing it takes y, then y again",
+                theme::error(),
+            ));
         }
-        let answers = self.answers.clone();
-        self.send(PermissionAnswer::Answer { answers })
-    }
-
-    /// Saves the chooser's rule, answering this request with it (bound to its id).
-    fn send_rule(&mut self, rule: RuleSpec) -> Outcome {
-        self.state = PromptState::Sending(format!(
-            "save rule: {} {} `{}` ({})",
-            rule.decision.as_str(),
-            rule.kind.as_str(),
-            drover_core::text::clip(&rule.pattern, 60),
-            rule.scope.as_str()
-        ));
-        Outcome {
-            close: false,
-            command: Some(ViewCommand::Request(
-                ReplyTag::Respond {
-                    run_id: self.run_id.clone(),
-                    request_id: self.request.request_id.clone(),
-                },
-                Request::RuleAdd {
-                    rule,
-                    answer: Some(RuleAnswer {
-                        run_id: self.run_id.clone(),
-                        request_id: self.request.request_id.clone(),
-                    }),
-                },
-            )),
+        if self.is_question() {
+            head.push(Line::from(vec![
+                Span::styled("The run asks you", theme::attention()),
+                Span::styled(format!(" (via {})", request.tool), theme::dim()),
+            ]));
+            let current = self.current_question();
+            for q in questions(request) {
+                let answered = self.answers.get(&q.question);
+                let is_current = current.as_ref().is_some_and(|c| c.question == q.question);
+                if let Some(h) = &q.header {
+                    body_lines.push(Line::styled(one_line(h), theme::dim()));
+                }
+                for (i, l) in wrap(&one_line(&q.question), width).into_iter().enumerate() {
+                    body_lines.push(Line::styled(
+                        l,
+                        if i == 0 && is_current {
+                            theme::title()
+                        } else {
+                            theme::text()
+                        },
+                    ));
+                }
+                for (i, option) in q.options.iter().enumerate() {
+                    let mut spans = vec![
+                        Span::styled(format!("  {} ", i + 1), theme::key()),
+                        Span::styled(one_line(&option.label), theme::focus()),
+                    ];
+                    if let Some(d) = &option.description {
+                        spans.push(Span::styled(format!(" — {}", one_line(d)), theme::dim()));
+                    }
+                    body_lines.push(Line::from(spans));
+                }
+                if let Some(a) = answered {
+                    body_lines.push(Line::styled(
+                        format!("  answered: {}", one_line(a)),
+                        theme::success(),
+                    ));
+                }
+                body_lines.push(Line::raw(""));
+            }
+        } else {
+            head.push(Line::from(vec![
+                Span::styled(request.tool.clone(), theme::attention()),
+                Span::styled(" wants to run with this input:", theme::text()),
+            ]));
+            let fields = format::ask_fields(&request.ask);
+            let key_w = fields
+                .iter()
+                .map(|(k, _)| width_of(k))
+                .max()
+                .unwrap_or(0)
+                .min(16);
+            for (key, value) in fields {
+                let room = width.saturating_sub(key_w + 4);
+                let mut first = true;
+                for raw in &value {
+                    for piece in wrap(raw, room) {
+                        let label = if first {
+                            format!("  {key:<key_w$}  ")
+                        } else {
+                            " ".repeat(key_w + 4)
+                        };
+                        first = false;
+                        body_lines.push(Line::from(vec![
+                            Span::styled(label, theme::dim()),
+                            Span::raw(piece),
+                        ]));
+                    }
+                }
+            }
+            // A flagged request is never allowed "always": the offer is not shown.
+            if let Some(always) = request.always.as_ref().filter(|_| self.flagged().is_none()) {
+                body_lines.push(Line::raw(""));
+                body_lines.push(Line::styled("allow always:", theme::dim()));
+                for piece in wrap(&one_line(&always.sentence), width.saturating_sub(2)) {
+                    body_lines.push(Line::raw(format!("  {piece}")));
+                }
+            }
         }
-    }
-
-    fn send(&mut self, answer: PermissionAnswer) -> Outcome {
-        self.state = PromptState::Sending(answer_words(&answer));
-        Outcome {
-            close: false,
-            command: Some(ViewCommand::Request(
-                ReplyTag::Respond {
-                    run_id: self.run_id.clone(),
-                    request_id: self.request.request_id.clone(),
+        let expired = request.expires_at < model.now;
+        foot.push(Line::from(vec![
+            Span::styled(
+                format::countdown(request.expires_at, model.now),
+                if expired {
+                    theme::error()
+                } else {
+                    theme::attention()
                 },
-                Request::Respond {
-                    run_id: self.run_id.clone(),
-                    request_id: self.request.request_id.clone(),
-                    answer,
-                },
-            )),
+            ),
+            Span::styled(
+                format!(
+                    " to answer (then denied) · asked {} ago · request {}",
+                    format::duration(model.now - request.created_at),
+                    request.request_id
+                ),
+                theme::dim(),
+            ),
+        ]));
+        match &self.state {
+            PromptState::Open => {}
+            PromptState::Sending(how) => {
+                foot.push(Line::styled(format!("sending: {how}…"), theme::focus()))
+            }
+            PromptState::Gone(why) => {
+                for l in wrap(why, width) {
+                    foot.push(Line::styled(l, theme::error_bold()));
+                }
+            }
+            PromptState::Failed(why) => {
+                for l in wrap(why, width) {
+                    foot.push(Line::styled(l, theme::error()));
+                }
+            }
+        }
+        match &self.mode {
+            PromptMode::Keys => {}
+            PromptMode::DenyMessage(field) => {
+                foot.push(Line::from(vec![
+                    Span::styled("deny, telling the model: ", theme::attention()),
+                    Span::raw(field.visible(width.saturating_sub(26))),
+                    Span::styled("▏", theme::focus()),
+                ]));
+            }
+            PromptMode::FreeText(field) => {
+                foot.push(Line::from(vec![
+                    Span::styled("your answer: ", theme::attention()),
+                    Span::raw(field.visible(width.saturating_sub(14))),
+                    Span::styled("▏", theme::focus()),
+                ]));
+            }
+            PromptMode::ConfirmAllow => {
+                foot.push(Line::styled(
+                    "Allow this flagged request once? y again allows it · any other key takes it back",
+                    theme::danger_banner(),
+                ));
+            }
+            PromptMode::Rule(chooser) => {
+                foot.push(Line::styled(
+                    "Save a rule and answer this request with it",
+                    theme::title(),
+                ));
+                let scopes: Vec<Span<'static>> = drover_core::rules::Scope::ALL
+                    .into_iter()
+                    .flat_map(|s| {
+                        let words = match s {
+                            drover_core::rules::Scope::Run => "this run",
+                            drover_core::rules::Scope::Repository => "this repository",
+                            drover_core::rules::Scope::Everywhere => "everywhere",
+                        };
+                        let style = if s == chooser.scope {
+                            theme::selected()
+                        } else {
+                            theme::dim()
+                        };
+                        [Span::styled(format!(" {words} "), style), Span::raw(" ")]
+                    })
+                    .collect();
+                let mut line = vec![Span::styled("  scope    ", theme::dim())];
+                line.extend(scopes);
+                foot.push(Line::from(line));
+                foot.push(Line::from(vec![
+                    Span::styled("  decision ", theme::dim()),
+                    Span::styled(
+                        format!(" {}", chooser.decision.as_str()),
+                        match chooser.decision {
+                            drover_core::rules::RuleDecision::Allow => theme::success(),
+                            drover_core::rules::RuleDecision::Deny => theme::error(),
+                        },
+                    ),
+                    Span::styled(format!("  ({})", chooser.kind.as_str()), theme::dim()),
+                ]));
+                foot.push(Line::from(vec![
+                    Span::styled("  pattern  ", theme::dim()),
+                    Span::raw(chooser.pattern.visible(width.saturating_sub(12))),
+                    Span::styled("▏", theme::focus()),
+                ]));
+                foot.push(Line::styled(
+                    "  tab scope · shift-tab allow/deny · type to edit · enter save and answer · esc back",
+                    theme::dim(),
+                ));
+            }
+        }
+        // As tall as the content (plus the scroll line), at most the body.
+        let wanted = (head.len() + body_lines.len() + foot.len() + 2) as u16 + 2;
+        let area = centered(body, outer_w, wanted.clamp(10, body.height.max(1)));
+        let inner = view_box(
+            buf,
+            area,
+            format!(
+                "{kind} · {title_of_run} ({}) · {total} pending",
+                self.run_id
+            ),
+        );
+        let height = inner.height as usize;
+        let room = height.saturating_sub(head.len() + foot.len() + 1);
+        let max_scroll = body_lines.len().saturating_sub(room);
+        let scroll = (self.scroll as usize).min(max_scroll);
+        let mut y = 0u16;
+        for line in &head {
+            put_line(buf, inner, y, line);
+            y += 1;
+        }
+        for line in body_lines.iter().skip(scroll).take(room) {
+            put_line(buf, inner, y, line);
+            y += 1;
+        }
+        let more_below = body_lines.len() > scroll + room;
+        let indicator = match (scroll > 0, more_below) {
+            (false, false) => String::new(),
+            (true, false) => format!("↑ {scroll} more above (k to scroll)"),
+            (false, true) => format!(
+                "↓ {} more below (j to scroll)",
+                body_lines.len() - scroll - room
+            ),
+            (true, true) => format!(
+                "↑ {scroll} above · ↓ {} below (j/k to scroll)",
+                body_lines.len() - scroll - room
+            ),
+        };
+        let foot_y = inner.height.saturating_sub(foot.len() as u16 + 1);
+        put_line(buf, inner, foot_y, &Line::styled(indicator, theme::focus()));
+        for (i, line) in foot.iter().enumerate() {
+            put_line(buf, inner, foot_y + 1 + i as u16, line);
         }
     }
 }

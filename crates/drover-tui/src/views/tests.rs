@@ -2,7 +2,9 @@
 
 use crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
 
+use super::confirm::{ConfirmView, Confirmable};
 use super::form::{DispatchForm, Field};
+use super::input::{InputBox, InputPurpose};
 use super::prompt::{PromptState, PromptView};
 use super::*;
 use crate::keys::KeyTable;
@@ -10,15 +12,15 @@ use drover_core::dispatch::api::PendingView;
 use drover_core::error::{DroverError, ErrorCode};
 use drover_core::providers::{Ask, PermissionAnswer, Question, QuestionOption, RequestKind};
 
-fn press(overlay: &mut Overlay, code: KeyCode) -> Outcome {
+fn press(view: &mut dyn View, code: KeyCode) -> Outcome {
     let key = KeyEvent::new(code, KeyModifiers::NONE);
-    let action = KeyTable::defaults().action(overlay.context(), &key);
-    overlay.handle_key(action, &key)
+    let action = KeyTable::defaults().action(view.context(), &key);
+    view.handle_key(action, &key)
 }
 
-fn type_text(overlay: &mut Overlay, text: &str) {
+fn type_text(view: &mut dyn View, text: &str) {
     for c in text.chars() {
-        press(overlay, KeyCode::Char(c));
+        press(view, KeyCode::Char(c));
     }
 }
 
@@ -75,7 +77,7 @@ fn sent(outcome: &Outcome) -> (&str, &PermissionAnswer) {
 
 #[test]
 fn one_key_allows_the_request_on_screen() {
-    let mut view = Overlay::Prompt(PromptView::new("r1", permission()));
+    let mut view = PromptView::new("r1", permission());
     let outcome = press(&mut view, KeyCode::Char('y'));
     assert_eq!(
         sent(&outcome),
@@ -88,13 +90,13 @@ fn one_key_allows_the_request_on_screen() {
 
 #[test]
 fn allow_always_and_deny_with_a_message() {
-    let mut view = Overlay::Prompt(PromptView::new("r1", permission()));
+    let mut view = PromptView::new("r1", permission());
     let key = KeyEvent::new(KeyCode::Char('A'), KeyModifiers::SHIFT);
     let action = KeyTable::defaults().action(view.context(), &key);
     let outcome = view.handle_key(action, &key);
     assert_eq!(sent(&outcome).1, &PermissionAnswer::Allow { always: true });
 
-    let mut view = Overlay::Prompt(PromptView::new("r1", permission()));
+    let mut view = PromptView::new("r1", permission());
     assert_eq!(press(&mut view, KeyCode::Char('m')).command, None);
     assert_eq!(view.context(), crate::keys::Context::Input);
     type_text(&mut view, "not on main");
@@ -109,7 +111,7 @@ fn allow_always_and_deny_with_a_message() {
 
 #[test]
 fn a_question_is_answered_by_number_or_by_text() {
-    let mut view = Overlay::Prompt(PromptView::new("r1", question()));
+    let mut view = PromptView::new("r1", question());
     // Allow means nothing for a question; a number out of range does nothing.
     assert_eq!(press(&mut view, KeyCode::Char('y')).command, None);
     assert_eq!(press(&mut view, KeyCode::Char('7')).command, None);
@@ -121,7 +123,7 @@ fn a_question_is_answered_by_number_or_by_text() {
     };
     assert_eq!(answers["Which database?"], "Postgres");
 
-    let mut view = Overlay::Prompt(PromptView::new("r1", question()));
+    let mut view = PromptView::new("r1", question());
     press(&mut view, KeyCode::Char('t'));
     type_text(&mut view, "DuckDB");
     let outcome = press(&mut view, KeyCode::Enter);
@@ -133,9 +135,8 @@ fn a_question_is_answered_by_number_or_by_text() {
 
 #[test]
 fn a_request_that_is_gone_sends_nothing() {
-    let mut prompt = PromptView::new("r1", permission());
-    prompt.state = PromptState::Gone("answered elsewhere".into());
-    let mut view = Overlay::Prompt(prompt);
+    let mut view = PromptView::new("r1", permission());
+    view.state = PromptState::Gone("answered elsewhere".into());
     for key in ['y', 'a', 'd'] {
         assert_eq!(press(&mut view, KeyCode::Char(key)).command, None);
     }
@@ -155,7 +156,7 @@ fn the_form_builds_a_spec_and_shows_refusals_at_their_field() {
         &["quick-success".into(), "hang".into()],
     );
     assert!(form.fields().contains(&Field::Scenario));
-    let mut view = Overlay::Form(form.clone());
+    let mut view = form.clone();
     type_text(&mut view, "say hello");
     // Tab to the workspace (task, provider, model, policy, budget, cwd, workspace) and
     // pick the first mode, then on to the scenario.
@@ -204,30 +205,24 @@ fn the_form_builds_a_spec_and_shows_refusals_at_their_field() {
 
 #[test]
 fn a_budget_that_is_not_money_is_refused_before_sending() {
-    let mut form = Overlay::Form(DispatchForm::new(
-        &["sim".into()],
-        "sim",
-        std::path::Path::new("/"),
-        &[],
-    ));
+    let mut form = DispatchForm::new(&["sim".into()], "sim", std::path::Path::new("/"), &[]);
     type_text(&mut form, "x");
     for _ in 0..4 {
         press(&mut form, KeyCode::Tab);
     }
     type_text(&mut form, "lots");
     assert_eq!(press(&mut form, KeyCode::Enter).command, None);
-    let Overlay::Form(form) = form else { panic!() };
     assert_eq!(form.error.unwrap().field, Some(Field::Budget));
 }
 
 #[test]
 fn the_filter_box_filters_as_you_type_and_esc_restores() {
-    let mut view = Overlay::Input(InputBox::new(
+    let mut view = InputBox::new(
         InputPurpose::Filter {
             previous: "old".into(),
         },
         "",
-    ));
+    );
     assert_eq!(
         press(&mut view, KeyCode::Char('l')).command,
         Some(ViewCommand::SetFilter("l".into()))
@@ -240,10 +235,10 @@ fn the_filter_box_filters_as_you_type_and_esc_restores() {
 
 #[test]
 fn confirmations_need_a_yes() {
-    let mut view = Overlay::Confirm(ConfirmView {
+    let mut view = ConfirmView {
         what: Confirmable::KillAll,
         message: "stop 3 runs?".into(),
-    });
+    };
     assert_eq!(press(&mut view, KeyCode::Char('x')), Outcome::stay());
     assert_eq!(
         press(&mut view, KeyCode::Char('y')),
@@ -257,10 +252,7 @@ fn confirmations_need_a_yes() {
 #[test]
 fn the_rule_chooser_opens_from_outside_the_prompt_and_not_for_a_question() {
     use drover_core::rules::{RuleKind, Scope};
-    let overlay = prompt::rule_chooser("r1", permission(), None);
-    let Overlay::Prompt(p) = &overlay else {
-        panic!("a prompt")
-    };
+    let mut p = prompt::rule_chooser("r1", permission(), None);
     let prompt::PromptMode::Rule(chooser) = &p.mode else {
         panic!("the chooser is open: {:?}", p.mode)
     };
@@ -269,19 +261,98 @@ fn the_rule_chooser_opens_from_outside_the_prompt_and_not_for_a_question() {
         (Scope::Repository, RuleKind::Command, "ls *")
     );
     // esc goes back to the prompt's keys; a question has no chooser.
-    let mut overlay = overlay;
-    press(&mut overlay, KeyCode::Esc);
-    assert_eq!(overlay.context(), crate::keys::Context::Prompt);
-    let Overlay::Prompt(q) = prompt::rule_chooser("r1", question(), None) else {
-        panic!("a prompt")
-    };
+    press(&mut p, KeyCode::Esc);
+    assert_eq!(p.context(), crate::keys::Context::Prompt);
+    let q = prompt::rule_chooser("r1", question(), None);
     assert_eq!(q.mode, prompt::PromptMode::Keys);
     // A flagged request opens as its prompt, saying why there is no chooser.
     let mut flagged = permission();
     flagged.guard = Some("it deletes the workspace".into());
-    let Overlay::Prompt(f) = prompt::rule_chooser("r1", flagged, None) else {
-        panic!("a prompt")
-    };
+    let f = prompt::rule_chooser("r1", flagged, None);
     assert_eq!(f.mode, prompt::PromptMode::Keys);
     assert_eq!(f.state, PromptState::Failed(prompt::FLAGGED_NO_RULE.into()));
+}
+
+/// The footer shows the hint of an answer exactly when the prompt's key for it acts: a
+/// hidden answer sends nothing and opens nothing, a shown one sends or opens its box.
+#[test]
+fn a_prompt_hints_exactly_the_answers_its_keys_take() {
+    use crate::keys::Context;
+    let keys = KeyTable::defaults();
+    let mut flagged = permission();
+    flagged.guard = Some("it deletes the workspace".into());
+    let mut gone = PromptView::new("r1", permission());
+    gone.state = PromptState::Gone("answered elsewhere".into());
+    let answers = [
+        Action::AllowOnce,
+        Action::AllowAlways,
+        Action::AddRule,
+        Action::Deny,
+        Action::DenyWithMessage,
+        Action::TypeAnswer,
+    ];
+    for view in [
+        PromptView::new("r1", permission()),
+        PromptView::new("r1", question()),
+        PromptView::new("r1", flagged),
+        gone,
+    ] {
+        let hinted: Vec<&str> = view.hints(&keys).into_iter().map(|(_, w)| w).collect();
+        for action in answers {
+            assert!(
+                keys.key_for(Context::Prompt, action).is_some(),
+                "{action:?}"
+            );
+            let mut pressed = view.clone();
+            let key = KeyEvent::new(KeyCode::F(12), KeyModifiers::NONE);
+            let outcome = pressed.handle_key(Some(action), &key);
+            let acted = outcome.command.is_some() || pressed.mode != view.mode;
+            assert_eq!(
+                acted,
+                view.offers(action),
+                "{action:?} on {:?} / {:?}",
+                view.request.kind,
+                view.state
+            );
+            let word = action.hint().expect("an answer has a hint");
+            assert_eq!(hinted.contains(&word), acted, "{action:?}: {hinted:?}");
+        }
+    }
+}
+
+#[test]
+fn the_stack_reaches_views_by_type_and_the_top_one_is_on_top() {
+    use super::help::HelpView;
+    use crate::keys::Context;
+    let mut stack = ViewStack::default();
+    assert!(stack.top().is_none());
+    stack.push(PromptView::new("r1", permission()));
+    stack.push(HelpView::default());
+    stack.push(PromptView::new("r2", question()));
+    assert_eq!(stack.len(), 3);
+    assert_eq!(stack.top().map(|v| v.context()), Some(Context::Prompt));
+    assert_eq!(stack.position::<PromptView>(|p| p.run_id == "r1"), Some(0));
+    assert_eq!(
+        stack.position::<PromptView>(|_| true),
+        Some(2),
+        "the topmost"
+    );
+    assert_eq!(
+        stack
+            .find::<PromptView>(|_| true)
+            .map(|p| p.run_id.as_str()),
+        Some("r2")
+    );
+    assert!(stack.top_as::<HelpView>().is_none());
+    assert_eq!(stack.each_mut::<PromptView>().count(), 2);
+    assert!(stack.get_mut::<PromptView>(1).is_none(), "not a prompt");
+    stack.get_mut::<HelpView>(1).expect("help").scroll = 3;
+    assert!(stack.is_top(2) && !stack.is_top(1));
+    stack.remove(2);
+    assert_eq!(stack.top_as::<HelpView>().map(|h| h.scroll), Some(3));
+    stack.pop();
+    stack.remove(5);
+    assert_eq!(stack.len(), 1);
+    stack.pop();
+    assert!(stack.is_empty());
 }

@@ -1,0 +1,90 @@
+//! A confirmation on top of the stack: quitting with active runs, stopping every run,
+//! discarding a run's work, removing a run with unmerged work.
+//!
+//! What must stay true: nothing happens without the confirm key; any other key leaves
+//! it open, and close leaves without doing anything.
+
+use crossterm::event::KeyEvent;
+use ratatui::buffer::Buffer;
+use ratatui::layout::Rect;
+use ratatui::text::Line;
+
+use super::{DrawContext, Outcome, View, ViewCommand};
+use crate::canvas::{put_line, view_box, wrap};
+use crate::event::ReplyTag;
+use crate::keys::{Action, Context};
+use crate::layout::centered;
+use crate::theme;
+use drover_core::dispatch::Request;
+
+/// What a confirmation confirms.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Confirmable {
+    Quit,
+    KillAll,
+    /// Delete a finished run's worktree and branch.
+    Discard {
+        run_id: String,
+    },
+    /// Remove a finished run whose worktree holds unmerged work (kept on its branch).
+    Remove {
+        run_id: String,
+    },
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ConfirmView {
+    pub what: Confirmable,
+    pub message: String,
+}
+
+impl View for ConfirmView {
+    fn context(&self) -> Context {
+        Context::Confirm
+    }
+
+    fn handle_key(&mut self, action: Option<Action>, _key: &KeyEvent) -> Outcome {
+        match action {
+            Some(Action::Confirm) => Outcome::close_with(match &self.what {
+                Confirmable::Quit => ViewCommand::Quit,
+                Confirmable::KillAll => {
+                    ViewCommand::Request(ReplyTag::KillAll, Request::KillAll { workflow: None })
+                }
+                Confirmable::Discard { run_id } => ViewCommand::Request(
+                    ReplyTag::WorkspaceAction {
+                        run_id: run_id.clone(),
+                        action: "discard".into(),
+                    },
+                    Request::Discard {
+                        run_id: run_id.clone(),
+                    },
+                ),
+                Confirmable::Remove { run_id } => ViewCommand::Request(
+                    ReplyTag::Remove,
+                    Request::Remove {
+                        run_id: Some(run_id.clone()),
+                        finished: false,
+                        force: true,
+                    },
+                ),
+            }),
+            Some(Action::Close) => Outcome::close(),
+            _ => Outcome::stay(),
+        }
+    }
+
+    fn draw(&self, buf: &mut Buffer, body: Rect, _context: &DrawContext<'_>) {
+        let width = body.width.saturating_sub(4).min(70);
+        let lines = wrap(&self.message, width.saturating_sub(4) as usize);
+        let area = centered(body, width, lines.len() as u16 + 4);
+        let inner = view_box(buf, area, "Are you sure?".to_string());
+        for (i, l) in lines.iter().enumerate() {
+            put_line(
+                buf,
+                inner,
+                i as u16,
+                &Line::styled(l.clone(), theme::attention()),
+            );
+        }
+    }
+}
