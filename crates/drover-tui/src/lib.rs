@@ -1,10 +1,12 @@
-//! The dashboard (docs/ARCHITECTURE.md §"Layers", §"Owner and clients"): run trays, live lines, the detail pane, permission
-//! prompts, the dispatch form and budget gauges, on ratatui + crossterm.
+//! The dashboard (docs/ARCHITECTURE.md §"Layers", §"Owner and clients"): run trays, live
+//! lines, the detail pane, permission prompts, the dispatch form and budget gauges, on
+//! ratatui + crossterm.
 //!
 //! It is one client of the dispatcher API, like the headless CLI: it sends [`Request`]s
 //! and listens to [`DispatchEvent`]s, and knows nothing a headless client could not.
 //!
-//! Shape (STYLE.md 3–6, 11, 12):
+//! Shape (one event enum and one loop; redraw on demand; render from a view model; views
+//! on a stack; keys as data; an ANSI palette):
 //! - [`event`]: the one [`AppEvent`] enum and the [`Effect`]s the app asks for;
 //! - [`app`]: the state machine — `App::handle(event) -> effects`, no awaiting;
 //! - [`model`]: the plain view model that [`render`] draws from;
