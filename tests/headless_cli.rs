@@ -15,7 +15,8 @@ use nix::sys::signal::Signal;
 use serde_json::Value;
 use std::time::Duration;
 
-/// The window between a permission request's creation and its expiry (docs/ARCHITECTURE.md §"Permission prompts").
+/// The window between a permission request's creation and its expiry (docs/ARCHITECTURE.md
+/// §"Permission prompts").
 const PERMISSION_WINDOW_MS: i64 = 600_000;
 /// The same for a question.
 const QUESTION_WINDOW_MS: i64 = 1_800_000;
@@ -1581,10 +1582,11 @@ fn human_output_is_short_lines_about_the_run() {
 // Defects found while writing these tests (they fail until fixed)
 // ---------------------------------------------------------------------------------------
 
-/// Stopping a run drains its pending requests (docs/ARCHITECTURE.md §"Permission prompts": "Stopping the run denies what
-/// is pending"): the decision is written and subscribers hear `permission_resolved`, but
-/// the run's own event stream never records it, so `transcript --format events` (and any
-/// fold of the stream) shows a request that was asked and never answered.
+/// Stopping a run drains its pending requests (docs/ARCHITECTURE.md §"Permission prompts":
+/// "Stopping the run denies what is pending"): the decision is written and subscribers hear
+/// `permission_resolved`, but the run's own event stream never records it, so `transcript
+/// --format events` (and any fold of the stream) shows a request that was asked and never
+/// answered.
 #[test]
 fn a_request_denied_by_a_stop_is_resolved_in_the_runs_event_stream() {
     let home = Home::new();
@@ -1658,8 +1660,8 @@ fn sub_minute_timeouts_are_not_described_as_0_minutes() {
 
 /// A turn that dies before its result line has used tokens (the sim reported 2,500 input
 /// tokens in usage events), but the run shows "$0.00 (free)" and 0 tokens: the usage is
-/// dropped and the spend is booked as free. docs/ARCHITECTURE.md §"Money": usage that cannot be priced is
-/// recorded and flagged (`unpriced`), never booked as $0.
+/// dropped and the spend is booked as free. docs/ARCHITECTURE.md §"Money": usage that
+/// cannot be priced is recorded and flagged (`unpriced`), never booked as $0.
 #[test]
 fn a_crashed_turn_keeps_its_usage_and_is_not_shown_as_free() {
     let home = Home::new();

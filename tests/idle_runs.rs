@@ -1,7 +1,8 @@
-//! Idle runs through the real binary on the simulated agent (docs/ARCHITECTURE.md §"Idle runs"): the demo's
-//! queued runs start once the idle runs holding the sim's rail hibernate, and a
-//! hibernated run wakes for a follow-up, in its session and where its session was; a
-//! `--no-queue` dispatch starts in the slot an idle run gives as it hibernates.
+//! Idle runs through the real binary on the simulated agent (docs/ARCHITECTURE.md
+//! §"Idle runs"): the demo's queued runs start once the idle runs holding the sim's rail
+//! hibernate, and a hibernated run wakes for a follow-up, in its session and where its
+//! session was; a `--no-queue` dispatch starts in the slot an idle run gives as it
+//! hibernates.
 #![allow(clippy::unwrap_used)] // a test or bench may unwrap; the workspace denies it elsewhere
 
 mod common;

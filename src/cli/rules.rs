@@ -1,6 +1,6 @@
-//! `drover rules`: the approval rules (docs/ARCHITECTURE.md §"Approval rules and the guard"); `rules add` keeps a new one and
-//! `rules rm ID` forgets one (both need a running drover; the list reads the ledger when
-//! none runs).
+//! `drover rules`: the approval rules (docs/ARCHITECTURE.md
+//! §"Approval rules and the guard"); `rules add` keeps a new one and `rules rm ID` forgets
+//! one (both need a running drover; the list reads the ledger when none runs).
 //!
 //! What must stay true: the scope, kind and decision are read by the rules module's own
 //! parsers, so a bad word is refused with `RULE_INVALID` and a sentence, as over the

@@ -689,8 +689,9 @@ pub fn assert_group_gone(pgid: u32) {
     }
 }
 
-/// The moves docs/ARCHITECTURE.md §"Live state" allows, written out here from the design (not taken from the
-/// code under test); re-assigning a state other than `ended` is allowed.
+/// The moves docs/ARCHITECTURE.md §"Live state" allows, written out here from the design
+/// (not taken from the code under test); re-assigning a state other than `ended` is
+/// allowed.
 pub fn assert_legal_live_sequence(states: &[String]) {
     fn successors(from: &str) -> &'static [&'static str] {
         match from {

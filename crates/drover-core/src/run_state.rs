@@ -1,5 +1,5 @@
-//! Where a run is in the dispatcher (docs/ARCHITECTURE.md §"Vocabulary"): the run state, and the one table of
-//! the moves between states ([`RunState::allowed`]).
+//! Where a run is in the dispatcher (docs/ARCHITECTURE.md §"Vocabulary"): the run state,
+//! and the one table of the moves between states ([`RunState::allowed`]).
 //!
 //! Run state is distinct from the live state (`crate::live_state`): the run state says
 //! which tray a run belongs to; the live state says what it is doing right now. What must

@@ -1,5 +1,6 @@
 //! The dashboard's connection to the owner of its data directory: requests and the event
-//! stream over the control socket — exactly what a headless client has (docs/ARCHITECTURE.md §"Layers").
+//! stream over the control socket — exactly what a headless client has
+//! (docs/ARCHITECTURE.md §"Layers").
 //!
 //! The event pump keeps one subscription up for as long as the dashboard runs. When the
 //! owner goes away (it stopped, crashed, or the socket dropped) the app hears

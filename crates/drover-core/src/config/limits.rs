@@ -1,4 +1,6 @@
-//! Every number drover enforces (docs/ARCHITECTURE.md §"Run lifecycle", §"Rails and the queue", §"Money", §"Routing and route cards", §"Permission prompts"), as read from `[limits]`.
+//! Every number drover enforces (docs/ARCHITECTURE.md §"Run lifecycle",
+//! §"Rails and the queue", §"Money", §"Routing and route cards", §"Permission prompts"), as
+//! read from `[limits]`.
 //!
 //! The defaults live in `assets/default-config.toml`; this struct has no defaults of its
 //! own, so the embedded file is the one source of truth.

@@ -71,7 +71,8 @@ pub struct Config {
     pub guard: GuardConfig,
 }
 
-/// `[guard]`: what the guard flags beyond its own list (docs/ARCHITECTURE.md §"Approval rules and the guard").
+/// `[guard]`: what the guard flags beyond its own list (docs/ARCHITECTURE.md
+/// §"Approval rules and the guard").
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct GuardConfig {

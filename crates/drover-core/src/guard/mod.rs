@@ -1,11 +1,12 @@
-//! The guard (docs/ARCHITECTURE.md §"Approval rules and the guard"): a pure function that flags a permission request able to
-//! destroy work or leak secrets — recursive deletes of the workspace or of anything
-//! outside it, history rewrites (`git push --force`, `git reset --hard`, `git clean -f`,
-//! `git checkout -- .` in the user's own checkout), broad `chmod -R`/`chown -R`, `dd`,
-//! `mkfs`, a download piped into a shell, writes outside the workspace, reads of
-//! `~/.ssh`, `~/.aws` or `.env` files, `DROP DATABASE`/`DROP TABLE`, `kubectl delete`,
-//! `terraform destroy` — also behind `sh -c`, `env`, `sudo`, `xargs` or a chain
-//! ([`shell`] reads the command line), and whatever the config's `[guard] commands` add.
+//! The guard (docs/ARCHITECTURE.md §"Approval rules and the guard"): a pure function that
+//! flags a permission request able to destroy work or leak secrets — recursive deletes of
+//! the workspace or of anything outside it, history rewrites (`git push --force`, `git
+//! reset --hard`, `git clean -f`, `git checkout -- .` in the user's own checkout), broad
+//! `chmod -R`/`chown -R`, `dd`, `mkfs`, a download piped into a shell, writes outside the
+//! workspace, reads of `~/.ssh`, `~/.aws` or `.env` files, `DROP DATABASE`/`DROP TABLE`,
+//! `kubectl delete`, `terraform destroy` — also behind `sh -c`, `env`, `sudo`, `xargs` or a
+//! chain ([`shell`] reads the command line), and whatever the config's `[guard] commands`
+//! add.
 //!
 //! What must stay true: pure (paths are compared as text, resolved lexically against the
 //! request's directory; nothing is read from disk); a flag carries a sentence a person

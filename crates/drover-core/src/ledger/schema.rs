@@ -146,8 +146,8 @@ const MIGRATIONS: &[&str] = &[
     CREATE INDEX runs_by_checkout ON runs(json_extract(workspace_json, '$.checkout'))
         WHERE workspace_json IS NOT NULL;
     "#,
-    // 5: approval rules (docs/ARCHITECTURE.md §"Approval rules and the guard"): scope, kind, pattern, decision; the whole rule
-    // as JSON beside the columns a person looks at.
+    // 5: approval rules (docs/ARCHITECTURE.md §"Approval rules and the guard"): scope,
+    // kind, pattern, decision; the whole rule as JSON beside the columns a person looks at.
     r#"
     CREATE TABLE rules (
         id          INTEGER PRIMARY KEY,

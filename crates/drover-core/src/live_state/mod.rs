@@ -1,4 +1,5 @@
-//! The live-state machine (docs/ARCHITECTURE.md §"Live state"): what a run is doing right now, with a deadline.
+//! The live-state machine (docs/ARCHITECTURE.md §"Live state"): what a run is doing right
+//! now, with a deadline.
 //!
 //! Owns the states, the transition table, the rules an [`Assignment`] must pass, and the
 //! fold that rebuilds a [`LiveState`] from the ledger's [`LiveStateEvent`]s. It is pure: no
@@ -145,8 +146,8 @@ impl Cause {
     }
 }
 
-/// Whether docs/ARCHITECTURE.md §"Live state" allows the move `from` → `to`. Staying in the same state is
-/// allowed for every state but `ended`.
+/// Whether docs/ARCHITECTURE.md §"Live state" allows the move `from` → `to`. Staying in the
+/// same state is allowed for every state but `ended`.
 pub fn allowed(from: Option<LiveStateKind>, to: LiveStateKind) -> bool {
     match from {
         None => to == LiveStateKind::Admitted,

@@ -1,6 +1,6 @@
 //! Tests of the live-state machine and of detail sanitising: tables of cases, no async, no
-//! clock. The transition table below is copied from docs/ARCHITECTURE.md §"Live state" as text, apart from the
-//! implementation, so a drift in either one fails here.
+//! clock. The transition table below is copied from docs/ARCHITECTURE.md §"Live state" as
+//! text, apart from the implementation, so a drift in either one fails here.
 
 use super::*;
 use LiveStateKind::*;

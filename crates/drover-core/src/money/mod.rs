@@ -1,4 +1,5 @@
-//! Money: the model catalog, pricing usage into rows, and budget decisions (docs/ARCHITECTURE.md §"Money").
+//! Money: the model catalog, pricing usage into rows, and budget decisions
+//! (docs/ARCHITECTURE.md §"Money").
 //!
 //! Owns what a model costs and what a run may spend. Pure throughout: no I/O, no clock;
 //! the dispatcher keeps the numbers, asks these functions and does what they return.

@@ -1,5 +1,5 @@
-//! The result contract (docs/ARCHITECTURE.md §"Result contract"): what a worker's final answer says about how the
-//! task went.
+//! The result contract (docs/ARCHITECTURE.md §"Result contract"): what a worker's final
+//! answer says about how the task went.
 //!
 //! Owns reading the `## Result` block ([`parse_result`]) and the JSON answer of runs with
 //! an output schema ([`parse_json_result`]). What must stay true: pure functions of the

@@ -1,6 +1,6 @@
-//! Routing (docs/ARCHITECTURE.md §"Routing and route cards"): which provider and model a dispatch without one should run on,
-//! whether it waits behind a route card, whether a pick is acceptable, and what a
-//! finished run is offered next (retry or escalation).
+//! Routing (docs/ARCHITECTURE.md §"Routing and route cards"): which provider and model a
+//! dispatch without one should run on, whether it waits behind a route card, whether a pick
+//! is acceptable, and what a finished run is offered next (retry or escalation).
 //!
 //! Pure throughout: no I/O, no clock. The dispatcher classifies the spec, asks [`route`]
 //! for the ranked options, [`decide`]s whether to hold, checks picks with

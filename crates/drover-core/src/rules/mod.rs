@@ -1,8 +1,8 @@
-//! Approval rules (docs/ARCHITECTURE.md §"Approval rules and the guard"): a scope (one run, one repository with its worktrees,
-//! everywhere), a kind (command, file edit, fetch, MCP tool, any), a pattern and a
-//! decision (allow or deny). Matching, precedence, the pattern proposed for an ask, and
-//! the bounds of a rule live here; keeping rules is the ledger's, applying them the
-//! dispatcher's.
+//! Approval rules (docs/ARCHITECTURE.md §"Approval rules and the guard"): a scope (one run,
+//! one repository with its worktrees, everywhere), a kind (command, file edit, fetch, MCP
+//! tool, any), a pattern and a decision (allow or deny). Matching, precedence, the pattern
+//! proposed for an ask, and the bounds of a rule live here; keeping rules is the ledger's,
+//! applying them the dispatcher's.
 //!
 //! What must stay true: pure; a rule is validated once, when it is made ([`RuleSet::add`]
 //! refuses what does not parse, with `RULE_INVALID`), and the set never holds more than

@@ -130,7 +130,8 @@ impl Capability {
     }
 }
 
-/// How tool-use requests from the provider are answered (docs/ARCHITECTURE.md §"Permission prompts").
+/// How tool-use requests from the provider are answered (docs/ARCHITECTURE.md
+/// §"Permission prompts").
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum PermissionPolicy {

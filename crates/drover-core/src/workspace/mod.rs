@@ -1,6 +1,6 @@
-//! Workspaces (docs/ARCHITECTURE.md §"Workspaces"): where a run works — its own git worktree on a `drover/…`
-//! branch made from the user's HEAD, or the shared directory it was given — and what it
-//! changed there, with merge, keep and discard.
+//! Workspaces (docs/ARCHITECTURE.md §"Workspaces"): where a run works — its own git
+//! worktree on a `drover/…` branch made from the user's HEAD, or the shared directory it
+//! was given — and what it changed there, with merge, keep and discard.
 //!
 //! Owns the workspace's data (the [`WorkspaceView`] the ledger keeps and the API shows,
 //! the change and diff shapes), the pure helpers that name branches and directories, and

@@ -1,6 +1,7 @@
-//! Admission (docs/ARCHITECTURE.md §"Run lifecycle", §"Rails and the queue", §"Money", §"Routing and route cards"): a dispatch is validated, routed, put on its
-//! rails and fitted into its budget session; then it starts, waits in the queue, or waits
-//! on a route card. A repeated idempotency key returns the run it made.
+//! Admission (docs/ARCHITECTURE.md §"Run lifecycle", §"Rails and the queue", §"Money",
+//! §"Routing and route cards"): a dispatch is validated, routed, put on its rails and
+//! fitted into its budget session; then it starts, waits in the queue, or waits on a route
+//! card. A repeated idempotency key returns the run it made.
 //!
 //! A `--no-queue` dispatch on a full rail is refused (`MAX_CONCURRENT`) unless idle runs
 //! hibernating would give it a slot ([`Core::room_plan`], the planner queued runs use):
@@ -409,11 +410,12 @@ pub(super) struct SubRun {
     pub notes: Vec<String>,
 }
 
-/// The rules for a run dispatched with a parent (docs/ARCHITECTURE.md §"Agents as clients"): one level deeper than
-/// the parent, refused past `max_depth` (`MAX_DEPTH`); in the parent's workflow (the
-/// parent's own id when it has none), so the per-workflow rail bounds the fan-out; a cap
-/// (the asked one, else the default) that fits what the parent has left, refused
-/// (`BUDGET_EXCEEDED`) when that is under the smallest cap a run may have.
+/// The rules for a run dispatched with a parent (docs/ARCHITECTURE.md
+/// §"Agents as clients"): one level deeper than the parent, refused past `max_depth`
+/// (`MAX_DEPTH`); in the parent's workflow (the parent's own id when it has none), so the
+/// per-workflow rail bounds the fan-out; a cap (the asked one, else the default) that fits
+/// what the parent has left, refused (`BUDGET_EXCEEDED`) when that is under the smallest
+/// cap a run may have.
 pub(super) fn sub_run(
     parent: &ParentFacts<'_>,
     input: &SpecInput,

@@ -1,7 +1,7 @@
-//! Permission requests and their answers (docs/ARCHITECTURE.md §"Permission prompts"): a request from the provider is
-//! flagged by the guard or answered by an approval rule (`rules.rs`), by the run's
-//! policy, by an earlier "allow always", or waits for the user; an
-//! answer goes to the child, is recorded as a decision, and moves the run's states.
+//! Permission requests and their answers (docs/ARCHITECTURE.md §"Permission prompts"): a
+//! request from the provider is flagged by the guard or answered by an approval rule
+//! (`rules.rs`), by the run's policy, by an earlier "allow always", or waits for the user;
+//! an answer goes to the child, is recorded as a decision, and moves the run's states.
 //!
 //! What must stay true: an answer names the request it answers and lands on that request
 //! or nowhere (the broker's rule); the answer is checked against the request's kind before

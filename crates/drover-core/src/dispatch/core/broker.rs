@@ -1,5 +1,5 @@
-//! The permission broker of one run (docs/ARCHITECTURE.md §"Permission prompts"): pending requests, their expiry, and
-//! the rules an answer must pass. Pure: time is passed in.
+//! The permission broker of one run (docs/ARCHITECTURE.md §"Permission prompts"): pending
+//! requests, their expiry, and the rules an answer must pass. Pure: time is passed in.
 //!
 //! What must stay true: an answer names the request id it answers and lands on that
 //! request or nowhere (`NO_PENDING_REQUEST`, `PERMISSION_ALREADY_RESOLVED`); requests are

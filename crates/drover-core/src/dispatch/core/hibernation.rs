@@ -1,5 +1,5 @@
-//! Idle runs (docs/ARCHITECTURE.md §"Idle runs"): hibernating an idle run, waking it in its provider session,
-//! and hibernating idle runs whose rail slot a queued run needs.
+//! Idle runs (docs/ARCHITECTURE.md §"Idle runs"): hibernating an idle run, waking it in its
+//! provider session, and hibernating idle runs whose rail slot a queued run needs.
 //!
 //! An idle run with a warm child hibernates after `[limits] hibernate_after_secs` with no
 //! follow-up (the timer is in `timers.rs`), or at once when a queued run is blocked only

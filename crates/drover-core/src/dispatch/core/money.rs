@@ -1,6 +1,6 @@
-//! Money in the dispatcher (docs/ARCHITECTURE.md §"Money"): the catalog, budget sessions, fitting a new
-//! run's cap, booking usage as it streams and when a turn reports its cost, the caps
-//! checked after every usage row, and a changed config taking effect.
+//! Money in the dispatcher (docs/ARCHITECTURE.md §"Money"): the catalog, budget sessions,
+//! fitting a new run's cap, booking usage as it streams and when a turn reports its cost,
+//! the caps checked after every usage row, and a changed config taking effect.
 //!
 //! What must stay true: the decisions are the pure ones in `crate::money`; this module
 //! only feeds them the core's numbers and carries out what they return. Streamed usage

@@ -1,5 +1,6 @@
-//! Rails and the queue (docs/ARCHITECTURE.md §"Rails and the queue"): how many runs may hold a slot at once, per
-//! provider, per budget session and per workflow, and which queued run starts next. Pure.
+//! Rails and the queue (docs/ARCHITECTURE.md §"Rails and the queue"): how many runs may
+//! hold a slot at once, per provider, per budget session and per workflow, and which queued
+//! run starts next. Pure.
 //!
 //! What must stay true: a run starts only when every rail it belongs to has room; the
 //! queue is FIFO but skips runs whose rail is still full; a full queue refuses.

@@ -1,7 +1,8 @@
-//! Route cards and escalation in the dispatcher (docs/ARCHITECTURE.md §"Routing and route cards"): a dispatch without a
-//! model is routed — held behind a route card (`ask`), taken at once (`auto`), or held
-//! only above a threshold (`ask-above`); a pick is validated before it is accepted; a run
-//! that failed or ended blocked is offered an escalation (or a retry).
+//! Route cards and escalation in the dispatcher (docs/ARCHITECTURE.md
+//! §"Routing and route cards"): a dispatch without a model is routed — held behind a route
+//! card (`ask`), taken at once (`auto`), or held only above a threshold (`ask-above`); a
+//! pick is validated before it is accepted; a run that failed or ended blocked is offered
+//! an escalation (or a retry).
 //!
 //! What must stay true: the decisions are `crate::route`'s; a refused pick leaves the card
 //! open with its reason; every decision is in the ledger; a held run's card closes with

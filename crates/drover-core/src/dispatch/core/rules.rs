@@ -1,7 +1,7 @@
-//! Approval rules in the dispatcher (docs/ARCHITECTURE.md §"Approval rules and the guard"): the rules are held in memory (loaded
-//! at start, changed by `rule_add` and `rule_remove`, each change committed to the
-//! ledger), a request a rule matches is answered at once and recorded as decided by
-//! `rule:<id>`, and the guard's flag is worked out for each request.
+//! Approval rules in the dispatcher (docs/ARCHITECTURE.md §"Approval rules and the guard"):
+//! the rules are held in memory (loaded at start, changed by `rule_add` and `rule_remove`,
+//! each change committed to the ledger), a request a rule matches is answered at once and
+//! recorded as decided by `rule:<id>`, and the guard's flag is worked out for each request.
 //!
 //! What must stay true: a request the guard flags is never answered by a rule (nor by
 //! "allow always", nor by the `auto` policy: `answers.rs` asks this file first); a rule

@@ -235,7 +235,8 @@ pub struct Run {
     pub resend_at: Option<UnixMillis>,
 }
 
-/// The live line's detail of an idle run whose child is shut down (docs/ARCHITECTURE.md §"Idle runs").
+/// The live line's detail of an idle run whose child is shut down (docs/ARCHITECTURE.md
+/// §"Idle runs").
 pub const HIBERNATED_DETAIL: &str = "idle · hibernated";
 /// The live line's detail of an idle run whose child is shutting down to hibernate.
 pub const HIBERNATING_DETAIL: &str = "idle · hibernating";
@@ -376,8 +377,8 @@ impl Run {
     }
 
     /// Whether the run holds back what its cap has left from its budget session: only
-    /// while it works (docs/ARCHITECTURE.md §"Idle runs": idle and hibernated runs reserve nothing), or is
-    /// being woken for a turn.
+    /// while it works (docs/ARCHITECTURE.md §"Idle runs": idle and hibernated runs reserve
+    /// nothing), or is being woken for a turn.
     pub fn reserves(&self) -> bool {
         self.holds_slot() && (self.state != RunState::Idle || self.wake.is_some())
     }

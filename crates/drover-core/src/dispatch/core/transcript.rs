@@ -1,6 +1,6 @@
 //! The transcript ring of a live run: one-line summaries of its provider events, bounded
-//! in lines and characters (docs/ARCHITECTURE.md §"Result contract"). The ledger keeps the full events; the ring is
-//! what the dashboard and `transcript --format tail` show.
+//! in lines and characters (docs/ARCHITECTURE.md §"Result contract"). The ledger keeps the
+//! full events; the ring is what the dashboard and `transcript --format tail` show.
 
 use std::collections::VecDeque;
 

@@ -1,4 +1,5 @@
-//! Workspaces (docs/ARCHITECTURE.md §"Workspaces", issue 13): where a run works and what it changed there.
+//! Workspaces (docs/ARCHITECTURE.md §"Workspaces", issue 13): where a run works and what it
+//! changed there.
 //!
 //! - Admission decides the workspace: `worktree` when the dispatch says so, or by default
 //!   (`[workspaces] default`) when the run can write and its directory is inside a git

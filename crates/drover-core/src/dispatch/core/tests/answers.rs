@@ -1,5 +1,6 @@
-//! Permission requests and answers (docs/ARCHITECTURE.md §"Permission prompts"): the request is shown, an answer lands
-//! on its request or nowhere, "allow always", the policies, a withdrawn request.
+//! Permission requests and answers (docs/ARCHITECTURE.md §"Permission prompts"): the
+//! request is shown, an answer lands on its request or nowhere, "allow always", the
+//! policies, a withdrawn request.
 
 use super::*;
 

@@ -1,7 +1,7 @@
-//! Idle runs (docs/ARCHITECTURE.md §"Idle runs") and turns re-sent: hibernating after `hibernate_after_secs`
-//! or for the slot of a queued or `--no-queue` run, waking in the same provider session, money following
-//! activity, follow-ups kept across a restart, and a turn the model API failed held with
-//! a growing bound and sent again.
+//! Idle runs (docs/ARCHITECTURE.md §"Idle runs") and turns re-sent: hibernating after
+//! `hibernate_after_secs` or for the slot of a queued or `--no-queue` run, waking in the
+//! same provider session, money following activity, follow-ups kept across a restart, and a
+//! turn the model API failed held with a growing bound and sent again.
 
 use super::*;
 use crate::dispatch::core::run::IDLE_DETAIL;

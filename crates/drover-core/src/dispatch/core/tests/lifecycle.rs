@@ -1,6 +1,7 @@
-//! Turns and ends (docs/ARCHITECTURE.md §"Run lifecycle", §"Result contract"): the first turn, result retry, queued follow-ups,
-//! max turns, needs_input, provider errors, stop with pending requests, complete,
-//! kill-all, a child that dies, resume of an interrupted run.
+//! Turns and ends (docs/ARCHITECTURE.md §"Run lifecycle", §"Result contract"): the first
+//! turn, result retry, queued follow-ups, max turns, needs_input, provider errors, stop
+//! with pending requests, complete, kill-all, a child that dies, resume of an interrupted
+//! run.
 
 use super::*;
 use crate::dispatch::reads::ResumeData;

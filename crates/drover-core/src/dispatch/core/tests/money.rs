@@ -1,6 +1,6 @@
-//! Money (docs/ARCHITECTURE.md §"Money"): a run out of money is stopped mid-turn, the warning is given
-//! once, the hard cap stops every run of the session and refuses new ones, a config
-//! change takes effect at once.
+//! Money (docs/ARCHITECTURE.md §"Money"): a run out of money is stopped mid-turn, the
+//! warning is given once, the hard cap stops every run of the session and refuses new ones,
+//! a config change takes effect at once.
 
 use super::*;
 

@@ -1,6 +1,7 @@
-//! Approval rules and the guard in the core (docs/ARCHITECTURE.md §"Approval rules and the guard"): a rule answers a matching
-//! request at once as `rule:<id>`, a rule made from a prompt answers the request on
-//! screen and others it matches, a flagged request always asks.
+//! Approval rules and the guard in the core (docs/ARCHITECTURE.md
+//! §"Approval rules and the guard"): a rule answers a matching request at once as
+//! `rule:<id>`, a rule made from a prompt answers the request on screen and others it
+//! matches, a flagged request always asks.
 
 use super::*;
 use crate::dispatch::api::RuleAnswer;

@@ -1,6 +1,6 @@
-//! Sub-runs (docs/ARCHITECTURE.md §"Agents as clients"): a dispatch naming a parent run is one level deeper, in the
-//! parent's workflow, with a cap that fits what the parent has left; past `max_depth`,
-//! or with too little left, it is refused.
+//! Sub-runs (docs/ARCHITECTURE.md §"Agents as clients"): a dispatch naming a parent run is
+//! one level deeper, in the parent's workflow, with a cap that fits what the parent has
+//! left; past `max_depth`, or with too little left, it is refused.
 
 use super::super::admission::{ParentFacts, SubRun, sub_run};
 use super::*;
