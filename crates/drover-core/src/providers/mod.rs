@@ -20,6 +20,7 @@ pub mod codex;
 pub mod opencode;
 pub mod process;
 pub mod registry;
+pub mod session;
 pub mod sink;
 pub mod sweep;
 pub mod wire;
