@@ -120,8 +120,11 @@ pub fn runnable_names() -> Vec<&'static str> {
 /// agent keeps its sessions there).
 #[derive(Debug, Clone)]
 pub struct Launcher {
+    /// This drover's executable (drover's MCP server and the simulated agent run it).
     pub self_exe: PathBuf,
+    /// Where every run's adapter sends its events.
     pub sink: ProviderEventSink,
+    /// The owner's data directory.
     pub data_dir: PathBuf,
 }
 

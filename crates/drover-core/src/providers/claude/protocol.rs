@@ -100,6 +100,8 @@ pub struct ParseState {
 }
 
 impl ParseState {
+    /// A state before any line, answering requests as `policy` says (the user answers
+    /// under `ask`).
     pub fn new(policy: PermissionPolicy) -> ParseState {
         ParseState {
             policy,

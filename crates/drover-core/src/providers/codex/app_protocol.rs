@@ -52,10 +52,13 @@ pub const OVERLOADED: i64 = -32001;
 /// How long each client request may wait for its answer, in milliseconds.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Bounds {
+    /// `initialize`: the handshake (its failure ends the run without `Ready`).
     pub initialize: i64,
     /// `thread/start` or `thread/resume` (a resume reads the thread from disk).
     pub thread: i64,
+    /// `turn/start` (its failure ends the turn, as transient).
     pub turn_start: i64,
+    /// `turn/interrupt`.
     pub interrupt: i64,
 }
 
@@ -316,6 +319,9 @@ impl Protocol for AppState {
 }
 
 impl AppState {
+    /// The conversation of `spec`'s run, before `initialize`: its thread is opened (or
+    /// resumed) in the run's directory, sandbox and model, each request bounded by
+    /// `bounds`.
     pub fn new(spec: &LaunchSpec, bounds: Bounds) -> AppState {
         AppState {
             cwd: spec.cwd.display().to_string(),

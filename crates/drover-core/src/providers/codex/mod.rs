@@ -35,6 +35,7 @@ pub struct AdapterTimings {
     /// For a turn in flight to end after an interrupt at shutdown, before the child is
     /// ended.
     pub interrupt: Duration,
+    /// How each child is ended (the app-server, or a turn's exec child).
     pub shutdown: ShutdownTimings,
 }
 

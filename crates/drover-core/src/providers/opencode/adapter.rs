@@ -67,6 +67,7 @@ pub struct AdapterTimings {
     pub stream_idle: Duration,
     /// For a turn in flight to end after an abort, before the server is ended.
     pub interrupt: Duration,
+    /// How the server is ended.
     pub shutdown: ShutdownTimings,
 }
 
