@@ -15,9 +15,9 @@
 //! What must stay true:
 //! - the run's events start with `Ready`, sent by this loop once the protocol's
 //!   [`Protocol::handshake`] is [`Handshake::Done`], and end with exactly one `Exited`,
-//!   after which nothing is sent; a child that dies, closes stdout, refuses the
-//!   handshake or lets its deadline pass gets no `Ready`, only the protocol's notices
-//!   and `Exited` with its stderr tail;
+//!   after which nothing is sent; a child that dies or closes stdout before the
+//!   handshake is done, refuses it, or lets its deadline pass gets no `Ready`, only the
+//!   protocol's notices and `Exited` with its stderr tail;
 //! - events the protocol produces before the handshake is done are held and sent right
 //!   after `Ready` (or before `Exited` when no `Ready` comes); commands that come
 //!   before it are queued and carried out after it, in order (and dropped with the run
@@ -110,7 +110,7 @@ pub trait Protocol: Send + 'static {
     /// it cannot apply (the request is not pending, or the answer does not fit it).
     fn answer(&mut self, request_id: &str, answer: &PermissionAnswer) -> Result<(), String>;
 
-    /// Interrupt the turn in flight (the session stays usable); nothing when none is.
+    /// Interrupt the turn in flight, if any (the session stays usable).
     fn interrupt(&mut self, now: UnixMillis) -> Vec<ProviderEvent>;
 
     /// A turn was started and has not ended (its `TurnCompleted` has not come).
