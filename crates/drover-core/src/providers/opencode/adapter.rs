@@ -96,7 +96,7 @@ pub fn launch(spec: LaunchSpec, sink: ProviderEventSink) -> Result<AdapterHandle
     launch_with(spec, sink, AdapterTimings::default())
 }
 
-/// [`launch`] with explicit timings (tests shorten them).
+/// [`launch()`] with explicit timings (tests shorten them).
 pub fn launch_with(
     spec: LaunchSpec,
     sink: ProviderEventSink,
