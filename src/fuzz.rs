@@ -17,6 +17,7 @@ use drover_core::control::wire;
 use drover_core::providers::claude::protocol as claude;
 use drover_core::providers::codex::{app_protocol, exec_protocol};
 use drover_core::providers::opencode::protocol as opencode;
+use drover_core::providers::session::Protocol;
 use drover_core::providers::{LaunchSpec, PermissionAnswer, ProviderEvent};
 use drover_core::spec::{Capability, PermissionPolicy};
 

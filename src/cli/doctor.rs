@@ -23,23 +23,7 @@ use drover_core::config::{Config, SIM_PROVIDER};
 use drover_core::control::ControlClient;
 use drover_core::error::DroverError;
 use drover_core::paths::Paths;
-
-/// The CLI versions drover's conformance tests ran against (tests/peers/package.json).
-pub const TESTED_VERSIONS: &[(&str, &str)] = &[
-    ("claude-code", "2.1.197"),
-    ("codex", "0.171.0"),
-    ("opencode", "1.18.33"),
-];
-
-/// How each provider's CLI is installed when it is missing.
-const INSTALL: &[(&str, &str)] = &[
-    (
-        "claude-code",
-        "npm install -g @anthropic-ai/claude-code@2.1.197",
-    ),
-    ("codex", "npm install -g @openai/codex@0.171.0"),
-    ("opencode", "npm install -g opencode-ai@1.18.33"),
-];
+use drover_core::providers;
 
 /// How long one `--version` call may take.
 const VERSION_TIMEOUT: Duration = Duration::from_secs(10);
@@ -201,10 +185,9 @@ pub fn check_provider(
     self_exe: Option<&Path>,
     config_file: &Path,
 ) -> ProviderCheck {
-    let tested = TESTED_VERSIONS
-        .iter()
-        .find(|(p, _)| *p == name)
-        .map(|(_, v)| v.to_string());
+    // The CLI version drover's conformance tests ran against, and how it installs.
+    let pinned = providers::traits(name).and_then(|t| t.pinned);
+    let tested = pinned.map(|p| p.version.to_string());
     let mut check = ProviderCheck {
         provider: name.to_string(),
         enabled,
@@ -232,10 +215,8 @@ pub fn check_provider(
         };
     let Some(program) = program else {
         check.status = "missing".into();
-        let install = INSTALL
-            .iter()
-            .find(|(p, _)| *p == name)
-            .map(|(_, cmd)| format!("install it with `{cmd}`, or "))
+        let install = pinned
+            .map(|p| format!("install it with `{}`, or ", p.install_command()))
             .unwrap_or_default();
         check.fix = Some(format!(
             "`{command}` is not on PATH: {install}set `command` under [providers.{name}] in {}",
@@ -258,10 +239,7 @@ pub fn check_provider(
             check.fix = Some(format!(
                 "drover was tested with {name} {tested}; it may work with {found}, and \
                  `{}` installs the tested one",
-                INSTALL
-                    .iter()
-                    .find(|(p, _)| *p == name)
-                    .map_or("", |(_, c)| c)
+                pinned.map(|p| p.install_command()).unwrap_or_default()
             ));
             "untested-version".into()
         }

@@ -25,34 +25,53 @@ pub enum Ask {
     /// split as a POSIX shell would when it parses), the directory it runs in, and why
     /// the agent says it runs it.
     Command {
+        /// The command line as the agent wrote it.
         command: String,
+        /// Its words; `None` when the text does not parse as a shell's.
         words: Option<Vec<String>>,
+        /// Where it runs, when the CLI says.
         cwd: Option<String>,
+        /// Why the agent runs it, in its words.
         reason: Option<String>,
     },
     /// A file edit or write: the path and the change; a patch that touches several
     /// files names the others in `other_files`.
     FileEdit {
+        /// The file (the first one of a patch).
         file_path: String,
+        /// How it changes.
         change: FileChange,
+        /// The patch's other files, in its order.
         #[serde(default, skip_serializing_if = "Vec::is_empty")]
         other_files: Vec<EditedFile>,
     },
     /// Fetching a web page.
-    Fetch { url: String },
+    Fetch {
+        /// The page's address.
+        url: String,
+    },
     /// A tool of an MCP server, with its arguments as JSON text (shown as is).
     McpTool {
+        /// The server's name in the CLI's config.
         server: String,
+        /// The tool's name on that server.
         tool: String,
+        /// The call's arguments, JSON text.
         arguments: String,
     },
     /// Questions for the user: each with its options and whether several may be chosen.
-    Question { questions: Vec<Question> },
+    Question {
+        /// The questions, in the CLI's order (answers follow it).
+        questions: Vec<Question>,
+    },
     /// Anything else: the tool's name, the part a person wants first (a pattern, a
     /// query, a path), and its input as JSON text (shown as is).
     Other {
+        /// The provider's name of the tool.
         tool: String,
+        /// What of the input a person wants first, when the adapter can tell.
         subject: Option<String>,
+        /// The tool's input, JSON text.
         input: String,
     },
 }
@@ -60,7 +79,9 @@ pub enum Ask {
 /// One file of a patch that touches several.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub struct EditedFile {
+    /// The file.
     pub file_path: String,
+    /// How it changes.
     pub change: FileChange,
 }
 
@@ -69,24 +90,40 @@ pub struct EditedFile {
 #[serde(tag = "type", rename_all = "snake_case")]
 pub enum FileChange {
     /// The change as a unified diff.
-    Diff { diff: String },
+    Diff {
+        /// The diff's text.
+        diff: String,
+    },
     /// The file's new content, whole (a new file, or one written over).
-    Content { content: String },
+    Content {
+        /// The content.
+        content: String,
+    },
     /// The file moves to `to`, changed by `diff` (empty when only moved).
-    Move { to: String, diff: String },
+    Move {
+        /// The new path.
+        to: String,
+        /// The change as a unified diff; empty when only moved.
+        diff: String,
+    },
     /// The file is deleted.
     Delete,
     /// Neither a diff nor the whole content: what the CLI said of the change (a
     /// notebook cell's new source, or only that a file is added or changed).
-    Described { description: String },
+    Described {
+        /// The CLI's words about the change.
+        description: String,
+    },
 }
 
 /// One question for the user.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub struct Question {
+    /// The question's text; answers are keyed by it.
     pub question: String,
     /// A short label for the question, when the CLI gave one.
     pub header: Option<String>,
+    /// The choices offered (a typed answer may still be given).
     pub options: Vec<QuestionOption>,
     /// Several options may be chosen.
     pub multi_select: bool,
@@ -95,7 +132,9 @@ pub struct Question {
 /// One choice offered for a question.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub struct QuestionOption {
+    /// The choice, as it is answered.
     pub label: String,
+    /// What choosing it means, when the CLI says.
     pub description: Option<String>,
 }
 
@@ -103,10 +142,12 @@ pub struct QuestionOption {
 /// as "allow the Bash command `ls -la` for the rest of this run".
 #[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub struct AlwaysOption {
+    /// The sentence a person reads (`allow … for the rest of this run`).
     pub sentence: String,
 }
 
 impl AlwaysOption {
+    /// The option that `sentence` describes.
     pub fn new(sentence: impl Into<String>) -> AlwaysOption {
         AlwaysOption {
             sentence: sentence.into(),

@@ -2,7 +2,10 @@
 //!
 //! An adapter owns one child process and translates its protocol both ways. The
 //! dispatcher never sees provider JSON: it sends [`ProviderCommand`]s and receives
-//! [`ProviderEvent`]s tagged with the run id. What must stay true:
+//! [`ProviderEvent`]s tagged with the run id. A CLI that speaks a line protocol over
+//! stdio supplies a [`session::Protocol`] and runs on the one session loop
+//! ([`session`]); [`registry`] names every provider and starts its adapter
+//! (docs/PROVIDERS.md). What must stay true:
 //! - every adapter ends with exactly one [`ProviderEvent::Exited`], after which it sends
 //!   nothing more;
 //! - a line the adapter cannot understand becomes a [`ProviderEvent::Notice`], never a
@@ -20,6 +23,7 @@ pub mod codex;
 pub mod opencode;
 pub mod process;
 pub mod registry;
+pub mod session;
 pub mod sink;
 pub mod sweep;
 pub mod wire;
@@ -44,19 +48,28 @@ pub const RUN_ID_ENV: &str = "DROVER_RUN_ID";
 /// Everything an adapter needs to start a run's child.
 #[derive(Debug, Clone)]
 pub struct LaunchSpec {
+    /// The run the child serves; every event it causes is tagged with it.
     pub run_id: String,
     /// `claude-code`, `sim`, …
     pub provider: String,
     /// The executable and the argument prefix from config (`command` empty when the config
     /// names none: [`launch`] resolves it, e.g. to this drover's `sim-agent` for `sim`).
     pub command: PathBuf,
+    /// The configured argument prefix, put before the adapter's own arguments.
     pub args: Vec<String>,
     /// Added to the child's inherited environment.
     pub env: BTreeMap<String, String>,
+    /// The run's working directory (its workspace): the child runs there.
     pub cwd: PathBuf,
+    /// The model, as the provider names it; `None` leaves the CLI's default.
     pub model: Option<String>,
+    /// The reasoning effort, as the provider names it; `None` leaves the CLI's default.
     pub effort: Option<String>,
+    /// Who answers the child's permission requests: the user, the policy's denials, or
+    /// the policy's allowances (each adapter maps it onto its CLI).
     pub policy: PermissionPolicy,
+    /// What the run may touch; each adapter maps it onto its CLI's tools or sandbox, and
+    /// nothing widens it.
     pub capability: Capability,
     /// Continue this provider session instead of starting a new one.
     pub resume_session: Option<String>,
@@ -67,7 +80,8 @@ pub struct LaunchSpec {
     pub scenario: Option<String>,
     /// drover's MCP server, to configure in the child's CLI (`[mcp] expose_to_runs`).
     pub mcp: Option<McpServer>,
-    /// Where the run's processes are noted ([`sweep`]); the driver gives one per launch.
+    /// Where the run's processes are noted ([`sweep`]); the dispatcher gives one per
+    /// launch.
     pub journal: Option<sweep::ProcessJournal>,
 }
 
@@ -76,7 +90,10 @@ pub struct LaunchSpec {
 pub struct McpServer {
     /// Empty until [`launch`] fills in this drover's own executable.
     pub command: PathBuf,
+    /// Its arguments (`mcp` for drover's own).
     pub args: Vec<String>,
+    /// Added to its environment (drover's data directory and the run's id, for drover's
+    /// own).
     pub env: BTreeMap<String, String>,
 }
 
@@ -88,10 +105,15 @@ pub const MCP_SERVER_NAME: &str = "drover";
 #[derive(Debug, Clone, PartialEq)]
 pub enum ProviderCommand {
     /// Send one user turn.
-    StartTurn { prompt: String },
+    StartTurn {
+        /// The turn's text, as the user (or the dispatcher's prompt templates) wrote it.
+        prompt: String,
+    },
     /// Answer a pending permission request or question.
     Answer {
+        /// The provider's id of the request, as [`PermissionRequest::request_id`] gave it.
         request_id: String,
+        /// The decision.
         answer: PermissionAnswer,
     },
     /// Interrupt the turn in flight (the session stays usable).
@@ -107,13 +129,17 @@ pub enum PermissionAnswer {
     /// Allow; `always` also allows the same again for the rest of this run's session
     /// (what the request's [`AlwaysOption`] says, carried out by the adapter).
     Allow {
+        /// Allow the same again for the rest of the session, not only this once.
         always: bool,
     },
+    /// Deny; the model is told so (with `message` where the CLI carries one).
     Deny {
+        /// Why, in words for the model; `None` (or blank) leaves the adapter's default.
         message: Option<String>,
     },
     /// Answers to a question, keyed by the question text (or option key).
     Answer {
+        /// The answer to each question, keyed by its text (or header).
         answers: BTreeMap<String, String>,
     },
 }
@@ -122,7 +148,9 @@ pub enum PermissionAnswer {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum RequestKind {
+    /// Asks to use a tool: answered with allow or deny.
     Permission,
+    /// Asks the user something: answered with answers (or dismissed with deny).
     Question,
 }
 
@@ -136,20 +164,30 @@ pub struct PermissionRequest {
     pub kind: RequestKind,
     /// The provider's name of the tool (`Bash`, `shell`, `bash`, `AskUserQuestion`, …).
     pub tool: String,
+    /// What the request asks, typed.
     pub ask: Ask,
     /// What "allow always" would allow, when the provider offers more than this once.
     pub always: Option<AlwaysOption>,
+    /// The id of the tool call the request is for (its `ToolStarted`), when the
+    /// provider names it.
     pub tool_use_id: Option<String>,
+    /// The path outside the allowed directories that made the CLI ask, when it says
+    /// (Claude Code's `blocked_path`).
     pub blocked_path: Option<String>,
 }
 
 /// Tokens in five classes (docs/ARCHITECTURE.md §"Money").
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Tokens {
+    /// Input tokens not read from the cache.
     pub input: u64,
+    /// Output tokens, reasoning not included.
     pub output: u64,
+    /// Reasoning tokens (billed as output).
     pub reasoning: u64,
+    /// Input tokens read from the prompt cache.
     pub cache_read: u64,
+    /// Input tokens written to the prompt cache.
     pub cache_write: u64,
 }
 
@@ -176,6 +214,7 @@ impl Tokens {
         }
     }
 
+    /// Adds `other` to `self`, class by class.
     pub fn add(&mut self, other: &Tokens) {
         self.input += other.input;
         self.output += other.output;
@@ -188,34 +227,49 @@ impl Tokens {
 /// Usage of one model within a turn, as the provider reported it.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ModelUsage {
+    /// The model, as the provider names it.
     pub model: String,
+    /// Its tokens in the turn.
     pub tokens: Tokens,
+    /// Its charge in the turn, when the provider reports dollars.
     pub cost_usd: Option<f64>,
 }
 
 /// How a turn ended, as the provider reported it.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct TurnEnd {
+    /// The turn failed (`subtype` says how).
     pub is_error: bool,
     /// e.g. `success`, `error_max_turns`, `error_during_execution`.
     pub subtype: String,
     /// The final answer text of the turn.
     pub text: Option<String>,
+    /// The provider session the turn ran in, when known.
     pub session_id: Option<String>,
     /// The provider session's running total in dollars (Claude); a turn's charge is the
     /// difference from the previous total.
     pub total_cost_usd: Option<f64>,
+    /// The turn's tokens, all models together.
     pub tokens: Tokens,
+    /// The turn's tokens (and cost) per model.
     pub model_usage: Vec<ModelUsage>,
+    /// How many model round trips the turn took, when the provider says.
     pub num_turns: Option<u32>,
+    /// How long the turn took, as the provider measured it (or drover, from the start
+    /// of the turn, for a provider that does not say).
     pub duration_ms: Option<u64>,
+    /// The model API's HTTP status of a failed turn, when the provider names it.
     pub api_error_status: Option<u16>,
     /// The model API's own words for a failed turn (Claude's `API Error: 500 {…}` read
     /// down to the error's message), when the provider gave them apart from `text`.
     #[serde(default)]
     pub api_message: Option<String>,
+    /// Why the turn ended, in the provider's words (Claude Code's `completed`, an
+    /// error's name, …).
     pub terminal_reason: Option<String>,
+    /// The turn's structured output, when the CLI was asked for one and gave it.
     pub structured_output: Option<Value>,
+    /// How many tool uses were denied during the turn, as the provider counted them.
     pub permission_denials: u32,
     /// The provider failed in a way that may pass on its own (rate limit, overload, a
     /// 5xx after its retries, a dropped connection): the run fails as
@@ -230,58 +284,80 @@ pub struct TurnEnd {
 pub enum ProviderEvent {
     /// The child is up and the handshake is done.
     Ready {
+        /// The CLI's version, when the handshake told it.
         version: Option<String>,
     },
     /// The provider's session (id, model) is known or changed.
     Session {
+        /// The id that resumes the session (`LaunchSpec::resume_session`).
         session_id: String,
+        /// The model the session runs, when the provider says.
         model: Option<String>,
     },
     /// A piece of the assistant's answer.
     AssistantText {
+        /// The text, as the provider wrote it.
         text: String,
     },
     /// The model is thinking (content is not kept, only its size).
     Thinking {
+        /// How many characters of thinking came (0 when the provider hides them).
         chars: usize,
     },
+    /// The model called a tool.
     ToolStarted {
+        /// The call's id; its `ToolFinished` and any request for it name the same one.
         tool_use_id: String,
+        /// The provider's name of the tool.
         name: String,
         /// What the call does, typed as a request for it would be.
         ask: Ask,
     },
+    /// A tool call ended.
     ToolFinished {
+        /// The id its `ToolStarted` gave.
         tool_use_id: String,
+        /// The tool failed (or was refused).
         is_error: bool,
         /// One line about the result.
         summary: String,
     },
+    /// The provider asks to use a tool, or asks the user a question; it waits for an
+    /// `Answer` (or withdraws it).
     PermissionRequested(PermissionRequest),
     /// The provider withdrew a request before it was answered.
     PermissionWithdrawn {
+        /// The withdrawn request's id.
         request_id: String,
     },
     /// Tokens of one model message, as they stream (cost comes with `TurnCompleted`).
     Usage {
+        /// The model that used them, when the provider says.
         model: Option<String>,
+        /// Tokens not reported before: a message's `Usage` events add up to its usage.
         tokens: Tokens,
     },
     /// The provider is rate-limited or overloaded; the turn is held until `until`.
     RateLimited {
+        /// When the provider tries again, if it says.
         until: Option<UnixMillis>,
+        /// The provider's words about it, clipped to one line.
         detail: String,
     },
     /// The provider answers again after a rate limit.
     RateLimitCleared,
+    /// A turn ended: exactly one per `StartTurn` the provider took.
     TurnCompleted(TurnEnd),
     /// Something worth a line in the transcript (a skipped line, a warning).
     Notice {
+        /// One line of it.
         text: String,
     },
     /// The child is gone. Always the last event.
     Exited {
+        /// Its exit code, when it exited.
         code: Option<i32>,
+        /// The signal that ended it, when one did.
         signal: Option<i32>,
         /// The last lines the child wrote to stderr.
         stderr_tail: String,
@@ -303,7 +379,9 @@ pub fn is_transient_status(status: u16) -> bool {
 /// An event tagged with its run.
 #[derive(Debug, Clone)]
 pub struct RunProviderEvent {
+    /// The run whose adapter sent it.
     pub run_id: String,
+    /// What happened.
     pub event: ProviderEvent,
 }
 
@@ -314,6 +392,7 @@ pub type ProviderEventSink = mpsc::Sender<RunProviderEvent>;
 /// A started adapter.
 #[derive(Debug)]
 pub struct AdapterHandle {
+    /// Where the run's commands go; dropping it ends the run's child too.
     pub commands: mpsc::UnboundedSender<ProviderCommand>,
     /// The child's pid (= its process group id).
     pub pid: Option<u32>,
@@ -323,6 +402,8 @@ pub struct AdapterHandle {
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
 #[error("cannot start {command}: {reason}")]
 pub struct LaunchError {
+    /// What could not be started (the executable, or the provider's name).
     pub command: String,
+    /// Why, in a sentence.
     pub reason: String,
 }

@@ -71,7 +71,9 @@ impl Default for ShutdownTimings {
 /// How the child ended.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ExitReport {
+    /// Its exit code, when it exited.
     pub code: Option<i32>,
+    /// The signal that ended it, when one did.
     pub signal: Option<i32>,
     /// The last lines the child wrote to stderr.
     pub stderr_tail: String,
@@ -80,13 +82,17 @@ pub struct ExitReport {
 /// What the child is started as.
 #[derive(Debug, Clone, Copy)]
 pub struct ChildCommand<'a> {
+    /// The executable (a path, or a name looked up on `PATH`).
     pub program: &'a Path,
+    /// Its arguments.
     pub args: &'a [String],
     /// Added to the inherited environment.
     pub env: &'a BTreeMap<String, String>,
+    /// Its working directory; it must exist.
     pub cwd: &'a Path,
-    /// The run the child belongs to, and where its processes are noted ([`sweep`]).
+    /// The run the child belongs to ([`sweep`] tracks its processes by it).
     pub run_id: &'a str,
+    /// Where its processes are noted ([`sweep`]), when the run has a journal.
     pub journal: Option<&'a sweep::ProcessJournal>,
 }
 
@@ -103,7 +109,7 @@ pub struct ProviderProcess {
     reaped: bool,
 }
 
-/// The runtime an adapter's driver task runs on; a launch outside one is refused.
+/// The runtime an adapter's task runs on; a launch outside one is refused.
 pub fn adapter_runtime(spec: &LaunchSpec) -> Result<tokio::runtime::Handle, LaunchError> {
     tokio::runtime::Handle::try_current().map_err(|_| LaunchError {
         command: spec.command.display().to_string(),
@@ -429,8 +435,11 @@ impl StdinWriter {
 pub enum Line {
     /// The line without its `\n` (and `\r`), invalid UTF-8 replaced.
     Text(String),
-    /// A line longer than the cap, skipped; `bytes` is its length.
-    TooLong { bytes: usize },
+    /// A line longer than the cap, skipped whole.
+    TooLong {
+        /// Its length, without the newline.
+        bytes: usize,
+    },
 }
 
 /// Reads lines of at most `max_bytes` from a child's output. Cancel-safe: `next_line`
@@ -445,6 +454,7 @@ pub struct LineReader<R> {
 }
 
 impl<R: AsyncRead + Unpin> LineReader<R> {
+    /// A reader of `reader`'s lines that skips any longer than `max_bytes`.
     pub fn new(reader: R, max_bytes: usize) -> LineReader<R> {
         LineReader {
             reader: BufReader::new(reader),
@@ -554,6 +564,7 @@ pub struct TailBuffer {
 }
 
 impl TailBuffer {
+    /// An empty tail of at most `max_lines` lines and `max_bytes` bytes.
     pub fn new(max_lines: usize, max_bytes: usize) -> TailBuffer {
         TailBuffer {
             lines: VecDeque::new(),
@@ -563,6 +574,8 @@ impl TailBuffer {
         }
     }
 
+    /// Keeps `line` (its end, when it alone is over the byte cap), dropping the oldest
+    /// lines until both caps hold.
     pub fn push(&mut self, line: &str) {
         if self.max_lines == 0 {
             return;

@@ -2,21 +2,26 @@
 //!
 //! The dispatcher matches no provider names: what it must know about a provider (whether
 //! drover can run it, which environment variable names its account, whether routing may
-//! offer it unasked, whether it needs a CLI on `PATH`) is here, and [`launch`] picks the
-//! adapter. What must stay true: a provider missing from [`PROVIDERS`] has no adapter and
-//! is never launched; the simulated agent's command line is decided here, not by the
-//! dispatcher.
+//! offer it unasked, whether it needs a CLI on `PATH`, which CLI version it was tested
+//! with) is here, and [`launch`] starts the adapter its entry names. Registering a
+//! provider is one [`ProviderTraits`] entry in [`PROVIDERS`] (docs/PROVIDERS.md,
+//! "Adding a provider"). What must stay true: a provider missing from [`PROVIDERS`] has
+//! no adapter and is never launched; the simulated agent's command line is decided here,
+//! not by the dispatcher; a pinned CLI version is the one `tests/peers/package.json`
+//! pins (a test checks it).
 
 use std::path::{Path, PathBuf};
 
 use super::{AdapterHandle, LaunchError, LaunchSpec, ProviderEventSink};
+use crate::config::SIM_PROVIDER;
 
 /// Used when a dispatch names no provider.
 pub const DEFAULT_PROVIDER: &str = "claude-code";
 
-/// What the dispatcher may know about a provider.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+/// What the dispatcher may know about a provider, and how its adapter starts.
+#[derive(Debug, Clone, Copy)]
 pub struct ProviderTraits {
+    /// The provider's name in config, catalog and dispatches (`claude-code`, …).
     pub name: &'static str,
     /// The command run when the config names none.
     pub default_command: &'static str,
@@ -27,6 +32,27 @@ pub struct ProviderTraits {
     pub only_when_named: bool,
     /// It runs a CLI that must be installed (the simulated agent is this drover itself).
     pub needs_cli: bool,
+    /// The CLI's npm package at the version drover's conformance tests ran against;
+    /// `None` when there is no CLI to install.
+    pub pinned: Option<PinnedCli>,
+    /// Starts the provider's adapter, its command resolved (see [`launch`]).
+    pub start: fn(LaunchSpec, ProviderEventSink) -> Result<AdapterHandle, LaunchError>,
+}
+
+/// A provider CLI as the conformance tests pin it (`tests/peers/package.json`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PinnedCli {
+    /// The npm package that installs it.
+    pub package: &'static str,
+    /// The version the tests ran against.
+    pub version: &'static str,
+}
+
+impl PinnedCli {
+    /// The command that installs the pinned version.
+    pub fn install_command(&self) -> String {
+        format!("npm install -g {}@{}", self.package, self.version)
+    }
 }
 
 /// Every provider drover has an adapter for.
@@ -37,6 +63,11 @@ pub const PROVIDERS: &[ProviderTraits] = &[
         account_variable: Some("CLAUDE_CONFIG_DIR"),
         only_when_named: false,
         needs_cli: true,
+        pinned: Some(PinnedCli {
+            package: "@anthropic-ai/claude-code",
+            version: "2.1.197",
+        }),
+        start: super::claude::launch,
     },
     ProviderTraits {
         name: "codex",
@@ -44,6 +75,11 @@ pub const PROVIDERS: &[ProviderTraits] = &[
         account_variable: Some("CODEX_HOME"),
         only_when_named: false,
         needs_cli: true,
+        pinned: Some(PinnedCli {
+            package: "@openai/codex",
+            version: "0.171.0",
+        }),
+        start: super::codex::launch,
     },
     ProviderTraits {
         name: "opencode",
@@ -51,13 +87,21 @@ pub const PROVIDERS: &[ProviderTraits] = &[
         account_variable: Some("OPENCODE_CONFIG"),
         only_when_named: false,
         needs_cli: true,
+        pinned: Some(PinnedCli {
+            package: "opencode-ai",
+            version: "1.18.33",
+        }),
+        start: super::opencode::launch,
     },
     ProviderTraits {
-        name: "sim",
+        name: SIM_PROVIDER,
         default_command: "",
         account_variable: None,
         only_when_named: true,
         needs_cli: false,
+        pinned: None,
+        // The simulated agent speaks Claude Code's stream-json.
+        start: super::claude::launch,
     },
 ];
 
@@ -76,41 +120,42 @@ pub fn runnable_names() -> Vec<&'static str> {
 /// agent keeps its sessions there).
 #[derive(Debug, Clone)]
 pub struct Launcher {
+    /// This drover's executable (drover's MCP server and the simulated agent run it).
     pub self_exe: PathBuf,
+    /// Where every run's adapter sends its events.
     pub sink: ProviderEventSink,
+    /// The owner's data directory.
     pub data_dir: PathBuf,
 }
 
 /// Starts the run's adapter. `spec.command` is the config's command (empty when the
 /// config names none).
 pub fn launch(mut spec: LaunchSpec, launcher: &Launcher) -> Result<AdapterHandle, LaunchError> {
-    let sink = launcher.sink.clone();
+    let Some(provider) = traits(&spec.provider) else {
+        return Err(LaunchError {
+            command: spec.provider,
+            reason: format!(
+                "drover has no adapter for this provider; use one of: {}",
+                runnable_names().join(", ")
+            ),
+        });
+    };
     if let Some(server) = spec.mcp.as_mut()
         && server.command.as_os_str().is_empty()
     {
         server.command = launcher.self_exe.clone();
     }
-    match spec.provider.as_str() {
+    let spec = if provider.name == SIM_PROVIDER {
         // The simulated agent calls no tools of its own choosing: no MCP server.
-        "sim" => super::claude::launch(
-            sim_command(
-                LaunchSpec { mcp: None, ..spec },
-                &launcher.self_exe,
-                &launcher.data_dir,
-            ),
-            sink,
-        ),
-        "claude-code" => super::claude::launch(with_default_command(spec), sink),
-        "codex" => super::codex::launch(with_default_command(spec), sink),
-        "opencode" => super::opencode::launch(with_default_command(spec), sink),
-        other => Err(LaunchError {
-            command: other.to_string(),
-            reason: format!(
-                "drover has no adapter for this provider; use one of: {}",
-                runnable_names().join(", ")
-            ),
-        }),
-    }
+        sim_command(
+            LaunchSpec { mcp: None, ..spec },
+            &launcher.self_exe,
+            &launcher.data_dir,
+        )
+    } else {
+        with_default_command(spec)
+    };
+    (provider.start)(spec, launcher.sink.clone())
 }
 
 fn with_default_command(mut spec: LaunchSpec) -> LaunchSpec {
@@ -216,5 +261,49 @@ mod tests {
         assert!(traits("claude-code").is_some_and(|t| t.needs_cli));
         assert!(traits("sim").is_some_and(|t| t.only_when_named && !t.needs_cli));
         assert!(traits("gemini").is_none());
+    }
+
+    #[test]
+    fn the_pinned_clis_are_the_conformance_tests_pins() {
+        let manifest: serde_json::Value =
+            serde_json::from_str(include_str!("../../../../tests/peers/package.json"))
+                .expect("tests/peers/package.json is JSON");
+        let pins = manifest["dependencies"]
+            .as_object()
+            .expect("tests/peers/package.json has dependencies");
+        let pinned: Vec<PinnedCli> = PROVIDERS.iter().filter_map(|p| p.pinned).collect();
+        assert_eq!(pinned.len(), pins.len(), "one provider per pinned CLI");
+        for cli in pinned {
+            assert_eq!(
+                pins.get(cli.package).and_then(|v| v.as_str()),
+                Some(cli.version),
+                "{}",
+                cli.package
+            );
+        }
+        for provider in PROVIDERS {
+            assert_eq!(
+                provider.pinned.is_some(),
+                provider.needs_cli,
+                "{}",
+                provider.name
+            );
+        }
+    }
+
+    #[tokio::test]
+    async fn a_provider_without_an_entry_is_never_launched() {
+        let (sink, _rx) = tokio::sync::mpsc::channel(1);
+        let launcher = Launcher {
+            self_exe: "/bin/false".into(),
+            sink,
+            data_dir: "/tmp".into(),
+        };
+        let err = launch(spec("gemini", "gemini", None), &launcher).expect_err("no adapter");
+        assert_eq!(err.command, "gemini");
+        assert!(
+            err.reason.contains("claude-code, codex, opencode, sim"),
+            "{err}"
+        );
     }
 }

@@ -1,6 +1,6 @@
-//! Sending a run's events to the dispatcher, for every adapter's driver.
+//! Sending a run's events to the dispatcher, for every adapter's task.
 //!
-//! What must stay true: once the receiver is gone nothing more is sent (and the driver
+//! What must stay true: once the receiver is gone nothing more is sent (and the adapter
 //! can see it, to end its child).
 
 use crate::providers::{ProviderEvent, ProviderEventSink, RunProviderEvent};
@@ -13,6 +13,7 @@ pub struct EventSink {
 }
 
 impl EventSink {
+    /// A sender of run `run_id`'s events into `sink`.
     pub fn new(run_id: String, sink: ProviderEventSink) -> EventSink {
         EventSink {
             run_id,
@@ -21,6 +22,7 @@ impl EventSink {
         }
     }
 
+    /// The run the events are tagged with.
     pub fn run_id(&self) -> &str {
         &self.run_id
     }
@@ -30,6 +32,8 @@ impl EventSink {
         self.open
     }
 
+    /// Sends `event`, waiting while the channel is full; drops it once the receiver is
+    /// gone (and stays closed from then on).
     pub async fn send(&mut self, event: ProviderEvent) {
         if !self.open {
             return;
@@ -44,6 +48,7 @@ impl EventSink {
         }
     }
 
+    /// Sends `events`, in order.
     pub async fn send_all(&mut self, events: Vec<ProviderEvent>) {
         for event in events {
             self.send(event).await;

@@ -40,6 +40,7 @@ use serde::{Deserialize, Serialize};
 /// A process noted for the sweep.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub struct Noted {
+    /// Its pid.
     pub pid: i32,
     /// Its process group (its own pid when it leads one, as a command in a session of
     /// its own does).
@@ -53,20 +54,28 @@ pub struct Noted {
 pub enum JournalEntry {
     /// These processes belong to the run (noted on this boot).
     Noted {
+        /// The run they belong to.
         run_id: String,
+        /// This boot's id (`/proc/sys/kernel/random/boot_id`).
         boot_id: String,
+        /// The processes newly noted.
         processes: Vec<Noted>,
     },
     /// The run's child was ended and swept: nothing of it is left to end.
-    Swept { run_id: String },
+    Swept {
+        /// The run.
+        run_id: String,
+    },
 }
 
-/// Where a run's noted processes are written; the dispatcher's driver gives one to each
-/// launch (each dispatcher has its own ledger).
+/// Where a run's noted processes are written; the dispatcher gives one to each launch
+/// (each dispatcher has its own ledger).
 #[derive(Clone)]
 pub struct ProcessJournal(Arc<dyn Fn(JournalEntry) + Send + Sync>);
 
 impl ProcessJournal {
+    /// A journal that hands each entry to `write` (called from the scanner's thread and
+    /// from the adapters' tasks).
     pub fn new(write: impl Fn(JournalEntry) + Send + Sync + 'static) -> ProcessJournal {
         ProcessJournal(Arc::new(write))
     }
@@ -128,8 +137,11 @@ pub fn boot_id() -> String {
 /// One /proc/PID/stat, read: `(ppid, pgid, session, state, start time)`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Stat {
+    /// Its parent's pid.
     pub ppid: i32,
+    /// Its process group.
     pub pgid: i32,
+    /// Its session (a command a CLI starts with `setsid` has one of its own).
     pub session: i32,
     /// `R`, `S`, `Z` (a zombie) …
     pub state: char,
@@ -394,8 +406,11 @@ fn reap_adopted(table: &HashMap<i32, Stat>, leaders: &[i32]) {
 /// A process a crashed owner noted in the ledger.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct LeftOver {
+    /// The run it was noted for.
     pub run_id: String,
+    /// The boot it was noted on (a process of another boot is long gone).
     pub boot_id: String,
+    /// The process, as noted.
     pub process: Noted,
 }
 

@@ -10,6 +10,7 @@ use serde_json::{Map, Value};
 
 use crate::text;
 
+/// A string field; `None` when missing or not a string.
 pub fn str_at<'a>(map: &'a Map<String, Value>, key: &str) -> Option<&'a str> {
     map.get(key).and_then(Value::as_str)
 }
@@ -25,6 +26,7 @@ pub fn u64_at(map: &Map<String, Value>, key: &str) -> Option<u64> {
     })
 }
 
+/// A number field; `None` when missing or not a number.
 pub fn f64_at(map: &Map<String, Value>, key: &str) -> Option<f64> {
     map.get(key).and_then(Value::as_f64)
 }

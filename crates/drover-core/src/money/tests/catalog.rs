@@ -9,7 +9,10 @@ use crate::spec::{
     validate,
 };
 
-const PROVIDERS: [&str; 4] = ["claude-code", "codex", "opencode", "sim"];
+/// Every provider drover can run: the catalog covers each of them.
+fn providers() -> Vec<&'static str> {
+    crate::providers::registry::runnable_names()
+}
 
 fn entry(provider: &str, id: &str) -> CatalogEntry {
     CatalogEntry {
@@ -37,8 +40,8 @@ fn ids<'a>(models: impl IntoIterator<Item = &'a Model>) -> Vec<&'a str> {
 #[test]
 fn the_embedded_catalog_covers_every_provider_with_one_visible_default() {
     let c = Catalog::embedded();
-    assert_eq!(c.providers(), PROVIDERS);
-    for provider in PROVIDERS {
+    assert_eq!(c.providers(), providers());
+    for provider in providers() {
         let defaults: Vec<&Model> = c.models(provider).filter(|m| m.default).collect();
         assert_eq!(defaults.len(), 1, "{provider} has one default");
         assert!(!defaults[0].hidden, "{provider}'s default is visible");
@@ -583,7 +586,7 @@ fn the_same_tier_is_offered_on_the_other_real_providers_only() {
 #[test]
 fn validation_uses_the_catalog_for_model_unknown_and_model_disabled() {
     let config = Config::defaults();
-    let providers: Vec<ProviderInfo> = PROVIDERS
+    let providers: Vec<ProviderInfo> = providers()
         .iter()
         .map(|p| ProviderInfo {
             name: p.to_string(),

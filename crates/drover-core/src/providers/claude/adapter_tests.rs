@@ -4,8 +4,8 @@
 
 use super::*;
 use crate::providers::{
-    AlwaysOption, Ask, ModelUsage, PermissionAnswer, PermissionRequest, RequestKind,
-    RunProviderEvent, Tokens, TurnEnd,
+    AlwaysOption, Ask, ModelUsage, PermissionAnswer, PermissionRequest, ProviderCommand,
+    RequestKind, RunProviderEvent, Tokens, TurnEnd,
 };
 use crate::spec::{Capability, PermissionPolicy};
 use nix::errno::Errno;
@@ -15,6 +15,7 @@ use serde_json::{Value, json};
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 use tempfile::TempDir;
+use tokio::sync::mpsc;
 
 const FAKE_CLAUDE: &str = r#"
 dir="$FAKE_DIR"

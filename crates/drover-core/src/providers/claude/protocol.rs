@@ -31,6 +31,7 @@ use std::collections::HashMap;
 use serde_json::{Map, Value};
 
 use crate::UnixMillis;
+use crate::providers::session::Handshake;
 use crate::providers::wire::{clip, f64_at, first_line_summary, str_at, u64_at};
 use crate::providers::{
     ModelUsage, PermissionAnswer, PermissionRequest, ProviderEvent, RequestKind, Tokens, TurnEnd,
@@ -61,19 +62,6 @@ const QUIET_SYSTEM_SUBTYPES: [&str; 8] = [
 /// Line types that carry nothing for drover (`stream_event` only comes with
 /// `--include-partial-messages`, which drover does not pass).
 const QUIET_TYPES: [&str; 3] = ["stream_event", "keep_alive", "tool_progress"];
-
-/// Where the `initialize` handshake stands.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Handshake {
-    Waiting,
-    /// Answered (CLI 2.1.197 answers with its commands, agents, models and account;
-    /// not with its version, which only the init message of the first turn names).
-    Done,
-    /// The CLI refused it.
-    Failed {
-        error: String,
-    },
-}
 
 /// A control request drover sent and is waiting on.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -112,6 +100,8 @@ pub struct ParseState {
 }
 
 impl ParseState {
+    /// A state before any line, answering requests as `policy` says (the user answers
+    /// under `ask`).
     pub fn new(policy: PermissionPolicy) -> ParseState {
         ParseState {
             policy,
@@ -152,8 +142,11 @@ impl ParseState {
         id
     }
 
-    pub fn handshake(&self) -> &Handshake {
-        &self.handshake
+    /// Where the `initialize` handshake stands: `Done` once answered (CLI 2.1.197
+    /// answers with its commands, agents, models and account; not with its version,
+    /// which only the init message of the first turn names), `Failed` when refused.
+    pub fn handshake(&self) -> Handshake {
+        self.handshake
     }
 
     /// The CLI's version, once an init message named it.
@@ -752,9 +745,7 @@ fn control_response(msg: &Map<String, Value>, state: &mut ParseState) -> Vec<Pro
             Vec::new()
         }
         (OwnRequest::Initialize, true) => {
-            state.handshake = Handshake::Failed {
-                error: clip(error, QUOTE_CHARS),
-            };
+            state.handshake = Handshake::Failed;
             vec![notice(format!(
                 "the CLI refused the handshake: {}",
                 clip(error, QUOTE_CHARS)

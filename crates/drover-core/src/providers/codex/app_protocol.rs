@@ -1,11 +1,13 @@
 //! The `codex app-server` conversation as a state machine: JSON-RPC lines in, drover
 //! events and JSON-RPC lines out (docs/PROVIDERS.md, "Codex").
 //!
-//! Pure: no I/O; the clock comes in as `now`. The driver ([`super::app_server`]) feeds
-//! it the child's lines, drover's commands and the time, writes [`AppState::take_outgoing`]
-//! to the child and forwards the events. What must stay true:
-//! - `Ready` is the first event (after `initialize` is answered); `Session` follows as
-//!   soon as the thread id is known;
+//! Pure: no I/O; the clock comes in as `now`. [`AppState`] is the app-server's
+//! [`Protocol`]: the session loop ([`crate::providers::session`], started by
+//! [`super::app_server`]) feeds it the child's lines, drover's commands and the time,
+//! writes what it queues to the child and forwards the events. What must stay true:
+//! - the handshake is done when `initialize` is answered (the loop then sends `Ready`,
+//!   with the version the answer's `userAgent` names); `Session` follows as soon as the
+//!   thread id is known;
 //! - every client request has a deadline ([`Bounds`]); a request that gets an error or
 //!   no answer in time is handled as a failure of what it asked for (an `initialize`
 //!   ends the handshake, a `thread/start` or `turn/start` ends the turn), never a hang;
@@ -24,13 +26,14 @@ use serde_json::Value;
 
 use crate::UnixMillis;
 use crate::providers::ask::{FOR_THE_RUN, quoted_code};
+use crate::providers::session::{Handshake, Protocol};
 use crate::providers::{
     AlwaysOption, Ask, EditedFile, LaunchSpec, PermissionAnswer, PermissionRequest, ProviderEvent,
     Tokens, TurnEnd, notice,
 };
 use crate::text::all_of;
 
-use super::args::sandbox;
+use super::args::{app_server_args, sandbox};
 use super::encode;
 use super::protocol::{
     ErrorClass, changes_of, changes_to_ask, classify_turn_error, clip, command_ask,
@@ -49,10 +52,13 @@ pub const OVERLOADED: i64 = -32001;
 /// How long each client request may wait for its answer, in milliseconds.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Bounds {
+    /// `initialize`: the handshake (its failure ends the run without `Ready`).
     pub initialize: i64,
     /// `thread/start` or `thread/resume` (a resume reads the thread from disk).
     pub thread: i64,
+    /// `turn/start` (its failure ends the turn, as transient).
     pub turn_start: i64,
+    /// `turn/interrupt`.
     pub interrupt: i64,
 }
 
@@ -76,15 +82,6 @@ impl Bounds {
             RequestKindOut::Interrupt => self.interrupt,
         }
     }
-}
-
-/// Where the `initialize` handshake stands.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Handshake {
-    Waiting,
-    Done,
-    /// Refused or unanswered (a notice says why).
-    Failed,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -160,112 +157,56 @@ pub struct AppState {
     outgoing: Vec<String>,
 }
 
-impl AppState {
-    pub fn new(spec: &LaunchSpec, bounds: Bounds) -> AppState {
-        AppState {
-            cwd: spec.cwd.display().to_string(),
-            sandbox: sandbox(spec.capability),
-            model: spec.model.clone(),
-            effort: spec.effort.clone(),
-            resume: spec.resume_session.clone(),
-            bounds,
-            next_id: 1,
-            pending: BTreeMap::new(),
-            handshake: Handshake::Waiting,
-            version: None,
-            thread_id: None,
-            thread_failed: None,
-            queued: VecDeque::new(),
-            turn: None,
-            approvals: BTreeMap::new(),
-            file_changes: BTreeMap::new(),
-            rate_limited: false,
-            streamed_chars: 0,
-            last_streaming_sign: 0,
-            outgoing: Vec::new(),
-        }
+impl Protocol for AppState {
+    const NAME: &'static str = "Codex";
+
+    fn args(&self, spec: &LaunchSpec) -> Vec<String> {
+        app_server_args(spec)
+    }
+
+    fn version(&self) -> Option<String> {
+        self.version.clone()
     }
 
     /// Opens the conversation: queues `initialize`.
-    pub fn start(&mut self, now: UnixMillis) {
+    fn start(&mut self, now: UnixMillis) -> Vec<ProviderEvent> {
         self.request(
             RequestKindOut::Initialize,
             "initialize",
             encode::initialize_params(),
             now,
         );
+        Vec::new()
     }
 
-    pub fn handshake(&self) -> &Handshake {
-        &self.handshake
+    fn handshake(&self) -> Handshake {
+        self.handshake
     }
 
     /// A turn was started and has not ended.
-    pub fn turn_open(&self) -> bool {
+    fn turn_open(&self) -> bool {
         self.turn.is_some()
     }
 
     /// The lines to write to the child, in order.
-    pub fn take_outgoing(&mut self) -> Vec<String> {
+    fn take_outgoing(&mut self) -> Vec<String> {
         std::mem::take(&mut self.outgoing)
     }
 
     /// The earliest deadline of a request in flight.
-    pub fn next_deadline(&self) -> Option<UnixMillis> {
+    fn next_deadline(&self) -> Option<UnixMillis> {
         self.pending.values().map(|p| p.deadline).min()
-    }
-
-    fn request(&mut self, kind: RequestKindOut, method: &'static str, params: Value, now: i64) {
-        let id = self.next_id;
-        self.next_id += 1;
-        let bound = self.bounds.of(kind);
-        self.pending.insert(
-            id,
-            PendingRequest {
-                kind,
-                method,
-                deadline: now.saturating_add(bound),
-            },
-        );
-        self.outgoing.push(encode::request(id, method, params));
     }
 
     /// Drover asks for a turn: sent now, or once the thread is open and the turn in
     /// flight has ended.
-    pub fn start_turn(&mut self, prompt: String, now: UnixMillis) -> Vec<ProviderEvent> {
+    fn start_turn(&mut self, prompt: String, now: UnixMillis) -> Vec<ProviderEvent> {
         self.queued.push_back(prompt);
         self.next_turn(now)
     }
 
-    fn next_turn(&mut self, now: UnixMillis) -> Vec<ProviderEvent> {
-        if self.turn.is_some() {
-            return Vec::new();
-        }
-        if let Some(end) = &self.thread_failed {
-            let end = end.clone();
-            return self
-                .queued
-                .drain(..)
-                .map(|_| ProviderEvent::TurnCompleted(end.clone()))
-                .collect();
-        }
-        let Some(thread) = self.thread_id.clone() else {
-            return Vec::new();
-        };
-        let Some(prompt) = self.queued.pop_front() else {
-            return Vec::new();
-        };
-        self.turn = Some(Turn::default());
-        self.rate_limited = false;
-        self.streamed_chars = 0;
-        self.last_streaming_sign = now;
-        let params = encode::turn_params(&thread, &prompt, self.effort.as_deref());
-        self.request(RequestKindOut::TurnStart, "turn/start", params, now);
-        Vec::new()
-    }
-
     /// Drover's answer to a pending approval request.
-    pub fn answer(&mut self, request_id: &str, answer: &PermissionAnswer) -> Result<(), String> {
+    fn answer(&mut self, request_id: &str, answer: &PermissionAnswer) -> Result<(), String> {
         let Some(approval) = self.approvals.remove(request_id) else {
             return Err(format!(
                 "Codex has no pending request {request_id} (already resolved?)"
@@ -286,7 +227,7 @@ impl AppState {
 
     /// Interrupt the turn in flight: pending approvals are cancelled (and reported
     /// withdrawn) and `turn/interrupt` is sent (once the turn's id is known).
-    pub fn interrupt(&mut self, now: UnixMillis) -> Vec<ProviderEvent> {
+    fn interrupt(&mut self, now: UnixMillis) -> Vec<ProviderEvent> {
         let mut events = Vec::new();
         for (request_id, approval) in std::mem::take(&mut self.approvals) {
             self.outgoing
@@ -310,13 +251,8 @@ impl AppState {
         events
     }
 
-    fn send_interrupt(&mut self, thread: &str, turn: &str, now: UnixMillis) {
-        let params = encode::interrupt_params(thread, turn);
-        self.request(RequestKindOut::Interrupt, "turn/interrupt", params, now);
-    }
-
     /// Requests whose deadline passed, handled as failures.
-    pub fn expire(&mut self, now: UnixMillis) -> Vec<ProviderEvent> {
+    fn expire(&mut self, now: UnixMillis) -> Vec<ProviderEvent> {
         let expired: Vec<u64> = self
             .pending
             .iter()
@@ -345,7 +281,7 @@ impl AppState {
     }
 
     /// One line from the child.
-    pub fn parse_line(&mut self, line: &str, now: UnixMillis) -> Vec<ProviderEvent> {
+    fn parse_line(&mut self, line: &str, now: UnixMillis) -> Vec<ProviderEvent> {
         let line = line.trim();
         if line.is_empty() {
             return Vec::new();
@@ -379,6 +315,83 @@ impl AppState {
                 clip(line)
             ))],
         }
+    }
+}
+
+impl AppState {
+    /// The conversation of `spec`'s run, before `initialize`: its thread is opened (or
+    /// resumed) in the run's directory, sandbox and model, each request bounded by
+    /// `bounds`.
+    pub fn new(spec: &LaunchSpec, bounds: Bounds) -> AppState {
+        AppState {
+            cwd: spec.cwd.display().to_string(),
+            sandbox: sandbox(spec.capability),
+            model: spec.model.clone(),
+            effort: spec.effort.clone(),
+            resume: spec.resume_session.clone(),
+            bounds,
+            next_id: 1,
+            pending: BTreeMap::new(),
+            handshake: Handshake::Waiting,
+            version: None,
+            thread_id: None,
+            thread_failed: None,
+            queued: VecDeque::new(),
+            turn: None,
+            approvals: BTreeMap::new(),
+            file_changes: BTreeMap::new(),
+            rate_limited: false,
+            streamed_chars: 0,
+            last_streaming_sign: 0,
+            outgoing: Vec::new(),
+        }
+    }
+
+    fn request(&mut self, kind: RequestKindOut, method: &'static str, params: Value, now: i64) {
+        let id = self.next_id;
+        self.next_id += 1;
+        let bound = self.bounds.of(kind);
+        self.pending.insert(
+            id,
+            PendingRequest {
+                kind,
+                method,
+                deadline: now.saturating_add(bound),
+            },
+        );
+        self.outgoing.push(encode::request(id, method, params));
+    }
+
+    fn next_turn(&mut self, now: UnixMillis) -> Vec<ProviderEvent> {
+        if self.turn.is_some() {
+            return Vec::new();
+        }
+        if let Some(end) = &self.thread_failed {
+            let end = end.clone();
+            return self
+                .queued
+                .drain(..)
+                .map(|_| ProviderEvent::TurnCompleted(end.clone()))
+                .collect();
+        }
+        let Some(thread) = self.thread_id.clone() else {
+            return Vec::new();
+        };
+        let Some(prompt) = self.queued.pop_front() else {
+            return Vec::new();
+        };
+        self.turn = Some(Turn::default());
+        self.rate_limited = false;
+        self.streamed_chars = 0;
+        self.last_streaming_sign = now;
+        let params = encode::turn_params(&thread, &prompt, self.effort.as_deref());
+        self.request(RequestKindOut::TurnStart, "turn/start", params, now);
+        Vec::new()
+    }
+
+    fn send_interrupt(&mut self, thread: &str, turn: &str, now: UnixMillis) {
+        let params = encode::interrupt_params(thread, turn);
+        self.request(RequestKindOut::Interrupt, "turn/interrupt", params, now);
     }
 
     fn response(&mut self, id: &Value, message: &Value, now: UnixMillis) -> Vec<ProviderEvent> {
@@ -426,9 +439,7 @@ impl AppState {
                     "thread/start"
                 };
                 self.request(RequestKindOut::Thread, method, params, now);
-                vec![ProviderEvent::Ready {
-                    version: self.version.clone(),
-                }]
+                Vec::new()
             }
             RequestKindOut::Thread => {
                 let thread = result

@@ -1,4 +1,11 @@
-//! The `codex exec --json` driver: one tokio task per run, one child per turn.
+//! The `codex exec --json` mode: one tokio task per run, one child per turn.
+//!
+//! Not on the session loop ([`crate::providers::session`]): that loop owns one child
+//! for the whole session, talks to it over stdin and waits on a handshake, while here a
+//! child lives for one turn, gets its prompt on the command line with stdin closed, and
+//! nothing is up between turns. What it shares with the loop: the child's start and end
+//! ([`process::spawn_spec`], [`end_child`]), the reading of lines ([`line_events`]),
+//! the run's `Exited` (from an [`ExitReport`]) and the [`EventSink`].
 //!
 //! What must stay true:
 //! - `Ready` is sent at once (there is no handshake), and `Exited` exactly once, last,
@@ -6,11 +13,11 @@
 //!   turn child's exit;
 //! - turns run one at a time, in the order asked; the first starts a thread, the others
 //!   continue it (`exec … resume THREAD`), as does every turn of a resumed run;
-//! - every child is started with [`process::spawn`] (stdin closed at once, which is
+//! - every child is started with [`process::spawn_spec`] (stdin closed at once, which is
 //!   what `</dev/null` gives) and always ended and reaped with
 //!   [`ProviderProcess::shutdown`]; an `Interrupt` (or `Shutdown`) mid-turn ends the
-//!   child's process group (and the processes Codex started outside it, [`sweep`]) and
-//!   reports the turn ended (an error, not transient);
+//!   child's process group (and the processes Codex started outside it,
+//!   [`crate::providers::sweep`]) and reports the turn ended (an error, not transient);
 //! - [`AdapterHandle::pid`] is `None`: no child is up between turns, and each turn has
 //!   a new one;
 //! - nothing a child writes can make the task panic.
@@ -22,19 +29,20 @@ use tokio::process::ChildStdout;
 use tokio::sync::mpsc;
 
 use crate::providers::process::{
-    self, ExitReport, Line, LineReader, MAX_LINE_BYTES, ProviderProcess, ShutdownTimings,
+    self, ExitReport, Line, LineReader, ProviderProcess, ShutdownTimings,
 };
+use crate::providers::session::{end_child, line_events};
+use crate::providers::sink::EventSink;
 use crate::providers::{
     AdapterHandle, LaunchError, LaunchSpec, ProviderCommand, ProviderEvent, ProviderEventSink,
+    notice,
 };
 
 use super::AdapterTimings;
 use super::args;
 use super::exec_protocol::ExecState;
-use crate::providers::notice;
-use crate::providers::sink::EventSink;
 
-/// Start the exec-mode driver for `spec`. Fails at once when the working directory or
+/// Start the exec-mode session for `spec`. Fails at once when the working directory or
 /// the executable is missing (each turn's child is started later).
 pub fn launch(
     spec: LaunchSpec,
@@ -66,7 +74,7 @@ pub fn launch(
         spec.resume_session.clone(),
         spec.resume_tokens,
     );
-    let driver = ExecDriver {
+    let session = ExecSession {
         out: EventSink::new(spec.run_id.clone(), sink),
         spec,
         state,
@@ -75,7 +83,7 @@ pub fn launch(
         queued: VecDeque::new(),
         last_exit: None,
     };
-    runtime.spawn(driver.run());
+    runtime.spawn(session.run());
     Ok(AdapterHandle {
         commands,
         pid: None,
@@ -88,7 +96,8 @@ struct TurnChild {
     stdout: LineReader<ChildStdout>,
 }
 
-struct ExecDriver {
+/// One run's exec session: the thread's state across turns and the turns waiting.
+struct ExecSession {
     out: EventSink,
     spec: LaunchSpec,
     state: ExecState,
@@ -103,13 +112,11 @@ struct ExecDriver {
 enum Happened {
     Line(Line),
     /// Stdout closed or the child exited.
-    ChildDone {
-        exited: bool,
-    },
+    ChildDone,
     Command(Option<ProviderCommand>),
 }
 
-impl ExecDriver {
+impl ExecSession {
     async fn run(mut self) {
         self.out.send(ProviderEvent::Ready { version: None }).await;
         let mut child: Option<TurnChild> = None;
@@ -124,9 +131,9 @@ impl ExecDriver {
                 Some(running) => tokio::select! {
                     line = running.stdout.next_line() => match line {
                         Ok(Some(line)) => Happened::Line(line),
-                        _ => Happened::ChildDone { exited: false },
+                        _ => Happened::ChildDone,
                     },
-                    () = running.process.exited() => Happened::ChildDone { exited: true },
+                    () = running.process.exited() => Happened::ChildDone,
                     command = self.commands.recv() => Happened::Command(command),
                 },
                 None => Happened::Command(self.commands.recv().await),
@@ -136,9 +143,9 @@ impl ExecDriver {
                     let events = self.parse(line);
                     self.out.send_all(events).await;
                 }
-                Happened::ChildDone { exited } => {
+                Happened::ChildDone => {
                     if let Some(running) = child.take() {
-                        self.finish(running, exited).await;
+                        self.finish(running).await;
                     }
                 }
                 Happened::Command(None | Some(ProviderCommand::Shutdown)) => {
@@ -176,13 +183,7 @@ impl ExecDriver {
             signal: None,
             stderr_tail: String::new(),
         });
-        self.out
-            .send(ProviderEvent::Exited {
-                code: report.code,
-                signal: report.signal,
-                stderr_tail: report.stderr_tail,
-            })
-            .await;
+        self.out.send(report.into()).await;
     }
 
     async fn start_turn(&mut self, prompt: &str) -> Option<TurnChild> {
@@ -203,20 +204,18 @@ impl ExecDriver {
         }
     }
 
-    /// The turn's child ended by itself: read what is left, reap it, and end the turn
-    /// if it did not say it ended.
-    async fn finish(&mut self, mut running: TurnChild, exited: bool) {
-        if exited {
-            let drain = self.timings.shutdown.drain;
-            let deadline = tokio::time::Instant::now() + drain;
-            while let Ok(Ok(Some(line))) =
-                tokio::time::timeout_at(deadline, running.stdout.next_line()).await
-            {
-                let events = self.parse(line);
-                self.out.send_all(events).await;
-            }
-        }
-        let report = running.process.shutdown(self.timings.shutdown).await;
+    /// The turn's child ended by itself (or closed stdout): end and reap it while what
+    /// it still writes is read, and end the turn if it did not say it ended.
+    async fn finish(&mut self, running: TurnChild) {
+        let state = &mut self.state;
+        let report = end_child(
+            running.process,
+            running.stdout,
+            self.timings.shutdown,
+            &mut self.out,
+            |line| line_events(line, |text| state.parse_line(text)),
+        )
+        .await;
         let events = self
             .state
             .child_gone(report.code, report.signal, &report.stderr_tail);
@@ -240,12 +239,6 @@ impl ExecDriver {
     }
 
     fn parse(&mut self, line: Line) -> Vec<ProviderEvent> {
-        match line {
-            Line::Text(text) => self.state.parse_line(&text),
-            Line::TooLong { bytes } => vec![notice(format!(
-                "skipped a line of {bytes} bytes (the limit is {} MB)",
-                MAX_LINE_BYTES / (1024 * 1024)
-            ))],
-        }
+        line_events(line, |text| self.state.parse_line(text))
     }
 }

@@ -2,8 +2,8 @@
 //!
 //! Two modes, chosen by the run's permission policy:
 //! - `ask` runs one `codex app-server` per run (JSON-RPC over stdio), the mode in which
-//!   Codex asks before running commands or changing files ([`app_server`], over the pure
-//!   [`app_protocol`]);
+//!   Codex asks before running commands or changing files ([`app_server`]: the pure
+//!   [`app_protocol`] on the session loop, [`crate::providers::session`]);
 //! - `restricted` and `auto` run one `codex exec --json` child per turn, follow-ups with
 //!   `exec … resume THREAD`; exec never asks ([`exec`], over the pure [`exec_protocol`]).
 //!
@@ -35,6 +35,7 @@ pub struct AdapterTimings {
     /// For a turn in flight to end after an interrupt at shutdown, before the child is
     /// ended.
     pub interrupt: Duration,
+    /// How each child is ended (the app-server, or a turn's exec child).
     pub shutdown: ShutdownTimings,
 }
 

@@ -394,7 +394,7 @@ pub fn item_completed(item: &Value) -> (Vec<ProviderEvent>, Option<String>) {
     }
 }
 
-/// On one line, at most [`SUMMARY_CHARS`] characters.
+/// On one line, at most `SUMMARY_CHARS` characters.
 pub fn clip(text: &str) -> String {
     crate::providers::wire::clip(text, SUMMARY_CHARS)
 }

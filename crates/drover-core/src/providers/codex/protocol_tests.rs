@@ -7,13 +7,14 @@ use std::path::PathBuf;
 
 use serde_json::{Value, json};
 
-use super::app_protocol::{AppState, Bounds, Handshake};
+use super::app_protocol::{AppState, Bounds};
 use super::exec_protocol::ExecState;
 use super::protocol::{
     ErrorClass, classify_message, classify_turn_error, openai_tokens, tool_of, usage_tokens,
     version_of,
 };
 use crate::money::catalog::Catalog;
+use crate::providers::session::{Handshake, Protocol};
 use crate::providers::{
     AlwaysOption, Ask, EditedFile, FileChange, LaunchSpec, PermissionAnswer, ProviderEvent,
     RequestKind, Tokens, TurnEnd,
@@ -405,13 +406,10 @@ fn open_thread(resume: Option<&str>) -> AppState {
         &mut state,
         json!({"id": 1, "result": {"userAgent": "drover/0.171.0 (Linux)", "codexHome": "/c"}}),
     );
-    assert_eq!(
-        events,
-        vec![ProviderEvent::Ready {
-            version: Some("0.171.0".into())
-        }]
-    );
-    assert_eq!(*state.handshake(), Handshake::Done);
+    // The loop sends `Ready` once the handshake is done, with this version.
+    assert_eq!(events, vec![]);
+    assert_eq!(state.handshake(), Handshake::Done);
+    assert_eq!(state.version().as_deref(), Some("0.171.0"));
     let out = sent(&mut state);
     assert_eq!(out[0], json!({"jsonrpc": "2.0", "method": "initialized"}));
     match resume {
@@ -837,7 +835,7 @@ fn client_requests_that_fail_or_go_unanswered_end_what_they_asked_for() {
         matches!(events[..], [ProviderEvent::Notice { .. }]),
         "{events:?}"
     );
-    assert_eq!(*state.handshake(), Handshake::Failed);
+    assert_eq!(state.handshake(), Handshake::Failed);
 
     // A refused thread/start ends every turn asked for.
     let mut state = AppState::new(&spec(None), bounds);

@@ -1,7 +1,17 @@
-//! The OpenCode adapter's driver: one tokio task per run that owns an `opencode serve`
+//! The OpenCode adapter's session: one tokio task per run that owns an `opencode serve`
 //! child on a loopback port, talks to it over HTTP, reads its `/event` stream (parsed by
 //! the `eventsource-stream` crate), feeds each event to [`protocol::parse_event`], and
 //! turns [`ProviderCommand`]s into HTTP calls.
+//!
+//! Not on the session loop ([`crate::providers::session`]), whose protocol is a pure
+//! state machine over the child's stdin and stdout: the server reads no stdin, its
+//! stdout only says where it listens, its events come over an HTTP stream, and each
+//! command is an HTTP call awaited here, as are the steps of its start (listen, open
+//! the stream, make or find the session). It shares with the loop the child's start and
+//! end ([`process::spawn`], [`end_child`]), the run's `Exited` (from an
+//! [`crate::providers::process::ExitReport`]), the [`EventSink`] and the shape of the
+//! phases: start (commands queued), running, an abort of the turn in flight bounded
+//! before the end, exactly one `Exited` last.
 //!
 //! What must stay true:
 //! - the run's events start with `Ready` (the server listens, the event stream is open,
@@ -32,8 +42,9 @@ use tokio::time::Instant;
 
 use crate::clock::now_millis;
 use crate::providers::process::{
-    self, ChildCommand, ExitReport, Line, LineReader, ProviderProcess, ShutdownTimings,
+    self, ChildCommand, Line, LineReader, ProviderProcess, ShutdownTimings,
 };
+use crate::providers::session::end_child;
 use crate::providers::sink::EventSink;
 use crate::providers::{
     AdapterHandle, LaunchError, LaunchSpec, ProviderCommand, ProviderEvent, ProviderEventSink,
@@ -56,6 +67,7 @@ pub struct AdapterTimings {
     pub stream_idle: Duration,
     /// For a turn in flight to end after an abort, before the server is ended.
     pub interrupt: Duration,
+    /// How the server is ended.
     pub shutdown: ShutdownTimings,
 }
 
@@ -77,14 +89,14 @@ impl Default for AdapterTimings {
     }
 }
 
-/// Start an `opencode serve` child for `spec` and its driver task, with the default
+/// Start an `opencode serve` child for `spec` and its session task, with the default
 /// timings. Must be called inside a tokio runtime, from an async task (see [`process`]
 /// on the parent-death signal).
 pub fn launch(spec: LaunchSpec, sink: ProviderEventSink) -> Result<AdapterHandle, LaunchError> {
     launch_with(spec, sink, AdapterTimings::default())
 }
 
-/// [`launch`] with explicit timings (tests shorten them).
+/// [`launch()`] with explicit timings (tests shorten them).
 pub fn launch_with(
     spec: LaunchSpec,
     sink: ProviderEventSink,
@@ -123,7 +135,7 @@ pub fn launch_with(
     let pid = child.pid();
     tracing::debug!(run_id = %spec.run_id, pid, port, "opencode server started");
     let (commands, rx) = mpsc::unbounded_channel();
-    let driver = Driver {
+    let session = ServerSession {
         out: EventSink::new(spec.run_id.clone(), sink),
         model: spec.model.clone(),
         resume: spec.resume_session.clone(),
@@ -141,7 +153,7 @@ pub fn launch_with(
         first_event: None,
         state: ParseState::default(),
     };
-    runtime.spawn(driver.run());
+    runtime.spawn(session.run());
     Ok(AdapterHandle {
         commands,
         pid: Some(pid),
@@ -174,10 +186,13 @@ enum StreamItem {
     End(String),
 }
 
-/// How many events may wait for the driver (the stream task waits when it is full).
+/// How many events may wait for the session task (the stream task waits when it is
+/// full).
 const STREAM_BUFFER: usize = 256;
 
-struct Driver {
+/// One run's `opencode serve`: the child, the HTTP clients that talk to it, its event
+/// stream and the session's parse state.
+struct ServerSession {
     out: EventSink,
     /// The model drover asked for (`provider/model`).
     model: Option<String>,
@@ -199,7 +214,7 @@ struct Driver {
     state: ParseState,
 }
 
-impl Driver {
+impl ServerSession {
     async fn run(mut self) {
         let stop = match self.start().await {
             Ok((version, queued)) => {
@@ -233,21 +248,16 @@ impl Driver {
         }
         // The server runs its tools outside its own process group: the one sweep
         // (`providers::sweep`, run by the child's shutdown) ends what the abort missed.
-        let Driver {
+        let ServerSession {
             mut out,
             child,
             stdout,
-            stdout_open,
             timings,
             ..
         } = self;
-        let report = close(child, stdout, stdout_open, timings.shutdown).await;
-        out.send(ProviderEvent::Exited {
-            code: report.code,
-            signal: report.signal,
-            stderr_tail: report.stderr_tail,
-        })
-        .await;
+        // What the server logs is not the run's: its lines are read and dropped.
+        let report = end_child(child, stdout, timings.shutdown, &mut out, |_| Vec::new()).await;
+        out.send(report.into()).await;
     }
 
     /// Wait for the server to listen, open the event stream, make or find the session.
@@ -681,28 +691,6 @@ impl Driver {
 
     async fn emit(&mut self, event: ProviderEvent) {
         self.out.send(event).await;
-    }
-}
-
-/// Ends the server (its whole group, reaped) while its stdout is still drained.
-async fn close(
-    child: ProviderProcess,
-    mut stdout: LineReader<ChildStdout>,
-    stdout_open: bool,
-    timings: ShutdownTimings,
-) -> ExitReport {
-    let shutdown = child.shutdown(timings);
-    tokio::pin!(shutdown);
-    let mut open = stdout_open;
-    loop {
-        tokio::select! {
-            report = &mut shutdown => return report,
-            line = stdout.next_line(), if open => {
-                if !matches!(line, Ok(Some(_))) {
-                    open = false;
-                }
-            }
-        }
     }
 }
 

@@ -1,7 +1,7 @@
 //! The OpenCode adapter: runs `opencode serve` on a loopback port per run and drives one
 //! session over its HTTP API and `/event` stream (docs/PROVIDERS.md, docs/ARCHITECTURE.md §"Providers").
 //!
-//! Split by responsibility: [`launch`] builds the server's command line and environment
+//! Split by responsibility: [`launch`](mod@launch) builds the server's command line and environment
 //! (loopback only, a password per run, permission rules from the run's policy),
 //! [`protocol`] turns the server's events into drover events and drover's answers into
 //! request bodies (pure), [`ask`] types its permission requests, questions and tool

@@ -135,24 +135,31 @@ struct Message {
 /// ([`legacy_reply_body`]).
 #[derive(Debug, Clone, PartialEq)]
 pub struct Reply {
+    /// OpenCode's id of the permission request.
     pub request_id: String,
+    /// The session that asked (the older route names it).
     pub session_id: String,
     /// `once`, `always` or `reject`.
     pub reply: &'static str,
+    /// Why, with a `reject`, for the model.
     pub message: Option<String>,
 }
 
 /// What drover posts to answer a request.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Outgoing {
+    /// A permission answer ([`Reply`]).
     Permission(Reply),
     /// `POST /question/{request_id}/reply` with this body ([`question_reply_body`]).
     QuestionReply {
+        /// OpenCode's id of the question.
         request_id: String,
+        /// The answers, in the question's shape.
         body: Value,
     },
     /// `POST /question/{request_id}/reject`.
     QuestionReject {
+        /// OpenCode's id of the question.
         request_id: String,
     },
 }
@@ -256,6 +263,7 @@ impl ParseState {
         }
     }
 
+    /// The one session this run owns (events of any other are ignored).
     pub fn session_id(&self) -> &str {
         &self.session_id
     }
