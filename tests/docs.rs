@@ -62,9 +62,14 @@ fn files_under(path: &Path, out: &mut Vec<PathBuf>) {
 /// `§` with no document cited before it, a document that is not in the repository.
 fn problems(rel: &str, text: &str, heads: &BTreeMap<&str, Vec<String>>) -> Vec<String> {
     let mut out = Vec::new();
-    // In a document, a bare `§"…"` is one of its own sections.
-    let mut current: Option<&str> = DOCS.iter().copied().find(|d| rel == format!("docs/{d}"));
+    // In a document, a `§"…"` with no other document named before it on its line is one
+    // of its own sections; in code, a citation may wrap, so the last document named holds.
+    let own: Option<&str> = DOCS.iter().copied().find(|d| rel == format!("docs/{d}"));
+    let mut current = own;
     for (n, line) in text.lines().enumerate() {
+        if own.is_some() {
+            current = own;
+        }
         let at = |what: String| format!("{rel}:{}: {what}", n + 1);
         for gone in ["DESIGN.md", "STYLE.md", "shared/docs"] {
             if line.contains(gone) {

@@ -35,7 +35,7 @@ fn done(summary: &str) -> String {
     format!("All set.\n\n## Result\nstatus: done\nsummary: {summary}")
 }
 
-/// The environment PROVIDERS.md gives OpenCode to run offline, everything under `root`
+/// The environment docs/PROVIDERS.md §"Tests offline" gives OpenCode to run offline, everything under `root`
 /// (`oc/…`), with its config at `config_file`.
 pub fn opencode_env(root: &Path, config_file: &Path) -> Vec<(String, String)> {
     let mut env = Vec::new();

@@ -61,7 +61,7 @@ pub fn base_env(home: &Path) -> Vec<(String, String)> {
     ]
 }
 
-/// The environment PROVIDERS.md gives Claude Code to run offline against a mock
+/// The environment docs/PROVIDERS.md §"Tests offline" gives Claude Code to run offline against a mock
 /// Anthropic API at `api_url`: a fake key, no telemetry, no other traffic, no updates,
 /// and its config and home under `root` (created by the CLI as needed).
 pub fn claude_env(root: &Path, api_url: &str) -> Vec<(String, String)> {

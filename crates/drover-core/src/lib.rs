@@ -6,7 +6,10 @@
 //! through one writer thread; `providers` runs the agent CLIs as children; `control` is the
 //! owner's socket server and its client. Nothing here depends on ratatui, crossterm, clap
 //! or rmcp (`cargo tree -p drover-core` shows it); the dashboard (`drover-tui`) and the
-//! command line (`drover`) are clients of the dispatcher API built on top.
+//! command line (`drover`) are clients of the dispatcher API built on top. Every public
+//! item says what it is (`missing_docs` is denied); docs/ARCHITECTURE.md maps the modules.
+
+#![deny(missing_docs)]
 
 pub mod clock;
 pub mod config;

@@ -1,6 +1,7 @@
 //! The typed ask: what a provider wants to do (run a command, change a file, fetch a
 //! page, call an MCP tool, something else) or asks the user, built by its adapter from
-//! the CLI's own request (docs/ARCHITECTURE.md §"Approval rules and the guard"), and the "allow always" option it offers.
+//! the CLI's own request (docs/ARCHITECTURE.md §"Approval rules and the guard"), and the
+//! "allow always" option it offers.
 //!
 //! Owns the shapes every view, rule and summary reads instead of a provider's JSON.
 //! What must stay true:

@@ -5,7 +5,7 @@
 //! [`ProviderEvent`]s tagged with the run id. A CLI that speaks a line protocol over
 //! stdio supplies a [`session::Protocol`] and runs on the one session loop
 //! ([`session`]); [`registry`] names every provider and starts its adapter
-//! (docs/PROVIDERS.md). What must stay true:
+//! (docs/PROVIDERS.md §"The adapter contract"). What must stay true:
 //! - every adapter ends with exactly one [`ProviderEvent::Exited`], after which it sends
 //!   nothing more;
 //! - a line the adapter cannot understand becomes a [`ProviderEvent::Notice`], never a

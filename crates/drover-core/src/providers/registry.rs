@@ -4,8 +4,8 @@
 //! drover can run it, which environment variable names its account, whether routing may
 //! offer it unasked, whether it needs a CLI on `PATH`, which CLI version it was tested
 //! with) is here, and [`launch`] starts the adapter its entry names. Registering a
-//! provider is one [`ProviderTraits`] entry in [`PROVIDERS`] (docs/PROVIDERS.md,
-//! "Adding a provider"). What must stay true: a provider missing from [`PROVIDERS`] has
+//! provider is one [`ProviderTraits`] entry in [`PROVIDERS`] (docs/PROVIDERS.md
+//! §"Adding a provider"). What must stay true: a provider missing from [`PROVIDERS`] has
 //! no adapter and is never launched; the simulated agent's command line is decided here,
 //! not by the dispatcher; a pinned CLI version is the one `tests/peers/package.json`
 //! pins (a test checks it).

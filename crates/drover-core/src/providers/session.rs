@@ -10,7 +10,7 @@
 //! [`ProviderProcess`]'s writer task, so a child that stops reading never blocks the
 //! loop) and forwards the protocol's events to the dispatcher. Claude Code's
 //! stream-json (and the sim, which speaks it) and `codex app-server` run on it
-//! (docs/PROVIDERS.md, "The session loop").
+//! (docs/PROVIDERS.md §"The session loop").
 //!
 //! What must stay true:
 //! - the run's events start with `Ready`, sent by this loop once the protocol's
@@ -43,7 +43,7 @@
 //! OpenCode (HTTP and an event stream to `opencode serve`) and `codex exec` (a child
 //! per turn, stdin closed) do not fit one stdio child per session; they share
 //! [`end_child`], [`line_events`] and the `Exited` of an [`ExitReport`] with this loop
-//! and keep loops of their own (docs/PROVIDERS.md, "The session loop").
+//! and keep loops of their own (docs/PROVIDERS.md §"The session loop").
 
 use std::collections::VecDeque;
 use std::time::Duration;

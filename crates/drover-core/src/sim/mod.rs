@@ -11,7 +11,7 @@
 //! there), so a run's diff is real; [`session`] keeps where each session is in its
 //! scenario, so a resumed session goes on where it was, as the real CLI's does.
 //!
-//! What must stay true: the sim speaks the real `claude` protocol (docs/PROVIDERS.md) and
+//! What must stay true: the sim speaks the real `claude` protocol (docs/PROVIDERS.md §"Claude Code") and
 //! nothing else. Nothing in it is drover-specific: no extra line types, no extra fields
 //! an adapter could come to rely on, no knowledge of drover's run ids, policies or
 //! ledger. A behaviour the real CLI does not have belongs in neither the sim nor the

@@ -4,7 +4,7 @@
 //! rate_limit_event, control_request, control_cancel_request, control_response, result)
 //! and reading the ones that come in on stdin. Also the session's money (the running total
 //! and the per-model usage a `result` reports) and the ids. What must stay true: the
-//! shapes are the real CLI's (docs/PROVIDERS.md), nothing drover-specific; everything here
+//! shapes are the real CLI's (docs/PROVIDERS.md §"Claude Code"), nothing drover-specific; everything here
 //! is pure except [`Ids::from_clock`], which only seeds the id generator.
 
 use serde_json::{Map, Value, json};

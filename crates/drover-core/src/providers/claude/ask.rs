@@ -1,5 +1,6 @@
 //! Claude Code's tool inputs as typed asks, and its permission suggestions as the
-//! sentence a person reads before "allow always" (docs/ARCHITECTURE.md §"Approval rules and the guard").
+//! sentence a person reads before "allow always" (docs/ARCHITECTURE.md
+//! §"Approval rules and the guard").
 //!
 //! Pure. What must stay true: any tool name and any input give an [`Ask`] (what is not
 //! understood is an [`Ask::Other`] with the input as-is); a question tool is always an

@@ -1,5 +1,5 @@
 //! The Claude Code adapter: runs `claude` with stream-json in and out and permission
-//! requests over stdio (docs/PROVIDERS.md, docs/ARCHITECTURE.md §"Providers").
+//! requests over stdio (docs/PROVIDERS.md §"Claude Code"; docs/ARCHITECTURE.md §"Providers").
 //!
 //! Split by responsibility: [`policy`] maps drover's permission policy and capability
 //! onto the CLI, [`args`] builds its command line, [`protocol`] reads its stdout lines

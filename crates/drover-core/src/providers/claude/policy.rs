@@ -1,4 +1,5 @@
-//! How drover's permission policy and capability map onto Claude Code (docs/ARCHITECTURE.md §"Permission prompts").
+//! How drover's permission policy and capability map onto Claude Code (docs/ARCHITECTURE.md
+//! §"Permission prompts").
 //!
 //! Pure. What must stay true:
 //! - `ask` runs the CLI in permission mode `default`, so every tool use that is not
@@ -70,9 +71,9 @@ pub fn unattended_answer(policy: PermissionPolicy, kind: RequestKind) -> Option<
 }
 
 /// The permission updates that "allow always" sends: the CLI's own suggestions, each
-/// scoped to this session (docs/ARCHITECTURE.md §"Permission prompts": "allow always" lasts for the run's session; a
-/// suggestion's own destination, often `localSettings`, would write the rule into the
-/// project's settings file). `None` when there is nothing to apply.
+/// scoped to this session (docs/ARCHITECTURE.md §"Permission prompts": "allow always" lasts
+/// for the run's session; a suggestion's own destination, often `localSettings`, would
+/// write the rule into the project's settings file). `None` when there is nothing to apply.
 pub fn session_permissions(suggestions: &Value) -> Option<Value> {
     let list = suggestions.as_array()?;
     let scoped: Vec<Value> = list

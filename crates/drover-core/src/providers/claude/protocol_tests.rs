@@ -1,4 +1,4 @@
-//! Tables of realistic stream-json lines (shapes from PROVIDERS.md and the official
+//! Tables of realistic stream-json lines (shapes from docs/PROVIDERS.md §"Claude Code" and the official
 //! SDK's message parser) and the events they must become.
 
 use super::*;

@@ -1,5 +1,5 @@
 //! The `codex app-server` conversation as a state machine: JSON-RPC lines in, drover
-//! events and JSON-RPC lines out (docs/PROVIDERS.md, "Codex").
+//! events and JSON-RPC lines out (docs/PROVIDERS.md §"codex app-server").
 //!
 //! Pure: no I/O; the clock comes in as `now`. [`AppState`] is the app-server's
 //! [`Protocol`]: the session loop ([`crate::providers::session`], started by

@@ -1,5 +1,5 @@
 //! `codex exec --json` output as drover events: one child per turn, one JSON object per
-//! line (docs/PROVIDERS.md, "Codex").
+//! line (docs/PROVIDERS.md §"codex exec").
 //!
 //! Pure: no I/O, no clock. The state lives for the whole run (the thread id and the
 //! thread's token total carry from turn to turn); [`ExecState::begin_turn`] opens each

@@ -1,4 +1,5 @@
-//! The Codex adapter: runs the `codex` CLI (docs/PROVIDERS.md, "Codex"; docs/ARCHITECTURE.md §"Providers").
+//! The Codex adapter: runs the `codex` CLI (docs/PROVIDERS.md §"Codex";
+//! docs/ARCHITECTURE.md §"Providers").
 //!
 //! Two modes, chosen by the run's permission policy:
 //! - `ask` runs one `codex app-server` per run (JSON-RPC over stdio), the mode in which

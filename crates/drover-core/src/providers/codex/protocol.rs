@@ -35,9 +35,9 @@ fn count(value: &Value, keys: &[&str]) -> u64 {
         .unwrap_or(0)
 }
 
-/// OpenAI's counts in drover's disjoint classes (docs/ARCHITECTURE.md §"Money"): OpenAI's `input_tokens`
-/// include the cached ones and `output_tokens` include the reasoning ones. OpenAI does
-/// not report cache writes.
+/// OpenAI's counts in drover's disjoint classes (docs/ARCHITECTURE.md §"Money"): OpenAI's
+/// `input_tokens` include the cached ones and `output_tokens` include the reasoning ones.
+/// OpenAI does not report cache writes.
 pub fn openai_tokens(input: u64, cached_input: u64, output: u64, reasoning: u64) -> Tokens {
     let cache_read = cached_input.min(input);
     let reasoning = reasoning.min(output);

@@ -1,6 +1,6 @@
 //! OpenCode's permission requests, questions and tool calls as typed asks, and its
-//! `always` patterns as the sentence a person reads before "allow always" (DESIGN.md
-//! §14).
+//! `always` patterns as the sentence a person reads before "allow always" (docs/ARCHITECTURE.md
+//! §"Approval rules and the guard").
 //!
 //! Pure. What must stay true: any permission, tool and input give an [`Ask`] (what is
 //! not understood is an [`Ask::Other`] with the input as-is, never a panic); a question

@@ -1,5 +1,6 @@
 //! The OpenCode adapter: runs `opencode serve` on a loopback port per run and drives one
-//! session over its HTTP API and `/event` stream (docs/PROVIDERS.md, docs/ARCHITECTURE.md §"Providers").
+//! session over its HTTP API and `/event` stream (docs/PROVIDERS.md §"OpenCode";
+//! docs/ARCHITECTURE.md §"Providers").
 //!
 //! Split by responsibility: [`launch`](mod@launch) builds the server's command line and environment
 //! (loopback only, a password per run, permission rules from the run's policy),
