@@ -247,7 +247,10 @@ impl<P: Protocol> Session<P> {
                     Some(command) if !self.ready => self.queued.push_back(command),
                     Some(command) => self.command(command).await,
                 },
-                () = self.child.exited() => return Stop::ChildGone,
+                () = self.child.exited() => {
+                    self.read_what_it_wrote().await;
+                    return Stop::ChildGone;
+                }
                 () = sleep_until(deadline) => {
                     let events = self.protocol.expire(now_millis());
                     self.flush();
@@ -255,6 +258,23 @@ impl<P: Protocol> Session<P> {
                 }
             }
         }
+    }
+
+    /// The child has exited: what it wrote before it exited is still in the pipe and is
+    /// read now, in order, as if the exit had come last (a handshake answered just before
+    /// the exit still counts). Bounded by `timings.shutdown.drain`: a descendant that left
+    /// the group could hold the pipe open.
+    async fn read_what_it_wrote(&mut self) {
+        let drain = self.timings.shutdown.drain;
+        let read = async {
+            while let Ok(Some(line)) = self.stdout.next_line().await {
+                self.line(line).await;
+                if self.settle().await.is_some() {
+                    return;
+                }
+            }
+        };
+        let _ = tokio::time::timeout(drain, read).await;
     }
 
     /// After each step: sends `Ready` (and what waited for it) when the handshake is
