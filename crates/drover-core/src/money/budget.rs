@@ -111,12 +111,15 @@ impl SessionMoney {
     /// New caps (`drover budget set`, or the config re-read). Raising the hard cap above
     /// the spend reopens a closed session; lowering it to the spend or below closes it
     /// and stops its runs. Raising the warning above the spend arms it again; lowering it
-    /// to the spend gives it now.
-    pub fn set_caps(&mut self, warning: f64, hard_cap: f64) -> Vec<BudgetAction> {
+    /// to the spend gives it now. The spend judged is the booked spend plus
+    /// `provisional` (what turns in flight have streamed), as [`after_usage`] judges it,
+    /// so a warning given on streamed spend is not armed again by a new hard cap.
+    pub fn set_caps(&mut self, warning: f64, hard_cap: f64, provisional: f64) -> Vec<BudgetAction> {
         self.warning = warning;
         self.hard_cap = hard_cap;
+        let spent = self.spent + provisional;
         let mut actions = Vec::new();
-        if reached(self.spent, warning) {
+        if reached(spent, warning) {
             if !self.warned {
                 self.warned = true;
                 actions.push(BudgetAction::Warn {
@@ -126,7 +129,7 @@ impl SessionMoney {
         } else {
             self.warned = false;
         }
-        if reached(self.spent, hard_cap) {
+        if reached(spent, hard_cap) {
             if !self.closed {
                 self.closed = true;
                 actions.push(BudgetAction::StopSession {

@@ -529,7 +529,7 @@ impl Core {
             ));
         }
         let s = self.session_mut(&name);
-        let actions = s.money.set_caps(warning, hard_cap);
+        let actions = s.money.set_caps(warning, hard_cap, s.provisional);
         let record = BudgetSessionRecord {
             name: name.clone(),
             created_at: s.record.as_ref().map_or(now, |r| r.created_at),
@@ -634,7 +634,7 @@ impl Core {
             let s = self.session_mut(&name);
             let (warning, hard_cap) = budget::session_caps(&limits, s.record.as_ref());
             let actions = if s.money.warning != warning || s.money.hard_cap != hard_cap {
-                s.money.set_caps(warning, hard_cap)
+                s.money.set_caps(warning, hard_cap, s.provisional)
             } else {
                 Vec::new()
             };

@@ -121,7 +121,7 @@ fn a_closed_session_refuses_until_its_cap_is_raised() {
     );
 
     // raising the cap reopens it
-    let actions = s.set_caps(8.0, 40.0);
+    let actions = s.set_caps(8.0, 40.0, 0.0);
     assert!(!s.closed);
     assert!(matches!(
         actions.as_slice(),
@@ -130,14 +130,14 @@ fn a_closed_session_refuses_until_its_cap_is_raised() {
     assert_eq!(fit(5.0, &s), Fit::Granted { cap: 5.0 });
     // a raise that still leaves the spend at the cap does not
     let mut s = session(25.3, 0.0);
-    assert!(s.set_caps(8.0, 25.3).is_empty());
+    assert!(s.set_caps(8.0, 25.3, 0.0).is_empty());
     assert!(s.closed);
 }
 
 #[test]
 fn lowering_the_hard_cap_to_the_spend_closes_the_session_and_stops_its_runs() {
     let mut s = session(12.0, 3.0);
-    let actions = s.set_caps(8.0, 10.0);
+    let actions = s.set_caps(8.0, 10.0, 0.0);
     assert!(s.closed);
     assert!(matches!(
         actions.as_slice(),
@@ -151,12 +151,34 @@ fn the_warning_is_rearmed_or_given_when_it_moves() {
     let mut s = session(9.0, 0.0);
     assert!(s.warned);
     // raised above the spend: armed again, nothing said now
-    assert!(s.set_caps(10.0, 25.0).is_empty());
+    assert!(s.set_caps(10.0, 25.0, 0.0).is_empty());
     assert!(!s.warned);
     // lowered to the spend: said now, once
-    let actions = s.set_caps(9.0, 25.0);
+    let actions = s.set_caps(9.0, 25.0, 0.0);
     assert!(matches!(actions.as_slice(), [BudgetAction::Warn { .. }]));
-    assert!(s.set_caps(9.0, 25.0).is_empty());
+    assert!(s.set_caps(9.0, 25.0, 0.0).is_empty());
+}
+
+#[test]
+fn a_warning_given_on_streamed_spend_is_not_armed_again_by_a_new_hard_cap() {
+    // $0.15 booked and $0.10 streamed by a turn in flight: past the $0.20 warning, as the
+    // usage check sees it (booked + streamed).
+    let mut s = SessionMoney::new("default", 0.2, 1.0);
+    s.spent = 0.15;
+    let mut streamed = s.clone();
+    streamed.spent += 0.10;
+    let run = RunMoney {
+        cap: 0.3,
+        spent: 0.0,
+    };
+    assert_eq!(kinds(&after_usage(&run, &mut streamed)), ["warn"]);
+    s.warned = streamed.warned;
+    // The user lowers the hard cap: judged on the same spend, the warning stays given.
+    assert!(s.set_caps(0.2, 0.5, 0.10).is_empty());
+    assert!(s.warned);
+    // Booked spend crossing the warning later says nothing again.
+    s.spent = 0.3;
+    assert!(kinds(&after_usage(&run, &mut s)).is_empty());
 }
 
 /// Books `cost` on `run` and `session` as the driver does, then asks.
@@ -289,7 +311,7 @@ fn a_raised_cap_reopens_the_session_for_new_runs() {
     let mut s = SessionMoney::new("default", 8.0, 25.0);
     book(25.0, &mut run, &mut s);
     assert!(s.closed);
-    let actions = s.set_caps(8.0, 30.0);
+    let actions = s.set_caps(8.0, 30.0, 0.0);
     assert_eq!(kinds(&actions), ["reopened"]);
     let BudgetAction::Reopened { note } = &actions[0] else {
         unreachable!()
