@@ -1,11 +1,14 @@
 //! Admission (docs/ARCHITECTURE.md §"Run lifecycle", §"Rails and the queue", §"Money",
 //! §"Routing and route cards"): a dispatch is validated, routed, put on its rails and
-//! fitted into its budget session; then it starts, waits in the queue, or waits on a route
-//! card. A repeated idempotency key returns the run it made.
+//! fitted into its budget session; then it starts, waits in the queue (for a slot, or for
+//! the money of its first turn), or waits on a route card. A repeated idempotency key
+//! returns the run it made.
 //!
 //! A `--no-queue` dispatch on a full rail is refused (`MAX_CONCURRENT`) unless idle runs
 //! hibernating would give it a slot ([`Core::room_plan`], the planner queued runs use):
-//! then it is `starting`, waiting for those runs' children to exit, and starts then.
+//! then it is `starting`, waiting for those runs' children to exit, and starts then. One
+//! whose cap is not free now (turns in flight hold the money) is refused
+//! (`BUDGET_EXCEEDED`, naming those runs).
 //!
 //! What must stay true: nothing is created for a refused dispatch (its refusal is sent at
 //! once); an accepted one is answered after its first writes are committed, showing where
@@ -302,6 +305,13 @@ impl Core {
                 spec.budget_usd = cap;
             }
             notes.extend(fit_notes);
+            // Money is reserved for a turn: a run whose cap is not free now waits for it in
+            // the queue, unless it may not wait.
+            if !spec.queue_if_busy
+                && let Some(e) = self.no_queue_money(&session, spec.budget_usd)
+            {
+                return Err(e);
+            }
         }
         // The provider gets the task as written; what is stored and shown is redacted.
         let first_prompt = super::prompts::first_turn(&spec);

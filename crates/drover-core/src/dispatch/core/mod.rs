@@ -33,7 +33,7 @@
 //! | approval rules (kept, removed, applied to requests) and the guard's flag | `rules.rs` |
 //! | client requests: follow-up (kept in the ledger while queued), stop, complete, remove, kill-all, views | `requests.rs` |
 //! | every timer: idle, hibernate, re-send, time box, answers, silence, stalled, routes, waits | `timers.rs` |
-//! | money: fitting caps (a follow-up on an idle run fitted again; refusals name the runs holding reservations), booking usage, caps checked, budget sessions, config changes | `money.rs` |
+//! | money: fitting caps, reserving money for a turn, turns that wait in the queue for their money (a first turn, a follow-up; in order; `--no-queue` refusals name the runs holding it), booking usage, caps checked, budget sessions, config changes | `money.rs` |
 //! | route cards and escalation offers | `routes.rs` |
 //! | resume of an interrupted run | `resume.rs` |
 //! | idle runs: hibernating (by time, or for the slot of a queued or `--no-queue` run: one planner, run where slots or the queue change), waking in the provider session | `hibernation.rs` |
@@ -487,6 +487,7 @@ impl Core {
             Input::ConfigRefused(refusal) => self.on_config_refused(refusal),
             Input::Shutdown => self.begin_shutdown(),
         }
+        self.recheck_money();
         std::mem::take(&mut self.out)
     }
 
@@ -494,6 +495,7 @@ impl Core {
     pub fn due(&mut self, now: UnixMillis) -> (Vec<Effect>, Option<UnixMillis>) {
         self.now = now;
         self.fire_timers();
+        self.recheck_money();
         let next = self.next_deadline();
         (std::mem::take(&mut self.out), next)
     }

@@ -263,15 +263,22 @@ impl Core {
             );
             return self.reply(to, Err(e));
         }
-        let idle = run.state() == RunState::Idle && !run.turn_in_flight && run.wake.is_none();
+        let idle = run.state() == RunState::Idle
+            && !run.turn_in_flight
+            && run.wake.is_none()
+            && run.money_wait.is_none();
         let asleep = run.asleep();
         if idle {
-            // Money follows activity: an idle run reserves nothing, so what its cap has
-            // left is fitted into its budget session again (refused: it stays idle).
+            // Money is reserved for a turn: what the run's cap has left is fitted into its
+            // budget session again (refused only when nothing is left), and when that is
+            // not free now the follow-up waits for it in the queue, the run idle meanwhile.
             if let Err(e) = self.fit_follow_up(run_id) {
                 return self.reply(to, Err(e));
             }
-            if asleep {
+            if let Some(need) = self.money_short(run_id, true) {
+                self.queue_follow_up(run_id, text);
+                self.wait_for_money(run_id, need);
+            } else if asleep {
                 self.wake(run_id, text, TurnOrigin::FollowUp);
             } else {
                 self.start_turn(run_id, text, TurnOrigin::FollowUp);
@@ -299,11 +306,12 @@ impl Core {
             now,
         );
         run.follow_ups.push_back(text);
-        run.note(
-            &mut batch,
-            "follow-up queued until the current turn ends",
-            now,
-        );
+        let why = if run.state() == RunState::Idle {
+            "follow-up queued until its budget session has the money for the turn"
+        } else {
+            "follow-up queued until the current turn ends"
+        };
+        run.note(&mut batch, why, now);
         run.touch(&mut batch);
         self.commit(batch);
     }
