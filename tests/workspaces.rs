@@ -535,3 +535,93 @@ fn a_run_whose_worktree_vanished_fails_with_that_cause() {
         notes_of(&view)
     );
 }
+
+/// The `drover/…` branches of the repository at `dir`.
+fn drover_branches(dir: &Path) -> Vec<String> {
+    git(
+        dir,
+        &["branch", "--list", "drover/*", "--format=%(refname:short)"],
+    )
+    .lines()
+    .map(str::to_string)
+    .collect()
+}
+
+/// How many worktrees git lists for the repository at `dir` (its own checkout included).
+fn worktree_count(dir: &Path) -> usize {
+    git(dir, &["worktree", "list", "--porcelain"])
+        .lines()
+        .filter(|l| l.starts_with("worktree "))
+        .count()
+}
+
+#[test]
+fn a_dispatch_that_cannot_start_is_refused_before_anything_is_made() {
+    let home = repo_home();
+    // claude-code's CLI is not found: its command names no file.
+    std::fs::write(
+        home.path().join("config.toml"),
+        "[providers.claude-code]\ncommand = \"/nonexistent/drover-test/claude\"\n",
+    )
+    .unwrap();
+    let sim = |extra: &[&str]| -> Vec<String> {
+        let mut args = vec!["dispatch".to_string(), "--provider".into(), "sim".into()];
+        args.extend(extra.iter().map(|s| s.to_string()));
+        args.push("--capability".into());
+        args.push("workspace".into());
+        args.push("Fix the greeting".into());
+        args
+    };
+    let cases: Vec<(Vec<String>, &str, &str)> = vec![
+        (
+            [
+                "dispatch",
+                "--provider",
+                "claude-code",
+                "--capability",
+                "workspace",
+                "Fix the greeting",
+            ]
+            .map(String::from)
+            .to_vec(),
+            "PROVIDER_UNAVAILABLE",
+            "drover doctor",
+        ),
+        (sim(&["--scenario", "nope"]), "SCENARIO_UNKNOWN", "\"nope\""),
+        (
+            sim(&["--scenario", "tool-permision"]),
+            "SCENARIO_UNKNOWN",
+            "did you mean tool-permission?",
+        ),
+        (
+            sim(&["--cwd", "/nonexistent/drover-test"]),
+            "CWD_INVALID",
+            "/nonexistent/drover-test",
+        ),
+    ];
+    // With an owner running, and with none (the dispatch would have owned its run).
+    for owner in [true, false] {
+        let serve = owner.then(|| home.serve());
+        for (args, code, mentions) in &cases {
+            let args: Vec<&str> = args.iter().map(String::as_str).collect();
+            let line = home.refused(&args, code);
+            assert!(line.contains(mentions), "owner {owner}: {line}");
+        }
+        drop(serve);
+        assert_eq!(
+            home.json(&["runs", "--all"]),
+            Value::Array(vec![]),
+            "no run in the ledger"
+        );
+        assert_eq!(drover_branches(home.work()), Vec::<String>::new());
+        assert_eq!(worktree_count(home.work()), 1, "no worktree");
+        assert!(
+            !home.path().join("worktrees").exists()
+                || std::fs::read_dir(home.path().join("worktrees"))
+                    .unwrap()
+                    .next()
+                    .is_none(),
+            "no worktree directory"
+        );
+    }
+}

@@ -120,10 +120,13 @@ pub fn run(args: DemoArgs, paths: &Paths) -> Result<(), DroverError> {
             .collect()
     };
     // The demo's owner is its own, thrown away with it: leaving the demo ends its runs.
+    // The form starts in the demo's project too: a run dispatched from it never lands in
+    // the directory the demo was started from.
     runtime()?.block_on(super::dashboard::open(
         paths,
         runs,
-        drover_core::config::SIM_PROVIDER,
+        Some(drover_core::config::SIM_PROVIDER),
+        cwd,
         drover_core::config::DashboardOwner::InProcess,
     ))
 }

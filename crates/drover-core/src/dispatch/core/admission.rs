@@ -11,8 +11,10 @@
 //! (`BUDGET_EXCEEDED`, naming those runs).
 //!
 //! What must stay true: nothing is created for a refused dispatch (its refusal is sent at
-//! once); an accepted one is answered after its first writes are committed, showing where
-//! the run is now (starting, queued, or held).
+//! once) — no run, no worktree, no branch — and a dispatch that could not start is refused
+//! before anything is made (an unknown scenario, a cwd that does not exist, a provider whose
+//! CLI is not found: `PROVIDER_UNAVAILABLE`); an accepted one is answered after its first
+//! writes are committed, showing where the run is now (starting, queued, or held).
 
 use serde_json::json;
 
@@ -111,6 +113,29 @@ impl Core {
                 policies: PermissionPolicy::ALL.to_vec(),
             })
             .collect()
+    }
+
+    /// `PROVIDER_UNAVAILABLE` when `provider` runs a CLI that is not found: the run could
+    /// not start, so nothing is made for it (a run held on a route card is offered only
+    /// providers that can run).
+    fn provider_unavailable(&self, provider: &str) -> Option<DroverError> {
+        let traits = providers::traits(provider).filter(|t| t.needs_cli)?;
+        let configured = self.config.providers.get(provider)?;
+        let command = routes::cli_command(traits, &configured.command);
+        if self.facts.cli_found(&command) {
+            return None;
+        }
+        let install = traits
+            .pinned
+            .as_ref()
+            .map(|p| format!("install it (`{}`), ", p.install_command()))
+            .unwrap_or_default();
+        Some(DroverError::new(
+            ErrorCode::ProviderUnavailable,
+            format!(
+                "Provider {provider} cannot start: its CLI `{command}` is not found; {install}set its path with `command` under [providers.{provider}], or dispatch to another provider (`drover doctor` lists what is installed)."
+            ),
+        ))
     }
 
     /// Validates and creates a run. Returns the run's summary. A dispatch that names a
@@ -246,6 +271,11 @@ impl Core {
                     hold = Some(card);
                 }
             }
+        }
+        if hold.is_none()
+            && let Some(e) = self.provider_unavailable(&spec.provider)
+        {
+            return Err(e);
         }
         if spec.model.is_none() && hold.is_none() {
             let (model, note) = self.default_model(&spec.provider);
