@@ -507,8 +507,14 @@ fn removing_a_run_with_unmerged_work_needs_force_and_keeps_the_work_on_its_branc
     let refusal = home.refused(&["remove", &run], "UNMERGED_WORK");
     assert!(refusal.contains("--force"), "{refusal}");
     assert!(worktree(&ws).is_dir(), "refused: nothing changed");
-    home.json(&["remove", &run, "--force"]);
     let branch = str_at(&ws, "branch").to_string();
+    let out = home.drover(&["remove", &run, "--force"]);
+    let said = common::stdout(&out);
+    assert!(
+        out.status.success() && said.contains(&format!("kept on branch {branch}")),
+        "it says where the work is: {}",
+        common::describe(&out)
+    );
     home.wait_for(&run, "its worktree to go", |_| !worktree(&ws).exists());
     assert!(git(work, &["show", &format!("{branch}:src/cache.rs")]).contains("pub struct Cache"));
 }
@@ -624,4 +630,59 @@ fn a_dispatch_that_cannot_start_is_refused_before_anything_is_made() {
             "no worktree directory"
         );
     }
+}
+
+/// Waits (bounded) until `done` holds of the repository at `dir`.
+fn wait_repo(dir: &Path, what: &str, done: impl Fn(&Path) -> bool) {
+    let deadline = std::time::Instant::now() + Duration::from_secs(common::RUN_LIMIT_SECS);
+    while !done(dir) {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "{what} did not happen"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+#[test]
+fn removing_a_run_whose_worktree_is_gone_deletes_its_branch_unless_it_holds_commits() {
+    let home = repo_home();
+    let work = home.work();
+    let file = scenario(
+        &home,
+        "two-turns",
+        &[("one.txt", "one\n", "done"), ("two.txt", "two\n", "done")],
+    );
+    let _serve = home.serve();
+    // Two runs whose worktrees vanish (as a throwaway data directory's do); the second's
+    // branch got a commit first.
+    let (empty, empty_ws) = worktree_run(&home, &file, "Lose the worktree", 1);
+    let (committed, committed_ws) = worktree_run(&home, &file, "Commit, then lose it", 1);
+    let committed_branch = str_at(&committed_ws, "branch").to_string();
+    let wt = worktree(&committed_ws);
+    git(&wt, &["config", "user.name", "Test User"]);
+    git(&wt, &["config", "user.email", "test@example.invalid"]);
+    git(&wt, &["add", "-A"]);
+    git(
+        &wt,
+        &["commit", "-q", "--no-gpg-sign", "-m", "the agent's commit"],
+    );
+    for (run, ws) in [(&empty, &empty_ws), (&committed, &committed_ws)] {
+        std::fs::remove_dir_all(worktree(ws)).unwrap();
+        home.json(&["follow-up", run, "go on"]);
+        assert_eq!(home.wait_terminal(run)["workspace"]["status"], "missing");
+    }
+    assert_eq!(drover_branches(work).len(), 2);
+    home.json(&["remove", &empty]);
+    home.json(&["remove", &committed]);
+    // The empty branch goes, the worktree entries are pruned; the commit stays on its
+    // branch.
+    wait_repo(work, "the empty branch to go", |dir| {
+        drover_branches(dir) == vec![committed_branch.clone()]
+    });
+    wait_repo(work, "the worktree entries to be pruned", |dir| {
+        worktree_count(dir) == 1
+    });
+    assert!(git(work, &["log", "--oneline", &committed_branch]).contains("the agent's commit"));
+    assert_eq!(home.show(&empty)["workspace"]["status"], "discarded");
 }

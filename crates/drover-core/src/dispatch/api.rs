@@ -348,6 +348,19 @@ pub struct Removed {
     /// Finished runs left in the trays because their worktree holds unmerged work.
     #[serde(default)]
     pub unmerged: Vec<String>,
+    /// Removed runs whose branch keeps their unmerged work (`--force`): drover no longer
+    /// lists them, git does.
+    #[serde(default)]
+    pub kept: Vec<KeptBranch>,
+}
+
+/// A removed run's branch that keeps its work.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct KeptBranch {
+    /// The removed run.
+    pub run_id: String,
+    /// Its `drover/…` branch.
+    pub branch: String,
 }
 
 /// The answer to `kill_all`: the runs asked to stop.

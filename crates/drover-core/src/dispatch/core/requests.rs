@@ -428,6 +428,7 @@ impl Core {
         if let Ok(Response::Removed(page)) = self.remove_runs(targets, force, true) {
             so_far.removed.extend(page.removed);
             so_far.unmerged.extend(page.unmerged);
+            so_far.kept.extend(page.kept);
         }
         match next {
             Some(before) => self.load(
@@ -456,25 +457,35 @@ impl Core {
     ) -> Result<Response, DroverError> {
         let mut removed = Vec::new();
         let mut unmerged = Vec::new();
+        let mut kept = Vec::new();
         let mut after = Vec::new();
         for (id, workspace) in targets {
             match self.removal(&id, workspace.as_ref(), force) {
-                Ok(task) => {
+                Ok((task, branch)) => {
                     after.extend(task.map(|t| (id.clone(), t)));
+                    kept.extend(branch.map(|branch| crate::dispatch::api::KeptBranch {
+                        run_id: id.clone(),
+                        branch,
+                    }));
                     removed.push(id);
                 }
                 Err(e) if skip && e.code == ErrorCode::UnmergedWork => unmerged.push(id),
                 Err(e) => return Err(e),
             }
         }
-        let answer = self.mark_removed(removed, unmerged);
+        let answer = self.mark_removed(removed, unmerged, kept);
         for (id, task) in after {
             self.after_removal(&id, task);
         }
         Ok(answer)
     }
 
-    fn mark_removed(&mut self, targets: Vec<String>, unmerged: Vec<String>) -> Response {
+    fn mark_removed(
+        &mut self,
+        targets: Vec<String>,
+        unmerged: Vec<String>,
+        kept: Vec<crate::dispatch::api::KeptBranch>,
+    ) -> Response {
         let now = self.now;
         let mut batch = Batch::default();
         for id in &targets {
@@ -500,6 +511,7 @@ impl Core {
         Response::Removed(Removed {
             removed: targets,
             unmerged,
+            kept,
         })
     }
 }
