@@ -706,6 +706,27 @@ pub(crate) fn not_active(run_id: &str, state: RunState) -> DroverError {
     )
 }
 
+/// The refusal for a request on a run the dispatcher does not hold, read from the ledger:
+/// an interrupted run is resumable; a finished one — removed from the trays, or ended
+/// before this drover started — takes no follow-up and offers no retry or escalation, so
+/// only what does work is suggested.
+pub(crate) fn not_held(run_id: &str, state: RunState, removed: bool) -> DroverError {
+    if !state.is_terminal() {
+        return not_active(run_id, state);
+    }
+    let why = if removed {
+        "was removed from the trays"
+    } else {
+        "ended before this drover started"
+    };
+    DroverError::new(
+        ErrorCode::RunNotActive,
+        format!(
+            "run {run_id} is {state} and {why}, so it takes no follow-up and cannot be retried or escalated; `drover show {run_id}` shows its task and result, and `drover dispatch` starts the task again as a new run"
+        ),
+    )
+}
+
 fn base36(mut n: u64) -> String {
     const DIGITS: &[u8] = b"0123456789abcdefghijklmnopqrstuvwxyz";
     let mut out = Vec::new();

@@ -156,6 +156,13 @@ impl Core {
                 remember,
             } => self.pick_route(&run_id, option, remember),
             Request::RouteDecline { run_id } => self.decline_route(&run_id),
+            // A run drover no longer holds (removed, or ended before it started) has no
+            // escalation to offer: the ledger says what it is and what does work.
+            Request::Escalate { run_id, .. } | Request::Retry { run_id }
+                if !self.runs.contains_key(&run_id) =>
+            {
+                return self.answer_from_ledger(to, Query::NotActive { run_id });
+            }
             Request::Escalate {
                 run_id,
                 provider,

@@ -313,6 +313,16 @@ fn runs_and_views_of_runs_not_in_memory_are_read_from_the_ledger() {
         run_id: "rgone".into(),
     });
     assert!(matches!(&out.answers[..], [(_, Query::NotActive { .. })]));
+    // A retry of a run drover does not hold is answered from the ledger too: the run may
+    // be there (removed), and the refusal says what works.
+    let out = h.request(Request::Retry {
+        run_id: "rgone".into(),
+    });
+    assert!(matches!(&out.answers[..], [(_, Query::NotActive { .. })]));
+    let e = super::super::not_held("rgone", RunState::Completed, true);
+    assert_eq!(e.code, ErrorCode::RunNotActive);
+    assert!(!e.message.contains("retry rgone"), "{}", e.message);
+    assert!(e.message.contains("`drover show rgone`"), "{}", e.message);
     // A run in memory is answered from memory.
     let out = h.request(Request::Show { run_id: id });
     assert!(out.answers.is_empty());
