@@ -103,8 +103,8 @@ fn page(cmd: &clap::Command) -> Result<String, DroverError> {
     Ok(text)
 }
 
-/// The FILES and ENVIRONMENT sections, in roff (docs/ARCHITECTURE.md §"Owner and
-/// clients": where drover keeps its files, `crate::paths`).
+/// The FILES and ENVIRONMENT sections, in roff: where drover keeps its files
+/// (docs/ARCHITECTURE.md §"Owner and clients", `drover_core::paths`).
 const FILES_AND_ENVIRONMENT: &str = r#".SH FILES
 .TP
 \fI$DROVER_HOME/config.toml\fR, else \fI~/.config/drover/config.toml\fR

@@ -812,9 +812,11 @@ pub struct BudgetView {
     pub session: String,
     /// Booked spend of every run of the session (removed runs included).
     pub spent_usd: f64,
-    /// What live runs may still spend: each one's cap minus its spend.
+    /// What runs in a turn hold back: each one's cap minus its spend (money is reserved for
+    /// a turn, docs/ARCHITECTURE.md §"Money").
     pub reserved_usd: f64,
-    /// What a new run could get: hard cap minus spent and reserved (not below zero).
+    /// What is free for a turn to start now: hard cap minus spent and reserved (not below
+    /// zero).
     pub available_usd: f64,
     /// The session's warning, in US dollars.
     pub warning_usd: f64,

@@ -25,7 +25,7 @@
 //!
 //! | rule | file |
 //! | --- | --- |
-//! | admission: validation → route → rails → money, idempotency; sub-runs (depth, workflow, cap inside the parent's) | `admission.rs` |
+//! | admission: validation → route → a provider that can start → rails → money, idempotency; sub-runs (depth, workflow, cap inside the parent's) | `admission.rs` |
 //! | launch, turns sent, the end of a run, the queue | `lifecycle.rs` |
 //! | what each provider event does: turns, results, retries, follow-ups, max turns | `provider_events.rs` |
 //! | the words of a failure: a child that ended by itself, a turn ended with an error | `causes.rs` |
@@ -41,7 +41,7 @@
 //! | waits | `waits.rs` |
 //! | one run in memory, its batches, its views | `run.rs` |
 //! | rails and the queue order | `rails.rs` |
-//! | workspaces: worktree or shared, waiting for a shared directory, making the worktree before the launch, the run's change, diff, merge, keep, discard, removing runs with unmerged work | `workspaces.rs` |
+//! | workspaces: worktree or shared, waiting for a shared directory, making the worktree before the launch, the run's change, diff, merge, keep, discard, removing runs (with unmerged work, or whose worktree is gone: released) | `workspaces.rs` |
 
 mod admission;
 mod answers;

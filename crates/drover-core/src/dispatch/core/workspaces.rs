@@ -18,7 +18,10 @@
 //!   happened meanwhile.
 //! - `diff`, `merge`, `keep`, `discard` act on the run's worktree (read from the ledger
 //!   when the run is not in memory); removing a finished run whose worktree holds
-//!   unmerged work is refused unless forced, and then keeps the work on its branch.
+//!   unmerged work is refused unless forced, and then keeps the work on its branch (the
+//!   answer names it); one whose worktree is clean is discarded; one whose worktree is
+//!   already gone (kept, or vanished) is released: its worktree entry pruned, its branch
+//!   deleted when it holds no commits beyond its base (git decides, off this task).
 //!
 //! What must stay true: every git call is an [`Effect::Workspace`] whose outcome comes
 //! back as an input; nothing here touches the file system or git; a merge, keep or
