@@ -1,7 +1,8 @@
 //! Exit codes a script can trust and the `--until` conditions, through the real binary
 //! against a `drover serve` owner on the simulated agent: 0 idle or done, 1 refused,
-//! 2 usage, 3 the wait timed out, 4 failed/stopped/blocked, 5 needs you; and a foreground
-//! dispatch whose launch fails says why and exits 4.
+//! 2 usage, 3 the wait timed out, 4 failed/stopped/blocked, 5 needs you; a foreground
+//! dispatch whose launch fails says why and exits 4, one to a CLI that is not installed is
+//! refused (1), and `serve --detach` with a config it refuses says so with its own code.
 #![allow(clippy::unwrap_used)] // a test or bench may unwrap; the workspace denies it elsewhere
 
 mod common;
@@ -34,8 +35,7 @@ fn dispatch_wait(home: &Home, scenario: &str) -> i32 {
             scenario,
             "--cwd",
             dir.to_str().expect("a UTF-8 temp path"),
-            // Small caps: the runs that stay idle or wait for you reserve what they have
-            // left, and all of them fit the session's hard cap.
+            // Small caps: all of them fit the session's hard cap at once.
             "--budget",
             "1",
             "--wait",
@@ -63,8 +63,8 @@ fn dispatch_wait_exits_by_how_the_run_settles() {
             "{scenario}: {why}"
         );
     }
-    // An unknown scenario fails the run: 4, not 0.
-    assert_eq!(dispatch_wait(&home, "no-such-scenario"), 4);
+    // An unknown scenario is refused before anything is made: 1, not 0.
+    assert_eq!(dispatch_wait(&home, "no-such-scenario"), 1);
     let _ = home.drover(&["kill-all"]);
 }
 
@@ -161,9 +161,8 @@ fn refusals_exit_1_usage_2_and_the_advice_names_a_command_that_helps() {
 
 #[test]
 fn a_foreground_dispatch_whose_launch_fails_says_why_and_exits_4() {
-    let home = Home::with_config(
-        "[providers.claude-code]\ncommand = \"/nonexistent/bin/claude-is-not-here\"\n",
-    );
+    // The CLI is there, but ends before it is ready.
+    let home = Home::with_config("[providers.claude-code]\ncommand = \"/bin/false\"\n");
     let out = home.drover(&[
         "dispatch",
         "--provider",
@@ -173,12 +172,12 @@ fn a_foreground_dispatch_whose_launch_fails_says_why_and_exits_4() {
         "do it",
     ]);
     assert_eq!(out.status.code(), Some(4), "{}", describe(&out));
-    let stderr = String::from_utf8_lossy(&out.stderr);
+    let printed = describe(&out);
     assert!(
-        stderr.contains("launch_error") && stderr.contains("claude-is-not-here"),
-        "the cause is printed: {stderr}"
+        printed.contains("launch_error") && printed.contains("the provider did not start"),
+        "the cause is printed: {printed}"
     );
-    // The same through an owner.
+    // The same through an owner, waiting for the run to settle.
     let _serve = home.serve();
     let out = home.drover(&[
         "dispatch",
@@ -186,10 +185,54 @@ fn a_foreground_dispatch_whose_launch_fails_says_why_and_exits_4() {
         "claude-code",
         "--model",
         "claude-sonnet-4-5",
+        "--wait",
         "--json",
         "do it",
     ]);
     assert_eq!(out.status.code(), Some(4), "{}", describe(&out));
-    let answer: serde_json::Value = serde_json::from_slice(&out.stdout).expect("the run, as JSON");
-    assert_eq!(str_at(&answer, "state"), "failed");
+    // The last line is the wait's outcome: the run as it settled.
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let last = stdout.lines().last().unwrap_or_default();
+    let answer: serde_json::Value = serde_json::from_str(last).expect("the outcome, as JSON");
+    assert_eq!(str_at(&answer["runs"][0], "state"), "failed", "{stdout}");
+    assert_eq!(
+        str_at(&answer["runs"][0], "completion_reason"),
+        "launch_error",
+        "{stdout}"
+    );
+}
+
+#[test]
+fn a_dispatch_to_a_cli_that_is_not_installed_is_refused_and_exits_1() {
+    let home = Home::with_config(
+        "[providers.claude-code]\ncommand = \"/nonexistent/bin/claude-is-not-here\"\n",
+    );
+    for owner in [false, true] {
+        let _serve = owner.then(|| home.serve());
+        let line = home.refused(
+            &["dispatch", "--provider", "claude-code", "do it"],
+            "PROVIDER_UNAVAILABLE",
+        );
+        assert!(
+            line.contains("claude-is-not-here") && line.contains("drover doctor"),
+            "{line}"
+        );
+    }
+    assert!(home.runs().is_empty(), "nothing was made");
+}
+
+#[test]
+fn serve_detach_with_a_config_it_refuses_says_so_with_its_own_code() {
+    let home = Home::with_config("[limits]\nper_session_running = 0\n");
+    for json in [false, true] {
+        let mut args = vec!["serve", "--detach"];
+        if json {
+            args.push("--json");
+        }
+        let line = home.refused(&args, "CONFIG_INVALID");
+        assert!(line.contains("per_session_running"), "{line}");
+        assert!(!line.contains("OWNER_UNRESPONSIVE"), "{line}");
+    }
+    let status = home.json(&["status"]);
+    assert_eq!(status["running"], false, "{status}");
 }

@@ -1230,6 +1230,45 @@ fn commands_on_unknown_or_finished_runs_are_refused() {
     }
 }
 
+/// The commands a refusal suggests (`` `drover …` `` in its sentence), with RUN for the run.
+fn suggested(line: &str, run: &str) -> Vec<String> {
+    line.split('`')
+        .skip(1)
+        .step_by(2)
+        .filter(|c| c.starts_with("drover "))
+        .map(|c| c.replace(run, "RUN"))
+        .collect()
+}
+
+#[test]
+fn a_removed_run_is_refused_with_advice_that_works() {
+    let home = Home::new();
+    let _serve = home.serve();
+    let run = home.dispatch("quick-success", "Say hello", &[]);
+    home.wait_idle(&run);
+    home.json(&["complete", &run]);
+    home.wait_terminal(&run);
+    home.json(&["remove", &run]);
+    for args in [
+        vec!["follow-up", &run, "more"],
+        vec!["retry", &run],
+        vec!["escalate", &run],
+    ] {
+        let line = home.refused(&args, "RUN_NOT_ACTIVE");
+        assert!(line.contains("removed from the trays"), "{line}");
+        let suggested = suggested(&line, &run);
+        assert!(!suggested.is_empty(), "{line}");
+        for command in suggested {
+            assert!(
+                !command.contains("retry") && !command.contains("escalate"),
+                "{args:?} suggests {command}, which this run does not take: {line}"
+            );
+        }
+        // What it suggests works.
+        assert_eq!(home.show(&run)["state"], "completed");
+    }
+}
+
 #[test]
 fn numbers_out_of_range_are_clamped_with_a_note_not_refused() {
     let home = Home::new();

@@ -314,3 +314,126 @@ fn budget_json_matches_the_sum_of_the_ledgers_usage_rows() {
         "{offline}"
     );
 }
+
+#[test]
+fn ten_dispatches_fired_at_once_under_the_default_limits_are_all_accepted_and_all_run() {
+    // The default limits; the runs share one directory at once (money and rails are under
+    // test here, not directories).
+    let home = Home::with_config("[workspaces]\nshared_conflict = \"allow\"\n");
+    let _serve = home.serve();
+    // Each run asks the user twice: waiting on the user, it holds no money.
+    let runs: Vec<String> = std::thread::scope(|scope| {
+        let fired: Vec<_> = (0..10)
+            .map(|i| {
+                let home = &home;
+                scope.spawn(move || {
+                    let out = home.drover(&[
+                        "dispatch",
+                        "--provider",
+                        "sim",
+                        "--scenario",
+                        "tool-permission",
+                        &format!("run {i}"),
+                    ]);
+                    assert_eq!(
+                        out.status.code(),
+                        Some(0),
+                        "dispatch {i} was accepted: {}",
+                        common::describe(&out)
+                    );
+                    common::stdout(&out).trim().to_string()
+                })
+            })
+            .collect();
+        fired.into_iter().map(|t| t.join().unwrap()).collect()
+    });
+    // Every one runs: the user answers each request as it comes, until all ten are idle.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(180);
+    loop {
+        let mut idle = 0;
+        for run in &runs {
+            let view = home.show(run);
+            match view["state"].as_str() {
+                Some("idle") => idle += 1,
+                Some("queued" | "starting" | "running" | "awaiting_permission") => {
+                    if let Some(request) = view["pending"].as_array().and_then(|p| p.first()) {
+                        let id = common::str_at(request, "request_id");
+                        let out = home.drover(&["respond", run, id, "allow"]);
+                        // Answered already, in the moment since it was read: fine.
+                        let err = common::stderr(&out);
+                        assert!(
+                            out.status.success()
+                                || err.contains("PERMISSION_ALREADY_RESOLVED")
+                                || err.contains("NO_PENDING_REQUEST"),
+                            "{}",
+                            common::describe(&out)
+                        );
+                    }
+                }
+                other => panic!("{run} is {other:?}: {view}"),
+            }
+        }
+        if idle == runs.len() {
+            break;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "{idle} of {} runs are idle: {:?}",
+            runs.len(),
+            home.runs()
+        );
+        std::thread::sleep(std::time::Duration::from_millis(200));
+    }
+    for run in &runs {
+        let view = home.show(run);
+        assert_eq!(view["last_result"]["status"], "done", "{view}");
+    }
+    let budget = home.json(&["budget"]);
+    assert_eq!(budget["closed"], false, "{budget}");
+}
+
+#[test]
+fn a_dispatch_whose_money_is_held_by_a_turn_waits_for_it_and_no_queue_refuses() {
+    let home = Home::with_config(
+        "[limits]\nsession_warning_usd = 0.9\nsession_hard_cap_usd = 1.0\n\
+         [workspaces]\nshared_conflict = \"allow\"\n",
+    );
+    let _serve = home.serve();
+    // A turn that never ends holds $0.60 of the $1.00.
+    let holder = home.dispatch("hang", "hold the money", &["--budget", "0.60"]);
+    home.wait_for(&holder, "its turn", |v| v["state"] == "running");
+    let waiting = home.dispatch_json("quick-success", "wait for it", &["--budget", "0.60"]);
+    assert_eq!(waiting["state"], "queued", "{waiting}");
+    let waiting = str_of(&waiting, "run_id");
+    let view = home.show(&waiting);
+    assert_eq!(
+        view["live_state"]["detail"], "queued: waiting for $0.60 of budget",
+        "{view}"
+    );
+    assert_eq!(view["budget"]["cap"], 0.6, "its whole cap: {view}");
+    let refusal = home.refused(
+        &[
+            "dispatch",
+            "--provider",
+            "sim",
+            "--scenario",
+            "quick-success",
+            "--budget",
+            "0.60",
+            "--no-queue",
+            "may not wait",
+        ],
+        "BUDGET_EXCEEDED",
+    );
+    assert!(
+        refusal.contains(&holder),
+        "names the run holding it: {refusal}"
+    );
+    home.json(&["stop", &holder]);
+    let view = home.wait_idle(&waiting);
+    assert_eq!(view["state"], "idle", "{view}");
+}
+
+fn str_of(value: &Value, key: &str) -> String {
+    common::str_at(value, key).to_string()
+}

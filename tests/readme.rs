@@ -1,8 +1,9 @@
 //! The README's Headless and Workspaces blocks, pasted into bash as they stand: the lines
 //! are read from README.md (the first `sh` block under "## Headless", and under "###
-//! Workspaces"), run by bash in a directory whose `target/release/drover` is the drover
-//! under test, and must end with the run completed (and, for Workspaces, its work merged
-//! into the throwaway repository) and no owner left.
+//! Workspaces"), run by bash under `set -euo pipefail` in a git checkout whose
+//! `target/release/drover` is the drover under test, and must end with the run completed
+//! (its edit made in its worktree; for Workspaces, its work merged into the throwaway
+//! repository), no owner left, and nothing in the checkout they were run from.
 #![allow(clippy::unwrap_used)] // a test or bench may unwrap; the workspace denies it elsewhere
 
 use serde_json::Value;
@@ -55,10 +56,11 @@ struct Ran {
     made: Vec<std::path::PathBuf>,
 }
 
-/// Runs `block` with bash (`set -e` first when `strict`: every line must succeed) in a
-/// directory whose `target/release/drover` is the drover under test, with `TMPDIR` in
-/// `tmp`; it must succeed with no refusal on the way.
-fn run_block(block: &str, strict: bool, tmp: &Path) -> Ran {
+/// Runs `block` with bash under `set -euo pipefail` (every line must succeed, a pipe
+/// included) in a git checkout whose `target/release/drover` is the drover under test,
+/// with `TMPDIR` in `tmp`; it must succeed with no refusal on the way, and leave no
+/// `drover/…` branch or worktree in that checkout.
+fn run_block(block: &str, tmp: &Path) -> Ran {
     let repo = tempfile::tempdir().expect("temp dir");
     std::fs::create_dir_all(repo.path().join("target/release")).expect("dirs");
     std::os::unix::fs::symlink(
@@ -66,11 +68,32 @@ fn run_block(block: &str, strict: bool, tmp: &Path) -> Ran {
         repo.path().join("target/release/drover"),
     )
     .expect("symlink");
-    let script = if strict {
-        format!("set -e\n{block}")
-    } else {
-        block.to_string()
-    };
+    // The checkout the block is pasted in is a git repository, as drover's own is.
+    std::fs::create_dir_all(repo.path().join("src")).expect("src");
+    std::fs::write(
+        repo.path().join("src/main.rs"),
+        "fn main() {\n    println!(\"hello\");\n}\n",
+    )
+    .expect("src/main.rs");
+    for args in [
+        &["init", "-q", "-b", "main"][..],
+        &["add", "src"],
+        &[
+            "-c",
+            "user.name=t",
+            "-c",
+            "user.email=t@example.invalid",
+            "-c",
+            "commit.gpgsign=false",
+            "commit",
+            "-q",
+            "-m",
+            "checkout",
+        ],
+    ] {
+        git(repo.path(), args);
+    }
+    let script = format!("set -euo pipefail\n{block}");
     let out = Command::new("bash")
         .arg("-c")
         .arg(&script)
@@ -91,6 +114,19 @@ fn run_block(block: &str, strict: bool, tmp: &Path) -> Ran {
         !stderr.contains("error["),
         "no refusal on the way:\n{stderr}"
     );
+    assert_eq!(
+        git(repo.path(), &["branch", "--list", "drover/*"]),
+        "",
+        "no branch lands in the checkout the block ran in"
+    );
+    assert_eq!(
+        git(repo.path(), &["worktree", "list", "--porcelain"])
+            .lines()
+            .filter(|l| l.starts_with("worktree "))
+            .count(),
+        1,
+        "no worktree of the checkout the block ran in"
+    );
     let mut made: Vec<_> = std::fs::read_dir(tmp)
         .expect("tmp")
         .flatten()
@@ -98,6 +134,18 @@ fn run_block(block: &str, strict: bool, tmp: &Path) -> Ran {
         .collect();
     made.sort();
     Ran { stdout, made }
+}
+
+/// `git ARGS` in `dir`, which must succeed; its stdout.
+fn git(dir: &Path, args: &[&str]) -> String {
+    let out = Command::new("git")
+        .args(args)
+        .current_dir(dir)
+        .env("GIT_CONFIG_NOSYSTEM", "1")
+        .output()
+        .expect("git runs");
+    assert!(out.status.success(), "git {args:?}: {out:?}");
+    String::from_utf8_lossy(&out.stdout).into_owned()
 }
 
 fn readme() -> String {
@@ -111,9 +159,14 @@ fn the_headless_block_works_pasted_into_bash() {
     // `mktemp -d` makes the throwaway home here, where the test can look at it after.
     let tmp = tempfile::tempdir().expect("temp dir");
     let _cleanup = Cleanup(tmp.path());
-    let Ran { stdout, made } = run_block(&block, false, tmp.path());
-    assert_eq!(made.len(), 1, "one throwaway home: {made:?}");
-    let home = &made[0];
+    let Ran { stdout, made } = run_block(&block, tmp.path());
+    let (repos, homes): (Vec<_>, Vec<_>) = made.iter().partition(|d| d.join(".git").is_dir());
+    assert_eq!(
+        (repos.len(), homes.len()),
+        (1, 1),
+        "a throwaway home and repository: {made:?}"
+    );
+    let home = homes[0];
     let status = drover(home, &["status", "--json"]);
     assert_eq!(status["running"], false, "the owner is gone: {status}");
     let runs = drover(home, &["runs", "--json"]);
@@ -124,6 +177,17 @@ fn the_headless_block_works_pasted_into_bash() {
         stdout.contains("tool Bash: ls -la"),
         "the transcript was printed:\n{stdout}"
     );
+    // The scenario edits what it says it edits: the greeting, in the run's worktree.
+    assert!(
+        !stdout.contains("String to replace not found"),
+        "the edit found its text:\n{stdout}"
+    );
+    assert!(
+        stdout.contains("+    println!(\"hello, drover\");"),
+        "the diff shows the edit:\n{stdout}"
+    );
+    assert_eq!(run["workspace"]["mode"], "worktree", "{run}");
+    assert_eq!(run["workspace"]["change"]["files"], 1, "{run}");
 }
 
 #[test]
@@ -132,7 +196,7 @@ fn the_workspaces_block_works_pasted_into_bash() {
     assert!(block.contains("drover merge"), "{block}");
     let tmp = tempfile::tempdir().expect("temp dir");
     let _cleanup = Cleanup(tmp.path());
-    let Ran { stdout, made } = run_block(&block, true, tmp.path());
+    let Ran { stdout, made } = run_block(&block, tmp.path());
     let (repos, homes): (Vec<_>, Vec<_>) = made.iter().partition(|d| d.join(".git").is_dir());
     assert_eq!((repos.len(), homes.len()), (1, 1), "{made:?}");
     let (repo, home) = (repos[0], homes[0]);

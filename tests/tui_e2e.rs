@@ -705,3 +705,137 @@ fn the_attention_line_shows_a_runs_permission_and_y_answers_it() {
     tmux.keys(&["q"]);
     tmux.wait_for("DASHBOARD-EXIT=0", &[]);
 }
+
+/// `git ARGS` in `dir`, which must succeed; its stdout.
+fn git(dir: &Path, args: &[&str]) -> String {
+    let out = Command::new("git")
+        .args(args)
+        .current_dir(dir)
+        .env("GIT_CONFIG_NOSYSTEM", "1")
+        .output()
+        .expect("git runs");
+    assert!(out.status.success(), "git {args:?}: {out:?}");
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+#[test]
+fn the_demo_leaves_nothing_in_repositories_it_was_only_shown() {
+    let probe = Command::new("tmux").arg("-V").output();
+    assert!(
+        probe.is_ok_and(|o| o.status.success()),
+        "this test needs tmux; install it (apt-get install tmux)"
+    );
+    // The demo's throwaway directory goes under this TMPDIR; the shell it starts from sits
+    // in a repository of the user's.
+    let tmp = tempfile::tempdir().expect("temp dir");
+    let mine = tempfile::tempdir().expect("temp dir");
+    let repo = mine.path();
+    git(repo, &["init", "-q", "-b", "main"]);
+    std::fs::write(repo.join("README.md"), "mine\n").unwrap();
+    git(repo, &["add", "-A"]);
+    git(
+        repo,
+        &[
+            "-c",
+            "user.name=Me",
+            "-c",
+            "user.email=me@example.invalid",
+            "-c",
+            "commit.gpgsign=false",
+            "commit",
+            "-q",
+            "-m",
+            "mine",
+        ],
+    );
+    let tmux = Tmux {
+        socket: format!("drover-e2e-shown-{}", std::process::id()),
+        target: "demo".into(),
+    };
+    let command = format!(
+        "cd '{}' && env -u DROVER_HOME TMPDIR='{}' '{}' demo; echo DEMO-EXIT=$?; sleep 600",
+        repo.display(),
+        tmp.path().display(),
+        env!("CARGO_BIN_EXE_drover")
+    );
+    let started = tmux.run(&[
+        "new-session",
+        "-d",
+        "-s",
+        "demo",
+        "-x",
+        "120",
+        "-y",
+        "36",
+        &command,
+    ]);
+    assert!(started.status.success(), "{:?}", started);
+    let start = Instant::now();
+    let home = loop {
+        let found = std::fs::read_dir(tmp.path())
+            .into_iter()
+            .flatten()
+            .flatten()
+            .map(|e| e.path())
+            .find(|p| p.join("drover.sock").exists());
+        if let Some(home) = found {
+            break home;
+        }
+        assert!(start.elapsed() < DEADLINE, "the demo never started");
+        std::thread::sleep(POLL);
+    };
+    tmux.wait_for("Needs you (", &[]);
+    // The form starts in the demo's own repository, not in the shell's.
+    tmux.keys(&["n"]);
+    let pane = tmux.wait_for("New dispatch", &[]);
+    let directory = pane
+        .lines()
+        .find(|l| l.contains("Directory"))
+        .unwrap_or_else(|| panic!("the form's directory:\n{pane}"));
+    assert!(directory.contains("greeter-"), "{pane}");
+    tmux.keys(&["Escape"]);
+    // A run dispatched into the user's repository anyway gets its worktree and branch
+    // there.
+    let out = drover(
+        &home,
+        &[
+            "dispatch",
+            "--provider",
+            "sim",
+            "--scenario",
+            "quick-success",
+            "--capability",
+            "workspace",
+            "--workspace",
+            "worktree",
+            "--cwd",
+            &repo.display().to_string(),
+            "--json",
+            "Look at my repository",
+        ],
+    );
+    let run = json(out);
+    let run_id = run["run_id"].as_str().expect("run id").to_string();
+    let waited = drover(
+        &home,
+        &["wait", &run_id, "--until", "idle", "--timeout", "30"],
+    );
+    assert_eq!(waited.status.code(), Some(0), "{waited:?}");
+    assert!(git(repo, &["branch", "--list", "drover/*"]).contains("drover/"));
+    // Leaving the demo removes it all.
+    tmux.keys(&["q"]);
+    tmux.wait_for("Are you sure?", &[]);
+    tmux.keys(&["y"]);
+    tmux.wait_for("DEMO-EXIT=0", &[]);
+    assert!(!home.exists(), "the throwaway directory is gone");
+    assert_eq!(git(repo, &["branch", "--list", "drover/*"]), "");
+    let worktrees = git(repo, &["worktree", "list", "--porcelain"]);
+    assert_eq!(
+        worktrees
+            .lines()
+            .filter(|l| l.starts_with("worktree "))
+            .count(),
+        1,
+        "no worktree entry is left: {worktrees}"
+    );
+}

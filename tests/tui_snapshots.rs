@@ -292,6 +292,26 @@ fn the_dispatch_form_as_it_opens() {
     snap("dispatch_form", &app);
 }
 
+#[test]
+fn the_dispatch_form_marks_a_provider_whose_cli_is_not_installed() {
+    let mut options = options();
+    options.missing_providers = vec!["claude-code".into(), "opencode".into()];
+    options.default_provider = "codex".into();
+    let mut app = App::new(options, busy_app(100, 30).model);
+    press(&mut app, [char_key('n')]);
+    let Some(form) = app.views.top_as::<DispatchForm>() else {
+        panic!("the form is open")
+    };
+    assert_eq!(form.provider.value(), "codex", "the first one found");
+    // Tab to the provider, then ← to claude-code: it is marked.
+    press(&mut app, [key(KeyCode::Tab), key(KeyCode::Left)]);
+    let Some(form) = app.views.top_as::<DispatchForm>() else {
+        panic!("the form is open")
+    };
+    assert_eq!(form.provider.value(), "claude-code");
+    snap("dispatch_form_provider_not_installed", &app);
+}
+
 fn header_app(spent: f64, reserved: f64) -> App {
     let mut app = app_with(vec![summary(1, "a run", RunState::Running)], 120, 4);
     app.model.budget = Some(budget(spent, reserved));

@@ -507,8 +507,14 @@ fn removing_a_run_with_unmerged_work_needs_force_and_keeps_the_work_on_its_branc
     let refusal = home.refused(&["remove", &run], "UNMERGED_WORK");
     assert!(refusal.contains("--force"), "{refusal}");
     assert!(worktree(&ws).is_dir(), "refused: nothing changed");
-    home.json(&["remove", &run, "--force"]);
     let branch = str_at(&ws, "branch").to_string();
+    let out = home.drover(&["remove", &run, "--force"]);
+    let said = common::stdout(&out);
+    assert!(
+        out.status.success() && said.contains(&format!("kept on branch {branch}")),
+        "it says where the work is: {}",
+        common::describe(&out)
+    );
     home.wait_for(&run, "its worktree to go", |_| !worktree(&ws).exists());
     assert!(git(work, &["show", &format!("{branch}:src/cache.rs")]).contains("pub struct Cache"));
 }
@@ -534,4 +540,149 @@ fn a_run_whose_worktree_vanished_fails_with_that_cause() {
         "{:?}",
         notes_of(&view)
     );
+}
+
+/// The `drover/…` branches of the repository at `dir`.
+fn drover_branches(dir: &Path) -> Vec<String> {
+    git(
+        dir,
+        &["branch", "--list", "drover/*", "--format=%(refname:short)"],
+    )
+    .lines()
+    .map(str::to_string)
+    .collect()
+}
+
+/// How many worktrees git lists for the repository at `dir` (its own checkout included).
+fn worktree_count(dir: &Path) -> usize {
+    git(dir, &["worktree", "list", "--porcelain"])
+        .lines()
+        .filter(|l| l.starts_with("worktree "))
+        .count()
+}
+
+#[test]
+fn a_dispatch_that_cannot_start_is_refused_before_anything_is_made() {
+    let home = repo_home();
+    // claude-code's CLI is not found: its command names no file.
+    std::fs::write(
+        home.path().join("config.toml"),
+        "[providers.claude-code]\ncommand = \"/nonexistent/drover-test/claude\"\n",
+    )
+    .unwrap();
+    let sim = |extra: &[&str]| -> Vec<String> {
+        let mut args = vec!["dispatch".to_string(), "--provider".into(), "sim".into()];
+        args.extend(extra.iter().map(|s| s.to_string()));
+        args.push("--capability".into());
+        args.push("workspace".into());
+        args.push("Fix the greeting".into());
+        args
+    };
+    let cases: Vec<(Vec<String>, &str, &str)> = vec![
+        (
+            [
+                "dispatch",
+                "--provider",
+                "claude-code",
+                "--capability",
+                "workspace",
+                "Fix the greeting",
+            ]
+            .map(String::from)
+            .to_vec(),
+            "PROVIDER_UNAVAILABLE",
+            "drover doctor",
+        ),
+        (sim(&["--scenario", "nope"]), "SCENARIO_UNKNOWN", "\"nope\""),
+        (
+            sim(&["--scenario", "tool-permision"]),
+            "SCENARIO_UNKNOWN",
+            "did you mean tool-permission?",
+        ),
+        (
+            sim(&["--cwd", "/nonexistent/drover-test"]),
+            "CWD_INVALID",
+            "/nonexistent/drover-test",
+        ),
+    ];
+    // With an owner running, and with none (the dispatch would have owned its run).
+    for owner in [true, false] {
+        let serve = owner.then(|| home.serve());
+        for (args, code, mentions) in &cases {
+            let args: Vec<&str> = args.iter().map(String::as_str).collect();
+            let line = home.refused(&args, code);
+            assert!(line.contains(mentions), "owner {owner}: {line}");
+        }
+        drop(serve);
+        assert_eq!(
+            home.json(&["runs", "--all"]),
+            Value::Array(vec![]),
+            "no run in the ledger"
+        );
+        assert_eq!(drover_branches(home.work()), Vec::<String>::new());
+        assert_eq!(worktree_count(home.work()), 1, "no worktree");
+        assert!(
+            !home.path().join("worktrees").exists()
+                || std::fs::read_dir(home.path().join("worktrees"))
+                    .unwrap()
+                    .next()
+                    .is_none(),
+            "no worktree directory"
+        );
+    }
+}
+
+/// Waits (bounded) until `done` holds of the repository at `dir`.
+fn wait_repo(dir: &Path, what: &str, done: impl Fn(&Path) -> bool) {
+    let deadline = std::time::Instant::now() + Duration::from_secs(common::RUN_LIMIT_SECS);
+    while !done(dir) {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "{what} did not happen"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+#[test]
+fn removing_a_run_whose_worktree_is_gone_deletes_its_branch_unless_it_holds_commits() {
+    let home = repo_home();
+    let work = home.work();
+    let file = scenario(
+        &home,
+        "two-turns",
+        &[("one.txt", "one\n", "done"), ("two.txt", "two\n", "done")],
+    );
+    let _serve = home.serve();
+    // Two runs whose worktrees vanish (as a throwaway data directory's do); the second's
+    // branch got a commit first.
+    let (empty, empty_ws) = worktree_run(&home, &file, "Lose the worktree", 1);
+    let (committed, committed_ws) = worktree_run(&home, &file, "Commit, then lose it", 1);
+    let committed_branch = str_at(&committed_ws, "branch").to_string();
+    let wt = worktree(&committed_ws);
+    git(&wt, &["config", "user.name", "Test User"]);
+    git(&wt, &["config", "user.email", "test@example.invalid"]);
+    git(&wt, &["add", "-A"]);
+    git(
+        &wt,
+        &["commit", "-q", "--no-gpg-sign", "-m", "the agent's commit"],
+    );
+    for (run, ws) in [(&empty, &empty_ws), (&committed, &committed_ws)] {
+        std::fs::remove_dir_all(worktree(ws)).unwrap();
+        home.json(&["follow-up", run, "go on"]);
+        assert_eq!(home.wait_terminal(run)["workspace"]["status"], "missing");
+    }
+    assert_eq!(drover_branches(work).len(), 2);
+    home.json(&["remove", &empty]);
+    home.json(&["remove", &committed]);
+    // The empty branch goes, the worktree entries are pruned; the commit stays on its
+    // branch.
+    wait_repo(work, "the empty branch to go", |dir| {
+        drover_branches(dir) == vec![committed_branch.clone()]
+    });
+    wait_repo(work, "the worktree entries to be pruned", |dir| {
+        worktree_count(dir) == 1
+    });
+    assert!(git(work, &["log", "--oneline", &committed_branch]).contains("the agent's commit"));
+    assert_eq!(home.show(&empty)["workspace"]["status"], "discarded");
 }

@@ -85,11 +85,11 @@ fn budget_lines(b: &BudgetView) -> String {
         usd(b.warning_usd)
     ));
     out.push_str(&format!(
-        "reserved        {} by live runs\n",
+        "reserved        {} by turns in flight\n",
         usd(b.reserved_usd)
     ));
     out.push_str(&format!(
-        "available       {} for a new run\n",
+        "available       {} free for a turn to start\n",
         usd(b.available_usd)
     ));
     if !b.runs_by_basis.is_empty() {

@@ -10,7 +10,7 @@
 
 use super::headless::{dispatcher_options, runtime};
 use super::output::note;
-use drover_core::config::DashboardOwner;
+use drover_core::config::{DashboardOwner, SIM_PROVIDER};
 use drover_core::control::Host;
 use drover_core::control::background::start_background;
 use drover_core::dispatch::Request;
@@ -21,27 +21,52 @@ use drover_tui::{AppOptions, Link};
 
 pub fn run(paths: &Paths) -> Result<(), DroverError> {
     let mode = dispatcher_options(paths)?.config.dashboard.owner;
-    runtime()?.block_on(open(paths, Vec::new(), "claude-code", mode))
+    let cwd = std::env::current_dir().unwrap_or_else(|_| "/".into());
+    runtime()?.block_on(open(paths, Vec::new(), None, cwd, mode))
+}
+
+/// The enabled providers, in the config's order, and those of them whose CLI `drover
+/// doctor` would not find.
+fn providers_found(config: &drover_core::config::Config) -> (Vec<String>, Vec<String>) {
+    let enabled: Vec<(&String, &drover_core::config::ProviderConfig)> =
+        config.providers.iter().filter(|(_, p)| p.enabled).collect();
+    let names = enabled.iter().map(|(name, _)| (*name).clone()).collect();
+    let missing = enabled
+        .iter()
+        .filter(|(name, p)| !super::doctor::cli_found(name, &p.command))
+        .map(|(name, _)| (*name).clone())
+        .collect();
+    (names, missing)
+}
+
+/// The provider the form starts on: the first enabled one whose CLI is found, other than
+/// the simulated agent; the simulated agent when there is none.
+fn first_found(names: &[String], missing: &[String]) -> String {
+    names
+        .iter()
+        .find(|n| n.as_str() != SIM_PROVIDER && !missing.contains(n))
+        .cloned()
+        .unwrap_or_else(|| SIM_PROVIDER.to_string())
 }
 
 /// Attaches to (or becomes) the owner of `paths`, dispatches `initial` (in order, before
-/// the dashboard opens), then runs the dashboard until the user leaves.
+/// the dashboard opens), then runs the dashboard until the user leaves. The form starts on
+/// `default_provider` (else the first provider found) and in `cwd`.
 pub(crate) async fn open(
     paths: &Paths,
     initial: Vec<SpecInput>,
-    default_provider: &str,
+    default_provider: Option<&str>,
+    cwd: std::path::PathBuf,
     mode: DashboardOwner,
 ) -> Result<(), DroverError> {
     let options = dispatcher_options(paths)?;
-    let mut app_options = AppOptions::new(std::env::current_dir().unwrap_or_else(|_| "/".into()));
-    app_options.providers = options
-        .config
-        .providers
-        .iter()
-        .filter(|(_, p)| p.enabled)
-        .map(|(name, _)| name.clone())
-        .collect();
-    app_options.default_provider = default_provider.to_string();
+    let mut app_options = AppOptions::new(cwd);
+    let (names, missing) = providers_found(&options.config);
+    app_options.default_provider = default_provider
+        .map(str::to_string)
+        .unwrap_or_else(|| first_found(&names, &missing));
+    app_options.providers = names;
+    app_options.missing_providers = missing;
     app_options.notify = options.config.notifications.enabled;
     app_options.notify_command = options.config.notifications.command.clone();
     app_options.default_budget_usd = options.config.limits.budget_usd_default;
@@ -123,5 +148,29 @@ async fn count_active(link: &Link) -> usize {
             runs.iter().filter(|r| r.head.state.is_active()).count()
         }
         _ => 0,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_form_starts_on_the_first_provider_found_else_the_sim() {
+        let names: Vec<String> = ["claude-code", "codex", "opencode", "sim"]
+            .map(String::from)
+            .to_vec();
+        let missing = |m: &[&str]| m.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+        assert_eq!(first_found(&names, &missing(&[])), "claude-code");
+        assert_eq!(first_found(&names, &missing(&["claude-code"])), "codex");
+        assert_eq!(
+            first_found(&names, &missing(&["claude-code", "codex", "opencode"])),
+            "sim"
+        );
+        // With the defaults on this machine: the sim is always found, and whatever is
+        // missing is not the one the form starts on.
+        let (names, missing) = providers_found(&drover_core::config::Config::defaults());
+        assert!(names.contains(&"sim".to_string()) && !missing.contains(&"sim".to_string()));
+        assert!(!missing.contains(&first_found(&names, &missing)));
     }
 }

@@ -3,11 +3,14 @@
 //! question, a queued run and a moving budget gauge with no CLI and no API key.
 //!
 //! What must stay true: without `DROVER_HOME` the demo never touches the user's real
-//! data — it runs in a throwaway directory that is deleted when it ends. With
+//! data — it runs in a throwaway directory that is deleted when it ends, and before that
+//! every worktree its runs made is removed (`git worktree remove`) and its branch deleted,
+//! whatever repository it was in. With
 //! `DROVER_HOME` set, that directory is used (and kept); the demo's config is written
 //! there only when it has no config file yet. The runs work in a git repository the
 //! demo makes in its data directory ([`project`]), never in the directory it was started
-//! from, so their diffs are real and a merge lands in the demo's own repository.
+//! from — the dispatch form starts there too — so their diffs are real and a merge lands
+//! in the demo's own repository.
 
 use clap::Args;
 use serde::Deserialize;
@@ -53,9 +56,48 @@ pub struct DemoHome {
 impl Drop for DemoHome {
     fn drop(&mut self) {
         if let Some(dir) = &self.throwaway {
+            leave_no_branches(&self.paths);
             let _ = std::fs::remove_dir_all(dir);
         }
     }
+}
+
+/// Before a throwaway demo directory goes: every worktree its runs made is removed with
+/// `git worktree remove` and its `drover/…` branch deleted, in whatever repository it was
+/// made (the demo's own, or one a run was dispatched into), so no branch or stale worktree
+/// entry is left pointing at what is thrown away.
+fn leave_no_branches(paths: &Paths) {
+    let request = drover_core::dispatch::Request::Runs {
+        state: None,
+        include_removed: true,
+        workflow: None,
+        limit: None,
+        before: None,
+        search: None,
+    };
+    let Ok(drover_core::dispatch::Response::Runs(runs)) =
+        drover_core::control::offline::answer(paths, &request)
+    else {
+        return;
+    };
+    let root = drover_core::config::Config::load(&paths.config_file).map_or_else(
+        |_| paths.data_dir.join("worktrees"),
+        |c| c.workspaces.root_in(&paths.data_dir),
+    );
+    let Ok(rt) = runtime() else {
+        return;
+    };
+    rt.block_on(async {
+        let worktrees = runs
+            .into_iter()
+            .filter_map(|r| r.workspace)
+            .filter(|w| w.is_worktree() && w.branch.is_some());
+        for ws in worktrees {
+            if let Err(e) = drover_core::workspace::ops::discard(&ws, &root).await {
+                tracing::warn!(code = %e.code, "leaving the demo: {}", e.message);
+            }
+        }
+    });
 }
 
 /// `$DROVER_HOME` when set, else a new private directory under the system's temp dir.
@@ -120,10 +162,13 @@ pub fn run(args: DemoArgs, paths: &Paths) -> Result<(), DroverError> {
             .collect()
     };
     // The demo's owner is its own, thrown away with it: leaving the demo ends its runs.
+    // The form starts in the demo's project too: a run dispatched from it never lands in
+    // the directory the demo was started from.
     runtime()?.block_on(super::dashboard::open(
         paths,
         runs,
-        drover_core::config::SIM_PROVIDER,
+        Some(drover_core::config::SIM_PROVIDER),
+        cwd,
         drover_core::config::DashboardOwner::InProcess,
     ))
 }

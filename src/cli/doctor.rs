@@ -176,6 +176,17 @@ pub fn run(args: DoctorArgs, paths: &Paths) -> Result<(), DroverError> {
     }
 }
 
+/// Whether the provider is the simulated agent run by this drover itself (nothing to find).
+fn runs_as_drover(name: &str, command: &str) -> bool {
+    command.is_empty() && name == SIM_PROVIDER
+}
+
+/// Whether doctor finds the provider's CLI (`command` on PATH, or as a path; the simulated
+/// agent is always there), without asking it for its version.
+pub fn cli_found(name: &str, command: &str) -> bool {
+    runs_as_drover(name, command) || which::which(command).is_ok()
+}
+
 /// Finds one provider's CLI and asks it for its version.
 pub fn check_provider(
     name: &str,
@@ -202,17 +213,16 @@ pub fn check_provider(
         check.status = "disabled".into();
         return check;
     }
-    let (program, version_args): (Option<PathBuf>, Vec<String>) =
-        if command.is_empty() && name == SIM_PROVIDER {
-            (
-                self_exe.map(Path::to_path_buf),
-                vec!["--version".to_string()],
-            )
-        } else {
-            let mut all = args.to_vec();
-            all.push("--version".to_string());
-            (which::which(command).ok(), all)
-        };
+    let (program, version_args): (Option<PathBuf>, Vec<String>) = if runs_as_drover(name, command) {
+        (
+            self_exe.map(Path::to_path_buf),
+            vec!["--version".to_string()],
+        )
+    } else {
+        let mut all = args.to_vec();
+        all.push("--version".to_string());
+        (which::which(command).ok(), all)
+    };
     let Some(program) = program else {
         check.status = "missing".into();
         let install = pinned

@@ -103,8 +103,9 @@ pub enum Command {
     Status(owner::StatusArgs),
     /// Print a shell completion script: `drover completions bash > ~/.local/share/bash-completion/completions/drover`.
     Completions(docs::CompletionsArgs),
-    /// Print drover's man page (roff): `drover man | man -l -`.
-    Man,
+    /// Print drover's man page (roff): `drover man | man -l -`; `--dir DIR` writes one
+    /// page per command (drover-serve.1, …) with FILES and ENVIRONMENT.
+    Man(docs::ManArgs),
     /// What drover finds on this machine: each provider's CLI and version, the config and
     /// data paths, and how to fix what is missing.
     Doctor(doctor::DoctorArgs),
@@ -147,7 +148,7 @@ impl Command {
             | Command::Status(_)
             | Command::Models(_)
             | Command::Completions(_)
-            | Command::Man => true,
+            | Command::Man(_) => true,
             Command::Budget(args) => args.action.is_none(),
             Command::Run(command) => command.read_only(),
             Command::Route(command) => command.read_only(),
@@ -183,7 +184,7 @@ impl Command {
             Command::Shutdown(_) => "shutdown",
             Command::Status(_) => "status",
             Command::Completions(_) => "completions",
-            Command::Man => "man",
+            Command::Man(_) => "man",
         }
     }
 }
@@ -227,7 +228,9 @@ pub fn run(cli: Cli) -> Result<exit::Exit, DroverError> {
         Command::Completions(args) => {
             return docs::completions(args, Cli::command()).map(|()| exit::Exit::Done);
         }
-        Command::Man => return docs::man(Cli::command()).map(|()| exit::Exit::Done),
+        Command::Man(args) => {
+            return docs::man(args, Cli::command()).map(|()| exit::Exit::Done);
+        }
         _ => {}
     }
     let done = |r: Result<(), DroverError>| r.map(|()| exit::Exit::Done);
@@ -269,7 +272,7 @@ pub fn run(cli: Cli) -> Result<exit::Exit, DroverError> {
         Command::Serve(args) => done(serve::run(args, &paths)),
         Command::Shutdown(args) => done(owner::shutdown(args, &paths)),
         Command::Status(args) => done(owner::status(args, &paths)),
-        Command::Completions(_) | Command::Man => Err(DroverError::new(
+        Command::Completions(_) | Command::Man(_) => Err(DroverError::new(
             ErrorCode::Internal,
             "completions and man are printed before the data directory is touched",
         )),

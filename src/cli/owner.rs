@@ -5,7 +5,8 @@
 //! What must stay true: a background owner runs in a session of its own (closing the
 //! terminal that started it does not end it), with its stdio going to `logs/owner.log`
 //! under the data directory; `--detach` returns only once the control socket answers, or
-//! says why the owner did not come up; `shutdown` ends the owner the way SIGTERM does
+//! says why the owner did not come up (a config it would refuse is refused here first,
+//! with its own code); `shutdown` ends the owner the way SIGTERM does
 //! (every active run recorded as interrupted and resumable), and signals only the pid the
 //! owner itself reported on its socket.
 
@@ -33,7 +34,13 @@ const POLL: Duration = Duration::from_millis(50);
 
 /// `drover serve --detach`.
 pub fn detach(json: bool, paths: &Paths) -> Result<(), DroverError> {
-    let started = runtime()?.block_on(start_background(paths))?;
+    let rt = runtime()?;
+    // With no owner yet, the config the new one would read is read here first: one it
+    // refuses is reported as itself (`CONFIG_INVALID`), not as an owner that never answered.
+    if rt.block_on(ping(paths))?.is_none() {
+        super::headless::dispatcher_options(paths)?;
+    }
+    let started = rt.block_on(start_background(paths))?;
     if json {
         return print_json(&started);
     }

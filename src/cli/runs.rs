@@ -56,7 +56,7 @@ pub enum RunCommand {
     Show {
         run: String,
         /// Print only the ids of its pending requests, oldest first, one per line (for
-        /// scripts: `drover respond RUN "$(drover show RUN --pending | head -n 1)" allow`).
+        /// scripts: `drover respond RUN "$(drover show RUN --pending | sed -n 1p)" allow`).
         #[arg(long, conflicts_with = "json")]
         pending: bool,
         #[command(flatten)]
@@ -631,12 +631,18 @@ fn human(request: &Request, answer: &Response) -> String {
         (_, Request::Stop { run_id }) => format!("stopping {run_id}\n"),
         (_, Request::Complete { run_id }) => format!("completing {run_id}\n"),
         (
-            _,
+            answer,
             Request::Remove {
                 run_id: Some(run_id),
                 ..
             },
-        ) => format!("removed {run_id} from the trays\n"),
+        ) => {
+            let mut text = format!("removed {run_id} from the trays\n");
+            if let Response::Removed(removed) = answer {
+                text.push_str(&kept_branches(removed));
+            }
+            text
+        }
         (Response::Removed(removed), Request::Remove { run_id: None, .. }) => {
             let mut text = format!(
                 "removed {} finished run{} from the trays\n",
@@ -650,6 +656,7 @@ fn human(request: &Request, answer: &Response) -> String {
                     removed.unmerged.join(" ")
                 ));
             }
+            text.push_str(&kept_branches(removed));
             text
         }
         (_, Request::Remove { run_id: None, .. }) => {
@@ -666,6 +673,20 @@ fn human(request: &Request, answer: &Response) -> String {
         ) => format!("stopping every active, queued and held run of workflow {workflow}\n"),
         _ => render::pretty_json(answer),
     }
+}
+
+/// One line per removed run whose branch keeps its unmerged work.
+fn kept_branches(removed: &drover_core::dispatch::api::Removed) -> String {
+    removed
+        .kept
+        .iter()
+        .map(|k| {
+            format!(
+                "{}'s unmerged work is kept on branch {}: merge it with git, or delete it with `git branch -D {}`\n",
+                k.run_id, k.branch, k.branch
+            )
+        })
+        .collect()
 }
 
 #[cfg(test)]

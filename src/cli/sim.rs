@@ -189,10 +189,7 @@ pub fn load_scenario(name_or_path: &str) -> Result<Scenario, String> {
         .map_err(|e| e.to_string());
     }
     let path = Path::new(name_or_path);
-    let looks_like_a_path = name_or_path.contains(std::path::MAIN_SEPARATOR)
-        || name_or_path.ends_with(".toml")
-        || name_or_path.ends_with(".json")
-        || path.exists();
+    let looks_like_a_path = scenario::looks_like_path(name_or_path) || path.exists();
     if !looks_like_a_path {
         return Err(format!(
             "no scenario named `{name_or_path}`: use one of {} or a path to a .toml or .json file",

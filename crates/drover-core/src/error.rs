@@ -13,6 +13,11 @@ use std::fmt;
 pub enum ErrorCode {
     /// The dispatch names a provider drover does not know, or one disabled in the config.
     InvalidProvider,
+    /// The provider's CLI is not found (on `PATH`, or at its configured command): the run
+    /// could not start; `drover doctor` says what is installed.
+    ProviderUnavailable,
+    /// The simulated agent has no scenario of that name (and it is no path to a file).
+    ScenarioUnknown,
     /// The task is empty.
     TaskRequired,
     /// The task is longer than `[limits] task_max_chars`.
@@ -28,8 +33,9 @@ pub enum ErrorCode {
     /// A spec or request field is malformed (an unknown capability, workspace or effort,
     /// a bad schema, tags, an empty run list, a bad budget amount).
     InvalidSpec,
-    /// The budget session has no money left for the run: its hard cap is reached, or
-    /// spend and reservations leave not a cent.
+    /// The budget session has no money left for the run: its hard cap is reached, or its
+    /// spend leaves not a cent; or a `--no-queue` dispatch whose money is held by turns in
+    /// flight (it may not wait for them).
     BudgetExceeded,
     /// Pricing is enforced and the model has no price in the catalog.
     BudgetUnpriced,
@@ -139,6 +145,8 @@ impl ErrorCode {
     pub fn as_str(self) -> &'static str {
         match self {
             ErrorCode::InvalidProvider => "INVALID_PROVIDER",
+            ErrorCode::ProviderUnavailable => "PROVIDER_UNAVAILABLE",
+            ErrorCode::ScenarioUnknown => "SCENARIO_UNKNOWN",
             ErrorCode::TaskRequired => "TASK_REQUIRED",
             ErrorCode::TaskTooLong => "TASK_TOO_LONG",
             ErrorCode::CwdInvalid => "CWD_INVALID",
@@ -232,6 +240,8 @@ mod tests {
     fn codes_serialize_as_their_display_form() {
         for code in [
             ErrorCode::InvalidProvider,
+            ErrorCode::ProviderUnavailable,
+            ErrorCode::ScenarioUnknown,
             ErrorCode::PermissionPolicyUnsupported,
             ErrorCode::NoPendingRequest,
             ErrorCode::OwnerUnresponsive,

@@ -60,6 +60,8 @@ pub struct AppOptions {
     pub providers: Vec<String>,
     /// The provider the form starts on.
     pub default_provider: String,
+    /// Providers whose CLI is not found on this machine (the form marks them).
+    pub missing_providers: Vec<String>,
     /// The form's working directory (the directory drover was started in).
     pub cwd: PathBuf,
     /// Scenario names offered for the simulated provider.
@@ -85,6 +87,7 @@ impl AppOptions {
         AppOptions {
             providers: vec!["claude-code".into(), "sim".into()],
             default_provider: "claude-code".into(),
+            missing_providers: Vec::new(),
             cwd,
             scenarios: drover_core::sim::scenario::builtin_names()
                 .into_iter()
@@ -305,7 +308,8 @@ impl App {
                     &self.options.scenarios,
                 )
                 .with_budget_default(self.options.default_budget_usd)
-                .with_models(self.options.models.clone()),
+                .with_models(self.options.models.clone())
+                .with_missing(self.options.missing_providers.clone()),
             ),
             Action::FollowUp => match selected {
                 Some(run) if run.head.state.is_active() => self.open_follow_up(&run, effects),

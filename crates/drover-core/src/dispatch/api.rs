@@ -348,6 +348,19 @@ pub struct Removed {
     /// Finished runs left in the trays because their worktree holds unmerged work.
     #[serde(default)]
     pub unmerged: Vec<String>,
+    /// Removed runs whose branch keeps their unmerged work (`--force`): drover no longer
+    /// lists them, git does.
+    #[serde(default)]
+    pub kept: Vec<KeptBranch>,
+}
+
+/// A removed run's branch that keeps its work.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct KeptBranch {
+    /// The removed run.
+    pub run_id: String,
+    /// Its `drover/…` branch.
+    pub branch: String,
 }
 
 /// The answer to `kill_all`: the runs asked to stop.
@@ -799,9 +812,11 @@ pub struct BudgetView {
     pub session: String,
     /// Booked spend of every run of the session (removed runs included).
     pub spent_usd: f64,
-    /// What live runs may still spend: each one's cap minus its spend.
+    /// What runs in a turn hold back: each one's cap minus its spend (money is reserved for
+    /// a turn, docs/ARCHITECTURE.md §"Money").
     pub reserved_usd: f64,
-    /// What a new run could get: hard cap minus spent and reserved (not below zero).
+    /// What is free for a turn to start now: hard cap minus spent and reserved (not below
+    /// zero).
     pub available_usd: f64,
     /// The session's warning, in US dollars.
     pub warning_usd: f64,

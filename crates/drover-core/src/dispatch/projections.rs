@@ -130,7 +130,9 @@ pub fn answer(reader: &LedgerReader, query: Query) -> Result<Response, DroverErr
         }
         Query::NotActive { run_id } => {
             return Err(match reader.run(&run_id)? {
-                Some(record) => crate::dispatch::core::not_active(&run_id, record.state),
+                Some(record) => {
+                    crate::dispatch::core::not_held(&run_id, record.state, record.removed)
+                }
                 None => crate::dispatch::core::not_found(&run_id),
             });
         }

@@ -1,16 +1,19 @@
-//! Budget decisions: what a new run may spend, and what to do after each usage row.
+//! Budget decisions: what a new run may spend, whether a turn may start now, and what to do
+//! after each usage row.
 //!
 //! Pure: no I/O and no clock. The driver keeps the numbers ([`SessionMoney`],
 //! [`RunMoney`]), asks these functions, and carries out what they return. What must stay
 //! true (docs/ARCHITECTURE.md §"Money"):
 //! - a run's cap is its requested budget clamped into `[limits] budget_usd_min..max`
-//!   ([`run_cap`]), then fitted into what the session's hard cap leaves after spend and
-//!   reservations, in whole cents rounded down ([`fit`]): granted as asked, lowered with a
-//!   note, or refused with `BUDGET_EXCEEDED` when not a cent is left or the session is
-//!   closed;
-//! - a live run (starting, running, idle, awaiting permission) reserves what its cap has
-//!   left ([`RunMoney::reservation`]); queued and held runs reserve nothing and are fitted
-//!   again when they start, so the numbers they see are current;
+//!   ([`run_cap`]), then fitted into what the session's hard cap leaves after its spend, in
+//!   whole cents rounded down ([`fit`]): granted as asked, lowered with a note, or refused
+//!   with `BUDGET_EXCEEDED` when not a cent is left or the session is closed. Reservations
+//!   never refuse a run: they are released as turns end, so a run waits for them;
+//! - money is reserved for a turn, not for a run: a run in a turn reserves what its cap
+//!   has left ([`RunMoney::reservation`]); a run waiting on the user, on a route card, idle,
+//!   hibernated or queued reserves nothing;
+//! - a turn starts only when what its run's cap has left is free in the session (the hard
+//!   cap less spend and reservations, [`turn_fits`]); otherwise it waits, in order;
 //! - spend counts every usage row of the session, removed runs included; the driver sums
 //!   rows by budget session, never by what is on screen;
 //! - after every usage row ([`after_usage`]): a run whose spend reached its cap is stopped
@@ -41,7 +44,8 @@ pub struct RunMoney {
 }
 
 impl RunMoney {
-    /// What a live run holds back from the session: its cap minus its spend, not below 0.
+    /// What a run in a turn holds back from the session (and what a turn of it needs free
+    /// to start): its cap minus its spend, not below 0.
     pub fn reservation(&self) -> f64 {
         tidy_dollars((self.cap - self.spent).max(0.0))
     }
@@ -52,7 +56,7 @@ impl RunMoney {
     }
 }
 
-/// What the live runs of a session hold back: the sum of their reservations.
+/// What the runs in a turn hold back: the sum of their reservations.
 pub fn reserved<'a>(live_runs: impl IntoIterator<Item = &'a RunMoney>) -> f64 {
     tidy_dollars(live_runs.into_iter().map(RunMoney::reservation).sum())
 }
@@ -64,7 +68,7 @@ pub struct SessionMoney {
     pub name: String,
     /// Booked spend of every run of the session, removed runs included.
     pub spent: f64,
-    /// What live runs hold back ([`reserved`]).
+    /// What runs in a turn hold back ([`reserved`]).
     pub reserved: f64,
     /// The spend at which the user is told, once.
     pub warning: f64,
@@ -102,8 +106,8 @@ impl SessionMoney {
         }
     }
 
-    /// What a new run could get: the hard cap minus spend and reservations, in whole
-    /// cents rounded down, not below 0.
+    /// What is free for a turn to start now: the hard cap minus spend and reservations,
+    /// in whole cents rounded down, not below 0.
     pub fn available(&self) -> f64 {
         cents_down(self.hard_cap - self.spent - self.reserved) / 100.0
     }
@@ -201,18 +205,21 @@ pub enum Fit {
         /// The run's cap in US dollars, whole cents.
         cap: f64,
     },
-    /// Less than asked: what the hard cap leaves, with a note for the user.
+    /// Less than asked: what the hard cap leaves after the session's spend, with a note
+    /// for the user.
     Lowered {
         /// The run's cap in US dollars, whole cents: what the session has left.
         cap: f64,
         /// Why the cap was lowered, for the run's notes.
         note: String,
     },
-    /// `BUDGET_EXCEEDED`: nothing is left, or the session is closed.
+    /// `BUDGET_EXCEEDED`: nothing is left after the spend, or the session is closed.
     Refused(DroverError),
 }
 
-/// Fits `requested_cap` (dollars, see [`run_cap`]) into what `session` has left.
+/// Fits `requested_cap` (dollars, see [`run_cap`]) into what `session`'s hard cap leaves
+/// after its spend. Reservations do not count here: a run whose cap is held by turns in
+/// flight waits for them ([`turn_fits`]), it is not refused or cut down for them.
 pub fn fit(requested_cap: f64, session: &SessionMoney) -> Fit {
     if session.closed {
         return Fit::Refused(DroverError::new(
@@ -230,22 +237,17 @@ pub fn fit(requested_cap: f64, session: &SessionMoney) -> Fit {
     } else {
         0.0
     };
-    let left_cents = cents_down(session.hard_cap - session.spent - session.reserved);
+    let left_cents = cents_down(session.hard_cap - session.spent);
     let situation = format!(
-        "{} spent{} under its {} hard cap",
+        "{} spent under its {} hard cap",
         usd(session.spent),
-        if session.reserved > 0.0 {
-            format!(", {} reserved by live runs", usd(session.reserved))
-        } else {
-            String::new()
-        },
         usd(session.hard_cap)
     );
     if left_cents < 1.0 {
         return Fit::Refused(DroverError::new(
             ErrorCode::BudgetExceeded,
             format!(
-                "Budget session {} has nothing left for a new run ({situation}); wait for a live run to finish, raise the cap with `drover budget set --hard AMOUNT`, or start a new budget session with `drover budget new NAME`.",
+                "Budget session {} has nothing left for a new run ({situation}); raise the cap with `drover budget set --hard AMOUNT`, or start a new budget session with `drover budget new NAME`.",
                 session.name
             ),
         ));
@@ -265,6 +267,61 @@ pub fn fit(requested_cap: f64, session: &SessionMoney) -> Fit {
             session.name
         ),
     }
+}
+
+/// Whether a turn needing `need` dollars (what its run's cap has left) may start now.
+#[derive(Debug, Clone, PartialEq)]
+pub enum TurnFit {
+    /// What it needs is free: it starts, and reserves it.
+    Fits,
+    /// Turns in flight hold the money: it waits until `need` is free.
+    Waits {
+        /// What it waits for, in whole cents.
+        need: f64,
+        /// What is free now.
+        free: f64,
+    },
+}
+
+/// Whether a turn needing `need` fits into what `session` has free now (the hard cap less
+/// spend and reservations, [`SessionMoney::available`]), in whole cents.
+pub fn turn_fits(need: f64, session: &SessionMoney) -> TurnFit {
+    let need_cents = if need.is_finite() {
+        (need * 100.0 - 1e-6).ceil().max(0.0)
+    } else {
+        0.0
+    };
+    let free = session.available();
+    if need_cents <= (free * 100.0).round() {
+        TurnFit::Fits
+    } else {
+        TurnFit::Waits {
+            need: need_cents / 100.0,
+            free,
+        }
+    }
+}
+
+/// The live line of a run waiting for `need` dollars of its budget session.
+pub fn waiting_words(need: f64) -> String {
+    format!("waiting for {} of budget", usd(need))
+}
+
+/// `BUDGET_EXCEEDED` for a dispatch that may not wait (`--no-queue`) and whose cap is not
+/// free now; `holders` names the runs whose turns hold the money.
+pub fn no_queue_refusal(cap: f64, session: &SessionMoney, holders: &str) -> DroverError {
+    DroverError::new(
+        ErrorCode::BudgetExceeded,
+        format!(
+            "Budget session {} has {} free and this run needs {} ({} spent, {} held by turns in flight, {} hard cap); dispatch it without --no-queue to let it wait for the money, or raise the cap with `drover budget set --hard AMOUNT`.{holders}",
+            session.name,
+            usd(session.available()),
+            usd(cap),
+            usd(session.spent),
+            usd(session.reserved),
+            usd(session.hard_cap)
+        ),
+    )
 }
 
 /// The up-front price check of a dispatch: `Ok(None)` for a priced or free model;

@@ -5,12 +5,13 @@
 //! the dispatcher keeps the numbers, asks these functions and does what they return.
 //! What must stay true:
 //! - usage that cannot be priced is recorded without a cost, never as $0;
-//! - no run is granted more than its session's hard cap leaves after spend and
-//!   reservations;
+//! - no run is granted a cap above what its session's hard cap leaves after spend, and no
+//!   turn starts unless what its run's cap has left is free after the reservations of the
+//!   turns in flight;
 //! - the catalog built from a loaded config is valid (the loader checked it).
 //!
 //! Files: `catalog` (models, tiers, prices, resolution), `pricing` (tokens × price,
-//! basis, Claude's per-turn split), `budget` (caps, fitting, after-usage actions),
+//! basis, Claude's per-turn split), `budget` (caps, fitting, whether a turn fits now, after-usage actions),
 //! `dollars` (what a dollar amount is and how one reads: `$3.21`, `$0.075` per Mtok).
 
 pub mod budget;
@@ -22,8 +23,8 @@ pub mod pricing;
 mod tests;
 
 pub use budget::{
-    BudgetAction, Fit, RunCap, RunMoney, SessionMoney, StopReason, after_usage, check_price, fit,
-    reserved, run_cap, session_caps,
+    BudgetAction, Fit, RunCap, RunMoney, SessionMoney, StopReason, TurnFit, after_usage,
+    check_price, fit, reserved, run_cap, session_caps, turn_fits,
 };
 pub use catalog::{Catalog, CatalogProblem, EMBEDDED_CATALOG_TOML, Model, Tier};
 pub use dollars::{usd, usd_per_mtok};

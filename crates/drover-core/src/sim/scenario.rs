@@ -135,6 +135,12 @@ pub fn builtin(name: &str) -> Option<&'static str> {
         .map(|(_, text)| *text)
 }
 
+/// Whether a `--scenario` value names a file rather than a shipped scenario: it has a
+/// path separator, or ends in `.toml` or `.json`.
+pub fn looks_like_path(name: &str) -> bool {
+    name.contains(std::path::MAIN_SEPARATOR) || name.ends_with(".toml") || name.ends_with(".json")
+}
+
 /// The names of the shipped scenarios, in the order above.
 pub fn builtin_names() -> Vec<&'static str> {
     BUILTIN.iter().map(|(name, _)| *name).collect()

@@ -4,12 +4,13 @@
 //!
 //! What must stay true:
 //! - Pure: no I/O, no clock. The file system is consulted only through
-//!   [`ValidationContext::dir_exists`], models only through [`ModelCatalog`].
+//!   [`ValidationContext::dir_exists`], models only through [`ModelCatalog`], the sim's
+//!   scenarios only through the shipped list ([`crate::sim::scenario::builtin_names`]).
 //! - Every bound and default comes from [`crate::config::Limits`]; the only constants
 //!   here are the shape of titles and tags.
 //! - Words are refused (`INVALID_PROVIDER`, `TASK_REQUIRED`, `TASK_TOO_LONG`,
 //!   `CWD_INVALID`, `MODEL_UNKNOWN`, `MODEL_DISABLED`, `PERMISSION_POLICY_UNSUPPORTED`,
-//!   `INVALID_SPEC`); numbers never are: they are clamped and each clamp is listed in
+//!   `INVALID_SPEC`, `SCENARIO_UNKNOWN`); numbers never are: they are clamped and each clamp is listed in
 //!   [`Spec::clamps`].
 //!
 //! Files: `input` (wire shape), `validated` (the result and its vocabularies),

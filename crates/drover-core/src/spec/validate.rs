@@ -2,7 +2,7 @@
 //!
 //! Owns the refusal rules and their sentences. What must stay true: the checks run in a
 //! fixed order (provider, task, cwd, model, policy, capability, effort, workspace, output schema,
-//! tags) so a spec with several faults always gets the same first refusal; each refusal
+//! tags, scenario) so a spec with several faults always gets the same first refusal; each refusal
 //! has a stable code and one sentence saying what to change; anything else is accepted,
 //! with numbers clamped through `clamp`.
 
@@ -35,6 +35,7 @@ pub fn validate(input: &SpecInput, ctx: &ValidationContext) -> Result<Spec, Drov
     let workspace = workspace(input.workspace.as_deref())?;
     let output_schema = output_schema(input.output_schema.as_ref())?;
     let tags = tags(&input.tags)?;
+    let scenario = scenario(input.scenario.as_deref())?;
 
     let limits = ctx.limits;
     let mut clamps = Vec::new();
@@ -100,12 +101,38 @@ pub fn validate(input: &SpecInput, ctx: &ValidationContext) -> Result<Spec, Drov
         parent_run: present(input.parent_run.as_deref()),
         idempotency_key: present(input.idempotency_key.as_deref()),
         queue_if_busy: input.queue_if_busy.unwrap_or(true),
-        scenario: present(input.scenario.as_deref()),
+        scenario,
         class: present(input.class.as_deref()),
         workspace,
         carry_changes: input.carry_changes.unwrap_or(false),
         clamps,
     })
+}
+
+/// The simulated agent's scenario: a shipped name, or a path to a scenario file (the sim
+/// reads it, and says what is wrong with it). Any other name is refused
+/// (`SCENARIO_UNKNOWN`) with the close names, before anything is made for the run.
+fn scenario(requested: Option<&str>) -> Result<Option<String>, DroverError> {
+    use crate::sim::scenario::{builtin, builtin_names, looks_like_path};
+    let Some(name) = present(requested) else {
+        return Ok(None);
+    };
+    if builtin(&name).is_some() || looks_like_path(&name) {
+        return Ok(Some(name));
+    }
+    let names = builtin_names();
+    let hint = match suggest(&name, names.iter().copied()).as_slice() {
+        [] => String::new(),
+        close => format!(" (did you mean {}?)", either(close)),
+    };
+    Err(DroverError::new(
+        ErrorCode::ScenarioUnknown,
+        format!(
+            "The simulated agent has no scenario {}{hint}; use one of {}, or a path to a .toml or .json scenario file.",
+            quoted(&name),
+            names.join(", ")
+        ),
+    ))
 }
 
 /// A trimmed optional string; blank counts as absent.

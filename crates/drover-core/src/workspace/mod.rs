@@ -5,7 +5,7 @@
 //! Owns the workspace's data (the [`WorkspaceView`] the ledger keeps and the API shows,
 //! the change and diff shapes), the pure helpers that name branches and directories, and
 //! the git work itself ([`ops`]: create, check, measure, diff, merge, keep, discard,
-//! prune), every git command going through [`git`]. The dispatcher's core decides when
+//! release, prune), every git command going through [`git`]. The dispatcher's core decides when
 //! each runs (as an effect); its driver runs them off the dispatcher's task.
 //!
 //! What must stay true:
@@ -14,6 +14,8 @@
 //!   moves);
 //! - nothing with unmerged work is deleted: keep commits what is uncommitted onto the
 //!   run's branch before the worktree goes; only discard deletes work, and only when asked;
+//!   a branch is deleted without asking only when it holds no commits beyond its base
+//!   (release), so no empty `drover/…` branch or stale worktree entry is left behind;
 //! - the diff is git's own (`git diff`), never one computed here;
 //! - what git prints is bounded (file lists, patches) and untrusted.
 
@@ -361,6 +363,9 @@ pub enum Task {
         /// removed.
         root: PathBuf,
     },
+    /// A run whose worktree is gone leaves the trays: prune its worktree entry, and delete
+    /// its branch when it holds no commits beyond its base.
+    Release(WorkspaceView),
     /// `git worktree prune` in these repositories (at start).
     Prune {
         /// The user's checkouts of the repositories.
@@ -379,6 +384,7 @@ impl Task {
             Task::Merge { .. } => "merging",
             Task::Keep { .. } => "keeping the branch",
             Task::Discard { .. } => "discarding the worktree",
+            Task::Release(_) => "releasing the branch",
             Task::Prune { .. } => "pruning stale worktrees",
         }
     }
@@ -401,6 +407,9 @@ pub enum Outcome {
     Kept(WorkspaceView),
     /// The worktree and branch were deleted: the workspace after it.
     Discarded(WorkspaceView),
+    /// A gone worktree's entry was pruned, its branch deleted if it held no commits: the
+    /// workspace after it.
+    Released(WorkspaceView),
     /// Stale worktree entries were pruned.
     Pruned,
 }
@@ -429,6 +438,7 @@ pub async fn perform(run_id: &str, task: Task) -> Result<Outcome, DroverError> {
         Task::Discard { workspace, root } => {
             Outcome::Discarded(ops::discard(&workspace, &root).await?)
         }
+        Task::Release(ws) => Outcome::Released(ops::release(&ws).await?),
         Task::Prune { checkouts } => {
             ops::prune(&checkouts).await;
             Outcome::Pruned

@@ -1095,6 +1095,46 @@ pub async fn discard(ws: &WorkspaceView, root: &Path) -> Result<WorkspaceView, D
     Ok(after)
 }
 
+/// A run whose worktree is already gone (kept, or vanished outside drover) leaves the
+/// trays: its repository's worktree entry is pruned, and its branch deleted when it holds
+/// no commits beyond the run's base (nothing to lose); a branch with commits is kept (the
+/// workspace's status stays as it was). A repository that is gone leaves nothing to do.
+pub async fn release(ws: &WorkspaceView) -> Result<WorkspaceView, DroverError> {
+    let mut after = ws.clone();
+    let Some(checkout) = ws.checkout_path().filter(|c| c.is_dir()) else {
+        return Ok(after);
+    };
+    let _lock = lock(&checkout).await;
+    if let Some(w) = ws.worktree_path().filter(|w| w.exists()) {
+        remove_worktree(&checkout, &w).await;
+    } else {
+        let _ = Git::at(&checkout).run(&["worktree", "prune"]).await;
+    }
+    let (Some(branch), Some(base)) = (&ws.branch, &ws.base_commit) else {
+        return Ok(after);
+    };
+    if branch_exists(&checkout, branch).await?.is_none() {
+        after.status = WorkspaceStatus::Discarded;
+        return Ok(after);
+    }
+    let ahead = Git::at(&checkout)
+        .ok(&[
+            "rev-list",
+            "--count",
+            &format!("{base}..refs/heads/{branch}"),
+        ])
+        .await
+        .map_err(|e| git_error(&format!("counting the commits of {branch}"), e))?;
+    if ahead.trim() == "0" {
+        Git::at(&checkout)
+            .ok(&["branch", "-D", branch])
+            .await
+            .map_err(|e| git_error(&format!("deleting {branch}"), e))?;
+        after.status = WorkspaceStatus::Discarded;
+    }
+    Ok(after)
+}
+
 /// `git worktree prune` in each repository: entries of worktrees deleted outside git go.
 pub async fn prune(checkouts: &[PathBuf]) {
     for checkout in checkouts.iter().filter(|c| c.is_dir()) {

@@ -22,7 +22,8 @@ impl App {
         };
         let form = DispatchForm::again(&self.options.providers, &self.options.scenarios, view)
             .with_budget_default(self.options.default_budget_usd)
-            .with_models(self.options.models.clone());
+            .with_models(self.options.models.clone())
+            .with_missing(self.options.missing_providers.clone());
         self.flash_info(format!("{id}'s task, filled in: enter dispatches it again"));
         self.views.push(form);
     }

@@ -83,7 +83,8 @@ impl Field {
     fn of_error(code: ErrorCode) -> Option<Field> {
         Some(match code {
             ErrorCode::TaskRequired | ErrorCode::TaskTooLong => Field::Task,
-            ErrorCode::InvalidProvider => Field::Provider,
+            ErrorCode::InvalidProvider | ErrorCode::ProviderUnavailable => Field::Provider,
+            ErrorCode::ScenarioUnknown => Field::Scenario,
             ErrorCode::ModelUnknown | ErrorCode::ModelDisabled => Field::Model,
             ErrorCode::PermissionPolicyUnsupported => Field::Policy,
             ErrorCode::BudgetExceeded | ErrorCode::BudgetUnpriced => Field::Budget,
@@ -192,6 +193,8 @@ pub struct DispatchForm {
     /// The catalog's models, for the model picker (those of the chosen provider are
     /// offered).
     pub models: Vec<ModelOption>,
+    /// Providers whose CLI is not found on this machine: marked as such when chosen.
+    pub missing: Vec<String>,
 }
 
 impl DispatchForm {
@@ -237,7 +240,14 @@ impl DispatchForm {
                 .limits
                 .budget_usd_default,
             models: ModelOption::of_catalog(&drover_core::money::Catalog::embedded()),
+            missing: Vec::new(),
         }
+    }
+
+    /// The same form, marking these providers as not installed.
+    pub fn with_missing(mut self, missing: Vec<String>) -> Self {
+        self.missing = missing;
+        self
     }
 
     /// The same form, picking from these models.
@@ -563,6 +573,7 @@ impl View for DispatchForm {
             ];
             let room = width.saturating_sub(16);
             if DispatchForm::is_choice(*field) {
+                let missing = *field == Field::Provider && self.missing.contains(&value);
                 spans.push(Span::styled("‹ ", theme::dim()));
                 spans.push(Span::styled(
                     value,
@@ -573,6 +584,12 @@ impl View for DispatchForm {
                     },
                 ));
                 spans.push(Span::styled(" ›", theme::dim()));
+                if missing {
+                    spans.push(Span::styled(
+                        "  not installed (drover doctor)",
+                        theme::error(),
+                    ));
+                }
             } else if value.is_empty() {
                 if focused {
                     spans.push(Span::styled("▏", theme::focus()));

@@ -1,15 +1,20 @@
 //! Admission (docs/ARCHITECTURE.md §"Run lifecycle", §"Rails and the queue", §"Money",
 //! §"Routing and route cards"): a dispatch is validated, routed, put on its rails and
-//! fitted into its budget session; then it starts, waits in the queue, or waits on a route
-//! card. A repeated idempotency key returns the run it made.
+//! fitted into its budget session; then it starts, waits in the queue (for a slot, or for
+//! the money of its first turn), or waits on a route card. A repeated idempotency key
+//! returns the run it made.
 //!
 //! A `--no-queue` dispatch on a full rail is refused (`MAX_CONCURRENT`) unless idle runs
 //! hibernating would give it a slot ([`Core::room_plan`], the planner queued runs use):
-//! then it is `starting`, waiting for those runs' children to exit, and starts then.
+//! then it is `starting`, waiting for those runs' children to exit, and starts then. One
+//! whose cap is not free now (turns in flight hold the money) is refused
+//! (`BUDGET_EXCEEDED`, naming those runs).
 //!
 //! What must stay true: nothing is created for a refused dispatch (its refusal is sent at
-//! once); an accepted one is answered after its first writes are committed, showing where
-//! the run is now (starting, queued, or held).
+//! once) — no run, no worktree, no branch — and a dispatch that could not start is refused
+//! before anything is made (an unknown scenario, a cwd that does not exist, a provider whose
+//! CLI is not found: `PROVIDER_UNAVAILABLE`); an accepted one is answered after its first
+//! writes are committed, showing where the run is now (starting, queued, or held).
 
 use serde_json::json;
 
@@ -108,6 +113,29 @@ impl Core {
                 policies: PermissionPolicy::ALL.to_vec(),
             })
             .collect()
+    }
+
+    /// `PROVIDER_UNAVAILABLE` when `provider` runs a CLI that is not found: the run could
+    /// not start, so nothing is made for it (a run held on a route card is offered only
+    /// providers that can run).
+    fn provider_unavailable(&self, provider: &str) -> Option<DroverError> {
+        let traits = providers::traits(provider).filter(|t| t.needs_cli)?;
+        let configured = self.config.providers.get(provider)?;
+        let command = routes::cli_command(traits, &configured.command);
+        if self.facts.cli_found(&command) {
+            return None;
+        }
+        let install = traits
+            .pinned
+            .as_ref()
+            .map(|p| format!("install it (`{}`), ", p.install_command()))
+            .unwrap_or_default();
+        Some(DroverError::new(
+            ErrorCode::ProviderUnavailable,
+            format!(
+                "Provider {provider} cannot start: its CLI `{command}` is not found; {install}set its path with `command` under [providers.{provider}], or dispatch to another provider (`drover doctor` lists what is installed)."
+            ),
+        ))
     }
 
     /// Validates and creates a run. Returns the run's summary. A dispatch that names a
@@ -244,6 +272,11 @@ impl Core {
                 }
             }
         }
+        if hold.is_none()
+            && let Some(e) = self.provider_unavailable(&spec.provider)
+        {
+            return Err(e);
+        }
         if spec.model.is_none() && hold.is_none() {
             let (model, note) = self.default_model(&spec.provider);
             spec.model = model;
@@ -302,6 +335,13 @@ impl Core {
                 spec.budget_usd = cap;
             }
             notes.extend(fit_notes);
+            // Money is reserved for a turn: a run whose cap is not free now waits for it in
+            // the queue, unless it may not wait.
+            if !spec.queue_if_busy
+                && let Some(e) = self.no_queue_money(&session, spec.budget_usd)
+            {
+                return Err(e);
+            }
         }
         // The provider gets the task as written; what is stored and shown is redacted.
         let first_prompt = super::prompts::first_turn(&spec);

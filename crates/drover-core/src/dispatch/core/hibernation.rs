@@ -314,10 +314,13 @@ impl Core {
             .map(|r| (Some(r.id.clone()), self.slot_of(r)))
             .collect();
         // Each waiting run's slot, and whether it is `extra`.
+        // A run in the queue that holds its slot (an idle run whose follow-up waits for
+        // money) needs no room.
         let mut queue: Vec<(bool, RailSlot)> = self
             .queue
             .iter()
-            .filter_map(|id| self.runs.get(id).map(|r| (false, self.slot_of(r))))
+            .filter_map(|id| self.runs.get(id).filter(|r| !r.holds_slot()))
+            .map(|r| (false, self.slot_of(r)))
             .chain(extra.map(|slot| (true, slot.clone())))
             .collect();
         let mut idle: Vec<(UnixMillis, String)> = self

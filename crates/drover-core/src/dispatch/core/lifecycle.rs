@@ -56,14 +56,15 @@ impl Core {
     }
 
     /// How many runs of `session` wait in the queue (a `--no-queue` run waiting for the
-    /// slot of an idle run that hibernates for it is not queued).
+    /// slot of an idle run that hibernates for it is not queued, nor is an idle run whose
+    /// follow-up waits).
     pub(super) fn queued_in(&self, session: &str) -> usize {
         self.queue
             .iter()
             .filter(|id| {
-                self.runs
-                    .get(*id)
-                    .is_some_and(|r| r.session == session && !r.waiting_for_room)
+                self.runs.get(*id).is_some_and(|r| {
+                    r.session == session && !r.waiting_for_room && r.state() != RunState::Idle
+                })
             })
             .count()
     }
@@ -76,9 +77,10 @@ impl Core {
         self.make_room();
     }
 
-    /// Starts queued runs while their rails have room (FIFO, skipping blocked ones), then
-    /// makes room for those still blocked. Called wherever a slot frees or the limits
-    /// change.
+    /// Starts queued runs while their rails have room and their money is free (FIFO,
+    /// skipping runs whose rail is full; money in order), then makes room for those still
+    /// blocked. Called wherever a slot frees or the limits change, and after any input
+    /// while a run waits for money (`money.rs`).
     pub(super) fn start_queued(&mut self) {
         if self.shutting_down() {
             return;
@@ -87,28 +89,95 @@ impl Core {
         self.make_room();
     }
 
+    /// Starts queued runs in order while their rails have room and their money is free
+    /// (`rails::next_in_order`); runs left waiting for money say how much on their live
+    /// line.
     fn start_what_fits(&mut self) {
         loop {
             let holding = self.holding_slots();
-            let queue: Vec<RailSlot> = self
-                .queue
-                .iter()
-                .filter_map(|id| self.runs.get(id).map(|r| self.slot_of(r)))
-                .collect();
-            let Some(index) = rails::next_to_start(self.limits(), &holding, &queue) else {
+            let ids: Vec<String> = self.queue.iter().cloned().collect();
+            let mut queue = Vec::with_capacity(ids.len());
+            let mut needs = Vec::with_capacity(ids.len());
+            for id in &ids {
+                let Some(run) = self.runs.get(id) else {
+                    continue;
+                };
+                let (slot, holds_slot) = (self.slot_of(run), run.holds_slot());
+                let need = self.money_short(id, false);
+                queue.push(rails::Waiting {
+                    slot,
+                    holds_slot,
+                    money_fits: need.is_none(),
+                });
+                needs.push((id.clone(), need));
+            }
+            let kept: Vec<String> = needs.iter().map(|(id, _)| id.clone()).collect();
+            let Some(index) = rails::next_in_order(self.limits(), &holding, &queue) else {
+                // What keeps a run with rail room back is money (its own, or that of a run
+                // of its session ahead of it): its live line says how much it waits for.
+                let mut short: Vec<String> = Vec::new();
+                for (waiting, (id, need)) in queue.iter().zip(needs) {
+                    let rail_room = waiting.holds_slot
+                        || rails::blocked_by(self.limits(), &holding, &waiting.slot).is_none();
+                    let session = &waiting.slot.session;
+                    if !rail_room || (need.is_none() && !short.contains(session)) {
+                        continue;
+                    }
+                    short.push(session.clone());
+                    let need = need.or_else(|| self.turn_need(&id).map(|(_, n)| n));
+                    if let Some(need) = need {
+                        self.wait_for_money(&id, need);
+                    }
+                }
                 return;
             };
-            let Some(id) = self.queue.remove(index) else {
-                return;
-            };
-            self.launch(&id, true);
+            let id = kept[index].clone();
+            self.queue.retain(|q| *q != id);
+            self.start_from_queue(&id);
         }
     }
 
+    /// A run leaves the queue to start: an idle run's follow-up that waited for money is
+    /// sent (waking it when it is hibernated); any other run is launched.
+    fn start_from_queue(&mut self, run_id: &str) {
+        let now = self.now;
+        let Some(run) = self.runs.get_mut(run_id) else {
+            return;
+        };
+        let waited = run.money_wait.take().is_some();
+        if waited && run.state() == RunState::Idle && run.wake.is_none() {
+            let Some(text) = run.follow_ups.pop_front() else {
+                return;
+            };
+            let asleep = run.asleep();
+            let mut batch = Batch::default();
+            run.event(
+                &mut batch,
+                super::requests::FOLLOW_UP_SENT,
+                &serde_json::Value::Null,
+                now,
+            );
+            self.commit(batch);
+            if asleep {
+                return self.wake(run_id, text, TurnOrigin::FollowUp);
+            }
+            return self.start_turn(run_id, text, TurnOrigin::FollowUp);
+        }
+        self.launch(run_id, true);
+    }
+
     /// Asks for the run's adapter (its outcome comes back as [`super::Input::Launched`]).
-    /// A run coming from the queue is first fitted again into what its budget session has
-    /// left; a worktree run gets its worktree first (the launch follows its outcome).
+    /// A run that does not come from the queue waits there when its money is not free
+    /// (`money.rs`); one that comes from it is first fitted again into what its budget
+    /// session has left; a worktree run gets its worktree first (the launch follows its
+    /// outcome).
     pub(super) fn launch(&mut self, run_id: &str, from_queue: bool) {
+        if !from_queue && let Some(need) = self.money_short(run_id, true) {
+            return self.wait_for_money(run_id, need);
+        }
+        if let Some(run) = self.runs.get_mut(run_id) {
+            run.money_wait = None;
+        }
         // A hibernated run waking for a turn: its money was fitted with the follow-up.
         if self
             .runs
@@ -215,8 +284,8 @@ impl Core {
         }
     }
 
-    /// Fits a queued run's cap again as it starts. False when nothing is left: the run
-    /// is stopped, never started.
+    /// Fits a queued run's cap again as it starts (into what the hard cap leaves after
+    /// spend). False when nothing is left: the run is stopped, never started.
     fn refit(&mut self, run_id: &str) -> bool {
         let now = self.now;
         let Some(run) = self.runs.get(run_id) else {

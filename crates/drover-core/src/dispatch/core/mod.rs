@@ -25,7 +25,7 @@
 //!
 //! | rule | file |
 //! | --- | --- |
-//! | admission: validation → route → rails → money, idempotency; sub-runs (depth, workflow, cap inside the parent's) | `admission.rs` |
+//! | admission: validation → route → a provider that can start → rails → money, idempotency; sub-runs (depth, workflow, cap inside the parent's) | `admission.rs` |
 //! | launch, turns sent, the end of a run, the queue | `lifecycle.rs` |
 //! | what each provider event does: turns, results, retries, follow-ups, max turns | `provider_events.rs` |
 //! | the words of a failure: a child that ended by itself, a turn ended with an error | `causes.rs` |
@@ -33,7 +33,7 @@
 //! | approval rules (kept, removed, applied to requests) and the guard's flag | `rules.rs` |
 //! | client requests: follow-up (kept in the ledger while queued), stop, complete, remove, kill-all, views | `requests.rs` |
 //! | every timer: idle, hibernate, re-send, time box, answers, silence, stalled, routes, waits | `timers.rs` |
-//! | money: fitting caps (a follow-up on an idle run fitted again; refusals name the runs holding reservations), booking usage, caps checked, budget sessions, config changes | `money.rs` |
+//! | money: fitting caps, reserving money for a turn, turns that wait in the queue for their money (a first turn, a follow-up; in order; `--no-queue` refusals name the runs holding it), booking usage, caps checked, budget sessions, config changes | `money.rs` |
 //! | route cards and escalation offers | `routes.rs` |
 //! | resume of an interrupted run | `resume.rs` |
 //! | idle runs: hibernating (by time, or for the slot of a queued or `--no-queue` run: one planner, run where slots or the queue change), waking in the provider session | `hibernation.rs` |
@@ -41,7 +41,7 @@
 //! | waits | `waits.rs` |
 //! | one run in memory, its batches, its views | `run.rs` |
 //! | rails and the queue order | `rails.rs` |
-//! | workspaces: worktree or shared, waiting for a shared directory, making the worktree before the launch, the run's change, diff, merge, keep, discard, removing runs with unmerged work | `workspaces.rs` |
+//! | workspaces: worktree or shared, waiting for a shared directory, making the worktree before the launch, the run's change, diff, merge, keep, discard, removing runs (with unmerged work, or whose worktree is gone: released) | `workspaces.rs` |
 
 mod admission;
 mod answers;
@@ -487,6 +487,7 @@ impl Core {
             Input::ConfigRefused(refusal) => self.on_config_refused(refusal),
             Input::Shutdown => self.begin_shutdown(),
         }
+        self.recheck_money();
         std::mem::take(&mut self.out)
     }
 
@@ -494,6 +495,7 @@ impl Core {
     pub fn due(&mut self, now: UnixMillis) -> (Vec<Effect>, Option<UnixMillis>) {
         self.now = now;
         self.fire_timers();
+        self.recheck_money();
         let next = self.next_deadline();
         (std::mem::take(&mut self.out), next)
     }
@@ -701,6 +703,27 @@ pub(crate) fn not_active(run_id: &str, state: RunState) -> DroverError {
     DroverError::new(
         ErrorCode::RunNotActive,
         format!("run {run_id} is {state}, not active; {what_helps}"),
+    )
+}
+
+/// The refusal for a request on a run the dispatcher does not hold, read from the ledger:
+/// an interrupted run is resumable; a finished one — removed from the trays, or ended
+/// before this drover started — takes no follow-up and offers no retry or escalation, so
+/// only what does work is suggested.
+pub(crate) fn not_held(run_id: &str, state: RunState, removed: bool) -> DroverError {
+    if !state.is_terminal() {
+        return not_active(run_id, state);
+    }
+    let why = if removed {
+        "was removed from the trays"
+    } else {
+        "ended before this drover started"
+    };
+    DroverError::new(
+        ErrorCode::RunNotActive,
+        format!(
+            "run {run_id} is {state} and {why}, so it takes no follow-up and cannot be retried or escalated; `drover show {run_id}` shows its task and result, and `drover dispatch` starts the task again as a new run"
+        ),
     )
 }
 

@@ -1,9 +1,14 @@
 //! Money in the dispatcher (docs/ARCHITECTURE.md §"Money"): the catalog, budget sessions,
-//! fitting a new run's cap, booking usage as it streams and when a turn reports its cost,
-//! the caps checked after every usage row, and a changed config taking effect.
+//! fitting a new run's cap, holding a turn that does not fit in the queue until its money
+//! is free, booking usage as it streams and when a turn reports its cost, the caps checked
+//! after every usage row, and a changed config taking effect.
 //!
 //! What must stay true: the decisions are the pure ones in `crate::money`; this module
-//! only feeds them the core's numbers and carries out what they return. Streamed usage
+//! only feeds them the core's numbers and carries out what they return. Money is reserved
+//! for a turn ([`Run::reserves`]); a first turn or a follow-up whose money is not free
+//! waits in the queue with the amount on its live line, behind any run of its session
+//! already waiting for money, and is looked at again whenever an input was handled
+//! ([`Core::recheck_money`]). Streamed usage
 //! is a provisional estimate held in memory until the turn reports what it cost; a turn
 //! cut short books its streamed usage (estimated, or unpriced — never $0). Every budget
 //! session the core decides on is in memory (the current one from the start, others
@@ -19,7 +24,7 @@ use crate::dispatch::api::{BudgetView, DispatchEvent};
 use crate::dispatch::reads::LoadedSession;
 use crate::ledger::{BudgetSessionRecord, DecisionRecord, UsageRecord, WriteOp};
 use crate::live_state::Cause;
-use crate::money::budget::{self, BudgetAction, Fit, RunMoney, SessionMoney};
+use crate::money::budget::{self, BudgetAction, Fit, RunMoney, SessionMoney, TurnFit};
 use crate::money::catalog::Catalog;
 use crate::money::pricing::{self, Price};
 use crate::providers::{Tokens, TurnEnd};
@@ -109,7 +114,7 @@ impl Core {
             .expect("the session was just inserted")
     }
 
-    /// What live runs of `session` may still spend, counting their provisional spend.
+    /// What runs of `session` in a turn may still spend, counting their provisional spend.
     fn reserved_in(&self, session: &str) -> f64 {
         budget::reserved(
             self.runs
@@ -197,7 +202,7 @@ impl Core {
         }
     }
 
-    /// The runs of `session` holding reservations, and how to release them, as a
+    /// The runs of `session` whose turns hold reservations, and how to release them, as a
     /// sentence to append to a `BUDGET_EXCEEDED` (empty when none holds any).
     fn reservation_holders(&self, session: &str) -> String {
         /// Runs named in full; the rest are counted.
@@ -223,16 +228,16 @@ impl Core {
             named.push(format!("{} more", holders.len() - NAMED));
         }
         format!(
-            " Reservations are held by working runs: {}; each is released when its turn \
-             ends (an idle run holds none), or now with `drover stop RUN`.",
+            " The money is held by turns in flight: {}; each is released when its turn \
+             ends or waits on you, or now with `drover stop RUN`.",
             named.join(", ")
         )
     }
 
-    /// A follow-up on an idle run: what its cap has left is fitted into its budget
-    /// session again (an idle run reserves nothing, so others may have taken it). A
-    /// lowered fit lowers the run's cap, with a note; none left refuses the follow-up
-    /// (`BUDGET_EXCEEDED`) and the run stays idle.
+    /// A follow-up on an idle run: what its cap has left is fitted into what its budget
+    /// session's hard cap leaves after spend. A lowered fit lowers the run's cap, with a
+    /// note; nothing left (or a closed session) refuses the follow-up (`BUDGET_EXCEEDED`)
+    /// and the run stays idle. Whether the money is free now is [`Core::money_short`]'s.
     pub(super) fn fit_follow_up(&mut self, run_id: &str) -> Result<(), DroverError> {
         let now = self.now;
         let Some(run) = self.runs.get(run_id) else {
@@ -641,6 +646,118 @@ impl Core {
             self.apply_budget_actions(None, &name, actions);
         }
         self.start_queued();
+    }
+}
+
+impl Core {
+    /// What a turn of `run_id` needs free to start: what its cap has left.
+    pub(super) fn turn_need(&self, run_id: &str) -> Option<(String, f64)> {
+        let run = self.runs.get(run_id)?;
+        Some((run.session.clone(), run_money(run).reservation()))
+    }
+
+    /// Whether a run of `session` already waits in the queue for money (a new turn waits
+    /// behind it: money goes in order).
+    fn money_waiters_in(&self, session: &str, besides: &str) -> bool {
+        self.queue.iter().any(|id| {
+            id != besides
+                && self
+                    .runs
+                    .get(id)
+                    .is_some_and(|r| r.session == session && r.money_wait.is_some())
+        })
+    }
+
+    /// What a turn of `run_id` must wait for before it may start — what its cap has left,
+    /// at most what the hard cap leaves after spend (its cap is lowered to that as it
+    /// starts) — when that is not free in its budget session now, or when runs of its
+    /// session wait for money ahead of it (`in_order`). `None`: it may start (a closed
+    /// session, or one with nothing left, refuses it as it starts).
+    pub(super) fn money_short(&mut self, run_id: &str, in_order: bool) -> Option<f64> {
+        let (session, need) = self.turn_need(run_id)?;
+        let now = self.session_now(&session);
+        let left = ((now.hard_cap - now.spent) * 100.0 + 1e-6).floor() / 100.0;
+        if now.closed || left < 0.01 {
+            return None;
+        }
+        match budget::turn_fits(need.min(left), &now) {
+            TurnFit::Waits { need, .. } => Some(need),
+            TurnFit::Fits if in_order && self.money_waiters_in(&session, run_id) => Some(need),
+            TurnFit::Fits => None,
+        }
+    }
+
+    /// `BUDGET_EXCEEDED` for a `--no-queue` dispatch with a cap of `cap` that may not wait
+    /// for the money it needs; `None` when it may start now.
+    pub(super) fn no_queue_money(&mut self, session: &str, cap: f64) -> Option<DroverError> {
+        let now = self.session_now(session);
+        let waits = matches!(budget::turn_fits(cap, &now), TurnFit::Waits { .. })
+            || self.money_waiters_in(session, "");
+        waits.then(|| budget::no_queue_refusal(cap, &now, &self.reservation_holders(session)))
+    }
+
+    /// A run whose turn waits for `need` dollars: in the queue (once), the amount on its
+    /// live line (a new run: `admitted`, "queued: waiting for $4.20 of budget"; an idle
+    /// run's follow-up: its idle line says so).
+    pub(super) fn wait_for_money(&mut self, run_id: &str, need: f64) {
+        let now = self.now;
+        let Some(run) = self.runs.get_mut(run_id) else {
+            return;
+        };
+        let changed = run.money_wait != Some(need);
+        run.money_wait = Some(need);
+        if changed {
+            let words = budget::waiting_words(need);
+            let mut batch = Batch::default();
+            if run.state() == RunState::Idle {
+                let bound = run
+                    .idle_since
+                    .unwrap_or(now)
+                    .saturating_add(super::answers::secs_ms(run.spec.idle_timeout_secs));
+                let idle = if run.asleep() {
+                    super::run::HIBERNATED_DETAIL
+                } else {
+                    "idle"
+                };
+                run.working(
+                    &mut batch,
+                    bound,
+                    &format!("{idle}: a follow-up is {words}"),
+                    now,
+                );
+            } else {
+                let deadline = run.deadline;
+                let kind = run
+                    .live
+                    .as_ref()
+                    .map_or(crate::live_state::LiveStateKind::Admitted, |l| l.state);
+                run.set_live(
+                    &mut batch,
+                    kind,
+                    Some(deadline),
+                    Some(&format!("queued: {words}")),
+                    None,
+                    now,
+                );
+            }
+            run.touch(&mut batch);
+            self.commit(batch);
+        }
+        if !self.queue.iter().any(|id| id == run_id) {
+            self.queue.push_back(run_id.to_string());
+        }
+    }
+
+    /// Money may have been released by what was just handled (a turn ended or waits on the
+    /// user, a run ended, the caps changed): runs waiting for it are looked at again.
+    pub(super) fn recheck_money(&mut self) {
+        let waiting = self
+            .queue
+            .iter()
+            .any(|id| self.runs.get(id).is_some_and(|r| r.money_wait.is_some()));
+        if waiting {
+            self.start_queued();
+        }
     }
 }
 

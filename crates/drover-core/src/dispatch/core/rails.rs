@@ -3,7 +3,9 @@
 //! run starts next. Pure.
 //!
 //! What must stay true: a run starts only when every rail it belongs to has room; the
-//! queue is FIFO but skips runs whose rail is still full; a full queue refuses.
+//! queue is FIFO but skips runs whose rail is still full; money goes in order — a run
+//! waiting for money in a budget session holds back the runs queued behind it in that
+//! session that need money too ([`next_in_order`]); a full queue refuses.
 
 use crate::config::Limits;
 use crate::{DroverError, ErrorCode};
@@ -215,6 +217,40 @@ pub fn next_to_start(limits: &Limits, holding: &[RailSlot], queue: &[RailSlot]) 
         .position(|candidate| blocked_by(limits, holding, candidate).is_none())
 }
 
+/// One run waiting in the queue, as [`next_in_order`] sees it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Waiting {
+    /// The rails it belongs to.
+    pub slot: RailSlot,
+    /// It already holds its slot (an idle run whose follow-up waits for money): no rail
+    /// keeps it back.
+    pub holds_slot: bool,
+    /// What its turn needs is free in its budget session now.
+    pub money_fits: bool,
+}
+
+/// The index of the queued run to start next: the oldest whose rails have room and whose
+/// money fits, where a run whose rails have room but whose money does not fit keeps the
+/// runs behind it in its budget session waiting (money goes in order: a small run does not
+/// take what a bigger one ahead of it waits for).
+pub fn next_in_order(limits: &Limits, holding: &[RailSlot], queue: &[Waiting]) -> Option<usize> {
+    let mut short: Vec<&str> = Vec::new();
+    for (index, waiting) in queue.iter().enumerate() {
+        if !waiting.holds_slot && blocked_by(limits, holding, &waiting.slot).is_some() {
+            continue;
+        }
+        if short.contains(&waiting.slot.session.as_str()) {
+            continue;
+        }
+        if !waiting.money_fits {
+            short.push(&waiting.slot.session);
+            continue;
+        }
+        return Some(index);
+    }
+    None
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -362,5 +398,65 @@ mod tests {
         assert_eq!(next_to_start(&l, &holding, &queue), Some(1));
         assert_eq!(next_to_start(&l, &holding, &queue[..1]), None);
         assert_eq!(next_to_start(&l, &holding[..2], &queue), Some(0));
+    }
+
+    #[test]
+    fn money_goes_in_order_within_a_budget_session() {
+        let l = limits();
+        let waiting = |provider: &str, session: &str, holds_slot, money_fits| Waiting {
+            slot: RailSlot {
+                session: session.into(),
+                ..slot(provider, None)
+            },
+            holds_slot,
+            money_fits,
+        };
+        let full = vec![slot("claude-code", None); 3];
+        type Case = (&'static str, Vec<RailSlot>, Vec<Waiting>, Option<usize>);
+        // (name, holding, queue, expected)
+        let cases: Vec<Case> = vec![
+            (
+                "the first that fits",
+                vec![],
+                vec![waiting("sim", "default", false, true)],
+                Some(0),
+            ),
+            (
+                "a run short of money holds back its session",
+                vec![],
+                vec![
+                    waiting("sim", "default", false, false),
+                    waiting("sim", "default", false, true),
+                ],
+                None,
+            ),
+            (
+                "but not another session",
+                vec![],
+                vec![
+                    waiting("sim", "default", false, false),
+                    waiting("sim", "other", false, true),
+                ],
+                Some(1),
+            ),
+            (
+                "a run whose rail is full holds back no money",
+                full.clone(),
+                vec![
+                    waiting("claude-code", "default", false, false),
+                    waiting("sim", "default", false, true),
+                ],
+                Some(1),
+            ),
+            (
+                "a run that holds its slot passes a full rail",
+                full,
+                vec![waiting("claude-code", "default", true, true)],
+                Some(0),
+            ),
+        ];
+        for (name, holding, queue, want) in cases {
+            assert_eq!(next_in_order(&l, &holding, &queue), want, "{name}");
+        }
     }
 }

@@ -156,6 +156,13 @@ impl Core {
                 remember,
             } => self.pick_route(&run_id, option, remember),
             Request::RouteDecline { run_id } => self.decline_route(&run_id),
+            // A run drover no longer holds (removed, or ended before it started) has no
+            // escalation to offer: the ledger says what it is and what does work.
+            Request::Escalate { run_id, .. } | Request::Retry { run_id }
+                if !self.runs.contains_key(&run_id) =>
+            {
+                return self.answer_from_ledger(to, Query::NotActive { run_id });
+            }
             Request::Escalate {
                 run_id,
                 provider,
@@ -263,15 +270,22 @@ impl Core {
             );
             return self.reply(to, Err(e));
         }
-        let idle = run.state() == RunState::Idle && !run.turn_in_flight && run.wake.is_none();
+        let idle = run.state() == RunState::Idle
+            && !run.turn_in_flight
+            && run.wake.is_none()
+            && run.money_wait.is_none();
         let asleep = run.asleep();
         if idle {
-            // Money follows activity: an idle run reserves nothing, so what its cap has
-            // left is fitted into its budget session again (refused: it stays idle).
+            // Money is reserved for a turn: what the run's cap has left is fitted into its
+            // budget session again (refused only when nothing is left), and when that is
+            // not free now the follow-up waits for it in the queue, the run idle meanwhile.
             if let Err(e) = self.fit_follow_up(run_id) {
                 return self.reply(to, Err(e));
             }
-            if asleep {
+            if let Some(need) = self.money_short(run_id, true) {
+                self.queue_follow_up(run_id, text);
+                self.wait_for_money(run_id, need);
+            } else if asleep {
                 self.wake(run_id, text, TurnOrigin::FollowUp);
             } else {
                 self.start_turn(run_id, text, TurnOrigin::FollowUp);
@@ -299,11 +313,12 @@ impl Core {
             now,
         );
         run.follow_ups.push_back(text);
-        run.note(
-            &mut batch,
-            "follow-up queued until the current turn ends",
-            now,
-        );
+        let why = if run.state() == RunState::Idle {
+            "follow-up queued until its budget session has the money for the turn"
+        } else {
+            "follow-up queued until the current turn ends"
+        };
+        run.note(&mut batch, why, now);
         run.touch(&mut batch);
         self.commit(batch);
     }
@@ -420,6 +435,7 @@ impl Core {
         if let Ok(Response::Removed(page)) = self.remove_runs(targets, force, true) {
             so_far.removed.extend(page.removed);
             so_far.unmerged.extend(page.unmerged);
+            so_far.kept.extend(page.kept);
         }
         match next {
             Some(before) => self.load(
@@ -448,25 +464,35 @@ impl Core {
     ) -> Result<Response, DroverError> {
         let mut removed = Vec::new();
         let mut unmerged = Vec::new();
+        let mut kept = Vec::new();
         let mut after = Vec::new();
         for (id, workspace) in targets {
             match self.removal(&id, workspace.as_ref(), force) {
-                Ok(task) => {
+                Ok((task, branch)) => {
                     after.extend(task.map(|t| (id.clone(), t)));
+                    kept.extend(branch.map(|branch| crate::dispatch::api::KeptBranch {
+                        run_id: id.clone(),
+                        branch,
+                    }));
                     removed.push(id);
                 }
                 Err(e) if skip && e.code == ErrorCode::UnmergedWork => unmerged.push(id),
                 Err(e) => return Err(e),
             }
         }
-        let answer = self.mark_removed(removed, unmerged);
+        let answer = self.mark_removed(removed, unmerged, kept);
         for (id, task) in after {
             self.after_removal(&id, task);
         }
         Ok(answer)
     }
 
-    fn mark_removed(&mut self, targets: Vec<String>, unmerged: Vec<String>) -> Response {
+    fn mark_removed(
+        &mut self,
+        targets: Vec<String>,
+        unmerged: Vec<String>,
+        kept: Vec<crate::dispatch::api::KeptBranch>,
+    ) -> Response {
         let now = self.now;
         let mut batch = Batch::default();
         for id in &targets {
@@ -492,6 +518,7 @@ impl Core {
         Response::Removed(Removed {
             removed: targets,
             unmerged,
+            kept,
         })
     }
 }

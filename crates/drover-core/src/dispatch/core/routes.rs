@@ -721,7 +721,7 @@ impl Core {
 
 /// The command whose presence says a provider's CLI is installed: the configured one, else
 /// the provider's own.
-fn cli_command(traits: &crate::providers::ProviderTraits, configured: &str) -> String {
+pub(super) fn cli_command(traits: &crate::providers::ProviderTraits, configured: &str) -> String {
     if configured.is_empty() {
         traits.default_command.to_string()
     } else {

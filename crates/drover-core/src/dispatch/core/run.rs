@@ -227,6 +227,9 @@ pub struct Run {
     /// waiting (at the back of the queue, not counted as queued) for the slot those runs
     /// give as they hibernate. It holds no slot until it is launched.
     pub waiting_for_room: bool,
+    /// Waiting in the queue for this many dollars of its budget session to be free (its
+    /// first turn, or an idle run's follow-up); the live line says so.
+    pub money_wait: Option<f64>,
     /// The prompt of the last turn sent (a turn the model API failed is sent again).
     pub last_prompt: Option<String>,
     /// How many times the current turn was sent again after the model API failed it.
@@ -316,6 +319,7 @@ impl Run {
             wake_ahead_asked: false,
             wake: None,
             waiting_for_room: false,
+            money_wait: None,
             last_prompt: None,
             resends: 0,
             resend_at: None,
@@ -376,11 +380,18 @@ impl Run {
                 ))
     }
 
-    /// Whether the run holds back what its cap has left from its budget session: only
-    /// while it works (docs/ARCHITECTURE.md §"Idle runs": idle and hibernated runs reserve
-    /// nothing), or is being woken for a turn.
+    /// Whether the run holds back what its cap has left from its budget session: money is
+    /// reserved for a turn (docs/ARCHITECTURE.md §"Money"): while it starts for one, is in
+    /// one, or is being woken for one — not while it waits on the user, is idle or
+    /// hibernated, queued or held on a route card.
     pub fn reserves(&self) -> bool {
-        self.holds_slot() && (self.state != RunState::Idle || self.wake.is_some())
+        self.holds_slot()
+            && match self.state {
+                // Queued and holding its slot: its launch (or its worktree) is under way.
+                RunState::Queued | RunState::Starting | RunState::Running => true,
+                RunState::Idle => self.wake.is_some(),
+                _ => false,
+            }
     }
 
     /// Idle with no warm child to take a turn: hibernated, hibernating, or woken ahead

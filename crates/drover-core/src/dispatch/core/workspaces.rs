@@ -18,7 +18,10 @@
 //!   happened meanwhile.
 //! - `diff`, `merge`, `keep`, `discard` act on the run's worktree (read from the ledger
 //!   when the run is not in memory); removing a finished run whose worktree holds
-//!   unmerged work is refused unless forced, and then keeps the work on its branch.
+//!   unmerged work is refused unless forced, and then keeps the work on its branch (the
+//!   answer names it); one whose worktree is clean is discarded; one whose worktree is
+//!   already gone (kept, or vanished) is released: its worktree entry pruned, its branch
+//!   deleted when it holds no commits beyond its base (git decides, off this task).
 //!
 //! What must stay true: every git call is an [`Effect::Workspace`] whose outcome comes
 //! back as an input; nothing here touches the file system or git; a merge, keep or
@@ -399,6 +402,14 @@ impl Core {
                         other => Err(unexpected(&other)),
                     });
                     self.reply_now(to, answer);
+                }
+            }
+            (Task::Release(_), Ok(Outcome::Released(after))) => {
+                self.workspace_changed(&run_id, after, row, None);
+            }
+            (Task::Release(_), outcome) => {
+                if let Err(e) = outcome {
+                    tracing::warn!(run = %run_id, code = %e.code, "{}", e.message);
                 }
             }
             (task @ (Task::Merge { .. } | Task::Keep { .. } | Task::Discard { .. }), outcome) => {
@@ -913,22 +924,33 @@ impl Core {
     }
 
     /// What becomes of a finished run's worktree when it leaves the trays: refused while
-    /// it holds unmerged work (unless `force`, which keeps the work on its branch);
-    /// discarded when it holds none.
+    /// it holds unmerged work (unless `force`, which keeps the work on its branch, and the
+    /// answer says so: the second value, the branch); discarded when it holds none; when
+    /// the worktree is already gone (kept, or vanished), released — its entry pruned, its
+    /// branch deleted if it holds no commits beyond its base.
     pub(super) fn removal(
         &self,
         run_id: &str,
         ws: Option<&WorkspaceView>,
         force: bool,
-    ) -> Result<Option<Task>, DroverError> {
-        let Some(ws) = ws.filter(|w| w.has_worktree()) else {
-            return Ok(None);
+    ) -> Result<(Option<Task>, Option<String>), DroverError> {
+        let Some(ws) = ws.filter(|w| w.is_worktree() && w.branch.is_some()) else {
+            return Ok((None, None));
         };
+        if !ws.has_worktree() {
+            return Ok(match ws.status {
+                WorkspaceStatus::Merged | WorkspaceStatus::Discarded => (None, None),
+                _ => (Some(Task::Release(ws.clone())), None),
+            });
+        }
         if !ws.unmerged() {
-            return Ok(Some(Task::Discard {
-                workspace: ws.clone(),
-                root: self.worktree_root(),
-            }));
+            return Ok((
+                Some(Task::Discard {
+                    workspace: ws.clone(),
+                    root: self.worktree_root(),
+                }),
+                None,
+            ));
         }
         if !force {
             let change = ws
@@ -943,10 +965,13 @@ impl Core {
                 ),
             ));
         }
-        Ok(Some(Task::Keep {
-            workspace: ws.clone(),
-            message: commit_message(run_id, "work kept when the run was removed"),
-        }))
+        Ok((
+            Some(Task::Keep {
+                workspace: ws.clone(),
+                message: commit_message(run_id, "work kept when the run was removed"),
+            }),
+            ws.branch.clone(),
+        ))
     }
 
     /// Runs the git work of a run that left the trays (nothing is published for it).

@@ -2,8 +2,8 @@ use crate::config::Config;
 use crate::error::ErrorCode;
 use crate::ledger::BudgetSessionRecord;
 use crate::money::budget::{
-    BudgetAction, Fit, RunCap, RunMoney, SessionMoney, StopReason, after_usage, check_price, fit,
-    reserved, run_cap, session_caps,
+    BudgetAction, Fit, RunCap, RunMoney, SessionMoney, StopReason, TurnFit, after_usage,
+    check_price, fit, no_queue_refusal, reserved, run_cap, session_caps, turn_fits, waiting_words,
 };
 use crate::money::catalog::Catalog;
 use crate::money::pricing::Price;
@@ -20,7 +20,7 @@ fn refusal(f: Fit) -> crate::error::DroverError {
 }
 
 #[test]
-fn a_run_is_fitted_into_what_the_hard_cap_leaves() {
+fn a_run_is_fitted_into_what_the_hard_cap_leaves_after_spend() {
     // (requested, spent, reserved, expected)
     enum Want {
         Granted(f64),
@@ -31,13 +31,20 @@ fn a_run_is_fitted_into_what_the_hard_cap_leaves() {
         ("plenty left", 5.0, 0.0, 0.0, Want::Granted(5.0)),
         ("exactly what is left", 5.0, 20.0, 0.0, Want::Granted(5.0)),
         ("less left than asked", 5.0, 21.79, 0.0, Want::Lowered(3.21)),
-        ("reservations count", 5.0, 10.0, 12.0, Want::Lowered(3.0)),
+        // reservations are released as turns end: they never lower or refuse a cap
         (
-            "reservations and spend",
-            2.0,
+            "reservations do not count",
+            5.0,
             10.0,
             12.0,
-            Want::Granted(2.0),
+            Want::Granted(5.0),
+        ),
+        (
+            "reservations fill the rest",
+            5.0,
+            20.0,
+            5.0,
+            Want::Granted(5.0),
         ),
         // whole cents, rounded down: $0.019 left is one cent
         (
@@ -49,14 +56,13 @@ fn a_run_is_fitted_into_what_the_hard_cap_leaves() {
         ),
         (
             "float noise is not a lost cent",
-            5.0,
+            25.0,
             0.1 + 0.2,
             21.4,
-            Want::Lowered(3.3),
+            Want::Lowered(24.7),
         ),
         ("less than a cent left", 5.0, 24.995, 0.0, Want::Refused),
         ("nothing left", 5.0, 25.0, 0.0, Want::Refused),
-        ("reserved to the last cent", 1.0, 20.0, 5.0, Want::Refused),
         ("overspent", 5.0, 26.0, 0.0, Want::Refused),
     ];
     for (name, requested, spent, held, want) in cases {
@@ -89,23 +95,23 @@ fn a_run_is_fitted_into_what_the_hard_cap_leaves() {
 
 #[test]
 fn the_lowered_note_and_the_refusal_say_where_the_money_went() {
-    let Fit::Lowered { note, .. } = fit(5.0, &session(18.79, 3.0)) else {
+    let Fit::Lowered { note, .. } = fit(5.0, &session(21.79, 3.0)) else {
         panic!("expected a lowered cap");
     };
     assert_eq!(
         note,
-        "budget lowered from $5.00 to $3.21: that is what budget session default has left ($18.79 spent, $3.00 reserved by live runs under its $25.00 hard cap)"
+        "budget lowered from $5.00 to $3.21: that is what budget session default has left ($21.79 spent under its $25.00 hard cap)"
     );
     let e = refusal(fit(
         5.0,
         &SessionMoney {
             closed: false,
-            ..session(22.0, 3.0)
+            ..session(24.999, 0.0)
         },
     ));
     assert_eq!(
         e.message,
-        "Budget session default has nothing left for a new run ($22.00 spent, $3.00 reserved by live runs under its $25.00 hard cap); wait for a live run to finish, raise the cap with `drover budget set --hard AMOUNT`, or start a new budget session with `drover budget new NAME`."
+        "Budget session default has nothing left for a new run ($25.00 spent under its $25.00 hard cap); raise the cap with `drover budget set --hard AMOUNT`, or start a new budget session with `drover budget new NAME`."
     );
 }
 
@@ -355,7 +361,57 @@ fn live_runs_reserve_what_their_cap_has_left() {
     assert_eq!(reserved(&[]), 0.0);
     let s = SessionMoney::restore("default", 20.0, reserved(&live), 8.0, 25.0);
     assert_eq!(s.available(), 1.15);
-    assert!(matches!(fit(5.0, &s), Fit::Lowered { cap, .. } if cap == 1.15));
+    // The cap is what the hard cap leaves after spend; the turn waits for the rest.
+    assert_eq!(fit(5.0, &s), Fit::Granted { cap: 5.0 });
+    assert_eq!(
+        turn_fits(5.0, &s),
+        TurnFit::Waits {
+            need: 5.0,
+            free: 1.15
+        }
+    );
+}
+
+#[test]
+fn a_turn_starts_only_when_what_its_cap_has_left_is_free() {
+    // (need, spent, reserved, waits)
+    let cases: &[(&str, f64, f64, f64, bool)] = &[
+        ("nothing held", 5.0, 0.0, 0.0, false),
+        ("exactly what is free", 5.0, 10.0, 10.0, false),
+        ("a cent short", 5.0, 10.0, 10.01, true),
+        ("held by turns in flight", 4.2, 0.0, 24.2, true),
+        (
+            "float noise is not a lost cent",
+            0.3,
+            24.4,
+            0.1 + 0.2,
+            false,
+        ),
+        ("a spent-out run needs nothing", 0.0, 25.0, 0.0, false),
+    ];
+    for &(name, need, spent, held, waits) in cases {
+        let s = SessionMoney {
+            closed: false,
+            ..session(spent, held)
+        };
+        let got = turn_fits(need, &s);
+        assert_eq!(
+            matches!(got, TurnFit::Waits { .. }),
+            waits,
+            "{name}: {got:?}"
+        );
+    }
+    let TurnFit::Waits { need, free } = turn_fits(4.2, &session(0.0, 24.2)) else {
+        panic!("it waits");
+    };
+    assert_eq!((need, free), (4.2, 0.8));
+    assert_eq!(waiting_words(need), "waiting for $4.20 of budget");
+    let e = no_queue_refusal(5.0, &session(3.0, 21.2), " Held by r1 ($5.00).");
+    assert_eq!(e.code, ErrorCode::BudgetExceeded);
+    assert_eq!(
+        e.message,
+        "Budget session default has $0.80 free and this run needs $5.00 ($3.00 spent, $21.20 held by turns in flight, $25.00 hard cap); dispatch it without --no-queue to let it wait for the money, or raise the cap with `drover budget set --hard AMOUNT`. Held by r1 ($5.00)."
+    );
 }
 
 #[test]

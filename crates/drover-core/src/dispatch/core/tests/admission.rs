@@ -103,6 +103,18 @@ fn refused_dispatches_create_nothing_and_say_why() {
         ),
         (
             "",
+            "a provider whose CLI is not installed",
+            |s| s.provider = Some("codex".into()),
+            ErrorCode::ProviderUnavailable,
+        ),
+        (
+            "",
+            "a scenario the sim does not have",
+            |s| s.scenario = Some("nope".into()),
+            ErrorCode::ScenarioUnknown,
+        ),
+        (
+            "",
             "a model the catalog does not list",
             |s| s.model = Some("sim-gigantic".into()),
             ErrorCode::ModelUnknown,
@@ -148,7 +160,58 @@ fn refused_dispatches_create_nothing_and_say_why() {
             "{what}: nothing written"
         );
         assert_eq!(h.core.runs.len(), busy.len(), "{what}: nothing created");
+        assert!(out.jobs.is_empty(), "{what}: no worktree made");
     }
+}
+
+#[test]
+fn a_dispatch_that_cannot_start_says_what_to_do() {
+    let mut h = Harness::new("");
+    let e = h
+        .dispatch_with(|s| s.provider = Some("codex".into()))
+        .refusal()
+        .clone();
+    assert!(e.message.contains("`codex`"), "{}", e.message);
+    assert!(e.message.contains("drover doctor"), "{}", e.message);
+    let e = h
+        .dispatch_with(|s| s.scenario = Some("tool-permision".into()))
+        .refusal()
+        .clone();
+    assert_eq!(e.code, ErrorCode::ScenarioUnknown);
+    assert!(
+        e.message.contains("did you mean tool-permission?"),
+        "{}",
+        e.message
+    );
+    // A path names the sim's scenario file; the sim reads it.
+    let run = h
+        .dispatch_with(|s| s.scenario = Some("scenarios/mine.toml".into()))
+        .run();
+    assert_eq!(run.head.state, RunState::Starting);
+    // A route across providers is not refused for the default provider's CLI: it offers
+    // the providers that can run.
+    let mut h = Harness::new("");
+    h.core.facts = Box::new(FakeFacts {
+        clis: ["codex".to_string(), "git".to_string()]
+            .into_iter()
+            .collect(),
+    });
+    let out = h.dispatch_with(|s| {
+        s.provider = None;
+        s.model = Some("auto".into());
+    });
+    assert!(out.reply().is_ok(), "{:?}", out.reply());
+    let e = h
+        .dispatch_with(|s| s.provider = Some("claude-code".into()))
+        .refusal()
+        .clone();
+    assert_eq!(e.code, ErrorCode::ProviderUnavailable);
+    assert!(
+        e.message
+            .contains("npm install -g @anthropic-ai/claude-code@"),
+        "{}",
+        e.message
+    );
 }
 
 #[test]
@@ -250,6 +313,16 @@ fn runs_and_views_of_runs_not_in_memory_are_read_from_the_ledger() {
         run_id: "rgone".into(),
     });
     assert!(matches!(&out.answers[..], [(_, Query::NotActive { .. })]));
+    // A retry of a run drover does not hold is answered from the ledger too: the run may
+    // be there (removed), and the refusal says what works.
+    let out = h.request(Request::Retry {
+        run_id: "rgone".into(),
+    });
+    assert!(matches!(&out.answers[..], [(_, Query::NotActive { .. })]));
+    let e = super::super::not_held("rgone", RunState::Completed, true);
+    assert_eq!(e.code, ErrorCode::RunNotActive);
+    assert!(!e.message.contains("retry rgone"), "{}", e.message);
+    assert!(e.message.contains("`drover show rgone`"), "{}", e.message);
     // A run in memory is answered from memory.
     let out = h.request(Request::Show { run_id: id });
     assert!(out.answers.is_empty());

@@ -477,9 +477,9 @@ fn a_follow_up_to_a_run_hibernating_for_a_queued_run_wakes_after_it() {
 fn idle_and_hibernated_runs_reserve_nothing() {
     let mut h = Harness::new("[limits]\nsession_hard_cap_usd = 10.0\nsession_warning_usd = 9.0\n");
     let a = idle_in_session(&mut h, 1);
-    let b = idle_in_session(&mut h, 2);
     h.advance(2 * MIN);
     h.exit(&a);
+    let b = idle_in_session(&mut h, 2);
     assert!(h.core.runs[&a].hibernated && !h.core.runs[&b].hibernated);
     // Both idle: a $5 dispatch and another get their whole caps ($10 hard cap).
     let c = h.dispatch_with(|s| s.budget_usd = Some(5.0)).run();
@@ -487,35 +487,50 @@ fn idle_and_hibernated_runs_reserve_nothing() {
     let d = h.dispatch_with(|s| s.budget_usd = Some(5.0)).run();
     assert_eq!(d.head.budget_usd, 5.0);
     // The session is now fully reserved by the two working runs: a follow-up on an idle
-    // run does not fit, is refused with the runs that hold the money, and the run stays
-    // idle.
+    // run does not fit; it is accepted and waits for the money, the run idle meanwhile.
     let out = follow_up(&mut h, &b, "more");
-    let e = out.refusal();
-    assert_eq!(e.code, ErrorCode::BudgetExceeded);
-    assert!(e.message.contains("stays idle"), "{}", e.message);
-    assert!(e.message.contains(&c.head.run_id), "{}", e.message);
-    assert!(e.message.contains(&d.head.run_id), "{}", e.message);
-    assert!(e.message.contains("drover stop"), "{}", e.message);
+    assert!(out.reply().is_ok(), "{:?}", out.reply());
     assert!(out.sends.is_empty());
     assert_eq!(h.state(&b), RunState::Idle);
     let out = follow_up(&mut h, &a, "more");
-    assert_eq!(out.refusal().code, ErrorCode::BudgetExceeded);
-    assert!(out.launches.is_empty(), "not woken");
+    assert!(out.reply().is_ok(), "{:?}", out.reply());
+    assert!(out.launches.is_empty(), "not woken yet");
     assert!(h.core.runs[&a].hibernated);
+    // c's turn ends: b's follow-up goes out; d's ends: a wakes for its own.
+    let out = h.provider(&c.head.run_id, ProviderEvent::Ready { version: None });
+    assert!(out.prompts(&b).is_empty(), "c's turn is still in flight");
+    let out = h.provider(
+        &c.head.run_id,
+        turn_done("## Result\nstatus: done\nsummary: did it\n"),
+    );
+    assert_eq!(out.prompts(&b), ["more"]);
+    let out = h.provider(&d.head.run_id, ProviderEvent::Ready { version: None });
+    assert!(out.launches.is_empty());
+    let out = h.provider(
+        &d.head.run_id,
+        turn_done("## Result\nstatus: done\nsummary: did it\n"),
+    );
+    assert_eq!(out.launches.len(), 1, "a wakes");
+    assert_eq!(out.launches[0].run_id, a);
 }
 
 #[test]
-fn a_follow_up_that_fits_partly_lowers_the_runs_cap() {
-    let mut h = Harness::new("[limits]\nsession_hard_cap_usd = 7.0\nsession_warning_usd = 6.0\n");
+fn a_follow_up_lowers_the_runs_cap_to_what_the_hard_cap_leaves() {
+    let mut h = Harness::new("");
     let a = idle_in_session(&mut h, 1);
-    let _busy = h.dispatch_with(|s| s.budget_usd = Some(5.0)).run();
+    // The hard cap comes down to $4 while the run is idle.
+    h.request(Request::BudgetSet {
+        warning_usd: Some(3.0),
+        hard_cap_usd: Some(4.0),
+    });
     let out = follow_up(&mut h, &a, "more");
     assert!(out.reply().is_ok(), "{:?}", out.reply());
     assert_eq!(
-        h.core.runs[&a].spec.budget_usd, 2.0,
-        "what the session has left"
+        h.core.runs[&a].spec.budget_usd, 4.0,
+        "what the session's hard cap leaves"
     );
     assert!(out.notes().iter().any(|n| n.contains("budget lowered")));
+    assert_eq!(out.prompts(&a), ["more"]);
 }
 
 #[test]

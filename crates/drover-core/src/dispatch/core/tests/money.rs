@@ -1,6 +1,7 @@
 //! Money (docs/ARCHITECTURE.md §"Money"): a run out of money is stopped mid-turn, the
 //! warning is given once, the hard cap stops every run of the session and refuses new ones,
-//! a config change takes effect at once.
+//! a config change takes effect at once; money is reserved for a turn, and a dispatch that
+//! does not fit waits for it in the queue, in order (refused only with `--no-queue`).
 
 use super::*;
 
@@ -46,10 +47,11 @@ fn the_hard_cap_stops_the_session_and_refuses_new_runs() {
         .run()
         .head
         .run_id;
-    let b = h.dispatch_with(|s| s.budget_usd = Some(0.6)).run();
+    let b = h.dispatch_with(|s| s.budget_usd = Some(0.4)).run();
     assert_eq!(
-        b.head.budget_usd, 0.4,
-        "fitted into what the hard cap leaves"
+        b.head.state,
+        RunState::Starting,
+        "a's turn leaves $0.40 free"
     );
     let b = b.head.run_id;
     for id in [&a, &b] {
@@ -159,4 +161,155 @@ fn a_refused_config_reload_is_kept_shown_in_the_budget_view_and_cleared_by_a_goo
     assert!(
         matches!(&out.answers[..], [(_, Query::Budget { overlay })] if overlay.config_refused.is_none())
     );
+}
+
+/// Rails wide enough that only money holds runs back.
+const WIDE: &str = "[limits]\nper_session_running = 20\n[limits.per_provider]\nsim = 20\n";
+
+#[test]
+fn runs_waiting_on_the_user_reserve_nothing() {
+    let mut h = Harness::new(WIDE);
+    // Four runs wait on the user (a permission, a question), one works: $5 is reserved,
+    // not $25.
+    for i in 0..4 {
+        let id = h.running();
+        let ask = if i % 2 == 0 {
+            permission(&format!("p{i}"), "ls")
+        } else {
+            question(&format!("q{i}"))
+        };
+        h.provider(&id, ask);
+        assert_eq!(h.state(&id), RunState::AwaitingPermission);
+        assert!(!h.core.runs[&id].reserves(), "waiting on the user: nothing");
+    }
+    let working = h.running();
+    assert!(h.core.runs[&working].reserves(), "its turn holds its cap");
+    let out = h.request(Request::Budget);
+    assert!(
+        matches!(&out.answers[..], [(_, Query::Budget { overlay })] if overlay.reserved_usd == 5.0),
+        "{:?}",
+        out.answers
+    );
+    // Four more runs fit beside it, each with its whole cap.
+    for _ in 0..4 {
+        let run = h.dispatch_with(|_| {}).run();
+        assert_eq!(run.head.state, RunState::Starting, "{run:?}");
+        assert_eq!(run.head.budget_usd, 5.0);
+    }
+}
+
+#[test]
+fn a_dispatch_that_does_not_fit_waits_for_money_in_order() {
+    let mut h = Harness::new(WIDE);
+    // Turns in flight hold $21 of the $25 hard cap: four at $5, one at $1.
+    let busy: Vec<String> = (0..4).map(|_| h.running()).collect();
+    let small = h
+        .dispatch_with(|s| s.budget_usd = Some(1.0))
+        .run()
+        .head
+        .run_id;
+    h.provider(&small, ProviderEvent::Ready { version: None });
+    // $4.20 is not free ($4 is): the dispatch is accepted and waits, its reason on its
+    // live line, with its whole cap.
+    let out = h.dispatch_with(|s| s.budget_usd = Some(4.2));
+    let first = out.run();
+    assert_eq!(first.head.state, RunState::Queued);
+    assert_eq!(first.head.budget_usd, 4.2, "not cut down for reservations");
+    assert!(out.launches.is_empty());
+    let first = first.head.run_id;
+    assert_eq!(
+        h.live(&first),
+        (
+            LiveStateKind::Admitted,
+            Some("queued: waiting for $4.20 of budget".into())
+        )
+    );
+    // A $1 dispatch would fit, but waits behind it: money goes in order.
+    let second = h.dispatch_with(|s| s.budget_usd = Some(1.0)).run();
+    assert_eq!(second.head.state, RunState::Queued);
+    let second = second.head.run_id;
+    assert_eq!(
+        h.live(&second).1.as_deref(),
+        Some("queued: waiting for $1.00 of budget")
+    );
+    // The $1 turn ends: $5 is free, the first starts and takes $4.20; $0.80 is not $1.
+    let out = h.provider(
+        &small,
+        turn_done("## Result\nstatus: done\nsummary: did it\n"),
+    );
+    let started: Vec<&str> = out.launches.iter().map(|l| l.run_id.as_str()).collect();
+    assert_eq!(started, [first.as_str()]);
+    assert_eq!(h.state(&second), RunState::Queued);
+    // A working run asks the user: its $5 is released, and the second starts.
+    let out = h.provider(&busy[0], permission("p1", "ls"));
+    let started: Vec<&str> = out.launches.iter().map(|l| l.run_id.as_str()).collect();
+    assert_eq!(started, [second.as_str()]);
+    assert_eq!(h.state(&second), RunState::Starting);
+}
+
+#[test]
+fn no_queue_refuses_a_dispatch_that_does_not_fit_naming_the_turns_that_hold_the_money() {
+    let mut h = Harness::new(WIDE);
+    let busy: Vec<String> = (0..5).map(|_| h.running()).collect();
+    let runs = h.core.runs.len();
+    let out = h.dispatch_with(|s| s.queue_if_busy = Some(false));
+    let e = out.refusal();
+    assert_eq!(e.code, ErrorCode::BudgetExceeded);
+    for id in &busy {
+        assert!(e.message.contains(id.as_str()), "{}", e.message);
+    }
+    assert!(e.message.contains("without --no-queue"), "{}", e.message);
+    assert!(
+        out.ops.is_empty() && out.launches.is_empty(),
+        "nothing made"
+    );
+    assert_eq!(h.core.runs.len(), runs);
+    // Once a turn ends, the same dispatch starts at once.
+    h.provider(
+        &busy[0],
+        turn_done("## Result\nstatus: done\nsummary: did it\n"),
+    );
+    let run = h.dispatch_with(|s| s.queue_if_busy = Some(false)).run();
+    assert_eq!(run.head.state, RunState::Starting);
+}
+
+#[test]
+fn a_follow_up_that_does_not_fit_waits_and_is_sent_when_money_is_free() {
+    let mut h = Harness::new(WIDE);
+    let idle = h.idle();
+    let busy: Vec<String> = (0..5).map(|_| h.running()).collect();
+    let out = h.request(Request::FollowUp {
+        run_id: idle.clone(),
+        text: "more".into(),
+    });
+    assert!(out.reply().is_ok(), "accepted: {:?}", out.reply());
+    assert!(out.prompts(&idle).is_empty(), "not sent yet");
+    assert_eq!(h.state(&idle), RunState::Idle);
+    let (_, detail) = h.live(&idle);
+    assert!(
+        detail
+            .as_deref()
+            .is_some_and(|d| d.contains("waiting for $5.00 of budget")),
+        "{detail:?}"
+    );
+    // A second follow-up waits behind the first.
+    assert!(
+        h.request(Request::FollowUp {
+            run_id: idle.clone(),
+            text: "and then this".into(),
+        })
+        .reply()
+        .is_ok()
+    );
+    let out = h.provider(
+        &busy[2],
+        turn_done("## Result\nstatus: done\nsummary: did it\n"),
+    );
+    assert_eq!(out.prompts(&idle), ["more"]);
+    assert_eq!(h.state(&idle), RunState::Running);
+    let out = h.provider(
+        &idle,
+        turn_done("## Result\nstatus: done\nsummary: more done\n"),
+    );
+    assert_eq!(out.prompts(&idle), ["and then this"], "the next, in order");
 }

@@ -777,17 +777,74 @@ fn removing_a_run_with_unmerged_work_needs_force_and_keeps_the_work() {
         }
         other => panic!("{other:?}"),
     }
+    let branch = h.view(&id).workspace.and_then(|w| w.branch);
+    assert!(branch.is_some());
     let out = h.request(Request::Remove {
         run_id: Some(id.clone()),
         finished: false,
         force: true,
     });
-    assert!(matches!(out.reply(), Ok(Response::Removed(r)) if r.removed == vec![id.clone()]));
+    match out.reply() {
+        Ok(Response::Removed(r)) => {
+            assert_eq!(r.removed, vec![id.clone()]);
+            assert_eq!(
+                r.kept
+                    .iter()
+                    .map(|k| Some(k.branch.clone()))
+                    .collect::<Vec<_>>(),
+                vec![branch],
+                "and says on which branch"
+            );
+        }
+        other => panic!("{other:?}"),
+    }
     assert!(
         matches!(&out.jobs[..], [j] if matches!(j.task, Task::Keep { .. })),
         "the work is kept on its branch: {:?}",
         out.jobs
     );
+}
+
+#[test]
+fn removing_a_run_whose_worktree_is_gone_releases_its_branch() {
+    // Its worktree vanished, or was kept: git decides whether its branch holds commits.
+    for status in [WorkspaceStatus::Missing, WorkspaceStatus::Kept] {
+        let mut h = Harness::new(WAIT);
+        let (id, job) = h.idle_worktree_run();
+        h.done(job, Ok(Outcome::Measured(change(1, 1, 0))));
+        h.request(Request::Complete { run_id: id.clone() });
+        let out = h.exit(&id);
+        h.done(measure_job(&out), Ok(Outcome::Measured(change(1, 1, 0))));
+        if let Some(run) = h.core.runs.get_mut(&id) {
+            run.workspace.status = status;
+        }
+        let out = h.request(Request::Remove {
+            run_id: Some(id.clone()),
+            finished: false,
+            force: false,
+        });
+        assert!(
+            matches!(out.reply(), Ok(Response::Removed(r)) if r.kept.is_empty()),
+            "{status:?}: {:?}",
+            out.reply()
+        );
+        let [job] = &out.jobs[..] else {
+            panic!("{status:?}: {:?}", out.jobs)
+        };
+        let Task::Release(ws) = &job.task else {
+            panic!("{status:?}: {job:?}")
+        };
+        let mut released = ws.clone();
+        released.status = WorkspaceStatus::Discarded;
+        let out = h.done(job.clone(), Ok(Outcome::Released(released)));
+        assert!(
+            out.ops
+                .iter()
+                .any(|op| matches!(op, WriteOp::UpdateRun { patch, .. }
+                if patch.workspace.as_ref().is_some_and(|w| w["status"] == "discarded"))),
+            "{status:?}: recorded in the ledger"
+        );
+    }
 }
 
 #[test]
