@@ -480,7 +480,7 @@ fn stored_spec() -> Value {
 
 #[test]
 fn retention_keeps_the_follow_ups_an_interrupted_run_has_not_sent() {
-    use drover_core::dispatch::core::{FOLLOW_UP_QUEUED, FOLLOW_UP_SENT, Fetch, Fetched};
+    use drover_core::dispatch::core::{FOLLOW_UP_QUEUED, FOLLOW_UP_SENT};
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("l.sqlite3");
     let now = 400 * DAY;
@@ -490,8 +490,9 @@ fn retention_keeps_the_follow_ups_an_interrupted_run_has_not_sent() {
     };
     let (ledger, _) = Ledger::open(&path, options, now).unwrap();
     let writer = ledger.writer();
-    // Interrupted by a restart 31 days ago, mid-turn, with two follow-ups queued behind
-    // its turns and one of them sent.
+    // Interrupted by a restart 31 days ago, mid-turn, by a drover that still wrote an
+    // end on an interrupted run's row, with two follow-ups queued behind its turns and
+    // one of them sent.
     let mut run = run_record("left", RunState::Interrupted, 1_000);
     run.finished_at = Some(now - 31 * DAY);
     run.provider_session_id = Some("sess-1".into());
@@ -538,16 +539,10 @@ fn retention_keeps_the_follow_ups_an_interrupted_run_has_not_sent() {
             (7, kind::LIVE_STATE.into()),
         ]
     );
-    // What a resume reads: the follow-up not yet sent, to send after its resume turn.
-    let Fetched::Resumable(data) = drover_core::dispatch::projections::fetch(
-        &reader,
-        Fetch::Resumable {
-            run_id: "left".into(),
-        },
-    )
-    .unwrap() else {
-        panic!("expected what a resume needs")
-    };
+    // What the next owner reads to put it back: the follow-up not yet sent, to send
+    // after its resume turn.
+    let record = reader.run("left").unwrap().unwrap();
+    let data = drover_core::dispatch::projections::resume_data(&reader, record).unwrap();
     assert_eq!(data.follow_ups, ["second follow-up"]);
     assert_eq!(data.last_seq, 7, "its seqs go on from where they were");
     ledger.close();

@@ -766,7 +766,10 @@ fn after_a_crash_every_run_is_back_where_it_was_and_only_the_turn_in_flight_need
     assert_eq!(turns_of(&view), 1, "{view}");
     let view = home.show(&asking);
     assert_eq!(view["state"], "awaiting_permission", "{view}");
-    assert_eq!(view["pending"][0]["request_id"], request["request_id"], "{view}");
+    assert_eq!(
+        view["pending"][0]["request_id"], request["request_id"],
+        "{view}"
+    );
     assert_eq!(view["pending"][0]["tool"], "Bash", "{view}");
     assert!(view["pid"].is_null(), "no CLI waits for the answer: {view}");
     let view = home.show(&held);
@@ -811,7 +814,10 @@ fn after_a_crash_every_run_is_back_where_it_was_and_only_the_turn_in_flight_need
     let view = home.wait_for(&asking, "the allowed command run", |v| {
         v["state"] == "idle" && v["last_result"]["status"] == "done"
     });
-    assert!(view["pending"].as_array().is_none_or(Vec::is_empty), "{view}");
+    assert!(
+        view["pending"].as_array().is_none_or(Vec::is_empty),
+        "{view}"
+    );
     let turns = view["turns"].as_array().unwrap();
     assert_eq!(turns.len(), 2, "{view}");
     let carried = turns[1]["prompt_preview"].as_str().unwrap_or_default();
@@ -824,10 +830,18 @@ fn after_a_crash_every_run_is_back_where_it_was_and_only_the_turn_in_flight_need
         .as_array()
         .unwrap()
         .iter()
-        .map(|d| (str_at(d, "who").to_string(), str_at(d, "decision").to_string()))
+        .map(|d| {
+            (
+                str_at(d, "who").to_string(),
+                str_at(d, "decision").to_string(),
+            )
+        })
         .collect();
     assert_eq!(decisions.len(), 2, "{decisions:?}");
-    assert!(decisions.iter().all(|(who, _)| who == "user"), "{decisions:?}");
+    assert!(
+        decisions.iter().all(|(who, _)| who == "user"),
+        "{decisions:?}"
+    );
 
     home.json(&["resume", &busy]);
     let view = home.wait_for(&busy, "its resumed turn done", |v| {

@@ -144,7 +144,12 @@ impl Core {
             }
             return;
         }
-        if !run.hibernated || run.wake.is_some() || run.launching || run.ending.is_some() {
+        if !run.hibernated
+            || run.state() != RunState::Idle
+            || run.wake.is_some()
+            || run.launching
+            || run.ending.is_some()
+        {
             return;
         }
         let slot = self.slot_of(run);
@@ -228,7 +233,8 @@ impl Core {
         }
     }
 
-    /// Starts the adapter of a run being woken, in its provider session.
+    /// Starts the adapter of a run being woken, in its provider session. A run put back
+    /// after a restart has its worktree checked first when it wakes for a turn.
     pub(super) fn launch_woken(&mut self, run_id: &str) {
         let now = self.now;
         let Some(run) = self.runs.get_mut(run_id) else {
@@ -237,9 +243,13 @@ impl Core {
         run.hibernated = false;
         // A new process starts its session's running totals from nothing.
         run.last_total_cost = 0.0;
+        let for_a_turn = run.wake.is_some();
         let mut batch = Batch::default();
         run.note(&mut batch, "waking in its provider session", now);
         self.commit(batch);
+        if for_a_turn && self.prepare_workspace(run_id) {
+            return;
+        }
         self.launch_now(run_id);
     }
 

@@ -114,10 +114,6 @@ impl Core {
                     self.commit(batch);
                     return self.on_warm(&run_id);
                 }
-                if let Some(prompt) = run.resume.take() {
-                    self.commit(batch);
-                    return self.start_turn(&run_id, prompt, TurnOrigin::Resume);
-                }
                 self.commit(batch);
                 let prompt = self
                     .runs
@@ -422,6 +418,10 @@ impl Core {
         let Some(run) = self.runs.get(run_id) else {
             return;
         };
+        // Shut down by a stopping drover, the run left as it is for the next owner.
+        if self.shutting_down() && run.ending.is_none() {
+            return self.on_parked_exit(run_id);
+        }
         if run.hibernating && run.ending.is_none() {
             return self.on_hibernated(run_id);
         }
