@@ -635,7 +635,12 @@ async fn a_drover_crash_with_a_run_in_flight_leaves_it_interrupted_after_restart
     rig.drover.serve().await;
     let view = rig.drover.show(&run).await;
     assert_eq!(view["state"], "interrupted", "{view:#}");
-    assert_eq!(view["completion_reason"], "interrupted", "{view:#}");
+    assert_eq!(
+        view["completion_reason"],
+        Value::Null,
+        "not an end: {view:#}"
+    );
+    assert_eq!(view["needs_you"]["reason"], "interrupted", "{view:#}");
     assert_eq!(view["live_state"]["state"], "ended", "{view:#}");
     assert_eq!(view["live_state"]["cause"], "resident_replaced", "{view:#}");
     // The ledger keeps the CLI's session, for a resume.
@@ -677,10 +682,17 @@ async fn resume_after_a_drover_crash_continues_the_same_claude_session_on_the_sa
         "the CLI's process group {pid} outlived a killed drover"
     );
     rig.drover.serve().await;
-    assert_eq!(rig.drover.show(&run).await["state"], "interrupted");
+    // Idle when drover died: back idle, hibernated in its session.
+    let view = rig.drover.show(&run).await;
+    assert_eq!(view["state"], "idle", "{view:#}");
+    assert_eq!(
+        view["live_state"]["detail"], "idle · hibernated",
+        "{view:#}"
+    );
 
-    // `drover resume` starts `claude --resume=SESSION`: the model hears the same session,
-    // with the first turn in its history, and the new turn lands on the same run.
+    // `drover resume` with words starts `claude --resume=SESSION`: the model hears the
+    // same session, with the first turn in its history, and the new turn lands on the
+    // same run.
     rig.mock
         .push([Reply::text(done("picked up where it stopped"))]);
     let out = rig
@@ -948,7 +960,15 @@ async fn a_drover_shutdown_with_a_run_in_flight_ends_the_child_and_records_it_in
     rig.drover.serve().await;
     let view = rig.drover.show(&run).await;
     assert_eq!(view["state"], "interrupted", "{view:#}");
-    assert_eq!(view["completion_reason"], "shutdown", "{view:#}");
+    assert_eq!(
+        view["completion_reason"],
+        Value::Null,
+        "not an end: {view:#}"
+    );
+    assert_eq!(
+        view["live_state"]["detail"], "interrupted by a restart of drover · R resumes",
+        "{view:#}"
+    );
     let sent = Rig::session_header(&rig.mock.model_requests()[0]);
     assert_eq!(view["provider_session_id"], sent.as_str(), "{view:#}");
 }

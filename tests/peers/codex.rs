@@ -984,8 +984,13 @@ async fn a_resumed_idle_run_books_only_the_new_turns_usage() {
         "codex's process group {pid} outlived a killed drover"
     );
     rig.drover.serve().await;
+    // Idle when drover died: back idle, hibernated in its thread.
     let view = rig.drover.show(&run).await;
-    assert_eq!(view["state"], "interrupted", "{view:#}");
+    assert_eq!(view["state"], "idle", "{view:#}");
+    assert_eq!(
+        view["live_state"]["detail"], "idle · hibernated",
+        "{view:#}"
+    );
 
     let out = rig.drover.run(&["resume", &run, "Next"]).await;
     assert!(out.success, "resume failed: {}{}", out.stdout, out.stderr);
@@ -1035,7 +1040,7 @@ async fn an_exec_turn_whose_server_errors_outlast_the_retries_fails_as_provider_
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn an_interrupted_exec_run_resumes_its_codex_thread_after_a_drover_restart() {
+async fn an_idle_exec_run_resumes_its_codex_thread_after_a_drover_restart() {
     let mut rig = Rig::start(vec![
         Reply::text(done("first exec turn")),
         Reply::text(done("resumed exec turn")),
@@ -1047,8 +1052,13 @@ async fn an_interrupted_exec_run_resumes_its_codex_thread_after_a_drover_restart
 
     rig.drover.stop_serve(Signal::SIGKILL).await;
     rig.drover.serve().await;
+    // Idle when drover died: back idle, hibernated in its thread.
     let view = rig.drover.show(&run).await;
-    assert_eq!(view["state"], "interrupted", "{view:#}");
+    assert_eq!(view["state"], "idle", "{view:#}");
+    assert_eq!(
+        view["live_state"]["detail"], "idle · hibernated",
+        "{view:#}"
+    );
 
     let out = rig.drover.run(&["resume", &run, "Carry", "on"]).await;
     assert!(out.success, "resume failed: {}{}", out.stdout, out.stderr);

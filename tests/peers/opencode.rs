@@ -620,10 +620,17 @@ async fn opencode_resume_after_a_drover_crash_continues_the_same_session_on_the_
         "the server's process group {pid} outlived a killed drover"
     );
     rig.drover.serve().await;
-    assert_eq!(rig.drover.show(&run).await["state"], "interrupted");
+    // Idle when drover died: back idle, hibernated in its session.
+    let view = rig.drover.show(&run).await;
+    assert_eq!(view["state"], "idle", "{view:#}");
+    assert_eq!(
+        view["live_state"]["detail"], "idle · hibernated",
+        "{view:#}"
+    );
 
-    // `drover resume` starts a new server on the same OpenCode data, which finds the
-    // session: the model hears the first turn again, and the new turn is on the same run.
+    // `drover resume` with words starts a new server on the same OpenCode data, which
+    // finds the session: the model hears the first turn again, and the new turn is on the
+    // same run.
     rig.mock
         .push([Reply::text(done("picked up where it stopped"))]);
     let out = rig

@@ -7,8 +7,8 @@
 //! stay true: a run's state changes only through the dispatcher's one setter, which checks
 //! every move against [`RunState::allowed`] and refuses (and logs) any other; a finished
 //! run (completed, failed, stopped) never changes again. `interrupted` is not finished: a
-//! restart cut its turn short, and it waits for the user (docs/ARCHITECTURE.md §"A
-//! restart").
+//! restart cut its turn short, and it waits for the user
+//! (docs/ARCHITECTURE.md §"A restart").
 
 use serde::{Deserialize, Serialize};
 use std::fmt;
