@@ -417,6 +417,21 @@ fn a_stopping_owner_leaves_each_run_for_the_next_one_to_put_back() {
     for id in [&idle, &waiting, &busy] {
         assert!(out.sent(id).contains(&&ProviderCommand::Shutdown), "{id}");
     }
+    // What a CLI says as it goes changes nothing of a run left for the next owner.
+    h.provider(
+        &waiting,
+        ProviderEvent::PermissionWithdrawn {
+            request_id: "p1".into(),
+        },
+    );
+    h.provider(
+        &waiting,
+        ProviderEvent::TurnCompleted(TurnEnd {
+            is_error: true,
+            subtype: "error_during_execution".into(),
+            ..TurnEnd::default()
+        }),
+    );
     for id in [&idle, &waiting, &busy] {
         h.exit(id);
     }
