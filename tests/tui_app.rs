@@ -506,8 +506,14 @@ async fn kill_all_asks_first_then_stops_every_active_run() {
 async fn quitting_with_a_run_in_a_turn_asks_then_the_shutdown_records_it_interrupted() {
     let mut h = Harness::start().await;
     let run_id = h.dispatch("hang", "Keep going").await;
-    h.pump_until("the run listed", |app| app.model.counts().active == 1)
-        .await;
+    h.pump_until("the run in its turn", |app| {
+        app.model.counts().active == 1
+            && app
+                .model
+                .run(&run_id)
+                .is_some_and(|e| e.summary.head.state == RunState::Running)
+    })
+    .await;
     h.press([char_key('q')]);
     assert!(!h.quit, "not before the answer");
     h.press([char_key('y')]);
@@ -846,10 +852,10 @@ async fn leaving_a_background_owners_dashboard_leaves_the_runs_going() {
 async fn the_dashboard_says_the_owner_is_gone_and_reattaches_to_a_new_one() {
     let mut h = Harness::start().await;
     let run_id = h.dispatch("hang", "Keep working").await;
-    h.pump_until("the running run", |app| {
+    h.pump_until("the run in its turn", |app| {
         app.model
             .run(&run_id)
-            .is_some_and(|e| e.summary.head.state.is_active())
+            .is_some_and(|e| e.summary.head.state == RunState::Running)
     })
     .await;
     // The owner goes away (as a crash or a shutdown would take it).
