@@ -346,7 +346,10 @@ async fn follow(
             signal = signals.recv() => {
                 return Err(DroverError::new(
                     ErrorCode::Interrupted,
-                    format!("{signal}: drover shut down; {run_id} is recorded as interrupted"),
+                    format!(
+                        "{signal}: drover shut down; {run_id} is recorded as interrupted if it \
+                         was in a turn, and comes back as it was with the next drover"
+                    ),
                 ));
             }
             e = host.dispatcher_ended() => return Err(e),

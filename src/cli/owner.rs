@@ -6,8 +6,8 @@
 //! terminal that started it does not end it), with its stdio going to `logs/owner.log`
 //! under the data directory; `--detach` returns only once the control socket answers, or
 //! says why the owner did not come up; `shutdown` ends the owner the way SIGTERM does
-//! (every active run recorded as interrupted and resumable), and signals only the pid the
-//! owner itself reported on its socket.
+//! (a run in a turn recorded as interrupted and resumable, the others left for the next
+//! owner), and signals only the pid the owner itself reported on its socket.
 
 use clap::Args;
 use serde::Serialize;
@@ -55,7 +55,7 @@ pub fn detach(json: bool, paths: &Paths) -> Result<(), DroverError> {
 
 #[derive(Debug, Args)]
 pub struct ShutdownArgs {
-    /// Wait until the owner is gone (its runs recorded as interrupted).
+    /// Wait until the owner is gone (its runs in a turn recorded as interrupted).
     #[arg(long)]
     pub wait: bool,
     #[command(flatten)]

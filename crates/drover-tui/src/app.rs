@@ -487,10 +487,10 @@ impl App {
                     self.views.push(ConfirmView {
                         what: Confirmable::Quit,
                         message: format!(
-                            "{active} run{} still active. Quit and stop {}? (recorded as \
-                             interrupted by shutdown)",
-                            plural(active),
-                            if active == 1 { "it" } else { "them" }
+                            "{active} run{} still active. Quit? A run in a turn is \
+                             interrupted (R resumes it); the others come back as they are \
+                             with the next drover",
+                            plural(active)
                         ),
                     });
                 }
