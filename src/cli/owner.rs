@@ -124,10 +124,10 @@ pub fn shutdown(args: ShutdownArgs, paths: &Paths) -> Result<(), DroverError> {
             paths.data_dir.display()
         )),
         Some(pid) if outcome.gone => note(&format!(
-            "drover (pid {pid}) has stopped; its active runs are interrupted (`drover resume RUN` goes on)"
+            "drover (pid {pid}) has stopped; its runs in a turn are interrupted (`drover resume RUN` goes on), the others come back as they are with the next one"
         )),
         Some(pid) => note(&format!(
-            "drover (pid {pid}) is stopping; its active runs are recorded as interrupted"
+            "drover (pid {pid}) is stopping; its runs in a turn are recorded as interrupted"
         )),
     }
     Ok(())
@@ -167,8 +167,8 @@ pub struct Status {
     /// A config reload the owner refused: it keeps the config it had until the file is
     /// fixed.
     pub config_refused: Option<String>,
-    /// Runs a crashed drover left active (no owner runs): the next one marks them
-    /// interrupted.
+    /// Runs a crashed drover left active (no owner runs): the next one puts them back
+    /// where they were.
     pub owner_gone: usize,
 }
 
@@ -264,7 +264,7 @@ fn status_lines(s: &Status, now: UnixMillis) -> String {
     ));
     if s.owner_gone > 0 {
         out.push_str(&format!(
-            "          {} left active by a drover that is gone (a crash): the next start marks them interrupted\n",
+            "          {} left active by a drover that is gone (a crash): the next start puts them back where they were\n",
             s.owner_gone
         ));
     }
@@ -334,7 +334,7 @@ mod tests {
             status_lines(&s, 0),
             "no drover runs (`drover serve --detach` starts one; `drover` opens the dashboard)\n\
              data dir  /d\nruns      1 idle · 2 running\n          \
-             2 left active by a drover that is gone (a crash): the next start marks them interrupted\n"
+             2 left active by a drover that is gone (a crash): the next start puts them back where they were\n"
         );
         s.owner_gone = 0;
         s.removed = 4;
