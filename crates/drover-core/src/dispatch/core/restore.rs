@@ -127,19 +127,24 @@ impl Core {
                 );
                 interrupt = Some(run_id.clone());
             }
+            // It starts as its slot allows, with its first turn built from the spec the
+            // ledger keeps (redacted: a secret in the task reaches the CLI as
+            // `[redacted]`).
             RunState::Queued => {
                 if found != RunState::Queued {
                     run.set_state(&mut batch, RunState::Queued, Some("restart"), now);
                 }
-                if run
+                run.workspace_asked = run.spec.workspace.is_some();
+                if let Some(kind) = run
                     .live
                     .as_ref()
-                    .is_some_and(|l| l.state == LiveStateKind::Admitted)
+                    .map(|l| l.state)
+                    .filter(|k| *k != LiveStateKind::Ended)
                 {
                     let deadline = run.deadline;
                     run.set_live(
                         &mut batch,
-                        LiveStateKind::Admitted,
+                        kind,
                         Some(deadline),
                         Some("queued again after a restart of drover"),
                         None,
