@@ -163,7 +163,8 @@ fn recovery_leaves_runs_to_the_dispatcher_and_interrupts_only_a_row_that_does_no
         let s2 = live_state::assign(Some(&s1), &working, 11_000).unwrap();
         let mut running = run_record("running", RunState::Running, 1);
         running.live_state = Some(s2.clone());
-        // A run whose row reads back whole: the dispatcher puts it back (§"A restart").
+        // A run whose row reads back whole: the dispatcher puts it back
+        // (docs/ARCHITECTURE.md §"A restart").
         let mut readable = run_record("readable", RunState::Running, 4);
         readable.spec = stored_spec();
         readable.live_state = Some(s2);
