@@ -213,7 +213,7 @@ pub async fn start(
     let (ledger, startup) = tokio::task::spawn_blocking(move || {
         let (ledger, recovery) = Ledger::open(&path, ledger_options, now)?;
         if !recovery.interrupted.is_empty() {
-            tracing::info!(runs = ?recovery.interrupted, "runs left active were marked interrupted");
+            tracing::info!(runs = ?recovery.interrupted, "runs left active whose rows do not read back were marked interrupted");
         }
         if recovery.processes_ended > 0 {
             tracing::info!(

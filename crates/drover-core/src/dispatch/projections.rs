@@ -11,7 +11,9 @@
 //!   `cost_basis` is the weakest basis seen, so an unpriced row is never hidden as $0; a
 //!   budget session's sums are the ledger's running totals of its rows;
 //! - what only a live dispatcher knows is reported as absent, not invented: no pending
-//!   requests, not stalled, no queued follow-ups;
+//!   requests, not stalled, no queued follow-ups (what putting a run back after a restart
+//!   needs of them — the requests no resolution settled, the follow-ups not sent — is
+//!   read for [`startup`] from the run's events, never shown as live);
 //! - a damaged row is a `LEDGER_ERROR` naming the run, never a panic.
 
 use std::collections::HashMap;

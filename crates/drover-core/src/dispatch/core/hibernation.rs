@@ -5,11 +5,12 @@
 //! follow-up (the timer is in `timers.rs`), or at once when a queued run is blocked only
 //! by the slots idle runs hold. Its child is asked to shut down (the CLI keeps its session
 //! on disk); once it has exited the run is idle with no child: live line "idle ·
-//! hibernated", no slot, no reservation, its idle timeout still running. A follow-up or
-//! `resume` wakes it: the adapter is launched again with the recorded provider session
-//! (`LaunchSpec::resume_session`, the same path as `drover resume`), and once it is ready
-//! the turn is sent as if the child had stayed up. A wake whose rail is full waits in the
-//! queue like a new run.
+//! hibernated", no slot, no reservation, its idle timeout still running. A follow-up (or
+//! `resume` with the user's words) wakes it: the adapter is launched again with the
+//! recorded provider session (`LaunchSpec::resume_session`), and once it is ready the turn
+//! is sent as if the child had stayed up. A wake whose rail is full waits in the queue
+//! like a new run. A run put back after a restart (`restore.rs`) is hibernated the same
+//! way, and has its worktree checked before its CLI starts for a turn.
 //!
 //! A run dispatched with `--no-queue` onto a rail that idle runs fill makes room the same
 //! way (one planner, [`Core::room_plan`]): it is admitted `starting` and waits for their
