@@ -269,7 +269,7 @@ async fn the_live_state_folds_back_from_the_ledger() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn shutdown_interrupts_active_runs_and_records_why() {
+async fn shutdown_interrupts_a_run_in_a_turn_and_records_why() {
     let h = Harness::start("").await;
     let run = h.dispatch("hang").await;
     // The hang scenario starts its turn, says one thing, then goes silent.
@@ -292,10 +292,23 @@ async fn shutdown_interrupts_active_runs_and_records_why() {
     let reader = h.reader();
     let record = reader.run(&run).unwrap().unwrap();
     assert_eq!(record.state, RunState::Interrupted);
-    assert_eq!(record.completion_reason.as_deref(), Some("shutdown"));
+    assert_eq!(record.completion_reason, None, "interrupted is not an end");
     let live = record.live_state.unwrap();
     assert_eq!(live.state, LiveStateKind::Ended);
-    assert_eq!(live.cause, Some(Cause::Stopped));
+    assert_eq!(live.cause, Some(Cause::ResidentReplaced));
+    assert_eq!(
+        live.detail.as_deref(),
+        Some(drover_core::dispatch::core::INTERRUPTED_DETAIL)
+    );
+    let moved = reader
+        .events(&run, 0)
+        .unwrap()
+        .into_iter()
+        .rev()
+        .find(|e| e.kind == "run_state")
+        .expect("its move to interrupted");
+    assert_eq!(moved.body["reason"], "shutdown");
+    assert_eq!(moved.body["turn_cut"], true);
     drop(reader);
     h.stop().await;
 }

@@ -735,6 +735,37 @@ fn an_unanswered_permission_is_denied_by_timeout_and_the_run_goes_on() {
 // Owners: restart, no owner, foreground dispatch
 // ---------------------------------------------------------------------------------------
 
+/// A sim scenario file whose first turn never ends and whose next one is done at once
+/// (a session resumed after its first turn was cut goes on with the second).
+fn slow_then_done(home: &Home) -> String {
+    let path = home.path().join("slow-then-done.toml");
+    std::fs::write(
+        &path,
+        r#"
+description = "Starts a turn and goes silent; the next turn is done at once."
+model = "claude-sonnet-4-5"
+session_cost_per_turn = 0.01
+
+[[turns]]
+
+[[turns.steps]]
+text = "Working on it…"
+
+[[turns.steps]]
+hang = true
+
+[[turns]]
+status = "done"
+summary = "Carried on: {prompt}"
+
+[[turns.steps]]
+text = "Carrying on."
+"#,
+    )
+    .expect("the scenario file");
+    path.display().to_string()
+}
+
 #[test]
 fn a_run_in_flight_when_the_owner_dies_is_interrupted_on_the_next_start() {
     let home = Home::new();
@@ -756,25 +787,34 @@ fn a_run_in_flight_when_the_owner_dies_is_interrupted_on_the_next_start() {
     let _serve = home.serve();
     let view = home.show(&run);
     assert_eq!(view["state"], "interrupted", "{view}");
+    assert_eq!(view["needs_you"]["reason"], "interrupted", "{view}");
     assert_eq!(view["live_state"]["state"], "ended", "{view}");
     assert_eq!(view["live_state"]["cause"], "resident_replaced", "{view}");
-    assert!(view["finished_at"].as_i64().is_some(), "{view}");
+    assert!(view["finished_at"].is_null(), "not finished: {view}");
     let events = home.events(&run); // checks seqs are 1..n
     assert_eq!(events.last().expect("events")["kind"], "run_state");
     assert_eq!(events.last().expect("events")["body"]["to"], "interrupted");
+    assert_eq!(events.last().expect("events")["body"]["turn_cut"], true);
     assert_eq!(
         home.live_states(&run).last().map(String::as_str),
         Some("ended")
     );
+    // It waits for the user, who may end it.
+    home.json(&["stop", &run]);
+    let view = home.wait_terminal(&run);
+    assert_eq!(view["state"], "stopped", "{view}");
     home.refused(&["follow-up", &run, "go on"], "RUN_NOT_ACTIVE");
 }
 
 #[test]
 fn an_interrupted_run_resumes_in_its_provider_session_with_the_turn_on_the_same_run() {
     let home = Home::new();
+    let slow = slow_then_done(&home);
     let serve = home.serve();
-    let run = home.dispatch("multi-turn", "Write a parser", &[]);
-    let before = home.wait_idle(&run);
+    let run = home.dispatch(&slow, "Write a parser", &[]);
+    let before = home.wait_for(&run, "its turn to start", |v| {
+        v["state"] == "running" && v["pid"].is_u64() && v["provider_session_id"].is_string()
+    });
     let session = before["provider_session_id"]
         .as_str()
         .expect("the sim reports its session")
@@ -838,24 +878,28 @@ fn an_interrupted_run_resumes_in_its_provider_session_with_the_turn_on_the_same_
 }
 
 #[test]
-fn resuming_a_run_a_shutdown_interrupted_withdraws_the_retry_it_was_offered() {
+fn a_run_a_shutdown_interrupted_in_a_turn_is_resumed_with_drovers_turn_saying_so() {
     let home = Home::new();
+    let slow = slow_then_done(&home);
     let serve = home.serve();
-    let run = home.dispatch("multi-turn", "Write a parser", &[]);
-    home.wait_idle(&run);
+    let run = home.dispatch(&slow, "Write a parser", &[]);
+    home.wait_for(&run, "its turn to start", |v| {
+        v["state"] == "running" && v["provider_session_id"].is_string()
+    });
     assert_eq!(serve.stop().code(), Some(0));
 
     let serve = home.serve();
     let view = home.show(&run);
-    assert_eq!(view["completion_reason"], "shutdown", "{view}");
-    assert_eq!(view["escalation"]["kind"], "retry", "{view}");
+    assert_eq!(view["state"], "interrupted", "{view}");
+    assert!(view["completion_reason"].is_null(), "not an end: {view}");
+    assert!(view["escalation"].is_null(), "resumed, not retried: {view}");
     home.json(&["resume", &run]);
     let view = home.wait_idle(&run);
-    // Without a prompt of its own, the resume turn asks the agent to carry on.
+    // Without a prompt of its own, the resume turn says the restart cut the last turn.
     assert!(
-        view["turns"][1]["prompt_preview"]
-            .as_str()
-            .is_some_and(|p| p.starts_with("drover was restarted")),
+        view["turns"][1]["prompt_preview"].as_str().is_some_and(
+            |p| p.starts_with("drover was restarted during your last turn; continue it")
+        ),
         "{view}"
     );
     home.json(&["complete", &run]);
@@ -909,12 +953,11 @@ fn read_only_commands_answer_from_the_ledger_without_an_owner() {
     let runs = home.runs();
     let ids: Vec<&Value> = runs.iter().map(|r| &r["run_id"]).collect();
     assert_eq!(ids, [&asking, &done], "newest first");
-    // The run that was active when the owner stopped was stopped with it.
+    // The run that waited on its request when the owner stopped waits for the next one.
     let view = home.show(&asking);
-    assert_eq!(view["state"], "interrupted", "{view}");
-    assert_eq!(view["completion_reason"], "shutdown", "{view}");
-    assert_eq!(view["live_state"]["state"], "ended", "{view}");
-    let waited = home.waited(&[&done, &asking]);
+    assert_eq!(view["state"], "awaiting_permission", "{view}");
+    assert!(view["completion_reason"].is_null(), "{view}");
+    let waited = home.waited(&[&done, &asking, "--until", "needs-you"]);
     assert_eq!(waited["timed_out"], false, "{waited}");
     let queued = home.json(&["runs", "--state", "queued"]);
     assert_eq!(queued, Value::Array(vec![]));
@@ -1079,7 +1122,7 @@ fn ctrl_c_on_a_foreground_dispatch_interrupts_its_run_and_exits_130() {
     assert_group_gone(pid);
     let view = home.show(&run);
     assert_eq!(view["state"], "interrupted", "{view}");
-    assert_eq!(view["completion_reason"], "shutdown", "{view}");
+    assert!(view["completion_reason"].is_null(), "not an end: {view}");
     assert_eq!(view["live_state"]["state"], "ended", "{view}");
 }
 
@@ -2074,17 +2117,24 @@ fn status_counts_a_long_history_and_lists_only_the_active_runs() {
     );
     assert!(!text.contains(&done), "no finished run is listed: {text}");
 
-    // With no owner the ledger says the same (the shutdown interrupted the active run).
+    // With no owner the ledger says the same (the shutdown left the waiting run waiting,
+    // for the next owner).
     serve.stop();
     let offline = home.json(&["status"]);
     assert_eq!(offline["running"], false, "{offline}");
     assert_eq!(
         offline["runs"],
-        serde_json::json!({"completed": 60, "interrupted": 1}),
+        serde_json::json!({"completed": 60, "awaiting_permission": 1}),
         "{offline}"
     );
     assert_eq!(offline["removed"], 1, "{offline}");
-    assert_eq!(offline["active"], serde_json::json!([]), "{offline}");
+    let active: Vec<&str> = offline["active"]
+        .as_array()
+        .expect("active runs")
+        .iter()
+        .map(|r| str_at(r, "run_id"))
+        .collect();
+    assert_eq!(active, [asking.as_str()], "{offline}");
     assert!(
         same_usd(&offline["budget"]["spent_usd"], spent),
         "{offline}"

@@ -1,8 +1,8 @@
 //! Idle runs through the real binary on the simulated agent (docs/ARCHITECTURE.md
 //! §"Idle runs"): the demo's queued runs start once the idle runs holding the sim's rail
 //! hibernate, and a hibernated run wakes for a follow-up, in its session and where its
-//! session was; a `--no-queue` dispatch starts in the slot an idle run gives as it
-//! hibernates.
+//! session was (also when the follow-up comes while it hibernates); a `--no-queue`
+//! dispatch starts in the slot an idle run gives as it hibernates.
 #![allow(clippy::unwrap_used)] // a test or bench may unwrap; the workspace denies it elsewhere
 
 mod common;
@@ -193,4 +193,42 @@ fn a_no_queue_dispatch_starts_in_the_slot_an_idle_run_gives_as_it_hibernates() {
         "Third",
     ]);
     assert_eq!(third["state"], "starting", "{third}");
+}
+
+#[test]
+fn a_follow_up_sent_while_a_run_hibernates_wakes_it_once_its_cli_has_exited() {
+    use std::os::unix::fs::PermissionsExt;
+    // The CLI lingers a second after its stdin closes (as a real one may, writing its
+    // session out): the follow-up lands while the run is hibernating.
+    let home = Home::new();
+    let wrapper = home.path().join("lingering-cli.sh");
+    std::fs::write(
+        &wrapper,
+        format!("#!/bin/sh\n'{}' \"$@\"\nsleep 1\n", common::drover_bin()),
+    )
+    .unwrap();
+    std::fs::set_permissions(&wrapper, std::fs::Permissions::from_mode(0o700)).unwrap();
+    std::fs::write(
+        home.path().join("config.toml"),
+        format!(
+            "[limits]\nhibernate_after_secs = 1\n[providers.claude-code]\ncommand = \"{}\"\n\
+             args = [\"sim-agent\", \"--scenario\", \"multi-turn\"]\n",
+            wrapper.display()
+        ),
+    )
+    .unwrap();
+    let _serve = home.serve();
+    let run = home.json(&["dispatch", "--provider", "claude-code", "Write the parser"]);
+    let run = run["run_id"].as_str().unwrap().to_string();
+    home.wait_idle(&run);
+    home.wait_for(&run, "hibernating", |v| detail(v) == "idle · hibernating");
+    let out = home.drover(&["follow-up", &run, "Take a str"]);
+    assert!(out.status.success(), "{out:?}");
+    // Woken once the old CLI has exited; the new one is not the one dropped with it.
+    let view = home.wait_for(&run, "idle after its follow-up, or ended", |v| {
+        !v["finished_at"].is_null()
+            || (v["state"] == "idle" && v["turns"].as_array().is_some_and(|t| t.len() == 2))
+    });
+    assert_eq!(view["state"], "idle", "{view}");
+    assert_eq!(view["turns"][1]["origin"], "follow_up", "{view}");
 }

@@ -129,13 +129,15 @@ fn acknowledged_events_survive_an_abrupt_end() {
         count >= acked,
         "{count} events on disk, {acked} acknowledged"
     );
-    // The run was left running: recovery interrupted it and appended to the same stream.
+    // The run was left running, its row a test's (its spec does not read back as a
+    // dispatch's, so no dispatcher could hold it): recovery interrupted it and appended to
+    // the same stream.
     let run = reader.run("r1").unwrap().unwrap();
     assert_eq!(run.state, RunState::Interrupted);
 }
 
 #[test]
-fn runs_left_active_are_interrupted_on_open() {
+fn recovery_leaves_runs_to_the_dispatcher_and_interrupts_only_a_row_that_does_not_read_back() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("ledger.sqlite3");
     {
@@ -160,11 +162,17 @@ fn runs_left_active_are_interrupted_on_open() {
         let s1 = live_state::assign(None, &admitted, 10_000).unwrap();
         let s2 = live_state::assign(Some(&s1), &working, 11_000).unwrap();
         let mut running = run_record("running", RunState::Running, 1);
-        running.live_state = Some(s2);
+        running.live_state = Some(s2.clone());
+        // A run whose row reads back whole: the dispatcher puts it back
+        // (docs/ARCHITECTURE.md §"A restart").
+        let mut readable = run_record("readable", RunState::Running, 4);
+        readable.spec = stored_spec();
+        readable.live_state = Some(s2);
         let mut ops = vec![
             WriteOp::InsertRun(Box::new(running)),
             WriteOp::InsertRun(Box::new(run_record("idle-no-live", RunState::Idle, 2))),
             WriteOp::InsertRun(Box::new(run_record("done", RunState::Completed, 3))),
+            WriteOp::InsertRun(Box::new(readable)),
         ];
         for (seq, (at, a)) in [(10_000, admitted), (11_000, working)]
             .into_iter()
@@ -185,12 +193,16 @@ fn runs_left_active_are_interrupted_on_open() {
         ledger.close();
     }
     let (ledger, recovery) = Ledger::open(&path, LedgerOptions::default(), 99_000).unwrap();
+    // (This file's rows carry a test spec that does not read back as a dispatch's.)
     assert_eq!(recovery.interrupted, ["running", "idle-no-live"]);
     let reader = ledger.reader().unwrap();
+    let readable = reader.run("readable").unwrap().unwrap();
+    assert_eq!(readable.state, RunState::Running, "left for the dispatcher");
+    assert!(reader.events("readable", 0).unwrap().is_empty());
     for run_id in ["running", "idle-no-live"] {
         let run = reader.run(run_id).unwrap().unwrap();
         assert_eq!(run.state, RunState::Interrupted);
-        assert_eq!(run.finished_at, Some(99_000));
+        assert_eq!(run.finished_at, None, "interrupted is not an end");
         let live = run.live_state.expect("live state recorded");
         assert_eq!(live.state, LiveStateKind::Ended);
         assert_eq!(live.cause, Some(Cause::ResidentReplaced));
@@ -480,7 +492,7 @@ fn stored_spec() -> Value {
 
 #[test]
 fn retention_keeps_the_follow_ups_an_interrupted_run_has_not_sent() {
-    use drover_core::dispatch::core::{FOLLOW_UP_QUEUED, FOLLOW_UP_SENT, Fetch, Fetched};
+    use drover_core::dispatch::core::{FOLLOW_UP_QUEUED, FOLLOW_UP_SENT};
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("l.sqlite3");
     let now = 400 * DAY;
@@ -490,8 +502,9 @@ fn retention_keeps_the_follow_ups_an_interrupted_run_has_not_sent() {
     };
     let (ledger, _) = Ledger::open(&path, options, now).unwrap();
     let writer = ledger.writer();
-    // Interrupted by a restart 31 days ago, mid-turn, with two follow-ups queued behind
-    // its turns and one of them sent.
+    // Interrupted by a restart 31 days ago, mid-turn, by a drover that still wrote an
+    // end on an interrupted run's row, with two follow-ups queued behind its turns and
+    // one of them sent.
     let mut run = run_record("left", RunState::Interrupted, 1_000);
     run.finished_at = Some(now - 31 * DAY);
     run.provider_session_id = Some("sess-1".into());
@@ -538,16 +551,10 @@ fn retention_keeps_the_follow_ups_an_interrupted_run_has_not_sent() {
             (7, kind::LIVE_STATE.into()),
         ]
     );
-    // What a resume reads: the follow-up not yet sent, to send after its resume turn.
-    let Fetched::Resumable(data) = drover_core::dispatch::projections::fetch(
-        &reader,
-        Fetch::Resumable {
-            run_id: "left".into(),
-        },
-    )
-    .unwrap() else {
-        panic!("expected what a resume needs")
-    };
+    // What the next owner reads to put it back: the follow-up not yet sent, to send
+    // after its resume turn.
+    let record = reader.run("left").unwrap().unwrap();
+    let data = drover_core::dispatch::projections::resume_data(&reader, record).unwrap();
     assert_eq!(data.follow_ups, ["second follow-up"]);
     assert_eq!(data.last_seq, 7, "its seqs go on from where they were");
     ledger.close();
@@ -1199,8 +1206,9 @@ fn running_totals_survive_an_abrupt_end() {
         .matches("ACKED c")
         .count();
     assert_eq!(acked, 40);
-    // Recovery interrupts every run the child left running; whatever rows made it to
-    // disk, the totals count exactly them.
+    // Recovery interrupts every run the child left running (their rows are a test's, not
+    // a dispatcher's: no dispatcher could put them back); whatever rows made it to disk,
+    // the totals count exactly them.
     let (ledger, recovery) = Ledger::open(&path, LedgerOptions::default(), 5_000).unwrap();
     assert_eq!(recovery.interrupted.len(), 40);
     let reader = ledger.reader().unwrap();

@@ -385,9 +385,8 @@ fn twenty_crashes_under_load_lose_nothing_shown_and_leave_nothing_running() {
             .find(|r| str_at(r, "run_id") == run)
             .unwrap_or_else(|| panic!("run {run} was shown and then lost"));
         let state = str_at(row, "state");
-        // The new owner holds no run of the old one: each is finished or interrupted.
         assert!(
-            ["completed", "failed", "stopped", "interrupted"].contains(&state),
+            drover_core::run_state::RunState::parse(state).is_some(),
             "{run} is {state} after recovery"
         );
         assert!(
@@ -415,15 +414,19 @@ fn twenty_crashes_under_load_lose_nothing_shown_and_leave_nothing_running() {
         )
         .unwrap();
     assert_eq!(gaps, 0, "runs with a gap in their event seqs");
-    let active: i64 = conn
+    // The last owner stopped: no run is left in a turn (those were interrupted); the
+    // others wait, as they were, for the next owner (docs/ARCHITECTURE.md §"A restart").
+    let in_a_turn: i64 = conn
         .query_row(
-            "SELECT count(*) FROM runs WHERE state IN ('queued', 'awaiting_route', 'starting',
-                'running', 'idle', 'awaiting_permission')",
+            "SELECT count(*) FROM runs WHERE state IN ('starting', 'running')",
             [],
             |r| r.get(0),
         )
         .unwrap();
-    assert_eq!(active, 0, "runs still active after the last owner stopped");
+    assert_eq!(
+        in_a_turn, 0,
+        "runs left in a turn after the last owner stopped"
+    );
     // No drover, CLI or tool of this home is left.
     wait_until(
         "every process of the home is gone",
@@ -433,11 +436,11 @@ fn twenty_crashes_under_load_lose_nothing_shown_and_leave_nothing_running() {
 }
 
 #[test]
-fn after_a_crash_the_pending_request_gets_a_decision_and_the_turn_an_end() {
+fn after_a_crash_the_pending_request_is_shown_again_and_the_turn_ends() {
     let home = Home::new();
     let serve = home.serve();
     let run = home.dispatch("tool-permission", "Fix the greeting", &[]);
-    home.wait_for_pending(&run, "Bash");
+    let request = home.wait_for_pending(&run, "Bash");
     serve.kill9();
     // No owner yet: the reads say the run's drover is gone, not that it runs.
     let row = home.row(&run);
@@ -457,9 +460,15 @@ fn after_a_crash_the_pending_request_gets_a_decision_and_the_turn_an_end() {
     assert_eq!(status["running"], false, "{status}");
     assert_eq!(status["owner_gone"], 1, "{status}");
     let serve = home.serve();
+    // Back where it was: the same request, undecided; the cut turn has an end.
     let row = home.row(&run);
-    assert_eq!(row["state"], "interrupted", "{row}");
+    assert_eq!(row["state"], "awaiting_permission", "{row}");
     assert!(row.get("owner_gone").is_none(), "{row}");
+    let view = home.show(&run);
+    assert_eq!(
+        view["pending"][0]["request_id"], request["request_id"],
+        "{view}"
+    );
     let conn = rusqlite::Connection::open_with_flags(
         home.path().join("ledger.sqlite3"),
         rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY,
@@ -472,24 +481,15 @@ fn after_a_crash_the_pending_request_gets_a_decision_and_the_turn_an_end() {
             |r| r.get(0),
         )
         .unwrap();
-    assert_eq!(open_turns, 0, "the interrupted turn has an end");
-    let (who, decision): (String, String) = conn
+    assert_eq!(open_turns, 0, "the cut turn has an end");
+    let decisions: i64 = conn
         .query_row(
-            "SELECT who, decision FROM decisions WHERE run_id = ?1 AND kind = 'permission'",
+            "SELECT count(*) FROM decisions WHERE run_id = ?1",
             [&run],
-            |r| Ok((r.get(0)?, r.get(1)?)),
+            |r| r.get(0),
         )
         .unwrap();
-    assert_eq!(
-        (who.as_str(), decision.as_str()),
-        ("system", "deny: owner gone")
-    );
-    let view = home.show(&run);
-    assert_eq!(
-        view["pending"].as_array().map(Vec::len).unwrap_or(0),
-        0,
-        "{view}"
-    );
+    assert_eq!(decisions, 0, "nobody answered it for the user");
     serve.stop();
 }
 
@@ -639,4 +639,253 @@ fn a_secret_in_the_task_context_follow_up_and_agent_text_is_stored_and_shown_now
             "{key} stored under the data directory"
         );
     }
+}
+
+// ---------------------------------------------------------------------------------------
+// A restart puts every run back where it was (docs/ARCHITECTURE.md §"A restart")
+// ---------------------------------------------------------------------------------------
+
+/// One permission in one turn: a resumed session replays the turn, so the same command
+/// is asked for again (as a real CLI asked to go on does).
+const ONE_PERMISSION: &str = r#"
+description = "Asks to run one command, then is done."
+model = "claude-sonnet-4-5"
+session_cost_per_turn = 0.01
+
+[[turns]]
+status = "done"
+summary = "Listed the files."
+
+[[turns.steps]]
+text = "Let me list the files."
+
+[[turns.steps]]
+tool = "Bash"
+input = { command = "ls -la", description = "List the files" }
+needs_permission = true
+output = "total 0"
+on_deny = "Not allowed; I will go without the listing."
+
+[[turns.steps]]
+text = "Listed."
+"#;
+
+/// A first turn that never ends; resumed, the session goes on with the second.
+const SLOW_THEN_DONE: &str = r#"
+description = "Starts a turn and goes silent; the next turn is done at once."
+model = "claude-sonnet-4-5"
+session_cost_per_turn = 0.01
+
+[[turns]]
+
+[[turns.steps]]
+text = "Working on it…"
+
+[[turns.steps]]
+hang = true
+
+[[turns]]
+status = "done"
+summary = "Carried on: {prompt}"
+
+[[turns.steps]]
+text = "Carrying on."
+"#;
+
+fn scenario_file(home: &Home, name: &str, text: &str) -> String {
+    let path = home.path().join(format!("{name}.toml"));
+    std::fs::write(&path, text).unwrap();
+    path.display().to_string()
+}
+
+fn live_detail(view: &Value) -> String {
+    view["live_state"]["detail"]
+        .as_str()
+        .unwrap_or_default()
+        .to_string()
+}
+
+fn turns_of(view: &Value) -> usize {
+    view["turns"].as_array().map_or(0, Vec::len)
+}
+
+#[test]
+fn after_a_crash_every_run_is_back_where_it_was_and_only_the_turn_in_flight_needs_you() {
+    // The runs share the work directory (it is not a git repository).
+    let home = Home::with_config(
+        "[limits]\nhibernate_after_secs = 1\n[workspaces]\nshared_conflict = \"allow\"\n",
+    );
+    let one_permission = scenario_file(&home, "one-permission", ONE_PERMISSION);
+    let slow = scenario_file(&home, "slow-then-done", SLOW_THEN_DONE);
+    let serve = home.serve();
+    // Hibernated: its first turn done, its CLI shut down, its session kept.
+    let asleep = home.dispatch("multi-turn", "Write the parser", &[]);
+    home.wait_for(&asleep, "hibernated", |v| {
+        live_detail(v) == "idle · hibernated" && v["pid"].is_null()
+    });
+    let asleep_session = home.show(&asleep)["provider_session_id"].clone();
+    // Asking a question in its result, hibernated too.
+    let question = home.dispatch("needs-input", "Deploy to staging", &[]);
+    home.wait_for(&question, "hibernated", |v| {
+        live_detail(v) == "idle · hibernated" && v["pid"].is_null()
+    });
+    // Waiting on a permission.
+    let asking = home.dispatch(&one_permission, "List the files", &[]);
+    let request = home.wait_for_pending(&asking, "Bash");
+    // In a turn.
+    let busy = home.dispatch(&slow, "Take your time", &[]);
+    home.wait_for(&busy, "its turn to start", |v| {
+        v["state"] == "running" && v["pid"].is_u64() && v["provider_session_id"].is_string()
+    });
+    // Held on a route card.
+    let held = home.json(&[
+        "dispatch",
+        "--provider",
+        "sim",
+        "--model",
+        "auto",
+        "--scenario",
+        "quick-success",
+        "Fix the login bug",
+    ]);
+    assert_eq!(held["state"], "awaiting_route", "{held}");
+    let held = str_at(&held, "run_id").to_string();
+
+    serve.kill9();
+    let serve = home.serve();
+
+    // Back where they were, without a new turn.
+    let view = home.show(&asleep);
+    assert_eq!(view["state"], "idle", "{view}");
+    assert_eq!(live_detail(&view), "idle · hibernated", "{view}");
+    assert_eq!(view["provider_session_id"], asleep_session, "{view}");
+    assert_eq!(turns_of(&view), 1, "{view}");
+    let view = home.show(&question);
+    assert_eq!(view["state"], "idle", "{view}");
+    assert_eq!(view["needs_you"]["reason"], "input", "{view}");
+    assert_eq!(turns_of(&view), 1, "{view}");
+    let view = home.show(&asking);
+    assert_eq!(view["state"], "awaiting_permission", "{view}");
+    assert_eq!(
+        view["pending"][0]["request_id"], request["request_id"],
+        "{view}"
+    );
+    assert_eq!(view["pending"][0]["tool"], "Bash", "{view}");
+    assert!(view["pid"].is_null(), "no CLI waits for the answer: {view}");
+    let view = home.show(&held);
+    assert_eq!(view["state"], "awaiting_route", "{view}");
+    assert_eq!(view["route"]["status"], "open", "{view}");
+    assert_eq!(
+        home.json(&["routes"]).as_array().map(Vec::len),
+        Some(1),
+        "the card again"
+    );
+    // Only the turn in flight is interrupted; it needs the user, it has not finished.
+    let view = home.show(&busy);
+    assert_eq!(view["state"], "interrupted", "{view}");
+    assert_eq!(view["needs_you"]["reason"], "interrupted", "{view}");
+    assert!(view["finished_at"].is_null(), "{view}");
+    let detail = live_detail(&view);
+    assert!(
+        detail.contains("interrupted by a restart of drover"),
+        "{view}"
+    );
+    for run in [&asleep, &question, &asking, &busy, &held] {
+        assert!(home.show(run)["pid"].is_null(), "{run} has no CLI yet");
+    }
+    let shown = common::stdout(&home.drover(&["show", &busy]));
+    assert!(!shown.contains("resident_replaced"), "{shown}");
+
+    // Each goes on after one command.
+    home.json(&["follow-up", &asleep, "Take a str"]);
+    let view = home.wait_for(&asleep, "its follow-up done", |v| {
+        v["state"] == "idle" && turns_of(v) == 2
+    });
+    assert_eq!(view["provider_session_id"], asleep_session, "{view}");
+
+    home.json(&["follow-up", &question, "staging-eu"]);
+    let view = home.wait_for(&question, "the answer used", |v| {
+        v["state"] == "idle" && turns_of(v) == 2
+    });
+    assert_eq!(view["last_result"]["status"], "done", "{view}");
+
+    let request_id = str_at(&request, "request_id").to_string();
+    home.json(&["respond", &asking, &request_id, "allow"]);
+    let view = home.wait_for(&asking, "the allowed command run", |v| {
+        v["state"] == "idle" && v["last_result"]["status"] == "done"
+    });
+    assert!(
+        view["pending"].as_array().is_none_or(Vec::is_empty),
+        "{view}"
+    );
+    let turns = view["turns"].as_array().unwrap();
+    assert_eq!(turns.len(), 2, "{view}");
+    let carried = turns[1]["prompt_preview"].as_str().unwrap_or_default();
+    assert!(
+        carried.contains("ls -la") && carried.contains("allowed"),
+        "the resumed turn says what was asked and answered: {carried}"
+    );
+    // The command asked again by the resumed session was the one the user allowed.
+    let decisions: Vec<(String, String)> = view["decisions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|d| {
+            (
+                str_at(d, "who").to_string(),
+                str_at(d, "decision").to_string(),
+            )
+        })
+        .collect();
+    assert_eq!(decisions.len(), 2, "{decisions:?}");
+    assert!(
+        decisions.iter().all(|(who, _)| who == "user"),
+        "{decisions:?}"
+    );
+
+    home.json(&["resume", &busy]);
+    let view = home.wait_for(&busy, "its resumed turn done", |v| {
+        v["state"] == "idle" && v["last_result"]["status"] == "done"
+    });
+    let turns = view["turns"].as_array().unwrap();
+    assert_eq!(turns.last().unwrap()["origin"], "resume", "{view}");
+    assert!(
+        turns.last().unwrap()["prompt_preview"]
+            .as_str()
+            .unwrap_or_default()
+            .starts_with("drover was restarted during your last turn; continue it"),
+        "{view}"
+    );
+
+    home.json(&["route", &held, "1"]);
+    home.wait_idle(&held);
+    serve.stop();
+}
+
+#[test]
+fn resume_with_no_words_never_speaks_for_the_user() {
+    let home = Home::with_config("[limits]\nhibernate_after_secs = 1\n");
+    let _serve = home.serve();
+    let run = home.dispatch("needs-input", "Deploy to staging", &[]);
+    home.wait_for(&run, "hibernated", |v| {
+        live_detail(v) == "idle · hibernated" && v["pid"].is_null()
+    });
+    let refusal = home.refused(&["resume", &run], "FOLLOW_UP_NEEDED");
+    assert!(refusal.contains("follow-up"), "{refusal}");
+    let view = home.show(&run);
+    assert_eq!(turns_of(&view), 1, "nothing was sent: {view}");
+    assert!(view["pid"].is_null(), "{view}");
+    // Its words go as the next turn.
+    home.json(&["resume", &run, "staging-eu"]);
+    let view = home.wait_for(&run, "the answer used", |v| {
+        v["state"] == "idle" && turns_of(v) == 2
+    });
+    assert_eq!(view["last_result"]["status"], "done", "{view}");
+    assert!(
+        view["last_result"]["summary"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("staging-eu"),
+        "{view}"
+    );
 }

@@ -503,11 +503,17 @@ async fn kill_all_asks_first_then_stops_every_active_run() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn quitting_with_an_active_run_asks_then_the_shutdown_records_it_interrupted() {
+async fn quitting_with_a_run_in_a_turn_asks_then_the_shutdown_records_it_interrupted() {
     let mut h = Harness::start().await;
     let run_id = h.dispatch("hang", "Keep going").await;
-    h.pump_until("the run listed", |app| app.model.counts().active == 1)
-        .await;
+    h.pump_until("the run in its turn", |app| {
+        app.model.counts().active == 1
+            && app
+                .model
+                .run(&run_id)
+                .is_some_and(|e| e.summary.head.state == RunState::Running)
+    })
+    .await;
     h.press([char_key('q')]);
     assert!(!h.quit, "not before the answer");
     h.press([char_key('y')]);
@@ -520,7 +526,15 @@ async fn quitting_with_an_active_run_asks_then_the_shutdown_records_it_interrupt
         .into_show()
         .expect("a run view");
     assert_eq!(view.head.state, RunState::Interrupted);
-    assert_eq!(view.head.completion_reason.as_deref(), Some("shutdown"));
+    assert_eq!(
+        view.head.completion_reason, None,
+        "interrupted is not an end"
+    );
+    let live = view.head.live_state.expect("a live state");
+    assert_eq!(
+        live.detail.as_deref(),
+        Some(drover_core::dispatch::core::INTERRUPTED_DETAIL)
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -603,21 +617,46 @@ async fn a_held_run_is_routed_by_picking_option_two_on_its_card() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn an_interrupted_run_is_resumed_by_key_after_a_restart() {
+async fn after_a_restart_r_resumes_a_cut_turn_and_opens_the_follow_up_box_for_the_rest() {
     let h = Harness::start().await;
-    let run_id = h.dispatch("multi-turn", "Write a parser").await;
-    h.wait(&run_id, WaitUntil::Idle).await;
+    let idle = h.dispatch("needs-input", "Deploy the release").await;
+    h.wait(&idle, WaitUntil::Idle).await;
+    let busy = h.dispatch("slow-spender", "Refactor the modules").await;
+    // In its turn (a few seconds long) when drover stops.
+    let deadline = tokio::time::Instant::now() + STEP_TIMEOUT;
+    loop {
+        let view = h.show(&busy).await;
+        if view.head.state == RunState::Running && !view.turns.is_empty() {
+            break;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "the turn never started"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
     let home = h.shutdown().await;
 
-    // drover starts again: the run was interrupted by the shutdown.
+    // drover starts again: the run in a turn was interrupted by the shutdown; the idle
+    // one is back as it was, hibernated.
     let mut h = Harness::start_in(home).await;
-    h.pump_until("the interrupted run listed", |app| {
+    h.pump_until("both runs listed", |app| {
         app.model
-            .run(&run_id)
+            .run(&busy)
             .is_some_and(|e| e.summary.head.state == RunState::Interrupted)
+            && app
+                .model
+                .run(&idle)
+                .is_some_and(|e| e.summary.head.state == RunState::Idle)
     })
     .await;
-    h.app.model.select(&run_id);
+    let entry = h.app.model.run(&busy).expect("the interrupted run");
+    assert_eq!(
+        drover_tui::model::Tray::of(&entry.summary),
+        drover_tui::model::Tray::NeedsYou,
+        "interrupted: it needs the user, it has not finished"
+    );
+    h.app.model.select(&busy);
     h.press([key(KeyCode::Enter)]);
     let hint = h.app.model.flash.as_ref().map(|f| f.text.clone());
     assert!(
@@ -627,21 +666,46 @@ async fn an_interrupted_run_is_resumed_by_key_after_a_restart() {
     );
     h.press([char_key('R')]);
     h.pump_until("the resumed turn to end", |app| {
-        app.model
-            .run(&run_id)
-            .is_some_and(|e| e.summary.head.state == RunState::Idle)
+        app.model.run(&busy).is_some_and(|e| {
+            e.summary.head.state == RunState::Idle
+                && e.summary.result_status.as_deref() == Some("done")
+        })
     })
     .await;
-    let view = h.show(&run_id).await;
+    let view = h.show(&busy).await;
     assert_eq!(view.turns.len(), 2, "{view:?}");
     assert_eq!(view.turns[1].origin, "resume");
-    // A run that is not interrupted is not resumed.
-    h.press([char_key('R')]);
-    let said = h.app.model.flash.as_ref().map(|f| f.text.clone());
     assert!(
-        said.as_deref()
-            .is_some_and(|t| t.contains("only a run a drover restart interrupted")),
-        "{said:?}"
+        view.turns[1]
+            .prompt_preview
+            .starts_with("drover was restarted during your last turn; continue it"),
+        "{view:?}"
+    );
+
+    // The idle run's result asks a question: R never answers it for the user, it opens
+    // the follow-up box.
+    h.app.model.select(&idle);
+    h.press([char_key('R')]);
+    h.pump_until("the follow-up box", |app| top::<InputBox>(app).is_some())
+        .await;
+    let view = h.show(&idle).await;
+    assert_eq!(view.turns.len(), 1, "nothing was sent: {view:?}");
+    h.type_text("staging-eu");
+    h.press([key(KeyCode::Enter)]);
+    h.pump_until("the answer used", |app| {
+        app.model.run(&idle).is_some_and(|e| {
+            e.summary.head.state == RunState::Idle
+                && e.summary.result_status.as_deref() == Some("done")
+        })
+    })
+    .await;
+    let view = h.show(&idle).await;
+    assert_eq!(view.turns[1].origin, "follow_up");
+    assert!(
+        view.last_result
+            .and_then(|r| r.summary)
+            .is_some_and(|s| s.contains("staging-eu")),
+        "the user's words answered it"
     );
     let _ = h.shutdown().await;
 }
@@ -788,10 +852,10 @@ async fn leaving_a_background_owners_dashboard_leaves_the_runs_going() {
 async fn the_dashboard_says_the_owner_is_gone_and_reattaches_to_a_new_one() {
     let mut h = Harness::start().await;
     let run_id = h.dispatch("hang", "Keep working").await;
-    h.pump_until("the running run", |app| {
+    h.pump_until("the run in its turn", |app| {
         app.model
             .run(&run_id)
-            .is_some_and(|e| e.summary.head.state.is_active())
+            .is_some_and(|e| e.summary.head.state == RunState::Running)
     })
     .await;
     // The owner goes away (as a crash or a shutdown would take it).

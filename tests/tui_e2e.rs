@@ -261,7 +261,8 @@ fn the_demo_answers_a_permission_by_keys_and_another_terminal_sees_the_run_compl
     assert_eq!(view["completion_reason"], "complete");
     assert_eq!(view["last_result"]["status"], "done");
 
-    // Quit (it asks, runs are active), which stops the rest as interrupted.
+    // Quit (it asks, runs are active), which stops the owner: the runs in a turn are
+    // interrupted, the others left as they are for the next one.
     tmux.keys(&["q"]);
     tmux.wait_for("Are you sure?", &[]);
     tmux.keys(&["y"]);
@@ -270,8 +271,8 @@ fn the_demo_answers_a_permission_by_keys_and_another_terminal_sees_the_run_compl
     for run in runs.as_array().expect("runs") {
         let state = run["state"].as_str().unwrap_or("");
         assert!(
-            ["completed", "interrupted", "stopped", "failed"].contains(&state),
-            "nothing is left active: {run}"
+            !["starting", "running"].contains(&state),
+            "nothing is left in a turn: {run}"
         );
     }
 }
@@ -306,8 +307,10 @@ fn closing_the_terminal_stops_the_runs_and_releases_the_directory() {
     ]);
     assert!(started.status.success(), "{:?}", started);
     let run = run_titled(home.path(), "Investigate the flaky integration test");
-    // The dashboard is up with the demo's runs: some need you.
+    // The dashboard is up with the demo's runs: some need you; this one is in its turn.
     tmux.wait_for("Needs you (", &[]);
+    let run_id = run["run_id"].as_str().expect("run id");
+    wait_state(home.path(), run_id, "in its turn", |s| s == "running");
 
     // The terminal goes away (as when its window is closed).
     tmux.run(&["kill-server"]);
@@ -320,9 +323,10 @@ fn closing_the_terminal_stops_the_runs_and_releases_the_directory() {
         );
         std::thread::sleep(POLL);
     }
-    let view = show(home.path(), run["run_id"].as_str().expect("run id"));
+    let view = show(home.path(), run_id);
     assert_eq!(view["state"], "interrupted", "{view}");
-    assert_eq!(view["completion_reason"], "shutdown", "{view}");
+    assert!(view["completion_reason"].is_null(), "not an end: {view}");
+    assert_eq!(view["needs_you"]["reason"], "interrupted", "{view}");
 }
 
 const SYNC_BEGIN: &[u8] = b"\x1b[?2026h";
@@ -577,10 +581,12 @@ fn dashboards_attach_to_a_background_owner_that_outlives_them() {
     b.keys(&["Escape"]);
 
     // The owner is killed under the attached dashboard: it says so, and reattaches by
-    // itself to the one `drover serve --detach` brings back, where the run is interrupted.
-    wait_state(home.path(), &run_id, "asking again", |s| {
+    // itself to the one `drover serve --detach` brings back, where the run waits on the
+    // same request.
+    let asking = wait_state(home.path(), &run_id, "asking again", |s| {
         s == "awaiting_permission"
     });
+    let request_id = asking["pending"][0]["request_id"].clone();
     let killed = Command::new("kill")
         .args(["-KILL", &first_owner.to_string()])
         .status()
@@ -593,17 +599,31 @@ fn dashboards_attach_to_a_background_owner_that_outlives_them() {
         "{}",
         String::from_utf8_lossy(&detached.stderr)
     );
-    let pane = a.wait_for("interrupted", &[]);
-    assert!(
-        !pane.contains("drover is not running"),
-        "reattached:\n{pane}"
-    );
-    assert_eq!(show(home.path(), &run_id)["state"], "interrupted");
-    // `R` on the selected run resumes it.
-    a.keys(&["/", "Slow work", "Enter"]);
-    a.wait_for("filter: Slow work", &[]);
-    a.keys(&["R"]);
-    wait_state(home.path(), &run_id, "resumed", |s| s != "interrupted");
+    let start = Instant::now();
+    loop {
+        let pane = a.pane();
+        if !pane.contains("drover is not running") && pane.contains("Needs you (1)") {
+            break;
+        }
+        assert!(start.elapsed() < DEADLINE, "never reattached:\n{pane}");
+        std::thread::sleep(POLL);
+    }
+    let view = show(home.path(), &run_id);
+    assert_eq!(view["state"], "awaiting_permission", "{view}");
+    assert_eq!(view["pending"][0]["request_id"], request_id, "{view}");
+    // `y` answers it: the run wakes in its session and is told.
+    std::thread::sleep(Duration::from_millis(600));
+    a.keys(&["y"]);
+    let start = Instant::now();
+    loop {
+        let view = show(home.path(), &run_id);
+        if view["turns"].as_array().is_some_and(|t| t.len() == 2) {
+            assert_eq!(view["turns"][1]["origin"], "resume", "{view}");
+            break;
+        }
+        assert!(start.elapsed() < DEADLINE, "never told the answer: {view}");
+        std::thread::sleep(POLL);
+    }
 
     let stopped = drover(home.path(), &["shutdown", "--wait"]);
     assert!(
@@ -838,4 +858,119 @@ fn the_demo_leaves_nothing_in_repositories_it_was_only_shown() {
         1,
         "no worktree entry is left: {worktrees}"
     );
+}
+
+#[test]
+fn after_a_kill_9_the_dashboard_shows_each_run_back_in_its_tray() {
+    let probe = Command::new("tmux").arg("-V").output();
+    assert!(
+        probe.is_ok_and(|o| o.status.success()),
+        "this test needs tmux; install it (apt-get install tmux)"
+    );
+    let home = tempfile::tempdir().expect("temp dir");
+    let _owner = ShutdownOnDrop(home.path());
+    std::fs::write(
+        home.path().join("config.toml"),
+        "[limits]\nhibernate_after_secs = 1\n[workspaces]\nshared_conflict = \"allow\"\n",
+    )
+    .expect("config");
+    let owner = drover(home.path(), &["serve", "--detach"]);
+    assert!(owner.status.success(), "{owner:?}");
+    let dispatch = |scenario: &str, task: &str| -> String {
+        let run = json(drover(
+            home.path(),
+            &[
+                "dispatch",
+                "--provider",
+                "sim",
+                "--scenario",
+                scenario,
+                "--cwd",
+                &home.path().display().to_string(),
+                "--json",
+                task,
+            ],
+        ));
+        run["run_id"].as_str().expect("run id").to_string()
+    };
+    // One hibernated, one waiting on a permission, one in its turn.
+    let asleep = dispatch("multi-turn", "Write the parser");
+    let asking = dispatch("tool-permission", "Fix the greeting");
+    let busy = dispatch("hang", "Look into the flaky test");
+    let start = Instant::now();
+    while show(home.path(), &asleep)["live_state"]["detail"] != "idle · hibernated" {
+        assert!(start.elapsed() < DEADLINE, "never hibernated");
+        std::thread::sleep(POLL);
+    }
+    wait_state(home.path(), &asking, "asking", |s| {
+        s == "awaiting_permission"
+    });
+    wait_state(home.path(), &busy, "in its turn", |s| s == "running");
+
+    let pid = owner_pid(home.path());
+    let killed = Command::new("kill")
+        .args(["-KILL", &pid.to_string()])
+        .status()
+        .expect("kill runs");
+    assert!(killed.success());
+    let start = Instant::now();
+    while owner_pid_alive(pid) {
+        assert!(start.elapsed() < DEADLINE, "the owner outlived kill -9");
+        std::thread::sleep(POLL);
+    }
+
+    // Reopened (the dashboard starts a new owner): each run in its tray.
+    let tmux = Tmux {
+        socket: format!("drover-e2e-restart-{}", std::process::id()),
+        target: "restart".into(),
+    };
+    let command = format!(
+        "cd '{}'; DROVER_HOME='{}' '{}'; sleep 600",
+        home.path().display(),
+        home.path().display(),
+        env!("CARGO_BIN_EXE_drover")
+    );
+    let started = tmux.run(&[
+        "new-session",
+        "-d",
+        "-s",
+        "restart",
+        "-x",
+        "120",
+        "-y",
+        "30",
+        &command,
+    ]);
+    assert!(started.status.success(), "{started:?}");
+    let pane = tmux.wait_for("Needs you (2)", &[]);
+    assert!(pane.contains("2 need you"), "{pane}");
+    assert!(
+        pane.contains("Idle (1)"),
+        "the hibernated run is idle:\n{pane}"
+    );
+    assert!(!pane.contains("Finished ("), "nothing finished:\n{pane}");
+    assert!(
+        pane.contains("interrupted by a restart of drover"),
+        "the interrupted run's line in words:\n{pane}"
+    );
+    assert!(!pane.contains("resident_replaced"), "{pane}");
+    assert_eq!(show(home.path(), &asleep)["state"], "idle");
+    assert_eq!(show(home.path(), &asking)["state"], "awaiting_permission");
+    assert_eq!(show(home.path(), &busy)["state"], "interrupted");
+    // R on the interrupted run resumes it: its turn goes on.
+    tmux.keys(&["/", "flaky", "Enter"]);
+    tmux.wait_for("filter: flaky", &[]);
+    tmux.keys(&["R"]);
+    wait_state(home.path(), &busy, "resumed", |s| s == "running");
+}
+
+/// Whether the process `pid` is still there (a zombie is gone for this purpose).
+fn owner_pid_alive(pid: u64) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/stat"))
+        .ok()
+        .and_then(|s| {
+            s.rsplit_once(')')
+                .and_then(|(_, rest)| rest.split_whitespace().next().map(str::to_string))
+        })
+        .is_some_and(|state| state != "Z" && state != "X")
 }

@@ -139,7 +139,20 @@ fn each_tray_populated() {
             summary(1, "Check the README links", RunState::Completed),
             summary(2, "Bump the MSRV to 1.88", RunState::Failed),
             summary(3, "Try the new parser", RunState::Stopped),
+        ],
+    );
+    // After a restart: the request shown again, and the run whose turn the restart cut
+    // short — in Needs you, not Finished, its line in words.
+    one_tray(
+        "tray_needs_you_after_a_restart",
+        vec![
+            summary(
+                1,
+                "Update the greeting in src/main.rs",
+                RunState::AwaitingPermission,
+            ),
             summary(4, "Rename the crate", RunState::Interrupted),
+            summary(5, "Check the README links", RunState::Completed),
         ],
     );
 }

@@ -425,7 +425,7 @@ fn a_shared_run_waits_for_a_writing_run_in_its_directory() {
 }
 
 #[test]
-fn a_restart_keeps_the_worktree_and_the_resumed_run_goes_on_in_it() {
+fn a_restart_keeps_the_worktree_and_the_woken_run_goes_on_in_it() {
     let home = repo_home();
     let work = home.work();
     let file = scenario(
@@ -435,14 +435,21 @@ fn a_restart_keeps_the_worktree_and_the_resumed_run_goes_on_in_it() {
     );
     let serve = home.serve();
     let (run, ws) = worktree_run(&home, &file, "Write two files", 1);
-    // Stopping drover interrupts the idle run; its worktree stays.
+    // Stopping drover leaves the idle run as it is; its worktree stays.
     serve.stop();
-    assert_eq!(home.show(&run)["state"], "interrupted");
+    assert_eq!(home.show(&run)["state"], "idle");
     assert!(worktree(&ws).is_dir(), "the worktree survives the restart");
 
     let _serve = home.serve();
-    home.json(&["resume", &run]);
-    home.wait_idle(&run);
+    assert_eq!(
+        home.show(&run)["live_state"]["detail"],
+        "idle · hibernated",
+        "back hibernated"
+    );
+    home.json(&["follow-up", &run, "Write the second file"]);
+    home.wait_for(&run, "its second turn done", |v| {
+        v["state"] == "idle" && v["turns"].as_array().is_some_and(|t| t.len() == 2)
+    });
     let after = wait_change(&home, &run, 2);
     assert_eq!(after["worktree"], ws["worktree"], "the same worktree");
     assert_eq!(after["branch"], ws["branch"]);

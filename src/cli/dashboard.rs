@@ -107,7 +107,7 @@ pub(crate) async fn open(
             let active = count_active(&link).await;
             if active > 0 {
                 note(&format!(
-                    "drover: stopping {active} active run{} (recorded as interrupted by shutdown)…",
+                    "drover: stopping {active} active run{} (a run in a turn is recorded as interrupted; the others come back as they are)…",
                     drover_core::text::plural(active)
                 ));
             }

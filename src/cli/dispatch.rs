@@ -7,7 +7,8 @@
 //! refused); paths are resolved here, against the caller's directory, because the owner
 //! runs elsewhere; in the foreground, events are subscribed to before the dispatch, so
 //! not one event of the run is missed, and the run's end (or a signal) shuts the
-//! dispatcher down, which records anything still active as interrupted.
+//! dispatcher down, which records the run as interrupted if it is in a turn (and leaves it
+//! as it is for the next owner otherwise).
 
 use clap::Args;
 use serde_json::{Value, json};
@@ -346,7 +347,10 @@ async fn follow(
             signal = signals.recv() => {
                 return Err(DroverError::new(
                     ErrorCode::Interrupted,
-                    format!("{signal}: drover shut down; {run_id} is recorded as interrupted"),
+                    format!(
+                        "{signal}: drover shut down; {run_id} is recorded as interrupted if it \
+                         was in a turn, and comes back as it was with the next drover"
+                    ),
                 ));
             }
             e = host.dispatcher_ended() => return Err(e),

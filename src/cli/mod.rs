@@ -95,8 +95,9 @@ pub enum Command {
     /// Own the data directory with no dashboard: runs the dispatcher and listens for the
     /// headless commands and dashboards of other terminals (`--detach`: in the background).
     Serve(serve::ServeArgs),
-    /// End the running drover: its active runs are recorded as interrupted (and can be
-    /// resumed); `--wait` waits until it is gone.
+    /// End the running drover: its runs in a turn are recorded as interrupted (and can be
+    /// resumed), the others come back as they are with the next one; `--wait` waits until
+    /// it is gone.
     Shutdown(owner::ShutdownArgs),
     /// Whether a drover runs for this data directory: its pid, version, uptime, and the
     /// runs by state.

@@ -6,9 +6,9 @@
 //! terminal that started it does not end it), with its stdio going to `logs/owner.log`
 //! under the data directory; `--detach` returns only once the control socket answers, or
 //! says why the owner did not come up (a config it would refuse is refused here first,
-//! with its own code); `shutdown` ends the owner the way SIGTERM does
-//! (every active run recorded as interrupted and resumable), and signals only the pid the
-//! owner itself reported on its socket.
+//! with its own code); `shutdown` ends the owner the way SIGTERM does (a run in a turn
+//! recorded as interrupted and resumable, the others left for the next owner), and
+//! signals only the pid the owner itself reported on its socket.
 
 use clap::Args;
 use serde::Serialize;
@@ -62,7 +62,7 @@ pub fn detach(json: bool, paths: &Paths) -> Result<(), DroverError> {
 
 #[derive(Debug, Args)]
 pub struct ShutdownArgs {
-    /// Wait until the owner is gone (its runs recorded as interrupted).
+    /// Wait until the owner is gone (its runs in a turn recorded as interrupted).
     #[arg(long)]
     pub wait: bool,
     #[command(flatten)]
@@ -131,10 +131,10 @@ pub fn shutdown(args: ShutdownArgs, paths: &Paths) -> Result<(), DroverError> {
             paths.data_dir.display()
         )),
         Some(pid) if outcome.gone => note(&format!(
-            "drover (pid {pid}) has stopped; its active runs are interrupted (`drover resume RUN` goes on)"
+            "drover (pid {pid}) has stopped; its runs in a turn are interrupted (`drover resume RUN` goes on), the others come back as they are with the next one"
         )),
         Some(pid) => note(&format!(
-            "drover (pid {pid}) is stopping; its active runs are recorded as interrupted"
+            "drover (pid {pid}) is stopping; its runs in a turn are recorded as interrupted"
         )),
     }
     Ok(())
@@ -174,8 +174,8 @@ pub struct Status {
     /// A config reload the owner refused: it keeps the config it had until the file is
     /// fixed.
     pub config_refused: Option<String>,
-    /// Runs a crashed drover left active (no owner runs): the next one marks them
-    /// interrupted.
+    /// Runs a crashed drover left active (no owner runs): the next one puts them back
+    /// where they were.
     pub owner_gone: usize,
 }
 
@@ -271,7 +271,7 @@ fn status_lines(s: &Status, now: UnixMillis) -> String {
     ));
     if s.owner_gone > 0 {
         out.push_str(&format!(
-            "          {} left active by a drover that is gone (a crash): the next start marks them interrupted\n",
+            "          {} left active by a drover that is gone (a crash): the next start puts them back where they were\n",
             s.owner_gone
         ));
     }
@@ -341,7 +341,7 @@ mod tests {
             status_lines(&s, 0),
             "no drover runs (`drover serve --detach` starts one; `drover` opens the dashboard)\n\
              data dir  /d\nruns      1 idle · 2 running\n          \
-             2 left active by a drover that is gone (a crash): the next start marks them interrupted\n"
+             2 left active by a drover that is gone (a crash): the next start puts them back where they were\n"
         );
         s.owner_gone = 0;
         s.removed = 4;

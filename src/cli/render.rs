@@ -273,6 +273,10 @@ pub fn runs_table(runs: &[RunSummary], now: UnixMillis) -> String {
 }
 
 fn live_line(live: &LiveState) -> String {
+    // An end with a detail says what happened in words (a restart's interruption).
+    if let (true, Some(detail)) = (live.state.is_terminal(), &live.detail) {
+        return one_line(detail);
+    }
     let mut line = live.state.human().to_string();
     if let Some(cause) = live.cause {
         line.push_str(&format!(" ({})", cause.as_str()));

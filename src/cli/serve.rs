@@ -5,9 +5,9 @@
 //! What must stay true: an owner nobody can reach any more (its socket file, or its whole
 //! data directory, was deleted) stops by itself instead of running on forever; one line
 //! says where it listens (stderr, or a JSON line on stdout
-//! with `--json`); SIGINT or SIGTERM shuts down cleanly — every active run is stopped and
-//! recorded as interrupted by shutdown, the socket file is removed, the lock released —
-//! and the exit code is 0.
+//! with `--json`); SIGINT or SIGTERM shuts down cleanly — every run's CLI is stopped, a
+//! run in a turn recorded as interrupted and the others left for the next owner, the
+//! socket file is removed, the lock released — and the exit code is 0.
 
 use clap::Args;
 use serde_json::json;

@@ -13,8 +13,8 @@ use nix::sys::signal::Signal;
 use serde_json::{Value, json};
 
 use crate::drover::{
-    Drover, NO_RESEND, QUICK_IDLE, eventually, group_alive, live_states, mentioned_under,
-    processes_with, provider_config, provider_events,
+    Drover, NO_RESEND, QUICK_IDLE, SHARED_DIR, eventually, group_alive, live_states,
+    mentioned_under, processes_with, provider_config, provider_events,
 };
 use crate::mock::{MockApi, Protocol, RecordedRequest, Reply, Usage};
 use crate::peers;
@@ -635,7 +635,12 @@ async fn a_drover_crash_with_a_run_in_flight_leaves_it_interrupted_after_restart
     rig.drover.serve().await;
     let view = rig.drover.show(&run).await;
     assert_eq!(view["state"], "interrupted", "{view:#}");
-    assert_eq!(view["completion_reason"], "interrupted", "{view:#}");
+    assert_eq!(
+        view["completion_reason"],
+        Value::Null,
+        "not an end: {view:#}"
+    );
+    assert_eq!(view["needs_you"]["reason"], "interrupted", "{view:#}");
     assert_eq!(view["live_state"]["state"], "ended", "{view:#}");
     assert_eq!(view["live_state"]["cause"], "resident_replaced", "{view:#}");
     // The ledger keeps the CLI's session, for a resume.
@@ -677,10 +682,17 @@ async fn resume_after_a_drover_crash_continues_the_same_claude_session_on_the_sa
         "the CLI's process group {pid} outlived a killed drover"
     );
     rig.drover.serve().await;
-    assert_eq!(rig.drover.show(&run).await["state"], "interrupted");
+    // Idle when drover died: back idle, hibernated in its session.
+    let view = rig.drover.show(&run).await;
+    assert_eq!(view["state"], "idle", "{view:#}");
+    assert_eq!(
+        view["live_state"]["detail"], "idle · hibernated",
+        "{view:#}"
+    );
 
-    // `drover resume` starts `claude --resume=SESSION`: the model hears the same session,
-    // with the first turn in its history, and the new turn lands on the same run.
+    // `drover resume` with words starts `claude --resume=SESSION`: the model hears the
+    // same session, with the first turn in its history, and the new turn lands on the
+    // same run.
     rig.mock
         .push([Reply::text(done("picked up where it stopped"))]);
     let out = rig
@@ -732,6 +744,199 @@ async fn resume_after_a_drover_crash_continues_the_same_claude_session_on_the_sa
     rig.complete(&run, pid).await;
 }
 
+/// A kill -9 of drover with one run hibernated, one waiting on a permission and one in
+/// a turn: the next drover puts the first two back where they were (no CLI started, no
+/// turn sent) and only the third is interrupted, in Needs you; each goes on after one
+/// command, in its own Claude session.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_drover_crash_puts_each_run_back_where_it_was_and_each_goes_on_after_one_command() {
+    let command = "echo restored-5c1e > restored.txt";
+    let bash = || {
+        Reply::tool_call(
+            "Bash",
+            json!({"command": command, "description": "Write restored.txt"}),
+        )
+    };
+    let limits = format!("{QUICK_IDLE}{SHARED_DIR}");
+    let mut rig = Rig::with(vec![], &[], &limits).await;
+    let projects = rig.drover.root().join("claude-config/projects");
+    let written = |text: &'static str| {
+        let projects = projects.clone();
+        async move {
+            assert!(
+                eventually(Duration::from_secs(10), || mentioned_under(&projects, text)).await,
+                "claude never wrote its session holding {text:?}"
+            );
+        }
+    };
+    // Hibernated after its first part.
+    rig.mock.push([Reply::text(done("asleep: first part"))]);
+    let asleep = rig.dispatch("Do the first part").await;
+    let view = rig.drover.until_state(&asleep, "idle", TURN).await;
+    let asleep_session = view["provider_session_id"].as_str().unwrap().to_string();
+    let pid = view["pid"].as_u64().map(|p| p as u32);
+    rig.drover.until_hibernated(&asleep, pid, TURN).await;
+    // Waiting on a permission, in its second turn (a session on disk to go on in).
+    rig.mock
+        .push([Reply::text(done("asking: looked around")), bash()]);
+    let asking = rig.dispatch("Look around first").await;
+    rig.drover.until_state(&asking, "idle", TURN).await;
+    written("asking: looked around").await;
+    rig.drover
+        .follow_up(&asking, "Now write restored.txt")
+        .await;
+    let request = rig.pending(&asking).await;
+    let request_id = request["request_id"].as_str().unwrap().to_string();
+    // In its second turn, whose answer takes long.
+    rig.mock.push([
+        Reply::text(done("busy: first part")),
+        Reply::text(done("too late")).delay(Duration::from_secs(120)),
+    ]);
+    let busy = rig.dispatch("Start the long work").await;
+    rig.drover.until_state(&busy, "idle", TURN).await;
+    written("busy: first part").await;
+    rig.drover.follow_up(&busy, "Now the long part").await;
+    rig.drover.until_state(&busy, "running", TURN).await;
+    rig.mock.wait_for_model_requests(5, TURN).await;
+    // A follow-up queued behind the long turn.
+    rig.drover.follow_up(&busy, "(queued)").await;
+    let asking_pid = rig.drover.show(&asking).await["pid"].as_u64().unwrap() as u32;
+    let busy_pid = rig.drover.show(&busy).await["pid"].as_u64().unwrap() as u32;
+
+    rig.drover.stop_serve(Signal::SIGKILL).await;
+    for pid in [asking_pid, busy_pid] {
+        assert!(
+            eventually(Duration::from_secs(10), || !group_alive(pid)).await,
+            "the CLI's process group {pid} outlived a killed drover"
+        );
+    }
+    let requests_before = rig.mock.model_requests().len();
+    rig.drover.serve().await;
+
+    // Back where they were: no CLI, no turn.
+    let view = rig.drover.show(&asleep).await;
+    assert_eq!(view["state"], "idle", "{view:#}");
+    assert_eq!(
+        view["live_state"]["detail"], "idle · hibernated",
+        "{view:#}"
+    );
+    assert_eq!(view["provider_session_id"], asleep_session.as_str());
+    let view = rig.drover.show(&asking).await;
+    assert_eq!(view["state"], "awaiting_permission", "{view:#}");
+    assert_eq!(
+        view["pending"][0]["request_id"],
+        request_id.as_str(),
+        "{view:#}"
+    );
+    assert_eq!(view["pending"][0]["input"]["command"], command, "{view:#}");
+    let view = rig.drover.show(&busy).await;
+    assert_eq!(view["state"], "interrupted", "{view:#}");
+    assert_eq!(view["needs_you"]["reason"], "interrupted", "{view:#}");
+    assert!(view["finished_at"].is_null(), "{view:#}");
+    assert_eq!(
+        view["live_state"]["detail"], "interrupted by a restart of drover · R resumes",
+        "{view:#}"
+    );
+    for run in [&asleep, &asking, &busy] {
+        assert!(rig.drover.show(run).await["pid"].is_null(), "{run}");
+    }
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    assert_eq!(
+        rig.mock.model_requests().len(),
+        requests_before,
+        "no turn was sent by the restart"
+    );
+
+    // The hibernated run: one follow-up, in its session.
+    rig.mock.push([Reply::text(done("asleep: second part"))]);
+    rig.drover.follow_up(&asleep, "Now the second part").await;
+    let view = rig.drover.until_idle_after(&asleep, 2, TURN).await;
+    assert_eq!(view["provider_session_id"], asleep_session.as_str());
+    let last = rig.mock.model_requests().pop().unwrap();
+    assert_eq!(Rig::session_header(&last), asleep_session);
+    assert!(
+        last.body["messages"]
+            .to_string()
+            .contains("asleep: first part")
+    );
+
+    // The run that waited on a permission: one answer. No CLI heard the old request; the
+    // resumed session is told what was asked and answered, asks again, and the user's
+    // answer allows it.
+    rig.mock
+        .push([bash(), Reply::text(done("asking: wrote it"))]);
+    rig.respond(&asking, &request_id, &["allow"]).await;
+    let view = rig
+        .drover
+        .until(&asking, "idle after the allowed command", TURN, |v| {
+            v["state"] == "idle" && v["last_result"]["summary"] == "asking: wrote it"
+        })
+        .await;
+    assert_eq!(
+        std::fs::read_to_string(rig.drover.work_dir().join("restored.txt")).unwrap(),
+        "restored-5c1e\n"
+    );
+    let decisions: Vec<(String, String)> = view["decisions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|d| {
+            (
+                d["who"].as_str().unwrap().to_string(),
+                d["decision"].as_str().unwrap().to_string(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        decisions,
+        [
+            ("user".to_string(), "allow".to_string()),
+            (
+                "user".to_string(),
+                "allow (answered before drover was restarted)".to_string()
+            )
+        ],
+        "{view:#}"
+    );
+    // (`claude --resume` keeps the cut turn's prompt and drops its unanswered tool call:
+    // the old request cannot be answered; the new turn tells the model.)
+    let told = rig
+        .mock
+        .model_requests()
+        .into_iter()
+        .find(|r| {
+            r.body["messages"]
+                .to_string()
+                .contains("the user allowed it")
+        })
+        .expect("a model request carrying the answer");
+    assert!(told.body["messages"].to_string().contains(command));
+
+    // The interrupted run: one resume; drover's turn says why.
+    rig.mock.push([
+        Reply::text(done("busy: carried on")),
+        Reply::text(done("busy: queued one")),
+    ]);
+    let out = rig.drover.run(&["resume", &busy]).await;
+    assert!(out.success, "resume failed: {}{}", out.stdout, out.stderr);
+    let view = rig.drover.until_idle_after(&busy, 4, TURN).await;
+    let turns = view["turns"].as_array().unwrap();
+    assert_eq!(turns[2]["origin"], "resume", "{view:#}");
+    assert!(
+        turns[2]["prompt_preview"]
+            .as_str()
+            .unwrap()
+            .starts_with("drover was restarted during your last turn; continue it"),
+        "{view:#}"
+    );
+    assert_eq!(
+        turns[3]["origin"], "follow_up",
+        "the queued follow-up after it"
+    );
+    let pid = view["pid"].as_u64().unwrap() as u32;
+    rig.complete(&busy, pid).await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_drover_shutdown_with_a_run_in_flight_ends_the_child_and_records_it_interrupted() {
     let mut rig = Rig::start(vec![
@@ -755,7 +960,15 @@ async fn a_drover_shutdown_with_a_run_in_flight_ends_the_child_and_records_it_in
     rig.drover.serve().await;
     let view = rig.drover.show(&run).await;
     assert_eq!(view["state"], "interrupted", "{view:#}");
-    assert_eq!(view["completion_reason"], "shutdown", "{view:#}");
+    assert_eq!(
+        view["completion_reason"],
+        Value::Null,
+        "not an end: {view:#}"
+    );
+    assert_eq!(
+        view["live_state"]["detail"], "interrupted by a restart of drover · R resumes",
+        "{view:#}"
+    );
     let sent = Rig::session_header(&rig.mock.model_requests()[0]);
     assert_eq!(view["provider_session_id"], sent.as_str(), "{view:#}");
 }

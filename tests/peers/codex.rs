@@ -15,8 +15,8 @@ use nix::sys::signal::Signal;
 use serde_json::{Value, json};
 
 use crate::drover::{
-    Drover, NO_RESEND, QUICK_IDLE, eventually, group_alive, live_states, processes_with,
-    provider_config, provider_events,
+    Drover, NO_RESEND, QUICK_IDLE, SHARED_DIR, eventually, group_alive, live_states,
+    processes_with, provider_config, provider_events,
 };
 use crate::mock::{MockApi, Protocol, Reply, Usage};
 use crate::peers::{self, base_env, run_bounded};
@@ -984,8 +984,13 @@ async fn a_resumed_idle_run_books_only_the_new_turns_usage() {
         "codex's process group {pid} outlived a killed drover"
     );
     rig.drover.serve().await;
+    // Idle when drover died: back idle, hibernated in its thread.
     let view = rig.drover.show(&run).await;
-    assert_eq!(view["state"], "interrupted", "{view:#}");
+    assert_eq!(view["state"], "idle", "{view:#}");
+    assert_eq!(
+        view["live_state"]["detail"], "idle · hibernated",
+        "{view:#}"
+    );
 
     let out = rig.drover.run(&["resume", &run, "Next"]).await;
     assert!(out.success, "resume failed: {}{}", out.stdout, out.stderr);
@@ -1035,7 +1040,7 @@ async fn an_exec_turn_whose_server_errors_outlast_the_retries_fails_as_provider_
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn an_interrupted_exec_run_resumes_its_codex_thread_after_a_drover_restart() {
+async fn an_idle_exec_run_resumes_its_codex_thread_after_a_drover_restart() {
     let mut rig = Rig::start(vec![
         Reply::text(done("first exec turn")),
         Reply::text(done("resumed exec turn")),
@@ -1047,8 +1052,13 @@ async fn an_interrupted_exec_run_resumes_its_codex_thread_after_a_drover_restart
 
     rig.drover.stop_serve(Signal::SIGKILL).await;
     rig.drover.serve().await;
+    // Idle when drover died: back idle, hibernated in its thread.
     let view = rig.drover.show(&run).await;
-    assert_eq!(view["state"], "interrupted", "{view:#}");
+    assert_eq!(view["state"], "idle", "{view:#}");
+    assert_eq!(
+        view["live_state"]["detail"], "idle · hibernated",
+        "{view:#}"
+    );
 
     let out = rig.drover.run(&["resume", &run, "Carry", "on"]).await;
     assert!(out.success, "resume failed: {}{}", out.stdout, out.stderr);
@@ -1153,4 +1163,225 @@ async fn a_429_that_outlasts_codexs_retries_is_sent_again_in_the_same_thread_and
     }
     rig.complete(&run, view["pid"].as_u64().map(|p| p as u32))
         .await;
+}
+
+/// The model requests the mock got after the first `n`.
+fn requests_after(mock: &MockApi, n: usize) -> Vec<crate::mock::RecordedRequest> {
+    mock.model_requests().into_iter().skip(n).collect()
+}
+
+/// A kill -9 of drover with Codex runs in the app-server mode (`ask`): one hibernated,
+/// one waiting on a command approval, one in a turn. The next drover puts the first two
+/// back where they were (no app-server started, no turn sent) and only the third is
+/// interrupted; each goes on after one command, in its own thread.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_drover_crash_puts_each_app_server_run_back_where_it_was() {
+    let command = "echo restored-5c1e > restored.txt";
+    let exec = || Reply::tool_call("exec_command", json!({"cmd": command}));
+    let limits = format!("{QUICK_IDLE}{SHARED_DIR}");
+    let mut rig = Rig::with(vec![], 0, &limits).await;
+    rig.mock.push([Reply::text(done("asleep: first part"))]);
+    let asleep = rig.dispatch("ask", "Do the first part").await;
+    let view = rig.drover.until_state(&asleep, "idle", TURN).await;
+    let asleep_thread = view["provider_session_id"].as_str().unwrap().to_string();
+    let pid = view["pid"].as_u64().map(|p| p as u32);
+    rig.drover.until_hibernated(&asleep, pid, TURN).await;
+    rig.mock.push([exec()]);
+    let asking = rig.dispatch("ask", "Write restored.txt").await;
+    let request = rig.pending(&asking).await;
+    let request_id = request["request_id"].as_str().unwrap().to_string();
+    rig.mock
+        .push([Reply::text(done("too late")).delay(Duration::from_secs(120))]);
+    let busy = rig.dispatch("ask", "Start the long work").await;
+    rig.mock.wait_for_model_requests(3, TURN).await;
+    let busy_thread = rig.drover.show(&busy).await["provider_session_id"]
+        .as_str()
+        .expect("the thread is known once the turn runs")
+        .to_string();
+    let pids: Vec<u32> = [
+        rig.drover.show(&asking).await["pid"].as_u64().unwrap() as u32,
+        rig.drover.show(&busy).await["pid"].as_u64().unwrap() as u32,
+    ]
+    .to_vec();
+
+    rig.drover.stop_serve(Signal::SIGKILL).await;
+    for pid in pids {
+        assert!(
+            eventually(Duration::from_secs(10), || !group_alive(pid)).await,
+            "codex's process group {pid} outlived a killed drover"
+        );
+    }
+    let before = rig.mock.model_requests().len();
+    rig.drover.serve().await;
+
+    let view = rig.drover.show(&asleep).await;
+    assert_eq!(view["state"], "idle", "{view:#}");
+    assert_eq!(
+        view["live_state"]["detail"], "idle · hibernated",
+        "{view:#}"
+    );
+    let view = rig.drover.show(&asking).await;
+    assert_eq!(view["state"], "awaiting_permission", "{view:#}");
+    assert_eq!(
+        view["pending"][0]["request_id"],
+        request_id.as_str(),
+        "{view:#}"
+    );
+    let view = rig.drover.show(&busy).await;
+    assert_eq!(view["state"], "interrupted", "{view:#}");
+    assert_eq!(view["needs_you"]["reason"], "interrupted", "{view:#}");
+    for run in [&asleep, &asking, &busy] {
+        assert!(rig.drover.show(run).await["pid"].is_null(), "{run}");
+    }
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    assert_eq!(rig.mock.model_requests().len(), before, "no turn was sent");
+
+    // One follow-up wakes the hibernated run in its thread.
+    rig.mock.push([Reply::text(done("asleep: second part"))]);
+    rig.drover.follow_up(&asleep, "Now the second part").await;
+    rig.drover.until_idle_after(&asleep, 2, TURN).await;
+    let woken = requests_after(&rig.mock, before);
+    assert_eq!(thread_header(&woken[0]), asleep_thread);
+    assert!(input_text(&woken[0]).contains("asleep: first part"));
+
+    // One answer: the resumed thread is told, asks again, and the answer allows it.
+    let before = rig.mock.model_requests().len();
+    rig.mock
+        .push([exec(), Reply::text(done("asking: wrote it"))]);
+    rig.respond(&asking, &request_id, &["allow"]).await;
+    let view = rig
+        .drover
+        .until(&asking, "idle after the allowed command", TURN, |v| {
+            v["state"] == "idle" && v["last_result"]["summary"] == "asking: wrote it"
+        })
+        .await;
+    assert_eq!(
+        std::fs::read_to_string(rig.drover.work_dir().join("restored.txt")).unwrap(),
+        "restored-5c1e\n"
+    );
+    let whos: Vec<&str> = view["decisions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|d| d["decision"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        whos,
+        ["allow", "allow (answered before drover was restarted)"],
+        "{view:#}"
+    );
+    let told = &requests_after(&rig.mock, before)[0];
+    assert!(
+        input_text(told).contains("the user allowed it"),
+        "{}",
+        input_text(told)
+    );
+
+    // One resume: drover's turn says why, in the same thread.
+    let before = rig.mock.model_requests().len();
+    rig.mock.push([Reply::text(done("busy: carried on"))]);
+    let out = rig.drover.run(&["resume", &busy]).await;
+    assert!(out.success, "resume failed: {}{}", out.stdout, out.stderr);
+    let view = rig.drover.until_idle_after(&busy, 2, TURN).await;
+    assert_eq!(view["turns"][1]["origin"], "resume", "{view:#}");
+    let resumed = &requests_after(&rig.mock, before)[0];
+    assert_eq!(thread_header(resumed), busy_thread);
+    assert!(
+        input_text(resumed).contains("drover was restarted during your last turn; continue it"),
+        "{}",
+        input_text(resumed)
+    );
+    rig.complete(&busy, view["pid"].as_u64().map(|p| p as u32))
+        .await;
+}
+
+/// The same in the exec mode (`restricted`: no approvals to wait on): one hibernated,
+/// one whose result asks a question, one in a turn. `resume` with no words does not
+/// answer the question for the user; each goes on after one command.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_drover_crash_puts_each_exec_run_back_where_it_was() {
+    let limits = format!("{QUICK_IDLE}{SHARED_DIR}");
+    let mut rig = Rig::with(vec![], 0, &limits).await;
+    rig.mock.push([Reply::text(done("asleep: first part"))]);
+    let asleep = rig.dispatch("restricted", "Do the first part").await;
+    rig.drover.until_state(&asleep, "idle", TURN).await;
+    rig.drover.until_hibernated(&asleep, None, TURN).await;
+    rig.mock.push([Reply::text(
+        "Two targets match.\n\n## Result\nstatus: needs_input\nsummary: which target\nquestion: staging-eu or staging-us?",
+    )]);
+    let asking = rig.dispatch("restricted", "Deploy to staging").await;
+    rig.drover.until_state(&asking, "idle", TURN).await;
+    rig.mock
+        .push([Reply::text(done("too late")).delay(Duration::from_secs(120))]);
+    // The task's marker is in the exec child's command line (its prompt).
+    let marker = format!("drover-codex-restart-{}", std::process::id());
+    let busy = rig
+        .dispatch("restricted", &format!("Start the long work ({marker})"))
+        .await;
+    rig.mock.wait_for_model_requests(3, TURN).await;
+    let view = rig.drover.until_state(&busy, "running", TURN).await;
+    let busy_thread = view["provider_session_id"].as_str().map(str::to_string);
+
+    rig.drover.stop_serve(Signal::SIGKILL).await;
+    let before = rig.mock.model_requests().len();
+    rig.drover.serve().await;
+    // What the killed drover's exec turn left is ended by the next one.
+    assert!(
+        eventually(Duration::from_secs(10), || processes_with(&marker)
+            .is_empty())
+        .await,
+        "codex exec outlived the next drover's start: {:?}",
+        processes_with(&marker)
+    );
+
+    let view = rig.drover.show(&asleep).await;
+    assert_eq!(view["state"], "idle", "{view:#}");
+    assert_eq!(
+        view["live_state"]["detail"], "idle · hibernated",
+        "{view:#}"
+    );
+    let view = rig.drover.show(&asking).await;
+    assert_eq!(view["state"], "idle", "{view:#}");
+    assert_eq!(view["needs_you"]["reason"], "input", "{view:#}");
+    let view = rig.drover.show(&busy).await;
+    assert_eq!(view["state"], "interrupted", "{view:#}");
+    assert_eq!(view["needs_you"]["reason"], "interrupted", "{view:#}");
+
+    // `resume` with no words never answers the question for the user.
+    let out = rig.drover.run(&["resume", &asking]).await;
+    assert!(!out.success, "{}{}", out.stdout, out.stderr);
+    assert!(out.stderr.contains("FOLLOW_UP_NEEDED"), "{}", out.stderr);
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    assert_eq!(rig.mock.model_requests().len(), before, "nothing was sent");
+
+    rig.mock.push([Reply::text(done("asleep: second part"))]);
+    rig.drover.follow_up(&asleep, "Now the second part").await;
+    rig.drover.until_idle_after(&asleep, 2, TURN).await;
+
+    rig.mock.push([Reply::text(done("deployed to staging-eu"))]);
+    rig.drover.follow_up(&asking, "staging-eu").await;
+    let view = rig.drover.until_idle_after(&asking, 2, TURN).await;
+    assert_eq!(view["last_result"]["status"], "done", "{view:#}");
+    assert!(input_text(&rig.mock.model_requests().pop().unwrap()).contains("staging-eu"));
+
+    let n = rig.mock.model_requests().len();
+    rig.mock.push([Reply::text(done("busy: carried on"))]);
+    let out = rig.drover.run(&["resume", &busy]).await;
+    assert!(out.success, "resume failed: {}{}", out.stdout, out.stderr);
+    let view = rig.drover.until_idle_after(&busy, 2, TURN).await;
+    assert_eq!(view["turns"][1]["origin"], "resume", "{view:#}");
+    let resumed = &requests_after(&rig.mock, n)[0];
+    if let Some(thread) = busy_thread {
+        assert_eq!(
+            thread_header(resumed),
+            thread,
+            "exec resume continues the thread"
+        );
+    }
+    assert!(
+        input_text(resumed).contains("drover was restarted during your last turn; continue it"),
+        "{}",
+        input_text(resumed)
+    );
+    rig.complete(&busy, None).await;
 }

@@ -452,6 +452,10 @@ pub const NO_RESEND: &str = "\n[limits]\nresend_turns_max = 0\n";
 /// turn is sent again after a second.
 pub const QUICK_IDLE: &str = "\n[limits]\nhibernate_after_secs = 1\nresend_wait_max_secs = 1\n";
 
+/// `[workspaces]` for tests with several runs in the one work directory (not a git
+/// repository): they may work there at once.
+pub const SHARED_DIR: &str = "\n[workspaces]\nshared_conflict = \"allow\"\n";
+
 /// A drover config file that runs `provider` with `command` and adds `env` to its
 /// child's environment.
 pub fn provider_config(provider: &str, command: &Path, env: &[(String, String)]) -> String {

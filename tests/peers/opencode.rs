@@ -15,8 +15,8 @@ use std::time::Duration;
 use serde_json::{Value, json};
 
 use crate::drover::{
-    Drover, NO_RESEND, QUICK_IDLE, eventually, group_alive, live_states, mentioned_under,
-    processes_with, provider_config, provider_events,
+    Drover, NO_RESEND, QUICK_IDLE, SHARED_DIR, eventually, group_alive, live_states,
+    mentioned_under, processes_with, provider_config, provider_events,
 };
 use crate::mock::{MockApi, Protocol, Reply, Usage};
 use crate::peers;
@@ -620,10 +620,17 @@ async fn opencode_resume_after_a_drover_crash_continues_the_same_session_on_the_
         "the server's process group {pid} outlived a killed drover"
     );
     rig.drover.serve().await;
-    assert_eq!(rig.drover.show(&run).await["state"], "interrupted");
+    // Idle when drover died: back idle, hibernated in its session.
+    let view = rig.drover.show(&run).await;
+    assert_eq!(view["state"], "idle", "{view:#}");
+    assert_eq!(
+        view["live_state"]["detail"], "idle · hibernated",
+        "{view:#}"
+    );
 
-    // `drover resume` starts a new server on the same OpenCode data, which finds the
-    // session: the model hears the first turn again, and the new turn is on the same run.
+    // `drover resume` with words starts a new server on the same OpenCode data, which
+    // finds the session: the model hears the first turn again, and the new turn is on the
+    // same run.
     rig.mock
         .push([Reply::text(done("picked up where it stopped"))]);
     let out = rig
@@ -964,4 +971,139 @@ async fn opencode_a_server_error_that_outlasts_its_retries_is_sent_again_and_don
     assert!(held, "the turn was held in waiting_provider");
     let pid = view["pid"].as_u64().unwrap() as u32;
     rig.complete(&run, pid).await;
+}
+
+/// A kill -9 of drover with one OpenCode run hibernated, one waiting on a permission and
+/// one in a turn: the next drover puts the first two back where they were (no server
+/// started, no turn sent) and only the third is interrupted; each goes on after one
+/// command, in its own session.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn opencode_a_drover_crash_puts_each_run_back_where_it_was() {
+    let command = "echo restored-5c1e > restored.txt";
+    let bash = || {
+        Reply::tool_call(
+            "bash",
+            json!({"command": command, "description": "Write restored.txt"}),
+        )
+    };
+    let limits = format!("{QUICK_IDLE}{SHARED_DIR}");
+    let mut rig = Rig::with_limits(vec![], &limits).await;
+    rig.mock.push([Reply::text(done("asleep: first part"))]);
+    let asleep = rig.dispatch("Do the first part").await;
+    let view = rig.drover.until_state(&asleep, "idle", TURN).await;
+    let asleep_session = view["provider_session_id"].as_str().unwrap().to_string();
+    let pid = view["pid"].as_u64().map(|p| p as u32);
+    rig.drover.until_hibernated(&asleep, pid, TURN).await;
+    rig.mock.push([bash()]);
+    let asking = rig.dispatch("Write restored.txt").await;
+    let request = rig.pending(&asking).await;
+    let request_id = request["request_id"].as_str().unwrap().to_string();
+    rig.mock
+        .push([Reply::text(done("too late")).delay(Duration::from_secs(120))]);
+    let busy = rig.dispatch("Start the long work").await;
+    rig.mock.wait_for_model_requests(3, TURN).await;
+    let busy_session = rig.drover.show(&busy).await["provider_session_id"]
+        .as_str()
+        .expect("the run knows its session")
+        .to_string();
+    let pids = [
+        rig.drover.show(&asking).await["pid"].as_u64().unwrap() as u32,
+        rig.drover.show(&busy).await["pid"].as_u64().unwrap() as u32,
+    ];
+
+    rig.drover
+        .stop_serve(nix::sys::signal::Signal::SIGKILL)
+        .await;
+    for pid in pids {
+        assert!(
+            eventually(Duration::from_secs(10), || !group_alive(pid)).await,
+            "the server's process group {pid} outlived a killed drover"
+        );
+    }
+    let before = rig.mock.model_requests().len();
+    rig.drover.serve().await;
+
+    let view = rig.drover.show(&asleep).await;
+    assert_eq!(view["state"], "idle", "{view:#}");
+    assert_eq!(
+        view["live_state"]["detail"], "idle · hibernated",
+        "{view:#}"
+    );
+    let view = rig.drover.show(&asking).await;
+    assert_eq!(view["state"], "awaiting_permission", "{view:#}");
+    assert_eq!(
+        view["pending"][0]["request_id"],
+        request_id.as_str(),
+        "{view:#}"
+    );
+    let view = rig.drover.show(&busy).await;
+    assert_eq!(view["state"], "interrupted", "{view:#}");
+    assert_eq!(view["needs_you"]["reason"], "interrupted", "{view:#}");
+    for run in [&asleep, &asking, &busy] {
+        assert!(rig.drover.show(run).await["pid"].is_null(), "{run}");
+    }
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    assert_eq!(rig.mock.model_requests().len(), before, "no turn was sent");
+
+    // One follow-up wakes the hibernated run in its session.
+    rig.mock.push([Reply::text(done("asleep: second part"))]);
+    rig.drover.follow_up(&asleep, "Now the second part").await;
+    let view = rig.drover.until_idle_after(&asleep, 2, TURN).await;
+    assert_eq!(view["provider_session_id"], asleep_session.as_str());
+    let last = rig.mock.model_requests().pop().unwrap();
+    assert!(
+        last.body["messages"]
+            .to_string()
+            .contains("asleep: first part")
+    );
+
+    // One answer: the resumed session is told, asks again, and the answer allows it.
+    rig.mock
+        .push([bash(), Reply::text(done("asking: wrote it"))]);
+    rig.respond(&asking, &request_id, &["allow"]).await;
+    let view = rig
+        .drover
+        .until(&asking, "idle after the allowed command", TURN, |v| {
+            v["state"] == "idle" && v["last_result"]["summary"] == "asking: wrote it"
+        })
+        .await;
+    assert_eq!(
+        std::fs::read_to_string(rig.drover.work_dir().join("restored.txt")).unwrap(),
+        "restored-5c1e\n"
+    );
+    let decisions: Vec<&str> = view["decisions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|d| d["decision"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        decisions,
+        ["allow", "allow (answered before drover was restarted)"],
+        "{view:#}"
+    );
+    assert!(
+        rig.mock.model_requests().iter().any(|r| r.body["messages"]
+            .to_string()
+            .contains("the user allowed it")),
+        "the answer reached the model"
+    );
+
+    // One resume: drover's turn says why, in the same session.
+    rig.mock.push([Reply::text(done("busy: carried on"))]);
+    let out = rig.drover.run(&["resume", &busy]).await;
+    assert!(out.success, "resume failed: {}{}", out.stdout, out.stderr);
+    let view = rig.drover.until_idle_after(&busy, 2, TURN).await;
+    assert_eq!(view["turns"][1]["origin"], "resume", "{view:#}");
+    assert_eq!(view["provider_session_id"], busy_session.as_str());
+    let last = rig.mock.model_requests().pop().unwrap();
+    assert!(
+        last.body["messages"]
+            .to_string()
+            .contains("drover was restarted during your last turn; continue it"),
+        "{}",
+        last.body["messages"]
+    );
+    let pid = view["pid"].as_u64().unwrap() as u32;
+    rig.complete(&busy, pid).await;
 }

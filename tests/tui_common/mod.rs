@@ -69,6 +69,16 @@ pub fn summary(n: u32, title: &str, state: RunState) -> RunSummary {
                 1_750,
                 Some("held on a route card"),
             ),
+            // A restart cut its turn short: ended, and the line says so in words.
+            RunState::Interrupted => LiveState {
+                cause: Some(Cause::ResidentReplaced),
+                ..live(
+                    LiveStateKind::Ended,
+                    240,
+                    0,
+                    Some(drover_core::dispatch::core::INTERRUPTED_DETAIL),
+                )
+            },
             _ => live(LiveStateKind::Working, 185, 2_515, Some("model turn")),
         })
     };

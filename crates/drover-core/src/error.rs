@@ -56,6 +56,9 @@ pub enum ErrorCode {
     /// The run cannot be resumed: only a run interrupted by a drover restart (with a
     /// provider session), a hibernated run or a turn held for the model API can.
     RunNotResumable,
+    /// `resume` with no words on a run whose turn was not cut short by a restart (it
+    /// waits for the user's words: drover never speaks for the user); nothing was sent.
+    FollowUpNeeded,
     /// The run has used all its turns; a follow-up needs a new run.
     MaxTurns,
     /// The run has no pending request with that id.
@@ -163,6 +166,7 @@ impl ErrorCode {
             ErrorCode::RunNotActive => "RUN_NOT_ACTIVE",
             ErrorCode::RunNotIdle => "RUN_NOT_IDLE",
             ErrorCode::RunNotResumable => "RUN_NOT_RESUMABLE",
+            ErrorCode::FollowUpNeeded => "FOLLOW_UP_NEEDED",
             ErrorCode::MaxTurns => "MAX_TURNS",
             ErrorCode::NoPendingRequest => "NO_PENDING_REQUEST",
             ErrorCode::PermissionAlreadyResolved => "PERMISSION_ALREADY_RESOLVED",

@@ -1,11 +1,14 @@
 //! Where a run is in the dispatcher (docs/ARCHITECTURE.md §"Vocabulary"): the run state,
-//! and the one table of the moves between states ([`RunState::allowed`]).
+//! the one table of the moves between states ([`RunState::allowed`]), and where a run a
+//! stopped or crashed drover left is put back ([`RunState::after_restart`]).
 //!
 //! Run state is distinct from the live state (`crate::live_state`): the run state says
 //! which tray a run belongs to; the live state says what it is doing right now. What must
 //! stay true: a run's state changes only through the dispatcher's one setter, which checks
 //! every move against [`RunState::allowed`] and refuses (and logs) any other; a finished
-//! run never changes again, except `interrupted` → `queued` when it is resumed.
+//! run (completed, failed, stopped) never changes again. `interrupted` is not finished: a
+//! restart cut its turn short, and it waits for the user
+//! (docs/ARCHITECTURE.md §"A restart").
 
 use serde::{Deserialize, Serialize};
 use std::fmt;
@@ -32,12 +35,14 @@ pub enum RunState {
     Failed,
     /// Ended by the user, a cap, or a declined route.
     Stopped,
-    /// Active when drover stopped or crashed; can be resumed in its provider session.
+    /// Its turn was cut short by a restart of drover (a crash or a stop): it waits for
+    /// the user, who resumes it in its provider session (or stops it). Not finished.
     Interrupted,
 }
 
 impl RunState {
-    /// Every state, active ones first.
+    /// Every state, active ones first (`interrupted` last: it is active, but holds nothing
+    /// and waits for the user).
     pub const ALL: [RunState; 10] = [
         RunState::Queued,
         RunState::AwaitingRoute,
@@ -72,15 +77,16 @@ impl RunState {
         RunState::ALL.into_iter().find(|r| r.as_str() == s)
     }
 
-    /// Finished runs never change state again.
+    /// Finished runs (completed, failed, stopped) never change state again.
     pub fn is_terminal(self) -> bool {
         matches!(
             self,
-            RunState::Completed | RunState::Failed | RunState::Stopped | RunState::Interrupted
+            RunState::Completed | RunState::Failed | RunState::Stopped
         )
     }
 
-    /// Not finished: the run is in memory and may change.
+    /// Not finished: the run is in the dispatcher's memory and may change (an
+    /// `interrupted` run included: it waits for the user).
     pub fn is_active(self) -> bool {
         !self.is_terminal()
     }
@@ -90,23 +96,23 @@ impl RunState {
     ///
     /// | from | to |
     /// | --- | --- |
-    /// | queued | awaiting_route, starting, any end but completed |
-    /// | awaiting_route | queued, any end but completed |
-    /// | starting | queued (its directory is taken), running, idle, any end |
-    /// | running | starting (its CLI exited and is started again to send the turn again), idle, awaiting_permission, any end |
-    /// | awaiting_permission | running, idle, any end |
-    /// | idle | starting (waking a hibernated run), running, any end |
-    /// | interrupted | queued (resumed) |
+    /// | queued | awaiting_route, starting, interrupted (a restart, for a run that had sent a turn), failed, stopped |
+    /// | awaiting_route | queued, interrupted, failed, stopped |
+    /// | starting | queued (its directory is taken, or a restart before its first turn), running, idle, interrupted, any end |
+    /// | running | starting (its CLI exited and is started again to send the turn again), idle, awaiting_permission, interrupted, any end |
+    /// | awaiting_permission | running, idle (answered with no CLI: woken to hear it), interrupted, any end |
+    /// | idle | starting (waking a hibernated run), running, interrupted, any end |
+    /// | interrupted | idle (resumed: back in its provider session), completed, stopped |
     /// | completed, failed, stopped | — |
     ///
-    /// "Any end" is completed, failed, stopped or interrupted. A state never moves to
-    /// itself.
+    /// "Any end" is completed, failed or stopped. A state never moves to itself.
     pub fn allowed(from: RunState, to: RunState) -> bool {
         use RunState::*;
         match (from, to) {
-            (Interrupted, Queued) => true,
-            (Completed | Failed | Stopped | Interrupted, _) => false,
+            (Completed | Failed | Stopped, _) => false,
             (from, to) if from == to => false,
+            (Interrupted, Idle | Completed | Stopped) => true,
+            (Interrupted, _) => false,
             (Queued | AwaitingRoute, Completed) => false,
             (_, Completed | Failed | Stopped | Interrupted) => true,
             (Queued, AwaitingRoute | Starting) => true,
@@ -116,6 +122,29 @@ impl RunState {
             (AwaitingPermission, Running | Idle) => true,
             (Idle, Starting | Running) => true,
             _ => false,
+        }
+    }
+
+    /// Where a run found in this state by a new owner (after a crash or a stop) is put
+    /// back: in place, without a new turn, unless a turn was in flight
+    /// (docs/ARCHITECTURE.md §"A restart"). `sent_a_turn`: the run had sent a turn;
+    /// `has_session`: its provider reported a session to go on in.
+    ///
+    /// | found | put back as |
+    /// | --- | --- |
+    /// | running | interrupted |
+    /// | starting, queued | queued before its first turn; interrupted after (a resumed or woken run's turn was on its way) |
+    /// | awaiting_permission | awaiting_permission (the request shown again), interrupted with no session |
+    /// | idle | idle (hibernated), interrupted with no session |
+    /// | awaiting_route, interrupted, completed, failed, stopped | the same |
+    pub fn after_restart(self, sent_a_turn: bool, has_session: bool) -> RunState {
+        use RunState::*;
+        match self {
+            Running => Interrupted,
+            Starting | Queued if sent_a_turn => Interrupted,
+            Starting => Queued,
+            AwaitingPermission | Idle if !has_session => Interrupted,
+            same => same,
         }
     }
 }
@@ -144,25 +173,25 @@ mod tests {
     #[test]
     fn the_lifecycle_table_allows_exactly_these_moves() {
         use RunState::*;
-        let ends_but_completed = [Failed, Stopped, Interrupted];
-        let any_end = [Completed, Failed, Stopped, Interrupted];
+        let any_end = [Completed, Failed, Stopped];
         let mut allowed: Vec<(RunState, RunState)> = Vec::new();
         let mut add = |from: RunState, tos: &[RunState]| {
             allowed.extend(tos.iter().map(|&to| (from, to)));
         };
-        add(Queued, &[AwaitingRoute, Starting]);
-        add(Queued, &ends_but_completed);
-        add(AwaitingRoute, &[Queued]);
-        add(AwaitingRoute, &ends_but_completed);
-        add(Starting, &[Queued, Running, Idle]);
+        add(
+            Queued,
+            &[AwaitingRoute, Starting, Interrupted, Failed, Stopped],
+        );
+        add(AwaitingRoute, &[Queued, Interrupted, Failed, Stopped]);
+        add(Starting, &[Queued, Running, Idle, Interrupted]);
         add(Starting, &any_end);
-        add(Running, &[Starting, Idle, AwaitingPermission]);
+        add(Running, &[Starting, Idle, AwaitingPermission, Interrupted]);
         add(Running, &any_end);
-        add(AwaitingPermission, &[Running, Idle]);
+        add(AwaitingPermission, &[Running, Idle, Interrupted]);
         add(AwaitingPermission, &any_end);
-        add(Idle, &[Starting, Running]);
+        add(Idle, &[Starting, Running, Interrupted]);
         add(Idle, &any_end);
-        add(Interrupted, &[Queued]);
+        add(Interrupted, &[Idle, Completed, Stopped]);
         let mut checked = 0;
         for from in RunState::ALL {
             for to in RunState::ALL {
@@ -177,39 +206,70 @@ mod tests {
             }
         }
         assert_eq!(checked, 100);
-        assert_eq!(allowed.len(), 36);
+        assert_eq!(allowed.len(), 38);
     }
 
     #[test]
-    fn a_finished_run_moves_only_when_an_interrupted_one_is_resumed() {
+    fn a_finished_run_never_moves() {
         for from in RunState::ALL.into_iter().filter(|s| s.is_terminal()) {
             let onward: Vec<_> = RunState::ALL
                 .into_iter()
                 .filter(|&to| RunState::allowed(from, to))
                 .collect();
-            let expected: &[RunState] = if from == RunState::Interrupted {
-                &[RunState::Queued]
-            } else {
-                &[]
-            };
-            assert_eq!(onward, expected, "{from}");
+            assert_eq!(onward, [], "{from}");
         }
     }
 
     #[test]
-    fn exactly_four_states_are_terminal() {
+    fn exactly_three_states_are_finished_and_interrupted_is_not_one() {
         let terminal: Vec<_> = RunState::ALL
             .into_iter()
             .filter(|s| s.is_terminal())
             .collect();
         assert_eq!(
             terminal,
-            [
-                RunState::Completed,
-                RunState::Failed,
-                RunState::Stopped,
-                RunState::Interrupted
-            ]
+            [RunState::Completed, RunState::Failed, RunState::Stopped]
         );
+        assert!(RunState::Interrupted.is_active());
+    }
+
+    /// Where a restart puts each run back, written out (the table of
+    /// [`RunState::after_restart`]); every move it makes is one the lifecycle allows.
+    #[test]
+    fn a_restart_puts_a_run_back_in_place_unless_its_turn_was_in_flight() {
+        use RunState::*;
+        // (found, sent a turn, has a session, put back as)
+        let cases = [
+            (Running, true, true, Interrupted),
+            (Running, true, false, Interrupted),
+            (Starting, false, false, Queued),
+            (Starting, true, true, Interrupted),
+            (Queued, false, false, Queued),
+            (Queued, true, true, Interrupted),
+            (AwaitingRoute, false, false, AwaitingRoute),
+            (AwaitingPermission, true, true, AwaitingPermission),
+            (AwaitingPermission, true, false, Interrupted),
+            (Idle, true, true, Idle),
+            (Idle, true, false, Interrupted),
+            (Interrupted, true, true, Interrupted),
+            (Completed, true, true, Completed),
+            (Failed, false, false, Failed),
+            (Stopped, true, false, Stopped),
+        ];
+        for (found, sent, session, expected) in cases {
+            let back = found.after_restart(sent, session);
+            assert_eq!(back, expected, "{found} sent={sent} session={session}");
+            assert!(
+                back == found || RunState::allowed(found, back),
+                "{found} -> {back} is not a move the lifecycle allows"
+            );
+        }
+        // With its session, only a run that had sent a turn is interrupted (a running run
+        // always has).
+        for found in RunState::ALL {
+            if found.after_restart(false, true) == Interrupted {
+                assert!(matches!(found, Running | Interrupted), "{found}");
+            }
+        }
     }
 }

@@ -466,10 +466,7 @@ impl App {
             },
             Action::Resume => match selected {
                 Some(run) if resumable(&run) => {
-                    self.flash_info(format!(
-                        "resuming {} in its provider session…",
-                        run.head.run_id
-                    ));
+                    self.flash_info(format!("resuming {}…", run.head.run_id));
                     effects.push(Effect::Request {
                         tag: ReplyTag::Resume(run.head.run_id.clone()),
                         request: Request::Resume {
@@ -494,10 +491,10 @@ impl App {
                     self.views.push(ConfirmView {
                         what: Confirmable::Quit,
                         message: format!(
-                            "{active} run{} still active. Quit and stop {}? (recorded as \
-                             interrupted by shutdown)",
-                            plural(active),
-                            if active == 1 { "it" } else { "them" }
+                            "{active} run{} still active. Quit? A run in a turn is \
+                             interrupted (R resumes it); the others come back as they are \
+                             with the next drover",
+                            plural(active)
                         ),
                     });
                 }
@@ -995,6 +992,19 @@ impl App {
                     self.want_show.push(run_id.clone());
                     self.flash_info(format!("resumed {run_id}"));
                 }
+                // Its turn was not cut short: it waits for the user's words, which go in
+                // the follow-up box (drover sends none of its own).
+                Err(e) if e.code == drover_core::ErrorCode::FollowUpNeeded => {
+                    match self.model.run(&run_id).map(|e| e.summary.clone()) {
+                        Some(run) => {
+                            self.flash_info(format!(
+                                "{run_id} waits for your words: drover sends none of its own"
+                            ));
+                            self.open_follow_up(&run, effects);
+                        }
+                        None => self.flash_error(format!("{}: {}", e.code, e.message)),
+                    }
+                }
                 Err(e) => self.flash_error(format!("{}: {}", e.code, e.message)),
             },
             ReplyTag::Diff { run_id, file } => self.on_diff(&run_id, file, result, effects),
@@ -1281,7 +1291,8 @@ impl App {
 
 /// Whether `R` may resume the run: a drover restart interrupted it, it is hibernated (it
 /// wakes in its provider session), or its turn is held for the model provider (it is
-/// sent again now).
+/// sent again now). The owner sends its own turn only for a turn a restart cut short;
+/// for any other run it answers `FOLLOW_UP_NEEDED`, and the follow-up box opens.
 fn resumable(run: &RunSummary) -> bool {
     use drover_core::live_state::LiveStateKind;
     run.head.state == RunState::Interrupted

@@ -82,9 +82,11 @@ fn live_pieces(state: RunState, live: &LiveState, now: UnixMillis) -> LivePieces
         .as_deref()
         .filter(|d| !d.trim().is_empty())
         .map(one_line);
-    // Not in a turn: "working" is not what the user sees; the detail says what it is.
-    let between_turns = live.state == LiveStateKind::Working
-        && matches!(state, RunState::Idle | RunState::AwaitingPermission);
+    // Not in a turn: "working" is not what the user sees; the detail says what it is. An
+    // end with a detail (a restart's interruption) says what happened in words too.
+    let between_turns = (live.state == LiveStateKind::Working
+        && matches!(state, RunState::Idle | RunState::AwaitingPermission))
+        || live.state == LiveStateKind::Ended;
     let (lead, detail) = match detail {
         Some(d) if between_turns => {
             // A hibernated run (its CLI shut down, its session kept) reads

@@ -402,7 +402,13 @@ impl ViewModel {
         if need_before.is_none()
             && matches!(
                 need_now,
-                Some(Need::Input | Need::Route | Need::Blocked | Need::Escalation)
+                Some(
+                    Need::Input
+                        | Need::Route
+                        | Need::Blocked
+                        | Need::Escalation
+                        | Need::Interrupted
+                )
             )
         {
             applied.started_needing = Some(format!(
@@ -1093,7 +1099,8 @@ mod tests {
             (summary("c", RunState::Completed), Tray::Finished),
             (summary("f", RunState::Failed), Tray::Finished),
             (summary("x", RunState::Stopped), Tray::Finished),
-            (summary("z", RunState::Interrupted), Tray::Finished),
+            // Interrupted by a restart: it needs the user, it has not finished.
+            (summary("z", RunState::Interrupted), Tray::NeedsYou),
         ];
         for (run, tray) in table {
             assert_eq!(Tray::of(&run), tray, "{}", run.head.run_id);

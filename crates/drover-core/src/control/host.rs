@@ -2,9 +2,10 @@
 //!
 //! The order is what must stay true: the lock first, so a second process never opens the
 //! ledger (and runs recovery) under a live owner; the socket last, so nobody reaches a
-//! dispatcher that is not up. Shutting down reverses it: the dispatcher stops every run
-//! (recorded as interrupted by shutdown) while subscribers still hear about it, then the
-//! socket closes and the lock is released.
+//! dispatcher that is not up. Shutting down reverses it: the dispatcher shuts every run's CLI
+//! down (a run in a turn is recorded as interrupted; the others are left for the next
+//! owner, docs/ARCHITECTURE.md §"A restart") while subscribers still hear about it, then
+//! the socket closes and the lock is released.
 
 use std::path::Path;
 use tokio::task::JoinHandle;

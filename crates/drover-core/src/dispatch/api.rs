@@ -78,11 +78,14 @@ pub enum Request {
         /// The turn's prompt: non-blank, at most `[limits] task_max_chars` characters.
         text: String,
     },
-    /// Start an interrupted run again in its provider session, with a new turn.
+    /// Go on with a run a restart interrupted (or a hibernated one) in its provider
+    /// session, with a new turn; or send a turn held for the model API again now.
     Resume {
         /// The interrupted (or hibernated, or held) run.
         run_id: String,
-        /// The turn's prompt; drover's own "go on" prompt when absent.
+        /// The turn's prompt. Absent, drover sends its own "continue" turn only for a
+        /// run whose turn a restart cut short; any other run is refused with
+        /// `FOLLOW_UP_NEEDED` (drover never speaks for the user) and nothing is sent.
         #[serde(default)]
         text: Option<String>,
     },
@@ -603,6 +606,9 @@ pub enum Need {
     Blocked,
     /// An escalation or retry is offered and not taken (a finished or an idle run).
     Escalation,
+    /// A restart of drover cut its turn short (or found it with no session to go on
+    /// in): the user resumes it, or stops it (docs/ARCHITECTURE.md §"A restart").
+    Interrupted,
 }
 
 /// Why a run is in Needs you, and since when (`show --json` → `needs_you`).
@@ -625,6 +631,8 @@ fn need_of(
 ) -> Option<Need> {
     if state.is_terminal() {
         offered.then_some(Need::Escalation)
+    } else if state == RunState::Interrupted {
+        Some(Need::Interrupted)
     } else if state == RunState::AwaitingPermission || pending > 0 {
         Some(Need::Permission)
     } else if state == RunState::AwaitingRoute {
@@ -652,6 +660,7 @@ impl Need {
             Need::Route => "held on a route card",
             Need::Blocked => "blocked",
             Need::Escalation => "escalation offered",
+            Need::Interrupted => "interrupted by a restart",
         }
     }
 }
@@ -900,7 +909,7 @@ pub struct RunHead {
     pub finished_at: Option<UnixMillis>,
     /// Read from the ledger with no drover owning it (the owner lock is free), the run is
     /// still active there: its owner ended without ending it (a crash). The next drover
-    /// to start marks it interrupted.
+    /// to start puts it back where it was (docs/ARCHITECTURE.md §"A restart").
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub owner_gone: bool,
 }
@@ -1011,6 +1020,7 @@ impl RunView {
             Need::Route => self.route.as_ref().map(|r| r.created_at),
             Need::Input | Need::Blocked => last_turn_end,
             Need::Escalation => self.head.finished_at.or(last_turn_end),
+            Need::Interrupted => live_since,
         }
         .or(live_since)
         .unwrap_or(self.head.created_at);

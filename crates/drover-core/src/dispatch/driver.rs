@@ -213,7 +213,7 @@ pub async fn start(
     let (ledger, startup) = tokio::task::spawn_blocking(move || {
         let (ledger, recovery) = Ledger::open(&path, ledger_options, now)?;
         if !recovery.interrupted.is_empty() {
-            tracing::info!(runs = ?recovery.interrupted, "runs left active were marked interrupted");
+            tracing::info!(runs = ?recovery.interrupted, "runs left active whose rows do not read back were marked interrupted");
         }
         if recovery.processes_ended > 0 {
             tracing::info!(
@@ -330,13 +330,13 @@ impl Driver {
     }
 
     fn provider_event(&mut self, event: RunProviderEvent) {
-        let exited = matches!(event.event, ProviderEvent::Exited { .. });
-        let run_id = exited.then(|| event.run_id.clone());
-        self.input(Input::Provider(event));
-        if let Some(run_id) = run_id {
-            // The adapter has sent its last event.
-            self.adapters.remove(&run_id);
+        if matches!(event.event, ProviderEvent::Exited { .. }) {
+            // The adapter has sent its last event. Forgotten before the core hears of it:
+            // the exit may start the run's next CLI at once (a wake that waited for it),
+            // whose adapter must not be the one dropped.
+            self.adapters.remove(&event.run_id);
         }
+        self.input(Input::Provider(event));
     }
 
     /// Hands one input to the core (after reading the config again when it asks for a

@@ -49,7 +49,8 @@ pub(crate) type Reply = oneshot::Sender<Result<Response, DroverError>>;
 
 pub(crate) enum Envelope {
     Request(Request, Reply),
-    /// Stop every active run (recorded as interrupted by shutdown), then end the actor.
+    /// Shut every run's CLI down (a run in a turn is recorded as interrupted, the others
+    /// left for the next owner), then end the actor.
     Shutdown(oneshot::Sender<()>),
 }
 
@@ -76,7 +77,8 @@ impl DispatcherHandle {
         self.events.subscribe()
     }
 
-    /// Stops every active run (recorded as interrupted by shutdown) and ends the actor.
+    /// Shuts every run's CLI down (a run in a turn is recorded as interrupted, the others
+    /// are left for the next owner: docs/ARCHITECTURE.md §"A restart") and ends the actor.
     pub async fn shutdown(&self) {
         let (done, wait) = oneshot::channel();
         if self.tx.send(Envelope::Shutdown(done)).await.is_ok() {

@@ -11,7 +11,9 @@
 //!   `cost_basis` is the weakest basis seen, so an unpriced row is never hidden as $0; a
 //!   budget session's sums are the ledger's running totals of its rows;
 //! - what only a live dispatcher knows is reported as absent, not invented: no pending
-//!   requests, not stalled, no queued follow-ups;
+//!   requests, not stalled, no queued follow-ups (what putting a run back after a restart
+//!   needs of them — the requests no resolution settled, the follow-ups not sent — is
+//!   read for [`startup`] from the run's events, never shown as live);
 //! - a damaged row is a `LEDGER_ERROR` naming the run, never a panic.
 
 use std::collections::HashMap;
@@ -52,8 +54,76 @@ fn pending_follow_ups(reader: &LedgerReader, run_id: &str) -> Result<Vec<String>
     Ok(pending.into())
 }
 
+/// Everything needed to put a run a previous owner left active back in memory.
+pub fn resume_data(reader: &LedgerReader, record: RunRecord) -> Result<ResumeData, DroverError> {
+    let run_id = record.run_id.clone();
+    let view = run_view_from_ledger(reader, &run_id)?;
+    let tail = transcript_from_ledger(reader, &run_id, TranscriptFormat::Tail)?.lines;
+    let last_seq = reader.last_seq(&run_id)?;
+    let session = session(reader, &record.budget_session)?;
+    let follow_ups = pending_follow_ups(reader, &run_id)?;
+    let pending = unanswered_requests(reader, &run_id)?;
+    let turn_cut = record.state == RunState::Interrupted && interrupted_in_a_turn(reader, &run_id)?;
+    Ok(ResumeData {
+        record,
+        view,
+        tail,
+        last_seq,
+        session,
+        follow_ups,
+        pending,
+        turn_cut,
+    })
+}
+
+/// The requests a run asked that left no resolution in its stream (answered, withdrawn,
+/// timed out and denied-at-stop all leave one), oldest first.
+fn unanswered_requests(
+    reader: &LedgerReader,
+    run_id: &str,
+) -> Result<Vec<crate::dispatch::api::PendingView>, DroverError> {
+    let mut pending: Vec<crate::dispatch::api::PendingView> = Vec::new();
+    let kinds = [
+        "permission_requested",
+        "permission_resolved",
+        "permission_withdrawn",
+    ];
+    for event in reader.events_of_kinds(run_id, &kinds)? {
+        if event.kind == "permission_requested" {
+            match serde_json::from_value(event.body) {
+                Ok(view) => pending.push(view),
+                Err(e) => tracing::warn!(%run_id, error = %e, "a request that does not read back"),
+            }
+        } else if let Some(id) = event.body.get("request_id").and_then(|v| v.as_str()) {
+            pending.retain(|p| p.request_id != id);
+        }
+    }
+    Ok(pending)
+}
+
+/// Whether an interrupted run's turn was in flight when it was interrupted: its last move
+/// to `interrupted` says so (`turn_cut`), or — written before it did — came from a state
+/// that runs a turn.
+fn interrupted_in_a_turn(reader: &LedgerReader, run_id: &str) -> Result<bool, DroverError> {
+    let moves = reader.events_of_kind(run_id, kind::RUN_STATE)?;
+    let Some(last) = moves
+        .iter()
+        .rev()
+        .find(|e| e.body.get("to").and_then(|v| v.as_str()) == Some("interrupted"))
+    else {
+        return Ok(false);
+    };
+    if let Some(cut) = last.body.get("turn_cut").and_then(|v| v.as_bool()) {
+        return Ok(cut);
+    }
+    Ok(matches!(
+        last.body.get("from").and_then(|v| v.as_str()),
+        Some("running" | "starting")
+    ))
+}
+
 /// What the dispatcher reads at start: the current budget session, remembered routes,
-/// and when the newest run was created.
+/// when the newest run was created, and the runs left active to put back.
 pub fn startup(
     reader: &LedgerReader,
     pid: u32,
@@ -88,7 +158,29 @@ pub fn startup(
         newest_run_at: reader.newest_run_at()?,
         data_dir: data_dir.to_path_buf(),
         checkouts,
+        restored: restorable_runs(reader)?,
     })
+}
+
+/// The runs left active, oldest first, each with what putting it back needs. A run whose
+/// rows do not read back is left out (logged): no dispatcher can hold it.
+fn restorable_runs(reader: &LedgerReader) -> Result<Vec<ResumeData>, DroverError> {
+    let mut records = reader.active_runs()?;
+    records.retain(|r| !r.removed);
+    records.sort_by(|a, b| {
+        a.created_at
+            .cmp(&b.created_at)
+            .then_with(|| a.run_id.cmp(&b.run_id))
+    });
+    let mut restored = Vec::with_capacity(records.len());
+    for record in records {
+        let run_id = record.run_id.clone();
+        match resume_data(reader, record) {
+            Ok(data) => restored.push(data),
+            Err(e) => tracing::warn!(%run_id, error = %e, "a run left active does not read back"),
+        }
+    }
+    Ok(restored)
 }
 
 /// A budget session's spend (every usage row of it, from the ledger's running totals)
@@ -147,24 +239,6 @@ pub fn fetch(reader: &LedgerReader, fetch: Fetch) -> Result<Fetched, DroverError
                 Some(record) => Some(Box::new(summary_from_record(reader, &record)?)),
                 None => None,
             })
-        }
-        Fetch::Resumable { run_id } => {
-            let record = reader
-                .run(&run_id)?
-                .ok_or_else(|| crate::dispatch::core::not_found(&run_id))?;
-            let view = run_view_from_ledger(reader, &run_id)?;
-            let tail = transcript_from_ledger(reader, &run_id, TranscriptFormat::Tail)?.lines;
-            let last_seq = reader.last_seq(&run_id)?;
-            let session = session(reader, &record.budget_session)?;
-            let follow_ups = pending_follow_ups(reader, &run_id)?;
-            Fetched::Resumable(Box::new(ResumeData {
-                record,
-                view,
-                tail,
-                last_seq,
-                session,
-                follow_ups,
-            }))
         }
         Fetch::Summaries { run_ids } => {
             let mut rows = Vec::with_capacity(run_ids.len());

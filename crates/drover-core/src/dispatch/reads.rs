@@ -7,7 +7,7 @@
 
 use std::path::PathBuf;
 
-use super::api::{BudgetView, RunSummary, RunView, RunsFilter, TranscriptFormat};
+use super::api::{BudgetView, PendingView, RunSummary, RunView, RunsFilter, TranscriptFormat};
 use crate::UnixMillis;
 use crate::ledger::{BudgetSessionRecord, RunRecord};
 
@@ -63,11 +63,6 @@ pub enum Fetch {
         /// The start of the idempotency window, in ms since the Unix epoch.
         since: UnixMillis,
     },
-    /// Everything needed to resume a run (`RUN_NOT_FOUND` when there is none).
-    Resumable {
-        /// The run to resume.
-        run_id: String,
-    },
     /// Each run's summary (`RUN_NOT_FOUND` when one is missing).
     Summaries {
         /// The runs.
@@ -96,8 +91,6 @@ pub enum Fetch {
 pub enum Fetched {
     /// For [`Fetch::ByIdempotencyKey`]: the run, when there is one.
     Run(Option<Box<RunSummary>>),
-    /// For [`Fetch::Resumable`].
-    Resumable(Box<ResumeData>),
     /// For [`Fetch::Summaries`] and [`Fetch::FinishedRuns`].
     Summaries(Vec<RunSummary>),
     /// For [`Fetch::View`].
@@ -127,6 +120,9 @@ pub struct Startup {
     pub data_dir: PathBuf,
     /// The repositories that runs' worktrees belong to (stale entries are pruned at start).
     pub checkouts: Vec<PathBuf>,
+    /// The runs a previous owner left active, oldest first, to be put back where they
+    /// were (docs/ARCHITECTURE.md §"A restart").
+    pub restored: Vec<ResumeData>,
 }
 
 /// A budget session as the ledger has it: its booked spend and its record.
@@ -140,7 +136,8 @@ pub struct LoadedSession {
     pub record: Option<BudgetSessionRecord>,
 }
 
-/// What resuming a run needs from the ledger.
+/// What putting a run back in memory needs from the ledger (a run a previous owner left
+/// active).
 #[derive(Debug, Clone, PartialEq)]
 pub struct ResumeData {
     /// The run's row.
@@ -155,4 +152,9 @@ pub struct ResumeData {
     pub session: LoadedSession,
     /// Follow-ups queued behind a turn and not yet sent, oldest first.
     pub follow_ups: Vec<String>,
+    /// The requests it asked that were never answered, oldest first (shown again).
+    pub pending: Vec<PendingView>,
+    /// For a run already `interrupted`: whether a turn of it was in flight then (only
+    /// then may drover send its own resume turn).
+    pub turn_cut: bool,
 }

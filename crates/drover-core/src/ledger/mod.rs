@@ -7,7 +7,8 @@
 //! - a write that asked for an ack is on disk (committed, WAL) when the ack arrives, so
 //!   what was shown is never lost;
 //! - each run's events have contiguous seqs 1, 2, 3, … (enforced by the schema);
-//! - opening the file recovers runs left active (see [`recovery`]);
+//! - opening the file ends what a dead owner's runs left running, and settles a run whose
+//!   row no longer reads back (see [`recovery`]; the dispatcher puts the others back);
 //! - retention prunes the events of old finished runs (and deletes runs only beyond an
 //!   optional hard cap) in the background, never on the write path; each run's row,
 //!   turns, usage and decisions stay (see [`retention`]).

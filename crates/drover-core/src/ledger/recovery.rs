@@ -1,8 +1,11 @@
 //! Recovery on open: first what the runs' children left behind is ended (the processes
-//! the ledger noted, matched by boot, pid and start time: never anything else), then a run
-//! left active by a drover that stopped or crashed becomes `interrupted`, its live state
-//! `ended` with cause `resident_replaced`, with events saying so; its pending requests get
-//! a decision (system, denied, owner gone) and its open turn an end. Nothing else is
+//! the ledger noted, matched by boot, pid and start time: never anything else). The runs
+//! themselves are put back where they were by the dispatcher as it starts
+//! (`dispatch::core`, docs/ARCHITECTURE.md §"A restart"), through the lifecycle table
+//! like every other change; only a run whose row can no longer be read back (so no
+//! dispatcher can hold it) is settled here: it becomes `interrupted`, its live state
+//! `ended` with cause `resident_replaced`, with events saying so; its pending requests
+//! get a decision (system, denied, owner gone) and its open turn an end. Nothing else is
 //! guessed.
 
 use rusqlite::{Connection, params};
@@ -16,13 +19,14 @@ use crate::live_state::{self, Assignment, Cause, LiveState, LiveStateEvent, Live
 use crate::providers::sweep::{LeftOver, Noted};
 use crate::run_state::RunState;
 
-/// The completion reason given to runs found active on open.
+/// The reason given to a run whose damaged row recovery marks `interrupted`.
 pub const INTERRUPTED_REASON: &str = "interrupted";
 
 /// What recovery changed.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct Recovery {
-    /// Runs found active and marked `interrupted`, oldest first.
+    /// Active runs whose rows could not be read back, marked `interrupted`, oldest
+    /// first (every other active run is the dispatcher's to put back).
     pub interrupted: Vec<String>,
     /// Processes a crashed owner's runs left, ended before the runs were marked.
     pub processes_ended: usize,
@@ -48,9 +52,10 @@ pub(super) fn recover(conn: &mut Connection, now: UnixMillis) -> Result<Recovery
     };
     let processes_ended = crate::providers::sweep::end_left_over(&left);
     tx.execute("DELETE FROM processes", [])?;
+    // An interrupted run is already settled: it waits for the user.
     let active: Vec<String> = RunState::ALL
         .iter()
-        .filter(|s| s.is_active())
+        .filter(|s| s.is_active() && **s != RunState::Interrupted)
         .map(|s| format!("'{}'", s.as_str()))
         .collect();
     let sql = format!(
@@ -70,9 +75,16 @@ pub(super) fn recover(conn: &mut Connection, now: UnixMillis) -> Result<Recovery
         ..Recovery::default()
     };
     for raw in raws {
-        // A row that does not parse is still interrupted: its live state starts afresh.
+        // A row that reads back (its spec too) is the dispatcher's to put back; one that
+        // does not is interrupted here: its live state starts afresh.
         let (run_id, previous_state, live) = match raw.into_record() {
-            Ok(r) => (r.run_id, r.state.as_str().to_string(), r.live_state),
+            Ok(r) => match serde_json::from_value::<crate::spec::Spec>(r.spec.clone()) {
+                Ok(_) => continue,
+                Err(e) => {
+                    tracing::warn!(run_id = %r.run_id, error = %e, "ledger: recovering a run with a damaged spec");
+                    (r.run_id, r.state.as_str().to_string(), r.live_state)
+                }
+            },
             Err(LedgerError::Corrupt { run_id, what }) => {
                 tracing::warn!(%run_id, %what, "ledger: recovering a run with a damaged row");
                 (run_id, "unknown".to_string(), None)
@@ -142,7 +154,7 @@ pub(super) fn recover(conn: &mut Connection, now: UnixMillis) -> Result<Recovery
                 "from": previous_state,
                 "to": RunState::Interrupted.as_str(),
                 "reason": INTERRUPTED_REASON,
-                "note": "drover stopped while this run was active; `drover resume` continues it in its provider session",
+                "note": "drover stopped while this run was active, and its row no longer reads back",
             }),
         )?;
         let live_json = match &ended {
@@ -150,7 +162,7 @@ pub(super) fn recover(conn: &mut Connection, now: UnixMillis) -> Result<Recovery
             None => None,
         };
         tx.execute(
-            "UPDATE runs SET state = ?2, completion_reason = ?3, finished_at = ?4,
+            "UPDATE runs SET state = ?2, completion_reason = ?3,
                 updated_at = ?4, live_state_json = COALESCE(?5, live_state_json)
              WHERE run_id = ?1",
             params![

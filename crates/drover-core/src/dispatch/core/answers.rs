@@ -3,10 +3,16 @@
 //! (`rules.rs`), by the run's policy, by an earlier "allow always", or waits for the user;
 //! an answer goes to the child, is recorded as a decision, and moves the run's states.
 //!
+//! A request a restart left pending has no CLI to hear its answer (docs/ARCHITECTURE.md
+//! §"A restart"): each answer is kept as a line saying what was asked and how it was
+//! answered, and once none is left pending the run is woken in its provider session with
+//! one turn carrying them (`prompts::answers`); an "allow" also allows the same use once
+//! when the resumed session asks for it again.
+//!
 //! What must stay true: an answer names the request it answers and lands on that request
 //! or nowhere (the broker's rule); the answer is checked against the request's kind before
 //! the request leaves the pending list; the run is `awaiting_permission` exactly while a
-//! request is pending.
+//! request is pending; a carried allow answers only the same use, once.
 
 use serde_json::Value;
 
@@ -30,9 +36,21 @@ impl Core {
             RequestKind::Permission => self.guard_reason(run_id, &request.ask),
             RequestKind::Question => None,
         };
-        let Some(run) = self.runs.get(run_id) else {
+        let Some(run) = self.runs.get_mut(run_id) else {
             return;
         };
+        // Asked again by a session resumed after a restart: the user's answer then.
+        if run.broker.take_carried(&request) {
+            let tool = request.tool.clone();
+            return self.answer_request(
+                run_id,
+                request.request_id,
+                PermissionAnswer::Allow { always: false },
+                "user",
+                &tool,
+                CARRIED_ALLOW,
+            );
+        }
         if flag.is_none()
             && request.kind == RequestKind::Permission
             && run.spec.policy == PermissionPolicy::Ask
@@ -168,6 +186,7 @@ impl Core {
         if matches!(answer, PermissionAnswer::Allow { always: true }) && pending.guard.is_none() {
             run.broker.remember_always(&pending.request);
         }
+        carry(run, &pending.request, &answer, "user");
         let tool = pending.request.tool.clone();
         let how = describe_answer(&answer);
         self.answer_request(
@@ -202,6 +221,13 @@ impl Core {
         let has_child = run.child.is_some();
         let mut batch = Batch::default();
         run.record_resolution(&mut batch, request_id.clone(), who, &how, recorded, now);
+        if run.broker.is_empty() && run.state() == RunState::AwaitingPermission && run.hibernated {
+            // Put back after a restart: no CLI heard the requests; the answers go to the
+            // run's session in one turn.
+            run.touch(&mut batch);
+            self.commit(batch);
+            return self.deliver_carried(run_id);
+        }
         if run.broker.is_empty() && run.state() == RunState::AwaitingPermission {
             run.set_state(&mut batch, RunState::Running, None, now);
             let allowed = !matches!(answer, PermissionAnswer::Deny { .. });
@@ -230,10 +256,18 @@ impl Core {
         let expired = run.broker.take_expired(now);
         let any = !expired.is_empty();
         for p in expired {
-            let within = crate::text::duration_words(p.expires_at - p.created_at);
+            // The time it had (a request shown again after a restart had it again).
+            let timeout = match p.request.kind {
+                RequestKind::Permission => self.limits().permission_timeout_secs,
+                RequestKind::Question => self.limits().question_timeout_secs,
+            };
+            let within = crate::text::duration_words(secs_ms(timeout));
             let answer = PermissionAnswer::Deny {
                 message: Some(format!("no answer within {within}")),
             };
+            if let Some(run) = self.runs.get_mut(run_id) {
+                carry(run, &p.request, &answer, "timeout");
+            }
             let how = format!("deny: no answer within {within}");
             self.answer_request(
                 run_id,
@@ -245,6 +279,71 @@ impl Core {
             );
         }
         any
+    }
+}
+
+impl Core {
+    /// Tells a run put back after a restart the answers to what it asked: idle again, it
+    /// is woken in its provider session with one turn carrying them. When its budget
+    /// session has nothing left for the turn, the answers stay kept (a note says so) and
+    /// `resume` sends them later.
+    pub(super) fn deliver_carried(&mut self, run_id: &str) {
+        let now = self.now;
+        let Some(run) = self.runs.get_mut(run_id) else {
+            return;
+        };
+        if run.carried.is_empty() {
+            return;
+        }
+        let mut batch = Batch::default();
+        if run.state() == RunState::AwaitingPermission {
+            run.set_state(&mut batch, RunState::Idle, Some("answered"), now);
+            let bound = now.saturating_add(secs_ms(run.spec.idle_timeout_secs));
+            run.working(&mut batch, bound, super::run::HIBERNATED_DETAIL, now);
+        }
+        self.commit(batch);
+        if let Err(e) = self.fit_follow_up(run_id) {
+            if let Some(run) = self.runs.get_mut(run_id) {
+                let mut batch = Batch::default();
+                run.note(
+                    &mut batch,
+                    format!(
+                        "your answers are kept, but the turn that tells the run was not sent                          ({}); `drover resume {run_id}` sends it",
+                        e.message
+                    ),
+                    now,
+                );
+                self.commit(batch);
+            }
+            return;
+        }
+        let Some(run) = self.runs.get_mut(run_id) else {
+            return;
+        };
+        let prompt = super::prompts::answers(&std::mem::take(&mut run.carried));
+        self.wake(run_id, prompt, super::run::TurnOrigin::Resume);
+    }
+}
+
+/// How a request asked again by a session resumed after a restart reads when the user's
+/// answer of the same use before it allows it.
+pub const CARRIED_ALLOW: &str = "allow (answered before drover was restarted)";
+
+/// Keeps an answer to a request no CLI heard (a run put back after a restart) for the
+/// turn that tells the run's session; an allow is carried to it too.
+fn carry(
+    run: &mut super::run::Run,
+    request: &PermissionRequest,
+    answer: &PermissionAnswer,
+    who: &str,
+) {
+    if !run.hibernated || run.state() != RunState::AwaitingPermission {
+        return;
+    }
+    run.carried
+        .push(super::prompts::answered(request, answer, who));
+    if matches!(answer, PermissionAnswer::Allow { .. }) {
+        run.broker.carry_allow(request);
     }
 }
 

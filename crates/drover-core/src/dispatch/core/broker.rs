@@ -4,7 +4,10 @@
 //! What must stay true: an answer names the request id it answers and lands on that
 //! request or nowhere (`NO_PENDING_REQUEST`, `PERMISSION_ALREADY_RESOLVED`); requests are
 //! kept oldest first; a request leaves the pending list exactly once (answered, expired,
-//! withdrawn or drained by a stop).
+//! withdrawn or drained by a stop). A request a restart left pending comes back with its
+//! id (docs/ARCHITECTURE.md §"A restart"); the user's "allow" of it is carried to the
+//! run's resumed session once: the same use asked again there is allowed by that answer,
+//! and nothing else is.
 
 use std::collections::{HashSet, VecDeque};
 
@@ -29,6 +32,9 @@ pub struct Broker {
     resolved: VecDeque<String>,
     /// (tool, ask) pairs the user allowed "always" for this run.
     always: HashSet<(String, Ask)>,
+    /// Uses the user allowed, after a restart, on requests no CLI was left to hear:
+    /// each allows the same use once, when the resumed session asks for it again.
+    carried: Vec<(String, Ask)>,
 }
 
 impl Broker {
@@ -56,6 +62,50 @@ impl Broker {
             guard: None,
         });
         self.pending.last()
+    }
+
+    /// Puts back a request a restart left pending, as it was asked (its id, its time,
+    /// the guard's flag), to expire at `expires_at`; `false` when the id is already known.
+    pub fn restore(
+        &mut self,
+        request: PermissionRequest,
+        created_at: UnixMillis,
+        expires_at: UnixMillis,
+        guard: Option<String>,
+    ) -> bool {
+        let id = &request.request_id;
+        if self.pending.iter().any(|p| &p.request.request_id == id) || self.resolved.contains(id) {
+            return false;
+        }
+        self.pending.push(Pending {
+            request,
+            created_at,
+            expires_at,
+            guard,
+        });
+        true
+    }
+
+    /// Carries the user's "allow" of a request no CLI heard to the run's resumed session:
+    /// the same use asked again there is allowed, once.
+    pub fn carry_allow(&mut self, request: &PermissionRequest) {
+        if request.kind == RequestKind::Permission {
+            self.carried
+                .push((request.tool.clone(), request.ask.clone()));
+        }
+    }
+
+    /// Whether `request` asks again for a use the user allowed before a restart; the
+    /// carried answer is used up by it.
+    pub fn take_carried(&mut self, request: &PermissionRequest) -> bool {
+        if request.kind != RequestKind::Permission {
+            return false;
+        }
+        let found = self
+            .carried
+            .iter()
+            .position(|(tool, ask)| *tool == request.tool && same_use(ask, &request.ask));
+        found.map(|i| self.carried.remove(i)).is_some()
     }
 
     /// Marks a pending request as flagged by the guard, with its reason.
@@ -159,6 +209,16 @@ impl Broker {
 
 fn always_key(request: &PermissionRequest) -> (String, Ask) {
     (request.tool.clone(), request.ask.clone())
+}
+
+/// Whether two asks are the same use of a tool: the same command line (whatever the
+/// agent says of why, or where the CLI reports it runs), the same file change, the same
+/// page, tool call or input.
+fn same_use(a: &Ask, b: &Ask) -> bool {
+    match (a, b) {
+        (Ask::Command { command: x, .. }, Ask::Command { command: y, .. }) => x == y,
+        _ => a == b,
+    }
 }
 
 #[cfg(test)]
@@ -273,6 +333,50 @@ mod tests {
         assert_eq!(b.drain().len(), 1);
         assert!(b.is_empty());
         assert_eq!(b.next_expiry(), None);
+    }
+
+    #[test]
+    fn a_restored_request_keeps_its_id_and_an_answer_lands_on_it() {
+        let mut b = Broker::default();
+        assert!(b.restore(
+            request("a", RequestKind::Permission),
+            5,
+            50,
+            Some("flagged".into())
+        ));
+        assert!(
+            !b.restore(request("a", RequestKind::Permission), 5, 50, None),
+            "an id is put back once"
+        );
+        assert_eq!(b.pending()[0].created_at, 5);
+        assert_eq!(b.next_expiry(), Some(50));
+        assert_eq!(b.pending()[0].guard.as_deref(), Some("flagged"));
+        assert_eq!(b.take_for_answer("a").unwrap().request.request_id, "a");
+        assert!(!b.restore(request("a", RequestKind::Permission), 5, 50, None));
+    }
+
+    #[test]
+    fn a_carried_allow_allows_the_same_use_once() {
+        let mut b = Broker::default();
+        let asked = request("a", RequestKind::Permission);
+        b.carry_allow(&asked);
+        // Asked again by the resumed session: another id, the agent's reason reworded.
+        let mut again = request("b", RequestKind::Permission);
+        again.ask = Ask::command("ls", None, Some("list the files again".into()));
+        let mut other = request("c", RequestKind::Permission);
+        other.ask = Ask::command("rm -rf target", None, None);
+        assert!(
+            !b.take_carried(&other),
+            "another command is not allowed by it"
+        );
+        let mut other_tool = again.clone();
+        other_tool.tool = "Shell".into();
+        assert!(!b.take_carried(&other_tool));
+        assert!(b.take_carried(&again));
+        assert!(!b.take_carried(&again), "once");
+        // A question's answer is carried in words, not as an allow.
+        b.carry_allow(&request("q", RequestKind::Question));
+        assert!(!b.take_carried(&request("q2", RequestKind::Question)));
     }
 
     #[test]

@@ -5,11 +5,12 @@
 //! follow-up (the timer is in `timers.rs`), or at once when a queued run is blocked only
 //! by the slots idle runs hold. Its child is asked to shut down (the CLI keeps its session
 //! on disk); once it has exited the run is idle with no child: live line "idle ·
-//! hibernated", no slot, no reservation, its idle timeout still running. A follow-up or
-//! `resume` wakes it: the adapter is launched again with the recorded provider session
-//! (`LaunchSpec::resume_session`, the same path as `drover resume`), and once it is ready
-//! the turn is sent as if the child had stayed up. A wake whose rail is full waits in the
-//! queue like a new run.
+//! hibernated", no slot, no reservation, its idle timeout still running. A follow-up (or
+//! `resume` with the user's words) wakes it: the adapter is launched again with the
+//! recorded provider session (`LaunchSpec::resume_session`), and once it is ready the turn
+//! is sent as if the child had stayed up. A wake whose rail is full waits in the queue
+//! like a new run. A run put back after a restart (`restore.rs`) is hibernated the same
+//! way, and has its worktree checked before its CLI starts for a turn.
 //!
 //! A run dispatched with `--no-queue` onto a rail that idle runs fill makes room the same
 //! way (one planner, [`Core::room_plan`]): it is admitted `starting` and waits for their
@@ -144,7 +145,12 @@ impl Core {
             }
             return;
         }
-        if !run.hibernated || run.wake.is_some() || run.launching || run.ending.is_some() {
+        if !run.hibernated
+            || run.state() != RunState::Idle
+            || run.wake.is_some()
+            || run.launching
+            || run.ending.is_some()
+        {
             return;
         }
         let slot = self.slot_of(run);
@@ -228,7 +234,8 @@ impl Core {
         }
     }
 
-    /// Starts the adapter of a run being woken, in its provider session.
+    /// Starts the adapter of a run being woken, in its provider session. A run put back
+    /// after a restart has its worktree checked first when it wakes for a turn.
     pub(super) fn launch_woken(&mut self, run_id: &str) {
         let now = self.now;
         let Some(run) = self.runs.get_mut(run_id) else {
@@ -237,9 +244,13 @@ impl Core {
         run.hibernated = false;
         // A new process starts its session's running totals from nothing.
         run.last_total_cost = 0.0;
+        let for_a_turn = run.wake.is_some();
         let mut batch = Batch::default();
         run.note(&mut batch, "waking in its provider session", now);
         self.commit(batch);
+        if for_a_turn && self.prepare_workspace(run_id) {
+            return;
+        }
         self.launch_now(run_id);
     }
 

@@ -195,8 +195,12 @@ impl Core {
         self.launch_now(run_id);
     }
 
-    /// Asks for the run's adapter, its workspace being ready.
+    /// Asks for the run's adapter, its workspace being ready. Not while drover stops: the
+    /// run is left as it is for the next owner.
     pub(super) fn launch_now(&mut self, run_id: &str) {
+        if self.shutting_down() {
+            return;
+        }
         let Some(spec) = self.launch_spec(run_id) else {
             return;
         };
@@ -324,7 +328,7 @@ impl Core {
     fn launch_spec(&self, run_id: &str) -> Option<LaunchSpec> {
         let run = self.runs.get(run_id)?;
         let provider = self.config.providers.get(&run.spec.provider);
-        let continues = run.resume.is_some() || run.wake.is_some() || run.warming;
+        let continues = run.wake.is_some() || run.warming;
         Some(LaunchSpec {
             run_id: run.id.clone(),
             provider: run.spec.provider.clone(),
@@ -339,8 +343,8 @@ impl Core {
             effort: run.spec.effort.map(|e| e.as_str().to_string()),
             policy: run.spec.policy,
             capability: run.spec.capability,
-            // Only a resumed or woken (or woken ahead) run continues its provider session;
-            // every other start is new.
+            // Only a woken (or woken ahead, or resumed) run continues its provider
+            // session; every other start is new.
             resume_session: continues.then(|| run.provider_session_id.clone()).flatten(),
             resume_tokens: continues.then_some(run.tokens),
             scenario: run.spec.scenario.clone(),
@@ -407,7 +411,7 @@ impl Core {
         let Some(run) = self.runs.get_mut(run_id) else {
             return;
         };
-        if run.state().is_terminal() {
+        if run.state().is_terminal() || run.state() == state {
             return;
         }
         if run.ending.is_some() {
@@ -462,13 +466,14 @@ impl Core {
         }
     }
 
-    /// Records a run's end: final state, reason, live state `ended`. Frees its slot.
+    /// Records a run's end (or its interruption by a restart): final state, reason, live
+    /// state `ended`. Frees its slot.
     pub(super) fn finalize(&mut self, run_id: &str, state: RunState, reason: &str, cause: Cause) {
         let now = self.now;
         let Some(run) = self.runs.get_mut(run_id) else {
             return;
         };
-        if run.state().is_terminal() {
+        if run.state().is_terminal() || run.state() == state {
             return;
         }
         let mut batch = Batch::default();
@@ -489,17 +494,33 @@ impl Core {
                 now,
             );
         }
-        run.set_live(
-            &mut batch,
-            LiveStateKind::Ended,
-            None,
-            None,
-            Some(cause),
-            now,
-        );
+        // An interrupted run's live line says what happened, in words.
+        let detail = (state == RunState::Interrupted).then_some(if run.turn_cut {
+            super::restore::INTERRUPTED_DETAIL
+        } else {
+            super::restore::INTERRUPTED_NO_SESSION_DETAIL
+        });
+        // (An interrupted run stopped or completed has ended already.)
+        if run
+            .live
+            .as_ref()
+            .is_none_or(|l| l.state != LiveStateKind::Ended)
+        {
+            run.set_live(
+                &mut batch,
+                LiveStateKind::Ended,
+                None,
+                detail,
+                Some(cause),
+                now,
+            );
+        }
         run.set_state(&mut batch, state, Some(reason), now);
         self.commit(batch);
-        self.offer_escalation(run_id);
+        // An interrupted run is resumed, not escalated.
+        if state != RunState::Interrupted {
+            self.offer_escalation(run_id);
+        }
         // What it left in its worktree, for review.
         self.measure(run_id);
         self.queue.retain(|id| id != run_id);

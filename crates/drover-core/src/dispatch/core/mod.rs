@@ -29,13 +29,14 @@
 //! | launch, turns sent, the end of a run, the queue | `lifecycle.rs` |
 //! | what each provider event does: turns, results, retries, follow-ups, max turns | `provider_events.rs` |
 //! | the words of a failure: a child that ended by itself, a turn ended with an error | `causes.rs` |
-//! | permission requests, answers, "allow always", policies | `answers.rs`, `broker.rs` |
+//! | permission requests, answers, "allow always", policies; answers to requests a restart left pending, carried to the resumed session | `answers.rs`, `broker.rs` |
 //! | approval rules (kept, removed, applied to requests) and the guard's flag | `rules.rs` |
 //! | client requests: follow-up (kept in the ledger while queued), stop, complete, remove, kill-all, views | `requests.rs` |
 //! | every timer: idle, hibernate, re-send, time box, answers, silence, stalled, routes, waits | `timers.rs` |
 //! | money: fitting caps, reserving money for a turn, turns that wait in the queue for their money (a first turn, a follow-up; in order; `--no-queue` refusals name the runs holding it), booking usage, caps checked, budget sessions, config changes | `money.rs` |
 //! | route cards and escalation offers | `routes.rs` |
-//! | resume of an interrupted run | `resume.rs` |
+//! | a restart: the runs a previous owner left put back where they were; what a stopping owner leaves | `restore.rs` |
+//! | resume of an interrupted run (and of a hibernated one, with the user's words) | `resume.rs` |
 //! | idle runs: hibernating (by time, or for the slot of a queued or `--no-queue` run: one planner, run where slots or the queue change), waking in the provider session | `hibernation.rs` |
 //! | a turn the model API failed, held in `waiting_provider` and sent again | `resend.rs` |
 //! | waits | `waits.rs` |
@@ -55,6 +56,7 @@ mod provider_events;
 pub mod rails;
 mod requests;
 mod resend;
+mod restore;
 mod resume;
 mod routes;
 mod rules;
@@ -70,6 +72,7 @@ mod tests;
 pub use hibernation::ROOM_DETAIL;
 pub use money::SESSION_KEY;
 pub use requests::{FOLLOW_UP_QUEUED, FOLLOW_UP_SENT};
+pub use restore::{INTERRUPTED_DETAIL, INTERRUPTED_NO_SESSION_DETAIL};
 pub use routes::memory_key as route_memory_key;
 pub use rules::RULES_HIGH_WATER;
 pub use run::{Batch, HIBERNATED_DETAIL, HIBERNATING_DETAIL, TurnOrigin, WAKING_DETAIL};
@@ -154,7 +157,8 @@ pub enum Input {
     Config(Box<Config>),
     /// The config file changed and could not be read (the refusal says why).
     ConfigRefused(DroverError),
-    /// Stop every active run (recorded as interrupted by shutdown) and wind down.
+    /// Stop every run's CLI and wind down: a run in a turn is interrupted, every other
+    /// run is left as it is for the next owner (docs/ARCHITECTURE.md §"A restart").
     Shutdown,
 }
 
@@ -310,15 +314,6 @@ pub enum Then {
         /// The dispatch.
         input: Box<SpecInput>,
     },
-    /// A resume of a run that is not in memory: its row from the ledger.
-    Resume {
-        /// Who gets the answer.
-        to: ReplyTo,
-        /// The run to resume.
-        run_id: String,
-        /// The turn's prompt.
-        prompt: String,
-    },
     /// A wait naming runs that are not in memory: their rows from the ledger.
     Wait {
         /// Who gets the answer.
@@ -411,7 +406,7 @@ pub struct Core {
 }
 
 /// How long shutdown waits for children to exit before giving up on them.
-const SHUTDOWN_GRACE_MS: i64 = 15_000;
+pub(super) const SHUTDOWN_GRACE_MS: i64 = 15_000;
 
 impl Core {
     /// The core at `now`, from the config and what the ledger held at startup.
@@ -446,7 +441,8 @@ impl Core {
             }
         }
         let guard_extra = config.guard.patterns();
-        Ok(Core {
+        let restored = startup.restored;
+        let mut core = Core {
             rules,
             guard_extra,
             redactor,
@@ -471,7 +467,14 @@ impl Core {
             workspace_busy: Default::default(),
             jobs_in_flight,
             out,
-        })
+        };
+        // The runs a previous owner left active, back where they were.
+        let to_interrupt: Vec<String> = restored
+            .into_iter()
+            .filter_map(|data| core.restore(data))
+            .collect();
+        core.settle_restored(to_interrupt);
+        Ok(core)
     }
 
     /// Decides on one input; returns what to do, in order.
@@ -617,31 +620,9 @@ impl Core {
         }
     }
 
-    fn begin_shutdown(&mut self) {
-        if self.shutdown_deadline.is_some() {
-            return;
-        }
-        self.shutdown_deadline = Some(self.now + SHUTDOWN_GRACE_MS);
-        for id in self.active_ids() {
-            self.end_run(
-                &id,
-                RunState::Interrupted,
-                "shutdown",
-                crate::live_state::Cause::Stopped,
-            );
-        }
-    }
-
     fn on_loaded(&mut self, then: Then, answer: Result<Fetched, DroverError>) {
         match then {
             Then::Dispatch { to, input } => self.dispatch_loaded(to, *input, answer),
-            Then::Resume { to, run_id, prompt } => {
-                let result = answer.and_then(|fetched| match fetched {
-                    Fetched::Resumable(data) => self.resume_loaded(&run_id, prompt, *data),
-                    other => Err(unexpected(&other)),
-                });
-                self.reply(to, result);
-            }
             Then::Wait { to, wait } => self.wait_loaded(to, wait, answer),
             Then::RemoveOne { to, run_id, force } => {
                 let result = answer.and_then(|fetched| match fetched {

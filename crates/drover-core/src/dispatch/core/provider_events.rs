@@ -3,7 +3,8 @@
 //!
 //! What must stay true: every provider event is written to the ledger in the order it
 //! arrived (kind `transcript`, with its one-line summary); an event for a run that is
-//! ending only matters if it is the child's exit; the exit of a hibernating child, or of
+//! ending, or that a stopping drover leaves for the next owner, only matters if it is the
+//! child's exit; the exit of a hibernating child, or of
 //! one whose failed turn is held, does not end the run; a queued follow-up sent as a turn
 //! is marked sent in the ledger (`follow_up_sent`), so a restart never sends it twice.
 
@@ -88,7 +89,9 @@ impl Core {
             self.commit(batch);
             return self.on_exited(&run_id, note);
         }
-        if run.ending.is_some() {
+        // Ending, or left as it is for the next owner by a stopping drover (what its CLI
+        // says as it goes — a withdrawn request, a turn cut short — changes nothing).
+        if run.ending.is_some() || self.shutdown_deadline.is_some() {
             self.commit(batch);
             return;
         }
@@ -113,10 +116,6 @@ impl Core {
                 if run.warming {
                     self.commit(batch);
                     return self.on_warm(&run_id);
-                }
-                if let Some(prompt) = run.resume.take() {
-                    self.commit(batch);
-                    return self.start_turn(&run_id, prompt, TurnOrigin::Resume);
                 }
                 self.commit(batch);
                 let prompt = self
@@ -422,6 +421,10 @@ impl Core {
         let Some(run) = self.runs.get(run_id) else {
             return;
         };
+        // Shut down by a stopping drover, the run left as it is for the next owner.
+        if self.shutting_down() && run.ending.is_none() {
+            return self.on_parked_exit(run_id);
+        }
         if run.hibernating && run.ending.is_none() {
             return self.on_hibernated(run_id);
         }

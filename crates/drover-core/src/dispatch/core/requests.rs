@@ -195,13 +195,16 @@ impl Core {
         }
     }
 
-    /// Ends an idle run as complete; a run still in a turn (or not started) is refused.
+    /// Ends an idle run (or one a restart interrupted: the user says it is done) as
+    /// complete; a run still in a turn (or not started) is refused.
     fn complete(&mut self, to: ReplyTo, run_id: &str) {
         let run = match self.target(run_id) {
             Target::Active => &self.runs[run_id],
             other => return self.refuse_target(to, run_id, other),
         };
-        if run.state() != RunState::Idle || run.turn_in_flight {
+        let settled = (run.state() == RunState::Idle && !run.turn_in_flight)
+            || run.state() == RunState::Interrupted;
+        if !settled {
             let what_helps = match run.state() {
                 RunState::AwaitingPermission => format!(
                     "it waits for your answer: `drover show {run_id}` lists the request and \
@@ -259,6 +262,10 @@ impl Core {
             Target::Active => &self.runs[run_id],
             other => return self.refuse_target(to, run_id, other),
         };
+        // A run a restart interrupted goes on in its session with these words.
+        if run.state() == RunState::Interrupted {
+            return self.resume(to, run_id, Some(text));
+        }
         let planned = run.user_turns() + run.follow_ups.len() as u32;
         if planned >= run.spec.max_turns {
             let e = DroverError::new(

@@ -611,9 +611,11 @@ impl Core {
         let Some(run) = self.runs.get(run_id) else {
             return Err(super::not_found(run_id));
         };
-        // An idle run (its turn over, still warm) may go on as a new run; it completes
-        // once the new one is admitted. A run in a turn, or waiting on the user, may not.
-        let warm = run.state() == RunState::Idle && !run.turn_in_flight && run.ending.is_none();
+        // An idle run (its turn over, still warm) or one a restart interrupted may go on
+        // as a new run; it completes once the new one is admitted. A run in a turn, or
+        // waiting on the user, may not.
+        let warm = (run.state() == RunState::Idle && !run.turn_in_flight && run.ending.is_none())
+            || run.state() == RunState::Interrupted;
         if run.state().is_active() && !warm {
             return Err(DroverError::new(
                 ErrorCode::RunNotActive,

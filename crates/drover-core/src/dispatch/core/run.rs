@@ -50,7 +50,8 @@ pub enum TurnOrigin {
     FollowUp,
     /// The one short turn asking for a missing `## Result` block.
     ResultRetry,
-    /// The first turn after `drover resume`.
+    /// The first turn after `drover resume`, or the turn that carries the answers given
+    /// after a restart to the run's session.
     Resume,
     /// A turn the model API failed (after the CLI's own retries), sent again.
     Resend,
@@ -176,9 +177,6 @@ pub struct Run {
     pub escalation: Option<crate::route::Escalation>,
     /// How many escalations or retries led here.
     pub depth: u32,
-    /// Set by `drover resume`: the prompt of the turn to send once the child, started
-    /// in the recorded provider session, is ready.
-    pub resume: Option<String>,
     /// The first turn's prompt, built from the spec as the user wrote it (the spec kept
     /// here is redacted); taken when the child is ready.
     pub first_prompt: Option<String>,
@@ -236,6 +234,12 @@ pub struct Run {
     pub resends: u32,
     /// The failed turn is held and sent again at this time.
     pub resend_at: Option<UnixMillis>,
+    /// `interrupted` with a turn in flight (only then does `resume` with no words send
+    /// drover's own resume turn); set before the move to `interrupted`, recorded with it.
+    pub turn_cut: bool,
+    /// Answers given to requests a restart left pending (no CLI heard them), one line
+    /// each: sent to the run's session in one turn once none is left pending.
+    pub carried: Vec<String>,
 }
 
 /// The live line's detail of an idle run whose child is shut down (docs/ARCHITECTURE.md
@@ -301,7 +305,6 @@ impl Run {
             route: None,
             escalation: None,
             depth: 0,
-            resume: None,
             first_prompt: None,
             workspace: WorkspaceView::shared(&spec_cwd),
             workspace_ready: false,
@@ -323,20 +326,24 @@ impl Run {
             last_prompt: None,
             resends: 0,
             resend_at: None,
+            turn_cut: false,
+            carried: Vec::new(),
         }
     }
 
-    /// A run read back from the ledger to be resumed: in memory again, in the state the
-    /// ledger holds for it (`interrupted`), which [`Run::set_state`] then moves on.
+    /// A run read back from the ledger after a restart: in memory again, in the state the
+    /// ledger holds for it, which [`Run::set_state`] then moves on. Its clocks (time box,
+    /// idle timeout) count from `now`.
     pub fn restored(
         id: String,
         spec: Spec,
         session: String,
+        state: RunState,
         now: UnixMillis,
         ring: TranscriptRing,
     ) -> Run {
         Run {
-            state: RunState::Interrupted,
+            state,
             ..Run::new(id, spec, session, now, ring)
         }
     }
@@ -539,11 +546,13 @@ impl Run {
             );
             return false;
         }
-        // Resuming an interrupted run reopens it: its end is forgotten.
-        let reopened = from.is_terminal();
+        // Resuming an interrupted run reopens it: an end a drover before this one wrote
+        // on its row (when `interrupted` was an end) is forgotten.
+        let reopened = from == RunState::Interrupted;
         if reopened {
             self.finished_at = None;
             self.completion_reason = None;
+            self.turn_cut = false;
         }
         self.state = state;
         if state.is_terminal() {
@@ -555,12 +564,11 @@ impl Run {
         } else {
             self.idle_since = None;
         }
-        self.event(
-            batch,
-            kind::RUN_STATE,
-            &json!({"from": from.as_str(), "to": state.as_str(), "reason": reason}),
-            now,
-        );
+        let mut body = json!({"from": from.as_str(), "to": state.as_str(), "reason": reason});
+        if state == RunState::Interrupted {
+            body["turn_cut"] = json!(self.turn_cut);
+        }
+        self.event(batch, kind::RUN_STATE, &body, now);
         batch.ops.push(WriteOp::UpdateRun {
             run_id: self.id.clone(),
             patch: Box::new(RunPatch {

@@ -672,20 +672,25 @@ fn resend_turns_max_0_fails_the_turn_at_once() {
 #[test]
 fn follow_ups_queued_before_a_restart_go_out_after_the_resume_turn_in_order_once() {
     let mut h = Harness::new("");
-    let mut data = super::lifecycle::interrupted_run(&mut h);
-    data.follow_ups = vec!["first".into(), "second".into()];
-    let id = data.record.run_id.clone();
+    let id = h.running();
+    h.provider(
+        &id,
+        ProviderEvent::Session {
+            session_id: "sess-1".into(),
+            model: None,
+        },
+    );
+    for text in ["first", "second"] {
+        let out = follow_up(&mut h, &id, text);
+        assert!(out.prompts(&id).is_empty(), "queued behind the turn");
+    }
+    h.restart_after(MIN);
+    assert_eq!(h.state(&id), RunState::Interrupted);
     let out = h.request(Request::Resume {
         run_id: id.clone(),
         text: Some("go on".into()),
     });
-    let [(_, then)] = &out.loads[..] else {
-        panic!("expected a resume read, got {:?}", out.loads);
-    };
-    h.feed(Input::Loaded {
-        then: then.clone(),
-        answer: Ok(Fetched::Resumable(Box::new(data))),
-    });
+    assert!(out.reply().is_ok(), "{:?}", out.reply());
     let out = h.provider(&id, ProviderEvent::Ready { version: None });
     assert_eq!(out.prompts(&id), ["go on"]);
     let mut sent = Vec::new();

@@ -4,7 +4,6 @@
 //! run.
 
 use super::*;
-use crate::dispatch::reads::ResumeData;
 
 #[test]
 fn ready_sends_the_first_turn_with_the_task_and_the_result_request() {
@@ -237,11 +236,21 @@ fn a_child_that_dies_fails_its_run() {
 }
 
 #[test]
-fn shutdown_interrupts_every_active_run_and_waits_for_the_children() {
+fn shutdown_interrupts_the_run_in_a_turn_leaves_the_others_and_waits_for_the_children() {
     let mut h = Harness::new("");
     let a = h.running();
-    let b = h.idle();
-    h.feed(Input::Shutdown);
+    let b = h.running();
+    h.provider(
+        &b,
+        ProviderEvent::Session {
+            session_id: "sess-b".into(),
+            model: None,
+        },
+    );
+    h.provider(&b, turn_done("## Result\nstatus: done\nsummary: did it\n"));
+    let out = h.feed(Input::Shutdown);
+    assert!(out.sent(&a).contains(&&ProviderCommand::Shutdown));
+    assert!(out.sent(&b).contains(&&ProviderCommand::Shutdown));
     assert!(!h.core.shutdown_finished(h.now), "children still up");
     let out = h.request(Request::Ping);
     assert!(out.reply().is_ok(), "ping is still answered");
@@ -255,70 +264,52 @@ fn shutdown_interrupts_every_active_run_and_waits_for_the_children() {
     });
     assert!(out.refusal().message.contains("shutting down"));
     h.exit(&a);
-    h.exit(&b);
+    let out = h.exit(&b);
     assert!(h.core.shutdown_finished(h.now));
     assert_eq!(h.state(&a), RunState::Interrupted);
-    assert_eq!(reason_of(&h, &b).as_deref(), Some("shutdown"));
+    assert!(h.core.runs[&a].turn_cut);
+    assert_eq!(
+        h.live(&a),
+        (
+            LiveStateKind::Ended,
+            Some(super::super::INTERRUPTED_DETAIL.into())
+        )
+    );
+    // The idle run is left as it is, for the next owner to put back.
+    assert_eq!(h.state(&b), RunState::Idle);
+    // (Only its CLI's exit is in its transcript.)
+    let changed = out.ops.iter().any(|op| match op {
+        WriteOp::UpdateRun { patch, .. } => patch.state.is_some() || patch.live_state.is_some(),
+        WriteOp::AppendEvent(e) => e.kind != "transcript",
+        _ => true,
+    });
+    assert!(!changed, "nothing of it changed: {:?}", out.ops);
 }
 
-pub(super) fn interrupted_run(h: &mut Harness) -> ResumeData {
-    // A run as a previous owner left it: made here, then read back as the ledger has it.
-    let id = h.idle();
-    let view = h.view(&id);
-    let mut record = crate::ledger::RunRecord {
-        run_id: id.clone(),
-        created_at: view.head.created_at,
-        updated_at: view.head.created_at,
-        finished_at: Some(view.head.created_at),
-        state: RunState::Interrupted,
-        completion_reason: Some("shutdown".into()),
-        provider: "sim".into(),
-        model: view.head.model.clone(),
-        title: view.head.title.clone(),
-        budget_session: "default".into(),
-        workflow_id: None,
-        parent_run: None,
-        idempotency_key: None,
-        provider_session_id: Some("sess-1".into()),
-        removed: false,
-        spec: serde_json::to_value(&h.core.runs[&id].spec).unwrap(),
-        live_state: view.head.live_state.clone(),
-        result: None,
-        workspace: None,
-    };
-    h.core.runs.remove(&id);
-    h.core.order.retain(|r| r != &id);
-    record.run_id = id;
-    ResumeData {
-        record,
-        view,
-        tail: vec!["ready".into()],
-        last_seq: 40,
-        session: LoadedSession {
-            name: "default".into(),
-            spent: 0.0,
-            record: None,
+/// A run whose turn was in flight when drover died, in session `sess-1`: interrupted
+/// once the next owner starts.
+pub(super) fn interrupted_run(h: &mut Harness) -> String {
+    let id = h.running();
+    h.provider(
+        &id,
+        ProviderEvent::Session {
+            session_id: "sess-1".into(),
+            model: None,
         },
-        follow_ups: vec![],
-    }
+    );
+    h.restart_after(MIN);
+    assert_eq!(h.state(&id), RunState::Interrupted);
+    id
 }
 
 #[test]
-fn resume_reads_the_run_then_starts_it_in_its_provider_session() {
+fn resume_starts_an_interrupted_run_in_its_provider_session() {
     let mut h = Harness::new("");
-    let data = interrupted_run(&mut h);
-    let id = data.record.run_id.clone();
+    let id = interrupted_run(&mut h);
+    let next_seq = h.core.runs[&id].next_seq;
     let out = h.request(Request::Resume {
         run_id: id.clone(),
         text: Some("go on please".into()),
-    });
-    let [(Fetch::Resumable { run_id }, then)] = &out.loads[..] else {
-        panic!("expected a resume read, got {:?}", out.loads);
-    };
-    assert_eq!(run_id, &id);
-    let out = h.feed(Input::Loaded {
-        then: then.clone(),
-        answer: Ok(Fetched::Resumable(Box::new(data))),
     });
     assert_eq!(out.run().head.state, RunState::Starting);
     assert_eq!(out.launches[0].resume_session.as_deref(), Some("sess-1"));
@@ -326,14 +317,14 @@ fn resume_reads_the_run_then_starts_it_in_its_provider_session() {
         WriteOp::AppendEvent(e) if e.run_id == id => Some(e.seq),
         _ => None,
     });
-    assert_eq!(first_seq, Some(41), "seqs go on from the ledger's");
+    assert_eq!(first_seq, Some(next_seq), "seqs go on from the ledger's");
     let out = h.provider(&id, ProviderEvent::Ready { version: None });
     assert_eq!(out.prompts(&id), ["go on please"]);
     assert_eq!(
         h.core.runs[&id].turns.last().unwrap().origin,
         TurnOrigin::Resume
     );
-    // A run in memory is not resumed again.
+    // A run in a turn is not resumed.
     let out = h.request(Request::Resume {
         run_id: id,
         text: None,
@@ -342,51 +333,51 @@ fn resume_reads_the_run_then_starts_it_in_its_provider_session() {
 }
 
 #[test]
-fn only_an_interrupted_run_with_a_session_is_resumed() {
+fn only_an_interrupted_run_with_a_session_on_a_provider_drover_runs_is_resumed() {
+    // No session: the provider never reported one before drover died.
     let mut h = Harness::new("");
-    type Case = (&'static str, fn(&mut ResumeData), ErrorCode);
-    let cases: &[Case] = &[
-        (
-            "completed",
-            |d| d.record.state = RunState::Completed,
-            ErrorCode::RunNotResumable,
-        ),
-        (
-            "no provider session",
-            |d| d.record.provider_session_id = None,
-            ErrorCode::RunNotResumable,
-        ),
-        (
-            "removed",
-            |d| d.record.removed = true,
-            ErrorCode::RunNotFound,
-        ),
-        (
-            "a provider drover cannot run",
-            |d| d.record.provider = "gemini".into(),
-            ErrorCode::InvalidProvider,
-        ),
-    ];
-    for (what, spoil, code) in cases {
-        let mut data = interrupted_run(&mut h);
-        spoil(&mut data);
-        let id = data.record.run_id.clone();
-        let out = h.request(Request::Resume {
-            run_id: id.clone(),
-            text: None,
-        });
-        let (_, then) = out.loads[0].clone();
-        let out = h.feed(Input::Loaded {
-            then,
-            answer: Ok(Fetched::Resumable(Box::new(data))),
-        });
-        assert_eq!(out.refusal().code, *code, "{what}");
-        assert!(
-            out.ops.is_empty() && out.launches.is_empty(),
-            "{what}: nothing written"
-        );
-        assert!(!h.core.runs.contains_key(&id), "{what}");
+    let id = h.running();
+    h.restart_after(MIN);
+    assert_eq!(h.state(&id), RunState::Interrupted);
+    let out = h.request(Request::Resume {
+        run_id: id.clone(),
+        text: None,
+    });
+    assert_eq!(out.refusal().code, ErrorCode::RunNotResumable);
+    assert!(
+        out.refusal().message.contains("drover retry"),
+        "{}",
+        out.refusal().message
+    );
+    assert!(
+        out.ops.is_empty() && out.launches.is_empty(),
+        "nothing written"
+    );
+    // Its provider disabled since.
+    let id = interrupted_run(&mut h);
+    if let Some(sim) = h.core.config.providers.get_mut("sim") {
+        sim.enabled = false;
     }
+    let out = h.request(Request::Resume {
+        run_id: id.clone(),
+        text: None,
+    });
+    assert_eq!(out.refusal().code, ErrorCode::InvalidProvider);
+    assert!(
+        out.ops.is_empty() && out.launches.is_empty(),
+        "nothing written"
+    );
+    assert_eq!(h.state(&id), RunState::Interrupted);
+    // A run not in memory (finished, or none): the ledger answers.
+    let out = h.request(Request::Resume {
+        run_id: "r-gone".into(),
+        text: None,
+    });
+    assert!(
+        matches!(&out.answers[..], [(_, Query::NotActive { run_id })] if run_id == "r-gone"),
+        "{:?}",
+        out.answers
+    );
 }
 
 #[test]

@@ -8,6 +8,7 @@ mod answers;
 mod idle;
 mod lifecycle;
 mod money;
+mod restart;
 mod rules;
 mod sub_runs;
 mod timers;
@@ -22,7 +23,7 @@ use super::{
 };
 use crate::config::Config;
 use crate::dispatch::api::{DispatchEvent, Request, Response, RunSummary, RunView, WaitUntil};
-use crate::dispatch::reads::LoadedSession;
+use crate::dispatch::reads::{LoadedSession, ResumeData};
 use crate::ledger::WriteOp;
 use crate::live_state::{Cause, LiveStateKind};
 use crate::providers::{
@@ -142,6 +143,9 @@ impl Out {
 
 struct Harness {
     core: Core,
+    /// What the core was started with (a restart starts a new one from it).
+    config: Config,
+    startup: Startup,
     now: UnixMillis,
     next_reply: u64,
     /// The next launch fails with this reason.
@@ -179,19 +183,95 @@ impl Harness {
             newest_run_at: None,
             data_dir: PathBuf::from("/data"),
             checkouts: Vec::new(),
+            restored: Vec::new(),
         };
         let facts = FakeFacts {
             clis: ["claude".to_string(), "git".to_string()]
                 .into_iter()
                 .collect(),
         };
-        let core = Core::new(config, startup, Box::new(facts), T0).expect("core");
+        let core = Core::new(config.clone(), startup.clone(), Box::new(facts), T0).expect("core");
         Harness {
             core,
+            config,
+            startup,
             now: T0,
             next_reply: 0,
             fail_launch: None,
         }
+    }
+
+    /// What the ledger holds of `run_id` now, as a new owner reads it back (every change
+    /// is committed before it is shown, so memory and ledger agree).
+    fn ledger_copy(&self, run_id: &str) -> ResumeData {
+        let run = &self.core.runs[run_id];
+        let mut view = run.view();
+        let pending = std::mem::take(&mut view.pending);
+        let record = crate::ledger::RunRecord {
+            run_id: run_id.to_string(),
+            created_at: run.created_at,
+            updated_at: run.created_at,
+            finished_at: run.finished_at,
+            state: run.state(),
+            completion_reason: run.completion_reason.clone(),
+            provider: run.spec.provider.clone(),
+            model: run.model.clone(),
+            title: run.spec.title.clone(),
+            budget_session: run.session.clone(),
+            workflow_id: run.spec.workflow_id.clone(),
+            parent_run: run.spec.parent_run.clone(),
+            idempotency_key: None,
+            provider_session_id: run.provider_session_id.clone(),
+            removed: false,
+            spec: serde_json::to_value(&run.spec).unwrap(),
+            live_state: run.live.clone(),
+            result: run
+                .last_result
+                .as_ref()
+                .map(|r| serde_json::to_value(r).unwrap()),
+            workspace: serde_json::to_value(&run.workspace).ok(),
+        };
+        ResumeData {
+            record,
+            view,
+            tail: run.transcript.lines().cloned().collect(),
+            last_seq: run.next_seq - 1,
+            session: LoadedSession {
+                name: run.session.clone(),
+                spent: 0.0,
+                record: None,
+            },
+            follow_ups: run.follow_ups.iter().cloned().collect(),
+            pending,
+            turn_cut: run.turn_cut,
+        }
+    }
+
+    /// drover dies (its CLIs with it) and a new owner starts, `ms` later: every active
+    /// run is read back as the ledger holds it and put back. What the new core did first.
+    fn restart_after(&mut self, ms: i64) -> Out {
+        let mut restored: Vec<ResumeData> = self
+            .core
+            .order
+            .iter()
+            .filter(|id| self.core.runs[*id].state().is_active())
+            .map(|id| self.ledger_copy(id))
+            .collect();
+        restored.sort_by_key(|d| d.record.created_at);
+        self.now += ms;
+        let mut startup = self.startup.clone();
+        startup.restored = restored;
+        let facts = FakeFacts {
+            clis: ["claude".to_string(), "git".to_string()]
+                .into_iter()
+                .collect(),
+        };
+        self.core =
+            Core::new(self.config.clone(), startup, Box::new(facts), self.now).expect("core");
+        let (effects, _) = self.core.due(self.now);
+        let mut out = Out::default();
+        self.carry(effects, &mut out);
+        out
     }
 
     /// Hands `input` to the core and plays the driver for what comes out.

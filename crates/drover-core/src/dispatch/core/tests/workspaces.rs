@@ -915,56 +915,28 @@ fn an_escalation_of_a_worktree_run_starts_on_its_branch() {
 }
 
 #[test]
-fn a_resumed_worktree_run_goes_on_in_its_worktree_once_it_is_checked() {
+fn a_worktree_run_put_back_after_a_restart_goes_on_in_its_worktree_once_it_is_checked() {
     let mut h = Harness::new(WAIT);
     let (id, job) = h.idle_worktree_run();
     h.done(job, Ok(Outcome::Measured(change(1, 1, 0))));
-    let view = h.view(&id);
-    let mut record = crate::ledger::RunRecord {
-        run_id: id.clone(),
-        created_at: view.head.created_at,
-        updated_at: view.head.created_at,
-        finished_at: Some(view.head.created_at),
-        state: RunState::Interrupted,
-        completion_reason: Some("interrupted".into()),
-        provider: "sim".into(),
-        model: view.head.model.clone(),
-        title: view.head.title.clone(),
-        budget_session: "default".into(),
-        workflow_id: None,
-        parent_run: None,
-        idempotency_key: None,
-        provider_session_id: Some("sess-1".into()),
-        removed: false,
-        spec: serde_json::to_value(&h.core.runs[&id].spec).unwrap(),
-        live_state: view.head.live_state.clone(),
-        result: None,
-        workspace: serde_json::to_value(&view.workspace).ok(),
-    };
-    h.core.runs.remove(&id);
-    h.core.order.retain(|r| r != &id);
-    record.run_id = id.clone();
-    let data = crate::dispatch::reads::ResumeData {
-        record,
-        view,
-        tail: vec![],
-        last_seq: 40,
-        session: LoadedSession {
-            name: "default".into(),
-            spent: 0.0,
-            record: None,
+    h.provider(
+        &id,
+        ProviderEvent::Session {
+            session_id: "sess-1".into(),
+            model: None,
         },
-        follow_ups: vec![],
-    };
-    let out = h.request(Request::Resume {
+    );
+    let out = h.restart_after(MIN);
+    assert!(
+        out.launches.is_empty() && out.jobs.is_empty(),
+        "back asleep"
+    );
+    assert!(h.core.runs[&id].hibernated);
+    let out = h.request(Request::FollowUp {
         run_id: id.clone(),
-        text: None,
+        text: "go on".into(),
     });
-    let then = out.loads[0].1.clone();
-    let out = h.feed(Input::Loaded {
-        then,
-        answer: Ok(Fetched::Resumable(Box::new(data))),
-    });
+    assert!(out.reply().is_ok(), "{:?}", out.reply());
     assert!(
         out.launches.is_empty(),
         "not before its worktree is checked"
@@ -985,4 +957,6 @@ fn a_resumed_worktree_run_goes_on_in_its_worktree_once_it_is_checked() {
         PathBuf::from(format!("/data/worktrees/repo/{id}"))
     );
     assert_eq!(out.launches[0].resume_session.as_deref(), Some("sess-1"));
+    let out = h.provider(&id, ProviderEvent::Ready { version: None });
+    assert_eq!(out.prompts(&id), ["go on"]);
 }
