@@ -243,6 +243,7 @@ fn a_question() {
 #[test]
 fn a_request_that_went_away_says_so() {
     let mut app = busy_app(100, 30);
+    look(&mut app);
     press(&mut app, [char_key('p'), char_key('y')]);
     // The dispatcher says the request is gone (answered from another terminal).
     let events = app.handle(AppEvent::Reply {
@@ -735,6 +736,7 @@ fn the_attention_line_shows_the_oldest_permission_and_y_allows_exactly_it() {
     let line = attention_line(&app);
     assert!(line.contains("cargo test --workspace"), "{line}");
     assert!(line.contains("+1 waiting"), "{line}");
+    look(&mut app);
     let effects = app.handle(char_key('y'));
     assert_eq!(
         respond_of(&effects),
@@ -758,7 +760,7 @@ fn a_key_acts_on_the_request_drawn_never_on_one_that_took_its_place() {
             run_id: id(4),
             pending: younger,
         });
-    render_app(&app);
+    look(&mut app);
     // The shown request is answered elsewhere before the next frame is drawn.
     let _ = app.handle(AppEvent::Dispatch(
         drover_core::dispatch::DispatchEvent::PermissionResolved {
@@ -771,8 +773,15 @@ fn a_key_acts_on_the_request_drawn_never_on_one_that_took_its_place() {
     assert!(respond_of(&effects).is_empty(), "{effects:?}");
     let flash = app.model.flash.clone().expect("told why");
     assert!(flash.text.contains("settled meanwhile"), "{}", flash.text);
-    // Once drawn, the younger request is the one on the line, and `d` denies it.
+    // Once drawn, the younger request is the one on the line, and `d` denies it once it
+    // has been on screen long enough to read.
     assert!(attention_line(&app).contains("rm -rf target"));
+    assert!(
+        respond_of(&app.handle(char_key('d'))).is_empty(),
+        "just drawn"
+    );
+    assert!(attention_line(&app).contains("just changed — look again"));
+    look(&mut app);
     let effects = app.handle(char_key('d'));
     assert_eq!(
         respond_of(&effects),
@@ -784,10 +793,33 @@ fn a_key_acts_on_the_request_drawn_never_on_one_that_took_its_place() {
     );
 }
 
+/// A key that answers, pressed before its request has been on screen long enough to
+/// read (the answer guard): nothing is sent, and the line — or the prompt — says why.
+#[test]
+fn a_key_too_soon_sends_nothing_and_says_just_changed() {
+    let mut app = busy_app(100, 24);
+    render_app(&app);
+    assert!(respond_of(&app.handle(char_key('y'))).is_empty());
+    snap("attention_just_changed", &app);
+    assert!(attention_line(&app).contains("just changed — look again"));
+    // Any other key takes the note away.
+    let _ = app.handle(char_key('j'));
+    assert!(attention_line(&app).contains("y allow"));
+
+    let mut app = busy_app(100, 30);
+    look(&mut app);
+    app.views
+        .push(PromptView::new(id(4), bash_request(2, "rm -rf target")));
+    assert!(respond_of(&app.handle(char_key('y'))).is_empty());
+    snap("permission_prompt_just_changed", &app);
+    look(&mut app);
+    assert_eq!(respond_of(&app.handle(char_key('y'))).len(), 1);
+}
+
 #[test]
 fn a_on_the_attention_line_opens_the_rule_chooser_for_the_request_drawn() {
     let mut app = busy_app(100, 24);
-    render_app(&app);
+    look(&mut app);
     let effects = app.handle(char_key('a'));
     assert!(
         respond_of(&effects).is_empty(),
@@ -874,6 +906,7 @@ fn the_attention_line_shows_a_question_with_its_options_and_a_digit_answers_it()
         line.contains("1 SQLite") && line.contains("2 Postgres"),
         "{line}"
     );
+    look(&mut app);
     // `y` is not an answer to a question: it says what is.
     let effects = app.handle(char_key('y'));
     assert!(respond_of(&effects).is_empty());
@@ -1031,6 +1064,7 @@ fn a_rule_chooser_proposes_a_pattern_and_saves_it_bound_to_the_request() {
     let mut app = busy_app(100, 30);
     let request = bash_request(1, "cargo test --lib foo");
     app.views.push(PromptView::new(id(1), request));
+    look(&mut app);
     press(&mut app, [char_key('a')]);
     snap("permission_prompt_rule_chooser", &app);
     // tab: the next scope; the pattern is edited; enter saves it and answers req_1.
@@ -1070,6 +1104,7 @@ fn a_flagged_request_has_a_red_banner_and_a_confirming_key() {
         .find(|&(x, y)| buf[(x, y)].symbol() == "⚠")
         .expect("the banner is drawn");
     assert_eq!(buf[banner].style().fg, Some(Color::Red));
+    look(&mut app);
     // `a` makes no rule of it; `y` asks to confirm; only the second `y` allows it, once.
     assert!(requests(&app.handle(char_key('a'))).is_empty());
     assert!(requests(&app.handle(char_key('y'))).is_empty());

@@ -1,7 +1,9 @@
 //! The attention line, above the footer: the oldest pending request of any run — the
 //! run, the tool and its command or path (a question: its options, numbered) — and the
 //! keys that answer it from the dashboard. It records what it drew, so those keys act on
-//! exactly this request.
+//! exactly this request, and only once it has been on screen long enough to read
+//! ([`crate::shown`]); a key that came sooner leaves "just changed — look again" in place
+//! of the keys.
 
 use ratatui::buffer::Buffer;
 use ratatui::layout::Rect;
@@ -40,14 +42,18 @@ pub fn draw(buf: &mut Buffer, area: Rect, app: &App) {
     let run_id = &entry.summary.head.run_id;
     app.attention_drawn(Some((run_id, &request.request_id)));
     let now = app.model.now;
+    app.shown().drawn(request, now);
     let others = app.model.pending_total().saturating_sub(1);
 
     // The keys, at the right: what answers this request here.
     let key = |action: Action| app.keys.key_for(Context::Dashboard, action);
     let mut keys: Vec<(String, String)> = Vec::new();
     let question = numbered_question(request);
+    let held = app.attention_held(&request.request_id);
     if app.attention_sending(&request.request_id) {
         keys.push((String::new(), "sending…".into()));
+    } else if held {
+        keys.push((String::new(), crate::shown::JUST_CHANGED.into()));
     } else {
         match (request.kind, question) {
             (RequestKind::Permission, _) => {
@@ -90,6 +96,8 @@ pub fn draw(buf: &mut Buffer, area: Rect, app: &App) {
         if !k.is_empty() {
             right.push(Span::styled(k.clone(), theme::key()));
             right.push(Span::styled(format!(" {word}"), theme::dim()));
+        } else if held {
+            right.push(Span::styled(word.clone(), theme::attention()));
         } else {
             right.push(Span::styled(word.clone(), theme::dim()));
         }
