@@ -1362,13 +1362,22 @@ async fn a_rule_saved_for_the_repository_answers_a_second_run_in_a_worktree_of_i
     h.press([char_key('p')]);
     h.read();
     h.press([char_key('y')]);
-    h.pump_until("the cargo test request", |app| {
+    // The request is in, and the answer to `ls` came back (its prompt moved on to the
+    // new request, or closed).
+    let cargo_test = |app: &App| {
         app.model
             .oldest_pending(None)
             .is_some_and(|(_, p)| p.ask.summary() == "cargo test --lib foo")
+    };
+    h.pump_until("the cargo test request", |app| {
+        cargo_test(app)
+            && top::<PromptView>(app)
+                .is_none_or(|p| p.request.ask.summary() == "cargo test --lib foo")
     })
     .await;
-    h.press([char_key('p')]);
+    if top::<PromptView>(&h.app).is_none() {
+        h.press([char_key('p')]);
+    }
     // `a` opens the chooser with the proposed pattern and the repository scope.
     h.read();
     h.press([char_key('a')]);

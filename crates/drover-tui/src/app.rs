@@ -31,7 +31,6 @@ use std::path::PathBuf;
 
 use super::event::{AppEvent, Effect, ReplyTag};
 use super::keys::{Action, Context, KeyTable};
-use super::layout::Areas;
 use super::model::{FINISHED_PAGE, Flash, ViewModel};
 use super::shown::Shown;
 use super::views::confirm::{ConfirmView, Confirmable};
@@ -244,6 +243,8 @@ impl App {
         for id in std::mem::take(&mut self.want_show) {
             self.fetch_show(&id, &mut effects);
         }
+        // A footer message that came or went resizes the list: the selection stays in it.
+        self.model.keep_selection_visible();
         self.fetch_older(&mut effects);
         let selected_now = self.model.selected().map(str::to_string);
         if selected_now != selected_before
@@ -736,12 +737,7 @@ impl App {
             }
             return;
         }
-        let areas = Areas::of(ratatui::layout::Rect::new(
-            0,
-            0,
-            self.model.width,
-            self.model.height,
-        ));
+        let areas = self.model.areas();
         let at = ratatui::layout::Position::new(mouse.column, mouse.row);
         let in_trays = areas.trays_inner.contains(at);
         let in_detail = areas.detail.contains(at);
@@ -809,6 +805,9 @@ impl App {
             DispatchEvent::RunRemoved { .. } => {
                 self.prompts_gone(&run_id, None, "the run was removed");
             }
+            // A budget note (the warning, the cap): the header reads the session again,
+            // so its gauge says what the note says.
+            DispatchEvent::Budget { .. } => self.fetch_budget(effects),
             _ => {}
         }
     }

@@ -380,7 +380,7 @@ fn frame(app: &App) -> String {
         .unwrap();
     let screen = terminal.backend().to_string();
     let lines: Vec<&str> = screen.lines().collect();
-    lines[lines.len() - 2].to_string()
+    lines[app.model.areas().attention.y as usize].to_string()
 }
 
 fn bash(id: &str, command: &str, at: i64) -> PendingView {

@@ -10,12 +10,12 @@ use ratatui::layout::Rect;
 use ratatui::text::{Line, Span};
 
 use crate::app::{App, numbered_question};
-use crate::canvas::{put_line, width_of};
+use crate::canvas::{clip_width, put_line, width_of};
 use crate::format;
 use crate::keys::{Action, Context};
 use crate::theme;
 use drover_core::providers::RequestKind;
-use drover_core::text::{clip, one_line};
+use drover_core::text::one_line;
 
 /// Columns an option's label may take before it is clipped.
 const OPTION_MAX: usize = 24;
@@ -108,21 +108,51 @@ pub fn draw(buf: &mut Buffer, area: Rect, app: &App) {
     right.push(Span::raw(" "));
     let right_w: usize = right.iter().map(|s| width_of(&s.content)).sum();
 
-    // The request, at the left, in what room is left.
-    let countdown = format!(" · {}", format::countdown(request.expires_at, now));
+    // The request, at the left, in what room is left; its countdown only when the
+    // request fits beside it whole (the prompt, the row and the detail show it too).
     let head = format!(" ▶ {run_id} ");
+    let natural = match (request.kind, question) {
+        (RequestKind::Question, Some(q)) => {
+            width_of(&format!("asks: {}", one_line(&q.question)))
+                + q.options
+                    .iter()
+                    .take(9)
+                    .map(|o| 4 + width_of(&clip_width(&one_line(&o.label), OPTION_MAX)))
+                    .sum::<usize>()
+        }
+        (RequestKind::Question, None) => request.ask.questions().first().map_or_else(
+            || width_of(&request.tool),
+            |q| width_of(&format!("asks: {}", one_line(&q.question))),
+        ),
+        (RequestKind::Permission, _) => {
+            request
+                .guard
+                .as_ref()
+                .map_or(0, |r| width_of(&format!("flagged: {} · ", one_line(r))))
+                + width_of(&request.tool)
+                + 1
+                + width_of(&one_line(&request.ask.summary()))
+        }
+    };
+    let mut countdown = format!(
+        " · {}",
+        format::Deadline::Answer.words(request.expires_at, now)
+    );
+    if natural > width.saturating_sub(width_of(&head) + right_w + width_of(&countdown)) {
+        countdown.clear();
+    }
     let mut left: Vec<Span<'static>> = vec![Span::styled(head.clone(), theme::attention())];
     let mut room = width
         .saturating_sub(width_of(&head) + right_w + width_of(&countdown))
         .max(1);
     match (request.kind, question) {
         (RequestKind::Question, Some(q)) => {
-            let asks = clip(&format!("asks: {}", one_line(&q.question)), room / 2 + 1);
+            let asks = clip_width(&format!("asks: {}", one_line(&q.question)), room / 2 + 1);
             room = room.saturating_sub(width_of(&asks));
             left.push(Span::styled(asks, theme::text()));
             for (i, option) in q.options.iter().take(9).enumerate() {
                 let number = format!("  {}", i + 1);
-                let label = format!(" {}", clip(&one_line(&option.label), OPTION_MAX));
+                let label = format!(" {}", clip_width(&one_line(&option.label), OPTION_MAX));
                 let need = width_of(&number) + width_of(&label);
                 if need > room {
                     if room >= 3 {
@@ -142,18 +172,18 @@ pub fn draw(buf: &mut Buffer, area: Rect, app: &App) {
                 .first()
                 .map_or_else(|| request.tool.clone(), |q| q.question.clone());
             left.push(Span::styled(
-                clip(&format!("asks: {}", one_line(&first)), room),
+                clip_width(&format!("asks: {}", one_line(&first)), room),
                 theme::text(),
             ));
         }
         (RequestKind::Permission, _) => {
             if let Some(reason) = &request.guard {
-                let flag = clip(&format!("flagged: {} · ", one_line(reason)), room / 2 + 1);
+                let flag = clip_width(&format!("flagged: {} · ", one_line(reason)), room / 2 + 1);
                 room = room.saturating_sub(width_of(&flag));
                 left.push(Span::styled(flag, theme::error()));
             }
             let tool = format!("{} ", request.tool);
-            let what = clip(
+            let what = clip_width(
                 &one_line(&request.ask.summary()),
                 room.saturating_sub(width_of(&tool)),
             );

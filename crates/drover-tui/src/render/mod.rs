@@ -26,7 +26,7 @@ pub use header::gauge_line;
 pub fn draw(frame: &mut Frame<'_>, app: &App) {
     app.shown().begin_frame();
     let area = frame.area();
-    let areas = Areas::of(area);
+    let areas = Areas::with_footer(area, app.model.footer_lines());
     let buf = frame.buffer_mut();
     header::draw(buf, areas.header, &app.model);
     trays::draw(buf, &areas, &app.model, &app.keys);

@@ -23,7 +23,7 @@ use std::collections::BTreeMap;
 
 use super::text::TextField;
 use super::{DrawContext, Outcome, View, ViewCommand};
-use crate::canvas::{put_line, view_box, width_of, wrap};
+use crate::canvas::{clip_width, put_line, view_box, width_of, wrap};
 use crate::event::ReplyTag;
 use crate::format;
 use crate::keys::{Action, Context};
@@ -442,7 +442,7 @@ impl View for PromptView {
         let total = model.pending_total().max(1);
         let title_of_run = model
             .run(&self.run_id)
-            .map(|e| clip(&one_line(&e.summary.head.title), 40))
+            .map(|e| clip_width(&one_line(&e.summary.head.title), 40))
             .unwrap_or_default();
         let kind = if self.is_question() {
             "Question"
