@@ -1224,7 +1224,7 @@ fn every_countdown_says_what_it_counts_down_to() {
             summary(4, "Port the CLI", RunState::Queued),
             held,
         ],
-        120,
+        160,
         20,
     );
     snap("countdowns_labelled", &app);

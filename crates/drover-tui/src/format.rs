@@ -276,13 +276,9 @@ pub fn run_live_line(
     )
 }
 
-/// Columns a lead keeps before the countdown beside it goes instead.
-const LEAD_MIN: usize = 20;
-
 /// The live line of a run in `state`, fitted to `width` columns: the time in the state
 /// goes first, then the detail is shortened (to no less than a few words' worth) or
-/// dropped, then a long lead is shortened (to no less than [`LEAD_MIN`] columns), then
-/// the countdown goes; what leads is clipped last, with `…`.
+/// dropped, then the countdown goes; what leads is clipped last, with `…`.
 pub fn live_line_fit(
     state: RunState,
     live: &LiveState,
@@ -325,12 +321,8 @@ fn fit(pieces: LivePieces, width: usize) -> Vec<Span<'static>> {
             detail = None;
         }
     }
-    // A long lead (a detail that leads: why the run waits) is shortened before the
-    // countdown goes, but not below [`LEAD_MIN`] columns: the countdown goes first.
-    let over = total(&lead, &detail, &time, &countdown).saturating_sub(width);
-    if over > 0 && lead.width() >= over + LEAD_MIN.min(lead.width()) {
-        lead = Span::styled(clip_width(&lead.content, lead.width() - over), lead.style);
-    }
+    // What leads (why the run waits, when a detail leads) is kept whole before the
+    // countdown: the countdown goes first.
     if total(&lead, &detail, &time, &countdown) > width {
         countdown = None;
     }
@@ -587,7 +579,7 @@ mod tests {
     }
 
     #[test]
-    fn a_long_live_line_keeps_its_words_and_countdown() {
+    fn a_long_live_line_keeps_its_words_before_its_countdown() {
         let live = LiveState {
             state: LiveStateKind::Working,
             since: 0,
@@ -613,7 +605,7 @@ mod tests {
         assert_eq!(text(30), "working · tool due in 9m48s");
         assert_eq!(text(12), "working");
         // Waiting on the user, or between turns: the detail leads, no "working"; it is
-        // shortened to a few words before the countdown goes, then the countdown goes.
+        // kept whole before the countdown, and cut last.
         let asking = LiveState {
             detail: Some("waiting for your answer: Bash".into()),
             ..live.clone()
@@ -624,8 +616,8 @@ mod tests {
             "waiting for your answer: Bash · 12s · answer in 9m48s"
         );
         assert_eq!(ask(50), "waiting for your answer: Bash · answer in 9m48s");
-        assert_eq!(ask(40), "waiting for your answ… · answer in 9m48s");
-        assert_eq!(ask(30), "waiting for your answer: Bash");
+        assert_eq!(ask(40), "waiting for your answer: Bash");
+        assert_eq!(ask(20), "waiting for your an…");
         let idle = LiveState {
             detail: Some("idle: waiting for a follow-up".into()),
             ..live.clone()

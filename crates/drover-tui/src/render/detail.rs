@@ -168,10 +168,15 @@ fn summary_lines(
         } else {
             String::new()
         };
-        let suffix = format!(
+        // The countdown, when the request keeps a readable share of the line beside it
+        // (the live line above counts down too).
+        let mut suffix = format!(
             " · {}{more}",
             format::Deadline::Answer.words(p.expires_at, now)
         );
+        if width.saturating_sub(8 + width_of(&suffix)) < width_of(&what).min(24) {
+            suffix = more;
+        }
         let room = width.saturating_sub(8 + width_of(&suffix));
         lines.push(Line::from(vec![
             Span::styled(format!("{:<8}", "prompt"), theme::attention()),
