@@ -124,10 +124,16 @@ async fn measure(mode: Mode, runs: u64, lines: u64) -> Figures {
         }
         (Mode::InProcess, _) => {}
     };
+    // The key is timed from when it is pressed: the user's reading time before it (the
+    // answer guard) is not drover's latency. A key still answers only what a frame drew.
+    let mut options = AppOptions::new(home.path().to_path_buf());
+    options.answer_guard_ms = 0;
     let mut app = App::new(
-        AppOptions::new(home.path().to_path_buf()),
+        options,
         ViewModel::new(drover_core::clock::now_millis(), 200, 60),
     );
+    let mut screen =
+        ratatui::Terminal::new(ratatui::backend::TestBackend::new(200, 60)).expect("terminal");
     for effect in app.start() {
         execute(effect);
     }
@@ -180,6 +186,9 @@ async fn measure(mode: Mode, runs: u64, lines: u64) -> Figures {
                 figures.key_ms.push((at - key_at) as f64 / 1000.0);
             }
         }
+        screen
+            .draw(|frame| drover_tui::render::draw(frame, &app))
+            .expect("draw");
         // Answer what is waiting, by keys: `p` opens the oldest request, `y` allows it.
         let open_prompt = app
             .views

@@ -3,9 +3,12 @@
 # fixed size, send-keys drive it to each view, `tmux capture-pane -e` keeps the colours,
 # a small converter (below) turns each capture into HTML and headless Chromium into a PNG.
 #
-# Views: the dashboard (dark and light terminal palettes), a permission prompt, a
-# question, the dispatch form with an inline refusal, help, budget near the cap, and an
-# 80x24 terminal, and a held run's route card.
+# Views: the dashboard with its attention line and a hibernated run (dark and light
+# terminal palettes), a permission prompt, its rule chooser, a question, a request the
+# guard flagged, a held run's route card, a worktree run's diff, the dispatch form with an
+# inline refusal and with its model picker, help, budget near the cap, and an 80x24
+# terminal. Everything runs in the demo's own throwaway directories (a temp directory per
+# run of this script), so no path of the machine that made them shows.
 #
 # Needs tmux, python3 and chromium; missing Debian packages are installed with apt-get.
 # Usage: scripts/screenshots.sh [OUT_DIR]   (default: screenshots/)
@@ -35,7 +38,7 @@ echo "== building drover (release)"
 cargo build --release --quiet
 BIN="$PWD/target/release/drover"
 
-WORK="$(mktemp -d)"
+WORK="$(mktemp -d /tmp/drover-demo.XXXXXX)"
 # ANSI (tmux capture-pane -e) -> HTML sized to the pane, for the headless browser.
 cat >"$WORK/ansi2html.py" <<'PYTHON'
 #!/usr/bin/env python3
@@ -248,26 +251,98 @@ shot() {
 }
 
 echo "== demo in tmux (${COLS}x${ROWS})"
-HOME_A="$WORK/home-a"
+HOME_A="$WORK/home"
 mkdir -p "$HOME_A"
-tmux_ new-session -d -s demo -x "$COLS" -y "$ROWS" "DROVER_HOME='$HOME_A' '$BIN' demo"
+# The demo's own config (assets/demo.toml), with idle runs hibernating within seconds so
+# the trays show one.
+python3 - "$HOME_A/config.toml" <<'PYTHON'
+import json, sys, tomllib
 
-# Trays: the slow spender moves the gauge past the warning within seconds.
+config = tomllib.load(open("assets/demo.toml", "rb"))["config"]
+config.setdefault("limits", {})["hibernate_after_secs"] = 3
+
+
+def emit(table, prefix, out):
+    if prefix:
+        out.append("[%s]" % prefix)
+    for key, value in table.items():
+        if not isinstance(value, dict):
+            out.append("%s = %s" % (key, json.dumps(value)))
+    for key, value in table.items():
+        if isinstance(value, dict):
+            emit(value, "%s.%s" % (prefix, key) if prefix else key, out)
+
+
+lines = []
+emit(config, "", lines)
+open(sys.argv[1], "w").write("\n".join(lines) + "\n")
+PYTHON
+# Started in the throwaway directory: the form's directory is the demo's, not this one.
+tmux_ new-session -d -s demo -x "$COLS" -y "$ROWS" -c "$HOME_A" "DROVER_HOME='$HOME_A' '$BIN' demo"
+da() { DROVER_HOME="$HOME_A" "$BIN" "$@"; }
+
+# A run whose request the guard flags (a forced push), in the demo's own repository.
+wait_for demo "Needs you"
+PROJECT="$(find "$HOME_A/demo" -mindepth 1 -maxdepth 1 -type d -name 'greeter-*' | head -n 1)"
+cat >"$WORK/force-push.toml" <<'TOML'
+description = "Asks to force-push the branch it worked on."
+model = "claude-sonnet-4-5"
+
+[[turns]]
+status = "done"
+summary = "Published the branch."
+
+[[turns.steps]]
+text = "The branch is ready; I'll publish it."
+
+[[turns.steps]]
+tool = "Bash"
+input = { command = "git push --force origin main", description = "Publish the branch" }
+needs_permission = true
+run = false
+output = "done"
+on_deny = "Understood, I did not push."
+TOML
+da dispatch --provider sim --scenario "$WORK/force-push.toml" --cwd "$PROJECT" \
+    --title "Publish the release branch" "Publish the release branch to origin" >/dev/null
+
+# Trays: the slow spender moves the gauge past the warning within seconds; the runs that
+# finished their turn hibernate; the attention line shows the oldest request.
 wait_for demo "warning reached"
-wait_for demo "Idle ("
+wait_for demo "hibernated"
+wait_for demo " ▶ "
 shot demo dashboard
 shot demo dashboard-light --light
 
-# The oldest request of any run; tab walks the queue to the Bash permission.
+# The oldest request of any run in full; tab walks the queue.
 tmux_ send-keys -t demo p
 wait_for demo "Bash wants to run" Tab
 shot demo permission
+# `a`: the rule chooser for it (after a look: a key answers only what was on screen).
+sleep 0.7
+tmux_ send-keys -t demo a
+wait_for demo "Save a rule and answer this request with it"
+shot demo rule-chooser
+tmux_ send-keys -t demo Escape
 wait_for demo "Question ·" Tab
 shot demo question
+wait_for demo "flagged:" Tab
+shot demo flagged
 wait_for demo "Route card ·" Tab
 shot demo route-card
 tmux_ send-keys -t demo Escape
 wait_for demo "? help" Escape
+
+# A worktree run's diff: filter down to it, then `D`.
+tmux_ send-keys -t demo / "cache in front of the greeting" Enter
+wait_for demo "filter: cache in front of the greeting"
+tmux_ send-keys -t demo D
+wait_for demo "Diff ·"
+wait_for demo "@@"
+shot demo diff
+tmux_ send-keys -t demo Escape
+tmux_ send-keys -t demo Escape
+wait_for demo "? help"
 
 # The dispatch form, refused inline: a model the catalog does not know.
 tmux_ send-keys -t demo n
@@ -276,9 +351,16 @@ tmux_ send-keys -t demo "Add a health check endpoint to the API" Tab Tab "sonnet
 wait_for demo "MODEL_UNKNOWN"
 shot demo dispatch-form
 tmux_ send-keys -t demo Escape
+# The form's model picker: the provider's models from the catalog, with their prices.
+tmux_ send-keys -t demo n
+wait_for demo "New dispatch"
+tmux_ send-keys -t demo "Add a health check endpoint to the API" Tab Tab Right Right
+wait_for demo "per Mtok"
+shot demo model-picker
+tmux_ send-keys -t demo Escape
 
 tmux_ send-keys -t demo '?'
-wait_for demo "Permission prompt / question"
+wait_for demo "show this help"
 shot demo help
 tmux_ send-keys -t demo Escape
 
@@ -287,7 +369,7 @@ wait_for demo "? help"
 shot demo narrow-80x24
 
 echo "== budget near the cap (a second demo with a small session cap)"
-HOME_B="$WORK/home-b"
+HOME_B="$WORK/home-budget"
 mkdir -p "$HOME_B"
 cat >"$HOME_B/config.toml" <<'TOML'
 [limits]
@@ -296,15 +378,18 @@ session_hard_cap_usd = 2.5
 [limits.per_provider]
 sim = 5
 TOML
-tmux_ new-session -d -s budget -x "$COLS" -y "$ROWS" "DROVER_HOME='$HOME_B' '$BIN' demo --no-runs"
+tmux_ new-session -d -s budget -x "$COLS" -y "$ROWS" -c "$HOME_B" "DROVER_HOME='$HOME_B' '$BIN' demo --no-runs"
 wait_for budget "No runs yet"
 db() { DROVER_HOME="$HOME_B" "$BIN" "$@"; }
-run="$(db dispatch --provider sim --scenario slow-spender --budget 2 --title "Refactor the twenty storage modules" \
+# In the demo's own repository, never in this checkout.
+PROJECT_B="$(find "$HOME_B/demo" -mindepth 1 -maxdepth 1 -type d -name 'greeter-*' | head -n 1)"
+run="$(db dispatch --provider sim --scenario slow-spender --budget 2 --cwd "$PROJECT_B" \
+    --title "Refactor the twenty storage modules" \
     --json "Refactor the twenty storage modules to the new error type" | python3 -c 'import json,sys; print(json.load(sys.stdin)["run_id"])')"
 db wait "$run" --until idle --timeout 30 >/dev/null
 db follow-up "$run" "Go on with the second pass" >/dev/null
 db wait "$run" --until idle --timeout 30 >/dev/null || true
-db dispatch --provider sim --scenario hang --title "Investigate the flaky integration test" \
+db dispatch --provider sim --scenario hang --cwd "$PROJECT_B" --title "Investigate the flaky integration test" \
     "Find out why the integration test fails one run in twenty" >/dev/null
 wait_for budget "Running (1)"
 shot budget budget-near-cap

@@ -40,6 +40,9 @@ fn counted(h: &mut Harness, events: Vec<AppEvent>) -> usize {
 }
 
 const STEP_TIMEOUT: Duration = Duration::from_secs(30);
+/// How long the user looks at the screen before a key that answers a request (longer
+/// than the default answer guard, `[dashboard] answer_guard_ms`).
+const READ_MS: i64 = 1_000;
 
 struct Harness {
     app: App,
@@ -52,6 +55,10 @@ struct Harness {
     quit: bool,
     paths: Paths,
     home: tempfile::TempDir,
+    /// How far the dashboard's clock is ahead of the wall clock (the user's reading time).
+    skew: i64,
+    /// A stopped clock, when the test sets the time of each key itself.
+    frozen: Option<i64>,
 }
 
 impl Harness {
@@ -95,6 +102,8 @@ impl Harness {
             quit: false,
             paths,
             home,
+            skew: 0,
+            frozen: None,
         };
         let effects = h.app.start();
         h.carry_out(effects);
@@ -114,10 +123,34 @@ impl Harness {
     /// Handles one event and draws a frame, as the event loop does (the attention line
     /// records what it drew, and its keys act on that).
     fn handle_event(&mut self, event: AppEvent) {
-        self.app.model.now = drover_core::clock::now_millis();
+        self.app.model.now = self.now();
         let effects = self.app.handle(event);
         self.carry_out(effects);
         tui_common::render_app(&self.app);
+    }
+
+    /// The dashboard's clock.
+    fn now(&self) -> i64 {
+        self.frozen
+            .unwrap_or_else(|| drover_core::clock::now_millis() + self.skew)
+    }
+
+    /// The user reads what is on screen before the next key: time passes.
+    fn read(&mut self) {
+        self.pass(READ_MS);
+    }
+
+    /// `ms` pass on the dashboard's clock.
+    fn pass(&mut self, ms: i64) {
+        match &mut self.frozen {
+            Some(at) => *at += ms,
+            None => self.skew += ms,
+        }
+    }
+
+    /// Stops the dashboard's clock: from now on only `pass` moves it.
+    fn freeze(&mut self) {
+        self.frozen = Some(self.now());
     }
 
     /// Presses keys (each handled like the event loop does).
@@ -311,6 +344,7 @@ async fn a_permission_is_answered_with_one_key_and_the_prompt_moves_on() {
     assert_eq!(shown_run, run_id);
     // One key answers the request on screen. Nothing else is pending yet, so the prompt
     // closes; the run's next request (the Edit) is the next one `p` shows.
+    h.read();
     h.press([char_key('y')]);
     h.pump_until("the answer taken and the Edit requested", |app| {
         app.views.is_empty()
@@ -328,6 +362,7 @@ async fn a_permission_is_answered_with_one_key_and_the_prompt_moves_on() {
     assert_eq!(p.request.tool, "Edit");
 
     // Allow the Edit "always"; with nothing left the prompt closes.
+    h.read();
     h.press([char_key('A')]);
     h.pump_until("the prompt to close", |app| app.views.is_empty())
         .await;
@@ -365,7 +400,9 @@ async fn a_question_is_answered_by_the_number_of_its_choice() {
         app.model.oldest_pending(None).is_some()
     })
     .await;
-    h.press([char_key('p'), char_key('2')]);
+    h.press([char_key('p')]);
+    h.read();
+    h.press([char_key('2')]);
     h.pump_until("the prompt to close", |app| app.views.is_empty())
         .await;
     h.wait(&run_id, WaitUntil::Idle).await;
@@ -554,12 +591,14 @@ async fn answering_moves_to_the_oldest_request_of_another_run() {
         Some(first.clone()),
         "the oldest request first"
     );
+    h.read();
     h.press([char_key('y')]);
     h.pump_until("the other run's request on screen", |app| {
         prompt_request(app).is_some_and(|(run, _)| run == second)
     })
     .await;
     let (_, denied) = prompt_request(&h.app).unwrap();
+    h.read();
     h.press([char_key('d')]);
     h.pump_until("the second run's request answered", |app| {
         prompt_request(app).is_none_or(|(_, id)| id != denied)
@@ -781,7 +820,9 @@ async fn a_permission_answered_in_one_dashboard_closes_in_the_other() {
         app.model.oldest_pending(None).is_some()
     })
     .await;
-    h.press([char_key('p'), char_key('y')]);
+    h.press([char_key('p')]);
+    h.read();
+    h.press([char_key('y')]);
     // The second dashboard hears the resolution: the request leaves its model, and its
     // open prompt no longer offers to answer it.
     other
@@ -1075,6 +1116,7 @@ async fn the_oldest_permission_is_reached_and_answered_in_one_key() {
         .map(|(e, p)| (e.summary.head.run_id.clone(), p.request_id.clone()))
         .expect("the attention line shows a request");
     assert_eq!(shown_run, first, "the oldest request of any run");
+    h.read();
     let keys = counted(&mut h, vec![char_key('y')]);
     assert_eq!(keys, 1);
     h.pump_until("the shown request answered", |app| {
@@ -1095,6 +1137,96 @@ async fn the_oldest_permission_is_reached_and_answered_in_one_key() {
         !others.iter().any(|e| e.kind == "permission_resolved"),
         "nothing landed on the other run"
     );
+    let _ = h.shutdown().await;
+}
+
+/// Whether these effects answer a request.
+fn answers(effects: &[Effect]) -> bool {
+    effects.iter().any(|e| {
+        matches!(
+            e,
+            Effect::Request {
+                request: Request::Respond { .. },
+                ..
+            }
+        )
+    })
+}
+
+/// The user's decisions on a run's requests, as the ledger has them.
+async fn user_decisions(h: &Harness, run_id: &str) -> Vec<String> {
+    h.show(run_id)
+        .await
+        .decisions
+        .iter()
+        .filter(|d| d.who == "user")
+        .map(|d| d.decision.clone())
+        .collect()
+}
+
+/// A double-pressed `y`: the first answers the request on the attention line, which then
+/// shows the next run's request; the second, 150 ms later, finds that one on screen too
+/// briefly to have been read and does nothing to it (the line says so). 450 ms after the
+/// first, `y` answers it. The dashboard's clock is stopped and set for each key.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn y_y_150_ms_apart_answers_one_request_and_450_ms_apart_two() {
+    let mut h = Harness::start().await;
+    let first = h.dispatch("tool-permission", "first").await;
+    h.pump_until("the first run's request", |app| {
+        app.model.pending_total() == 1
+    })
+    .await;
+    let second = h.dispatch("tool-permission", "second").await;
+    h.pump_until("both runs' requests", |app| app.model.pending_total() == 2)
+        .await;
+    h.read();
+    h.freeze();
+    let on_the_line = |app: &App| {
+        app.attention_request()
+            .map(|(e, p)| (e.summary.head.run_id.clone(), p.request_id.clone()))
+    };
+    let (run, shown) = on_the_line(&h.app).expect("a request on the line");
+    assert_eq!(run, first, "the oldest first");
+
+    h.press([char_key('y')]);
+    h.pump_until(
+        "the first answered and the second run's request on the line",
+        |app| {
+            app.model
+                .run(&first)
+                .is_some_and(|e| e.pending.iter().all(|p| p.request_id != shown))
+                && on_the_line(app).is_some_and(|(run, _)| run == second)
+        },
+    )
+    .await;
+    let (_, next) = on_the_line(&h.app).expect("the second run's request");
+    h.pass(150);
+    h.app.model.now = h.now();
+    let effects = h.app.handle(char_key('y'));
+    assert!(!answers(&effects), "150 ms: {effects:?}");
+    h.carry_out(effects);
+    let screen = tui_common::render_app(&h.app);
+    assert!(screen.contains("just changed — look again"), "{screen}");
+    assert_eq!(user_decisions(&h, &first).await, ["allow"]);
+    assert!(
+        user_decisions(&h, &second).await.is_empty(),
+        "nothing landed on the second"
+    );
+    assert_eq!(h.show(&second).await.pending.len(), 1);
+
+    h.pass(300);
+    h.app.model.now = h.now();
+    let effects = h.app.handle(char_key('y'));
+    assert!(answers(&effects), "450 ms: {effects:?}");
+    h.carry_out(effects);
+    h.pump_until("the second answered", |app| {
+        app.model
+            .run(&second)
+            .is_some_and(|e| e.pending.iter().all(|p| p.request_id != next))
+    })
+    .await;
+    assert_eq!(user_decisions(&h, &first).await, ["allow"]);
+    assert_eq!(user_decisions(&h, &second).await, ["allow"]);
     let _ = h.shutdown().await;
 }
 
@@ -1291,15 +1423,27 @@ async fn a_rule_saved_for_the_repository_answers_a_second_run_in_a_worktree_of_i
         app.model.oldest_pending(None).is_some()
     })
     .await;
-    h.press([char_key('p'), char_key('y')]);
-    h.pump_until("the cargo test request", |app| {
+    h.press([char_key('p')]);
+    h.read();
+    h.press([char_key('y')]);
+    // The request is in, and the answer to `ls` came back (its prompt moved on to the
+    // new request, or closed).
+    let cargo_test = |app: &App| {
         app.model
             .oldest_pending(None)
             .is_some_and(|(_, p)| p.ask.summary() == "cargo test --lib foo")
+    };
+    h.pump_until("the cargo test request", |app| {
+        cargo_test(app)
+            && top::<PromptView>(app)
+                .is_none_or(|p| p.request.ask.summary() == "cargo test --lib foo")
     })
     .await;
-    h.press([char_key('p')]);
+    if top::<PromptView>(&h.app).is_none() {
+        h.press([char_key('p')]);
+    }
     // `a` opens the chooser with the proposed pattern and the repository scope.
+    h.read();
     h.press([char_key('a')]);
     let Some(p) = top::<PromptView>(&h.app) else {
         panic!("the prompt")
@@ -1339,7 +1483,9 @@ async fn a_rule_saved_for_the_repository_answers_a_second_run_in_a_worktree_of_i
             .is_some_and(|(e, _)| e.summary.head.run_id == second)
     })
     .await;
-    h.press([char_key('p'), char_key('y')]);
+    h.press([char_key('p')]);
+    h.read();
+    h.press([char_key('y')]);
     let run = h.wait(&second, WaitUntil::Idle).await;
     assert_eq!(run.pending, 0);
     let view = h.show(&second).await;
@@ -1427,7 +1573,9 @@ async fn a_flagged_recursive_delete_outside_the_workspace_asks_despite_an_allow_
     );
 
     // The prompt: one `y` does not allow it; `d` denies it.
-    h.press([char_key('p'), char_key('y')]);
+    h.press([char_key('p')]);
+    h.read();
+    h.press([char_key('y')]);
     let Some(p) = top::<PromptView>(&h.app) else {
         panic!("the prompt")
     };

@@ -5,12 +5,14 @@
 //! attached to a background owner: it starts one, leaving keeps the runs going, two
 //! dashboards share one owner, and a dashboard outlives a killed owner and reattaches.
 //! And the attention line: a sim run asks permission, the line shows its command, `y`
-//! on the dashboard answers exactly that request. And the bytes the dashboard writes:
-//! every frame inside the terminal's synchronized update.
+//! on the dashboard answers exactly that request; a double-pressed `y` (150 ms apart)
+//! answers one request, not the next run's that took its place. And the bytes the
+//! dashboard writes: every frame inside the terminal's synchronized update.
 //!
 //! Needs `tmux` (`apt-get install tmux`); without it this test fails and says so. Every
 //! wait is bounded and watches for a condition (the pane's text or the dispatcher's
-//! answer), never a fixed sleep.
+//! answer), never a fixed sleep. The one pause is the user's: before a key that answers
+//! a request the test looks at the screen for [`READ`], longer than the answer guard.
 #![allow(clippy::unwrap_used)] // a test or bench may unwrap; the workspace denies it elsewhere
 
 use serde_json::Value;
@@ -20,6 +22,14 @@ use std::time::{Duration, Instant};
 
 const DEADLINE: Duration = Duration::from_secs(30);
 const POLL: Duration = Duration::from_millis(100);
+/// How long the user looks at a request before answering it (longer than the default
+/// `[dashboard] answer_guard_ms`, 400 ms).
+const READ: Duration = Duration::from_millis(700);
+
+/// The user reads the request on screen before a key answers it.
+fn read() {
+    std::thread::sleep(READ);
+}
 
 struct Tmux {
     socket: String,
@@ -184,6 +194,7 @@ fn the_demo_answers_a_permission_by_keys_and_another_terminal_sees_the_run_compl
         pane.contains("ls -la"),
         "the command is shown whole:\n{pane}"
     );
+    read();
     tmux.keys(&["y"]);
 
     // The run goes on and asks for the Edit; answer it "always".
@@ -198,6 +209,7 @@ fn the_demo_answers_a_permission_by_keys_and_another_terminal_sees_the_run_compl
     }
     // Tab walks every waiting item (requests and route cards, oldest first) in turn.
     tmux.wait_for("Edit wants to run", &["Tab"]);
+    read();
     tmux.keys(&["A"]);
     let waited = json(drover(
         home.path(),
@@ -576,6 +588,7 @@ fn dashboards_attach_to_a_background_owner_that_outlives_them() {
     b.wait_for("Bash wants to run", &["p"]);
     a.keys(&["p"]);
     a.wait_for("Bash wants to run", &["p"]);
+    read();
     a.keys(&["y"]);
     b.wait_for("This request is no longer", &[]);
     b.keys(&["Escape"]);
@@ -707,6 +720,7 @@ fn the_attention_line_shows_a_runs_permission_and_y_answers_it() {
         .to_string();
 
     // One key on the dashboard answers it: the run goes on to its next request.
+    read();
     tmux.keys(&["y"]);
     tmux.wait_for("Edit src/main.rs", &[]);
     let view = show(home.path(), &run_id);
@@ -719,6 +733,7 @@ fn the_attention_line_shows_a_runs_permission_and_y_answers_it() {
     assert!(!pending.contains(&first.as_str()), "{view}");
     assert_eq!(view["pending"][0]["tool"], "Edit", "{view}");
     // `d` denies the Edit the line now shows; the run ends its turn.
+    read();
     tmux.keys(&["d"]);
     wait_state(home.path(), &run_id, "its turn over", |s| s == "idle");
     tmux.wait_for("nothing waits for you", &[]);
@@ -973,4 +988,120 @@ fn owner_pid_alive(pid: u64) -> bool {
                 .and_then(|(_, rest)| rest.split_whitespace().next().map(str::to_string))
         })
         .is_some_and(|state| state != "Z" && state != "X")
+}
+
+/// The user decisions on a run's requests, from `drover show`.
+fn user_decisions(home: &Path, run_id: &str) -> Vec<String> {
+    show(home, run_id)["decisions"]
+        .as_array()
+        .map(|ds| {
+            ds.iter()
+                .filter(|d| d["who"] == "user")
+                .filter_map(|d| d["decision"].as_str().map(str::to_string))
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+#[test]
+fn a_double_pressed_y_answers_only_the_request_that_was_read() {
+    let probe = Command::new("tmux").arg("-V").output();
+    assert!(
+        probe.is_ok_and(|o| o.status.success()),
+        "this test needs tmux; install it (apt-get install tmux)"
+    );
+    let home = tempfile::tempdir().expect("temp dir");
+    let _owner = ShutdownOnDrop(home.path());
+    std::fs::write(
+        home.path().join("config.toml"),
+        "[providers.claude-code]\nenabled = false\n[providers.codex]\nenabled = false\n\
+         [providers.opencode]\nenabled = false\n",
+    )
+    .expect("config");
+    let tmux = Tmux {
+        socket: format!("drover-e2e-double-{}", std::process::id()),
+        target: "double".into(),
+    };
+    let command = format!(
+        "cd '{}'; DROVER_HOME='{}' '{}'; echo DASHBOARD-EXIT=$?; sleep 600",
+        home.path().display(),
+        home.path().display(),
+        env!("CARGO_BIN_EXE_drover")
+    );
+    let started = tmux.run(&[
+        "new-session",
+        "-d",
+        "-s",
+        "double",
+        "-x",
+        "100",
+        "-y",
+        "30",
+        &command,
+    ]);
+    assert!(started.status.success(), "{started:?}");
+    tmux.wait_for("nothing waits for you", &[]);
+
+    // Two runs, each in a directory of its own, ask to run `ls -la`.
+    let dispatch = |title: &str| {
+        let dir = tempfile::tempdir_in(home.path())
+            .expect("a work dir")
+            .keep();
+        let run = json(drover(
+            home.path(),
+            &[
+                "dispatch",
+                "--provider",
+                "sim",
+                "--scenario",
+                "tool-permission",
+                "--cwd",
+                dir.to_str().expect("a UTF-8 temp path"),
+                "--json",
+                title,
+            ],
+        ));
+        let id = run["run_id"].as_str().expect("run id").to_string();
+        wait_state(home.path(), &id, "asking", |s| s == "awaiting_permission");
+        id
+    };
+    let first = dispatch("First listing");
+    let second = dispatch("Second listing");
+    tmux.wait_for("+1 waiting", &[]);
+
+    // `y`, then `y` again 150 ms later: the first answers the request the user read; the
+    // line moves to the second run's request, which the second `y` does not answer.
+    read();
+    tmux.keys(&["y"]);
+    std::thread::sleep(Duration::from_millis(150));
+    tmux.keys(&["y"]);
+    // Keys are handled in order: once help opens, both were.
+    tmux.keys(&["?"]);
+    tmux.wait_for("Keys", &[]);
+    tmux.keys(&["Escape"]);
+    let start = Instant::now();
+    while user_decisions(home.path(), &first).is_empty() {
+        assert!(start.elapsed() < DEADLINE, "the first answer never landed");
+        std::thread::sleep(POLL);
+    }
+    assert_eq!(user_decisions(home.path(), &first), ["allow"]);
+    assert!(
+        user_decisions(home.path(), &second).is_empty(),
+        "the second y answered a request on screen for 150 ms: {}",
+        show(home.path(), &second)
+    );
+    assert_eq!(show(home.path(), &second)["state"], "awaiting_permission");
+
+    // Read, then `y`: now it answers the second run's request.
+    read();
+    tmux.keys(&["y"]);
+    let start = Instant::now();
+    while user_decisions(home.path(), &second).is_empty() {
+        assert!(start.elapsed() < DEADLINE, "the second answer never landed");
+        std::thread::sleep(POLL);
+    }
+    assert_eq!(user_decisions(home.path(), &second), ["allow"]);
+    assert_eq!(user_decisions(home.path(), &first), ["allow"]);
+    tmux.keys(&["q"]);
+    tmux.wait_for("DASHBOARD-EXIT=0", &[]);
 }

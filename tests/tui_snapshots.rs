@@ -256,6 +256,7 @@ fn a_question() {
 #[test]
 fn a_request_that_went_away_says_so() {
     let mut app = busy_app(100, 30);
+    look(&mut app);
     press(&mut app, [char_key('p'), char_key('y')]);
     // The dispatcher says the request is gone (answered from another terminal).
     let events = app.handle(AppEvent::Reply {
@@ -726,11 +727,11 @@ fn a_run_whose_events_retention_pruned_says_so_in_its_detail() {
 
 // ---- the attention line ----
 
-/// The last line but one of the screen: the attention line.
+/// The attention line (above the footer, which a long message makes taller).
 fn attention_line(app: &App) -> String {
     let screen = render_app(app);
     let lines: Vec<&str> = screen.lines().collect();
-    lines[lines.len() - 2].to_string()
+    lines[app.model.areas().attention.y as usize].to_string()
 }
 
 fn respond_of(effects: &[drover_tui::Effect]) -> Vec<(String, String, PermissionAnswer)> {
@@ -768,6 +769,7 @@ fn the_attention_line_shows_the_oldest_permission_and_y_allows_exactly_it() {
     let line = attention_line(&app);
     assert!(line.contains("cargo test --workspace"), "{line}");
     assert!(line.contains("+1 waiting"), "{line}");
+    look(&mut app);
     let effects = app.handle(char_key('y'));
     assert_eq!(
         respond_of(&effects),
@@ -791,7 +793,7 @@ fn a_key_acts_on_the_request_drawn_never_on_one_that_took_its_place() {
             run_id: id(4),
             pending: younger,
         });
-    render_app(&app);
+    look(&mut app);
     // The shown request is answered elsewhere before the next frame is drawn.
     let _ = app.handle(AppEvent::Dispatch(
         drover_core::dispatch::DispatchEvent::PermissionResolved {
@@ -804,8 +806,15 @@ fn a_key_acts_on_the_request_drawn_never_on_one_that_took_its_place() {
     assert!(respond_of(&effects).is_empty(), "{effects:?}");
     let flash = app.model.flash.clone().expect("told why");
     assert!(flash.text.contains("settled meanwhile"), "{}", flash.text);
-    // Once drawn, the younger request is the one on the line, and `d` denies it.
+    // Once drawn, the younger request is the one on the line, and `d` denies it once it
+    // has been on screen long enough to read.
     assert!(attention_line(&app).contains("rm -rf target"));
+    assert!(
+        respond_of(&app.handle(char_key('d'))).is_empty(),
+        "just drawn"
+    );
+    assert!(attention_line(&app).contains("just changed — look again"));
+    look(&mut app);
     let effects = app.handle(char_key('d'));
     assert_eq!(
         respond_of(&effects),
@@ -817,10 +826,33 @@ fn a_key_acts_on_the_request_drawn_never_on_one_that_took_its_place() {
     );
 }
 
+/// A key that answers, pressed before its request has been on screen long enough to
+/// read (the answer guard): nothing is sent, and the line — or the prompt — says why.
+#[test]
+fn a_key_too_soon_sends_nothing_and_says_just_changed() {
+    let mut app = busy_app(100, 24);
+    render_app(&app);
+    assert!(respond_of(&app.handle(char_key('y'))).is_empty());
+    snap("attention_just_changed", &app);
+    assert!(attention_line(&app).contains("just changed — look again"));
+    // Any other key takes the note away.
+    let _ = app.handle(char_key('j'));
+    assert!(attention_line(&app).contains("y allow"));
+
+    let mut app = busy_app(100, 30);
+    look(&mut app);
+    app.views
+        .push(PromptView::new(id(4), bash_request(2, "rm -rf target")));
+    assert!(respond_of(&app.handle(char_key('y'))).is_empty());
+    snap("permission_prompt_just_changed", &app);
+    look(&mut app);
+    assert_eq!(respond_of(&app.handle(char_key('y'))).len(), 1);
+}
+
 #[test]
 fn a_on_the_attention_line_opens_the_rule_chooser_for_the_request_drawn() {
     let mut app = busy_app(100, 24);
-    render_app(&app);
+    look(&mut app);
     let effects = app.handle(char_key('a'));
     assert!(
         respond_of(&effects).is_empty(),
@@ -907,6 +939,7 @@ fn the_attention_line_shows_a_question_with_its_options_and_a_digit_answers_it()
         line.contains("1 SQLite") && line.contains("2 Postgres"),
         "{line}"
     );
+    look(&mut app);
     // `y` is not an answer to a question: it says what is.
     let effects = app.handle(char_key('y'));
     assert!(respond_of(&effects).is_empty());
@@ -1064,6 +1097,7 @@ fn a_rule_chooser_proposes_a_pattern_and_saves_it_bound_to_the_request() {
     let mut app = busy_app(100, 30);
     let request = bash_request(1, "cargo test --lib foo");
     app.views.push(PromptView::new(id(1), request));
+    look(&mut app);
     press(&mut app, [char_key('a')]);
     snap("permission_prompt_rule_chooser", &app);
     // tab: the next scope; the pattern is edited; enter saves it and answers req_1.
@@ -1103,6 +1137,7 @@ fn a_flagged_request_has_a_red_banner_and_a_confirming_key() {
         .find(|&(x, y)| buf[(x, y)].symbol() == "⚠")
         .expect("the banner is drawn");
     assert_eq!(buf[banner].style().fg, Some(Color::Red));
+    look(&mut app);
     // `a` makes no rule of it; `y` asks to confirm; only the second `y` allows it, once.
     assert!(requests(&app.handle(char_key('a'))).is_empty());
     assert!(requests(&app.handle(char_key('y'))).is_empty());
@@ -1118,5 +1153,321 @@ fn a_flagged_request_has_a_red_banner_and_a_confirming_key() {
             request_id: "req_1".into(),
             answer: PermissionAnswer::Allow { always: false },
         }]
+    );
+}
+
+// ---- smaller breaks: each says what it means, in full, in its own column ----
+
+/// The lines of a screen, as drawn.
+fn screen_lines(app: &App) -> Vec<String> {
+    render_app(app)
+        .lines()
+        .map(|l| l.trim_matches('"').to_string())
+        .collect()
+}
+
+/// The left pane's part of each screen line (up to its border).
+fn tray_lines(app: &App) -> Vec<String> {
+    screen_lines(app)
+        .into_iter()
+        .map(|l| l.split('│').next().unwrap_or_default().to_string())
+        .collect()
+}
+
+/// The two lines of the run titled `title` in the left pane.
+fn tray_row(app: &App, title: &str) -> (String, String) {
+    let lines = tray_lines(app);
+    let at = lines
+        .iter()
+        .position(|l| l.contains(title))
+        .unwrap_or_else(|| panic!("{title} is listed: {lines:#?}"));
+    (lines[at].clone(), lines[at + 1].clone())
+}
+
+fn requests_sent(effects: &[drover_tui::Effect]) -> Vec<drover_core::dispatch::Request> {
+    requests(effects)
+}
+
+/// The footer's note and the header's gauge come from one source: the owner's budget
+/// session. A warning note makes the dashboard read the session again, and the gauge says
+/// the warning was reached whenever the session says so.
+#[test]
+fn the_header_says_the_warning_the_footer_announces() {
+    let mut app = busy_app(120, 24);
+    let mut stale = budget(0.29, 0.0);
+    stale.warning_usd = 0.75;
+    app.model.budget = Some(stale.clone());
+    let effects = app.handle(AppEvent::Dispatch(
+        drover_core::dispatch::DispatchEvent::Budget {
+            session: "default".into(),
+            note:
+                "budget session default has spent $0.79, past its $0.75 warning (hard cap $25.00)"
+                    .into(),
+        },
+    ));
+    assert!(
+        requests_sent(&effects).contains(&drover_core::dispatch::Request::Budget),
+        "the session is read again: {effects:?}"
+    );
+    let mut fresh = budget(0.79, 0.0);
+    fresh.warning_usd = 0.75;
+    fresh.warned = true;
+    let _ = app.handle(AppEvent::Reply {
+        tag: ReplyTag::Budget,
+        result: Ok(drover_core::dispatch::Response::Budget(Box::new(fresh))),
+    });
+    snap("budget_warning_note", &app);
+    let header = &screen_lines(&app)[1];
+    assert!(header.contains("$0.79 spent"), "{header}");
+    assert!(header.contains("warning reached"), "{header}");
+    // The session's own word counts even when its numbers lag a step behind.
+    let mut lagging = stale;
+    lagging.warned = true;
+    app.model.budget = Some(lagging);
+    let header = &screen_lines(&app)[1];
+    assert!(header.contains("warning reached"), "{header}");
+}
+
+#[test]
+fn an_interrupted_run_says_interrupted_once() {
+    let mut run = summary(4, "Rename the crate", RunState::Interrupted);
+    run.head.completion_reason = Some("interrupted".into());
+    let app = app_with(vec![run], 100, 12);
+    let screen = render_app(&app);
+    assert!(screen.contains("interrupted"), "{screen}");
+    assert!(!screen.contains("interrupted (interrupted)"), "{screen}");
+}
+
+/// Each countdown says what runs out: the run's time limit, the answer, the idle
+/// timeout, the route card.
+#[test]
+fn every_countdown_says_what_it_counts_down_to() {
+    let mut held = summary(5, "Pick a model for the review", RunState::AwaitingRoute);
+    held.head.live_state = Some(live(
+        LiveStateKind::Admitted,
+        50,
+        1_750,
+        Some("waiting for your route choice"),
+    ));
+    let app = app_with(
+        vec![
+            summary(1, "Refactor the storage modules", RunState::Running),
+            summary(2, "Update the greeting", RunState::AwaitingPermission),
+            summary(3, "Write the changelog", RunState::Idle),
+            summary(4, "Port the CLI", RunState::Queued),
+            held,
+        ],
+        160,
+        20,
+    );
+    snap("countdowns_labelled", &app);
+    let screen = render_app(&app);
+    for words in [
+        "time limit in 41m55s",
+        "answer in 9m48s",
+        "times out in 18m25s",
+        "card expiry in 29m10s",
+        "time limit in 44m20s",
+    ] {
+        assert!(screen.contains(words), "{words:?}:\n{screen}");
+    }
+    assert!(!screen.contains("s left"), "{screen}");
+}
+
+/// A run asking a question is not "awaiting permission" anywhere on screen.
+#[test]
+fn a_question_is_called_a_question() {
+    let mut app = question_app();
+    app.model.select(&id(3));
+    let screen = render_app(&app);
+    assert!(screen.contains("asks you a question"), "{screen}");
+    assert!(!screen.contains("awaiting permission"), "{screen}");
+    assert!(!screen.contains("awaiting_permission"), "{screen}");
+}
+
+/// A run in Needs you says why, hibernated or not.
+#[test]
+fn needs_you_rows_say_why_even_when_hibernated() {
+    let hibernated = |n: u32, title: &str| {
+        let mut s = summary(n, title, RunState::Idle);
+        s.head.live_state = Some(live(
+            LiveStateKind::Working,
+            300,
+            900,
+            Some("idle · hibernated"),
+        ));
+        s
+    };
+    let mut input = hibernated(1, "Deploy the release to staging");
+    input.needs_input = true;
+    let mut blocked = hibernated(2, "Bump the MSRV to 1.88");
+    blocked.result_status = Some("blocked".into());
+    let mut offered = hibernated(3, "Port the parser");
+    offered.result_status = Some("blocked".into());
+    offered.escalation_offered = true;
+    let app = app_with(vec![input, blocked, offered], 100, 12);
+    snap("tray_needs_you_hibernated", &app);
+    let (_, input) = tray_row(&app, "Deploy the release");
+    assert!(input.contains("needs your input · hibernated"), "{input}");
+    let (_, blocked) = tray_row(&app, "Bump the MSRV");
+    assert!(
+        blocked.contains("blocked: say how to go on · hibernated"),
+        "{blocked}"
+    );
+    let (_, offered) = tray_row(&app, "Port the parser");
+    assert!(
+        offered.contains("blocked: escalation offered · hibernated"),
+        "{offered}"
+    );
+}
+
+/// A run held on a route card has no worktree yet, and says so rather than "making" one.
+#[test]
+fn a_held_runs_worktree_waits_for_its_pick() {
+    let mut app = held_app(120, 24);
+    if let Some(e) = app.model.run_mut(&id(3)) {
+        e.summary.workspace = Some(Box::new(drover_core::workspace::WorkspaceView::preparing()));
+    }
+    let screen = render_app(&app);
+    assert!(!screen.contains("making the worktree"), "{screen}");
+    assert!(screen.contains("once a model is picked"), "{screen}");
+}
+
+/// An idle worktree run merged into its base has nothing left to merge, not "no change
+/// yet".
+#[test]
+fn a_merged_idle_run_has_nothing_to_merge() {
+    let mut idle = summary(1, "Put a cache in front of the greeting", RunState::Idle);
+    idle.workspace = Some(Box::new(worktree(1, Some((0, 0, 0)))));
+    let mut app = app_with(vec![idle.clone()], 120, 16);
+    app.model.set_detail(view_of(&idle));
+    app.model.select(&id(1));
+    let screen = render_app(&app);
+    assert!(!screen.contains("no change yet"), "{screen}");
+    assert!(screen.contains("nothing to merge"), "{screen}");
+}
+
+/// Every word of `text` is on screen (wrapped lines allowed), and no line of the view is
+/// cut short.
+fn shown_whole(screen: &str, text: &str) {
+    let joined: String = screen
+        .lines()
+        .map(|l| l.trim_matches('"').trim_matches(|c| c == '│' || c == ' '))
+        .collect::<Vec<_>>()
+        .join(" ");
+    for word in text.split_whitespace() {
+        assert!(joined.contains(word), "{word:?} is not shown:\n{screen}");
+    }
+}
+
+#[test]
+fn a_long_refusal_wraps_in_the_diff_view_even_at_200_columns() {
+    let mut app = diff_app(200, 40);
+    let _ = app.handle(char_key('m'));
+    let message = "drover/r1k9x2a01-add-a-cache conflicts with main in src/main.rs, src/cache.rs, \
+                   docs/a/very/long/path/to/the/design/notes.md and 4 more; nothing was changed. Ask \
+                   the run to merge main into its branch (a follow-up), or merge by hand";
+    app.handle(AppEvent::Reply {
+        tag: ReplyTag::WorkspaceAction {
+            run_id: id(1),
+            action: "merge".into(),
+        },
+        result: Err(DroverError::new(ErrorCode::MergeConflict, message)),
+    });
+    let screen = render_app(&app);
+    shown_whole(&screen, message);
+}
+
+#[test]
+fn help_lines_wrap_instead_of_being_cut() {
+    let mut app = busy_app(80, 60);
+    press(&mut app, [char_key('?')]);
+    let screen = render_app(&app);
+    shown_whole(
+        &screen,
+        "make a rule from the request on the attention line (saving it answers the request)",
+    );
+}
+
+/// A long message in the footer (a refused key) is shown whole, wrapped above the hints.
+#[test]
+fn a_long_refusal_in_the_footer_wraps() {
+    let mut app = busy_app(100, 30);
+    app.model.select(&id(6));
+    press(&mut app, [char_key('R')]);
+    let flash = app.model.flash.clone().expect("a refusal");
+    assert!(flash.error);
+    snap("footer_long_refusal", &app);
+    shown_whole(&render_app(&app), &flash.text);
+}
+
+/// After the terminal shrinks and grows again, the list starts at its top again instead
+/// of leaving blank rows below its end.
+#[test]
+fn the_list_fills_the_pane_after_the_terminal_shrinks_and_grows() {
+    let runs = (1..=8)
+        .map(|n| summary(n, &format!("Run number {n}"), RunState::Running))
+        .collect();
+    let mut app = app_with(runs, 100, 12);
+    app.model.select_last();
+    assert!(app.model.list_top > 0, "scrolled to the last run");
+    let _ = app.handle(AppEvent::Resize {
+        width: 100,
+        height: 40,
+    });
+    assert_eq!(app.model.list_top, 0, "the whole list fits again");
+    let screen = render_app(&app);
+    assert!(screen.contains("Running (8)"), "{screen}");
+}
+
+/// A title in wide characters is cut by columns, not characters: its row keeps its money
+/// and provider columns and the pane's border.
+#[test]
+fn a_wide_title_stays_in_its_column() {
+    let wide = summary(
+        1,
+        "修复登录页面的重定向循环问题并添加测试用例 🚀🚀🚀 以及更多的文字",
+        RunState::Running,
+    );
+    let app = app_with(
+        vec![
+            wide,
+            summary(2, "Refactor the storage modules", RunState::Running),
+        ],
+        120,
+        10,
+    );
+    let (row, _) = tray_row(&app, "修复");
+    assert!(row.contains("$0.12/$5.00"), "{row}");
+    let (other, _) = tray_row(&app, "Refactor");
+    // Both rows end at the pane's border, so the border lines up.
+    assert_eq!(
+        ratatui::text::Line::raw(row.as_str()).width(),
+        ratatui::text::Line::raw(other.as_str()).width(),
+        "{row}\n{other}"
+    );
+    assert!(row.trim_end().ends_with('▱'), "{row}");
+}
+
+/// The provider column stays put when one run's cost is wider than another's.
+#[test]
+fn the_provider_column_does_not_move_with_a_wider_cost() {
+    let mut dear = summary(1, "Refactor the storage modules", RunState::Running);
+    dear.head.cost_usd = 12.34;
+    dear.head.budget_usd = 25.0;
+    let cheap = summary(2, "Update the greeting", RunState::Running);
+    let app = app_with(vec![dear, cheap], 160, 10);
+    let end_of = |title: &str| {
+        let (row, _) = tray_row(&app, title);
+        let at = row
+            .find("claude-sonnet-4-5")
+            .unwrap_or_else(|| panic!("the provider column: {row}"));
+        row[..at].chars().count()
+    };
+    assert_eq!(
+        end_of("Refactor the storage"),
+        end_of("Update the greeting"),
+        "{:#?}",
+        tray_lines(&app)
     );
 }

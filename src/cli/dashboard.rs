@@ -74,6 +74,7 @@ pub(crate) async fn open(
         app_options.models = drover_tui::views::form::ModelOption::of_catalog(&catalog);
     }
     app_options.owner = mode;
+    app_options.answer_guard_ms = options.config.dashboard.answer_guard_ms;
     app_options.keys = drover_tui::keys::KeyTable::defaults()
         .with_overrides(&options.config.keys)
         .map_err(|why| {

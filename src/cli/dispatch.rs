@@ -289,20 +289,21 @@ async fn via_owner(
 
 /// One line on how a run ended and why: its state, its reason, its last note.
 fn ended_line(view: &RunView) -> String {
-    let reason = view
-        .head
-        .completion_reason
-        .as_deref()
-        .unwrap_or("no reason");
+    let state = render::state_with_reason(
+        view.head.state,
+        Some(
+            view.head
+                .completion_reason
+                .as_deref()
+                .unwrap_or("no reason"),
+        ),
+    );
     let why = view
         .notes
         .last()
         .map(|n| format!(": {}", n.text))
         .unwrap_or_default();
-    format!(
-        "drover: {} {} ({reason}){why}",
-        view.head.run_id, view.head.state
-    )
+    format!("drover: {} {state}{why}", view.head.run_id)
 }
 
 /// This process owns the dispatcher: dispatch, then print the run's events until it ends

@@ -15,6 +15,7 @@ use drover_core::dispatch::api::{
 use drover_core::live_state::LiveState;
 use drover_core::money::usd;
 use drover_core::providers::RequestKind;
+use drover_core::run_state::RunState;
 use drover_core::text::{clip, one_line, provider_model};
 use drover_core::workspace::WorkspaceStatus;
 
@@ -86,12 +87,18 @@ fn table(rows: &[Vec<String>]) -> String {
     out
 }
 
+/// A run's state with its end reason, `failed (provider_error)`; a reason that only says
+/// the state again (`interrupted`) is left out.
+pub(crate) fn state_with_reason(state: RunState, reason: Option<&str>) -> String {
+    match reason.filter(|r| *r != state.as_str()) {
+        Some(reason) => format!("{state} ({reason})"),
+        None => state.as_str().to_string(),
+    }
+}
+
 /// The state column: the run state, then what needs attention.
 fn state_cell(run: &RunSummary) -> String {
-    let mut cell = run.head.state.as_str().to_string();
-    if let Some(reason) = &run.head.completion_reason {
-        cell.push_str(&format!(" ({reason})"));
-    }
+    let mut cell = state_with_reason(run.head.state, run.head.completion_reason.as_deref());
     if run.pending > 0 {
         cell.push_str(&format!(" · {} pending", run.pending));
     }
@@ -325,10 +332,7 @@ pub fn run_view(run: &RunView, now: UnixMillis) -> String {
         "run",
         format!("{}  {}", run.head.run_id, one_line(&run.head.title)),
     );
-    let mut state = run.head.state.as_str().to_string();
-    if let Some(reason) = &run.head.completion_reason {
-        state.push_str(&format!(" ({reason})"));
-    }
+    let mut state = state_with_reason(run.head.state, run.head.completion_reason.as_deref());
     if run.head.stalled {
         state.push_str(" · stalled: no provider event for a while");
     }
@@ -581,6 +585,23 @@ mod tests {
         run.head.cost_usd = 0.25;
         run.head.created_at = 0;
         run
+    }
+
+    #[test]
+    fn a_reason_that_says_the_state_again_is_left_out() {
+        assert_eq!(
+            state_with_reason(RunState::Interrupted, Some("interrupted")),
+            "interrupted"
+        );
+        assert_eq!(
+            state_with_reason(RunState::Failed, Some("provider_error")),
+            "failed (provider_error)"
+        );
+        assert_eq!(state_with_reason(RunState::Running, None), "running");
+        let mut left = summary("r-4", RunState::Interrupted, "t");
+        left.head.completion_reason = Some("interrupted".into());
+        let table = runs_table(&[left], 0);
+        assert!(!table.contains("interrupted (interrupted)"), "{table}");
     }
 
     #[test]

@@ -351,6 +351,17 @@ pub fn render_app(app: &App) -> String {
     terminal.backend().to_string()
 }
 
+/// The user has had the screen in front of them: a frame is drawn a second before the
+/// model's clock, so what it shows has been on screen long enough for a key to answer it
+/// (the answer guard) when the key comes at the clock. The clock is left as it was.
+pub fn look(app: &mut App) {
+    let now = app.model.now;
+    app.model.now = now - 1_000;
+    render_app(app);
+    app.model.now = now;
+    render_app(app);
+}
+
 /// The buffer of one frame, for style assertions.
 pub fn render_buffer(app: &App) -> ratatui::buffer::Buffer {
     let mut terminal =

@@ -6,6 +6,10 @@
 //!
 //! What must stay true:
 //! - keys go to the top view of the stack, or to the dashboard when the stack is empty;
+//! - a key answers a request only once it has been on screen, unchanged, for
+//!   `[dashboard] answer_guard_ms` ([`crate::shown`], read at `model.now`): the
+//!   attention line's keys ask [`App::may_answer`], and a prompt on top is told before
+//!   each key whether its request may be answered;
 //! - an answer or a dispatcher event reaches the views waiting for it by their type on
 //!   the stack ([`ViewStack::position`], [`ViewStack::each_mut`]); views are opened here
 //!   (and in `attention.rs`, `redispatch.rs`), and nowhere else;
@@ -27,8 +31,8 @@ use std::path::PathBuf;
 
 use super::event::{AppEvent, Effect, ReplyTag};
 use super::keys::{Action, Context, KeyTable};
-use super::layout::Areas;
 use super::model::{FINISHED_PAGE, Flash, ViewModel};
+use super::shown::Shown;
 use super::views::confirm::{ConfirmView, Confirmable};
 use super::views::diff::{DiffScreen, DiffState};
 use super::views::form::DispatchForm;
@@ -80,6 +84,9 @@ pub struct AppOptions {
     /// Who owns the runs: leaving a background owner's dashboard leaves the runs going;
     /// leaving an in-process one stops them (after asking).
     pub owner: DashboardOwner,
+    /// How long a request must have been on screen, unchanged, before a key may answer
+    /// it (`[dashboard] answer_guard_ms`).
+    pub answer_guard_ms: u64,
 }
 
 impl AppOptions {
@@ -103,6 +110,9 @@ impl AppOptions {
             notify_command: Vec::new(),
             keys: KeyTable::defaults(),
             owner: DashboardOwner::Background,
+            answer_guard_ms: drover_core::config::Config::defaults()
+                .dashboard
+                .answer_guard_ms,
         }
     }
 }
@@ -125,6 +135,8 @@ pub struct App {
     want_show: Vec<String>,
     /// What the attention line showed, and the answer on its way for it.
     attention: attention::Attention,
+    /// What each frame showed of the pending requests, and since when (the answer guard).
+    shown: Shown,
 }
 
 impl App {
@@ -143,7 +155,20 @@ impl App {
             quitting: false,
             want_show: Vec::new(),
             attention: attention::Attention::default(),
+            shown: Shown::default(),
         }
+    }
+
+    /// What the frames showed of the pending requests (drawing records into it).
+    pub fn shown(&self) -> &Shown {
+        &self.shown
+    }
+
+    /// Whether a key may answer `request` now: it has been on screen, with these words,
+    /// for at least `[dashboard] answer_guard_ms`.
+    pub fn may_answer(&self, request: &PendingView) -> bool {
+        self.shown
+            .readable(request, self.model.now, self.options.answer_guard_ms)
     }
 
     /// The first fetches: every run and the session's money.
@@ -221,6 +246,8 @@ impl App {
         for id in std::mem::take(&mut self.want_show) {
             self.fetch_show(&id, &mut effects);
         }
+        // A footer message that came or went resizes the list: the selection stays in it.
+        self.model.keep_selection_visible();
         self.fetch_older(&mut effects);
         let selected_now = self.model.selected().map(str::to_string);
         if selected_now != selected_before
@@ -243,6 +270,17 @@ impl App {
     // ---- keys ----
 
     fn on_key(&mut self, key: KeyEvent, effects: &mut Vec<Effect>) {
+        self.attention_unheld();
+        // A prompt on top answers only what has been on screen long enough to read.
+        if let Some(at) = self.views.len().checked_sub(1)
+            && let Some(prompt) = self.views.get_mut::<PromptView>(at)
+        {
+            prompt.readable = self.shown.readable(
+                &prompt.request,
+                self.model.now,
+                self.options.answer_guard_ms,
+            );
+        }
         if let Some(top) = self.views.top_mut() {
             let action = self.keys.action(top.context(), &key);
             let outcome = top.handle_key(action, &key);
@@ -700,12 +738,7 @@ impl App {
             }
             return;
         }
-        let areas = Areas::of(ratatui::layout::Rect::new(
-            0,
-            0,
-            self.model.width,
-            self.model.height,
-        ));
+        let areas = self.model.areas();
         let at = ratatui::layout::Position::new(mouse.column, mouse.row);
         let in_trays = areas.trays_inner.contains(at);
         let in_detail = areas.detail.contains(at);
@@ -773,6 +806,9 @@ impl App {
             DispatchEvent::RunRemoved { .. } => {
                 self.prompts_gone(&run_id, None, "the run was removed");
             }
+            // A budget note (the warning, the cap): the header reads the session again,
+            // so its gauge says what the note says.
+            DispatchEvent::Budget { .. } => self.fetch_budget(effects),
             _ => {}
         }
     }

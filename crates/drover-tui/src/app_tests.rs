@@ -365,3 +365,160 @@ fn a_follow_up_box_opened_on_a_hibernated_run_wakes_it_ahead() {
     app.model.select("bb");
     assert!(requests(&app.handle(key('f'))).is_empty());
 }
+
+// ---- the answer guard: a key answers only what was on screen long enough to read ----
+
+/// Draws one frame at the model's clock, as the loop does; returns the attention line.
+fn frame(app: &App) -> String {
+    let mut terminal = ratatui::Terminal::new(ratatui::backend::TestBackend::new(
+        app.model.width,
+        app.model.height,
+    ))
+    .unwrap();
+    terminal
+        .draw(|frame| crate::render::draw(frame, app))
+        .unwrap();
+    let screen = terminal.backend().to_string();
+    let lines: Vec<&str> = screen.lines().collect();
+    lines[app.model.areas().attention.y as usize].to_string()
+}
+
+fn bash(id: &str, command: &str, at: i64) -> PendingView {
+    PendingView {
+        request_id: id.into(),
+        kind: RequestKind::Permission,
+        tool: "Bash".into(),
+        ask: drover_core::providers::Ask::command(command, None, None),
+        always: None,
+        created_at: at,
+        expires_at: at + 600_000,
+        guard: None,
+    }
+}
+
+fn answered(effects: &[Effect]) -> Vec<String> {
+    requests(effects)
+        .into_iter()
+        .filter_map(|r| match r {
+            Request::Respond { request_id, .. } => Some(request_id.clone()),
+            _ => None,
+        })
+        .collect()
+}
+
+/// Two runs each asking to run a command, the older one's on the attention line, drawn
+/// at `t0` and a second later (the user has had it in front of them).
+fn two_asking(t0: i64) -> App {
+    let mut a = summary("a", RunState::AwaitingPermission);
+    a.pending = 1;
+    let mut b = summary("bb", RunState::AwaitingPermission);
+    b.pending = 1;
+    let mut app = app(vec![a, b]);
+    for (run, request) in [
+        ("a", bash("req-a", "ls", 10)),
+        ("bb", bash("req-b", "rm -rf target", 20)),
+    ] {
+        let _ = app.handle(AppEvent::Dispatch(DispatchEvent::PermissionRequested {
+            run_id: run.into(),
+            pending: request,
+        }));
+    }
+    app.model.now = t0;
+    assert!(
+        frame(&app).contains("ls"),
+        "the older request is on the line"
+    );
+    app.model.now = t0 + 1_000;
+    frame(&app);
+    app
+}
+
+/// At `at`: presses `y` and returns the requests it answered.
+fn y_at(app: &mut App, at: i64) -> Vec<String> {
+    app.model.now = at;
+    answered(&app.handle(key('y')))
+}
+
+/// The answer to `request_id` came back: the line moves on, and a frame draws it.
+fn answer_lands(app: &mut App, run_id: &str, request_id: &str) -> String {
+    let _ = app.handle(AppEvent::Reply {
+        tag: ReplyTag::Respond {
+            run_id: run_id.into(),
+            request_id: request_id.into(),
+        },
+        result: Ok(Response::Run(Box::new(summary("a", RunState::Running)))),
+    });
+    frame(app)
+}
+
+#[test]
+fn y_y_150_ms_apart_answers_one_request_and_450_ms_apart_two() {
+    let t0 = 1_000_000;
+    // 150 ms apart: the second `y` finds the next run's request on the line since the
+    // first one's answer landed, too briefly to have been read.
+    let mut app = two_asking(t0);
+    let first = t0 + 2_000;
+    assert_eq!(y_at(&mut app, first), ["req-a"]);
+    let line = answer_lands(&mut app, "a", "req-a");
+    assert!(line.contains("rm -rf target"), "{line}");
+    assert!(y_at(&mut app, first + 150).is_empty(), "nothing for req-b");
+    let line = frame(&app);
+    assert!(line.contains(crate::shown::JUST_CHANGED), "{line}");
+    assert!(!line.contains("y allow"), "{line}");
+
+    // 450 ms apart: it has been on screen long enough, and the second `y` answers it.
+    let mut app = two_asking(t0);
+    assert_eq!(y_at(&mut app, first), ["req-a"]);
+    answer_lands(&mut app, "a", "req-a");
+    assert_eq!(y_at(&mut app, first + 450), ["req-b"]);
+}
+
+#[test]
+fn every_answering_key_waits_for_the_guard_and_a_request_whose_words_change_starts_again() {
+    let t0 = 1_000_000;
+    let mut app = two_asking(t0);
+    // Its words change under the same id.
+    app.model.run_mut("a").unwrap().pending[0] = bash("req-a", "ls ~/.ssh", 10);
+    let changed_at = t0 + 2_000;
+    app.model.now = changed_at;
+    assert!(frame(&app).contains("ls ~/.ssh"));
+    // y, d, a and a digit each do nothing to it for the guard's time.
+    for k in ['y', 'd', 'a', '1'] {
+        app.model.now = changed_at + 399;
+        let effects = app.handle(key(k));
+        assert!(answered(&effects).is_empty(), "{k}: {effects:?}");
+        assert!(app.views.is_empty(), "{k} opened nothing");
+    }
+    assert_eq!(y_at(&mut app, changed_at + 400), ["req-a"]);
+}
+
+#[test]
+fn the_prompt_answers_only_a_request_it_has_shown_long_enough() {
+    let t0 = 1_000_000;
+    let mut app = two_asking(t0);
+    // `p` opens the line's request, long on screen: `y` answers it at once.
+    app.model.now = t0 + 2_000;
+    let _ = app.handle(key('p'));
+    assert_eq!(answered(&app.handle(key('y'))), ["req-a"]);
+    // The answer moves the prompt to the next request, which no frame showed yet.
+    let _ = app.handle(AppEvent::Reply {
+        tag: ReplyTag::Respond {
+            run_id: "a".into(),
+            request_id: "req-a".into(),
+        },
+        result: Ok(Response::Run(Box::new(summary("a", RunState::Running)))),
+    });
+    let on_top = |app: &App| {
+        app.views
+            .top_as::<crate::views::prompt::PromptView>()
+            .map(|p| (p.request.request_id.clone(), p.held))
+    };
+    assert_eq!(on_top(&app), Some(("req-b".to_string(), false)));
+    assert!(answered(&app.handle(key('y'))).is_empty(), "never drawn");
+    assert_eq!(on_top(&app), Some(("req-b".to_string(), true)));
+    frame(&app);
+    app.model.now += 399;
+    assert!(answered(&app.handle(key('d'))).is_empty(), "399 ms");
+    app.model.now += 1;
+    assert_eq!(answered(&app.handle(key('d'))), ["req-b"]);
+}

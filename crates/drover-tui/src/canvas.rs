@@ -1,6 +1,7 @@
 //! Drawing primitives every part of the screen shares — the dashboard's panes and the
-//! views on the stack alike: a line clipped to its row, word wrapping, display width and
-//! the bordered box a view draws in.
+//! views on the stack alike: a line clipped to its row, text clipped and wrapped by
+//! display width (a wide character takes two columns), and the bordered box a view draws
+//! in.
 //!
 //! What must stay true: these only write into the [`Buffer`] they are given (no I/O, no
 //! state); a line cut short ends in `…`, so clipped text always says so.
@@ -36,6 +37,30 @@ pub fn put_line(buf: &mut Buffer, area: Rect, row: u16, line: &Line<'_>) {
 /// Display width of a string (the terminal's columns).
 pub fn width_of(text: &str) -> usize {
     Line::raw(text).width()
+}
+
+/// `text` cut to at most `cols` terminal columns (display width: a CJK character or an
+/// emoji takes two), ending in `…` when something was cut.
+pub fn clip_width(text: &str, cols: usize) -> String {
+    if width_of(text) <= cols {
+        return text.to_string();
+    }
+    if cols == 0 {
+        return String::new();
+    }
+    let mut out = String::new();
+    let mut used = 0;
+    for ch in text.chars() {
+        let w = width_of(ch.encode_utf8(&mut [0; 4]));
+        if used + w > cols - 1 {
+            break;
+        }
+        out.push(ch);
+        used += w;
+    }
+    let mut out = out.trim_end().to_string();
+    out.push('…');
+    out
 }
 
 /// Wraps `text` at `width` columns, between words where it can (a word longer than a
@@ -91,7 +116,23 @@ pub fn view_box(buf: &mut Buffer, area: Rect, title: String) -> Rect {
 
 #[cfg(test)]
 mod tests {
-    use super::wrap;
+    use super::{clip_width, width_of, wrap};
+
+    #[test]
+    fn clipping_counts_columns_not_characters() {
+        assert_eq!(clip_width("short", 10), "short");
+        assert_eq!(clip_width("abcdefghij", 5), "abcd…");
+        let wide = "修复登录页面的重定向";
+        let cut = clip_width(wide, 9);
+        assert_eq!(cut, "修复登录…");
+        assert!(width_of(&cut) <= 9);
+        for cols in 0..12 {
+            assert!(
+                width_of(&clip_width("🚀🚀🚀 go 修复", cols)) <= cols,
+                "{cols}"
+            );
+        }
+    }
 
     #[test]
     fn wrapping_breaks_between_words_and_cuts_only_long_ones() {

@@ -4,7 +4,9 @@
 //!
 //! Pure functions of their inputs (`now` is passed in). What must stay true: text that
 //! came from a provider or a user never reaches the screen with control characters in it
-//! (an escape sequence in a transcript must not drive the terminal).
+//! (an escape sequence in a transcript must not drive the terminal); every countdown says
+//! what runs out ([`Deadline`]); a run in Needs you says why on its live line, hibernated
+//! or not.
 
 use ratatui::style::Style;
 use ratatui::text::Span;
@@ -12,11 +14,13 @@ use serde_json::Value;
 
 use super::theme;
 use drover_core::UnixMillis;
-use drover_core::dispatch::api::RunSummary;
+use drover_core::dispatch::api::{Need, RunSummary};
 use drover_core::live_state::{LiveState, LiveStateKind};
 use drover_core::providers::Ask;
 use drover_core::run_state::RunState;
-use drover_core::text::{clip, one_line};
+use drover_core::text::one_line;
+
+use super::canvas::clip_width;
 
 /// A compact duration: `0s`, `42s`, `3m05s`, `1h02m`, `2d03h`.
 pub fn duration(ms: i64) -> String {
@@ -36,6 +40,84 @@ pub fn countdown(bound: UnixMillis, now: UnixMillis) -> String {
         format!("{} left", duration(bound - now + 999))
     } else {
         format!("overdue {}", duration(now - bound))
+    }
+}
+
+/// What runs out when a live state's countdown reaches zero: each countdown on screen
+/// says which (`time limit in 41m55s`, `answer in 9m48s`, an idle run `times out in
+/// 18m25s`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Deadline {
+    /// The run's time box (`--max-minutes`): past it the run fails.
+    TimeLimit,
+    /// A pending request's expiry: unanswered, it is denied.
+    Answer,
+    /// An idle run's idle timeout: with no follow-up, it completes.
+    IdleTimeout,
+    /// A route card's expiry: unpicked, the run is stopped.
+    RouteCard,
+    /// How long a tool is expected to take.
+    Tool,
+    /// When a held turn is sent to the model provider again.
+    Retry,
+    /// How long making the workspace and starting the CLI may take.
+    Start,
+    /// How long ending the provider session may take.
+    WrapUp,
+}
+
+impl Deadline {
+    /// The deadline a live state's bound is, for a run in `state`.
+    pub fn of(state: RunState, live: &LiveState) -> Deadline {
+        match (state, live.state) {
+            (RunState::AwaitingRoute, _) => Deadline::RouteCard,
+            (RunState::AwaitingPermission, _) => Deadline::Answer,
+            (RunState::Idle, _) => Deadline::IdleTimeout,
+            (_, LiveStateKind::WaitingProvider) => Deadline::Retry,
+            (_, LiveStateKind::Preparing | LiveStateKind::FallingBack) => Deadline::Start,
+            (_, LiveStateKind::WrappingUp) => Deadline::WrapUp,
+            (_, LiveStateKind::Working)
+                if live
+                    .detail
+                    .as_deref()
+                    .is_some_and(|d| d.starts_with("running a tool")) =>
+            {
+                Deadline::Tool
+            }
+            _ => Deadline::TimeLimit,
+        }
+    }
+
+    /// The countdown to `bound`, labelled: `time limit in 41m55s`, or once passed
+    /// `past its time limit by 12s`.
+    pub fn words(self, bound: UnixMillis, now: UnixMillis) -> String {
+        if bound >= now {
+            // Rounded up, as [`countdown`] does.
+            let left = duration(bound - now + 999);
+            let label = match self {
+                Deadline::TimeLimit => "time limit",
+                Deadline::Answer => "answer",
+                Deadline::IdleTimeout => "times out",
+                Deadline::RouteCard => "card expiry",
+                Deadline::Tool => "tool due",
+                Deadline::Retry => "retry",
+                Deadline::Start => "start due",
+                Deadline::WrapUp => "wrap-up due",
+            };
+            format!("{label} in {left}")
+        } else {
+            let over = duration(now - bound);
+            match self {
+                Deadline::TimeLimit => format!("past its time limit by {over}"),
+                Deadline::Answer => format!("answer overdue {over}"),
+                Deadline::IdleTimeout => format!("timed out {over} ago"),
+                Deadline::RouteCard => format!("card expired {over} ago"),
+                Deadline::Tool => format!("tool overdue {over}"),
+                Deadline::Retry => format!("retry due {over} ago"),
+                Deadline::Start => format!("start overdue {over}"),
+                Deadline::WrapUp => format!("wrap-up overdue {over}"),
+            }
+        }
     }
 }
 
@@ -67,7 +149,24 @@ struct LivePieces {
     countdown: Option<Span<'static>>,
 }
 
-fn live_pieces(state: RunState, live: &LiveState, now: UnixMillis) -> LivePieces {
+/// Why a run in Needs you waits for the user, for its live line, when its live detail
+/// may not say (a hibernated run's detail says only that): `None` when the detail does.
+fn waits_for_you(need: Option<Need>) -> Option<&'static str> {
+    match need? {
+        Need::Input => Some("needs your input"),
+        Need::Blocked => Some("blocked: say how to go on"),
+        Need::Escalation => Some("blocked: escalation offered"),
+        // These say why in their own detail (a request, a card, "interrupted by a restart").
+        Need::Permission | Need::Route | Need::Interrupted => None,
+    }
+}
+
+fn live_pieces(
+    state: RunState,
+    need: Option<Need>,
+    live: &LiveState,
+    now: UnixMillis,
+) -> LivePieces {
     let style = match live.state {
         LiveStateKind::Working | LiveStateKind::WrappingUp => theme::active(),
         LiveStateKind::WaitingProvider
@@ -77,15 +176,35 @@ fn live_pieces(state: RunState, live: &LiveState, now: UnixMillis) -> LivePieces
         LiveStateKind::Ended => theme::dim(),
         LiveStateKind::Admitted | LiveStateKind::Preparing => theme::text(),
     };
-    let detail = live
+    let mut detail = live
         .detail
         .as_deref()
         .filter(|d| !d.trim().is_empty())
         .map(one_line);
-    // Not in a turn: "working" is not what the user sees; the detail says what it is. An
-    // end with a detail (a restart's interruption) says what happened in words too.
+    // An idle run that needs the user says why first, and then whether it sleeps.
+    let needs_you = waits_for_you(need).filter(|_| state == RunState::Idle);
+    if let Some(why) = needs_you {
+        let asleep = detail.as_deref().and_then(|d| {
+            [
+                drover_core::dispatch::core::HIBERNATED_DETAIL,
+                drover_core::dispatch::core::HIBERNATING_DETAIL,
+                drover_core::dispatch::core::WAKING_DETAIL,
+            ]
+            .into_iter()
+            .find(|words| d.starts_with(words))
+            .map(|words| words.trim_start_matches("idle · "))
+        });
+        detail = Some(match asleep {
+            Some(asleep) => format!("{why} · {asleep}"),
+            None => why.to_string(),
+        });
+    }
+    // Not in a turn (or held on a route card): "working" or "admitted" is not what the
+    // user sees; the detail says what it is. An end with a detail (a restart's
+    // interruption) says what happened in words too.
     let between_turns = (live.state == LiveStateKind::Working
         && matches!(state, RunState::Idle | RunState::AwaitingPermission))
+        || (live.state == LiveStateKind::Admitted && state == RunState::AwaitingRoute)
         || live.state == LiveStateKind::Ended;
     let (lead, detail) = match detail {
         Some(d) if between_turns => {
@@ -95,7 +214,9 @@ fn live_pieces(state: RunState, live: &LiveState, now: UnixMillis) -> LivePieces
             let asleep = d.starts_with(drover_core::dispatch::core::HIBERNATED_DETAIL)
                 || d.starts_with(drover_core::dispatch::core::HIBERNATING_DETAIL)
                 || d.starts_with(drover_core::dispatch::core::WAKING_DETAIL);
-            let lead_style = if asleep {
+            let lead_style = if needs_you.is_some() {
+                theme::attention()
+            } else if asleep {
                 theme::dim()
             } else if state == RunState::Idle && !d.starts_with("needs") {
                 theme::text()
@@ -117,9 +238,10 @@ fn live_pieces(state: RunState, live: &LiveState, now: UnixMillis) -> LivePieces
         (None, None)
     } else {
         let time = Span::styled(format!(" · {}", duration(now - live.since)), theme::dim());
+        let deadline = Deadline::of(state, live);
         let countdown = live.bound.map(|bound| {
             Span::styled(
-                format!(" · {}", countdown(bound, now)),
+                format!(" · {}", deadline.words(bound, now)),
                 if bound < now {
                     theme::error()
                 } else {
@@ -143,22 +265,40 @@ pub fn live_line(live: &LiveState, now: UnixMillis) -> Vec<Span<'static>> {
     live_line_fit(RunState::Running, live, now, usize::MAX)
 }
 
+/// A run's live line, fitted to `width` columns ([`live_line_fit`]); a run in Needs you
+/// between turns leads with why it needs you, hibernated or not.
+pub fn run_live_line(
+    run: &RunSummary,
+    live: &LiveState,
+    now: UnixMillis,
+    width: usize,
+) -> Vec<Span<'static>> {
+    fit(
+        live_pieces(run.head.state, run.needs_you(), live, now),
+        width,
+    )
+}
+
 /// The live line of a run in `state`, fitted to `width` columns: the time in the state
 /// goes first, then the detail is shortened (to no less than a few words' worth) or
-/// dropped, then a long lead is shortened, then the countdown goes; what leads is
-/// clipped last, with `…`.
+/// dropped, then the countdown goes; what leads is clipped last, with `…`.
 pub fn live_line_fit(
     state: RunState,
     live: &LiveState,
     now: UnixMillis,
     width: usize,
 ) -> Vec<Span<'static>> {
+    fit(live_pieces(state, None, live, now), width)
+}
+
+/// The pieces of a live line fitted to `width` (see [`live_line_fit`]).
+fn fit(pieces: LivePieces, width: usize) -> Vec<Span<'static>> {
     let LivePieces {
         mut lead,
         mut detail,
         mut time,
         mut countdown,
-    } = live_pieces(state, live, now);
+    } = pieces;
     fn w(s: &Option<Span<'static>>) -> usize {
         s.as_ref().map_or(0, Span::width)
     }
@@ -179,21 +319,18 @@ pub fn live_line_fit(
     {
         let keep = d.width().saturating_sub(over);
         if keep >= 10 {
-            *d = Span::styled(clip(&d.content, keep), d.style);
+            *d = Span::styled(clip_width(&d.content, keep), d.style);
         } else {
             detail = None;
         }
     }
-    // A long lead (a detail that leads) is shortened before the countdown goes.
-    let over = total(&lead, &detail, &time, &countdown).saturating_sub(width);
-    if over > 0 && lead.width() >= over + 12 {
-        lead = Span::styled(clip(&lead.content, lead.width() - over), lead.style);
-    }
+    // What leads (why the run waits, when a detail leads) is kept whole before the
+    // countdown: the countdown goes first.
     if total(&lead, &detail, &time, &countdown) > width {
         countdown = None;
     }
     if lead.width() > width {
-        lead = Span::styled(clip(&lead.content, width), lead.style);
+        lead = Span::styled(clip_width(&lead.content, width), lead.style);
     }
     [Some(lead), detail, time, countdown]
         .into_iter()
@@ -343,6 +480,75 @@ mod tests {
     }
 
     #[test]
+    fn each_deadline_says_what_runs_out_and_when_it_passed() {
+        let at = |state, kind, detail: Option<&str>| {
+            Deadline::of(
+                state,
+                &LiveState {
+                    state: kind,
+                    since: 0,
+                    bound: Some(1),
+                    detail: detail.map(str::to_string),
+                    cause: None,
+                    seq: 1,
+                },
+            )
+        };
+        use LiveStateKind as K;
+        let table = [
+            (
+                at(RunState::Running, K::Working, Some("model turn")),
+                "time limit in 1m00s",
+                "past its time limit by 12s",
+            ),
+            (
+                at(RunState::Running, K::Working, Some("running a tool: Bash")),
+                "tool due in 1m00s",
+                "tool overdue 12s",
+            ),
+            (
+                at(RunState::AwaitingPermission, K::Working, None),
+                "answer in 1m00s",
+                "answer overdue 12s",
+            ),
+            (
+                at(RunState::Idle, K::Working, Some("idle · hibernated")),
+                "times out in 1m00s",
+                "timed out 12s ago",
+            ),
+            (
+                at(RunState::AwaitingRoute, K::Admitted, None),
+                "card expiry in 1m00s",
+                "card expired 12s ago",
+            ),
+            (
+                at(RunState::Queued, K::Admitted, None),
+                "time limit in 1m00s",
+                "past its time limit by 12s",
+            ),
+            (
+                at(RunState::Running, K::WaitingProvider, None),
+                "retry in 1m00s",
+                "retry due 12s ago",
+            ),
+            (
+                at(RunState::Starting, K::Preparing, None),
+                "start due in 1m00s",
+                "start overdue 12s",
+            ),
+            (
+                at(RunState::Running, K::WrappingUp, None),
+                "wrap-up due in 1m00s",
+                "wrap-up overdue 12s",
+            ),
+        ];
+        for (deadline, ahead, passed) in table {
+            assert_eq!(deadline.words(70_000, 10_000), ahead, "{deadline:?}");
+            assert_eq!(deadline.words(10_000, 22_000), passed, "{deadline:?}");
+        }
+    }
+
+    #[test]
     fn countdowns_round_up_and_say_overdue() {
         assert_eq!(countdown(10_400, 10_000), "1s left");
         assert_eq!(countdown(10_000, 10_000), "0s left");
@@ -362,7 +568,7 @@ mod tests {
         };
         assert_eq!(
             live_text(&live, 12_000),
-            "working: running a tool: [2J Bash · 12s · 9m48s left"
+            "working: running a tool: [2J Bash · 12s · tool due in 9m48s"
         );
         let ended = LiveState {
             state: LiveStateKind::Ended,
@@ -376,52 +582,57 @@ mod tests {
     }
 
     #[test]
-    fn a_long_live_line_keeps_its_words_and_countdown() {
+    fn a_long_live_line_keeps_its_words_before_its_countdown() {
         let live = LiveState {
             state: LiveStateKind::Working,
             since: 0,
             bound: Some(600_000),
-            detail: Some("waiting for your answer: Bash".into()),
+            detail: Some("running a tool: Bash".into()),
             cause: None,
             seq: 3,
         };
-        let text_in = |state, w| -> String {
-            live_line_fit(state, &live, 12_000, w)
+        let text_in = |state, live: &LiveState, w| -> String {
+            live_line_fit(state, live, 12_000, w)
                 .iter()
                 .map(|s| s.content.as_ref())
                 .collect()
         };
-        let text = |w| text_in(RunState::Running, w);
+        let text = |w| text_in(RunState::Running, &live, w);
         assert_eq!(
             text(200),
-            "working: waiting for your answer: Bash · 12s · 9m48s left"
+            "working: running a tool: Bash · 12s · tool due in 9m48s"
         );
         // The time in the state goes first, then the detail shortens, then it goes.
-        assert_eq!(
-            text(51),
-            "working: waiting for your answer: Bash · 9m48s left"
-        );
-        assert_eq!(text(40), "working: waiting for your… · 9m48s left");
-        assert_eq!(text(28), "working · 9m48s left");
+        assert_eq!(text(45), "working: running a tool:… · tool due in 9m48s");
+        assert_eq!(text(40), "working: running a… · tool due in 9m48s");
+        assert_eq!(text(30), "working · tool due in 9m48s");
         assert_eq!(text(12), "working");
-        // Waiting on the user, or between turns: the detail leads, no "working".
+        // Waiting on the user, or between turns: the detail leads, no "working"; it is
+        // kept whole before the countdown, and cut last.
+        let asking = LiveState {
+            detail: Some("waiting for your answer: Bash".into()),
+            ..live.clone()
+        };
+        let ask = |w| text_in(RunState::AwaitingPermission, &asking, w);
         assert_eq!(
-            text_in(RunState::AwaitingPermission, 200),
-            "waiting for your answer: Bash · 12s · 9m48s left"
+            ask(200),
+            "waiting for your answer: Bash · 12s · answer in 9m48s"
         );
-        assert_eq!(
-            text_in(RunState::AwaitingPermission, 37),
-            "waiting for your answer… · 9m48s left"
-        );
+        assert_eq!(ask(50), "waiting for your answer: Bash · answer in 9m48s");
+        assert_eq!(ask(40), "waiting for your answer: Bash");
+        assert_eq!(ask(20), "waiting for your an…");
         let idle = LiveState {
             detail: Some("idle: waiting for a follow-up".into()),
             ..live.clone()
         };
-        let idle_text: String = live_line_fit(RunState::Idle, &idle, 12_000, 37)
-            .iter()
-            .map(|s| s.content.as_ref())
-            .collect();
-        assert_eq!(idle_text, "idle: waiting for a fol… · 9m48s left");
+        assert_eq!(
+            text_in(RunState::Idle, &idle, 50),
+            "idle: waiting for a follow-up · times out in 9m48s"
+        );
+        assert_eq!(
+            text_in(RunState::Idle, &idle, 40),
+            "idle: waiting for a follow-up"
+        );
     }
 
     #[test]

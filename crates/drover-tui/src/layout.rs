@@ -3,7 +3,8 @@
 //!
 //! Shape: two header lines (budget session, counts; the session gauge), the body split
 //! into the trays (left) and the detail pane (right), the attention line (the oldest
-//! request waiting for the user), one footer line of key hints. The
+//! request waiting for the user), the footer: one line of key hints, with the last
+//! action's message wrapped above it when it is too long to share that line. The
 //! left pane is 40 columns at 80 wide and grows to 45 % of wider terminals (at most 80).
 
 use ratatui::layout::Rect;
@@ -29,9 +30,21 @@ pub struct Areas {
 }
 
 impl Areas {
+    /// The rectangles with a one-line footer.
     pub fn of(area: Rect) -> Areas {
+        Areas::with_footer(area, 1)
+    }
+
+    /// The rectangles with a footer of `footer_lines` lines (at least one, while the
+    /// screen has a line below the header; never more than leaves the body a line).
+    pub fn with_footer(area: Rect, footer_lines: u16) -> Areas {
         let header_h = HEADER_LINES.min(area.height);
-        let footer_h = u16::from(area.height > header_h);
+        let below_header = area.height - header_h;
+        let footer_h = if below_header == 0 {
+            0
+        } else {
+            footer_lines.clamp(1, below_header.saturating_sub(2).max(1))
+        };
         // The attention line, when at least one body line is left beside it.
         let attention_h = u16::from(area.height > header_h + footer_h + 1);
         let body_h = area.height - header_h - footer_h - attention_h;

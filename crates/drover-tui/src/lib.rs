@@ -17,7 +17,9 @@
 //!   [`canvas`]: the drawing primitives the panes and the views share;
 //! - [`frame`]: redraw on demand; [`runner`]: the one `select!` loop on the terminal, each
 //!   frame drawn whole, and the [`RequestRunner`] that sends the app's requests;
-//! - [`link`]: the connection to the owner (control socket requests, the event pump).
+//! - [`link`]: the connection to the owner (control socket requests, the event pump);
+//! - [`shown`]: what each frame showed of the pending requests, and since when (the
+//!   answer guard: a key answers only a request on screen, unchanged, long enough).
 //!
 //! What must stay true: nothing in this crate prints to stdout or stderr (the dashboard
 //! owns the screen; logs go to the file), and drawing never does I/O.
@@ -42,6 +44,7 @@ pub mod link;
 pub mod model;
 pub mod render;
 pub mod runner;
+pub mod shown;
 pub mod terminal;
 pub mod theme;
 pub mod views;

@@ -140,6 +140,14 @@ impl RunEntry {
     }
 }
 
+/// Lines a long footer message may wrap to above the hints.
+pub const FLASH_LINES: usize = 3;
+
+/// Columns a footer message may take beside the hints on their line.
+pub fn flash_room(width: usize) -> usize {
+    width.saturating_sub(4).max(10) * 2 / 3
+}
+
 /// A message in the footer: what an action did, or why it was refused.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Flash {
@@ -701,14 +709,58 @@ impl ViewModel {
 
     /// Lines available to the tray list at the current size.
     pub fn list_height(&self) -> usize {
-        super::layout::Areas::of(ratatui::layout::Rect::new(0, 0, self.width, self.height))
-            .trays_inner
-            .height as usize
+        self.areas().trays_inner.height as usize
     }
 
-    /// Scrolls the left pane so the selected run's two lines are on screen.
+    /// Where each part of the screen goes now: the terminal's size, and a footer tall
+    /// enough for the last action's message (drawing and mouse hits read this one).
+    pub fn areas(&self) -> super::layout::Areas {
+        super::layout::Areas::with_footer(
+            ratatui::layout::Rect::new(0, 0, self.width, self.height),
+            self.footer_lines(),
+        )
+    }
+
+    /// The footer's lines: the hints, and above them the message when it is too long to
+    /// share their line (wrapped, at most [`FLASH_LINES`] lines).
+    pub fn footer_lines(&self) -> u16 {
+        match self.flash_lines() {
+            Some(lines) => 1 + lines.len() as u16,
+            None => 1,
+        }
+    }
+
+    /// The message wrapped on lines of its own, when it does not fit beside the hints
+    /// (more than two thirds of the line); `None` when it shares the hints' line.
+    pub fn flash_lines(&self) -> Option<Vec<String>> {
+        let flash = self.flash.as_ref()?;
+        let width = self.width as usize;
+        let text = drover_core::text::one_line(&flash.text);
+        if super::canvas::width_of(&text) <= flash_room(width) {
+            return None;
+        }
+        let mut lines = super::canvas::wrap(&text, width.saturating_sub(2).max(10));
+        if lines.len() > FLASH_LINES {
+            lines.truncate(FLASH_LINES);
+            if let Some(last) = lines.last_mut() {
+                *last = super::canvas::clip_width(&format!("{last} …"), width.saturating_sub(2));
+            }
+        }
+        Some(lines)
+    }
+
+    /// Scrolls the left pane so the selected run's two lines are on screen, and never
+    /// further than the end of the list needs (a pane that grew shows rows above rather
+    /// than blank lines below).
     pub fn keep_selection_visible(&mut self) {
         let height = self.list_height().max(1);
+        // Rows above come back while everything from there to the end fits.
+        self.list_top = self.list_top.min(self.rows.len());
+        let mut below: usize = self.rows.iter().skip(self.list_top).map(Row::height).sum();
+        while self.list_top > 0 && below + self.rows[self.list_top - 1].height() <= height {
+            self.list_top -= 1;
+            below += self.rows[self.list_top].height();
+        }
         let Some(index) = self.selected.as_ref().and_then(|s| {
             self.rows
                 .iter()

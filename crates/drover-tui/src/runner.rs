@@ -8,7 +8,9 @@
 //! back from the link's event pump; stop signals), frame requests and a slow refresh
 //! tick; it hands each to [`App::handle`] and carries out the [`Effect`]s.
 //!
-//! What must stay true: drawing happens only when a frame was requested, and a burst of
+//! What must stay true: the clock (`model.now`) is set before each event is handled and
+//! before each frame is drawn, so a key is judged at the time it arrived (the answer
+//! guard, [`crate::shown`]); drawing happens only when a frame was requested, and a burst of
 //! changes is one frame showing its last state (the frame requests merge, and the events
 //! already waiting when a frame is due go in before it is drawn); countdowns ask for the
 //! next second. Each frame reaches the terminal whole, inside its synchronized update
@@ -167,7 +169,12 @@ async fn event_loop<B: Backend + Write>(
             break Ok(());
         }
         tokio::select! {
-            Some(event) = rx.recv() => effects = app.handle(event),
+            Some(event) = rx.recv() => {
+                // Each event is handled at its own time (a key answers only a request
+                // on screen long enough: the answer guard reads the clock set here).
+                app.model.now = now_millis();
+                effects = app.handle(event);
+            }
             Some(()) = draws.recv() => {
                 effects = frame_due(terminal, &mut app, &mut rx, &mut title, now_millis())?;
                 if app.has_countdowns() {
@@ -177,12 +184,16 @@ async fn event_loop<B: Backend + Write>(
                 // A frame changes nothing: no new frame is asked for.
                 continue;
             }
-            _ = refresh.tick() => effects = app.handle(AppEvent::Tick),
+            _ = refresh.tick() => {
+                app.model.now = now_millis();
+                effects = app.handle(AppEvent::Tick);
+            }
             _ = terminal_check.tick() => {
                 if std::io::stdin().is_terminal() {
                     continue;
                 }
                 tracing::warn!("the terminal is gone; stopping the dashboard");
+                app.model.now = now_millis();
                 effects = app.handle(AppEvent::Terminate);
             }
             e = &mut dispatcher_ended => break Err(e),
@@ -211,6 +222,7 @@ fn frame_due<B: Backend + Write>(
     now: UnixMillis,
 ) -> Result<Vec<Effect>, DroverError> {
     let mut effects = Vec::new();
+    app.model.now = now;
     for _ in 0..EVENTS_PER_FRAME_MAX {
         if app.quitting() {
             return Ok(effects);
@@ -223,7 +235,6 @@ fn frame_due<B: Backend + Write>(
     if app.quitting() {
         return Ok(effects);
     }
-    app.model.now = now;
     draw_frame(terminal, app, title)?;
     Ok(effects)
 }

@@ -143,8 +143,9 @@ pub fn gauge_reserved() -> Style {
     Style::new().fg(Color::Blue).add_modifier(Modifier::DIM)
 }
 
-/// Where a budget stands against its warning and hard cap.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+/// Where a budget stands against its warning and hard cap (in order: a higher level
+/// says more).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
 pub enum BudgetLevel {
     Normal,
     Warning,

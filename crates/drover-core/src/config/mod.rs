@@ -148,6 +148,14 @@ impl WorkspacesConfig {
 pub struct DashboardConfig {
     /// Who owns the runs the dashboard shows.
     pub owner: DashboardOwner,
+    /// How long (milliseconds) a request must have been on screen, unchanged, before a
+    /// dashboard key may answer it (at most [`DashboardConfig::MAX_ANSWER_GUARD_MS`]).
+    pub answer_guard_ms: u64,
+}
+
+impl DashboardConfig {
+    /// The longest answer guard taken from config: five seconds.
+    pub const MAX_ANSWER_GUARD_MS: u64 = 5_000;
 }
 
 /// Who owns the runs a dashboard shows.

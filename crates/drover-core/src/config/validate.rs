@@ -3,7 +3,8 @@
 //! below the hard cap, a command for every provider but `sim`, rails and catalog entries
 //! only for providers that exist, and catalog entries that merge over the embedded model
 //! catalog (those checks are the catalog's own, [`crate::money::Catalog::with_entries`]),
-//! and a `[routing]` section with a sane price threshold and expiry and known class names.
+//! a `[routing]` section with a sane price threshold and expiry and known class names,
+//! and a dashboard answer guard of at most five seconds.
 //!
 //! Pure: it sees only the config and reports the first problem with the keys involved;
 //! the loader picks the one the user wrote to name a line.
@@ -191,7 +192,28 @@ pub(super) fn check(config: &Config) -> Result<(), Problem> {
     catalog_entries(config)?;
     routing(config)?;
     workspaces(config)?;
+    dashboard(config)?;
     guard(config)
+}
+
+/// `[dashboard] answer_guard_ms`: at most [`DashboardConfig::MAX_ANSWER_GUARD_MS`].
+///
+/// [`DashboardConfig::MAX_ANSWER_GUARD_MS`]: crate::config::DashboardConfig::MAX_ANSWER_GUARD_MS
+fn dashboard(config: &Config) -> Result<(), Problem> {
+    let ms = config.dashboard.answer_guard_ms;
+    let max = crate::config::DashboardConfig::MAX_ANSWER_GUARD_MS;
+    if ms <= max {
+        return Ok(());
+    }
+    let key = vec!["dashboard".to_owned(), "answer_guard_ms".to_owned()];
+    Err(Problem::new(
+        format!(
+            "`{}` is {ms}; give at most {max} milliseconds (a request must be on screen \
+             this long before a key may answer it)",
+            dotted(&key)
+        ),
+        vec![key],
+    ))
 }
 
 /// `[guard] commands`: at most [`GuardConfig::MAX_COMMANDS`] patterns that parse.
@@ -489,7 +511,7 @@ mod tests {
     #[test]
     fn zero_capacity_rails_and_endless_durations_are_refused_naming_the_key() {
         type Edit = fn(&mut Config);
-        let cases: [(Edit, &str); 7] = [
+        let cases: [(Edit, &str); 8] = [
             (
                 |c| c.limits.per_session_running = 0,
                 "limits.per_session_running",
@@ -516,6 +538,10 @@ mod tests {
             (
                 |c| c.routing.card_expiry_secs = u64::MAX,
                 "routing.card_expiry_secs",
+            ),
+            (
+                |c| c.dashboard.answer_guard_ms = 60_000,
+                "dashboard.answer_guard_ms",
             ),
         ];
         for (edit, key) in cases {

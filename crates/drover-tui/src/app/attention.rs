@@ -6,8 +6,11 @@
 //!
 //! What must stay true: a key acts on the request the last frame drew (its id, recorded
 //! as it was drawn), never on whatever is oldest when the key arrives; a request gone
-//! since it was drawn is not answered, and the user is told; one answer at a time is
-//! sent for the shown request. The terminal title counts what needs you.
+//! since it was drawn is not answered, and the user is told; a request on screen for less
+//! than the answer guard (`[dashboard] answer_guard_ms`, [`crate::shown`]) — it just took
+//! the line, or its words just changed — is not answered either, and the line says "just
+//! changed — look again"; one answer at a time is sent for the shown request. The
+//! terminal title counts what needs you.
 
 use std::cell::RefCell;
 use std::collections::BTreeMap;
@@ -34,6 +37,8 @@ pub struct Attention {
     shown: RefCell<Option<Shown>>,
     /// The request whose answer from the attention line is on its way.
     sending: Option<String>,
+    /// The request a key came too soon for (the line says so until the next key).
+    held: Option<String>,
 }
 
 /// The one question a request asks, when it can be answered by an option's number: a
@@ -93,6 +98,22 @@ impl App {
         self.attention.sending.as_deref() == Some(request_id)
     }
 
+    /// Whether a key came too soon for `request_id` (the line says "just changed").
+    pub fn attention_held(&self, request_id: &str) -> bool {
+        self.attention.held.as_deref() == Some(request_id)
+    }
+
+    /// A key was pressed: the line's "just changed" goes (the key may put it back).
+    pub(super) fn attention_unheld(&mut self) {
+        self.attention.held = None;
+    }
+
+    /// A key came before `request_id` had been on screen long enough: nothing is sent,
+    /// and the line says why.
+    fn attention_too_soon(&mut self, request_id: String) {
+        self.attention.held = Some(request_id);
+    }
+
     /// The answer to a request sent from anywhere came back: it is no longer on its way.
     pub(super) fn attention_settled(&mut self, request_id: &str) {
         if self.attention_sending(request_id) {
@@ -130,7 +151,11 @@ impl App {
                     .into(),
             );
         }
+        let readable = self.may_answer(request);
         let request_id = request.request_id.clone();
+        if !readable {
+            return self.attention_too_soon(request_id);
+        }
         self.attention_send(
             run_id,
             request_id,
@@ -144,10 +169,14 @@ impl App {
         let Some((entry, request)) = self.attention_request() else {
             return self.attention_missing();
         };
+        let readable = self.may_answer(request);
         let (run_id, request_id) = (
             entry.summary.head.run_id.clone(),
             request.request_id.clone(),
         );
+        if !readable {
+            return self.attention_too_soon(request_id);
+        }
         self.attention_send(
             run_id,
             request_id,
@@ -177,7 +206,11 @@ impl App {
             ));
         };
         let answers = BTreeMap::from([(question.question.clone(), option.label.clone())]);
+        let readable = self.may_answer(request);
         let request_id = request.request_id.clone();
+        if !readable {
+            return self.attention_too_soon(request_id);
+        }
         self.attention_send(
             run_id,
             request_id,
@@ -194,6 +227,10 @@ impl App {
             return self.attention_missing();
         };
         let run_id = entry.summary.head.run_id.clone();
+        if !self.may_answer(request) {
+            let request_id = request.request_id.clone();
+            return self.attention_too_soon(request_id);
+        }
         let view = rule_chooser(
             run_id.clone(),
             request.clone(),

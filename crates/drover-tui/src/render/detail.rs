@@ -6,13 +6,13 @@ use ratatui::buffer::Buffer;
 use ratatui::layout::Rect;
 use ratatui::text::{Line, Span};
 
-use crate::canvas::{put_line, width_of, wrap};
+use crate::canvas::{clip_width, put_line, width_of, wrap};
 use crate::format;
 use crate::model::{RunEntry, ViewModel, needs_you};
 use crate::theme::{self, BudgetLevel};
 use drover_core::money::usd;
 use drover_core::providers::RequestKind;
-use drover_core::text::{clip, one_line, provider_model};
+use drover_core::text::{one_line, provider_model};
 
 /// Notes shown (the newest).
 const NOTES_SHOWN: usize = 3;
@@ -66,16 +66,23 @@ fn summary_lines(
     lines.push(Line::from(vec![
         Span::styled(format!("{glyph} "), glyph_style),
         Span::styled(
-            clip(&one_line(&run.head.title), width.saturating_sub(2)),
+            clip_width(&one_line(&run.head.title), width.saturating_sub(2)),
             theme::title(),
         ),
     ]));
+    // A run waiting on a question is asking, not awaiting a permission.
+    let asks = run.head.state == drover_core::run_state::RunState::AwaitingPermission
+        && entry
+            .pending
+            .first()
+            .is_some_and(|p| p.kind == RequestKind::Question);
     let mut state = vec![
         label("state"),
-        Span::raw(format::state_words(
-            run.head.state,
-            run.head.completion_reason.as_deref(),
-        )),
+        Span::raw(if asks {
+            "asks you a question".to_string()
+        } else {
+            format::state_words(run.head.state, run.head.completion_reason.as_deref())
+        }),
         Span::styled(format!(" · {} · ", run.head.run_id), theme::dim()),
         Span::styled(
             format!("{} ago", format::duration(now - run.head.created_at)),
@@ -121,21 +128,21 @@ fn summary_lines(
     if let Some(d) = detail {
         lines.push(Line::from(vec![
             label("cwd"),
-            Span::raw(clip(&one_line(&d.cwd), width.saturating_sub(8))),
+            Span::raw(clip_width(&one_line(&d.cwd), width.saturating_sub(8))),
         ]));
         lines.push(Line::from(vec![
             label("task"),
-            Span::raw(clip(&one_line(&d.task), width.saturating_sub(8))),
+            Span::raw(clip_width(&one_line(&d.task), width.saturating_sub(8))),
         ]));
     }
     if let Some(ws) = run.workspace.as_ref().filter(|w| w.is_worktree()) {
-        lines.push(work_line(ws, width));
+        lines.push(work_line(ws, run.head.state, width));
     }
     lines.push(budget_line(entry, width));
     if let Some(live) = &run.head.live_state {
         let mut spans = vec![label("live")];
-        spans.extend(format::live_line_fit(
-            run.head.state,
+        spans.extend(format::run_live_line(
+            run,
             live,
             now,
             width.saturating_sub(8),
@@ -161,11 +168,19 @@ fn summary_lines(
         } else {
             String::new()
         };
-        let suffix = format!(" · {}{more}", format::countdown(p.expires_at, now));
+        // The countdown, when the request keeps a readable share of the line beside it
+        // (the live line above counts down too).
+        let mut suffix = format!(
+            " · {}{more}",
+            format::Deadline::Answer.words(p.expires_at, now)
+        );
+        if width.saturating_sub(8 + width_of(&suffix)) < width_of(&what).min(24) {
+            suffix = more;
+        }
         let room = width.saturating_sub(8 + width_of(&suffix));
         lines.push(Line::from(vec![
             Span::styled(format!("{:<8}", "prompt"), theme::attention()),
-            Span::styled(clip(&what, room), theme::attention()),
+            Span::styled(clip_width(&what, room), theme::attention()),
             Span::styled(suffix, theme::dim()),
         ]));
     } else if let Some(need) = needs_you(run) {
@@ -198,13 +213,13 @@ fn summary_lines(
             label("result"),
             Span::styled(status, status_style),
             Span::raw(" "),
-            Span::raw(clip(&summary, width.saturating_sub(20))),
+            Span::raw(clip_width(&summary, width.saturating_sub(20))),
         ]));
         if let Some(q) = &result.question {
             lines.push(Line::from(vec![
                 Span::raw(" ".repeat(8)),
                 Span::styled("question: ", theme::attention()),
-                Span::raw(clip(&one_line(q), width.saturating_sub(18))),
+                Span::raw(clip_width(&one_line(q), width.saturating_sub(18))),
             ]));
         }
     }
@@ -238,8 +253,14 @@ fn summary_lines(
 }
 
 /// `work    drover/r1-fix (from main) · +12 −3 · 4 files · D diff`: a worktree run's
-/// branch, base and change, or where its worktree went.
-fn work_line(ws: &drover_core::workspace::WorkspaceView, width: usize) -> Line<'static> {
+/// branch, base and change, or where its worktree went (for a run that has not started
+/// yet, when it will be made).
+fn work_line(
+    ws: &drover_core::workspace::WorkspaceView,
+    state: drover_core::run_state::RunState,
+    width: usize,
+) -> Line<'static> {
+    use drover_core::run_state::RunState;
     use drover_core::workspace::WorkspaceStatus;
     let base = ws
         .base_branch
@@ -271,12 +292,18 @@ fn work_line(ws: &drover_core::workspace::WorkspaceView, width: usize) -> Line<'
                 )]);
                 tail.push(vec![Span::styled(" · D diff", theme::dim())]);
             }
-            Some(_) => tail.push(vec![Span::styled(" · no change yet", theme::dim())]),
+            // Before its first change, or since its last merge: the same to the user.
+            Some(_) => tail.push(vec![Span::styled(" · nothing to merge", theme::dim())]),
             None => {}
         },
-        WorkspaceStatus::Preparing => {
-            tail.push(vec![Span::styled(" · making the worktree", theme::dim())])
-        }
+        WorkspaceStatus::Preparing => tail.push(vec![Span::styled(
+            match state {
+                RunState::AwaitingRoute => " · made once a model is picked",
+                RunState::Queued => " · made once it starts",
+                _ => " · making the worktree",
+            },
+            theme::dim(),
+        )]),
         other => tail.push(vec![Span::styled(
             format!(" · {}", other.as_str()),
             theme::warning(),
@@ -294,7 +321,7 @@ fn work_line(ws: &drover_core::workspace::WorkspaceView, width: usize) -> Line<'
     let tail_w: usize = tail.iter().flatten().map(Span::width).sum();
     let mut spans = vec![
         label("work"),
-        Span::raw(clip(&branch, room.saturating_sub(tail_w))),
+        Span::raw(clip_width(&branch, room.saturating_sub(tail_w))),
     ];
     spans.extend(tail.into_iter().flatten());
     Line::from(spans)

@@ -1,5 +1,7 @@
 //! The footer: a config reload the owner refused (until a good one), the last action's
-//! message, then the key hints of the context in force, taken from the key table that
+//! message (whole: wrapped on lines of its own above the hints when it is too long to
+//! share their line, [`crate::model::ViewModel::flash_lines`]), then the key hints of the
+//! context in force, taken from the key table that
 //! handles the keys — the top view's own ([`crate::views::View::hints`]), or on the
 //! dashboard only those that apply to the selected run (no `e` without an offer, no `R`
 //! for a run that was not interrupted).
@@ -9,27 +11,36 @@ use ratatui::layout::Rect;
 use ratatui::text::{Line, Span};
 
 use crate::app::App;
-use crate::canvas::{put_line, width_of};
+use crate::canvas::{clip_width, put_line, width_of};
 use crate::keys::{Action, Context};
 use crate::theme;
 use drover_core::run_state::RunState;
-use drover_core::text::{clip, one_line};
+use drover_core::text::one_line;
 
 pub fn draw(buf: &mut Buffer, area: Rect, app: &App) {
     let width = area.width as usize;
     let mut spans = Vec::new();
     let mut used = 0;
+    let wrapped = app.model.flash_lines();
+    if let (Some(lines), Some(flash)) = (&wrapped, &app.model.flash) {
+        let style = if flash.error {
+            theme::error()
+        } else {
+            theme::success()
+        };
+        for (i, l) in lines.iter().enumerate() {
+            put_line(buf, area, i as u16, &Line::styled(format!(" {l}"), style));
+        }
+    }
+    let hints_row = area.height.saturating_sub(1);
     if let Some(refused) = &app.model.config_refused {
-        let text = clip(&one_line(refused), width.saturating_sub(4).max(10) / 2);
+        let text = clip_width(&one_line(refused), width.saturating_sub(4).max(10) / 2);
         used += width_of(&text) + 3;
         spans.push(Span::styled(format!(" {text} "), theme::error()));
         spans.push(Span::styled("│", theme::pane_border()));
     }
-    if let Some(flash) = &app.model.flash {
-        let text = clip(
-            &one_line(&flash.text),
-            width.saturating_sub(4).max(10) * 2 / 3,
-        );
+    if let Some(flash) = app.model.flash.as_ref().filter(|_| wrapped.is_none()) {
+        let text = clip_width(&one_line(&flash.text), crate::model::flash_room(width));
         used += width_of(&text) + 3;
         spans.push(Span::styled(
             format!(" {text} "),
@@ -75,7 +86,7 @@ pub fn draw(buf: &mut Buffer, area: Rect, app: &App) {
         spans.push(Span::styled(key.clone(), theme::key()));
         spans.push(Span::styled(format!(" {word} "), theme::dim()));
     }
-    put_line(buf, area, 0, &Line::from(spans));
+    put_line(buf, area, hints_row, &Line::from(spans));
 }
 
 /// Whether a dashboard key's hint applies now: to the selected run, or to what waits.

@@ -1,6 +1,8 @@
 //! The header: the budget session and the counts on the first line; the session gauge
 //! (spent, reserved, warning mark, hard cap) on the second, coloured by level — or, while
 //! the owner does not answer, that drover is not running and the dashboard reconnects.
+//! The gauge's level is the owner's word as much as its numbers (a session it says is
+//! past its warning reads so), so the header and a budget note never disagree.
 
 use ratatui::buffer::Buffer;
 use ratatui::layout::Rect;
@@ -81,7 +83,7 @@ pub fn draw(buf: &mut Buffer, area: Rect, model: &ViewModel) {
 /// The session gauge: ` budget [███▒▒│░░░░] $3.20 spent · $4.00 reserved · warn $8.00 ·
 /// cap $25.00`, with a word when the warning or the cap is reached.
 pub fn gauge_line(budget: &BudgetView, width: usize) -> Line<'static> {
-    let level = BudgetLevel::of(budget.spent_usd, budget.warning_usd, budget.hard_cap_usd);
+    let level = session_level(budget);
     let label = " budget ";
     let full = gauge_tail(budget, level, false);
     let full_width: usize = full.iter().map(Span::width).sum();
@@ -104,6 +106,19 @@ pub fn gauge_line(budget: &BudgetView, width: usize) -> Line<'static> {
     spans.push(Span::styled("] ", theme::dim()));
     spans.extend(tail);
     Line::from(spans)
+}
+
+/// Where the session stands: by its numbers, and at least what the owner says it reached
+/// (its warning note, its closing at the cap), so the gauge never disagrees with a note.
+fn session_level(budget: &BudgetView) -> BudgetLevel {
+    let flagged = if budget.closed {
+        BudgetLevel::Cap
+    } else if budget.warned {
+        BudgetLevel::Warning
+    } else {
+        BudgetLevel::Normal
+    };
+    BudgetLevel::of(budget.spent_usd, budget.warning_usd, budget.hard_cap_usd).max(flagged)
 }
 
 /// The words after the bar: spent, reserved, the warning and the cap, and the level when

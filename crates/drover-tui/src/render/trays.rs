@@ -1,20 +1,21 @@
 //! The left pane: tray headings and two lines per run — glyph, title, provider/model and
 //! the cost/cap mini gauge; then the live line and, for a worktree run, its change
-//! (`+12 −3 · 4 files`).
+//! (`+12 −3 · 4 files`). Titles are cut by display width and the money is right-aligned
+//! in a fixed width, so the columns line up whatever the title's script or the spend.
 
 use ratatui::buffer::Buffer;
 use ratatui::layout::Rect;
 use ratatui::text::{Line, Span};
 use ratatui::widgets::{Block, Borders, Widget};
 
-use crate::canvas::{put_line, width_of};
+use crate::canvas::{clip_width, put_line, width_of};
 use crate::format;
 use crate::keys::{Action, Context, KeyTable};
 use crate::layout::Areas;
 use crate::model::{Row, RunEntry, Tray, ViewModel};
 use crate::theme;
 use drover_core::money::usd;
-use drover_core::text::{clip, one_line, provider_model};
+use drover_core::text::{one_line, provider_model};
 
 pub fn draw(buf: &mut Buffer, areas: &Areas, model: &ViewModel, keys: &KeyTable) {
     if areas.detail.width > 0 {
@@ -120,17 +121,15 @@ pub fn run_lines(
     } else {
         0.0
     };
-    // Right side: cost/cap and the mini gauge; provider/model when there is room.
+    // Right side: cost/cap and the mini gauge; provider/model when there is room. The
+    // money is right-aligned in a fixed width, so the provider column stays put whatever
+    // a run has spent (up to $99.99 of $99.99).
     let money = if width >= 50 {
-        format!(
-            "{}/{} {}",
-            usd(run.head.cost_usd),
-            usd(run.head.budget_usd),
-            format::mini_bar(fraction, 5)
-        )
+        let spent = format!("{}/{}", usd(run.head.cost_usd), usd(run.head.budget_usd));
+        format!("{spent:>13} {}", format::mini_bar(fraction, 5))
     } else {
         format!(
-            "{} {}",
+            "{:>6} {}",
             usd(run.head.cost_usd),
             format::mini_bar(fraction, 3)
         )
@@ -144,7 +143,7 @@ pub fn run_lines(
             0
         };
     let title_room = width.saturating_sub(3 + right_width + 2);
-    let title = clip(&one_line(&run.head.title), title_room);
+    let title = clip_width(&one_line(&run.head.title), title_room);
     let pad = width.saturating_sub(3 + width_of(&title) + right_width + 1);
     let mut first = vec![
         Span::raw(" "),
@@ -210,7 +209,7 @@ pub fn run_lines(
         width.saturating_sub(3 + stalled.len() + if change_w > 0 { change_w + 2 } else { 0 });
     match &run.head.live_state {
         Some(live) if run.head.state.is_active() => {
-            second.extend(format::live_line_fit(run.head.state, live, now, room))
+            second.extend(format::run_live_line(run, live, now, room))
         }
         _ => second.push(Span::styled(
             format::state_words(run.head.state, run.head.completion_reason.as_deref()),

@@ -16,13 +16,13 @@ use ratatui::text::{Line, Span};
 
 use super::confirm::{ConfirmView, Confirmable};
 use super::{DrawContext, Outcome, View, ViewCommand};
-use crate::canvas::{put_line, view_box, width_of};
+use crate::canvas::{clip_width, put_line, view_box, width_of, wrap};
 use crate::event::ReplyTag;
 use crate::keys::{Action, Context};
 use crate::theme;
 use drover_core::dispatch::Request;
 use drover_core::dispatch::api::{ChangeStat, DiffView, FileStat, WorkspaceActionView};
-use drover_core::text::{clip, one_line};
+use drover_core::text::one_line;
 
 /// Lines a page key moves the diff.
 pub const PAGE_LINES: usize = 10;
@@ -321,7 +321,7 @@ impl View for DiffScreen {
     fn draw(&self, buf: &mut Buffer, body: Rect, _context: &DrawContext<'_>) {
         let title = format!(
             "Diff · {} ({})",
-            clip(&one_line(&self.title), 40),
+            clip_width(&one_line(&self.title), 40),
             self.run_id
         );
         let inner = view_box(buf, body, title);
@@ -364,7 +364,21 @@ impl View for DiffScreen {
         }
         put_line(buf, inner, 0, &Line::from(head));
 
-        let rows = inner.height.saturating_sub(2);
+        // The foot (drawn last): a refusal in full, wrapped — up to half the view — so it
+        // sizes the rows above it.
+        let foot: Vec<Line<'static>> = match &self.state {
+            DiffState::Failed(why) => {
+                let mut lines: Vec<Line<'static>> = wrap(&one_line(why), width)
+                    .into_iter()
+                    .map(|l| Line::styled(l, theme::error()))
+                    .collect();
+                lines.truncate((inner.height as usize / 2).max(1));
+                lines
+            }
+            _ => vec![Line::raw("")],
+        };
+        let foot_h = foot.len() as u16;
+        let rows = inner.height.saturating_sub(1 + foot_h);
         let list_w = (inner.width / 3).clamp(20, 40).min(inner.width / 2);
         let list = Rect::new(inner.x, inner.y + 1, list_w, rows);
         let patch_area = Rect::new(
@@ -481,11 +495,11 @@ impl View for DiffScreen {
             }
         }
 
-        // The foot: what is under way, or where the diff is scrolled to.
+        // The foot: what is under way, why it was refused, or where the diff is scrolled to.
         let foot = match &self.state {
-            DiffState::Sending(what) => Line::styled(format!("{what}…"), theme::focus()),
-            DiffState::Failed(why) => Line::styled(clip(&one_line(why), width), theme::error()),
-            DiffState::Loading | DiffState::Ready if total > room => Line::styled(
+            DiffState::Failed(_) => foot,
+            DiffState::Sending(what) => vec![Line::styled(format!("{what}…"), theme::focus())],
+            DiffState::Loading | DiffState::Ready if total > room => vec![Line::styled(
                 format!(
                     "lines {}–{shown} of {total}{} · ↑/↓ pgup/pgdn or the wheel to scroll",
                     self.scroll.min(total.saturating_sub(room)) + 1,
@@ -496,10 +510,13 @@ impl View for DiffScreen {
                     }
                 ),
                 theme::dim(),
-            ),
-            DiffState::Loading | DiffState::Ready => Line::raw(""),
+            )],
+            DiffState::Loading | DiffState::Ready => Vec::new(),
         };
-        put_line(buf, inner, inner.height - 1, &foot);
+        let foot_y = inner.height.saturating_sub(foot_h);
+        for (i, line) in foot.iter().enumerate() {
+            put_line(buf, inner, foot_y + i as u16, line);
+        }
     }
 }
 

@@ -17,7 +17,7 @@ use std::path::PathBuf;
 
 use super::text::TextField;
 use super::{DrawContext, Outcome, View, ViewCommand};
-use crate::canvas::{put_line, view_box, wrap};
+use crate::canvas::{clip_width, put_line, view_box, wrap};
 use crate::event::ReplyTag;
 use crate::keys::{Action, Context};
 use crate::layout::centered;
@@ -25,7 +25,6 @@ use crate::theme;
 use drover_core::dispatch::Request;
 use drover_core::error::{DroverError, ErrorCode};
 use drover_core::spec::SpecInput;
-use drover_core::text::clip;
 
 /// The form's fields, in order.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -709,7 +708,7 @@ fn model_picker(f: &DispatchForm, width: usize) -> Vec<Line<'static>> {
         lines.push(Line::from(vec![
             Span::raw(pad.clone()),
             mark(on),
-            Span::styled(clip(&text, width.saturating_sub(14)), style(on)),
+            Span::styled(clip_width(&text, width.saturating_sub(14)), style(on)),
         ]));
     }
     if models.len() > PICKER_MAX {

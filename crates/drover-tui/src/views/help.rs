@@ -1,5 +1,6 @@
 //! The help view: every binding of every context, read from the key table that handles
-//! the keys (so help says what the keys do), scrolled with the scroll keys.
+//! the keys (so help says what the keys do), each wrapped to the view's width (never cut),
+//! scrolled with the scroll keys.
 //!
 //! What must stay true: every action bound in a context is listed under that context's
 //! heading, with all its keys.
@@ -10,7 +11,7 @@ use ratatui::layout::Rect;
 use ratatui::text::{Line, Span};
 
 use super::{DrawContext, Outcome, View};
-use crate::canvas::{put_line, view_box};
+use crate::canvas::{put_line, view_box, wrap};
 use crate::keys::{Action, Context};
 use crate::layout::centered;
 use crate::theme;
@@ -44,6 +45,7 @@ impl View for HelpView {
     fn draw(&self, buf: &mut Buffer, body: Rect, draw_context: &DrawContext<'_>) {
         let area = centered(body, body.width.saturating_sub(4).min(100), body.height);
         let inner = view_box(buf, area, "Keys".to_string());
+        let width = inner.width as usize;
         let mut lines: Vec<Line<'static>> = Vec::new();
         for context in Context::ALL {
             if context == Context::Help {
@@ -51,35 +53,40 @@ impl View for HelpView {
             }
             lines.push(Line::styled(context.heading(), theme::title()));
             for (keys, action) in draw_context.keys.actions(context) {
-                lines.push(Line::from(vec![
-                    Span::styled(format!("  {keys:<14}"), theme::key()),
-                    Span::raw(action.describe_in(context)),
-                ]));
+                binding(&mut lines, width, &keys, action.describe_in(context));
             }
             if matches!(context, Context::Dashboard) {
-                lines.push(Line::from(vec![
-                    Span::styled(format!("  {:<14}", "1-9"), theme::key()),
-                    Span::raw("answer the question on the attention line by its choice's number"),
-                ]));
+                binding(
+                    &mut lines,
+                    width,
+                    "1-9",
+                    "answer the question on the attention line by its choice's number",
+                );
             }
             if matches!(context, Context::Prompt) {
-                lines.push(Line::from(vec![
-                    Span::styled(format!("  {:<14}", "1-9"), theme::key()),
-                    Span::raw("pick a question's choice by its number"),
-                ]));
+                binding(
+                    &mut lines,
+                    width,
+                    "1-9",
+                    "pick a question's choice by its number",
+                );
             }
             if matches!(context, Context::Input | Context::Form) {
-                lines.push(Line::from(vec![
-                    Span::styled(format!("  {:<14}", "ctrl-u/ctrl-w"), theme::key()),
-                    Span::raw("clear the text / delete a word"),
-                ]));
+                binding(
+                    &mut lines,
+                    width,
+                    "ctrl-u/ctrl-w",
+                    "clear the text / delete a word",
+                );
             }
             lines.push(Line::raw(""));
         }
-        lines.push(Line::styled(
+        for piece in wrap(
             "Mouse: click a run to select it; the wheel moves the selection or scrolls the transcript.",
-            theme::dim(),
-        ));
+            width,
+        ) {
+            lines.push(Line::styled(piece, theme::dim()));
+        }
         let room = (inner.height as usize).saturating_sub(1);
         let scroll = (self.scroll as usize).min(lines.len().saturating_sub(room));
         for (i, line) in lines.iter().skip(scroll).take(room).enumerate() {
@@ -94,5 +101,20 @@ impl View for HelpView {
                 &Line::styled(format!("↓ {below} more (j to scroll)"), theme::focus()),
             );
         }
+    }
+}
+
+/// One binding: its keys, then what it does, wrapped under itself in `width` columns.
+fn binding(lines: &mut Vec<Line<'static>>, width: usize, keys: &str, what: &str) {
+    const KEYS_W: usize = 16;
+    for (i, piece) in wrap(what, width.saturating_sub(KEYS_W).max(10))
+        .into_iter()
+        .enumerate()
+    {
+        let keys = if i == 0 { keys } else { "" };
+        lines.push(Line::from(vec![
+            Span::styled(format!("  {keys:<14}"), theme::key()),
+            Span::raw(piece),
+        ]));
     }
 }

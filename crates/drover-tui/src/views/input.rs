@@ -13,13 +13,13 @@ use ratatui::text::{Line, Span};
 
 use super::text::TextField;
 use super::{DrawContext, Outcome, View, ViewCommand};
-use crate::canvas::{put_line, view_box, wrap};
+use crate::canvas::{clip_width, put_line, view_box, wrap};
 use crate::event::ReplyTag;
 use crate::keys::{Action, Context};
 use crate::layout::centered;
 use crate::theme;
 use drover_core::dispatch::Request;
-use drover_core::text::{clip, one_line};
+use drover_core::text::one_line;
 
 /// What a text box is for.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -105,7 +105,10 @@ impl View for InputBox {
                 title,
                 question,
             } => (
-                format!("Follow-up · {} ({run_id})", clip(&one_line(title), 40)),
+                format!(
+                    "Follow-up · {} ({run_id})",
+                    clip_width(&one_line(title), 40)
+                ),
                 question
                     .as_deref()
                     .map(|q| vec![format!("The run asks: {}", one_line(q))])
@@ -121,8 +124,18 @@ impl View for InputBox {
         let width = body.width.saturating_sub(4).min(90);
         let inner_w = width.saturating_sub(4) as usize;
         let intro_lines: Vec<String> = intro.iter().flat_map(|t| wrap(t, inner_w)).collect();
-        let height =
-            intro_lines.len() as u16 + 2 + u16::from(self.error.is_some() || self.sending) + 2;
+        // A refusal is shown whole, wrapped.
+        let error_lines: Vec<String> = self
+            .error
+            .as_deref()
+            .map(|e| wrap(&one_line(e), inner_w))
+            .unwrap_or_default();
+        let status_h = if self.error.is_some() {
+            error_lines.len() as u16
+        } else {
+            u16::from(self.sending)
+        };
+        let height = intro_lines.len() as u16 + 2 + status_h + 2;
         let area = centered(body, width, height);
         let inner = view_box(buf, area, title);
         let mut y = 0u16;
@@ -141,13 +154,15 @@ impl View for InputBox {
             ]),
         );
         y += 1;
-        if let Some(e) = &self.error {
-            put_line(
-                buf,
-                inner,
-                y + 1,
-                &Line::styled(clip(e, inner_w), theme::error()),
-            );
+        if self.error.is_some() {
+            for (i, l) in error_lines.iter().enumerate() {
+                put_line(
+                    buf,
+                    inner,
+                    y + 1 + i as u16,
+                    &Line::styled(l.clone(), theme::error()),
+                );
+            }
         } else if self.sending {
             put_line(buf, inner, y + 1, &Line::styled("sending…", theme::focus()));
         }

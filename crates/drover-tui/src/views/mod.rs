@@ -80,11 +80,13 @@ pub trait View: Any + Debug {
     fn draw(&self, buf: &mut Buffer, body: Rect, context: &DrawContext<'_>);
 }
 
-/// What a view may read while it draws: the view model and the key table.
+/// What a view may read while it draws: the view model and the key table; and where a
+/// view that shows a pending request records that it drew it (the answer guard).
 #[derive(Debug, Clone, Copy)]
 pub struct DrawContext<'a> {
     pub model: &'a ViewModel,
     pub keys: &'a KeyTable,
+    pub shown: &'a crate::shown::Shown,
 }
 
 /// What a view wants done.

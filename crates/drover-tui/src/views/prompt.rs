@@ -1,7 +1,10 @@
 //! The permission prompt: one pending request of one run — a tool asking to run, or a
 //! question for the user — answered by keyboard.
 //!
-//! What must stay true: an answer names the request id this view shows, never another;
+//! What must stay true: an answer names the request id this view shows, never another,
+//! and leaves only once the request has been on screen long enough to read (`readable`,
+//! set by the app before each key from [`crate::shown`]; a sooner key sends nothing and
+//! the view says "just changed — look again");
 //! once the request is known to be gone (answered elsewhere, withdrawn, timed out, or
 //! refused as such by the dispatcher) the view says so and sends nothing more for it;
 //! a question is answered with one of its own choices or with typed text; what is shown
@@ -20,7 +23,7 @@ use std::collections::BTreeMap;
 
 use super::text::TextField;
 use super::{DrawContext, Outcome, View, ViewCommand};
-use crate::canvas::{put_line, view_box, width_of, wrap};
+use crate::canvas::{clip_width, put_line, view_box, width_of, wrap};
 use crate::event::ReplyTag;
 use crate::format;
 use crate::keys::{Action, Context};
@@ -121,6 +124,11 @@ pub struct PromptView {
     pub answers: BTreeMap<String, String>,
     /// The run's workspace (file-edit rules are proposed relative to it).
     pub workspace: Option<std::path::PathBuf>,
+    /// Whether the request has been on screen, unchanged, long enough to be answered
+    /// (the app sets it before each key; until then nothing is sent).
+    pub readable: bool,
+    /// A key that would have answered came too soon: the view says so until the next key.
+    pub held: bool,
 }
 
 /// The prompt of `request` with its rule chooser open, as `a` opens it: for a front end
@@ -147,7 +155,15 @@ impl PromptView {
             scroll: 0,
             answers: BTreeMap::new(),
             workspace: None,
+            readable: false,
+            held: false,
         }
+    }
+
+    /// Whether an answer may leave now; if not, the view says why.
+    fn may_send(&mut self) -> bool {
+        self.held = !self.readable;
+        self.readable
     }
 
     /// The guard's reason, when it flagged the request.
@@ -206,6 +222,9 @@ impl PromptView {
 
     /// Records the answer to the current question; sends them all after the last one.
     fn answer_current(&mut self, answer: String) -> Outcome {
+        if !self.may_send() {
+            return Outcome::stay();
+        }
         let Some(question) = self.current_question() else {
             return Outcome::stay();
         };
@@ -219,6 +238,9 @@ impl PromptView {
 
     /// Saves the chooser's rule, answering this request with it (bound to its id).
     fn send_rule(&mut self, rule: RuleSpec) -> Outcome {
+        if !self.may_send() {
+            return Outcome::stay();
+        }
         self.state = PromptState::Sending(format!(
             "save rule: {} {} `{}` ({})",
             rule.decision.as_str(),
@@ -242,6 +264,9 @@ impl PromptView {
     }
 
     fn send(&mut self, answer: PermissionAnswer) -> Outcome {
+        if !self.may_send() {
+            return Outcome::stay();
+        }
         self.state = PromptState::Sending(answer_words(&answer));
         Outcome::stay_with(ViewCommand::Request(
             ReplyTag::Respond {
@@ -292,6 +317,7 @@ impl View for PromptView {
     }
 
     fn handle_key(&mut self, action: Option<Action>, key: &KeyEvent) -> Outcome {
+        self.held = false;
         let can_answer = self.can_answer();
         if let PromptMode::Rule(chooser) = &mut self.mode {
             match (action, key.code) {
@@ -412,10 +438,11 @@ impl View for PromptView {
 
     fn draw(&self, buf: &mut Buffer, body: Rect, context: &DrawContext<'_>) {
         let model = context.model;
+        context.shown.drawn(&self.request, model.now);
         let total = model.pending_total().max(1);
         let title_of_run = model
             .run(&self.run_id)
-            .map(|e| clip(&one_line(&e.summary.head.title), 40))
+            .map(|e| clip_width(&one_line(&e.summary.head.title), 40))
             .unwrap_or_default();
         let kind = if self.is_question() {
             "Question"
@@ -539,6 +566,15 @@ impl View for PromptView {
                 theme::dim(),
             ),
         ]));
+        if self.held {
+            foot.push(Line::styled(
+                format!(
+                    "{}: it was on screen too briefly to answer; nothing was sent",
+                    crate::shown::JUST_CHANGED
+                ),
+                theme::attention(),
+            ));
+        }
         match &self.state {
             PromptState::Open => {}
             PromptState::Sending(how) => {

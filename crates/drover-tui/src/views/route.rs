@@ -12,7 +12,7 @@ use ratatui::layout::Rect;
 use ratatui::text::{Line, Span};
 
 use super::{DrawContext, Outcome, View, ViewCommand};
-use crate::canvas::{put_line, view_box, width_of, wrap};
+use crate::canvas::{clip_width, put_line, view_box, width_of, wrap};
 use crate::event::ReplyTag;
 use crate::format;
 use crate::keys::{Action, Context};
@@ -21,7 +21,7 @@ use crate::theme;
 use drover_core::dispatch::Request;
 use drover_core::dispatch::api::RouteCardView;
 use drover_core::money::usd;
-use drover_core::text::{clip, one_line};
+use drover_core::text::one_line;
 
 /// Where the card stands, as far as this view knows.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -199,7 +199,7 @@ impl View for RouteView {
         let model = context.model;
         let title_of_run = model
             .run(&self.run_id)
-            .map(|e| clip(&one_line(&e.summary.head.title), 40))
+            .map(|e| clip_width(&one_line(&e.summary.head.title), 40))
             .unwrap_or_default();
         let outer_w = body.width.saturating_sub(4).min(110);
         let width = outer_w.saturating_sub(4) as usize;
@@ -225,7 +225,7 @@ impl View for RouteView {
                     .min(36);
                 for (i, o) in card.options.iter().enumerate() {
                     let highlighted = i == self.selected;
-                    let name = clip(&format!("{}/{}", o.provider, o.model), name_w);
+                    let name = clip_width(&format!("{}/{}", o.provider, o.model), name_w);
                     let mut spans = vec![
                         Span::styled(if highlighted { "› " } else { "  " }, theme::focus()),
                         Span::styled(format!("{} ", o.number), theme::key()),

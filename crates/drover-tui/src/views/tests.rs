@@ -63,6 +63,14 @@ fn question() -> PendingView {
     }
 }
 
+/// A prompt whose request has been on screen long enough to answer (the app says so
+/// before each key, from what the frames drew).
+fn on_screen(run_id: &str, request: PendingView) -> PromptView {
+    let mut view = PromptView::new(run_id, request);
+    view.readable = true;
+    view
+}
+
 fn sent(outcome: &Outcome) -> (&str, &PermissionAnswer) {
     match &outcome.command {
         Some(ViewCommand::Request(
@@ -77,7 +85,7 @@ fn sent(outcome: &Outcome) -> (&str, &PermissionAnswer) {
 
 #[test]
 fn one_key_allows_the_request_on_screen() {
-    let mut view = PromptView::new("r1", permission());
+    let mut view = on_screen("r1", permission());
     let outcome = press(&mut view, KeyCode::Char('y'));
     assert_eq!(
         sent(&outcome),
@@ -90,13 +98,13 @@ fn one_key_allows_the_request_on_screen() {
 
 #[test]
 fn allow_always_and_deny_with_a_message() {
-    let mut view = PromptView::new("r1", permission());
+    let mut view = on_screen("r1", permission());
     let key = KeyEvent::new(KeyCode::Char('A'), KeyModifiers::SHIFT);
     let action = KeyTable::defaults().action(view.context(), &key);
     let outcome = view.handle_key(action, &key);
     assert_eq!(sent(&outcome).1, &PermissionAnswer::Allow { always: true });
 
-    let mut view = PromptView::new("r1", permission());
+    let mut view = on_screen("r1", permission());
     assert_eq!(press(&mut view, KeyCode::Char('m')).command, None);
     assert_eq!(view.context(), crate::keys::Context::Input);
     type_text(&mut view, "not on main");
@@ -111,7 +119,7 @@ fn allow_always_and_deny_with_a_message() {
 
 #[test]
 fn a_question_is_answered_by_number_or_by_text() {
-    let mut view = PromptView::new("r1", question());
+    let mut view = on_screen("r1", question());
     // Allow means nothing for a question; a number out of range does nothing.
     assert_eq!(press(&mut view, KeyCode::Char('y')).command, None);
     assert_eq!(press(&mut view, KeyCode::Char('7')).command, None);
@@ -123,7 +131,7 @@ fn a_question_is_answered_by_number_or_by_text() {
     };
     assert_eq!(answers["Which database?"], "Postgres");
 
-    let mut view = PromptView::new("r1", question());
+    let mut view = on_screen("r1", question());
     press(&mut view, KeyCode::Char('t'));
     type_text(&mut view, "DuckDB");
     let outcome = press(&mut view, KeyCode::Enter);
@@ -134,8 +142,31 @@ fn a_question_is_answered_by_number_or_by_text() {
 }
 
 #[test]
-fn a_request_that_is_gone_sends_nothing() {
+fn a_request_not_on_screen_long_enough_sends_nothing_and_says_so() {
     let mut view = PromptView::new("r1", permission());
+    for key in ['y', 'A', 'd'] {
+        assert_eq!(press(&mut view, KeyCode::Char(key)).command, None, "{key}");
+        assert!(view.held, "{key}");
+        assert_eq!(view.state, PromptState::Open);
+    }
+    // Typed text and the rule chooser wait too.
+    press(&mut view, KeyCode::Char('m'));
+    type_text(&mut view, "no");
+    assert_eq!(press(&mut view, KeyCode::Enter).command, None);
+    assert!(view.held);
+    let mut view = PromptView::new("r1", question());
+    assert_eq!(press(&mut view, KeyCode::Char('1')).command, None);
+    assert!(view.answers.is_empty(), "no choice recorded");
+    // Any other key takes the note away; once readable, the same key answers.
+    press(&mut view, KeyCode::Char('j'));
+    assert!(!view.held);
+    view.readable = true;
+    assert!(press(&mut view, KeyCode::Char('1')).command.is_some());
+}
+
+#[test]
+fn a_request_that_is_gone_sends_nothing() {
+    let mut view = on_screen("r1", permission());
     view.state = PromptState::Gone("answered elsewhere".into());
     for key in ['y', 'a', 'd'] {
         assert_eq!(press(&mut view, KeyCode::Char(key)).command, None);
@@ -281,7 +312,7 @@ fn a_prompt_hints_exactly_the_answers_its_keys_take() {
     let keys = KeyTable::defaults();
     let mut flagged = permission();
     flagged.guard = Some("it deletes the workspace".into());
-    let mut gone = PromptView::new("r1", permission());
+    let mut gone = on_screen("r1", permission());
     gone.state = PromptState::Gone("answered elsewhere".into());
     let answers = [
         Action::AllowOnce,
@@ -292,9 +323,9 @@ fn a_prompt_hints_exactly_the_answers_its_keys_take() {
         Action::TypeAnswer,
     ];
     for view in [
-        PromptView::new("r1", permission()),
-        PromptView::new("r1", question()),
-        PromptView::new("r1", flagged),
+        on_screen("r1", permission()),
+        on_screen("r1", question()),
+        on_screen("r1", flagged),
         gone,
     ] {
         let hinted: Vec<&str> = view.hints(&keys).into_iter().map(|(_, w)| w).collect();
@@ -326,7 +357,7 @@ fn the_stack_reaches_views_by_type_and_the_top_one_is_on_top() {
     use crate::keys::Context;
     let mut stack = ViewStack::default();
     assert!(stack.top().is_none());
-    stack.push(PromptView::new("r1", permission()));
+    stack.push(on_screen("r1", permission()));
     stack.push(HelpView::default());
     stack.push(PromptView::new("r2", question()));
     assert_eq!(stack.len(), 3);

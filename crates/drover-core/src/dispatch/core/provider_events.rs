@@ -391,7 +391,11 @@ impl Core {
         if run.user_turns() >= run.spec.max_turns {
             run.note(
                 &mut batch,
-                format!("reached its {} turns", run.spec.max_turns),
+                format!(
+                    "reached its limit of {} turn{}",
+                    run.spec.max_turns,
+                    crate::text::plural(run.spec.max_turns as usize)
+                ),
                 now,
             );
             self.commit(batch);

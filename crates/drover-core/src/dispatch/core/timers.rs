@@ -121,7 +121,14 @@ impl Core {
                 };
                 let minutes = run.spec.max_minutes;
                 let mut batch = Batch::default();
-                run.note(&mut batch, format!("ran past its {minutes} minutes"), now);
+                run.note(
+                    &mut batch,
+                    format!(
+                        "ran past its limit of {minutes} minute{}",
+                        crate::text::plural(minutes as usize)
+                    ),
+                    now,
+                );
                 self.commit(batch);
                 self.end_run(run_id, RunState::Failed, "timeout", Cause::Failed);
             }

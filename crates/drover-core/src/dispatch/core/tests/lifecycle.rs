@@ -84,11 +84,28 @@ fn max_turns_ends_the_run_and_refuses_more_follow_ups() {
     });
     assert_eq!(out.refusal().code, ErrorCode::MaxTurns);
     let out = h.provider(&id, turn_done("## Result\nstatus: done\nsummary: two\n"));
-    assert!(out.notes().iter().any(|n| n == "reached its 2 turns"));
+    assert!(
+        out.notes()
+            .iter()
+            .any(|n| n == "reached its limit of 2 turns")
+    );
     assert!(out.sent(&id).contains(&&ProviderCommand::Shutdown));
     h.exit(&id);
     assert_eq!(h.state(&id), RunState::Completed);
     assert_eq!(reason_of(&h, &id).as_deref(), Some("max_turns"));
+}
+
+#[test]
+fn a_one_turn_run_says_its_limit_in_the_singular() {
+    let mut h = Harness::new("");
+    let id = h.dispatch_with(|s| s.max_turns = Some(1)).run().head.run_id;
+    h.provider(&id, ProviderEvent::Ready { version: None });
+    let out = h.provider(&id, turn_done("## Result\nstatus: done\nsummary: one\n"));
+    let notes = out.notes();
+    assert!(
+        notes.iter().any(|n| n == "reached its limit of 1 turn"),
+        "{notes:?}"
+    );
 }
 
 #[test]

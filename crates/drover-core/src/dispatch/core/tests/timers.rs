@@ -95,7 +95,11 @@ fn a_run_past_its_time_box_fails() {
         h.provider(&id, usage(1));
     }
     let out = h.advance(MIN);
-    assert!(out.notes().iter().any(|n| n == "ran past its 5 minutes"));
+    assert!(
+        out.notes()
+            .iter()
+            .any(|n| n == "ran past its limit of 5 minutes")
+    );
     h.exit(&id);
     assert_eq!(h.state(&id), RunState::Failed);
     assert_eq!(reason_of(&h, &id).as_deref(), Some("timeout"));
