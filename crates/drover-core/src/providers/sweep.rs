@@ -19,14 +19,18 @@
 //! - the scanner reaps the zombies of processes the owner adopted, never a child drover
 //!   spawned itself (those are tokio's or std's to wait for);
 //! - after a crash, [`end_left_over`] ends what is left of the processes the ledger
-//!   noted — same boot, same pid, same start time — before runs are marked interrupted.
+//!   noted — same boot, same pid, same start time — and of the group of a noted leader
+//!   that died with the owner (its death signal) before its own children were noted (an
+//!   npm wrapper's native binary, started less than a scan before the crash).
 //!
 //! (A cgroup per run would be exact; this machine's users rarely have a writable cgroup
 //! v2 tree, and the subreaper holds everywhere, so it is the one way.)
 //!
 //! What must stay true: only processes noted as descendants of a run's child (or adopted
-//! orphans of its process group) are ever signalled, and only while they are the same
-//! process (same start time, same boot); a direct child of drover is never reaped here.
+//! orphans of its process group, or after a crash the members left in the group of a
+//! noted leader that is gone: a group id stays taken while a member lives) are ever
+//! signalled, and only while they are the same process (same start time, same boot); a
+//! direct child of drover is never reaped here.
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, LazyLock, Mutex, Once};
@@ -415,10 +419,14 @@ pub struct LeftOver {
 }
 
 /// Ends what is left of `noted` (after a crash): each process on this boot whose pid
-/// still has the noted start time gets SIGKILL (its group too when it led one). Returns
-/// how many were ended. Nothing else is ever signalled.
+/// still has the noted start time gets SIGKILL (its group too when it led one), and so
+/// does what is left of the group of a noted leader that is gone ([`orphaned_members`]:
+/// a CLI's child started in the last second before the crash was not noted yet, and the
+/// leader itself died with the owner). Returns how many were ended. Nothing else is
+/// ever signalled.
 pub fn end_left_over(noted: &[LeftOver]) -> usize {
     let boot = boot_id();
+    let table = all_processes();
     let mut ended = 0;
     for left in noted {
         if left.boot_id != boot || left.process.pid <= 1 {
@@ -430,9 +438,39 @@ pub fn end_left_over(noted: &[LeftOver]) -> usize {
             tracing::info!(run = %left.run_id, pid = left.process.pid, "ending a process a crashed drover left");
             kill_left(std::slice::from_ref(&left.process));
             ended += 1;
+            continue;
+        }
+        let members = orphaned_members(&table, &left.process);
+        if !members.is_empty() {
+            tracing::info!(run = %left.run_id, pgid = left.process.pid, members = members.len(), "ending what is left of the group of a process a crashed drover left");
+            kill_left(&members);
+            ended += members.len();
         }
     }
     ended
+}
+
+/// The processes still in the group `leader` led, once `leader` is gone: every member
+/// of group `leader.pid` that started no earlier than it. A group id stays taken while
+/// any member lives, so these are the leader's own (what it started before it was
+/// noted, like the native binary an npm wrapper starts); when the pid lives on as
+/// another process (another start time), the group is not the leader's and nothing is
+/// returned, as for a leader that led no group of its own.
+fn orphaned_members(table: &HashMap<i32, Stat>, leader: &Noted) -> Vec<Noted> {
+    if leader.pgid != leader.pid || table.contains_key(&leader.pid) {
+        return Vec::new();
+    }
+    let mut members: Vec<Noted> = table
+        .iter()
+        .filter(|(_, s)| s.pgid == leader.pid && s.start >= leader.start && s.state != 'Z')
+        .map(|(pid, s)| Noted {
+            pid: *pid,
+            pgid: s.pgid,
+            start: s.start,
+        })
+        .collect();
+    members.sort_by_key(|n| n.pid);
+    members
 }
 
 #[cfg(test)]

@@ -75,3 +75,120 @@ async fn a_descendant_in_a_session_of_its_own_is_found_and_killed() {
         tokio::time::sleep(std::time::Duration::from_millis(20)).await;
     }
 }
+
+/// What is left of a noted leader's group after a crash: the leader died with the owner
+/// (its death signal) before its own child was noted.
+#[test]
+fn a_gone_leaders_group_is_ended_only_while_it_is_still_its_own() {
+    let stat = |pgid: i32, start: u64, state: char| Stat {
+        ppid: 1,
+        pgid,
+        session: 9,
+        state,
+        start,
+    };
+    let leader = Noted {
+        pid: 500,
+        pgid: 500,
+        start: 1_000,
+    };
+    let member = |pid: i32, start: u64| Noted {
+        pid,
+        pgid: 500,
+        start,
+    };
+    type Case = (&'static str, Vec<(i32, Stat)>, Noted, Vec<Noted>);
+    let cases: Vec<Case> = vec![
+        (
+            "the leader is gone, its child lives on in its group",
+            vec![(501, stat(500, 1_010, 'S')), (700, stat(700, 1_020, 'S'))],
+            leader,
+            vec![member(501, 1_010)],
+        ),
+        (
+            "a zombie member is nobody's to kill",
+            vec![(501, stat(500, 1_010, 'Z'))],
+            leader,
+            vec![],
+        ),
+        (
+            "the pid lives on as another process: not the leader's group",
+            vec![(500, stat(500, 5_000, 'S')), (501, stat(500, 5_010, 'S'))],
+            leader,
+            vec![],
+        ),
+        (
+            "the leader itself lives: the noted process path ends it",
+            vec![(500, stat(500, 1_000, 'S')), (501, stat(500, 1_010, 'S'))],
+            leader,
+            vec![],
+        ),
+        (
+            "a member older than the leader is not of its making",
+            vec![(501, stat(500, 900, 'S'))],
+            leader,
+            vec![],
+        ),
+        (
+            "a noted process that led no group of its own takes no group with it",
+            vec![(501, stat(500, 1_010, 'S'))],
+            Noted {
+                pid: 502,
+                pgid: 500,
+                start: 1_000,
+            },
+            vec![],
+        ),
+    ];
+    for (what, table, noted, want) in cases {
+        let table: HashMap<i32, Stat> = table.into_iter().collect();
+        assert_eq!(orphaned_members(&table, &noted), want, "{what}");
+    }
+}
+
+/// The crash the npm wrappers make likely: the wrapper (noted, the run's child) dies with
+/// the owner, the native binary it started (same group, not noted yet) lives on; the
+/// next owner's recovery ends it.
+#[tokio::test]
+async fn the_next_owner_ends_the_unnoted_child_of_a_leader_that_died() {
+    let mut wrapper = tokio::process::Command::new("/bin/bash")
+        .args(["-c", "sleep 96 & echo $!; wait"])
+        .process_group(0)
+        .stdout(std::process::Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+        .expect("bash starts");
+    let pid = wrapper.id().expect("a pid") as i32;
+    let leader_stat = stat_of(pid).expect("the wrapper's stat");
+    let mut out = tokio::io::BufReader::new(wrapper.stdout.take().unwrap());
+    let mut line = String::new();
+    use tokio::io::AsyncBufReadExt;
+    tokio::time::timeout(std::time::Duration::from_secs(10), out.read_line(&mut line))
+        .await
+        .expect("the wrapper says its child's pid")
+        .expect("read");
+    let native: i32 = line.trim().parse().expect("a pid");
+    let native_start = stat_of(native).expect("the child's stat").start;
+    // The wrapper dies (as with its death signal); its child is in its group still.
+    let _ = kill(Pid::from_raw(pid), Signal::SIGKILL);
+    let _ = wrapper.wait().await;
+    assert_eq!(stat_of(native).map(|s| s.pgid), Some(pid));
+    let left = LeftOver {
+        run_id: "r1".into(),
+        boot_id: boot_id(),
+        process: Noted {
+            pid,
+            pgid: pid,
+            start: leader_stat.start,
+        },
+    };
+    assert_eq!(end_left_over(&[left]), 1);
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    while stat_of(native).is_some_and(|s| s.start == native_start && s.state != 'Z') {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the wrapper's child outlived the recovery"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+}
