@@ -39,6 +39,7 @@ fn main() {
             paths: paths.clone(),
             config,
             self_exe: env!("CARGO_BIN_EXE_drover").into(),
+            warden: false,
         })
         .await
         .expect("dispatcher starts");

@@ -87,6 +87,7 @@ async fn measure(mode: Mode, runs: u64, lines: u64) -> Figures {
         paths: paths.clone(),
         config,
         self_exe: env!("CARGO_BIN_EXE_drover").into(),
+        warden: true,
     })
     .await
     .expect("the owner starts");

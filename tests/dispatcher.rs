@@ -33,6 +33,7 @@ impl Harness {
             paths: paths.clone(),
             config,
             self_exe: env!("CARGO_BIN_EXE_drover").into(),
+            warden: false,
         })
         .await
         .unwrap();

@@ -1,9 +1,10 @@
 //! Reliability end to end, on the real binary: nothing a run's CLI starts outlives drover
-//! (stop, and a crash followed by a new owner), the control socket bounds what one
+//! (stop, a crash — ended by the owner's warden — and a crash followed by a new owner), the control socket bounds what one
 //! request may cost, and a crash loop under load loses nothing.
 //!
-//! Every process these tests signal is one they started (`drover serve`, by its pid);
-//! the processes a run's CLI leaves are ended by drover itself.
+//! Every process these tests signal is one they started (`drover serve`, by its pid, and
+//! once the warden that serve started, found by its parent's pid); the processes a run's
+//! CLI leaves are ended by drover itself.
 #![allow(clippy::unwrap_used)] // a test or bench may unwrap; the workspace denies it elsewhere
 
 mod common;
@@ -168,8 +169,9 @@ fn a_cli_that_refuses_its_handshake_fails_with_launch_error_and_its_last_stderr_
     }
 }
 
-#[test]
-fn after_a_crash_the_next_owner_ends_what_the_runs_left_before_marking_them() {
+/// Starts an owner and a claude run whose CLI leaves a tool in a session of its own;
+/// returns once the ledger notes the tool: `(home, owner, run, tool pid, tool start)`.
+fn crash_rig() -> (Home, common::Serve, String, i32, u64) {
     let (home, pidfile) = home_with_escaping_cli();
     let serve = home.serve();
     let run = dispatch_claude(&home);
@@ -194,10 +196,64 @@ fn after_a_crash_the_next_owner_ends_what_the_runs_left_before_marking_them() {
             .is_ok_and(|n| n == 1)
         },
     );
+    (home, serve, run, pid, start)
+}
+
+/// The owner's warden: its child whose command line is `drover warden`.
+fn warden_of(owner: u32) -> i32 {
+    let found: Vec<i32> = std::fs::read_dir("/proc")
+        .unwrap()
+        .flatten()
+        .filter_map(|e| e.file_name().to_str()?.parse::<i32>().ok())
+        .filter(|pid| {
+            let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
+                return false;
+            };
+            let ppid = stat
+                .rsplit_once(')')
+                .and_then(|(_, rest)| rest.split_whitespace().nth(1)?.parse::<u32>().ok());
+            ppid == Some(owner)
+                && std::fs::read(format!("/proc/{pid}/cmdline"))
+                    .is_ok_and(|c| c.split(|b| *b == 0).nth(1) == Some(&b"warden"[..]))
+        })
+        .collect();
+    assert_eq!(found.len(), 1, "one warden under the owner: {found:?}");
+    found[0]
+}
+
+#[test]
+fn a_crashed_owners_runs_leave_nothing_running_even_with_no_new_owner() {
+    let (home, serve, run, pid, start) = crash_rig();
     serve.kill9();
-    // The crash ended the CLI (parent-death signal), not the tool in its own session.
+    // The crash ended the CLI (parent-death signal); its warden ends the tool in its own
+    // session, with no new owner started.
+    wait_until(
+        "the warden ends the tool the crashed owner's run left",
+        Duration::from_secs(10),
+        || !running(pid, start),
+    );
+    let serve = home.serve();
+    let row = home.row(&run);
+    assert_eq!(str_at(&row, "state"), "interrupted", "{row}");
+    serve.stop();
+}
+
+#[test]
+fn after_a_crash_that_took_the_warden_too_the_next_owner_ends_what_the_runs_left() {
+    let (home, serve, run, pid, start) = crash_rig();
+    // The warden is the owner's child (started by drover, found by its parent's pid).
+    let warden = warden_of(serve.pid());
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(warden),
+        nix::sys::signal::Signal::SIGKILL,
+    )
+    .unwrap();
+    serve.kill9();
     thread::sleep(Duration::from_millis(300));
-    assert!(running(pid, start), "the tool outlived the crashed owner");
+    assert!(
+        running(pid, start),
+        "with no warden, the tool outlives the crashed owner"
+    );
     let serve = home.serve();
     wait_until("recovery ends the tool", Duration::from_secs(10), || {
         !running(pid, start)

@@ -75,6 +75,7 @@ impl Harness {
             paths: paths.clone(),
             config,
             self_exe: env!("CARGO_BIN_EXE_drover").into(),
+            warden: true,
         })
         .await
         .expect("the owner starts");
@@ -912,6 +913,7 @@ async fn the_dashboard_says_the_owner_is_gone_and_reattaches_to_a_new_one() {
         paths: h.paths.clone(),
         config,
         self_exe: env!("CARGO_BIN_EXE_drover").into(),
+        warden: true,
     })
     .await
     .expect("a new owner");

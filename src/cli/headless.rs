@@ -36,6 +36,7 @@ pub(crate) fn dispatcher_options(paths: &Paths) -> Result<DispatcherOptions, Dro
         paths: paths.clone(),
         config,
         self_exe,
+        warden: true,
     })
 }
 

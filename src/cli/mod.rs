@@ -137,6 +137,10 @@ pub enum Command {
     /// The simulated agent: a Claude-Code-compatible stream-json CLI driven by a scenario.
     #[command(hide = true)]
     SimAgent(sim::SimAgentArgs),
+    /// The owner's warden: started by an owner with a pipe on stdin; when the owner's end
+    /// closes, ends what its runs' CLIs left (docs/ARCHITECTURE.md §"A restart").
+    #[command(hide = true)]
+    Warden,
 }
 
 impl Command {
@@ -146,6 +150,7 @@ impl Command {
             Command::Config(_)
             | Command::Doctor(_)
             | Command::SimAgent(_)
+            | Command::Warden
             | Command::Status(_)
             | Command::Models(_)
             | Command::Completions(_)
@@ -182,6 +187,7 @@ impl Command {
             Command::Workspace(command) => command.name(),
             Command::Rules(_) => "rules",
             Command::SimAgent(_) => "sim-agent",
+            Command::Warden => "warden",
             Command::Shutdown(_) => "shutdown",
             Command::Status(_) => "status",
             Command::Completions(_) => "completions",
@@ -223,6 +229,11 @@ pub fn run(cli: Cli) -> Result<exit::Exit, DroverError> {
     // neither the data directory nor the log file.
     if let Command::SimAgent(args) = cli.command {
         std::process::exit(sim::run(args));
+    }
+    // The warden writes nothing and logs nowhere: it waits for its owner's end.
+    if let Command::Warden = cli.command {
+        drover_core::control::warden::watch(io::stdin().lock());
+        return Ok(exit::Exit::Done);
     }
     // Documentation touches neither the data directory nor the log.
     match &cli.command {
@@ -286,9 +297,9 @@ pub fn run(cli: Cli) -> Result<exit::Exit, DroverError> {
         Command::Route(command) => done(route::run(command, &paths)),
         Command::Workspace(command) => done(workspace::run(command, &paths)),
         Command::Rules(args) => done(rules::run(args, &paths)),
-        Command::SimAgent(_) => Err(DroverError::new(
+        Command::SimAgent(_) | Command::Warden => Err(DroverError::new(
             ErrorCode::Internal,
-            "sim-agent is handled before the data directory is touched",
+            "sim-agent and warden are handled before the data directory is touched",
         )),
     };
     if let Err(e) = &result {

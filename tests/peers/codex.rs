@@ -1324,15 +1324,17 @@ async fn a_drover_crash_puts_each_exec_run_back_where_it_was() {
 
     rig.drover.stop_serve(Signal::SIGKILL).await;
     let before = rig.mock.model_requests().len();
-    rig.drover.serve().await;
-    // What the killed drover's exec turn left is ended by the next one.
+    // What the killed drover's exec turn left (the native binary its npm wrapper started,
+    // the wrapper itself gone with the owner) is ended by the owner's warden, before any
+    // new drover starts.
     assert!(
         eventually(Duration::from_secs(10), || processes_with(&marker)
             .is_empty())
         .await,
-        "codex exec outlived the next drover's start: {:?}",
+        "codex exec outlived the crashed drover: {:?}",
         processes_with(&marker)
     );
+    rig.drover.serve().await;
 
     let view = rig.drover.show(&asleep).await;
     assert_eq!(view["state"], "idle", "{view:#}");

@@ -74,7 +74,14 @@ fn codex_config(root: &std::path::Path, mock: &MockApi, extra: &str) -> String {
     provider_config("codex", &peers::cli("codex"), &env) + extra
 }
 
-/// The processes under `serve` (its descendants, not itself) and those in `groups`.
+/// Whether `pid` is an owner's warden (`drover warden`: the owner's own, not a run's).
+fn is_warden(pid: u32) -> bool {
+    std::fs::read(format!("/proc/{pid}/cmdline"))
+        .is_ok_and(|c| c.split(|b| *b == 0).nth(1) == Some(&b"warden"[..]))
+}
+
+/// The processes under `serve` (its descendants, not itself nor its warden) and those in
+/// `groups`.
 fn children_of(serve: u32, groups: &HashSet<u32>) -> Vec<u32> {
     let id = |pid: i32| u32::try_from(pid).unwrap_or_default();
     let table = ::drover_core::providers::sweep::all_processes();
@@ -92,7 +99,7 @@ fn children_of(serve: u32, groups: &HashSet<u32>) -> Vec<u32> {
         }
         found.remove(&serve);
     }
-    found.into_iter().collect()
+    found.into_iter().filter(|pid| !is_warden(*pid)).collect()
 }
 
 fn rss_kib(pids: &[u32]) -> u64 {

@@ -5,13 +5,16 @@
 //! dispatcher that is not up. Shutting down reverses it: the dispatcher shuts every run's CLI
 //! down (a run in a turn is recorded as interrupted; the others are left for the next
 //! owner, docs/ARCHITECTURE.md §"A restart") while subscribers still hear about it, then
-//! the socket closes and the lock is released.
+//! the socket closes and the lock is released. An owner started with a warden
+//! ([`super::warden`]) starts it once the dispatcher is up (the ledger open, a crash's
+//! leftovers recovered) and lets it go last.
 
 use std::path::Path;
 use tokio::task::JoinHandle;
 
 use super::owner::OwnerLock;
 use super::server::{ControlServer, serve};
+use super::warden::Warden;
 use crate::dispatch::{self, DispatcherHandle, DispatcherOptions};
 use crate::error::{DroverError, ErrorCode};
 
@@ -20,6 +23,7 @@ pub struct Host {
     handle: DispatcherHandle,
     dispatcher: Option<JoinHandle<()>>,
     server: ControlServer,
+    warden: Option<Warden>,
 }
 
 impl Host {
@@ -29,12 +33,16 @@ impl Host {
     pub async fn start(options: DispatcherOptions) -> Result<Host, DroverError> {
         let owner = OwnerLock::acquire(&options.paths)?;
         let paths = options.paths.clone();
+        let warden = options
+            .warden
+            .then(|| (options.self_exe.clone(), paths.ledger_file.clone()));
         let (handle, dispatcher) = dispatch::start(options).await?;
         match serve(handle.clone(), owner, &paths) {
             Ok(server) => Ok(Host {
                 handle,
                 dispatcher: Some(dispatcher),
                 server,
+                warden: warden.and_then(|(exe, ledger)| Warden::start(&exe, &ledger)),
             }),
             Err(e) => {
                 handle.shutdown().await;
@@ -72,8 +80,8 @@ impl Host {
         )
     }
 
-    /// Stops every active run, ends the dispatcher, closes the socket (removing its file)
-    /// and releases the lock.
+    /// Stops every active run, ends the dispatcher, closes the socket (removing its file),
+    /// releases the lock and lets the warden go.
     pub async fn shutdown(mut self) {
         self.handle.shutdown().await;
         if let Some(task) = self.dispatcher.take()
@@ -83,5 +91,8 @@ impl Host {
             tracing::error!("the dispatcher task panicked while shutting down");
         }
         self.server.stop().await;
+        if let Some(warden) = self.warden.take() {
+            let _ = tokio::task::spawn_blocking(move || warden.stop()).await;
+        }
     }
 }

@@ -25,6 +25,7 @@ mod host;
 pub mod offline;
 mod owner;
 mod server;
+pub mod warden;
 pub mod wire;
 
 #[cfg(test)]

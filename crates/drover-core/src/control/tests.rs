@@ -420,6 +420,8 @@ async fn the_host_owns_the_directory_with_the_real_dispatcher() {
         paths: paths.clone(),
         config: crate::config::Config::defaults(),
         self_exe: std::env::current_exe().unwrap(),
+        // This test binary is not drover: it has no `warden` command.
+        warden: false,
     };
     let host = within("host start", Host::start(options.clone()))
         .await

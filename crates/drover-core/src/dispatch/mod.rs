@@ -43,6 +43,9 @@ pub struct DispatcherOptions {
     pub config: Config,
     /// This drover executable (the `sim` provider runs `<self_exe> sim-agent`).
     pub self_exe: PathBuf,
+    /// Whether an owner ([`crate::control::Host`]) starts its warden, `<self_exe>
+    /// warden` ([`crate::control::warden`]): true wherever `self_exe` is drover.
+    pub warden: bool,
 }
 
 pub(crate) type Reply = oneshot::Sender<Result<Response, DroverError>>;

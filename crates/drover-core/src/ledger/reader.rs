@@ -51,6 +51,12 @@ impl LedgerReader {
         })
     }
 
+    /// The processes the runs' children started, as an owner noted them (what a dead
+    /// owner left is ended from this: [`crate::control::warden`], `ledger::recovery`).
+    pub fn noted_processes(&self) -> Result<Vec<crate::providers::sweep::LeftOver>, LedgerError> {
+        super::recovery::noted_processes(&self.conn)
+    }
+
     /// The run with id `run_id`, removed or not; `None` when there is no such row.
     pub fn run(&self, run_id: &str) -> Result<Option<RunRecord>, LedgerError> {
         let sql = format!("SELECT {RUN_COLUMNS} FROM runs WHERE run_id = ?1");

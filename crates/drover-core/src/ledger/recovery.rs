@@ -32,12 +32,12 @@ pub struct Recovery {
     pub processes_ended: usize,
 }
 
-pub(super) fn recover(conn: &mut Connection, now: UnixMillis) -> Result<Recovery, LedgerError> {
-    let tx = conn.transaction()?;
-    // First what the runs' children left (same boot, pid and start time), then the runs.
-    let left: Vec<LeftOver> = {
-        let mut st = tx.prepare("SELECT run_id, pid, start_ticks, pgid, boot_id FROM processes")?;
-        st.query_map([], |r| {
+/// The processes the runs' children started, as the ledger noted them (an owner notes
+/// them while it runs and forgets a run's once its child is swept).
+pub(super) fn noted_processes(conn: &Connection) -> Result<Vec<LeftOver>, LedgerError> {
+    let mut st = conn.prepare("SELECT run_id, pid, start_ticks, pgid, boot_id FROM processes")?;
+    let rows = st
+        .query_map([], |r| {
             Ok(LeftOver {
                 run_id: r.get(0)?,
                 process: Noted {
@@ -48,8 +48,14 @@ pub(super) fn recover(conn: &mut Connection, now: UnixMillis) -> Result<Recovery
                 boot_id: r.get(4)?,
             })
         })?
-        .collect::<Result<Vec<_>, _>>()?
-    };
+        .collect::<Result<Vec<_>, _>>()?;
+    Ok(rows)
+}
+
+pub(super) fn recover(conn: &mut Connection, now: UnixMillis) -> Result<Recovery, LedgerError> {
+    let tx = conn.transaction()?;
+    // First what the runs' children left (same boot, pid and start time), then the runs.
+    let left = noted_processes(&tx)?;
     let processes_ended = crate::providers::sweep::end_left_over(&left);
     tx.execute("DELETE FROM processes", [])?;
     // An interrupted run is already settled: it waits for the user.
