@@ -79,6 +79,7 @@ impl Rig {
         let session = first["provider_session_id"].as_str().unwrap().to_string();
         let pid = first["pid"].as_u64().unwrap() as u32;
         rig.drover.until_hibernated(&run, Some(pid), TURN).await;
+        rig.drover.assert_nothing_runs_under_it().await;
         (rig, run, session, pid)
     }
 

@@ -1106,6 +1106,8 @@ async fn hibernate_then_follow_up(policy: &str) {
     let session = first["provider_session_id"].as_str().unwrap().to_string();
     let pid = first["pid"].as_u64().map(|p| p as u32);
     rig.drover.until_hibernated(&run, pid, TURN).await;
+    // Asserted in both modes: exec has no pid to check, and no process either.
+    rig.drover.assert_nothing_runs_under_it().await;
 
     rig.drover.follow_up(&run, "Now the second part").await;
     let view = rig.drover.until_idle_after(&run, 2, TURN).await;

@@ -403,6 +403,21 @@ impl Drover {
         view
     }
 
+    /// Asserts (bounded) that nothing runs under the owner but its warden: with every
+    /// run hibernated no CLI is up, whatever its mode (codex exec has no pid to check).
+    pub async fn assert_nothing_runs_under_it(&self) {
+        let owner = self.serve_pid;
+        assert!(
+            eventually(Duration::from_secs(10), || descendants_but_the_warden(
+                owner
+            )
+            .is_empty())
+            .await,
+            "a process runs under drover while its runs are hibernated: {:?}",
+            descendants_but_the_warden(owner)
+        );
+    }
+
     /// Sends a follow-up and checks it was accepted.
     pub async fn follow_up(&self, run: &str, text: &str) {
         let out = self.run(&["follow-up", run, text]).await;
@@ -511,6 +526,31 @@ pub fn processes_with(needle: &str) -> Vec<(u32, String)> {
         let cmdline = String::from_utf8_lossy(&cmdline).replace('\0', " ");
         if cmdline.contains(needle) {
             found.push((pid, cmdline));
+        }
+    }
+    found
+}
+
+/// The live processes under the owner `owner` (its descendants), but its warden (`drover
+/// warden`, the owner's own): `(pid, command line)`.
+pub fn descendants_but_the_warden(owner: u32) -> Vec<(u32, String)> {
+    let table = ::drover_core::providers::sweep::all_processes();
+    let mut found = Vec::new();
+    let mut frontier = vec![owner];
+    while let Some(parent) = frontier.pop() {
+        for (pid, stat) in &table {
+            let Ok(pid) = u32::try_from(*pid) else {
+                continue;
+            };
+            if u32::try_from(stat.ppid) != Ok(parent) || stat.state == 'Z' {
+                continue;
+            }
+            frontier.push(pid);
+            let cmdline = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
+            if cmdline.split(|b| *b == 0).nth(1) == Some(&b"warden"[..]) {
+                continue;
+            }
+            found.push((pid, String::from_utf8_lossy(&cmdline).replace('\0', " ")));
         }
     }
     found

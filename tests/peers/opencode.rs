@@ -929,6 +929,7 @@ async fn opencode_an_idle_run_hibernates_and_a_follow_up_wakes_it_in_the_same_se
     let session = first["provider_session_id"].as_str().unwrap().to_string();
     let pid = first["pid"].as_u64().unwrap() as u32;
     rig.drover.until_hibernated(&run, Some(pid), TURN).await;
+    rig.drover.assert_nothing_runs_under_it().await;
 
     rig.drover.follow_up(&run, "Now the second part").await;
     let view = rig.drover.until_idle_after(&run, 2, TURN).await;
