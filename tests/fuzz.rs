@@ -4,12 +4,14 @@
 //! and corpus entries with bytes flipped, inserted, cut and lines spliced.
 //!
 //! `DROVER_FUZZ_CASES` sets the number of generated inputs per target (default 2,000,
-//! which keeps CI to about a minute); `scripts/fuzz.sh --stable N` runs more. A panic
-//! is a failure, and proptest prints the input that caused it, shrunk.
+//! which keeps CI to about a minute); `scripts/fuzz.sh --stable N` runs more. Each run
+//! takes a new seed, printed per target; `DROVER_FUZZ_SEED=<that number>` replays it
+//! input for input. A panic is a failure, and proptest prints the input that caused it,
+//! shrunk, with the seed to replay it.
 #![allow(clippy::unwrap_used)] // a test or bench may unwrap; the workspace denies it elsewhere
 
 use proptest::prelude::*;
-use proptest::test_runner::{Config, TestRunner};
+use proptest::test_runner::{Config, RngAlgorithm, TestRng, TestRunner};
 use std::path::Path;
 
 fn corpus(target: &str) -> Vec<Vec<u8>> {
@@ -99,6 +101,28 @@ fn cases() -> u32 {
         .unwrap_or(2_000)
 }
 
+/// The seed of this run: `DROVER_FUZZ_SEED` when set (a failure's replay), else a new
+/// one.
+fn seed() -> u64 {
+    match std::env::var("DROVER_FUZZ_SEED") {
+        Ok(v) => v.trim().parse().unwrap_or_else(|_| {
+            panic!("DROVER_FUZZ_SEED={v:?} is not a number: give the seed a run printed")
+        }),
+        Err(_) => std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_nanos() as u64 ^ u64::from(std::process::id())),
+    }
+}
+
+/// proptest's generator for `seed` (ChaCha: the same seed gives the same inputs).
+fn rng(seed: u64) -> TestRng {
+    let mut bytes = [0u8; 32];
+    for (i, chunk) in bytes.chunks_mut(8).enumerate() {
+        chunk.copy_from_slice(&seed.rotate_left(i as u32 * 16).to_le_bytes());
+    }
+    TestRng::from_seed(RngAlgorithm::ChaCha, &bytes)
+}
+
 fn run(target: &str) {
     let fuzz = drover::fuzz::target(target).expect("a target of drover::fuzz");
     let seeds = corpus(target);
@@ -119,17 +143,22 @@ fn run(target: &str) {
         )
             .prop_map(|(seed, edits)| apply(seed, &edits)),
     ];
-    let mut runner = TestRunner::new(Config {
-        cases: cases(),
-        failure_persistence: None,
-        ..Config::default()
-    });
+    let seed = seed();
+    println!("{target}: DROVER_FUZZ_SEED={seed}");
+    let mut runner = TestRunner::new_with_rng(
+        Config {
+            cases: cases(),
+            failure_persistence: None,
+            ..Config::default()
+        },
+        rng(seed),
+    );
     runner
         .run(&strategy, |input| {
             fuzz(&input);
             Ok(())
         })
-        .unwrap_or_else(|e| panic!("{target}: {e}"));
+        .unwrap_or_else(|e| panic!("{target} (replay with DROVER_FUZZ_SEED={seed}): {e}"));
 }
 
 #[test]
@@ -186,4 +215,24 @@ fn config() {
 #[test]
 fn redact() {
     run("redact");
+}
+
+/// A printed seed replays its run: the same seed makes the same inputs, another seed
+/// others.
+#[test]
+fn a_seed_replays_the_same_inputs() {
+    let strategy = prop::collection::vec(any::<u8>(), 0..64);
+    let inputs = |seed: u64| {
+        let mut runner = TestRunner::new_with_rng(Config::default(), rng(seed));
+        (0..50)
+            .map(|_| {
+                strategy
+                    .new_tree(&mut runner)
+                    .map(|t| proptest::strategy::ValueTree::current(&t))
+                    .unwrap()
+            })
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(inputs(42), inputs(42));
+    assert_ne!(inputs(42), inputs(43));
 }
