@@ -67,10 +67,10 @@ fn assert_contiguous(reader: &LedgerReader, run_id: &str) -> u64 {
 /// Child half of `acknowledged_events_survive_an_abrupt_end`: writes, prints each acked
 /// seq, then aborts the process without closing anything.
 #[test]
+#[ignore = "the child half of acknowledged_events_survive_an_abrupt_end, which runs it"]
 fn child_writer_that_aborts() {
-    let Ok(path) = std::env::var("DROVER_TEST_LEDGER_CHILD") else {
-        return; // only meaningful when the parent test spawns it
-    };
+    let path = std::env::var("DROVER_TEST_LEDGER_CHILD")
+        .expect("run by acknowledged_events_survive_an_abrupt_end, which names the ledger");
     let (ledger, _) = Ledger::open(Path::new(&path), LedgerOptions::default(), 1).unwrap();
     let writer = ledger.writer();
     writer
@@ -104,6 +104,7 @@ fn acknowledged_events_survive_an_abrupt_end() {
     let path = dir.path().join("ledger.sqlite3");
     let out = Command::new(std::env::current_exe().unwrap())
         .args([
+            "--ignored",
             "--exact",
             "child_writer_that_aborts",
             "--nocapture",
@@ -1151,10 +1152,10 @@ fn a_ledger_from_before_the_running_totals_is_read_and_migrated_with_the_same_fi
 /// Child half of `running_totals_survive_an_abrupt_end`: writes usage rows (some acked,
 /// some not) and run changes, then aborts the process without closing anything.
 #[test]
+#[ignore = "the child half of running_totals_survive_an_abrupt_end, which runs it"]
 fn child_usage_writer_that_aborts() {
-    let Ok(path) = std::env::var("DROVER_TEST_LEDGER_USAGE_CHILD") else {
-        return; // only meaningful when the parent test spawns it
-    };
+    let path = std::env::var("DROVER_TEST_LEDGER_USAGE_CHILD")
+        .expect("run by running_totals_survive_an_abrupt_end, which names the ledger");
     let (ledger, _) = Ledger::open(Path::new(&path), LedgerOptions::default(), 1).unwrap();
     let writer = ledger.writer();
     let bases = ["reported", "estimated", "unpriced", "free"];
@@ -1192,6 +1193,7 @@ fn running_totals_survive_an_abrupt_end() {
     let path = dir.path().join("ledger.sqlite3");
     let out = Command::new(std::env::current_exe().unwrap())
         .args([
+            "--ignored",
             "--exact",
             "child_usage_writer_that_aborts",
             "--nocapture",

@@ -356,7 +356,8 @@ fn pending_waits_per_connection_are_capped() {
     serve.stop();
 }
 
-/// A small xorshift, seeded from the clock (the seed is printed to replay a failure).
+/// A small xorshift, seeded from the clock or `DROVER_CRASH_SEED` (the seed is printed
+/// to replay a failure).
 struct Rng(u64);
 
 impl Rng {
@@ -389,11 +390,17 @@ fn processes_of(home: &Path) -> Vec<i32> {
 
 #[test]
 fn twenty_crashes_under_load_lose_nothing_shown_and_leave_nothing_running() {
-    let seed = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(7, |d| d.as_nanos() as u64)
-        | 1;
-    eprintln!("crash loop seed {seed}");
+    // DROVER_CRASH_SEED replays a failed loop's timings (its seed is printed).
+    let seed = match std::env::var("DROVER_CRASH_SEED") {
+        Ok(v) => v
+            .trim()
+            .parse::<u64>()
+            .expect("DROVER_CRASH_SEED is a number"),
+        Err(_) => std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(7, |d| d.as_nanos() as u64),
+    } | 1;
+    eprintln!("crash loop seed {seed} (DROVER_CRASH_SEED={seed} replays it)");
     let mut rng = Rng(seed);
     let home = Home::new();
     // What was shown: each run's id and the events seen for it before a crash.

@@ -620,7 +620,6 @@ fn keep_end(s: &str, max_bytes: usize) -> &str {
 mod tests {
     use super::*;
     use nix::sys::signal::kill;
-    use std::time::Instant;
 
     async fn read_all<R: AsyncRead + Unpin>(mut reader: LineReader<R>) -> Vec<Line> {
         let mut out = Vec::new();
@@ -817,13 +816,11 @@ mod tests {
         assert_eq!(first, Some(text("got hello")));
         process.close_stdin();
         assert!(!process.send_line("late".into()));
-        let started = Instant::now();
         let report = tokio::time::timeout(Duration::from_secs(10), process.shutdown(short()))
             .await
             .expect("shutdown");
+        // Ended by EOF (exit code 0), not by a signal after the grace.
         assert_eq!((report.code, report.signal), (Some(0), None));
-        // Ended by EOF, not by a signal after the grace.
-        assert!(started.elapsed() < Duration::from_secs(5));
     }
 
     #[tokio::test]

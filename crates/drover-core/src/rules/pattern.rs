@@ -191,19 +191,32 @@ mod tests {
 
     #[test]
     fn bad_patterns_say_why() {
-        for bad in [
-            "",
-            "   ",
-            "ls 'open",
-            "a\nb",
-            "ls [",
-            &"x".repeat(MAX_PATTERN_CHARS + 1),
-        ] {
-            assert!(CommandPattern::parse(bad).is_err(), "{bad:?}");
+        let long = "x".repeat(MAX_PATTERN_CHARS + 1);
+        let command_cases: [(&str, &str); 6] = [
+            ("", "the pattern is empty"),
+            ("   ", "the pattern is empty"),
+            ("ls 'open", "the pattern has an unclosed quote"),
+            ("a\nb", "the pattern holds a control character"),
+            ("ls [", "`[` is not a valid glob"),
+            (&long, "the pattern is longer than"),
+        ];
+        for (bad, why) in command_cases {
+            let refusal = CommandPattern::parse(bad)
+                .err()
+                .unwrap_or_else(|| panic!("{bad:?} was taken"));
+            assert!(refusal.contains(why), "{bad:?}: {refusal}");
         }
-        assert!(TextPattern::path("/etc/*").is_err());
-        assert!(TextPattern::path("../x").is_err());
-        assert!(TextPattern::path("src/[").is_err());
+        let path_cases = [
+            ("/etc/*", "not an absolute path or one with `..`"),
+            ("../x", "not an absolute path or one with `..`"),
+            ("src/[", "`src/[` is not a valid glob"),
+        ];
+        for (bad, why) in path_cases {
+            let refusal = TextPattern::path(bad)
+                .err()
+                .unwrap_or_else(|| panic!("{bad:?} was taken"));
+            assert!(refusal.contains(why), "{bad:?}: {refusal}");
+        }
     }
 
     #[test]
