@@ -210,10 +210,49 @@ pub fn result_block(data: &[u8]) {
 
 /// One control-socket request line, then the bounds the server holds it to.
 pub fn socket_request(data: &[u8]) {
-    if let Ok((_, request)) = wire::parse_request_line(data) {
-        let _ = drover_core::control::bounds::check(&request);
-        let _ = serde_json::to_string(&request);
-    }
+    // As the server reads a line: parsed, then bounded; a refusal is answered.
+    let refusal = match wire::parse_request_line(data) {
+        Ok((id, request)) => match drover_core::control::bounds::check(&request) {
+            Ok(request) => {
+                let _ = serde_json::to_string(&request);
+                return;
+            }
+            Err(error) => (Some(id), error),
+        },
+        Err(refusal) => refusal,
+    };
+    check_refusal(refusal);
+}
+
+/// The answer the server sends for a refused line is one well-formed JSON line:
+/// `{"id": N or null, "error": {"code": INVALID_REQUEST or REQUEST_TOO_LARGE, "message":
+/// one sentence}}`, bounded.
+fn check_refusal((id, error): wire::Refusal) {
+    let written = wire::ServerLine::Error { id, error }.to_line();
+    let line = written
+        .strip_suffix('\n')
+        .unwrap_or_else(|| panic!("an answer ends its line: {written:?}"));
+    assert!(!line.contains('\n'), "an answer is one line: {written:?}");
+    assert!(line.len() <= 64 * 1024, "an answer of {} bytes", line.len());
+    let answer: serde_json::Value = serde_json::from_str(line)
+        .unwrap_or_else(|e| panic!("the answer is not JSON ({e}): {line}"));
+    let keys: Vec<&String> = answer
+        .as_object()
+        .map(|o| o.keys().collect())
+        .unwrap_or_default();
+    assert_eq!(keys, ["error", "id"], "{line}");
+    assert_eq!(
+        answer["id"].as_u64(),
+        id,
+        "the answer carries the line's id: {line}"
+    );
+    let code = answer["error"]["code"].as_str().unwrap_or_default();
+    assert!(
+        code == "INVALID_REQUEST" || code == "REQUEST_TOO_LARGE",
+        "a refused line is INVALID_REQUEST or REQUEST_TOO_LARGE: {line}"
+    );
+    let message = answer["error"]["message"].as_str().unwrap_or_default();
+    assert!(!message.trim().is_empty(), "a refusal says why: {line}");
 }
 
 /// The user's config file.
