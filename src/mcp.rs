@@ -97,7 +97,7 @@ pub struct WaitArgs {
     /// The runs to wait for.
     #[serde(default)]
     pub run_ids: Vec<String>,
-    /// Also every run of this workflow (as it stands when the wait starts).
+    /// Also every run of this workflow (as it stands when the wait starts), however many.
     #[serde(default)]
     pub workflow: Option<String>,
     /// What to wait for: `needs_you` (a permission prompt, question or route card for the
@@ -282,28 +282,13 @@ impl DroverMcp {
         &self,
         Parameters(args): Parameters<WaitArgs>,
     ) -> Result<CallToolResult, ErrorData> {
-        let mut run_ids = args.run_ids;
-        if let Some(workflow) = args.workflow {
-            let runs = Request::Runs {
-                state: None,
-                include_removed: true,
-                workflow: Some(workflow),
-                limit: None,
-                before: None,
-                search: None,
-            };
-            match self.ask(runs).await {
-                Ok(Response::Runs(runs)) => run_ids.extend(runs.into_iter().map(|r| r.head.run_id)),
-                Ok(other) => return Ok(success(&other)),
-                Err(e) => return Ok(refusal(&e)),
-            }
-        }
         let timeout = args
             .timeout_secs
             .unwrap_or(DEFAULT_WAIT_SECS)
             .min(MAX_WAIT_SECS);
         self.answer(Request::Wait {
-            run_ids,
+            run_ids: args.run_ids,
+            workflow: args.workflow,
             until: args.until,
             any: args.any,
             timeout_secs: Some(timeout),
