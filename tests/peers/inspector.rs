@@ -20,7 +20,7 @@ use crate::peers::{base_env, cli_in, peers_dir, run_bounded};
 /// The longest one inspector call may take (node starts, then drover mcp, then the owner).
 const CALL: Duration = Duration::from_secs(90);
 
-/// The tools `drover mcp` offers (README §"drover as an MCP server").
+/// The tools `drover mcp` offers (the README lists them).
 const TOOLS: [&str; 12] = [
     "budget",
     "complete",
