@@ -65,6 +65,7 @@ fn main() {
         let outcome = handle
             .request(Request::Wait {
                 run_ids: ids,
+                workflow: None,
                 until: dispatch::api::WaitUntil::Idle,
                 any: false,
                 timeout_secs: Some(3600),

@@ -33,6 +33,8 @@ use drover_core::paths::Paths;
 use drover_core::run_state::RunState;
 use drover_core::spec::SpecInput;
 
+mod lines;
+
 pub use drover_core::providers::RUN_ID_ENV;
 /// The longest a `wait` tool call waits.
 pub const MAX_WAIT_SECS: u64 = 300;
@@ -60,14 +62,21 @@ pub struct DroverMcp {
     tool_router: ToolRouter<DroverMcp>,
 }
 
+/// The arguments of a tool that takes none (any argument is refused).
+#[derive(Debug, Deserialize, schemars::JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct NoArgs {}
+
 /// A tool's argument that names one run.
 #[derive(Debug, Deserialize, schemars::JsonSchema)]
+#[serde(deny_unknown_fields)]
 pub struct RunIdArgs {
     /// The run's id (as `dispatch` or `runs` gave it).
     pub run_id: String,
 }
 
 #[derive(Debug, Deserialize, schemars::JsonSchema)]
+#[serde(deny_unknown_fields)]
 pub struct RunsArgs {
     /// Only runs in this state.
     #[serde(default)]
@@ -93,11 +102,12 @@ pub struct RunsArgs {
 }
 
 #[derive(Debug, Deserialize, schemars::JsonSchema)]
+#[serde(deny_unknown_fields)]
 pub struct WaitArgs {
     /// The runs to wait for.
     #[serde(default)]
     pub run_ids: Vec<String>,
-    /// Also every run of this workflow (as it stands when the wait starts).
+    /// Also every run of this workflow (as it stands when the wait starts), however many.
     #[serde(default)]
     pub workflow: Option<String>,
     /// What to wait for: `needs_you` (a permission prompt, question or route card for the
@@ -115,6 +125,7 @@ pub struct WaitArgs {
 }
 
 #[derive(Debug, Deserialize, schemars::JsonSchema)]
+#[serde(deny_unknown_fields)]
 pub struct TranscriptArgs {
     pub run_id: String,
     /// `result` (the last result block), `text` (each turn's answer), `tail` (one line
@@ -127,6 +138,7 @@ pub struct TranscriptArgs {
 }
 
 #[derive(Debug, Deserialize, schemars::JsonSchema)]
+#[serde(deny_unknown_fields)]
 pub struct FollowUpArgs {
     pub run_id: String,
     /// The next prompt (queued when a turn is running).
@@ -134,6 +146,7 @@ pub struct FollowUpArgs {
 }
 
 #[derive(Debug, Deserialize, schemars::JsonSchema)]
+#[serde(deny_unknown_fields)]
 pub struct EscalateArgs {
     pub run_id: String,
     /// The provider to escalate to (with `model`); absent: the run's escalation offer.
@@ -144,6 +157,7 @@ pub struct EscalateArgs {
 }
 
 #[derive(Debug, Default, Deserialize, schemars::JsonSchema)]
+#[serde(deny_unknown_fields)]
 pub struct ModelsArgs {
     /// Only this provider's models.
     #[serde(default)]
@@ -282,28 +296,13 @@ impl DroverMcp {
         &self,
         Parameters(args): Parameters<WaitArgs>,
     ) -> Result<CallToolResult, ErrorData> {
-        let mut run_ids = args.run_ids;
-        if let Some(workflow) = args.workflow {
-            let runs = Request::Runs {
-                state: None,
-                include_removed: true,
-                workflow: Some(workflow),
-                limit: None,
-                before: None,
-                search: None,
-            };
-            match self.ask(runs).await {
-                Ok(Response::Runs(runs)) => run_ids.extend(runs.into_iter().map(|r| r.head.run_id)),
-                Ok(other) => return Ok(success(&other)),
-                Err(e) => return Ok(refusal(&e)),
-            }
-        }
         let timeout = args
             .timeout_secs
             .unwrap_or(DEFAULT_WAIT_SECS)
             .min(MAX_WAIT_SECS);
         self.answer(Request::Wait {
-            run_ids,
+            run_ids: args.run_ids,
+            workflow: args.workflow,
             until: args.until,
             any: args.any,
             timeout_secs: Some(timeout),
@@ -399,7 +398,10 @@ impl DroverMcp {
     #[tool(
         description = "The budget session's money: spent, reserved, available, warning and hard cap (US dollars)."
     )]
-    async fn budget(&self) -> Result<CallToolResult, ErrorData> {
+    async fn budget(
+        &self,
+        Parameters(NoArgs {}): Parameters<NoArgs>,
+    ) -> Result<CallToolResult, ErrorData> {
         self.answer(Request::Budget).await
     }
 
@@ -504,21 +506,101 @@ pub fn refusal(e: &DroverError) -> CallToolResult {
     result
 }
 
-/// Serves MCP on stdin/stdout until the client closes it.
+/// Serves MCP on stdin/stdout until the client closes it. Every line read is judged
+/// first ([`lines`]): the MCP session gets only what it can read, and everything else is
+/// answered here, on the same stdout.
 pub async fn serve_stdio(server: DroverMcp) -> Result<(), DroverError> {
+    use tokio::io::{AsyncBufReadExt, AsyncWriteExt};
     let mcp_error = |e: String| {
         DroverError::new(
             ErrorCode::Internal,
             format!("the MCP session failed: {e}; check that the client speaks MCP over stdio"),
         )
     };
-    let running = server
-        .serve(rmcp::transport::stdio())
-        .await
-        .map_err(|e| mcp_error(e.to_string()))?;
-    running
-        .waiting()
-        .await
-        .map_err(|e| mcp_error(e.to_string()))?;
-    Ok(())
+    // The session's side of two pipes: it reads what passed, and writes its answers.
+    let (mut to_session, session_in) = tokio::io::duplex(64 * 1024);
+    let (session_out, from_session) = tokio::io::duplex(64 * 1024);
+    // One writer to stdout, so the session's lines and ours never interleave.
+    let (out_tx, mut out_rx) = tokio::sync::mpsc::channel::<Vec<u8>>(64);
+    let writer = tokio::spawn(async move {
+        let mut stdout = tokio::io::stdout();
+        while let Some(line) = out_rx.recv().await {
+            if stdout.write_all(&line).await.is_err() || stdout.flush().await.is_err() {
+                break;
+            }
+        }
+    });
+    let session_tx = out_tx.clone();
+    let relay = tokio::spawn(async move {
+        let mut answers = tokio::io::BufReader::new(from_session);
+        let mut line = Vec::new();
+        loop {
+            line.clear();
+            match answers.read_until(b'\n', &mut line).await {
+                Ok(0) | Err(_) => break,
+                Ok(_) => {
+                    if session_tx.send(line.clone()).await.is_err() {
+                        break;
+                    }
+                }
+            }
+        }
+    });
+    let reader = tokio::spawn(async move {
+        let mut stdin = tokio::io::BufReader::new(tokio::io::stdin());
+        let answer = |value: serde_json::Value| {
+            let mut bytes = value.to_string().into_bytes();
+            bytes.push(b'\n');
+            bytes
+        };
+        loop {
+            let read = match lines::read_line(&mut stdin, lines::MAX_LINE_BYTES).await {
+                Ok(read) => read,
+                Err(e) => {
+                    tracing::warn!(error = %e, "drover mcp cannot read stdin");
+                    break;
+                }
+            };
+            let reply = match read {
+                lines::LineRead::Eof => break,
+                lines::LineRead::TooLong(start) => {
+                    Some(lines::too_long(&start, lines::MAX_LINE_BYTES))
+                }
+                lines::LineRead::Line(mut line) => match lines::judge(&line) {
+                    lines::Verdict::Skip => None,
+                    lines::Verdict::Answer(value) => Some(value),
+                    lines::Verdict::Forward => {
+                        line.push(b'\n');
+                        if to_session.write_all(&line).await.is_err() {
+                            break;
+                        }
+                        None
+                    }
+                },
+            };
+            if let Some(value) = reply
+                && out_tx.send(answer(value)).await.is_err()
+            {
+                break;
+            }
+        }
+        // Dropping `to_session` ends the session once it has answered what it read.
+    });
+    let served = async {
+        let running = server
+            .serve((session_in, session_out))
+            .await
+            .map_err(|e| mcp_error(e.to_string()))?;
+        running
+            .waiting()
+            .await
+            .map_err(|e| mcp_error(e.to_string()))?;
+        Ok::<(), DroverError>(())
+    }
+    .await;
+    // The session is over: what it wrote is relayed, then stdout is done.
+    reader.abort();
+    let _ = relay.await;
+    let _ = writer.await;
+    served
 }

@@ -293,7 +293,11 @@ fn dashboard_key_bindings_are_checked_before_the_terminal_is_taken() {
     assert_refused(
         &out,
         "CONFIG_INVALID",
-        &[&file.display().to_string(), "[keys.dashboard]", "fly_away"],
+        &[
+            &file.display().to_string(),
+            "`keys.dashboard.N`",
+            "fly_away",
+        ],
     );
     home.write_config(
         "[keys.dashboard]\n\"N\" = \"new_dispatch\"\n[notifications]\nenabled = false\n",
@@ -363,4 +367,29 @@ fn read_only_commands_write_nothing_to_the_data_directory() {
         entries.sort();
         assert_eq!(entries, ["config.toml"], "after drover {args:?}");
     }
+}
+
+/// One check of the whole file, whichever command loads it: an unknown key binding is
+/// refused by `config show` and `serve` (not only by the dashboard), with the closest
+/// action, and `doctor` reports it.
+#[test]
+fn a_binding_to_no_action_is_refused_by_every_command_with_the_closest_name() {
+    let home = Home::new();
+    home.write_config("[keys.dashboard]\n\"N\" = \"new_dispatc\"\n");
+    let file = home.config_file();
+    let parts: [&str; 4] = [
+        &file.display().to_string(),
+        "line 2",
+        "`keys.dashboard.N` binds no action `new_dispatc`",
+        "did you mean new_dispatch?",
+    ];
+    assert_refused(&home.drover(&["config", "show"]), "CONFIG_INVALID", &parts);
+    let serve = run_bounded(home.command(&["serve"]), Duration::from_secs(60), "serve");
+    assert_refused(&serve, "CONFIG_INVALID", &parts);
+    let doctor = home.drover(&["doctor"]);
+    let report = format!("{}{}", stdout(&doctor), stderr(&doctor));
+    assert!(
+        report.contains("binds no action `new_dispatc`; did you mean new_dispatch?"),
+        "{report}"
+    );
 }

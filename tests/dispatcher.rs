@@ -100,6 +100,7 @@ impl Harness {
         let outcome = self
             .request(Request::Wait {
                 run_ids: vec![run_id.into()],
+                workflow: None,
                 until,
                 any: false,
                 timeout_secs: Some(30),
@@ -152,6 +153,7 @@ async fn an_unanswered_permission_is_denied_when_its_time_is_up() {
         }
         h.request(Request::Wait {
             run_ids: vec![run.clone()],
+            workflow: None,
             until: WaitUntil::Event,
             any: false,
             timeout_secs: Some(5),
@@ -281,6 +283,7 @@ async fn shutdown_interrupts_a_run_in_a_turn_and_records_why() {
         }
         h.request(Request::Wait {
             run_ids: vec![run.clone()],
+            workflow: None,
             until: WaitUntil::Event,
             any: false,
             timeout_secs: Some(1),
@@ -376,6 +379,7 @@ async fn a_model_turn_silent_past_the_providers_timeout_fails_as_a_transient_tim
         }
         h.request(Request::Wait {
             run_ids: vec![run.clone()],
+            workflow: None,
             until: WaitUntil::Event,
             any: false,
             timeout_secs: Some(5),
@@ -410,5 +414,87 @@ async fn a_model_turn_silent_past_the_providers_timeout_fails_as_a_transient_tim
         drover_core::route::EscalationKind::Retry,
         "{offer:?}"
     );
+    h.stop().await;
+}
+
+/// `wait` on a workflow of 300 runs: more than the 256 ids a client may list, yet the
+/// wait names none of them (the owner looks the workflow's runs up), and every run is in
+/// the answer. An unknown workflow is `WORKFLOW_NOT_FOUND`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_wait_on_a_workflow_covers_every_run_however_many() {
+    const RUNS: usize = 300;
+    // Room for every run in the queue and the money; the rails stay as they ship.
+    let h = Harness::start(
+        "[limits]\nqueued_per_session = 300\nsession_hard_cap_usd = 1000.0\n\
+         session_warning_usd = 900.0\nper_workflow = 8\n",
+    )
+    .await;
+    // One turn with no delay: each run ends (max_turns 1) as soon as its CLI answers.
+    let scenario = h.home.path().join("instant.toml");
+    std::fs::write(
+        &scenario,
+        "description = \"one instant turn\"\nmodel = \"claude-sonnet-4-5\"\n\
+         [[turns]]\nstatus = \"done\"\nsummary = \"done at once\"\n\
+         [[turns.steps]]\ntext = \"done\"\n",
+    )
+    .unwrap();
+    let mut dispatched = Vec::with_capacity(RUNS);
+    for i in 0..RUNS {
+        let spec = SpecInput {
+            provider: Some("sim".into()),
+            scenario: Some(scenario.display().to_string()),
+            task: format!("instant run {i}"),
+            cwd: Some(h.home.path().to_path_buf()),
+            max_turns: Some(1),
+            budget_usd: Some(0.1),
+            workflow_id: Some("wf-big".into()),
+            ..SpecInput::default()
+        };
+        let run = h
+            .request(Request::Dispatch {
+                spec: Box::new(spec),
+            })
+            .await;
+        dispatched.push(run["run_id"].as_str().unwrap().to_string());
+    }
+    let wait = Request::Wait {
+        run_ids: vec![],
+        workflow: Some("wf-big".into()),
+        until: WaitUntil::Terminal,
+        any: false,
+        timeout_secs: Some(600),
+    };
+    // The request as it goes on the wire names no run.
+    let line = serde_json::to_value(&wait).unwrap();
+    assert_eq!(line["params"]["run_ids"], serde_json::json!([]), "{line}");
+    let outcome = tokio::time::timeout(Duration::from_secs(700), h.handle.request(wait))
+        .await
+        .expect("the dispatcher answers")
+        .expect("a workflow wait of any size is accepted")
+        .to_json();
+    assert_eq!(outcome["timed_out"], false);
+    let runs = outcome["runs"].as_array().unwrap();
+    let mut waited: Vec<String> = runs
+        .iter()
+        .map(|r| r["run_id"].as_str().unwrap().to_string())
+        .collect();
+    waited.sort();
+    dispatched.sort();
+    assert_eq!(waited, dispatched);
+    assert!(runs.iter().all(|r| r["state"] == "completed"), "{outcome}");
+
+    let unknown = h
+        .handle
+        .request(Request::Wait {
+            run_ids: vec![],
+            workflow: Some("wf-none".into()),
+            until: WaitUntil::Terminal,
+            any: false,
+            timeout_secs: Some(5),
+        })
+        .await
+        .unwrap_err();
+    assert_eq!(unknown.code.as_str(), "WORKFLOW_NOT_FOUND", "{unknown}");
+    assert!(unknown.message.contains("wf-none"), "{unknown}");
     h.stop().await;
 }

@@ -1540,7 +1540,7 @@ fn a_workflow_scopes_runs_wait_and_kill_all_and_a_sub_run_joins_its_parents() {
         .collect();
     waited.sort();
     assert_eq!(waited, wf);
-    home.refused(&["wait", "--workflow", "wf-none"], "RUN_NOT_FOUND");
+    home.refused(&["wait", "--workflow", "wf-none"], "WORKFLOW_NOT_FOUND");
 
     let stopped = home.json(&["kill-all", "--workflow", "wf-1"]);
     let mut ids = strings(&stopped["stopped"]);

@@ -368,6 +368,14 @@ async fn every_tool_over_stdio_against_a_background_owner() {
     .await;
     assert_eq!(done["timed_out"], false, "{done}");
     assert_eq!(done["runs"][0]["run_id"], sub.as_str());
+    let unknown = refused(
+        &inside,
+        "wait",
+        json!({"workflow": "wf-none", "timeout_secs": 1}),
+        "WORKFLOW_NOT_FOUND",
+    )
+    .await;
+    assert!(unknown.contains("wf-none"), "{unknown}");
     call(&client, "stop", json!({"run_id": parent})).await;
     inside.cancel().await.expect("the inner session ends");
 
@@ -455,4 +463,201 @@ async fn runs_come_a_page_at_a_time_as_drover_runs_lists_them() {
     )
     .await;
     assert!(message.contains("at most 200"), "{message}");
+}
+
+/// `drover mcp` as a child with raw pipes: lines written as given, answers read one per
+/// line (each within a bound).
+struct RawServer {
+    child: std::process::Child,
+    stdin: std::process::ChildStdin,
+    answers: std::sync::mpsc::Receiver<Value>,
+}
+
+impl RawServer {
+    fn start(home: &Home) -> RawServer {
+        use std::io::BufRead;
+        let mut child = std::process::Command::new(common::drover_bin())
+            .arg("mcp")
+            .current_dir(home.work())
+            .env("DROVER_HOME", home.path())
+            .env_remove("DROVER_LOG")
+            .env_remove("DROVER_RUN_ID")
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .expect("spawn drover mcp");
+        let stdin = child.stdin.take().unwrap();
+        let stdout = child.stdout.take().unwrap();
+        let (tx, answers) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            for line in std::io::BufReader::new(stdout).lines() {
+                let Ok(line) = line else { break };
+                let value = serde_json::from_str(&line)
+                    .unwrap_or_else(|e| panic!("drover mcp wrote a line that is not JSON: {e}"));
+                if tx.send(value).is_err() {
+                    break;
+                }
+            }
+        });
+        RawServer {
+            child,
+            stdin,
+            answers,
+        }
+    }
+
+    fn send(&mut self, line: &[u8]) {
+        use std::io::Write;
+        self.stdin.write_all(line).unwrap();
+        self.stdin.write_all(b"\n").unwrap();
+        self.stdin.flush().unwrap();
+    }
+
+    fn answer(&self) -> Value {
+        self.answers
+            .recv_timeout(CALL_LIMIT)
+            .expect("drover mcp answers the line in time")
+    }
+
+    /// Closes stdin and waits (bounded) for the server to exit.
+    fn finish(mut self) {
+        drop(self.stdin);
+        let status = common::wait_child(&mut self.child, CALL_LIMIT);
+        if status.is_none() {
+            let _ = self.child.kill();
+            let _ = self.child.wait();
+        }
+        assert!(
+            status.is_some_and(|s| s.success()),
+            "drover mcp exits 0: {status:?}"
+        );
+    }
+}
+
+/// Every line gets an answer: `-32700` for each kind of line that does not parse,
+/// `-32600` for JSON that is no request and for a line over the bound, `-32602` for
+/// params that fit no method; unknown tool arguments are a tool error naming the known
+/// ones; the session goes on after each.
+#[test]
+fn every_line_over_stdio_is_answered() {
+    let home = Home::new();
+    let mut server = RawServer::start(&home);
+    server.send(
+        br#"{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"raw","version":"0"}}}"#,
+    );
+    let init = server.answer();
+    assert_eq!(init["id"], 0, "{init}");
+    assert_eq!(init["result"]["serverInfo"]["name"], "drover", "{init}");
+    server.send(br#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#);
+
+    let deep = format!("{}{}", "[".repeat(1000), "]".repeat(1000));
+    let oversized = format!(
+        r#"{{"jsonrpc":"2.0","id":"big","method":"tools/call","params":{{"name":"dispatch","arguments":{{"task":"{}"}}}}}}"#,
+        "a".repeat(4 * 1024 * 1024)
+    );
+    // (what, line, the id answered, the code)
+    let cases: Vec<(&str, Vec<u8>, Value, i64)> = vec![
+        (
+            "invalid UTF-8",
+            b"{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"ping\xc3\x28\"}".to_vec(),
+            json!(1),
+            -32700,
+        ),
+        (
+            "a lone surrogate",
+            br#"{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"runs","arguments":{"search":"\udc00"}}}"#.to_vec(),
+            json!(2),
+            -32700,
+        ),
+        (
+            "a NUL",
+            b"{\"jsonrpc\":\"2.0\",\"id\":3,\"method\":\"ping\",\"x\":\"\x00\"}".to_vec(),
+            json!(3),
+            -32700,
+        ),
+        ("deep nesting", deep.into_bytes(), Value::Null, -32700),
+        (
+            "truncated",
+            br#"{"jsonrpc":"2.0","id":5,"method":"tools/list","par"#.to_vec(),
+            json!(5),
+            -32700,
+        ),
+        ("plain text", b"hello, server".to_vec(), Value::Null, -32700),
+        ("a number", b"17".to_vec(), Value::Null, -32600),
+        (
+            "no jsonrpc",
+            br#"{"id":7,"method":"ping"}"#.to_vec(),
+            json!(7),
+            -32600,
+        ),
+        (
+            "neither method nor result",
+            br#"{"jsonrpc":"2.0","id":8}"#.to_vec(),
+            json!(8),
+            -32600,
+        ),
+        (
+            "params that fit no method",
+            br#"{"jsonrpc":"2.0","id":9,"method":"tools/call","params":7}"#.to_vec(),
+            json!(9),
+            -32602,
+        ),
+        ("over the bound", oversized.into_bytes(), json!("big"), -32600),
+    ];
+    for (what, line, id, code) in cases {
+        server.send(&line);
+        let answer = server.answer();
+        assert_eq!(answer["id"], id, "{what}: {answer}");
+        assert_eq!(answer["error"]["code"], code, "{what}: {answer}");
+        assert!(
+            !answer["error"]["message"].as_str().unwrap().is_empty(),
+            "{what}"
+        );
+        // The session is still there, answering in order.
+        server.send(br#"{"jsonrpc":"2.0","id":"p","method":"ping"}"#);
+        let pong = server.answer();
+        assert_eq!(pong["id"], "p", "after {what}: {pong}");
+        assert!(pong.get("result").is_some(), "after {what}: {pong}");
+    }
+
+    // Unknown tool arguments are refused, naming the known ones; nothing is dispatched.
+    server.send(
+        br#"{"jsonrpc":"2.0","id":20,"method":"tools/call","params":{"name":"dispatch","arguments":{"task":"t","rm_rf":true}}}"#,
+    );
+    let refused = server.answer();
+    assert_eq!(refused["id"], 20, "{refused}");
+    assert_eq!(refused["result"]["isError"], true, "{refused}");
+    let message = refused["result"]["content"][0]["text"].as_str().unwrap();
+    assert!(
+        message.contains("unknown field `rm_rf`") && message.contains("`task`"),
+        "{message}"
+    );
+    // A call whose tool name is no string is answered too (by the session).
+    server.send(br#"{"jsonrpc":"2.0","id":22,"method":"tools/call","params":{"name":7}}"#);
+    let odd = server.answer();
+    assert_eq!(odd["id"], 22, "{odd}");
+    assert!(
+        odd.get("error").is_some() || odd.get("result").is_some(),
+        "{odd}"
+    );
+    // The schemas say so too.
+    server.send(br#"{"jsonrpc":"2.0","id":21,"method":"tools/list"}"#);
+    let tools = server.answer();
+    let tools = tools["result"]["tools"].as_array().unwrap();
+    assert!(!tools.is_empty());
+    for tool in tools {
+        assert_eq!(
+            tool["inputSchema"]["additionalProperties"], false,
+            "{}",
+            tool["name"]
+        );
+    }
+    server.finish();
+    assert!(
+        !drover_core::paths::Paths::under(home.path())
+            .ledger_file
+            .exists(),
+        "no call reached an owner"
+    );
 }

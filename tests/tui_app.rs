@@ -220,6 +220,7 @@ impl Harness {
         let outcome: WaitOutcome = self
             .ask(Request::Wait {
                 run_ids: vec![run_id.into()],
+                workflow: None,
                 until,
                 any: false,
                 timeout_secs: Some(STEP_TIMEOUT.as_secs()),

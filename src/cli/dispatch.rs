@@ -265,6 +265,7 @@ async fn via_owner(
     let outcome = client
         .request(Request::Wait {
             run_ids: vec![run_id.clone()],
+            workflow: None,
             until: WaitUntil::Settled,
             any: false,
             timeout_secs: None,
@@ -392,6 +393,7 @@ async fn follow(
                     let runs = handle
                         .request(Request::Wait {
                             run_ids: vec![run_id.clone()],
+                            workflow: None,
                             until: WaitUntil::Terminal,
                             any: false,
                             timeout_secs: Some(0),

@@ -241,7 +241,7 @@ pub struct WaitArgs {
     /// The runs to wait for.
     #[arg(required_unless_present = "workflow", value_name = "RUN")]
     pub runs: Vec<String>,
-    /// Also every run of this workflow (as it stands when the wait starts).
+    /// Also every run of this workflow (as it stands when the wait starts), however many.
     #[arg(long, value_name = "ID")]
     pub workflow: Option<String>,
     #[arg(long, value_enum, default_value_t = UntilArg::Terminal)]
@@ -348,6 +348,7 @@ impl RunCommand {
             },
             RunCommand::Wait(args) => Request::Wait {
                 run_ids: args.runs.clone(),
+                workflow: args.workflow.clone(),
                 until: args.until.into(),
                 any: args.any,
                 timeout_secs: args.timeout,
@@ -417,26 +418,6 @@ pub fn run(command: RunCommand, paths: &Paths) -> Result<Exit, DroverError> {
     let json = command.json();
     let runtime = runtime()?;
     let request = match (&command, request) {
-        (
-            RunCommand::Wait(WaitArgs {
-                workflow: Some(workflow),
-                ..
-            }),
-            Request::Wait {
-                mut run_ids,
-                until,
-                any,
-                timeout_secs,
-            },
-        ) => {
-            run_ids.extend(runtime.block_on(workflow_runs(paths, workflow))?);
-            Request::Wait {
-                run_ids,
-                until,
-                any,
-                timeout_secs,
-            }
-        }
         (
             RunCommand::Respond(_),
             Request::Respond {
@@ -522,35 +503,6 @@ fn resolve_prefix(ids: &[&str], run_id: &str, given: &str) -> Result<String, Dro
             ),
         )),
     }
-}
-
-/// The ids of the runs of `workflow` (`RUN_NOT_FOUND` when it has none).
-async fn workflow_runs(paths: &Paths, workflow: &str) -> Result<Vec<String>, DroverError> {
-    let answer = ask(
-        paths,
-        Request::Runs {
-            state: None,
-            include_removed: true,
-            workflow: Some(workflow.to_string()),
-            limit: None,
-            before: None,
-            search: None,
-        },
-    )
-    .await?;
-    let Response::Runs(runs) = answer else {
-        return Err(DroverError::new(
-            ErrorCode::Internal,
-            "the owner answered runs with something else; check that both are the same drover version",
-        ));
-    };
-    if runs.is_empty() {
-        return Err(DroverError::new(
-            ErrorCode::RunNotFound,
-            format!("no run is in workflow {workflow}; `drover runs` lists the runs"),
-        ));
-    }
-    Ok(runs.into_iter().map(|r| r.head.run_id).collect())
 }
 
 pub(crate) fn wait_timed_out(until: WaitUntil, timeout_secs: Option<u64>) -> DroverError {
@@ -786,6 +738,7 @@ mod tests {
                 &["wait", "r1", "r2"],
                 Request::Wait {
                     run_ids: vec![r(), "r2".into()],
+                    workflow: None,
                     until: WaitUntil::Terminal,
                     any: false,
                     timeout_secs: None,
@@ -795,9 +748,20 @@ mod tests {
                 &["wait", "r1", "--until", "idle", "--any", "--timeout", "30"],
                 Request::Wait {
                     run_ids: vec![r()],
+                    workflow: None,
                     until: WaitUntil::Idle,
                     any: true,
                     timeout_secs: Some(30),
+                },
+            ),
+            (
+                &["wait", "--workflow", "w1"],
+                Request::Wait {
+                    run_ids: vec![],
+                    workflow: Some("w1".into()),
+                    until: WaitUntil::Terminal,
+                    any: false,
+                    timeout_secs: None,
                 },
             ),
         ];

@@ -8,6 +8,7 @@
 //!   `codex exec` run that pins the CLI facts the exec mode relies on.
 //! - `opencode`: OpenCode driven through drover's headless interface, like `claude`.
 //! - `mock_api`: the mocks' own wire format, checked with a plain HTTP client.
+//! - `inspector`: `drover mcp` under the official MCP Inspector's CLI, every tool called.
 //!
 //! The CLIs are installed by `npm ci` in `tests/peers/` (scripts/test.sh does it). Their
 //! absence fails the tests with that instruction; nothing is skipped. No test sends
@@ -18,6 +19,7 @@
 mod claude;
 mod codex;
 mod drover;
+mod inspector;
 mod mock;
 mod mock_api;
 mod opencode;

@@ -48,6 +48,8 @@ pub enum ErrorCode {
     HeldFull,
     /// No run has that id (or it was removed).
     RunNotFound,
+    /// No run (in memory or in the ledger) belongs to that workflow.
+    WorkflowNotFound,
     /// The run's state does not allow what was asked: it has ended where an active run
     /// is needed, or is still active where it must have ended (remove, escalate).
     RunNotActive,
@@ -163,6 +165,7 @@ impl ErrorCode {
             ErrorCode::QueueFull => "QUEUE_FULL",
             ErrorCode::HeldFull => "HELD_FULL",
             ErrorCode::RunNotFound => "RUN_NOT_FOUND",
+            ErrorCode::WorkflowNotFound => "WORKFLOW_NOT_FOUND",
             ErrorCode::RunNotActive => "RUN_NOT_ACTIVE",
             ErrorCode::RunNotIdle => "RUN_NOT_IDLE",
             ErrorCode::RunNotResumable => "RUN_NOT_RESUMABLE",

@@ -428,45 +428,29 @@ impl KeyCombo {
     /// `down`, `left`, `right`, `pgup`, `pgdn`, `home`, `end`, `space`, `backspace`,
     /// `delete`, `f1`…`f12`.
     pub fn parse(text: &str) -> Option<KeyCombo> {
-        let mut ctrl = false;
-        let mut alt = false;
-        let mut rest = text;
-        loop {
-            let lower = rest.to_ascii_lowercase();
-            if lower.starts_with("ctrl-") && rest.len() > 5 {
-                ctrl = true;
-                rest = &rest[5..];
-            } else if lower.starts_with("alt-") && rest.len() > 4 {
-                alt = true;
-                rest = &rest[4..];
-            } else {
-                break;
+        use drover_core::config::keys::{KeyText, NamedKey};
+        let (code, ctrl, alt) = match KeyText::parse(text)? {
+            KeyText::Char { c, ctrl, alt } => (KeyCode::Char(c), ctrl, alt),
+            KeyText::Named { key, ctrl, alt } => {
+                let code = match key {
+                    NamedKey::Enter => KeyCode::Enter,
+                    NamedKey::Esc => KeyCode::Esc,
+                    NamedKey::Tab => KeyCode::Tab,
+                    NamedKey::BackTab => KeyCode::BackTab,
+                    NamedKey::Up => KeyCode::Up,
+                    NamedKey::Down => KeyCode::Down,
+                    NamedKey::Left => KeyCode::Left,
+                    NamedKey::Right => KeyCode::Right,
+                    NamedKey::PageUp => KeyCode::PageUp,
+                    NamedKey::PageDown => KeyCode::PageDown,
+                    NamedKey::Home => KeyCode::Home,
+                    NamedKey::End => KeyCode::End,
+                    NamedKey::Backspace => KeyCode::Backspace,
+                    NamedKey::Delete => KeyCode::Delete,
+                    NamedKey::F(n) => KeyCode::F(n),
+                };
+                (code, ctrl, alt)
             }
-        }
-        let mut chars = rest.chars();
-        let code = match (chars.next(), chars.next()) {
-            (Some(c), None) => KeyCode::Char(if ctrl { c.to_ascii_lowercase() } else { c }),
-            _ => match rest.to_ascii_lowercase().as_str() {
-                "enter" | "return" => KeyCode::Enter,
-                "esc" | "escape" => KeyCode::Esc,
-                "tab" => KeyCode::Tab,
-                "backtab" | "shift-tab" => KeyCode::BackTab,
-                "up" => KeyCode::Up,
-                "down" => KeyCode::Down,
-                "left" => KeyCode::Left,
-                "right" => KeyCode::Right,
-                "pgup" | "pageup" => KeyCode::PageUp,
-                "pgdn" | "pagedown" => KeyCode::PageDown,
-                "home" => KeyCode::Home,
-                "end" => KeyCode::End,
-                "space" => KeyCode::Char(' '),
-                "backspace" => KeyCode::Backspace,
-                "delete" | "del" => KeyCode::Delete,
-                f if f.starts_with('f') => {
-                    KeyCode::F(f[1..].parse().ok().filter(|n| (1..=12).contains(n))?)
-                }
-                _ => return None,
-            },
         };
         Some(KeyCombo { code, ctrl, alt })
     }
@@ -799,6 +783,13 @@ impl KeyTable {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_names_are_the_configs_vocabulary() {
+        use drover_core::config::keys;
+        assert_eq!(Context::ALL.map(Context::name), keys::CONTEXTS);
+        assert_eq!(Action::ALL.map(Action::name), keys::ACTIONS);
+    }
 
     fn key(code: KeyCode, mods: KeyModifiers) -> KeyEvent {
         KeyEvent::new(code, mods)

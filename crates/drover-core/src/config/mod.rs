@@ -17,6 +17,7 @@
 //! cannot express.
 
 pub mod catalog;
+pub mod keys;
 pub mod limits;
 mod load;
 mod locate;
@@ -53,8 +54,8 @@ pub struct Config {
     /// `[routing]`: how a dispatch without a model is routed.
     pub routing: RoutingConfig,
     /// Dashboard key bindings over the built-in table, by context:
-    /// `[keys.dashboard] "N" = "new_dispatch"` (`"none"` unbinds a key). Checked by the
-    /// dashboard when it opens.
+    /// `[keys.dashboard] "N" = "new_dispatch"` (`"none"` unbinds a key). Checked with the
+    /// rest of the file against [`keys`]' vocabulary.
     #[serde(default)]
     pub keys: toml::Table,
     /// `[notifications]`: how the dashboard gets your attention.

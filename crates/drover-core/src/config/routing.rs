@@ -139,7 +139,7 @@ mod tests {
             ),
             (
                 "[routing]\nask_above_price_per_mtok = -1.0\n",
-                "/p/config.toml line 2: `routing.ask_above_price_per_mtok` must be a dollar amount of 0 or more, found -1",
+                "/p/config.toml line 2: `routing.ask_above_price_per_mtok` must be a dollar amount from 0 to 1000000, found -1",
             ),
             (
                 "[routing]\ncard_expiry_secs = 0\n",

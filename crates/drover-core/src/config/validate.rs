@@ -1,5 +1,7 @@
 //! Checks on a deserialized [`Config`] that types cannot express: each clamp range in
-//! order (min ≤ default ≤ max), money finite and non-negative, the session warning at or
+//! order (min ≤ default ≤ max), money from $0 to $1,000,000, every string and list
+//! bounded, key bindings in the dashboard's vocabulary ([`super::keys`], with the closest
+//! names when one strays), the session warning at or
 //! below the hard cap, a command for every provider but `sim`, rails and catalog entries
 //! only for providers that exist, and catalog entries that merge over the embedded model
 //! catalog (those checks are the catalog's own, [`crate::money::Catalog::with_entries`]),
@@ -53,15 +55,7 @@ pub(super) fn check(config: &Config) -> Result<(), Problem> {
         ("session_warning_usd", l.session_warning_usd),
         ("session_hard_cap_usd", l.session_hard_cap_usd),
     ] {
-        if !is_amount(value) {
-            return Err(Problem::new(
-                format!(
-                    "`{}` must be a dollar amount of 0 or more, found {value}",
-                    dotted(&limit(name))
-                ),
-                vec![limit(name)],
-            ));
-        }
+        money(limit(name), value)?;
     }
 
     range(
@@ -111,21 +105,41 @@ pub(super) fn check(config: &Config) -> Result<(), Problem> {
         vec!["routing".to_owned(), "card_expiry_secs".to_owned()],
         config.routing.card_expiry_secs,
     )?;
-    for (name, value) in [
-        ("per_account", l.per_account),
-        ("per_session_running", l.per_session_running),
-        ("per_workflow", l.per_workflow),
-        ("max_minutes_min", l.max_minutes_min),
-        ("max_turns_min", l.max_turns_min),
+    for (name, value, why) in [
+        ("per_account", u64::from(l.per_account), RAIL),
+        (
+            "per_session_running",
+            u64::from(l.per_session_running),
+            RAIL,
+        ),
+        ("per_workflow", u64::from(l.per_workflow), RAIL),
+        (
+            "max_minutes_min",
+            u64::from(l.max_minutes_min),
+            "a run could be given no minutes to work",
+        ),
+        (
+            "max_turns_min",
+            u64::from(l.max_turns_min),
+            "a run could be given no turn to take",
+        ),
+        (
+            "task_max_chars",
+            l.task_max_chars as u64,
+            "every dispatch would be refused as too long",
+        ),
+        (
+            "transcript_max_lines",
+            l.transcript_max_lines as u64,
+            "a live run's transcript would keep no line",
+        ),
+        (
+            "transcript_max_chars",
+            l.transcript_max_chars as u64,
+            "a live run's transcript would keep nothing",
+        ),
     ] {
-        at_least_one(limit(name), u64::from(value))?;
-    }
-    for (name, value) in [
-        ("task_max_chars", l.task_max_chars),
-        ("transcript_max_lines", l.transcript_max_lines),
-        ("transcript_max_chars", l.transcript_max_chars),
-    ] {
-        at_least_one(limit(name), value as u64)?;
+        at_least_one(limit(name), value, why)?;
     }
     for (name, value) in &l.per_provider {
         if *value == 0 {
@@ -141,6 +155,7 @@ pub(super) fn check(config: &Config) -> Result<(), Problem> {
         }
     }
 
+    strings(config)?;
     for (name, provider) in &config.providers {
         if name != SIM_PROVIDER && provider.command.trim().is_empty() {
             let key = vec!["providers".to_owned(), name.clone(), "command".to_owned()];
@@ -193,7 +208,172 @@ pub(super) fn check(config: &Config) -> Result<(), Problem> {
     routing(config)?;
     workspaces(config)?;
     dashboard(config)?;
-    guard(config)
+    guard(config)?;
+    keys(config)
+}
+
+/// The most US dollars any amount in the config may be: a million.
+pub(super) const MAX_USD: f64 = 1_000_000.0;
+/// The longest text one setting may hold (a command, an argument, a path, a variable), in
+/// bytes.
+pub(super) const MAX_TEXT_BYTES: usize = 4096;
+/// The most entries one list or table of the config may hold (arguments, variables,
+/// providers, bindings of one context, …).
+pub(super) const MAX_ENTRIES: usize = 256;
+
+/// Why a rail of 0 is refused.
+const RAIL: &str = "a rail of 0 queues runs forever";
+
+/// A dollar amount from 0 to [`MAX_USD`].
+fn money(key: Vec<String>, value: f64) -> Result<(), Problem> {
+    if is_amount(value) && value <= MAX_USD {
+        return Ok(());
+    }
+    // A huge number is written short (1e308, not 309 digits).
+    let found = if value.is_finite() && value.abs() >= 1e15 {
+        format!("{value:e}")
+    } else {
+        value.to_string()
+    };
+    Err(Problem::new(
+        format!(
+            "`{}` must be a dollar amount from 0 to 1000000, found {found}",
+            dotted(&key)
+        ),
+        vec![key],
+    ))
+}
+
+/// A text setting of at most [`MAX_TEXT_BYTES`].
+fn text(key: Vec<String>, value: &str) -> Result<(), Problem> {
+    if value.len() <= MAX_TEXT_BYTES {
+        return Ok(());
+    }
+    Err(Problem::new(
+        format!(
+            "`{}` is {} bytes long; keep it to at most {MAX_TEXT_BYTES}",
+            dotted(&key),
+            value.len()
+        ),
+        vec![key],
+    ))
+}
+
+/// A list or table of at most [`MAX_ENTRIES`].
+fn entries(key: Vec<String>, len: usize) -> Result<(), Problem> {
+    if len <= MAX_ENTRIES {
+        return Ok(());
+    }
+    Err(Problem::new(
+        format!(
+            "`{}` has {len} entries; keep at most {MAX_ENTRIES}",
+            dotted(&key)
+        ),
+        vec![key],
+    ))
+}
+
+/// Every string and list the config holds, bounded.
+fn strings(config: &Config) -> Result<(), Problem> {
+    let key = |parts: &[&str]| parts.iter().map(|p| (*p).to_owned()).collect::<Vec<_>>();
+    entries(key(&["providers"]), config.providers.len())?;
+    entries(
+        key(&["limits", "per_provider"]),
+        config.limits.per_provider.len(),
+    )?;
+    for (name, provider) in &config.providers {
+        text(key(&["providers", name, "command"]), &provider.command)?;
+        entries(key(&["providers", name, "args"]), provider.args.len())?;
+        for (i, arg) in provider.args.iter().enumerate() {
+            text(key(&["providers", name, "args", &index_segment(i)]), arg)?;
+        }
+        entries(key(&["providers", name, "env"]), provider.env.len())?;
+        for (var, value) in &provider.env {
+            text(key(&["providers", name, "env", var]), var)?;
+            text(key(&["providers", name, "env", var]), value)?;
+        }
+    }
+    text(key(&["workspaces", "root"]), &config.workspaces.root)?;
+    entries(key(&["redact", "env"]), config.redact.env.len())?;
+    for (i, var) in config.redact.env.iter().enumerate() {
+        text(key(&["redact", "env", &index_segment(i)]), var)?;
+    }
+    let notify = &config.notifications.command;
+    entries(key(&["notifications", "command"]), notify.len())?;
+    for (i, part) in notify.iter().enumerate() {
+        text(key(&["notifications", "command", &index_segment(i)]), part)?;
+    }
+    entries(key(&["catalog", "models"]), config.catalog.models.len())?;
+    Ok(())
+}
+
+/// `[keys.<context>] "<key>" = "<action>"`: known contexts, keys written as the help
+/// writes them, known actions (or `"none"`), each refusal with the closest names.
+fn keys(config: &Config) -> Result<(), Problem> {
+    use super::keys::{ACTIONS, CONTEXTS, KeyText, UNBIND};
+    let close = |wanted: &str, names: &[&str]| {
+        let near = crate::spec::suggest(wanted, names.iter().copied());
+        match near.as_slice() {
+            [] => format!("use one of {}", names.join(", ")),
+            near => format!("did you mean {}?", near.join(" or ")),
+        }
+    };
+    for (context, table) in &config.keys {
+        let context_key = vec!["keys".to_owned(), context.clone()];
+        if !CONTEXTS.contains(&context.as_str()) {
+            return Err(Problem::new(
+                format!(
+                    "`{}` names no context of the dashboard; {}",
+                    dotted(&context_key),
+                    close(context, &CONTEXTS)
+                ),
+                vec![context_key],
+            ));
+        }
+        let Some(table) = table.as_table() else {
+            return Err(Problem::new(
+                format!(
+                    "`{}` must be a table of \"key\" = \"action\"",
+                    dotted(&context_key)
+                ),
+                vec![context_key],
+            ));
+        };
+        entries(context_key.clone(), table.len())?;
+        for (key_text, action) in table {
+            let key = vec!["keys".to_owned(), context.clone(), key_text.clone()];
+            if KeyText::parse(key_text).is_none() {
+                return Err(Problem::new(
+                    format!(
+                        "`{}`: {key_text:?} is not a key (write \"x\", \"X\", \"ctrl-x\", \
+                         \"alt-x\", \"enter\", \"esc\", \"pgdn\", \"f2\")",
+                        dotted(&key)
+                    ),
+                    vec![key],
+                ));
+            }
+            let Some(action) = action.as_str() else {
+                return Err(Problem::new(
+                    format!(
+                        "`{}` must name an action as a string (or \"none\" to unbind the key)",
+                        dotted(&key)
+                    ),
+                    vec![key],
+                ));
+            };
+            if action != UNBIND && !ACTIONS.contains(&action) {
+                return Err(Problem::new(
+                    format!(
+                        "`{}` binds no action `{action}`; {}",
+                        dotted(&key),
+                        close(action, &ACTIONS)
+                    ),
+                    vec![key],
+                ));
+            }
+        }
+    }
+    Ok(())
 }
 
 /// `[dashboard] answer_guard_ms`: at most [`DashboardConfig::MAX_ANSWER_GUARD_MS`].
@@ -264,17 +444,8 @@ fn workspaces(config: &Config) -> Result<(), Problem> {
 fn routing(config: &Config) -> Result<(), Problem> {
     let r = &config.routing;
     let key = |name: &str| vec!["routing".to_owned(), name.to_owned()];
-    if let Some(price) = r.ask_above_price_per_mtok
-        && !is_amount(price)
-    {
-        let key = key("ask_above_price_per_mtok");
-        return Err(Problem::new(
-            format!(
-                "`{}` must be a dollar amount of 0 or more, found {price}",
-                dotted(&key)
-            ),
-            vec![key],
-        ));
+    if let Some(price) = r.ask_above_price_per_mtok {
+        money(key("ask_above_price_per_mtok"), price)?;
     }
     if r.card_expiry_secs == 0 {
         let key = key("card_expiry_secs");
@@ -362,16 +533,14 @@ fn seconds(key: Vec<String>, secs: u64) -> Result<(), Problem> {
     ))
 }
 
-/// A capacity or a minimum of 0 would stop everything: refused, naming the key.
-fn at_least_one(key: Vec<String>, value: u64) -> Result<(), Problem> {
+/// A capacity or a minimum of 0 would stop everything: refused, naming the key and what
+/// 0 would do (`why`).
+fn at_least_one(key: Vec<String>, value: u64, why: &str) -> Result<(), Problem> {
     if value >= 1 {
         return Ok(());
     }
     Err(Problem::new(
-        format!(
-            "`{}` is 0, which would stop every run (a rail of 0 queues runs forever); give at least 1",
-            dotted(&key)
-        ),
+        format!("`{}` is 0: {why}; give at least 1", dotted(&key)),
         vec![key],
     ))
 }
@@ -471,12 +640,147 @@ mod tests {
         let p = problem(|c| c.limits.budget_usd_min = -1.0);
         assert_eq!(
             p.message,
-            "`limits.budget_usd_min` must be a dollar amount of 0 or more, found -1"
+            "`limits.budget_usd_min` must be a dollar amount from 0 to 1000000, found -1"
         );
         let p = problem(|c| c.limits.session_hard_cap_usd = f64::NAN);
         assert_eq!(blamed(&p), "limits.session_hard_cap_usd");
         let p = problem(|c| c.limits.session_warning_usd = f64::INFINITY);
         assert_eq!(blamed(&p), "limits.session_warning_usd");
+    }
+
+    #[test]
+    fn every_amount_string_list_and_binding_is_bounded_and_each_refusal_names_its_key() {
+        type Edit = fn(&mut Config);
+        fn sim(c: &mut Config) -> &mut crate::config::ProviderConfig {
+            c.providers.get_mut(SIM_PROVIDER).unwrap()
+        }
+        fn bind(c: &mut Config, context: &str, key: &str, action: toml::Value) {
+            let mut table = toml::Table::new();
+            table.insert(key.into(), action);
+            c.keys.insert(context.into(), toml::Value::Table(table));
+        }
+        // (edit, the key blamed, words the sentence must hold)
+        let cases: Vec<(Edit, &str, &str)> = vec![
+            (
+                |c| c.limits.session_hard_cap_usd = 1e308,
+                "limits.session_hard_cap_usd",
+                "from 0 to 1000000, found 1e308",
+            ),
+            (
+                |c| c.limits.budget_usd_max = 1_000_000.01,
+                "limits.budget_usd_max",
+                "from 0 to 1000000",
+            ),
+            (
+                |c| c.routing.ask_above_price_per_mtok = Some(2e6),
+                "routing.ask_above_price_per_mtok",
+                "from 0 to 1000000",
+            ),
+            (
+                |c| sim(c).command = "x".repeat(5_000_000),
+                "providers.sim.command",
+                "5000000 bytes long; keep it to at most 4096",
+            ),
+            (
+                |c| sim(c).args = vec!["-v".into(); MAX_ENTRIES + 1],
+                "providers.sim.args",
+                "257 entries; keep at most 256",
+            ),
+            (
+                |c| sim(c).args = vec!["-v".into(), "x".repeat(MAX_TEXT_BYTES + 1)],
+                "providers.sim.args[1]",
+                "keep it to at most 4096",
+            ),
+            (
+                |c| {
+                    sim(c)
+                        .env
+                        .insert("LONG".into(), "x".repeat(MAX_TEXT_BYTES + 1));
+                },
+                "providers.sim.env.LONG",
+                "keep it to at most 4096",
+            ),
+            (
+                |c| c.redact.env = vec!["TOKEN".into(); MAX_ENTRIES + 1],
+                "redact.env",
+                "keep at most 256",
+            ),
+            (
+                |c| c.notifications.command = vec!["x".repeat(MAX_TEXT_BYTES + 1)],
+                "notifications.command[0]",
+                "keep it to at most 4096",
+            ),
+            (
+                |c| c.workspaces.root = format!("/{}", "x".repeat(MAX_TEXT_BYTES)),
+                "workspaces.root",
+                "keep it to at most 4096",
+            ),
+            (
+                |c| c.limits.task_max_chars = 0,
+                "limits.task_max_chars",
+                "is 0: every dispatch would be refused as too long; give at least 1",
+            ),
+            (
+                |c| c.limits.transcript_max_lines = 0,
+                "limits.transcript_max_lines",
+                "is 0: a live run's transcript would keep no line; give at least 1",
+            ),
+            (
+                |c| c.limits.per_workflow = 0,
+                "limits.per_workflow",
+                "is 0: a rail of 0 queues runs forever",
+            ),
+            (
+                |c| c.limits.max_turns_min = 0,
+                "limits.max_turns_min",
+                "no turn to take",
+            ),
+            (
+                |c| bind(c, "dashbord", "N", "new_dispatch".into()),
+                "keys.dashbord",
+                "names no context of the dashboard; did you mean dashboard?",
+            ),
+            (
+                |c| bind(c, "dashboard", "N", "new_dispatc".into()),
+                "keys.dashboard.N",
+                "binds no action `new_dispatc`; did you mean new_dispatch?",
+            ),
+            (
+                |c| bind(c, "dashboard", "N", "frobnicate".into()),
+                "keys.dashboard.N",
+                "use one of select_next",
+            ),
+            (
+                |c| bind(c, "dashboard", "ctrl-", "quit".into()),
+                "keys.dashboard.ctrl-",
+                "is not a key",
+            ),
+            (
+                |c| bind(c, "dashboard", "q", 3.into()),
+                "keys.dashboard.q",
+                "must name an action as a string",
+            ),
+            (
+                |c| {
+                    c.keys.insert("help".into(), "quit".into());
+                },
+                "keys.help",
+                "must be a table",
+            ),
+        ];
+        for (edit, key, words) in cases {
+            let p = problem(edit);
+            assert_eq!(blamed(&p), key, "{}", p.message);
+            assert!(p.message.contains(words), "{key}: {}", p.message);
+            assert!(p.message.contains(&format!("`{key}`")), "{}", p.message);
+        }
+        // At the bounds: accepted; `none` unbinds.
+        let mut c = Config::defaults();
+        c.limits.session_hard_cap_usd = MAX_USD;
+        c.limits.session_warning_usd = MAX_USD;
+        sim(&mut c).command = "x".repeat(MAX_TEXT_BYTES);
+        bind(&mut c, "dashboard", "ctrl-alt-f12", "none".into());
+        assert_eq!(check(&c), Ok(()));
     }
 
     #[test]

@@ -9,7 +9,8 @@
 use crate::dispatch::Request;
 use crate::error::{DroverError, ErrorCode};
 
-/// The most run ids one `wait` or `subscribe` may name.
+/// The most run ids one `wait` or `subscribe` may list (a `wait` on a workflow lists none
+/// of its runs' ids, however many there are).
 pub const MAX_RUN_IDS: usize = 256;
 /// The most answers one `respond` may carry (a question's answers).
 pub const MAX_ANSWERS: usize = 64;
@@ -26,7 +27,15 @@ pub const MAX_SEARCH_CHARS: usize = 200;
 pub fn check(request: &Request) -> Result<Request, DroverError> {
     let mut request = request.clone();
     match &mut request {
-        Request::Wait { run_ids, .. } => bound_ids("wait", "run_ids", run_ids)?,
+        Request::Wait {
+            run_ids, workflow, ..
+        } => {
+            // Only the ids the client lists: a workflow's runs are looked up by the owner.
+            bound_ids("wait", "run_ids", run_ids)?;
+            if let Some(workflow) = workflow {
+                id_len("workflow", workflow)?;
+            }
+        }
         Request::Subscribe { run_ids, .. } => bound_ids("subscribe", "run_ids", run_ids)?,
         Request::Respond {
             run_id,

@@ -373,6 +373,7 @@ mod tests {
     fn wait(timeout_secs: Option<u64>) -> Request {
         Request::Wait {
             run_ids: vec!["r1".into()],
+            workflow: None,
             until: WaitUntil::Terminal,
             any: false,
             timeout_secs,

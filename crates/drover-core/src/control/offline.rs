@@ -71,15 +71,19 @@ pub fn answer(paths: &Paths, request: &Request) -> Result<Response, DroverError>
         (
             Request::Wait {
                 run_ids,
+                workflow,
                 until,
                 any,
                 ..
             },
             Some(reader),
-        ) => match projections::wait_from_ledger(reader, run_ids, *until, *any)? {
-            Some(outcome) => Response::Wait(outcome),
-            None => return Err(no_owner(paths)),
-        },
+        ) => {
+            match projections::wait_from_ledger(reader, run_ids, workflow.as_deref(), *until, *any)?
+            {
+                Some(outcome) => Response::Wait(outcome),
+                None => return Err(no_owner(paths)),
+            }
+        }
         (Request::Budget, Some(reader)) => {
             let session = reader
                 .meta(crate::dispatch::core::SESSION_KEY)?
@@ -214,6 +218,7 @@ mod tests {
         );
         let unmet = Request::Wait {
             run_ids: vec!["r2".into()],
+            workflow: None,
             until: WaitUntil::Terminal,
             any: false,
             timeout_secs: Some(5),

@@ -360,6 +360,7 @@ async fn stopping_closes_connections_removes_the_socket_and_frees_the_directory(
         waiting
             .request_json(Request::Wait {
                 run_ids: vec!["r1".into()],
+                workflow: None,
                 until: WaitUntil::Terminal,
                 any: false,
                 timeout_secs: None,

@@ -344,6 +344,7 @@ mod tests {
             wait.map(|(_, request)| request),
             Ok(Request::Wait {
                 run_ids: vec!["r1".into()],
+                workflow: None,
                 until: WaitUntil::Terminal,
                 any: true,
                 timeout_secs: None

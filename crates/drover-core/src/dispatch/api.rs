@@ -225,8 +225,14 @@ pub enum Request {
     },
     /// Block until runs meet a condition, or the timeout passes.
     Wait {
-        /// The runs to wait for (at least one).
+        /// The runs to wait for (with `workflow`, these are added to its runs; without,
+        /// at least one).
+        #[serde(default)]
         run_ids: Vec<String>,
+        /// Also every run of this workflow as it stands when the wait starts, however
+        /// many (the owner looks them up: their ids are not sent).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        workflow: Option<String>,
         /// The condition (default `terminal`).
         #[serde(default)]
         until: WaitUntil,

@@ -240,16 +240,18 @@ pub fn fetch(reader: &LedgerReader, fetch: Fetch) -> Result<Fetched, DroverError
                 None => None,
             })
         }
-        Fetch::Summaries { run_ids } => {
-            let mut rows = Vec::with_capacity(run_ids.len());
-            for id in &run_ids {
-                let record = reader
-                    .run(id)?
-                    .ok_or_else(|| crate::dispatch::core::not_found(id))?;
-                rows.push(summary_from_record(reader, &record)?);
-            }
-            Fetched::Summaries(rows)
-        }
+        Fetch::Summaries { run_ids } => Fetched::Summaries(summaries(reader, &run_ids)?),
+        Fetch::WaitRows { run_ids, workflow } => Fetched::WaitRows {
+            named: summaries(reader, &run_ids)?,
+            workflow: run_summaries_from_ledger(
+                reader,
+                &RunsFilter {
+                    include_removed: true,
+                    workflow: Some(workflow),
+                    ..RunsFilter::default()
+                },
+            )?,
+        },
         Fetch::FinishedRuns { before } => Fetched::Summaries(
             run_summaries_from_ledger(
                 reader,
@@ -266,6 +268,18 @@ pub fn fetch(reader: &LedgerReader, fetch: Fetch) -> Result<Fetched, DroverError
         Fetch::View { run_id } => Fetched::View(Box::new(run_view_from_ledger(reader, &run_id)?)),
         Fetch::Session { name } => Fetched::Session(session(reader, &name)?),
     })
+}
+
+/// Each run's summary, in order (`RUN_NOT_FOUND` when one is missing).
+fn summaries(reader: &LedgerReader, run_ids: &[String]) -> Result<Vec<RunSummary>, DroverError> {
+    let mut rows = Vec::with_capacity(run_ids.len());
+    for id in run_ids {
+        let record = reader
+            .run(id)?
+            .ok_or_else(|| crate::dispatch::core::not_found(id))?;
+        rows.push(summary_from_record(reader, &record)?);
+    }
+    Ok(rows)
 }
 
 /// What `show` and the transcript say of a run whose events retention pruned.
@@ -627,6 +641,7 @@ pub fn transcript_from_ledger(
 pub fn wait_from_ledger(
     reader: &LedgerReader,
     run_ids: &[String],
+    workflow: Option<&str>,
     until: WaitUntil,
     any: bool,
 ) -> Result<Option<WaitOutcome>, DroverError> {
@@ -634,6 +649,26 @@ pub fn wait_from_ledger(
     for run_id in run_ids {
         let run = reader.run(run_id)?.ok_or_else(|| run_not_found(run_id))?;
         runs.push(summary_from_record(reader, &run)?);
+    }
+    if let Some(workflow) = workflow {
+        let members = run_summaries_from_ledger(
+            reader,
+            &RunsFilter {
+                include_removed: true,
+                workflow: Some(workflow.to_string()),
+                ..RunsFilter::default()
+            },
+        )?;
+        if members.is_empty() {
+            return Err(crate::dispatch::core::workflow_not_found(workflow));
+        }
+        let mut seen: std::collections::HashSet<String> = run_ids.iter().cloned().collect();
+        runs.extend(
+            members
+                .into_iter()
+                .rev()
+                .filter(|r| seen.insert(r.head.run_id.clone())),
+        );
     }
     // Nothing changes while nobody owns the directory: no new event will come.
     let met = |run: &RunSummary| until != WaitUntil::Event && until.met_by(run);
@@ -1036,15 +1071,20 @@ pub(crate) mod tests {
             (ids(&[]), WaitUntil::Terminal, false, false),
         ];
         for (run_ids, until, any, met) in cases {
-            let outcome = wait_from_ledger(&reader, &run_ids, until, any).unwrap();
+            let outcome = wait_from_ledger(&reader, &run_ids, None, until, any).unwrap();
             assert_eq!(outcome.is_some(), met, "{run_ids:?} {until:?} any={any}");
             if let Some(outcome) = outcome {
                 assert!(!outcome.timed_out);
                 assert_eq!(outcome.runs.len(), run_ids.len());
             }
         }
-        let e = wait_from_ledger(&reader, &ids(&["nope"]), WaitUntil::Terminal, false).unwrap_err();
+        let e = wait_from_ledger(&reader, &ids(&["nope"]), None, WaitUntil::Terminal, false)
+            .unwrap_err();
         assert_eq!(e.code, ErrorCode::RunNotFound);
+        // A workflow no run is in.
+        let e = wait_from_ledger(&reader, &[], Some("wf-none"), WaitUntil::Terminal, false)
+            .unwrap_err();
+        assert_eq!(e.code, ErrorCode::WorkflowNotFound);
     }
 
     #[test]

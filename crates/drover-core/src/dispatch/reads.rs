@@ -68,6 +68,14 @@ pub enum Fetch {
         /// The runs.
         run_ids: Vec<String>,
     },
+    /// For a wait on a workflow: the summaries of the named runs (`RUN_NOT_FOUND` when
+    /// one is missing) and of every run of the workflow, removed ones too.
+    WaitRows {
+        /// The runs the wait names that are not in memory.
+        run_ids: Vec<String>,
+        /// The workflow.
+        workflow: String,
+    },
     /// Everything about one run (`RUN_NOT_FOUND` when there is none).
     View {
         /// The run to view.
@@ -93,6 +101,13 @@ pub enum Fetched {
     Run(Option<Box<RunSummary>>),
     /// For [`Fetch::Summaries`] and [`Fetch::FinishedRuns`].
     Summaries(Vec<RunSummary>),
+    /// For [`Fetch::WaitRows`].
+    WaitRows {
+        /// The named runs' summaries.
+        named: Vec<RunSummary>,
+        /// The summaries of the workflow's runs, in the order `runs` lists them.
+        workflow: Vec<RunSummary>,
+    },
     /// For [`Fetch::View`].
     View(Box<RunView>),
     /// For [`Fetch::Session`].

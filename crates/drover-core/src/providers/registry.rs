@@ -272,7 +272,14 @@ mod tests {
             .as_object()
             .expect("tests/peers/package.json has dependencies");
         let pinned: Vec<PinnedCli> = PROVIDERS.iter().filter_map(|p| p.pinned).collect();
-        assert_eq!(pinned.len(), pins.len(), "one provider per pinned CLI");
+        // Besides the provider CLIs: the MCP Inspector that `drover mcp` is tested under.
+        let tools = ["@modelcontextprotocol/inspector"];
+        assert!(tools.iter().all(|t| pins.contains_key(*t)));
+        assert_eq!(
+            pinned.len() + tools.len(),
+            pins.len(),
+            "one provider per pinned CLI"
+        );
         for cli in pinned {
             assert_eq!(
                 pins.get(cli.package).and_then(|v| v.as_str()),

@@ -2,7 +2,8 @@
 //! socket all build a `SpecInput`.
 //!
 //! Owns the wire shape only. What must stay true: every field is optional (a missing
-//! field takes its default in `validate`), words stay raw strings so a bad word is
+//! field takes its default in `validate`), a field it does not know is refused (with the
+//! list of those it does), not ignored, words stay raw strings so a bad word is
 //! refused with a sentence rather than a parse error, and numbers are signed/floating so
 //! out-of-range values reach the clamps instead of failing to deserialize.
 
@@ -12,7 +13,7 @@ use std::path::PathBuf;
 
 /// An unvalidated dispatch request.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
-#[serde(default)]
+#[serde(default, deny_unknown_fields)]
 pub struct SpecInput {
     /// Provider name; absent or blank means the configured default provider.
     pub provider: Option<String>,

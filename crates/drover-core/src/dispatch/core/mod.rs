@@ -671,6 +671,16 @@ pub(crate) fn not_found(run_id: &str) -> DroverError {
     )
 }
 
+/// `WORKFLOW_NOT_FOUND` for `workflow`.
+pub(crate) fn workflow_not_found(workflow: &str) -> DroverError {
+    DroverError::new(
+        ErrorCode::WorkflowNotFound,
+        format!(
+            "no run is in workflow {workflow}; `drover runs` lists the runs with their workflows"
+        ),
+    )
+}
+
 pub(crate) fn not_active(run_id: &str, state: RunState) -> DroverError {
     let what_helps = match state {
         RunState::Interrupted => {

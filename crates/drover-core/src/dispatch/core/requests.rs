@@ -127,10 +127,20 @@ impl Core {
             }
             Request::Wait {
                 run_ids,
+                workflow,
                 until,
                 any,
                 timeout_secs,
-            } => return self.register_wait(to, run_ids, until, any, timeout_secs),
+            } => {
+                let wait = super::waits::WaitAsk {
+                    run_ids,
+                    workflow,
+                    until,
+                    any,
+                    timeout_secs,
+                };
+                return self.register_wait(to, wait);
+            }
             Request::Subscribe { .. } => {
                 Ok(Response::Subscribed(crate::dispatch::api::Subscribed {
                     subscribed: true,

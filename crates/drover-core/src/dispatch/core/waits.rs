@@ -1,10 +1,12 @@
 //! `wait`: a client blocks until runs are idle, terminal, or have a new event — any or
 //! all of them — or its (capped) timeout passes.
 //!
-//! What must stay true: a wait names at least one run, and every run it names exists (runs
-//! not in memory are read from the ledger first: they are a previous owner's, finished, and
-//! meet every condition); the answer carries each run's summary as it is when the wait
-//! ends.
+//! What must stay true: a wait names at least one run or a workflow, and every run it
+//! names exists (runs not in memory are read from the ledger first: they are a previous
+//! owner's, finished, and meet every condition); a workflow's runs are looked up here, in
+//! memory and in the ledger, however many (only ids the client lists are bounded, by
+//! `control::bounds`), and a workflow with no run is `WORKFLOW_NOT_FOUND`; the answer
+//! carries each run's summary as it is when the wait ends.
 
 use std::collections::HashMap;
 
@@ -18,6 +20,8 @@ use crate::{DroverError, ErrorCode, UnixMillis};
 pub struct WaitAsk {
     /// The runs to wait for.
     pub run_ids: Vec<String>,
+    /// Also every run of this workflow as it stands now.
+    pub workflow: Option<String>,
     /// The condition.
     pub until: WaitUntil,
     /// Done when any run meets it (else all must).
@@ -39,57 +43,87 @@ pub(super) struct Waiter {
 }
 
 impl Core {
-    pub(super) fn register_wait(
-        &mut self,
-        to: ReplyTo,
-        run_ids: Vec<String>,
-        until: WaitUntil,
-        any: bool,
-        timeout_secs: Option<u64>,
-    ) {
-        if run_ids.is_empty() {
-            let e = DroverError::new(ErrorCode::InvalidSpec, "name at least one run to wait for");
+    pub(super) fn register_wait(&mut self, to: ReplyTo, wait: WaitAsk) {
+        if wait.run_ids.is_empty() && wait.workflow.is_none() {
+            let e = DroverError::new(
+                ErrorCode::InvalidSpec,
+                "name at least one run (or a workflow) to wait for",
+            );
             return self.reply_now(to, Err(e));
         }
-        let wait = WaitAsk {
-            run_ids,
-            until,
-            any,
-            timeout_secs,
-        };
         let elsewhere: Vec<String> = wait
             .run_ids
             .iter()
             .filter(|id| !self.runs.contains_key(*id))
             .cloned()
             .collect();
-        if elsewhere.is_empty() {
-            return self.add_waiter(to, wait, HashMap::new());
+        match wait.workflow.clone() {
+            Some(workflow) => self.load(
+                Fetch::WaitRows {
+                    run_ids: elsewhere,
+                    workflow,
+                },
+                Then::Wait { to, wait },
+            ),
+            None if elsewhere.is_empty() => self.add_waiter(to, wait, HashMap::new()),
+            None => self.load(
+                Fetch::Summaries { run_ids: elsewhere },
+                Then::Wait { to, wait },
+            ),
         }
-        self.load(
-            Fetch::Summaries { run_ids: elsewhere },
-            Then::Wait { to, wait },
-        );
     }
 
-    /// The ledger's rows of the runs a wait names that were not in memory.
+    /// The ledger's rows of the runs a wait names that were not in memory (and of its
+    /// workflow's runs).
     pub(super) fn wait_loaded(
         &mut self,
         to: ReplyTo,
-        wait: WaitAsk,
+        mut wait: WaitAsk,
         answer: Result<Fetched, DroverError>,
     ) {
-        match answer {
-            Ok(Fetched::Summaries(rows)) => {
-                let rows = rows
-                    .into_iter()
-                    .map(|r| (r.head.run_id.clone(), r))
+        let rows = match answer {
+            Ok(Fetched::Summaries(rows)) => rows,
+            Ok(Fetched::WaitRows { named, workflow }) => {
+                let Some(name) = wait.workflow.as_deref() else {
+                    let other = Fetched::WaitRows { named, workflow };
+                    return self.reply_now(to, Err(super::unexpected(&other)));
+                };
+                // The workflow's runs: the ledger's (oldest first), then those only in
+                // memory (a dispatch whose commit is still on its way).
+                let mut members: Vec<String> = workflow
+                    .iter()
+                    .rev()
+                    .map(|r| r.head.run_id.clone())
                     .collect();
-                self.add_waiter(to, wait, rows);
+                let mut in_memory: Vec<&String> = self
+                    .runs
+                    .iter()
+                    .filter(|(_, run)| run.spec.workflow_id.as_deref() == Some(name))
+                    .map(|(id, _)| id)
+                    .collect();
+                in_memory.sort();
+                members.extend(in_memory.into_iter().cloned());
+                if members.is_empty() {
+                    return self.reply_now(to, Err(super::workflow_not_found(name)));
+                }
+                let mut seen: std::collections::HashSet<String> =
+                    wait.run_ids.iter().cloned().collect();
+                for id in members {
+                    if seen.insert(id.clone()) {
+                        wait.run_ids.push(id);
+                    }
+                }
+                named.into_iter().chain(workflow).collect()
             }
-            Ok(other) => self.reply_now(to, Err(super::unexpected(&other))),
-            Err(e) => self.reply_now(to, Err(e)),
-        }
+            Ok(other) => return self.reply_now(to, Err(super::unexpected(&other))),
+            Err(e) => return self.reply_now(to, Err(e)),
+        };
+        let rows = rows
+            .into_iter()
+            .filter(|r| !self.runs.contains_key(&r.head.run_id))
+            .map(|r| (r.head.run_id.clone(), r))
+            .collect();
+        self.add_waiter(to, wait, rows);
     }
 
     fn add_waiter(&mut self, to: ReplyTo, wait: WaitAsk, ledger_rows: HashMap<String, RunSummary>) {

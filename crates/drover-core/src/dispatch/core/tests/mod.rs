@@ -498,6 +498,7 @@ fn allow() -> PermissionAnswer {
 fn wait_request(run_id: &str, until: WaitUntil) -> Request {
     Request::Wait {
         run_ids: vec![run_id.into()],
+        workflow: None,
         until,
         any: false,
         timeout_secs: Some(60),
