@@ -450,19 +450,30 @@ pub fn end_left_over(noted: &[LeftOver]) -> usize {
     ended
 }
 
-/// The processes still in the group `leader` led, once `leader` is gone: every member
-/// of group `leader.pid` that started no earlier than it. A group id stays taken while
-/// any member lives, so these are the leader's own (what it started before it was
-/// noted, like the native binary an npm wrapper starts); when the pid lives on as
-/// another process (another start time), the group is not the leader's and nothing is
-/// returned, as for a leader that led no group of its own.
+/// The processes still in the group `leader` led, once `leader` is gone (exited, or a
+/// zombie nobody reaped: an init that does not reap leaves one): every live member of
+/// group `leader.pid` that started no earlier than it. A group id stays taken while any
+/// member lives, so these are the leader's own (what it started before it was noted,
+/// like the native binary an npm wrapper starts); when the pid lives on as another
+/// process (another start time), or the leader itself still runs (then it is ended with
+/// its group as a noted process), nothing is returned, as for a leader that led no
+/// group of its own.
 fn orphaned_members(table: &HashMap<i32, Stat>, leader: &Noted) -> Vec<Noted> {
-    if leader.pgid != leader.pid || table.contains_key(&leader.pid) {
+    let gone = match table.get(&leader.pid) {
+        None => true,
+        Some(s) => s.start == leader.start && matches!(s.state, 'Z' | 'X'),
+    };
+    if leader.pgid != leader.pid || !gone {
         return Vec::new();
     }
     let mut members: Vec<Noted> = table
         .iter()
-        .filter(|(_, s)| s.pgid == leader.pid && s.start >= leader.start && s.state != 'Z')
+        .filter(|(pid, s)| {
+            **pid != leader.pid
+                && s.pgid == leader.pid
+                && s.start >= leader.start
+                && !matches!(s.state, 'Z' | 'X')
+        })
         .map(|(pid, s)| Noted {
             pid: *pid,
             pgid: s.pgid,

@@ -106,6 +106,12 @@ fn a_gone_leaders_group_is_ended_only_while_it_is_still_its_own() {
             vec![member(501, 1_010)],
         ),
         (
+            "the leader is a zombie nobody reaped: it is gone, its child is not",
+            vec![(500, stat(500, 1_000, 'Z')), (501, stat(500, 1_010, 'S'))],
+            leader,
+            vec![member(501, 1_010)],
+        ),
+        (
             "a zombie member is nobody's to kill",
             vec![(501, stat(500, 1_010, 'Z'))],
             leader,
@@ -169,9 +175,17 @@ async fn the_next_owner_ends_the_unnoted_child_of_a_leader_that_died() {
         .expect("read");
     let native: i32 = line.trim().parse().expect("a pid");
     let native_start = stat_of(native).expect("the child's stat").start;
-    // The wrapper dies (as with its death signal); its child is in its group still.
+    // The wrapper dies (as with its death signal) and is not reaped (as under an init
+    // that reaps nothing: a zombie); its child is in its group still.
     let _ = kill(Pid::from_raw(pid), Signal::SIGKILL);
-    let _ = wrapper.wait().await;
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    while stat_of(pid).is_some_and(|s| s.state != 'Z') {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the wrapper did not die"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+    }
     assert_eq!(stat_of(native).map(|s| s.pgid), Some(pid));
     let left = LeftOver {
         run_id: "r1".into(),
@@ -191,4 +205,5 @@ async fn the_next_owner_ends_the_unnoted_child_of_a_leader_that_died() {
         );
         tokio::time::sleep(std::time::Duration::from_millis(20)).await;
     }
+    let _ = wrapper.wait().await;
 }
