@@ -1253,3 +1253,91 @@ fn deleting_runs_deletes_their_run_scoped_rules_only() {
     assert_eq!(left, [2, 3]);
     ledger.close();
 }
+
+/// A small tmpfs mounted for one test (as root), unmounted (lazily) when dropped; `None`,
+/// with the reason printed, where mounts are not allowed.
+struct SmallDisk {
+    dir: tempfile::TempDir,
+}
+
+impl SmallDisk {
+    fn mount(size: &str) -> Option<SmallDisk> {
+        let dir = tempfile::tempdir().unwrap();
+        let out = Command::new("mount")
+            .args(["-t", "tmpfs", "-o", &format!("size={size}"), "tmpfs"])
+            .arg(dir.path())
+            .output();
+        match out {
+            Ok(out) if out.status.success() => Some(SmallDisk { dir }),
+            Ok(out) => {
+                eprintln!(
+                    "skipped: cannot mount a {size} tmpfs here (not root, or mounts are not \
+                     allowed): {}",
+                    String::from_utf8_lossy(&out.stderr).trim()
+                );
+                None
+            }
+            Err(e) => {
+                eprintln!("skipped: cannot run mount: {e}");
+                None
+            }
+        }
+    }
+}
+
+impl Drop for SmallDisk {
+    fn drop(&mut self) {
+        let _ = Command::new("umount")
+            .arg("-l")
+            .arg(self.dir.path())
+            .status();
+    }
+}
+
+/// A commit on a full disk fails naming the disk as full, with its directory; the
+/// commits before it are kept.
+#[test]
+fn a_commit_on_a_full_disk_is_refused_naming_the_disk() {
+    let Some(disk) = SmallDisk::mount("2m") else {
+        return;
+    };
+    let path = disk.dir.path().join("ledger.sqlite3");
+    let (ledger, _) = Ledger::open(&path, LedgerOptions::default(), 0).unwrap();
+    let writer = ledger.writer();
+    writer
+        .commit_blocking(vec![WriteOp::InsertRun(Box::new(run_record(
+            "r1",
+            RunState::Running,
+            1,
+        )))])
+        .unwrap();
+    let mut refusal = None;
+    // 64 KiB events until the 2 MiB disk is full (bounded: 200 of them are 12 MiB).
+    for seq in 1..=200u64 {
+        let op = WriteOp::event(EventRecord {
+            run_id: "r1".into(),
+            seq,
+            kind: "provider".into(),
+            at: seq as i64,
+            body: json!({ "text": format!("{seq:x}").repeat(65_536 / 2) }),
+        })
+        .unwrap();
+        if let Err(e) = writer.commit_blocking(vec![op]) {
+            refusal = Some(e);
+            break;
+        }
+    }
+    let e = refusal.expect("a 2 MiB disk fills");
+    let said = drover_core::DroverError::from(e).message;
+    assert!(
+        said.contains(&format!(
+            "the disk holding {} is full",
+            disk.dir.path().display()
+        )),
+        "{said}"
+    );
+    assert!(said.contains("nothing was recorded"), "{said}");
+    ledger.close();
+    let reader = LedgerReader::open(&path).unwrap();
+    assert!(reader.run("r1").unwrap().is_some());
+}

@@ -267,15 +267,27 @@ pub fn run(cli: Cli) -> Result<exit::Exit, DroverError> {
         None
     } else {
         paths.ensure_dirs()?;
-        let log = drover_core::logging::init(&paths.log_dir)?;
-        // The command's name only: its arguments (a task, a follow-up) are content.
-        tracing::info!(
-            version = drover_core::VERSION,
-            command = cli.command.name(),
-            "drover started"
-        );
-        tracing::debug!(command = ?cli.command, "arguments");
-        Some(log)
+        // The log is optional: a directory it cannot be written in (a read-only disk) is
+        // a warning, and the command goes on (its own refusals say what it cannot do).
+        match drover_core::logging::init(&paths.log_dir) {
+            Ok(log) => {
+                // The command's name only: its arguments (a task, a follow-up) are content.
+                tracing::info!(
+                    version = drover_core::VERSION,
+                    command = cli.command.name(),
+                    "drover started"
+                );
+                tracing::debug!(command = ?cli.command, "arguments");
+                Some(log)
+            }
+            Err(e) => {
+                output::note(&format!(
+                    "warning: {}; drover goes on without a log file",
+                    e.message
+                ));
+                None
+            }
+        }
     };
     let result = match cli.command {
         Command::Dashboard => done(dashboard::run(&paths)),

@@ -68,10 +68,15 @@ fn build(
         .max_log_files(FILES_KEPT)
         .build(log_dir)
         .map_err(|e| {
+            let what = if crate::ledger::disk::state_of(log_dir).read_only {
+                "the disk holding it is read-only"
+            } else {
+                "check the directory's permissions"
+            };
             DroverError::new(
                 ErrorCode::Internal,
                 format!(
-                    "cannot create a log file in {}: {e}; check the directory's permissions",
+                    "cannot create a log file in {}: {e}; {what}",
                     log_dir.display()
                 ),
             )

@@ -13,6 +13,7 @@
 //!   optional hard cap) in the background, never on the write path; each run's row,
 //!   turns, usage and decisions stay (see [`retention`]).
 
+pub mod disk;
 mod reader;
 pub mod records;
 pub mod recovery;
@@ -27,6 +28,7 @@ pub use records::{
 };
 pub use recovery::Recovery;
 pub use retention::RetentionPolicy;
+pub use schema::Synchronous;
 pub use writer::{Ack, LedgerWriter, WriteOp, WriterOptions};
 
 use rusqlite::Connection;
@@ -98,6 +100,8 @@ pub struct LedgerOptions {
     pub retention: RetentionPolicy,
     /// How often the retention pass looks for events to prune.
     pub retention_interval: Duration,
+    /// How a commit reaches the disk ([`Synchronous::Full`] unless a bench compares).
+    pub synchronous: Synchronous,
 }
 
 impl Default for LedgerOptions {
@@ -106,6 +110,7 @@ impl Default for LedgerOptions {
             writer: WriterOptions::default(),
             retention: RetentionPolicy::KEEP_ALL,
             retention_interval: Duration::from_secs(300),
+            synchronous: Synchronous::Full,
         }
     }
 }
@@ -127,7 +132,7 @@ impl Ledger {
         now: UnixMillis,
     ) -> Result<(Ledger, Recovery), LedgerError> {
         let mut conn = Connection::open(path)?;
-        schema::configure(&conn)?;
+        schema::configure(&conn, options.synchronous)?;
         schema::migrate(&mut conn)?;
         let recovery = recovery::recover(&mut conn, now)?;
         let (tx, rx) = mpsc::channel();

@@ -335,10 +335,29 @@ pub fn migrate(conn: &mut Connection) -> Result<(), LedgerError> {
     Ok(())
 }
 
+/// How a commit reaches the disk.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Synchronous {
+    /// `synchronous=FULL`: the WAL is synced at every commit, so a commit that returned
+    /// survives a crash of the machine, not only of drover. What the owner uses: drover
+    /// shows and acknowledges only what was committed (docs/ARCHITECTURE.md §"Ledger"),
+    /// and the writer's group commits keep the syncs few (many events per sync).
+    #[default]
+    Full,
+    /// `synchronous=NORMAL`: the WAL is synced only at checkpoints; the last commits
+    /// before a machine crash (or power loss) can be lost. Kept to measure what `Full`
+    /// costs (`benches/ledger.rs` runs both).
+    Normal,
+}
+
 /// Connection settings every ledger connection uses.
-pub fn configure(conn: &Connection) -> Result<(), LedgerError> {
+pub fn configure(conn: &Connection, synchronous: Synchronous) -> Result<(), LedgerError> {
     conn.pragma_update(None, "journal_mode", "WAL")?;
-    conn.pragma_update(None, "synchronous", "NORMAL")?;
+    let mode = match synchronous {
+        Synchronous::Full => "FULL",
+        Synchronous::Normal => "NORMAL",
+    };
+    conn.pragma_update(None, "synchronous", mode)?;
     conn.pragma_update(None, "foreign_keys", "ON")?;
     conn.busy_timeout(std::time::Duration::from_secs(5))?;
     Ok(())

@@ -232,10 +232,16 @@ pub(super) fn run(mut conn: Connection, rx: Receiver<Message>, opts: WriterOptio
         if let Err(e) = &committed {
             tracing::error!(error = %e, ops, "ledger: commit failed");
         }
+        let why = committed.as_ref().err().map(|e| {
+            use std::path::Path;
+            let dir = conn.path().map(Path::new).and_then(Path::parent);
+            let dir = dir.unwrap_or(Path::new("."));
+            super::disk::describe(&e.to_string(), dir, super::disk::state_of(dir))
+        });
         for (ack, result) in acks.drain(..) {
-            let outcome = match &committed {
-                Ok(()) => result,
-                Err(e) => Err(LedgerError::Commit(e.to_string())),
+            let outcome = match &why {
+                None => result,
+                Some(why) => Err(LedgerError::Commit(why.clone())),
             };
             let _ = ack.send(outcome);
         }
