@@ -1341,3 +1341,36 @@ fn a_commit_on_a_full_disk_is_refused_naming_the_disk() {
     let reader = LedgerReader::open(&path).unwrap();
     assert!(reader.run("r1").unwrap().is_some());
 }
+
+/// The writer stores what it is given, scanning nothing (docs/ARCHITECTURE.md
+/// §"Secrets"): the dispatcher core redacts every op before it sends it
+/// (`WriteOp::redact`), and here is what that does to an op.
+#[test]
+fn the_writer_stores_what_it_is_given_and_the_core_redacts_before_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let ledger = open(&dir.path().join("ledger.sqlite3"));
+    let key = "ghp_R4nd0mT0k3nF0rT3st1ngDr0v3rXyZ123456";
+    let note = |seq: u64| {
+        WriteOp::event(EventRecord {
+            run_id: "r".into(),
+            seq,
+            kind: kind::NOTE.into(),
+            at: 1_000,
+            body: json!({ "text": format!("pushed with {key}") }),
+        })
+        .unwrap()
+    };
+    let mut redacted = note(2);
+    redacted.redact(&drover_core::redact::Redactor::rules_only());
+    ledger
+        .writer()
+        .commit_blocking(vec![
+            WriteOp::InsertRun(Box::new(run_record("r", RunState::Running, 1))),
+            note(1),
+            redacted,
+        ])
+        .unwrap();
+    let events = ledger.reader().unwrap().events("r", 0).unwrap();
+    assert_eq!(events[0].body["text"], format!("pushed with {key}"));
+    assert_eq!(events[1].body["text"], "pushed with [redacted]");
+}

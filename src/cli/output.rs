@@ -1,6 +1,7 @@
 //! What the command line prints: data on stdout (`--json` as one line of the API's JSON),
-//! one-line notes on stderr, everything through the one redactor, and a closed pipe is
-//! not an error. Every subcommand prints through here.
+//! one-line notes on stderr, everything through the redactor's configured values (the
+//! owner redacted what it sends), and a closed pipe is not an error. Every subcommand
+//! prints through here.
 
 use clap::Args;
 use serde::Serialize;
@@ -18,9 +19,10 @@ pub struct JsonFlag {
 
 /// Writes `text` to stdout. A closed pipe (`drover … | head`) is not an error.
 pub(crate) fn write_stdout(text: &str) -> Result<(), DroverError> {
-    // The one redactor, last, on everything the headless CLI prints (ledgers written
-    // before redaction existed included).
-    let text = drover_core::redact::global().redact(text);
+    // What the owner sent was redacted where it came in; the configured values are
+    // hidden once more here (a value named after the text was stored), and no rule is
+    // built to print (docs/ARCHITECTURE.md §"Secrets").
+    let text = drover_core::redact::global().values_only().redact(text);
     let mut out = io::stdout().lock();
     match out.write_all(text.as_bytes()).and_then(|()| out.flush()) {
         Ok(()) => Ok(()),
@@ -45,6 +47,6 @@ pub(crate) fn print_json(value: &impl Serialize) -> Result<(), DroverError> {
 
 /// One line for the person at the terminal, on stderr. A closed stderr is not an error.
 pub(crate) fn note(text: &str) {
-    let text = drover_core::redact::global().redact(text);
+    let text = drover_core::redact::global().values_only().redact(text);
     let _ = writeln!(io::stderr().lock(), "{text}");
 }

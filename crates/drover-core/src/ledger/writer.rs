@@ -7,7 +7,8 @@
 //!   committed (or with the error that stopped it);
 //! - one refused op (say, an event with a gap in its seq) is backed out alone — SQLite's
 //!   ABORT keeps the rest of the transaction — and reported on that op's ack;
-//! - no secret is stored: every text and JSON value passes [`crate::redact`] here;
+//! - it stores what it is given: the dispatcher core redacts every op it sends
+//!   ([`WriteOp::redact`], docs/ARCHITECTURE.md §"Secrets"), so no text is scanned twice;
 //! - a batch is committed when it holds `max_batch` ops or its first op is `max_delay`
 //!   old, whichever comes first: an ack waits at most `max_delay` plus one commit.
 
@@ -110,6 +111,66 @@ impl WriteOp {
             kind: e.kind,
             at: e.at,
         }))
+    }
+}
+
+impl WriteOp {
+    /// Redacts, in place, every text and JSON value the op stores that can carry the
+    /// user's or an agent's words (titles, specs, live-state details, results, workspaces,
+    /// turn texts, event and decision bodies). The writer stores ops as they come: the
+    /// dispatcher core calls this on each op it commits (docs/ARCHITECTURE.md §"Secrets").
+    pub fn redact(&mut self, redactor: &crate::redact::Redactor) {
+        fn live(
+            redactor: &crate::redact::Redactor,
+            live: &mut Option<crate::live_state::LiveState>,
+        ) {
+            if let Some(live) = live {
+                redactor.redact_opt(&mut live.detail);
+            }
+        }
+        fn value(redactor: &crate::redact::Redactor, value: &mut Option<serde_json::Value>) {
+            if let Some(value) = value {
+                redactor.redact_json(value);
+            }
+        }
+        match self {
+            WriteOp::AppendEvent(e) => {
+                if let std::borrow::Cow::Owned(clean) = redactor.redact_json_text(&e.body_json) {
+                    e.body_json = clean;
+                }
+            }
+            WriteOp::InsertRun(r) => {
+                redactor.redact_string(&mut r.title);
+                redactor.redact_json(&mut r.spec);
+                live(redactor, &mut r.live_state);
+                value(redactor, &mut r.result);
+                value(redactor, &mut r.workspace);
+            }
+            WriteOp::UpdateRun { run_id: _, patch } => {
+                live(redactor, &mut patch.live_state);
+                value(redactor, &mut patch.result);
+                value(redactor, &mut patch.workspace);
+            }
+            WriteOp::UpsertTurn(t) => {
+                redactor.redact_string(&mut t.prompt_preview);
+                redactor.redact_opt(&mut t.text);
+                value(redactor, &mut t.result);
+            }
+            WriteOp::InsertDecision(d) => {
+                redactor.redact_json(&mut d.body);
+            }
+            // Numbers, ids, names drover made and rule patterns (refused when they hold a
+            // secret): nothing a person or an agent wrote.
+            WriteOp::InsertUsage(_)
+            | WriteOp::PutBudgetSession(_)
+            | WriteOp::PutMeta { .. }
+            | WriteOp::DeleteRuns(_)
+            | WriteOp::PruneEvents { .. }
+            | WriteOp::NoteProcesses { .. }
+            | WriteOp::ForgetProcesses { .. }
+            | WriteOp::PutRule(_)
+            | WriteOp::DeleteRule(_) => {}
+        }
     }
 }
 
@@ -291,20 +352,9 @@ fn answer(message: Message, result: Result<(), LedgerError>) {
     }
 }
 
-/// A value as stored: JSON, its secrets redacted ([`crate::redact`]; the dispatcher has
-/// redacted what it sends already, this holds for every writer).
+/// A value as stored: JSON (its sender redacted it, [`WriteOp::redact`]).
 fn json(v: &impl serde::Serialize) -> Result<String, LedgerError> {
-    let text = serde_json::to_string(v)?;
-    Ok(crate::redact::global().redact_json_text(&text).into_owned())
-}
-
-/// Text as stored, its secrets redacted.
-fn text(s: &str) -> std::borrow::Cow<'_, str> {
-    crate::redact::global().redact(s)
-}
-
-fn opt_text(s: &Option<String>) -> Option<std::borrow::Cow<'_, str>> {
-    s.as_deref().map(text)
+    Ok(serde_json::to_string(v)?)
 }
 
 fn opt_json(v: &Option<impl serde::Serialize>) -> Result<Option<String>, LedgerError> {
@@ -317,10 +367,7 @@ fn apply_op(tx: &Transaction<'_>, op: &WriteOp) -> Result<(), LedgerError> {
             let mut st = tx.prepare_cached(
                 "INSERT INTO events (run_id, seq, kind, at, body_json) VALUES (?1, ?2, ?3, ?4, ?5)",
             )?;
-            let body = crate::redact::global()
-                .redact_json_text(&e.body_json)
-                .into_owned();
-            st.execute(params![e.run_id, e.seq as i64, e.kind, e.at, body])?;
+            st.execute(params![e.run_id, e.seq as i64, e.kind, e.at, e.body_json])?;
         }
         WriteOp::InsertRun(r) => {
             let mut st = tx.prepare_cached(
@@ -340,7 +387,7 @@ fn apply_op(tx: &Transaction<'_>, op: &WriteOp) -> Result<(), LedgerError> {
                 r.completion_reason,
                 r.provider,
                 r.model,
-                text(&r.title),
+                r.title,
                 r.budget_session,
                 r.workflow_id,
                 r.parent_run,
@@ -403,8 +450,8 @@ fn apply_op(tx: &Transaction<'_>, op: &WriteOp) -> Result<(), LedgerError> {
                 t.origin,
                 t.started_at,
                 t.ended_at,
-                text(&t.prompt_preview),
-                opt_text(&t.text),
+                t.prompt_preview,
+                t.text,
                 opt_json(&t.usage)?,
                 t.cost_usd,
                 opt_json(&t.result)?,

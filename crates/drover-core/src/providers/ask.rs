@@ -17,6 +17,7 @@
 use serde::{Deserialize, Serialize};
 
 use super::RequestKind;
+use crate::redact::Redactor;
 
 /// What a provider asks permission for, or asks the user.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -280,6 +281,97 @@ pub fn replacement_diff(path: &str, old: &str, new: &str) -> String {
 pub fn quoted_code(text: &str) -> String {
     let line = crate::text::one_line(text);
     format!("`{}`", crate::text::clip(&line, 80))
+}
+
+impl Ask {
+    /// Redacts, in place, every field a person or the model wrote (commands, paths,
+    /// contents, questions, inputs); tool and server names stay (see
+    /// [`super::ProviderEvent::redact`]).
+    pub fn redact(&mut self, redactor: &Redactor) {
+        match self {
+            Ask::Command {
+                command,
+                words,
+                cwd,
+                reason,
+            } => {
+                redactor.redact_string(command);
+                for word in words.iter_mut().flatten() {
+                    redactor.redact_string(word);
+                }
+                redactor.redact_opt(cwd);
+                redactor.redact_opt(reason);
+            }
+            Ask::FileEdit {
+                file_path,
+                change,
+                other_files,
+            } => {
+                redactor.redact_string(file_path);
+                change.redact(redactor);
+                for EditedFile { file_path, change } in other_files {
+                    redactor.redact_string(file_path);
+                    change.redact(redactor);
+                }
+            }
+            Ask::Fetch { url } => {
+                redactor.redact_string(url);
+            }
+            Ask::McpTool {
+                server: _,
+                tool: _,
+                arguments,
+            } => {
+                redactor.redact_string(arguments);
+            }
+            Ask::Question { questions } => {
+                for Question {
+                    question,
+                    header,
+                    options,
+                    multi_select: _,
+                } in questions
+                {
+                    redactor.redact_string(question);
+                    redactor.redact_opt(header);
+                    for QuestionOption { label, description } in options {
+                        redactor.redact_string(label);
+                        redactor.redact_opt(description);
+                    }
+                }
+            }
+            Ask::Other {
+                tool: _,
+                subject,
+                input,
+            } => {
+                redactor.redact_opt(subject);
+                redactor.redact_string(input);
+            }
+        }
+    }
+}
+
+impl FileChange {
+    /// Redacts, in place, the change's text (see [`Ask::redact`]).
+    pub fn redact(&mut self, redactor: &Redactor) {
+        match self {
+            FileChange::Diff { diff } => {
+                redactor.redact_string(diff);
+            }
+            FileChange::Content { content } => {
+                redactor.redact_string(content);
+            }
+            FileChange::Move { to, diff } => {
+                redactor.redact_string(to);
+                redactor.redact_string(diff);
+            }
+            FileChange::Delete => {}
+            FileChange::Described { description } => {
+                redactor.redact_string(description);
+            }
+        }
+    }
 }
 
 #[cfg(test)]

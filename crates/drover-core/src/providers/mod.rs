@@ -37,6 +37,7 @@ use std::path::PathBuf;
 use tokio::sync::mpsc;
 
 use crate::UnixMillis;
+use crate::redact::Redactor;
 use crate::spec::{Capability, PermissionPolicy};
 
 pub use registry::{DEFAULT_PROVIDER, Launcher, ProviderTraits, launch, traits};
@@ -362,6 +363,108 @@ pub enum ProviderEvent {
         /// The last lines the child wrote to stderr.
         stderr_tail: String,
     },
+}
+
+impl ProviderEvent {
+    /// Redacts, in place, every field that can carry the user's or the agent's text:
+    /// answers, tool inputs and outputs, questions, notices, stderr (docs/ARCHITECTURE.md
+    /// §"Secrets"). Numbers, the provider's own ids and fixed words (tool and model names,
+    /// versions) are left as they are, so a usage event is never scanned. Every field is
+    /// named here: a new one does not build until it is decided.
+    pub fn redact(&mut self, redactor: &Redactor) {
+        match self {
+            ProviderEvent::Ready { version: _ }
+            | ProviderEvent::Session {
+                session_id: _,
+                model: _,
+            }
+            | ProviderEvent::Thinking { chars: _ }
+            | ProviderEvent::PermissionWithdrawn { request_id: _ }
+            | ProviderEvent::Usage {
+                model: _,
+                tokens: _,
+            }
+            | ProviderEvent::RateLimitCleared => {}
+            ProviderEvent::AssistantText { text } | ProviderEvent::Notice { text } => {
+                redactor.redact_string(text);
+            }
+            ProviderEvent::ToolStarted {
+                tool_use_id: _,
+                name: _,
+                ask,
+            } => ask.redact(redactor),
+            ProviderEvent::ToolFinished {
+                tool_use_id: _,
+                is_error: _,
+                summary,
+            } => {
+                redactor.redact_string(summary);
+            }
+            ProviderEvent::PermissionRequested(request) => request.redact(redactor),
+            ProviderEvent::RateLimited { until: _, detail } => {
+                redactor.redact_string(detail);
+            }
+            ProviderEvent::TurnCompleted(end) => end.redact(redactor),
+            ProviderEvent::Exited {
+                code: _,
+                signal: _,
+                stderr_tail,
+            } => {
+                redactor.redact_string(stderr_tail);
+            }
+        }
+    }
+}
+
+impl PermissionRequest {
+    /// Redacts, in place, what the request asks and what "always" would allow (see
+    /// [`ProviderEvent::redact`]).
+    pub fn redact(&mut self, redactor: &Redactor) {
+        let PermissionRequest {
+            request_id: _,
+            kind: _,
+            tool: _,
+            ask,
+            always,
+            tool_use_id: _,
+            blocked_path,
+        } = self;
+        ask.redact(redactor);
+        if let Some(AlwaysOption { sentence }) = always {
+            redactor.redact_string(sentence);
+        }
+        redactor.redact_opt(blocked_path);
+    }
+}
+
+impl TurnEnd {
+    /// Redacts, in place, the turn's words: its text, the API's message, the provider's
+    /// reason and the structured output (see [`ProviderEvent::redact`]).
+    pub fn redact(&mut self, redactor: &Redactor) {
+        let TurnEnd {
+            is_error: _,
+            subtype: _,
+            text,
+            session_id: _,
+            total_cost_usd: _,
+            tokens: _,
+            model_usage: _,
+            num_turns: _,
+            duration_ms: _,
+            api_error_status: _,
+            api_message,
+            terminal_reason,
+            structured_output,
+            permission_denials: _,
+            transient: _,
+        } = self;
+        redactor.redact_opt(text);
+        redactor.redact_opt(api_message);
+        redactor.redact_opt(terminal_reason);
+        if let Some(output) = structured_output {
+            redactor.redact_json(output);
+        }
+    }
 }
 
 /// A line for the transcript from an adapter (something skipped, a warning).

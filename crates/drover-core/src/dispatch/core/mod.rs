@@ -533,8 +533,20 @@ impl Core {
 
     // ---- effects ----
 
-    /// Queues a batch for the ledger; its events are published after the commit.
-    fn commit(&mut self, batch: Batch) {
+    /// Queues a batch for the ledger; its events are published after the commit. The
+    /// writer stores what it is given, so every op's text is redacted here — but a
+    /// provider event's transcript entry, made of the event redacted where it came in
+    /// (docs/ARCHITECTURE.md §"Secrets").
+    fn commit(&mut self, mut batch: Batch) {
+        for op in &mut batch.ops {
+            let redacted_at_intake = matches!(
+                op,
+                WriteOp::AppendEvent(e) if e.kind == crate::dispatch::projections::TRANSCRIPT_EVENT
+            );
+            if !redacted_at_intake {
+                op.redact(&self.redactor);
+            }
+        }
         if !batch.ops.is_empty() || !batch.events.is_empty() {
             self.out.push(Effect::Commit(batch));
         }

@@ -35,10 +35,12 @@ const FILE_TOOLS_MAX: usize = 256;
 
 impl Core {
     pub(super) fn on_provider_event(&mut self, tagged: RunProviderEvent) {
-        let RunProviderEvent { run_id, event } = tagged;
+        let RunProviderEvent { run_id, mut event } = tagged;
         // Nothing a provider said is stored or shown before its secrets are redacted
-        // (what answering needs stays with the adapter).
-        let event = self.redactor.redact_serde(event);
+        // (what answering needs stays with the adapter): here, once, its text fields
+        // only; its transcript entry below is made of them and goes to the ledger as it is
+        // (docs/ARCHITECTURE.md §"Secrets").
+        event.redact(&self.redactor);
         let now = self.now;
         let Some(run) = self.runs.get_mut(&run_id) else {
             return;
@@ -47,7 +49,7 @@ impl Core {
         let line = summarize(&event);
         run.event(
             &mut batch,
-            "transcript",
+            crate::dispatch::projections::TRANSCRIPT_EVENT,
             &TranscriptBody {
                 line: line.as_deref(),
                 event: &event,

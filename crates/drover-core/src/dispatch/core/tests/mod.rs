@@ -10,6 +10,7 @@ mod lifecycle;
 mod money;
 mod restart;
 mod rules;
+mod secrets;
 mod sub_runs;
 mod timers;
 mod workspaces;
