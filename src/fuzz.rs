@@ -267,12 +267,28 @@ pub fn config(data: &[u8]) {
     }
 }
 
-/// The redactor: its output never grows without bound and a second pass changes nothing.
+/// The redactor: a secret planted anywhere in the input (a configured value and one a
+/// rule finds) is gone from its output, which never grows without bound, and a second
+/// pass changes nothing.
 pub fn redact(data: &[u8]) {
-    let text = String::from_utf8_lossy(data);
-    let redactor =
-        drover_core::redact::Redactor::with_values(["fuzz-secret-value-1234".to_string()]);
+    const VALUE: &str = "fuzz-secret-value-1234";
+    // A GitHub token, which a rule of the set (not a configured value) finds.
+    const TOKEN: &str = "ghp_R4nd0mT0k3nF0rT3st1ngDr0v3rXyZ123456";
+    let input = String::from_utf8_lossy(data);
+    // Both secrets planted, each on a line of its own, where the first byte says.
+    let mut at = data
+        .first()
+        .map_or(0, |b| usize::from(*b) * input.len() / 255);
+    while !input.is_char_boundary(at) {
+        at -= 1;
+    }
+    let text = format!("{}\n{VALUE}\n{TOKEN}\n{}", &input[..at], &input[at..]);
+    let redactor = drover_core::redact::Redactor::with_values([VALUE.to_string()]);
     let once = redactor.redact(&text);
+    assert!(
+        !once.contains(VALUE) && !once.contains(TOKEN),
+        "a planted secret is still there: {once:?}"
+    );
     assert!(once.len() <= text.len() + 16 * (text.len() / 8 + 1));
     let twice = redactor.redact(&once);
     assert_eq!(once, twice, "redacting twice changed {once:?}");
