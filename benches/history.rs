@@ -110,8 +110,7 @@ fn measure(runs: u64, events: u64) {
             .expect("dashboard child");
         let text = String::from_utf8_lossy(&out.stdout);
         let field = |name: &str| -> f64 {
-            text.split_whitespace()
-                .find_map(|w| w.strip_prefix(name)?.parse().ok())
+            common::printed(&text, name)
                 .unwrap_or_else(|| panic!("the dashboard child printed no {name}: {text}"))
         };
         frames.push(field("first_frame_ms="));

@@ -133,8 +133,7 @@ fn measure(home: &Path, args: &[&str], samples: usize) -> Vec<(f64, f64)> {
                 .expect("runner");
             let text = String::from_utf8_lossy(&out.stdout);
             let field = |name: &str| -> f64 {
-                text.split_whitespace()
-                    .find_map(|w| w.strip_prefix(name)?.parse().ok())
+                common::printed(&text, name)
                     .unwrap_or_else(|| panic!("the runner printed no {name}: {text} {out:?}"))
             };
             (field("wall_ms="), field("maxrss_kb="))

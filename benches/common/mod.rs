@@ -10,6 +10,13 @@ use serde_json::{Value, json};
 use std::path::Path;
 use std::time::Instant;
 
+/// The number a bench's child process printed as the word `name<value>` (e.g.
+/// `wall_ms=3.2`) in `text`.
+pub fn printed(text: &str, name: &str) -> Option<f64> {
+    text.split_whitespace()
+        .find_map(|w| w.strip_prefix(name)?.parse().ok())
+}
+
 pub fn env_or(name: &str, default: u64) -> u64 {
     std::env::var(name)
         .ok()
