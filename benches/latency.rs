@@ -59,11 +59,13 @@ async fn measure(mode: Mode, runs: u64, lines: u64, asks: u64) -> Figures {
     // Every child starts, and the burst of starting them is over, before the first line
     // that is measured: the figures are those of runs that are all active.
     let warm_up_ms = 2_000 + 40 * runs;
-    // Every run works in the one directory on purpose: they do not wait for each other.
+    // Every run works in the one directory on purpose: they do not wait for each other. A
+    // run done with its asks stays warm (no hibernation) while the others finish theirs.
     std::fs::write(
         &paths.config_file,
         format!(
             "[limits]\nper_session_running = {cap}\nqueued_per_session = {cap}\n\
+             hibernate_after_secs = 0\n\
              session_warning_usd = 100000.0\nsession_hard_cap_usd = 100000.0\n\
              [limits.per_provider]\nsim = {cap}\n\
              [workspaces]\nshared_conflict = \"allow\"\n"

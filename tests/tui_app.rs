@@ -478,11 +478,13 @@ async fn a_follow_up_answers_a_run_that_needs_input() {
     h.press([key(KeyCode::Enter)]);
     h.pump_until("the follow-up box to close", |app| app.views.is_empty())
         .await;
+    // The row says the follow-up turn is done (its result is no longer the question);
+    // the turns are read from the owner below (the detail pane may be fetched later).
     h.pump_until("the follow-up turn to finish", |app| {
         app.model.run(&run_id).is_some_and(|e| {
             e.summary.head.state == RunState::Idle
                 && !e.summary.needs_input
-                && e.detail.as_ref().is_some_and(|d| d.turns.len() == 2)
+                && e.summary.result_status.as_deref() == Some("done")
         })
     })
     .await;
@@ -581,12 +583,14 @@ async fn answering_moves_to_the_oldest_request_of_another_run() {
     let mut h = Harness::start().await;
     let first = h.dispatch("tool-permission", "first").await;
     h.pump_until("the first run's request", |app| {
-        app.model.pending_total() == 1
+        requests_loaded(app, &[&first])
     })
     .await;
     let second = h.dispatch("tool-permission", "second").await;
-    h.pump_until("both runs' requests", |app| app.model.pending_total() == 2)
-        .await;
+    h.pump_until("both runs' requests, in full", |app| {
+        requests_loaded(app, &[&first, &second])
+    })
+    .await;
     h.press([char_key('p')]);
     assert_eq!(
         prompt_request(&h.app).map(|(run, _)| run),
@@ -1105,12 +1109,14 @@ async fn the_oldest_permission_is_reached_and_answered_in_one_key() {
     let mut h = Harness::start().await;
     let first = h.dispatch("tool-permission", "first").await;
     h.pump_until("the first run's request", |app| {
-        app.model.pending_total() == 1
+        requests_loaded(app, &[&first])
     })
     .await;
     let second = h.dispatch("tool-permission", "second").await;
-    h.pump_until("both runs' requests", |app| app.model.pending_total() == 2)
-        .await;
+    h.pump_until("both runs' requests, in full", |app| {
+        requests_loaded(app, &[&first, &second])
+    })
+    .await;
     // The second run is selected; the attention line shows the oldest request anyway.
     h.app.model.select(&second);
     let (shown_run, shown) = h
@@ -1141,6 +1147,13 @@ async fn the_oldest_permission_is_reached_and_answered_in_one_key() {
         "nothing landed on the other run"
     );
     let _ = h.shutdown().await;
+}
+
+/// Whether each of `runs` has its pending request in the model in full (its view, not
+/// only the count a summary carries): the attention line can show only those.
+fn requests_loaded(app: &App, runs: &[&str]) -> bool {
+    runs.iter()
+        .all(|run| app.model.run(run).is_some_and(|e| !e.pending.is_empty()))
 }
 
 /// Whether these effects answer a request.
@@ -1176,12 +1189,14 @@ async fn y_y_150_ms_apart_answers_one_request_and_450_ms_apart_two() {
     let mut h = Harness::start().await;
     let first = h.dispatch("tool-permission", "first").await;
     h.pump_until("the first run's request", |app| {
-        app.model.pending_total() == 1
+        requests_loaded(app, &[&first])
     })
     .await;
     let second = h.dispatch("tool-permission", "second").await;
-    h.pump_until("both runs' requests", |app| app.model.pending_total() == 2)
-        .await;
+    h.pump_until("both runs' requests, in full", |app| {
+        requests_loaded(app, &[&first, &second])
+    })
+    .await;
     h.read();
     h.freeze();
     let on_the_line = |app: &App| {
