@@ -4,12 +4,13 @@
 //! (docs/ARCHITECTURE.md §"A restart").
 //!
 //! How: the owner starts it with a pipe on its stdin, writes the ledger's path as one
-//! line, and holds the pipe open for its whole life without writing more. The pipe's end
-//! closes when the owner's process ends, however it ends; the warden then reads the
+//! line, and holds the pipe open for its whole life. A clean stop, once every run's CLI
+//! is shut down, writes `stop` and closes the pipe: the warden exits and touches nothing
+//! (the stop's own shutdown ends what it started, in its order). When the pipe's end
+//! closes with no `stop` — the owner's process ended otherwise — the warden reads the
 //! ledger's `processes` table (read-only) and ends what is left of each noted process
 //! with the crash recovery's rules ([`sweep::end_left_over`]: same boot, pid and start
-//! time, and what is left of a gone leader's group), then exits. A clean stop has swept
-//! every run already, so the warden finds nothing alive to end.
+//! time, and what is left of a gone leader's group), then exits.
 //!
 //! What must stay true: the warden signals nothing a run's children did not start; it
 //! writes nothing (the next owner's recovery owns the ledger); it is in a process group
@@ -64,10 +65,12 @@ impl Warden {
         })
     }
 
-    /// The owner stops cleanly: close the pipe and wait (bounded) for the warden to
-    /// find nothing left and exit.
+    /// The owner stops cleanly (its runs' CLIs are shut down): tell the warden so, close
+    /// the pipe and wait (bounded) for it to exit.
     pub fn stop(mut self) {
-        self.pipe.take();
+        if let Some(mut pipe) = self.pipe.take() {
+            let _ = writeln!(pipe, "{STOP}");
+        }
         for _ in 0..200 {
             if !matches!(self.child.try_wait(), Ok(None)) {
                 return;
@@ -83,9 +86,12 @@ impl Warden {
     }
 }
 
+/// What a clean stop writes to the warden before it closes the pipe.
+const STOP: &str = "stop";
+
 /// The warden's side (`drover warden`): reads the ledger's path from `input`, waits for
-/// the end of `input` (the owner's end), then ends what the owner's runs left. Returns how
-/// many processes it ended.
+/// the end of `input` (the owner's end), then — unless the owner said it stopped cleanly
+/// — ends what the owner's runs left. Returns how many processes it ended.
 pub fn watch(input: impl BufRead) -> usize {
     ignore_stop_signals();
     let mut lines = input.lines();
@@ -93,10 +99,13 @@ pub fn watch(input: impl BufRead) -> usize {
         return 0;
     };
     let ledger = PathBuf::from(ledger);
-    // Nothing more comes: this returns when the owner's end of the pipe closes.
+    // Nothing more comes but a clean stop's word: this returns when the owner's end of
+    // the pipe closes.
     for line in lines {
-        if line.is_err() {
-            break;
+        match line {
+            Ok(line) if line == STOP => return 0,
+            Ok(_) => {}
+            Err(_) => break,
         }
     }
     end_what_was_left(&ledger)
