@@ -1297,21 +1297,6 @@ async fn a_drover_crash_puts_each_app_server_run_back_where_it_was() {
         .await;
 }
 
-/// `(run_id, pid, start_ticks, pgid)` of each process the ledger at `ledger` notes.
-fn noted_processes(ledger: &std::path::Path) -> Vec<(String, i64, i64, i64)> {
-    let Ok(conn) =
-        rusqlite::Connection::open_with_flags(ledger, rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY)
-    else {
-        return Vec::new();
-    };
-    let Ok(mut st) = conn.prepare("SELECT run_id, pid, start_ticks, pgid FROM processes") else {
-        return Vec::new();
-    };
-    st.query_map([], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?)))
-        .map(|rows| rows.flatten().collect())
-        .unwrap_or_default()
-}
-
 /// The same in the exec mode (`restricted`: no approvals to wait on): one hibernated,
 /// one whose result asks a question, one in a turn. `resume` with no words does not
 /// answer the question for the user; each goes on after one command.
@@ -1350,7 +1335,8 @@ async fn a_drover_crash_puts_each_exec_run_back_where_it_was() {
         .await,
         "codex exec outlived the crashed drover: {:?}; the ledger noted {:?}; /proc says {:?}",
         processes_with(&marker),
-        noted_processes(&rig.drover.drover_home().join("ledger.sqlite3")),
+        ::drover_core::ledger::LedgerReader::open(&rig.drover.drover_home().join("ledger.sqlite3"))
+            .and_then(|r| r.noted_processes()),
         processes_with(&marker)
             .iter()
             .map(

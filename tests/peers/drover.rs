@@ -531,6 +531,12 @@ pub fn processes_with(needle: &str) -> Vec<(u32, String)> {
     found
 }
 
+/// Whether `pid` is an owner's warden (`drover warden`: the owner's own, not a run's).
+pub fn is_warden(pid: u32) -> bool {
+    std::fs::read(format!("/proc/{pid}/cmdline"))
+        .is_ok_and(|c| c.split(|b| *b == 0).nth(1) == Some(&b"warden"[..]))
+}
+
 /// The live processes under the owner `owner` (its descendants), but its warden (`drover
 /// warden`, the owner's own): `(pid, command line)`.
 pub fn descendants_but_the_warden(owner: u32) -> Vec<(u32, String)> {
@@ -546,10 +552,10 @@ pub fn descendants_but_the_warden(owner: u32) -> Vec<(u32, String)> {
                 continue;
             }
             frontier.push(pid);
-            let cmdline = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
-            if cmdline.split(|b| *b == 0).nth(1) == Some(&b"warden"[..]) {
+            if is_warden(pid) {
                 continue;
             }
+            let cmdline = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
             found.push((pid, String::from_utf8_lossy(&cmdline).replace('\0', " ")));
         }
     }

@@ -74,12 +74,6 @@ fn codex_config(root: &std::path::Path, mock: &MockApi, extra: &str) -> String {
     provider_config("codex", &peers::cli("codex"), &env) + extra
 }
 
-/// Whether `pid` is an owner's warden (`drover warden`: the owner's own, not a run's).
-fn is_warden(pid: u32) -> bool {
-    std::fs::read(format!("/proc/{pid}/cmdline"))
-        .is_ok_and(|c| c.split(|b| *b == 0).nth(1) == Some(&b"warden"[..]))
-}
-
 /// The processes under `serve` (its descendants, not itself nor its warden) and those in
 /// `groups`.
 fn children_of(serve: u32, groups: &HashSet<u32>) -> Vec<u32> {
@@ -99,7 +93,10 @@ fn children_of(serve: u32, groups: &HashSet<u32>) -> Vec<u32> {
         }
         found.remove(&serve);
     }
-    found.into_iter().filter(|pid| !is_warden(*pid)).collect()
+    found
+        .into_iter()
+        .filter(|pid| !drover::is_warden(*pid))
+        .collect()
 }
 
 fn rss_kib(pids: &[u32]) -> u64 {

@@ -432,7 +432,8 @@ pub fn end_left_over(noted: &[LeftOver]) -> usize {
         if left.boot_id != boot || left.process.pid <= 1 {
             continue;
         }
-        if stat_of(left.process.pid)
+        if table
+            .get(&left.process.pid)
             .is_some_and(|s| s.start == left.process.start && s.state != 'Z')
         {
             tracing::info!(run = %left.run_id, pid = left.process.pid, "ending a process a crashed drover left");
