@@ -40,6 +40,7 @@ fn main() {
             config,
             self_exe: env!("CARGO_BIN_EXE_drover").into(),
             warden: false,
+            ledger_gate: None,
         })
         .await
         .expect("dispatcher starts");

@@ -88,6 +88,7 @@ async fn measure(mode: Mode, runs: u64, lines: u64) -> Figures {
         config,
         self_exe: env!("CARGO_BIN_EXE_drover").into(),
         warden: true,
+        ledger_gate: None,
     })
     .await
     .expect("the owner starts");

@@ -5,7 +5,7 @@
 use drover_core::config::Config;
 use drover_core::dispatch::api::{DispatchEvent, RunView, WaitUntil};
 use drover_core::dispatch::{self, DispatcherHandle, DispatcherOptions, Request};
-use drover_core::ledger::{LedgerReader, kind};
+use drover_core::ledger::{Gate, LedgerReader, kind};
 use drover_core::live_state::{self, Cause, LiveStateEvent, LiveStateKind};
 use drover_core::paths::Paths;
 use drover_core::providers::PermissionAnswer;
@@ -24,6 +24,12 @@ struct Harness {
 
 impl Harness {
     async fn start(config: &str) -> Harness {
+        Harness::start_gated(config, None).await
+    }
+
+    /// A dispatcher whose every ledger commit passes `gate` first (held or failed by the
+    /// test).
+    async fn start_gated(config: &str, gate: Option<Gate>) -> Harness {
         let home = tempfile::tempdir().unwrap();
         let paths = Paths::under(home.path());
         paths.ensure_dirs().unwrap();
@@ -34,6 +40,7 @@ impl Harness {
             config,
             self_exe: env!("CARGO_BIN_EXE_drover").into(),
             warden: false,
+            ledger_gate: gate,
         })
         .await
         .unwrap();
@@ -176,64 +183,353 @@ async fn an_unanswered_permission_is_denied_when_its_time_is_up() {
     h.stop().await;
 }
 
+/// Polls `ready` every millisecond until it holds; panics naming `what` after 30 s.
+async fn until(what: &str, mut ready: impl FnMut() -> bool) {
+    for _ in 0..30_000 {
+        if ready() {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(1)).await;
+    }
+    panic!("{what}: not within 30 s");
+}
+
+/// Whether what `event` says is in the ledger already: a live state at its seq, a run's
+/// state as a row or a recorded move, a pending request as an event.
+fn in_ledger(reader: &LedgerReader, event: &DispatchEvent) -> Result<(), String> {
+    match event {
+        DispatchEvent::LiveState { run_id, live_state } => {
+            let stored = reader
+                .run(run_id)
+                .unwrap()
+                .and_then(|r| r.live_state)
+                .map_or(0, |l| l.seq);
+            if stored < live_state.seq {
+                return Err(format!(
+                    "live state at seq {} published; the ledger holds seq {stored}",
+                    live_state.seq
+                ));
+            }
+        }
+        DispatchEvent::RunChanged { run } => {
+            let id = &run.head.run_id;
+            let Some(row) = reader.run(id).unwrap() else {
+                return Err(format!("run {id} published before its row was committed"));
+            };
+            let state = run.head.state.as_str();
+            let moved = reader
+                .events_of_kind(id, kind::RUN_STATE)
+                .unwrap()
+                .iter()
+                .any(|e| e.body["to"] == state);
+            if row.state != run.head.state && !moved {
+                return Err(format!(
+                    "run {id} published as {state}; the ledger has it {} and never {state}",
+                    row.state
+                ));
+            }
+        }
+        DispatchEvent::PermissionRequested { run_id, pending } => {
+            let asked = reader
+                .events(run_id, 0)
+                .unwrap()
+                .iter()
+                .any(|e| e.body.to_string().contains(&pending.request_id));
+            if !asked {
+                return Err(format!(
+                    "request {} of {run_id} published before the ledger held it",
+                    pending.request_id
+                ));
+            }
+        }
+        _ => {}
+    }
+    Ok(())
+}
+
+/// Opens the gate when dropped, so that a failing test does not leave the ledger's writer
+/// held (and the dispatcher's end waiting for it).
+struct OpenOnDrop(Gate);
+
+impl Drop for OpenOnDrop {
+    fn drop(&mut self) {
+        self.0.heal();
+        self.0.release();
+    }
+}
+
+/// What a subscriber heard, each event checked against the ledger as it is heard.
+#[derive(Default)]
+struct Heard {
+    states: Vec<RunState>,
+    count: usize,
+    answered: usize,
+    idle: bool,
+}
+
+impl Heard {
+    /// Takes every event waiting: each must be in the ledger already; a permission
+    /// request is answered (the answer, which waits for its own commit, not awaited).
+    fn drain(
+        &mut self,
+        events: &mut tokio::sync::broadcast::Receiver<DispatchEvent>,
+        reader: &LedgerReader,
+        handle: &DispatcherHandle,
+    ) {
+        loop {
+            let event = match events.try_recv() {
+                Ok(event) => event,
+                Err(tokio::sync::broadcast::error::TryRecvError::Empty) => return,
+                Err(e) => panic!("the subscription broke: {e}"),
+            };
+            self.count += 1;
+            if let Err(e) = in_ledger(reader, &event) {
+                panic!("published before its batch was committed: {e}");
+            }
+            match &event {
+                DispatchEvent::RunChanged { run } => {
+                    if self.states.last() != Some(&run.head.state) {
+                        self.states.push(run.head.state);
+                    }
+                    self.idle |= run.head.state == RunState::Idle;
+                }
+                DispatchEvent::PermissionRequested { run_id, pending } => {
+                    self.answered += 1;
+                    let handle = handle.clone();
+                    let (run_id, request_id) = (run_id.clone(), pending.request_id.clone());
+                    tokio::spawn(async move {
+                        handle
+                            .request(Request::Respond {
+                                run_id,
+                                request_id,
+                                answer: PermissionAnswer::Allow { always: false },
+                            })
+                            .await
+                    });
+                }
+                _ => {}
+            }
+        }
+    }
+}
+
+/// Commit-then-publish, race-free: every commit is held at the ledger's gate, and while a
+/// batch waits there, everything any subscriber has heard is in the ledger already —
+/// every state of the run, `awaiting_permission` included, each live state and each
+/// permission request. Released, the held events arrive, in order.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn subscribers_only_hear_what_the_ledger_already_holds() {
-    let h = Harness::start("").await;
+    let gate = Gate::default();
+    let _open = OpenOnDrop(gate.clone());
+    let h = Harness::start_gated("", Some(gate.clone())).await;
+    let mut events = h.handle.subscribe();
+    let reader = h.reader();
+    gate.hold();
+    let spec = SpecInput {
+        provider: Some("sim".into()),
+        scenario: Some("tool-permission".into()),
+        task: "run the tool-permission scenario".into(),
+        cwd: Some(h.home.path().to_path_buf()),
+        ..SpecInput::default()
+    };
+    let handle = h.handle.clone();
+    let dispatched = tokio::spawn(async move {
+        handle
+            .request(Request::Dispatch {
+                spec: Box::new(spec),
+            })
+            .await
+    });
+    let mut heard = Heard::default();
+    // Bounded: each step lets at least one batch through; the scenario takes a few dozen.
+    for _ in 0..2_000 {
+        // Until a batch waits at the gate, hearing (and checking) what comes meanwhile.
+        let mut polls = 0;
+        while !heard.idle && !gate.waiting() {
+            heard.drain(&mut events, &reader, &h.handle);
+            polls += 1;
+            assert!(polls < 30_000, "no batch came to the gate within 30 s");
+            tokio::time::sleep(Duration::from_millis(1)).await;
+        }
+        // A publisher that did not wait for the commit would have published it by now.
+        tokio::time::sleep(Duration::from_millis(5)).await;
+        heard.drain(&mut events, &reader, &h.handle);
+        if heard.idle {
+            break;
+        }
+        let passed = gate.passed();
+        gate.release();
+        until("the batch is committed", || gate.passed() > passed).await;
+        gate.hold();
+    }
+    let Heard {
+        states,
+        count: heard,
+        answered,
+        idle,
+    } = heard;
+    gate.release();
+    assert!(idle, "the run reached idle; states heard: {states:?}");
+    assert!(heard > 10, "only {heard} events heard");
+    assert_eq!(answered, 2, "both tool calls were asked for and answered");
+    assert!(
+        states.contains(&RunState::AwaitingPermission) && states.contains(&RunState::Running),
+        "{states:?}"
+    );
+    let run = dispatched.await.unwrap().unwrap().to_json();
+    let view = h.show(run["run_id"].as_str().unwrap()).await;
+    assert_eq!(view.head.state, RunState::Idle);
+    h.stop().await;
+}
+
+/// A ledger whose commits fail (a full disk) changes nothing and loses nothing: the
+/// failing batch is kept and committed again, in order, once the disk writes; meanwhile
+/// nothing of it is published, every subscriber hears why, new work is refused with
+/// `LEDGER_UNAVAILABLE` and reads answer at once; afterwards the run goes on, its events
+/// have no gap, and work is taken again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_failing_ledger_publishes_nothing_refuses_new_work_and_resumes_without_a_gap() {
+    let gate = Gate::default();
+    let _open = OpenOnDrop(gate.clone());
+    let h = Harness::start_gated("", Some(gate.clone())).await;
     let mut events = h.handle.subscribe();
     let run = h.dispatch("tool-permission").await;
-    let reader = h.reader();
-    let mut checked = 0;
-    let mut answered = 0;
-    while checked < 400 {
+    // Wait for the run's first permission request, then fail every commit.
+    let pending = loop {
         let event = tokio::time::timeout(Duration::from_secs(30), events.recv())
             .await
-            .expect("events keep coming")
-            .expect("no lag in this test");
-        match &event {
-            DispatchEvent::LiveState { run_id, live_state } => {
-                let stored = reader.run(run_id).unwrap().unwrap().live_state.unwrap();
-                assert!(
-                    stored.seq >= live_state.seq,
-                    "published live-state seq {} before the ledger held it ({})",
-                    live_state.seq,
-                    stored.seq
-                );
-            }
-            DispatchEvent::RunChanged { run: summary } => {
-                let stored = reader.run(&summary.head.run_id).unwrap().unwrap();
-                let order = |s: RunState| RunState::ALL.iter().position(|x| *x == s);
-                // The stored state is the published one or a later one, never an earlier.
-                assert!(
-                    stored.state == summary.head.state
-                        || stored.state.is_terminal()
-                        || order(stored.state) >= order(summary.head.state)
-                        || summary.head.state == RunState::AwaitingPermission,
-                    "published {} while the ledger says {}",
-                    summary.head.state,
-                    stored.state
-                );
-            }
-            DispatchEvent::PermissionRequested { run_id, pending } => {
-                answered += 1;
-                h.request(Request::Respond {
-                    run_id: run_id.clone(),
-                    request_id: pending.request_id.clone(),
-                    answer: PermissionAnswer::Allow { always: false },
-                })
-                .await;
-            }
-            _ => {}
+            .unwrap()
+            .unwrap();
+        if let DispatchEvent::PermissionRequested { pending, .. } = event {
+            break pending;
         }
-        checked += 1;
-        if let DispatchEvent::RunChanged { run: s } = &event
-            && s.head.state == RunState::Idle
+    };
+    // The run waits for its answer: nothing else is on the way to a subscriber.
+    let _ = h.wait(&run, WaitUntil::NeedsYou).await;
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    while events.try_recv().is_ok() {}
+    let seq_before = h.reader().events(&run, 0).unwrap().len();
+    // The answer is taken (the ledger has not failed yet) and its writes are held, then
+    // fail: it is carried out, and acknowledged only once recorded.
+    gate.hold();
+    let handle = h.handle.clone();
+    let (run_id, request_id) = (run.clone(), pending.request_id.clone());
+    let answered = tokio::spawn(async move {
+        handle
+            .request(Request::Respond {
+                run_id,
+                request_id,
+                answer: PermissionAnswer::Allow { always: false },
+            })
+            .await
+    });
+    until("the answer's batch waits at the gate", || gate.waiting()).await;
+    gate.fail("database or disk is full");
+    gate.release();
+    // Everyone hears why, at once.
+    let why = loop {
+        let event = tokio::time::timeout(Duration::from_secs(30), events.recv())
+            .await
+            .unwrap()
+            .unwrap();
+        match event {
+            DispatchEvent::Health {
+                ledger_unavailable: Some(why),
+                ..
+            } => break why,
+            DispatchEvent::Health { .. } => {}
+            other => panic!("published while the ledger could not write: {other:?}"),
+        }
+    };
+    assert!(why.contains("disk is full"), "{why}");
+    // New work: refused, with nothing changed.
+    let refused = h
+        .handle
+        .request(Request::Dispatch {
+            spec: Box::new(SpecInput {
+                provider: Some("sim".into()),
+                task: "more work".into(),
+                cwd: Some(h.home.path().to_path_buf()),
+                ..SpecInput::default()
+            }),
+        })
+        .await
+        .unwrap_err();
+    assert_eq!(refused.code, drover_core::ErrorCode::LedgerUnavailable);
+    assert!(refused.message.contains("Nothing was changed"), "{refused}");
+    // Reads and ping answer at once, saying why.
+    let pong = h.request(Request::Ping).await;
+    assert!(
+        pong["ledger_unavailable"]
+            .as_str()
+            .is_some_and(|w| w.contains("disk is full")),
+        "{pong}"
+    );
+    let shown = h.show(&run).await;
+    assert_eq!(shown.head.run_id, run);
+    // Nothing of the failing batches reached the ledger or a subscriber.
+    until("the failing batch is tried again", || gate.passed() > 3).await;
+    assert_eq!(h.reader().events(&run, 0).unwrap().len(), seq_before);
+    assert!(
+        !answered.is_finished(),
+        "the answer was acknowledged before it was recorded"
+    );
+    while let Ok(event) = events.try_recv() {
+        assert!(
+            matches!(event, DispatchEvent::Health { .. }),
+            "published while the ledger could not write: {event:?}"
+        );
+    }
+    // The disk writes again: everything goes on by itself.
+    gate.heal();
+    answered
+        .await
+        .unwrap()
+        .expect("the answer is acknowledged once recorded");
+    loop {
+        let event = tokio::time::timeout(Duration::from_secs(30), events.recv())
+            .await
+            .unwrap()
+            .unwrap();
+        if let DispatchEvent::Health {
+            ledger_unavailable: None,
+            ..
+        } = event
         {
             break;
         }
     }
-    assert_eq!(answered, 2, "both tool calls were asked for and answered");
-    let view = h.show(&run).await;
+    // The run's second request, answered now that work is taken again.
+    let second = loop {
+        let event = tokio::time::timeout(Duration::from_secs(30), events.recv())
+            .await
+            .unwrap()
+            .unwrap();
+        if let DispatchEvent::PermissionRequested { pending: p, .. } = event
+            && p.request_id != pending.request_id
+        {
+            break p;
+        }
+    };
+    h.request(Request::Respond {
+        run_id: run.clone(),
+        request_id: second.request_id,
+        answer: PermissionAnswer::Allow { always: false },
+    })
+    .await;
+    let view = h.wait(&run, WaitUntil::Idle).await;
     assert_eq!(view.head.state, RunState::Idle);
+    let seqs: Vec<u64> = h
+        .reader()
+        .events(&run, 0)
+        .unwrap()
+        .iter()
+        .map(|e| e.seq)
+        .collect();
+    let contiguous: Vec<u64> = (1..=seqs.len() as u64).collect();
+    assert_eq!(seqs, contiguous, "the run's events have no gap");
+    assert_eq!(h.reader().decisions(&run).unwrap().len(), 2);
+    h.dispatch("quick-success").await;
     h.stop().await;
 }
 

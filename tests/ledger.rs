@@ -1294,16 +1294,57 @@ impl Drop for SmallDisk {
     }
 }
 
-/// A commit on a full disk fails naming the disk as full, with its directory; the
-/// commits before it are kept.
+/// An event whose body is `bytes` long, so that a few of them need new disk blocks.
+fn big_event(run_id: &str, seq: u64, bytes: usize) -> WriteOp {
+    WriteOp::event(EventRecord {
+        run_id: run_id.into(),
+        seq,
+        kind: "provider".into(),
+        at: seq as i64,
+        body: json!({ "text": format!("{seq:x}").repeat(bytes / format!("{seq:x}").len()) }),
+    })
+    .unwrap()
+}
+
+/// Polls `ready` every 5 ms until it holds; panics naming `what` after 30 s.
+fn until(what: &str, mut ready: impl FnMut() -> bool) {
+    for _ in 0..6_000 {
+        if ready() {
+            return;
+        }
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    panic!("{what}: not within 30 s");
+}
+
+/// Fills the filesystem holding `file` with it (64 KiB at a time, bounded by `max`).
+fn fill(file: &Path, max: usize) {
+    use std::io::Write;
+    let mut f = std::fs::File::create(file).unwrap();
+    let chunk = vec![7u8; 65_536];
+    for _ in 0..max / chunk.len() {
+        if f.write_all(&chunk).and_then(|_| f.sync_all()).is_err() {
+            return;
+        }
+    }
+    panic!(
+        "{} did not fill the disk within {max} bytes",
+        file.display()
+    );
+}
+
+/// A commit the disk refuses changes nothing and loses nothing: on a full disk the writes
+/// are kept, none acknowledged nor stored, the ledger's health names the disk as full with
+/// its directory; once space is freed they commit, in order, with no gap, by themselves.
 #[test]
-fn a_commit_on_a_full_disk_is_refused_naming_the_disk() {
-    let Some(disk) = SmallDisk::mount("2m") else {
+fn a_batch_the_full_disk_refuses_is_kept_and_committed_in_order_once_there_is_room() {
+    let Some(disk) = SmallDisk::mount("4m") else {
         return;
     };
     let path = disk.dir.path().join("ledger.sqlite3");
     let (ledger, _) = Ledger::open(&path, LedgerOptions::default(), 0).unwrap();
     let writer = ledger.writer();
+    let health = ledger.health();
     writer
         .commit_blocking(vec![WriteOp::InsertRun(Box::new(run_record(
             "r1",
@@ -1311,35 +1352,123 @@ fn a_commit_on_a_full_disk_is_refused_naming_the_disk() {
             1,
         )))])
         .unwrap();
-    let mut refusal = None;
-    // 64 KiB events until the 2 MiB disk is full (bounded: 200 of them are 12 MiB).
-    for seq in 1..=200u64 {
-        let op = WriteOp::event(EventRecord {
-            run_id: "r1".into(),
-            seq,
-            kind: "provider".into(),
-            at: seq as i64,
-            body: json!({ "text": format!("{seq:x}").repeat(65_536 / 2) }),
-        })
-        .unwrap();
-        if let Err(e) = writer.commit_blocking(vec![op]) {
-            refusal = Some(e);
-            break;
-        }
-    }
-    let e = refusal.expect("a 2 MiB disk fills");
-    let said = drover_core::DroverError::from(e).message;
+    let filler = disk.dir.path().join("filler");
+    fill(&filler, 8 << 20);
+    let mut acks: Vec<_> = (1..=16u64)
+        .map(|seq| writer.send_acked(vec![big_event("r1", seq, 65_536)]))
+        .collect();
+    until("the ledger says it cannot write", || {
+        health.borrow().is_some()
+    });
+    let why = health.borrow().clone().unwrap();
     assert!(
-        said.contains(&format!(
+        why.contains(&format!(
             "the disk holding {} is full",
             disk.dir.path().display()
         )),
-        "{said}"
+        "{why}"
     );
-    assert!(said.contains("nothing was recorded"), "{said}");
-    ledger.close();
+    // Tried again and again: never acknowledged, never stored.
+    std::thread::sleep(Duration::from_millis(300));
+    for ack in &mut acks {
+        assert!(
+            ack.try_recv().is_err(),
+            "acknowledged while the disk was full"
+        );
+    }
     let reader = LedgerReader::open(&path).unwrap();
-    assert!(reader.run("r1").unwrap().is_some());
+    assert_eq!(reader.events("r1", 0).unwrap().len(), 0);
+    std::fs::remove_file(&filler).unwrap();
+    for ack in acks {
+        ack.blocking_recv()
+            .unwrap()
+            .expect("committed once there is room");
+    }
+    assert!(health.borrow().is_none(), "the ledger writes again");
+    assert_eq!(assert_contiguous(&reader, "r1"), 16);
+    writer
+        .commit_blocking(vec![big_event("r1", 17, 16)])
+        .unwrap();
+    assert_eq!(assert_contiguous(&reader, "r1"), 17);
+    ledger.close();
+}
+
+/// A commit that fails (held at a test gate that fails it, as a failing disk would) is
+/// tried again with what came after it: nothing is acknowledged or stored until it
+/// commits, then everything is, in order.
+#[test]
+fn a_failed_commit_is_tried_again_and_nothing_is_acknowledged_before_it_commits() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("ledger.sqlite3");
+    let gate = drover_core::ledger::Gate::default();
+    let mut options = LedgerOptions::default();
+    options.writer.gate = Some(gate.clone());
+    let (ledger, _) = Ledger::open(&path, options, 0).unwrap();
+    let writer = ledger.writer();
+    let health = ledger.health();
+    writer
+        .commit_blocking(vec![WriteOp::InsertRun(Box::new(run_record(
+            "r1",
+            RunState::Running,
+            1,
+        )))])
+        .unwrap();
+    gate.fail("disk I/O error");
+    let mut acks: Vec<_> = (1..=3u64)
+        .map(|seq| writer.send_acked(vec![event("r1", seq)]))
+        .collect();
+    until("the ledger says it cannot write", || {
+        health.borrow().is_some()
+    });
+    until("the batch is tried again", || gate.passed() >= 4);
+    for ack in &mut acks {
+        assert!(ack.try_recv().is_err(), "acknowledged before the commit");
+    }
+    let reader = LedgerReader::open(&path).unwrap();
+    assert_eq!(reader.events("r1", 0).unwrap().len(), 0);
+    // Sent while the ledger cannot write: behind the others.
+    let later = writer.send_acked(vec![event("r1", 4)]);
+    gate.heal();
+    for ack in acks {
+        ack.blocking_recv().unwrap().unwrap();
+    }
+    later.blocking_recv().unwrap().unwrap();
+    assert_eq!(assert_contiguous(&reader, "r1"), 4);
+    assert!(health.borrow().is_none());
+    ledger.close();
+}
+
+/// A ledger closed while it cannot write ends within a bound: what never committed is
+/// answered with the failure (it was never acknowledged), and the thread stops.
+#[test]
+fn a_ledger_closed_while_it_cannot_write_stops_and_says_what_was_not_recorded() {
+    let dir = tempfile::tempdir().unwrap();
+    let gate = drover_core::ledger::Gate::default();
+    let mut options = LedgerOptions::default();
+    options.writer.gate = Some(gate.clone());
+    let (ledger, _) = Ledger::open(&dir.path().join("ledger.sqlite3"), options, 0).unwrap();
+    gate.fail("disk I/O error");
+    let ack = ledger
+        .writer()
+        .send_acked(vec![WriteOp::InsertRun(Box::new(run_record(
+            "r1",
+            RunState::Running,
+            1,
+        )))]);
+    let (done_tx, done) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        ledger.close();
+        let _ = done_tx.send(());
+    });
+    done.recv_timeout(Duration::from_secs(30))
+        .expect("close ends while the disk fails");
+    let outcome = ack.blocking_recv().unwrap();
+    assert!(
+        outcome
+            .as_ref()
+            .is_err_and(|e| e.to_string().contains("disk I/O error")),
+        "{outcome:?}"
+    );
 }
 
 /// The writer stores what it is given, scanning nothing (docs/ARCHITECTURE.md

@@ -388,6 +388,41 @@ fn processes_of(home: &Path) -> Vec<i32> {
         .unwrap_or_default()
 }
 
+/// A subscriber of the owner's live feed, as a dashboard is, until the owner goes: each
+/// run it heard of, with the number of the furthest live-state assignment it heard (0
+/// for a run heard of only by its row).
+fn live_feed(home: &Home) -> thread::JoinHandle<std::collections::BTreeMap<String, u64>> {
+    let mut stream = UnixStream::connect(home.socket()).unwrap();
+    let mut reader = BufReader::new(stream.try_clone().unwrap());
+    let ack = ask(
+        &mut stream,
+        &mut reader,
+        r#"{"id": 1, "request": {"method": "subscribe"}}"#,
+    );
+    assert_eq!(ack["ok"]["subscribed"], true, "{ack}");
+    thread::spawn(move || {
+        let mut heard = std::collections::BTreeMap::new();
+        let mut line = String::new();
+        // Ends at EOF: the owner was killed. Bounded by what the owner sent.
+        while reader.read_line(&mut line).is_ok_and(|n| n > 0) {
+            if let Ok(value) = serde_json::from_str::<Value>(&line) {
+                let event = &value["event"];
+                let run = event["run_id"]
+                    .as_str()
+                    .or_else(|| event["run"]["run_id"].as_str());
+                if let Some(run) = run {
+                    let seq = event["live_state"]["seq"].as_u64().unwrap_or(0);
+                    let seen: &mut u64 = heard.entry(run.to_string()).or_insert(0);
+                    *seen = (*seen).max(seq);
+                }
+            }
+            line.clear();
+        }
+        drop(stream);
+        heard
+    })
+}
+
 #[test]
 fn twenty_crashes_under_load_lose_nothing_shown_and_leave_nothing_running() {
     // DROVER_CRASH_SEED replays a failed loop's timings (its seed is printed).
@@ -403,8 +438,10 @@ fn twenty_crashes_under_load_lose_nothing_shown_and_leave_nothing_running() {
     eprintln!("crash loop seed {seed} (DROVER_CRASH_SEED={seed} replays it)");
     let mut rng = Rng(seed);
     let home = Home::new();
-    // What was shown: each run's id and the events seen for it before a crash.
-    let mut shown: std::collections::BTreeMap<String, usize> = Default::default();
+    // What was shown: each run's id and the furthest event seq the live feed (a
+    // subscriber of the test's own, as a dashboard) or a read showed of it before a crash.
+    let mut shown: std::collections::BTreeMap<String, u64> = Default::default();
+    let mut live_shown: std::collections::BTreeMap<String, u64> = Default::default();
     let scenarios = [
         "multi-turn",
         "slow-spender",
@@ -414,6 +451,7 @@ fn twenty_crashes_under_load_lose_nothing_shown_and_leave_nothing_running() {
     ];
     for round in 0..20 {
         let serve = home.serve();
+        let feed = live_feed(&home);
         for _ in 0..3 {
             let scenario = scenarios[(rng.next() % scenarios.len() as u64) as usize];
             let run = home.json(&[
@@ -424,7 +462,7 @@ fn twenty_crashes_under_load_lose_nothing_shown_and_leave_nothing_running() {
                 scenario,
                 "Load",
             ]);
-            shown.insert(str_at(&run, "run_id").to_string(), 0);
+            shown.entry(str_at(&run, "run_id").to_string()).or_insert(0);
         }
         // Some of what is shown: a run's events, read back through the owner.
         let (run, _) = shown
@@ -432,11 +470,23 @@ fn twenty_crashes_under_load_lose_nothing_shown_and_leave_nothing_running() {
             .nth((rng.next() % shown.len() as u64) as usize)
             .unwrap();
         let run = run.clone();
-        let events = home.events(&run).len();
-        shown.insert(run, events);
+        let events = home.events(&run).len() as u64;
+        let seen = shown.entry(run).or_insert(0);
+        *seen = (*seen).max(events);
         thread::sleep(Duration::from_millis(rng.next() % 400));
         eprintln!("round {round}: SIGKILL");
         serve.kill9();
+        // What the feed showed until the crash.
+        let heard = feed.join().expect("the feed reader");
+        assert!(
+            !heard.is_empty(),
+            "round {round}: the live feed showed nothing"
+        );
+        for (run, seq) in heard {
+            shown.entry(run.clone()).or_insert(0);
+            let seen = live_shown.entry(run).or_insert(0);
+            *seen = (*seen).max(seq);
+        }
     }
     // The owner after the last crash recovers; nothing is active, nothing shown is lost.
     let serve = home.serve();
@@ -452,9 +502,17 @@ fn twenty_crashes_under_load_lose_nothing_shown_and_leave_nothing_running() {
             drover_core::run_state::RunState::parse(state).is_some(),
             "{run} is {state} after recovery"
         );
+        let events = home.events(run);
         assert!(
-            home.events(run).len() >= *seen,
-            "{run} lost events it had shown"
+            events.len() as u64 >= *seen,
+            "{run} lost events it had shown (up to seq {seen})"
+        );
+        // The feed's live states: the k-th assignment it showed is in the ledger.
+        let live = events.iter().filter(|e| e["kind"] == "live_state").count() as u64;
+        let heard = live_shown.get(run).copied().unwrap_or(0);
+        assert!(
+            live >= heard,
+            "{run}: the feed showed live state {heard}; the ledger holds {live}"
         );
     }
     serve.stop();

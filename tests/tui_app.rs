@@ -76,6 +76,7 @@ impl Harness {
             config,
             self_exe: env!("CARGO_BIN_EXE_drover").into(),
             warden: true,
+            ledger_gate: None,
         })
         .await
         .expect("the owner starts");
@@ -919,6 +920,7 @@ async fn the_dashboard_says_the_owner_is_gone_and_reattaches_to_a_new_one() {
         config,
         self_exe: env!("CARGO_BIN_EXE_drover").into(),
         warden: true,
+        ledger_gate: None,
     })
     .await
     .expect("a new owner");

@@ -63,8 +63,30 @@ fn footer_shows_a_refused_config_reload() {
         config_refused: Some(
             "config not reloaded: /home/dev/.config/drover/config.toml line 3: `limits.per_account` is 0 (the config in force is kept)".into(),
         ),
+        ledger_unavailable: None,
     });
     snap("footer_config_refused", &app);
+}
+
+/// While the owner's ledger cannot write, the header says so, and why, where the budget
+/// gauge was, until it writes again.
+#[test]
+fn header_shows_a_ledger_that_cannot_write() {
+    let mut app = app_with(Vec::new(), 100, 24);
+    app.model.budget = Some(budget(0.0, 0.0));
+    app.model.apply(&drover_core::dispatch::DispatchEvent::Health {
+        config_refused: None,
+        ledger_unavailable: Some(
+            "the disk holding /home/dev/.local/share/drover is full (database or disk is full): nothing was recorded; free space on it".into(),
+        ),
+    });
+    snap("header_ledger_unavailable", &app);
+    app.model
+        .apply(&drover_core::dispatch::DispatchEvent::Health {
+            config_refused: None,
+            ledger_unavailable: None,
+        });
+    assert!(app.model.ledger_unavailable.is_none());
 }
 
 fn one_tray(name: &str, runs: Vec<RunSummary>) {

@@ -134,6 +134,7 @@ mod tests {
             warned: false,
             closed: false,
             config_refused: None,
+            ledger_unavailable: None,
         };
         let cases: [(&[&str], usize, &str); 3] = [
             (

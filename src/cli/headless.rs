@@ -37,6 +37,7 @@ pub(crate) fn dispatcher_options(paths: &Paths) -> Result<DispatcherOptions, Dro
         config,
         self_exe,
         warden: true,
+        ledger_gate: None,
     })
 }
 

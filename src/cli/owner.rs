@@ -174,6 +174,9 @@ pub struct Status {
     /// A config reload the owner refused: it keeps the config it had until the file is
     /// fixed.
     pub config_refused: Option<String>,
+    /// Why the owner's ledger cannot write now: it refuses new work until it can.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub ledger_unavailable: Option<String>,
     /// Runs a crashed drover left active (no owner runs): the next one puts them back
     /// where they were.
     pub owner_gone: usize,
@@ -226,6 +229,7 @@ pub fn status(args: StatusArgs, paths: &Paths) -> Result<(), DroverError> {
             owner_gone: active.iter().filter(|r| r.head.owner_gone).count(),
             active,
             budget,
+            ledger_unavailable: pong.as_ref().and_then(|p| p.ledger_unavailable.clone()),
             config_refused: pong.and_then(|p| p.config_refused),
         })
     })?;
@@ -245,6 +249,12 @@ fn status_lines(s: &Status, now: UnixMillis) -> String {
         _ => "no drover runs (`drover serve --detach` starts one; `drover` opens the dashboard)\n"
             .to_string(),
     };
+    if let Some(why) = &s.ledger_unavailable {
+        out.push_str(&format!(
+            "ledger    cannot write: {} — new work is refused until it can (drover tries again by itself)\n",
+            drover_core::text::one_line(why)
+        ));
+    }
     if let Some(refused) = &s.config_refused {
         out.push_str(&format!(
             "config    {}\n",
@@ -318,6 +328,7 @@ mod tests {
             active: Vec::new(),
             budget: None,
             config_refused: None,
+            ledger_unavailable: None,
             owner_gone: 0,
         };
         assert_eq!(
@@ -334,6 +345,15 @@ mod tests {
              data dir  /d\nruns      1 idle · 2 running\n"
         );
         s.config_refused = None;
+        s.ledger_unavailable =
+            Some("the disk holding /d is full (database or disk is full)".into());
+        assert_eq!(
+            status_lines(&s, 0),
+            "drover 0.1.0 (abc) runs (pid 42, up 2 min)\n\
+             ledger    cannot write: the disk holding /d is full (database or disk is full) — new work is refused until it can (drover tries again by itself)\n\
+             data dir  /d\nruns      1 idle · 2 running\n"
+        );
+        s.ledger_unavailable = None;
         s.pid = None;
         s.uptime_secs = None;
         s.owner_gone = 2;
@@ -357,6 +377,7 @@ mod tests {
             warned: true,
             closed: false,
             config_refused: None,
+            ledger_unavailable: None,
         });
         assert_eq!(
             status_lines(&s, 0),

@@ -544,11 +544,16 @@ pub fn event_line(event: &DispatchEvent) -> String {
         DispatchEvent::LiveState { live_state, .. } => ("live", live_line(live_state)),
         DispatchEvent::Transcript { line, .. } => ("|", one_line(line)),
         DispatchEvent::Budget { note, .. } => ("budget", one_line(note)),
-        DispatchEvent::Health { config_refused } => (
+        DispatchEvent::Health {
+            ledger_unavailable: Some(why),
+            ..
+        } => ("ledger", format!("cannot write: {}", one_line(why))),
+        DispatchEvent::Health { config_refused, .. } => (
             "config",
-            config_refused
-                .as_deref()
-                .map_or_else(|| "config reloaded".to_string(), one_line),
+            config_refused.as_deref().map_or_else(
+                || "healthy: the config is read, the ledger writes".to_string(),
+                one_line,
+            ),
         ),
         DispatchEvent::PermissionRequested { run_id, pending } => (
             "asks",

@@ -230,6 +230,7 @@ pub fn budget(spent: f64, reserved: f64) -> BudgetView {
         warned: spent >= 8.0,
         closed: spent >= 25.0,
         config_refused: None,
+        ledger_unavailable: None,
     }
 }
 

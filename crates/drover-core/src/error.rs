@@ -74,6 +74,9 @@ pub enum ErrorCode {
     ConfigUnreadable,
     /// The ledger could not read or record something.
     LedgerError,
+    /// The ledger cannot write now (a full, read-only or failing disk): the request
+    /// changed nothing; drover takes work again by itself once the disk writes.
+    LedgerUnavailable,
     /// Another drover process already owns the data directory.
     OwnerRunning,
     /// No drover process owns the data directory (or the one that did went away), so a
@@ -176,6 +179,7 @@ impl ErrorCode {
             ErrorCode::ConfigInvalid => "CONFIG_INVALID",
             ErrorCode::ConfigUnreadable => "CONFIG_UNREADABLE",
             ErrorCode::LedgerError => "LEDGER_ERROR",
+            ErrorCode::LedgerUnavailable => "LEDGER_UNAVAILABLE",
             ErrorCode::OwnerRunning => "OWNER_RUNNING",
             ErrorCode::NoOwner => "NO_OWNER",
             ErrorCode::OwnerUnresponsive => "OWNER_UNRESPONSIVE",

@@ -944,6 +944,7 @@ impl App {
                     // A dashboard that attaches after a reload was refused learns of it
                     // here (the Health event went out before it listened).
                     self.model.config_refused = budget.config_refused.clone();
+                    self.model.ledger_unavailable = budget.ledger_unavailable.clone();
                     self.model.budget = Some(budget);
                 }
                 if std::mem::take(&mut self.budget_again) {

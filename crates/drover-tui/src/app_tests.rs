@@ -306,6 +306,7 @@ fn a_refused_reload_from_before_the_dashboard_attached_shows_on_the_footer() {
         warned: false,
         closed: false,
         config_refused: refused.map(str::to_string),
+        ledger_unavailable: None,
     };
     let refused =
         "config not reloaded: line 2: `limits.per_account` is 0 (the config in force is kept)";

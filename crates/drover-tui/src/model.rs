@@ -191,6 +191,9 @@ pub struct ViewModel {
     pub flash: Option<Flash>,
     /// A config reload the owner refused (shown on the footer until a good one).
     pub config_refused: Option<String>,
+    /// Why the owner's ledger cannot write (it refuses new work until it can): the
+    /// header's second line says so while it lasts.
+    pub ledger_unavailable: Option<String>,
     /// Since when the owner has not answered (the dashboard reconnects by itself).
     pub owner_gone_since: Option<UnixMillis>,
     /// Whether the ledger may hold finished runs older than the oldest one held.
@@ -520,8 +523,12 @@ impl ViewModel {
                 self.rebuild_rows();
                 Applied::default()
             }
-            DispatchEvent::Health { config_refused } => {
+            DispatchEvent::Health {
+                config_refused,
+                ledger_unavailable,
+            } => {
                 self.config_refused = config_refused.clone();
+                self.ledger_unavailable = ledger_unavailable.clone();
                 Applied::default()
             }
             DispatchEvent::Budget { note, .. } => {

@@ -423,6 +423,7 @@ async fn the_host_owns_the_directory_with_the_real_dispatcher() {
         self_exe: std::env::current_exe().unwrap(),
         // This test binary is not drover: it has no `warden` command.
         warden: false,
+        ledger_gate: None,
     };
     let host = within("host start", Host::start(options.clone()))
         .await

@@ -346,6 +346,10 @@ pub struct Pong {
     /// A config reload the owner refused (it keeps the config in force), until a good one.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub config_refused: Option<String>,
+    /// Why the ledger cannot write now (a full or read-only disk): the owner refuses new
+    /// work until it can, and takes it again by itself.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ledger_unavailable: Option<String>,
 }
 
 /// The answer to `remove`: the runs that left the trays, and those left in them because
@@ -850,6 +854,9 @@ pub struct BudgetView {
     /// keeps the config it had. Cleared by the next good read.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub config_refused: Option<String>,
+    /// Why the ledger cannot write now; `None` while it can.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ledger_unavailable: Option<String>,
 }
 
 impl RunBudget {
@@ -1241,10 +1248,14 @@ pub enum DispatchEvent {
         note: String,
     },
     /// The owner's own health changed: a config reload was refused (the message), or a
-    /// good one cleared it (`None`). Not about one run (`run_id()` is "").
+    /// good one cleared it (`None`); the ledger stopped being able to write, or can again.
+    /// Each carries the whole health. Not about one run (`run_id()` is "").
     Health {
         /// Why the reload was refused; `None` once a good config is read.
         config_refused: Option<String>,
+        /// Why the ledger cannot write; `None` while it can.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        ledger_unavailable: Option<String>,
     },
 }
 

@@ -11,6 +11,12 @@
 //! the commit, git work for workspaces runs in a task of its own (its outcome comes back
 //! as an input, like a ledger answer).
 //!
+//! While the ledger cannot write (its [`Health`](crate::ledger::Health) says why), the core
+//! is told and refuses new work; what the runs still send is kept, in order, until
+//! [`DOWN_BUFFER_OPS`] writes wait, and then their output is no longer read (their CLIs
+//! block on a full pipe) until the disk writes again (docs/ARCHITECTURE.md §"When the disk
+//! cannot write").
+//!
 //! What must stay true: this task never blocks on a child or on SQLite (ledger reads run
 //! on their own thread); it decides nothing — every rule is the core's.
 
@@ -98,6 +104,12 @@ const FAR: Duration = Duration::from_secs(365 * 24 * 3600);
 
 /// Adapter events handled per turn of the loop before committing.
 const PROVIDER_EVENTS_PER_TURN: usize = 512;
+/// While the ledger cannot write, the runs' events are kept for it until this many writes
+/// wait; then the runs' output is not read until it can (their CLIs pause on a full pipe).
+pub const DOWN_BUFFER_OPS: usize = 20_000;
+/// How long a stop waits for a ledger that cannot write before it ends without it (what
+/// waits was never acknowledged).
+const STOP_WAIT_FOR_LEDGER: Duration = Duration::from_secs(5);
 /// On the hot path, the config file is looked at no more often than this.
 const CONFIG_CHECK_MS: i64 = 500;
 
@@ -181,6 +193,13 @@ struct Driver {
     clock: Clock,
     ledger: Option<Ledger>,
     writer: LedgerWriter,
+    /// Whether the ledger can write ([`crate::ledger::Ledger::health`]).
+    health: crate::ledger::Health,
+    /// Writes sent since the ledger last could not write; while it cannot and these reach
+    /// [`DOWN_BUFFER_OPS`], the runs' output is not read.
+    waiting_ops: usize,
+    /// Where notices ([`Effect::Notice`]) go at once.
+    events: broadcast::Sender<DispatchEvent>,
     publish: mpsc::UnboundedSender<Publication>,
     launcher: Launcher,
     adapters: HashMap<String, AdapterHandle>,
@@ -200,13 +219,14 @@ pub async fn start(
     install_redactor(&options.config);
     // Whatever a CLI starts stays drover's to end (see `providers::sweep`).
     crate::providers::sweep::become_subreaper();
-    let ledger_options = LedgerOptions {
+    let mut ledger_options = LedgerOptions {
         retention: crate::ledger::RetentionPolicy::from_limits(
             options.config.limits.retention_events_days,
             options.config.limits.retention_max_runs,
         ),
         ..LedgerOptions::default()
     };
+    ledger_options.writer.gate = options.ledger_gate.clone();
     let path = options.paths.ledger_file.clone();
     let data_dir = options.paths.data_dir.clone();
     let now = clock.now();
@@ -246,6 +266,9 @@ pub async fn start(
         core,
         clock,
         writer: ledger.writer(),
+        health: ledger.health(),
+        waiting_ops: 0,
+        events: events.clone(),
         ledger: Some(ledger),
         publish: publish_tx,
         launcher: Launcher {
@@ -280,6 +303,7 @@ impl Driver {
         mut loaded: mpsc::UnboundedReceiver<Input>,
     ) {
         let mut requests_open = true;
+        let mut health_open = true;
         loop {
             let (effects, next) = self.core.due(self.clock.now());
             self.carry_out(effects);
@@ -306,7 +330,15 @@ impl Driver {
                         self.input(Input::Shutdown);
                     }
                 },
-                Some(event) = provider_events.recv() => {
+                changed = self.health.changed(), if health_open => match changed {
+                    Ok(()) => {
+                        let health = self.health.borrow_and_update().clone();
+                        self.waiting_ops = 0;
+                        self.input(Input::Ledger(health));
+                    }
+                    Err(_) => health_open = false,
+                },
+                Some(event) = provider_events.recv(), if !self.paused() => {
                     self.provider_event(event);
                     for _ in 1..PROVIDER_EVENTS_PER_TURN {
                         match provider_events.try_recv() {
@@ -320,6 +352,16 @@ impl Driver {
             }
         }
         self.finish().await;
+    }
+
+    /// Whether the ledger cannot write and enough waits for it that the runs' output is
+    /// left unread until it can.
+    fn paused(&self) -> bool {
+        self.ledger_unavailable() && self.waiting_ops >= DOWN_BUFFER_OPS
+    }
+
+    fn ledger_unavailable(&self) -> bool {
+        self.health.borrow().is_some()
     }
 
     fn reply_to(&mut self, reply: Reply) -> ReplyTo {
@@ -407,6 +449,9 @@ impl Driver {
                 Effect::Read(Read::Load { fetch, then }) => {
                     self.outbox.reads.push(ReadJob::Load { fetch, then });
                 }
+                Effect::Notice(event) => {
+                    let _ = self.events.send(event);
+                }
                 Effect::Workspace(job) => {
                     // Git runs in a task of its own; its outcome comes back as an input.
                     let done = self.workspace_done.clone();
@@ -430,7 +475,17 @@ impl Driver {
         {
             return;
         }
-        let ack = self.writer.send_acked(outbox.ops);
+        // While the ledger cannot write, a turn that wrote nothing is answered at once
+        // (from memory, or from what is on disk): it does not wait behind writes that
+        // wait for the disk.
+        let ack = if self.ledger_unavailable() && outbox.ops.is_empty() {
+            None
+        } else {
+            if self.ledger_unavailable() {
+                self.waiting_ops += outbox.ops.len();
+            }
+            Some(self.writer.send_acked(outbox.ops))
+        };
         let _ = self.publish.send(Publication {
             ack,
             events: outbox.events,
@@ -445,7 +500,26 @@ impl Driver {
         self.carry_out(effects);
         self.flush();
         let barrier = self.writer.send_acked(Vec::<WriteOp>::new());
-        let _ = barrier.await;
+        // A ledger that cannot write is given a moment, not forever: what still waits
+        // for it was never acknowledged.
+        let mut health = self.health.clone();
+        let unavailable = async move {
+            loop {
+                if health.borrow_and_update().is_some() {
+                    tokio::time::sleep(STOP_WAIT_FOR_LEDGER).await;
+                    return;
+                }
+                if health.changed().await.is_err() {
+                    std::future::pending::<()>().await;
+                }
+            }
+        };
+        tokio::select! {
+            _ = barrier => {}
+            _ = unavailable => {
+                tracing::warn!("stopping while the ledger cannot write: what was not recorded was never acknowledged");
+            }
+        }
         if let Some(ledger) = self.ledger.take() {
             let _ = tokio::task::spawn_blocking(move || ledger.close()).await;
         }

@@ -46,6 +46,9 @@ pub struct DispatcherOptions {
     /// Whether an owner ([`crate::control::Host`]) starts its warden, `<self_exe>
     /// warden` ([`crate::control::warden`]): true wherever `self_exe` is drover.
     pub warden: bool,
+    /// A gate every ledger commit passes ([`crate::ledger::Gate`]), for tests that hold or
+    /// fail commits; `None` in drover itself.
+    pub ledger_gate: Option<crate::ledger::Gate>,
 }
 
 pub(crate) type Reply = oneshot::Sender<Result<Response, DroverError>>;

@@ -474,6 +474,7 @@ pub fn budget_from_ledger(
         unpriced_runs: bases.unpriced_runs,
         runs_by_basis: bases.runs_by_basis,
         config_refused: None,
+        ledger_unavailable: None,
     })
 }
 

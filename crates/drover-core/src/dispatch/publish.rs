@@ -5,7 +5,10 @@
 //! What must stay true: a subscriber never sees a change that is not on disk, and sees
 //! changes in the order the dispatcher made them (acks complete in commit order, and this
 //! task awaits them one after another); a read sees every write the dispatcher made
-//! before asking for it; no SQLite call runs on a runtime thread.
+//! before asking for it — but while the ledger cannot write, a turn that wrote nothing
+//! (no ack) has its replies and answers sent at once, from memory or from what is on disk,
+//! not behind writes that wait for the disk (docs/ARCHITECTURE.md §"When the disk cannot
+//! write"); no SQLite call runs on a runtime thread.
 
 use std::path::PathBuf;
 use tokio::sync::{broadcast, mpsc};
@@ -19,7 +22,9 @@ use crate::{DroverError, ErrorCode};
 
 /// What one turn of the dispatcher's loop sends after its commit.
 pub struct Publication {
-    pub ack: Ack,
+    /// The commit to wait for; `None`: the turn wrote nothing while the ledger cannot
+    /// write, and its replies and answers go at once.
+    pub ack: Option<Ack>,
     pub events: Vec<DispatchEvent>,
     pub replies: Vec<(Reply, Result<Response, DroverError>)>,
     pub reads: Vec<ReadJob>,
@@ -38,9 +43,48 @@ pub fn spawn(
     events: broadcast::Sender<DispatchEvent>,
     reads: std::sync::mpsc::Sender<ReadJob>,
 ) -> tokio::task::JoinHandle<()> {
+    let (ordered_tx, ordered) = mpsc::unbounded_channel();
+    let in_order = spawn_in_order(ordered, events, reads.clone());
+    tokio::spawn(async move {
+        while let Some(mut p) = queue.recv().await {
+            if p.ack.is_none() {
+                for (reply, value) in p.replies.drain(..) {
+                    let _ = reply.send(value);
+                }
+                let (answers, loads): (Vec<ReadJob>, Vec<ReadJob>) = p
+                    .reads
+                    .drain(..)
+                    .partition(|job| matches!(job, ReadJob::Answer { .. }));
+                for job in answers {
+                    let _ = reads.send(job);
+                }
+                p.reads = loads;
+                if p.events.is_empty() && p.reads.is_empty() {
+                    continue;
+                }
+            }
+            if ordered_tx.send(p).is_err() {
+                break;
+            }
+        }
+        drop(ordered_tx);
+        let _ = in_order.await;
+    })
+}
+
+/// Publishes each publication once its commit is acknowledged, one after another.
+fn spawn_in_order(
+    mut queue: mpsc::UnboundedReceiver<Publication>,
+    events: broadcast::Sender<DispatchEvent>,
+    reads: std::sync::mpsc::Sender<ReadJob>,
+) -> tokio::task::JoinHandle<()> {
     tokio::spawn(async move {
         while let Some(p) = queue.recv().await {
-            match p.ack.await {
+            let committed = match p.ack {
+                Some(ack) => ack.await,
+                None => Ok(Ok(())),
+            };
+            match committed {
                 Ok(Ok(())) => {
                     for e in p.events {
                         let _ = events.send(e);

@@ -29,7 +29,7 @@ pub use records::{
 pub use recovery::Recovery;
 pub use retention::RetentionPolicy;
 pub use schema::Synchronous;
-pub use writer::{Ack, LedgerWriter, WriteOp, WriterOptions};
+pub use writer::{Ack, Gate, Health, LedgerWriter, WriteOp, WriterOptions};
 
 use rusqlite::Connection;
 use std::path::{Path, PathBuf};
@@ -119,6 +119,7 @@ impl Default for LedgerOptions {
 pub struct Ledger {
     path: PathBuf,
     writer: LedgerWriter,
+    health: Health,
     writer_thread: Option<JoinHandle<()>>,
     retention: Option<retention::Retention>,
 }
@@ -137,9 +138,10 @@ impl Ledger {
         let recovery = recovery::recover(&mut conn, now)?;
         let (tx, rx) = mpsc::channel();
         let writer_options = options.writer;
+        let (health_tx, health) = tokio::sync::watch::channel(None);
         let writer_thread = std::thread::Builder::new()
             .name("ledger-writer".into())
-            .spawn(move || writer::run(conn, rx, writer_options))?;
+            .spawn(move || writer::run(conn, rx, writer_options, health_tx))?;
         let writer = LedgerWriter::new(tx);
         let retention = retention::Retention::start(
             path.to_path_buf(),
@@ -151,6 +153,7 @@ impl Ledger {
             Ledger {
                 path: path.to_path_buf(),
                 writer,
+                health,
                 writer_thread: Some(writer_thread),
                 retention: Some(retention),
             },
@@ -166,6 +169,13 @@ impl Ledger {
     /// A handle for sending writes; clone it freely.
     pub fn writer(&self) -> LedgerWriter {
         self.writer.clone()
+    }
+
+    /// Whether the ledger can write now, and the news when that changes: `None` while
+    /// commits succeed, else why they do not (docs/ARCHITECTURE.md §"When the disk
+    /// cannot write").
+    pub fn health(&self) -> Health {
+        self.health.clone()
     }
 
     /// A new read connection.

@@ -10,10 +10,15 @@
 //! - it stores what it is given: the dispatcher core redacts every op it sends
 //!   ([`WriteOp::redact`], docs/ARCHITECTURE.md §"Secrets"), so no text is scanned twice;
 //! - a batch is committed when it holds `max_batch` ops or its first op is `max_delay`
-//!   old, whichever comes first: an ack waits at most `max_delay` plus one commit.
+//!   old, whichever comes first: an ack waits at most `max_delay` plus one commit;
+//! - a batch the disk refuses (full, read-only, failing) changes nothing: it is rolled
+//!   back, kept in order and tried again until it commits, and no ack is answered before
+//!   — the writer's [`Health`] says why meanwhile (docs/ARCHITECTURE.md §"When the disk
+//!   cannot write").
 
 use rusqlite::{Connection, Transaction, params};
 use std::sync::mpsc::{self, Receiver, RecvTimeoutError, Sender, TryRecvError};
+use std::sync::{Arc, Condvar, Mutex};
 use std::time::{Duration, Instant};
 use tokio::sync::oneshot;
 
@@ -175,7 +180,6 @@ impl WriteOp {
 }
 
 type AckSender = oneshot::Sender<Result<(), LedgerError>>;
-type PendingAcks = Vec<(AckSender, Result<(), LedgerError>)>;
 
 /// Completes once the transaction holding the write committed.
 pub type Ack = oneshot::Receiver<Result<(), LedgerError>>;
@@ -187,20 +191,110 @@ pub(super) enum Message {
     Shutdown,
 }
 
+impl Message {
+    fn ops(&self) -> usize {
+        match self {
+            Message::One(_) => 1,
+            Message::Ops(ops, _) => ops.len(),
+            Message::Shutdown => 0,
+        }
+    }
+}
+
 /// How the writer batches.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone)]
 pub struct WriterOptions {
     /// Commit once a batch holds this many ops.
     pub max_batch: usize,
     /// Commit once a batch's first op is this old.
     pub max_delay: Duration,
+    /// Where each batch waits before its commit: held or failed on purpose by a test
+    /// ([`Gate`]); `None` in drover itself.
+    pub gate: Option<Gate>,
 }
 
 impl Default for WriterOptions {
-    fn default() -> Self {
+    /// The writer drover runs with: 10,000 ops or 1 ms, whichever comes first.
+    fn default() -> WriterOptions {
         WriterOptions {
             max_batch: 10_000,
             max_delay: Duration::from_millis(1),
+            gate: None,
+        }
+    }
+}
+
+/// A point each batch passes just before its commit, for tests that prove what waits for
+/// a commit (docs/ARCHITECTURE.md §"Commit, then publish"): [`Gate::hold`] keeps every
+/// batch there until [`Gate::release`]; [`Gate::fail`] makes every commit fail, as a full
+/// disk would, until [`Gate::heal`]. Cheap to clone; clones share one gate.
+#[derive(Debug, Clone, Default)]
+pub struct Gate {
+    inner: Arc<(Mutex<GateState>, Condvar)>,
+}
+
+#[derive(Debug, Default)]
+struct GateState {
+    hold: bool,
+    fail: Option<String>,
+    waiting: bool,
+    passed: u64,
+}
+
+impl Gate {
+    fn state(&self) -> std::sync::MutexGuard<'_, GateState> {
+        self.inner.0.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    fn change(&self, f: impl FnOnce(&mut GateState)) {
+        f(&mut self.state());
+        self.inner.1.notify_all();
+    }
+
+    /// From now on, each batch waits before its commit until [`Gate::release`].
+    pub fn hold(&self) {
+        self.change(|s| s.hold = true);
+    }
+
+    /// Lets the waiting batch (and every later one) through.
+    pub fn release(&self) {
+        self.change(|s| s.hold = false);
+    }
+
+    /// From now on, each commit fails with `why` (the writer keeps the batch and tries it
+    /// again) until [`Gate::heal`].
+    pub fn fail(&self, why: &str) {
+        self.change(|s| s.fail = Some(why.to_string()));
+    }
+
+    /// Commits succeed again.
+    pub fn heal(&self) {
+        self.change(|s| s.fail = None);
+    }
+
+    /// Whether a batch is waiting at the gate now.
+    pub fn waiting(&self) -> bool {
+        self.state().waiting
+    }
+
+    /// How many batches have passed the gate (committed or failed) so far.
+    pub fn passed(&self) -> u64 {
+        self.state().passed
+    }
+
+    /// The writer's side: waits while held, then says whether the commit may go on.
+    fn pass(&self) -> Result<(), String> {
+        let (lock, turn) = &*self.inner;
+        let mut s = lock.lock().unwrap_or_else(|p| p.into_inner());
+        s.waiting = true;
+        while s.hold {
+            s = turn.wait(s).unwrap_or_else(|p| p.into_inner());
+        }
+        s.waiting = false;
+        s.passed += 1;
+        match &s.fail {
+            Some(why) => Err(why.clone()),
+            None => Ok(()),
         }
     }
 }
@@ -253,97 +347,209 @@ impl LedgerWriter {
     }
 }
 
+/// Whether the ledger can write: `None` when the last commit succeeded, else why it
+/// cannot, in words ([`super::disk::describe`]).
+pub type Health = tokio::sync::watch::Receiver<Option<String>>;
+
+/// The first wait before a batch that did not commit is tried again; it doubles up to
+/// [`RETRY_MAX`].
+const RETRY_FIRST: Duration = Duration::from_millis(50);
+/// The longest wait between two tries of a batch that did not commit.
+const RETRY_MAX: Duration = Duration::from_secs(1);
+/// Tries of a batch that does not commit after the ledger was told to stop: then its acks
+/// are answered with the failure and the writer ends (the changes were never
+/// acknowledged, so nothing acknowledged is lost).
+const TRIES_AFTER_STOP: u32 = 5;
+
 /// The writer thread's loop. Returns when shut down or every sender is gone.
-pub(super) fn run(mut conn: Connection, rx: Receiver<Message>, opts: WriterOptions) {
-    let mut acks: PendingAcks = Vec::new();
-    while let Ok(first) = rx.recv() {
+///
+/// A batch that does not commit (the disk is full, read-only or failing) changes nothing:
+/// its transaction is rolled back, its messages are kept, in order, and tried again —
+/// with whatever was sent since, behind them — until a commit succeeds. Meanwhile `health`
+/// says why, and no ack is answered: what waits for one waits for the disk.
+pub(super) fn run(
+    mut conn: Connection,
+    rx: Receiver<Message>,
+    opts: WriterOptions,
+    health: tokio::sync::watch::Sender<Option<String>>,
+) {
+    let mut held: Vec<Message> = Vec::new();
+    let mut failures = 0u32;
+    let mut stopping = false;
+    loop {
         let started = Instant::now();
-        let tx = match conn.transaction() {
-            Ok(tx) => tx,
-            Err(e) => {
-                tracing::error!(error = %e, "ledger: cannot begin a transaction");
-                answer(first, Err(LedgerError::from(e)));
-                continue;
+        let mut batch = std::mem::take(&mut held);
+        if batch.is_empty() {
+            match rx.recv() {
+                Ok(m) => batch.push(m),
+                Err(_) => break,
             }
-        };
-        let mut ops = 0usize;
-        let mut stop = !apply(&tx, first, &mut acks, &mut ops);
-        while !stop && ops < opts.max_batch {
-            let next = match rx.try_recv() {
-                Ok(m) => m,
-                Err(TryRecvError::Disconnected) => {
-                    stop = true;
+        }
+        stopping |= gather(&rx, &mut batch, &opts, started);
+        match attempt(&mut conn, &batch, opts.gate.as_ref()) {
+            Ok(outcomes) => {
+                if failures > 0 {
+                    tracing::info!(tries = failures + 1, "ledger: writes succeed again");
+                }
+                failures = 0;
+                health.send_if_modified(|h| h.take().is_some());
+                for (message, outcome) in batch.into_iter().zip(outcomes) {
+                    answer(message, outcome);
+                }
+                if stopping {
                     break;
                 }
-                Err(TryRecvError::Empty) => {
-                    let left = opts.max_delay.saturating_sub(started.elapsed());
-                    match rx.recv_timeout(left) {
-                        Ok(m) => m,
-                        Err(RecvTimeoutError::Timeout) => break,
-                        Err(RecvTimeoutError::Disconnected) => {
-                            stop = true;
-                            break;
-                        }
+            }
+            Err(why) => {
+                failures += 1;
+                let changed = health.send_if_modified(|h| {
+                    let new = h.as_deref() != Some(why.as_str());
+                    if new {
+                        *h = Some(why.clone());
                     }
+                    new
+                });
+                if changed {
+                    tracing::error!(%why, ops = batch.iter().map(Message::ops).sum::<usize>(), "ledger: commit failed; the batch is kept and tried again");
                 }
-            };
-            stop = !apply(&tx, next, &mut acks, &mut ops);
-        }
-        let committed = tx.commit();
-        if let Err(e) = &committed {
-            tracing::error!(error = %e, ops, "ledger: commit failed");
-        }
-        let why = committed.as_ref().err().map(|e| {
-            use std::path::Path;
-            let dir = conn.path().map(Path::new).and_then(Path::parent);
-            let dir = dir.unwrap_or(Path::new("."));
-            super::disk::describe(&e.to_string(), dir, super::disk::state_of(dir))
-        });
-        for (ack, result) in acks.drain(..) {
-            let outcome = match &why {
-                None => result,
-                Some(why) => Err(LedgerError::Commit(why.clone())),
-            };
-            let _ = ack.send(outcome);
-        }
-        if stop {
-            break;
+                if stopping && failures >= TRIES_AFTER_STOP {
+                    tracing::error!(%why, "ledger: stopping with writes that never committed (none was acknowledged)");
+                    for message in batch {
+                        answer(message, Err(LedgerError::Commit(why.clone())));
+                    }
+                    break;
+                }
+                held = batch;
+                std::thread::sleep(retry_wait(failures));
+            }
         }
     }
 }
 
-/// Applies one message inside the open transaction. Returns false on shutdown.
-fn apply(
-    tx: &Transaction<'_>,
-    message: Message,
-    acks: &mut PendingAcks,
-    count: &mut usize,
+/// The wait before the `failures`-th try again: doubling from [`RETRY_FIRST`], at most
+/// [`RETRY_MAX`].
+fn retry_wait(failures: u32) -> Duration {
+    RETRY_FIRST
+        .saturating_mul(1u32 << failures.saturating_sub(1).min(16))
+        .min(RETRY_MAX)
+}
+
+/// Adds to `batch` what comes within the batch's time and size. Returns true when the
+/// writer is to stop after it (a shutdown, or every sender gone).
+fn gather(
+    rx: &Receiver<Message>,
+    batch: &mut Vec<Message>,
+    opts: &WriterOptions,
+    started: Instant,
 ) -> bool {
-    let (ops, ack) = match message {
-        Message::One(op) => {
-            *count += 1;
-            if let Err(e) = apply_op(tx, &op) {
-                tracing::warn!(error = %e, "ledger: write refused");
+    let mut ops: usize = batch.iter().map(Message::ops).sum();
+    if batch.iter().any(|m| matches!(m, Message::Shutdown)) {
+        return true;
+    }
+    while ops < opts.max_batch {
+        let next = match rx.try_recv() {
+            Ok(m) => m,
+            Err(TryRecvError::Disconnected) => return true,
+            Err(TryRecvError::Empty) => {
+                let left = opts.max_delay.saturating_sub(started.elapsed());
+                match rx.recv_timeout(left) {
+                    Ok(m) => m,
+                    Err(RecvTimeoutError::Timeout) => return false,
+                    Err(RecvTimeoutError::Disconnected) => return true,
+                }
             }
+        };
+        ops += next.ops();
+        let stop = matches!(next, Message::Shutdown);
+        batch.push(next);
+        if stop {
             return true;
         }
-        Message::Ops(ops, ack) => (ops, ack),
-        Message::Shutdown => return false,
+    }
+    false
+}
+
+/// One try at committing `batch` in one transaction: each message's outcome (an op
+/// refused alone, say an event with a gap in its seq, is backed out alone — SQLite's
+/// ABORT keeps the rest), or why nothing was committed.
+fn attempt(
+    conn: &mut Connection,
+    batch: &[Message],
+    gate: Option<&Gate>,
+) -> Result<Vec<Result<(), LedgerError>>, String> {
+    let dir = conn
+        .path()
+        .and_then(|p| std::path::Path::new(p).parent())
+        .map_or_else(
+            || std::path::PathBuf::from("."),
+            std::path::Path::to_path_buf,
+        );
+    let why = |e: &dyn std::fmt::Display| {
+        super::disk::describe(&e.to_string(), &dir, super::disk::state_of(&dir))
+    };
+    let tx = match conn.transaction() {
+        Ok(tx) => tx,
+        Err(e) => return Err(why(&e)),
+    };
+    let mut outcomes = Vec::with_capacity(batch.len());
+    for message in batch {
+        match apply(&tx, message) {
+            Ok(outcome) => outcomes.push(outcome),
+            Err(e) => return Err(why(&e)),
+        }
+    }
+    if let Some(gate) = gate
+        && let Err(why) = gate.pass()
+    {
+        return Err(why);
+    }
+    match tx.commit() {
+        Ok(()) => Ok(outcomes),
+        Err(e) => Err(why(&e)),
+    }
+}
+
+/// Whether SQLite's error is the disk's (full, read-only, failing, locked): the whole
+/// batch is tried again later. Any other error refuses one op.
+fn is_disk_error(e: &LedgerError) -> bool {
+    use rusqlite::ErrorCode as C;
+    match e {
+        LedgerError::Sqlite(rusqlite::Error::SqliteFailure(f, _)) => matches!(
+            f.code,
+            C::DiskFull
+                | C::SystemIoFailure
+                | C::ReadOnly
+                | C::CannotOpen
+                | C::DatabaseBusy
+                | C::DatabaseLocked
+                | C::OutOfMemory
+                | C::FileLockingProtocolFailed
+        ),
+        _ => false,
+    }
+}
+
+/// Applies one message inside the open transaction: its outcome (the first op it had
+/// refused), or the disk's error that stops the whole batch.
+fn apply(tx: &Transaction<'_>, message: &Message) -> Result<Result<(), LedgerError>, LedgerError> {
+    let ops: &[WriteOp] = match message {
+        Message::One(op) => std::slice::from_ref(op),
+        Message::Ops(ops, _) => ops,
+        Message::Shutdown => return Ok(Ok(())),
     };
     let mut outcome = Ok(());
-    for op in &ops {
-        *count += 1;
+    for op in ops {
         if let Err(e) = apply_op(tx, op) {
+            if is_disk_error(&e) {
+                return Err(e);
+            }
             tracing::warn!(error = %e, "ledger: write refused");
             if outcome.is_ok() {
                 outcome = Err(e);
             }
         }
     }
-    if let Some(ack) = ack {
-        acks.push((ack, outcome));
-    }
-    true
+    Ok(outcome)
 }
 
 fn answer(message: Message, result: Result<(), LedgerError>) {

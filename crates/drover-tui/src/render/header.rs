@@ -1,6 +1,7 @@
 //! The header: the budget session and the counts on the first line; the session gauge
 //! (spent, reserved, warning mark, hard cap) on the second, coloured by level — or, while
-//! the owner does not answer, that drover is not running and the dashboard reconnects.
+//! the owner does not answer, that drover is not running and the dashboard reconnects; while
+//! its ledger cannot write, why, and that new work waits for it.
 //! The gauge's level is the owner's word as much as its numbers (a session it says is
 //! past its warning reads so), so the header and a budget note never disagree.
 
@@ -66,6 +67,19 @@ pub fn draw(buf: &mut Buffer, area: Rect, model: &ViewModel) {
                     format!(" ({gone_for}; `drover serve --detach` starts it)"),
                     theme::dim(),
                 ),
+            ]),
+        );
+    } else if let Some(why) = &model.ledger_unavailable {
+        put_line(
+            buf,
+            area,
+            1,
+            &Line::from(vec![
+                Span::styled(
+                    " the ledger cannot write — new work is refused until it can: ",
+                    theme::error(),
+                ),
+                Span::styled(one_line(why), theme::error()),
             ]),
         );
     } else if let Some(budget) = &model.budget {

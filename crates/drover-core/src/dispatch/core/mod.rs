@@ -157,6 +157,8 @@ pub enum Input {
     Config(Box<Config>),
     /// The config file changed and could not be read (the refusal says why).
     ConfigRefused(DroverError),
+    /// The ledger stopped being able to write (why), or can again (`None`).
+    Ledger(Option<String>),
     /// Stop every run's CLI and wind down: a run in a turn is interrupted, every other
     /// run is left as it is for the next owner (docs/ARCHITECTURE.md §"A restart").
     Shutdown,
@@ -238,6 +240,9 @@ pub enum Effect {
     },
     /// Read the ledger off the dispatcher's task, after everything committed so far.
     Read(Read),
+    /// Publish at once, before anything waiting for a commit: news of the owner itself
+    /// ([`DispatchEvent::Health`]), which changes nothing in the ledger.
+    Notice(super::api::DispatchEvent),
     /// Run git work for a run's workspace off the dispatcher's task; report the outcome
     /// as [`Input::Workspace`].
     Workspace(Box<WorkspaceJob>),
@@ -403,6 +408,9 @@ pub struct Core {
     redactor: crate::redact::Redactor,
     /// The last config reload that was refused, while no good one followed.
     config_refused: Option<String>,
+    /// Why the ledger cannot write, while it cannot: new work is refused
+    /// (docs/ARCHITECTURE.md §"When the disk cannot write").
+    ledger_unavailable: Option<String>,
 }
 
 /// How long shutdown waits for children to exit before giving up on them.
@@ -447,6 +455,7 @@ impl Core {
             guard_extra,
             redactor,
             config_refused: None,
+            ledger_unavailable: None,
             config,
             facts,
             now,
@@ -488,6 +497,7 @@ impl Core {
             Input::Loaded { then, answer } => self.on_loaded(then, answer),
             Input::Config(config) => self.on_config(*config),
             Input::ConfigRefused(refusal) => self.on_config_refused(refusal),
+            Input::Ledger(health) => self.on_ledger(health),
             Input::Shutdown => self.begin_shutdown(),
         }
         self.recheck_money();
@@ -592,6 +602,60 @@ impl Core {
         self.out.push(Effect::Read(Read::Load { fetch, then }));
     }
 
+    /// The owner's health, whole, as an event for every subscriber.
+    fn health(&self) -> super::api::DispatchEvent {
+        super::api::DispatchEvent::Health {
+            config_refused: self.config_refused.clone(),
+            ledger_unavailable: self.ledger_unavailable.clone(),
+        }
+    }
+
+    /// Publishes the owner's health at once (it waits for no commit).
+    fn notice_health(&mut self) {
+        let health = self.health();
+        self.out.push(Effect::Notice(health));
+    }
+
+    /// The ledger can no longer write (why), or can again: new work is refused meanwhile
+    /// ([`Core::refuse_while_ledger_unavailable`]), and every subscriber is told.
+    fn on_ledger(&mut self, health: Option<String>) {
+        if self.ledger_unavailable == health {
+            return;
+        }
+        match &health {
+            Some(why) => {
+                tracing::error!(%why, "the ledger cannot write: new work is refused until it can")
+            }
+            None => tracing::info!("the ledger writes again: new work is taken"),
+        }
+        self.ledger_unavailable = health;
+        self.notice_health();
+    }
+
+    /// The refusal of a request that would change something while the ledger cannot
+    /// write: nothing was changed. Reads, `stop` and `kill-all` are taken (the user stays
+    /// in control of what runs; their record waits for the disk, like their answer).
+    fn refuse_while_ledger_unavailable(&self, request: &Request) -> Option<DroverError> {
+        let why = self.ledger_unavailable.as_ref()?;
+        let taken = matches!(
+            request,
+            Request::Ping
+                | Request::Runs { .. }
+                | Request::Counts
+                | Request::Show { .. }
+                | Request::Transcript { .. }
+                | Request::Diff { .. }
+                | Request::Budget
+                | Request::Routes
+                | Request::Wait { .. }
+                | Request::Rules
+                | Request::Subscribe { .. }
+                | Request::Stop { .. }
+                | Request::KillAll { .. }
+        );
+        (!taken).then(|| ledger_unavailable(why))
+    }
+
     // ---- small shared reads of state ----
 
     fn limits(&self) -> &Limits {
@@ -689,6 +753,16 @@ pub(crate) fn workflow_not_found(workflow: &str) -> DroverError {
         ErrorCode::WorkflowNotFound,
         format!(
             "no run is in workflow {workflow}; `drover runs` lists the runs with their workflows"
+        ),
+    )
+}
+
+/// The refusal of new work while the ledger cannot write (`why`).
+pub(crate) fn ledger_unavailable(why: &str) -> DroverError {
+    DroverError::new(
+        ErrorCode::LedgerUnavailable,
+        format!(
+            "the ledger cannot write: {why}. Nothing was changed; drover tries the disk again by itself and takes work again as soon as it can write (`drover status` says when), then try again"
         ),
     )
 }

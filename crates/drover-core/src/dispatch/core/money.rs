@@ -493,6 +493,7 @@ impl Core {
             warned: now.warned,
             closed: now.closed,
             config_refused: self.config_refused.clone(),
+            ledger_unavailable: self.ledger_unavailable.clone(),
         };
         self.answer_from_ledger(
             to,
@@ -622,12 +623,7 @@ impl Core {
             Err(e) => return self.on_config_refused(e),
         };
         if self.config_refused.take().is_some() {
-            self.commit(Batch {
-                ops: Vec::new(),
-                events: vec![DispatchEvent::Health {
-                    config_refused: None,
-                }],
-            });
+            self.notice_health();
         }
         self.redactor = crate::redact::Redactor::from_config(&config, |name| self.facts.env(name));
         self.guard_extra = config.guard.patterns();
@@ -774,13 +770,8 @@ impl Core {
         if self.config_refused.as_deref() == Some(message.as_str()) {
             return;
         }
-        self.config_refused = Some(message.clone());
-        self.commit(Batch {
-            ops: Vec::new(),
-            events: vec![DispatchEvent::Health {
-                config_refused: Some(message),
-            }],
-        });
+        self.config_refused = Some(message);
+        self.notice_health();
     }
 }
 

@@ -39,6 +39,9 @@ impl Core {
         if self.shutting_down() && !matches!(request, Request::Ping) {
             return self.reply_now(to, Err(shutting_down()));
         }
+        if let Some(refusal) = self.refuse_while_ledger_unavailable(&request) {
+            return self.reply_now(to, Err(refusal));
+        }
         let answer = match request {
             Request::Ping => Ok(Response::Pong(Pong {
                 pong: true,
@@ -46,6 +49,7 @@ impl Core {
                 version: self.version.clone(),
                 started_at: self.started_at,
                 config_refused: self.config_refused.clone(),
+                ledger_unavailable: self.ledger_unavailable.clone(),
             })),
             Request::Dispatch { spec } => return self.dispatch(to, *spec),
             request @ Request::Runs { .. } => {

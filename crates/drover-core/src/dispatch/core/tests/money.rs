@@ -134,7 +134,7 @@ fn a_refused_config_reload_is_kept_shown_in_the_budget_view_and_cleared_by_a_goo
         out.events
             .iter()
             .filter_map(|e| match e {
-                DispatchEvent::Health { config_refused } => Some(config_refused.clone()),
+                DispatchEvent::Health { config_refused, .. } => Some(config_refused.clone()),
                 _ => None,
             })
             .collect()
