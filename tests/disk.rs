@@ -125,7 +125,8 @@ fn status(home: &Home) -> String {
 #[test]
 fn a_full_disk_refuses_new_work_says_why_and_resumes_by_itself_losing_nothing() {
     let home = Home::new();
-    let Some(_disk) = Mounted::over(&home, &["-t", "tmpfs", "-o", "size=24m,mode=0700", "tmpfs"]) else {
+    let Some(_disk) = Mounted::over(&home, &["-t", "tmpfs", "-o", "size=24m,mode=0700", "tmpfs"])
+    else {
         return;
     };
     let scenario = chatty_scenario(&home, 3_000, 2);

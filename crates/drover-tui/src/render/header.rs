@@ -75,10 +75,7 @@ pub fn draw(buf: &mut Buffer, area: Rect, model: &ViewModel) {
             area,
             1,
             &Line::from(vec![
-                Span::styled(
-                    " the ledger cannot write — new work is refused until it can: ",
-                    theme::error(),
-                ),
+                Span::styled(" ledger cannot write (new work waits): ", theme::error()),
                 Span::styled(one_line(why), theme::error()),
             ]),
         );
