@@ -1105,3 +1105,149 @@ fn a_double_pressed_y_answers_only_the_request_that_was_read() {
     tmux.keys(&["q"]);
     tmux.wait_for("DASHBOARD-EXIT=0", &[]);
 }
+
+/// Into a run's directory from the dashboard: `!` opens `$SHELL` there. Outside tmux the
+/// shell takes the terminal and the dashboard comes back, whole, when it exits; inside
+/// tmux it opens in a new window named after the run and the dashboard stays.
+#[test]
+fn bang_opens_a_shell_in_the_runs_directory_and_the_dashboard_comes_back() {
+    let probe = Command::new("tmux").arg("-V").output();
+    assert!(
+        probe.is_ok_and(|o| o.status.success()),
+        "this test needs tmux; install it (apt-get install tmux)"
+    );
+    let home = tempfile::tempdir().expect("temp dir");
+    let _owner = ShutdownOnDrop(home.path());
+    std::fs::write(
+        home.path().join("config.toml"),
+        "[providers.claude-code]\nenabled = false\n[providers.codex]\nenabled = false\n\
+         [providers.opencode]\nenabled = false\n",
+    )
+    .expect("config");
+    let work = home.path().join("work");
+    std::fs::create_dir(&work).expect("the run's directory");
+    // The "shell": says where it is, then waits for a line.
+    let marker = home.path().join("shell-was-in");
+    let shell = home.path().join("shell.sh");
+    std::fs::write(
+        &shell,
+        format!(
+            "#!/bin/sh\npwd >> '{}'\necho IN-THE-SHELL\nread line\n",
+            marker.display()
+        ),
+    )
+    .expect("the shell script");
+    std::fs::set_permissions(&shell, std::os::unix::fs::PermissionsExt::from_mode(0o755))
+        .expect("chmod");
+    let tmux = Tmux {
+        socket: format!("drover-e2e-open-{}", std::process::id()),
+        target: "open".into(),
+    };
+    // Outside tmux (its variable unset for the dashboard): the shell in the foreground.
+    let command = format!(
+        "cd '{}'; env -u TMUX DROVER_HOME='{}' SHELL='{}' '{}'; echo DASHBOARD-EXIT=$?; sleep 600",
+        home.path().display(),
+        home.path().display(),
+        shell.display(),
+        env!("CARGO_BIN_EXE_drover")
+    );
+    let started = tmux.run(&[
+        "new-session",
+        "-d",
+        "-s",
+        "open",
+        "-x",
+        "100",
+        "-y",
+        "30",
+        &command,
+    ]);
+    assert!(started.status.success(), "{started:?}");
+    tmux.wait_for("nothing waits for you", &[]);
+    // A run dispatched from another terminal, working in `work`.
+    let run = json(drover(
+        home.path(),
+        &[
+            "dispatch",
+            "--provider",
+            "sim",
+            "--scenario",
+            "quick-success",
+            "--cwd",
+            work.to_str().expect("a UTF-8 path"),
+            "--json",
+            "Say hello",
+        ],
+    ));
+    let run_id = run["run_id"].as_str().expect("run id").to_string();
+    tmux.wait_for(&run_id, &[]);
+    tmux.keys(&["!"]);
+    tmux.wait_for("IN-THE-SHELL", &[]);
+    tmux.keys(&["Enter"]);
+    tmux.wait_for("back from the shell", &[]);
+    tmux.wait_for(&run_id, &[]);
+    let was_in = std::fs::read_to_string(&marker).expect("the shell ran");
+    assert_eq!(was_in.trim(), work.display().to_string());
+    // Inside tmux: a new window named after the run; the dashboard stays on screen.
+    tmux.keys(&["q"]);
+    tmux.wait_for("DASHBOARD-EXIT=0", &[]);
+    let command = format!(
+        "cd '{}'; DROVER_HOME='{}' SHELL='{}' '{}'; sleep 600",
+        home.path().display(),
+        home.path().display(),
+        shell.display(),
+        env!("CARGO_BIN_EXE_drover")
+    );
+    let inside = Tmux {
+        socket: format!("drover-e2e-open-in-{}", std::process::id()),
+        target: "inside".into(),
+    };
+    let started = inside.run(&[
+        "new-session",
+        "-d",
+        "-s",
+        "inside",
+        "-x",
+        "100",
+        "-y",
+        "30",
+        &command,
+    ]);
+    assert!(started.status.success(), "{started:?}");
+    inside.wait_for(&run_id, &[]);
+    inside.keys(&["!"]);
+    let window = format!("{run_id} shell");
+    let start = Instant::now();
+    loop {
+        let windows = String::from_utf8_lossy(
+            &inside
+                .run(&["list-windows", "-t", "=inside", "-F", "#{window_name}"])
+                .stdout,
+        )
+        .into_owned();
+        if windows.lines().any(|w| w == window)
+            && std::fs::read_to_string(&marker).is_ok_and(|m| m.lines().count() == 2)
+        {
+            break;
+        }
+        assert!(
+            start.elapsed() < DEADLINE,
+            "no window {window:?} with the shell in it: {windows}"
+        );
+        std::thread::sleep(POLL);
+    }
+    let was_in = std::fs::read_to_string(&marker).expect("the shell ran");
+    assert_eq!(
+        was_in.lines().nth(1),
+        Some(work.display().to_string().as_str())
+    );
+    // The new window is the one tmux shows; the dashboard goes on in its own.
+    let dashboard = String::from_utf8_lossy(
+        &inside
+            .run(&["capture-pane", "-p", "-t", "=inside:0"])
+            .stdout,
+    )
+    .into_owned();
+    assert!(dashboard.contains(&run_id), "{dashboard}");
+    assert!(dashboard.contains("a tmux window"), "{dashboard}");
+}

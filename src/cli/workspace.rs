@@ -1,5 +1,6 @@
 //! A worktree run's work from the command line: `drover diff RUN [--stat] [--file PATH]`,
-//! `drover merge RUN [--squash] [--message M]`, `drover keep RUN`, `drover discard RUN`.
+//! `drover merge RUN [--squash] [--message M]`, `drover keep RUN`, `drover discard RUN`,
+//! and `drover open RUN [--shell|--editor|--print]` into the run's directory.
 //!
 //! What must stay true: `diff` only reads (with no owner it is answered from the ledger
 //! and git, like `show`); `merge`, `keep` and `discard` go through the dispatcher — the
@@ -15,6 +16,7 @@ use super::render;
 use drover_core::dispatch::{Request, Response};
 use drover_core::error::DroverError;
 use drover_core::paths::Paths;
+use drover_core::workspace::open::{self as into, Program};
 
 #[derive(Debug, Subcommand)]
 pub enum WorkspaceCommand {
@@ -60,12 +62,31 @@ pub enum WorkspaceCommand {
         #[command(flatten)]
         output: JsonFlag,
     },
+    /// Into a run's directory (its worktree, or the directory a shared run was given):
+    /// your shell ($SHELL) by default, your editor ($VISUAL, $EDITOR, else vi) with
+    /// --editor, or only its path with --print. Inside tmux the shell or editor opens in
+    /// a new window named after the run (`[dashboard] open_in = "split"`: a split).
+    Open {
+        run: String,
+        /// Open your shell there (the default).
+        #[arg(long, conflicts_with_all = ["editor", "print"])]
+        shell: bool,
+        /// Open your editor on it.
+        #[arg(long, conflicts_with = "print")]
+        editor: bool,
+        /// Print the directory and open nothing (`cd "$(drover open RUN --print)"`).
+        #[arg(long)]
+        print: bool,
+    },
 }
 
 impl WorkspaceCommand {
-    /// Whether the command only reads (`diff`).
+    /// Whether the command only reads (`diff`, `open`).
     pub fn read_only(&self) -> bool {
-        matches!(self, WorkspaceCommand::Diff { .. })
+        matches!(
+            self,
+            WorkspaceCommand::Diff { .. } | WorkspaceCommand::Open { .. }
+        )
     }
 
     /// The command's name, for the log (never its arguments).
@@ -75,12 +96,26 @@ impl WorkspaceCommand {
             WorkspaceCommand::Merge { .. } => "merge",
             WorkspaceCommand::Keep { .. } => "keep",
             WorkspaceCommand::Discard { .. } => "discard",
+            WorkspaceCommand::Open { .. } => "open",
         }
     }
 }
 
 pub fn run(command: WorkspaceCommand, paths: &Paths) -> Result<(), DroverError> {
     let (request, json) = match command {
+        WorkspaceCommand::Open {
+            run,
+            editor,
+            print,
+            shell: _,
+        } => {
+            let program = if editor {
+                Program::Editor
+            } else {
+                Program::Shell
+            };
+            return open(paths, &run, (!print).then_some(program));
+        }
         WorkspaceCommand::Diff {
             run,
             stat,
@@ -122,4 +157,55 @@ pub fn run(command: WorkspaceCommand, paths: &Paths) -> Result<(), DroverError> 
         other => render::pretty_json(other),
     };
     write_stdout(&text)
+}
+
+/// `drover open`: the run's directory printed, or `program` opened there — in a new tmux
+/// window (or a split) inside tmux, else in the foreground until it exits.
+fn open(paths: &Paths, run_id: &str, program: Option<Program>) -> Result<(), DroverError> {
+    let view = runtime()?
+        .block_on(super::headless::ask(
+            paths,
+            Request::Show {
+                run_id: run_id.to_string(),
+            },
+        ))?
+        .into_show()?;
+    let dir = into::dir_of(run_id, view.workspace.as_ref())?;
+    let Some(program) = program else {
+        return write_stdout(&format!("{}\n", dir.display()));
+    };
+    let argv = into::argv(program, |name| std::env::var(name).ok())?;
+    let config = drover_core::config::Config::load(&paths.config_file)?;
+    let in_tmux = std::env::var("TMUX").is_ok_and(|t| !t.is_empty());
+    let argv = if in_tmux {
+        let name = format!("{run_id} {}", program.word());
+        into::in_tmux(
+            &argv,
+            &dir.display().to_string(),
+            &name,
+            config.dashboard.open_in,
+        )
+    } else {
+        argv
+    };
+    let Some((first, rest)) = argv.split_first() else {
+        return Ok(());
+    };
+    let status = std::process::Command::new(first)
+        .args(rest)
+        .current_dir(&dir)
+        .status()
+        .map_err(|e| {
+            DroverError::new(
+                drover_core::ErrorCode::InvalidSpec,
+                format!(
+                    "cannot start the {} `{first}`: {e}; set $VISUAL, $EDITOR or $SHELL to one that is installed",
+                    program.word()
+                ),
+            )
+        })?;
+    if !status.success() {
+        tracing::info!(%status, "the program opened in the run's directory ended");
+    }
+    Ok(())
 }

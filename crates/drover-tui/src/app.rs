@@ -29,7 +29,7 @@ use crossterm::event::{KeyCode, KeyEvent, KeyEventKind, MouseButton, MouseEvent,
 use std::collections::HashSet;
 use std::path::PathBuf;
 
-use super::event::{AppEvent, Effect, ReplyTag};
+use super::event::{AppEvent, Effect, OpenIn, ReplyTag};
 use super::keys::{Action, Context, KeyTable};
 use super::model::{FINISHED_PAGE, Flash, ViewModel};
 use super::shown::Shown;
@@ -51,6 +51,7 @@ use drover_core::route::EscalationKind;
 use drover_core::run_state::RunState;
 use drover_core::text::plural;
 use drover_core::workspace::WorkspaceView;
+use drover_core::workspace::open::Program;
 
 /// Lines a page key moves the transcript.
 const PAGE_LINES: usize = 10;
@@ -87,6 +88,11 @@ pub struct AppOptions {
     /// How long a request must have been on screen, unchanged, before a key may answer
     /// it (`[dashboard] answer_guard_ms`).
     pub answer_guard_ms: u64,
+    /// The variables `o` and `!` read (`VISUAL`, `EDITOR`, `SHELL`, `TMUX`), as the
+    /// dashboard started with them.
+    pub open_env: std::collections::BTreeMap<String, String>,
+    /// Inside tmux, where `o` and `!` open (`[dashboard] open_in`).
+    pub open_in: drover_core::workspace::open::TmuxPlace,
 }
 
 impl AppOptions {
@@ -113,7 +119,17 @@ impl AppOptions {
             answer_guard_ms: drover_core::config::Config::defaults()
                 .dashboard
                 .answer_guard_ms,
+            open_env: Default::default(),
+            open_in: Default::default(),
         }
+    }
+
+    /// The variables `o` and `!` read, from this process's environment.
+    pub fn open_env_of_process() -> std::collections::BTreeMap<String, String> {
+        ["VISUAL", "EDITOR", "SHELL", "TMUX"]
+            .into_iter()
+            .filter_map(|name| Some((name.to_string(), std::env::var(name).ok()?)))
+            .collect()
     }
 }
 
@@ -242,6 +258,8 @@ impl App {
                 self.quitting = true;
                 effects.push(Effect::Quit);
             }
+            AppEvent::Opened(Ok(said)) => self.flash_info(said),
+            AppEvent::Opened(Err(why)) => self.flash_error(why),
         }
         for id in std::mem::take(&mut self.want_show) {
             self.fetch_show(&id, &mut effects);
@@ -455,6 +473,16 @@ impl App {
                 Some(run) => self.open_diff(&run, effects),
                 None => self.flash_error("select a run first".into()),
             },
+            Action::OpenEditor | Action::OpenShell => match selected {
+                Some(run) => {
+                    let program = match action {
+                        Action::OpenEditor => Program::Editor,
+                        _ => Program::Shell,
+                    };
+                    self.open_in(&run, program, effects);
+                }
+                None => self.flash_error("select a run first".into()),
+            },
             Action::Escalate => match selected {
                 Some(run) if run.escalation_offered => {
                     let offer = self
@@ -584,6 +612,45 @@ impl App {
                 entry.summary.head.run_id
             ));
         }
+    }
+
+    /// `o`, `!`: the user's editor or shell in the run's directory — beside the dashboard
+    /// inside tmux, else in the foreground (docs/ARCHITECTURE.md §"Into a run").
+    fn open_in(&mut self, run: &RunSummary, program: Program, effects: &mut Vec<Effect>) {
+        use drover_core::workspace::open;
+        let id = &run.head.run_id;
+        let env = &self.options.open_env;
+        let built = open::dir_of(id, run.workspace.as_deref())
+            .and_then(|dir| Ok((dir, open::argv(program, |name| env.get(name).cloned())?)));
+        let (dir, argv) = match built {
+            Ok(built) => built,
+            Err(e) => return self.flash_error(e.message),
+        };
+        let in_tmux = env.get("TMUX").is_some_and(|t| !t.is_empty());
+        let argv = if in_tmux {
+            let name = format!("{id} {}", program.word());
+            open::in_tmux(
+                &argv,
+                &dir.display().to_string(),
+                &name,
+                self.options.open_in,
+            )
+        } else {
+            argv
+        };
+        self.flash_info(format!(
+            "{} opened in {}{}",
+            program.word(),
+            dir.display(),
+            if in_tmux { " (a tmux window)" } else { "" }
+        ));
+        effects.push(Effect::OpenIn(OpenIn {
+            run_id: id.clone(),
+            program,
+            argv,
+            dir,
+            foreground: !in_tmux,
+        }));
     }
 
     /// `D`: the selected run's diff, when it works in a worktree that is there.

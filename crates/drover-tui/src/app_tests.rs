@@ -523,3 +523,99 @@ fn the_prompt_answers_only_a_request_it_has_shown_long_enough() {
     app.model.now += 1;
     assert_eq!(answered(&app.handle(key('d'))), ["req-b"]);
 }
+
+/// An app whose `o` and `!` read `env` (as the dashboard's process had it).
+fn app_with_env(runs: Vec<RunSummary>, env: &[(&str, &str)]) -> App {
+    let mut options = AppOptions::new("/".into());
+    options.open_env = env
+        .iter()
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect();
+    let mut app = App::new(options, ViewModel::new(0, 120, 40));
+    let _ = app.handle(AppEvent::Reply {
+        tag: ReplyTag::Runs,
+        result: Ok(Response::Runs(runs)),
+    });
+    app
+}
+
+fn working_in(id: &str, dir: &str) -> RunSummary {
+    let mut run = summary(id, RunState::Running);
+    run.workspace = Some(Box::new(drover_core::workspace::WorkspaceView::shared(
+        std::path::Path::new(dir),
+    )));
+    run
+}
+
+fn opened(effects: &[Effect]) -> Vec<super::event::OpenIn> {
+    effects
+        .iter()
+        .filter_map(|e| match e {
+            Effect::OpenIn(open) => Some(open.clone()),
+            _ => None,
+        })
+        .collect()
+}
+
+/// `o` opens the user's editor and `!` their shell in the selected run's directory: in
+/// the foreground outside tmux (the runner lends it the terminal), in a tmux window named
+/// after the run inside tmux; what comes back is said on the flash line.
+#[test]
+fn o_and_bang_open_the_users_editor_and_shell_where_the_run_works() {
+    use drover_core::workspace::open::Program;
+    let mut app = app_with_env(
+        vec![working_in("a", "/home/me/app")],
+        &[("EDITOR", "nvim -p"), ("SHELL", "/bin/zsh")],
+    );
+    let open = opened(&app.handle(key('o')));
+    assert_eq!(open.len(), 1, "{open:?}");
+    assert_eq!(open[0].program, Program::Editor);
+    assert_eq!(open[0].argv, ["nvim", "-p", "."]);
+    assert_eq!(open[0].dir, std::path::PathBuf::from("/home/me/app"));
+    assert!(open[0].foreground);
+    let open = opened(&app.handle(key('!')));
+    assert_eq!(open[0].argv, ["/bin/zsh"]);
+    let _ = app.handle(AppEvent::Opened(Ok(
+        "back from the shell in /home/me/app".into()
+    )));
+    let flash = app.model.flash.clone().expect("a flash");
+    assert!(
+        !flash.error && flash.text.contains("back from the shell"),
+        "{flash:?}"
+    );
+    let _ = app.handle(AppEvent::Opened(Err("cannot start the shell".into())));
+    assert!(app.model.flash.clone().is_some_and(|f| f.error));
+
+    let mut app = app_with_env(
+        vec![working_in("a", "/home/me/app")],
+        &[("TMUX", "/tmp/tmux-0/default,1,0"), ("SHELL", "/bin/zsh")],
+    );
+    let open = opened(&app.handle(key('!')));
+    assert_eq!(
+        open[0].argv,
+        [
+            "tmux",
+            "new-window",
+            "-n",
+            "a shell",
+            "-c",
+            "/home/me/app",
+            "/bin/zsh"
+        ]
+    );
+    assert!(!open[0].foreground, "the dashboard stays live beside it");
+}
+
+/// A run with no directory yet (its worktree is being made) opens nothing and says so.
+#[test]
+fn o_on_a_run_without_a_directory_yet_says_so_and_opens_nothing() {
+    let mut run = summary("a", RunState::Starting);
+    run.workspace = Some(Box::new(drover_core::workspace::WorkspaceView::preparing()));
+    let mut app = app_with_env(vec![run], &[]);
+    assert!(opened(&app.handle(key('o'))).is_empty());
+    let flash = app.model.flash.clone().expect("a flash");
+    assert!(
+        flash.error && flash.text.contains("no directory yet"),
+        "{flash:?}"
+    );
+}

@@ -48,6 +48,9 @@ pub enum AppEvent {
     Tick,
     /// A stop signal (SIGTERM, SIGHUP) reached the dashboard: quit without asking.
     Terminate,
+    /// A program opened in a run's directory ([`Effect::OpenIn`]) started beside the
+    /// dashboard or came back: what to say of it, or why it failed.
+    Opened(Result<String, String>),
 }
 
 /// Which request an answer belongs to.
@@ -98,6 +101,26 @@ pub enum Effect {
     Notify(String),
     /// Leave the dashboard (active runs are stopped by the dispatcher's shutdown).
     Quit,
+    /// Run a program of the user's in a run's directory (`o`, `!`): inside tmux in a new
+    /// window or a split (the dashboard stays live), else in the foreground, the dashboard
+    /// coming back as it was when it exits.
+    OpenIn(OpenIn),
+}
+
+/// A program to open in a run's directory ([`Effect::OpenIn`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct OpenIn {
+    /// The run whose directory it is.
+    pub run_id: String,
+    /// The editor or the shell.
+    pub program: drover_core::workspace::open::Program,
+    /// Its command line (inside tmux: the `tmux` command that opens it).
+    pub argv: Vec<String>,
+    /// The run's directory (the program's working directory).
+    pub dir: std::path::PathBuf,
+    /// It takes the terminal (outside tmux): the dashboard leaves its screen, waits for
+    /// it to exit, and comes back as it was. Inside tmux it runs beside the dashboard.
+    pub foreground: bool,
 }
 
 /// A cloneable sender of app events, for input threads and request tasks.

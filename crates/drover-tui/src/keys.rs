@@ -95,6 +95,10 @@ pub enum Action {
     Escalate,
     Resume,
     OpenDiff,
+    /// Open the user's editor in the selected run's directory.
+    OpenEditor,
+    /// Open the user's shell in the selected run's directory.
+    OpenShell,
     /// Dispatch the selected run's task again (the form, filled from its spec).
     Redispatch,
     /// Allow the request on the attention line, once.
@@ -139,7 +143,7 @@ pub enum Action {
 }
 
 impl Action {
-    pub const ALL: [Action; 53] = [
+    pub const ALL: [Action; 55] = [
         Action::SelectNext,
         Action::SelectPrev,
         Action::SelectFirst,
@@ -162,6 +166,8 @@ impl Action {
         Action::Escalate,
         Action::Resume,
         Action::OpenDiff,
+        Action::OpenEditor,
+        Action::OpenShell,
         Action::Redispatch,
         Action::AttentionAllow,
         Action::AttentionDeny,
@@ -220,6 +226,8 @@ impl Action {
             Action::Escalate => "escalate",
             Action::Resume => "resume",
             Action::OpenDiff => "open_diff",
+            Action::OpenEditor => "open_editor",
+            Action::OpenShell => "open_shell",
             Action::Redispatch => "redispatch",
             Action::AttentionAllow => "attention_allow",
             Action::AttentionDeny => "attention_deny",
@@ -279,6 +287,10 @@ impl Action {
             Action::Escalate => "take the escalation / retry offered to the selected run",
             Action::Resume => "resume an interrupted or hibernated run, or resend a held turn",
             Action::OpenDiff => "show the selected worktree run's diff (merge, keep, discard)",
+            Action::OpenEditor => {
+                "open your editor ($VISUAL, $EDITOR, vi) in the selected run's directory"
+            }
+            Action::OpenShell => "open your shell ($SHELL) in the selected run's directory",
             Action::Redispatch => "dispatch the selected run's task again (the form, filled in)",
             Action::AttentionAllow => "allow the request on the attention line once",
             Action::AttentionDeny => "deny the request on the attention line",
@@ -347,6 +359,8 @@ impl Action {
             Action::Escalate => "escalate",
             Action::Resume => "resume",
             Action::OpenDiff => "diff",
+            Action::OpenEditor => "edit",
+            Action::OpenShell => "shell",
             Action::Redispatch => "again",
             Action::ClearFilter => "clear filter",
             Action::NextFile => "next file",
@@ -531,6 +545,8 @@ const DASHBOARD: &[Binding] = &[
     bind(KeyCombo::char('e'), A::Escalate),
     bind(KeyCombo::char('R'), A::Resume),
     bind(KeyCombo::char('D'), A::OpenDiff),
+    bind(KeyCombo::char('o'), A::OpenEditor),
+    bind(KeyCombo::char('!'), A::OpenShell),
     bind(KeyCombo::char('r'), A::Redispatch),
     bind(KeyCombo::char('y'), A::AttentionAllow),
     bind(KeyCombo::char('d'), A::AttentionDeny),

@@ -136,8 +136,9 @@ async fn event_loop<B: Backend + Write>(
     let requests = RequestRunner::new(link, sender.clone());
     let (frames, mut draws) = FrameRequester::spawn();
     let stop_input = Arc::new(AtomicBool::new(false));
-    let input = spawn_input_thread(sender.clone(), stop_input.clone());
-    spawn_signal_listener(sender.clone());
+    let lent = Lent::default();
+    let input = spawn_input_thread(sender.clone(), stop_input.clone(), lent.clone());
+    spawn_signal_listener(sender.clone(), lent.clone());
 
     let size = terminal.size().map_err(terminal_error)?;
     let desktop = DesktopNotifier::new(options.notify_command.clone());
@@ -155,12 +156,20 @@ async fn event_loop<B: Backend + Write>(
 
     let mut effects = app.start();
     frames.schedule_frame();
+    let mut effects_after: Vec<Effect> = Vec::new();
     let outcome = loop {
+        effects.append(&mut effects_after);
         for effect in effects.drain(..) {
             match requests.execute(effect) {
                 Some(Effect::Notify(text)) => {
                     notify(terminal.backend_mut(), &text);
                     desktop.notify(&text);
+                }
+                Some(Effect::OpenIn(open)) => {
+                    let outcome = open_in(terminal, &lent, open).await;
+                    app.model.now = now_millis();
+                    effects_after.extend(app.handle(AppEvent::Opened(outcome)));
+                    frames.schedule_frame();
                 }
                 Some(Effect::Quit) | Some(Effect::Request { .. }) | None => {}
             }
@@ -336,12 +345,87 @@ fn notify(out: &mut impl Write, text: &str) {
 }
 
 /// Reads terminal input on its own thread (crossterm's reads block) until `stop`.
+/// Whether the terminal is lent to a program in the foreground (`o`, `!` outside tmux):
+/// the input thread then reads nothing (it says it has stopped reading in `parked`), and
+/// Ctrl-C is the program's, not the dashboard's.
+#[derive(Clone, Default)]
+struct Lent {
+    lent: Arc<AtomicBool>,
+    parked: Arc<AtomicBool>,
+}
+
+/// How long the input thread sleeps between looks while the terminal is lent.
+const LENT_POLL: Duration = Duration::from_millis(20);
+
+/// Runs `open` (a program of the user's in a run's directory). Inside tmux it is started
+/// beside the dashboard and left running; outside, the terminal is lent to it — the input
+/// thread stops reading, the screen is left — until it exits, then taken back and redrawn
+/// whole. Returns what to say of it.
+async fn open_in<B: Backend + Write>(
+    terminal: &mut Terminal<B>,
+    lent: &Lent,
+    open: crate::event::OpenIn,
+) -> Result<String, String> {
+    let Some((program, args)) = open.argv.split_first() else {
+        return Err("nothing to run".into());
+    };
+    let mut command = std::process::Command::new(program);
+    command.args(args).current_dir(&open.dir);
+    if !open.foreground {
+        return match command.stdin(std::process::Stdio::null()).output() {
+            Ok(out) if out.status.success() => Ok(format!(
+                "{} opened in a tmux window in {}",
+                open.program.word(),
+                open.dir.display()
+            )),
+            Ok(out) => Err(format!(
+                "tmux could not open the {}: {}",
+                open.program.word(),
+                one_line(&String::from_utf8_lossy(&out.stderr))
+            )),
+            Err(e) => Err(format!("cannot run tmux: {e}")),
+        };
+    }
+    lent.lent.store(true, Ordering::SeqCst);
+    // The input thread must not read the program's keys: wait (bounded) until it parks.
+    for _ in 0..50 {
+        if lent.parked.load(Ordering::SeqCst) {
+            break;
+        }
+        tokio::time::sleep(LENT_POLL).await;
+    }
+    crate::terminal::suspend();
+    let status = tokio::task::spawn_blocking(move || command.status()).await;
+    let back = crate::terminal::resume();
+    let _ = terminal.clear();
+    lent.lent.store(false, Ordering::SeqCst);
+    if let Err(e) = back {
+        tracing::warn!(error = %e, "cannot take the terminal back");
+    }
+    let what = open.program.word();
+    match status {
+        Ok(Ok(s)) if s.success() => Ok(format!("back from the {what} in {}", open.dir.display())),
+        Ok(Ok(s)) => Err(format!("the {what} ({program}) ended with {s}")),
+        Ok(Err(e)) => Err(format!(
+            "cannot start the {what} `{program}`: {e}; set $VISUAL, $EDITOR or $SHELL to one that is installed"
+        )),
+        Err(e) => Err(format!("the {what} could not be waited for: {e}")),
+    }
+}
+
 fn spawn_input_thread(
     sender: AppEventSender,
     stop: Arc<AtomicBool>,
+    lent: Lent,
 ) -> std::thread::JoinHandle<()> {
     std::thread::spawn(move || {
         while !stop.load(Ordering::SeqCst) {
+            if lent.lent.load(Ordering::SeqCst) {
+                lent.parked.store(true, Ordering::SeqCst);
+                std::thread::sleep(LENT_POLL);
+                continue;
+            }
+            lent.parked.store(false, Ordering::SeqCst);
             match term::poll(INPUT_POLL) {
                 Ok(false) => continue,
                 Ok(true) => {}
@@ -365,7 +449,8 @@ fn spawn_input_thread(
 }
 
 /// SIGTERM, SIGHUP and SIGINT end the dashboard (runs are stopped on the way out).
-fn spawn_signal_listener(sender: AppEventSender) {
+/// (While the terminal is lent to a program, Ctrl-C is that program's.)
+fn spawn_signal_listener(sender: AppEventSender, lent: Lent) {
     use tokio::signal::unix::{SignalKind, signal};
     tokio::spawn(async move {
         let (Ok(mut term), Ok(mut hup), Ok(mut int)) = (
@@ -376,10 +461,16 @@ fn spawn_signal_listener(sender: AppEventSender) {
             tracing::warn!("cannot listen for stop signals; quit with q");
             return;
         };
-        tokio::select! {
-            _ = term.recv() => {}
-            _ = hup.recv() => {}
-            _ = int.recv() => {}
+        loop {
+            tokio::select! {
+                _ = term.recv() => break,
+                _ = hup.recv() => break,
+                _ = int.recv() => {
+                    if !lent.lent.load(Ordering::SeqCst) {
+                        break;
+                    }
+                }
+            }
         }
         sender.send(AppEvent::Terminate);
     });

@@ -73,6 +73,21 @@ impl Drop for TerminalGuard {
     }
 }
 
+/// Lends the terminal to a program in the foreground (`o`, `!` outside tmux): the
+/// dashboard's state is left as on leaving; [`resume`] takes it back. The guard stays
+/// live, so leaving the dashboard later still restores.
+pub fn suspend() {
+    restore();
+}
+
+/// Takes the terminal back after [`suspend`]: raw mode, the alternate screen and mouse
+/// capture again (the caller then redraws the whole screen).
+pub fn resume() -> io::Result<()> {
+    crossterm::terminal::enable_raw_mode()?;
+    ACTIVE.store(true, Ordering::SeqCst);
+    execute!(io::stdout(), EnterAlternateScreen, EnableMouseCapture)
+}
+
 /// Whether a [`TerminalGuard`] currently holds the terminal.
 pub fn is_active() -> bool {
     ACTIVE.load(Ordering::SeqCst)

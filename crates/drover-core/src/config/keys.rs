@@ -17,7 +17,7 @@ pub const CONTEXTS: [&str; 8] = [
 ];
 
 /// The actions a key may be bound to (and `"none"`, which unbinds it).
-pub const ACTIONS: [&str; 53] = [
+pub const ACTIONS: [&str; 55] = [
     "select_next",
     "select_prev",
     "select_first",
@@ -40,6 +40,8 @@ pub const ACTIONS: [&str; 53] = [
     "escalate",
     "resume",
     "open_diff",
+    "open_editor",
+    "open_shell",
     "redispatch",
     "attention_allow",
     "attention_deny",

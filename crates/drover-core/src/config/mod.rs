@@ -152,6 +152,9 @@ pub struct DashboardConfig {
     /// How long (milliseconds) a request must have been on screen, unchanged, before a
     /// dashboard key may answer it (at most [`DashboardConfig::MAX_ANSWER_GUARD_MS`]).
     pub answer_guard_ms: u64,
+    /// Inside tmux, where `o` (editor) and `!` (shell) open: a new `window` named after
+    /// the run, or a `split` beside the dashboard.
+    pub open_in: crate::workspace::open::TmuxPlace,
 }
 
 impl DashboardConfig {

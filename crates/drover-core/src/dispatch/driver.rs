@@ -14,8 +14,8 @@
 //! While the ledger cannot write (its [`Health`](crate::ledger::Health) says why), the core
 //! is told and refuses new work; what the runs still send is kept, in order, until
 //! [`DOWN_BUFFER_OPS`] writes wait, and then their output is no longer read (their CLIs
-//! block on a full pipe) until the disk writes again (docs/ARCHITECTURE.md §"When the disk
-//! cannot write").
+//! block on a full pipe) until the disk writes again
+//! (docs/ARCHITECTURE.md §"When the disk cannot write").
 //!
 //! What must stay true: this task never blocks on a child or on SQLite (ledger reads run
 //! on their own thread); it decides nothing — every rule is the core's.

@@ -7,8 +7,9 @@
 //! task awaits them one after another); a read sees every write the dispatcher made
 //! before asking for it — but while the ledger cannot write, a turn that wrote nothing
 //! (no ack) has its replies and answers sent at once, from memory or from what is on disk,
-//! not behind writes that wait for the disk (docs/ARCHITECTURE.md §"When the disk cannot
-//! write"); no SQLite call runs on a runtime thread.
+//! not behind writes that wait for the disk
+//! (docs/ARCHITECTURE.md §"When the disk cannot write"); no SQLite call runs on a runtime
+//! thread.
 
 use std::path::PathBuf;
 use tokio::sync::{broadcast, mpsc};

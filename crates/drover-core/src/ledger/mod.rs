@@ -172,8 +172,8 @@ impl Ledger {
     }
 
     /// Whether the ledger can write now, and the news when that changes: `None` while
-    /// commits succeed, else why they do not (docs/ARCHITECTURE.md §"When the disk
-    /// cannot write").
+    /// commits succeed, else why they do not
+    /// (docs/ARCHITECTURE.md §"When the disk cannot write").
     pub fn health(&self) -> Health {
         self.health.clone()
     }

@@ -13,8 +13,8 @@
 //!   old, whichever comes first: an ack waits at most `max_delay` plus one commit;
 //! - a batch the disk refuses (full, read-only, failing) changes nothing: it is rolled
 //!   back, kept in order and tried again until it commits, and no ack is answered before
-//!   — the writer's [`Health`] says why meanwhile (docs/ARCHITECTURE.md §"When the disk
-//!   cannot write").
+//!   — the writer's [`Health`] says why meanwhile
+//!   (docs/ARCHITECTURE.md §"When the disk cannot write").
 
 use rusqlite::{Connection, Transaction, params};
 use std::sync::mpsc::{self, Receiver, RecvTimeoutError, Sender, TryRecvError};

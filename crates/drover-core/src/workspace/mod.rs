@@ -20,6 +20,7 @@
 //! - what git prints is bounded (file lists, patches) and untrusted.
 
 pub mod git;
+pub mod open;
 pub mod ops;
 
 use serde::{Deserialize, Serialize};
