@@ -1,6 +1,7 @@
 //! Into a run's directory: the command line that opens the user's editor or shell where a
-//! run works, in the foreground or in a new tmux window (docs/ARCHITECTURE.md §"Into a
-//! run"). The dashboard's `o` and `!` and `drover open` build it here, and only here.
+//! run works, in the foreground or in a new tmux window
+//! (docs/ARCHITECTURE.md §"Into a run"). The dashboard's `o` and `!` and `drover open`
+//! build it here, and only here.
 //!
 //! What must stay true: pure — the environment comes in as a function; the program comes
 //! from the user's own variables (`$VISUAL`, `$EDITOR`, `$SHELL`), split as a shell would
