@@ -20,9 +20,14 @@
 //!   [`crate::providers::sweep`]) and reports the turn ended (an error, not transient);
 //! - [`AdapterHandle::pid`] is `None`: no child is up between turns, and each turn has
 //!   a new one;
+//! - each model request's usage is reported as it happens, read from the rollout file
+//!   Codex keeps of the thread ([`Rollout`]): `--json` reports usage only at the turn's
+//!   end, too late for a cap to stop a turn that keeps calling tools;
 //! - nothing a child writes can make the task panic.
 
 use std::collections::VecDeque;
+use std::io::{Read, Seek, SeekFrom};
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use tokio::process::ChildStdout;
@@ -69,6 +74,7 @@ pub fn launch(
         return Err(fail("no such executable".into()));
     }
     let (commands, rx) = mpsc::unbounded_channel();
+    let rollout = Rollout::new(codex_home(&spec.env));
     let state = ExecState::new(
         spec.model.clone(),
         spec.resume_session.clone(),
@@ -82,6 +88,7 @@ pub fn launch(
         timings,
         queued: VecDeque::new(),
         last_exit: None,
+        rollout,
     };
     runtime.spawn(session.run());
     Ok(AdapterHandle {
@@ -106,11 +113,15 @@ struct ExecSession {
     /// Turns asked for while one is in flight.
     queued: VecDeque<String>,
     last_exit: Option<ExitReport>,
+    /// Codex's record of the thread, read for usage while a turn runs.
+    rollout: Rollout,
 }
 
 /// What happened while a turn's child ran.
 enum Happened {
     Line(Line),
+    /// Time to read what the rollout file gained.
+    RolloutTick,
     /// Stdout closed or the child exited.
     ChildDone,
     Command(Option<ProviderCommand>),
@@ -120,6 +131,8 @@ impl ExecSession {
     async fn run(mut self) {
         self.out.send(ProviderEvent::Ready { version: None }).await;
         let mut child: Option<TurnChild> = None;
+        let mut rollout_tick = tokio::time::interval(ROLLOUT_POLL);
+        rollout_tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         loop {
             if child.is_none()
                 && let Some(prompt) = self.queued.pop_front()
@@ -135,12 +148,17 @@ impl ExecSession {
                     },
                     () = running.process.exited() => Happened::ChildDone,
                     command = self.commands.recv() => Happened::Command(command),
+                    _ = rollout_tick.tick() => Happened::RolloutTick,
                 },
                 None => Happened::Command(self.commands.recv().await),
             };
             match happened {
                 Happened::Line(line) => {
                     let events = self.parse(line);
+                    self.out.send_all(events).await;
+                }
+                Happened::RolloutTick => {
+                    let events = self.read_rollout();
                     self.out.send_all(events).await;
                 }
                 Happened::ChildDone => {
@@ -188,6 +206,8 @@ impl ExecSession {
 
     async fn start_turn(&mut self, prompt: &str) -> Option<TurnChild> {
         let argv = args::exec_args(&self.spec, self.state.thread_id(), prompt);
+        // What the thread's record holds already belongs to the turns before this one.
+        self.rollout.skip_to_end(self.state.thread_id());
         self.state.begin_turn();
         match process::spawn_spec(&self.spec, &argv) {
             Ok((mut process, stdout)) => {
@@ -241,4 +261,135 @@ impl ExecSession {
     fn parse(&mut self, line: Line) -> Vec<ProviderEvent> {
         line_events(line, |text| self.state.parse_line(text))
     }
+
+    /// The usage in what the rollout file gained since the last read.
+    fn read_rollout(&mut self) -> Vec<ProviderEvent> {
+        let lines = self.rollout.read_new(self.state.thread_id());
+        lines
+            .iter()
+            .flat_map(|line| self.state.rollout_line(line))
+            .collect()
+    }
+}
+
+/// How often a running turn's rollout file is read for what it gained: well within one
+/// model request (a step of a turn takes a request and a tool).
+const ROLLOUT_POLL: Duration = Duration::from_millis(50);
+
+/// Where Codex keeps its state: `CODEX_HOME` from the run's environment or drover's,
+/// else `~/.codex` (`HOME` likewise); `None` when neither says.
+fn codex_home(env: &std::collections::BTreeMap<String, String>) -> Option<PathBuf> {
+    let var = |name: &str| {
+        env.get(name)
+            .cloned()
+            .or_else(|| std::env::var(name).ok())
+            .filter(|v| !v.is_empty())
+    };
+    var("CODEX_HOME")
+        .map(PathBuf::from)
+        .or_else(|| var("HOME").map(|home| Path::new(&home).join(".codex")))
+}
+
+/// The rollout file Codex keeps of a thread (`CODEX_HOME/sessions/YYYY/MM/DD/
+/// rollout-…-THREAD.jsonl`, appended to by every turn of the thread, `exec resume`
+/// included), read as it grows. Found once the thread's id is known; a missing or
+/// unreadable file reads as nothing (usage then comes at the turn's end, as before).
+struct Rollout {
+    home: Option<PathBuf>,
+    /// The file and the thread it is of.
+    file: Option<(String, PathBuf)>,
+    /// How far the file has been read.
+    offset: u64,
+    /// The start of a line not yet written out to its end.
+    partial: Vec<u8>,
+}
+
+impl Rollout {
+    fn new(home: Option<PathBuf>) -> Rollout {
+        Rollout {
+            home,
+            file: None,
+            offset: 0,
+            partial: Vec::new(),
+        }
+    }
+
+    /// The thread's file, found (once) under the sessions directory.
+    fn file_of(&mut self, thread: &str) -> Option<PathBuf> {
+        if let Some((of, path)) = &self.file
+            && of == thread
+        {
+            return Some(path.clone());
+        }
+        let sessions = self.home.as_ref()?.join("sessions");
+        let suffix = format!("-{thread}.jsonl");
+        let path = find_file(&sessions, 3, &|name| {
+            name.starts_with("rollout-") && name.ends_with(&suffix)
+        })?;
+        self.file = Some((thread.to_string(), path.clone()));
+        self.offset = 0;
+        self.partial.clear();
+        Some(path)
+    }
+
+    /// A turn starts: what the file of `thread` holds now is not read.
+    fn skip_to_end(&mut self, thread: Option<&str>) {
+        self.partial.clear();
+        let Some(path) = thread.and_then(|t| self.file_of(t)) else {
+            // A new thread: its file does not exist yet, and all of it will be this
+            // turn's.
+            self.file = None;
+            self.offset = 0;
+            return;
+        };
+        self.offset = std::fs::metadata(path).map_or(0, |m| m.len());
+    }
+
+    /// The whole lines the file gained since the last read.
+    fn read_new(&mut self, thread: Option<&str>) -> Vec<String> {
+        let Some(path) = thread.and_then(|t| self.file_of(t)) else {
+            return Vec::new();
+        };
+        let Ok(mut file) = std::fs::File::open(&path) else {
+            return Vec::new();
+        };
+        let mut gained = Vec::new();
+        if file.seek(SeekFrom::Start(self.offset)).is_err()
+            || file.read_to_end(&mut gained).is_err()
+        {
+            return Vec::new();
+        }
+        self.offset += gained.len() as u64;
+        self.partial.extend_from_slice(&gained);
+        let Some(end) = self.partial.iter().rposition(|b| *b == b'\n') else {
+            return Vec::new();
+        };
+        let whole: Vec<u8> = self.partial.drain(..=end).collect();
+        String::from_utf8_lossy(&whole)
+            .lines()
+            .filter(|l| !l.trim().is_empty())
+            .map(str::to_string)
+            .collect()
+    }
+}
+
+/// The first file (newest name first, so the latest day's directory is searched
+/// first) under `dir`, at most `depth` directories down, whose name `fits`.
+fn find_file(dir: &Path, depth: usize, fits: &dyn Fn(&str) -> bool) -> Option<PathBuf> {
+    let mut entries: Vec<_> = std::fs::read_dir(dir).ok()?.flatten().collect();
+    entries.sort_by_key(|e| std::cmp::Reverse(e.file_name()));
+    for entry in entries {
+        let path = entry.path();
+        let is_dir = entry.file_type().is_ok_and(|t| t.is_dir());
+        if is_dir {
+            if depth > 0
+                && let Some(found) = find_file(&path, depth - 1, fits)
+            {
+                return Some(found);
+            }
+        } else if fits(&entry.file_name().to_string_lossy()) {
+            return Some(path);
+        }
+    }
+    None
 }
