@@ -302,7 +302,17 @@ struct Rollout {
     offset: u64,
     /// The start of a line not yet written out to its end.
     partial: Vec<u8>,
+    /// Searches in a row that did not find the file: after [`SEARCHES_AT_ONCE`] of them
+    /// it is looked for once in [`SEARCH_EVERY`] reads (a Codex that keeps no such file
+    /// costs no directory walk every 50 ms).
+    misses: u32,
 }
+
+/// Searches for the rollout file made on every read before they thin out (a new
+/// thread's file appears as its turn starts).
+const SEARCHES_AT_ONCE: u32 = 20;
+/// Then one search in this many reads.
+const SEARCH_EVERY: u32 = 20;
 
 impl Rollout {
     fn new(home: Option<PathBuf>) -> Rollout {
@@ -311,6 +321,7 @@ impl Rollout {
             file: None,
             offset: 0,
             partial: Vec::new(),
+            misses: 0,
         }
     }
 
@@ -322,10 +333,15 @@ impl Rollout {
             return Some(path.clone());
         }
         let sessions = self.home.as_ref()?.join("sessions");
+        self.misses = self.misses.saturating_add(1);
+        if self.misses > SEARCHES_AT_ONCE && self.misses % SEARCH_EVERY != 0 {
+            return None;
+        }
         let suffix = format!("-{thread}.jsonl");
         let path = find_file(&sessions, 3, &|name| {
             name.starts_with("rollout-") && name.ends_with(&suffix)
         })?;
+        self.misses = 0;
         self.file = Some((thread.to_string(), path.clone()));
         self.offset = 0;
         self.partial.clear();
@@ -335,6 +351,7 @@ impl Rollout {
     /// A turn starts: what the file of `thread` holds now is not read.
     fn skip_to_end(&mut self, thread: Option<&str>) {
         self.partial.clear();
+        self.misses = 0;
         let Some(path) = thread.and_then(|t| self.file_of(t)) else {
             // A new thread: its file does not exist yet, and all of it will be this
             // turn's.
@@ -392,4 +409,93 @@ fn find_file(dir: &Path, depth: usize, fits: &dyn Fn(&str) -> bool) -> Option<Pa
         }
     }
     None
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const THREAD: &str = "01a23af6-48ae-74b1-8b92-a484f44ccf29";
+
+    fn append(path: &Path, text: &str) {
+        use std::io::Write;
+        let mut file = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(path)
+            .unwrap();
+        file.write_all(text.as_bytes()).unwrap();
+    }
+
+    #[test]
+    fn the_rollout_file_is_found_by_its_thread_and_read_line_by_line_as_it_grows() {
+        let home = tempfile::tempdir().unwrap();
+        let day = home.path().join("sessions/2026/12/03");
+        std::fs::create_dir_all(&day).unwrap();
+        std::fs::create_dir_all(home.path().join("sessions/2026/12/02")).unwrap();
+        append(
+            &home
+                .path()
+                .join("sessions/2026/12/02/rollout-2026-12-02T10-00-00-other.jsonl"),
+            "{\"other\":1}\n",
+        );
+        let mut rollout = Rollout::new(Some(home.path().to_path_buf()));
+        // No thread yet, or no file yet: nothing.
+        assert!(rollout.read_new(None).is_empty());
+        assert!(rollout.read_new(Some(THREAD)).is_empty());
+
+        let file = day.join(format!("rollout-2026-12-03T08-12-28-{THREAD}.jsonl"));
+        append(&file, "{\"a\":1}\n{\"b\":2}\n{\"c\":");
+        assert_eq!(rollout.read_new(Some(THREAD)), ["{\"a\":1}", "{\"b\":2}"]);
+        // A line is read once it is whole.
+        assert!(rollout.read_new(Some(THREAD)).is_empty());
+        append(&file, "3}\n");
+        assert_eq!(rollout.read_new(Some(THREAD)), ["{\"c\":3}"]);
+
+        // A later turn of the thread reads only what it adds.
+        append(&file, "{\"d\":4}\n");
+        rollout.skip_to_end(Some(THREAD));
+        append(&file, "{\"e\":5}\n");
+        assert_eq!(rollout.read_new(Some(THREAD)), ["{\"e\":5}"]);
+
+        // A new thread's turn: its file is read from its start once it appears.
+        rollout.skip_to_end(None);
+        let other = "0bbbbbbb-48ae-74b1-8b92-a484f44ccf29";
+        assert!(rollout.read_new(Some(other)).is_empty());
+        append(
+            &day.join(format!("rollout-2026-12-03T09-00-00-{other}.jsonl")),
+            "{\"f\":6}\n",
+        );
+        assert_eq!(rollout.read_new(Some(other)), ["{\"f\":6}"]);
+    }
+
+    #[test]
+    fn after_many_misses_the_rollout_file_is_searched_for_once_in_a_while() {
+        let home = tempfile::tempdir().unwrap();
+        std::fs::create_dir_all(home.path().join("sessions/2026/12/03")).unwrap();
+        let mut rollout = Rollout::new(Some(home.path().to_path_buf()));
+        for _ in 0..SEARCHES_AT_ONCE {
+            assert!(rollout.read_new(Some(THREAD)).is_empty());
+        }
+        let file = home
+            .path()
+            .join(format!("sessions/2026/12/03/rollout-x-{THREAD}.jsonl"));
+        append(&file, "{\"a\":1}\n");
+        let reads = (1..=SEARCH_EVERY)
+            .position(|_| !rollout.read_new(Some(THREAD)).is_empty())
+            .expect("found within one search interval");
+        assert!(reads > 0, "searched again at once after many misses");
+    }
+
+    #[test]
+    fn codex_home_is_the_runs_variable_then_home_dot_codex() {
+        let mut env = std::collections::BTreeMap::new();
+        env.insert("CODEX_HOME".to_string(), "/x/codex-home".to_string());
+        env.insert("HOME".to_string(), "/x/home".to_string());
+        assert_eq!(codex_home(&env), Some(PathBuf::from("/x/codex-home")));
+        env.remove("CODEX_HOME");
+        if std::env::var_os("CODEX_HOME").is_none() {
+            assert_eq!(codex_home(&env), Some(PathBuf::from("/x/home/.codex")));
+        }
+    }
 }
