@@ -334,7 +334,7 @@ impl Rollout {
         }
         let sessions = self.home.as_ref()?.join("sessions");
         self.misses = self.misses.saturating_add(1);
-        if self.misses > SEARCHES_AT_ONCE && self.misses % SEARCH_EVERY != 0 {
+        if self.misses > SEARCHES_AT_ONCE && !self.misses.is_multiple_of(SEARCH_EVERY) {
             return None;
         }
         let suffix = format!("-{thread}.jsonl");
