@@ -1053,13 +1053,14 @@ async fn an_idle_exec_run_resumes_its_codex_thread_after_a_drover_restart() {
 
     rig.drover.stop_serve(Signal::SIGKILL).await;
     rig.drover.serve().await;
-    // Idle when drover died: back idle, hibernated in its thread.
+    // Idle when drover died: back idle, hibernated in its thread, nothing started.
     let view = rig.drover.show(&run).await;
     assert_eq!(view["state"], "idle", "{view:#}");
     assert_eq!(
         view["live_state"]["detail"], "idle · hibernated",
         "{view:#}"
     );
+    rig.drover.assert_nothing_runs_under_it().await;
 
     let out = rig.drover.run(&["resume", &run, "Carry", "on"]).await;
     assert!(out.success, "resume failed: {}{}", out.stdout, out.stderr);
@@ -1361,6 +1362,8 @@ async fn a_drover_crash_puts_each_exec_run_back_where_it_was() {
     let asleep = rig.dispatch("restricted", "Do the first part").await;
     rig.drover.until_state(&asleep, "idle", TURN).await;
     rig.drover.until_hibernated(&asleep, None, TURN).await;
+    // exec shows no pid: the process table says nothing runs for it.
+    rig.drover.assert_nothing_runs_under_it().await;
     rig.mock.push([Reply::text(
         "Two targets match.\n\n## Result\nstatus: needs_input\nsummary: which target\nquestion: staging-eu or staging-us?",
     )]);
