@@ -370,6 +370,12 @@ impl Rollout {
         let Ok(mut file) = std::fs::File::open(&path) else {
             return Vec::new();
         };
+        if file.metadata().is_ok_and(|m| m.len() < self.offset) {
+            // Rewritten shorter: what it holds now was read, or is not this turn's.
+            self.offset = file.metadata().map_or(0, |m| m.len());
+            self.partial.clear();
+            return Vec::new();
+        }
         let mut gained = Vec::new();
         if file.seek(SeekFrom::Start(self.offset)).is_err()
             || file.read_to_end(&mut gained).is_err()
@@ -457,6 +463,12 @@ mod tests {
         rollout.skip_to_end(Some(THREAD));
         append(&file, "{\"e\":5}\n");
         assert_eq!(rollout.read_new(Some(THREAD)), ["{\"e\":5}"]);
+
+        // A file rewritten shorter is not read again from its start.
+        std::fs::write(&file, "{\"g\":7}\n").unwrap();
+        assert!(rollout.read_new(Some(THREAD)).is_empty());
+        append(&file, "{\"h\":8}\n");
+        assert_eq!(rollout.read_new(Some(THREAD)), ["{\"h\":8}"]);
 
         // A new thread's turn: its file is read from its start once it appears.
         rollout.skip_to_end(None);
