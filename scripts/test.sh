@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The one test command (README): installs the pinned provider CLIs the conformance tests
-# run (tests/peers, `npm ci`), then builds drover and runs every test.
+# run (tests/peers, `npm ci`), then builds drover and runs every test where only loopback
+# exists.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -39,5 +40,30 @@ else
     (cd "$peers" && npm ci --no-audit --no-fund)
 fi
 
+# Built first, with the network (cargo may fetch crates); then run where only loopback
+# exists: a network namespace of their own with `lo` up, so nothing the real CLIs start
+# reaches past 127.0.0.1 whatever their flags say (tests/peers/README.md, "Loopback
+# only"; the tests that start a CLI fail anywhere else). `unshare -n` needs root;
+# DROVER_TEST_NETWORK=host accepts running with the machine's network where it is denied.
+cargo test --workspace --all-features --no-run "$@"
 # --no-fail-fast: a failing target does not hide the results of the ones after it.
-cargo test --workspace --all-features --no-fail-fast "$@"
+tests=(cargo test --workspace --all-features --offline --no-fail-fast "$@")
+if unshare -n true 2>/dev/null; then
+    if ! command -v ip >/dev/null 2>&1; then
+        echo "error: ip (iproute2) is not on PATH; the tests run in a network namespace whose" >&2
+        echo "loopback it brings up. Install it (e.g. apt-get install iproute2), then run" >&2
+        echo "scripts/test.sh again." >&2
+        exit 1
+    fi
+    echo "tests: in a network namespace of their own, only loopback up (unshare -n)"
+    exec unshare -n -- sh -c 'ip link set lo up && exec "$@"' sh "${tests[@]}"
+elif [ "${DROVER_TEST_NETWORK:-}" = host ]; then
+    echo "tests: DROVER_TEST_NETWORK=host, with this machine's network (unshare -n is denied here)"
+    exec "${tests[@]}"
+else
+    echo "error: cannot make a network namespace for the tests (unshare -n needs root)." >&2
+    echo "The tests that start the real CLIs run where only loopback exists. Run" >&2
+    echo "scripts/test.sh as root, or set DROVER_TEST_NETWORK=host to accept running them" >&2
+    echo "with this machine's network (see tests/peers/README.md)." >&2
+    exit 1
+fi

@@ -61,15 +61,17 @@ fn lines(data: &[u8]) -> impl Iterator<Item = String> + '_ {
         .map(|l| String::from_utf8_lossy(l).into_owned())
 }
 
-/// What every adapter promises of the events it makes from a line: bounded text.
-fn check_events(events: &[ProviderEvent], input_len: usize) {
+/// What every adapter promises of the events it makes from its lines: bounded text.
+/// `longest` is the longest line read so far: an event may carry what an earlier line
+/// said (a turn's end carries the text of the message before it).
+fn check_events(events: &[ProviderEvent], longest: usize) {
     for event in events {
         let size = serde_json::to_string(event).map_or(0, |s| s.len());
-        // An event is built from the line (plus fixed wording): never bigger than a
-        // multiple of it.
+        // An event is built from the lines (plus fixed wording): never bigger than a
+        // multiple of the longest.
         assert!(
-            size <= 4 * input_len + 16 * 1024,
-            "an event of {size} bytes from a line of {input_len}"
+            size <= 4 * longest + 16 * 1024,
+            "an event of {size} bytes from lines of at most {longest}"
         );
     }
 }
@@ -91,9 +93,11 @@ pub fn claude_stream_json(data: &[u8]) {
     let (policy, data) = policy_of(data);
     let mut state = claude::ParseState::new(policy);
     let _ = state.initialize_request();
+    let mut longest = 0;
     for (i, line) in lines(data).enumerate() {
         let events = claude::parse_line(&line, &mut state, (i as i64).saturating_mul(1000));
-        check_events(&events, line.len());
+        longest = longest.max(line.len());
+        check_events(&events, longest);
         for out in state.take_outgoing() {
             assert!(
                 serde_json::from_str::<serde_json::Value>(&out).is_ok(),
@@ -115,13 +119,20 @@ pub fn claude_stream_json(data: &[u8]) {
     }
 }
 
-/// `codex exec --json` stdout, line by line, then the child's exit.
+/// `codex exec --json` stdout (and the thread's rollout file), line by line, then the
+/// child's exit.
 pub fn codex_exec_jsonl(data: &[u8]) {
     let mut state = exec_protocol::ExecState::new(Some("gpt-5.5".into()), None, None);
     state.begin_turn();
+    let mut longest = 0;
     for line in lines(data) {
         let events = state.parse_line(&line);
-        check_events(&events, line.len());
+        longest = longest.max(line.len());
+        check_events(&events, longest);
+        // The same line as one of the thread's rollout file, which the exec task reads
+        // for each model request's usage.
+        let events = state.rollout_line(&line);
+        check_events(&events, longest);
     }
     let _ = state.child_gone(Some(1), None, "stderr tail");
 }
@@ -154,10 +165,12 @@ pub fn codex_app_server(data: &[u8]) {
     state.start(0);
     let _ = state.start_turn("go".into(), 0);
     let mut now = 0;
+    let mut longest = 0;
     for line in lines(data) {
         now += 1000;
         let events = state.parse_line(&line, now);
-        check_events(&events, line.len());
+        longest = longest.max(line.len());
+        check_events(&events, longest);
         for out in state.take_outgoing() {
             assert!(
                 serde_json::from_str::<serde_json::Value>(&out).is_ok(),
@@ -176,10 +189,12 @@ pub fn codex_app_server(data: &[u8]) {
 pub fn opencode_events(data: &[u8]) {
     let mut state = opencode::ParseState::new("ses_1", Some("mock/mock-model"));
     state.begin_turn(0);
+    let mut longest = 0;
     for (i, line) in lines(data).enumerate() {
         let payload = line.strip_prefix("data:").unwrap_or(&line);
         let events = opencode::parse_event(payload, &mut state, i as i64);
-        check_events(&events, line.len());
+        longest = longest.max(line.len());
+        check_events(&events, longest);
     }
     for (i, answer) in answers().iter().enumerate() {
         let _ = state.answer(&format!("per_{i}"), answer);

@@ -1,10 +1,19 @@
-//! `drover doctor` against fake provider CLIs: found and tested, found with another
-//! version, missing, disabled.
+//! `drover doctor` against fake provider CLIs (found and tested, found with another
+//! version, missing, disabled) and against the pinned CLIs the tests installed
+//! (`tests/peers/node_modules/.bin`).
+//!
+//! What must stay true: doctor runs here with a test environment only — PATH holds the
+//! CLIs the tests installed and the system's directories, HOME and the XDG directories
+//! are throwaway ones, the CLIs' update checks are off — never the caller's PATH or
+//! environment, and where only loopback exists (`loopback`, as for tests/peers).
 #![allow(clippy::unwrap_used)] // a test or bench may unwrap; the workspace denies it elsewhere
+
+#[path = "peers/loopback.rs"]
+mod loopback;
 
 use serde_json::Value;
 use std::os::unix::fs::PermissionsExt;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::Command;
 
 fn fake_cli(dir: &Path, name: &str, version_line: &str) -> String {
@@ -18,9 +27,71 @@ fn fake_cli(dir: &Path, name: &str, version_line: &str) -> String {
     path.display().to_string()
 }
 
-fn doctor(home: &Path, json: bool) -> (i32, String) {
+/// `tests/peers/node_modules/.bin`, where `npm ci` in tests/peers put the pinned CLIs;
+/// fails, saying how to install them, when they are not there.
+fn installed_clis() -> PathBuf {
+    let bin = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/peers/node_modules/.bin");
+    for cli in ["claude", "codex", "opencode"] {
+        assert!(
+            bin.join(cli).exists(),
+            "the pinned `{cli}` CLI is not installed in {}: run `npm ci` in tests/peers (needs \
+             Node.js and npm), or scripts/test.sh, which does it before cargo test",
+            bin.display()
+        );
+    }
+    bin
+}
+
+/// `drover doctor` with `DROVER_HOME=home` and the test environment (see the module
+/// doc): PATH is `path`; HOME, the XDG directories and `CODEX_HOME` are under `scratch`.
+fn doctor_command(home: &Path, scratch: &Path, path: &[PathBuf]) -> Command {
+    loopback::require();
+    let path = std::env::join_paths(path).unwrap();
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_drover"));
-    cmd.arg("doctor").env("DROVER_HOME", home);
+    cmd.arg("doctor")
+        .env_clear()
+        .env("PATH", path)
+        .env("DROVER_HOME", home)
+        .env("HOME", scratch.join("home"))
+        .env("CODEX_HOME", scratch.join("codex-home"))
+        .env("LANG", "C.UTF-8")
+        .env("DISABLE_AUTOUPDATER", "1")
+        .env("DISABLE_TELEMETRY", "1")
+        .env("CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC", "1")
+        .env("OPENCODE_DISABLE_AUTOUPDATE", "1")
+        .env("npm_config_offline", "true");
+    for (var, dir) in [
+        ("XDG_CONFIG_HOME", "config"),
+        ("XDG_DATA_HOME", "data"),
+        ("XDG_CACHE_HOME", "cache"),
+        ("XDG_STATE_HOME", "state"),
+    ] {
+        cmd.env(var, scratch.join(dir));
+    }
+    for dir in ["home", "codex-home", "config", "data", "cache", "state"] {
+        std::fs::create_dir_all(scratch.join(dir)).unwrap();
+    }
+    cmd
+}
+
+/// The test PATH: the installed CLIs, the system's directories, and the directory of
+/// `node` (which the pinned CLIs run on) when it is elsewhere.
+fn test_path() -> Vec<PathBuf> {
+    let mut path = vec![installed_clis()];
+    path.extend(["/usr/local/bin", "/usr/bin", "/bin"].map(PathBuf::from));
+    if let Some(dir) = which::which("node")
+        .ok()
+        .and_then(|n| n.parent().map(Path::to_path_buf))
+        && !path.contains(&dir)
+    {
+        path.push(dir);
+    }
+    path
+}
+
+fn doctor(home: &Path, json: bool) -> (i32, String) {
+    let scratch = tempfile::tempdir().unwrap();
+    let mut cmd = doctor_command(home, scratch.path(), &test_path());
     if json {
         cmd.arg("--json");
     }
@@ -164,10 +235,9 @@ fn a_broken_config_is_reported_and_the_defaults_are_checked() {
 
 /// `drover doctor --json` with `PATH` holding only `bin` (and the fake CLIs in it).
 fn doctor_with_path(home: &Path, bin: &Path) -> Value {
-    let out = Command::new(env!("CARGO_BIN_EXE_drover"))
-        .args(["doctor", "--json"])
-        .env("DROVER_HOME", home)
-        .env("PATH", bin)
+    let scratch = tempfile::tempdir().unwrap();
+    let out = doctor_command(home, scratch.path(), &[bin.to_path_buf()])
+        .arg("--json")
         .output()
         .unwrap();
     assert!(out.status.success(), "{out:?}");
@@ -202,4 +272,33 @@ fn doctor_checks_git_and_its_version() {
     let report = doctor_with_path(home.path(), bin.path());
     assert_eq!(report["git"]["status"], "ok", "{report}");
     assert_eq!(report["git"]["fix"], Value::Null);
+}
+
+#[test]
+fn doctor_finds_the_pinned_clis_the_tests_installed_and_each_answers_its_version() {
+    let home = tempfile::tempdir().unwrap();
+    let (code, out) = doctor(home.path(), true);
+    assert_eq!(code, 0, "{out}");
+    let report: Value = serde_json::from_str(out.trim()).unwrap();
+    let installed = installed_clis();
+    for (provider, cli) in [
+        ("claude-code", "claude"),
+        ("codex", "codex"),
+        ("opencode", "opencode"),
+    ] {
+        let check = report["providers"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|p| p["provider"] == provider)
+            .cloned()
+            .unwrap_or_else(|| panic!("{provider} is checked: {report}"));
+        assert_eq!(
+            check["path"],
+            installed.join(cli).display().to_string(),
+            "doctor ran another {cli} than the one the tests installed: {check}"
+        );
+        assert_eq!(check["status"], "ok", "{check}");
+        assert_eq!(check["version"], check["tested_version"], "{check}");
+    }
 }

@@ -12,12 +12,18 @@
 //! (`claude`, `codex`, `opencode`) runs only that CLI.
 #![allow(clippy::unwrap_used)] // a test or bench may unwrap; the workspace denies it elsewhere
 
+#[allow(dead_code)]
+#[path = "caps.rs"]
+mod caps;
 #[allow(dead_code, unused_imports)]
 #[path = "codex.rs"]
 mod codex;
 #[allow(dead_code)]
 #[path = "drover.rs"]
 mod drover;
+#[allow(dead_code)]
+#[path = "loopback.rs"]
+mod loopback;
 #[allow(dead_code)]
 #[path = "mock/mod.rs"]
 mod mock;

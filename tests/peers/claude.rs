@@ -17,7 +17,7 @@ use crate::drover::{
     mentioned_under, processes_with, provider_config, provider_events,
 };
 use crate::mock::{MockApi, Protocol, RecordedRequest, Reply, Usage};
-use crate::peers;
+use crate::{caps, peers};
 
 /// The model every run asks for.
 const MODEL: &str = "claude-sonnet-4-5";
@@ -1275,4 +1275,37 @@ async fn follow_ups_queued_before_a_drover_crash_are_delivered_once_each_after_r
     assert!(third[0] < fourth[0], "{asked:#?}");
     let pid = view["pid"].as_u64().unwrap() as u32;
     rig.complete(&run, pid).await;
+}
+
+/// One step of a spender: a Bash call drover allows (the `auto` policy).
+fn bash_step(i: usize) -> Reply {
+    Reply::tool_call(
+        "Bash",
+        json!({"command": format!("echo step-{i}"), "description": "Count a step"}),
+    )
+}
+
+/// `dispatch` for the caps tests: the `auto` policy, so every step runs unasked.
+const CAPPED: [&str; 6] = [
+    "--provider",
+    "claude-code",
+    "--model",
+    MODEL,
+    "--policy",
+    "auto",
+];
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_run_that_keeps_calling_tools_is_stopped_within_one_step_of_its_budget() {
+    // Each step: input tokens at the catalog's $3 per million for claude-sonnet-4-5.
+    let rig = Rig::start(caps::spender(caps::step_usage(3.0), bash_step)).await;
+    caps::run_capped("claude", &rig.drover, &rig.mock, &CAPPED, TURN).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_session_hard_cap_reached_by_spending_stops_the_second_run_and_the_session() {
+    let step = caps::step_usage(3.0);
+    let script = caps::session_script(step, bash_step, Reply::text(done("spent a little")));
+    let rig = Rig::with(script, &[], caps::SESSION_LIMITS).await;
+    caps::session_capped("claude", &rig.drover, &rig.mock, &CAPPED, TURN).await;
 }

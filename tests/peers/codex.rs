@@ -14,9 +14,10 @@ use std::time::Duration;
 use nix::sys::signal::Signal;
 use serde_json::{Value, json};
 
+use crate::caps;
 use crate::drover::{
-    Drover, NO_RESEND, QUICK_IDLE, SHARED_DIR, eventually, group_alive, live_states,
-    processes_with, provider_config, provider_events,
+    Drover, NO_RESEND, QUICK_IDLE, SHARED_DIR, descendants_but_the_warden, eventually, group_alive,
+    live_states, processes_with, provider_config, provider_events,
 };
 use crate::mock::{MockApi, Protocol, Reply, Usage};
 use crate::peers::{self, base_env, run_bounded};
@@ -1052,13 +1053,14 @@ async fn an_idle_exec_run_resumes_its_codex_thread_after_a_drover_restart() {
 
     rig.drover.stop_serve(Signal::SIGKILL).await;
     rig.drover.serve().await;
-    // Idle when drover died: back idle, hibernated in its thread.
+    // Idle when drover died: back idle, hibernated in its thread, nothing started.
     let view = rig.drover.show(&run).await;
     assert_eq!(view["state"], "idle", "{view:#}");
     assert_eq!(
         view["live_state"]["detail"], "idle · hibernated",
         "{view:#}"
     );
+    rig.drover.assert_nothing_runs_under_it().await;
 
     let out = rig.drover.run(&["resume", &run, "Carry", "on"]).await;
     assert!(out.success, "resume failed: {}{}", out.stdout, out.stderr);
@@ -1090,26 +1092,73 @@ async fn an_idle_exec_run_resumes_its_codex_thread_after_a_drover_restart() {
     rig.complete(&run, None).await;
 }
 
-/// Hibernate then follow up, in `policy`'s mode: the run's Codex thread goes on.
+/// The processes under `owner` (its warden aside) whose command line has `needle`.
+fn under_owner_with(owner: u32, needle: &str) -> Vec<(u32, String)> {
+    descendants_but_the_warden(owner)
+        .into_iter()
+        .filter(|(_, cmdline)| cmdline.contains(needle))
+        .collect()
+}
+
+/// Hibernate then follow up, in `policy`'s mode: the run's Codex thread goes on. Each
+/// reply is held back a moment, so the CLI of each turn is seen running under the owner
+/// (the check that nothing runs while hibernated could not pass by seeing nothing).
+/// app-server (`ask`): one child per run, whose pid drover shows; a new one resumes the
+/// thread (`thread/resume`). exec (`restricted`): no pid at any time, a child per turn,
+/// none between turns, and the follow-up's child is `codex exec … resume THREAD`.
 async fn hibernate_then_follow_up(policy: &str) {
+    let exec = policy != "ask";
+    let hold = Duration::from_secs(2);
     let rig = Rig::with(
         vec![
-            Reply::text(done("first part done")),
-            Reply::text(done("second part done")),
+            Reply::text(done("first part done")).delay(hold),
+            Reply::text(done("second part done")).delay(hold),
         ],
         0,
         QUICK_IDLE,
     )
     .await;
+    let owner = rig.drover.serve_pid();
     let run = rig.dispatch(policy, "Do the first part").await;
+    rig.mock.wait_for_model_requests(1, TURN).await;
+    let (mode, other) = if exec {
+        ("exec", "app-server")
+    } else {
+        ("app-server", " exec ")
+    };
+    assert!(
+        eventually(TURN, || !under_owner_with(owner, mode).is_empty()).await,
+        "no `codex {mode}` runs under drover during the first turn: {:?}",
+        descendants_but_the_warden(owner)
+    );
+    assert!(
+        under_owner_with(owner, other).is_empty(),
+        "{policy} runs `codex {other}`: {:?}",
+        descendants_but_the_warden(owner)
+    );
     let first = rig.drover.until_state(&run, "idle", TURN).await;
     let session = first["provider_session_id"].as_str().unwrap().to_string();
     let pid = first["pid"].as_u64().map(|p| p as u32);
+    assert_eq!(
+        pid.is_none(),
+        exec,
+        "an idle exec run has no child, an app-server run has one: {first:#}"
+    );
     rig.drover.until_hibernated(&run, pid, TURN).await;
-    // Asserted in both modes: exec has no pid to check, and no process either.
+    // Asserted in both modes, by the process table (exec has no pid to check).
     rig.drover.assert_nothing_runs_under_it().await;
 
     rig.drover.follow_up(&run, "Now the second part").await;
+    rig.mock.wait_for_model_requests(2, TURN).await;
+    if exec {
+        // The follow-up's child resumes the thread by its id.
+        let resume = format!("resume {session}");
+        let children = under_owner_with(owner, "exec");
+        assert!(
+            children.iter().any(|(_, c)| c.contains(&resume)),
+            "the follow-up's codex exec does not resume {session}: {children:?}"
+        );
+    }
     let view = rig.drover.until_idle_after(&run, 2, TURN).await;
     assert_eq!(view["turns"][1]["origin"], "follow_up", "{view:#}");
     assert_eq!(
@@ -1119,16 +1168,21 @@ async fn hibernate_then_follow_up(policy: &str) {
     assert_eq!(view["provider_session_id"], session.as_str(), "{view:#}");
     if let Some(pid) = pid {
         assert_ne!(view["pid"], pid, "a new app-server, `thread/resume`");
+    } else {
+        assert!(view["pid"].is_null(), "{view:#}");
     }
     let requests = rig.mock.wait_for_model_requests(2, TURN).await;
     for request in &requests {
         assert_eq!(thread_header(request), session, "the same thread");
     }
+    // The model hears the earlier turn: its prompt and its answer, then the follow-up.
     let input = input_text(&requests[1]);
+    assert!(input.contains("Do the first part"), "{input}");
     assert!(input.contains("first part done"), "{input}");
     assert!(input.contains("Now the second part"), "{input}");
     rig.complete(&run, view["pid"].as_u64().map(|p| p as u32))
         .await;
+    rig.drover.assert_nothing_runs_under_it().await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -1308,6 +1362,8 @@ async fn a_drover_crash_puts_each_exec_run_back_where_it_was() {
     let asleep = rig.dispatch("restricted", "Do the first part").await;
     rig.drover.until_state(&asleep, "idle", TURN).await;
     rig.drover.until_hibernated(&asleep, None, TURN).await;
+    // exec shows no pid: the process table says nothing runs for it.
+    rig.drover.assert_nothing_runs_under_it().await;
     rig.mock.push([Reply::text(
         "Two targets match.\n\n## Result\nstatus: needs_input\nsummary: which target\nquestion: staging-eu or staging-us?",
     )]);
@@ -1321,8 +1377,14 @@ async fn a_drover_crash_puts_each_exec_run_back_where_it_was() {
         .dispatch("restricted", &format!("Start the long work ({marker})"))
         .await;
     rig.mock.wait_for_model_requests(3, TURN).await;
-    let view = rig.drover.until_state(&busy, "running", TURN).await;
-    let busy_thread = view["provider_session_id"].as_str().map(str::to_string);
+    // The thread is known once its turn runs (`thread.started` comes before the request).
+    let view = rig
+        .drover
+        .until(&busy, "running in a known thread", TURN, |v| {
+            v["state"] == "running" && v["provider_session_id"].is_string()
+        })
+        .await;
+    let busy_thread = view["provider_session_id"].as_str().unwrap().to_string();
 
     rig.drover.stop_serve(Signal::SIGKILL).await;
     let before = rig.mock.model_requests().len();
@@ -1383,17 +1445,106 @@ async fn a_drover_crash_puts_each_exec_run_back_where_it_was() {
     let view = rig.drover.until_idle_after(&busy, 2, TURN).await;
     assert_eq!(view["turns"][1]["origin"], "resume", "{view:#}");
     let resumed = &requests_after(&rig.mock, n)[0];
-    if let Some(thread) = busy_thread {
-        assert_eq!(
-            thread_header(resumed),
-            thread,
-            "exec resume continues the thread"
-        );
-    }
+    assert_eq!(
+        thread_header(resumed),
+        busy_thread,
+        "exec resume continues the thread"
+    );
     assert!(
         input_text(resumed).contains("drover was restarted during your last turn; continue it"),
         "{}",
         input_text(resumed)
     );
     rig.complete(&busy, None).await;
+}
+
+/// One step of a spender: an `echo` command (exec never asks; the app-server asks, and
+/// [`allow_echo`]'s rule answers).
+fn command_step(i: usize) -> Reply {
+    Reply::tool_call("exec_command", json!({"cmd": format!("echo step-{i}")}))
+}
+
+/// An approval rule that allows `echo` commands everywhere, so the app-server's steps
+/// run without the user (its `untrusted` approvals ask for every command).
+async fn allow_echo(drover: &Drover) {
+    let rule = drover
+        .json(&[
+            "rules",
+            "add",
+            "--scope",
+            "everywhere",
+            "--kind",
+            "command",
+            "--pattern",
+            "echo *",
+            "allow",
+        ])
+        .await;
+    assert_eq!(rule["decision"], "allow", "{rule:#}");
+}
+
+/// `dispatch` for the caps tests in `policy`'s mode.
+fn capped(policy: &str) -> [&str; 6] {
+    ["--provider", "codex", "--model", MODEL, "--policy", policy]
+}
+
+/// Each step: input tokens at the catalog's $5 per million for gpt-5.5.
+fn codex_step() -> Usage {
+    caps::step_usage(5.0)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_app_server_run_that_keeps_calling_tools_is_stopped_within_one_step_of_its_budget() {
+    let rig = Rig::start(caps::spender(codex_step(), command_step)).await;
+    allow_echo(&rig.drover).await;
+    caps::run_capped(
+        "codex app-server",
+        &rig.drover,
+        &rig.mock,
+        &capped("ask"),
+        TURN,
+    )
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_app_server_session_hard_cap_reached_by_spending_stops_the_second_run() {
+    let script = caps::session_script(codex_step(), command_step, Reply::text(done("spent")));
+    let rig = Rig::with(script, 0, caps::SESSION_LIMITS).await;
+    allow_echo(&rig.drover).await;
+    caps::session_capped(
+        "codex app-server",
+        &rig.drover,
+        &rig.mock,
+        &capped("ask"),
+        TURN,
+    )
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_exec_run_that_keeps_calling_tools_is_stopped_within_one_step_of_its_budget() {
+    let rig = Rig::start(caps::spender(codex_step(), command_step)).await;
+    caps::run_capped(
+        "codex exec",
+        &rig.drover,
+        &rig.mock,
+        &capped("restricted"),
+        TURN,
+    )
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_exec_session_hard_cap_reached_by_spending_stops_the_second_run() {
+    let script = caps::session_script(codex_step(), command_step, Reply::text(done("spent")));
+    let rig = Rig::with(script, 0, caps::SESSION_LIMITS).await;
+    caps::session_capped(
+        "codex exec",
+        &rig.drover,
+        &rig.mock,
+        &capped("restricted"),
+        TURN,
+    )
+    .await;
 }

@@ -44,8 +44,10 @@ pub struct Drover {
 
 impl Drover {
     /// Writes the config `make` returns (given the temporary directory, so it can name
-    /// paths in it) as `config.toml` and starts `drover serve`.
+    /// paths in it) as `config.toml` and starts `drover serve`, where only loopback
+    /// exists (`crate::loopback::require`).
     pub async fn start_with(make: impl FnOnce(&Path) -> String) -> Drover {
+        crate::loopback::require();
         let dir = tempfile::Builder::new()
             .prefix("drover-peers-")
             .tempdir()
@@ -65,7 +67,7 @@ impl Drover {
     }
 
     /// The pid of the `drover serve` running now.
-    #[allow(dead_code)] // the idle bench's
+    #[allow(dead_code)] // not every target that includes this file uses it
     pub fn serve_pid(&self) -> u32 {
         self.serve_pid
     }

@@ -13,13 +13,16 @@
 //! The CLIs are installed by `npm ci` in `tests/peers/` (scripts/test.sh does it). Their
 //! absence fails the tests with that instruction; nothing is skipped. No test sends
 //! traffic anywhere but 127.0.0.1, and every wait is bounded: the CLIs retry a dead API
-//! forever.
+//! forever. They run where only loopback exists (`loopback`: scripts/test.sh runs the
+//! tests in a network namespace of their own), so nothing a CLI starts can reach past it.
 #![allow(clippy::unwrap_used)] // a test or bench may unwrap; the workspace denies it elsewhere
 
+mod caps;
 mod claude;
 mod codex;
 mod drover;
 mod inspector;
+mod loopback;
 mod mock;
 mod mock_api;
 mod opencode;

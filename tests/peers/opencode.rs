@@ -19,7 +19,7 @@ use crate::drover::{
     mentioned_under, processes_with, provider_config, provider_events,
 };
 use crate::mock::{MockApi, Protocol, Reply, Usage};
-use crate::peers;
+use crate::{caps, peers};
 
 /// The model every run asks for, as drover names it (`provider/model`).
 pub const MODEL: &str = "mock/mock-model";
@@ -1107,4 +1107,37 @@ async fn opencode_a_drover_crash_puts_each_run_back_where_it_was() {
     );
     let pid = view["pid"].as_u64().unwrap() as u32;
     rig.complete(&busy, pid).await;
+}
+
+/// One step of a spender: a bash call the `auto` policy allows.
+fn bash_step(i: usize) -> Reply {
+    Reply::tool_call(
+        "bash",
+        json!({"command": format!("echo step-{i}"), "description": "Count a step"}),
+    )
+}
+
+/// `dispatch` for the caps tests: the `auto` policy, so every step runs unasked.
+const CAPPED: [&str; 6] = [
+    "--provider",
+    "opencode",
+    "--model",
+    MODEL,
+    "--policy",
+    "auto",
+];
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn opencode_a_run_that_keeps_calling_tools_is_stopped_within_one_step_of_its_budget() {
+    // Each step: input tokens at the mock model's $1 per million (catalog and OpenCode).
+    let rig = Rig::start(caps::spender(caps::step_usage(PRICE_INPUT), bash_step)).await;
+    caps::run_capped("opencode", &rig.drover, &rig.mock, &CAPPED, TURN).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn opencode_the_session_hard_cap_reached_by_spending_stops_the_second_run() {
+    let step = caps::step_usage(PRICE_INPUT);
+    let script = caps::session_script(step, bash_step, Reply::text(done("spent a little")));
+    let rig = Rig::with_limits(script, caps::SESSION_LIMITS).await;
+    caps::session_capped("opencode", &rig.drover, &rig.mock, &CAPPED, TURN).await;
 }

@@ -82,8 +82,8 @@ pub fn claude_env(root: &Path, api_url: &str) -> Vec<(String, String)> {
     .collect()
 }
 
-/// Runs `program args` with `env` only (bounded by `timeout`); its exit success, stdout
-/// and stderr.
+/// Runs `program args` with `env` only (bounded by `timeout`), where only loopback
+/// exists (`crate::loopback::require`); its exit success, stdout and stderr.
 pub async fn run_bounded(
     program: &Path,
     args: &[&str],
@@ -91,6 +91,7 @@ pub async fn run_bounded(
     cwd: &Path,
     timeout: Duration,
 ) -> (bool, String, String) {
+    crate::loopback::require();
     let child = tokio::process::Command::new(program)
         .args(args)
         .env_clear()
@@ -165,4 +166,90 @@ fn a_missing_cli_fails_with_the_command_that_installs_it() {
         "{message}"
     );
     assert!(message.contains("scripts/test.sh"), "{message}");
+}
+
+/// What `node` (the runtime the pinned CLIs start from) gets when it connects to
+/// `127.0.0.1:port` and to two addresses past loopback (TEST-NET-1 and the IPv6
+/// documentation prefix, reserved and never routed): `connected` or the error's code.
+const PROBE: &str = r#"
+const net = require('net');
+function attempt(host, port) {
+  return new Promise(done => {
+    const s = net.connect({host, port});
+    s.setTimeout(5000);
+    s.on('connect', () => { s.end('probe'); done('connected'); });
+    s.on('error', e => done(e.code || String(e)));
+    s.on('timeout', () => { s.destroy(); done('timeout'); });
+  });
+}
+(async () => {
+  const port = Number(process.argv[1]);
+  const out = {
+    loopback: await attempt('127.0.0.1', port),
+    outside_v4: await attempt('192.0.2.1', 80),
+    outside_v6: await attempt('2001:db8::1', 80),
+  };
+  console.log(JSON.stringify(out));
+})();
+"#;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_clis_run_where_only_loopback_exists_and_nothing_past_it_is_reachable() {
+    if !crate::loopback::only_loopback() && crate::loopback::host_network_accepted() {
+        // The developer accepted the machine's network: nothing to prove, and no
+        // connection past loopback is tried from here.
+        eprintln!(
+            "skipped: {}=host, the tests run with this machine's network ({})",
+            crate::loopback::ACCEPT_VAR,
+            crate::loopback::interfaces().join(", ")
+        );
+        return;
+    }
+    crate::loopback::require();
+    // drover, and so the CLIs it starts, in the same namespace.
+    let own = std::fs::read_link("/proc/self/ns/net").unwrap();
+    let drover = crate::drover::Drover::start_with(|_| String::new()).await;
+    let serve = std::fs::read_link(format!("/proc/{}/ns/net", drover.serve_pid())).unwrap();
+    assert_eq!(serve, own, "drover serve runs in another network namespace");
+    drop(drover);
+
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let port = listener.local_addr().unwrap().port().to_string();
+    let accepted = tokio::spawn(async move {
+        let (mut stream, _) = listener.accept().await.unwrap();
+        let mut said = String::new();
+        tokio::io::AsyncReadExt::read_to_string(&mut stream, &mut said)
+            .await
+            .unwrap();
+        said
+    });
+    let home = tempfile::tempdir().unwrap();
+    let node = which::which("node").expect("node is on PATH (the CLIs need it)");
+    let (ok, stdout, stderr) = run_bounded(
+        &node,
+        &["-e", PROBE, &port],
+        &base_env(home.path()),
+        home.path(),
+        Duration::from_secs(30),
+    )
+    .await;
+    assert!(ok, "the probe failed: {stdout}{stderr}");
+    let got: Value = serde_json::from_str(stdout.trim()).unwrap();
+    assert_eq!(got["loopback"], "connected", "{got}");
+    let said = tokio::time::timeout(Duration::from_secs(10), accepted)
+        .await
+        .expect("the loopback connection arrived")
+        .unwrap();
+    assert_eq!(said, "probe");
+    assert_eq!(got["outside_v4"], "ENETUNREACH", "{got}");
+    assert_eq!(got["outside_v6"], "ENETUNREACH", "{got}");
+}
+
+#[test]
+fn outside_a_loopback_only_namespace_the_refusal_says_how_to_run_the_tests() {
+    let message = crate::loopback::refusal(&["lo".into(), "eth0".into()]);
+    assert!(message.contains("lo, eth0"), "{message}");
+    assert!(message.contains("scripts/test.sh"), "{message}");
+    assert!(message.contains("DROVER_TEST_NETWORK=host"), "{message}");
+    assert!(message.contains("tests/peers/README.md"), "{message}");
 }

@@ -13,6 +13,9 @@
 //!   starts from the tokens drover already booked on the run (`LaunchSpec::
 //!   resume_tokens`): tokens of a turn cut short by the restart, never booked, are
 //!   booked on the first resumed turn; nothing is booked twice;
+//! - each model request's usage streams as `Usage` from Codex's rollout file
+//!   ([`ExecState::rollout_line`]), provisional until the turn's end books the growth
+//!   of the running total;
 //! - "Reconnecting… n/m (…)" errors are retries in progress (`RateLimited`); progress
 //!   after them clears it;
 //! - nothing codex writes panics; a line that cannot be understood is a `Notice`.
@@ -232,6 +235,37 @@ impl ExecState {
             session_id: self.thread_id.clone(),
             ..TurnEnd::default()
         })]
+    }
+
+    /// One line of Codex's own record of the thread (its rollout file, which the exec
+    /// task reads as it grows): a `token_count` event is one model request's usage
+    /// (`info.last_token_usage`), reported as `Usage` while a turn is open. `codex exec
+    /// --json` reports usage only when its turn ends, too late for a cap to stop a turn
+    /// that keeps calling tools (docs/ARCHITECTURE.md §"Money"); the turn's end still
+    /// books what it cost. Every other line of the file is skipped without a word: the
+    /// file is Codex's, not a protocol drover speaks.
+    pub fn rollout_line(&mut self, line: &str) -> Vec<ProviderEvent> {
+        if self.turn.is_none() {
+            return Vec::new();
+        }
+        let Ok(event) = serde_json::from_str::<Value>(line.trim()) else {
+            return Vec::new();
+        };
+        let payload = event.get("payload").unwrap_or(&Value::Null);
+        if str_of(&event, "type") != "event_msg" || str_of(payload, "type") != "token_count" {
+            return Vec::new();
+        }
+        let Some(last) = payload.get("info").and_then(|i| i.get("last_token_usage")) else {
+            return Vec::new();
+        };
+        let tokens = usage_tokens(last);
+        if tokens == Tokens::default() {
+            return Vec::new();
+        }
+        vec![ProviderEvent::Usage {
+            model: self.model.clone(),
+            tokens,
+        }]
     }
 
     fn progress(&mut self, events: &mut Vec<ProviderEvent>) {

@@ -1049,6 +1049,57 @@ fn exec_lines(state: &mut ExecState, lines: &[Value]) -> Vec<ProviderEvent> {
         .collect()
 }
 
+/// A `token_count` line of Codex's rollout file, as the pinned 0.171.0 writes it.
+fn rollout_token_count(total_input: u64, input: u64, cached: u64, output: u64) -> String {
+    let usage = |input: u64| {
+        json!({"input_tokens": input, "cached_input_tokens": cached, "cache_write_input_tokens": 0,
+               "output_tokens": output, "reasoning_output_tokens": 0, "total_tokens": input + output})
+    };
+    json!({"timestamp": "2026-12-03T08:12:28.999Z", "ordinal": 13, "type": "event_msg",
+           "payload": {"type": "token_count",
+                       "info": {"total_token_usage": usage(total_input), "last_token_usage": usage(input),
+                                "last_usage_includes_reasoning": false, "model_context_window": 258400},
+                       "rate_limits": {"limit_id": "codex", "primary": null}}})
+    .to_string()
+}
+
+#[test]
+fn exec_rollout_token_counts_stream_each_requests_usage_while_a_turn_is_open() {
+    let mut state = ExecState::new(Some("gpt-5.5".into()), None, None);
+    // No turn open: nothing (a line read late, after its turn ended, is not counted).
+    assert!(
+        state
+            .rollout_line(&rollout_token_count(6000, 6000, 0, 0))
+            .is_empty()
+    );
+    state.begin_turn();
+    assert_eq!(
+        state.rollout_line(&rollout_token_count(12000, 6000, 1000, 40)),
+        vec![ProviderEvent::Usage {
+            model: Some("gpt-5.5".into()),
+            tokens: Tokens {
+                input: 5000,
+                output: 40,
+                cache_read: 1000,
+                ..Tokens::default()
+            }
+        }]
+    );
+    // The rest of the file is Codex's business: skipped without a notice.
+    for line in [
+        json!({"type": "session_meta", "payload": {"id": THREAD}}).to_string(),
+        json!({"type": "event_msg", "payload": {"type": "token_count", "info": null}}).to_string(),
+        json!({"type": "event_msg", "payload": {"type": "agent_message", "message": "hi"}})
+            .to_string(),
+        json!({"type": "response_item", "payload": {"type": "message"}}).to_string(),
+        "{\"type\":\"event_msg\",\"payl".to_string(),
+        "not json".to_string(),
+        String::new(),
+    ] {
+        assert!(state.rollout_line(&line).is_empty(), "{line}");
+    }
+}
+
 #[test]
 fn exec_turns_book_the_growth_of_the_threads_running_total() {
     let mut state = ExecState::new(Some("gpt-5.5".into()), None, None);
