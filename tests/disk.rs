@@ -7,7 +7,7 @@
 mod common;
 
 use common::{Home, str_at};
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::Command;
 use std::thread;
 use std::time::Duration;
@@ -72,22 +72,6 @@ fn wait_until(what: &str, limit: Duration, mut done: impl FnMut() -> bool) {
     panic!("{what}: not within {limit:?}");
 }
 
-/// Fills the filesystem holding `file` with it, 64 KiB at a time (bounded by `max`).
-fn fill(file: &Path, max: usize) {
-    use std::io::Write;
-    let mut f = std::fs::File::create(file).unwrap();
-    let chunk = vec![7u8; 65_536];
-    for _ in 0..max / chunk.len() {
-        if f.write_all(&chunk).and_then(|_| f.sync_all()).is_err() {
-            return;
-        }
-    }
-    panic!(
-        "{} did not fill the disk within {max} bytes",
-        file.display()
-    );
-}
-
 /// A scenario file that writes `steps` messages of about 2 KB, `delay_ms` apart.
 fn chatty_scenario(home: &Home, steps: u32, delay_ms: u32) -> String {
     let text = format!(
@@ -133,7 +117,7 @@ fn a_full_disk_refuses_new_work_says_why_and_resumes_by_itself_losing_nothing() 
     let serve = home.serve();
     let run = home.dispatch(&scenario, "Write a lot", &[]);
     let filler = home.path().join("filler");
-    fill(&filler, 64 << 20);
+    common::fill_disk(&filler, 64 << 20);
     let mut said = String::new();
     wait_until(
         "status says the ledger cannot write",

@@ -4,6 +4,8 @@
 //! decisions) and deletes runs only beyond its hard cap; runs are read a page at a time.
 #![allow(clippy::unwrap_used)] // a test or bench may unwrap; the workspace denies it elsewhere
 
+mod common;
+
 use drover_core::ledger::{
     DecisionRecord, EventRecord, Ledger, LedgerOptions, LedgerReader, RetentionPolicy, RunPatch,
     RunRecord, RunsPage, TurnRecord, UsageRecord, WriteOp, kind, retention,
@@ -1317,22 +1319,6 @@ fn until(what: &str, mut ready: impl FnMut() -> bool) {
     panic!("{what}: not within 30 s");
 }
 
-/// Fills the filesystem holding `file` with it (64 KiB at a time, bounded by `max`).
-fn fill(file: &Path, max: usize) {
-    use std::io::Write;
-    let mut f = std::fs::File::create(file).unwrap();
-    let chunk = vec![7u8; 65_536];
-    for _ in 0..max / chunk.len() {
-        if f.write_all(&chunk).and_then(|_| f.sync_all()).is_err() {
-            return;
-        }
-    }
-    panic!(
-        "{} did not fill the disk within {max} bytes",
-        file.display()
-    );
-}
-
 /// A commit the disk refuses changes nothing and loses nothing: on a full disk the writes
 /// are kept, none acknowledged nor stored, the ledger's health names the disk as full with
 /// its directory; once space is freed they commit, in order, with no gap, by themselves.
@@ -1353,7 +1339,7 @@ fn a_batch_the_full_disk_refuses_is_kept_and_committed_in_order_once_there_is_ro
         )))])
         .unwrap();
     let filler = disk.dir.path().join("filler");
-    fill(&filler, 8 << 20);
+    common::fill_disk(&filler, 8 << 20);
     let mut acks: Vec<_> = (1..=16u64)
         .map(|seq| writer.send_acked(vec![big_event("r1", seq, 65_536)]))
         .collect();

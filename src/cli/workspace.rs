@@ -170,24 +170,18 @@ fn open(paths: &Paths, run_id: &str, program: Option<Program>) -> Result<(), Dro
             },
         ))?
         .into_show()?;
-    let dir = into::dir_of(run_id, view.workspace.as_ref())?;
     let Some(program) = program else {
+        let dir = into::dir_of(run_id, view.workspace.as_ref())?;
         return write_stdout(&format!("{}\n", dir.display()));
     };
-    let argv = into::argv(program, |name| std::env::var(name).ok())?;
     let config = drover_core::config::Config::load(&paths.config_file)?;
-    let in_tmux = std::env::var("TMUX").is_ok_and(|t| !t.is_empty());
-    let argv = if in_tmux {
-        let name = format!("{run_id} {}", program.word());
-        into::in_tmux(
-            &argv,
-            &dir.display().to_string(),
-            &name,
-            config.dashboard.open_in,
-        )
-    } else {
-        argv
-    };
+    let into::Plan { dir, argv, .. } = into::plan(
+        run_id,
+        view.workspace.as_ref(),
+        program,
+        |name| std::env::var(name).ok(),
+        config.dashboard.open_in,
+    )?;
     let Some((first, rest)) = argv.split_first() else {
         return Ok(());
     };

@@ -858,3 +858,20 @@ pub fn notes_of(view: &Value) -> Vec<String> {
 pub fn same_usd(a: &Value, b: f64) -> bool {
     a.as_f64().is_some_and(|a| (a - b).abs() < 1e-6)
 }
+
+/// Fills the filesystem holding `file` with it, 64 KiB at a time, synced (bounded by
+/// `max` bytes: panics if the disk is not full by then).
+pub fn fill_disk(file: &Path, max: usize) {
+    use std::io::Write;
+    let mut f = std::fs::File::create(file).expect("the filler file");
+    let chunk = vec![7u8; 65_536];
+    for _ in 0..max / chunk.len() {
+        if f.write_all(&chunk).and_then(|_| f.sync_all()).is_err() {
+            return;
+        }
+    }
+    panic!(
+        "{} did not fill the disk within {max} bytes",
+        file.display()
+    );
+}

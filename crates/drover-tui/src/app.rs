@@ -617,26 +617,17 @@ impl App {
     /// `o`, `!`: the user's editor or shell in the run's directory — beside the dashboard
     /// inside tmux, else in the foreground (docs/ARCHITECTURE.md §"Into a run").
     fn open_in(&mut self, run: &RunSummary, program: Program, effects: &mut Vec<Effect>) {
-        use drover_core::workspace::open;
-        let id = &run.head.run_id;
         let env = &self.options.open_env;
-        let built = open::dir_of(id, run.workspace.as_deref())
-            .and_then(|dir| Ok((dir, open::argv(program, |name| env.get(name).cloned())?)));
-        let (dir, argv) = match built {
-            Ok(built) => built,
+        let plan = drover_core::workspace::open::plan(
+            &run.head.run_id,
+            run.workspace.as_deref(),
+            program,
+            |name| env.get(name).cloned(),
+            self.options.open_in,
+        );
+        let drover_core::workspace::open::Plan { dir, argv, in_tmux } = match plan {
+            Ok(plan) => plan,
             Err(e) => return self.flash_error(e.message),
-        };
-        let in_tmux = env.get("TMUX").is_some_and(|t| !t.is_empty());
-        let argv = if in_tmux {
-            let name = format!("{id} {}", program.word());
-            open::in_tmux(
-                &argv,
-                &dir.display().to_string(),
-                &name,
-                self.options.open_in,
-            )
-        } else {
-            argv
         };
         self.flash_info(format!(
             "{} opened in {}{}",
@@ -645,7 +636,7 @@ impl App {
             if in_tmux { " (a tmux window)" } else { "" }
         ));
         effects.push(Effect::OpenIn(OpenIn {
-            run_id: id.clone(),
+            run_id: run.head.run_id.clone(),
             program,
             argv,
             dir,

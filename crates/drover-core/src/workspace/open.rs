@@ -47,7 +47,7 @@ pub enum TmuxPlace {
 /// The program's command line (run with the run's directory as its working directory).
 pub fn argv(
     program: Program,
-    env: impl Fn(&str) -> Option<String>,
+    env: &impl Fn(&str) -> Option<String>,
 ) -> Result<Vec<String>, DroverError> {
     let (names, fallback, extra): (&[&str], &str, &[&str]) = match program {
         Program::Editor => (&["VISUAL", "EDITOR"], "vi", &["."]),
@@ -74,7 +74,7 @@ pub fn argv(
 }
 
 /// The tmux command line that opens `argv` in `dir`, in a window named `name` or a split.
-pub fn in_tmux(argv: &[String], dir: &str, name: &str, place: TmuxPlace) -> Vec<String> {
+pub fn in_tmux_argv(argv: &[String], dir: &str, name: &str, place: TmuxPlace) -> Vec<String> {
     let mut out: Vec<String> = match place {
         TmuxPlace::Window => vec!["tmux".into(), "new-window".into(), "-n".into(), name.into()],
         TmuxPlace::Split => vec!["tmux".into(), "split-window".into(), "-h".into()],
@@ -82,6 +82,39 @@ pub fn in_tmux(argv: &[String], dir: &str, name: &str, place: TmuxPlace) -> Vec<
     out.extend(["-c".to_string(), dir.to_string()]);
     out.extend(argv.iter().cloned());
     out
+}
+
+/// What to run to open `program` in a run's directory, decided once for the dashboard and
+/// `drover open`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Plan {
+    /// The run's directory (the program's working directory).
+    pub dir: PathBuf,
+    /// The command line: the program's own, or inside tmux the `tmux` one that opens it.
+    pub argv: Vec<String>,
+    /// Inside tmux: the program opens beside the caller, which goes on at once.
+    pub in_tmux: bool,
+}
+
+/// The [`Plan`] for `program` in run `run_id`'s directory, with the caller's environment
+/// (`$TMUX` says whether it is inside tmux) and `[dashboard] open_in`.
+pub fn plan(
+    run_id: &str,
+    workspace: Option<&WorkspaceView>,
+    program: Program,
+    env: impl Fn(&str) -> Option<String>,
+    place: TmuxPlace,
+) -> Result<Plan, DroverError> {
+    let dir = dir_of(run_id, workspace)?;
+    let own = argv(program, &env)?;
+    let in_tmux = env("TMUX").is_some_and(|t| !t.is_empty());
+    let argv = if in_tmux {
+        let name = format!("{run_id} {}", program.word());
+        in_tmux_argv(&own, &dir.display().to_string(), &name, place)
+    } else {
+        own
+    };
+    Ok(Plan { dir, argv, in_tmux })
 }
 
 /// Where the run works: its worktree's directory, or the directory a shared run was
@@ -139,10 +172,10 @@ mod tests {
             ),
         ];
         for (program, vars, want) in cases {
-            let got = argv(*program, env(vars)).unwrap();
+            let got = argv(*program, &env(vars)).unwrap();
             assert_eq!(got, *want, "{program:?} with {vars:?}");
         }
-        let e = argv(Program::Editor, env(&[("EDITOR", "vim 'unclosed")])).unwrap_err();
+        let e = argv(Program::Editor, &env(&[("EDITOR", "vim 'unclosed")])).unwrap_err();
         assert_eq!(e.code, ErrorCode::InvalidSpec);
         assert!(
             e.message.contains("$EDITOR") && e.message.contains("quotes"),
@@ -154,7 +187,7 @@ mod tests {
     fn inside_tmux_it_opens_in_a_window_named_after_the_run_or_a_split() {
         let argv = vec!["nvim".to_string(), ".".to_string()];
         assert_eq!(
-            in_tmux(&argv, "/w/r1", "r1 editor", TmuxPlace::Window),
+            in_tmux_argv(&argv, "/w/r1", "r1 editor", TmuxPlace::Window),
             [
                 "tmux",
                 "new-window",
@@ -167,7 +200,7 @@ mod tests {
             ]
         );
         assert_eq!(
-            in_tmux(&argv, "/w/r1", "r1 editor", TmuxPlace::Split),
+            in_tmux_argv(&argv, "/w/r1", "r1 editor", TmuxPlace::Split),
             ["tmux", "split-window", "-h", "-c", "/w/r1", "nvim", "."]
         );
     }
