@@ -359,8 +359,6 @@ impl Action {
             Action::Escalate => "escalate",
             Action::Resume => "resume",
             Action::OpenDiff => "diff",
-            Action::OpenEditor => "edit",
-            Action::OpenShell => "shell",
             Action::Redispatch => "again",
             Action::ClearFilter => "clear filter",
             Action::NextFile => "next file",
