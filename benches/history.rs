@@ -1,51 +1,51 @@
 //! History at size: a ledger filled to `R` finished runs and `E` events (each run with its
 //! turn, usage row and `E / R` events, half of them transcript lines), a real
-//! `drover serve` owner on it, and then:
+//! `drover serve` owner on it, and then, each the real `drover` binary exec'd as a user
+//! runs it:
 //! - the owner's start: spawning `drover serve` until its socket answers a ping;
-//! - the dashboard's first frame: a dashboard in a process of its own (this bench run
-//!   again as a child) attaches to the owner over the control socket, as a user's
-//!   `drover` does, sends its first requests, and draws the first frame that shows the
-//!   runs and the budget gauge on a 200×60 `TestBackend`; timed from before it connects
-//!   (and, beside it, the frame the runs first show in);
-//! - peak memory (VmHWM from /proc/<pid>/status) of that dashboard process and of the
-//!   owner (the dashboard's figures: the median of 9 attaches);
-//! - `drover runs` (its default page, human output) and `drover status` wall time,
-//!   median of 5 each.
+//! - the dashboard's first frame: `drover` (the dashboard) in a 200×60 pty attaches to the
+//!   owner and draws; timed from exec until the screen shows a run's title, with the
+//!   process's peak memory (its own `ru_maxrss`, from a runner process that starts only
+//!   it); the median and the worst of 9;
+//! - `drover runs` (its default page, human output) and `drover status`: wall and peak
+//!   memory, median of 5 each;
+//! - the owner's peak memory (VmHWM from /proc/<pid>/status) after the dashboards and
+//!   `runs` (before `status`).
 //!
 //! Run: `cargo bench --bench history`. Sizes: `DROVER_BENCH_HISTORY` (default
-//! `500:10000,100000:2000000`, pairs of runs:events). Targets at 100,000 runs / 2,000,000
-//! events: first frame ≤ 150 ms and dashboard memory ≤ 40 MB, both within 1.3× of the
-//! figures at 500 runs; `drover runs` ≤ 100 ms (and `drover status` alike). Prints figures,
-//! asserts nothing.
+//! `10:200,500:10000,100000:2000000`, pairs of runs:events). `DROVER_BENCH_BIN` times
+//! another `drover` binary. Targets (issue figures): the first frame ≤ 20 ms with 10 runs
+//! and ≤ 30 ms with 100,000 runs and 2,000,000 events; `drover runs` ≤ 100 ms (and
+//! `drover status` alike). Prints figures, asserts nothing.
 #![allow(clippy::unwrap_used)] // a test or bench may unwrap; the workspace denies it elsewhere
 
 mod common;
 
+use common::exec::{Sample, drover_bin, summary, vmhwm_kb};
 use drover_core::clock::now_millis;
 use drover_core::control::ControlClient;
 use drover_core::dispatch::Request;
 use drover_core::paths::Paths;
 use drover_core::spec::{Capability, PermissionPolicy, Spec};
-use drover_tui::{App, AppEvent, AppOptions, Link, ReplyTag, RequestRunner, ViewModel, render};
-use ratatui::Terminal;
-use ratatui::backend::TestBackend;
 use rusqlite::{Connection, params};
 use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-/// Set (to a home directory) in the child that plays the dashboard.
-const CHILD_ENV: &str = "DROVER_BENCH_HISTORY_DASHBOARD";
-/// How many dashboards attach, one after the other (the median is printed).
+/// How many dashboards start, one after the other (the median is printed).
 const DASHBOARDS: usize = 9;
+/// What the dashboard's first frame must show: a run's title (every title starts so).
+const TITLE: &str = "history run ";
 
 fn main() {
-    if let Ok(home) = std::env::var(CHILD_ENV) {
-        return dashboard_child(Path::new(&home));
+    if common::exec::runner_main() {
+        return;
     }
-    let sizes =
-        std::env::var("DROVER_BENCH_HISTORY").unwrap_or_else(|_| "500:10000,100000:2000000".into());
-    println!("history: finished runs in the ledger, a `drover serve` owner, a dashboard attached");
+    let sizes = std::env::var("DROVER_BENCH_HISTORY")
+        .unwrap_or_else(|_| "10:200,500:10000,100000:2000000".into());
+    println!(
+        "history: finished runs in the ledger, a `drover serve` owner, the real binary exec'd"
+    );
     for pair in sizes.split(',') {
         let (runs, events) = pair
             .split_once(':')
@@ -74,7 +74,7 @@ fn measure(runs: u64, events: u64) {
         .unwrap_or(0.0);
 
     let owner_start = Instant::now();
-    let mut owner = Command::new(env!("CARGO_BIN_EXE_drover"))
+    let mut owner = Command::new(drover_bin())
         .arg("serve")
         .env("DROVER_HOME", home.path())
         .env_remove("DROVER_LOG")
@@ -98,29 +98,15 @@ fn measure(runs: u64, events: u64) {
     });
     let owner_ms = owner_start.elapsed().as_secs_f64() * 1e3;
 
-    // The dashboard, nine times (a fresh process each), the median kept: one attach takes
+    // The dashboard, nine times (a fresh process each), the median kept: one start takes
     // a few milliseconds, so a busy machine's noise is larger than a single figure.
-    let mut frames = Vec::new();
-    let mut runs_frames = Vec::new();
-    let mut hwms = Vec::new();
-    for _ in 0..DASHBOARDS {
-        let out = Command::new(std::env::current_exe().expect("bench exe"))
-            .env(CHILD_ENV, home.path())
-            .output()
-            .expect("dashboard child");
-        let text = String::from_utf8_lossy(&out.stdout);
-        let field = |name: &str| -> f64 {
-            common::printed(&text, name)
-                .unwrap_or_else(|| panic!("the dashboard child printed no {name}: {text}"))
-        };
-        frames.push(field("first_frame_ms="));
-        runs_frames.push(field("runs_frame_ms="));
-        hwms.push(field("vmhwm_kb="));
-    }
-    let (mut runs_ms, runs_lines) = command_ms(home.path(), "runs");
-    // The owner's peak before `status` runs (the figure of the dashboard's and `runs`' asks).
-    let owner_hwm = vmhwm_kb(owner.id()).unwrap_or(0.0);
-    let (mut status_ms, status_lines) = command_ms(home.path(), "status");
+    let dashboards = common::exec::measure(home.path(), &["dashboard"], TITLE, DASHBOARDS);
+    let runs_lines = lines(home.path(), "runs");
+    let runs_cmd = common::exec::measure(home.path(), &["runs"], TITLE, 5);
+    // The owner's peak before `status` runs (the figure of the dashboards' and `runs`' asks).
+    let owner_hwm = vmhwm_kb(owner.id());
+    let status_lines = lines(home.path(), "status");
+    let status_cmd = common::exec::measure(home.path(), &["status"], TITLE, 5);
     let _ = nix::sys::signal::kill(
         nix::unistd::Pid::from_raw(owner.id() as i32),
         nix::sys::signal::Signal::SIGTERM,
@@ -129,127 +115,44 @@ fn measure(runs: u64, events: u64) {
 
     println!("  {runs} runs, {events} events (ledger {size_mb:.0} MB, filled in {fill_secs:.1} s)");
     println!(
-        "    owner start (spawn -> ping)   {owner_ms:>8.1} ms   owner VmHWM {:>6.1} MB",
+        "    owner start (spawn -> ping)   {owner_ms:>8.1} ms             owner VmHWM {:>6.1} MiB",
         owner_hwm / 1024.0
     );
-    println!(
-        "    dashboard first frame         {:>8.1} ms   dashboard VmHWM {:>6.1} MB (median of {DASHBOARDS})",
-        median(&mut frames),
-        median(&mut hwms) / 1024.0
+    report(
+        &format!("dashboard first frame (of {DASHBOARDS})"),
+        &dashboards,
+        "",
     );
-    println!(
-        "      of which the runs shown at  {:>8.1} ms   (the rest: the budget gauge's answer)",
-        median(&mut runs_frames)
+    report(
+        "drover runs (of 5)",
+        &runs_cmd,
+        &format!("{runs_lines} lines"),
     );
-    println!(
-        "    drover runs (default page)    {:>8.1} ms   {runs_lines} lines (median of 5)",
-        median(&mut runs_ms)
-    );
-    println!(
-        "    drover status                 {:>8.1} ms   {status_lines} lines (median of 5)",
-        median(&mut status_ms)
+    report(
+        "drover status (of 5)",
+        &status_cmd,
+        &format!("{status_lines} lines"),
     );
 }
 
-/// `drover <command>` (human output, the owner up) 5 times: each wall time, and how many
-/// lines it printed.
-fn command_ms(home: &Path, command: &str) -> (Vec<f64>, usize) {
-    let mut times = Vec::new();
-    let mut lines = 0;
-    for _ in 0..5 {
-        let start = Instant::now();
-        let out = Command::new(env!("CARGO_BIN_EXE_drover"))
-            .arg(command)
-            .env("DROVER_HOME", home)
-            .env_remove("DROVER_LOG")
-            .output()
-            .expect("drover");
-        times.push(start.elapsed().as_secs_f64() * 1e3);
-        assert!(out.status.success(), "drover {command} failed");
-        lines = out.stdout.iter().filter(|b| **b == b'\n').count();
-    }
-    (times, lines)
-}
-
-fn median(values: &mut [f64]) -> f64 {
-    values.sort_by(|a, b| a.total_cmp(b));
-    values[values.len() / 2]
-}
-
-fn vmhwm_kb(pid: u32) -> Option<f64> {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
-    status
-        .lines()
-        .find_map(|l| l.strip_prefix("VmHWM:"))?
-        .split_whitespace()
-        .next()?
-        .parse()
-        .ok()
-}
-
-/// The child: attaches a dashboard to the owner of `home` and reports its first frame.
-fn dashboard_child(home: &Path) {
-    let start = Instant::now();
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .expect("runtime");
-    let ms = rt.block_on(async {
-        let paths = Paths::under(home);
-        let (sender, mut rx) = drover_tui::runner::channel();
-        let link = Link::new(paths);
-        let _pump = link.spawn_events(sender.clone());
-        let requests = RequestRunner::new(link, sender.clone());
-        let mut app = App::new(
-            AppOptions::new(home.to_path_buf()),
-            ViewModel::new(now_millis(), 200, 60),
-        );
-        for effect in app.start() {
-            requests.execute(effect);
-        }
-        let mut terminal = Terminal::new(TestBackend::new(200, 60)).expect("test terminal");
-        let (mut runs, mut budget) = (false, false);
-        let mut runs_ms = 0.0;
-        while !(runs && budget) {
-            let event = tokio::time::timeout(Duration::from_secs(60), rx.recv())
-                .await
-                .expect("the owner answered")
-                .expect("events");
-            match &event {
-                AppEvent::Reply {
-                    tag: ReplyTag::Runs,
-                    ..
-                } => runs = true,
-                AppEvent::Reply {
-                    tag: ReplyTag::Budget,
-                    ..
-                } => budget = true,
-                _ => {}
-            }
-            app.model.now = now_millis();
-            for effect in app.handle(event) {
-                requests.execute(effect);
-            }
-            if runs && runs_ms == 0.0 {
-                // The frame the runs first show in (the budget gauge may still be empty).
-                terminal
-                    .draw(|frame| render::draw(frame, &app))
-                    .expect("draw");
-                runs_ms = start.elapsed().as_secs_f64() * 1e3;
-            }
-        }
-        terminal
-            .draw(|frame| render::draw(frame, &app))
-            .expect("draw");
-        assert!(app.model.run_count() > 0, "the dashboard shows no run");
-        (runs_ms, start.elapsed().as_secs_f64() * 1e3)
-    });
-    let hwm = vmhwm_kb(std::process::id()).unwrap_or(0.0);
+/// One line of figures: median / worst wall, median / worst peak memory.
+fn report(what: &str, samples: &[Sample], extra: &str) {
+    let ((wall, wall_worst), (rss, rss_worst)) = summary(samples);
     println!(
-        "runs_frame_ms={:.3} first_frame_ms={:.3} vmhwm_kb={hwm:.0}",
-        ms.0, ms.1
+        "    {what:<30}{wall:>8.1} / {wall_worst:>6.1} ms   peak RSS {rss:>5.1} / {rss_worst:>5.1} MiB   {extra}"
     );
+}
+
+/// How many lines `drover <command>` (human output, the owner up) prints.
+fn lines(home: &Path, command: &str) -> usize {
+    let out = Command::new(drover_bin())
+        .arg(command)
+        .env("DROVER_HOME", home)
+        .env_remove("DROVER_LOG")
+        .output()
+        .expect("drover");
+    assert!(out.status.success(), "drover {command} failed");
+    out.stdout.iter().filter(|b| **b == b'\n').count()
 }
 
 /// Fills a new ledger with `runs` finished runs (finished in the last day) and `events`

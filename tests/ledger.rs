@@ -667,6 +667,39 @@ fn the_hard_cap_deletes_the_oldest_finished_runs_whole_and_never_an_active_one()
     ledger.close();
 }
 
+/// What an owner puts back at its start: every run in an active state, removed ones too,
+/// newest first, and no finished one.
+#[test]
+fn active_runs_are_every_run_in_an_active_state_and_no_other() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("l.sqlite3");
+    let ledger = open(&path);
+    let mut ops = Vec::new();
+    for (i, state) in RunState::ALL.iter().enumerate() {
+        let mut run = run_record(&format!("r{i}"), *state, i as i64);
+        run.removed = i == 1;
+        ops.push(WriteOp::InsertRun(Box::new(run)));
+    }
+    ledger.writer().commit_blocking(ops).unwrap();
+    let reader = ledger.reader().unwrap();
+    let active: Vec<(String, RunState)> = reader
+        .active_runs()
+        .unwrap()
+        .into_iter()
+        .map(|r| (r.run_id, r.state))
+        .collect();
+    let expected: Vec<(String, RunState)> = RunState::ALL
+        .iter()
+        .enumerate()
+        .rev()
+        .filter(|(_, s)| s.is_active())
+        .map(|(i, s)| (format!("r{i}"), *s))
+        .collect();
+    assert!(expected.len() >= 6, "{expected:?}");
+    assert_eq!(active, expected);
+    ledger.close();
+}
+
 #[test]
 fn a_page_of_runs_has_every_active_run_then_finished_ones_by_finish_time() {
     let dir = tempfile::tempdir().unwrap();

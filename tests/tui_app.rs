@@ -964,6 +964,32 @@ fn a_stale_view_does_not_bring_back_an_answered_request() {
     assert!(app.model.run(&run_id).is_some_and(|e| e.pending.is_empty()));
 }
 
+/// A run's view fetched before its request was asked arrives after the request's event:
+/// the request stays (the view does not drop it, leaving the run awaiting an answer
+/// with nothing on screen to answer until the next refresh).
+#[test]
+fn a_view_fetched_before_a_request_does_not_drop_it() {
+    let run = tui_common::summary(1, "Fix the parser", RunState::AwaitingPermission);
+    let run_id = run.head.run_id.clone();
+    let request = tui_common::bash_request(1, "cargo test");
+    let before = tui_common::view_of(&run);
+    assert!(before.pending.is_empty());
+    let mut app = tui_common::app_with(vec![run], 120, 40);
+    app.model
+        .apply(&drover_core::dispatch::DispatchEvent::PermissionRequested {
+            run_id: run_id.clone(),
+            pending: request.clone(),
+        });
+    app.model.set_detail(before);
+    assert_eq!(
+        app.model
+            .oldest_pending(None)
+            .map(|(_, p)| p.request_id.clone()),
+        Some(request.request_id.clone())
+    );
+    assert!(app.model.run(&run_id).is_some_and(|e| e.pending.len() == 1));
+}
+
 /// A ledger with `n` finished runs (the newest first: `old-0000` finished last), each
 /// with a real spec, written before any owner starts; `old-{needle}` has a title of its
 /// own.

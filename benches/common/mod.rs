@@ -1,7 +1,9 @@
 //! Shared by the benchmarks: the raw-rusqlite baseline every throughput figure is
-//! compared with, and the rows it inserts.
+//! compared with, and the rows it inserts; the real binary exec'd (`exec`).
 
 #![allow(dead_code)]
+
+pub mod exec;
 
 use drover_core::ledger::{Ledger, LedgerOptions, RunRecord, WriteOp};
 use drover_core::run_state::RunState;

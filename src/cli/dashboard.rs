@@ -11,18 +11,20 @@
 use super::headless::{dispatcher_options, runtime};
 use super::output::note;
 use drover_core::config::{DashboardOwner, SIM_PROVIDER};
+use drover_core::control::ControlClient;
 use drover_core::control::Host;
-use drover_core::control::background::start_background;
-use drover_core::dispatch::Request;
+use drover_core::control::background::{ping, start_background};
+use drover_core::dispatch::{DispatcherOptions, Request};
 use drover_core::error::DroverError;
 use drover_core::paths::Paths;
 use drover_core::spec::SpecInput;
 use drover_tui::{AppOptions, Link};
 
 pub fn run(paths: &Paths) -> Result<(), DroverError> {
-    let mode = dispatcher_options(paths)?.config.dashboard.owner;
+    let options = dispatcher_options(paths)?;
+    let mode = options.config.dashboard.owner;
     let cwd = std::env::current_dir().unwrap_or_else(|_| "/".into());
-    runtime()?.block_on(open(paths, Vec::new(), None, cwd, mode))
+    runtime()?.block_on(open(options, Vec::new(), None, cwd, mode))
 }
 
 /// The enabled providers, in the config's order, and those of them whose CLI `drover
@@ -49,17 +51,17 @@ fn first_found(names: &[String], missing: &[String]) -> String {
         .unwrap_or_else(|| SIM_PROVIDER.to_string())
 }
 
-/// Attaches to (or becomes) the owner of `paths`, dispatches `initial` (in order, before
-/// the dashboard opens), then runs the dashboard until the user leaves. The form starts on
-/// `default_provider` (else the first provider found) and in `cwd`.
+/// Attaches to (or becomes) the owner of `options.paths`, dispatches `initial` (in order,
+/// before the dashboard opens), then runs the dashboard until the user leaves. The form
+/// starts on `default_provider` (else the first provider found) and in `cwd`.
 pub(crate) async fn open(
-    paths: &Paths,
+    options: DispatcherOptions,
     initial: Vec<SpecInput>,
     default_provider: Option<&str>,
     cwd: std::path::PathBuf,
     mode: DashboardOwner,
 ) -> Result<(), DroverError> {
-    let options = dispatcher_options(paths)?;
+    let paths = &options.paths.clone();
     let mut app_options = AppOptions::new(cwd);
     let (names, missing) = providers_found(&options.config);
     app_options.default_provider = default_provider
@@ -88,15 +90,27 @@ pub(crate) async fn open(
     let link = Link::new(paths.clone());
     match mode {
         DashboardOwner::Background => {
-            let started = start_background(paths).await?;
+            // An owner that takes the connection is attached to as it is: asking it for a
+            // ping first would put one more round trip before the first frame (one that
+            // then does not answer is the event pump's to report, as when it goes later).
+            let listening = ControlClient::connect(paths).await?.is_some();
+            let started = if listening {
+                None
+            } else {
+                Some(start_background(paths).await?.pid)
+            };
             dispatch_all(&link, initial).await;
             let outcome =
                 drover_tui::run_on_terminal(link, std::future::pending(), app_options).await;
             if outcome.is_ok() {
+                let pid = match started {
+                    Some(pid) => Some(pid),
+                    None => ping(paths).await.ok().flatten().map(|pong| pong.pid),
+                };
+                let pid = pid.map(|pid| format!(" (pid {pid})")).unwrap_or_default();
                 note(&format!(
-                    "drover goes on in the background (pid {}): `drover` opens the dashboard \
-                     again, `drover shutdown` ends it",
-                    started.pid
+                    "drover goes on in the background{pid}: `drover` opens the dashboard \
+                     again, `drover shutdown` ends it"
                 ));
             }
             outcome

@@ -17,7 +17,7 @@ use serde::Deserialize;
 use std::os::unix::fs::DirBuilderExt;
 use std::path::PathBuf;
 
-use super::headless::runtime;
+use super::headless::{dispatcher_options, runtime};
 use drover_core::error::{DroverError, ErrorCode};
 use drover_core::paths::{HOME_ENV, Paths};
 use drover_core::spec::SpecInput;
@@ -165,7 +165,7 @@ pub fn run(args: DemoArgs, paths: &Paths) -> Result<(), DroverError> {
     // The form starts in the demo's project too: a run dispatched from it never lands in
     // the directory the demo was started from.
     runtime()?.block_on(super::dashboard::open(
-        paths,
+        dispatcher_options(paths)?,
         runs,
         Some(drover_core::config::SIM_PROVIDER),
         cwd,

@@ -36,9 +36,16 @@ fn scenarios_help() -> String {
          {}. The shipped scenarios:",
         super::sim::DEFAULT_SCENARIO
     );
+    // Every command builds this text (clap builds the whole command line), so only each
+    // file's `description = "…"` line is read as TOML, not the whole scenario.
     for name in drover_core::sim::scenario::builtin_names() {
         let about = drover_core::sim::scenario::builtin(name)
-            .and_then(|toml_text| toml::from_str::<toml::Table>(toml_text).ok())
+            .and_then(|toml_text| {
+                toml_text
+                    .lines()
+                    .find(|line| line.trim_start().starts_with("description"))
+            })
+            .and_then(|line| toml::from_str::<toml::Table>(line).ok())
             .and_then(|t| t.get("description")?.as_str().map(str::to_string))
             .unwrap_or_default();
         text.push_str(&format!("\n  {name:<18} {about}"));
@@ -430,6 +437,23 @@ mod tests {
                 command: Command::Dispatch(args),
             }) => *args,
             other => panic!("{argv:?}: {other:?}"),
+        }
+    }
+
+    #[test]
+    fn the_scenario_help_gives_each_shipped_scenario_its_description() {
+        use drover_core::sim::scenario::{Format, builtin, builtin_names, parse};
+        let help = scenarios_help();
+        for name in builtin_names() {
+            let text = builtin(name).unwrap();
+            let about = parse(text, Format::Toml, name)
+                .unwrap()
+                .description
+                .unwrap();
+            assert!(
+                help.contains(&format!("{name:<18} {about}")),
+                "{name}: {about:?} in:\n{help}"
+            );
         }
     }
 

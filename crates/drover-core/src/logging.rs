@@ -23,6 +23,11 @@ pub const DEFAULT_LEVEL: &str = "info";
 pub const FILE_PREFIX: &str = "drover.log";
 /// Daily files kept; older ones are deleted when a new day starts.
 pub const FILES_KEPT: usize = 14;
+/// Lines waiting for the writer thread at most (more are dropped, as the appender does).
+/// Its queue is allocated and touched whole when logging starts: the appender's default
+/// of 128,000 lines is 4 MB of every process that logs, the owner's idle memory among
+/// them.
+pub const LINES_BUFFERED: usize = 4096;
 
 /// Keeps the background writer alive: buffered lines are flushed when it drops, so the
 /// caller holds it until the process ends.
@@ -84,9 +89,13 @@ fn build(
     // The umask set at startup already makes new files 0600; this covers files created
     // before it (or by a caller that did not set it).
     warnings.extend(make_log_files_private(log_dir));
-    let (writer, worker) = tracing_appender::non_blocking(appender);
+    // Redacted on the writer's thread, just before the file: a line's redaction (and the
+    // rules' first build, in a process that logs) costs the thread that logged nothing.
+    let (writer, worker) = tracing_appender::non_blocking::NonBlockingBuilder::default()
+        .buffered_lines_limit(LINES_BUFFERED)
+        .finish(Redacting(appender));
     let subscriber = tracing_subscriber::fmt()
-        .with_writer(Redacting(writer))
+        .with_writer(writer)
         .with_ansi(false)
         .with_env_filter(filter)
         .finish();
@@ -97,8 +106,9 @@ fn build(
     })
 }
 
-/// A log writer that redacts every line ([`crate::redact`]) before it reaches the file.
-#[derive(Clone)]
+/// A log writer that redacts every line ([`crate::redact`]) before it reaches the file
+/// (each line comes whole: the formatter writes an event at once, and the background
+/// writer hands each on as it came).
 struct Redacting<W>(W);
 
 impl<W: std::io::Write> std::io::Write for Redacting<W> {
@@ -111,16 +121,6 @@ impl<W: std::io::Write> std::io::Write for Redacting<W> {
 
     fn flush(&mut self) -> std::io::Result<()> {
         self.0.flush()
-    }
-}
-
-impl<'a, M: tracing_subscriber::fmt::MakeWriter<'a>> tracing_subscriber::fmt::MakeWriter<'a>
-    for Redacting<M>
-{
-    type Writer = Redacting<M::Writer>;
-
-    fn make_writer(&'a self) -> Self::Writer {
-        Redacting(self.0.make_writer())
     }
 }
 

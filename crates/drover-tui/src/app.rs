@@ -144,6 +144,9 @@ pub struct App {
     budget_in_flight: bool,
     budget_again: bool,
     runs_in_flight: bool,
+    /// The first list of runs has been answered (or refused): the runner holds the first
+    /// frame back until then ([`App::first_runs_pending`]).
+    listed_once: bool,
     /// A page of older finished runs is on its way.
     older_in_flight: bool,
     quitting: bool,
@@ -167,6 +170,7 @@ impl App {
             budget_in_flight: false,
             budget_again: false,
             runs_in_flight: false,
+            listed_once: false,
             older_in_flight: false,
             quitting: false,
             want_show: Vec::new(),
@@ -193,6 +197,14 @@ impl App {
         self.fetch_runs(&mut effects);
         self.fetch_budget(&mut effects);
         effects
+    }
+
+    /// Whether the first list of runs is still on its way while the owner is not known to
+    /// be gone: the runner draws the first frame once it is here (a short while at most),
+    /// so that frame shows the runs rather than an empty dashboard a frame gap before
+    /// them.
+    pub fn first_runs_pending(&self) -> bool {
+        !self.listed_once && self.model.owner_gone_since.is_none()
     }
 
     /// Whether the app has asked to quit.
@@ -964,6 +976,7 @@ impl App {
         match tag {
             ReplyTag::Runs => {
                 self.runs_in_flight = false;
+                self.listed_once = true;
                 match result.and_then(Response::into_runs) {
                     Ok(runs) => {
                         self.model.replace_window(runs, Some(FINISHED_PAGE));

@@ -61,6 +61,43 @@ fn starting_fetches_runs_and_money() {
 }
 
 #[test]
+fn the_first_frame_waits_for_the_first_list_of_runs_or_the_owner_gone() {
+    let started = || {
+        let mut app = App::new(AppOptions::new("/".into()), ViewModel::new(0, 120, 40));
+        let _ = app.start();
+        app
+    };
+    let mut app = started();
+    assert!(app.first_runs_pending(), "nothing listed yet");
+    let refused = || {
+        Err(drover_core::error::DroverError::new(
+            drover_core::ErrorCode::Internal,
+            "no",
+        ))
+    };
+    let _ = app.handle(AppEvent::Reply {
+        tag: ReplyTag::Budget,
+        result: refused(),
+    });
+    assert!(app.first_runs_pending(), "another answer is not the list");
+    let _ = app.handle(AppEvent::Reply {
+        tag: ReplyTag::Runs,
+        result: Ok(Response::Runs(vec![summary("r1", RunState::Running)])),
+    });
+    assert!(!app.first_runs_pending(), "the list is here");
+    // A refused list is drawn too (its error on the footer), and so is an owner gone.
+    let mut app = started();
+    let _ = app.handle(AppEvent::Reply {
+        tag: ReplyTag::Runs,
+        result: refused(),
+    });
+    assert!(!app.first_runs_pending());
+    let mut app = started();
+    let _ = app.handle(AppEvent::OwnerGone);
+    assert!(!app.first_runs_pending());
+}
+
+#[test]
 fn the_first_list_selects_a_run_and_fetches_its_view_and_transcript() {
     let mut app = App::new(AppOptions::new("/".into()), ViewModel::new(0, 120, 40));
     let effects = app.handle(AppEvent::Reply {

@@ -569,9 +569,19 @@ impl ViewModel {
         };
         view.pending
             .retain(|p| !entry.settled.iter().any(|id| *id == p.request_id));
-        entry.pending = view.pending.clone();
-        entry.pending.sort_by_key(|p| p.created_at);
         let seq = |l: &Option<drover_core::live_state::LiveState>| l.as_ref().map_or(0, |l| l.seq);
+        // A view no newer than the events applied here (its live state's seq is not ahead)
+        // may have been taken before a request they brought: that request stays, until its
+        // own `PermissionResolved` settles it. Only a newer view replaces the list whole.
+        if seq(&view.head.live_state) <= seq(&entry.summary.head.live_state) {
+            for held in &entry.pending {
+                if !view.pending.iter().any(|p| p.request_id == held.request_id) {
+                    view.pending.push(held.clone());
+                }
+            }
+        }
+        view.pending.sort_by_key(|p| p.created_at);
+        entry.pending = view.pending.clone();
         if seq(&view.head.live_state) >= seq(&entry.summary.head.live_state) {
             entry.summary.head.live_state = view.head.live_state.clone();
         }

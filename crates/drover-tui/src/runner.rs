@@ -13,7 +13,8 @@
 //! guard, [`crate::shown`]); drawing happens only when a frame was requested, and a burst of
 //! changes is one frame showing its last state (the frame requests merge, and the events
 //! already waiting when a frame is due go in before it is drawn); countdowns ask for the
-//! next second. Each frame reaches the terminal whole, inside its synchronized update
+//! next second; the first frame waits for the first list of runs ([`FIRST_FRAME_WAIT`] at
+//! most), so it shows them. Each frame reaches the terminal whole, inside its synchronized update
 //! (`CSI ? 2026 h` … `CSI ? 2026 l`). A request to the dispatcher never blocks the loop
 //! (each runs in its own task and answers with an `AppEvent::Reply`).
 
@@ -50,6 +51,11 @@ const TERMINAL_CHECK_EVERY: Duration = Duration::from_secs(2);
 /// At most this many waiting events go into a frame that is due, so a flood of events
 /// cannot hold frames back.
 const EVENTS_PER_FRAME_MAX: usize = 1024;
+/// How long the first frame waits for the first list of runs: drawn before it, the frame
+/// would show an empty dashboard and hold the runs back by a frame gap
+/// ([`crate::frame::MIN_FRAME_GAP`]); an owner slower than this gets the empty frame
+/// first, as a sign of life.
+const FIRST_FRAME_WAIT: Duration = Duration::from_millis(150);
 
 /// Sends the app's requests to the owner, each in its own task; the answer comes back
 /// as an `AppEvent::Reply`.
@@ -102,7 +108,10 @@ pub async fn run_on_terminal(
     })?;
     let backend = CrosstermBackend::new(std::io::stdout());
     let mut terminal = Terminal::new(backend).map_err(terminal_error)?;
-    terminal.clear().map_err(terminal_error)?;
+    // The backend's clear, not `Terminal::clear`: that one asks the terminal where its
+    // cursor is first and waits for the answer, a round trip before the first frame for a
+    // cursor the alternate screen does not keep.
+    terminal.backend_mut().clear().map_err(terminal_error)?;
     let outcome = event_loop(&mut terminal, link, dispatcher_ended, options).await;
     // ratatui's `Terminal` prints to stderr from its destructor when it cannot show the
     // cursor, and printing to a terminal that is gone panics, which would skip stopping
@@ -155,7 +164,7 @@ async fn event_loop<B: Backend + Write>(
     tokio::pin!(dispatcher_ended);
 
     let mut effects = app.start();
-    frames.schedule_frame();
+    frames.schedule_frame_in(FIRST_FRAME_WAIT);
     let mut effects_after: Vec<Effect> = Vec::new();
     let outcome = loop {
         effects.append(&mut effects_after);
@@ -207,8 +216,11 @@ async fn event_loop<B: Backend + Write>(
             }
             e = &mut dispatcher_ended => break Err(e),
         }
-        // Something was handled: one frame (merged with any others asked for meanwhile).
-        frames.schedule_frame();
+        // Something was handled: one frame (merged with any others asked for meanwhile),
+        // once the first list of runs is here to be drawn.
+        if !app.first_runs_pending() {
+            frames.schedule_frame();
+        }
     };
     // The input thread ends at its next poll. It is not waited for: when the terminal has
     // gone away, crossterm's poll can spin without returning (crossterm-rs/crossterm#793),

@@ -69,17 +69,25 @@ fn io_reason(e: &io::Error) -> String {
 /// Merges `text` over the defaults, deserializes and checks the result.
 pub(super) fn parse_over_defaults(text: &str, path: &Path) -> Result<Config, DroverError> {
     let user: toml::Table = toml::from_str(text).map_err(|e| syntax_error(path, text, &e))?;
-    let docs = Docs {
+    // The documents with their spans only name the key of a refusal: read when one is made.
+    let docs = || Docs {
         user: locate::spanned(text),
         defaults: locate::spanned(DEFAULT_CONFIG_TOML),
     };
-    let mut merged: toml::Table = toml::from_str(DEFAULT_CONFIG_TOML)
+    // The defaults as a table, parsed once per process.
+    static DEFAULTS: std::sync::LazyLock<Result<toml::Table, String>> =
+        std::sync::LazyLock::new(|| {
+            toml::from_str(DEFAULT_CONFIG_TOML).map_err(|e: toml::de::Error| e.to_string())
+        });
+    let mut merged = DEFAULTS
+        .clone()
         .map_err(|e| internal(format!("the embedded default config is not TOML: {e}")))?;
     merge(&mut merged, user);
 
     let merged_text = toml::to_string(&merged)
         .map_err(|e| internal(format!("cannot write the merged configuration: {e}")))?;
     let config: Config = toml::from_str(&merged_text).map_err(|e| {
+        let docs = docs();
         let key = e
             .span()
             .and_then(|span| {
@@ -91,6 +99,7 @@ pub(super) fn parse_over_defaults(text: &str, path: &Path) -> Result<Config, Dro
     })?;
 
     if let Err(problem) = validate::check(&config) {
+        let docs = docs();
         let key =
             problem.key_to_blame(|k| docs.user.as_ref().is_some_and(|d| locate::has_key(d, k)));
         return Err(invalid(

@@ -236,7 +236,12 @@ impl Config {
 
     /// The embedded defaults alone (no user file).
     pub fn defaults() -> Config {
-        toml::from_str(DEFAULT_CONFIG_TOML).expect("the embedded default config is valid")
+        // Parsed once per process: the dashboard and every command ask for it more than
+        // once before their first output.
+        static DEFAULTS: std::sync::LazyLock<Config> = std::sync::LazyLock::new(|| {
+            toml::from_str(DEFAULT_CONFIG_TOML).expect("the embedded default config is valid")
+        });
+        DEFAULTS.clone()
     }
 
     /// Reads the user's file at `path` and merges it over the defaults. A missing file

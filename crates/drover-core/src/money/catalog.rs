@@ -138,13 +138,17 @@ struct CatalogFile {
 impl Catalog {
     /// The embedded catalog alone.
     pub fn embedded() -> Catalog {
-        let file: CatalogFile =
-            toml::from_str(EMBEDDED_CATALOG_TOML).expect("the embedded catalog is valid TOML");
-        let mut catalog = Catalog { models: Vec::new() };
-        catalog
-            .apply(&file.models, "models")
-            .expect("the embedded catalog's entries are valid");
-        catalog
+        // Parsed once per process: a command and the dashboard ask for it more than once.
+        static EMBEDDED: std::sync::LazyLock<Catalog> = std::sync::LazyLock::new(|| {
+            let file: CatalogFile =
+                toml::from_str(EMBEDDED_CATALOG_TOML).expect("the embedded catalog is valid TOML");
+            let mut catalog = Catalog { models: Vec::new() };
+            catalog
+                .apply(&file.models, "models")
+                .expect("the embedded catalog's entries are valid");
+            catalog
+        });
+        EMBEDDED.clone()
     }
 
     /// The embedded catalog with the user's `entries` applied over it, in order.
