@@ -213,6 +213,9 @@ pub fn answer(reader: &LedgerReader, query: Query) -> Result<Response, DroverErr
                 .collect();
             Response::Runs(rows)
         }
+        Query::Search { query, limit, live } => {
+            Response::Search(Box::new(search_from_ledger(reader, &query, limit, live)?))
+        }
         Query::Counts => Response::Counts(run_counts(reader)?),
         Query::Budget { mut overlay } => {
             let bases = session_bases(reader, &overlay.session)?;
@@ -280,6 +283,36 @@ fn summaries(reader: &LedgerReader, run_ids: &[String]) -> Result<Vec<RunSummary
         rows.push(summary_from_record(reader, &record)?);
     }
     Ok(rows)
+}
+
+/// `search` from the ledger: its lines, and the summaries of their runs (what `live`
+/// holds of one, fresher, replaces the ledger's).
+pub fn search_from_ledger(
+    reader: &LedgerReader,
+    query: &str,
+    limit: u32,
+    live: Vec<RunSummary>,
+) -> Result<super::api::SearchView, DroverError> {
+    let hits = reader.search(query, limit)?;
+    let mut live: HashMap<String, RunSummary> = live
+        .into_iter()
+        .map(|r| (r.head.run_id.clone(), r))
+        .collect();
+    let mut runs: Vec<RunSummary> = Vec::new();
+    for hit in &hits {
+        if runs.iter().any(|r| r.head.run_id == hit.run_id) {
+            continue;
+        }
+        let summary = match live.remove(&hit.run_id) {
+            Some(summary) => summary,
+            None => match reader.run(&hit.run_id)? {
+                Some(record) => summary_from_record(reader, &record)?,
+                None => continue,
+            },
+        };
+        runs.push(summary);
+    }
+    Ok(super::api::SearchView { hits, runs })
 }
 
 /// What `show` and the transcript say of a run whose events retention pruned.
