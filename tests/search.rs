@@ -166,6 +166,17 @@ fn found(reader: &LedgerReader, query: &str) -> Vec<(String, SearchSource, Strin
         .collect()
 }
 
+/// How many documents of the index itself match `query`.
+fn indexed(path: &Path, query: &str) -> i64 {
+    let conn = rusqlite::Connection::open(path).unwrap();
+    conn.query_row(
+        "SELECT COUNT(*) FROM search WHERE search MATCH ?1",
+        [query],
+        |r| r.get(0),
+    )
+    .unwrap()
+}
+
 #[test]
 fn a_word_from_a_task_a_follow_up_the_agent_a_tool_command_and_a_result_is_found() {
     let dir = tempfile::tempdir().unwrap();
@@ -274,9 +285,12 @@ fn retention_prunes_transcript_lines_from_the_index_and_an_old_runs_task_and_res
     let mut ops = history("old", DAY, now - 31 * DAY);
     ops.extend(history("recent", 2 * DAY, now - DAY));
     writer.commit_blocking(ops).unwrap();
+    assert_eq!(indexed(&path, "candidate OR flaky_timeout"), 4);
     let pruned =
         retention::prune(&path, &writer, RetentionPolicy::from_limits(30, 0), now).unwrap();
     assert_eq!(pruned.events_of, 1);
+    // Gone from the index itself, not only from the answer (which reads each hit's row).
+    assert_eq!(indexed(&path, "candidate OR flaky_timeout"), 2);
     let reader = ledger.reader().unwrap();
     let runs_of = |query: &str| -> Vec<(String, SearchSource)> {
         found(&reader, query)
@@ -322,6 +336,14 @@ fn retention_prunes_transcript_lines_from_the_index_and_an_old_runs_task_and_res
         let runs: Vec<String> = found(&reader, query).into_iter().map(|h| h.0).collect();
         assert_eq!(runs, ["recent"], "{query}");
     }
+    assert_eq!(
+        indexed(
+            &path,
+            "postgres OR trigram OR vacuum OR candidate OR flaky_timeout"
+        ),
+        5,
+        "the recent run's five documents, none of the deleted one's"
+    );
     let conn = rusqlite::Connection::open(&path).unwrap();
     let docs: i64 = conn
         .query_row("SELECT COUNT(*) FROM search_runs", [], |r| r.get(0))
