@@ -320,9 +320,9 @@ fn insert_run(
         "changes": [words.text(rng, 4, 10)], "files": ["src/lib.rs"], "follow_ups": []});
     tx.prepare_cached(
         "INSERT INTO runs (run_id, created_at, updated_at, finished_at, state, completion_reason,
-            provider, model, title, budget_session, spec_json, result_json, live_state_json)
+            provider, model, title, budget_session, spec_json, result_json)
          VALUES (?1, ?2, ?3, ?3, 'completed', 'complete', 'claude-code', 'claude-sonnet-4-5',
-            ?4, 'default', ?5, ?6, ?7)",
+            ?4, 'default', ?5, ?6)",
     )
     .unwrap()
     .execute(params![
@@ -331,8 +331,7 @@ fn insert_run(
         at + 60_000,
         title,
         spec.to_string(),
-        result.to_string(),
-        json!({"state": "ended", "bound": null, "cause": "completed", "seq": 9}).to_string()
+        result.to_string()
     ])
     .unwrap();
     let mut texts = Vec::new();

@@ -298,19 +298,22 @@ pub fn search_from_ledger(
         .into_iter()
         .map(|r| (r.head.run_id.clone(), r))
         .collect();
-    let mut runs: Vec<RunSummary> = Vec::new();
+    let mut ids: Vec<&str> = Vec::new();
     for hit in &hits {
-        if runs.iter().any(|r| r.head.run_id == hit.run_id) {
-            continue;
+        if !ids.contains(&hit.run_id.as_str()) {
+            ids.push(&hit.run_id);
         }
-        let summary = match live.remove(&hit.run_id) {
-            Some(summary) => summary,
-            None => match reader.run(&hit.run_id)? {
-                Some(record) => summary_from_record(reader, &record)?,
-                None => continue,
-            },
-        };
-        runs.push(summary);
+    }
+    // Each run's spend from its own usage rows (by the run's index), as a page of `runs`.
+    let spend = reader.spend_of(&ids)?;
+    let mut runs: Vec<RunSummary> = Vec::with_capacity(ids.len());
+    for id in ids {
+        if let Some(summary) = live.remove(id) {
+            runs.push(summary);
+        } else if let Some(record) = reader.run(id)? {
+            let cost = spend.get(id).copied().unwrap_or(0.0);
+            runs.push(summary(reader, record, cost)?);
+        }
     }
     Ok(super::api::SearchView { hits, runs })
 }
