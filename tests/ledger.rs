@@ -1152,10 +1152,15 @@ fn a_ledger_from_before_the_running_totals_is_read_and_migrated_with_the_same_fi
         ledger.writer().commit_blocking(mixed_history()).unwrap();
         ledger.close();
     }
-    // The file as migration 5 left it: no totals, the session indexes back.
+    // The file as migration 5 left it: no totals, the session indexes back (and no
+    // search index, migration 7).
     let conn = rusqlite::Connection::open(&path).unwrap();
     conn.execute_batch(
-        "DROP TABLE session_money; DROP TABLE session_run_basis; DROP TABLE session_basis_runs;
+        "DROP TRIGGER search_run_added; DROP TRIGGER search_run_deleted;
+         DROP TRIGGER search_event_added; DROP TRIGGER search_event_pruned;
+         DROP TRIGGER search_turn_added; DROP TRIGGER search_turn_changed;
+         DROP TABLE search; DROP TABLE search_runs;
+         DROP TABLE session_money; DROP TABLE session_run_basis; DROP TABLE session_basis_runs;
          DROP TABLE run_counts;
          DROP TRIGGER usage_counted; DROP TRIGGER usage_uncounted; DROP TRIGGER usage_immutable;
          DROP TRIGGER runs_counted; DROP TRIGGER runs_uncounted; DROP TRIGGER runs_recounted;

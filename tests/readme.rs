@@ -177,6 +177,17 @@ fn the_headless_block_works_pasted_into_bash() {
         stdout.contains("tool Bash: ls -la"),
         "the transcript was printed:\n{stdout}"
     );
+    // `drover search` found the word in the task, the agent's text and the result.
+    for found in [
+        "Fix the [greeting]",
+        "The [greeting] in src/main.rs now says hello to drover.",
+        "updated the [greeting] in src/main.rs",
+    ] {
+        assert!(
+            stdout.contains(found),
+            "search printed {found:?}:\n{stdout}"
+        );
+    }
     // The scenario edits what it says it edits: the greeting, in the run's worktree.
     assert!(
         !stdout.contains("String to replace not found"),

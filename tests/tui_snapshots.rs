@@ -461,6 +461,71 @@ fn the_filter_narrows_the_trays() {
     snap("filtered", &app);
 }
 
+/// `/` also asks the ledger's search index (tasks, follow-ups, transcripts, results): a
+/// run found there passes the filter — one not held comes in with the answer — and shows
+/// the matching line, the match highlighted, as its second line.
+#[test]
+fn the_filter_finds_runs_by_the_search_index_and_shows_the_matching_line() {
+    use drover_core::dispatch::Response;
+    use drover_core::dispatch::api::{SearchHit, SearchSource, SearchView};
+    use drover_tui::Effect;
+    let mut app = busy_app(100, 24);
+    press(&mut app, [char_key('/')]);
+    let mut effects = Vec::new();
+    for e in typed("staging-eu") {
+        effects = app.handle(e);
+    }
+    // What the user typed is searched as a phrase, never read as the query syntax.
+    assert!(
+        effects.iter().any(|e| matches!(e, Effect::Request {
+            tag: ReplyTag::FoundLines(needle),
+            request: drover_core::dispatch::Request::Search { query, .. },
+        } if needle == "staging-eu" && query == "\"staging-eu\"")),
+        "{effects:?}"
+    );
+    press(&mut app, [key(KeyCode::Enter)]);
+    let hit = |n: u32, source, line: &str, word: &str| {
+        let start = line.find(word).unwrap();
+        SearchHit {
+            run_id: id(n),
+            title: String::new(),
+            state: RunState::Completed,
+            at: NOW - 60_000,
+            source,
+            turn: None,
+            seq: Some(4),
+            line: line.into(),
+            marks: vec![(start, start + word.len())],
+        }
+    };
+    let old = summary(11, "Migrate the metrics database", RunState::Completed);
+    let view = SearchView {
+        hits: vec![
+            hit(
+                11,
+                SearchSource::Tool,
+                "tool Bash: kubectl --context staging-eu rollout status deploy/metrics",
+                "staging-eu",
+            ),
+            hit(
+                3,
+                SearchSource::Text,
+                "…the release is live on staging-eu; waiting for your go to promote it",
+                "staging-eu",
+            ),
+        ],
+        runs: vec![old],
+    };
+    press(
+        &mut app,
+        [AppEvent::Reply {
+            tag: ReplyTag::FoundLines("staging-eu".into()),
+            result: Ok(Response::Search(Box::new(view))),
+        }],
+    );
+    snap("filter_found_in_the_search_index", &app);
+}
+
 /// Two views on the stack: each draws over what is under it, bottom first; the top one
 /// takes the keys and says the footer's hints; closing it gives both back to the one
 /// under it.

@@ -9,8 +9,8 @@
 use drover_core::UnixMillis;
 use drover_core::dispatch::DispatchEvent;
 use drover_core::dispatch::api::{
-    DiffView, ResultView, RunSummary, RunView, TranscriptFormat, TranscriptView, WaitOutcome,
-    WorkspaceActionView, WorkspaceView,
+    DiffView, ResultView, RunSummary, RunView, SearchSource, SearchView, TranscriptFormat,
+    TranscriptView, WaitOutcome, WorkspaceActionView, WorkspaceView,
 };
 use drover_core::live_state::LiveState;
 use drover_core::money::usd;
@@ -274,6 +274,30 @@ pub fn runs_table(runs: &[RunSummary], now: UnixMillis) -> String {
             age(now, run.head.created_at),
             provider_model(&run.head.provider, run.head.model.as_deref()),
             clip(&one_line(&run.head.title), TITLE_COLUMN_CHARS),
+        ]);
+    }
+    table(&rows)
+}
+
+/// `drover search`: one line per match — run, age, where it comes from, and the words
+/// around the match with each match in `[…]`.
+pub fn search(view: &SearchView, now: UnixMillis) -> String {
+    if view.hits.is_empty() {
+        return "nothing found\n".to_string();
+    }
+    let mut rows = vec![["RUN", "AGE", "IN", "LINE"].map(String::from).to_vec()];
+    for hit in &view.hits {
+        let place = match (hit.source, hit.turn) {
+            (SearchSource::FollowUp | SearchSource::Result, Some(turn)) => {
+                format!("{} (turn {turn})", hit.source.as_str())
+            }
+            (source, _) => source.as_str().to_string(),
+        };
+        rows.push(vec![
+            hit.run_id.clone(),
+            age(now, hit.at),
+            place,
+            hit.marked("[", "]"),
         ]);
     }
     table(&rows)

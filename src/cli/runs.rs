@@ -1,9 +1,9 @@
-//! The headless run commands: `runs`, `show`, `transcript`, `follow-up`,
+//! The headless run commands: `runs`, `search`, `show`, `transcript`, `follow-up`,
 //! `respond`, `stop`, `complete`, `remove`, `kill-all`, `wait`.
 //!
 //! Each one is a dispatcher [`Request`] sent to the process that owns the data directory
-//! (over the control socket). With no owner, the read-only ones (`runs`, `show`,
-//! `transcript`) are answered from the ledger in the same shapes, and the others are
+//! (over the control socket). With no owner, the read-only ones (`runs`, `search`,
+//! `show`, `transcript`) are answered from the ledger in the same shapes, and the others are
 //! refused with `NO_OWNER` (`dispatch`, which then makes this process the owner until its
 //! run ends, has its own file).
 //!
@@ -49,6 +49,21 @@ pub enum RunCommand {
         /// Only the runs of this workflow (a parent run's sub-runs are in its workflow).
         #[arg(long, value_name = "ID")]
         workflow: Option<String>,
+        #[command(flatten)]
+        output: JsonFlag,
+    },
+    /// Search everything the ledger holds — each run's task, follow-ups and results, and
+    /// its transcript's agent text and tool commands — and print each matching line with
+    /// its run and time, newest runs first. The query is FTS5's: words (all of them),
+    /// "a phrase", prefix*, OR, NOT; quote a word with - or : in it ('"staging-eu"').
+    Search {
+        /// What to search for (words are joined with spaces).
+        #[arg(required = true, num_args = 1..)]
+        query: Vec<String>,
+        /// Lines at most (at most 500).
+        #[arg(long, value_name = "N", default_value_t = drover_core::ledger::SEARCH_LIMIT_DEFAULT,
+              value_parser = clap::value_parser!(u32).range(1..=i64::from(drover_core::ledger::SEARCH_LIMIT_MAX)))]
+        limit: u32,
         #[command(flatten)]
         output: JsonFlag,
     },
@@ -309,6 +324,10 @@ impl RunCommand {
                 before: before.clone(),
                 search: search.clone(),
             },
+            RunCommand::Search { query, limit, .. } => Request::Search {
+                query: query.join(" "),
+                limit: Some(*limit),
+            },
             RunCommand::Show { run, .. } => Request::Show {
                 run_id: run.clone(),
             },
@@ -361,6 +380,7 @@ impl RunCommand {
     pub fn name(&self) -> &'static str {
         match self {
             RunCommand::Runs { .. } => "runs",
+            RunCommand::Search { .. } => "search",
             RunCommand::Show { .. } => "show",
             RunCommand::Transcript { .. } => "transcript",
             RunCommand::FollowUp { .. } => "follow-up",
@@ -378,6 +398,7 @@ impl RunCommand {
     fn json(&self) -> bool {
         match self {
             RunCommand::Runs { output, .. }
+            | RunCommand::Search { output, .. }
             | RunCommand::Show { output, .. }
             | RunCommand::Transcript { output, .. }
             | RunCommand::FollowUp { output, .. }
@@ -542,6 +563,7 @@ fn human(request: &Request, answer: &Response) -> String {
             out.push_str(&more_runs(runs, request));
             out
         }
+        (Response::Search(view), _) => render::search(view, now),
         (Response::Show(run), _) => render::run_view(run, now),
         (Response::Transcript(view), _) => render::transcript(view),
         (Response::Wait(outcome), _) => render::wait_outcome(outcome, now),

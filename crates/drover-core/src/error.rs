@@ -143,6 +143,8 @@ pub enum ErrorCode {
     RuleNotFound,
     /// As many approval rules are kept as drover allows.
     TooManyRules,
+    /// A search query FTS5 cannot read (`drover search`, the dashboard's `/`).
+    SearchQueryInvalid,
     /// Something went wrong inside drover or its surroundings (a file it cannot create,
     /// an answer it cannot write); the sentence says what.
     Internal,
@@ -208,6 +210,7 @@ impl ErrorCode {
             ErrorCode::RuleInvalid => "RULE_INVALID",
             ErrorCode::RuleNotFound => "RULE_NOT_FOUND",
             ErrorCode::TooManyRules => "TOO_MANY_RULES",
+            ErrorCode::SearchQueryInvalid => "SEARCH_QUERY_INVALID",
             ErrorCode::Internal => "INTERNAL",
         }
     }

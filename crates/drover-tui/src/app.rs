@@ -1009,6 +1009,14 @@ impl App {
                 Ok(_) => {}
                 Err(e) => self.flash_error(format!("cannot search the runs: {}", e.message)),
             },
+            ReplyTag::FoundLines(needle) => match result.and_then(Response::into_search) {
+                Ok(view) if self.model.filter.trim() == needle => {
+                    self.model.add_runs(view.runs, None);
+                    self.model.set_found(view.hits);
+                }
+                Ok(_) => {}
+                Err(e) => self.flash_error(format!("cannot search the ledger: {}", e.message)),
+            },
             ReplyTag::Budget => {
                 self.budget_in_flight = false;
                 if let Ok(budget) = result.and_then(Response::into_budget) {
@@ -1386,6 +1394,13 @@ impl App {
                 search: Some(needle.to_string()),
             },
         });
+        effects.push(Effect::Request {
+            tag: ReplyTag::FoundLines(needle.to_string()),
+            request: Request::Search {
+                query: phrases(needle),
+                limit: Some(FOUND_LINES),
+            },
+        });
     }
 
     fn flash_info(&mut self, text: String) {
@@ -1395,6 +1410,19 @@ impl App {
     fn flash_error(&mut self, text: String) {
         self.model.flash = Some(Flash { text, error: true });
     }
+}
+
+/// Lines the filter asks the search index for (the runs they name come with them).
+const FOUND_LINES: u32 = 100;
+
+/// The filter's text as a search query: each word a phrase of its own (all of them must
+/// match), so what a person types (`staging-eu`, `src/cache.rs`, `a:b`) is never read as
+/// the query syntax.
+pub(crate) fn phrases(text: &str) -> String {
+    text.split_whitespace()
+        .map(|word| format!("\"{}\"", word.replace('"', "\"\"")))
+        .collect::<Vec<_>>()
+        .join(" ")
 }
 
 /// Whether `R` may resume the run: a drover restart interrupted it, it is hibernated (it

@@ -61,6 +61,9 @@ pub enum ReplyTag {
     OlderRuns,
     /// A search of the ledger for the filter's text.
     FoundRuns(String),
+    /// A search of the ledger's index (tasks, follow-ups, transcripts, results) for the
+    /// filter's text.
+    FoundLines(String),
     Budget,
     Show(String),
     Transcript(String),

@@ -16,7 +16,7 @@ use std::collections::{HashMap, VecDeque};
 
 use drover_core::UnixMillis;
 use drover_core::dispatch::DispatchEvent;
-use drover_core::dispatch::api::{BudgetView, PendingView, RunSummary, RunView};
+use drover_core::dispatch::api::{BudgetView, PendingView, RunSummary, RunView, SearchHit};
 use drover_core::providers::RequestKind;
 use drover_core::run_state::RunState;
 
@@ -186,6 +186,9 @@ pub struct ViewModel {
     /// Rows above the visible part of the left pane.
     pub list_top: usize,
     pub filter: String,
+    /// What the ledger's search index found for the filter: each run's newest matching
+    /// line (a run shown for it shows the line as its second line).
+    found: HashMap<String, SearchHit>,
     /// `None` follows the end of the transcript; `Some(n)` shows it from line `n`.
     pub transcript_scroll: Option<usize>,
     pub flash: Option<Flash>,
@@ -823,8 +826,29 @@ impl ViewModel {
     }
 
     pub fn set_filter(&mut self, filter: String) {
+        if filter.trim() != self.filter.trim() {
+            self.found.clear();
+        }
         self.filter = filter;
         self.rebuild_rows();
+    }
+
+    /// The lines the search index found for the filter (newest first): their runs pass
+    /// the filter too, each showing its newest line.
+    pub fn set_found(&mut self, hits: Vec<SearchHit>) {
+        self.found.clear();
+        for hit in hits {
+            self.found.entry(hit.run_id.clone()).or_insert(hit);
+        }
+        self.rebuild_rows();
+    }
+
+    /// The line the search index found in this run for the filter, if any.
+    pub fn found_line(&self, run_id: &str) -> Option<&SearchHit> {
+        if self.filter.trim().is_empty() {
+            return None;
+        }
+        self.found.get(run_id)
     }
 
     /// Regroups the (filtered) runs into trays, keeps the selection on a visible run.
@@ -832,7 +856,10 @@ impl ViewModel {
         let needle = self.filter.trim().to_lowercase();
         let mut trays: [Vec<&RunEntry>; 5] = Default::default();
         for entry in self.runs.values() {
-            if !needle.is_empty() && !matches_filter(&entry.summary, &needle) {
+            if !needle.is_empty()
+                && !matches_filter(&entry.summary, &needle)
+                && !self.found.contains_key(&entry.summary.head.run_id)
+            {
                 continue;
             }
             trays[Tray::of(&entry.summary) as usize].push(entry);

@@ -81,6 +81,12 @@ pub fn check(request: &Request) -> Result<Request, DroverError> {
                 )));
             }
         }
+        Request::Search { query, .. } if query.chars().count() > MAX_SEARCH_CHARS => {
+            return Err(too_large(format!(
+                "`search` searches for {} characters; search for at most {MAX_SEARCH_CHARS}",
+                query.chars().count()
+            )));
+        }
         Request::RuleAdd { rule, answer } => {
             if rule.pattern.chars().count() > crate::rules::MAX_PATTERN_CHARS {
                 return Err(too_large(format!(

@@ -52,6 +52,7 @@ pub fn request_timeout(request: &Request) -> Option<Duration> {
         | Request::Budget
         | Request::Routes
         | Request::Rules
+        | Request::Search { .. }
         | Request::Diff { .. } => Some(READ_TIMEOUT),
         Request::Dispatch { .. }
         | Request::FollowUp { .. }

@@ -46,7 +46,7 @@ pub fn open_reader(paths: &Paths) -> Result<Option<LedgerReader>, DroverError> {
 }
 
 /// Answers `request` from the ledger, as the owner would: `runs`, `counts`, `show`,
-/// `transcript`, `budget`, and a `wait` whose condition the ledger already meets. Anything
+/// `transcript`, `budget`, `search`, and a `wait` whose condition the ledger already meets. Anything
 /// else (and a `wait` that only a running dispatcher could satisfy) is `NO_OWNER`.
 pub fn answer(paths: &Paths, request: &Request) -> Result<Response, DroverError> {
     let reader = open_reader(paths)?;
@@ -98,6 +98,16 @@ pub fn answer(paths: &Paths, request: &Request) -> Result<Response, DroverError>
         }
         (Request::Rules, Some(reader)) => Response::Rules(reader.rules()?),
         (Request::Rules, None) => Response::Rules(Vec::new()),
+        (Request::Search { query, limit }, Some(reader)) => {
+            let limit = limit.unwrap_or(crate::ledger::SEARCH_LIMIT_DEFAULT);
+            Response::Search(Box::new(projections::search_from_ledger(
+                reader,
+                query,
+                limit,
+                Vec::new(),
+            )?))
+        }
+        (Request::Search { .. }, None) => Response::Search(Box::default()),
         _ => return Err(no_owner(paths)),
     };
     Ok(mark_owner_gone(response, || super::last_owner_gone(paths)))

@@ -245,6 +245,17 @@ pub enum Request {
     },
     /// The approval rules, oldest first.
     Rules,
+    /// Search everything the ledger holds (docs/ARCHITECTURE.md §"Ledger"): each run's
+    /// task, follow-ups and results, and its transcript's agent text and tool calls.
+    /// Answered with the matching lines, newest runs first, and those runs.
+    Search {
+        /// FTS5's query syntax: words, `"a phrase"`, `prefix*`, `AND`, `OR`, `NOT`,
+        /// `NEAR(…)`; a query it cannot read is refused with `SEARCH_QUERY_INVALID`.
+        query: String,
+        /// Lines at most (default 50, at most 500).
+        #[serde(default)]
+        limit: Option<u32>,
+    },
     /// Keep a new approval rule. With `answer`, the pending request it names (the one on
     /// screen) is answered by it at once; every other pending request it matches is too.
     RuleAdd {
@@ -308,6 +319,8 @@ pub enum Response {
     Workspace(Box<WorkspaceActionView>),
     /// `rules`.
     Rules(Vec<crate::rules::Rule>),
+    /// `search`.
+    Search(Box<SearchView>),
     /// `rule_add`, `rule_remove`: the rule made or forgotten.
     Rule(Box<crate::rules::Rule>),
 }
@@ -481,6 +494,7 @@ impl Request {
                 Response::Workspace(boxed(value)?)
             }
             Request::Rules => Response::Rules(serde_json::from_value(value)?),
+            Request::Search { .. } => Response::Search(boxed(value)?),
             Request::RuleAdd { .. } | Request::RuleRemove { .. } => Response::Rule(boxed(value)?),
         })
     }
@@ -517,6 +531,7 @@ response_into! {
     into_budget => Budget(v) -> BudgetView = *v,
     into_routes => Routes(v) -> Vec<OpenRoute> = v,
     into_rules => Rules(v) -> Vec<crate::rules::Rule> = v,
+    into_search => Search(v) -> SearchView = *v,
     into_rule => Rule(v) -> crate::rules::Rule = *v,
     into_diff => Diff(v) -> DiffView = *v,
     into_workspace => Workspace(v) -> WorkspaceActionView = *v,
@@ -535,6 +550,18 @@ impl Response {
         // Our own view types always serialize (no maps with non-string keys).
         serde_json::to_value(self).unwrap_or(Value::Null)
     }
+}
+
+pub use crate::ledger::{SearchHit, SearchSource};
+
+/// What `search` answers: the matching lines, newest runs first (within a run, latest
+/// first), and each run they name, once, in the order of its first line.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct SearchView {
+    /// The lines that matched, at most the limit asked.
+    pub hits: Vec<SearchHit>,
+    /// The runs of those lines, as `runs` shows them.
+    pub runs: Vec<RunSummary>,
 }
 
 /// What `transcript` returns.

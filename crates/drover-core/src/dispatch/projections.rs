@@ -213,6 +213,9 @@ pub fn answer(reader: &LedgerReader, query: Query) -> Result<Response, DroverErr
                 .collect();
             Response::Runs(rows)
         }
+        Query::Search { query, limit, live } => {
+            Response::Search(Box::new(search_from_ledger(reader, &query, limit, live)?))
+        }
         Query::Counts => Response::Counts(run_counts(reader)?),
         Query::Budget { mut overlay } => {
             let bases = session_bases(reader, &overlay.session)?;
@@ -280,6 +283,39 @@ fn summaries(reader: &LedgerReader, run_ids: &[String]) -> Result<Vec<RunSummary
         rows.push(summary_from_record(reader, &record)?);
     }
     Ok(rows)
+}
+
+/// `search` from the ledger: its lines, and the summaries of their runs (what `live`
+/// holds of one, fresher, replaces the ledger's).
+pub fn search_from_ledger(
+    reader: &LedgerReader,
+    query: &str,
+    limit: u32,
+    live: Vec<RunSummary>,
+) -> Result<super::api::SearchView, DroverError> {
+    let hits = reader.search(query, limit)?;
+    let mut live: HashMap<String, RunSummary> = live
+        .into_iter()
+        .map(|r| (r.head.run_id.clone(), r))
+        .collect();
+    let mut ids: Vec<&str> = Vec::new();
+    for hit in &hits {
+        if !ids.contains(&hit.run_id.as_str()) {
+            ids.push(&hit.run_id);
+        }
+    }
+    // Each run's spend from its own usage rows (by the run's index), as a page of `runs`.
+    let spend = reader.spend_of(&ids)?;
+    let mut runs: Vec<RunSummary> = Vec::with_capacity(ids.len());
+    for id in ids {
+        if let Some(summary) = live.remove(id) {
+            runs.push(summary);
+        } else if let Some(record) = reader.run(id)? {
+            let cost = spend.get(id).copied().unwrap_or(0.0);
+            runs.push(summary(reader, record, cost)?);
+        }
+    }
+    Ok(super::api::SearchView { hits, runs })
 }
 
 /// What `show` and the transcript say of a run whose events retention pruned.

@@ -37,6 +37,15 @@ pub enum Query {
         /// The runs in memory, as they are now.
         live: Vec<RunSummary>,
     },
+    /// The ledger's search, with the live runs (in memory) taking precedence.
+    Search {
+        /// The query, as the client sent it.
+        query: String,
+        /// Lines at most.
+        limit: u32,
+        /// The runs in memory, as they are now.
+        live: Vec<RunSummary>,
+    },
     /// How many runs the ledger holds in each state (every change is committed before it
     /// is shown, so the ledger's counts are the dispatcher's).
     Counts,

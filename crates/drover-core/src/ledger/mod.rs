@@ -19,6 +19,7 @@ pub mod records;
 pub mod recovery;
 pub mod retention;
 mod schema;
+pub mod search;
 pub mod writer;
 
 pub use reader::{LedgerReader, RunsPage, SessionTotals};
@@ -29,6 +30,7 @@ pub use records::{
 pub use recovery::Recovery;
 pub use retention::RetentionPolicy;
 pub use schema::Synchronous;
+pub use search::{SEARCH_LIMIT_DEFAULT, SEARCH_LIMIT_MAX, SearchHit, SearchSource};
 pub use writer::{Ack, Gate, Health, LedgerWriter, WriteOp, WriterOptions};
 
 use rusqlite::Connection;
@@ -73,6 +75,12 @@ pub enum LedgerError {
         /// What is wrong with it.
         what: String,
     },
+    /// A search query FTS5 cannot read (the message is SQLite's).
+    #[error("{0}")]
+    SearchQuery(String),
+    /// The file has no search index yet (no owner of this version has opened it).
+    #[error("this ledger has no search index yet")]
+    NoSearchIndex,
     /// A thread could not be started, or the file could not be reached.
     #[error("cannot start the ledger writer: {0}")]
     Io(#[from] std::io::Error),
@@ -80,9 +88,21 @@ pub enum LedgerError {
 
 impl From<LedgerError> for DroverError {
     fn from(e: LedgerError) -> Self {
+        if let LedgerError::SearchQuery(why) = &e {
+            return DroverError::new(
+                ErrorCode::SearchQueryInvalid,
+                format!(
+                    "the search cannot be read ({why}); search words, \"a phrase\", \
+                     prefix*, AND, OR, NOT: quote a word with - or : in it (\"staging-eu\")"
+                ),
+            );
+        }
         let hint = match &e {
             LedgerError::TooNew { .. } => {
                 "upgrade drover, or point DROVER_HOME at another directory"
+            }
+            LedgerError::NoSearchIndex => {
+                "start drover's owner once (`drover serve`, or the dashboard): it builds the index"
             }
             _ => "check the disk and the ledger file's permissions, then try again",
         };

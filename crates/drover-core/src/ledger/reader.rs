@@ -19,10 +19,12 @@ use std::collections::BTreeMap;
 
 /// A read-only view of the ledger file.
 pub struct LedgerReader {
-    conn: Connection,
+    pub(super) conn: Connection,
     /// Whether the file keeps running totals ([`schema::RUNNING_TOTALS`]): a file no
     /// owner has migrated yet is summed from its rows instead (reading never migrates).
     totals: bool,
+    /// Whether the file has the search index ([`schema::SEARCH_INDEX`]).
+    pub(super) search_index: bool,
 }
 
 const RUN_COLUMNS: &str = "run_id, created_at, updated_at, finished_at, state, completion_reason,
@@ -48,6 +50,7 @@ impl LedgerReader {
         Ok(LedgerReader {
             conn,
             totals: version >= schema::RUNNING_TOTALS,
+            search_index: version >= schema::SEARCH_INDEX,
         })
     }
 

@@ -8,6 +8,62 @@ use rusqlite::Connection;
 
 use super::LedgerError;
 
+// What the search index holds of each row, written once for the migration's triggers and
+// backfill and for the reader, which reads a hit's text back the same way
+// (docs/ARCHITECTURE.md §"Ledger"). Each takes the SQL names of the columns it reads.
+
+/// Whether an event is indexed: a transcript event of the agent's text or a tool call.
+macro_rules! search_event_indexed {
+    ($kind:literal, $body:literal) => {
+        concat!(
+            $kind,
+            " = 'transcript' AND ",
+            $body,
+            " ->> '$.event.type' IN ('assistant_text', 'tool_started')"
+        )
+    };
+}
+/// An indexed event's text: the agent's whole text, or the tool call's line (its name and
+/// command, file, address or subject).
+macro_rules! search_event_text {
+    ($body:literal) => {
+        concat!(
+            "CASE ",
+            $body,
+            " ->> '$.event.type' WHEN 'assistant_text' THEN ",
+            $body,
+            " ->> '$.event.text' ELSE ",
+            $body,
+            " ->> '$.line' END"
+        )
+    };
+}
+/// A turn's result: a `## Result` block's summary, question and changes, or the JSON
+/// answer of a run with an output schema as it is.
+macro_rules! search_result_text {
+    ($result:literal) => {
+        concat!(
+            "CASE WHEN json_valid(",
+            $result,
+            ") AND ",
+            $result,
+            " ->> '$.found' = 1 THEN ",
+            "concat_ws(' · ', ",
+            $result,
+            " ->> '$.summary', ",
+            $result,
+            " ->> '$.question', ",
+            "(SELECT group_concat(value, ' · ') FROM json_each(",
+            $result,
+            ", '$.changes'))) ",
+            "ELSE ",
+            $result,
+            " END"
+        )
+    };
+}
+pub(super) use {search_event_text, search_result_text};
+
 /// Each entry moves the schema from version `i` to `i + 1`.
 const MIGRATIONS: &[&str] = &[
     // 1: runs, their ordered events, turns, usage rows, decisions, budget sessions.
@@ -306,11 +362,133 @@ const MIGRATIONS: &[&str] = &[
     DROP INDEX usage_by_session_spend;
     DROP INDEX usage_by_session_basis;
     "#,
+    // 7: the search index (docs/ARCHITECTURE.md §"Ledger"): FTS5 over what a person
+    // searches — each run's task, its follow-ups and its turns' results (kept for every
+    // run), and its transcript's agent text and tool calls (pruned with its events). The
+    // index keeps no copy of the text (contentless): a hit is read back from its row. A
+    // document's rowid says where it comes from: the run's number in `search_runs` in the
+    // high 32 bits, and in the low ones 0 for the task, the event's seq, or 2^31 + 2 × the
+    // turn's number (+ 1 for its result). Triggers keep it in the transaction that writes
+    // or deletes the rows; the runs already there are indexed here, in one pass.
+    concat!(
+        "
+    CREATE TABLE search_runs (
+        n      INTEGER PRIMARY KEY AUTOINCREMENT,
+        run_id TEXT NOT NULL UNIQUE
+    );
+    CREATE VIRTUAL TABLE search USING fts5(
+        text, content = '', contentless_delete = 1,
+        tokenize = 'unicode61 remove_diacritics 2'
+    );
+
+    INSERT INTO search_runs (run_id) SELECT run_id FROM runs ORDER BY created_at, run_id;
+    INSERT INTO search (rowid, text)
+        SELECT s.n << 32, r.spec_json ->> '$.task' FROM runs r JOIN search_runs s USING (run_id);
+    INSERT INTO search (rowid, text)
+        SELECT (s.n << 32) | (2147483648 + 2 * t.number), t.prompt_preview
+        FROM turns t JOIN search_runs s USING (run_id) WHERE t.origin = 'follow_up';
+    INSERT INTO search (rowid, text)
+        SELECT (s.n << 32) | (2147483649 + 2 * t.number), ",
+        search_result_text!("t.result_json"),
+        "
+        FROM turns t JOIN search_runs s USING (run_id) WHERE t.result_json IS NOT NULL;
+    INSERT INTO search (rowid, text)
+        SELECT (s.n << 32) | e.seq, ",
+        search_event_text!("e.body_json"),
+        "
+        FROM events e JOIN search_runs s USING (run_id) WHERE ",
+        search_event_indexed!("e.kind", "e.body_json"),
+        ";
+
+    CREATE TRIGGER search_run_added AFTER INSERT ON runs
+    BEGIN
+        INSERT INTO search_runs (run_id) VALUES (NEW.run_id);
+        INSERT INTO search (rowid, text)
+            SELECT n << 32, NEW.spec_json ->> '$.task' FROM search_runs WHERE run_id = NEW.run_id;
+    END;
+    -- A run deleted whole takes every document of its own along (its events and turns
+    -- are still there before the delete).
+    CREATE TRIGGER search_run_deleted BEFORE DELETE ON runs
+    BEGIN
+        DELETE FROM search WHERE rowid IN (
+            SELECT n << 32 FROM search_runs WHERE run_id = OLD.run_id
+            UNION ALL
+            SELECT (s.n << 32) | e.seq FROM events e JOIN search_runs s USING (run_id)
+                WHERE e.run_id = OLD.run_id AND ",
+        search_event_indexed!("e.kind", "e.body_json"),
+        "
+            UNION ALL
+            SELECT (s.n << 32) | (2147483648 + 2 * t.number) FROM turns t
+                JOIN search_runs s USING (run_id)
+                WHERE t.run_id = OLD.run_id AND t.origin = 'follow_up'
+            UNION ALL
+            SELECT (s.n << 32) | (2147483649 + 2 * t.number) FROM turns t
+                JOIN search_runs s USING (run_id)
+                WHERE t.run_id = OLD.run_id AND t.result_json IS NOT NULL);
+        DELETE FROM search_runs WHERE run_id = OLD.run_id;
+    END;
+
+    CREATE TRIGGER search_event_added AFTER INSERT ON events
+    WHEN ",
+        search_event_indexed!("NEW.kind", "NEW.body_json"),
+        "
+    BEGIN
+        INSERT INTO search (rowid, text)
+            SELECT (n << 32) | NEW.seq, ",
+        search_event_text!("NEW.body_json"),
+        "
+            FROM search_runs WHERE run_id = NEW.run_id;
+    END;
+    -- Retention's pruning (and a run deleted whole, whose documents are already gone).
+    CREATE TRIGGER search_event_pruned AFTER DELETE ON events
+    WHEN ",
+        search_event_indexed!("OLD.kind", "OLD.body_json"),
+        "
+    BEGIN
+        DELETE FROM search
+            WHERE rowid = (SELECT (n << 32) | OLD.seq FROM search_runs WHERE run_id = OLD.run_id);
+    END;
+
+    CREATE TRIGGER search_turn_added AFTER INSERT ON turns
+    BEGIN
+        INSERT INTO search (rowid, text)
+            SELECT (n << 32) | (2147483648 + 2 * NEW.number), NEW.prompt_preview
+            FROM search_runs WHERE run_id = NEW.run_id AND NEW.origin = 'follow_up';
+        INSERT INTO search (rowid, text)
+            SELECT (n << 32) | (2147483649 + 2 * NEW.number), ",
+        search_result_text!("NEW.result_json"),
+        "
+            FROM search_runs WHERE run_id = NEW.run_id AND NEW.result_json IS NOT NULL;
+    END;
+    CREATE TRIGGER search_turn_changed AFTER UPDATE ON turns
+    WHEN OLD.origin IS NOT NEW.origin OR OLD.prompt_preview IS NOT NEW.prompt_preview
+      OR OLD.result_json IS NOT NEW.result_json
+    BEGIN
+        DELETE FROM search WHERE rowid IN (
+            SELECT (n << 32) | (2147483648 + 2 * OLD.number) FROM search_runs
+                WHERE run_id = OLD.run_id AND OLD.origin = 'follow_up'
+            UNION ALL
+            SELECT (n << 32) | (2147483649 + 2 * OLD.number) FROM search_runs
+                WHERE run_id = OLD.run_id AND OLD.result_json IS NOT NULL);
+        INSERT INTO search (rowid, text)
+            SELECT (n << 32) | (2147483648 + 2 * NEW.number), NEW.prompt_preview
+            FROM search_runs WHERE run_id = NEW.run_id AND NEW.origin = 'follow_up';
+        INSERT INTO search (rowid, text)
+            SELECT (n << 32) | (2147483649 + 2 * NEW.number), ",
+        search_result_text!("NEW.result_json"),
+        "
+            FROM search_runs WHERE run_id = NEW.run_id AND NEW.result_json IS NOT NULL;
+    END;
+    "
+    ),
 ];
 
 /// The first version that keeps running totals (migration 6): each session's money and
 /// the runs by state.
 pub const RUNNING_TOTALS: i64 = 6;
+
+/// The first version with the search index (migration 7).
+pub const SEARCH_INDEX: i64 = 7;
 
 /// The schema version this build writes.
 pub fn current_version() -> i64 {

@@ -14,6 +14,7 @@ use crate::keys::{Action, Context, KeyTable};
 use crate::layout::Areas;
 use crate::model::{Row, RunEntry, Tray, ViewModel};
 use crate::theme;
+use drover_core::dispatch::api::{SearchHit, SearchSource};
 use drover_core::money::usd;
 use drover_core::text::{one_line, provider_model};
 
@@ -45,7 +46,10 @@ pub fn draw(buf: &mut Buffer, areas: &Areas, model: &ViewModel, keys: &KeyTable)
                 };
                 let selected = model.selected() == Some(id.as_str());
                 let indent = model.indent(id);
-                let (first, second) = run_lines(entry, model.now, area.width as usize, indent);
+                let (first, mut second) = run_lines(entry, model.now, area.width as usize, indent);
+                if let Some(hit) = model.found_line(id) {
+                    second = found_line(hit, area.width as usize, indent);
+                }
                 put_line(buf, area, y, &first);
                 put_line(buf, area, y + 1, &second);
                 if selected {
@@ -98,6 +102,65 @@ fn header(tray: Tray, count: usize, width: usize) -> Line<'static> {
         Span::styled(rule, theme::pane_border()),
     ])
 }
+
+/// A run's second line while the filter found it in the search index: where the line
+/// comes from and the words around the match, each match highlighted.
+pub fn found_line(hit: &SearchHit, width: usize, indent: usize) -> Line<'static> {
+    let lead = 3 + if indent == 0 { 0 } else { 2 * indent };
+    let room = width.saturating_sub(lead + 1);
+    // A tool call's line says so itself (`tool Bash: …`).
+    let label = match hit.source {
+        SearchSource::Tool => String::new(),
+        source => format!("{}: ", source.as_str().replace('_', "-")),
+    };
+    let mut spans = vec![
+        Span::raw(" ".repeat(lead)),
+        Span::styled(label, theme::dim()),
+    ];
+    let mut used = width_of(&spans[1].content);
+    // The first match is shown whatever comes before it: a long lead-in is cut to its
+    // last few words (`…`).
+    let mut at = 0;
+    if let Some(&(start, end)) = hit.marks.first()
+        && used + hit.line.get(..end).map_or(0, width_of) > room
+    {
+        let keep = hit.line[..start]
+            .char_indices()
+            .rev()
+            .nth(LEAD_IN_CHARS)
+            .map_or(0, |(i, _)| i);
+        if keep > 0 {
+            spans.push(Span::styled("…", theme::dim()));
+            used += 1;
+            at = keep;
+        }
+    }
+    let mut push = |spans: &mut Vec<Span<'static>>, text: &str, style: ratatui::style::Style| {
+        if used >= room || text.is_empty() {
+            return;
+        }
+        let piece = clip_width(text, room - used);
+        used += width_of(&piece);
+        spans.push(Span::styled(piece, style));
+    };
+    for &(start, end) in &hit.marks {
+        let (Some(before), Some(word)) = (hit.line.get(at..start), hit.line.get(start..end)) else {
+            continue;
+        };
+        push(&mut spans, before, theme::text());
+        push(&mut spans, word, theme::attention());
+        at = end;
+    }
+    push(
+        &mut spans,
+        hit.line.get(at..).unwrap_or_default(),
+        theme::text(),
+    );
+    Line::from(spans)
+}
+
+/// Characters of a found line kept before its first match when the line must be cut.
+const LEAD_IN_CHARS: usize = 12;
 
 /// The two lines of a run's row; a sub-run's are indented `indent` steps under its
 /// parent's (`↳` before its glyph).

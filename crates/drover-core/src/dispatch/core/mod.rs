@@ -649,6 +649,7 @@ impl Core {
                 | Request::Routes
                 | Request::Wait { .. }
                 | Request::Rules
+                | Request::Search { .. }
                 | Request::Subscribe { .. }
                 | Request::Stop { .. }
                 | Request::KillAll { .. }

@@ -57,6 +57,11 @@ impl Core {
                 return self.list_runs(to, filter);
             }
             Request::Counts => return self.answer_from_ledger(to, Query::Counts),
+            Request::Search { query, limit } => {
+                let live = self.live_summaries();
+                let limit = limit.unwrap_or(crate::ledger::SEARCH_LIMIT_DEFAULT);
+                return self.answer_from_ledger(to, Query::Search { query, limit, live });
+            }
             Request::Show { run_id } => match self.runs.get(&run_id) {
                 Some(run) => Ok(Response::Show(Box::new(run.view()))),
                 None => return self.answer_from_ledger(to, Query::Show { run_id }),
@@ -246,14 +251,18 @@ impl Core {
     }
 
     fn list_runs(&mut self, to: ReplyTo, filter: crate::dispatch::api::RunsFilter) {
-        let live: Vec<RunSummary> = self
-            .order
+        let live = self.live_summaries();
+        self.answer_from_ledger(to, Query::Runs { filter, live });
+    }
+
+    /// The summary of every run in memory, newest first (fresher than the ledger's rows).
+    fn live_summaries(&self) -> Vec<RunSummary> {
+        self.order
             .iter()
             .rev()
             .filter_map(|id| self.runs.get(id))
             .map(Run::summary)
-            .collect();
-        self.answer_from_ledger(to, Query::Runs { filter, live });
+            .collect()
     }
 
     fn follow_up(&mut self, to: ReplyTo, run_id: &str, text: String) {

@@ -1,0 +1,505 @@
+//! The search index on real SQLite (docs/ARCHITECTURE.md §"Ledger"): a word from a task,
+//! a follow-up, the agent's text, a tool command and a result is found, in the
+//! transaction that wrote it; retention prunes transcript lines from the index with their
+//! events while tasks and results stay found for every run; a run deleted whole leaves
+//! nothing behind; a query FTS5 cannot read is refused with its stable code; a ledger
+//! from before the index gets it on open; `drover search` finds what a real sim run wrote,
+//! through the owner and from the ledger with none.
+#![allow(clippy::unwrap_used)] // a test or bench may unwrap; the workspace denies it elsewhere
+
+mod common;
+
+use drover_core::DroverError;
+use drover_core::error::ErrorCode;
+use drover_core::ledger::{
+    EventRecord, Ledger, LedgerError, LedgerOptions, LedgerReader, LedgerWriter, RetentionPolicy,
+    RunRecord, SearchHit, SearchSource, TurnRecord, WriteOp, retention,
+};
+use drover_core::providers::{Ask, ProviderEvent};
+use drover_core::run_state::RunState;
+use serde_json::json;
+use std::path::Path;
+
+const DAY: i64 = 86_400_000;
+
+fn run(run_id: &str, task: &str, created_at: i64, finished_at: Option<i64>) -> RunRecord {
+    RunRecord {
+        run_id: run_id.to_string(),
+        created_at,
+        updated_at: created_at,
+        finished_at,
+        state: if finished_at.is_some() {
+            RunState::Completed
+        } else {
+            RunState::Running
+        },
+        completion_reason: None,
+        provider: "sim".into(),
+        model: Some("sim-standard".into()),
+        title: format!("title of {run_id}"),
+        budget_session: "default".into(),
+        workflow_id: None,
+        parent_run: None,
+        idempotency_key: None,
+        provider_session_id: None,
+        removed: false,
+        spec: json!({"task": task, "title": format!("title of {run_id}")}),
+        live_state: None,
+        result: None,
+        workspace: None,
+    }
+}
+
+/// A provider event as the dispatcher records it: kind `transcript`, its line and the
+/// event itself.
+fn transcript(run_id: &str, seq: u64, line: &str, event: ProviderEvent) -> WriteOp {
+    WriteOp::event(EventRecord {
+        run_id: run_id.into(),
+        seq,
+        kind: "transcript".into(),
+        at: 5_000 + seq as i64,
+        body: json!({"line": line, "event": event}),
+    })
+    .unwrap()
+}
+
+fn text(run_id: &str, seq: u64, words: &str) -> WriteOp {
+    transcript(
+        run_id,
+        seq,
+        &format!("text: {words}"),
+        ProviderEvent::AssistantText { text: words.into() },
+    )
+}
+
+fn command(run_id: &str, seq: u64, command: &str) -> WriteOp {
+    transcript(
+        run_id,
+        seq,
+        &format!("tool Bash: {command}"),
+        ProviderEvent::ToolStarted {
+            tool_use_id: format!("t{seq}"),
+            name: "Bash".into(),
+            ask: Ask::Command {
+                command: command.into(),
+                words: None,
+                cwd: None,
+                reason: None,
+            },
+        },
+    )
+}
+
+fn turn(run_id: &str, number: u32, origin: &str, prompt: &str, summary: Option<&str>) -> WriteOp {
+    WriteOp::UpsertTurn(Box::new(TurnRecord {
+        run_id: run_id.into(),
+        number,
+        origin: origin.into(),
+        started_at: 6_000 + i64::from(number),
+        ended_at: summary.map(|_| 7_000 + i64::from(number)),
+        prompt_preview: prompt.into(),
+        text: None,
+        usage: None,
+        cost_usd: None,
+        result: summary.map(|s| {
+            json!({"found": true, "status": "done", "summary": s,
+                   "changes": ["src/cache.rs: evict on write"], "files": [], "follow_ups": []})
+        }),
+    }))
+}
+
+/// A finished run with a task, a transcript (agent text, a tool command, usage), a
+/// follow-up turn and a result.
+fn history(run_id: &str, created_at: i64, finished_at: i64) -> Vec<WriteOp> {
+    vec![
+        WriteOp::InsertRun(Box::new(run(
+            run_id,
+            "migrate the Postgres schema for staging-eu",
+            created_at,
+            Some(finished_at),
+        ))),
+        turn(run_id, 1, "dispatch", "drover's own first prompt", None),
+        text(run_id, 1, "Looking at the candidate indexes first."),
+        command(run_id, 2, "cargo test --package ledger -- flaky_timeout"),
+        transcript(
+            run_id,
+            3,
+            "usage",
+            ProviderEvent::Usage {
+                model: None,
+                tokens: Default::default(),
+            },
+        ),
+        turn(
+            run_id,
+            1,
+            "dispatch",
+            "drover's own first prompt",
+            Some("dropped the unused trigram index"),
+        ),
+        turn(
+            run_id,
+            2,
+            "follow_up",
+            "also vacuum the replica afterwards",
+            None,
+        ),
+    ]
+}
+
+fn open(path: &Path, now: i64) -> (Ledger, LedgerWriter) {
+    let options = LedgerOptions {
+        retention: RetentionPolicy::KEEP_ALL,
+        ..LedgerOptions::default()
+    };
+    let (ledger, _) = Ledger::open(path, options, now).unwrap();
+    let writer = ledger.writer();
+    (ledger, writer)
+}
+
+fn found(reader: &LedgerReader, query: &str) -> Vec<(String, SearchSource, String)> {
+    reader
+        .search(query, 50)
+        .unwrap()
+        .into_iter()
+        .map(|h| (h.run_id.clone(), h.source, h.marked("[", "]")))
+        .collect()
+}
+
+/// How many documents of the index itself match `query`.
+fn indexed(path: &Path, query: &str) -> i64 {
+    let conn = rusqlite::Connection::open(path).unwrap();
+    conn.query_row(
+        "SELECT COUNT(*) FROM search WHERE search MATCH ?1",
+        [query],
+        |r| r.get(0),
+    )
+    .unwrap()
+}
+
+#[test]
+fn a_word_from_a_task_a_follow_up_the_agent_a_tool_command_and_a_result_is_found() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("l.sqlite3");
+    let (ledger, writer) = open(&path, 10 * DAY);
+    writer.commit_blocking(history("r1", DAY, 2 * DAY)).unwrap();
+    let reader = ledger.reader().unwrap();
+
+    let task = found(&reader, "postgres");
+    assert_eq!(
+        task,
+        [(
+            "r1".to_string(),
+            SearchSource::Task,
+            "migrate the [Postgres] schema for staging-eu".to_string()
+        )]
+    );
+    // A word with a `-` is a phrase once quoted.
+    assert_eq!(
+        found(&reader, "\"staging-eu\"")[0].2,
+        "migrate the Postgres schema for [staging-eu]"
+    );
+    assert_eq!(
+        found(&reader, "vacuum"),
+        [(
+            "r1".to_string(),
+            SearchSource::FollowUp,
+            "also [vacuum] the replica afterwards".to_string()
+        )]
+    );
+    assert_eq!(
+        found(&reader, "candidate"),
+        [(
+            "r1".to_string(),
+            SearchSource::Text,
+            "Looking at the [candidate] indexes first.".to_string()
+        )]
+    );
+    assert_eq!(
+        found(&reader, "flaky_timeout"),
+        [(
+            "r1".to_string(),
+            SearchSource::Tool,
+            "tool Bash: cargo test --package ledger -- [flaky_timeout]".to_string()
+        )]
+    );
+    let result = reader.search("trigram", 50).unwrap();
+    assert_eq!(result.len(), 1);
+    assert_eq!(result[0].source, SearchSource::Result);
+    assert_eq!(result[0].turn, Some(1));
+    assert_eq!(result[0].at, 7_001, "a result is dated by its turn's end");
+    assert_eq!(
+        result[0].marked("[", "]"),
+        "dropped the unused [trigram] index · src/cache.rs: evict on write"
+    );
+    // drover's own prompt (the first turn's) and usage events are not indexed.
+    assert!(found(&reader, "drover").is_empty());
+    assert!(found(&reader, "usage").is_empty());
+    // A turn's result written again is indexed once, as it is now.
+    writer
+        .commit_blocking(vec![turn(
+            "r1",
+            1,
+            "dispatch",
+            "drover's own first prompt",
+            Some("kept the trigram index after all"),
+        )])
+        .unwrap();
+    let again = found(&reader, "trigram");
+    assert_eq!(again.len(), 1);
+    assert!(
+        again[0].2.starts_with("kept the [trigram] index"),
+        "{again:?}"
+    );
+    assert!(found(&reader, "dropped").is_empty());
+    ledger.close();
+}
+
+#[test]
+fn newest_runs_come_first_and_the_limit_bounds_the_answer() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("l.sqlite3");
+    let (ledger, writer) = open(&path, 10 * DAY);
+    let mut ops = Vec::new();
+    for i in 0..30 {
+        ops.extend(history(&format!("r{i:02}"), DAY + i, 2 * DAY + i));
+    }
+    writer.commit_blocking(ops).unwrap();
+    let reader = ledger.reader().unwrap();
+    let hits: Vec<SearchHit> = reader.search("postgres OR candidate", 7).unwrap();
+    assert_eq!(hits.len(), 7);
+    let runs: Vec<&str> = hits.iter().map(|h| h.run_id.as_str()).collect();
+    assert_eq!(runs, ["r29", "r29", "r28", "r28", "r27", "r27", "r26"]);
+    // Within a run, the latest line first: the transcript's text, then the task.
+    assert_eq!(hits[0].source, SearchSource::Text);
+    assert_eq!(hits[1].source, SearchSource::Task);
+    ledger.close();
+}
+
+#[test]
+fn retention_prunes_transcript_lines_from_the_index_and_an_old_runs_task_and_result_stay() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("l.sqlite3");
+    let now = 400 * DAY;
+    let (ledger, writer) = open(&path, now);
+    let mut ops = history("old", DAY, now - 31 * DAY);
+    ops.extend(history("recent", 2 * DAY, now - DAY));
+    writer.commit_blocking(ops).unwrap();
+    assert_eq!(indexed(&path, "candidate OR flaky_timeout"), 4);
+    let pruned =
+        retention::prune(&path, &writer, RetentionPolicy::from_limits(30, 0), now).unwrap();
+    assert_eq!(pruned.events_of, 1);
+    // Gone from the index itself, not only from the answer (which reads each hit's row).
+    assert_eq!(indexed(&path, "candidate OR flaky_timeout"), 2);
+    let reader = ledger.reader().unwrap();
+    let runs_of = |query: &str| -> Vec<(String, SearchSource)> {
+        found(&reader, query)
+            .into_iter()
+            .map(|(run, source, _)| (run, source))
+            .collect()
+    };
+    // The old run's transcript is gone from the index with its events…
+    assert_eq!(
+        runs_of("candidate"),
+        [("recent".into(), SearchSource::Text)]
+    );
+    assert_eq!(
+        runs_of("flaky_timeout"),
+        [("recent".into(), SearchSource::Tool)]
+    );
+    // …its task, follow-up and result stay found.
+    assert_eq!(
+        runs_of("trigram"),
+        [
+            ("recent".into(), SearchSource::Result),
+            ("old".into(), SearchSource::Result)
+        ]
+    );
+    assert_eq!(
+        runs_of("postgres"),
+        [
+            ("recent".into(), SearchSource::Task),
+            ("old".into(), SearchSource::Task)
+        ]
+    );
+    assert_eq!(runs_of("vacuum").len(), 2);
+    // Deleted whole (beyond the cap), a run leaves nothing in the index.
+    let done = retention::prune(&path, &writer, RetentionPolicy::from_limits(0, 1), now).unwrap();
+    assert_eq!(done.deleted, 1);
+    for query in [
+        "postgres",
+        "trigram",
+        "vacuum",
+        "candidate",
+        "flaky_timeout",
+    ] {
+        let runs: Vec<String> = found(&reader, query).into_iter().map(|h| h.0).collect();
+        assert_eq!(runs, ["recent"], "{query}");
+    }
+    assert_eq!(
+        indexed(
+            &path,
+            "postgres OR trigram OR vacuum OR candidate OR flaky_timeout"
+        ),
+        5,
+        "the recent run's five documents, none of the deleted one's"
+    );
+    let conn = rusqlite::Connection::open(&path).unwrap();
+    let docs: i64 = conn
+        .query_row("SELECT COUNT(*) FROM search_runs", [], |r| r.get(0))
+        .unwrap();
+    assert_eq!(docs, 1, "the deleted run's number is gone too");
+    ledger.close();
+}
+
+#[test]
+fn a_query_fts5_cannot_read_is_refused_with_its_code() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("l.sqlite3");
+    let (ledger, writer) = open(&path, 10 * DAY);
+    writer.commit_blocking(history("r1", DAY, 2 * DAY)).unwrap();
+    let reader = ledger.reader().unwrap();
+    for bad in [
+        "staging-eu",
+        "\"unbalanced",
+        "AND postgres",
+        "nosuchcolumn: word",
+    ] {
+        let e = reader.search(bad, 50).unwrap_err();
+        assert!(matches!(e, LedgerError::SearchQuery(_)), "{bad}: {e:?}");
+        let e = DroverError::from(e);
+        assert_eq!(e.code, ErrorCode::SearchQueryInvalid, "{bad}");
+        assert!(e.message.contains("\"staging-eu\""), "{}", e.message);
+    }
+    ledger.close();
+}
+
+#[test]
+fn a_ledger_from_before_the_index_gets_it_built_on_open() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("l.sqlite3");
+    {
+        let (ledger, writer) = open(&path, 10 * DAY);
+        writer.commit_blocking(history("r1", DAY, 2 * DAY)).unwrap();
+        ledger.close();
+    }
+    // The file as migration 6 left it.
+    let conn = rusqlite::Connection::open(&path).unwrap();
+    conn.execute_batch(
+        "DROP TRIGGER search_run_added; DROP TRIGGER search_run_deleted;
+         DROP TRIGGER search_event_added; DROP TRIGGER search_event_pruned;
+         DROP TRIGGER search_turn_added; DROP TRIGGER search_turn_changed;
+         DROP TABLE search; DROP TABLE search_runs; PRAGMA user_version = 6;",
+    )
+    .unwrap();
+    drop(conn);
+    // Read before any owner migrates it: no index yet, said so.
+    let old = LedgerReader::open(&path).unwrap();
+    let e = DroverError::from(old.search("postgres", 50).unwrap_err());
+    assert_eq!(e.code, ErrorCode::LedgerError);
+    assert!(e.message.contains("drover serve"), "{}", e.message);
+    drop(old);
+    let (ledger, _) = open(&path, 10 * DAY);
+    let reader = ledger.reader().unwrap();
+    let sources: Vec<SearchSource> = [
+        "postgres",
+        "vacuum",
+        "candidate",
+        "flaky_timeout",
+        "trigram",
+    ]
+    .iter()
+    .map(|q| {
+        let hits = reader.search(q, 50).unwrap();
+        assert_eq!(hits.len(), 1, "{q}");
+        hits[0].source
+    })
+    .collect();
+    assert_eq!(
+        sources,
+        [
+            SearchSource::Task,
+            SearchSource::FollowUp,
+            SearchSource::Text,
+            SearchSource::Tool,
+            SearchSource::Result
+        ]
+    );
+    ledger.close();
+}
+
+/// The lines `drover search QUERY --json` found: (source, line with the matches in `[…]`).
+fn searched(home: &common::Home, query: &str) -> Vec<(String, String)> {
+    let answer = home.json(&["search", query]);
+    let hits = answer["hits"].as_array().unwrap().clone();
+    hits.iter()
+        .map(|h| {
+            let hit: SearchHit = serde_json::from_value(h.clone()).unwrap();
+            (
+                h["source"].as_str().unwrap().to_string(),
+                hit.marked("[", "]"),
+            )
+        })
+        .collect()
+}
+
+#[test]
+fn drover_search_finds_a_real_runs_task_follow_up_tool_call_and_result_with_or_without_an_owner() {
+    let home = common::Home::new();
+    let serve = home.serve();
+    let run = home.dispatch(
+        "multi-turn",
+        "Write the tokenizer for Postgres dumps",
+        &["--policy", "auto"],
+    );
+    home.wait_idle(&run);
+    home.json(&["follow-up", &run, "also handle quoted identifiers"]);
+    home.wait_for(&run, "the follow-up's turn ended", |view| {
+        view["state"] == "idle" && view["turns"].as_array().is_some_and(|t| t.len() == 2)
+    });
+    let through_owner = searched(&home, "postgres");
+    assert_eq!(
+        through_owner,
+        [(
+            "task".to_string(),
+            "Write the tokenizer for [Postgres] dumps".to_string()
+        )]
+    );
+    let quoted = searched(&home, "quoted");
+    let sources: Vec<&str> = quoted.iter().map(|(s, _)| s.as_str()).collect();
+    assert!(sources.contains(&"follow_up"), "{quoted:?}");
+    assert!(sources.contains(&"result"), "{quoted:?}");
+    assert!(
+        quoted.contains(&(
+            "follow_up".to_string(),
+            "also handle [quoted] identifiers".to_string()
+        )),
+        "{quoted:?}"
+    );
+    let parser = searched(&home, "\"src/parser.rs\"");
+    assert!(
+        parser
+            .iter()
+            .any(|(s, l)| s == "tool" && l.contains("[src/parser.rs]")),
+        "the Write call's line: {parser:?}"
+    );
+    assert!(
+        parser.iter().any(|(s, _)| s == "text"),
+        "the agent's text: {parser:?}"
+    );
+    // The human form: run, age, where, the line.
+    let out = home.drover(&["search", "postgres"]);
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.starts_with("RUN"), "{text}");
+    assert!(
+        text.contains(&run) && text.contains("task") && text.contains("[Postgres]"),
+        "{text}"
+    );
+    let refusal = home.refused(&["search", "staging-eu"], "SEARCH_QUERY_INVALID");
+    assert!(refusal.contains("\"staging-eu\""), "{refusal}");
+    serve.stop();
+    // No owner: the same answer, read from the ledger.
+    assert_eq!(searched(&home, "postgres"), through_owner);
+    home.refused(&["search", "AND"], "SEARCH_QUERY_INVALID");
+    assert_eq!(home.json(&["search", "zzyzxnothere"])["hits"], json!([]));
+}
