@@ -334,12 +334,18 @@ impl ProviderProcess {
                 pid = self.pid,
                 "child still running after stdin closed: SIGTERM"
             );
+            // What it started since the first note (a tool in a session of its own) is
+            // still its descendant now, and not once it is gone.
+            sweep::note_now(self.pid);
             signal_group(self.pid, Signal::SIGTERM);
             if tokio::time::timeout(timings.term_grace, self.exited())
                 .await
                 .is_err()
             {
                 tracing::debug!(pid = self.pid, "child still running after SIGTERM: SIGKILL");
+                // Frozen first, so it starts nothing between the last note and its end.
+                signal_group(self.pid, Signal::SIGSTOP);
+                sweep::note_now(self.pid);
                 signal_group(self.pid, Signal::SIGKILL);
                 self.exited().await;
             }
