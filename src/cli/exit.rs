@@ -97,6 +97,7 @@ mod tests {
                 created_at: 0,
                 finished_at: None,
                 owner_gone: false,
+                rev: 0,
             },
             pending,
             needs_input,

@@ -794,6 +794,7 @@ mod tests {
                 created_at: 0,
                 finished_at: None,
                 owner_gone: false,
+                rev: 0,
             },
             task: "do\nit".into(),
             cwd: "/w".into(),

@@ -104,6 +104,7 @@ pub fn summary(n: u32, title: &str, state: RunState) -> RunSummary {
                 .is_terminal()
                 .then_some(NOW - 60_000 + i64::from(n) * 1_000),
             owner_gone: false,
+            rev: 0,
         },
         pending: usize::from(state == RunState::AwaitingPermission),
         needs_input: false,
@@ -176,6 +177,7 @@ pub fn view_of(s: &RunSummary) -> RunView {
             created_at: s.head.created_at,
             finished_at: s.head.finished_at,
             owner_gone: false,
+            rev: 0,
         },
         task: format!("{} — keep the public API as it is.", s.head.title),
         cwd: "/home/dev/project".into(),

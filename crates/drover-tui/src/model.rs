@@ -169,6 +169,15 @@ pub struct Applied {
     pub stale: bool,
 }
 
+/// Where a view of a run stands in its history: its `rev`, then its live state's seq
+/// (both only grow), so of two views of one run the lower is the older.
+fn version(s: &RunSummary) -> (u64, u64) {
+    (
+        s.head.rev,
+        s.head.live_state.as_ref().map_or(0, |l| l.seq),
+    )
+}
+
 /// The dashboard's snapshot.
 #[derive(Debug, Clone, Default)]
 pub struct ViewModel {
@@ -288,7 +297,10 @@ impl ViewModel {
         for summary in summaries {
             let entry = match self.runs.remove(&summary.head.run_id) {
                 Some(mut entry) => {
-                    entry.summary = summary;
+                    // An event newer than the answer stays (the answer was read first).
+                    if version(&summary) >= version(&entry.summary) {
+                        entry.summary = summary;
+                    }
                     entry
                 }
                 None => RunEntry::new(summary),
@@ -401,10 +413,10 @@ impl ViewModel {
             .runs
             .get(&summary.head.run_id)
             .map(|e| e.summary.clone());
-        // Live-state seqs only grow: a summary behind the known one is an old event
-        // arriving after a fresher snapshot, and must not undo it.
-        let seq = |s: &RunSummary| s.head.live_state.as_ref().map_or(0, |l| l.seq);
-        if before.as_ref().is_some_and(|b| seq(&summary) < seq(b)) {
+        // A run's `rev` (and its live state's seq) only grow: a summary behind the known
+        // one is an old view arriving after a fresher one (a reply or a read overtaken by
+        // an event on the other connection), and must not undo it.
+        if before.as_ref().is_some_and(|b| version(&summary) < version(b)) {
             return Applied {
                 stale: true,
                 ..Applied::default()
@@ -1101,6 +1113,19 @@ mod tests {
             .as_ref()
             .map(|l| l.seq);
         assert_eq!(seq, Some(3));
+
+        // A reply or read made before an event and arriving after it is behind by its
+        // rev, even when the live state did not move between them.
+        let mut idle = summary("h", RunState::Idle);
+        idle.head.live_state = Some(live(3, Admitted));
+        idle.head.rev = 9;
+        assert!(!m.upsert(idle).stale);
+        let mut running = summary("h", RunState::Running);
+        running.head.live_state = Some(live(3, Admitted));
+        running.head.rev = 7;
+        assert!(m.upsert(running.clone()).stale);
+        m.replace_runs(vec![running]);
+        assert_eq!(m.run("h").unwrap().summary.head.state, RunState::Idle);
     }
 
     #[test]

@@ -808,6 +808,7 @@ impl RunSummary {
                 created_at: 1_000,
                 finished_at: None,
                 owner_gone: false,
+                rev: 0,
             },
             pending: 0,
             needs_input: false,
@@ -952,6 +953,11 @@ pub struct RunHead {
     /// to start puts it back where it was (docs/ARCHITECTURE.md §"A restart").
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub owner_gone: bool,
+    /// How many events the ledger holds for the run (its newest event's seq): of two
+    /// views of one run, the one with the lower `rev` is the older, wherever each came
+    /// from (an event, a reply, a read of the ledger), and must not replace the newer.
+    #[serde(default)]
+    pub rev: u64,
 }
 
 /// One row in a list of runs.

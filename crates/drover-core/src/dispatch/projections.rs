@@ -403,14 +403,20 @@ fn summary(
         None => 0,
     };
     let workspace = stored_workspace(&run);
-    Ok(
-        facts(&run, &spec, cost_usd, depth, workspace.as_ref()).summary(RowState {
-            pending: 0,
-            needs_input: needs_input(run.state, last_result.as_ref()),
-            escalation_offered: false,
-            result_status: last_result.and_then(|r| r.status),
-        }),
+    Ok(facts(
+        &run,
+        &spec,
+        cost_usd,
+        depth,
+        workspace.as_ref(),
+        reader.last_seq(&run.run_id)?,
     )
+    .summary(RowState {
+        pending: 0,
+        needs_input: needs_input(run.state, last_result.as_ref()),
+        escalation_offered: false,
+        result_status: last_result.and_then(|r| r.status),
+    }))
 }
 
 /// A run's depth as its last `lineage` event recorded it (0 without one).
@@ -422,14 +428,15 @@ fn stored_depth(reader: &LedgerReader, run_id: &str) -> Result<u32, DroverError>
     )
 }
 
-/// What every view of a run is built from, from its ledger row (only a live dispatcher
-/// knows a run is stalled).
+/// What every view of a run is built from, from its ledger row and its newest event's
+/// seq (only a live dispatcher knows a run is stalled).
 fn facts<'a>(
     run: &'a RunRecord,
     spec: &'a Spec,
     cost_usd: f64,
     depth: u32,
     workspace: Option<&'a WorkspaceView>,
+    rev: u64,
 ) -> RunFacts<'a> {
     RunFacts {
         run_id: &run.run_id,
@@ -448,6 +455,7 @@ fn facts<'a>(
         finished_at: run.finished_at,
         depth,
         workspace,
+        rev,
     }
 }
 
@@ -591,7 +599,8 @@ pub fn run_view_from_ledger(reader: &LedgerReader, run_id: &str) -> Result<RunVi
         escalation: last_event_body(reader, run_id, "escalation_offer")?,
         decisions: decisions(reader, run_id)?,
     };
-    Ok(facts(&run, &spec, spent, depth, workspace.as_ref()).view(details))
+    let rev = reader.last_seq(&run.run_id)?;
+    Ok(facts(&run, &spec, spent, depth, workspace.as_ref(), rev).view(details))
 }
 
 /// The run's last [`DECISIONS_SHOWN`](crate::dispatch::api::DECISIONS_SHOWN) decisions.

@@ -58,6 +58,8 @@ pub struct RunFacts<'a> {
     pub depth: u32,
     /// Where it works and what it changed there, when known.
     pub workspace: Option<&'a WorkspaceView>,
+    /// How many events the ledger holds for it (its newest event's seq).
+    pub rev: u64,
 }
 
 /// What a run's row adds to its head.
@@ -123,6 +125,7 @@ impl RunFacts<'_> {
             created_at: self.created_at,
             finished_at: self.finished_at,
             owner_gone: false,
+            rev: self.rev,
         }
     }
 

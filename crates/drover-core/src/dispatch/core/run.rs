@@ -691,6 +691,7 @@ impl Run {
             finished_at: self.finished_at,
             depth: self.depth,
             workspace: Some(&self.workspace),
+            rev: self.next_seq - 1,
         }
     }
 
