@@ -172,10 +172,7 @@ pub struct Applied {
 /// Where a view of a run stands in its history: its `rev`, then its live state's seq
 /// (both only grow), so of two views of one run the lower is the older.
 fn version(s: &RunSummary) -> (u64, u64) {
-    (
-        s.head.rev,
-        s.head.live_state.as_ref().map_or(0, |l| l.seq),
-    )
+    (s.head.rev, s.head.live_state.as_ref().map_or(0, |l| l.seq))
 }
 
 /// The dashboard's snapshot.
@@ -416,7 +413,10 @@ impl ViewModel {
         // A run's `rev` (and its live state's seq) only grow: a summary behind the known
         // one is an old view arriving after a fresher one (a reply or a read overtaken by
         // an event on the other connection), and must not undo it.
-        if before.as_ref().is_some_and(|b| version(&summary) < version(b)) {
+        if before
+            .as_ref()
+            .is_some_and(|b| version(&summary) < version(b))
+        {
             return Applied {
                 stale: true,
                 ..Applied::default()
