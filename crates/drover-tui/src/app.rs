@@ -93,6 +93,9 @@ pub struct AppOptions {
     pub open_env: std::collections::BTreeMap<String, String>,
     /// Inside tmux, where `o` and `!` open (`[dashboard] open_in`).
     pub open_in: drover_core::workspace::open::TmuxPlace,
+    /// This drover's executable and data directory: `T` runs `drover attach` with them.
+    pub drover_exe: PathBuf,
+    pub data_dir: PathBuf,
 }
 
 impl AppOptions {
@@ -120,6 +123,8 @@ impl AppOptions {
                 .dashboard
                 .answer_guard_ms,
             open_env: Default::default(),
+            drover_exe: "drover".into(),
+            data_dir: PathBuf::new(),
             open_in: Default::default(),
         }
     }
@@ -495,6 +500,10 @@ impl App {
                 }
                 None => self.flash_error("select a run first".into()),
             },
+            Action::TakeOver => match selected {
+                Some(run) => self.take_over(&run, effects),
+                None => self.flash_error("select a run first".into()),
+            },
             Action::Escalate => match selected {
                 Some(run) if run.escalation_offered => {
                     let offer = self
@@ -650,6 +659,43 @@ impl App {
         effects.push(Effect::OpenIn(OpenIn {
             run_id: run.head.run_id.clone(),
             program,
+            argv,
+            dir,
+            foreground: !in_tmux,
+        }));
+    }
+
+    /// `T`: `drover attach RUN` opened like a shell (docs/ARCHITECTURE.md §"Take-over"):
+    /// the owner checks the run can be taken over and says why not in that window.
+    fn take_over(&mut self, run: &RunSummary, effects: &mut Vec<Effect>) {
+        let id = &run.head.run_id;
+        if run.head.state != RunState::Idle {
+            return self.flash_error(format!(
+                "{id} is {}; take a run over once it is idle",
+                run.head.state.as_str()
+            ));
+        }
+        let env = &self.options.open_env;
+        let plan = drover_core::workspace::open::take_over_plan(
+            id,
+            run.workspace.as_deref(),
+            &self.options.drover_exe,
+            &self.options.data_dir,
+            |name| env.get(name).cloned(),
+            self.options.open_in,
+        );
+        let drover_core::workspace::open::Plan { dir, argv, in_tmux } = match plan {
+            Ok(plan) => plan,
+            Err(e) => return self.flash_error(e.message),
+        };
+        self.flash_info(format!(
+            "{id} taken over in {}'s own interface{}; leave it to hand the run back",
+            run.head.provider,
+            if in_tmux { " (a tmux window)" } else { "" }
+        ));
+        effects.push(Effect::OpenIn(OpenIn {
+            run_id: id.clone(),
+            program: drover_core::workspace::open::Program::TakeOver,
             argv,
             dir,
             foreground: !in_tmux,

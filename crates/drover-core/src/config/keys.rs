@@ -17,7 +17,7 @@ pub const CONTEXTS: [&str; 8] = [
 ];
 
 /// The actions a key may be bound to (and `"none"`, which unbinds it).
-pub const ACTIONS: [&str; 55] = [
+pub const ACTIONS: [&str; 56] = [
     "select_next",
     "select_prev",
     "select_first",
@@ -42,6 +42,7 @@ pub const ACTIONS: [&str; 55] = [
     "open_diff",
     "open_editor",
     "open_shell",
+    "take_over",
     "redispatch",
     "attention_allow",
     "attention_deny",
