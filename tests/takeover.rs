@@ -8,39 +8,13 @@
 
 mod common;
 
-use common::{Home, run_bounded, wait_child};
+use common::{Home, repo_home, wait_child};
 use serde_json::Value;
 use std::io::Write;
-use std::process::{Command, Stdio};
+use std::process::Stdio;
 use std::time::Duration;
 
 const LIMIT: Duration = Duration::from_secs(60);
-
-/// `git ARGS` in `dir`, which must succeed.
-fn git(dir: &std::path::Path, args: &[&str]) {
-    let mut command = Command::new("git");
-    command
-        .args(args)
-        .current_dir(dir)
-        .env("GIT_CONFIG_NOSYSTEM", "1")
-        .env_remove("GIT_DIR")
-        .env_remove("GIT_WORK_TREE");
-    let out = run_bounded(command, LIMIT, "git");
-    assert!(out.status.success(), "git {args:?}: {out:?}");
-}
-
-/// A home whose work directory is a git repository with one commit.
-fn repo_home() -> Home {
-    let home = Home::new();
-    let work = home.work();
-    git(work, &["init", "-q", "-b", "main"]);
-    git(work, &["config", "user.name", "Test User"]);
-    git(work, &["config", "user.email", "test@example.invalid"]);
-    git(work, &["config", "commit.gpgsign", "false"]);
-    git(work, &["add", "-A"]);
-    git(work, &["commit", "-q", "-m", "the start"]);
-    home
-}
 
 fn strings(view: &Value, list: &str, field: &str) -> Vec<String> {
     view[list]
