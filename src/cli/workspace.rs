@@ -246,7 +246,7 @@ fn attach(paths: &Paths, run_id: &str, hand_back_only: bool) -> Result<(), Drove
             .into_take_over()?;
         eprintln!(
             "drover: {run_id} is yours in {}'s own interface; leave it to hand the run back",
-            plan.provider
+            drover_core::providers::registry::cli_name(&plan.provider)
         );
         let ran = runtime.block_on(async {
             use tokio::signal::unix::{SignalKind, signal};

@@ -675,7 +675,7 @@ impl App {
         self.flash_info(match program {
             Program::TakeOver => format!(
                 "{id} taken over in {}'s own interface{beside}; leave it to hand the run back",
-                run.head.provider
+                drover_core::providers::registry::cli_name(&run.head.provider)
             ),
             _ => format!("{} opened in {}{beside}", program.word(), dir.display()),
         });
