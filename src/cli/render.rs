@@ -215,6 +215,49 @@ pub fn diff(view: &DiffView) -> String {
 }
 
 /// `drover merge`, `keep`, `discard`: what was done.
+/// What `drover pr` did: the push, then the pull request (or where to open one).
+pub fn pr_action(view: &drover_core::dispatch::api::PrActionView) -> String {
+    let mut text = String::new();
+    if let Some(push) = &view.push {
+        text.push_str(&format!(
+            "pushed {} to {} at {}{}\n",
+            push.branch,
+            push.remote,
+            drover_core::workspace::short_commit(Some(&push.commit)),
+            if push.forced {
+                " (--force-with-lease)"
+            } else {
+                ""
+            }
+        ));
+    }
+    match (&view.pr, &view.push) {
+        (Some(pr), _) => {
+            let verb = if view.created {
+                "opened"
+            } else if view.push.is_some() {
+                "updated"
+            } else {
+                "read"
+            };
+            text.push_str(&format!("{verb} {}\n{}\n", pr.words(), pr.url));
+        }
+        (None, Some(push)) => {
+            if let Some(cli) = &view.forge_cli_missing {
+                text.push_str(&format!(
+                    "`{cli}` is not on PATH: no pull request was opened\n"
+                ));
+            }
+            match &push.compare_url {
+                Some(url) => text.push_str(&format!("open a pull request at {url}\n")),
+                None => text.push_str("the remote gave no address for opening a pull request\n"),
+            }
+        }
+        (None, None) => {}
+    }
+    text
+}
+
 pub fn workspace_action(view: &WorkspaceActionView) -> String {
     let ws = &view.workspace;
     let branch = ws.branch.as_deref().unwrap_or("its branch");

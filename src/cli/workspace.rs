@@ -1,5 +1,6 @@
 //! A worktree run's work from the command line: `drover diff RUN [--stat] [--file PATH]`,
 //! `drover merge RUN [--squash] [--message M]`, `drover keep RUN`, `drover discard RUN`,
+//! `drover pr RUN [--draft] [--title T] [--force-with-lease] [--refresh]`,
 //! and `drover open RUN [--shell|--editor|--print]` into the run's directory.
 //!
 //! What must stay true: `diff` only reads (with no owner it is answered from the ledger
@@ -46,6 +47,32 @@ pub enum WorkspaceCommand {
         /// summary).
         #[arg(long, short = 'm', value_name = "M")]
         message: Option<String>,
+        #[command(flatten)]
+        output: JsonFlag,
+    },
+    /// Push a worktree run's branch to the repository's remote (`git push -u REMOTE
+    /// BRANCH`, from the run's worktree; what is uncommitted there is committed onto the
+    /// branch first) and open a pull request with `gh` (`glab` for a GitLab remote) when
+    /// it is on PATH, its body made of the run's result and task. Without that CLI, only
+    /// the push, and the address the remote gave for opening one. On a run whose pull
+    /// request is open, the push brings its new commits there. Refusals: NO_REMOTE,
+    /// PUSH_REFUSED, AUTH_FAILED, FORGE_FAILED, RUN_ACTIVE; your checkout is never
+    /// changed.
+    Pr {
+        run: String,
+        /// Open it as a draft.
+        #[arg(long)]
+        draft: bool,
+        /// Its title (default: the run's title).
+        #[arg(long, value_name = "T")]
+        title: Option<String>,
+        /// Push with --force-with-lease (replaces the remote branch's commits if it has
+        /// not moved since drover last saw it; never --force).
+        #[arg(long)]
+        force_with_lease: bool,
+        /// Only read the run's pull request again (its state and checks): no push.
+        #[arg(long, conflicts_with_all = ["draft", "title", "force_with_lease"])]
+        refresh: bool,
         #[command(flatten)]
         output: JsonFlag,
     },
@@ -109,6 +136,7 @@ impl WorkspaceCommand {
             WorkspaceCommand::Merge { .. } => "merge",
             WorkspaceCommand::Keep { .. } => "keep",
             WorkspaceCommand::Discard { .. } => "discard",
+            WorkspaceCommand::Pr { .. } => "pr",
             WorkspaceCommand::Open { .. } => "open",
             WorkspaceCommand::Attach { .. } => "attach",
         }
@@ -157,6 +185,23 @@ pub fn run(command: WorkspaceCommand, paths: &Paths) -> Result<(), DroverError> 
             },
             output.json,
         ),
+        WorkspaceCommand::Pr {
+            run,
+            draft,
+            title,
+            force_with_lease,
+            refresh,
+            output,
+        } => (
+            Request::Pr {
+                run_id: run,
+                draft,
+                title,
+                force_with_lease,
+                refresh,
+            },
+            output.json,
+        ),
         WorkspaceCommand::Keep { run, output } => (Request::Keep { run_id: run }, output.json),
         WorkspaceCommand::Discard { run, output } => {
             (Request::Discard { run_id: run }, output.json)
@@ -169,6 +214,7 @@ pub fn run(command: WorkspaceCommand, paths: &Paths) -> Result<(), DroverError> 
     let text = match &answer {
         Response::Diff(view) => render::diff(view),
         Response::Workspace(view) => render::workspace_action(view),
+        Response::Pr(view) => render::pr_action(view),
         other => render::pretty_json(other),
     };
     write_stdout(&text)

@@ -142,6 +142,21 @@ pub enum ErrorCode {
     FileNotChanged,
     /// git failed at something drover asked of it (its words follow).
     GitFailed,
+    /// The repository has no remote to push a run's branch to.
+    NoRemote,
+    /// The remote refused the push of a run's branch (git's words follow); the user's
+    /// checkout is unchanged.
+    PushRefused,
+    /// The remote or the forge's CLI refused for want of credentials (its words follow,
+    /// with no token shown).
+    AuthFailed,
+    /// The forge's CLI (`gh`, `glab`) failed to open or read a pull request (its words
+    /// follow).
+    ForgeFailed,
+    /// The forge's CLI is not on PATH, so a pull request cannot be read.
+    ForgeUnavailable,
+    /// The run has no pull request to read.
+    NoPullRequest,
     /// A sub-run would nest deeper than `[limits] max_depth`.
     MaxDepth,
     /// An approval rule that cannot be made: a bad scope, kind or decision, or a pattern
@@ -218,6 +233,12 @@ impl ErrorCode {
             ErrorCode::WorkspaceBusy => "WORKSPACE_BUSY",
             ErrorCode::FileNotChanged => "FILE_NOT_CHANGED",
             ErrorCode::GitFailed => "GIT_FAILED",
+            ErrorCode::NoRemote => "NO_REMOTE",
+            ErrorCode::PushRefused => "PUSH_REFUSED",
+            ErrorCode::AuthFailed => "AUTH_FAILED",
+            ErrorCode::ForgeFailed => "FORGE_FAILED",
+            ErrorCode::ForgeUnavailable => "FORGE_UNAVAILABLE",
+            ErrorCode::NoPullRequest => "NO_PULL_REQUEST",
             ErrorCode::RuleInvalid => "RULE_INVALID",
             ErrorCode::RuleNotFound => "RULE_NOT_FOUND",
             ErrorCode::TooManyRules => "TOO_MANY_RULES",
@@ -291,6 +312,12 @@ mod tests {
             ErrorCode::WorkspaceBusy,
             ErrorCode::FileNotChanged,
             ErrorCode::GitFailed,
+            ErrorCode::NoRemote,
+            ErrorCode::PushRefused,
+            ErrorCode::AuthFailed,
+            ErrorCode::ForgeFailed,
+            ErrorCode::ForgeUnavailable,
+            ErrorCode::NoPullRequest,
             ErrorCode::MaxDepth,
         ] {
             let json = serde_json::to_string(&code).unwrap();

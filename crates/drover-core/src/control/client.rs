@@ -32,6 +32,9 @@ pub const READ_TIMEOUT: Duration = Duration::from_secs(30);
 pub const CHANGE_TIMEOUT: Duration = Duration::from_secs(60);
 /// For `merge`: git may check out much of a large tree.
 pub const MERGE_TIMEOUT: Duration = Duration::from_secs(300);
+/// How long a `pr` may take: a push (180 s), then up to two calls of the forge's CLI
+/// (60 s each), with room to spare.
+pub const PR_TIMEOUT: Duration = Duration::from_secs(330);
 
 /// How long a client waits for the answer to `request`; `None` waits as long as it takes
 /// (a `wait` without a timeout).
@@ -77,6 +80,8 @@ pub fn request_timeout(request: &Request) -> Option<Duration> {
         | Request::RuleRemove { .. } => Some(CHANGE_TIMEOUT),
         // A merge may bring a large work tree along.
         Request::Merge { .. } => Some(MERGE_TIMEOUT),
+        // A push and the forge's CLI (each bounded on the owner's side).
+        Request::Pr { .. } => Some(PR_TIMEOUT),
     }
 }
 

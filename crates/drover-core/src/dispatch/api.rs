@@ -16,6 +16,7 @@ pub use crate::providers::interactive::InteractivePlan;
 use crate::providers::{AlwaysOption, Ask, PermissionAnswer, RequestKind, Tokens};
 use crate::run_state::RunState;
 use crate::spec::SpecInput;
+pub use crate::workspace::forge::{PrActionView, PrView, PushView};
 pub use crate::workspace::{
     ChangeStat, DiffView, FileStat, MergeView, WorkspaceActionView, WorkspaceView,
 };
@@ -184,6 +185,25 @@ pub enum Request {
         /// The finished worktree run.
         run_id: String,
     },
+    /// Push a worktree run's branch to the repository's remote and open a pull request
+    /// with the forge's CLI when it is on PATH (or, when the run has one open, read it
+    /// again: the push brought the new commits to it).
+    Pr {
+        /// The worktree run.
+        run_id: String,
+        /// Open it as a draft.
+        #[serde(default)]
+        draft: bool,
+        /// Its title (default: the run's title).
+        #[serde(default)]
+        title: Option<String>,
+        /// Push with `--force-with-lease` (never `--force`).
+        #[serde(default)]
+        force_with_lease: bool,
+        /// Only read the run's pull request again (state and checks): no push.
+        #[serde(default)]
+        refresh: bool,
+    },
     /// Stop every active, queued and held run (of `workflow` alone, when named).
     KillAll {
         /// Only the runs of this workflow.
@@ -333,6 +353,8 @@ pub enum Response {
     Diff(Box<DiffView>),
     /// `merge`, `keep`, `discard`.
     Workspace(Box<WorkspaceActionView>),
+    /// `pr`.
+    Pr(Box<PrActionView>),
     /// `rules`.
     Rules(Vec<crate::rules::Rule>),
     /// `search`.
@@ -512,6 +534,7 @@ impl Request {
             Request::Merge { .. } | Request::Keep { .. } | Request::Discard { .. } => {
                 Response::Workspace(boxed(value)?)
             }
+            Request::Pr { .. } => Response::Pr(boxed(value)?),
             Request::Rules => Response::Rules(serde_json::from_value(value)?),
             Request::Search { .. } => Response::Search(boxed(value)?),
             Request::TakeOver { .. } => Response::TakeOver(boxed(value)?),
@@ -555,6 +578,7 @@ response_into! {
     into_rule => Rule(v) -> crate::rules::Rule = *v,
     into_diff => Diff(v) -> DiffView = *v,
     into_workspace => Workspace(v) -> WorkspaceActionView = *v,
+    into_pr => Pr(v) -> PrActionView = *v,
     into_take_over => TakeOver(v) -> InteractivePlan = *v,
 }
 

@@ -19,6 +19,7 @@
 //! - the diff is git's own (`git diff`), never one computed here;
 //! - what git prints is bounded (file lists, patches) and untrusted.
 
+pub mod forge;
 pub mod git;
 pub mod open;
 pub mod ops;
@@ -159,6 +160,9 @@ pub struct WorkspaceView {
     /// The run's change, as last worked out.
     #[serde(default)]
     pub change: Option<ChangeStat>,
+    /// The pull request opened from the run's branch (`drover pr`), as last read.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pr: Option<forge::PrView>,
 }
 
 impl WorkspaceView {
@@ -174,6 +178,7 @@ impl WorkspaceView {
             base_branch: None,
             base_commit: None,
             change: None,
+            pr: None,
         }
     }
 
@@ -367,6 +372,13 @@ pub enum Task {
     /// A run whose worktree is gone leaves the trays: prune its worktree entry, and delete
     /// its branch when it holds no commits beyond its base.
     Release(WorkspaceView),
+    /// Push the run's branch and open (or read) its pull request.
+    Pr {
+        /// The run's workspace.
+        workspace: WorkspaceView,
+        /// What the pull request is asked to be.
+        ask: forge::PrAsk,
+    },
     /// `git worktree prune` in these repositories (at start).
     Prune {
         /// The user's checkouts of the repositories.
@@ -386,6 +398,8 @@ impl Task {
             Task::Keep { .. } => "keeping the branch",
             Task::Discard { .. } => "discarding the worktree",
             Task::Release(_) => "releasing the branch",
+            Task::Pr { ask, .. } if ask.refresh => "reading the pull request",
+            Task::Pr { .. } => "pushing the branch and opening its pull request",
             Task::Prune { .. } => "pruning stale worktrees",
         }
     }
@@ -411,6 +425,8 @@ pub enum Outcome {
     /// A gone worktree's entry was pruned, its branch deleted if it held no commits: the
     /// workspace after it.
     Released(WorkspaceView),
+    /// The branch was pushed, its pull request opened or read.
+    Pr(Box<forge::PrDone>),
     /// Stale worktree entries were pruned.
     Pruned,
 }
@@ -440,6 +456,7 @@ pub async fn perform(run_id: &str, task: Task) -> Result<Outcome, DroverError> {
             Outcome::Discarded(ops::discard(&workspace, &root).await?)
         }
         Task::Release(ws) => Outcome::Released(ops::release(&ws).await?),
+        Task::Pr { workspace, ask } => Outcome::Pr(Box::new(forge::pr(&workspace, &ask).await?)),
         Task::Prune { checkouts } => {
             ops::prune(&checkouts).await;
             Outcome::Pruned

@@ -457,6 +457,7 @@ pub async fn create(plan: &CreatePlan) -> Result<Created, DroverError> {
                 base_branch,
                 base_commit: Some(base_commit),
                 change: None,
+                pr: None,
             },
             left_behind,
             carried,
@@ -1133,6 +1134,20 @@ pub async fn release(ws: &WorkspaceView) -> Result<WorkspaceView, DroverError> {
         after.status = WorkspaceStatus::Discarded;
     }
     Ok(after)
+}
+
+/// Commits what is uncommitted in the run's worktree onto its branch (`message`), as a
+/// merge does first, and returns the worktree (for a push of the branch from it).
+pub(super) async fn commit_work(ws: &WorkspaceView, message: &str) -> Result<PathBuf, DroverError> {
+    let worktree = worktree_of(ws)?;
+    let checkout = checkout_of(ws)?;
+    let branch = ws.branch.clone().ok_or_else(|| {
+        DroverError::new(ErrorCode::NoWorktree, "the run's worktree has no branch")
+    })?;
+    let _lock = lock(&checkout).await;
+    let (old, new) = work_commit(&worktree, message).await?;
+    advance_branch(&worktree, &branch, &old, &new).await?;
+    Ok(worktree)
 }
 
 /// `git worktree prune` in each repository: entries of worktrees deleted outside git go.

@@ -240,7 +240,9 @@ impl Core {
                 run.file_tools.clear();
                 self.commit(batch);
                 self.measure(&run_id);
-                return self.on_turn_completed(&run_id, end);
+                self.on_turn_completed(&run_id, end);
+                // A run with an open pull request, idle now: the turn's work goes to it.
+                return self.push_to_open_pr(&run_id);
             }
             ProviderEvent::Exited { .. } => {}
         }

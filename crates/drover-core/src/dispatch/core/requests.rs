@@ -135,6 +135,21 @@ impl Core {
             Request::Discard { run_id } => {
                 return self.workspace_request(to, &run_id, Action::Discard);
             }
+            Request::Pr {
+                run_id,
+                draft,
+                title,
+                force_with_lease,
+                refresh,
+            } => {
+                let wish = super::workspaces::PrWish {
+                    draft,
+                    title,
+                    force_with_lease,
+                    refresh,
+                };
+                return self.workspace_request(to, &run_id, Action::Pr(wish));
+            }
             Request::KillAll { workflow } => {
                 let mut active = self.active_ids();
                 if let Some(w) = workflow.as_deref() {

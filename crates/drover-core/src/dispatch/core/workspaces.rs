@@ -30,6 +30,9 @@
 
 use std::path::PathBuf;
 
+mod pulls;
+pub use pulls::PrWish;
+
 use super::run::{Batch, Run};
 use super::{Core, Effect, Fetch, ReplyTo, Then, WorkspaceDone, WorkspaceJob};
 use crate::dispatch::api::{DispatchEvent, Response, RunSummary, RunView, WorkspaceActionView};
@@ -69,6 +72,8 @@ pub enum Action {
     Keep,
     /// `discard`.
     Discard,
+    /// `pr`.
+    Pr(PrWish),
 }
 
 impl Action {
@@ -78,6 +83,7 @@ impl Action {
             Action::Merge { .. } => "merge",
             Action::Keep => "keep",
             Action::Discard => "discard",
+            Action::Pr(_) => "pr",
         }
     }
 }
@@ -90,6 +96,10 @@ struct Target {
     in_turn: bool,
     title: String,
     summary: Option<String>,
+    /// The run's task (a pull request's body quotes it).
+    task: String,
+    /// The run's last result (a pull request's body is made of it).
+    result: Option<crate::dispatch::api::ResultView>,
     /// The run's row, for a run not in memory.
     row: Option<Box<RunSummary>>,
 }
@@ -411,6 +421,10 @@ impl Core {
                 if let Err(e) = outcome {
                     tracing::warn!(run = %run_id, code = %e.code, "{}", e.message);
                 }
+            }
+            (Task::Pr { .. }, outcome) => {
+                self.workspace_busy.remove(&run_id);
+                self.pr_done(&run_id, reply, row, outcome);
             }
             (task @ (Task::Merge { .. } | Task::Keep { .. } | Task::Discard { .. }), outcome) => {
                 self.workspace_busy.remove(&run_id);
@@ -771,6 +785,8 @@ impl Core {
             in_turn: in_turn(run),
             title: run.spec.title.clone(),
             summary: run.last_result.as_ref().and_then(|r| r.summary.clone()),
+            task: run.spec.task.clone(),
+            result: run.last_result.clone(),
             row: None,
         };
         if let Err(e) = self.start_action(to, run_id, target, action) {
@@ -806,7 +822,9 @@ impl Core {
             state: view.head.state,
             in_turn: view.head.state.is_active(),
             title: view.head.title,
-            summary: view.last_result.and_then(|r| r.summary),
+            summary: view.last_result.as_ref().and_then(|r| r.summary.clone()),
+            task: view.task,
+            result: view.last_result,
             row: Some(Box::new(row)),
         };
         if let Err(e) = self.start_action(to, run_id, target, action) {
@@ -915,6 +933,7 @@ impl Core {
                     _ => return Err(no_worktree(run_id, Some(&ws))),
                 }
             }
+            Action::Pr(wish) => self.pr_task(run_id, &target, ws, wish)?,
         };
         if !matches!(task, Task::Diff { .. }) {
             self.workspace_busy.insert(run_id.to_string());

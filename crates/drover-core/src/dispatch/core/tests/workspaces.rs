@@ -29,6 +29,7 @@ fn made(run_id: &str) -> WorkspaceView {
         base_branch: Some("main".into()),
         base_commit: Some("c0ffee0000".into()),
         change: None,
+        pr: None,
     }
 }
 

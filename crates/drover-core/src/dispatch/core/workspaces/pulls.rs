@@ -1,0 +1,229 @@
+//! A pull request from a worktree run (docs/ARCHITECTURE.md §"Workspaces"): `pr` pushes
+//! the run's branch and opens (or reads) its pull request as an [`Effect::Workspace`]
+//! (`workspace::forge` does the git and forge-CLI work off the core); the pull request
+//! is kept on the run's workspace, and a run with an open one has each turn's work pushed
+//! to it once the turn is over and the run idle.
+//!
+//! What must stay true: a push is never under way twice for a run, nor beside a merge,
+//! keep or discard of it (`workspace_busy`); no push while a turn runs (the agent may be
+//! writing); a push after a turn records what it came to as a note, never failing the run.
+
+use super::{
+    Core, Outcome, ReplyTo, Target, Task, WorkspaceView, commit_message, in_turn, run_active,
+};
+use crate::dispatch::api::{PrActionView, Response, RunSummary};
+use crate::run_state::RunState;
+use crate::workspace::forge::{PrAsk, PrState, body};
+use crate::workspace::{WorkspaceStatus, no_worktree};
+use crate::{DroverError, ErrorCode};
+
+/// What `pr` asks, before the run is looked at.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PrWish {
+    /// Open it as a draft.
+    pub draft: bool,
+    /// Its title (default: the run's title).
+    pub title: Option<String>,
+    /// Push with `--force-with-lease`.
+    pub force_with_lease: bool,
+    /// Only read the pull request again.
+    pub refresh: bool,
+}
+
+/// The longest pull request title drover sends.
+const TITLE_MAX: usize = 200;
+
+impl Core {
+    /// The git and forge work a `pr` asks of a run, or why it cannot be done now.
+    pub(super) fn pr_task(
+        &self,
+        run_id: &str,
+        target: &Target,
+        ws: WorkspaceView,
+        wish: PrWish,
+    ) -> Result<Task, DroverError> {
+        let title = wish
+            .title
+            .filter(|t| crate::text::has_visible_text(t))
+            .unwrap_or_else(|| target.title.clone());
+        let ask = PrAsk {
+            run_id: run_id.to_string(),
+            title: crate::text::clip(&crate::text::one_line(&title), TITLE_MAX),
+            body: body(run_id, &target.task, target.result.as_ref()),
+            draft: wish.draft,
+            force_with_lease: wish.force_with_lease,
+            refresh: wish.refresh,
+            message: commit_message(
+                run_id,
+                target.summary.as_deref().unwrap_or(target.title.as_str()),
+            ),
+        };
+        if wish.refresh {
+            if ws.pr.is_none() {
+                return Err(DroverError::new(
+                    ErrorCode::NoPullRequest,
+                    format!(
+                        "run {run_id} has no pull request to read; `drover pr {run_id}` pushes its branch and opens one"
+                    ),
+                ));
+            }
+            return Ok(Task::Pr { workspace: ws, ask });
+        }
+        if target.in_turn || ws.status == WorkspaceStatus::Preparing {
+            return Err(run_active(
+                run_id,
+                target.state,
+                &format!(
+                    "a turn is running; push its branch when it is idle (`drover wait {run_id} --until idle`)"
+                ),
+            ));
+        }
+        if ws.status != WorkspaceStatus::Ready {
+            return Err(no_worktree(run_id, Some(&ws)));
+        }
+        Ok(Task::Pr { workspace: ws, ask })
+    }
+
+    /// A push or a read of a pull request is done (or refused): the pull request kept on
+    /// the run, a note, and the answer.
+    pub(super) fn pr_done(
+        &mut self,
+        run_id: &str,
+        reply: Option<ReplyTo>,
+        row: Option<Box<RunSummary>>,
+        outcome: Result<Outcome, DroverError>,
+    ) {
+        let done = match outcome {
+            Ok(Outcome::Pr(done)) => done,
+            Ok(other) => {
+                if let Some(to) = reply {
+                    self.reply_now(to, Err(super::unexpected(&other)));
+                }
+                return;
+            }
+            Err(e) => {
+                match reply {
+                    Some(to) => self.reply_now(to, Err(e)),
+                    // A push after a turn: the user reads why in the run's notes.
+                    None => self.pr_note(
+                        run_id,
+                        format!(
+                            "could not push the turn's work to its pull request: {}",
+                            e.message
+                        ),
+                    ),
+                }
+                return;
+            }
+        };
+        let pr = done.workspace.pr.clone();
+        let note = match (&done.push, &pr) {
+            (Some(push), Some(pr)) if done.created => Some(format!(
+                "pushed {} to {} and opened {} {}",
+                push.branch,
+                push.remote,
+                pr.words(),
+                pr.url
+            )),
+            (Some(push), Some(pr)) => Some(format!(
+                "pushed {} to {} ({} at {}): {}",
+                push.branch,
+                push.remote,
+                if reply.is_some() {
+                    "your ask"
+                } else {
+                    "after the turn"
+                },
+                crate::workspace::short_commit(Some(&push.commit)),
+                pr.words()
+            )),
+            (Some(push), None) => Some(format!(
+                "pushed {} to {}; {}{}",
+                push.branch,
+                push.remote,
+                match &push.compare_url {
+                    Some(url) => format!("open a pull request at {url}"),
+                    None => "the remote gave no address for opening a pull request".to_string(),
+                },
+                done.forge_cli_missing
+                    .as_deref()
+                    .map(|cli| format!(" (`{cli}` is not on PATH, so none was opened)"))
+                    .unwrap_or_default()
+            )),
+            (None, _) => None,
+        };
+        // The run's workspace as it is now (its change may have been worked out again
+        // meanwhile), with the pull request as read.
+        let after = match self.runs.get(run_id) {
+            Some(run) => WorkspaceView {
+                pr: pr.clone(),
+                ..run.workspace.clone()
+            },
+            None => done.workspace.clone(),
+        };
+        self.workspace_changed(run_id, after, row, note);
+        if let Some(to) = reply {
+            self.reply(
+                to,
+                Ok(Response::Pr(Box::new(PrActionView {
+                    run_id: run_id.to_string(),
+                    push: done.push,
+                    pr,
+                    created: done.created,
+                    forge_cli_missing: done.forge_cli_missing,
+                }))),
+            );
+        }
+    }
+
+    fn pr_note(&mut self, run_id: &str, text: String) {
+        let now = self.now;
+        if let Some(run) = self.runs.get_mut(run_id) {
+            let mut batch = super::Batch::default();
+            run.note(&mut batch, text, now);
+            self.commit(batch);
+        }
+    }
+
+    /// After a turn: a run that is idle now and has an open pull request gets the turn's
+    /// work pushed to it (committed onto its branch first).
+    pub(in crate::dispatch::core) fn push_to_open_pr(&mut self, run_id: &str) {
+        let Some(run) = self.runs.get(run_id) else {
+            return;
+        };
+        let open = run
+            .workspace
+            .pr
+            .as_ref()
+            .is_some_and(|p| p.state == PrState::Open);
+        if !open
+            || !run.workspace.has_worktree()
+            || run.state() != RunState::Idle
+            || in_turn(run)
+            || self.workspace_busy.contains(run_id)
+        {
+            return;
+        }
+        let target = Target {
+            workspace: Some(run.workspace.clone()),
+            state: run.state(),
+            in_turn: false,
+            title: run.spec.title.clone(),
+            summary: run.last_result.as_ref().and_then(|r| r.summary.clone()),
+            task: run.spec.task.clone(),
+            result: run.last_result.clone(),
+            row: None,
+        };
+        let wish = PrWish {
+            draft: false,
+            title: None,
+            force_with_lease: false,
+            refresh: false,
+        };
+        let ws = run.workspace.clone();
+        if let Ok(task) = self.pr_task(run_id, &target, ws, wish) {
+            self.workspace_busy.insert(run_id.to_string());
+            self.job(run_id, task, None, None);
+        }
+    }
+}
