@@ -131,7 +131,12 @@ impl Home {
 
     /// Starts `drover serve` on this home and waits until it answers on its socket.
     pub fn serve(&self) -> Serve {
-        Serve::start(self)
+        Serve::start(self, &[])
+    }
+
+    /// `drover serve` with these variables set (a `PATH` with a stand-in CLI first).
+    pub fn serve_with_env(&self, vars: &[(&str, &str)]) -> Serve {
+        Serve::start(self, vars)
     }
 
     /// Dispatches a `sim` run of `scenario` through the owner; returns the answer (the
@@ -360,7 +365,7 @@ pub struct Serve {
 }
 
 impl Serve {
-    fn start(home: &Home) -> Serve {
+    fn start(home: &Home, vars: &[(&str, &str)]) -> Serve {
         let n = std::fs::read_dir(home.path())
             .map(|d| d.count())
             .unwrap_or_default();
@@ -368,6 +373,7 @@ impl Serve {
         let stderr = std::fs::File::create(&stderr_file).expect("serve's stderr file");
         let mut child = home
             .command(&["serve", "--json"])
+            .envs(vars.iter().copied())
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
             .stderr(stderr)

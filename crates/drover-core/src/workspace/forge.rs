@@ -809,8 +809,9 @@ pub async fn pr(ws: &WorkspaceView, ask: &PrAsk) -> Result<PrDone, DroverError> 
         .branch
         .clone()
         .ok_or_else(|| err(ErrorCode::NoWorktree, "the run's worktree has no branch"))?;
+    // The remote first: with none, nothing (not even a commit on the run's branch) is made.
+    let remote = remote_of(&cli_dir(ws)?, ws.base_branch.as_deref()).await?;
     let worktree = ops::commit_work(ws, &ask.message).await?;
-    let remote = remote_of(&worktree, ws.base_branch.as_deref()).await?;
     let url = Git::at(&worktree)
         .run(&["remote", "get-url", &remote])
         .await

@@ -1,0 +1,265 @@
+//! A pull request from a run (issue 30, item 3) end to end: the real `drover` binary, real
+//! git, a bare repository on disk as the remote.
+//!
+//! GitHub itself is out of reach of these tests: the forge's CLI is a stand-in `gh` put
+//! first on PATH, which records its arguments (and the body it was given on stdin) and
+//! answers as the real `gh` does — `gh pr create` prints the pull request's URL, `gh pr
+//! view N --json number,state,url,isDraft,statusCheckRollup` prints JSON of the shape
+//! gh's manual gives for those fields (`statusCheckRollup`: check runs with a
+//! `conclusion`, commit statuses with a `state`).
+//!
+//! - `drover pr` pushes the run's branch (uncommitted work committed onto it first) and
+//!   opens the pull request with `gh`; the run keeps it (`PR #7 · open · checks 2/4`);
+//!   `--refresh` reads it again (merged); the user's checkout never changes;
+//! - without `gh`, the push alone, and the address the remote printed (or that none was);
+//! - no remote, and a push the remote refuses: the code and sentence, nothing changed.
+#![allow(clippy::unwrap_used)] // a test or bench may unwrap; the workspace denies it elsewhere
+
+mod common;
+
+use common::{Home, git, repo_home, str_at};
+use serde_json::Value;
+use std::path::{Path, PathBuf};
+
+/// A bare repository under the home, added to the checkout as `origin` with `main`
+/// pushed.
+fn bare_remote(home: &Home) -> PathBuf {
+    let remote = home.path().join("remote.git");
+    git(
+        home.path(),
+        &[
+            "init",
+            "-q",
+            "--bare",
+            "-b",
+            "main",
+            remote.to_str().unwrap(),
+        ],
+    );
+    git(
+        home.work(),
+        &["remote", "add", "origin", remote.to_str().unwrap()],
+    );
+    git(home.work(), &["push", "-q", "origin", "main"]);
+    remote
+}
+
+fn write_script(path: &Path, text: &str) {
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::write(path, text).unwrap();
+    std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o755)).unwrap();
+}
+
+/// A stand-in `gh` in `<home>/bin`: each call's arguments go to `gh.log` (one line), the
+/// body read on stdin to `gh.body`; `pr view` answers with the state in `gh.state`.
+fn stand_in_gh(home: &Home) -> PathBuf {
+    let bin = home.path().join("bin");
+    std::fs::create_dir_all(&bin).unwrap();
+    let dir = home.path().display().to_string();
+    std::fs::write(home.path().join("gh.state"), "OPEN").unwrap();
+    write_script(
+        &bin.join("gh"),
+        &format!(
+            r#"#!/bin/sh
+echo "$*" >> "{dir}/gh.log"
+if [ "$1 $2" = "pr create" ]; then
+  cat > "{dir}/gh.body"
+  echo "https://github.com/test/repo/pull/7"
+  exit 0
+fi
+if [ "$1 $2" = "pr view" ]; then
+  state=$(cat "{dir}/gh.state")
+  printf '{{"isDraft":false,"number":%s,"state":"%s","url":"https://github.com/test/repo/pull/%s","statusCheckRollup":[{{"__typename":"CheckRun","name":"build","status":"COMPLETED","conclusion":"SUCCESS"}},{{"__typename":"CheckRun","name":"test","status":"IN_PROGRESS","conclusion":""}},{{"__typename":"CheckRun","name":"lint","status":"COMPLETED","conclusion":"FAILURE"}},{{"__typename":"StatusContext","context":"ci/external","state":"SUCCESS"}}]}}\n' "$3" "$state" "$3"
+  exit 0
+fi
+echo "unknown command $*" >&2
+exit 1
+"#
+        ),
+    );
+    bin
+}
+
+/// PATH as the tests were given it, less any directory holding a `gh` (so "no gh" holds
+/// on a machine that has one), with `first` in front when given.
+fn path_with(first: Option<&Path>) -> String {
+    let mut dirs: Vec<String> = first.map(|f| f.display().to_string()).into_iter().collect();
+    for dir in std::env::split_paths(&std::env::var_os("PATH").unwrap_or_default()) {
+        if !dir.join("gh").exists() {
+            dirs.push(dir.display().to_string());
+        }
+    }
+    dirs.join(":")
+}
+
+/// `git status` and HEAD of the user's checkout.
+fn checkout_state(dir: &Path) -> (String, String) {
+    (
+        git(dir, &["status", "--porcelain", "--untracked-files=all"]),
+        git(dir, &["rev-parse", "HEAD"]),
+    )
+}
+
+/// A worktree run of `worktree-change` (two files, left uncommitted), idle with its
+/// change counted; returns the run and its workspace.
+fn worktree_run(home: &Home) -> (String, Value) {
+    let run = home.dispatch(
+        "worktree-change",
+        "Add a cache",
+        &["--workspace", "worktree"],
+    );
+    home.wait_idle(&run);
+    let view = home.wait_for(&run, "its change counted", |v| {
+        v["workspace"]["change"]["files"].as_u64() == Some(2)
+    });
+    (run, view["workspace"].clone())
+}
+
+#[test]
+fn pr_pushes_the_branch_opens_the_pull_request_with_gh_and_refresh_reads_it_again() {
+    let home = repo_home();
+    let remote = bare_remote(&home);
+    let bin = stand_in_gh(&home);
+    let path = path_with(Some(&bin));
+    let _serve = home.serve_with_env(&[("PATH", &path)]);
+    let (run, ws) = worktree_run(&home);
+    let branch = str_at(&ws, "branch").to_string();
+    let before = checkout_state(home.work());
+
+    let answer = home.json(&["pr", &run, "--title", "Add a cache to the app"]);
+    assert_eq!(answer["created"], true, "{answer}");
+    assert_eq!(answer["push"]["remote"], "origin", "{answer}");
+    assert_eq!(answer["push"]["branch"], branch.as_str(), "{answer}");
+    let pr = &answer["pr"];
+    assert_eq!(pr["number"], 7, "{answer}");
+    assert_eq!(pr["state"], "open", "{answer}");
+    assert_eq!(pr["url"], "https://github.com/test/repo/pull/7", "{answer}");
+    assert_eq!(pr["checks"]["passed"], 2, "{answer}");
+    assert_eq!(pr["checks"]["failed"], 1, "{answer}");
+    assert_eq!(pr["checks"]["total"], 4, "{answer}");
+
+    // The remote has the run's branch, with the work that was uncommitted in the worktree.
+    let pushed = git(&remote, &["rev-parse", &format!("refs/heads/{branch}")]);
+    assert_eq!(pushed, str_at(&answer["push"], "commit"));
+    let files = git(&remote, &["ls-tree", "-r", "--name-only", &pushed]);
+    assert!(files.contains("src/cache.rs"), "{files}");
+    let tree = PathBuf::from(str_at(&ws, "worktree"));
+    assert_eq!(git(&tree, &["rev-parse", "HEAD"]), pushed);
+    assert_eq!(
+        git(&tree, &["rev-parse", "--abbrev-ref", "@{upstream}"]),
+        format!("origin/{branch}"),
+        "pushed with -u"
+    );
+
+    // gh was asked as documented; the body holds the run's task.
+    let log = std::fs::read_to_string(home.path().join("gh.log")).unwrap();
+    assert!(
+        log.contains(&format!(
+            "pr create --head {branch} --title Add a cache to the app --body-file - --base main"
+        )),
+        "{log}"
+    );
+    assert!(
+        log.contains("pr view 7 --json number,state,url,isDraft,statusCheckRollup"),
+        "{log}"
+    );
+    let body = std::fs::read_to_string(home.path().join("gh.body")).unwrap();
+    assert!(body.contains("## Task\n\n> Add a cache"), "{body}");
+    assert!(body.contains(&format!("drover run {run}")), "{body}");
+
+    // The run keeps it; the user's checkout did not change.
+    assert_eq!(home.show(&run)["workspace"]["pr"]["number"], 7);
+    assert_eq!(checkout_state(home.work()), before);
+
+    // Merged on the forge: --refresh reads it again, and pushes nothing.
+    std::fs::write(home.path().join("gh.state"), "MERGED").unwrap();
+    let read = home.json(&["pr", &run, "--refresh"]);
+    assert_eq!(read["pr"]["state"], "merged", "{read}");
+    assert!(read["push"].is_null(), "{read}");
+    assert_eq!(home.show(&run)["workspace"]["pr"]["state"], "merged");
+    let text = home.drover(&["pr", &run, "--refresh"]);
+    assert!(
+        String::from_utf8_lossy(&text.stdout).contains("PR #7 · merged · checks 2/4 (1 failed)"),
+        "{}",
+        common::describe(&text)
+    );
+}
+
+#[test]
+fn pr_without_gh_pushes_and_prints_the_address_the_remote_gave_or_says_there_was_none() {
+    let home = repo_home();
+    let remote = bare_remote(&home);
+    // The remote prints what GitHub prints on a new branch's push.
+    write_script(
+        &remote.join("hooks/post-receive"),
+        r#"#!/bin/sh
+while read old new ref; do
+  b=${ref#refs/heads/}
+  echo "Create a pull request for '$b' on GitHub by visiting:"
+  echo "     https://github.com/test/repo/pull/new/$b"
+done
+"#,
+    );
+    let path = path_with(None);
+    let _serve = home.serve_with_env(&[("PATH", &path)]);
+    let (run, ws) = worktree_run(&home);
+    let branch = str_at(&ws, "branch").to_string();
+    let out = home.drover(&["pr", &run]);
+    assert_eq!(out.status.code(), Some(0), "{}", common::describe(&out));
+    let text = String::from_utf8_lossy(&out.stdout).to_string();
+    assert!(
+        text.contains(&format!("pushed {branch} to origin")),
+        "{text}"
+    );
+    assert!(text.contains("`gh` is not on PATH"), "{text}");
+    assert!(
+        text.contains(&format!(
+            "open a pull request at https://github.com/test/repo/pull/new/{branch}"
+        )),
+        "{text}"
+    );
+    assert!(git(&remote, &["rev-parse", &format!("refs/heads/{branch}")]).len() == 40);
+    assert!(home.show(&run)["workspace"]["pr"].is_null());
+
+    // A remote that prints nothing: drover says so.
+    std::fs::remove_file(remote.join("hooks/post-receive")).unwrap();
+    let answer = home.json(&["pr", &run]);
+    assert!(answer["push"]["compare_url"].is_null(), "{answer}");
+    let out = home.drover(&["pr", &run]);
+    assert!(
+        String::from_utf8_lossy(&out.stdout)
+            .contains("the remote gave no address for opening a pull request"),
+        "{}",
+        common::describe(&out)
+    );
+}
+
+#[test]
+fn no_remote_and_a_refused_push_are_refused_with_their_code_and_nothing_changes() {
+    let home = repo_home();
+    let _serve = home.serve_with_env(&[("PATH", &path_with(None))]);
+    let (run, ws) = worktree_run(&home);
+    let tree = PathBuf::from(str_at(&ws, "worktree"));
+    let before = checkout_state(home.work());
+    let tree_before = checkout_state(&tree);
+
+    let line = home.refused(&["pr", &run], "NO_REMOTE");
+    assert!(line.contains("git remote add origin"), "{line}");
+    // Not even a commit of the run's work was made.
+    assert_eq!(checkout_state(&tree), tree_before);
+
+    // A remote that is not there: git's own words, with the code.
+    let gone = home.path().join("no-such-remote.git");
+    git(
+        home.work(),
+        &["remote", "add", "origin", gone.to_str().unwrap()],
+    );
+    let line = home.refused(&["pr", &run], "PUSH_REFUSED");
+    assert!(line.contains("git push -u origin"), "{line}");
+    assert!(
+        line.contains("does not appear to be a git repository"),
+        "{line}"
+    );
+    assert_eq!(checkout_state(home.work()), before);
+    assert!(home.show(&run)["workspace"]["pr"].is_null());
+}
