@@ -551,6 +551,30 @@ impl App {
                 )),
                 None => self.flash_error("select a run first".into()),
             },
+            Action::PullRequest => match selected {
+                Some(run) if run.workspace.as_ref().is_some_and(|w| w.is_worktree()) => {
+                    let run_id = run.head.run_id.clone();
+                    self.flash_info(match run.workspace.as_ref().and_then(|w| w.pr.as_ref()) {
+                        Some(pr) => format!("pushing {run_id} to {}…", pr.words()),
+                        None => format!("pushing {run_id}'s branch and opening its pull request…"),
+                    });
+                    effects.push(Effect::Request {
+                        tag: ReplyTag::Pr(run_id.clone()),
+                        request: Request::Pr {
+                            run_id,
+                            draft: false,
+                            title: None,
+                            force_with_lease: false,
+                            refresh: false,
+                        },
+                    });
+                }
+                Some(run) => self.flash_error(format!(
+                    "{} has no worktree or branch of its own: a pull request needs a worktree run",
+                    run.head.run_id
+                )),
+                None => self.flash_error("select a run first".into()),
+            },
             Action::Resume => match selected {
                 Some(run) if resumable(&run) => {
                     self.flash_info(format!("resuming {}…", run.head.run_id));
@@ -1105,6 +1129,30 @@ impl App {
                     },
                 }
             }
+            ReplyTag::Pr(id) => match result.and_then(Response::into_pr) {
+                Ok(view) => {
+                    self.want_show.push(id.clone());
+                    let text = match (&view.pr, &view.push) {
+                        (Some(pr), _) => format!("{id}: {} {}", pr.words(), pr.url),
+                        (None, Some(push)) => match &push.compare_url {
+                            Some(url) => {
+                                format!("pushed {}; open a pull request at {url}", push.branch)
+                            }
+                            None => format!(
+                                "pushed {}; the remote gave no address for a pull request{}",
+                                push.branch,
+                                view.forge_cli_missing
+                                    .as_deref()
+                                    .map(|c| format!(" (`{c}` is not on PATH)"))
+                                    .unwrap_or_default()
+                            ),
+                        },
+                        (None, None) => format!("{id} has no pull request"),
+                    };
+                    self.flash_info(text);
+                }
+                Err(e) => self.flash_error(format!("{}: {}", e.code, e.message)),
+            },
             ReplyTag::Stop(id) | ReplyTag::Complete(id) => match result {
                 Ok(_) => self.flash_info(format!("{id} is ending")),
                 Err(e) => self.flash_error(format!("{}: {}", e.code, e.message)),

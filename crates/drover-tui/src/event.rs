@@ -88,6 +88,8 @@ pub enum ReplyTag {
         run_id: String,
         file: Option<String>,
     },
+    /// `pr`: the run's branch pushed, its pull request opened or read.
+    Pr(String),
     /// `merge`, `keep` or `discard` of a run's worktree.
     WorkspaceAction {
         run_id: String,

@@ -103,6 +103,8 @@ pub enum Action {
     TakeOver,
     /// Dispatch the selected run's task again (the form, filled from its spec).
     Redispatch,
+    /// Push the selected worktree run's branch and open its pull request (`drover pr`).
+    PullRequest,
     /// Allow the request on the attention line, once.
     AttentionAllow,
     /// Deny the request on the attention line.
@@ -145,7 +147,7 @@ pub enum Action {
 }
 
 impl Action {
-    pub const ALL: [Action; 56] = [
+    pub const ALL: [Action; 57] = [
         Action::SelectNext,
         Action::SelectPrev,
         Action::SelectFirst,
@@ -172,6 +174,7 @@ impl Action {
         Action::OpenShell,
         Action::TakeOver,
         Action::Redispatch,
+        Action::PullRequest,
         Action::AttentionAllow,
         Action::AttentionDeny,
         Action::AttentionRule,
@@ -233,6 +236,7 @@ impl Action {
             Action::OpenShell => "open_shell",
             Action::TakeOver => "take_over",
             Action::Redispatch => "redispatch",
+            Action::PullRequest => "pull_request",
             Action::AttentionAllow => "attention_allow",
             Action::AttentionDeny => "attention_deny",
             Action::AttentionRule => "attention_rule",
@@ -299,6 +303,9 @@ impl Action {
                 "take the selected idle run over in its CLI's own interface; leave it to hand back"
             }
             Action::Redispatch => "dispatch the selected run's task again (the form, filled in)",
+            Action::PullRequest => {
+                "push the selected worktree run's branch and open its pull request (gh/glab if on PATH); again: push new commits, read its state"
+            }
             Action::AttentionAllow => "allow the request on the attention line once",
             Action::AttentionDeny => "deny the request on the attention line",
             Action::AttentionRule => {
@@ -554,6 +561,7 @@ const DASHBOARD: &[Binding] = &[
     bind(KeyCombo::char('!'), A::OpenShell),
     bind(KeyCombo::char('T'), A::TakeOver),
     bind(KeyCombo::char('r'), A::Redispatch),
+    bind(KeyCombo::char('P'), A::PullRequest),
     bind(KeyCombo::char('y'), A::AttentionAllow),
     bind(KeyCombo::char('d'), A::AttentionDeny),
     bind(KeyCombo::char('a'), A::AttentionRule),

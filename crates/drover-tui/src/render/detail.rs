@@ -137,6 +137,17 @@ fn summary_lines(
     }
     if let Some(ws) = run.workspace.as_ref().filter(|w| w.is_worktree()) {
         lines.push(work_line(ws, run.head.state, width));
+        if let Some(pr) = &ws.pr {
+            // `pr      PR #7 · open · checks 3/4 · https://…/pull/7`
+            let words = pr.words();
+            let room = width.saturating_sub(8 + width_of(&words) + 3);
+            lines.push(Line::from(vec![
+                label("pr"),
+                Span::styled(words, super::trays::pr_style(pr)),
+                Span::styled(" · ", theme::dim()),
+                Span::raw(clip_width(&pr.url, room)),
+            ]));
+        }
     }
     lines.push(budget_line(entry, width));
     if let Some(live) = &run.head.live_state {

@@ -267,6 +267,18 @@ pub fn run_lines(
             spans
         })
         .unwrap_or_default();
+    // The run's pull request before its change: `PR #7 · open · checks 3/4`.
+    let change: Vec<Span<'static>> = match run.workspace.as_ref().and_then(|w| w.pr.as_ref()) {
+        Some(pr) => {
+            let mut spans = vec![Span::styled(pr.words(), pr_style(pr))];
+            if !change.is_empty() {
+                spans.push(Span::styled(" · ", theme::dim()));
+                spans.extend(change);
+            }
+            spans
+        }
+        None => change,
+    };
     let change_w: usize = change.iter().map(Span::width).sum();
     let room =
         width.saturating_sub(3 + stalled.len() + if change_w > 0 { change_w + 2 } else { 0 });
@@ -290,4 +302,14 @@ pub fn run_lines(
         second.extend(change);
     }
     (Line::from(first), Line::from(second))
+}
+
+/// A pull request's words: failed checks warn, merged and closed are dim.
+pub(super) fn pr_style(pr: &drover_core::workspace::forge::PrView) -> ratatui::style::Style {
+    use drover_core::workspace::forge::PrState;
+    match pr.state {
+        PrState::Open if pr.checks.is_some_and(|c| c.failed > 0) => theme::warning(),
+        PrState::Open => theme::success(),
+        PrState::Merged | PrState::Closed => theme::dim(),
+    }
 }
