@@ -694,6 +694,98 @@ fn worktree_runs_show_their_change_on_the_run_line_and_in_the_detail() {
     snap("worktree_runs_80x24", &worktree_app(80, 24));
 }
 
+/// A finished worktree run with an open pull request (selected: the detail shows its
+/// URL) and a running one whose pull request was merged.
+fn pr_app(width: u16, height: u16) -> App {
+    use drover_core::workspace::forge::{Forge, PrChecks, PrState, PrView};
+    let pr = |number: u64, state: PrState, checks: Option<PrChecks>| PrView {
+        forge: Forge::Github,
+        number,
+        url: format!("https://github.com/dev/project/pull/{number}"),
+        state,
+        draft: false,
+        checks,
+        updated_at: 0,
+    };
+    let mut done = summary(
+        1,
+        "Put a cache in front of the greeting",
+        RunState::Completed,
+    );
+    let mut ws = worktree(1, Some((3, 21, 3)));
+    ws.pr = Some(pr(
+        7,
+        PrState::Open,
+        Some(PrChecks {
+            passed: 3,
+            failed: 0,
+            total: 4,
+        }),
+    ));
+    done.workspace = Some(Box::new(ws));
+    let mut running = summary(2, "Refactor the twenty storage modules", RunState::Idle);
+    let mut ws = worktree(2, Some((12, 340, 128)));
+    ws.pr = Some(pr(5, PrState::Merged, None));
+    running.workspace = Some(Box::new(ws));
+    let mut app = app_with(vec![done.clone(), running], width, height);
+    app.model.set_detail(view_of(&done));
+    app.model.select(&id(1));
+    app
+}
+
+#[test]
+fn a_run_with_a_pull_request_shows_it_on_its_line_and_its_url_in_the_detail() {
+    snap("pr_runs", &pr_app(120, 16));
+    snap("pr_runs_wide", &pr_app(160, 16));
+}
+
+#[test]
+fn p_pushes_the_selected_worktree_runs_branch_and_a_refused_push_offers_force_with_lease() {
+    let mut app = worktree_app(120, 16);
+    let effects = app.handle(char_key('P'));
+    assert!(
+        matches!(
+            &effects[..],
+            [drover_tui::Effect::Request {
+                tag: ReplyTag::Pr(run),
+                request: drover_core::dispatch::Request::Pr {
+                    run_id,
+                    force_with_lease: false,
+                    refresh: false,
+                    ..
+                },
+            }] if run_id == &id(1) && run == &id(1)
+        ),
+        "{effects:?}"
+    );
+    // The remote's branch moved on: a confirmation, whose yes pushes with the lease.
+    app.handle(AppEvent::Reply {
+        tag: ReplyTag::Pr(id(1)),
+        result: Err(DroverError::new(
+            ErrorCode::PushRefused,
+            "`git push -u origin drover/x` was refused: ! [rejected] (fetch first); the remote's branch has commits the run's branch lacks: `--force-with-lease` replaces them",
+        )),
+    });
+    assert!(app.views.top_as::<ConfirmView>().is_some(), "asks first");
+    let effects = app.handle(char_key('y'));
+    assert!(
+        matches!(
+            &effects[..],
+            [drover_tui::Effect::Request {
+                request: drover_core::dispatch::Request::Pr {
+                    force_with_lease: true,
+                    ..
+                },
+                ..
+            }]
+        ),
+        "{effects:?}"
+    );
+    // A shared run has no branch: nothing is sent.
+    app.model.select(&id(3));
+    assert!(app.handle(char_key('P')).is_empty());
+}
+
 #[test]
 fn the_diff_view_lists_files_and_shows_the_selected_ones_diff() {
     let app = diff_app(100, 30);

@@ -1151,6 +1151,20 @@ impl App {
                     };
                     self.flash_info(text);
                 }
+                // The remote's branch moved on: replacing it is the user's call.
+                Err(e)
+                    if e.code == drover_core::ErrorCode::PushRefused
+                        && e.message.contains("--force-with-lease") =>
+                {
+                    self.views.push(ConfirmView {
+                        what: Confirmable::ForcePush { run_id: id.clone() },
+                        message: format!(
+                            "The remote's branch of {id} has commits its branch lacks. Push \
+                             with --force-with-lease? It replaces them, unless someone pushed \
+                             since drover last fetched."
+                        ),
+                    });
+                }
                 Err(e) => self.flash_error(format!("{}: {}", e.code, e.message)),
             },
             ReplyTag::Stop(id) | ReplyTag::Complete(id) => match result {

@@ -138,15 +138,20 @@ fn summary_lines(
     if let Some(ws) = run.workspace.as_ref().filter(|w| w.is_worktree()) {
         lines.push(work_line(ws, run.head.state, width));
         if let Some(pr) = &ws.pr {
-            // `pr      PR #7 · open · checks 3/4 · https://…/pull/7`
+            // `pr      https://…/pull/7 · open · checks 3/4`: the address whole (the
+            // run's line has its state), the state after it when there is room.
             let words = pr.words();
-            let room = width.saturating_sub(8 + width_of(&words) + 3);
-            lines.push(Line::from(vec![
-                label("pr"),
-                Span::styled(words, super::trays::pr_style(pr)),
-                Span::styled(" · ", theme::dim()),
-                Span::raw(clip_width(&pr.url, room)),
-            ]));
+            let state = words
+                .split_once(" · ")
+                .map_or(words.as_str(), |(_, rest)| rest)
+                .to_string();
+            let room = width.saturating_sub(8);
+            let mut spans = vec![label("pr"), Span::raw(clip_width(&pr.url, room))];
+            if width_of(&pr.url) + 3 + width_of(&state) <= room {
+                spans.push(Span::styled(" · ", theme::dim()));
+                spans.push(Span::styled(state, super::trays::pr_style(pr)));
+            }
+            lines.push(Line::from(spans));
         }
     }
     lines.push(budget_line(entry, width));

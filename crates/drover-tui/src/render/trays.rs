@@ -272,8 +272,9 @@ pub fn run_lines(
         Some(pr) => {
             let mut spans = vec![Span::styled(pr.words(), pr_style(pr))];
             if !change.is_empty() {
+                // The counts alone beside it (the detail has the files).
                 spans.push(Span::styled(" · ", theme::dim()));
-                spans.extend(change);
+                spans.extend(change.into_iter().take(3));
             }
             spans
         }

@@ -30,6 +30,11 @@ pub enum Confirmable {
     Remove {
         run_id: String,
     },
+    /// Push a run's branch with `--force-with-lease` (the remote's branch has commits it
+    /// lacks), then open or update its pull request.
+    ForcePush {
+        run_id: String,
+    },
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -57,6 +62,16 @@ impl View for ConfirmView {
                     },
                     Request::Discard {
                         run_id: run_id.clone(),
+                    },
+                ),
+                Confirmable::ForcePush { run_id } => ViewCommand::Request(
+                    ReplyTag::Pr(run_id.clone()),
+                    Request::Pr {
+                        run_id: run_id.clone(),
+                        draft: false,
+                        title: None,
+                        force_with_lease: true,
+                        refresh: false,
                     },
                 ),
                 Confirmable::Remove { run_id } => ViewCommand::Request(
