@@ -304,7 +304,7 @@ impl Action {
             }
             Action::Redispatch => "dispatch the selected run's task again (the form, filled in)",
             Action::PullRequest => {
-                "push the selected worktree run's branch and open its pull request (gh/glab if on PATH); again: push new commits, read its state"
+                "push the selected worktree run's branch; open or update its pull request"
             }
             Action::AttentionAllow => "allow the request on the attention line once",
             Action::AttentionDeny => "deny the request on the attention line",
