@@ -263,3 +263,77 @@ fn no_remote_and_a_refused_push_are_refused_with_their_code_and_nothing_changes(
     assert_eq!(checkout_state(home.work()), before);
     assert!(home.show(&run)["workspace"]["pr"].is_null());
 }
+
+/// A scenario file in the home: one turn per entry, each writing `(path, content)` with
+/// the Write tool.
+fn two_turns(home: &Home) -> String {
+    let mut text = String::from(
+        "description = \"Writes a file each turn.\"\nmodel = \"claude-sonnet-4-5\"\nsession_cost_per_turn = 0.01\n",
+    );
+    for (path, content) in [("one.txt", "one\n"), ("two.txt", "two\n")] {
+        text.push_str(&format!(
+            "\n[[turns]]\nstatus = \"done\"\nsummary = \"Wrote {path}.\"\nfiles = [\"{path}\"]\n\n\
+             [[turns.steps]]\ntool = \"Write\"\ninput = {{ file_path = \"{path}\", content = {content:?} }}\nduration_ms = 50\n\n\
+             [[turns.steps]]\ntext = \"{path} is written.\"\n"
+        ));
+    }
+    let file = home.path().join("two-turns.toml");
+    std::fs::write(&file, text).unwrap();
+    file.display().to_string()
+}
+
+#[test]
+fn a_follow_up_on_a_run_with_an_open_pull_request_pushes_its_work_to_the_same_one() {
+    let home = repo_home();
+    let remote = bare_remote(&home);
+    let bin = stand_in_gh(&home);
+    let _serve = home.serve_with_env(&[("PATH", &path_with(Some(&bin)))]);
+    let scenario = two_turns(&home);
+    let run = home.dispatch(&scenario, "Write two files", &["--workspace", "worktree"]);
+    home.wait_idle(&run);
+    let ws = home.wait_for(&run, "its change counted", |v| {
+        v["workspace"]["change"]["files"].as_u64() == Some(1)
+    })["workspace"]
+        .clone();
+    let branch = str_at(&ws, "branch").to_string();
+    let opened = home.json(&["pr", &run]);
+    assert_eq!(opened["pr"]["number"], 7, "{opened}");
+    let first = git(&remote, &["rev-parse", &format!("refs/heads/{branch}")]);
+
+    home.json(&["follow-up", &run, "Write the second file"]);
+    let view = home.wait_for(&run, "the second turn's work pushed", |v| {
+        v["state"] == "idle"
+            && notes_of_view(v)
+                .iter()
+                .any(|n| n.contains("after the turn"))
+    });
+    let note = notes_of_view(&view)
+        .into_iter()
+        .find(|n| n.contains("after the turn"))
+        .unwrap();
+    assert!(note.contains("PR #7 · open"), "{note}");
+    let second = git(&remote, &["rev-parse", &format!("refs/heads/{branch}")]);
+    assert_ne!(first, second, "the remote branch moved on");
+    assert_eq!(
+        git(&remote, &["rev-parse", &format!("{second}~1")]),
+        first,
+        "a fast-forward: the first push's commit is its parent"
+    );
+    let files = git(&remote, &["ls-tree", "-r", "--name-only", &second]);
+    assert!(files.contains("two.txt"), "{files}");
+    let log = std::fs::read_to_string(home.path().join("gh.log")).unwrap();
+    assert_eq!(
+        log.matches("pr create").count(),
+        1,
+        "the same pull request: {log}"
+    );
+    assert_eq!(
+        log.matches("pr view 7").count(),
+        2,
+        "read again after the push: {log}"
+    );
+}
+
+fn notes_of_view(view: &Value) -> Vec<String> {
+    common::notes_of(view)
+}
