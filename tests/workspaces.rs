@@ -651,3 +651,100 @@ fn removing_a_run_whose_worktree_is_gone_deletes_its_branch_unless_it_holds_comm
     assert!(git(work, &["log", "--oneline", &committed_branch]).contains("the agent's commit"));
     assert_eq!(home.show(&empty)["workspace"]["status"], "discarded");
 }
+
+/// `drover update` brings a run's branch up to date with its base inside its worktree: a
+/// clean update merges the base in (the base's file is there, the run's change still
+/// counts only its own files), a rebase replays the run's work on the base; the user's
+/// checkout is never touched.
+#[test]
+fn update_merges_or_rebases_the_base_into_the_runs_branch() {
+    for rebase in [false, true] {
+        let home = repo_home();
+        let work = home.work();
+        let _serve = home.serve();
+        let (run, ws) = worktree_run(&home, "worktree-change", "Add a cache", 2);
+        let tree = worktree(&ws);
+        let up_to_date = home.json(&["update", &run]);
+        assert_eq!(up_to_date["update"]["how"], "up_to_date", "{up_to_date}");
+
+        let base_tip = commit_file(work, "NOTES.md", "notes\n", "notes on main");
+        let before = checkout_state(work);
+        let mut args = vec!["update", run.as_str()];
+        if rebase {
+            args.push("--rebase");
+        }
+        let answer = home.json(&args);
+        let how = if rebase { "rebased" } else { "merged" };
+        assert_eq!(answer["update"]["how"], how, "{answer}");
+        assert_eq!(answer["update"]["files"], serde_json::json!(["NOTES.md"]));
+        assert_eq!(
+            read(&tree, "NOTES.md"),
+            "notes\n",
+            "the base's file is in the worktree"
+        );
+        assert!(read(&tree, "src/cache.rs").contains("pub struct Cache"));
+        let branch = str_at(&ws, "branch");
+        assert!(
+            git_output(work, &["merge-base", "--is-ancestor", &base_tip, branch])
+                .status
+                .success(),
+            "the branch has the base's commit"
+        );
+        assert_eq!(checkout_state(work), before, "the checkout is untouched");
+        // The run's change still counts its own two files only.
+        let after = wait_change(&home, &run, 2);
+        assert_eq!(after["base_commit"], base_tip.as_str(), "{after}");
+        assert!(
+            git(&tree, &["status", "--porcelain"]).is_empty(),
+            "the run's work is committed on its branch"
+        );
+    }
+}
+
+/// A conflicting update changes nothing: the branch, the worktree's files and status are
+/// as they were; drover prints the follow-up that hands the conflict to the run and exits
+/// with MERGE_CONFLICT; sending that follow-up is the user's call.
+#[test]
+fn a_conflicting_update_changes_nothing_and_offers_the_follow_up() {
+    for rebase in [false, true] {
+        let home = repo_home();
+        let work = home.work();
+        let _serve = home.serve();
+        let (run, ws) = worktree_run(&home, "worktree-change", "Add a cache", 2);
+        let tree = worktree(&ws);
+        commit_file(
+            work,
+            "src/main.rs",
+            "fn main() { /* mine */ }\n",
+            "my own main",
+        );
+        let branch = str_at(&ws, "branch");
+        let branch_before = git(work, &["rev-parse", branch]);
+        let status_before = git(&tree, &["status", "--porcelain", "--untracked-files=all"]);
+        let main_before = read(&tree, "src/main.rs");
+        let mut args = vec!["update", run.as_str()];
+        if rebase {
+            args.push("--rebase");
+        }
+        let out = home.drover(&args);
+        assert!(!out.status.success(), "{out:?}");
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(stderr.contains("MERGE_CONFLICT"), "{stderr}");
+        assert!(
+            stdout.contains("src/main.rs") && stdout.contains(&format!("drover follow-up {run} ")),
+            "{stdout}"
+        );
+        assert_eq!(git(work, &["rev-parse", branch]), branch_before);
+        assert_eq!(
+            git(&tree, &["status", "--porcelain", "--untracked-files=all"]),
+            status_before
+        );
+        assert_eq!(read(&tree, "src/main.rs"), main_before);
+        let notes = notes_of(&home.show(&run));
+        assert!(
+            notes.iter().any(|n| n.contains("conflicts in src/main.rs")),
+            "{notes:?}"
+        );
+    }
+}

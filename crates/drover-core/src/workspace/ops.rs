@@ -23,8 +23,8 @@ use std::time::Duration;
 
 use super::git::{self, Git, GitError};
 use super::{
-    ChangeStat, DiffView, FileStat, MergeHow, MergeView, WorkspaceMode, WorkspaceStatus,
-    WorkspaceView, subject,
+    ChangeStat, DiffView, FileStat, MergeHow, MergeView, UpdateHow, UpdateView, WorkspaceMode,
+    WorkspaceStatus, WorkspaceView, subject,
 };
 use crate::{DroverError, ErrorCode};
 
@@ -1017,6 +1017,140 @@ pub async fn merge(
             cleaned_up: ask.clean_up,
         },
     ))
+}
+
+/// Brings a run's branch up to date with its base branch, in its worktree: what is
+/// uncommitted there is committed onto the branch first (the run's work is never lost),
+/// then the base is merged in (a merge commit), or with `rebase` the branch's commits are
+/// replayed on it. A conflict changes nothing — a merge is tried in memory first
+/// (`git merge-tree`), a rebase that stops is aborted and the worktree put back as it
+/// was — and comes back as [`UpdateHow::Conflict`] with the files and the follow-up that
+/// hands the conflict to the run. The user's checkout is never touched.
+pub async fn update(
+    ws: &WorkspaceView,
+    message: &str,
+    rebase: bool,
+) -> Result<(WorkspaceView, UpdateView), DroverError> {
+    let worktree = worktree_of(ws)?;
+    let checkout = checkout_of(ws)?;
+    let branch = ws.branch.clone().ok_or_else(|| {
+        DroverError::new(ErrorCode::NoWorktree, "the run's worktree has no branch")
+    })?;
+    let Some(base) = ws.base_branch.clone() else {
+        return Err(DroverError::new(
+            ErrorCode::NoBaseBranch,
+            format!(
+                "{branch} started from a detached HEAD, so it has no base branch to update from; merge the commit you want into it yourself"
+            ),
+        ));
+    };
+    let _lock = lock(&checkout).await;
+    let base_tip = branch_exists(&checkout, &base).await?.ok_or_else(|| {
+        DroverError::new(
+            ErrorCode::NoBaseBranch,
+            format!("the branch {base} {branch} started from is gone; nothing to update from"),
+        )
+    })?;
+    let (old_tip, tip) = work_commit(&worktree, message).await?;
+    let view = |how, commit: &str, files: Vec<String>| UpdateView {
+        how,
+        base: base.clone(),
+        commit: commit.to_string(),
+        files,
+        follow_up: None,
+    };
+    if is_ancestor(&checkout, &base_tip, &tip).await? {
+        return Ok((ws.clone(), view(UpdateHow::UpToDate, &old_tip, Vec::new())));
+    }
+    let conflict = |files: Vec<String>| {
+        let files = named(files);
+        let follow_up = format!(
+            "The branch {base} moved on and conflicts with your branch {branch} in {}. Merge {base} into your branch (git merge {base}), resolve the conflicts keeping the intent of both sides, run the tests, and commit the merge.",
+            listed(&files)
+        );
+        UpdateView {
+            follow_up: Some(follow_up),
+            ..view(UpdateHow::Conflict, &old_tip, files)
+        }
+    };
+    let args = [
+        "merge-tree",
+        "--write-tree",
+        "--name-only",
+        "--no-messages",
+        "-z",
+        &tip,
+        &base_tip,
+    ];
+    let out = Git::at(&checkout)
+        .limit(16 * 1024 * 1024)
+        .run(&args)
+        .await
+        .map_err(|e| git_error("trying the update", e))?;
+    let fields = git::nul_fields(&out.stdout);
+    match out.code {
+        Some(0) => {}
+        Some(1) => {
+            return Ok((ws.clone(), conflict(fields.into_iter().skip(1).collect())));
+        }
+        _ => return Err(git_error("trying the update", git::failed(&args, &out))),
+    }
+    let tree = fields
+        .first()
+        .cloned()
+        .ok_or_else(|| unavailable("git merge-tree printed no tree"))?;
+    let touched = {
+        let out = Git::at(&checkout)
+            .limit(16 * 1024 * 1024)
+            .ok_bytes(&["diff", "--name-only", "-z", "--no-renames", &tip, &tree])
+            .await
+            .map_err(|e| git_error("listing what the update changes", e))?;
+        named(git::nul_fields(&out))
+    };
+    // The run's work is on its branch from here.
+    advance_branch(&worktree, &branch, &old_tip, &tip).await?;
+    let (how, new_tip) = if rebase {
+        let out = Git::at(&worktree)
+            .timeout(CREATE_TIMEOUT)
+            .run(&["rebase", "--quiet", &base_tip])
+            .await
+            .map_err(|e| git_error("rebasing the run's branch", e))?;
+        if !out.success() {
+            let unmerged = Git::at(&worktree)
+                .limit(16 * 1024 * 1024)
+                .ok_bytes(&["diff", "--name-only", "-z", "--diff-filter=U"])
+                .await
+                .map(|o| git::nul_fields(&o))
+                .unwrap_or_default();
+            // Put everything back: the branch at its old tip, the work uncommitted.
+            let _ = Git::at(&worktree).run(&["rebase", "--abort"]).await;
+            Git::at(&worktree)
+                .ok(&["reset", "--quiet", "--mixed", &old_tip])
+                .await
+                .map_err(|e| git_error("putting the worktree back after the rebase", e))?;
+            return Ok((ws.clone(), conflict(unmerged)));
+        }
+        let head = commit_of(&worktree, "HEAD")
+            .await?
+            .ok_or_else(|| unavailable("the rebased branch has no commit"))?;
+        (UpdateHow::Rebased, head)
+    } else {
+        let message =
+            format!("Merge {base} into {branch}\n\ndrover: the run's branch brought up to date");
+        let commit = commit_tree(&checkout, &tree, &[&tip, &base_tip], &message).await?;
+        // The branch moves to the merge, and the files the merge changed with it (they
+        // were the branch's tip, so nothing of the run's is overwritten).
+        Git::at(&worktree)
+            .timeout(CREATE_TIMEOUT)
+            .ok(&["reset", "--quiet", "--keep", &commit])
+            .await
+            .map_err(|e| git_error("updating the worktree's files", e))?;
+        (UpdateHow::Merged, commit)
+    };
+    let mut after = ws.clone();
+    // The run's change counts from its new base.
+    after.base_commit = Some(base_tip.clone());
+    Ok((after, view(how, &new_tip, touched)))
 }
 
 async fn commit_tree(

@@ -40,8 +40,8 @@ use crate::spec::{Capability, Spec};
 use crate::text::{clip, duration_words};
 use crate::workspace::ops::{CreatePlan, MergeAsk, ParentStart};
 use crate::workspace::{
-    Outcome, Task, WorkspaceMode, WorkspaceStatus, WorkspaceView, branch_name, dirs_overlap,
-    no_worktree,
+    Outcome, Task, UpdateHow, WorkspaceMode, WorkspaceStatus, WorkspaceView, branch_name,
+    dirs_overlap, no_worktree,
 };
 use crate::{DroverError, ErrorCode};
 
@@ -65,6 +65,11 @@ pub enum Action {
         /// The message of the commit of uncommitted work.
         message: Option<String>,
     },
+    /// `update`: the run's branch brought up to date with its base.
+    Update {
+        /// Rebase instead of merging the base in.
+        rebase: bool,
+    },
     /// `keep`.
     Keep,
     /// `discard`.
@@ -76,9 +81,25 @@ impl Action {
         match self {
             Action::Diff { .. } => "diff",
             Action::Merge { .. } => "merge",
+            Action::Update { .. } => "update",
             Action::Keep => "keep",
             Action::Discard => "discard",
         }
+    }
+}
+
+/// The note an update leaves on the run.
+fn update_note(u: &crate::workspace::UpdateView) -> String {
+    let short = crate::workspace::short_commit(Some(&u.commit));
+    match u.how {
+        UpdateHow::UpToDate => format!("its branch already has everything of {}", u.base),
+        UpdateHow::Merged => format!("{} merged into its branch as {short}", u.base),
+        UpdateHow::Rebased => format!("its branch rebased on {} (now {short})", u.base),
+        UpdateHow::Conflict => format!(
+            "updating its branch from {} conflicts in {}; nothing was changed",
+            u.base,
+            u.files.join(", ")
+        ),
     }
 }
 
@@ -412,7 +433,13 @@ impl Core {
                     tracing::warn!(run = %run_id, code = %e.code, "{}", e.message);
                 }
             }
-            (task @ (Task::Merge { .. } | Task::Keep { .. } | Task::Discard { .. }), outcome) => {
+            (
+                task @ (Task::Merge { .. }
+                | Task::Update { .. }
+                | Task::Keep { .. }
+                | Task::Discard { .. }),
+                outcome,
+            ) => {
                 self.workspace_busy.remove(&run_id);
                 self.acted(&run_id, &task, reply, row, outcome);
             }
@@ -653,8 +680,13 @@ impl Core {
         row: Option<Box<RunSummary>>,
         outcome: Result<Outcome, DroverError>,
     ) {
+        let mut update = None;
         let (action, after, merge) = match outcome {
             Ok(Outcome::Merged(after, merged)) => ("merge", after, Some(merged)),
+            Ok(Outcome::Updated(after, updated)) => {
+                update = Some(updated);
+                ("update", after, None)
+            }
             Ok(Outcome::Kept(after)) => ("keep", after, None),
             Ok(Outcome::Discarded(after)) => ("discard", after, None),
             Ok(other) => {
@@ -665,7 +697,9 @@ impl Core {
             }
             Err(e) => {
                 if e.code == ErrorCode::WorktreeMissing
-                    && let Task::Merge { workspace, .. } | Task::Keep { workspace, .. } = task
+                    && let Task::Merge { workspace, .. }
+                    | Task::Update { workspace, .. }
+                    | Task::Keep { workspace, .. } = task
                 {
                     let mut lost = workspace.clone();
                     lost.status = WorkspaceStatus::Missing;
@@ -678,6 +712,7 @@ impl Core {
             }
         };
         let note = match (&merge, after.status) {
+            _ if update.is_some() => update.as_ref().map(update_note),
             (Some(m), _) => Some(format!(
                 "merged into {} ({}) as {}{}",
                 m.into,
@@ -703,6 +738,13 @@ impl Core {
         {
             run.measure_again = true;
         }
+        if update
+            .as_ref()
+            .is_some_and(|u| !matches!(u.how, UpdateHow::Conflict | UpdateHow::UpToDate))
+        {
+            // Its change counts from the new base now.
+            self.measure(run_id);
+        }
         if let Some(to) = reply {
             self.reply(
                 to,
@@ -711,6 +753,7 @@ impl Core {
                     action: action.to_string(),
                     workspace: after,
                     merge,
+                    update,
                 }))),
             );
         }
@@ -879,6 +922,26 @@ impl Core {
                         squash,
                         clean_up: target.state.is_terminal(),
                     },
+                }
+            }
+            Action::Update { rebase } => {
+                if target.in_turn || ws.status == WorkspaceStatus::Preparing {
+                    return Err(run_active(
+                        run_id,
+                        target.state,
+                        &format!(
+                            "a turn is running; update its branch when it is idle (`drover wait {run_id} --until idle`)"
+                        ),
+                    ));
+                }
+                if !ready {
+                    return Err(no_worktree(run_id, Some(&ws)));
+                }
+                let text = target.summary.unwrap_or_else(|| target.title.clone());
+                Task::Update {
+                    workspace: ws,
+                    message: commit_message(run_id, &text),
+                    rebase,
                 }
             }
             Action::Keep | Action::Discard => {
