@@ -748,3 +748,45 @@ fn a_conflicting_update_changes_nothing_and_offers_the_follow_up() {
         );
     }
 }
+
+/// `drover gc` cleans up in bulk: a finished run whose worktree holds no change leaves
+/// the trays with its worktree and branch, without asking; one with unmerged work is
+/// listed and kept, worktree and branch, until `remove --finished --force`.
+#[test]
+fn gc_removes_what_holds_nothing_and_lists_what_it_keeps() {
+    let home = repo_home();
+    let work = home.work();
+    let _serve = home.serve();
+    let (changed, ws) = worktree_run(&home, "worktree-change", "Add a cache", 2);
+    let empty = home.dispatch("quick-success", "Look around", &["--workspace", "worktree"]);
+    home.wait_idle(&empty);
+    let empty_ws = wait_change(&home, &empty, 0);
+    for run in [&changed, &empty] {
+        home.json(&["complete", run]);
+        home.wait_terminal(run);
+    }
+    let out = home.drover(&["gc"]);
+    assert!(out.status.success(), "{out:?}");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(stdout.contains("removed 1 finished run"), "{stdout}");
+    assert!(
+        stdout.contains("kept 1 with unmerged work") && stdout.contains(&changed),
+        "{stdout}"
+    );
+    let listed: Vec<String> = home
+        .runs()
+        .iter()
+        .map(|r| str_at(r, "run_id").to_string())
+        .collect();
+    assert_eq!(listed, [changed.clone()]);
+    // Its worktree and branch go once the owner's git work is done.
+    let gone = worktree(&empty_ws);
+    let branch = str_at(&empty_ws, "branch").to_string();
+    wait_repo(work, "the empty worktree and its branch gone", |dir| {
+        !gone.exists() && !drover_branches(dir).contains(&branch)
+    });
+    assert!(worktree(&ws).exists(), "unmerged work stays");
+    let forced = home.json(&["remove", "--finished", "--force"]);
+    assert_eq!(forced["removed"], serde_json::json!([changed]), "{forced}");
+    assert!(drover_branches(work).contains(&str_at(&ws, "branch").to_string()));
+}

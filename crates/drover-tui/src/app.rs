@@ -1130,6 +1130,34 @@ impl App {
                 Ok(removed) => {
                     let n = removed.removed.len();
                     self.flash_info(format!("removed {n} finished run{}", plural(n)));
+                    if !removed.unmerged.is_empty() {
+                        // `X` removed what held nothing; what holds work is listed, then
+                        // asked about.
+                        let held: Vec<String> = removed
+                            .unmerged
+                            .iter()
+                            .map(|id| {
+                                let branch = self
+                                    .model
+                                    .run(id)
+                                    .and_then(|e| e.summary.workspace.as_ref())
+                                    .and_then(|w| w.branch.clone())
+                                    .unwrap_or_else(|| "its branch".into());
+                                format!("{id} ({branch})")
+                            })
+                            .collect();
+                        let m = held.len();
+                        self.views.push(ConfirmView {
+                            what: Confirmable::RemoveUnmerged,
+                            message: format!(
+                                "Removed {n} finished run{} with nothing to keep. {m} hold{} unmerged work: {}. Remove {} too? Their work is committed onto their branches, which stay.",
+                                plural(n),
+                                if m == 1 { "s" } else { "" },
+                                held.join(", "),
+                                if m == 1 { "it" } else { "them" }
+                            ),
+                        });
+                    }
                 }
                 Err(e) => self.flash_error(format!("{}: {}", e.code, e.message)),
             },

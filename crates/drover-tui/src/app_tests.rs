@@ -768,3 +768,45 @@ fn u_updates_the_branch_and_a_conflict_offers_the_follow_up_unsent() {
         "enter sends it"
     );
 }
+
+/// `X` removes what holds nothing at once; the runs it kept for their unmerged work are
+/// listed and asked about, and a yes removes them keeping their work on their branches.
+#[test]
+fn x_lists_the_runs_it_kept_for_their_work_and_asks_about_them() {
+    use drover_core::dispatch::api::Removed;
+    let mut app = app(vec![
+        summary("a", RunState::Completed),
+        summary("bb", RunState::Completed),
+    ]);
+    let effects = app.handle(key('X'));
+    assert_eq!(
+        requests(&effects),
+        [&Request::Remove {
+            run_id: None,
+            finished: true,
+            force: false
+        }]
+    );
+    let _ = app.handle(AppEvent::Reply {
+        tag: ReplyTag::Remove,
+        result: Ok(Response::Removed(Removed {
+            removed: vec!["a".into()],
+            unmerged: vec!["bb".into()],
+            kept: vec![],
+        })),
+    });
+    let confirm = app
+        .views
+        .top_as::<crate::views::confirm::ConfirmView>()
+        .expect("asked about the kept runs");
+    assert!(confirm.message.contains("bb ("), "{}", confirm.message);
+    let effects = app.handle(key('y'));
+    assert_eq!(
+        requests(&effects),
+        [&Request::Remove {
+            run_id: None,
+            finished: true,
+            force: true
+        }]
+    );
+}
