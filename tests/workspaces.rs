@@ -778,7 +778,7 @@ fn gc_removes_what_holds_nothing_and_lists_what_it_keeps() {
         .iter()
         .map(|r| str_at(r, "run_id").to_string())
         .collect();
-    assert_eq!(listed, [changed.clone()]);
+    assert_eq!(listed, std::slice::from_ref(&changed));
     // Its worktree and branch go once the owner's git work is done.
     let gone = worktree(&empty_ws);
     let branch = str_at(&empty_ws, "branch").to_string();
