@@ -790,3 +790,79 @@ fn gc_removes_what_holds_nothing_and_lists_what_it_keeps() {
     assert_eq!(forced["removed"], serde_json::json!([changed]), "{forced}");
     assert!(drover_branches(work).contains(&str_at(&ws, "branch").to_string()));
 }
+
+/// A new worktree is made ready to build: the git-ignored files `.worktreeinclude` lists
+/// are copied from the checkout, `[workspaces] link` directories are linked, and the
+/// setup command runs in the run's directory before its CLI starts — a failing setup
+/// fails the run's start with its exit code and the end of its output.
+#[test]
+fn a_new_worktree_gets_its_included_files_linked_directories_and_setup() {
+    let home = repo_home();
+    let work = home.work();
+    std::fs::write(
+        work.join(".gitignore"),
+        ".env\nnode_modules/\nscratch.txt\n",
+    )
+    .unwrap();
+    std::fs::write(work.join(".worktreeinclude"), ".env\n").unwrap();
+    git(work, &["add", ".gitignore", ".worktreeinclude"]);
+    git(work, &["commit", "-q", "-m", "ignore files"]);
+    std::fs::write(work.join(".env"), "TOKEN=local\n").unwrap();
+    std::fs::write(work.join("scratch.txt"), "not listed\n").unwrap();
+    std::fs::create_dir_all(work.join("node_modules/left-pad")).unwrap();
+    std::fs::write(work.join("node_modules/left-pad/index.js"), "//\n").unwrap();
+    std::fs::write(
+        home.path().join("config.toml"),
+        "[workspaces]\nlink = [\"node_modules\", \"target\"]\nsetup = [\"sh\", \"-c\", \"ls node_modules > setup.txt\"]\n",
+    )
+    .unwrap();
+    let _serve = home.serve();
+    let run = home.dispatch("quick-success", "Build it", &["--workspace", "worktree"]);
+    let view = home.wait_idle(&run);
+    let tree = worktree(&view["workspace"]);
+    assert_eq!(read(&tree, ".env"), "TOKEN=local\n");
+    assert!(!tree.join(".env").is_symlink(), ".env is a copy");
+    assert!(!tree.join("scratch.txt").exists(), "only what it lists");
+    assert!(tree.join("node_modules").is_symlink());
+    assert_eq!(
+        std::fs::read_link(tree.join("node_modules")).unwrap(),
+        work.join("node_modules")
+    );
+    assert!(
+        !tree.join("target").exists(),
+        "a directory the checkout lacks is not made"
+    );
+    assert_eq!(
+        read(&tree, "setup.txt"),
+        "left-pad\n",
+        "setup ran with the links in place"
+    );
+    let notes = notes_of(&view);
+    assert!(
+        notes
+            .iter()
+            .any(|n| n.contains("copied 1 file .worktreeinclude lists")
+                && n.contains("linked node_modules")
+                && n.contains("ran its setup")),
+        "{notes:?}"
+    );
+}
+
+#[test]
+fn a_failing_setup_fails_the_runs_start_with_its_exit_code_and_output() {
+    let home = repo_home();
+    std::fs::write(
+        home.path().join("config.toml"),
+        "[workspaces]\nsetup = [\"sh\", \"-c\", \"echo npm ERR missing lockfile >&2; exit 3\"]\n",
+    )
+    .unwrap();
+    let _serve = home.serve();
+    let run = home.dispatch("quick-success", "Build it", &["--workspace", "worktree"]);
+    let view = home.wait_terminal(&run);
+    assert_eq!(view["state"], "failed", "{view}");
+    let notes = notes_of(&view).join("\n");
+    assert!(
+        notes.contains("exit code 3") && notes.contains("npm ERR missing lockfile"),
+        "{notes}"
+    );
+}

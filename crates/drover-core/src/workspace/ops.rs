@@ -56,6 +56,12 @@ pub struct CreatePlan {
     pub carry_changes: bool,
     /// Start on another run's branch instead of the user's HEAD (an escalation or retry).
     pub from: Option<ParentStart>,
+    /// Directories of the checkout linked into the worktree (`[workspaces] link`).
+    pub link: Vec<String>,
+    /// The command run in the new worktree (`[workspaces] setup`).
+    pub setup: Vec<String>,
+    /// How long the setup command may take.
+    pub setup_timeout: Duration,
 }
 
 /// A run whose work a new run starts from.
@@ -79,6 +85,20 @@ pub struct Created {
     pub carried: usize,
     /// The run it started from, when it did.
     pub from_run: Option<String>,
+    /// What made it ready to build: files copied by `.worktreeinclude`, directories
+    /// linked, the setup command's end.
+    pub ready: Readied,
+}
+
+/// What was done to make a new worktree ready to build.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct Readied {
+    /// Git-ignored files `.worktreeinclude` lists, copied from the checkout.
+    pub included: usize,
+    /// `[workspaces] link` directories linked from the checkout.
+    pub linked: Vec<String>,
+    /// The setup command and how long it took, when one ran.
+    pub setup: Option<(String, Duration)>,
 }
 
 /// What a merge is asked to do.
@@ -442,11 +462,12 @@ pub async fn create(plan: &CreatePlan) -> Result<Created, DroverError> {
                 dir.display()
             ))
         })?;
-        Ok::<_, DroverError>((carried, dir))
+        let ready = make_ready(&top, &worktree, &dir, plan).await?;
+        Ok::<_, DroverError>((carried, dir, ready))
     }
     .await;
     match made {
-        Ok((carried, dir)) => Ok(Created {
+        Ok((carried, dir, ready)) => Ok(Created {
             workspace: WorkspaceView {
                 mode: WorkspaceMode::Worktree,
                 status: WorkspaceStatus::Ready,
@@ -461,6 +482,7 @@ pub async fn create(plan: &CreatePlan) -> Result<Created, DroverError> {
             left_behind,
             carried,
             from_run,
+            ready,
         }),
         Err(e) => {
             // Leave nothing half made.
@@ -469,6 +491,129 @@ pub async fn create(plan: &CreatePlan) -> Result<Created, DroverError> {
             Err(e)
         }
     }
+}
+
+/// Makes a new worktree ready to build (docs/ARCHITECTURE.md §"Workspaces"): the
+/// git-ignored files the repository's `.worktreeinclude` lists are copied from the
+/// checkout `top` (bounded like carried changes), the `[workspaces] link` directories that
+/// exist in the checkout are linked, then the setup command runs in the run's directory
+/// `dir`, bounded in time; its failure is the start's, with its exit code and the end of
+/// its output.
+async fn make_ready(
+    top: &Path,
+    worktree: &Path,
+    dir: &Path,
+    plan: &CreatePlan,
+) -> Result<Readied, DroverError> {
+    let mut ready = Readied::default();
+    let include = top.join(".worktreeinclude");
+    if include.is_file() {
+        // Files matching its patterns that git ignores (both asked of git itself).
+        let listed = Git::at(top)
+            .limit(16 * 1024 * 1024)
+            .ok_bytes(&[
+                "ls-files",
+                "--others",
+                "--ignored",
+                "--exclude-from=.worktreeinclude",
+                "-z",
+            ])
+            .await
+            .map_err(|e| git_error("reading .worktreeinclude", e))?;
+        let candidates = git::nul_fields(&listed);
+        let mut ignored = Vec::new();
+        for path in candidates {
+            let out = Git::at(top)
+                .run(&["check-ignore", "-q", "--", &path])
+                .await
+                .map_err(|e| git_error("reading .worktreeinclude", e))?;
+            if out.code == Some(0) {
+                ignored.push(path);
+            }
+        }
+        let mut bytes = 0usize;
+        for path in ignored {
+            let from = top.join(&path);
+            let to = worktree.join(&path);
+            let size = std::fs::symlink_metadata(&from).map_or(0, |m| m.len() as usize);
+            if !from.is_file() || to.exists() {
+                continue;
+            }
+            bytes += size;
+            if bytes > MAX_CARRY_BYTES {
+                return Err(unavailable(format!(
+                    "the files .worktreeinclude lists come to more than {} MiB; list fewer, or link their directory with [workspaces] link",
+                    MAX_CARRY_BYTES / (1024 * 1024)
+                )));
+            }
+            if let Some(parent) = to.parent() {
+                std::fs::create_dir_all(parent)
+                    .map_err(|e| unavailable(format!("cannot copy {path}: {e}")))?;
+            }
+            std::fs::copy(&from, &to)
+                .map_err(|e| unavailable(format!("cannot copy {path} into the worktree: {e}")))?;
+            ready.included += 1;
+        }
+    }
+    for name in &plan.link {
+        let from = top.join(name);
+        let to = worktree.join(name);
+        if !from.is_dir() || to.exists() {
+            continue;
+        }
+        if let Some(parent) = to.parent() {
+            std::fs::create_dir_all(parent)
+                .map_err(|e| unavailable(format!("cannot link {name}: {e}")))?;
+        }
+        std::os::unix::fs::symlink(&from, &to)
+            .map_err(|e| unavailable(format!("cannot link {name} into the worktree: {e}")))?;
+        ready.linked.push(name.clone());
+    }
+    if let Some((program, args)) = plan.setup.split_first() {
+        let shown = shell_words::join(&plan.setup);
+        let started = std::time::Instant::now();
+        let mut command = tokio::process::Command::new(program);
+        command
+            .args(args)
+            .current_dir(dir)
+            .stdin(std::process::Stdio::null())
+            .kill_on_drop(true)
+            .process_group(0);
+        let out = tokio::time::timeout(plan.setup_timeout, command.output()).await;
+        let failed = |why: String| {
+            DroverError::new(
+                ErrorCode::SetupFailed,
+                format!(
+                    "the worktree's setup `{shown}` {why}; fix it or [workspaces] setup, then dispatch again"
+                ),
+            )
+        };
+        let out = match out {
+            Err(_) => {
+                return Err(failed(format!(
+                    "took longer than {} s and was stopped",
+                    plan.setup_timeout.as_secs()
+                )));
+            }
+            Ok(Err(e)) => return Err(failed(format!("could not start: {e}"))),
+            Ok(Ok(out)) => out,
+        };
+        if !out.status.success() {
+            let mut text = String::from_utf8_lossy(&out.stdout).into_owned();
+            text.push_str(&String::from_utf8_lossy(&out.stderr));
+            let tail: Vec<&str> = text.lines().rev().take(5).collect();
+            let tail: Vec<&str> = tail.into_iter().rev().collect();
+            return Err(failed(format!(
+                "failed (exit code {}): {}",
+                out.status
+                    .code()
+                    .map_or_else(|| "none".to_string(), |c| c.to_string()),
+                crate::text::clip(&crate::text::one_line(&tail.join(" / ")), 400)
+            )));
+        }
+        ready.setup = Some((shown, started.elapsed()));
+    }
+    Ok(ready)
 }
 
 /// Applies `source`'s uncommitted changes (against its HEAD, untracked files included)

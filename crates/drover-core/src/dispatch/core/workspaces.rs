@@ -296,12 +296,15 @@ impl Core {
     pub(super) fn prepare_workspace(&mut self, run_id: &str) -> bool {
         let now = self.now;
         let root = self.worktree_root();
+        let ws_config = self.config.workspaces.clone();
+        let setup_ms = super::answers::secs_ms(ws_config.setup_timeout_secs);
         let Some(run) = self.runs.get_mut(run_id) else {
             return false;
         };
         if !run.workspace.is_worktree() || run.workspace_ready {
             return false;
         }
+        let mut bound_ms = PREPARE_WORKTREE_BOUND_MS;
         let (task, detail) = if run.workspace.status == WorkspaceStatus::Preparing {
             let plan = CreatePlan {
                 run_id: run.id.clone(),
@@ -310,15 +313,26 @@ impl Core {
                 branch: branch_name(&run.id, &run.spec.title),
                 carry_changes: run.spec.carry_changes,
                 from: run.start_from.clone(),
+                link: ws_config.link,
+                setup: ws_config.setup,
+                setup_timeout: std::time::Duration::from_secs(ws_config.setup_timeout_secs),
             };
-            (Task::Create(plan), "creating the worktree")
+            if plan.setup.is_empty() {
+                (Task::Create(plan), "creating the worktree")
+            } else {
+                bound_ms = bound_ms.saturating_add(setup_ms);
+                (
+                    Task::Create(plan),
+                    "creating the worktree and running its setup",
+                )
+            }
         } else {
             (
                 Task::Check(run.workspace.clone()),
                 "checking the run's worktree",
             )
         };
-        let bound = (now + PREPARE_WORKTREE_BOUND_MS).min(run.deadline);
+        let bound = (now + bound_ms).min(run.deadline);
         run.preparing_until = Some(bound);
         let mut batch = Batch::default();
         if run.state() != RunState::Starting {
@@ -535,6 +549,27 @@ impl Core {
                         ),
                         now,
                     );
+                }
+                let ready = &c.ready;
+                let mut made_ready = Vec::new();
+                if ready.included > 0 {
+                    made_ready.push(format!(
+                        "copied {} file{} .worktreeinclude lists",
+                        ready.included,
+                        crate::text::plural(ready.included)
+                    ));
+                }
+                if !ready.linked.is_empty() {
+                    made_ready.push(format!("linked {}", ready.linked.join(", ")));
+                }
+                if let Some((command, took)) = &ready.setup {
+                    made_ready.push(format!(
+                        "ran its setup `{command}` ({})",
+                        duration_words(took.as_millis() as i64)
+                    ));
+                }
+                if !made_ready.is_empty() {
+                    run.note(&mut batch, made_ready.join("; "), now);
                 }
                 run.save_workspace(&mut batch, now);
                 self.commit(batch);
