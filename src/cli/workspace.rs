@@ -50,6 +50,19 @@ pub enum WorkspaceCommand {
         #[command(flatten)]
         output: JsonFlag,
     },
+    /// Bring a worktree run's branch up to date with its base branch, in its worktree
+    /// (uncommitted work is committed onto the branch first): the base merged in, or
+    /// with --rebase the branch rebased on it. A conflict changes nothing: drover prints
+    /// the files and the follow-up that hands the conflict to the run, and exits with
+    /// MERGE_CONFLICT.
+    Update {
+        run: String,
+        /// Rebase the run's commits on the base instead of merging the base in.
+        #[arg(long)]
+        rebase: bool,
+        #[command(flatten)]
+        output: JsonFlag,
+    },
     /// Push a worktree run's branch to the repository's remote (`git push -u REMOTE
     /// BRANCH`, from the run's worktree; what is uncommitted there is committed onto the
     /// branch first) and open a pull request with `gh` (`glab` for a GitLab remote) when
@@ -134,6 +147,7 @@ impl WorkspaceCommand {
         match self {
             WorkspaceCommand::Diff { .. } => "diff",
             WorkspaceCommand::Merge { .. } => "merge",
+            WorkspaceCommand::Update { .. } => "update",
             WorkspaceCommand::Keep { .. } => "keep",
             WorkspaceCommand::Discard { .. } => "discard",
             WorkspaceCommand::Pr { .. } => "pr",
@@ -185,6 +199,17 @@ pub fn run(command: WorkspaceCommand, paths: &Paths) -> Result<(), DroverError> 
             },
             output.json,
         ),
+        WorkspaceCommand::Update {
+            run,
+            rebase,
+            output,
+        } => (
+            Request::Update {
+                run_id: run,
+                rebase,
+            },
+            output.json,
+        ),
         WorkspaceCommand::Pr {
             run,
             draft,
@@ -208,16 +233,35 @@ pub fn run(command: WorkspaceCommand, paths: &Paths) -> Result<(), DroverError> 
         }
     };
     let answer = runtime()?.block_on(ask_or_own(paths, request))?;
-    if json {
-        return print_json(&answer);
+    let conflict = match &answer {
+        Response::Workspace(view) => view
+            .update
+            .as_ref()
+            .filter(|u| u.how == drover_core::workspace::UpdateHow::Conflict),
+        _ => None,
     }
-    let text = match &answer {
-        Response::Diff(view) => render::diff(view),
-        Response::Workspace(view) => render::workspace_action(view),
-        Response::Pr(view) => render::pr_action(view),
-        other => render::pretty_json(other),
-    };
-    write_stdout(&text)
+    .map(|u| {
+        DroverError::new(
+            drover_core::ErrorCode::MergeConflict,
+            format!(
+                "{} conflicts with its branch in {}; nothing was changed",
+                u.base,
+                u.files.join(", ")
+            ),
+        )
+    });
+    if json {
+        print_json(&answer)?;
+    } else {
+        let text = match &answer {
+            Response::Diff(view) => render::diff(view),
+            Response::Workspace(view) => render::workspace_action(view),
+            Response::Pr(view) => render::pr_action(view),
+            other => render::pretty_json(other),
+        };
+        write_stdout(&text)?;
+    }
+    conflict.map_or(Ok(()), Err)
 }
 
 /// `drover open`: the run's directory printed, or `program` opened there — in a new tmux

@@ -101,6 +101,8 @@ pub enum Action {
     OpenShell,
     /// Take the selected idle run over in its CLI's own interface (`drover attach`).
     TakeOver,
+    /// Bring the selected worktree run's branch up to date with its base.
+    UpdateBranch,
     /// Dispatch the selected run's task again (the form, filled from its spec).
     Redispatch,
     /// Push the selected worktree run's branch and open its pull request (`drover pr`).
@@ -147,7 +149,7 @@ pub enum Action {
 }
 
 impl Action {
-    pub const ALL: [Action; 57] = [
+    pub const ALL: [Action; 58] = [
         Action::SelectNext,
         Action::SelectPrev,
         Action::SelectFirst,
@@ -173,6 +175,7 @@ impl Action {
         Action::OpenEditor,
         Action::OpenShell,
         Action::TakeOver,
+        Action::UpdateBranch,
         Action::Redispatch,
         Action::PullRequest,
         Action::AttentionAllow,
@@ -235,6 +238,7 @@ impl Action {
             Action::OpenEditor => "open_editor",
             Action::OpenShell => "open_shell",
             Action::TakeOver => "take_over",
+            Action::UpdateBranch => "update_branch",
             Action::Redispatch => "redispatch",
             Action::PullRequest => "pull_request",
             Action::AttentionAllow => "attention_allow",
@@ -301,6 +305,9 @@ impl Action {
             Action::OpenShell => "open your shell ($SHELL) in the selected run's directory",
             Action::TakeOver => {
                 "take the selected idle run over in its CLI's own interface; leave it to hand back"
+            }
+            Action::UpdateBranch => {
+                "merge the base branch into the selected worktree run's branch (a conflict: the follow-up)"
             }
             Action::Redispatch => "dispatch the selected run's task again (the form, filled in)",
             Action::PullRequest => {
@@ -560,6 +567,7 @@ const DASHBOARD: &[Binding] = &[
     bind(KeyCombo::char('o'), A::OpenEditor),
     bind(KeyCombo::char('!'), A::OpenShell),
     bind(KeyCombo::char('T'), A::TakeOver),
+    bind(KeyCombo::char('u'), A::UpdateBranch),
     bind(KeyCombo::char('r'), A::Redispatch),
     bind(KeyCombo::char('P'), A::PullRequest),
     bind(KeyCombo::char('y'), A::AttentionAllow),

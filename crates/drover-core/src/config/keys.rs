@@ -17,7 +17,7 @@ pub const CONTEXTS: [&str; 8] = [
 ];
 
 /// The actions a key may be bound to (and `"none"`, which unbinds it).
-pub const ACTIONS: [&str; 57] = [
+pub const ACTIONS: [&str; 58] = [
     "select_next",
     "select_prev",
     "select_first",
@@ -43,6 +43,7 @@ pub const ACTIONS: [&str; 57] = [
     "open_editor",
     "open_shell",
     "take_over",
+    "update_branch",
     "redispatch",
     "pull_request",
     "attention_allow",
