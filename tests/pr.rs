@@ -337,3 +337,37 @@ fn a_follow_up_on_a_run_with_an_open_pull_request_pushes_its_work_to_the_same_on
 fn notes_of_view(view: &Value) -> Vec<String> {
     common::notes_of(view)
 }
+
+#[test]
+fn a_forge_cli_refusing_for_credentials_is_auth_failed_with_its_words_and_no_token() {
+    let home = repo_home();
+    let remote = bare_remote(&home);
+    let bin = home.path().join("bin");
+    std::fs::create_dir_all(&bin).unwrap();
+    // What gh says when its token is refused, with the token in its words.
+    write_script(
+        &bin.join("gh"),
+        "#!/bin/sh\necho 'HTTP 401: Bad credentials (https://api.github.com/graphql) for token ghp_R2d2C3poR2d2C3poR2d2C3poR2d2C3poR2d2' >&2\nexit 1\n",
+    );
+    let _serve = home.serve_with_env(&[("PATH", &path_with(Some(&bin)))]);
+    let (run, ws) = worktree_run(&home);
+    let branch = str_at(&ws, "branch").to_string();
+    let before = checkout_state(home.work());
+    let line = home.refused(&["pr", &run], "AUTH_FAILED");
+    assert!(
+        line.contains("Bad credentials"),
+        "the CLI's own words: {line}"
+    );
+    assert!(!line.contains("ghp_R2d2"), "no token shown: {line}");
+    assert!(line.contains("gh auth login"), "{line}");
+    assert!(
+        line.contains(&format!("the branch {branch} was pushed to origin")),
+        "{line}"
+    );
+    assert_eq!(
+        git(&remote, &["rev-parse", &format!("refs/heads/{branch}")]).len(),
+        40
+    );
+    assert_eq!(checkout_state(home.work()), before);
+    assert!(home.show(&run)["workspace"]["pr"].is_null());
+}
