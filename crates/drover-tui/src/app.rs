@@ -22,6 +22,7 @@
 
 mod attention;
 mod redispatch;
+mod transcript;
 
 pub use attention::numbered_question;
 
@@ -311,6 +312,7 @@ impl App {
                 self.options.answer_guard_ms,
             );
         }
+        self.sync_transcript_view();
         if let Some(top) = self.views.top_mut() {
             let action = self.keys.action(top.context(), &key);
             let outcome = top.handle_key(action, &key);
@@ -345,6 +347,8 @@ impl App {
             Some(ViewCommand::SetFilter(text)) => self.set_filter(text, effects),
             Some(ViewCommand::NextPrompt { after }) => self.next_prompt(after.as_deref()),
             Some(ViewCommand::Ask(confirm)) => self.views.push(confirm),
+            Some(ViewCommand::Copy { text, what }) => self.copy(text, &what, effects),
+            Some(ViewCommand::Flash(text)) => self.flash_info(text),
         }
     }
 
@@ -481,6 +485,7 @@ impl App {
                 ));
             }
             Action::Help => self.views.push(HelpView::default()),
+            Action::OpenTranscript => self.open_transcript(selected.as_ref()),
             Action::OpenDiff => match selected {
                 Some(run) => self.open_diff(&run, effects),
                 None => self.flash_error("select a run first".into()),
