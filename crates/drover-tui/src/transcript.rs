@@ -582,3 +582,133 @@ impl Markdown {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn text_of(item: &Item) -> Vec<String> {
+        item.rows
+            .iter()
+            .map(|row| row.spans.iter().map(|s| s.content.as_ref()).collect())
+            .collect()
+    }
+
+    #[test]
+    fn a_tools_end_joins_the_oldest_open_call_and_a_lone_end_stays_a_line() {
+        let entries: Vec<String> = [
+            "tool Bash: make",
+            "tool Read: a.rs",
+            "tool done: built",
+            "tool failed: no such file",
+            "tool done: nobody's",
+        ]
+        .map(String::from)
+        .to_vec();
+        let placed = blocks(&entries);
+        let end = |failed: bool, summary: &str| {
+            Some(ToolEnd {
+                failed,
+                summary: summary.into(),
+            })
+        };
+        assert_eq!(
+            placed.iter().map(|p| p.block.clone()).collect::<Vec<_>>(),
+            [
+                Block::Tool {
+                    name: "Bash".into(),
+                    input: "make".into(),
+                    output: end(false, "built"),
+                },
+                Block::Tool {
+                    name: "Read".into(),
+                    input: "a.rs".into(),
+                    output: end(true, "no such file"),
+                },
+                Block::Line("tool done: nobody's".into()),
+            ]
+        );
+        assert_eq!(
+            placed.iter().map(|p| p.first_entry).collect::<Vec<_>>(),
+            [0, 1, 4]
+        );
+    }
+
+    #[test]
+    fn nothing_drawn_or_copied_holds_a_control_character() {
+        // As an older ledger may hold them, or a line that came another way.
+        let entries: Vec<String> = [
+            "text: # Hi\x1b]52;c;ZXZpbA==\x07\n\n- a\x1b[2J\n\n```sh\x1b[31m\nrm -rf /\u{9b}1m\n```\n> quoted\r\x08",
+            "tool Bash\x1b[0m: echo \x1b]0;title\x07",
+            "tool done: \x1b[1mbold",
+            "note: \u{85}next\x7f",
+        ]
+        .map(String::from)
+        .to_vec();
+        let items = layout(&blocks(&entries), 30, |_| true);
+        assert!(items.len() > 6);
+        for item in &items {
+            for text in text_of(item).iter().chain([&item.copy]) {
+                assert!(!text.chars().any(char::is_control), "{text:?}");
+            }
+        }
+    }
+
+    #[test]
+    fn code_is_wrapped_only_between_words_under_its_indent() {
+        let entries = vec![
+            "text: ```rust\nfn main() {\n    let total = first_value + second_value + third_value;\n}\n```"
+                .to_string(),
+        ];
+        let items = layout(&blocks(&entries), 30, |_| false);
+        let rows: Vec<String> = items.iter().flat_map(text_of).collect();
+        assert_eq!(
+            rows,
+            [
+                "┌─ rust",
+                "│ fn main() {",
+                "│     let total = first_value",
+                "│     + second_value +",
+                "│     third_value;",
+                "│ }",
+                "└─",
+            ]
+        );
+        // Copied as written, one line each, whatever the width.
+        assert_eq!(
+            items.iter().map(|i| i.copy.as_str()).collect::<Vec<_>>(),
+            [
+                "```rust",
+                "fn main() {",
+                "    let total = first_value + second_value + third_value;",
+                "}",
+                "```",
+            ]
+        );
+    }
+
+    #[test]
+    fn headings_lists_and_blank_lines_read_as_written() {
+        let entries = vec![
+            "text: ## Plan\nsteps:\n- one\n  - nested\n- two\n\n3. three\n4. four\n\nDone."
+                .to_string(),
+        ];
+        let items = layout(&blocks(&entries), 40, |_| false);
+        let rows: Vec<String> = items.iter().flat_map(text_of).collect();
+        assert_eq!(
+            rows,
+            [
+                "## Plan",
+                "steps:",
+                "• one",
+                "  • nested",
+                "• two",
+                "",
+                "3. three",
+                "4. four",
+                "",
+                "Done."
+            ]
+        );
+    }
+}
