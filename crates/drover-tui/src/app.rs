@@ -805,6 +805,7 @@ impl App {
 
     fn on_mouse(&mut self, mouse: MouseEvent) {
         // Over a view, the wheel is the top view's; nothing else reaches the dashboard.
+        self.sync_transcript_view();
         if let Some(top) = self.views.top_mut() {
             match mouse.kind {
                 MouseEventKind::ScrollDown => top.wheel(true),

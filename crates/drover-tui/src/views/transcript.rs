@@ -10,8 +10,9 @@
 //! view model holds it now and follows its end while the cursor is on the last line; its
 //! keys read the transcript the app handed it just before ([`TranscriptScreen::sync`]).
 
-use std::cell::Cell;
+use std::cell::{Cell, RefCell};
 use std::collections::BTreeSet;
+use std::hash::{DefaultHasher, Hash, Hasher};
 
 use crossterm::event::KeyEvent;
 use ratatui::buffer::Buffer;
@@ -50,6 +51,9 @@ pub struct TranscriptScreen {
     /// The first row drawn, and how many rows the last frame had for lines.
     top: Cell<usize>,
     page: Cell<usize>,
+    /// The last frame's lines and what they were laid out from: a frame with nothing new
+    /// lays nothing out again.
+    drawn: RefCell<Option<(u64, std::sync::Arc<Vec<Item>>)>>,
 }
 
 impl TranscriptScreen {
@@ -65,6 +69,7 @@ impl TranscriptScreen {
             anchor: None,
             top: Cell::new(0),
             page: Cell::new(0),
+            drawn: RefCell::new(None),
         }
     }
 
@@ -103,6 +108,33 @@ impl TranscriptScreen {
         let placed = blocks(entries);
         let items = layout(&placed, width, |i| self.expanded.contains(&i));
         (placed.into_iter().map(|p| p.block).collect(), items)
+    }
+
+    /// The lines of `entries` at `width`, laid out again only when the entries (their
+    /// count, first and last), the width or the expanded calls changed since last time.
+    fn drawn_items(
+        &self,
+        entries: &std::collections::VecDeque<String>,
+        width: usize,
+    ) -> std::sync::Arc<Vec<Item>> {
+        let mut h = DefaultHasher::new();
+        (
+            entries.len(),
+            entries.front(),
+            entries.back(),
+            width,
+            &self.expanded,
+        )
+            .hash(&mut h);
+        let key = h.finish();
+        if let Some((at, items)) = self.drawn.borrow().as_ref()
+            && *at == key
+        {
+            return items.clone();
+        }
+        let items = std::sync::Arc::new(self.items(entries, width).1);
+        *self.drawn.borrow_mut() = Some((key, items.clone()));
+        items
     }
 
     fn move_to(&mut self, to: usize, count: usize) {
@@ -265,9 +297,9 @@ impl View for TranscriptScreen {
         }
         // Two columns of gutter: the cursor (›) and the selection (▌).
         let width = inner.width as usize - 2;
-        let (_, items) = match context.model.run(&self.run_id) {
-            Some(entry) => self.items(&entry.transcript, width),
-            None => self.items(&self.entries, width),
+        let items = match context.model.run(&self.run_id) {
+            Some(entry) => self.drawn_items(&entry.transcript, width),
+            None => std::sync::Arc::new(self.items(&self.entries, width).1),
         };
         let count = items.len();
         let room = inner.height as usize - 1;
