@@ -14,52 +14,10 @@
 
 mod common;
 
-use common::{Home, array, notes_of, run_bounded, str_at};
+use common::{Home, array, git, git_output, notes_of, repo_home, str_at};
 use serde_json::Value;
 use std::path::{Path, PathBuf};
-use std::process::Command;
 use std::time::Duration;
-
-/// `git ARGS` in `dir`, which must succeed; its stdout, trimmed.
-fn git(dir: &Path, args: &[&str]) -> String {
-    let out = git_output(dir, args);
-    assert!(
-        out.status.success(),
-        "git {}: {}",
-        args.join(" "),
-        common::describe(&out)
-    );
-    String::from_utf8_lossy(&out.stdout).trim().to_string()
-}
-
-fn git_output(dir: &Path, args: &[&str]) -> std::process::Output {
-    let mut command = Command::new("git");
-    command
-        .args(args)
-        .current_dir(dir)
-        .env("GIT_CONFIG_NOSYSTEM", "1")
-        .env_remove("GIT_DIR")
-        .env_remove("GIT_WORK_TREE");
-    run_bounded(
-        command,
-        Duration::from_secs(60),
-        &format!("git {}", args.join(" ")),
-    )
-}
-
-/// A home whose work directory is a git repository on branch `main` with one commit
-/// (the greeting program), and its own identity for the commits drover makes.
-fn repo_home() -> Home {
-    let home = Home::new();
-    let work = home.work();
-    git(work, &["init", "-q", "-b", "main"]);
-    git(work, &["config", "user.name", "Test User"]);
-    git(work, &["config", "user.email", "test@example.invalid"]);
-    git(work, &["config", "commit.gpgsign", "false"]);
-    git(work, &["add", "-A"]);
-    git(work, &["commit", "-q", "-m", "the greeting"]);
-    home
-}
 
 fn read(dir: &Path, path: &str) -> String {
     std::fs::read_to_string(dir.join(path)).unwrap_or_else(|e| panic!("{path}: {e}"))

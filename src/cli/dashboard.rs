@@ -79,6 +79,8 @@ pub(crate) async fn open(
     app_options.answer_guard_ms = options.config.dashboard.answer_guard_ms;
     app_options.open_in = options.config.dashboard.open_in;
     app_options.open_env = drover_tui::app::AppOptions::open_env_of_process();
+    app_options.drover_exe = std::env::current_exe().unwrap_or_else(|_| "drover".into());
+    app_options.data_dir = paths.data_dir.clone();
     app_options.keys = drover_tui::keys::KeyTable::defaults()
         .with_overrides(&options.config.keys)
         .map_err(|why| {

@@ -45,6 +45,8 @@ pub struct SimFlags {
     pub allowed_tools: Vec<String>,
     pub disallowed_tools: Vec<String>,
     pub skip_permissions: bool,
+    /// `--interactive`: the interactive mode (a take-over), on the `--resume` session.
+    pub interactive: bool,
 }
 
 /// Claude Code flags that take one value the sim does not use.
@@ -132,6 +134,7 @@ pub fn parse_flags(args: &[String]) -> Result<SimFlags, String> {
                 }
             }
             "--dangerously-skip-permissions" => flags.skip_permissions = true,
+            "--interactive" => flags.interactive = true,
             _ if IGNORED_VALUE_FLAGS.contains(&name) => {
                 value()?;
             }
@@ -252,10 +255,38 @@ pub fn options_from(
     })
 }
 
+/// The interactive mode's options: it needs the session (`--resume`) and a place to keep
+/// its transcript.
+fn interactive_options(
+    options: &AgentOptions,
+) -> Result<drover_core::sim::interactive::Interactive, String> {
+    let session = options
+        .resume
+        .clone()
+        .ok_or("--interactive needs --resume SESSION: the session to go on in")?;
+    let transcript = options
+        .sessions
+        .as_ref()
+        .and_then(|store| store.transcript_of(&session))
+        .ok_or_else(|| {
+            format!("session {session:?} cannot be kept: use a plain id and set DROVER_HOME")
+        })?;
+    Ok(drover_core::sim::interactive::Interactive {
+        session,
+        transcript,
+        model: options
+            .model
+            .clone()
+            .unwrap_or_else(|| options.scenario.model.clone()),
+        cwd: options.cwd.clone().into(),
+    })
+}
+
 /// Runs the simulated agent on stdin/stdout; returns the process's exit code.
 pub fn run(args: SimAgentArgs) -> i32 {
-    let options = match parse_flags(&args.args)
-        .and_then(|flags| options_from(flags, |var| std::env::var(var).ok()))
+    let parsed = parse_flags(&args.args);
+    let interactive = parsed.as_ref().is_ok_and(|f| f.interactive);
+    let options = match parsed.and_then(|flags| options_from(flags, |var| std::env::var(var).ok()))
     {
         Ok(options) => options,
         Err(problem) => {
@@ -275,6 +306,25 @@ pub fn run(args: SimAgentArgs) -> i32 {
             return 1;
         }
     };
+    if interactive {
+        return match interactive_options(&options) {
+            Ok(mode) => {
+                let input = tokio::io::BufReader::new(tokio::io::stdin());
+                let code = runtime.block_on(drover_core::sim::interactive::run(
+                    mode,
+                    input,
+                    &mut std::io::stdout(),
+                ));
+                runtime.shutdown_background();
+                code
+            }
+            Err(problem) => {
+                use std::io::Write;
+                let _ = writeln!(std::io::stderr(), "drover sim-agent: {problem}");
+                USAGE_EXIT_CODE
+            }
+        };
+    }
     let code = runtime.block_on(agent::run(options, tokio::io::stdin(), tokio::io::stdout()));
     // The stdin reader may be blocked in a read that never ends; do not wait for it.
     runtime.shutdown_background();
@@ -325,6 +375,7 @@ mod tests {
                 allowed_tools: vec!["Read".into(), "Bash(git log:*)".into(), "Grep".into()],
                 disallowed_tools: vec!["WebFetch".into()],
                 skip_permissions: false,
+                interactive: false,
             }
         );
         assert_eq!(

@@ -78,6 +78,19 @@ pub enum WorkspaceCommand {
         #[arg(long)]
         print: bool,
     },
+    /// Take an idle run over in its CLI's own interactive interface (Claude Code's,
+    /// Codex's, the simulated agent's), in its session and directory: drover shuts the
+    /// run's supervised CLI down and sends it nothing meanwhile. When you leave that
+    /// interface the run is handed back: the turns you had there (their usage and cost)
+    /// are read into the ledger, marked `interactive`, and its next follow-up goes on in
+    /// the same session.
+    Attach {
+        run: String,
+        /// Only hand the run back (after the interface ended without drover noticing,
+        /// e.g. its terminal was closed).
+        #[arg(long)]
+        hand_back: bool,
+    },
 }
 
 impl WorkspaceCommand {
@@ -97,6 +110,7 @@ impl WorkspaceCommand {
             WorkspaceCommand::Keep { .. } => "keep",
             WorkspaceCommand::Discard { .. } => "discard",
             WorkspaceCommand::Open { .. } => "open",
+            WorkspaceCommand::Attach { .. } => "attach",
         }
     }
 }
@@ -116,6 +130,7 @@ pub fn run(command: WorkspaceCommand, paths: &Paths) -> Result<(), DroverError> 
             };
             return open(paths, &run, (!print).then_some(program));
         }
+        WorkspaceCommand::Attach { run, hand_back } => return attach(paths, &run, hand_back),
         WorkspaceCommand::Diff {
             run,
             stat,
@@ -202,4 +217,87 @@ fn open(paths: &Paths, run_id: &str, program: Option<Program>) -> Result<(), Dro
         tracing::info!(%status, "the program opened in the run's directory ended");
     }
     Ok(())
+}
+
+/// `drover attach`: the run taken over, its CLI's interface run in the foreground, and
+/// the run handed back once it exits — whatever it exits with, and through Ctrl-C, a
+/// closed terminal or SIGTERM (they are the interface's: this process waits for it).
+fn attach(paths: &Paths, run_id: &str, hand_back_only: bool) -> Result<(), DroverError> {
+    use super::headless::ask;
+    let runtime = runtime()?;
+    let hand_back = || {
+        runtime
+            .block_on(ask(
+                paths,
+                Request::HandBack {
+                    run_id: run_id.to_string(),
+                },
+            ))
+            .and_then(Response::into_run)
+    };
+    if !hand_back_only {
+        let plan = runtime
+            .block_on(ask(
+                paths,
+                Request::TakeOver {
+                    run_id: run_id.to_string(),
+                },
+            ))?
+            .into_take_over()?;
+        eprintln!(
+            "drover: {run_id} is yours in {}'s own interface; leave it to hand the run back",
+            plan.provider
+        );
+        let ran = runtime.block_on(async {
+            use tokio::signal::unix::{SignalKind, signal};
+            // Held while the interface runs: these signals are its, not this process's.
+            let _held: Vec<_> = [
+                SignalKind::interrupt(),
+                SignalKind::terminate(),
+                SignalKind::hangup(),
+                SignalKind::quit(),
+            ]
+            .into_iter()
+            .filter_map(|kind| signal(kind).ok())
+            .collect();
+            tokio::process::Command::new(&plan.program)
+                .args(&plan.args)
+                .envs(&plan.env)
+                .current_dir(&plan.cwd)
+                .status()
+                .await
+        });
+        if let Err(e) = &ran {
+            eprintln!(
+                "drover: cannot start `{}`: {e}; the run is handed back",
+                plan.program.display()
+            );
+        }
+    }
+    let run = hand_back()?;
+    let turns = runtime
+        .block_on(ask(
+            paths,
+            Request::Show {
+                run_id: run_id.to_string(),
+            },
+        ))
+        .and_then(Response::into_show)
+        .map(|view| {
+            view.turns
+                .iter()
+                .filter(|t| t.origin == "interactive")
+                .count()
+        })
+        .unwrap_or(0);
+    write_stdout(&format!(
+        "{} handed back to drover: {} ({turns} interactive turn{} in its ledger)\n",
+        run.head.run_id,
+        run.head
+            .live_state
+            .as_ref()
+            .and_then(|l| l.detail.clone())
+            .unwrap_or_else(|| run.head.state.as_str().to_string()),
+        if turns == 1 { "" } else { "s" }
+    ))
 }

@@ -875,3 +875,44 @@ pub fn fill_disk(file: &Path, max: usize) {
         file.display()
     );
 }
+
+/// `git ARGS` in `dir`, which must succeed; its stdout, trimmed.
+pub fn git(dir: &Path, args: &[&str]) -> String {
+    let out = git_output(dir, args);
+    assert!(
+        out.status.success(),
+        "git {}: {}",
+        args.join(" "),
+        describe(&out)
+    );
+    String::from_utf8_lossy(&out.stdout).trim().to_string()
+}
+
+pub fn git_output(dir: &Path, args: &[&str]) -> std::process::Output {
+    let mut command = Command::new("git");
+    command
+        .args(args)
+        .current_dir(dir)
+        .env("GIT_CONFIG_NOSYSTEM", "1")
+        .env_remove("GIT_DIR")
+        .env_remove("GIT_WORK_TREE");
+    run_bounded(
+        command,
+        Duration::from_secs(60),
+        &format!("git {}", args.join(" ")),
+    )
+}
+
+/// A home whose work directory is a git repository on branch `main` with one commit
+/// (the greeting program), and its own identity for the commits drover makes.
+pub fn repo_home() -> Home {
+    let home = Home::new();
+    let work = home.work();
+    git(work, &["init", "-q", "-b", "main"]);
+    git(work, &["config", "user.name", "Test User"]);
+    git(work, &["config", "user.email", "test@example.invalid"]);
+    git(work, &["config", "commit.gpgsign", "false"]);
+    git(work, &["add", "-A"]);
+    git(work, &["commit", "-q", "-m", "the greeting"]);
+    home
+}

@@ -1309,3 +1309,98 @@ async fn the_session_hard_cap_reached_by_spending_stops_the_second_run_and_the_s
     let rig = Rig::with(script, &[], caps::SESSION_LIMITS).await;
     caps::session_capped("claude", &rig.drover, &rig.mock, &CAPPED, TURN).await;
 }
+
+/// Take-over (docs/ARCHITECTURE.md §"Take-over"): `drover attach` opens Claude Code's own
+/// interface on the run's session in tmux; a prompt typed there is answered by the model,
+/// and once the user leaves with `/exit` the run's ledger holds that turn (`interactive`,
+/// its tokens and an estimated cost), and a follow-up goes on in the same session.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_run_taken_over_in_claudes_own_interface_is_handed_back_with_the_turn_typed_there() {
+    if !crate::tmux::available() {
+        panic!("tmux is needed for the take-over test (install it: CI does)");
+    }
+    let rig = Rig::start(vec![
+        Reply::text(done("first part done")),
+        Reply::text("Hello from the interface 4b1c"),
+        Reply::text(done("second part done")),
+    ])
+    .await;
+    let run = rig.dispatch("Do the first part").await;
+    let first = rig.drover.until_state(&run, "idle", TURN).await;
+    let session = first["provider_session_id"].as_str().unwrap().to_string();
+    // What a real user's Claude config already holds: onboarding done, this key approved,
+    // this folder trusted (docs/PROVIDERS.md §"Interactive take-over").
+    let cwd = first["workspace"]["dir"]
+        .as_str()
+        .map(str::to_string)
+        .unwrap_or_else(|| rig.drover.work_dir().display().to_string());
+    let config_dir = rig.drover.root().join("claude-config");
+    std::fs::create_dir_all(&config_dir).unwrap();
+    let key = "sk-ant-mock-key";
+    let tail = &key[key.len().saturating_sub(20)..];
+    let seeded = json!({
+        "hasCompletedOnboarding": true,
+        "customApiKeyResponses": {"approved": [tail], "rejected": []},
+        "projects": {cwd.clone(): {"hasTrustDialogAccepted": true}},
+    });
+    std::fs::write(config_dir.join(".claude.json"), seeded.to_string()).unwrap();
+
+    let mut env = rig.drover.env();
+    env.retain(|(k, _)| k != "TERM");
+    env.push(("TERM".into(), "xterm-256color".into()));
+    env.push((
+        "CLAUDE_CODE_DISABLE_OFFICIAL_MARKETPLACE_AUTOINSTALL".into(),
+        "1".into(),
+    ));
+    let tmux = crate::tmux::Tmux::start(
+        &rig.drover.work_dir(),
+        &env,
+        &[env!("CARGO_BIN_EXE_drover"), "attach", &run],
+    );
+    let typed = "say hello from the interface";
+    // The interface is up once it shows its prompt box; then the prompt is typed.
+    tmux.until_screen(TURN, |screen| screen.contains('>') || screen.contains('│'))
+        .await;
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    tmux.send_text(typed);
+    tmux.send_keys(&["Enter"]);
+    tmux.until_screen(TURN, |screen| {
+        screen.contains("Hello from the interface 4b1c")
+    })
+    .await;
+    tmux.send_text("/exit");
+    tmux.send_keys(&["Enter"]);
+    tmux.until_dead(TURN).await;
+
+    let view = rig.drover.show(&run).await;
+    let origins: Vec<&str> = view["turns"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["origin"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        origins,
+        ["dispatch", "interactive"],
+        "{view}\n{}",
+        tmux.screen()
+    );
+    let turn = &view["turns"][1];
+    assert_eq!(turn["prompt_preview"], typed, "{view}");
+    assert!(
+        turn["text"]
+            .as_str()
+            .is_some_and(|t| t.contains("Hello from the interface 4b1c")),
+        "{view}"
+    );
+    assert!(turn["tokens"]["output"].as_u64().unwrap() > 0, "{view}");
+    assert!(turn["cost_usd"].as_f64().unwrap() > 0.0, "{view}");
+    assert_eq!(view["live_state"]["detail"], "idle · hibernated", "{view}");
+
+    rig.drover.follow_up(&run, "Do the second part").await;
+    let after = rig.drover.until_idle_after(&run, 3, TURN).await;
+    assert_eq!(after["turns"][2]["origin"], "follow_up", "{after}");
+    assert_eq!(after["provider_session_id"], session, "{after}");
+    let last = rig.mock.requests().pop().unwrap();
+    assert_eq!(Rig::session_header(&last), session);
+}

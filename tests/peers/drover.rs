@@ -91,7 +91,7 @@ impl Drover {
         self.root().join("home")
     }
 
-    fn env(&self) -> Vec<(String, String)> {
+    pub fn env(&self) -> Vec<(String, String)> {
         let mut env = base_env(&self.child_home());
         env.push((
             "DROVER_HOME".into(),

@@ -27,3 +27,4 @@ mod mock;
 mod mock_api;
 mod opencode;
 mod peers;
+mod tmux;

@@ -55,6 +55,14 @@ pub enum ErrorCode {
     RunNotActive,
     /// The run is not idle, so it cannot take a follow-up now.
     RunNotIdle,
+    /// The run is taken over in its CLI's own interface (`drover attach`): drover sends
+    /// it nothing until it is handed back.
+    RunTakenOver,
+    /// A hand-back for a run that is not taken over.
+    RunNotTakenOver,
+    /// The run cannot be taken over: its provider has no interactive interface drover
+    /// can open, or it has no provider session yet.
+    TakeOverUnsupported,
     /// The run cannot be resumed: only a run interrupted by a drover restart (with a
     /// provider session), a hibernated run or a turn held for the model API can.
     RunNotResumable,
@@ -173,6 +181,9 @@ impl ErrorCode {
             ErrorCode::WorkflowNotFound => "WORKFLOW_NOT_FOUND",
             ErrorCode::RunNotActive => "RUN_NOT_ACTIVE",
             ErrorCode::RunNotIdle => "RUN_NOT_IDLE",
+            ErrorCode::RunTakenOver => "RUN_TAKEN_OVER",
+            ErrorCode::RunNotTakenOver => "RUN_NOT_TAKEN_OVER",
+            ErrorCode::TakeOverUnsupported => "TAKE_OVER_UNSUPPORTED",
             ErrorCode::RunNotResumable => "RUN_NOT_RESUMABLE",
             ErrorCode::FollowUpNeeded => "FOLLOW_UP_NEEDED",
             ErrorCode::MaxTurns => "MAX_TURNS",

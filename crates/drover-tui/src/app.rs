@@ -94,6 +94,9 @@ pub struct AppOptions {
     pub open_env: std::collections::BTreeMap<String, String>,
     /// Inside tmux, where `o` and `!` open (`[dashboard] open_in`).
     pub open_in: drover_core::workspace::open::TmuxPlace,
+    /// This drover's executable and data directory: `T` runs `drover attach` with them.
+    pub drover_exe: PathBuf,
+    pub data_dir: PathBuf,
 }
 
 impl AppOptions {
@@ -121,6 +124,8 @@ impl AppOptions {
                 .dashboard
                 .answer_guard_ms,
             open_env: Default::default(),
+            drover_exe: "drover".into(),
+            data_dir: PathBuf::new(),
             open_in: Default::default(),
         }
     }
@@ -500,6 +505,10 @@ impl App {
                 }
                 None => self.flash_error("select a run first".into()),
             },
+            Action::TakeOver => match selected {
+                Some(run) => self.open_in(&run, Program::TakeOver, effects),
+                None => self.flash_error("select a run first".into()),
+            },
             Action::Escalate => match selected {
                 Some(run) if run.escalation_offered => {
                     let offer = self
@@ -634,26 +643,49 @@ impl App {
     /// `o`, `!`: the user's editor or shell in the run's directory — beside the dashboard
     /// inside tmux, else in the foreground (docs/ARCHITECTURE.md §"Into a run").
     fn open_in(&mut self, run: &RunSummary, program: Program, effects: &mut Vec<Effect>) {
+        use drover_core::workspace::open;
+        let id = &run.head.run_id;
         let env = &self.options.open_env;
-        let plan = drover_core::workspace::open::plan(
-            &run.head.run_id,
-            run.workspace.as_deref(),
-            program,
-            |name| env.get(name).cloned(),
-            self.options.open_in,
-        );
-        let drover_core::workspace::open::Plan { dir, argv, in_tmux } = match plan {
+        let lookup = |name: &str| env.get(name).cloned();
+        let plan = match program {
+            // `T`: `drover attach RUN` opened like a shell (docs/ARCHITECTURE.md
+            // §"Take-over"); the owner says there why a run cannot be taken over.
+            Program::TakeOver if run.head.state != RunState::Idle => {
+                return self.flash_error(format!(
+                    "{id} is {}; take a run over once it is idle",
+                    run.head.state.as_str()
+                ));
+            }
+            Program::TakeOver => open::take_over_plan(
+                id,
+                run.workspace.as_deref(),
+                &self.options.drover_exe,
+                &self.options.data_dir,
+                lookup,
+                self.options.open_in,
+            ),
+            _ => open::plan(
+                id,
+                run.workspace.as_deref(),
+                program,
+                lookup,
+                self.options.open_in,
+            ),
+        };
+        let open::Plan { dir, argv, in_tmux } = match plan {
             Ok(plan) => plan,
             Err(e) => return self.flash_error(e.message),
         };
-        self.flash_info(format!(
-            "{} opened in {}{}",
-            program.word(),
-            dir.display(),
-            if in_tmux { " (a tmux window)" } else { "" }
-        ));
+        let beside = if in_tmux { " (a tmux window)" } else { "" };
+        self.flash_info(match program {
+            Program::TakeOver => format!(
+                "{id} taken over in {}'s own interface{beside}; leave it to hand the run back",
+                run.head.provider
+            ),
+            _ => format!("{} opened in {}{beside}", program.word(), dir.display()),
+        });
         effects.push(Effect::OpenIn(OpenIn {
-            run_id: run.head.run_id.clone(),
+            run_id: id.clone(),
             program,
             argv,
             dir,

@@ -643,6 +643,59 @@ fn o_and_bang_open_the_users_editor_and_shell_where_the_run_works() {
     assert!(!open[0].foreground, "the dashboard stays live beside it");
 }
 
+/// `T` takes the selected idle run over: `drover attach RUN` (this drover, on its data
+/// directory) opened where a shell would be — in the foreground outside tmux, in a tmux
+/// window inside it; a run that is not idle opens nothing and says why.
+#[test]
+fn t_takes_an_idle_run_over_through_drover_attach() {
+    use drover_core::workspace::open::Program;
+    let mut idle = working_in("a", "/home/me/app");
+    idle.head.state = RunState::Idle;
+    let mut options = AppOptions::new("/".into());
+    options.drover_exe = "/usr/bin/drover".into();
+    options.data_dir = "/home/me/.local/share/drover".into();
+    let mut app = App::new(options, ViewModel::new(0, 120, 40));
+    let _ = app.handle(AppEvent::Reply {
+        tag: ReplyTag::Runs,
+        result: Ok(Response::Runs(vec![idle.clone()])),
+    });
+    let open = opened(&app.handle(key('T')));
+    assert_eq!(open.len(), 1, "{open:?}");
+    assert_eq!(open[0].program, Program::TakeOver);
+    assert_eq!(
+        open[0].argv,
+        [
+            "env",
+            "DROVER_HOME=/home/me/.local/share/drover",
+            "/usr/bin/drover",
+            "attach",
+            "a"
+        ]
+    );
+    assert!(open[0].foreground);
+    let flash = app.model.flash.clone().expect("a flash");
+    assert!(
+        flash.text.contains("taken over in sim's own interface"),
+        "{flash:?}"
+    );
+
+    let mut app = app_with_env(vec![idle], &[("TMUX", "/tmp/tmux-0/default,1,0")]);
+    let open = opened(&app.handle(key('T')));
+    assert_eq!(
+        open[0].argv[..4],
+        ["tmux", "new-window", "-n", "a take-over"]
+    );
+    assert!(!open[0].foreground);
+
+    let mut app = app_with_env(vec![working_in("b", "/home/me/app")], &[]);
+    assert!(opened(&app.handle(key('T'))).is_empty());
+    let flash = app.model.flash.clone().expect("a flash");
+    assert!(
+        flash.error && flash.text.contains("once it is idle"),
+        "{flash:?}"
+    );
+}
+
 /// A run with no directory yet (its worktree is being made) opens nothing and says so.
 #[test]
 fn o_on_a_run_without_a_directory_yet_says_so_and_opens_nothing() {

@@ -103,6 +103,8 @@ pub enum Action {
     OpenEditor,
     /// Open the user's shell in the selected run's directory.
     OpenShell,
+    /// Take the selected idle run over in its CLI's own interface (`drover attach`).
+    TakeOver,
     /// Dispatch the selected run's task again (the form, filled from its spec).
     Redispatch,
     /// Allow the request on the attention line, once.
@@ -162,7 +164,7 @@ pub enum Action {
 }
 
 impl Action {
-    pub const ALL: [Action; 62] = [
+    pub const ALL: [Action; 63] = [
         Action::SelectNext,
         Action::SelectPrev,
         Action::SelectFirst,
@@ -187,6 +189,7 @@ impl Action {
         Action::OpenDiff,
         Action::OpenEditor,
         Action::OpenShell,
+        Action::TakeOver,
         Action::Redispatch,
         Action::AttentionAllow,
         Action::AttentionDeny,
@@ -254,6 +257,7 @@ impl Action {
             Action::OpenDiff => "open_diff",
             Action::OpenEditor => "open_editor",
             Action::OpenShell => "open_shell",
+            Action::TakeOver => "take_over",
             Action::Redispatch => "redispatch",
             Action::AttentionAllow => "attention_allow",
             Action::AttentionDeny => "attention_deny",
@@ -324,6 +328,9 @@ impl Action {
                 "open your editor ($VISUAL, $EDITOR, vi) in the selected run's directory"
             }
             Action::OpenShell => "open your shell ($SHELL) in the selected run's directory",
+            Action::TakeOver => {
+                "take the selected idle run over in its CLI's own interface; leave it to hand back"
+            }
             Action::Redispatch => "dispatch the selected run's task again (the form, filled in)",
             Action::AttentionAllow => "allow the request on the attention line once",
             Action::AttentionDeny => "deny the request on the attention line",
@@ -604,6 +611,7 @@ const DASHBOARD: &[Binding] = &[
     bind(KeyCombo::char('t'), A::OpenTranscript),
     bind(KeyCombo::char('o'), A::OpenEditor),
     bind(KeyCombo::char('!'), A::OpenShell),
+    bind(KeyCombo::char('T'), A::TakeOver),
     bind(KeyCombo::char('r'), A::Redispatch),
     bind(KeyCombo::char('y'), A::AttentionAllow),
     bind(KeyCombo::char('d'), A::AttentionDeny),

@@ -18,7 +18,7 @@ pub const CONTEXTS: [&str; 9] = [
 ];
 
 /// The actions a key may be bound to (and `"none"`, which unbinds it).
-pub const ACTIONS: [&str; 62] = [
+pub const ACTIONS: [&str; 63] = [
     "select_next",
     "select_prev",
     "select_first",
@@ -43,6 +43,7 @@ pub const ACTIONS: [&str; 62] = [
     "open_diff",
     "open_editor",
     "open_shell",
+    "take_over",
     "redispatch",
     "attention_allow",
     "attention_deny",

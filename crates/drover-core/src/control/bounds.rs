@@ -58,6 +58,8 @@ pub fn check(request: &Request) -> Result<Request, DroverError> {
         | Request::FollowUp { run_id, .. }
         | Request::Resume { run_id, .. }
         | Request::Wake { run_id }
+        | Request::TakeOver { run_id }
+        | Request::HandBack { run_id }
         | Request::Stop { run_id }
         | Request::Complete { run_id }
         | Request::Route { run_id, .. }

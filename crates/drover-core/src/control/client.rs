@@ -58,6 +58,8 @@ pub fn request_timeout(request: &Request) -> Option<Duration> {
         | Request::FollowUp { .. }
         | Request::Resume { .. }
         | Request::Wake { .. }
+        | Request::TakeOver { .. }
+        | Request::HandBack { .. }
         | Request::Respond { .. }
         | Request::Stop { .. }
         | Request::Complete { .. }

@@ -12,6 +12,7 @@ use serde_json::Value;
 
 use crate::UnixMillis;
 use crate::live_state::LiveState;
+pub use crate::providers::interactive::InteractivePlan;
 use crate::providers::{AlwaysOption, Ask, PermissionAnswer, RequestKind, Tokens};
 use crate::run_state::RunState;
 use crate::spec::SpecInput;
@@ -97,6 +98,21 @@ pub enum Request {
     /// queued run waits or its rail has no room: the follow-up wakes it then.
     Wake {
         /// The hibernated run.
+        run_id: String,
+    },
+    /// Take an idle run over in its CLI's own interactive interface (`drover attach`):
+    /// its supervised child is shut down (its provider session kept), the run is marked
+    /// taken over (it keeps its rail slot; drover sends it nothing), and the answer is
+    /// the command that opens the interface. Answered with [`InteractivePlan`].
+    TakeOver {
+        /// The idle run.
+        run_id: String,
+    },
+    /// The user left the CLI's own interface: what happened there is read into the
+    /// ledger (turns marked `interactive`, their usage, the worktree's change) and drover
+    /// supervises the run again, idle and hibernated.
+    HandBack {
+        /// The run taken over.
         run_id: String,
     },
     /// Answer a run's pending permission request or question.
@@ -323,6 +339,8 @@ pub enum Response {
     Search(Box<SearchView>),
     /// `rule_add`, `rule_remove`: the rule made or forgotten.
     Rule(Box<crate::rules::Rule>),
+    /// `take_over`: the command that opens the run's CLI in its own interface.
+    TakeOver(Box<InteractivePlan>),
 }
 
 /// The request a new rule answers at once (`rule_add`'s `answer`).
@@ -470,6 +488,7 @@ impl Request {
             | Request::FollowUp { .. }
             | Request::Resume { .. }
             | Request::Wake { .. }
+            | Request::HandBack { .. }
             | Request::Respond { .. }
             | Request::Stop { .. }
             | Request::Complete { .. }
@@ -495,6 +514,7 @@ impl Request {
             }
             Request::Rules => Response::Rules(serde_json::from_value(value)?),
             Request::Search { .. } => Response::Search(boxed(value)?),
+            Request::TakeOver { .. } => Response::TakeOver(boxed(value)?),
             Request::RuleAdd { .. } | Request::RuleRemove { .. } => Response::Rule(boxed(value)?),
         })
     }
@@ -535,6 +555,7 @@ response_into! {
     into_rule => Rule(v) -> crate::rules::Rule = *v,
     into_diff => Diff(v) -> DiffView = *v,
     into_workspace => Workspace(v) -> WorkspaceActionView = *v,
+    into_take_over => TakeOver(v) -> InteractivePlan = *v,
 }
 
 fn wrong_shape(expected: &str, got: &Response) -> crate::DroverError {

@@ -27,7 +27,10 @@ use tokio::sync::{broadcast, mpsc, oneshot};
 use tokio::time::Instant;
 
 use super::api::Response;
-use super::core::{Core, Effect, Facts, Freshness, Input, Launched, Read, ReplyTo};
+use super::core::{
+    Core, Effect, Facts, Freshness, Input, InteractiveDone, InteractiveJob, Interactively,
+    Launched, Read, ReplyTo,
+};
 use super::publish::{self, Publication, ReadJob};
 use super::{DispatcherHandle, DispatcherOptions, Envelope, Reply};
 use crate::config::Config;
@@ -461,6 +464,20 @@ impl Driver {
                         let _ = done.send(Input::Workspace(Box::new(job.done(outcome))));
                     });
                 }
+                Effect::Interactive(job) => {
+                    // Reading a session's record is file work: a blocking thread does it.
+                    let done = self.workspace_done.clone();
+                    let self_exe = self.launcher.self_exe.clone();
+                    let data_dir = self.launcher.data_dir.clone();
+                    tokio::task::spawn_blocking(move || {
+                        let outcome = interactive(&job, &self_exe, &data_dir);
+                        let _ = done.send(Input::Interactive(Box::new(InteractiveDone {
+                            run_id: job.run_id,
+                            reply: job.reply,
+                            outcome,
+                        })));
+                    });
+                }
             }
         }
     }
@@ -536,4 +553,20 @@ struct Outbox {
     events: Vec<DispatchEvent>,
     replies: Vec<(Reply, Result<Response, DroverError>)>,
     reads: Vec<ReadJob>,
+}
+
+/// Carries out an [`InteractiveJob`]: the take-over's command, or the turns the session
+/// recorded since the take-over.
+fn interactive(
+    job: &InteractiveJob,
+    self_exe: &std::path::Path,
+    data_dir: &std::path::Path,
+) -> Result<Interactively, String> {
+    let (plan, record) =
+        providers::registry::interactive((*job.spec).clone(), &job.session, self_exe, data_dir)?;
+    match job.read_since {
+        None => Ok(Interactively::Planned(Box::new(plan))),
+        Some(since) => providers::interactive::read(record, &plan.env, &job.session, since)
+            .map(Interactively::Read),
+    }
 }

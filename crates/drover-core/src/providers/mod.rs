@@ -20,6 +20,7 @@
 pub mod ask;
 pub mod claude;
 pub mod codex;
+pub mod interactive;
 pub mod opencode;
 pub mod process;
 pub mod registry;

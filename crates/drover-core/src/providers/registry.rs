@@ -12,6 +12,7 @@
 
 use std::path::{Path, PathBuf};
 
+use super::interactive::{Interactive, InteractivePlan, Record};
 use super::{AdapterHandle, LaunchError, LaunchSpec, ProviderEventSink};
 use crate::config::SIM_PROVIDER;
 
@@ -37,6 +38,8 @@ pub struct ProviderTraits {
     pub pinned: Option<PinnedCli>,
     /// Starts the provider's adapter, its command resolved (see [`launch`]).
     pub start: fn(LaunchSpec, ProviderEventSink) -> Result<AdapterHandle, LaunchError>,
+    /// How a run of it is taken over in the CLI's own interface; `None`: it cannot be.
+    pub interactive: Option<Interactive>,
 }
 
 /// A provider CLI as the conformance tests pin it (`tests/peers/package.json`).
@@ -68,6 +71,10 @@ pub const PROVIDERS: &[ProviderTraits] = &[
             version: "2.1.197",
         }),
         start: super::claude::launch,
+        interactive: Some(Interactive {
+            args: super::claude::args::interactive_args,
+            record: Record::Claude,
+        }),
     },
     ProviderTraits {
         name: "codex",
@@ -80,6 +87,10 @@ pub const PROVIDERS: &[ProviderTraits] = &[
             version: "0.171.0",
         }),
         start: super::codex::launch,
+        interactive: Some(Interactive {
+            args: super::codex::args::resume_args,
+            record: Record::CodexRollout,
+        }),
     },
     ProviderTraits {
         name: "opencode",
@@ -92,6 +103,8 @@ pub const PROVIDERS: &[ProviderTraits] = &[
             version: "1.18.33",
         }),
         start: super::opencode::launch,
+        // Its sessions live in a database only its own `export` reads.
+        interactive: None,
     },
     ProviderTraits {
         name: SIM_PROVIDER,
@@ -102,6 +115,10 @@ pub const PROVIDERS: &[ProviderTraits] = &[
         pinned: None,
         // The simulated agent speaks Claude Code's stream-json.
         start: super::claude::launch,
+        interactive: Some(Interactive {
+            args: sim_interactive_args,
+            record: Record::Sim,
+        }),
     },
 ];
 
@@ -130,7 +147,7 @@ pub struct Launcher {
 
 /// Starts the run's adapter. `spec.command` is the config's command (empty when the
 /// config names none).
-pub fn launch(mut spec: LaunchSpec, launcher: &Launcher) -> Result<AdapterHandle, LaunchError> {
+pub fn launch(spec: LaunchSpec, launcher: &Launcher) -> Result<AdapterHandle, LaunchError> {
     let Some(provider) = traits(&spec.provider) else {
         return Err(LaunchError {
             command: spec.provider,
@@ -140,22 +157,54 @@ pub fn launch(mut spec: LaunchSpec, launcher: &Launcher) -> Result<AdapterHandle
             ),
         });
     };
+    let spec = resolved(spec, &launcher.self_exe, &launcher.data_dir);
+    (provider.start)(spec, launcher.sink.clone())
+}
+
+/// The command that takes run `spec.run_id` over in its CLI's own interface on
+/// `session`, its command resolved as [`launch`] resolves it; or why there is none.
+pub fn interactive(
+    spec: LaunchSpec,
+    session: &str,
+    self_exe: &Path,
+    data_dir: &Path,
+) -> Result<(InteractivePlan, Record), String> {
+    let Some(how) = traits(&spec.provider).and_then(|t| t.interactive) else {
+        return Err(format!(
+            "drover cannot take a {} run over in its CLI's own interface",
+            spec.provider
+        ));
+    };
+    let spec = resolved(spec, self_exe, data_dir);
+    Ok((super::interactive::plan(&spec, session, &how), how.record))
+}
+
+/// The spec with its commands resolved: the simulated agent's, or the provider's
+/// default when the config names none; drover's MCP server is this drover.
+fn resolved(mut spec: LaunchSpec, self_exe: &Path, data_dir: &Path) -> LaunchSpec {
     if let Some(server) = spec.mcp.as_mut()
         && server.command.as_os_str().is_empty()
     {
-        server.command = launcher.self_exe.clone();
+        server.command = self_exe.to_path_buf();
     }
-    let spec = if provider.name == SIM_PROVIDER {
+    if spec.provider == SIM_PROVIDER {
         // The simulated agent calls no tools of its own choosing: no MCP server.
-        sim_command(
-            LaunchSpec { mcp: None, ..spec },
-            &launcher.self_exe,
-            &launcher.data_dir,
-        )
+        sim_command(LaunchSpec { mcp: None, ..spec }, self_exe, data_dir)
     } else {
         with_default_command(spec)
-    };
-    (provider.start)(spec, launcher.sink.clone())
+    }
+}
+
+/// The simulated agent's interactive mode: it reads the user's lines from the terminal.
+fn sim_interactive_args(spec: &LaunchSpec, session: &str) -> Vec<String> {
+    let mut args = spec.args.clone();
+    args.push("--interactive".into());
+    args.push(format!("--resume={session}"));
+    if let Some(model) = &spec.model {
+        args.push("--model".into());
+        args.push(model.clone());
+    }
+    args
 }
 
 fn with_default_command(mut spec: LaunchSpec) -> LaunchSpec {

@@ -8,7 +8,9 @@
 //! crashes, hangs); [`agent`] plays a scenario over stdin/stdout; [`wire`] holds the
 //! shape of every line; [`act`] is what allowed tools really do (`Write` and `Edit`
 //! change files in the working directory, a `Bash` step marked `run` runs its command
-//! there), so a run's diff is real; [`session`] keeps where each session is in its
+//! there), so a run's diff is real; [`interactive`] is its interactive mode (a line typed,
+//! a line answered, recorded in a transcript of Claude Code's shape), for take-over;
+//! [`session`] keeps where each session is in its
 //! scenario, so a resumed session goes on where it was, as the real CLI's does.
 //!
 //! What must stay true: the sim speaks the real `claude` protocol (docs/PROVIDERS.md §"Claude Code") and
@@ -20,6 +22,7 @@
 
 pub mod act;
 pub mod agent;
+pub mod interactive;
 pub mod scenario;
 pub mod session;
 pub mod wire;

@@ -50,6 +50,13 @@ impl SessionStore {
         }
     }
 
+    /// The transcript of session `id` (in Claude Code's shape, one JSON record a line),
+    /// if the id is a plain name: its interactive mode appends to it, as the real CLI's
+    /// does to its own.
+    pub fn transcript_of(&self, id: &str) -> Option<PathBuf> {
+        self.file_of(id).map(|p| p.with_extension("jsonl"))
+    }
+
     /// The file of session `id`, if the id is a plain name.
     fn file_of(&self, id: &str) -> Option<PathBuf> {
         let plain = !id.is_empty()

@@ -20,6 +20,9 @@ pub enum Program {
     Editor,
     /// `$SHELL`, else `/bin/sh`, in the directory.
     Shell,
+    /// `drover attach RUN`: the run's CLI in its own interface (a take-over; its command
+    /// comes from [`take_over_plan`]).
+    TakeOver,
 }
 
 impl Program {
@@ -28,6 +31,7 @@ impl Program {
         match self {
             Program::Editor => "editor",
             Program::Shell => "shell",
+            Program::TakeOver => "take-over",
         }
     }
 }
@@ -52,6 +56,12 @@ pub fn argv(
     let (names, fallback, extra): (&[&str], &str, &[&str]) = match program {
         Program::Editor => (&["VISUAL", "EDITOR"], "vi", &["."]),
         Program::Shell => (&["SHELL"], "/bin/sh", &[]),
+        Program::TakeOver => {
+            return Err(DroverError::new(
+                ErrorCode::Internal,
+                "a take-over's command line comes from take_over_plan",
+            ));
+        }
     };
     let chosen = names.iter().find_map(|name| {
         env(name)
@@ -105,8 +115,40 @@ pub fn plan(
     env: impl Fn(&str) -> Option<String>,
     place: TmuxPlace,
 ) -> Result<Plan, DroverError> {
-    let dir = dir_of(run_id, workspace)?;
     let own = argv(program, &env)?;
+    placed(run_id, workspace, program, own, env, place)
+}
+
+/// The [`Plan`] of a take-over (`T`): `drover attach RUN` — this drover, on its data
+/// directory `home` — opened where a shell would be.
+pub fn take_over_plan(
+    run_id: &str,
+    workspace: Option<&WorkspaceView>,
+    drover: &std::path::Path,
+    home: &std::path::Path,
+    env: impl Fn(&str) -> Option<String>,
+    place: TmuxPlace,
+) -> Result<Plan, DroverError> {
+    let own = vec![
+        "env".to_string(),
+        format!("{}={}", crate::paths::HOME_ENV, home.display()),
+        drover.display().to_string(),
+        "attach".to_string(),
+        run_id.to_string(),
+    ];
+    placed(run_id, workspace, Program::TakeOver, own, env, place)
+}
+
+/// `own` opened in the run's directory: as it is, or inside tmux in a window or split.
+fn placed(
+    run_id: &str,
+    workspace: Option<&WorkspaceView>,
+    program: Program,
+    own: Vec<String>,
+    env: impl Fn(&str) -> Option<String>,
+    place: TmuxPlace,
+) -> Result<Plan, DroverError> {
+    let dir = dir_of(run_id, workspace)?;
     let in_tmux = env("TMUX").is_some_and(|t| !t.is_empty());
     let argv = if in_tmux {
         let name = format!("{run_id} {}", program.word());

@@ -53,7 +53,7 @@ impl Core {
     }
 
     /// The idle bound of a run: when its idle timeout ends it.
-    fn idle_bound(run: &super::run::Run, now: UnixMillis) -> UnixMillis {
+    pub(super) fn idle_bound(run: &super::run::Run, now: UnixMillis) -> UnixMillis {
         let timeout = super::answers::secs_ms(run.spec.idle_timeout_secs);
         run.idle_since.unwrap_or(now).saturating_add(timeout)
     }
@@ -96,12 +96,19 @@ impl Core {
         run.ready = false;
         run.launch_notice = None;
         let mut batch = Batch::default();
-        if run.wake.is_none() {
+        let taken_over = run.taken_over.is_some();
+        if run.wake.is_none() && !taken_over {
             let bound = Self::idle_bound(run, now);
             run.working(&mut batch, bound, HIBERNATED_DETAIL, now);
         }
         run.touch(&mut batch);
         self.commit(batch);
+        if taken_over {
+            // Its child has exited: the user gets the CLI's own interface now.
+            self.plan_take_over(run_id);
+            self.check_waiters();
+            return;
+        }
         // The slot goes to the runs that waited for it first (it may have been freed for
         // them); a run woken meanwhile wakes after them, or waits in the queue.
         self.start_queued();

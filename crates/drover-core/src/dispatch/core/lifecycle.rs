@@ -325,7 +325,7 @@ impl Core {
         }
     }
 
-    fn launch_spec(&self, run_id: &str) -> Option<LaunchSpec> {
+    pub(super) fn launch_spec(&self, run_id: &str) -> Option<LaunchSpec> {
         let run = self.runs.get(run_id)?;
         let provider = self.config.providers.get(&run.spec.provider);
         let continues = run.wake.is_some() || run.warming;

@@ -37,6 +37,7 @@
 //! | route cards and escalation offers | `routes.rs` |
 //! | a restart: the runs a previous owner left put back where they were; what a stopping owner leaves | `restore.rs` |
 //! | resume of an interrupted run (and of a hibernated one, with the user's words) | `resume.rs` |
+//! | take-over: a run handed to the user in its CLI's own interface, and taken back with what happened there | `takeover.rs` |
 //! | idle runs: hibernating (by time, or for the slot of a queued or `--no-queue` run: one planner, run where slots or the queue change), waking in the provider session | `hibernation.rs` |
 //! | a turn the model API failed, held in `waiting_provider` and sent again | `resend.rs` |
 //! | waits | `waits.rs` |
@@ -61,6 +62,7 @@ mod resume;
 mod routes;
 mod rules;
 mod run;
+mod takeover;
 mod timers;
 pub(crate) mod transcript;
 mod waits;
@@ -76,6 +78,7 @@ pub use restore::{INTERRUPTED_DETAIL, INTERRUPTED_NO_SESSION_DETAIL};
 pub use routes::memory_key as route_memory_key;
 pub use rules::RULES_HIGH_WATER;
 pub use run::{Batch, HIBERNATED_DETAIL, HIBERNATING_DETAIL, TurnOrigin, WAKING_DETAIL};
+pub use takeover::{InteractiveDone, InteractiveJob, Interactively, TakenOver};
 pub use waits::WaitAsk;
 pub use workspaces::{Action as WorkspaceAction, PREPARE_WORKTREE_BOUND_MS};
 
@@ -153,6 +156,8 @@ pub enum Input {
     },
     /// The outcome of an [`Effect::Workspace`].
     Workspace(Box<WorkspaceDone>),
+    /// The outcome of an [`Effect::Interactive`].
+    Interactive(Box<InteractiveDone>),
     /// The config file changed and was read again.
     Config(Box<Config>),
     /// The config file changed and could not be read (the refusal says why).
@@ -193,6 +198,7 @@ impl Input {
                     | Request::FollowUp { .. }
                     | Request::Resume { .. }
                     | Request::Wake { .. }
+                    | Request::TakeOver { .. }
                     | Request::Route { .. }
                     | Request::Escalate { .. }
                     | Request::Retry { .. },
@@ -246,6 +252,9 @@ pub enum Effect {
     /// Run git work for a run's workspace off the dispatcher's task; report the outcome
     /// as [`Input::Workspace`].
     Workspace(Box<WorkspaceJob>),
+    /// Make a take-over's command, or read the CLI's record of the session, off the
+    /// dispatcher's task; report the outcome as [`Input::Interactive`].
+    Interactive(Box<InteractiveJob>),
 }
 
 /// Git work for one run's workspace.
@@ -494,6 +503,7 @@ impl Core {
             Input::Provider(event) => self.on_provider_event(event),
             Input::Launched { run_id, outcome } => self.on_launched(&run_id, outcome),
             Input::Workspace(done) => self.on_workspace_done(*done),
+            Input::Interactive(done) => self.on_interactive_done(*done),
             Input::Loaded { then, answer } => self.on_loaded(then, answer),
             Input::Config(config) => self.on_config(*config),
             Input::ConfigRefused(refusal) => self.on_config_refused(refusal),

@@ -87,7 +87,18 @@ impl Core {
             }
             Request::FollowUp { run_id, text } => return self.follow_up(to, &run_id, text),
             Request::Resume { run_id, text } => return self.resume(to, &run_id, text),
+            Request::TakeOver { run_id } => match self.target(&run_id) {
+                Target::Active => return self.take_over(to, &run_id),
+                other => return self.refuse_target(to, &run_id, other),
+            },
+            Request::HandBack { run_id } => match self.target(&run_id) {
+                Target::Active => return self.hand_back(to, &run_id),
+                other => return self.refuse_target(to, &run_id, other),
+            },
             Request::Wake { run_id } => match self.target(&run_id) {
+                Target::Active if self.taken_over_refusal(&run_id).is_some() => {
+                    self.summary_response(&run_id)
+                }
                 Target::Active => {
                     self.wake_ahead(&run_id);
                     self.summary_response(&run_id)
@@ -285,6 +296,9 @@ impl Core {
             Target::Active => &self.runs[run_id],
             other => return self.refuse_target(to, run_id, other),
         };
+        if let Some(refusal) = self.taken_over_refusal(run_id) {
+            return self.reply_now(to, Err(refusal));
+        }
         // A run a restart interrupted goes on in its session with these words.
         if run.state() == RunState::Interrupted {
             return self.resume(to, run_id, Some(text));

@@ -334,6 +334,7 @@ impl Turn {
             "result_retry" => TurnOrigin::ResultRetry,
             "resume" => TurnOrigin::Resume,
             "resend" => TurnOrigin::Resend,
+            "interactive" => TurnOrigin::Interactive,
             _ => TurnOrigin::Dispatch,
         };
         Turn {

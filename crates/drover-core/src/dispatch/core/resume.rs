@@ -40,6 +40,9 @@ impl Core {
             );
             return self.reply(to, Err(e));
         }
+        if let Some(refusal) = self.taken_over_refusal(run_id) {
+            return self.reply_now(to, Err(refusal));
+        }
         // A turn held after the model API failed it: the user's own turn, sent again now.
         if self.holds_resend(run_id) {
             self.resend_now(run_id);

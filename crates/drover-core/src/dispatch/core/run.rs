@@ -55,6 +55,8 @@ pub enum TurnOrigin {
     Resume,
     /// A turn the model API failed (after the CLI's own retries), sent again.
     Resend,
+    /// A turn the user had in the CLI's own interface while the run was taken over.
+    Interactive,
 }
 
 impl TurnOrigin {
@@ -66,6 +68,7 @@ impl TurnOrigin {
             TurnOrigin::ResultRetry => "result_retry",
             TurnOrigin::Resume => "resume",
             TurnOrigin::Resend => "resend",
+            TurnOrigin::Interactive => "interactive",
         }
     }
 }
@@ -240,6 +243,8 @@ pub struct Run {
     /// Answers given to requests a restart left pending (no CLI heard them), one line
     /// each: sent to the run's session in one turn once none is left pending.
     pub carried: Vec<String>,
+    /// Taken over in its CLI's own interface (`takeover.rs`).
+    pub taken_over: Option<super::takeover::TakenOver>,
 }
 
 /// The live line's detail of an idle run whose child is shut down (docs/ARCHITECTURE.md
@@ -328,6 +333,7 @@ impl Run {
             resend_at: None,
             turn_cut: false,
             carried: Vec::new(),
+            taken_over: None,
         }
     }
 
@@ -353,11 +359,17 @@ impl Run {
         self.state
     }
 
-    /// Turns the user asked for (result retries do not count against max turns).
+    /// Turns drover sent for the user: result retries, re-sends and the turns the user
+    /// had in the CLI's own interface (a take-over) do not count against max turns.
     pub fn user_turns(&self) -> u32 {
         self.turns
             .iter()
-            .filter(|t| !matches!(t.origin, TurnOrigin::ResultRetry | TurnOrigin::Resend))
+            .filter(|t| {
+                !matches!(
+                    t.origin,
+                    TurnOrigin::ResultRetry | TurnOrigin::Resend | TurnOrigin::Interactive
+                )
+            })
             .count() as u32
     }
 
@@ -374,7 +386,8 @@ impl Run {
     }
 
     pub fn holds_slot(&self) -> bool {
-        self.launching
+        self.taken_over.is_some()
+            || self.launching
             || self.preparing_until.is_some()
             || (!self.hibernated
                 && !self.waiting_for_room

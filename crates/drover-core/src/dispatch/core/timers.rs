@@ -58,7 +58,7 @@ impl Core {
             (run.ending.is_none() && (run.holds_slot() || run.hibernated))
                 .then_some((run.deadline, RunTimer::TimeBox)),
             run.idle_since
-                .filter(|_| run.ending.is_none())
+                .filter(|_| run.ending.is_none() && run.taken_over.is_none())
                 .map(|idle| (idle.saturating_add(idle_timeout), RunTimer::Idle)),
             self.hibernate_due(run).map(|at| (at, RunTimer::Hibernate)),
             run.resend_at

@@ -50,6 +50,29 @@ pub fn build_args(spec: &LaunchSpec) -> Vec<String> {
     args
 }
 
+/// Claude Code's interactive interface on `session` (a take-over): the configured
+/// prefix, then the session, and the same permission mode, model and tool limits the
+/// run's supervised child gets — only the protocol flags differ.
+pub fn interactive_args(spec: &LaunchSpec, session: &str) -> Vec<String> {
+    let mut args = spec.args.clone();
+    args.push(format!("--resume={session}"));
+    args.extend(["--permission-mode", policy::permission_mode(spec.policy)].map(String::from));
+    if let Some(model) = &spec.model {
+        args.push("--model".into());
+        args.push(model.clone());
+    }
+    if let Some(server) = &spec.mcp {
+        args.push("--mcp-config".into());
+        args.push(mcp_config(server).to_string());
+    }
+    let disallowed = policy::disallowed_tools(spec.capability);
+    if !disallowed.is_empty() {
+        args.push("--disallowedTools".into());
+        args.push(disallowed.join(","));
+    }
+    args
+}
+
 /// Claude Code's `--mcp-config` JSON for drover's MCP server.
 fn mcp_config(server: &McpServer) -> serde_json::Value {
     serde_json::json!({

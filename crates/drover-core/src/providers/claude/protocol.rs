@@ -788,7 +788,8 @@ fn tool_result_summary(content: Option<&Value>) -> String {
     }
 }
 
-fn usage_tokens(usage: &Map<String, Value>) -> Tokens {
+/// Claude's usage object in drover's token classes.
+pub fn usage_tokens(usage: &Map<String, Value>) -> Tokens {
     Tokens {
         input: u64_at(usage, "input_tokens").unwrap_or(0),
         output: u64_at(usage, "output_tokens").unwrap_or(0),

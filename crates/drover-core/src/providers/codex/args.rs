@@ -103,6 +103,25 @@ pub fn exec_args(spec: &LaunchSpec, thread: Option<&str>, prompt: &str) -> Vec<S
     args
 }
 
+/// Codex's interactive interface on `thread` (a take-over): `resume` without the
+/// background daemon (it would outlive the interface), in the run's directory and
+/// sandbox, asking for approval in the interface (the user is there).
+pub fn resume_args(spec: &LaunchSpec, thread: &str) -> Vec<String> {
+    let mut args = spec.args.clone();
+    args.extend(mcp_overrides(spec));
+    args.extend(["resume", "--no-daemon", "-a", "on-request"].map(String::from));
+    if let Some(model) = &spec.model {
+        args.push("-m".into());
+        args.push(model.clone());
+    }
+    args.push("-s".into());
+    args.push(sandbox(spec.capability).into());
+    args.push("-C".into());
+    args.push(spec.cwd.display().to_string());
+    args.push(thread.to_string());
+    args
+}
+
 /// A TOML basic string (for `-c key=value`, whose value is parsed as TOML).
 fn toml_string(value: &str) -> String {
     toml::Value::String(value.to_string()).to_string()

@@ -27,7 +27,7 @@
 
 use std::collections::VecDeque;
 use std::io::{Read, Seek, SeekFrom};
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::time::Duration;
 
 use tokio::process::ChildStdout;
@@ -279,15 +279,7 @@ const ROLLOUT_POLL: Duration = Duration::from_millis(50);
 /// Where Codex keeps its state: `CODEX_HOME` from the run's environment or drover's,
 /// else `~/.codex` (`HOME` likewise); `None` when neither says.
 fn codex_home(env: &std::collections::BTreeMap<String, String>) -> Option<PathBuf> {
-    let var = |name: &str| {
-        env.get(name)
-            .cloned()
-            .or_else(|| std::env::var(name).ok())
-            .filter(|v| !v.is_empty())
-    };
-    var("CODEX_HOME")
-        .map(PathBuf::from)
-        .or_else(|| var("HOME").map(|home| Path::new(&home).join(".codex")))
+    crate::providers::interactive::state_dir(env, "CODEX_HOME", ".codex")
 }
 
 /// The rollout file Codex keeps of a thread (`CODEX_HOME/sessions/YYYY/MM/DD/
@@ -338,7 +330,7 @@ impl Rollout {
             return None;
         }
         let suffix = format!("-{thread}.jsonl");
-        let path = find_file(&sessions, 3, &|name| {
+        let path = crate::providers::interactive::find_file(&sessions, 3, &|name| {
             name.starts_with("rollout-") && name.ends_with(&suffix)
         })?;
         self.misses = 0;
@@ -396,30 +388,10 @@ impl Rollout {
     }
 }
 
-/// The first file (newest name first, so the latest day's directory is searched
-/// first) under `dir`, at most `depth` directories down, whose name `fits`.
-fn find_file(dir: &Path, depth: usize, fits: &dyn Fn(&str) -> bool) -> Option<PathBuf> {
-    let mut entries: Vec<_> = std::fs::read_dir(dir).ok()?.flatten().collect();
-    entries.sort_by_key(|e| std::cmp::Reverse(e.file_name()));
-    for entry in entries {
-        let path = entry.path();
-        let is_dir = entry.file_type().is_ok_and(|t| t.is_dir());
-        if is_dir {
-            if depth > 0
-                && let Some(found) = find_file(&path, depth - 1, fits)
-            {
-                return Some(found);
-            }
-        } else if fits(&entry.file_name().to_string_lossy()) {
-            return Some(path);
-        }
-    }
-    None
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::path::Path;
 
     const THREAD: &str = "01a23af6-48ae-74b1-8b92-a484f44ccf29";
 

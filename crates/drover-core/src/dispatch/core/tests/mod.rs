@@ -79,6 +79,8 @@ struct Out {
     answers: Vec<(ReplyTo, Query)>,
     loads: Vec<(Fetch, Then)>,
     jobs: Vec<WorkspaceJob>,
+    /// Take-over commands asked for and session records to read.
+    pub interactive: Vec<super::InteractiveJob>,
 }
 
 impl Out {
@@ -319,6 +321,7 @@ impl Harness {
                 Effect::Read(Read::Answer { to, query }) => out.answers.push((to, query)),
                 Effect::Read(Read::Load { fetch, then }) => out.loads.push((fetch, then)),
                 Effect::Workspace(job) => out.jobs.push(*job),
+                Effect::Interactive(job) => out.interactive.push(*job),
             }
         }
         // Every run's events reach the ledger in seq order, with no gap.
