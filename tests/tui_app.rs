@@ -1711,5 +1711,26 @@ async fn a_transcript_keeps_its_line_breaks_and_copies_lines_and_the_result_bloc
                 .into()
         )]
     );
-    let _ = h.shutdown().await;
+    // The ledger gives the same transcript back once the owner is gone (the agent's text
+    // stored once, in its event, its line made again on reading).
+    let shown: Vec<String> = h
+        .app
+        .model
+        .run(&run_id)
+        .unwrap()
+        .transcript
+        .iter()
+        .cloned()
+        .collect();
+    let home = h.shutdown().await;
+    let reader =
+        drover_core::ledger::LedgerReader::open(&Paths::under(home.path()).ledger_file).unwrap();
+    let stored = drover_core::dispatch::projections::transcript_from_ledger(
+        &reader,
+        &run_id,
+        TranscriptFormat::Tail,
+    )
+    .unwrap();
+    // (the shutdown added the CLI's end after it.)
+    assert_eq!(stored.lines[..shown.len()], shown[..]);
 }

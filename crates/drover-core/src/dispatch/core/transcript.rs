@@ -83,7 +83,7 @@ pub fn summarize(event: &ProviderEvent) -> Option<String> {
                 .unwrap_or_default()
         ),
         ProviderEvent::AssistantText { text } => {
-            return Some(clip(&format!("text: {}", kept_lines(text)), TEXT_MAX_CHARS));
+            return Some(text_entry(text));
         }
         ProviderEvent::Thinking { chars } => format!("thinking ({chars} chars)"),
         ProviderEvent::ToolStarted { name, ask, .. } => {
@@ -137,6 +137,13 @@ pub fn summarize(event: &ProviderEvent) -> Option<String> {
         }
     };
     Some(clip(&line, LINE_MAX_CHARS))
+}
+
+/// The transcript entry of the agent's text (`text: ` and its lines, kept as
+/// [`kept_lines`] keeps them), bounded by [`TEXT_MAX_CHARS`]. The ledger keeps no copy of
+/// it: a transcript read from the ledger makes it again from the event's text.
+pub(crate) fn text_entry(text: &str) -> String {
+    clip(&format!("text: {}", kept_lines(text)), TEXT_MAX_CHARS)
 }
 
 /// The agent's text with its line breaks: each line without control characters (a tab
