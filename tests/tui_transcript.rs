@@ -229,3 +229,21 @@ fn the_detail_pane_keeps_the_answers_line_breaks() {
     let screen = render_app(&app);
     assert!(!screen.contains("## Result status"), "{screen}");
 }
+
+#[test]
+fn a_click_on_the_detail_pane_opens_the_transcript() {
+    use crossterm::event::{KeyModifiers, MouseButton, MouseEvent, MouseEventKind};
+    let mut app = transcript_app(110, 34);
+    let detail = app.model.areas().detail;
+    let _ = app.handle(drover_tui::AppEvent::Mouse(MouseEvent {
+        kind: MouseEventKind::Down(MouseButton::Left),
+        column: detail.x + 4,
+        row: detail.y + detail.height - 3,
+        modifiers: KeyModifiers::NONE,
+    }));
+    assert!(
+        render_app(&app).contains("Transcript · Fix the cache key"),
+        "{}",
+        render_app(&app)
+    );
+}

@@ -857,6 +857,11 @@ impl App {
                     self.model.select(&id);
                 }
             }
+            // A click on the selected run's detail reads its transcript full screen.
+            MouseEventKind::Down(MouseButton::Left) if in_detail => {
+                let selected = self.model.selected_entry().map(|e| e.summary.clone());
+                self.open_transcript(selected.as_ref());
+            }
             MouseEventKind::ScrollDown if in_trays => self.model.move_selection(1),
             MouseEventKind::ScrollUp if in_trays => self.model.move_selection(-1),
             MouseEventKind::ScrollDown if in_detail => self.scroll_transcript(WHEEL_LINES as isize),
