@@ -1255,8 +1255,8 @@ fn bang_opens_a_shell_in_the_runs_directory_and_the_dashboard_comes_back() {
 /// `t` then `Y` in a real terminal: the dashboard writes the run's result block to the
 /// terminal as OSC 52, and tmux (with `set-clipboard on`, as it takes OSC 52 from the
 /// programs in its panes) puts exactly that text in its paste buffer; `g v j y` copies
-/// the transcript's first two lines the same way (docs/ARCHITECTURE.md §"Reading a
-/// transcript").
+/// the transcript's first two lines the same way
+/// (docs/ARCHITECTURE.md §"Reading a transcript").
 #[test]
 fn the_transcript_copies_to_the_clipboard_through_the_terminal() {
     let probe = Command::new("tmux").arg("-V").output();

@@ -247,6 +247,21 @@ fn the_live_line_in_each_live_state() {
     snap("live_line_each_state", &app);
 }
 
+/// A run taken over in its CLI's own interface says so on its line while the user is
+/// there (docs/ARCHITECTURE.md §"Take-over").
+#[test]
+fn a_taken_over_run_says_where_it_is() {
+    let mut taken = summary(1, "refactor the parser", RunState::Idle);
+    taken.head.live_state = Some(live(
+        LiveStateKind::Working,
+        240,
+        3_000,
+        Some("taken over · in claude's own interface"),
+    ));
+    let app = app_with(vec![taken], 100, 12);
+    snap("taken_over_run", &app);
+}
+
 #[test]
 fn a_permission_prompt_with_a_short_input() {
     let mut app = busy_app(100, 30);

@@ -651,3 +651,218 @@ fn removing_a_run_whose_worktree_is_gone_deletes_its_branch_unless_it_holds_comm
     assert!(git(work, &["log", "--oneline", &committed_branch]).contains("the agent's commit"));
     assert_eq!(home.show(&empty)["workspace"]["status"], "discarded");
 }
+
+/// `drover update` brings a run's branch up to date with its base inside its worktree: a
+/// clean update merges the base in (the base's file is there, the run's change still
+/// counts only its own files), a rebase replays the run's work on the base; the user's
+/// checkout is never touched.
+#[test]
+fn update_merges_or_rebases_the_base_into_the_runs_branch() {
+    for rebase in [false, true] {
+        let home = repo_home();
+        let work = home.work();
+        let _serve = home.serve();
+        let (run, ws) = worktree_run(&home, "worktree-change", "Add a cache", 2);
+        let tree = worktree(&ws);
+        let up_to_date = home.json(&["update", &run]);
+        assert_eq!(up_to_date["update"]["how"], "up_to_date", "{up_to_date}");
+
+        let base_tip = commit_file(work, "NOTES.md", "notes\n", "notes on main");
+        let before = checkout_state(work);
+        let mut args = vec!["update", run.as_str()];
+        if rebase {
+            args.push("--rebase");
+        }
+        let answer = home.json(&args);
+        let how = if rebase { "rebased" } else { "merged" };
+        assert_eq!(answer["update"]["how"], how, "{answer}");
+        assert_eq!(answer["update"]["files"], serde_json::json!(["NOTES.md"]));
+        assert_eq!(
+            read(&tree, "NOTES.md"),
+            "notes\n",
+            "the base's file is in the worktree"
+        );
+        assert!(read(&tree, "src/cache.rs").contains("pub struct Cache"));
+        let branch = str_at(&ws, "branch");
+        assert!(
+            git_output(work, &["merge-base", "--is-ancestor", &base_tip, branch])
+                .status
+                .success(),
+            "the branch has the base's commit"
+        );
+        assert_eq!(checkout_state(work), before, "the checkout is untouched");
+        // The run's change still counts its own two files only.
+        let after = wait_change(&home, &run, 2);
+        assert_eq!(after["base_commit"], base_tip.as_str(), "{after}");
+        assert!(
+            git(&tree, &["status", "--porcelain"]).is_empty(),
+            "the run's work is committed on its branch"
+        );
+    }
+}
+
+/// A conflicting update changes nothing: the branch, the worktree's files and status are
+/// as they were; drover prints the follow-up that hands the conflict to the run and exits
+/// with MERGE_CONFLICT; sending that follow-up is the user's call.
+#[test]
+fn a_conflicting_update_changes_nothing_and_offers_the_follow_up() {
+    for rebase in [false, true] {
+        let home = repo_home();
+        let work = home.work();
+        let _serve = home.serve();
+        let (run, ws) = worktree_run(&home, "worktree-change", "Add a cache", 2);
+        let tree = worktree(&ws);
+        commit_file(
+            work,
+            "src/main.rs",
+            "fn main() { /* mine */ }\n",
+            "my own main",
+        );
+        let branch = str_at(&ws, "branch");
+        let branch_before = git(work, &["rev-parse", branch]);
+        let status_before = git(&tree, &["status", "--porcelain", "--untracked-files=all"]);
+        let main_before = read(&tree, "src/main.rs");
+        let mut args = vec!["update", run.as_str()];
+        if rebase {
+            args.push("--rebase");
+        }
+        let out = home.drover(&args);
+        assert!(!out.status.success(), "{out:?}");
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(stderr.contains("MERGE_CONFLICT"), "{stderr}");
+        assert!(
+            stdout.contains("src/main.rs") && stdout.contains(&format!("drover follow-up {run} ")),
+            "{stdout}"
+        );
+        assert_eq!(git(work, &["rev-parse", branch]), branch_before);
+        assert_eq!(
+            git(&tree, &["status", "--porcelain", "--untracked-files=all"]),
+            status_before
+        );
+        assert_eq!(read(&tree, "src/main.rs"), main_before);
+        let notes = notes_of(&home.show(&run));
+        assert!(
+            notes.iter().any(|n| n.contains("conflicts in src/main.rs")),
+            "{notes:?}"
+        );
+    }
+}
+
+/// `drover gc` cleans up in bulk: a finished run whose worktree holds no change leaves
+/// the trays with its worktree and branch, without asking; one with unmerged work is
+/// listed and kept, worktree and branch, until `remove --finished --force`.
+#[test]
+fn gc_removes_what_holds_nothing_and_lists_what_it_keeps() {
+    let home = repo_home();
+    let work = home.work();
+    let _serve = home.serve();
+    let (changed, ws) = worktree_run(&home, "worktree-change", "Add a cache", 2);
+    let empty = home.dispatch("quick-success", "Look around", &["--workspace", "worktree"]);
+    home.wait_idle(&empty);
+    let empty_ws = wait_change(&home, &empty, 0);
+    for run in [&changed, &empty] {
+        home.json(&["complete", run]);
+        home.wait_terminal(run);
+    }
+    let out = home.drover(&["gc"]);
+    assert!(out.status.success(), "{out:?}");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(stdout.contains("removed 1 finished run"), "{stdout}");
+    assert!(
+        stdout.contains("kept 1 with unmerged work") && stdout.contains(&changed),
+        "{stdout}"
+    );
+    let listed: Vec<String> = home
+        .runs()
+        .iter()
+        .map(|r| str_at(r, "run_id").to_string())
+        .collect();
+    assert_eq!(listed, std::slice::from_ref(&changed));
+    // Its worktree and branch go once the owner's git work is done.
+    let gone = worktree(&empty_ws);
+    let branch = str_at(&empty_ws, "branch").to_string();
+    wait_repo(work, "the empty worktree and its branch gone", |dir| {
+        !gone.exists() && !drover_branches(dir).contains(&branch)
+    });
+    assert!(worktree(&ws).exists(), "unmerged work stays");
+    let forced = home.json(&["remove", "--finished", "--force"]);
+    assert_eq!(forced["removed"], serde_json::json!([changed]), "{forced}");
+    assert!(drover_branches(work).contains(&str_at(&ws, "branch").to_string()));
+}
+
+/// A new worktree is made ready to build: the git-ignored files `.worktreeinclude` lists
+/// are copied from the checkout, `[workspaces] link` directories are linked, and the
+/// setup command runs in the run's directory before its CLI starts — a failing setup
+/// fails the run's start with its exit code and the end of its output.
+#[test]
+fn a_new_worktree_gets_its_included_files_linked_directories_and_setup() {
+    let home = repo_home();
+    let work = home.work();
+    std::fs::write(
+        work.join(".gitignore"),
+        ".env\nnode_modules/\nscratch.txt\n",
+    )
+    .unwrap();
+    std::fs::write(work.join(".worktreeinclude"), ".env\n").unwrap();
+    git(work, &["add", ".gitignore", ".worktreeinclude"]);
+    git(work, &["commit", "-q", "-m", "ignore files"]);
+    std::fs::write(work.join(".env"), "TOKEN=local\n").unwrap();
+    std::fs::write(work.join("scratch.txt"), "not listed\n").unwrap();
+    std::fs::create_dir_all(work.join("node_modules/left-pad")).unwrap();
+    std::fs::write(work.join("node_modules/left-pad/index.js"), "//\n").unwrap();
+    std::fs::write(
+        home.path().join("config.toml"),
+        "[workspaces]\nlink = [\"node_modules\", \"target\"]\nsetup = [\"sh\", \"-c\", \"ls node_modules > setup.txt\"]\n",
+    )
+    .unwrap();
+    let _serve = home.serve();
+    let run = home.dispatch("quick-success", "Build it", &["--workspace", "worktree"]);
+    let view = home.wait_idle(&run);
+    let tree = worktree(&view["workspace"]);
+    assert_eq!(read(&tree, ".env"), "TOKEN=local\n");
+    assert!(!tree.join(".env").is_symlink(), ".env is a copy");
+    assert!(!tree.join("scratch.txt").exists(), "only what it lists");
+    assert!(tree.join("node_modules").is_symlink());
+    assert_eq!(
+        std::fs::read_link(tree.join("node_modules")).unwrap(),
+        work.join("node_modules")
+    );
+    assert!(
+        !tree.join("target").exists(),
+        "a directory the checkout lacks is not made"
+    );
+    assert_eq!(
+        read(&tree, "setup.txt"),
+        "left-pad\n",
+        "setup ran with the links in place"
+    );
+    let notes = notes_of(&view);
+    assert!(
+        notes
+            .iter()
+            .any(|n| n.contains("copied 1 file .worktreeinclude lists")
+                && n.contains("linked node_modules")
+                && n.contains("ran its setup")),
+        "{notes:?}"
+    );
+}
+
+#[test]
+fn a_failing_setup_fails_the_runs_start_with_its_exit_code_and_output() {
+    let home = repo_home();
+    std::fs::write(
+        home.path().join("config.toml"),
+        "[workspaces]\nsetup = [\"sh\", \"-c\", \"echo npm ERR missing lockfile >&2; exit 3\"]\n",
+    )
+    .unwrap();
+    let _serve = home.serve();
+    let run = home.dispatch("quick-success", "Build it", &["--workspace", "worktree"]);
+    let view = home.wait_terminal(&run);
+    assert_eq!(view["state"], "failed", "{view}");
+    let notes = notes_of(&view).join("\n");
+    assert!(
+        notes.contains("exit code 3") && notes.contains("npm ERR missing lockfile"),
+        "{notes}"
+    );
+}

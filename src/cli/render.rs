@@ -245,6 +245,33 @@ pub fn workspace_action(view: &WorkspaceActionView) -> String {
             }
             text
         }
+        (None, "update") => {
+            use drover_core::workspace::UpdateHow;
+            let Some(u) = &view.update else {
+                return format!("updated {branch}\n");
+            };
+            let commit = drover_core::workspace::short_commit(Some(&u.commit));
+            let files = u.files.len();
+            let plural = drover_core::text::plural(files);
+            match u.how {
+                UpdateHow::UpToDate => format!("{branch} already has everything of {}\n", u.base),
+                UpdateHow::Merged => format!(
+                    "merged {} into {branch} at {commit}: {files} file{plural} changed\n",
+                    u.base
+                ),
+                UpdateHow::Rebased => format!(
+                    "rebased {branch} on {} (now {commit}): {files} file{plural} changed\n",
+                    u.base
+                ),
+                UpdateHow::Conflict => format!(
+                    "{branch} conflicts with {} in {}; nothing was changed\nto hand it to the run:\n  drover follow-up {} {}\n",
+                    u.base,
+                    u.files.join(", "),
+                    view.run_id,
+                    shell_words::quote(u.follow_up.as_deref().unwrap_or_default())
+                ),
+            }
+        }
         (None, "keep") => format!(
             "kept {branch}; the worktree of {} is removed\n",
             view.run_id

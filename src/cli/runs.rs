@@ -131,6 +131,14 @@ pub enum RunCommand {
     },
     /// Remove a finished run (or every finished run) from the trays; its spend still counts.
     Remove(RemoveArgs),
+    /// Clean up in bulk: every finished run whose worktree holds no change leaves the
+    /// trays (its worktree and its branch, when it holds no commits beyond its base, are
+    /// deleted), without asking; those with unmerged work are listed and kept (`remove
+    /// --finished --force` keeps their work on their branches and removes them).
+    Gc {
+        #[command(flatten)]
+        output: JsonFlag,
+    },
     /// Stop every active, queued and held run (of one workflow with --workflow).
     KillAll {
         /// Only the runs of this workflow.
@@ -362,6 +370,11 @@ impl RunCommand {
                 finished: args.finished,
                 force: args.force,
             },
+            RunCommand::Gc { .. } => Request::Remove {
+                run_id: None,
+                finished: true,
+                force: false,
+            },
             RunCommand::KillAll { workflow, .. } => Request::KillAll {
                 workflow: workflow.clone(),
             },
@@ -390,6 +403,7 @@ impl RunCommand {
             RunCommand::Stop { .. } => "stop",
             RunCommand::Complete { .. } => "complete",
             RunCommand::Remove(_) => "remove",
+            RunCommand::Gc { .. } => "gc",
             RunCommand::KillAll { .. } => "kill-all",
             RunCommand::Wait(_) => "wait",
         }
@@ -406,7 +420,8 @@ impl RunCommand {
             | RunCommand::Wake { output, .. }
             | RunCommand::Stop { output, .. }
             | RunCommand::Complete { output, .. }
-            | RunCommand::KillAll { output, .. } => output.json,
+            | RunCommand::KillAll { output, .. }
+            | RunCommand::Gc { output } => output.json,
             RunCommand::Respond(RespondArgs { output, .. })
             | RunCommand::Remove(RemoveArgs { output, .. })
             | RunCommand::Wait(WaitArgs { output, .. }) => output.json,

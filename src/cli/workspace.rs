@@ -49,6 +49,19 @@ pub enum WorkspaceCommand {
         #[command(flatten)]
         output: JsonFlag,
     },
+    /// Bring a worktree run's branch up to date with its base branch, in its worktree
+    /// (uncommitted work is committed onto the branch first): the base merged in, or
+    /// with --rebase the branch rebased on it. A conflict changes nothing: drover prints
+    /// the files and the follow-up that hands the conflict to the run, and exits with
+    /// MERGE_CONFLICT.
+    Update {
+        run: String,
+        /// Rebase the run's commits on the base instead of merging the base in.
+        #[arg(long)]
+        rebase: bool,
+        #[command(flatten)]
+        output: JsonFlag,
+    },
     /// Remove a finished run's worktree and keep its branch (uncommitted work is
     /// committed onto it first).
     Keep {
@@ -107,6 +120,7 @@ impl WorkspaceCommand {
         match self {
             WorkspaceCommand::Diff { .. } => "diff",
             WorkspaceCommand::Merge { .. } => "merge",
+            WorkspaceCommand::Update { .. } => "update",
             WorkspaceCommand::Keep { .. } => "keep",
             WorkspaceCommand::Discard { .. } => "discard",
             WorkspaceCommand::Open { .. } => "open",
@@ -157,21 +171,51 @@ pub fn run(command: WorkspaceCommand, paths: &Paths) -> Result<(), DroverError> 
             },
             output.json,
         ),
+        WorkspaceCommand::Update {
+            run,
+            rebase,
+            output,
+        } => (
+            Request::Update {
+                run_id: run,
+                rebase,
+            },
+            output.json,
+        ),
         WorkspaceCommand::Keep { run, output } => (Request::Keep { run_id: run }, output.json),
         WorkspaceCommand::Discard { run, output } => {
             (Request::Discard { run_id: run }, output.json)
         }
     };
     let answer = runtime()?.block_on(ask_or_own(paths, request))?;
-    if json {
-        return print_json(&answer);
+    let conflict = match &answer {
+        Response::Workspace(view) => view
+            .update
+            .as_ref()
+            .filter(|u| u.how == drover_core::workspace::UpdateHow::Conflict),
+        _ => None,
     }
-    let text = match &answer {
-        Response::Diff(view) => render::diff(view),
-        Response::Workspace(view) => render::workspace_action(view),
-        other => render::pretty_json(other),
-    };
-    write_stdout(&text)
+    .map(|u| {
+        DroverError::new(
+            drover_core::ErrorCode::MergeConflict,
+            format!(
+                "{} conflicts with its branch in {}; nothing was changed",
+                u.base,
+                u.files.join(", ")
+            ),
+        )
+    });
+    if json {
+        print_json(&answer)?;
+    } else {
+        let text = match &answer {
+            Response::Diff(view) => render::diff(view),
+            Response::Workspace(view) => render::workspace_action(view),
+            other => render::pretty_json(other),
+        };
+        write_stdout(&text)?;
+    }
+    conflict.map_or(Ok(()), Err)
 }
 
 /// `drover open`: the run's directory printed, or `program` opened there — in a new tmux
@@ -246,7 +290,7 @@ fn attach(paths: &Paths, run_id: &str, hand_back_only: bool) -> Result<(), Drove
             .into_take_over()?;
         eprintln!(
             "drover: {run_id} is yours in {}'s own interface; leave it to hand the run back",
-            plan.provider
+            drover_core::providers::registry::cli_name(&plan.provider)
         );
         let ran = runtime.block_on(async {
             use tokio::signal::unix::{SignalKind, signal};

@@ -1359,17 +1359,28 @@ async fn a_run_taken_over_in_claudes_own_interface_is_handed_back_with_the_turn_
     );
     let typed = "say hello from the interface";
     // The interface is up once it shows its prompt box; then the prompt is typed.
-    tmux.until_screen(TURN, |screen| screen.contains('>') || screen.contains('│'))
+    // The interface is up once it shows the session's history; the prompt is typed into
+    // its input box and sent once it shows there.
+    tmux.until_screen(TURN, |screen| screen.contains("first part done"))
         .await;
-    tokio::time::sleep(Duration::from_secs(2)).await;
     tmux.send_text(typed);
+    tmux.until_screen(TURN, |screen| screen.contains(typed))
+        .await;
     tmux.send_keys(&["Enter"]);
     tmux.until_screen(TURN, |screen| {
         screen.contains("Hello from the interface 4b1c")
     })
     .await;
     tmux.send_text("/exit");
-    tmux.send_keys(&["Enter"]);
+    tmux.until_screen(TURN, |screen| screen.contains("/exit"))
+        .await;
+    // The first Enter may only pick the command from the interface's menu.
+    for _ in 0..3 {
+        tmux.send_keys(&["Enter"]);
+        if tmux.is_dead_within(Duration::from_secs(5)).await {
+            break;
+        }
+    }
     tmux.until_dead(TURN).await;
 
     let view = rig.drover.show(&run).await;

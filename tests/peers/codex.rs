@@ -1548,3 +1548,101 @@ async fn an_exec_session_hard_cap_reached_by_spending_stops_the_second_run() {
     )
     .await;
 }
+
+/// Take-over (docs/ARCHITECTURE.md §"Take-over"): `drover attach` opens Codex's own
+/// interface (`codex resume --no-daemon`) on the run's thread in tmux; a prompt typed
+/// there is answered by the model, and once the user leaves with `/quit` the run's
+/// ledger holds that turn (`interactive`, its tokens and an estimated cost), no Codex
+/// daemon is left behind, and a follow-up goes on in the same thread.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_run_taken_over_in_codexs_own_interface_is_handed_back_with_the_turn_typed_there() {
+    if !crate::tmux::available() {
+        panic!("tmux is needed for the take-over test (install it: CI does)");
+    }
+    let rig = Rig::start(vec![
+        Reply::text(done("first part done")),
+        Reply::text("Hello from the interface 9d2e"),
+        Reply::text(done("second part done")),
+    ])
+    .await;
+    let run = rig.dispatch("ask", "Do the first part").await;
+    let first = rig.drover.until_state(&run, "idle", TURN).await;
+    let thread = first["provider_session_id"].as_str().unwrap().to_string();
+    // What a real user's Codex config already holds: the model notice seen, this folder
+    // trusted (docs/PROVIDERS.md §"Interactive take-over").
+    let config = rig.drover.root().join("codex-home/config.toml");
+    let mut text = std::fs::read_to_string(&config).unwrap();
+    text.push_str(&format!(
+        "\n[notice.model_migrations]\n\"gpt-5.5\" = \"gpt-6-sol\"\n\n[projects.\"{}\"]\ntrust_level = \"trusted\"\n",
+        rig.drover.work_dir().display()
+    ));
+    std::fs::write(&config, text).unwrap();
+
+    let mut env = rig.drover.env();
+    env.retain(|(k, _)| k != "TERM");
+    env.push(("TERM".into(), "xterm-256color".into()));
+    let tmux = crate::tmux::Tmux::start(
+        &rig.drover.work_dir(),
+        &env,
+        &[env!("CARGO_BIN_EXE_drover"), "attach", &run],
+    );
+    let typed = "say hello from the interface";
+    // The interface is up once it shows the thread's history; the prompt is typed into
+    // its composer and sent once it shows there.
+    tmux.until_screen(TURN, |screen| screen.contains("first part done"))
+        .await;
+    tmux.send_text(typed);
+    tmux.until_screen(TURN, |screen| screen.contains(typed))
+        .await;
+    tmux.send_keys(&["Enter"]);
+    tmux.until_screen(TURN, |screen| {
+        screen.contains("Hello from the interface 9d2e")
+    })
+    .await;
+    tmux.send_text("/quit");
+    tmux.until_screen(TURN, |screen| screen.contains("/quit"))
+        .await;
+    // The first Enter may only pick the command from the interface's menu.
+    for _ in 0..3 {
+        tmux.send_keys(&["Enter"]);
+        if tmux.is_dead_within(Duration::from_secs(5)).await {
+            break;
+        }
+    }
+    tmux.until_dead(TURN).await;
+
+    let view = rig.drover.show(&run).await;
+    let origins: Vec<&str> = view["turns"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["origin"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        origins,
+        ["dispatch", "interactive"],
+        "{view}\n{}",
+        tmux.screen()
+    );
+    let turn = &view["turns"][1];
+    assert_eq!(turn["prompt_preview"], typed, "{view}");
+    assert!(
+        turn["text"]
+            .as_str()
+            .is_some_and(|t| t.contains("Hello from the interface 9d2e")),
+        "{view}"
+    );
+    assert!(turn["tokens"]["output"].as_u64().unwrap() > 0, "{view}");
+    assert!(turn["cost_usd"].as_f64().unwrap() > 0.0, "{view}");
+    assert!(
+        processes_with("--managed-daemon").is_empty(),
+        "no Codex daemon outlives the interface"
+    );
+
+    rig.drover.follow_up(&run, "Do the second part").await;
+    let after = rig.drover.until_idle_after(&run, 3, TURN).await;
+    assert_eq!(after["turns"][2]["origin"], "follow_up", "{after}");
+    assert_eq!(after["provider_session_id"], thread, "{after}");
+    let last = rig.mock.requests().pop().unwrap();
+    assert_eq!(thread_header(&last), thread);
+}

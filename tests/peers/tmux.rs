@@ -90,6 +90,24 @@ impl Tmux {
         }
     }
 
+    /// Whether the pane's command has exited within `limit`.
+    pub async fn is_dead_within(&self, limit: Duration) -> bool {
+        let deadline = tokio::time::Instant::now() + limit;
+        while tokio::time::Instant::now() < deadline {
+            if self.dead() {
+                return true;
+            }
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
+        self.dead()
+    }
+
+    fn dead(&self) -> bool {
+        self.run(&["display-message", "-p", "-t", "t", "#{pane_dead}"])
+            .trim()
+            == "1"
+    }
+
     /// Waits (bounded) until the pane's command has exited.
     pub async fn until_dead(&self, limit: Duration) {
         let deadline = tokio::time::Instant::now() + limit;

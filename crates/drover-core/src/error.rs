@@ -55,6 +55,9 @@ pub enum ErrorCode {
     RunNotActive,
     /// The run is not idle, so it cannot take a follow-up now.
     RunNotIdle,
+    /// A new worktree's setup command (`[workspaces] setup`) failed or ran out of time:
+    /// the run did not start.
+    SetupFailed,
     /// The run is taken over in its CLI's own interface (`drover attach`): drover sends
     /// it nothing until it is handed back.
     RunTakenOver,
@@ -181,6 +184,7 @@ impl ErrorCode {
             ErrorCode::WorkflowNotFound => "WORKFLOW_NOT_FOUND",
             ErrorCode::RunNotActive => "RUN_NOT_ACTIVE",
             ErrorCode::RunNotIdle => "RUN_NOT_IDLE",
+            ErrorCode::SetupFailed => "SETUP_FAILED",
             ErrorCode::RunTakenOver => "RUN_TAKEN_OVER",
             ErrorCode::RunNotTakenOver => "RUN_NOT_TAKEN_OVER",
             ErrorCode::TakeOverUnsupported => "TAKE_OVER_UNSUPPORTED",

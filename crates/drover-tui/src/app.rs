@@ -505,6 +505,23 @@ impl App {
                 }
                 None => self.flash_error("select a run first".into()),
             },
+            Action::UpdateBranch => match selected {
+                Some(run) => {
+                    let run_id = run.head.run_id.clone();
+                    self.flash_info(format!("updating {run_id}'s branch from its base…"));
+                    effects.push(Effect::Request {
+                        tag: ReplyTag::WorkspaceAction {
+                            run_id: run_id.clone(),
+                            action: "update".into(),
+                        },
+                        request: Request::Update {
+                            run_id,
+                            rebase: false,
+                        },
+                    });
+                }
+                None => self.flash_error("select a run first".into()),
+            },
             Action::TakeOver => match selected {
                 Some(run) => self.open_in(&run, Program::TakeOver, effects),
                 None => self.flash_error("select a run first".into()),
@@ -680,7 +697,7 @@ impl App {
         self.flash_info(match program {
             Program::TakeOver => format!(
                 "{id} taken over in {}'s own interface{beside}; leave it to hand the run back",
-                run.head.provider
+                drover_core::providers::registry::cli_name(&run.head.provider)
             ),
             _ => format!("{} opened in {}{beside}", program.word(), dir.display()),
         });
@@ -1124,6 +1141,34 @@ impl App {
                 Ok(removed) => {
                     let n = removed.removed.len();
                     self.flash_info(format!("removed {n} finished run{}", plural(n)));
+                    if !removed.unmerged.is_empty() {
+                        // `X` removed what held nothing; what holds work is listed, then
+                        // asked about.
+                        let held: Vec<String> = removed
+                            .unmerged
+                            .iter()
+                            .map(|id| {
+                                let branch = self
+                                    .model
+                                    .run(id)
+                                    .and_then(|e| e.summary.workspace.as_ref())
+                                    .and_then(|w| w.branch.clone())
+                                    .unwrap_or_else(|| "its branch".into());
+                                format!("{id} ({branch})")
+                            })
+                            .collect();
+                        let m = held.len();
+                        self.views.push(ConfirmView {
+                            what: Confirmable::RemoveUnmerged,
+                            message: format!(
+                                "Removed {n} finished run{} with nothing to keep. {m} hold{} unmerged work: {}. Remove {} too? Their work is committed onto their branches, which stay.",
+                                plural(n),
+                                if m == 1 { "s" } else { "" },
+                                held.join(", "),
+                                if m == 1 { "it" } else { "them" }
+                            ),
+                        });
+                    }
                 }
                 Err(e) => self.flash_error(format!("{}: {}", e.code, e.message)),
             },
@@ -1213,6 +1258,7 @@ impl App {
     ) {
         let at = self.diff_view_at(run_id);
         match result.and_then(Response::into_workspace) {
+            Ok(done) if done.update.is_some() => self.on_updated(run_id, &done),
             Ok(done) => {
                 let words = match &done.merge {
                     Some(m) => format!(
@@ -1255,6 +1301,56 @@ impl App {
                 _ => self.flash_error(format!("{}: {}", e.code, e.message)),
             },
         }
+    }
+
+    /// `u` came back: said on the flash line; a conflict opens the follow-up that hands it
+    /// to the run, filled in (`enter` sends it, `esc` drops it: drover never sends it
+    /// unasked).
+    fn on_updated(&mut self, run_id: &str, done: &drover_core::workspace::WorkspaceActionView) {
+        use drover_core::workspace::UpdateHow;
+        let Some(u) = &done.update else {
+            return;
+        };
+        self.want_show.push(run_id.to_string());
+        let n = u.files.len();
+        let words = match u.how {
+            UpdateHow::UpToDate => {
+                format!("{run_id}'s branch already has everything of {}", u.base)
+            }
+            UpdateHow::Merged | UpdateHow::Rebased => format!(
+                "{} merged into {run_id}'s branch: {n} file{} changed",
+                u.base,
+                plural(n)
+            ),
+            UpdateHow::Conflict => {
+                let run = self.model.run(run_id).map(|e| e.summary.clone());
+                match (run, &u.follow_up) {
+                    (Some(run), Some(text)) if run.head.state.is_active() => {
+                        self.views.push(InputBox::new(
+                            InputPurpose::FollowUp {
+                                run_id: run_id.to_string(),
+                                title: run.head.title.clone(),
+                                question: None,
+                            },
+                            text,
+                        ));
+                        return self.flash_error(format!(
+                            "{} conflicts with {run_id}'s branch in {}; nothing changed — enter sends the run this follow-up",
+                            u.base,
+                            u.files.join(", ")
+                        ));
+                    }
+                    _ => {
+                        return self.flash_error(format!(
+                            "{} conflicts with {run_id}'s branch in {}; nothing changed",
+                            u.base,
+                            u.files.join(", ")
+                        ));
+                    }
+                }
+            }
+        };
+        self.flash_info(words);
     }
 
     fn on_dispatched(&mut self, result: Result<Response, DroverError>) {

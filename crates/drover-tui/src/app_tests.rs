@@ -709,3 +709,104 @@ fn o_on_a_run_without_a_directory_yet_says_so_and_opens_nothing() {
         "{flash:?}"
     );
 }
+
+/// `u` asks for the selected run's branch to be brought up to date; a conflict opens the
+/// follow-up that hands it to the run, filled in — sent only when the user presses enter.
+#[test]
+fn u_updates_the_branch_and_a_conflict_offers_the_follow_up_unsent() {
+    use drover_core::workspace::{UpdateHow, UpdateView, WorkspaceActionView, WorkspaceView};
+    let mut app = app(vec![summary("a", RunState::Idle)]);
+    let effects = app.handle(key('u'));
+    assert_eq!(
+        requests(&effects),
+        [&Request::Update {
+            run_id: "a".into(),
+            rebase: false
+        }]
+    );
+    let follow_up = "The branch main moved on and conflicts with your branch in src/main.rs.";
+    let answer = WorkspaceActionView {
+        run_id: "a".into(),
+        action: "update".into(),
+        workspace: WorkspaceView::shared(std::path::Path::new("/w")),
+        merge: None,
+        update: Some(UpdateView {
+            how: UpdateHow::Conflict,
+            base: "main".into(),
+            commit: "abc".into(),
+            files: vec!["src/main.rs".into()],
+            follow_up: Some(follow_up.into()),
+        }),
+    };
+    let effects = app.handle(AppEvent::Reply {
+        tag: ReplyTag::WorkspaceAction {
+            run_id: "a".into(),
+            action: "update".into(),
+        },
+        result: Ok(Response::Workspace(Box::new(answer))),
+    });
+    assert!(
+        !requests(&effects)
+            .iter()
+            .any(|r| matches!(r, Request::FollowUp { .. })),
+        "nothing is sent unasked"
+    );
+    let input = app
+        .views
+        .top_as::<crate::views::input::InputBox>()
+        .expect("the follow-up box");
+    assert_eq!(input.field.text, follow_up);
+    let effects = app.handle(AppEvent::Key(KeyEvent::new(
+        KeyCode::Enter,
+        KeyModifiers::NONE,
+    )));
+    assert!(
+        requests(&effects).contains(&&Request::FollowUp {
+            run_id: "a".into(),
+            text: follow_up.into()
+        }),
+        "enter sends it"
+    );
+}
+
+/// `X` removes what holds nothing at once; the runs it kept for their unmerged work are
+/// listed and asked about, and a yes removes them keeping their work on their branches.
+#[test]
+fn x_lists_the_runs_it_kept_for_their_work_and_asks_about_them() {
+    use drover_core::dispatch::api::Removed;
+    let mut app = app(vec![
+        summary("a", RunState::Completed),
+        summary("bb", RunState::Completed),
+    ]);
+    let effects = app.handle(key('X'));
+    assert_eq!(
+        requests(&effects),
+        [&Request::Remove {
+            run_id: None,
+            finished: true,
+            force: false
+        }]
+    );
+    let _ = app.handle(AppEvent::Reply {
+        tag: ReplyTag::Remove,
+        result: Ok(Response::Removed(Removed {
+            removed: vec!["a".into()],
+            unmerged: vec!["bb".into()],
+            kept: vec![],
+        })),
+    });
+    let confirm = app
+        .views
+        .top_as::<crate::views::confirm::ConfirmView>()
+        .expect("asked about the kept runs");
+    assert!(confirm.message.contains("bb ("), "{}", confirm.message);
+    let effects = app.handle(key('y'));
+    assert_eq!(
+        requests(&effects),
+        [&Request::Remove {
+            run_id: None,
+            finished: true,
+            force: true
+        }]
+    );
+}

@@ -105,6 +105,8 @@ pub enum Action {
     OpenShell,
     /// Take the selected idle run over in its CLI's own interface (`drover attach`).
     TakeOver,
+    /// Bring the selected worktree run's branch up to date with its base.
+    UpdateBranch,
     /// Dispatch the selected run's task again (the form, filled from its spec).
     Redispatch,
     /// Allow the request on the attention line, once.
@@ -164,7 +166,7 @@ pub enum Action {
 }
 
 impl Action {
-    pub const ALL: [Action; 63] = [
+    pub const ALL: [Action; 64] = [
         Action::SelectNext,
         Action::SelectPrev,
         Action::SelectFirst,
@@ -190,6 +192,7 @@ impl Action {
         Action::OpenEditor,
         Action::OpenShell,
         Action::TakeOver,
+        Action::UpdateBranch,
         Action::Redispatch,
         Action::AttentionAllow,
         Action::AttentionDeny,
@@ -258,6 +261,7 @@ impl Action {
             Action::OpenEditor => "open_editor",
             Action::OpenShell => "open_shell",
             Action::TakeOver => "take_over",
+            Action::UpdateBranch => "update_branch",
             Action::Redispatch => "redispatch",
             Action::AttentionAllow => "attention_allow",
             Action::AttentionDeny => "attention_deny",
@@ -330,6 +334,9 @@ impl Action {
             Action::OpenShell => "open your shell ($SHELL) in the selected run's directory",
             Action::TakeOver => {
                 "take the selected idle run over in its CLI's own interface; leave it to hand back"
+            }
+            Action::UpdateBranch => {
+                "merge the base branch into the selected worktree run's branch (a conflict: the follow-up)"
             }
             Action::Redispatch => "dispatch the selected run's task again (the form, filled in)",
             Action::AttentionAllow => "allow the request on the attention line once",
@@ -612,6 +619,7 @@ const DASHBOARD: &[Binding] = &[
     bind(KeyCombo::char('o'), A::OpenEditor),
     bind(KeyCombo::char('!'), A::OpenShell),
     bind(KeyCombo::char('T'), A::TakeOver),
+    bind(KeyCombo::char('u'), A::UpdateBranch),
     bind(KeyCombo::char('r'), A::Redispatch),
     bind(KeyCombo::char('y'), A::AttentionAllow),
     bind(KeyCombo::char('d'), A::AttentionDeny),

@@ -119,6 +119,21 @@ pub struct WorkspacesConfig {
     /// What a shared run does when another run that can write works in the same
     /// directory: wait for it (live state `waiting_repository`), or start anyway.
     pub shared_conflict: SharedConflict,
+    /// Directories of the checkout (relative paths: `node_modules`, `target`) linked into
+    /// each new worktree instead of rebuilt there, when they exist.
+    #[serde(default)]
+    pub link: Vec<String>,
+    /// A command (its words) run in each new worktree before the run's CLI starts; a
+    /// failure fails the run's start with its exit code and the end of its output.
+    #[serde(default)]
+    pub setup: Vec<String>,
+    /// How long `setup` may take.
+    #[serde(default = "default_setup_timeout_secs")]
+    pub setup_timeout_secs: u64,
+}
+
+fn default_setup_timeout_secs() -> u64 {
+    600
 }
 
 /// `[workspaces] shared_conflict`.

@@ -294,6 +294,14 @@ fn strings(config: &Config) -> Result<(), Problem> {
         }
     }
     text(key(&["workspaces", "root"]), &config.workspaces.root)?;
+    entries(key(&["workspaces", "link"]), config.workspaces.link.len())?;
+    for (i, dir) in config.workspaces.link.iter().enumerate() {
+        text(key(&["workspaces", "link", &index_segment(i)]), dir)?;
+    }
+    entries(key(&["workspaces", "setup"]), config.workspaces.setup.len())?;
+    for (i, word) in config.workspaces.setup.iter().enumerate() {
+        text(key(&["workspaces", "setup", &index_segment(i)]), word)?;
+    }
     entries(key(&["redact", "env"]), config.redact.env.len())?;
     for (i, var) in config.redact.env.iter().enumerate() {
         text(key(&["redact", "env", &index_segment(i)]), var)?;
@@ -425,6 +433,37 @@ fn guard(config: &Config) -> Result<(), Problem> {
 
 /// `[workspaces] root`: empty (the data directory's `worktrees/`) or an absolute path.
 fn workspaces(config: &Config) -> Result<(), Problem> {
+    for (i, dir) in config.workspaces.link.iter().enumerate() {
+        let path = std::path::Path::new(dir);
+        let inside = !dir.trim().is_empty()
+            && path.is_relative()
+            && path
+                .components()
+                .all(|c| matches!(c, std::path::Component::Normal(_)));
+        if !inside {
+            let key = vec!["workspaces".to_owned(), "link".to_owned(), index_segment(i)];
+            return Err(Problem::new(
+                format!(
+                    "`{}` is {dir:?}; name a directory inside the checkout (`node_modules`, `target`), with no `..`",
+                    dotted(&key)
+                ),
+                vec![key],
+            ));
+        }
+    }
+    let ws = &config.workspaces;
+    if ws.setup.first().is_some_and(|w| w.trim().is_empty())
+        || !(1..=3_600).contains(&ws.setup_timeout_secs)
+    {
+        let key = vec!["workspaces".to_owned(), "setup".to_owned()];
+        return Err(Problem::new(
+            format!(
+                "`{}` must start with a command and `workspaces.setup_timeout_secs` be 1 to 3600 seconds",
+                dotted(&key)
+            ),
+            vec![key],
+        ));
+    }
     let root = config.workspaces.root.trim();
     if !root.is_empty() && !std::path::Path::new(root).is_absolute() {
         let key = vec!["workspaces".to_owned(), "root".to_owned()];

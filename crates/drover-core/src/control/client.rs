@@ -76,7 +76,7 @@ pub fn request_timeout(request: &Request) -> Option<Duration> {
         | Request::RuleAdd { .. }
         | Request::RuleRemove { .. } => Some(CHANGE_TIMEOUT),
         // A merge may bring a large work tree along.
-        Request::Merge { .. } => Some(MERGE_TIMEOUT),
+        Request::Merge { .. } | Request::Update { .. } => Some(MERGE_TIMEOUT),
     }
 }
 

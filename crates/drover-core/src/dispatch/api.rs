@@ -173,6 +173,17 @@ pub enum Request {
         #[serde(default)]
         message: Option<String>,
     },
+    /// Bring a worktree run's branch up to date with its base branch, inside its worktree
+    /// (uncommitted work is committed onto the branch first): the base merged in, or the
+    /// branch rebased on it. A conflict changes nothing and is answered with the files
+    /// and the follow-up that hands it to the run.
+    Update {
+        /// The worktree run.
+        run_id: String,
+        /// Rebase the branch on its base instead of merging the base in.
+        #[serde(default)]
+        rebase: bool,
+    },
     /// Remove a finished run's worktree, keeping its branch (uncommitted work is committed
     /// onto it).
     Keep {
@@ -509,9 +520,10 @@ impl Request {
             }
             Request::Routes => Response::Routes(serde_json::from_value(value)?),
             Request::Diff { .. } => Response::Diff(boxed(value)?),
-            Request::Merge { .. } | Request::Keep { .. } | Request::Discard { .. } => {
-                Response::Workspace(boxed(value)?)
-            }
+            Request::Merge { .. }
+            | Request::Update { .. }
+            | Request::Keep { .. }
+            | Request::Discard { .. } => Response::Workspace(boxed(value)?),
             Request::Rules => Response::Rules(serde_json::from_value(value)?),
             Request::Search { .. } => Response::Search(boxed(value)?),
             Request::TakeOver { .. } => Response::TakeOver(boxed(value)?),

@@ -127,6 +127,15 @@ pub fn traits(provider: &str) -> Option<&'static ProviderTraits> {
     PROVIDERS.iter().find(|p| p.name == provider)
 }
 
+/// What a person calls the provider's CLI (`claude`, `codex`): its default command, else
+/// the provider's name (`sim`).
+pub fn cli_name(provider: &str) -> &str {
+    traits(provider)
+        .map(|t| t.default_command)
+        .filter(|c| !c.is_empty())
+        .unwrap_or(provider)
+}
+
 /// The names of every provider drover can run, for sentences.
 pub fn runnable_names() -> Vec<&'static str> {
     PROVIDERS.iter().map(|p| p.name).collect()

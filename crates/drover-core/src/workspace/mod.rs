@@ -291,6 +291,38 @@ impl MergeHow {
     }
 }
 
+/// How an update of a run's branch from its base went.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum UpdateHow {
+    /// The branch already had everything of its base.
+    UpToDate,
+    /// The base was merged into the branch (a merge commit).
+    Merged,
+    /// The branch's commits were replayed on the base.
+    Rebased,
+    /// The base and the branch conflict: nothing was changed (the attempt was aborted);
+    /// the follow-up that hands the conflict to the run is offered.
+    Conflict,
+}
+
+/// What an update of a run's branch from its base did (`drover update`, `u`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct UpdateView {
+    /// How it went.
+    pub how: UpdateHow,
+    /// The base branch.
+    pub base: String,
+    /// The run's branch's tip after it (unchanged on a conflict).
+    pub commit: String,
+    /// The files the base changed on the branch, or the files that conflict.
+    pub files: Vec<String>,
+    /// On a conflict: the follow-up that asks the run to merge its base and resolve the
+    /// conflicts (drover never sends it unasked).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub follow_up: Option<String>,
+}
+
 /// What a merge did.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct MergeView {
@@ -321,6 +353,9 @@ pub struct WorkspaceActionView {
     /// What the merge did (only for `merge`).
     #[serde(default)]
     pub merge: Option<MergeView>,
+    /// What the update did (only for `update`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub update: Option<UpdateView>,
 }
 
 /// Git work the dispatcher's core asks for (as an effect), carried out by [`perform`].
@@ -347,6 +382,15 @@ pub enum Task {
         workspace: WorkspaceView,
         /// How to merge.
         ask: ops::MergeAsk,
+    },
+    /// Bring the run's branch up to date with its base branch, in its worktree.
+    Update {
+        /// The run's workspace.
+        workspace: WorkspaceView,
+        /// The message of the commit of what is uncommitted in the worktree.
+        message: String,
+        /// Rebase the branch's commits on the base instead of merging the base in.
+        rebase: bool,
     },
     /// Keep the run's branch: commit what is uncommitted onto it, then remove the
     /// worktree.
@@ -383,6 +427,7 @@ impl Task {
             Task::Measure(_) => "working out the change",
             Task::Diff { .. } => "reading the diff",
             Task::Merge { .. } => "merging",
+            Task::Update { .. } => "updating the branch from its base",
             Task::Keep { .. } => "keeping the branch",
             Task::Discard { .. } => "discarding the worktree",
             Task::Release(_) => "releasing the branch",
@@ -404,6 +449,9 @@ pub enum Outcome {
     Diff(Box<DiffView>),
     /// The merge went in: the workspace after it, and what it did.
     Merged(WorkspaceView, MergeView),
+    /// The run's branch was brought up to date with its base (or a conflict found and
+    /// nothing changed): the workspace after it, and what it did.
+    Updated(WorkspaceView, UpdateView),
     /// The branch was kept: the workspace after it.
     Kept(WorkspaceView),
     /// The worktree and branch were deleted: the workspace after it.
@@ -434,6 +482,14 @@ pub async fn perform(run_id: &str, task: Task) -> Result<Outcome, DroverError> {
         Task::Merge { workspace, ask } => {
             let (after, merged) = ops::merge(&workspace, &ask).await?;
             Outcome::Merged(after, merged)
+        }
+        Task::Update {
+            workspace,
+            message,
+            rebase,
+        } => {
+            let (after, updated) = ops::update(&workspace, &message, rebase).await?;
+            Outcome::Updated(after, updated)
         }
         Task::Keep { workspace, message } => Outcome::Kept(ops::keep(&workspace, &message).await?),
         Task::Discard { workspace, root } => {

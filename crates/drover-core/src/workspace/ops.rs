@@ -23,8 +23,8 @@ use std::time::Duration;
 
 use super::git::{self, Git, GitError};
 use super::{
-    ChangeStat, DiffView, FileStat, MergeHow, MergeView, WorkspaceMode, WorkspaceStatus,
-    WorkspaceView, subject,
+    ChangeStat, DiffView, FileStat, MergeHow, MergeView, UpdateHow, UpdateView, WorkspaceMode,
+    WorkspaceStatus, WorkspaceView, subject,
 };
 use crate::{DroverError, ErrorCode};
 
@@ -56,6 +56,12 @@ pub struct CreatePlan {
     pub carry_changes: bool,
     /// Start on another run's branch instead of the user's HEAD (an escalation or retry).
     pub from: Option<ParentStart>,
+    /// Directories of the checkout linked into the worktree (`[workspaces] link`).
+    pub link: Vec<String>,
+    /// The command run in the new worktree (`[workspaces] setup`).
+    pub setup: Vec<String>,
+    /// How long the setup command may take.
+    pub setup_timeout: Duration,
 }
 
 /// A run whose work a new run starts from.
@@ -79,6 +85,20 @@ pub struct Created {
     pub carried: usize,
     /// The run it started from, when it did.
     pub from_run: Option<String>,
+    /// What made it ready to build: files copied by `.worktreeinclude`, directories
+    /// linked, the setup command's end.
+    pub ready: Readied,
+}
+
+/// What was done to make a new worktree ready to build.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct Readied {
+    /// Git-ignored files `.worktreeinclude` lists, copied from the checkout.
+    pub included: usize,
+    /// `[workspaces] link` directories linked from the checkout.
+    pub linked: Vec<String>,
+    /// The setup command and how long it took, when one ran.
+    pub setup: Option<(String, Duration)>,
 }
 
 /// What a merge is asked to do.
@@ -442,11 +462,12 @@ pub async fn create(plan: &CreatePlan) -> Result<Created, DroverError> {
                 dir.display()
             ))
         })?;
-        Ok::<_, DroverError>((carried, dir))
+        let ready = make_ready(&top, &worktree, &dir, plan).await?;
+        Ok::<_, DroverError>((carried, dir, ready))
     }
     .await;
     match made {
-        Ok((carried, dir)) => Ok(Created {
+        Ok((carried, dir, ready)) => Ok(Created {
             workspace: WorkspaceView {
                 mode: WorkspaceMode::Worktree,
                 status: WorkspaceStatus::Ready,
@@ -461,6 +482,7 @@ pub async fn create(plan: &CreatePlan) -> Result<Created, DroverError> {
             left_behind,
             carried,
             from_run,
+            ready,
         }),
         Err(e) => {
             // Leave nothing half made.
@@ -469,6 +491,129 @@ pub async fn create(plan: &CreatePlan) -> Result<Created, DroverError> {
             Err(e)
         }
     }
+}
+
+/// Makes a new worktree ready to build (docs/ARCHITECTURE.md §"Workspaces"): the
+/// git-ignored files the repository's `.worktreeinclude` lists are copied from the
+/// checkout `top` (bounded like carried changes), the `[workspaces] link` directories that
+/// exist in the checkout are linked, then the setup command runs in the run's directory
+/// `dir`, bounded in time; its failure is the start's, with its exit code and the end of
+/// its output.
+async fn make_ready(
+    top: &Path,
+    worktree: &Path,
+    dir: &Path,
+    plan: &CreatePlan,
+) -> Result<Readied, DroverError> {
+    let mut ready = Readied::default();
+    let include = top.join(".worktreeinclude");
+    if include.is_file() {
+        // Files matching its patterns that git ignores (both asked of git itself).
+        let listed = Git::at(top)
+            .limit(16 * 1024 * 1024)
+            .ok_bytes(&[
+                "ls-files",
+                "--others",
+                "--ignored",
+                "--exclude-from=.worktreeinclude",
+                "-z",
+            ])
+            .await
+            .map_err(|e| git_error("reading .worktreeinclude", e))?;
+        let candidates = git::nul_fields(&listed);
+        let mut ignored = Vec::new();
+        for path in candidates {
+            let out = Git::at(top)
+                .run(&["check-ignore", "-q", "--", &path])
+                .await
+                .map_err(|e| git_error("reading .worktreeinclude", e))?;
+            if out.code == Some(0) {
+                ignored.push(path);
+            }
+        }
+        let mut bytes = 0usize;
+        for path in ignored {
+            let from = top.join(&path);
+            let to = worktree.join(&path);
+            let size = std::fs::symlink_metadata(&from).map_or(0, |m| m.len() as usize);
+            if !from.is_file() || to.exists() {
+                continue;
+            }
+            bytes += size;
+            if bytes > MAX_CARRY_BYTES {
+                return Err(unavailable(format!(
+                    "the files .worktreeinclude lists come to more than {} MiB; list fewer, or link their directory with [workspaces] link",
+                    MAX_CARRY_BYTES / (1024 * 1024)
+                )));
+            }
+            if let Some(parent) = to.parent() {
+                std::fs::create_dir_all(parent)
+                    .map_err(|e| unavailable(format!("cannot copy {path}: {e}")))?;
+            }
+            std::fs::copy(&from, &to)
+                .map_err(|e| unavailable(format!("cannot copy {path} into the worktree: {e}")))?;
+            ready.included += 1;
+        }
+    }
+    for name in &plan.link {
+        let from = top.join(name);
+        let to = worktree.join(name);
+        if !from.is_dir() || to.exists() {
+            continue;
+        }
+        if let Some(parent) = to.parent() {
+            std::fs::create_dir_all(parent)
+                .map_err(|e| unavailable(format!("cannot link {name}: {e}")))?;
+        }
+        std::os::unix::fs::symlink(&from, &to)
+            .map_err(|e| unavailable(format!("cannot link {name} into the worktree: {e}")))?;
+        ready.linked.push(name.clone());
+    }
+    if let Some((program, args)) = plan.setup.split_first() {
+        let shown = shell_words::join(&plan.setup);
+        let started = std::time::Instant::now();
+        let mut command = tokio::process::Command::new(program);
+        command
+            .args(args)
+            .current_dir(dir)
+            .stdin(std::process::Stdio::null())
+            .kill_on_drop(true)
+            .process_group(0);
+        let out = tokio::time::timeout(plan.setup_timeout, command.output()).await;
+        let failed = |why: String| {
+            DroverError::new(
+                ErrorCode::SetupFailed,
+                format!(
+                    "the worktree's setup `{shown}` {why}; fix it or [workspaces] setup, then dispatch again"
+                ),
+            )
+        };
+        let out = match out {
+            Err(_) => {
+                return Err(failed(format!(
+                    "took longer than {} s and was stopped",
+                    plan.setup_timeout.as_secs()
+                )));
+            }
+            Ok(Err(e)) => return Err(failed(format!("could not start: {e}"))),
+            Ok(Ok(out)) => out,
+        };
+        if !out.status.success() {
+            let mut text = String::from_utf8_lossy(&out.stdout).into_owned();
+            text.push_str(&String::from_utf8_lossy(&out.stderr));
+            let tail: Vec<&str> = text.lines().rev().take(5).collect();
+            let tail: Vec<&str> = tail.into_iter().rev().collect();
+            return Err(failed(format!(
+                "failed (exit code {}): {}",
+                out.status
+                    .code()
+                    .map_or_else(|| "none".to_string(), |c| c.to_string()),
+                crate::text::clip(&crate::text::one_line(&tail.join(" / ")), 400)
+            )));
+        }
+        ready.setup = Some((shown, started.elapsed()));
+    }
+    Ok(ready)
 }
 
 /// Applies `source`'s uncommitted changes (against its HEAD, untracked files included)
@@ -1017,6 +1162,140 @@ pub async fn merge(
             cleaned_up: ask.clean_up,
         },
     ))
+}
+
+/// Brings a run's branch up to date with its base branch, in its worktree: what is
+/// uncommitted there is committed onto the branch first (the run's work is never lost),
+/// then the base is merged in (a merge commit), or with `rebase` the branch's commits are
+/// replayed on it. A conflict changes nothing — a merge is tried in memory first
+/// (`git merge-tree`), a rebase that stops is aborted and the worktree put back as it
+/// was — and comes back as [`UpdateHow::Conflict`] with the files and the follow-up that
+/// hands the conflict to the run. The user's checkout is never touched.
+pub async fn update(
+    ws: &WorkspaceView,
+    message: &str,
+    rebase: bool,
+) -> Result<(WorkspaceView, UpdateView), DroverError> {
+    let worktree = worktree_of(ws)?;
+    let checkout = checkout_of(ws)?;
+    let branch = ws.branch.clone().ok_or_else(|| {
+        DroverError::new(ErrorCode::NoWorktree, "the run's worktree has no branch")
+    })?;
+    let Some(base) = ws.base_branch.clone() else {
+        return Err(DroverError::new(
+            ErrorCode::NoBaseBranch,
+            format!(
+                "{branch} started from a detached HEAD, so it has no base branch to update from; merge the commit you want into it yourself"
+            ),
+        ));
+    };
+    let _lock = lock(&checkout).await;
+    let base_tip = branch_exists(&checkout, &base).await?.ok_or_else(|| {
+        DroverError::new(
+            ErrorCode::NoBaseBranch,
+            format!("the branch {base} {branch} started from is gone; nothing to update from"),
+        )
+    })?;
+    let (old_tip, tip) = work_commit(&worktree, message).await?;
+    let view = |how, commit: &str, files: Vec<String>| UpdateView {
+        how,
+        base: base.clone(),
+        commit: commit.to_string(),
+        files,
+        follow_up: None,
+    };
+    if is_ancestor(&checkout, &base_tip, &tip).await? {
+        return Ok((ws.clone(), view(UpdateHow::UpToDate, &old_tip, Vec::new())));
+    }
+    let conflict = |files: Vec<String>| {
+        let files = named(files);
+        let follow_up = format!(
+            "The branch {base} moved on and conflicts with your branch {branch} in {}. Merge {base} into your branch (git merge {base}), resolve the conflicts keeping the intent of both sides, run the tests, and commit the merge.",
+            listed(&files)
+        );
+        UpdateView {
+            follow_up: Some(follow_up),
+            ..view(UpdateHow::Conflict, &old_tip, files)
+        }
+    };
+    let args = [
+        "merge-tree",
+        "--write-tree",
+        "--name-only",
+        "--no-messages",
+        "-z",
+        &tip,
+        &base_tip,
+    ];
+    let out = Git::at(&checkout)
+        .limit(16 * 1024 * 1024)
+        .run(&args)
+        .await
+        .map_err(|e| git_error("trying the update", e))?;
+    let fields = git::nul_fields(&out.stdout);
+    match out.code {
+        Some(0) => {}
+        Some(1) => {
+            return Ok((ws.clone(), conflict(fields.into_iter().skip(1).collect())));
+        }
+        _ => return Err(git_error("trying the update", git::failed(&args, &out))),
+    }
+    let tree = fields
+        .first()
+        .cloned()
+        .ok_or_else(|| unavailable("git merge-tree printed no tree"))?;
+    let touched = {
+        let out = Git::at(&checkout)
+            .limit(16 * 1024 * 1024)
+            .ok_bytes(&["diff", "--name-only", "-z", "--no-renames", &tip, &tree])
+            .await
+            .map_err(|e| git_error("listing what the update changes", e))?;
+        named(git::nul_fields(&out))
+    };
+    // The run's work is on its branch from here.
+    advance_branch(&worktree, &branch, &old_tip, &tip).await?;
+    let (how, new_tip) = if rebase {
+        let out = Git::at(&worktree)
+            .timeout(CREATE_TIMEOUT)
+            .run(&["rebase", "--quiet", &base_tip])
+            .await
+            .map_err(|e| git_error("rebasing the run's branch", e))?;
+        if !out.success() {
+            let unmerged = Git::at(&worktree)
+                .limit(16 * 1024 * 1024)
+                .ok_bytes(&["diff", "--name-only", "-z", "--diff-filter=U"])
+                .await
+                .map(|o| git::nul_fields(&o))
+                .unwrap_or_default();
+            // Put everything back: the branch at its old tip, the work uncommitted.
+            let _ = Git::at(&worktree).run(&["rebase", "--abort"]).await;
+            Git::at(&worktree)
+                .ok(&["reset", "--quiet", "--mixed", &old_tip])
+                .await
+                .map_err(|e| git_error("putting the worktree back after the rebase", e))?;
+            return Ok((ws.clone(), conflict(unmerged)));
+        }
+        let head = commit_of(&worktree, "HEAD")
+            .await?
+            .ok_or_else(|| unavailable("the rebased branch has no commit"))?;
+        (UpdateHow::Rebased, head)
+    } else {
+        let message =
+            format!("Merge {base} into {branch}\n\ndrover: the run's branch brought up to date");
+        let commit = commit_tree(&checkout, &tree, &[&tip, &base_tip], &message).await?;
+        // The branch moves to the merge, and the files the merge changed with it (they
+        // were the branch's tip, so nothing of the run's is overwritten).
+        Git::at(&worktree)
+            .timeout(CREATE_TIMEOUT)
+            .ok(&["reset", "--quiet", "--keep", &commit])
+            .await
+            .map_err(|e| git_error("updating the worktree's files", e))?;
+        (UpdateHow::Merged, commit)
+    };
+    let mut after = ws.clone();
+    // The run's change counts from its new base.
+    after.base_commit = Some(base_tip.clone());
+    Ok((after, view(how, &new_tip, touched)))
 }
 
 async fn commit_tree(

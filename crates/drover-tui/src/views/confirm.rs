@@ -30,6 +30,9 @@ pub enum Confirmable {
     Remove {
         run_id: String,
     },
+    /// Remove every finished run left after `X`: those with unmerged work (kept on
+    /// their branches).
+    RemoveUnmerged,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -64,6 +67,14 @@ impl View for ConfirmView {
                     Request::Remove {
                         run_id: Some(run_id.clone()),
                         finished: false,
+                        force: true,
+                    },
+                ),
+                Confirmable::RemoveUnmerged => ViewCommand::Request(
+                    ReplyTag::Remove,
+                    Request::Remove {
+                        run_id: None,
+                        finished: true,
                         force: true,
                     },
                 ),

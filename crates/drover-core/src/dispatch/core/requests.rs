@@ -131,6 +131,9 @@ impl Core {
                 squash,
                 message,
             } => return self.workspace_request(to, &run_id, Action::Merge { squash, message }),
+            Request::Update { run_id, rebase } => {
+                return self.workspace_request(to, &run_id, Action::Update { rebase });
+            }
             Request::Keep { run_id } => return self.workspace_request(to, &run_id, Action::Keep),
             Request::Discard { run_id } => {
                 return self.workspace_request(to, &run_id, Action::Discard);

@@ -72,7 +72,10 @@ pub enum Interactively {
 
 /// The live line's detail of a taken-over run.
 fn taken_detail(provider: &str) -> String {
-    format!("taken over · in {provider}'s own interface")
+    format!(
+        "taken over · in {}'s own interface",
+        crate::providers::registry::cli_name(provider)
+    )
 }
 
 impl Core {
@@ -142,7 +145,7 @@ impl Core {
         let Some(run) = self.runs.get_mut(run_id) else {
             return;
         };
-        let provider = run.spec.provider.clone();
+        let provider = crate::providers::registry::cli_name(&run.spec.provider).to_string();
         run.taken_over = Some(TakenOver {
             since: now,
             reply: Some(to),
@@ -155,7 +158,7 @@ impl Core {
             now,
         );
         let deadline = run.deadline;
-        run.working(&mut batch, deadline, &taken_detail(&provider), now);
+        run.working(&mut batch, deadline, &taken_detail(&run.spec.provider), now);
         run.touch(&mut batch);
         let warm = run.child.is_some();
         self.commit(batch);
@@ -369,7 +372,7 @@ impl Core {
         let Some(run) = self.runs.get_mut(run_id) else {
             return;
         };
-        let provider = run.spec.provider.clone();
+        let provider = crate::providers::registry::cli_name(&run.spec.provider).to_string();
         run.taken_over = None;
         run.idle_since = Some(now);
         let mut batch = Batch::default();

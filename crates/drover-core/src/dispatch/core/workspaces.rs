@@ -40,8 +40,8 @@ use crate::spec::{Capability, Spec};
 use crate::text::{clip, duration_words};
 use crate::workspace::ops::{CreatePlan, MergeAsk, ParentStart};
 use crate::workspace::{
-    Outcome, Task, WorkspaceMode, WorkspaceStatus, WorkspaceView, branch_name, dirs_overlap,
-    no_worktree,
+    Outcome, Task, UpdateHow, WorkspaceMode, WorkspaceStatus, WorkspaceView, branch_name,
+    dirs_overlap, no_worktree,
 };
 use crate::{DroverError, ErrorCode};
 
@@ -65,6 +65,11 @@ pub enum Action {
         /// The message of the commit of uncommitted work.
         message: Option<String>,
     },
+    /// `update`: the run's branch brought up to date with its base.
+    Update {
+        /// Rebase instead of merging the base in.
+        rebase: bool,
+    },
     /// `keep`.
     Keep,
     /// `discard`.
@@ -76,9 +81,25 @@ impl Action {
         match self {
             Action::Diff { .. } => "diff",
             Action::Merge { .. } => "merge",
+            Action::Update { .. } => "update",
             Action::Keep => "keep",
             Action::Discard => "discard",
         }
+    }
+}
+
+/// The note an update leaves on the run.
+fn update_note(u: &crate::workspace::UpdateView) -> String {
+    let short = crate::workspace::short_commit(Some(&u.commit));
+    match u.how {
+        UpdateHow::UpToDate => format!("its branch already has everything of {}", u.base),
+        UpdateHow::Merged => format!("{} merged into its branch as {short}", u.base),
+        UpdateHow::Rebased => format!("its branch rebased on {} (now {short})", u.base),
+        UpdateHow::Conflict => format!(
+            "updating its branch from {} conflicts in {}; nothing was changed",
+            u.base,
+            u.files.join(", ")
+        ),
     }
 }
 
@@ -275,12 +296,15 @@ impl Core {
     pub(super) fn prepare_workspace(&mut self, run_id: &str) -> bool {
         let now = self.now;
         let root = self.worktree_root();
+        let ws_config = self.config.workspaces.clone();
+        let setup_ms = super::answers::secs_ms(ws_config.setup_timeout_secs);
         let Some(run) = self.runs.get_mut(run_id) else {
             return false;
         };
         if !run.workspace.is_worktree() || run.workspace_ready {
             return false;
         }
+        let mut bound_ms = PREPARE_WORKTREE_BOUND_MS;
         let (task, detail) = if run.workspace.status == WorkspaceStatus::Preparing {
             let plan = CreatePlan {
                 run_id: run.id.clone(),
@@ -289,15 +313,26 @@ impl Core {
                 branch: branch_name(&run.id, &run.spec.title),
                 carry_changes: run.spec.carry_changes,
                 from: run.start_from.clone(),
+                link: ws_config.link,
+                setup: ws_config.setup,
+                setup_timeout: std::time::Duration::from_secs(ws_config.setup_timeout_secs),
             };
-            (Task::Create(plan), "creating the worktree")
+            if plan.setup.is_empty() {
+                (Task::Create(plan), "creating the worktree")
+            } else {
+                bound_ms = bound_ms.saturating_add(setup_ms);
+                (
+                    Task::Create(plan),
+                    "creating the worktree and running its setup",
+                )
+            }
         } else {
             (
                 Task::Check(run.workspace.clone()),
                 "checking the run's worktree",
             )
         };
-        let bound = (now + PREPARE_WORKTREE_BOUND_MS).min(run.deadline);
+        let bound = (now + bound_ms).min(run.deadline);
         run.preparing_until = Some(bound);
         let mut batch = Batch::default();
         if run.state() != RunState::Starting {
@@ -412,7 +447,13 @@ impl Core {
                     tracing::warn!(run = %run_id, code = %e.code, "{}", e.message);
                 }
             }
-            (task @ (Task::Merge { .. } | Task::Keep { .. } | Task::Discard { .. }), outcome) => {
+            (
+                task @ (Task::Merge { .. }
+                | Task::Update { .. }
+                | Task::Keep { .. }
+                | Task::Discard { .. }),
+                outcome,
+            ) => {
                 self.workspace_busy.remove(&run_id);
                 self.acted(&run_id, &task, reply, row, outcome);
             }
@@ -508,6 +549,27 @@ impl Core {
                         ),
                         now,
                     );
+                }
+                let ready = &c.ready;
+                let mut made_ready = Vec::new();
+                if ready.included > 0 {
+                    made_ready.push(format!(
+                        "copied {} file{} .worktreeinclude lists",
+                        ready.included,
+                        crate::text::plural(ready.included)
+                    ));
+                }
+                if !ready.linked.is_empty() {
+                    made_ready.push(format!("linked {}", ready.linked.join(", ")));
+                }
+                if let Some((command, took)) = &ready.setup {
+                    made_ready.push(format!(
+                        "ran its setup `{command}` ({})",
+                        duration_words(took.as_millis() as i64)
+                    ));
+                }
+                if !made_ready.is_empty() {
+                    run.note(&mut batch, made_ready.join("; "), now);
                 }
                 run.save_workspace(&mut batch, now);
                 self.commit(batch);
@@ -653,8 +715,13 @@ impl Core {
         row: Option<Box<RunSummary>>,
         outcome: Result<Outcome, DroverError>,
     ) {
+        let mut update = None;
         let (action, after, merge) = match outcome {
             Ok(Outcome::Merged(after, merged)) => ("merge", after, Some(merged)),
+            Ok(Outcome::Updated(after, updated)) => {
+                update = Some(updated);
+                ("update", after, None)
+            }
             Ok(Outcome::Kept(after)) => ("keep", after, None),
             Ok(Outcome::Discarded(after)) => ("discard", after, None),
             Ok(other) => {
@@ -665,7 +732,9 @@ impl Core {
             }
             Err(e) => {
                 if e.code == ErrorCode::WorktreeMissing
-                    && let Task::Merge { workspace, .. } | Task::Keep { workspace, .. } = task
+                    && let Task::Merge { workspace, .. }
+                    | Task::Update { workspace, .. }
+                    | Task::Keep { workspace, .. } = task
                 {
                     let mut lost = workspace.clone();
                     lost.status = WorkspaceStatus::Missing;
@@ -678,6 +747,7 @@ impl Core {
             }
         };
         let note = match (&merge, after.status) {
+            _ if update.is_some() => update.as_ref().map(update_note),
             (Some(m), _) => Some(format!(
                 "merged into {} ({}) as {}{}",
                 m.into,
@@ -703,6 +773,13 @@ impl Core {
         {
             run.measure_again = true;
         }
+        if update
+            .as_ref()
+            .is_some_and(|u| !matches!(u.how, UpdateHow::Conflict | UpdateHow::UpToDate))
+        {
+            // Its change counts from the new base now.
+            self.measure(run_id);
+        }
         if let Some(to) = reply {
             self.reply(
                 to,
@@ -711,6 +788,7 @@ impl Core {
                     action: action.to_string(),
                     workspace: after,
                     merge,
+                    update,
                 }))),
             );
         }
@@ -879,6 +957,26 @@ impl Core {
                         squash,
                         clean_up: target.state.is_terminal(),
                     },
+                }
+            }
+            Action::Update { rebase } => {
+                if target.in_turn || ws.status == WorkspaceStatus::Preparing {
+                    return Err(run_active(
+                        run_id,
+                        target.state,
+                        &format!(
+                            "a turn is running; update its branch when it is idle (`drover wait {run_id} --until idle`)"
+                        ),
+                    ));
+                }
+                if !ready {
+                    return Err(no_worktree(run_id, Some(&ws)));
+                }
+                let text = target.summary.unwrap_or_else(|| target.title.clone());
+                Task::Update {
+                    workspace: ws,
+                    message: commit_message(run_id, &text),
+                    rebase,
                 }
             }
             Action::Keep | Action::Discard => {

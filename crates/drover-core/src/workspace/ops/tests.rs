@@ -56,6 +56,9 @@ impl Repo {
             branch: super::super::branch_name(run_id, "Fix it"),
             carry_changes: false,
             from: None,
+            link: Vec::new(),
+            setup: Vec::new(),
+            setup_timeout: std::time::Duration::from_secs(60),
         }
     }
 
@@ -171,6 +174,9 @@ async fn outside_a_work_tree_or_before_the_first_commit_there_is_no_worktree() {
         branch: "drover/r1".into(),
         carry_changes: false,
         from: None,
+        link: Vec::new(),
+        setup: Vec::new(),
+        setup_timeout: std::time::Duration::from_secs(60),
     };
     let e = create(&plan).await.unwrap_err();
     assert_eq!(e.code, ErrorCode::WorkspaceUnavailable, "{e:?}");

@@ -60,6 +60,7 @@ impl Harness {
                 left_behind,
                 carried: 0,
                 from_run: None,
+                ready: Default::default(),
             })),
         );
         (id, out)
@@ -328,6 +329,7 @@ fn making_the_worktree_is_bounded_and_a_late_one_is_discarded() {
             left_behind: 0,
             carried: 0,
             from_run: None,
+            ready: Default::default(),
         })),
     );
     assert!(out.launches.is_empty());
@@ -353,6 +355,7 @@ fn stopping_a_run_while_its_worktree_is_made_ends_it_at_once() {
             left_behind: 0,
             carried: 0,
             from_run: None,
+            ready: Default::default(),
         })),
     );
     assert!(out.launches.is_empty());
@@ -897,6 +900,7 @@ fn an_escalation_of_a_worktree_run_starts_on_its_branch() {
             left_behind: 0,
             carried: 1,
             from_run: Some(id.clone()),
+            ready: Default::default(),
         })),
     );
     let notes = out.notes();
