@@ -19,6 +19,15 @@ pub fn printed(text: &str, name: &str) -> Option<f64> {
         .find_map(|w| w.strip_prefix(name)?.parse().ok())
 }
 
+/// The search index's tables, index and triggers, dropped: a ledger's rows as they were
+/// before migration 7 (its version left as it is).
+pub const DROP_SEARCH_INDEX: &str = "DROP TRIGGER search_run_added;
+    DROP TRIGGER search_run_deleted; DROP TRIGGER search_tool_added;
+    DROP TRIGGER search_tool_pruned; DROP TRIGGER search_turn_text_pruned;
+    DROP TRIGGER search_turn_added; DROP TRIGGER search_turn_changed;
+    DROP TRIGGER search_turn_ended; DROP INDEX events_turn_started;
+    DROP TABLE search; DROP TABLE search_runs;";
+
 pub fn env_or(name: &str, default: u64) -> u64 {
     std::env::var(name)
         .ok()
