@@ -20,7 +20,7 @@
 
 mod common;
 
-use common::DROP_SEARCH_INDEX;
+use common::{DROP_SEARCH_INDEX, fts_options};
 use drover_core::clock::now_millis;
 use drover_core::control::ControlClient;
 use drover_core::dispatch::Request;
@@ -276,6 +276,9 @@ fn fill(path: &Path, runs: u64, events: u64, words: &Words, rng: &mut Rng, bare:
     {
         let (ledger, _) = Ledger::open(path, LedgerOptions::default(), now).expect("open ledger");
         ledger.close();
+    }
+    if !bare && let Some(extra) = fts_options(path) {
+        println!("  (the index made with {extra})");
     }
     let mut conn = Connection::open(path).expect("open raw");
     conn.pragma_update(None, "journal_mode", "WAL").unwrap();

@@ -581,6 +581,23 @@ fn a_turns_agent_text_is_one_document_found_once_its_end_is_recorded() {
     assert_eq!((hangar.len(), hangar[0].turn), (1, Some(2)), "{hangar:?}");
     assert_eq!(hangar[0].line, "The blimp hangar is tidy too.");
     assert!(found(&reader, "zeppelin AND hangar").is_empty());
+    let before = documents(&path);
+    drop(reader);
+    ledger.close();
+    // Built again from the rows (a ledger of migration 7 migrated): each turn's text is
+    // its own events', up to the next turn's start.
+    before_the_index(&path);
+    migrate_file_to(&path, 7).unwrap();
+    let (ledger, _) = open(&path, 10 * DAY);
+    let reader = ledger.reader().unwrap();
+    assert_eq!(documents(&path), before);
+    assert!(found(&reader, "zeppelin AND hangar").is_empty());
+    let turns = |query: &str| -> Vec<Option<u32>> {
+        let hits = reader.search(query, 50).unwrap();
+        hits.iter().map(|h| h.turn).collect()
+    };
+    assert_eq!(turns("zeppelin"), [Some(1)]);
+    assert_eq!(turns("hangar"), [Some(2)]);
     ledger.close();
 }
 
