@@ -80,41 +80,47 @@ macro_rules! search_tool_indexed {
         )
     };
 }
-/// The seq of the `turn_started` event of turn `$number` of run `$run` (the
-/// `events_turn_started` index), or NULL when there is none.
-macro_rules! search_turn_start {
+/// The seqs bounding turn `$number` of run `$run`: `lo`, its `turn_started` event's, and
+/// `hi`, the next turn's (or past the run's last event); no row when it has none. Read
+/// from the `events_turn_started` index (one row a turn), named: without it the planner
+/// may walk the run's events by their key instead (every event of a long turn).
+macro_rules! search_turn_bounds {
     ($run:literal, $number:literal) => {
         concat!(
-            "(SELECT MAX(seq) FROM events WHERE run_id = ",
+            "(SELECT s.seq AS lo, COALESCE((SELECT MIN(n.seq) FROM events n \
+             INDEXED BY events_turn_started WHERE n.run_id = ",
             $run,
-            " AND kind = 'turn_started' AND body_json ->> '$.number' = ",
+            " AND n.kind = 'turn_started' AND n.seq > s.seq), 9223372036854775807) AS hi \
+             FROM events s INDEXED BY events_turn_started WHERE s.run_id = ",
+            $run,
+            " AND s.kind = 'turn_started' AND s.body_json ->> '$.number' = ",
             $number,
-            ")"
+            " ORDER BY s.seq DESC LIMIT 1)"
         )
     };
 }
 /// The agent's text in turn `$number` of run `$run` (migration 8): the text of each
 /// `assistant_text` transcript event from the turn's `turn_started` event to the next
-/// one (or the run's last event), one per line; NULL when there is none.
+/// one (or the run's last event), one per line; NULL when there is none. The bounds are
+/// read once, then the events between them by their key (run, seq): in their order,
+/// which no sort has to restore (the only index of `events` that a transcript event is
+/// in is its key).
 macro_rules! search_turn_text {
     ($run:literal, $number:literal) => {
         concat!(
-            "(SELECT group_concat(e.body_json ->> '$.event.text', char(10) ORDER BY e.seq) \
-             FROM events e WHERE e.run_id = ",
+            "(SELECT group_concat(e.body_json ->> '$.event.text', char(10)) \
+             FROM ",
+            search_turn_bounds!($run, $number),
+            " AS b JOIN events e ON e.run_id = ",
             $run,
-            " AND e.seq > ",
-            search_turn_start!($run, $number),
-            " AND e.seq < COALESCE((SELECT MIN(seq) FROM events WHERE run_id = ",
-            $run,
-            " AND kind = 'turn_started' AND seq > ",
-            search_turn_start!($run, $number),
-            "), 9223372036854775807) AND e.kind = 'transcript' \
+            " AND e.seq > b.lo AND e.seq < b.hi \
+             WHERE e.kind = 'transcript' \
              AND instr(e.body_json, '\"type\":\"assistant_text\"') > 0 \
              AND e.body_json ->> '$.event.type' = 'assistant_text')"
         )
     };
 }
-pub(super) use {search_result_text, search_turn_start, search_turn_text};
+pub(super) use {search_result_text, search_turn_bounds, search_turn_text};
 
 /// Each entry moves the schema from version `i` to `i + 1`.
 const MIGRATIONS: &[&str] = &[

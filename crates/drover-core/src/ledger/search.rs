@@ -14,7 +14,7 @@
 use rusqlite::{Connection, OptionalExtension, params};
 use serde::{Deserialize, Serialize};
 
-use super::schema::{search_result_text, search_turn_start, search_turn_text};
+use super::schema::{search_result_text, search_turn_bounds, search_turn_text};
 use super::{LedgerError, LedgerReader};
 use crate::UnixMillis;
 use crate::run_state::RunState;
