@@ -10,7 +10,7 @@
 
 mod common;
 
-use common::{DROP_SEARCH_INDEX, env_or, raw_inserts};
+use common::{DROP_SEARCH_INDEX, env_or, fts_options, raw_inserts};
 use drover_core::config::Config;
 use drover_core::dispatch::{self, DispatcherOptions, Request};
 use drover_core::ledger::{Ledger, LedgerOptions};
@@ -50,13 +50,17 @@ fn main() {
 fn ingest(dir: &std::path::Path, runs: u64, events: u64, indexed: bool) -> (f64, u64) {
     let paths = Paths::under(dir);
     paths.ensure_dirs().expect("dirs");
-    if !indexed {
+    {
         let (ledger, _) =
             Ledger::open(&paths.ledger_file, LedgerOptions::default(), 1).expect("open ledger");
         ledger.close();
+    }
+    if !indexed {
         let conn = rusqlite::Connection::open(&paths.ledger_file).expect("ledger");
         conn.execute_batch(DROP_SEARCH_INDEX)
             .expect("drop the index");
+    } else if let Some(extra) = fts_options(&paths.ledger_file) {
+        println!("  (the index made with {extra:?})");
     }
     std::fs::write(
         &paths.config_file,

@@ -278,7 +278,7 @@ fn fill(path: &Path, runs: u64, events: u64, words: &Words, rng: &mut Rng, bare:
         ledger.close();
     }
     if !bare && let Some(extra) = fts_options(path) {
-        println!("  (the index made with {extra})");
+        println!("  (the index made with {extra:?})");
     }
     let mut conn = Connection::open(path).expect("open raw");
     conn.pragma_update(None, "journal_mode", "WAL").unwrap();

@@ -249,6 +249,19 @@ fn a_word_from_a_task_a_follow_up_the_agent_a_tool_command_and_a_result_is_found
         result[0].marked("[", "]"),
         "dropped the unused [trigram] index · src/cache.rs: evict on write"
     );
+    // Prefixes of 2, 3 and more characters (the first two read the prefix indexes).
+    for (prefix, sources) in [
+        ("fl*", vec![SearchSource::Tool]),
+        ("vac*", vec![SearchSource::FollowUp]),
+        ("candid*", vec![SearchSource::Text]),
+        (
+            "ca*",
+            vec![SearchSource::Result, SearchSource::Text, SearchSource::Tool],
+        ),
+    ] {
+        let hits: Vec<SearchSource> = found(&reader, prefix).into_iter().map(|h| h.1).collect();
+        assert_eq!(hits, sources, "{prefix}");
+    }
     // drover's own prompt (the first turn's) and usage events are not indexed.
     assert!(found(&reader, "drover").is_empty());
     assert!(found(&reader, "usage").is_empty());

@@ -556,9 +556,12 @@ const MIGRATIONS: &[&str] = &[
     DROP TRIGGER search_turn_added;
     DROP TRIGGER search_turn_changed;
     DROP TABLE search;
+    -- Prefix indexes of 2 and 3 characters: a short prefix query (`lo*`) reads one list
+    -- instead of merging every word it starts (benches/search.rs: 126-132 ms → 12-15 ms
+    -- at 100,000 runs; the ledger +19.6 % instead of +9.2 %).
     CREATE VIRTUAL TABLE search USING fts5(
         text, content = '', contentless_delete = 1,
-        tokenize = 'unicode61 remove_diacritics 2'
+        tokenize = 'unicode61 remove_diacritics 2', prefix = '2 3'
     );
     -- Each turn's start, to find its events by (few: one a turn).
     CREATE INDEX events_turn_started ON events(run_id, seq) WHERE kind = 'turn_started';
