@@ -3,7 +3,9 @@
 //! `TestBackend` (layout, widgets and the buffer diff; no terminal I/O).
 //!
 //! Run: `cargo bench --bench render`. Prints p50 and p99 over `DROVER_BENCH_FRAMES`
-//! frames (default 3,000), for the dashboard alone and with a permission prompt open.
+//! frames (default 3,000), for the dashboard alone, with a permission prompt open, and
+//! with the selected run's transcript open full screen (`t`: every line laid out, the
+//! agent's text read as markdown).
 //! Targets: p50 ≤ 1 ms, p99 ≤ 3 ms. Each frame moves the clock (countdowns change) and
 //! every tenth frame moves the selection, so frames are not identical.
 //!
@@ -17,6 +19,7 @@ use drover_core::live_state::{LiveState, LiveStateKind};
 use drover_core::providers::{AlwaysOption, Ask, RequestKind, Tokens};
 use drover_core::run_state::RunState;
 use drover_tui::views::prompt::PromptView;
+use drover_tui::views::transcript::TranscriptScreen;
 use drover_tui::{App, AppOptions, ViewModel, render};
 use ratatui::Terminal;
 use ratatui::backend::TestBackend;
@@ -38,6 +41,10 @@ fn main() {
         .expect("pending requests");
     app.views.push(pending);
     let prompt = measure(&mut app, frames);
+    app.views.pop();
+    app.views
+        .push(TranscriptScreen::new(id(0), "the long refactor".into()));
+    let transcript = measure(&mut app, frames);
     let typical = {
         let mut sorted = plain.clone();
         sorted.sort();
@@ -47,6 +54,7 @@ fn main() {
     println!("render: 1,000 runs (100 active, 20 need you), 2,000-line transcript, 200x60");
     report("dashboard", &plain);
     report("with a permission prompt", &prompt);
+    report("with the transcript open", &transcript);
     report("baseline (busy loop)", &baseline);
 }
 

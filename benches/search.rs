@@ -5,8 +5,9 @@
 //! schema and triggers; then:
 //! - the ledger's size with the index and without it (the same rows, the index's tables
 //!   and triggers dropped), each checkpointed;
-//! - the migration that builds the index on a ledger from before it (opening it as the
-//!   owner does);
+//! - the migrations that build the index on a ledger from before it: 7 (the first index,
+//!   a document per agent text event), then 8 (this one) alone, opening it as the owner
+//!   does;
 //! - `drover search QUERY --json`, the real binary exec'd: with no owner (read from the
 //!   ledger) and with a `drover serve` owner up, the median of 9 of each, for a rare word,
 //!   a quoted phrase, a common word, a prefix and a word in no run.
@@ -17,10 +18,13 @@
 //! asserts nothing.
 #![allow(clippy::unwrap_used)] // a test or bench may unwrap; the workspace denies it elsewhere
 
+mod common;
+
+use common::{DROP_SEARCH_INDEX, fts_options};
 use drover_core::clock::now_millis;
 use drover_core::control::ControlClient;
 use drover_core::dispatch::Request;
-use drover_core::ledger::{Ledger, LedgerOptions, LedgerReader};
+use drover_core::ledger::{Ledger, LedgerOptions, LedgerReader, migrate_file_to};
 use drover_core::paths::Paths;
 use drover_core::providers::{Ask, ProviderEvent, TurnEnd};
 use rusqlite::{Connection, params};
@@ -141,8 +145,12 @@ fn measure(runs: u64, events: u64) {
     let indexed_mb = size_mb(&paths.ledger_file);
     let bare_mb = size_mb(&bare);
 
-    // The ledger from before the index, opened as the owner opens it: the migration.
+    // The ledger from before the index: migration 7, then opened as the owner opens it
+    // (migration 8).
     set_version(&bare, 6);
+    let start = Instant::now();
+    migrate_file_to(&bare, 7).expect("migration 7");
+    let first_secs = start.elapsed().as_secs_f64();
     let start = Instant::now();
     let (ledger, _) = Ledger::open(&bare, LedgerOptions::default(), now_millis()).expect("open");
     ledger.close();
@@ -157,7 +165,7 @@ fn measure(runs: u64, events: u64) {
         100.0 * (indexed_mb - bare_mb) / bare_mb
     );
     println!(
-        "    the migration building it on the ledger without: {migrate_secs:.1} s (then {migrated_mb:.1} MB)"
+        "    on the ledger without: migration 7 {first_secs:.1} s, then migration 8 rebuilding it {migrate_secs:.1} s (then {migrated_mb:.1} MB)"
     );
 
     let reader = LedgerReader::open(&paths.ledger_file).expect("reader");
@@ -256,12 +264,6 @@ fn set_version(path: &Path, version: i64) {
         .expect("version");
 }
 
-/// The index's tables and triggers, dropped: the ledger as it was before migration 7.
-const DROP_INDEX: &str = "DROP TRIGGER search_run_added; DROP TRIGGER search_run_deleted;
-    DROP TRIGGER search_event_added; DROP TRIGGER search_event_pruned;
-    DROP TRIGGER search_turn_added; DROP TRIGGER search_turn_changed;
-    DROP TABLE search; DROP TABLE search_runs;";
-
 /// A transcript event's body as the dispatcher records it: its line and the event.
 fn transcript(line: &str, event: &ProviderEvent) -> String {
     serde_json::to_string(&json!({"line": line, "event": event})).expect("json")
@@ -275,11 +277,14 @@ fn fill(path: &Path, runs: u64, events: u64, words: &Words, rng: &mut Rng, bare:
         let (ledger, _) = Ledger::open(path, LedgerOptions::default(), now).expect("open ledger");
         ledger.close();
     }
+    if !bare && let Some(extra) = fts_options(path) {
+        println!("  (the index made with {extra:?})");
+    }
     let mut conn = Connection::open(path).expect("open raw");
     conn.pragma_update(None, "journal_mode", "WAL").unwrap();
     conn.pragma_update(None, "synchronous", "NORMAL").unwrap();
     if bare {
-        conn.execute_batch(DROP_INDEX).unwrap();
+        conn.execute_batch(DROP_SEARCH_INDEX).unwrap();
     }
     let per_run = (events / runs.max(1)).max(1);
     let base = now - 86_400_000;
@@ -449,24 +454,28 @@ fn insert_run(
             live("wrapping_up", "reading the result", pass * 3 + 1),
         );
         event("run_state", state("running", "idle"));
+        // The turn's row, written at its end as the dispatcher does (its agent text is
+        // indexed then).
+        tx.prepare_cached(
+            "INSERT INTO turns (run_id, number, origin, started_at, ended_at, prompt_preview,
+                text, usage_json, cost_usd, result_json)
+             VALUES (?1, ?2, 'dispatch', ?3, ?4, ?5, ?6, ?7, 0.0412, ?8)",
+        )
+        .unwrap()
+        .execute(params![
+            id,
+            pass as i64,
+            at,
+            at + 60_000,
+            words.text(rng, 20, 30),
+            texts.join("\n\n"),
+            json!({"input": 1200, "output": 300, "reasoning": 0, "cache_read": 8000, "cache_write": 0})
+                .to_string(),
+            result.to_string()
+        ])
+        .unwrap();
+        texts.clear();
     }
-    tx.prepare_cached(
-        "INSERT INTO turns (run_id, number, origin, started_at, ended_at, prompt_preview, text,
-            usage_json, cost_usd, result_json)
-         VALUES (?1, 1, 'dispatch', ?2, ?3, ?4, ?5, ?6, 0.0412, ?7)",
-    )
-    .unwrap()
-    .execute(params![
-        id,
-        at,
-        at + 60_000,
-        words.text(rng, 20, 30),
-        texts.join("\n\n"),
-        json!({"input": 1200, "output": 300, "reasoning": 0, "cache_read": 8000, "cache_write": 0})
-            .to_string(),
-        result.to_string()
-    ])
-    .unwrap();
     tx.prepare_cached(
         "INSERT INTO usage (run_id, turn, at, provider, model, part, input, output, cost_usd,
             basis, fidelity, source, budget_session)

@@ -1153,13 +1153,14 @@ fn a_ledger_from_before_the_running_totals_is_read_and_migrated_with_the_same_fi
         ledger.close();
     }
     // The file as migration 5 left it: no totals, the session indexes back (and no
-    // search index, migration 7).
+    // search index, migrations 7 and 8).
     let conn = rusqlite::Connection::open(&path).unwrap();
     conn.execute_batch(
         "DROP TRIGGER search_run_added; DROP TRIGGER search_run_deleted;
-         DROP TRIGGER search_event_added; DROP TRIGGER search_event_pruned;
-         DROP TRIGGER search_turn_added; DROP TRIGGER search_turn_changed;
-         DROP TABLE search; DROP TABLE search_runs;
+         DROP TRIGGER search_tool_added; DROP TRIGGER search_tool_pruned;
+         DROP TRIGGER search_turn_text_pruned; DROP TRIGGER search_turn_added;
+         DROP TRIGGER search_turn_changed; DROP TRIGGER search_turn_ended;
+         DROP INDEX events_turn_started; DROP TABLE search; DROP TABLE search_runs;
          DROP TABLE session_money; DROP TABLE session_run_basis; DROP TABLE session_basis_runs;
          DROP TABLE run_counts;
          DROP TRIGGER usage_counted; DROP TRIGGER usage_uncounted; DROP TRIGGER usage_immutable;

@@ -1,10 +1,12 @@
 //! The search index on real SQLite (docs/ARCHITECTURE.md §"Ledger"): a word from a task,
 //! a follow-up, the agent's text, a tool command and a result is found, in the
-//! transaction that wrote it; retention prunes transcript lines from the index with their
-//! events while tasks and results stay found for every run; a run deleted whole leaves
-//! nothing behind; a query FTS5 cannot read is refused with its stable code; a ledger
-//! from before the index gets it on open; `drover search` finds what a real sim run wrote,
-//! through the owner and from the ledger with none.
+//! transaction that wrote it; a turn's agent text is one document, found once the turn's
+//! end is recorded and not before; retention prunes transcript lines from the index with
+//! their events while tasks and results stay found for every run; a run deleted whole
+//! leaves nothing behind; a query FTS5 cannot read is refused with its stable code; a
+//! ledger from before the index, or with migration 7's, gets this one on open; `drover
+//! search` finds what a real sim run wrote, through the owner and from the ledger with
+//! none.
 #![allow(clippy::unwrap_used)] // a test or bench may unwrap; the workspace denies it elsewhere
 
 mod common;
@@ -13,7 +15,7 @@ use drover_core::DroverError;
 use drover_core::error::ErrorCode;
 use drover_core::ledger::{
     EventRecord, Ledger, LedgerError, LedgerOptions, LedgerReader, LedgerWriter, RetentionPolicy,
-    RunRecord, SearchHit, SearchSource, TurnRecord, WriteOp, retention,
+    RunRecord, SearchHit, SearchSource, TurnRecord, WriteOp, migrate_file_to, retention,
 };
 use drover_core::providers::{Ask, ProviderEvent};
 use drover_core::run_state::RunState;
@@ -90,6 +92,19 @@ fn command(run_id: &str, seq: u64, command: &str) -> WriteOp {
     )
 }
 
+/// The event the dispatcher writes when it sends a turn.
+fn turn_started(run_id: &str, seq: u64, number: u32) -> WriteOp {
+    WriteOp::event(EventRecord {
+        run_id: run_id.into(),
+        seq,
+        kind: "turn_started".into(),
+        at: 5_000 + seq as i64,
+        body: json!({"number": number, "origin": "dispatch", "prompt": "drover's own prompt"}),
+    })
+    .unwrap()
+}
+
+/// A turn's row: ended (at 7,000 + its number) when it has a summary.
 fn turn(run_id: &str, number: u32, origin: &str, prompt: &str, summary: Option<&str>) -> WriteOp {
     WriteOp::UpsertTurn(Box::new(TurnRecord {
         run_id: run_id.into(),
@@ -109,7 +124,7 @@ fn turn(run_id: &str, number: u32, origin: &str, prompt: &str, summary: Option<&
 }
 
 /// A finished run with a task, a transcript (agent text, a tool command, usage), a
-/// follow-up turn and a result.
+/// follow-up turn and a result, written as the dispatcher writes them.
 fn history(run_id: &str, created_at: i64, finished_at: i64) -> Vec<WriteOp> {
     vec![
         WriteOp::InsertRun(Box::new(run(
@@ -119,11 +134,12 @@ fn history(run_id: &str, created_at: i64, finished_at: i64) -> Vec<WriteOp> {
             Some(finished_at),
         ))),
         turn(run_id, 1, "dispatch", "drover's own first prompt", None),
-        text(run_id, 1, "Looking at the candidate indexes first."),
-        command(run_id, 2, "cargo test --package ledger -- flaky_timeout"),
+        turn_started(run_id, 1, 1),
+        text(run_id, 2, "Looking at the candidate indexes first."),
+        command(run_id, 3, "cargo test --package ledger -- flaky_timeout"),
         transcript(
             run_id,
-            3,
+            4,
             "usage",
             ProviderEvent::Usage {
                 model: None,
@@ -144,6 +160,7 @@ fn history(run_id: &str, created_at: i64, finished_at: i64) -> Vec<WriteOp> {
             "also vacuum the replica afterwards",
             None,
         ),
+        turn_started(run_id, 5, 2),
     ]
 }
 
@@ -232,6 +249,19 @@ fn a_word_from_a_task_a_follow_up_the_agent_a_tool_command_and_a_result_is_found
         result[0].marked("[", "]"),
         "dropped the unused [trigram] index · src/cache.rs: evict on write"
     );
+    // Prefixes of 2, 3 and more characters (the first two read the prefix indexes).
+    for (prefix, sources) in [
+        ("fl*", vec![SearchSource::Tool]),
+        ("vac*", vec![SearchSource::FollowUp]),
+        ("candid*", vec![SearchSource::Text]),
+        (
+            "ca*",
+            vec![SearchSource::Result, SearchSource::Text, SearchSource::Tool],
+        ),
+    ] {
+        let hits: Vec<SearchSource> = found(&reader, prefix).into_iter().map(|h| h.1).collect();
+        assert_eq!(hits, sources, "{prefix}");
+    }
     // drover's own prompt (the first turn's) and usage events are not indexed.
     assert!(found(&reader, "drover").is_empty());
     assert!(found(&reader, "usage").is_empty());
@@ -374,34 +404,23 @@ fn a_query_fts5_cannot_read_is_refused_with_its_code() {
     ledger.close();
 }
 
-#[test]
-fn a_ledger_from_before_the_index_gets_it_built_on_open() {
-    let dir = tempfile::tempdir().unwrap();
-    let path = dir.path().join("l.sqlite3");
-    {
-        let (ledger, writer) = open(&path, 10 * DAY);
-        writer.commit_blocking(history("r1", DAY, 2 * DAY)).unwrap();
-        ledger.close();
-    }
-    // The file as migration 6 left it.
-    let conn = rusqlite::Connection::open(&path).unwrap();
+/// The file at `path` as migration 6 left it: the rows, no index.
+fn before_the_index(path: &Path) {
+    let conn = rusqlite::Connection::open(path).unwrap();
     conn.execute_batch(
         "DROP TRIGGER search_run_added; DROP TRIGGER search_run_deleted;
-         DROP TRIGGER search_event_added; DROP TRIGGER search_event_pruned;
-         DROP TRIGGER search_turn_added; DROP TRIGGER search_turn_changed;
+         DROP TRIGGER search_tool_added; DROP TRIGGER search_tool_pruned;
+         DROP TRIGGER search_turn_text_pruned; DROP TRIGGER search_turn_added;
+         DROP TRIGGER search_turn_changed; DROP TRIGGER search_turn_ended;
+         DROP INDEX events_turn_started;
          DROP TABLE search; DROP TABLE search_runs; PRAGMA user_version = 6;",
     )
     .unwrap();
-    drop(conn);
-    // Read before any owner migrates it: no index yet, said so.
-    let old = LedgerReader::open(&path).unwrap();
-    let e = DroverError::from(old.search("postgres", 50).unwrap_err());
-    assert_eq!(e.code, ErrorCode::LedgerError);
-    assert!(e.message.contains("drover serve"), "{}", e.message);
-    drop(old);
-    let (ledger, _) = open(&path, 10 * DAY);
-    let reader = ledger.reader().unwrap();
-    let sources: Vec<SearchSource> = [
+}
+
+/// Where the hit of each of the five words of [`history`] comes from, one hit each.
+fn sources_of_history(reader: &LedgerReader) -> Vec<SearchSource> {
+    [
         "postgres",
         "vacuum",
         "candidate",
@@ -411,20 +430,187 @@ fn a_ledger_from_before_the_index_gets_it_built_on_open() {
     .iter()
     .map(|q| {
         let hits = reader.search(q, 50).unwrap();
-        assert_eq!(hits.len(), 1, "{q}");
+        assert_eq!(hits.len(), 1, "{q}: {hits:?}");
         hits[0].source
     })
-    .collect();
+    .collect()
+}
+
+const FIVE_SOURCES: [SearchSource; 5] = [
+    SearchSource::Task,
+    SearchSource::FollowUp,
+    SearchSource::Text,
+    SearchSource::Tool,
+    SearchSource::Result,
+];
+
+#[test]
+fn a_ledger_from_before_the_index_gets_it_built_on_open() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("l.sqlite3");
+    {
+        let (ledger, writer) = open(&path, 10 * DAY);
+        writer.commit_blocking(history("r1", DAY, 2 * DAY)).unwrap();
+        ledger.close();
+    }
+    before_the_index(&path);
+    // Read before any owner migrates it: no index yet, said so.
+    let old = LedgerReader::open(&path).unwrap();
+    let e = DroverError::from(old.search("postgres", 50).unwrap_err());
+    assert_eq!(e.code, ErrorCode::LedgerError);
+    assert!(e.message.contains("drover serve"), "{}", e.message);
+    drop(old);
+    let (ledger, _) = open(&path, 10 * DAY);
+    let reader = ledger.reader().unwrap();
+    assert_eq!(sources_of_history(&reader), FIVE_SOURCES);
+    ledger.close();
+}
+
+#[test]
+fn a_ledger_with_the_first_index_gets_this_one_on_open() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("l.sqlite3");
+    {
+        let (ledger, writer) = open(&path, 10 * DAY);
+        writer.commit_blocking(history("r1", DAY, 2 * DAY)).unwrap();
+        ledger.close();
+    }
+    // As a drover of migration 7 left it: its index, one document per agent text event.
+    before_the_index(&path);
+    migrate_file_to(&path, 7).unwrap();
+    let conn = rusqlite::Connection::open(&path).unwrap();
+    let version: i64 = conn
+        .query_row("PRAGMA user_version", [], |r| r.get(0))
+        .unwrap();
+    assert_eq!(version, 7);
+    let v7: i64 = conn
+        .query_row(
+            "SELECT COUNT(*) FROM search WHERE search MATCH 'candidate'",
+            [],
+            |r| r.get(0),
+        )
+        .unwrap();
+    assert_eq!(v7, 1, "migration 7's index holds the agent's text");
+    drop(conn);
+    // This build does not read migration 7's documents: it says what builds its own.
+    let old = LedgerReader::open(&path).unwrap();
+    let e = DroverError::from(old.search("candidate", 50).unwrap_err());
+    assert!(e.message.contains("drover serve"), "{}", e.message);
+    drop(old);
+    let (ledger, writer) = open(&path, 10 * DAY);
+    let reader = ledger.reader().unwrap();
+    assert_eq!(sources_of_history(&reader), FIVE_SOURCES);
+    let candidate = reader.search("candidate", 50).unwrap();
+    assert_eq!(candidate[0].turn, Some(1));
     assert_eq!(
-        sources,
-        [
-            SearchSource::Task,
-            SearchSource::FollowUp,
-            SearchSource::Text,
-            SearchSource::Tool,
-            SearchSource::Result
-        ]
+        candidate[0].at, 7_001,
+        "agent text is dated by its turn's end"
     );
+    assert_eq!(
+        documents(&path),
+        5,
+        "task, follow-up, the first turn's text and result, the tool call"
+    );
+    // Its triggers are this build's: a new run is indexed as one written now.
+    writer
+        .commit_blocking(history("r2", 2 * DAY, 3 * DAY))
+        .unwrap();
+    assert_eq!(documents(&path), 10);
+    ledger.close();
+}
+
+/// How many documents the index holds.
+fn documents(path: &Path) -> i64 {
+    let conn = rusqlite::Connection::open(path).unwrap();
+    conn.query_row("SELECT COUNT(*) FROM search_docsize", [], |r| r.get(0))
+        .unwrap()
+}
+
+#[test]
+fn a_turns_agent_text_is_one_document_found_once_its_end_is_recorded() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("l.sqlite3");
+    let (ledger, writer) = open(&path, 10 * DAY);
+    let mut ops = vec![
+        WriteOp::InsertRun(Box::new(run("r1", "tidy the cache", DAY, None))),
+        turn("r1", 1, "dispatch", "drover's own first prompt", None),
+        turn_started("r1", 1, 1),
+    ];
+    // The agent's text as many small events, a tool call among them.
+    for i in 0..100u64 {
+        ops.push(text(
+            "r1",
+            2 + i,
+            &format!("chunk{i} of the zeppelin answer"),
+        ));
+    }
+    ops.push(command("r1", 102, "cargo run --bin airship"));
+    writer.commit_blocking(ops).unwrap();
+    let reader = ledger.reader().unwrap();
+    // In flight: its tool call is found at once, its text not yet.
+    assert_eq!(found(&reader, "airship").len(), 1);
+    assert!(found(&reader, "zeppelin").is_empty());
+    assert_eq!(indexed(&path, "zeppelin"), 0);
+    assert_eq!(documents(&path), 2, "the task and the tool call");
+    // Its end recorded (a turn cut short is recorded ended the same way): one document
+    // holds all of its text.
+    writer
+        .commit_blocking(vec![turn(
+            "r1",
+            1,
+            "dispatch",
+            "drover's own first prompt",
+            Some("tidied"),
+        )])
+        .unwrap();
+    assert_eq!(documents(&path), 4, "+ the turn's text and its result");
+    let hits = reader.search("zeppelin", 50).unwrap();
+    assert_eq!(hits.len(), 1, "{hits:?}");
+    assert_eq!(
+        (hits[0].source, hits[0].turn, hits[0].at),
+        (SearchSource::Text, Some(1), 7_001)
+    );
+    assert!(hits[0].marked("[", "]").contains("[zeppelin]"), "{hits:?}");
+    // Each event's text is in it, not only the first or the last.
+    for i in [0, 57, 99] {
+        let hits = reader.search(&format!("chunk{i}"), 50).unwrap();
+        assert_eq!(hits.len(), 1, "chunk{i}");
+        assert_eq!(hits[0].source, SearchSource::Text);
+        assert!(
+            hits[0].line.contains(&format!("chunk{i} of the")),
+            "{hits:?}"
+        );
+    }
+    // A second turn is a document of its own: its words find it, and not the first.
+    writer
+        .commit_blocking(vec![
+            turn("r1", 2, "follow_up", "and the blimp", None),
+            turn_started("r1", 103, 2),
+            text("r1", 104, "The blimp hangar is tidy too."),
+            turn("r1", 2, "follow_up", "and the blimp", Some("done")),
+        ])
+        .unwrap();
+    let hangar = reader.search("hangar", 50).unwrap();
+    assert_eq!((hangar.len(), hangar[0].turn), (1, Some(2)), "{hangar:?}");
+    assert_eq!(hangar[0].line, "The blimp hangar is tidy too.");
+    assert!(found(&reader, "zeppelin AND hangar").is_empty());
+    let before = documents(&path);
+    drop(reader);
+    ledger.close();
+    // Built again from the rows (a ledger of migration 7 migrated): each turn's text is
+    // its own events', up to the next turn's start.
+    before_the_index(&path);
+    migrate_file_to(&path, 7).unwrap();
+    let (ledger, _) = open(&path, 10 * DAY);
+    let reader = ledger.reader().unwrap();
+    assert_eq!(documents(&path), before);
+    assert!(found(&reader, "zeppelin AND hangar").is_empty());
+    let turns = |query: &str| -> Vec<Option<u32>> {
+        let hits = reader.search(query, 50).unwrap();
+        hits.iter().map(|h| h.turn).collect()
+    };
+    assert_eq!(turns("zeppelin"), [Some(1)]);
+    assert_eq!(turns("hangar"), [Some(2)]);
     ledger.close();
 }
 

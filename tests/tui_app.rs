@@ -1644,3 +1644,93 @@ async fn a_flagged_recursive_delete_outside_the_workspace_asks_despite_an_allow_
     );
     let _ = h.shutdown().await;
 }
+
+/// The agent's answer reaches the dashboard with its line breaks, through the real owner
+/// (the sim's Claude stream, the core's transcript ring, the control socket), reads as
+/// text full screen (`t`), and its lines and its result block copy as the agent wrote
+/// them (docs/ARCHITECTURE.md §"Reading a transcript").
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_transcript_keeps_its_line_breaks_and_copies_lines_and_the_result_block() {
+    use drover_tui::views::transcript::TranscriptScreen;
+    let mut h = Harness::start().await;
+    let run_id = h.dispatch("multi-turn", "Write the parser").await;
+    h.wait(&run_id, WaitUntil::Idle).await;
+    h.pump_until("the run idle in the dashboard", |app| {
+        app.model
+            .run(&run_id)
+            .is_some_and(|e| e.summary.head.state == RunState::Idle)
+    })
+    .await;
+    h.app.model.select(&run_id);
+    h.pump_until("its transcript with the answer and the turn's end", |app| {
+        app.model.run(&run_id).is_some_and(|e| {
+            e.transcript.iter().any(|l| l.contains("\n## Result\n"))
+                && e.transcript
+                    .back()
+                    .is_some_and(|l| l.starts_with("turn done"))
+        })
+    })
+    .await;
+    h.press([char_key('t')]);
+    assert!(top::<TranscriptScreen>(&h.app).is_some(), "t opened it");
+    let screen = tui_common::render_app(&h.app);
+    for line in [
+        "▸ Write: src/parser.rs · done",
+        "The first version of the parser is in src/parser.rs.",
+        "## Result",
+        "status: done",
+        "• src/parser.rs",
+    ] {
+        assert!(
+            screen.lines().any(|l| l.contains(&format!("  {line} "))),
+            "{line:?} on a line of its own:\n{screen}"
+        );
+    }
+    // The cursor follows the last line (the turn's end); four up is `status: done`.
+    let mut copied = Vec::new();
+    for c in "kkkkvjjy".chars() {
+        for effect in h.app.handle(char_key(c)) {
+            if let Effect::Copy(text) = effect {
+                copied.push(text);
+            }
+        }
+    }
+    assert_eq!(
+        copied,
+        ["status: done\nsummary: Wrote the first version of the parser.\nfiles:"]
+    );
+    assert_eq!(
+        drover_tui::terminal::osc52(&copied[0]).as_bytes(),
+        b"\x1b]52;c;c3RhdHVzOiBkb25lCnN1bW1hcnk6IFdyb3RlIHRoZSBmaXJzdCB2ZXJzaW9uIG9mIHRoZSBwYXJzZXIuCmZpbGVzOg==\x07"
+    );
+    let copied_result: Vec<Effect> = h.app.handle(char_key('Y'));
+    assert_eq!(
+        copied_result,
+        [Effect::Copy(
+            "## Result\nstatus: done\nsummary: Wrote the first version of the parser.\nfiles:\n- src/parser.rs"
+                .into()
+        )]
+    );
+    // The ledger gives the same transcript back once the owner is gone (the agent's text
+    // stored once, in its event, its line made again on reading).
+    let shown: Vec<String> = h
+        .app
+        .model
+        .run(&run_id)
+        .unwrap()
+        .transcript
+        .iter()
+        .cloned()
+        .collect();
+    let home = h.shutdown().await;
+    let reader =
+        drover_core::ledger::LedgerReader::open(&Paths::under(home.path()).ledger_file).unwrap();
+    let stored = drover_core::dispatch::projections::transcript_from_ledger(
+        &reader,
+        &run_id,
+        TranscriptFormat::Tail,
+    )
+    .unwrap();
+    // (the shutdown added the CLI's end after it.)
+    assert_eq!(stored.lines[..shown.len()], shown[..]);
+}

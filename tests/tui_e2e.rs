@@ -1251,3 +1251,90 @@ fn bang_opens_a_shell_in_the_runs_directory_and_the_dashboard_comes_back() {
     assert!(dashboard.contains(&run_id), "{dashboard}");
     assert!(dashboard.contains("a tmux window"), "{dashboard}");
 }
+
+/// `t` then `Y` in a real terminal: the dashboard writes the run's result block to the
+/// terminal as OSC 52, and tmux (with `set-clipboard on`, as it takes OSC 52 from the
+/// programs in its panes) puts exactly that text in its paste buffer; `g v j y` copies
+/// the transcript's first two lines the same way
+/// (docs/ARCHITECTURE.md §"Reading a transcript").
+#[test]
+fn the_transcript_copies_to_the_clipboard_through_the_terminal() {
+    let probe = Command::new("tmux").arg("-V").output();
+    assert!(
+        probe.is_ok_and(|o| o.status.success()),
+        "this test needs tmux; install it (apt-get install tmux)"
+    );
+    let home = tempfile::tempdir().expect("temp dir");
+    let _owner = ShutdownOnDrop(home.path());
+    std::fs::write(
+        home.path().join("config.toml"),
+        "[providers.claude-code]\nenabled = false\n[providers.codex]\nenabled = false\n\
+         [providers.opencode]\nenabled = false\n",
+    )
+    .expect("config");
+    let tmux = Tmux {
+        socket: format!("drover-e2e-copy-{}", std::process::id()),
+        target: "copy".into(),
+    };
+    let command = format!(
+        "cd '{}'; DROVER_HOME='{}' '{}'; echo DASHBOARD-EXIT=$?; sleep 600",
+        home.path().display(),
+        home.path().display(),
+        env!("CARGO_BIN_EXE_drover")
+    );
+    let started = tmux.run(&[
+        "new-session",
+        "-d",
+        "-s",
+        "copy",
+        "-x",
+        "100",
+        "-y",
+        "30",
+        &command,
+    ]);
+    assert!(started.status.success(), "{started:?}");
+    let set = tmux.run(&["set-option", "-s", "set-clipboard", "on"]);
+    assert!(set.status.success(), "{set:?}");
+    tmux.wait_for("nothing waits for you", &[]);
+
+    let dir = home.path().to_str().expect("a UTF-8 temp path");
+    let run = json(drover(
+        home.path(),
+        &[
+            "dispatch",
+            "--provider",
+            "sim",
+            "--scenario",
+            "multi-turn",
+            "--cwd",
+            dir,
+            "--json",
+            "Write the parser",
+        ],
+    ));
+    let run_id = run["run_id"].as_str().expect("run id").to_string();
+    wait_state(home.path(), &run_id, "its turn over", |s| s == "idle");
+    // The detail pane shows the answer's lines as written.
+    tmux.wait_for("│ ## Result", &[]);
+    tmux.keys(&["t"]);
+    tmux.wait_for("Transcript · Write the parser", &[]);
+    tmux.keys(&["Y"]);
+    tmux.wait_for("copied the result block (5 lines", &[]);
+    let buffer = tmux.run(&["show-buffer"]);
+    assert_eq!(
+        String::from_utf8_lossy(&buffer.stdout),
+        "## Result\nstatus: done\nsummary: Wrote the first version of the parser.\nfiles:\n- src/parser.rs",
+        "{buffer:?}"
+    );
+    tmux.keys(&["g", "v", "j", "y"]);
+    tmux.wait_for("copied 2 lines", &[]);
+    let buffer = tmux.run(&["show-buffer"]);
+    let copied = String::from_utf8_lossy(&buffer.stdout).into_owned();
+    let lines: Vec<&str> = copied.lines().collect();
+    assert_eq!(lines.len(), 2, "{copied:?}");
+    assert_eq!(lines[0], "ready");
+    assert!(lines[1].starts_with("session "), "{copied:?}");
+    tmux.keys(&["q", "q"]);
+    tmux.wait_for("DASHBOARD-EXIT=0", &[]);
+}

@@ -19,6 +19,35 @@ pub fn printed(text: &str, name: &str) -> Option<f64> {
         .find_map(|w| w.strip_prefix(name)?.parse().ok())
 }
 
+/// The search index's tables, index and triggers, dropped: a ledger's rows as they were
+/// before migration 7 (its version left as it is).
+pub const DROP_SEARCH_INDEX: &str = "DROP TRIGGER search_run_added;
+    DROP TRIGGER search_run_deleted; DROP TRIGGER search_tool_added;
+    DROP TRIGGER search_tool_pruned; DROP TRIGGER search_turn_text_pruned;
+    DROP TRIGGER search_turn_added; DROP TRIGGER search_turn_changed;
+    DROP TRIGGER search_turn_ended; DROP INDEX events_turn_started;
+    DROP TABLE search; DROP TABLE search_runs;";
+
+/// To compare FTS5's options: when `DROVER_BENCH_FTS` is set (say `prefix='2'`,
+/// `detail=column`, or empty for none), the ledger at `path` gets its (empty) search
+/// table made again with those options instead of its own (`prefix='2 3'`); its
+/// triggers stay. Returns what was used.
+pub fn fts_options(path: &Path) -> Option<String> {
+    let extra = std::env::var("DROVER_BENCH_FTS").ok()?;
+    let conn = Connection::open(path).expect("open");
+    let options = if extra.trim().is_empty() {
+        String::new()
+    } else {
+        format!(", {extra}")
+    };
+    conn.execute_batch(&format!(
+        "DROP TABLE search; CREATE VIRTUAL TABLE search USING fts5(text, content = '',
+            contentless_delete = 1, tokenize = 'unicode61 remove_diacritics 2'{options});"
+    ))
+    .expect("the search table with DROVER_BENCH_FTS's options");
+    Some(extra)
+}
+
 pub fn env_or(name: &str, default: u64) -> u64 {
     std::env::var(name)
         .ok()

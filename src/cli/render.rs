@@ -358,7 +358,7 @@ pub fn search(view: &SearchView, now: UnixMillis) -> String {
     let mut rows = vec![["RUN", "AGE", "IN", "LINE"].map(String::from).to_vec()];
     for hit in &view.hits {
         let place = match (hit.source, hit.turn) {
-            (SearchSource::FollowUp | SearchSource::Result, Some(turn)) => {
+            (SearchSource::FollowUp | SearchSource::Text | SearchSource::Result, Some(turn)) => {
                 format!("{} (turn {turn})", hit.source.as_str())
             }
             (source, _) => source.as_str().to_string(),

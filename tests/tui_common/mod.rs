@@ -321,7 +321,7 @@ pub fn busy_app(width: u16, height: u16) -> App {
             "session 8f198f6b on claude-sonnet-4-5".into(),
             "text: I'll list the project files first.".into(),
             "tool Bash: ls -la".into(),
-            "tool result: total 16 (4 lines)".into(),
+            "tool done: total 16 (4 lines)".into(),
             "text: Now I'll run the test suite.".into(),
             "tool Bash: cargo test --workspace".into(),
             "asks permission for Bash: cargo test --workspace".into(),

@@ -22,6 +22,7 @@
 
 mod attention;
 mod redispatch;
+mod transcript;
 
 pub use attention::numbered_question;
 
@@ -316,6 +317,7 @@ impl App {
                 self.options.answer_guard_ms,
             );
         }
+        self.sync_transcript_view();
         if let Some(top) = self.views.top_mut() {
             let action = self.keys.action(top.context(), &key);
             let outcome = top.handle_key(action, &key);
@@ -350,6 +352,8 @@ impl App {
             Some(ViewCommand::SetFilter(text)) => self.set_filter(text, effects),
             Some(ViewCommand::NextPrompt { after }) => self.next_prompt(after.as_deref()),
             Some(ViewCommand::Ask(confirm)) => self.views.push(confirm),
+            Some(ViewCommand::Copy { text, what }) => self.copy(text, &what, effects),
+            Some(ViewCommand::Flash(text)) => self.flash_info(text),
         }
     }
 
@@ -486,6 +490,7 @@ impl App {
                 ));
             }
             Action::Help => self.views.push(HelpView::default()),
+            Action::OpenTranscript => self.open_transcript(selected.as_ref()),
             Action::OpenDiff => match selected {
                 Some(run) => self.open_diff(&run, effects),
                 None => self.flash_error("select a run first".into()),
@@ -873,6 +878,7 @@ impl App {
 
     fn on_mouse(&mut self, mouse: MouseEvent) {
         // Over a view, the wheel is the top view's; nothing else reaches the dashboard.
+        self.sync_transcript_view();
         if let Some(top) = self.views.top_mut() {
             match mouse.kind {
                 MouseEventKind::ScrollDown => top.wheel(true),
@@ -891,6 +897,11 @@ impl App {
                 if let Some(id) = self.model.run_at_line(line).map(str::to_string) {
                     self.model.select(&id);
                 }
+            }
+            // A click on the selected run's detail reads its transcript full screen.
+            MouseEventKind::Down(MouseButton::Left) if in_detail => {
+                let selected = self.model.selected_entry().map(|e| e.summary.clone());
+                self.open_transcript(selected.as_ref());
             }
             MouseEventKind::ScrollDown if in_trays => self.model.move_selection(1),
             MouseEventKind::ScrollUp if in_trays => self.model.move_selection(-1),

@@ -110,6 +110,9 @@ pub enum Effect {
     /// window or a split (the dashboard stays live), else in the foreground, the dashboard
     /// coming back as it was when it exits.
     OpenIn(OpenIn),
+    /// Put this text on the system clipboard: the loop writes it to the terminal the
+    /// dashboard owns as an OSC 52 sequence ([`crate::terminal::osc52`]).
+    Copy(String),
 }
 
 /// A program to open in a run's directory ([`Effect::OpenIn`]).

@@ -23,14 +23,16 @@ pub enum Context {
     Help,
     Route,
     Diff,
+    Transcript,
 }
 
 impl Context {
-    pub const ALL: [Context; 8] = [
+    pub const ALL: [Context; 9] = [
         Context::Dashboard,
         Context::Prompt,
         Context::Route,
         Context::Diff,
+        Context::Transcript,
         Context::Form,
         Context::Input,
         Context::Confirm,
@@ -47,6 +49,7 @@ impl Context {
             Context::Help => "help",
             Context::Route => "route",
             Context::Diff => "diff",
+            Context::Transcript => "transcript",
         }
     }
 
@@ -61,6 +64,7 @@ impl Context {
             Context::Help => "Help",
             Context::Route => "Route card (1-9 picks an option)",
             Context::Diff => "Diff view (a worktree run's change)",
+            Context::Transcript => "Transcript (full screen)",
         }
     }
 
@@ -125,6 +129,21 @@ pub enum Action {
     Keep,
     Discard,
     Refresh,
+    // transcript view
+    /// Open the selected run's transcript full screen.
+    OpenTranscript,
+    /// Expand or collapse the tool call under the cursor.
+    ToggleTool,
+    /// Start (or drop) a selection of lines at the cursor.
+    SelectLines,
+    /// Copy the selection (or the line under the cursor) to the clipboard.
+    Copy,
+    /// Copy the run's whole result block to the clipboard.
+    CopyResult,
+    /// The next line matching the dashboard's filter.
+    NextMatch,
+    /// The previous line matching the dashboard's filter.
+    PrevMatch,
     // prompt
     AllowOnce,
     AllowAlways,
@@ -149,7 +168,7 @@ pub enum Action {
 }
 
 impl Action {
-    pub const ALL: [Action; 58] = [
+    pub const ALL: [Action; 65] = [
         Action::SelectNext,
         Action::SelectPrev,
         Action::SelectFirst,
@@ -191,6 +210,13 @@ impl Action {
         Action::Keep,
         Action::Discard,
         Action::Refresh,
+        Action::OpenTranscript,
+        Action::ToggleTool,
+        Action::SelectLines,
+        Action::Copy,
+        Action::CopyResult,
+        Action::NextMatch,
+        Action::PrevMatch,
         Action::Pick,
         Action::ToggleRemember,
         Action::Decline,
@@ -254,6 +280,13 @@ impl Action {
             Action::Keep => "keep",
             Action::Discard => "discard",
             Action::Refresh => "refresh",
+            Action::OpenTranscript => "open_transcript",
+            Action::ToggleTool => "toggle_tool",
+            Action::SelectLines => "select_lines",
+            Action::Copy => "copy",
+            Action::CopyResult => "copy_result",
+            Action::NextMatch => "next_match",
+            Action::PrevMatch => "prev_match",
             Action::Pick => "pick",
             Action::ToggleRemember => "toggle_remember",
             Action::Decline => "decline",
@@ -328,6 +361,19 @@ impl Action {
             Action::Keep => "remove the worktree, keep the branch (a finished run)",
             Action::Discard => "delete the worktree and the branch (asks first)",
             Action::Refresh => "read the diff again",
+            Action::OpenTranscript => {
+                "read the selected run's transcript full screen (select, copy, expand tool calls)"
+            }
+            Action::ToggleTool => "expand or collapse the tool call under the cursor",
+            Action::SelectLines => {
+                "start a selection at the cursor (j/k extend it); again to drop it"
+            }
+            Action::Copy => {
+                "copy the selected lines (or the cursor's line) to the clipboard (OSC 52)"
+            }
+            Action::CopyResult => "copy the run's whole result block to the clipboard (OSC 52)",
+            Action::NextMatch => "the next line matching the filter (/)",
+            Action::PrevMatch => "the previous line matching the filter (/)",
             Action::Pick => "pick the highlighted option",
             Action::ToggleRemember => "remember the pick for this task class",
             Action::Decline => "decline the card (the run is stopped)",
@@ -361,6 +407,13 @@ impl Action {
             (Context::Prompt, Action::ScrollUp) => "scroll the request up",
             (Context::Help, Action::ScrollDown) => "scroll down",
             (Context::Help, Action::ScrollUp) => "scroll up",
+            (Context::Transcript, Action::SelectNext) => "the next line",
+            (Context::Transcript, Action::SelectPrev) => "the previous line",
+            (Context::Transcript, Action::SelectFirst) => "the first line",
+            (Context::Transcript, Action::SelectLast) => "the last line (follows new lines)",
+            (Context::Transcript, Action::PageDown) => "a page down",
+            (Context::Transcript, Action::PageUp) => "a page up",
+            (Context::Transcript, Action::Close) => "leave (esc first drops a selection)",
             _ => self.describe(),
         }
     }
@@ -387,6 +440,11 @@ impl Action {
             Action::MergeSquash => "squash",
             Action::Keep => "keep",
             Action::Discard => "discard",
+            Action::ToggleTool => "expand",
+            Action::SelectLines => "select",
+            Action::Copy => "copy",
+            Action::CopyResult => "copy result",
+            Action::NextMatch => "next match",
             Action::Pick => "pick",
             Action::ToggleRemember => "remember",
             Action::Decline => "decline",
@@ -564,6 +622,7 @@ const DASHBOARD: &[Binding] = &[
     bind(KeyCombo::char('e'), A::Escalate),
     bind(KeyCombo::char('R'), A::Resume),
     bind(KeyCombo::char('D'), A::OpenDiff),
+    bind(KeyCombo::char('t'), A::OpenTranscript),
     bind(KeyCombo::char('o'), A::OpenEditor),
     bind(KeyCombo::char('!'), A::OpenShell),
     bind(KeyCombo::char('T'), A::TakeOver),
@@ -594,6 +653,28 @@ const DIFF: &[Binding] = &[
     bind(KeyCombo::char('r'), A::Refresh),
     bind(KeyCombo::plain(K::Esc), A::Close),
     bind(KeyCombo::char('q'), A::Close),
+];
+
+#[rustfmt::skip]
+const TRANSCRIPT: &[Binding] = &[
+    bind(KeyCombo::char(' '), A::ToggleTool),
+    bind(KeyCombo::char('v'), A::SelectLines),
+    bind(KeyCombo::char('y'), A::Copy),
+    bind(KeyCombo::char('Y'), A::CopyResult),
+    bind(KeyCombo::char('n'), A::NextMatch),
+    bind(KeyCombo::char('N'), A::PrevMatch),
+    bind(KeyCombo::plain(K::Esc), A::Close),
+    bind(KeyCombo::char('q'), A::Close),
+    bind(KeyCombo::char('j'), A::SelectNext),
+    bind(KeyCombo::plain(K::Down), A::SelectNext),
+    bind(KeyCombo::char('k'), A::SelectPrev),
+    bind(KeyCombo::plain(K::Up), A::SelectPrev),
+    bind(KeyCombo::char('g'), A::SelectFirst),
+    bind(KeyCombo::plain(K::Home), A::SelectFirst),
+    bind(KeyCombo::char('G'), A::SelectLast),
+    bind(KeyCombo::plain(K::End), A::SelectLast),
+    bind(KeyCombo::plain(K::PageDown), A::PageDown),
+    bind(KeyCombo::plain(K::PageUp), A::PageUp),
 ];
 
 #[rustfmt::skip]
@@ -674,6 +755,7 @@ fn shipped(context: Context) -> &'static [Binding] {
         Context::Help => HELP,
         Context::Route => ROUTE,
         Context::Diff => DIFF,
+        Context::Transcript => TRANSCRIPT,
     }
 }
 

@@ -47,6 +47,7 @@ pub mod runner;
 pub mod shown;
 pub mod terminal;
 pub mod theme;
+pub mod transcript;
 pub mod views;
 
 pub use app::{App, AppOptions};

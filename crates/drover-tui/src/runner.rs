@@ -180,6 +180,11 @@ async fn event_loop<B: Backend + Write>(
                     effects_after.extend(app.handle(AppEvent::Opened(outcome)));
                     frames.schedule_frame();
                 }
+                Some(Effect::Copy(text)) => {
+                    let out = terminal.backend_mut();
+                    let _ = out.write_all(crate::terminal::osc52(&text).as_bytes());
+                    let _ = Write::flush(out);
+                }
                 Some(Effect::Quit) | Some(Effect::Request { .. }) | None => {}
             }
         }

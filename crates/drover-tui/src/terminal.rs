@@ -133,6 +133,16 @@ pub fn title_sequence(title: &str) -> String {
     format!("\x1b]2;{title}\x07")
 }
 
+/// The escape sequence that puts `text` on the system clipboard (OSC 52, `c`: the
+/// clipboard selection), its bytes in standard base64 so nothing in it is read as an
+/// escape. Terminals that do not know OSC 52 (or refuse it) ignore it; inside tmux it
+/// reaches the outer terminal with tmux's `set-clipboard` on.
+pub fn osc52(text: &str) -> String {
+    use base64::Engine;
+    let encoded = base64::engine::general_purpose::STANDARD.encode(text.as_bytes());
+    format!("\x1b]52;c;{encoded}\x07")
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -160,5 +170,11 @@ mod tests {
             title_sequence("drover · 2 need you\x07\x1b"),
             "\u{1b}]2;drover · 2 need you\u{7}"
         );
+    }
+
+    #[test]
+    fn the_clipboard_sequence_carries_the_text_in_base64() {
+        assert_eq!(osc52("a\nb\x1b"), "\u{1b}]52;c;YQpiGw==\u{7}");
+        assert_eq!(osc52(""), "\u{1b}]52;c;\u{7}");
     }
 }

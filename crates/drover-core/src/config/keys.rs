@@ -5,11 +5,12 @@
 //! it, whichever command loads the file.
 
 /// The contexts a `[keys.<context>]` table may name.
-pub const CONTEXTS: [&str; 8] = [
+pub const CONTEXTS: [&str; 9] = [
     "dashboard",
     "prompt",
     "route",
     "diff",
+    "transcript",
     "form",
     "input",
     "confirm",
@@ -17,7 +18,7 @@ pub const CONTEXTS: [&str; 8] = [
 ];
 
 /// The actions a key may be bound to (and `"none"`, which unbinds it).
-pub const ACTIONS: [&str; 58] = [
+pub const ACTIONS: [&str; 65] = [
     "select_next",
     "select_prev",
     "select_first",
@@ -59,6 +60,13 @@ pub const ACTIONS: [&str; 58] = [
     "keep",
     "discard",
     "refresh",
+    "open_transcript",
+    "toggle_tool",
+    "select_lines",
+    "copy",
+    "copy_result",
+    "next_match",
+    "prev_match",
     "pick",
     "toggle_remember",
     "decline",

@@ -33,7 +33,8 @@ use crate::spec::Spec;
 use crate::workspace::WorkspaceView;
 
 /// The event kind whose `body.line` is one transcript line (the transcript ring's lines,
-/// as the dispatcher records them).
+/// as the dispatcher records them); the agent's text has its line made again from
+/// `body.event.text` when read (see [`transcript_line`]).
 pub const TRANSCRIPT_EVENT: &str = "transcript";
 
 /// The follow-ups a run queued behind a turn and did not send: each `follow_up_sent`
@@ -663,7 +664,7 @@ pub fn transcript_from_ledger(
                 reader
                     .events_of_kind(run_id, TRANSCRIPT_EVENT)?
                     .into_iter()
-                    .filter_map(|e| Some(e.body.get("line")?.as_str()?.to_string())),
+                    .filter_map(|e| transcript_line(&e.body)),
             );
         }
         TranscriptFormat::Text => {
@@ -679,6 +680,24 @@ pub fn transcript_from_ledger(
         TranscriptFormat::Result => view.result = stored_result(&run)?,
     }
     Ok(view)
+}
+
+/// The transcript line of a [`TRANSCRIPT_EVENT`]'s body: its `line`; or, for the agent's
+/// text (stored with no line since its line breaks are kept), the entry the ring holds,
+/// made again from the event's text.
+fn transcript_line(body: &serde_json::Value) -> Option<String> {
+    if let Some(line) = body.get("line").and_then(|l| l.as_str()) {
+        return Some(line.to_string());
+    }
+    let event = body.get("event")?;
+    (event.get("type")?.as_str()? == "assistant_text").then(|| {
+        crate::dispatch::core::transcript::text_entry(
+            event
+                .get("text")
+                .and_then(|t| t.as_str())
+                .unwrap_or_default(),
+        )
+    })
 }
 
 /// A `wait` answered from the ledger: `Some` when the ledger already meets the
@@ -1101,6 +1120,37 @@ pub(crate) mod tests {
         assert_eq!(get(TranscriptFormat::Result).result, Some(done_result()));
         let e = transcript_from_ledger(&reader, "nope", TranscriptFormat::Tail).unwrap_err();
         assert_eq!(e.code, ErrorCode::RunNotFound);
+    }
+
+    #[test]
+    fn the_agents_text_is_read_back_with_its_line_breaks_from_the_event() {
+        let text = crate::providers::ProviderEvent::AssistantText {
+            text: "## Plan\n\n- one\x1b[2J\n- two".into(),
+        };
+        let body = |line: serde_json::Value, event: &crate::providers::ProviderEvent| json!({"line": line, "event": serde_json::to_value(event).unwrap()});
+        // Stored with no line: made again from the event's text, as the ring made it.
+        assert_eq!(
+            transcript_line(&body(serde_json::Value::Null, &text)).as_deref(),
+            Some("text: ## Plan\n\n- one[2J\n- two")
+        );
+        assert_eq!(
+            transcript_line(&body(serde_json::Value::Null, &text)),
+            crate::dispatch::core::transcript::summarize(&text)
+        );
+        // A line stored (an older ledger's one-line text, any other event) is read as is.
+        assert_eq!(
+            transcript_line(&body(json!("text: ## Plan - one - two"), &text)).as_deref(),
+            Some("text: ## Plan - one - two")
+        );
+        // An event with no line (usage) has none.
+        let usage = crate::providers::ProviderEvent::Usage {
+            model: None,
+            tokens: Default::default(),
+        };
+        assert_eq!(
+            transcript_line(&body(serde_json::Value::Null, &usage)),
+            None
+        );
     }
 
     #[test]

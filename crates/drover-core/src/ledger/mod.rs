@@ -79,7 +79,7 @@ pub enum LedgerError {
     #[error("{0}")]
     SearchQuery(String),
     /// The file has no search index yet (no owner of this version has opened it).
-    #[error("this ledger has no search index yet")]
+    #[error("this ledger's search index is not built yet")]
     NoSearchIndex,
     /// A thread could not be started, or the file could not be reached.
     #[error("cannot start the ledger writer: {0}")]
@@ -108,6 +108,15 @@ impl From<LedgerError> for DroverError {
         };
         DroverError::new(ErrorCode::LedgerError, format!("{e}; {hint}"))
     }
+}
+
+/// Brings the ledger file at `path` up to schema `version` only (at most this build's),
+/// as a drover of that version left it: what a test or a bench of a later migration
+/// starts from. Nothing else is done (no recovery, no writer).
+pub fn migrate_file_to(path: &Path, version: i64) -> Result<(), LedgerError> {
+    let mut conn = Connection::open(path)?;
+    schema::configure(&conn, Synchronous::Full)?;
+    schema::migrate_to(&mut conn, version)
 }
 
 /// How the ledger is opened.

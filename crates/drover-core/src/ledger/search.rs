@@ -1,6 +1,7 @@
 //! Searching everything the ledger holds (docs/ARCHITECTURE.md §"Ledger"): each run's
-//! task, follow-ups and results, and its transcript's agent text and tool calls, through
-//! the FTS5 index migration 7 keeps by triggers in the transactions that write the rows.
+//! task, follow-ups and results, its agent text (one document a turn, from its end) and
+//! its transcript's tool calls, through the FTS5 index migration 8 keeps by triggers in
+//! the transactions that write the rows.
 //!
 //! What must stay true:
 //! - the index holds no copy of the text: a hit's text is read back from its row with the
@@ -13,7 +14,7 @@
 use rusqlite::{Connection, OptionalExtension, params};
 use serde::{Deserialize, Serialize};
 
-use super::schema::{search_event_text, search_result_text};
+use super::schema::{search_result_text, search_turn_bounds, search_turn_text};
 use super::{LedgerError, LedgerReader};
 use crate::UnixMillis;
 use crate::run_state::RunState;
@@ -23,7 +24,8 @@ pub const SEARCH_LIMIT_MAX: u32 = 500;
 /// Hits a search returns when it does not say.
 pub const SEARCH_LIMIT_DEFAULT: u32 = 50;
 
-/// The low 32 bits of a document's rowid from this one up are a turn's (see migration 7).
+/// The low 32 bits of a document's rowid from this one up are a turn's: 4 × its number,
+/// + 0 for its follow-up, + 1 for its agent text, + 2 for its result (see migration 8).
 const TURN_SLOTS: i64 = 1 << 31;
 /// The words of the line shown around the match.
 const SNIPPET_TOKENS: i64 = 24;
@@ -40,7 +42,7 @@ pub enum SearchSource {
     Task,
     /// A follow-up the user sent (its turn's prompt, at most 200 characters).
     FollowUp,
-    /// The agent's text in the transcript.
+    /// The agent's text in a turn (all of it, once the turn's end is recorded).
     Text,
     /// A tool call in the transcript: the tool and its command, file, address or subject.
     Tool,
@@ -71,14 +73,15 @@ pub struct SearchHit {
     /// Its state now.
     pub state: RunState,
     /// When the line was written (the run's dispatch for its task, a turn's start for a
-    /// follow-up and its end for a result), in ms since the Unix epoch.
+    /// follow-up and its end for its agent text and result, a tool call's event), in ms
+    /// since the Unix epoch.
     pub at: UnixMillis,
     /// Where the line comes from.
     pub source: SearchSource,
-    /// The turn of a follow-up or a result.
+    /// The turn of a follow-up, agent text or result.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub turn: Option<u32>,
-    /// The event's seq of a transcript line.
+    /// The event's seq of a tool call.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub seq: Option<u64>,
     /// The words around the match, on one line (`…` where it was cut).
@@ -175,30 +178,19 @@ impl LedgerReader {
         } else if slot < TURN_SLOTS {
             let row = self
                 .conn
-                .prepare_cached(concat!(
-                    "SELECT at, body_json ->> '$.event.type', ",
-                    search_event_text!("body_json"),
-                    " FROM events WHERE run_id = ?1 AND seq = ?2"
-                ))?
+                .prepare_cached(
+                    "SELECT at, body_json ->> '$.line' FROM events WHERE run_id = ?1 AND seq = ?2",
+                )?
                 .query_row(params![run_id, slot], |r| {
-                    Ok((
-                        r.get::<_, i64>(0)?,
-                        r.get::<_, Option<String>>(1)?,
-                        r.get::<_, Option<String>>(2)?,
-                    ))
+                    Ok((r.get::<_, i64>(0)?, r.get::<_, Option<String>>(1)?))
                 })
                 .optional()?;
-            let Some((at, kind, text)) = row else {
+            let Some((at, text)) = row else {
                 return Ok(None);
             };
-            let source = match kind.as_deref() {
-                Some("assistant_text") => SearchSource::Text,
-                _ => SearchSource::Tool,
-            };
-            (at, source, None, u64::try_from(slot).ok(), text)
+            (at, SearchSource::Tool, None, u64::try_from(slot).ok(), text)
         } else {
-            let number = (slot - TURN_SLOTS) / 2;
-            let result = (slot - TURN_SLOTS) % 2 == 1;
+            let number = (slot - TURN_SLOTS) / 4;
             let row = self
                 .conn
                 .prepare_cached(concat!(
@@ -219,11 +211,17 @@ impl LedgerReader {
                 return Ok(None);
             };
             let turn = u32::try_from(number).ok();
-            if result {
-                let at = ended_at.unwrap_or(started_at);
-                (at, SearchSource::Result, turn, None, result_text)
-            } else {
-                (started_at, SearchSource::FollowUp, turn, None, Some(prompt))
+            let ended = ended_at.unwrap_or(started_at);
+            match (slot - TURN_SLOTS) % 4 {
+                0 => (started_at, SearchSource::FollowUp, turn, None, Some(prompt)),
+                1 => {
+                    let text = self
+                        .conn
+                        .prepare_cached(concat!("SELECT ", search_turn_text!("?1", "?2")))?
+                        .query_row(params![run_id, number], |r| r.get::<_, Option<String>>(0))?;
+                    (ended, SearchSource::Text, turn, None, text)
+                }
+                _ => (ended, SearchSource::Result, turn, None, result_text),
             }
         };
         Ok(Some(Found {

@@ -23,4 +23,5 @@ mod tests;
 
 pub use block::{ITEM_MAX_CHARS, LIST_MAX_ITEMS, ResultBlock, ResultStatus, TEXT_MAX_CHARS};
 pub use json::parse_json_result;
+pub use markdown::result_heading;
 pub use parse::parse_result;

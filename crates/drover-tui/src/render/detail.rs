@@ -1,6 +1,7 @@
 //! The right pane: the selected run — state, spec summary, budget gauge, live state,
 //! pending prompt, last result, notes — and below them the transcript tail, which follows
-//! the end unless the user scrolled.
+//! the end unless the user scrolled: the agent's text with its line breaks and markdown
+//! drawn plainly, each tool call one line (`t` opens it full screen).
 
 use ratatui::buffer::Buffer;
 use ratatui::layout::Rect;
@@ -408,29 +409,23 @@ fn transcript(buf: &mut Buffer, area: Rect, entry: &RunEntry, scroll: Option<usi
             Span::styled(rule, theme::pane_border()),
         ]),
     );
-    // Each line wrapped to the pane; only the lines shown are laid out.
+    // The agent's text as it reads, each tool call one line (docs/ARCHITECTURE.md
+    // §"Reading a transcript"); only the blocks shown are laid out.
     let width = area.width as usize;
-    let styled = |line: &String| -> Vec<(String, ratatui::style::Style)> {
-        let text = one_line(line);
-        let style = if text.starts_with("tool ") || text.starts_with("permission") {
-            theme::active()
-        } else if text.starts_with("error") || text.contains("failed") {
-            theme::error()
-        } else {
-            theme::text()
-        };
-        wrap(&text, width)
+    let placed = crate::transcript::blocks(lines);
+    let rows_of = |i: usize| -> Vec<Line<'static>> {
+        crate::transcript::layout_block(&placed[i].block, i, width, false)
             .into_iter()
-            .map(|piece| (piece, style))
+            .flat_map(|item| item.rows)
             .collect()
     };
-    let mut shown: Vec<(String, ratatui::style::Style)> = Vec::new();
+    let mut shown: Vec<Line<'static>> = Vec::new();
     if following {
         // From the end back, until the pane is full.
-        for line in lines.iter().rev() {
-            let mut pieces = styled(line);
-            pieces.append(&mut shown);
-            shown = pieces;
+        for i in (0..placed.len()).rev() {
+            let mut rows = rows_of(i);
+            rows.append(&mut shown);
+            shown = rows;
             if shown.len() >= room {
                 break;
             }
@@ -438,15 +433,16 @@ fn transcript(buf: &mut Buffer, area: Rect, entry: &RunEntry, scroll: Option<usi
         let extra = shown.len().saturating_sub(room);
         shown.drain(..extra);
     } else {
-        for line in lines.iter().skip(top) {
-            shown.extend(styled(line));
+        let first = placed.partition_point(|p| p.first_entry < top);
+        for i in first..placed.len() {
+            shown.extend(rows_of(i));
             if shown.len() >= room {
                 break;
             }
         }
         shown.truncate(room);
     }
-    for (i, (text, style)) in shown.into_iter().enumerate() {
-        put_line(buf, area, 1 + i as u16, &Line::styled(text, style));
+    for (i, line) in shown.iter().enumerate() {
+        put_line(buf, area, 1 + i as u16, line);
     }
 }

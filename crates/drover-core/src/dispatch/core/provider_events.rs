@@ -21,7 +21,10 @@ use crate::providers::{ProviderEvent, RunProviderEvent, TurnEnd};
 use crate::result_contract::{ResultStatus, parse_json_result, parse_result};
 use crate::run_state::RunState;
 
-/// The ledger body of a provider event: its one-line summary and the event itself.
+/// The ledger body of a provider event: its transcript line and the event itself. The
+/// agent's text has no line there (`null`, as an event with no line): its line, with the
+/// text's line breaks, is made from the event's text when the transcript is read
+/// (`projections::transcript_from_ledger`), so the text is not stored twice.
 #[derive(serde::Serialize)]
 struct TranscriptBody<'a> {
     line: Option<&'a str>,
@@ -51,7 +54,9 @@ impl Core {
             &mut batch,
             crate::dispatch::projections::TRANSCRIPT_EVENT,
             &TranscriptBody {
-                line: line.as_deref(),
+                line: line
+                    .as_deref()
+                    .filter(|_| !matches!(event, ProviderEvent::AssistantText { .. })),
                 event: &event,
             },
             now,

@@ -1,6 +1,11 @@
-//! The transcript ring of a live run: one-line summaries of its provider events, bounded
-//! in lines and characters (docs/ARCHITECTURE.md §"Result contract"). The ledger keeps the
+//! The transcript ring of a live run: one entry per provider event worth one, bounded in
+//! entries and characters (docs/ARCHITECTURE.md §"Result contract"). The ledger keeps the
 //! full events; the ring is what the dashboard and `transcript --format tail` show.
+//!
+//! What must stay true: every entry is one line, clipped, except the agent's text, which
+//! keeps its line breaks (so its lists and code blocks read as written) within
+//! [`TEXT_MAX_LINES`] and [`TEXT_MAX_CHARS`]; no entry holds a control character but
+//! those line breaks, so nothing a child wrote can reach a terminal as an escape.
 
 use std::collections::VecDeque;
 
@@ -9,6 +14,10 @@ use crate::text::{clip, one_line};
 
 /// Longest single line kept in the ring.
 pub(crate) const LINE_MAX_CHARS: usize = 300;
+/// Most characters of the agent's text kept in one entry.
+pub(crate) const TEXT_MAX_CHARS: usize = 8_000;
+/// Most lines of the agent's text kept in one entry.
+pub(crate) const TEXT_MAX_LINES: usize = 300;
 
 #[derive(Debug, Clone)]
 pub struct TranscriptRing {
@@ -73,7 +82,9 @@ pub fn summarize(event: &ProviderEvent) -> Option<String> {
                 .map(|m| format!(" on {m}"))
                 .unwrap_or_default()
         ),
-        ProviderEvent::AssistantText { text } => format!("text: {}", one_line(text)),
+        ProviderEvent::AssistantText { text } => {
+            return Some(text_entry(text));
+        }
         ProviderEvent::Thinking { chars } => format!("thinking ({chars} chars)"),
         ProviderEvent::ToolStarted { name, ask, .. } => {
             format!("tool {name}: {}", one_line(&ask.summary()))
@@ -128,6 +139,52 @@ pub fn summarize(event: &ProviderEvent) -> Option<String> {
     Some(clip(&line, LINE_MAX_CHARS))
 }
 
+/// The transcript entry of the agent's text (`text: ` and its lines, kept as
+/// [`kept_lines`] keeps them), bounded by [`TEXT_MAX_CHARS`]. The ledger keeps no copy of
+/// it: a transcript read from the ledger makes it again from the event's text.
+pub(crate) fn text_entry(text: &str) -> String {
+    clip(&format!("text: {}", kept_lines(text)), TEXT_MAX_CHARS)
+}
+
+/// The agent's text with its line breaks: each line without control characters (a tab
+/// becomes four spaces) and trailing blanks, runs of blank lines as one, at most
+/// [`TEXT_MAX_LINES`] lines ("…" where it was cut; the caller clips the characters).
+fn kept_lines(text: &str) -> String {
+    let mut out = String::new();
+    let mut lines = 0;
+    let mut blank_before = false;
+    for raw in text.lines() {
+        let mut line = String::with_capacity(raw.len().min(LINE_MAX_CHARS));
+        for c in raw.chars() {
+            match c {
+                '\t' => line.push_str("    "),
+                c if c.is_control() => {}
+                c => line.push(c),
+            }
+        }
+        let line = line.trim_end();
+        if line.is_empty() {
+            blank_before = !out.is_empty();
+            continue;
+        }
+        if lines + usize::from(blank_before) >= TEXT_MAX_LINES || out.len() > TEXT_MAX_CHARS * 4 {
+            out.push_str("\n…");
+            break;
+        }
+        if !out.is_empty() {
+            out.push('\n');
+            if blank_before {
+                out.push('\n');
+                lines += 1;
+            }
+        }
+        blank_before = false;
+        out.push_str(line);
+        lines += 1;
+    }
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -155,8 +212,33 @@ mod tests {
     }
 
     #[test]
+    fn the_agents_text_keeps_its_line_breaks_and_nothing_else() {
+        let text = ProviderEvent::AssistantText {
+            text: "\n## Plan\r\n\n\n\n- one\x1b[2J\n\t- two\u{9b}31m  \n\n```rust\nfn main() {}\n```\n\n"
+                .into(),
+        };
+        assert_eq!(
+            summarize(&text).unwrap(),
+            "text: ## Plan\n\n- one[2J\n    - two31m\n\n```rust\nfn main() {}\n```"
+        );
+        // Bounded in lines and in characters, and says where it was cut.
+        let many = summarize(&ProviderEvent::AssistantText {
+            text: "line\n".repeat(TEXT_MAX_LINES * 3),
+        })
+        .unwrap();
+        assert_eq!(many.lines().count(), TEXT_MAX_LINES + 1);
+        assert!(many.ends_with("\n…"));
+        let wide = summarize(&ProviderEvent::AssistantText {
+            text: "word ".repeat(TEXT_MAX_CHARS),
+        })
+        .unwrap();
+        assert!(wide.chars().count() <= TEXT_MAX_CHARS);
+        assert!(wide.ends_with('…'));
+    }
+
+    #[test]
     fn summaries_are_one_clipped_line() {
-        let long = ProviderEvent::AssistantText {
+        let long = ProviderEvent::Notice {
             text: "a\nb ".repeat(500),
         };
         let line = summarize(&long).unwrap();
