@@ -1578,62 +1578,23 @@ async fn a_run_taken_over_in_codexs_own_interface_is_handed_back_with_the_turn_t
     ));
     std::fs::write(&config, text).unwrap();
 
-    let mut env = rig.drover.env();
-    env.retain(|(k, _)| k != "TERM");
-    env.push(("TERM".into(), "xterm-256color".into()));
-    let tmux = crate::tmux::Tmux::start(
-        &rig.drover.work_dir(),
-        &env,
-        &[env!("CARGO_BIN_EXE_drover"), "attach", &run],
-    );
+    let tmux = crate::tmux::Tmux::attach(&rig.drover, &run, &[]);
     let typed = "say hello from the interface";
-    // The interface is up once it shows the thread's history; the prompt is typed into
-    // its composer and sent once it shows there.
-    tmux.until_screen(TURN, |screen| screen.contains("first part done"))
-        .await;
-    tmux.send_text(typed);
-    tmux.until_screen(TURN, |screen| screen.contains(typed))
-        .await;
-    tmux.send_keys(&["Enter"]);
-    tmux.until_screen(TURN, |screen| {
-        screen.contains("Hello from the interface 9d2e")
-    })
+    tmux.exchange_and_leave(
+        TURN,
+        "first part done",
+        typed,
+        "Hello from the interface 9d2e",
+        "/quit",
+    )
     .await;
-    tmux.send_text("/quit");
-    tmux.until_screen(TURN, |screen| screen.contains("/quit"))
-        .await;
-    // The first Enter may only pick the command from the interface's menu.
-    for _ in 0..3 {
-        tmux.send_keys(&["Enter"]);
-        if tmux.is_dead_within(Duration::from_secs(5)).await {
-            break;
-        }
-    }
-    tmux.until_dead(TURN).await;
-
     let view = rig.drover.show(&run).await;
-    let origins: Vec<&str> = view["turns"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|t| t["origin"].as_str().unwrap())
-        .collect();
-    assert_eq!(
-        origins,
-        ["dispatch", "interactive"],
-        "{view}\n{}",
-        tmux.screen()
+    crate::tmux::assert_one_interactive_turn(
+        &view,
+        typed,
+        "Hello from the interface 9d2e",
+        &tmux.screen(),
     );
-    let turn = &view["turns"][1];
-    assert_eq!(turn["prompt_preview"], typed, "{view}");
-    assert!(
-        turn["text"]
-            .as_str()
-            .is_some_and(|t| t.contains("Hello from the interface 9d2e")),
-        "{view}"
-    );
-    assert!(turn["tokens"]["output"].as_u64().unwrap() > 0, "{view}");
-    assert!(turn["cost_usd"].as_f64().unwrap() > 0.0, "{view}");
     assert!(
         processes_with("--managed-daemon").is_empty(),
         "no Codex daemon outlives the interface"

@@ -1,6 +1,7 @@
 //! A real CLI's own interface driven in tmux (a take-over): a tmux server of the test's
 //! own (its own socket), one pane running a command with exactly the environment given,
-//! kept after the command exits so the test can see it ended.
+//! kept after the command exits so the test can see it ended; and what a take-over of a
+//! run leaves in its view.
 
 use std::path::Path;
 use std::process::Command;
@@ -47,6 +48,20 @@ impl Tmux {
         tmux
     }
 
+    /// `drover attach RUN` in a terminal, with the owner's environment (a real terminal
+    /// type) and `extra` variables.
+    pub fn attach(drover: &crate::drover::Drover, run: &str, extra: &[(&str, &str)]) -> Tmux {
+        let mut env = drover.env();
+        env.retain(|(k, _)| k != "TERM");
+        env.push(("TERM".into(), "xterm-256color".into()));
+        env.extend(extra.iter().map(|(k, v)| (k.to_string(), v.to_string())));
+        Tmux::start(
+            &drover.work_dir(),
+            &env,
+            &[env!("CARGO_BIN_EXE_drover"), "attach", run],
+        )
+    }
+
     fn run(&self, args: &[&str]) -> String {
         let out = Command::new("tmux")
             .arg("-L")
@@ -88,6 +103,38 @@ impl Tmux {
             );
             tokio::time::sleep(Duration::from_millis(200)).await;
         }
+    }
+
+    /// A take-over's exchange in a CLI's own interface: once it shows `ready` (the
+    /// session's history), `typed` is typed, sent once it shows, and answered with
+    /// `answer`; then `leave` (`/exit`, `/quit`) ends the interface — its first Enter may
+    /// only pick the command from the menu.
+    pub async fn exchange_and_leave(
+        &self,
+        limit: Duration,
+        ready: &str,
+        typed: &str,
+        answer: &str,
+        leave: &str,
+    ) {
+        self.until_screen(limit, |screen| screen.contains(ready))
+            .await;
+        self.send_text(typed);
+        self.until_screen(limit, |screen| screen.contains(typed))
+            .await;
+        self.send_keys(&["Enter"]);
+        self.until_screen(limit, |screen| screen.contains(answer))
+            .await;
+        self.send_text(leave);
+        self.until_screen(limit, |screen| screen.contains(leave))
+            .await;
+        for _ in 0..3 {
+            self.send_keys(&["Enter"]);
+            if self.is_dead_within(Duration::from_secs(5)).await {
+                break;
+            }
+        }
+        self.until_dead(limit).await;
     }
 
     /// Whether the pane's command has exited within `limit`.
@@ -143,4 +190,31 @@ fn rand_suffix() -> u128 {
     std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |d| d.as_nanos())
+}
+
+/// A run's view after one prompt, `typed`, was answered with `answer` in its CLI's own
+/// interface: exactly one interactive turn after the first, with that prompt and answer,
+/// its tokens and an estimated cost; the run idle and hibernated under drover again.
+pub fn assert_one_interactive_turn(
+    view: &serde_json::Value,
+    typed: &str,
+    answer: &str,
+    screen: &str,
+) {
+    let origins: Vec<&str> = view["turns"]
+        .as_array()
+        .expect("turns")
+        .iter()
+        .map(|t| t["origin"].as_str().unwrap_or_default())
+        .collect();
+    assert_eq!(origins, ["dispatch", "interactive"], "{view}\n{screen}");
+    let turn = &view["turns"][1];
+    assert_eq!(turn["prompt_preview"], typed, "{view}");
+    assert!(
+        turn["text"].as_str().is_some_and(|t| t.contains(answer)),
+        "{view}"
+    );
+    assert!(turn["tokens"]["output"].as_u64().unwrap_or(0) > 0, "{view}");
+    assert!(turn["cost_usd"].as_f64().unwrap_or(0.0) > 0.0, "{view}");
+    assert_eq!(view["live_state"]["detail"], "idle · hibernated", "{view}");
 }

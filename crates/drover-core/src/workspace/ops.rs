@@ -1019,25 +1019,9 @@ pub async fn merge(
             (MergeHow::FastForward, tip.clone())
         }
     } else {
-        let args = [
-            "merge-tree",
-            "--write-tree",
-            "--name-only",
-            "--no-messages",
-            "-z",
-            &base_tip,
-            &tip,
-        ];
-        let out = Git::at(&checkout)
-            .limit(16 * 1024 * 1024)
-            .run(&args)
-            .await
-            .map_err(|e| git_error("trying the merge", e))?;
-        let fields = git::nul_fields(&out.stdout);
-        match out.code {
-            Some(0) => {}
-            Some(1) => {
-                let files: Vec<String> = fields.into_iter().skip(1).collect();
+        let tree = match merged_tree(&checkout, &base_tip, &tip, "trying the merge").await? {
+            Ok(tree) => tree,
+            Err(files) => {
                 return Err(DroverError::new(
                     ErrorCode::MergeConflict,
                     format!(
@@ -1046,12 +1030,7 @@ pub async fn merge(
                     ),
                 ));
             }
-            _ => return Err(git_error("trying the merge", git::failed(&args, &out))),
-        }
-        let tree = fields
-            .first()
-            .cloned()
-            .ok_or_else(|| unavailable("git merge-tree printed no tree"))?;
+        };
         if ask.squash {
             let commit = commit_tree(&checkout, &tree, &[&base_tip], &ask.message).await?;
             (MergeHow::Squash, commit)
@@ -1219,32 +1198,10 @@ pub async fn update(
             ..view(UpdateHow::Conflict, &old_tip, files)
         }
     };
-    let args = [
-        "merge-tree",
-        "--write-tree",
-        "--name-only",
-        "--no-messages",
-        "-z",
-        &tip,
-        &base_tip,
-    ];
-    let out = Git::at(&checkout)
-        .limit(16 * 1024 * 1024)
-        .run(&args)
-        .await
-        .map_err(|e| git_error("trying the update", e))?;
-    let fields = git::nul_fields(&out.stdout);
-    match out.code {
-        Some(0) => {}
-        Some(1) => {
-            return Ok((ws.clone(), conflict(fields.into_iter().skip(1).collect())));
-        }
-        _ => return Err(git_error("trying the update", git::failed(&args, &out))),
-    }
-    let tree = fields
-        .first()
-        .cloned()
-        .ok_or_else(|| unavailable("git merge-tree printed no tree"))?;
+    let tree = match merged_tree(&checkout, &tip, &base_tip, "trying the update").await? {
+        Ok(tree) => tree,
+        Err(files) => return Ok((ws.clone(), conflict(files))),
+    };
     let touched = {
         let out = Git::at(&checkout)
             .limit(16 * 1024 * 1024)
@@ -1297,6 +1254,40 @@ pub async fn update(
     // The run's change counts from its new base.
     after.base_commit = Some(base_tip.clone());
     Ok((after, view(how, &new_tip, touched)))
+}
+
+/// The tree of `ours` and `theirs` merged, made in memory (`git merge-tree`) so nothing
+/// changes; or the files they conflict in.
+async fn merged_tree(
+    dir: &Path,
+    ours: &str,
+    theirs: &str,
+    doing: &str,
+) -> Result<Result<String, Vec<String>>, DroverError> {
+    let args = [
+        "merge-tree",
+        "--write-tree",
+        "--name-only",
+        "--no-messages",
+        "-z",
+        ours,
+        theirs,
+    ];
+    let out = Git::at(dir)
+        .limit(16 * 1024 * 1024)
+        .run(&args)
+        .await
+        .map_err(|e| git_error(doing, e))?;
+    let fields = git::nul_fields(&out.stdout);
+    match out.code {
+        Some(0) => fields
+            .first()
+            .cloned()
+            .map(Ok)
+            .ok_or_else(|| unavailable("git merge-tree printed no tree")),
+        Some(1) => Ok(Err(fields.into_iter().skip(1).collect())),
+        _ => Err(git_error(doing, git::failed(&args, &out))),
+    }
 }
 
 async fn commit_tree(
