@@ -37,7 +37,58 @@ struct Tmux {
     target: String,
 }
 
+/// A data directory where only the simulated agent is enabled (so the form dispatches to
+/// it), for a test that drives the dashboard in tmux (which must be installed).
+fn sim_only_home() -> tempfile::TempDir {
+    let probe = Command::new("tmux").arg("-V").output();
+    assert!(
+        probe.is_ok_and(|o| o.status.success()),
+        "this test needs tmux; install it (apt-get install tmux)"
+    );
+    let home = tempfile::tempdir().expect("temp dir");
+    std::fs::write(
+        home.path().join("config.toml"),
+        "[providers.claude-code]\nenabled = false\n[providers.codex]\nenabled = false\n\
+         [providers.opencode]\nenabled = false\n",
+    )
+    .expect("config");
+    home
+}
+
 impl Tmux {
+    /// Session `target` on this test's own tmux server (`tag` names the server).
+    fn new(tag: &str, target: &str) -> Tmux {
+        Tmux {
+            socket: format!("drover-e2e-{tag}-{}", std::process::id()),
+            target: target.to_string(),
+        }
+    }
+
+    /// Starts the session, `width`×`height`, running the dashboard on `home` after `env`
+    /// (words such as `env -u TMUX SHELL=…`, or none); when the dashboard exits the pane
+    /// says `DASHBOARD-EXIT=code` and stays.
+    fn start_dashboard(&self, home: &Path, env: &str, (width, height): (u16, u16)) {
+        let command = format!(
+            "cd '{}'; {env} DROVER_HOME='{}' '{}'; echo DASHBOARD-EXIT=$?; sleep 600",
+            home.display(),
+            home.display(),
+            env!("CARGO_BIN_EXE_drover")
+        );
+        let (width, height) = (width.to_string(), height.to_string());
+        let started = self.run(&[
+            "new-session",
+            "-d",
+            "-s",
+            &self.target,
+            "-x",
+            &width,
+            "-y",
+            &height,
+            &command,
+        ]);
+        assert!(started.status.success(), "{started:?}");
+    }
+
     fn run(&self, args: &[&str]) -> Output {
         Command::new("tmux")
             .args(["-L", &self.socket])
@@ -503,49 +554,12 @@ impl Drop for ShutdownOnDrop<'_> {
 
 #[test]
 fn dashboards_attach_to_a_background_owner_that_outlives_them() {
-    let probe = Command::new("tmux").arg("-V").output();
-    assert!(
-        probe.is_ok_and(|o| o.status.success()),
-        "this test needs tmux; install it (apt-get install tmux)"
-    );
-    let home = tempfile::tempdir().expect("temp dir");
+    let home = sim_only_home();
     let _owner = ShutdownOnDrop(home.path());
-    // Only the simulated agent, so the form dispatches to it.
-    std::fs::write(
-        home.path().join("config.toml"),
-        "[providers.claude-code]\nenabled = false\n[providers.codex]\nenabled = false\n\
-         [providers.opencode]\nenabled = false\n",
-    )
-    .expect("config");
-    let socket = format!("drover-e2e-attach-{}", std::process::id());
-    let session = |name: &str| Tmux {
-        socket: socket.clone(),
-        target: name.to_string(),
-    };
     // Both views are of one tmux server (dropping either ends it: at the end of the test).
-    let a = session("a");
-    let b = session("b");
-    let open = |tmux: &Tmux| {
-        let name = tmux.target.as_str();
-        let command = format!(
-            "cd '{}'; DROVER_HOME='{}' '{}'; echo DASHBOARD-EXIT=$?; sleep 600",
-            home.path().display(),
-            home.path().display(),
-            env!("CARGO_BIN_EXE_drover")
-        );
-        let started = tmux.run(&[
-            "new-session",
-            "-d",
-            "-s",
-            name,
-            "-x",
-            "120",
-            "-y",
-            "36",
-            &command,
-        ]);
-        assert!(started.status.success(), "{:?}", started);
-    };
+    let a = Tmux::new("attach", "a");
+    let b = Tmux::new("attach", "b");
+    let open = |tmux: &Tmux| tmux.start_dashboard(home.path(), "", (120, 36));
 
     // `drover` with no owner starts one in the background and attaches to it.
     open(&a);
@@ -648,41 +662,10 @@ fn dashboards_attach_to_a_background_owner_that_outlives_them() {
 
 #[test]
 fn the_attention_line_shows_a_runs_permission_and_y_answers_it() {
-    let probe = Command::new("tmux").arg("-V").output();
-    assert!(
-        probe.is_ok_and(|o| o.status.success()),
-        "this test needs tmux; install it (apt-get install tmux)"
-    );
-    let home = tempfile::tempdir().expect("temp dir");
+    let home = sim_only_home();
     let _owner = ShutdownOnDrop(home.path());
-    std::fs::write(
-        home.path().join("config.toml"),
-        "[providers.claude-code]\nenabled = false\n[providers.codex]\nenabled = false\n\
-         [providers.opencode]\nenabled = false\n",
-    )
-    .expect("config");
-    let tmux = Tmux {
-        socket: format!("drover-e2e-attention-{}", std::process::id()),
-        target: "attention".into(),
-    };
-    let command = format!(
-        "cd '{}'; DROVER_HOME='{}' '{}'; echo DASHBOARD-EXIT=$?; sleep 600",
-        home.path().display(),
-        home.path().display(),
-        env!("CARGO_BIN_EXE_drover")
-    );
-    let started = tmux.run(&[
-        "new-session",
-        "-d",
-        "-s",
-        "attention",
-        "-x",
-        "100",
-        "-y",
-        "30",
-        &command,
-    ]);
-    assert!(started.status.success(), "{started:?}");
+    let tmux = Tmux::new("attention", "attention");
+    tmux.start_dashboard(home.path(), "", (100, 30));
     tmux.wait_for("nothing waits for you", &[]);
 
     // A run from another terminal asks to run `ls -la`.
@@ -1005,41 +988,10 @@ fn user_decisions(home: &Path, run_id: &str) -> Vec<String> {
 
 #[test]
 fn a_double_pressed_y_answers_only_the_request_that_was_read() {
-    let probe = Command::new("tmux").arg("-V").output();
-    assert!(
-        probe.is_ok_and(|o| o.status.success()),
-        "this test needs tmux; install it (apt-get install tmux)"
-    );
-    let home = tempfile::tempdir().expect("temp dir");
+    let home = sim_only_home();
     let _owner = ShutdownOnDrop(home.path());
-    std::fs::write(
-        home.path().join("config.toml"),
-        "[providers.claude-code]\nenabled = false\n[providers.codex]\nenabled = false\n\
-         [providers.opencode]\nenabled = false\n",
-    )
-    .expect("config");
-    let tmux = Tmux {
-        socket: format!("drover-e2e-double-{}", std::process::id()),
-        target: "double".into(),
-    };
-    let command = format!(
-        "cd '{}'; DROVER_HOME='{}' '{}'; echo DASHBOARD-EXIT=$?; sleep 600",
-        home.path().display(),
-        home.path().display(),
-        env!("CARGO_BIN_EXE_drover")
-    );
-    let started = tmux.run(&[
-        "new-session",
-        "-d",
-        "-s",
-        "double",
-        "-x",
-        "100",
-        "-y",
-        "30",
-        &command,
-    ]);
-    assert!(started.status.success(), "{started:?}");
+    let tmux = Tmux::new("double", "double");
+    tmux.start_dashboard(home.path(), "", (100, 30));
     tmux.wait_for("nothing waits for you", &[]);
 
     // Two runs, each in a directory of its own, ask to run `ls -la`.
@@ -1111,19 +1063,8 @@ fn a_double_pressed_y_answers_only_the_request_that_was_read() {
 /// tmux it opens in a new window named after the run and the dashboard stays.
 #[test]
 fn bang_opens_a_shell_in_the_runs_directory_and_the_dashboard_comes_back() {
-    let probe = Command::new("tmux").arg("-V").output();
-    assert!(
-        probe.is_ok_and(|o| o.status.success()),
-        "this test needs tmux; install it (apt-get install tmux)"
-    );
-    let home = tempfile::tempdir().expect("temp dir");
+    let home = sim_only_home();
     let _owner = ShutdownOnDrop(home.path());
-    std::fs::write(
-        home.path().join("config.toml"),
-        "[providers.claude-code]\nenabled = false\n[providers.codex]\nenabled = false\n\
-         [providers.opencode]\nenabled = false\n",
-    )
-    .expect("config");
     let work = home.path().join("work");
     std::fs::create_dir(&work).expect("the run's directory");
     // The "shell": says where it is, then waits for a line.
@@ -1139,30 +1080,13 @@ fn bang_opens_a_shell_in_the_runs_directory_and_the_dashboard_comes_back() {
     .expect("the shell script");
     std::fs::set_permissions(&shell, std::os::unix::fs::PermissionsExt::from_mode(0o755))
         .expect("chmod");
-    let tmux = Tmux {
-        socket: format!("drover-e2e-open-{}", std::process::id()),
-        target: "open".into(),
-    };
+    let tmux = Tmux::new("open", "open");
     // Outside tmux (its variable unset for the dashboard): the shell in the foreground.
-    let command = format!(
-        "cd '{}'; env -u TMUX DROVER_HOME='{}' SHELL='{}' '{}'; echo DASHBOARD-EXIT=$?; sleep 600",
-        home.path().display(),
-        home.path().display(),
-        shell.display(),
-        env!("CARGO_BIN_EXE_drover")
+    tmux.start_dashboard(
+        home.path(),
+        &format!("env -u TMUX SHELL='{}'", shell.display()),
+        (100, 30),
     );
-    let started = tmux.run(&[
-        "new-session",
-        "-d",
-        "-s",
-        "open",
-        "-x",
-        "100",
-        "-y",
-        "30",
-        &command,
-    ]);
-    assert!(started.status.success(), "{started:?}");
     tmux.wait_for("nothing waits for you", &[]);
     // A run dispatched from another terminal, working in `work`.
     let run = json(drover(
@@ -1259,41 +1183,10 @@ fn bang_opens_a_shell_in_the_runs_directory_and_the_dashboard_comes_back() {
 /// (docs/ARCHITECTURE.md §"Reading a transcript").
 #[test]
 fn the_transcript_copies_to_the_clipboard_through_the_terminal() {
-    let probe = Command::new("tmux").arg("-V").output();
-    assert!(
-        probe.is_ok_and(|o| o.status.success()),
-        "this test needs tmux; install it (apt-get install tmux)"
-    );
-    let home = tempfile::tempdir().expect("temp dir");
+    let home = sim_only_home();
     let _owner = ShutdownOnDrop(home.path());
-    std::fs::write(
-        home.path().join("config.toml"),
-        "[providers.claude-code]\nenabled = false\n[providers.codex]\nenabled = false\n\
-         [providers.opencode]\nenabled = false\n",
-    )
-    .expect("config");
-    let tmux = Tmux {
-        socket: format!("drover-e2e-copy-{}", std::process::id()),
-        target: "copy".into(),
-    };
-    let command = format!(
-        "cd '{}'; DROVER_HOME='{}' '{}'; echo DASHBOARD-EXIT=$?; sleep 600",
-        home.path().display(),
-        home.path().display(),
-        env!("CARGO_BIN_EXE_drover")
-    );
-    let started = tmux.run(&[
-        "new-session",
-        "-d",
-        "-s",
-        "copy",
-        "-x",
-        "100",
-        "-y",
-        "30",
-        &command,
-    ]);
-    assert!(started.status.success(), "{started:?}");
+    let tmux = Tmux::new("copy", "copy");
+    tmux.start_dashboard(home.path(), "", (100, 30));
     let set = tmux.run(&["set-option", "-s", "set-clipboard", "on"]);
     assert!(set.status.success(), "{set:?}");
     tmux.wait_for("nothing waits for you", &[]);
