@@ -1385,31 +1385,26 @@ impl App {
                 plural(n)
             ),
             UpdateHow::Conflict => {
+                let mut words = format!(
+                    "{} conflicts with {run_id}'s branch in {}; nothing changed",
+                    u.base,
+                    u.files.join(", ")
+                );
                 let run = self.model.run(run_id).map(|e| e.summary.clone());
-                match (run, &u.follow_up) {
-                    (Some(run), Some(text)) if run.head.state.is_active() => {
-                        self.views.push(InputBox::new(
-                            InputPurpose::FollowUp {
-                                run_id: run_id.to_string(),
-                                title: run.head.title.clone(),
-                                question: None,
-                            },
-                            text,
-                        ));
-                        return self.flash_error(format!(
-                            "{} conflicts with {run_id}'s branch in {}; nothing changed — enter sends the run this follow-up",
-                            u.base,
-                            u.files.join(", ")
-                        ));
-                    }
-                    _ => {
-                        return self.flash_error(format!(
-                            "{} conflicts with {run_id}'s branch in {}; nothing changed",
-                            u.base,
-                            u.files.join(", ")
-                        ));
-                    }
+                if let (Some(run), Some(text)) = (run, &u.follow_up)
+                    && run.head.state.is_active()
+                {
+                    self.views.push(InputBox::new(
+                        InputPurpose::FollowUp {
+                            run_id: run_id.to_string(),
+                            title: run.head.title.clone(),
+                            question: None,
+                        },
+                        text,
+                    ));
+                    words.push_str(" — enter sends the run this follow-up");
                 }
+                return self.flash_error(words);
             }
         };
         self.flash_info(words);

@@ -257,8 +257,11 @@ impl Core {
                 {
                     self.reply(reply, Ok(Response::TakeOver(plan)));
                 } else {
-                    // Stopped meanwhile.
-                    let e = super::not_active(&run_id, self.runs[&run_id].state());
+                    // Stopped (or removed) meanwhile.
+                    let e = match self.runs.get(&run_id) {
+                        Some(run) => super::not_active(&run_id, run.state()),
+                        None => super::not_found(&run_id),
+                    };
                     self.reply_now(reply, Err(e));
                 }
             }
