@@ -54,6 +54,7 @@ pub(super) fn check(config: &Config) -> Result<(), Problem> {
         ("budget_usd_max", l.budget_usd_max),
         ("session_warning_usd", l.session_warning_usd),
         ("session_hard_cap_usd", l.session_hard_cap_usd),
+        ("wrap_up_usd", l.wrap_up_usd),
     ] {
         money(limit(name), value)?;
     }
@@ -98,6 +99,8 @@ pub(super) fn check(config: &Config) -> Result<(), Problem> {
         ("resend_wait_max_secs", l.resend_wait_max_secs),
         ("permission_timeout_secs", l.permission_timeout_secs),
         ("question_timeout_secs", l.question_timeout_secs),
+        ("wrap_up_secs", l.wrap_up_secs),
+        ("wrap_up_bound_secs", l.wrap_up_bound_secs),
     ] {
         seconds(limit(name), secs)?;
     }

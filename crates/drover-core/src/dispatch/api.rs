@@ -130,6 +130,13 @@ pub enum Request {
         /// The run to stop.
         run_id: String,
     },
+    /// Ask an active run to wrap up (a soft stop, docs/ARCHITECTURE.md §"Wrap up, then
+    /// stop"): one turn asking it to write its result block now, then it ends
+    /// (completion reason `stopped_soft`).
+    WrapUp {
+        /// The run to wrap up.
+        run_id: String,
+    },
     /// End an idle run as completed.
     Complete {
         /// The idle run to end.
@@ -524,6 +531,7 @@ impl Request {
             | Request::HandBack { .. }
             | Request::Respond { .. }
             | Request::Stop { .. }
+            | Request::WrapUp { .. }
             | Request::Complete { .. }
             | Request::Route { .. }
             | Request::RouteDecline { .. }

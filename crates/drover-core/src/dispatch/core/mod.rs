@@ -43,6 +43,7 @@
 //! | waits | `waits.rs` |
 //! | one run in memory, its batches, its views | `run.rs` |
 //! | rails and the queue order | `rails.rs` |
+//! | wrap up, then stop: the wrap-up turn before the time box, at the last allowed turn, near the dollar cap, or on a soft stop; its bound | `wrap_up.rs` |
 //! | workspaces: worktree or shared, waiting for a shared directory, making the worktree before the launch, the run's change, diff, merge, keep, discard, a pull request (`workspaces/pulls.rs`), removing runs (with unmerged work, or whose worktree is gone: released) | `workspaces.rs` |
 
 mod admission;
@@ -67,6 +68,7 @@ mod timers;
 pub(crate) mod transcript;
 mod waits;
 mod workspaces;
+mod wrap_up;
 
 #[cfg(test)]
 mod tests;
@@ -81,6 +83,7 @@ pub use run::{Batch, HIBERNATED_DETAIL, HIBERNATING_DETAIL, TurnOrigin, WAKING_D
 pub use takeover::{InteractiveDone, InteractiveJob, Interactively, TakenOver};
 pub use waits::WaitAsk;
 pub use workspaces::{Action as WorkspaceAction, PREPARE_WORKTREE_BOUND_MS};
+pub use wrap_up::STOPPED_SOFT;
 
 /// The budget session runs belong to until the user starts another.
 pub const DEFAULT_SESSION: &str = "default";

@@ -314,6 +314,7 @@ impl Core {
 
         // The result: JSON for schema runs, the `## Result` block otherwise.
         let mut retry = false;
+        let mut done = false;
         if run.spec.output_schema.is_some() {
             let json = end
                 .structured_output
@@ -322,6 +323,7 @@ impl Core {
             if let Some(turn) = run.turns.last_mut() {
                 turn.result = json.clone();
             }
+            done = json.is_some();
             match json {
                 Some(value) => {
                     run.last_result = Some(ResultView {
@@ -346,6 +348,7 @@ impl Core {
                 turn.result = serde_json::to_value(&block).ok().filter(|_| block.found);
             }
             if block.found {
+                done = block.status == Some(ResultStatus::Done);
                 run.needs_input = block.status == Some(ResultStatus::NeedsInput);
                 if block.status == Some(ResultStatus::Blocked) {
                     run.note(&mut batch, "the run reports it is blocked", now);
@@ -359,6 +362,8 @@ impl Core {
                         ..RunPatch::default()
                     }),
                 });
+            } else if origin == TurnOrigin::WrapUp {
+                run.note(&mut batch, "no ## Result block in the wrap-up turn", now);
             } else if origin != TurnOrigin::ResultRetry {
                 retry = true;
                 run.note(
@@ -383,6 +388,20 @@ impl Core {
             self.commit(batch);
             return;
         }
+        if origin == TurnOrigin::WrapUp {
+            self.commit(batch);
+            return self.wrapped_up(run_id);
+        }
+        self.commit(batch);
+        // A wrap-up due (asked, near the cap, or at the last allowed turn) goes before
+        // anything else; it asks for the result block itself.
+        if self.wrap_up_at_turn_end(run_id, done) {
+            return;
+        }
+        let Some(run) = self.runs.get_mut(run_id) else {
+            return;
+        };
+        let mut batch = Batch::default();
         if retry {
             self.commit(batch);
             return self.start_turn(run_id, prompts::result_retry(), TurnOrigin::ResultRetry);

@@ -335,6 +335,7 @@ impl Turn {
             "resume" => TurnOrigin::Resume,
             "resend" => TurnOrigin::Resend,
             "interactive" => TurnOrigin::Interactive,
+            "wrap_up" => TurnOrigin::WrapUp,
             _ => TurnOrigin::Dispatch,
         };
         Turn {

@@ -14,6 +14,7 @@ mod secrets;
 mod sub_runs;
 mod timers;
 mod workspaces;
+mod wrap_up;
 
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
