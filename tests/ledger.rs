@@ -320,6 +320,7 @@ fn history_of(run_id: &str, cost: f64) -> Vec<WriteOp> {
             usage: None,
             cost_usd: Some(cost),
             result: Some(json!({"status": "done"})),
+            evidence: None,
         })),
         WriteOp::InsertUsage(Box::new(UsageRecord {
             run_id: run_id.into(),

@@ -120,6 +120,7 @@ fn turn(run_id: &str, number: u32, origin: &str, prompt: &str, summary: Option<&
             json!({"found": true, "status": "done", "summary": s,
                    "changes": ["src/cache.rs: evict on write"], "files": [], "follow_ups": []})
         }),
+        evidence: None,
     }))
 }
 

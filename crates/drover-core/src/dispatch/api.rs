@@ -1109,6 +1109,11 @@ pub struct RunView {
     /// Why the run is in Needs you and since when; `null` when it waits for nothing.
     #[serde(default)]
     pub needs_you: Option<NeedsYou>,
+    /// What its commands show (docs/ARCHITECTURE.md §"Evidence"): how many ran, the
+    /// tests among them and how they ended, and the line that says so; `null` until a
+    /// turn has ended.
+    #[serde(default)]
+    pub evidence: Option<crate::evidence::Evidence>,
 }
 
 impl RunView {
@@ -1196,6 +1201,10 @@ pub struct TurnView {
     /// The turn's result, as JSON: its parsed `## Result` block or, with an output
     /// schema, its JSON answer.
     pub result: Option<Value>,
+    /// The commands the turn executed, with their exit codes (docs/ARCHITECTURE.md
+    /// §"Evidence").
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub commands: Vec<crate::evidence::CommandRun>,
 }
 
 /// A request waiting for the user's answer (`show --json` → `pending`).

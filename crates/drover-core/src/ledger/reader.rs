@@ -209,7 +209,7 @@ impl LedgerReader {
     pub fn turns(&self, run_id: &str) -> Result<Vec<TurnRecord>, LedgerError> {
         let mut st = self.conn.prepare_cached(
             "SELECT run_id, number, origin, started_at, ended_at, prompt_preview, text,
-                usage_json, cost_usd, result_json
+                usage_json, cost_usd, result_json, evidence_json
              FROM turns WHERE run_id = ?1 ORDER BY number",
         )?;
         type Raw = (
@@ -222,6 +222,7 @@ impl LedgerReader {
             Option<String>,
             Option<String>,
             Option<f64>,
+            Option<String>,
             Option<String>,
         );
         let rows: Vec<Raw> = st
@@ -237,6 +238,7 @@ impl LedgerReader {
                     r.get(7)?,
                     r.get(8)?,
                     r.get(9)?,
+                    r.get(10)?,
                 ))
             })?
             .collect::<Result<_, _>>()?;
@@ -253,10 +255,12 @@ impl LedgerReader {
                     usage,
                     cost,
                     result,
+                    evidence,
                 )| {
                     Ok(TurnRecord {
                         usage: parse_opt_json(&run_id, "turns.usage_json", usage)?,
                         result: parse_opt_json(&run_id, "turns.result_json", result)?,
+                        evidence: parse_opt_json(&run_id, "turns.evidence_json", evidence)?,
                         run_id,
                         number,
                         origin,

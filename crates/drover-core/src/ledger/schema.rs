@@ -703,6 +703,11 @@ const MIGRATIONS: &[&str] = &[
     END;
     "
     ),
+    // 9: each turn's evidence (docs/ARCHITECTURE.md §"Evidence"): the commands it
+    // executed with their exit codes and the tests among them, as JSON.
+    r#"
+    ALTER TABLE turns ADD COLUMN evidence_json TEXT;
+    "#,
 ];
 
 /// The first version that keeps running totals (migration 6): each session's money and

@@ -380,6 +380,7 @@ impl Core {
             tokens: Default::default(),
             cost_usd: None,
             result: None,
+            commands: Vec::new(),
         };
         batch.ops.push(turn.record(&run.id));
         run.event(

@@ -418,6 +418,8 @@ pub struct Core {
     /// Every secret of every input is redacted with this before it is stored or shown
     /// ([`crate::redact`]); built from the config and the environment it names.
     redactor: crate::redact::Redactor,
+    /// Which commands are tests (`[evidence] tests`, docs/ARCHITECTURE.md §"Evidence").
+    tests: crate::evidence::Classifier,
     /// The last config reload that was refused, while no good one followed.
     config_refused: Option<String>,
     /// Why the ledger cannot write, while it cannot: new work is refused
@@ -463,6 +465,7 @@ impl Core {
         let guard_extra = config.guard.patterns();
         let restored = startup.restored;
         let mut core = Core {
+            tests: crate::evidence::Classifier::new(&config.evidence.tests),
             rules,
             guard_extra,
             redactor,

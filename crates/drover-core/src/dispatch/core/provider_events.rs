@@ -180,13 +180,41 @@ impl Core {
                     crate::providers::Ask::FileEdit { .. } | crate::providers::Ask::Command { .. }
                 ) && run.file_tools.len() < FILE_TOOLS_MAX
                 {
-                    run.file_tools.insert(tool_use_id);
+                    run.file_tools.insert(tool_use_id.clone());
+                }
+                // A command's end, with its exit code, is evidence (docs/ARCHITECTURE.md
+                // §"Evidence").
+                if let crate::providers::Ask::Command { command, .. } = &ask
+                    && run.commands_open.len() < FILE_TOOLS_MAX
+                {
+                    run.commands_open.insert(tool_use_id, command.clone());
                 }
                 run.tool_open = true;
                 let bound = (now + TOOL_BOUND_MS).min(run.deadline);
                 run.working(&mut batch, bound, &format!("running a tool: {name}"), now);
             }
-            ProviderEvent::ToolFinished { tool_use_id, .. } => {
+            ProviderEvent::ToolFinished {
+                tool_use_id,
+                is_error,
+                exit_code,
+                ..
+            } => {
+                // A command refused, or cut before it exited, reports no exit code with
+                // its error: it did not run to an end, and is not evidence.
+                if let Some(command) = run.commands_open.remove(&tool_use_id)
+                    && (exit_code.is_some() || !is_error)
+                    && let Some(turn) = run.turns.last_mut()
+                    && turn.commands.len() < crate::evidence::COMMANDS_PER_TURN_MAX
+                {
+                    turn.commands.push(crate::evidence::CommandRun {
+                        test: self.tests.test_of(&command),
+                        command: crate::text::clip(
+                            &crate::text::one_line(&command),
+                            crate::evidence::COMMAND_MAX_CHARS,
+                        ),
+                        exit_code: exit_code.or((!is_error).then_some(0)),
+                    });
+                }
                 run.tool_open = false;
                 run.model_turn(&mut batch, now);
                 if run.file_tools.remove(&tool_use_id) {
@@ -243,6 +271,7 @@ impl Core {
             ProviderEvent::TurnCompleted(end) => {
                 run.tool_open = false;
                 run.file_tools.clear();
+                run.commands_open.clear();
                 self.commit(batch);
                 self.measure(&run_id);
                 self.on_turn_completed(&run_id, end);

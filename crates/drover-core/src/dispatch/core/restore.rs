@@ -348,6 +348,7 @@ impl Turn {
             tokens: view.tokens,
             cost_usd: view.cost_usd,
             result: view.result.clone(),
+            commands: view.commands.clone(),
         }
     }
 }

@@ -144,6 +144,9 @@ pub struct Turn {
     pub tokens: Tokens,
     pub cost_usd: Option<f64>,
     pub result: Option<Value>,
+    /// The commands it executed (docs/ARCHITECTURE.md §"Evidence"), at most
+    /// [`crate::evidence::COMMANDS_PER_TURN_MAX`].
+    pub commands: Vec<crate::evidence::CommandRun>,
 }
 
 impl Turn {
@@ -159,6 +162,9 @@ impl Turn {
             usage: serde_json::to_value(self.tokens).ok(),
             cost_usd: self.cost_usd,
             result: self.result.clone(),
+            evidence: (!self.commands.is_empty())
+                .then(|| serde_json::to_value(&self.commands).ok())
+                .flatten(),
         }))
     }
 
@@ -173,6 +179,7 @@ impl Turn {
             tokens: self.tokens,
             cost_usd: self.cost_usd,
             result: self.result.clone(),
+            commands: self.commands.clone(),
         }
     }
 }
@@ -304,6 +311,9 @@ pub struct Run {
     pub taken_over: Option<super::takeover::TakenOver>,
     /// Asked to wrap up (`timers.rs`, docs/ARCHITECTURE.md §"Wrap up, then stop").
     pub wrap_up: Option<WrapUp>,
+    /// Commands in flight, by tool-use id: their end, with its exit code, is evidence
+    /// (docs/ARCHITECTURE.md §"Evidence").
+    pub commands_open: std::collections::HashMap<String, String>,
 }
 
 /// The live line's detail of an idle run whose child is shut down (docs/ARCHITECTURE.md
@@ -392,6 +402,7 @@ impl Run {
             resend_at: None,
             turn_cut: false,
             wrap_up: None,
+            commands_open: Default::default(),
             carried: Vec::new(),
             taken_over: None,
         }
@@ -421,6 +432,12 @@ impl Run {
 
     /// Turns drover sent for the user: result retries, re-sends and the turns the user
     /// had in the CLI's own interface (a take-over) do not count against max turns.
+    /// What its commands show so far (docs/ARCHITECTURE.md §"Evidence").
+    pub fn evidence(&self) -> crate::evidence::Evidence {
+        let done = self.last_result.as_ref().and_then(|r| r.status.as_deref()) == Some("done");
+        crate::evidence::Evidence::of(self.turns.iter().flat_map(|t| &t.commands), done)
+    }
+
     pub fn user_turns(&self) -> u32 {
         self.turns
             .iter()

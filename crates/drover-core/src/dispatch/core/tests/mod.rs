@@ -5,6 +5,7 @@
 
 mod admission;
 mod answers;
+mod evidence;
 mod idle;
 mod lifecycle;
 mod money;
