@@ -194,6 +194,7 @@ pub fn view_of(s: &RunSummary) -> RunView {
             tokens: Tokens::default(),
             cost_usd: None,
             result: None,
+            commands: Vec::new(),
         }],
         pending: Vec::new(),
         last_result: None,
@@ -216,6 +217,7 @@ pub fn view_of(s: &RunSummary) -> RunView {
         workspace: s.workspace.as_deref().cloned(),
         decisions: Vec::new(),
         needs_you: None,
+        evidence: None,
     }
 }
 

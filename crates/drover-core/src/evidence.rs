@@ -17,6 +17,9 @@ pub const COMMAND_MAX_CHARS: usize = 300;
 /// The most commands kept per turn (the count goes on past it).
 pub const COMMANDS_PER_TURN_MAX: usize = 200;
 
+/// How the line starts.
+const LINE_LABEL: &str = "evidence: ";
+
 /// One command a run executed.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct CommandRun {
@@ -197,10 +200,15 @@ impl Evidence {
         Evidence {
             commands: count,
             failed_commands,
-            line: format!("evidence: {commands_words} · {tail}"),
+            line: format!("{LINE_LABEL}{commands_words} · {tail}"),
             warn,
             tests,
         }
+    }
+
+    /// The line without its `evidence: ` label (for a table whose key says it).
+    pub fn words(&self) -> &str {
+        self.line.strip_prefix(LINE_LABEL).unwrap_or(&self.line)
     }
 
     /// Whether a test's last run failed.
