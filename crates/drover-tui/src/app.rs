@@ -397,8 +397,8 @@ impl App {
                 None => self.flash_error("select a run first".into()),
             },
             Action::Stop => match selected {
-                // A run in a turn may wrap up first (docs/ARCHITECTURE.md §"Wrap up, then
-                // stop"): `s` offers that, or stopping now.
+                // A run in a turn may wrap up first: `s` offers that, or stopping now
+                // (docs/ARCHITECTURE.md §"Wrap up, then stop").
                 Some(run)
                     if matches!(
                         run.head.state,

@@ -130,9 +130,9 @@ pub enum Request {
         /// The run to stop.
         run_id: String,
     },
-    /// Ask an active run to wrap up (a soft stop, docs/ARCHITECTURE.md §"Wrap up, then
-    /// stop"): one turn asking it to write its result block now, then it ends
-    /// (completion reason `stopped_soft`).
+    /// Ask an active run to wrap up, a soft stop: one turn asking it to write its result
+    /// block now, then it ends (completion reason `stopped_soft`; docs/ARCHITECTURE.md
+    /// §"Wrap up, then stop").
     WrapUp {
         /// The run to wrap up.
         run_id: String,
