@@ -2171,9 +2171,9 @@ fn remove_finished_empties_a_history_longer_than_a_page() {
     );
 }
 
-/// `drover stop RUN --soft` on a run in a turn (docs/ARCHITECTURE.md §"Wrap up, then
-/// stop"): the turn goes on, then drover's wrap-up turn asks for the result, and the run
-/// ends completed (`stopped_soft`) with it.
+/// `drover stop RUN --soft` on a run in a turn: the turn goes on, then drover's wrap-up
+/// turn asks for the result, and the run ends completed (`stopped_soft`) with it
+/// (docs/ARCHITECTURE.md §"Wrap up, then stop").
 #[test]
 fn a_soft_stop_lets_the_turn_end_then_completes_with_the_wrap_ups_result() {
     let home = Home::new();

@@ -1375,8 +1375,8 @@ async fn a_run_taken_over_in_claudes_own_interface_is_handed_back_with_the_turn_
     assert_eq!(Rig::session_header(&last), session);
 }
 
-/// Wrap up, then stop, and evidence, with the real CLI (docs/ARCHITECTURE.md §"Wrap up,
-/// then stop", §"Evidence"): the run's `npm test` really runs (its script exits 3) and is
+/// Wrap up, then stop, and evidence, with the real CLI (docs/ARCHITECTURE.md
+/// §"Wrap up, then stop", §"Evidence"): the run's `npm test` really runs (its script exits 3) and is
 /// kept with the exit code Claude Code reported; `drover stop --soft` while the model is
 /// answering lets that turn end, then drover's wrap-up turn goes to the CLI as a user
 /// message and its answer's result block completes the run (`stopped_soft`).

@@ -1608,8 +1608,8 @@ async fn a_run_taken_over_in_codexs_own_interface_is_handed_back_with_the_turn_t
     assert_eq!(thread_header(&last), thread);
 }
 
-/// Wrap up, then stop, and evidence, with the real CLI (docs/ARCHITECTURE.md §"Wrap up,
-/// then stop", §"Evidence"): the run's `npm test` really runs (its script exits 3) and is
+/// Wrap up, then stop, and evidence, with the real CLI (docs/ARCHITECTURE.md
+/// §"Wrap up, then stop", §"Evidence"): the run's `npm test` really runs (its script exits 3) and is
 /// kept with the exit code Codex reported; `drover stop --soft` while the model is
 /// answering lets that turn end, then drover's wrap-up turn starts a new Codex turn and
 /// its answer's result block completes the run (`stopped_soft`).

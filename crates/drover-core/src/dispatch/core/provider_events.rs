@@ -392,7 +392,8 @@ impl Core {
                     }),
                 });
             } else if origin == TurnOrigin::WrapUp {
-                run.note(&mut batch, "no ## Result block in the wrap-up turn", now);
+                // No retry after the wrap-up: `wrapped_up` ends the run as its limit
+                // would have, and says so.
             } else if origin != TurnOrigin::ResultRetry {
                 retry = true;
                 run.note(
