@@ -25,6 +25,8 @@ pub struct LedgerReader {
     totals: bool,
     /// Whether the file has the search index ([`schema::SEARCH_INDEX`]).
     pub(super) search_index: bool,
+    /// Whether its turns keep their evidence ([`schema::TURN_EVIDENCE`]).
+    turn_evidence: bool,
 }
 
 const RUN_COLUMNS: &str = "run_id, created_at, updated_at, finished_at, state, completion_reason,
@@ -51,6 +53,7 @@ impl LedgerReader {
             conn,
             totals: version >= schema::RUNNING_TOTALS,
             search_index: version >= schema::SEARCH_INDEX,
+            turn_evidence: version >= schema::TURN_EVIDENCE,
         })
     }
 
@@ -207,11 +210,16 @@ impl LedgerReader {
 
     /// The run's turns, in order.
     pub fn turns(&self, run_id: &str) -> Result<Vec<TurnRecord>, LedgerError> {
-        let mut st = self.conn.prepare_cached(
+        // A file no owner has migrated yet has no evidence column (reading never migrates).
+        let mut st = self.conn.prepare_cached(if self.turn_evidence {
             "SELECT run_id, number, origin, started_at, ended_at, prompt_preview, text,
                 usage_json, cost_usd, result_json, evidence_json
-             FROM turns WHERE run_id = ?1 ORDER BY number",
-        )?;
+             FROM turns WHERE run_id = ?1 ORDER BY number"
+        } else {
+            "SELECT run_id, number, origin, started_at, ended_at, prompt_preview, text,
+                usage_json, cost_usd, result_json, NULL
+             FROM turns WHERE run_id = ?1 ORDER BY number"
+        })?;
         type Raw = (
             String,
             u32,

@@ -718,6 +718,10 @@ pub const RUNNING_TOTALS: i64 = 6;
 /// of version 7 has the index of migration 7, whose documents are laid out otherwise).
 pub const SEARCH_INDEX: i64 = 8;
 
+/// The first version whose turns keep their evidence (migration 9; an older file's turns
+/// are read with none).
+pub const TURN_EVIDENCE: i64 = 9;
+
 /// The schema version this build writes.
 pub fn current_version() -> i64 {
     MIGRATIONS.len() as i64
