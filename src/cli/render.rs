@@ -869,6 +869,7 @@ mod tests {
             task: "do\nit".into(),
             cwd: "/w".into(),
             policy: "ask".into(),
+            sandbox: false,
             cost_basis: "reported".into(),
             tokens: Default::default(),
             turns: vec![turn(1, "dispatch"), turn(2, "follow_up")],

@@ -833,6 +833,7 @@ pub(crate) mod tests {
             class: None,
             workspace: None,
             carry_changes: false,
+            sandbox: false,
             clamps: vec![],
         })
         .unwrap()

@@ -144,6 +144,7 @@ fn every_field_passes_through_when_valid() {
         class: Some("feature".into()),
         workspace: Some(" Worktree ".into()),
         carry_changes: Some(true),
+        sandbox: Some(true),
     };
     let spec = accepted(&input);
     assert_eq!(
@@ -182,6 +183,7 @@ fn every_field_passes_through_when_valid() {
         Some(crate::workspace::WorkspaceMode::Worktree)
     );
     assert!(spec.carry_changes);
+    assert!(spec.sandbox);
     assert!(spec.clamps.is_empty());
 
     // A validated spec survives the ledger's JSON round trip.

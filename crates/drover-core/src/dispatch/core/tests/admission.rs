@@ -195,6 +195,7 @@ fn a_dispatch_that_cannot_start_says_what_to_do() {
         clis: ["codex".to_string(), "git".to_string()]
             .into_iter()
             .collect(),
+        bwrap: true,
     });
     let out = h.dispatch_with(|s| {
         s.provider = None;
