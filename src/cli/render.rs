@@ -461,7 +461,14 @@ pub fn run_view(run: &RunView, now: UnixMillis) -> String {
     if let Some(ws) = &run.workspace {
         push("workspace", workspace_words(ws));
     }
-    push("policy", run.policy.clone());
+    push(
+        "policy",
+        if run.sandbox {
+            format!("{} · ⊡ sandbox (bubblewrap)", run.policy)
+        } else {
+            run.policy.clone()
+        },
+    );
     push(
         "spent",
         format!(

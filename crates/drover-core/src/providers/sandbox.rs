@@ -208,12 +208,19 @@ impl Sandbox {
         a.one("--proc", "/proc");
         a.one("--tmpfs", "/tmp");
         a.one("--tmpfs", "/dev/shm");
-        let mut hidden_dirs = Vec::new();
+        let mut hidden_dirs: Vec<PathBuf> = Vec::new();
         let secrets = self
             .home
             .iter()
             .flat_map(|home| SECRETS.iter().map(move |s| home.join(s)));
-        for path in self.hidden.iter().cloned().chain(secrets) {
+        // Outermost first, and nothing inside what is already hidden: a mask mounted over
+        // another would cover it.
+        let mut hiding: Vec<PathBuf> = self.hidden.iter().cloned().chain(secrets).collect();
+        hiding.sort_by_key(|p| p.components().count());
+        for path in hiding {
+            if hidden_dirs.iter().any(|h| path.starts_with(h)) {
+                continue;
+            }
             let Ok(meta) = std::fs::metadata(&path) else {
                 continue;
             };
