@@ -182,10 +182,16 @@ impl Sandbox {
     ) -> Result<(PathBuf, Vec<String>), DroverError> {
         let bwrap = probe()?.path;
         let mut argv = self.bwrap_args(cwd);
-        // The program itself stays reachable, wherever it lives.
-        if program.is_absolute() && program.exists() {
-            let shown = program.display().to_string();
+        // The program itself stays reachable, wherever it lives: one inside a hidden
+        // directory is shown again, at its real path.
+        let mut program = program.to_path_buf();
+        if let Ok(real) = std::fs::canonicalize(&program)
+            && program.is_absolute()
+            && self.hidden.iter().any(|h| real.starts_with(real_path(h)))
+        {
+            let shown = real.display().to_string();
             argv.extend(["--ro-bind".into(), shown.clone(), shown]);
+            program = real;
         }
         argv.push("--".into());
         argv.push(program.display().to_string());
@@ -214,8 +220,14 @@ impl Sandbox {
             .iter()
             .flat_map(|home| SECRETS.iter().map(move |s| home.join(s)));
         // Outermost first, and nothing inside what is already hidden: a mask mounted over
-        // another would cover it.
-        let mut hiding: Vec<PathBuf> = self.hidden.iter().cloned().chain(secrets).collect();
+        // another would cover it. Real paths: bubblewrap mounts on no symbolic link.
+        let mut hiding: Vec<PathBuf> = self
+            .hidden
+            .iter()
+            .cloned()
+            .chain(secrets)
+            .map(|p| real_path(&p))
+            .collect();
         hiding.sort_by_key(|p| p.components().count());
         for path in hiding {
             if hidden_dirs.iter().any(|h| path.starts_with(h)) {
@@ -277,9 +289,9 @@ impl Args {
         self.0.push(flag.into());
         self.0.push(path.as_ref().display().to_string());
     }
-    /// `flag path path`: the path bound onto itself.
+    /// `flag path path`: the path (its real path) bound onto itself.
     fn two(&mut self, flag: &str, path: impl AsRef<Path>) {
-        let shown = path.as_ref().display().to_string();
+        let shown = real_path(path.as_ref()).display().to_string();
         self.0.extend([flag.into(), shown.clone(), shown]);
     }
     fn ro_bind_to(&mut self, source: &str, dest: &Path) {
@@ -289,6 +301,12 @@ impl Args {
             dest.display().to_string(),
         ]);
     }
+}
+
+/// `path` with its symbolic links resolved, or as it is when it cannot be (it does not
+/// exist).
+fn real_path(path: &Path) -> PathBuf {
+    std::fs::canonicalize(path).unwrap_or_else(|_| path.to_path_buf())
 }
 
 /// bubblewrap as found on this machine.
