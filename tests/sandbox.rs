@@ -331,3 +331,28 @@ fn without_bubblewrap_a_sandbox_is_refused_with_the_install_command_and_nothing_
         );
     }
 }
+
+#[test]
+fn a_sandboxed_runs_processes_end_when_its_owner_is_killed() {
+    if !can_sandbox("a_sandboxed_runs_processes_end_when_its_owner_is_killed") {
+        return;
+    }
+    let home = Home::new();
+    let serve = home.serve();
+    let detached = format!("1003.{}", std::process::id());
+    let in_turn = format!("1004.{}", std::process::id());
+    let script = format!("setsid sleep {detached} >/dev/null 2>&1 & sleep {in_turn}");
+    let hangs = scenario(&home, "hang", &script);
+    home.dispatch(
+        &hangs,
+        "Start things and hang",
+        &["--workspace", "shared", "--sandbox", "--policy", "auto"],
+    );
+    wait_processes(&format!("sleep {in_turn}"), true);
+    wait_processes(&format!("sleep {detached}"), true);
+    // The owner dies without ending anything: bubblewrap dies with it
+    // (`--die-with-parent`), and with it everything in the sandbox's pid namespace.
+    serve.kill9();
+    wait_processes(&format!("sleep {in_turn}"), false);
+    wait_processes(&format!("sleep {detached}"), false);
+}

@@ -677,3 +677,14 @@ fn title_comes_from_the_input_or_the_task() {
     let spec = accepted(&task("\n\n  Ünïcödé   first line  \nsecond"));
     assert_eq!(spec.title, "Ünïcödé first line");
 }
+
+/// A spec stored before sandboxes existed reads as not sandboxed.
+#[test]
+fn a_spec_stored_without_the_sandbox_field_is_not_sandboxed() {
+    let spec = accepted(&task("an old run"));
+    let mut stored = serde_json::to_value(&spec).unwrap();
+    stored.as_object_mut().unwrap().remove("sandbox");
+    let read: super::Spec = serde_json::from_value(stored).unwrap();
+    assert!(!read.sandbox);
+    assert_eq!(read, spec);
+}
