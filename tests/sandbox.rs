@@ -356,3 +356,57 @@ fn a_sandboxed_runs_processes_end_when_its_owner_is_killed() {
     wait_processes(&format!("sleep {in_turn}"), false);
     wait_processes(&format!("sleep {detached}"), false);
 }
+
+#[test]
+fn a_sandboxed_run_is_taken_over_in_the_same_sandbox_and_handed_back() {
+    use std::io::Write;
+    if !can_sandbox("a_sandboxed_run_is_taken_over_in_the_same_sandbox") {
+        return;
+    }
+    let home = repo_home();
+    let _serve = home.serve();
+    let run = home.dispatch(
+        "quick-success",
+        "Say hello",
+        &["--workspace", "worktree", "--sandbox", "--max-turns", "4"],
+    );
+    home.wait_idle(&run);
+    let mut attach = home
+        .command(&["attach", &run])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    // While the user is in the interface, it runs under bubblewrap.
+    let boxed = wait_processes("--interactive", true);
+    let in_bwrap = boxed.iter().any(|pid| {
+        let cmdline = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
+        let words: Vec<&[u8]> = cmdline.split(|b| *b == 0).collect();
+        words.first().is_some_and(|w| w.ends_with(b"bwrap"))
+            && words.contains(&b"--unshare-pid".as_slice())
+    });
+    assert!(in_bwrap, "the interface is not in the sandbox: {boxed:?}");
+    let mut stdin = attach.stdin.take().unwrap();
+    stdin
+        .write_all(b"write notes.txt typed in the box\n/exit\n")
+        .unwrap();
+    drop(stdin);
+    let status = common::wait_child(&mut attach, common::COMMAND_LIMIT);
+    assert!(status.is_some_and(|s| s.success()), "{status:?}");
+    let view = home.show(&run);
+    assert_eq!(view["state"], "idle", "{view}");
+    assert_eq!(view["sandbox"], true, "{view}");
+    let dir = PathBuf::from(str_at(&view["workspace"], "dir"));
+    assert_eq!(
+        std::fs::read_to_string(dir.join("notes.txt")).unwrap(),
+        "typed in the box\n"
+    );
+    let origins: Vec<&str> = view["turns"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["origin"].as_str().unwrap())
+        .collect();
+    assert_eq!(origins, ["dispatch", "interactive"], "{view}");
+}
