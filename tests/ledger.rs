@@ -489,6 +489,7 @@ fn stored_spec() -> Value {
         class: None,
         workspace: None,
         carry_changes: false,
+        sandbox: false,
         clamps: vec![],
     })
     .unwrap()

@@ -1024,6 +1024,7 @@ fn fill_history(home: &std::path::Path, n: usize, needle: usize) {
         class: None,
         workspace: None,
         carry_changes: false,
+        sandbox: false,
         clamps: vec![],
     })
     .expect("spec");

@@ -262,6 +262,26 @@ fn a_taken_over_run_says_where_it_is() {
     snap("taken_over_run", &app);
 }
 
+/// A run whose CLI runs in a sandbox says so on its line, live or finished, beside its
+/// change (docs/ARCHITECTURE.md §"The sandbox"); a run outside one says nothing.
+#[test]
+fn a_sandboxed_run_says_so_on_its_line() {
+    let mut boxed = summary(1, "refactor the parser in a box", RunState::Running);
+    boxed.head.live_state = Some(live(
+        LiveStateKind::Working,
+        90,
+        600,
+        Some("running a tool: Bash"),
+    ));
+    boxed.sandbox = true;
+    let mut finished = summary(2, "boxed and done", RunState::Completed);
+    finished.sandbox = true;
+    let mut free = summary(3, "not in a box", RunState::Running);
+    free.head.live_state = Some(live(LiveStateKind::Working, 30, 600, None));
+    let app = app_with(vec![boxed, finished, free], 100, 14);
+    snap("sandboxed_run", &app);
+}
+
 #[test]
 fn a_permission_prompt_with_a_short_input() {
     let mut app = busy_app(100, 30);

@@ -461,7 +461,14 @@ pub fn run_view(run: &RunView, now: UnixMillis) -> String {
     if let Some(ws) = &run.workspace {
         push("workspace", workspace_words(ws));
     }
-    push("policy", run.policy.clone());
+    push(
+        "policy",
+        if run.sandbox {
+            format!("{} · ⊡ sandbox (bubblewrap)", run.policy)
+        } else {
+            run.policy.clone()
+        },
+    );
     push(
         "spent",
         format!(
@@ -873,6 +880,7 @@ mod tests {
             task: "do\nit".into(),
             cwd: "/w".into(),
             policy: "ask".into(),
+            sandbox: false,
             cost_basis: "reported".into(),
             tokens: Default::default(),
             turns: vec![turn(1, "dispatch"), turn(2, "follow_up")],

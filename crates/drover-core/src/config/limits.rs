@@ -76,6 +76,12 @@ pub struct Limits {
     pub held_per_session: u32,
     /// Concurrent runs per workflow.
     pub per_workflow: u32,
+    /// Every run with the `auto` policy runs in a sandbox (docs/ARCHITECTURE.md
+    /// §"The sandbox"), as if dispatched with `--sandbox`.
+    pub sandbox_auto: bool,
+    /// A sandboxed run's CLI reaches the network (it must reach its model API); `false`
+    /// gives it a network namespace with only loopback.
+    pub sandbox_network: bool,
     /// How deep sub-runs (runs dispatched from inside a run) may nest: a top-level run
     /// is at depth 0.
     pub max_depth: u32,

@@ -883,6 +883,7 @@ impl RunSummary {
             parent_run: None,
             depth: 0,
             workflow_id: None,
+            sandbox: false,
         }
     }
 }
@@ -1054,6 +1055,9 @@ pub struct RunSummary {
     /// The workflow it belongs to, if any.
     #[serde(default)]
     pub workflow_id: Option<String>,
+    /// Its CLI runs in a sandbox (docs/ARCHITECTURE.md §"The sandbox").
+    #[serde(default)]
+    pub sandbox: bool,
 }
 
 /// Everything about one run (`drover show --json`).
@@ -1068,6 +1072,9 @@ pub struct RunView {
     pub cwd: String,
     /// Its permission policy (`ask`, `restricted`, `auto`).
     pub policy: String,
+    /// Its CLI runs in a sandbox (docs/ARCHITECTURE.md §"The sandbox").
+    #[serde(default)]
+    pub sandbox: bool,
     /// The weakest basis of the run's spend: `reported`, `estimated`, `free`, `unpriced`.
     pub cost_basis: String,
     /// Its tokens over every turn.

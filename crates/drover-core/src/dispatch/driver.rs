@@ -89,6 +89,10 @@ impl Facts for SystemFacts {
         which::which(command).is_ok()
     }
 
+    fn sandbox_unavailable(&self) -> Option<crate::DroverError> {
+        crate::providers::sandbox::probe().err()
+    }
+
     fn env(&self, name: &str) -> Option<String> {
         std::env::var(name).ok()
     }

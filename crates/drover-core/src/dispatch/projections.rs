@@ -837,6 +837,7 @@ pub(crate) mod tests {
             class: None,
             workspace: None,
             carry_changes: false,
+            sandbox: false,
             clamps: vec![],
         })
         .unwrap()

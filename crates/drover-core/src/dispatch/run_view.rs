@@ -141,6 +141,7 @@ impl RunFacts<'_> {
             parent_run: self.parent_run.map(str::to_string),
             depth: self.depth,
             workflow_id: self.workflow_id.map(str::to_string),
+            sandbox: self.spec.sandbox,
         }
     }
 
@@ -152,6 +153,7 @@ impl RunFacts<'_> {
             task: self.spec.task.clone(),
             cwd: self.spec.cwd.display().to_string(),
             policy: self.spec.policy.as_str().to_string(),
+            sandbox: self.spec.sandbox,
             cost_basis: details.cost_basis,
             tokens: details.tokens,
             turns: details.turns,

@@ -132,7 +132,7 @@ pub fn read(
 }
 
 /// A variable of the run's environment, else drover's own.
-fn var(env: &BTreeMap<String, String>, name: &str) -> Option<String> {
+pub fn var(env: &BTreeMap<String, String>, name: &str) -> Option<String> {
     env.get(name)
         .cloned()
         .or_else(|| std::env::var(name).ok())

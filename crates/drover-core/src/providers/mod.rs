@@ -24,6 +24,7 @@ pub mod interactive;
 pub mod opencode;
 pub mod process;
 pub mod registry;
+pub mod sandbox;
 pub mod session;
 pub mod sink;
 pub mod sweep;
@@ -85,6 +86,9 @@ pub struct LaunchSpec {
     /// Where the run's processes are noted ([`sweep`]); the dispatcher gives one per
     /// launch.
     pub journal: Option<sweep::ProcessJournal>,
+    /// Run the CLI under bubblewrap ([`sandbox`]); [`launch`] adds the CLI's own state
+    /// directories to what it may write.
+    pub sandbox: Option<sandbox::Sandbox>,
 }
 
 /// A stdio MCP server a run's CLI is started with: `command args…` with `env` added.

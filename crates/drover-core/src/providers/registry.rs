@@ -166,7 +166,8 @@ pub fn launch(spec: LaunchSpec, launcher: &Launcher) -> Result<AdapterHandle, La
             ),
         });
     };
-    let spec = resolved(spec, &launcher.self_exe, &launcher.data_dir);
+    let mut spec = resolved(spec, &launcher.self_exe, &launcher.data_dir);
+    super::sandbox::for_cli(&mut spec);
     (provider.start)(spec, launcher.sink.clone())
 }
 
@@ -184,8 +185,18 @@ pub fn interactive(
             spec.provider
         ));
     };
-    let spec = resolved(spec, self_exe, data_dir);
-    Ok((super::interactive::plan(&spec, session, &how), how.record))
+    let mut spec = resolved(spec, self_exe, data_dir);
+    super::sandbox::for_cli(&mut spec);
+    let mut plan = super::interactive::plan(&spec, session, &how);
+    // A sandboxed run is taken over in the same sandbox.
+    if let Some(sandbox) = &spec.sandbox {
+        let (bwrap, args) = sandbox
+            .wrap(&plan.program, &plan.args, &plan.cwd)
+            .map_err(|e| format!("{}: {}", e.code, e.message))?;
+        plan.program = bwrap;
+        plan.args = args;
+    }
+    Ok((plan, how.record))
 }
 
 /// The spec with its commands resolved: the simulated agent's, or the provider's
@@ -269,6 +280,7 @@ mod tests {
             scenario: scenario.map(str::to_string),
             mcp: None,
             journal: None,
+            sandbox: None,
         }
     }
 

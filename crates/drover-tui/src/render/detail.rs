@@ -101,6 +101,9 @@ fn summary_lines(
             run.head.model.as_deref(),
         )),
     ];
+    if run.sandbox {
+        spec.push(Span::styled(" · ⊡ sandbox", theme::dim()));
+    }
     if let Some(d) = detail {
         let user_turns = d
             .turns

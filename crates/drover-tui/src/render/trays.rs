@@ -231,6 +231,8 @@ pub fn run_lines(
 
     let mut second = vec![Span::raw(" ".repeat(3 + lead_w))];
     let stalled = if run.head.stalled { " · stalled" } else { "" };
+    // A run whose CLI is confined says so (docs/ARCHITECTURE.md §"The sandbox").
+    let sandbox = if run.sandbox { " · ⊡ sandbox" } else { "" };
     // The run's change, right-aligned: `+12 −3 · 4 files` (the counts alone when narrow).
     let state_w = width_of(&format::state_words(
         run.head.state,
@@ -281,8 +283,9 @@ pub fn run_lines(
         None => change,
     };
     let change_w: usize = change.iter().map(Span::width).sum();
-    let room =
-        width.saturating_sub(3 + stalled.len() + if change_w > 0 { change_w + 2 } else { 0 });
+    let room = width.saturating_sub(
+        3 + stalled.len() + width_of(sandbox) + if change_w > 0 { change_w + 2 } else { 0 },
+    );
     match &run.head.live_state {
         Some(live) if run.head.state.is_active() => {
             second.extend(format::run_live_line(run, live, now, room))
@@ -291,6 +294,9 @@ pub fn run_lines(
             format::state_words(run.head.state, run.head.completion_reason.as_deref()),
             theme::dim(),
         )),
+    }
+    if run.sandbox {
+        second.push(Span::styled(sandbox, theme::dim()));
     }
     if run.head.stalled {
         second.push(Span::styled(stalled, theme::warning()));

@@ -115,6 +115,10 @@ pub trait Facts {
     fn is_dir(&self, path: &Path) -> bool;
     /// Whether a provider's CLI command is found (on `PATH`, or as a path).
     fn cli_found(&self, command: &str) -> bool;
+    /// Why a sandboxed run cannot start here (`SANDBOX_UNAVAILABLE`: bubblewrap missing or
+    /// unable to make its namespaces), or `None` when it can (docs/ARCHITECTURE.md
+    /// §"The sandbox").
+    fn sandbox_unavailable(&self) -> Option<DroverError>;
     /// The value of an environment variable of drover's (for the redactor: the values of
     /// the variables config names are secrets). None by default.
     fn env(&self, _name: &str) -> Option<String> {

@@ -131,6 +131,7 @@ mod tests {
             scenario: None,
             mcp: None,
             journal: None,
+            sandbox: None,
         }
     }
 
