@@ -87,7 +87,8 @@ pub enum WrapReason {
     /// Its last allowed turn ended without a `done` result: the hard stop completes it
     /// (`max_turns`).
     MaxTurns,
-    /// Its spend came within `wrap_up_usd` of its cap: the cap stops it (`budget_cap`).
+    /// A turn ended with no result while its spend is within `wrap_up_usd` of its cap:
+    /// the cap stops it (`budget_cap`).
     Budget,
     /// The user asked for a soft stop: the hard stop stops it (`user`).
     User,
