@@ -266,14 +266,13 @@ fn tab_focuses_the_transcript_pane_and_enter_there_reads_it_full_screen() {
     // tab: the transcript pane has the focus, its border heavy, and says what enter does.
     let _ = app.handle(key(KeyCode::Tab));
     snap("detail_focused", &app);
-    // j/k scroll the transcript, the selection stays.
+    // j/k scroll the transcript (G follows its end again), the selection stays.
     press(&mut app, "kk");
     assert_eq!(app.model.selected(), Some(id(1).as_str()));
-    assert!(
-        render_app(&app).contains("scrolled"),
-        "{}",
-        render_app(&app)
-    );
+    assert_eq!(app.model.transcript_scroll, Some(0));
+    press(&mut app, "G");
+    assert_eq!(app.model.transcript_scroll, None);
+    assert_eq!(app.model.selected(), Some(id(1).as_str()));
     let _ = app.handle(key(KeyCode::Enter));
     assert!(
         render_app(&app).contains("Transcript · Fix the cache key"),
