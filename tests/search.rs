@@ -673,6 +673,37 @@ fn a_turns_end_indexes_the_text_it_hands_the_writer_and_reads_no_event_again() {
     ledger.close();
 }
 
+#[test]
+fn a_turn_a_crash_left_open_is_indexed_from_its_events_when_recovery_ends_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("l.sqlite3");
+    {
+        let (ledger, writer) = open(&path, 10 * DAY);
+        writer
+            .commit_blocking(vec![
+                WriteOp::InsertRun(Box::new(run("r1", "tidy the cache", DAY, None))),
+                turn("r1", 1, "dispatch", "drover's own first prompt", None),
+                turn_started("r1", 1, 1),
+                text("r1", 2, "the zeppelin answer"),
+            ])
+            .unwrap();
+        ledger.close();
+    }
+    assert_eq!(indexed(&path, "zeppelin"), 0, "in flight: not yet");
+    // The next open finds the run's row unreadable (its spec is not a spec): recovery
+    // ends its turn, and nobody holds its text but its events.
+    let (ledger, _) = open(&path, 10 * DAY);
+    assert_eq!(indexed(&path, "zeppelin"), 1);
+    let hits = ledger.reader().unwrap().search("zeppelin", 50).unwrap();
+    assert_eq!(
+        (hits.len(), hits[0].source),
+        (1, SearchSource::Text),
+        "{hits:?}"
+    );
+    assert_eq!(hits[0].line, "the zeppelin answer");
+    ledger.close();
+}
+
 /// The lines `drover search QUERY --json` found: (source, line with the matches in `[…]`).
 fn searched(home: &common::Home, query: &str) -> Vec<(String, String)> {
     let answer = home.json(&["search", query]);
