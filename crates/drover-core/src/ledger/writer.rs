@@ -619,6 +619,42 @@ fn upsert_turn(tx: &Transaction<'_>, t: &TurnRecord) -> Result<(), LedgerError> 
     Ok(())
 }
 
+/// Records a turn's end: its row, then (`indexed`: the ledger has the search index) its
+/// agent text as one document, both or neither (a savepoint: an op refused alone is
+/// backed out alone, docs/ARCHITECTURE.md §"Ledger").
+fn end_turn(
+    tx: &Transaction<'_>,
+    turn: &TurnRecord,
+    text: Option<&str>,
+    indexed: bool,
+) -> Result<(), LedgerError> {
+    let write = || -> Result<(), LedgerError> {
+        // Its document is replaced only if it had one: a delete of a rowid the index does
+        // not hold still leaves FTS5 a tombstone to keep.
+        let was_ended = indexed
+            && tx
+                .prepare_cached(
+                    "SELECT ended_at IS NOT NULL FROM turns WHERE run_id = ?1 AND number = ?2",
+                )?
+                .query_row(params![turn.run_id, turn.number], |r| r.get::<_, bool>(0))
+                .optional()?
+                .unwrap_or(false);
+        upsert_turn(tx, turn)?;
+        if indexed && turn.ended_at.is_some() {
+            super::search::index_turn_text(tx, &turn.run_id, turn.number, was_ended, text)?;
+        }
+        Ok(())
+    };
+    tx.execute_batch("SAVEPOINT end_turn")?;
+    match write() {
+        Ok(()) => Ok(tx.execute_batch("RELEASE end_turn")?),
+        Err(e) => {
+            tx.execute_batch("ROLLBACK TO end_turn; RELEASE end_turn")?;
+            Err(e)
+        }
+    }
+}
+
 fn apply_op(tx: &Transaction<'_>, op: &WriteOp, indexed: bool) -> Result<(), LedgerError> {
     match op {
         WriteOp::AppendEvent(e) => {
@@ -692,28 +728,7 @@ fn apply_op(tx: &Transaction<'_>, op: &WriteOp, indexed: bool) -> Result<(), Led
             }
         }
         WriteOp::UpsertTurn(t) => upsert_turn(tx, t)?,
-        WriteOp::EndTurn { turn, text } => {
-            // Its document is replaced only if it had one: a delete of a rowid the index
-            // does not hold still leaves FTS5 a tombstone to keep.
-            let was_ended = indexed
-                && tx
-                    .prepare_cached(
-                        "SELECT ended_at IS NOT NULL FROM turns WHERE run_id = ?1 AND number = ?2",
-                    )?
-                    .query_row(params![turn.run_id, turn.number], |r| r.get::<_, bool>(0))
-                    .optional()?
-                    .unwrap_or(false);
-            upsert_turn(tx, turn)?;
-            if indexed && turn.ended_at.is_some() {
-                super::search::index_turn_text(
-                    tx,
-                    &turn.run_id,
-                    turn.number,
-                    was_ended,
-                    text.as_deref(),
-                )?;
-            }
-        }
+        WriteOp::EndTurn { turn, text } => end_turn(tx, turn, text.as_deref(), indexed)?,
         WriteOp::InsertUsage(u) => {
             let mut st = tx.prepare_cached(
                 "INSERT INTO usage (run_id, turn, at, provider, model, part, input, output,
