@@ -40,6 +40,9 @@ const TEXT_MAX_CHARS: usize = 100_000;
 /// The longest a CLI may take to print a session's record (`opencode export`).
 pub const EXPORT_TIMEOUT: Duration = Duration::from_secs(60);
 
+/// The environment a provider's interface gets, made from the run's launch spec.
+pub type EnvOf = fn(&LaunchSpec) -> BTreeMap<String, String>;
+
 /// How a provider is taken over: its interactive mode's arguments, and where its record
 /// of a session is.
 #[derive(Debug, Clone, Copy)]
@@ -51,7 +54,7 @@ pub struct Interactive {
     pub record: Record,
     /// Variables the interface gets over the run's configured environment (OpenCode's
     /// permission rules); `None`: the configured environment as it is.
-    pub env: Option<fn(&LaunchSpec) -> BTreeMap<String, String>>,
+    pub env: Option<EnvOf>,
     /// The arguments after the executable that print session `session`'s record, for a
     /// CLI that keeps it where only its own command reads it ([`Record::OpenCodeExport`]).
     pub export: Option<fn(&LaunchSpec, &str) -> Vec<String>>,
