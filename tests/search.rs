@@ -414,7 +414,7 @@ fn a_query_fts5_cannot_read_is_refused_with_its_code() {
 }
 
 /// The file at `path` as migration 6 left it: the rows, no index (nor turns' evidence,
-/// migration 9).
+/// migration 10).
 fn before_the_index(path: &Path) {
     let conn = rusqlite::Connection::open(path).unwrap();
     conn.execute_batch(
@@ -650,6 +650,7 @@ fn a_turns_end_indexes_the_text_it_hands_the_writer_and_reads_no_event_again() {
             usage: None,
             cost_usd: None,
             result: None,
+            evidence: None,
         }),
         text: Some(words.into()),
     };

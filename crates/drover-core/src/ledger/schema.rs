@@ -703,12 +703,7 @@ const MIGRATIONS: &[&str] = &[
     END;
     "
     ),
-    // 9: each turn's evidence (docs/ARCHITECTURE.md §"Evidence"): the commands it
-    // executed with their exit codes and the tests among them, as JSON.
-    r#"
-    ALTER TABLE turns ADD COLUMN evidence_json TEXT;
-    "#,
-    // 10: a turn's agent text is indexed by the writer, from the text the dispatcher
+    // 9: a turn's agent text is indexed by the writer, from the text the dispatcher
     // gathered as the turn went and hands it with the turn's end (`WriteOp::EndTurn`), not
     // by a trigger reading the turn's events back at its end (docs/ARCHITECTURE.md
     // §"Ledger"): those are every event of the turn, 10,000 for a long one, read in the
@@ -739,6 +734,11 @@ const MIGRATIONS: &[&str] = &[
     END;
     "
     ),
+    // 10: each turn's evidence (docs/ARCHITECTURE.md §"Evidence"): the commands it
+    // executed with their exit codes and the tests among them, as JSON.
+    r#"
+    ALTER TABLE turns ADD COLUMN evidence_json TEXT;
+    "#,
 ];
 
 /// The first version that keeps running totals (migration 6): each session's money and
@@ -749,9 +749,9 @@ pub const RUNNING_TOTALS: i64 = 6;
 /// of version 7 has the index of migration 7, whose documents are laid out otherwise).
 pub const SEARCH_INDEX: i64 = 8;
 
-/// The first version whose turns keep their evidence (migration 9; an older file's turns
+/// The first version whose turns keep their evidence (migration 10; an older file's turns
 /// are read with none).
-pub const TURN_EVIDENCE: i64 = 9;
+pub const TURN_EVIDENCE: i64 = 10;
 
 /// The schema version this build writes.
 pub fn current_version() -> i64 {
