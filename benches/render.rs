@@ -209,6 +209,7 @@ fn summary(i: usize, state: RunState) -> RunSummary {
         pending: usize::from(i < 20),
         needs_input: false,
         escalation_offered: false,
+        script_approval: false,
         // Every other run works in a worktree with a change to show.
         workspace: i.is_multiple_of(2).then(|| {
             Box::new(drover_core::workspace::WorkspaceView {
@@ -293,5 +294,6 @@ fn view(run_id: &str) -> RunView {
         workspace: None,
         decisions: Vec::new(),
         needs_you: None,
+        script_approval: None,
     }
 }

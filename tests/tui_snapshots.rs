@@ -1665,3 +1665,89 @@ fn the_provider_column_does_not_move_with_a_wider_cost() {
         tray_lines(&app)
     );
 }
+
+/// A run whose new worktree's repository scripts wait for approval: in Needs you, its
+/// live line says so; enter shows the scripts (the setup whole, the changed teardown as
+/// its diff); `y` approves them with the prompt's allow key, `d` refuses.
+#[test]
+fn repository_scripts_to_approve() {
+    use drover_core::dispatch::api::{ScriptApprovalView, ScriptAskView};
+    use drover_core::workspace::scripts::ScriptKind;
+    let mut waiting = summary(5, "Add a cache to the greeting", RunState::Starting);
+    waiting.head.live_state = Some(tui_common::live(
+        LiveStateKind::Preparing,
+        12,
+        1_788,
+        Some("waiting for you to approve .drover/setup and .drover/teardown"),
+    ));
+    waiting.script_approval = true;
+    waiting.workspace = Some(Box::new(worktree(5, None)));
+    let runs = vec![
+        waiting.clone(),
+        summary(4, "Refactor the twenty storage modules", RunState::Running),
+    ];
+    let mut app = app_with(runs, 100, 30);
+    assert_eq!(app.model.counts().needs_you, 1);
+    let mut view = view_of(&waiting);
+    view.script_approval = Some(ScriptApprovalView {
+        repository: "/home/dev/project".into(),
+        scripts: vec![
+            ScriptAskView {
+                kind: ScriptKind::Setup,
+                path: ".drover/setup".into(),
+                sha256: "9f2c4e1ab37d0c55e8a1f0b2c3d4e5f60718293a4b5c6d7e8f90a1b2c3d4e5f6".into(),
+                text: "#!/bin/sh\nnpm ci\ncp .env.example .env\n".into(),
+                diff: None,
+            },
+            ScriptAskView {
+                kind: ScriptKind::Teardown,
+                path: ".drover/teardown".into(),
+                sha256: "0a1b2c3d4e5f60718293a4b5c6d7e8f90a1b2c3d4e5f60718293a4b5c6d7e8f9".into(),
+                text: "#!/bin/sh\ndocker compose down\nrm -rf tmp\n".into(),
+                diff: Some(
+                    "--- .drover/teardown (approved)\n+++ .drover/teardown (now)\n@@ -1,2 +1,3 @@\n #!/bin/sh\n docker compose down\n+rm -rf tmp\n"
+                        .into(),
+                ),
+            },
+        ],
+        since: tui_common::NOW - 12_000,
+    });
+    app.model.set_detail(view);
+    app.model.select(&id(5));
+    snap("scripts_waiting_in_needs_you", &app);
+    press(&mut app, [key(KeyCode::Enter)]);
+    assert!(
+        app.views
+            .top_as::<drover_tui::views::scripts::ScriptsView>()
+            .is_some()
+    );
+    snap("scripts_to_approve", &app);
+    let effects = app.handle(char_key('y'));
+    assert!(
+        effects.iter().any(|e| matches!(
+            e,
+            drover_tui::Effect::Request {
+                request: drover_core::dispatch::Request::ApproveScripts { approve: true, .. },
+                ..
+            }
+        )),
+        "{effects:?}"
+    );
+    assert!(
+        app.views
+            .top_as::<drover_tui::views::scripts::ScriptsView>()
+            .is_none()
+    );
+    press(&mut app, [key(KeyCode::Enter)]);
+    let effects = app.handle(char_key('d'));
+    assert!(
+        effects.iter().any(|e| matches!(
+            e,
+            drover_tui::Effect::Request {
+                request: drover_core::dispatch::Request::ApproveScripts { approve: false, .. },
+                ..
+            }
+        )),
+        "{effects:?}"
+    );
+}

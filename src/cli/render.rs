@@ -935,6 +935,7 @@ mod tests {
                 decision: "allow by rule 3 (`cargo test *`, everywhere)".into(),
             }],
             needs_you: None,
+            script_approval: None,
         };
         let text = run_view(&view, 120_000);
         let lines: Vec<&str> = text.lines().collect();

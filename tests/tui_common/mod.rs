@@ -109,6 +109,7 @@ pub fn summary(n: u32, title: &str, state: RunState) -> RunSummary {
         pending: usize::from(state == RunState::AwaitingPermission),
         needs_input: false,
         escalation_offered: false,
+        script_approval: false,
         workspace: None,
         result_status: None,
         parent_run: None,
@@ -216,6 +217,7 @@ pub fn view_of(s: &RunSummary) -> RunView {
         workspace: s.workspace.as_deref().cloned(),
         decisions: Vec::new(),
         needs_you: None,
+        script_approval: None,
     }
 }
 

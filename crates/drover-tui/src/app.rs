@@ -41,6 +41,7 @@ use super::views::help::HelpView;
 use super::views::input::{InputBox, InputPurpose};
 use super::views::prompt::{PromptState, PromptView};
 use super::views::route::{RouteState, RouteView};
+use super::views::scripts::ScriptsView;
 use super::views::{Outcome, ViewCommand, ViewStack};
 use drover_core::DroverError;
 use drover_core::UnixMillis;
@@ -648,6 +649,19 @@ impl App {
         } else if entry.summary.head.state == RunState::AwaitingRoute {
             let id = entry.summary.head.run_id.clone();
             self.open_route(&id);
+        } else if entry.summary.script_approval && entry.summary.head.state.is_active() {
+            let id = entry.summary.head.run_id.clone();
+            match entry
+                .detail
+                .as_ref()
+                .and_then(|d| d.script_approval.clone())
+            {
+                Some(approval) => self.views.push(ScriptsView::new(id, approval)),
+                None => {
+                    self.flash_info(format!("{id}: reading its scripts; press enter again"));
+                    self.fetch_show(&id, effects);
+                }
+            }
         } else if entry.summary.escalation_offered
             && entry.summary.head.state != RunState::Interrupted
         {
@@ -1155,6 +1169,20 @@ impl App {
                         }
                         _ => self.flash_error(format!("{}: {}", e.code, e.message)),
                     },
+                }
+            }
+            ReplyTag::ApproveScripts { run_id, approve } => {
+                match result.and_then(Response::into_run) {
+                    Ok(run) => {
+                        self.model.upsert(run);
+                        self.want_show.push(run_id.clone());
+                        self.flash_info(if approve {
+                            format!("{run_id}: scripts approved; its setup runs, then it starts")
+                        } else {
+                            format!("{run_id}: scripts refused; it starts without them")
+                        });
+                    }
+                    Err(e) => self.flash_error(format!("{}: {}", e.code, e.message)),
                 }
             }
             ReplyTag::Pr(id) => match result.and_then(Response::into_pr) {

@@ -434,6 +434,7 @@ impl ViewModel {
                         | Need::Blocked
                         | Need::Escalation
                         | Need::Interrupted
+                        | Need::Approval
                 )
             )
         {

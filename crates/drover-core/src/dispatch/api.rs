@@ -185,6 +185,15 @@ pub enum Request {
         #[serde(default)]
         rebase: bool,
     },
+    /// Approve (or refuse) the repository scripts a run waits on before it starts
+    /// (docs/ARCHITECTURE.md §"Workspaces"): approved, their SHA-256 is kept for the
+    /// repository and the setup runs; refused, the run starts without them.
+    ApproveScripts {
+        /// The run waiting.
+        run_id: String,
+        /// Approve them (`false`: refuse them).
+        approve: bool,
+    },
     /// Remove a finished run's worktree, keeping its branch (uncommitted work is committed
     /// onto it).
     Keep {
@@ -528,7 +537,8 @@ impl Request {
             | Request::Route { .. }
             | Request::RouteDecline { .. }
             | Request::Escalate { .. }
-            | Request::Retry { .. } => Response::Run(boxed(value)?),
+            | Request::Retry { .. }
+            | Request::ApproveScripts { .. } => Response::Run(boxed(value)?),
             Request::Runs { .. } => Response::Runs(serde_json::from_value(value)?),
             Request::Counts => Response::Counts(serde_json::from_value(value)?),
             Request::Show { .. } => Response::Show(boxed(value)?),
@@ -703,6 +713,10 @@ pub enum Need {
     /// A restart of drover cut its turn short (or found it with no session to go on
     /// in): the user resumes it, or stops it (docs/ARCHITECTURE.md §"A restart").
     Interrupted,
+    /// Its new worktree's repository scripts (`.drover/setup`, `.drover/teardown`) were
+    /// never approved, or changed since: the run waits to start until the user approves
+    /// or refuses them (docs/ARCHITECTURE.md §"Workspaces").
+    Approval,
 }
 
 /// Why a run is in Needs you, and since when (`show --json` → `needs_you`).
@@ -722,8 +736,11 @@ fn need_of(
     needs_input: bool,
     result_status: Option<&str>,
     offered: bool,
+    approval: bool,
 ) -> Option<Need> {
-    if state.is_terminal() {
+    if approval && state.is_active() {
+        Some(Need::Approval)
+    } else if state.is_terminal() {
         offered.then_some(Need::Escalation)
     } else if state == RunState::Interrupted {
         Some(Need::Interrupted)
@@ -755,6 +772,7 @@ impl Need {
             Need::Blocked => "blocked",
             Need::Escalation => "escalation offered",
             Need::Interrupted => "interrupted by a restart",
+            Need::Approval => "setup script to approve",
         }
     }
 }
@@ -870,6 +888,7 @@ impl RunSummary {
             pending: 0,
             needs_input: false,
             escalation_offered: false,
+            script_approval: false,
             workspace: None,
             result_status: None,
             parent_run: None,
@@ -893,6 +912,7 @@ impl RunSummary {
             self.needs_input,
             self.result_status.as_deref(),
             self.escalation_offered,
+            self.script_approval,
         )
     }
 }
@@ -1030,6 +1050,10 @@ pub struct RunSummary {
     /// An escalation or retry is offered (the run shows in Needs you).
     #[serde(default)]
     pub escalation_offered: bool,
+    /// Its repository's scripts wait for the user's approval before it starts (the run
+    /// shows in Needs you; the view's `script_approval` has them).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub script_approval: bool,
     /// Where the run works and what it changed there (boxed: rows travel in every
     /// `run_changed` event).
     #[serde(default)]
@@ -1101,6 +1125,36 @@ pub struct RunView {
     /// Why the run is in Needs you and since when; `null` when it waits for nothing.
     #[serde(default)]
     pub needs_you: Option<NeedsYou>,
+    /// The repository scripts the run waits for the user to approve before it starts.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub script_approval: Option<ScriptApprovalView>,
+}
+
+/// Repository scripts waiting for the user's approval (docs/ARCHITECTURE.md
+/// §"Workspaces"): `drover approve-scripts RUN`, or enter on the run in Needs you.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ScriptApprovalView {
+    /// The repository (the top of the user's checkout).
+    pub repository: String,
+    /// Each script waiting: never approved, or changed since.
+    pub scripts: Vec<ScriptAskView>,
+    /// Since when the run waits (ms since the epoch).
+    pub since: UnixMillis,
+}
+
+/// One repository script to approve.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ScriptAskView {
+    /// `setup` or `teardown`.
+    pub kind: crate::workspace::scripts::ScriptKind,
+    /// Where it is in the repository (`.drover/setup`).
+    pub path: String,
+    /// The SHA-256 of its bytes (what an approval records).
+    pub sha256: String,
+    /// Its text, redacted.
+    pub text: String,
+    /// Its diff against the version approved before (redacted); `None` the first time.
+    pub diff: Option<String>,
 }
 
 impl RunView {
@@ -1115,6 +1169,7 @@ impl RunView {
             needs_input,
             status,
             self.escalation.is_some(),
+            self.script_approval.is_some(),
         )?;
         let last_turn_end = self.turns.iter().rev().find_map(|t| t.ended_at);
         let live_since = self.head.live_state.as_ref().map(|l| l.since);
@@ -1124,6 +1179,7 @@ impl RunView {
             Need::Input | Need::Blocked => last_turn_end,
             Need::Escalation => self.head.finished_at.or(last_turn_end),
             Need::Interrupted => live_since,
+            Need::Approval => self.script_approval.as_ref().map(|a| a.since),
         }
         .or(live_since)
         .unwrap_or(self.head.created_at);

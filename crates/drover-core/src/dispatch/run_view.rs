@@ -71,6 +71,8 @@ pub struct RowState {
     pub needs_input: bool,
     /// An escalation or retry is offered.
     pub escalation_offered: bool,
+    /// Its repository's scripts wait for the user's approval.
+    pub script_approval: bool,
     /// The status word of its last result.
     pub result_status: Option<String>,
 }
@@ -106,6 +108,8 @@ pub struct RunDetails {
     pub escalation: Option<Escalation>,
     /// Its last decisions (permission answers and rules).
     pub decisions: Vec<DecisionView>,
+    /// The repository scripts it waits for the user to approve (a live run only).
+    pub script_approval: Option<super::api::ScriptApprovalView>,
 }
 
 impl RunFacts<'_> {
@@ -136,6 +140,7 @@ impl RunFacts<'_> {
             pending: row.pending,
             needs_input: row.needs_input,
             escalation_offered: row.escalation_offered,
+            script_approval: row.script_approval,
             workspace: self.workspace.cloned().map(Box::new),
             result_status: row.result_status,
             parent_run: self.parent_run.map(str::to_string),
@@ -170,6 +175,7 @@ impl RunFacts<'_> {
             workspace: self.workspace.cloned(),
             decisions: details.decisions,
             needs_you: None,
+            script_approval: details.script_approval,
         }
         .with_need()
     }

@@ -703,6 +703,20 @@ const MIGRATIONS: &[&str] = &[
     END;
     "
     ),
+    // 9: the repository scripts the user approved (docs/ARCHITECTURE.md §"Workspaces"):
+    // per repository (the top of the user's checkout) and kind (`setup`, `teardown`), the
+    // SHA-256 of the script approved and its text (a changed script is shown as a diff
+    // against it). Only the latest approval of each is kept.
+    r#"
+    CREATE TABLE script_approvals (
+        repository  TEXT NOT NULL,
+        kind        TEXT NOT NULL,
+        sha256      TEXT NOT NULL,
+        script      TEXT NOT NULL,
+        approved_at INTEGER NOT NULL,
+        PRIMARY KEY (repository, kind)
+    );
+    "#,
 ];
 
 /// The first version that keeps running totals (migration 6): each session's money and

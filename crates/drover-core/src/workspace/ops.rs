@@ -58,10 +58,6 @@ pub struct CreatePlan {
     pub from: Option<ParentStart>,
     /// Directories of the checkout linked into the worktree (`[workspaces] link`).
     pub link: Vec<String>,
-    /// The command run in the new worktree (`[workspaces] setup`).
-    pub setup: Vec<String>,
-    /// How long the setup command may take.
-    pub setup_timeout: Duration,
 }
 
 /// A run whose work a new run starts from.
@@ -97,8 +93,9 @@ pub struct Readied {
     pub included: usize,
     /// `[workspaces] link` directories linked from the checkout.
     pub linked: Vec<String>,
-    /// The setup command and how long it took, when one ran.
-    pub setup: Option<(String, Duration)>,
+    /// The repository's own scripts found in the worktree (`.drover/setup`,
+    /// `.drover/teardown`): they run only once approved, which the dispatcher decides.
+    pub scripts: Vec<super::scripts::RepoScript>,
 }
 
 /// What a merge is asked to do.
@@ -462,7 +459,7 @@ pub async fn create(plan: &CreatePlan) -> Result<Created, DroverError> {
                 dir.display()
             ))
         })?;
-        let ready = make_ready(&top, &worktree, &dir, plan).await?;
+        let ready = make_ready(&top, &worktree, plan).await?;
         Ok::<_, DroverError>((carried, dir, ready))
     }
     .await;
@@ -497,13 +494,12 @@ pub async fn create(plan: &CreatePlan) -> Result<Created, DroverError> {
 /// Makes a new worktree ready to build (docs/ARCHITECTURE.md §"Workspaces"): the
 /// git-ignored files the repository's `.worktreeinclude` lists are copied from the
 /// checkout `top` (bounded like carried changes), the `[workspaces] link` directories that
-/// exist in the checkout are linked, then the setup command runs in the run's directory
-/// `dir`, bounded in time; its failure is the start's, with its exit code and the end of
-/// its output.
+/// exist in the checkout are linked, and the repository's own scripts are read (the
+/// setup commands run afterwards, once the dispatcher has them approved:
+/// [`super::scripts`]).
 async fn make_ready(
     top: &Path,
     worktree: &Path,
-    dir: &Path,
     plan: &CreatePlan,
 ) -> Result<Readied, DroverError> {
     let mut ready = Readied::default();
@@ -570,49 +566,10 @@ async fn make_ready(
             .map_err(|e| unavailable(format!("cannot link {name} into the worktree: {e}")))?;
         ready.linked.push(name.clone());
     }
-    if let Some((program, args)) = plan.setup.split_first() {
-        let shown = shell_words::join(&plan.setup);
-        let started = std::time::Instant::now();
-        let mut command = tokio::process::Command::new(program);
-        command
-            .args(args)
-            .current_dir(dir)
-            .stdin(std::process::Stdio::null())
-            .kill_on_drop(true)
-            .process_group(0);
-        let out = tokio::time::timeout(plan.setup_timeout, command.output()).await;
-        let failed = |why: String| {
-            DroverError::new(
-                ErrorCode::SetupFailed,
-                format!(
-                    "the worktree's setup `{shown}` {why}; fix it or [workspaces] setup, then dispatch again"
-                ),
-            )
-        };
-        let out = match out {
-            Err(_) => {
-                return Err(failed(format!(
-                    "took longer than {} s and was stopped",
-                    plan.setup_timeout.as_secs()
-                )));
-            }
-            Ok(Err(e)) => return Err(failed(format!("could not start: {e}"))),
-            Ok(Ok(out)) => out,
-        };
-        if !out.status.success() {
-            let mut text = String::from_utf8_lossy(&out.stdout).into_owned();
-            text.push_str(&String::from_utf8_lossy(&out.stderr));
-            let tail: Vec<&str> = text.lines().rev().take(5).collect();
-            let tail: Vec<&str> = tail.into_iter().rev().collect();
-            return Err(failed(format!(
-                "failed (exit code {}): {}",
-                out.status
-                    .code()
-                    .map_or_else(|| "none".to_string(), |c| c.to_string()),
-                crate::text::clip(&crate::text::one_line(&tail.join(" / ")), 400)
-            )));
+    for kind in super::scripts::ScriptKind::ALL {
+        if let Some(script) = super::scripts::read(worktree, kind)? {
+            ready.scripts.push(script);
         }
-        ready.setup = Some((shown, started.elapsed()));
     }
     Ok(ready)
 }
@@ -660,8 +617,10 @@ async fn carry(source: &Path, target: &Path) -> Result<usize, DroverError> {
     Ok(files)
 }
 
-/// Removes a worktree (its files and git's entry for it); best effort.
+/// Removes a worktree (its files and git's entry for it); best effort. The removal's
+/// teardown, when it has one, runs first (`super::scripts::before_removal`).
 async fn remove_worktree(checkout: &Path, worktree: &Path) {
+    super::scripts::before_removal(worktree).await;
     let path = worktree.to_string_lossy().into_owned();
     let removed = Git::at(checkout)
         .run(&["worktree", "remove", "--force", "--force", &path])

@@ -204,6 +204,7 @@ fn summary_lines(
         let how = match need {
             crate::model::Need::Route => " · enter opens the card",
             crate::model::Need::Escalation => " · e escalates or retries",
+            crate::model::Need::Approval => " · enter shows them to approve",
             _ => " · answer with a follow-up",
         };
         lines.push(Line::from(vec![

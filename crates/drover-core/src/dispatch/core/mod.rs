@@ -80,7 +80,7 @@ pub use rules::RULES_HIGH_WATER;
 pub use run::{Batch, HIBERNATED_DETAIL, HIBERNATING_DETAIL, TurnOrigin, WAKING_DETAIL};
 pub use takeover::{InteractiveDone, InteractiveJob, Interactively, TakenOver};
 pub use waits::WaitAsk;
-pub use workspaces::{Action as WorkspaceAction, PREPARE_WORKTREE_BOUND_MS};
+pub use workspaces::{Action as WorkspaceAction, PREPARE_WORKTREE_BOUND_MS, RUNNING_SETUP};
 
 /// The budget session runs belong to until the user starts another.
 pub const DEFAULT_SESSION: &str = "default";
@@ -269,6 +269,9 @@ pub struct WorkspaceJob {
     /// The run's row, for a run that is not in memory: published again once its
     /// workspace changed.
     pub row: Option<Box<RunSummary>>,
+    /// For a task that removes the worktree: the repository's teardown, run first when
+    /// its hash is the approved one (docs/ARCHITECTURE.md §"Workspaces").
+    pub teardown: Option<crate::workspace::scripts::Teardown>,
 }
 
 /// What an [`Effect::Workspace`] came to, with what the job carried.
@@ -284,6 +287,8 @@ pub struct WorkspaceDone {
     pub task: crate::workspace::Task,
     /// What the task came to.
     pub outcome: Result<crate::workspace::Outcome, DroverError>,
+    /// What the worktree's teardown came to, when one was due (for the run's notes).
+    pub teardown: Option<String>,
 }
 
 impl WorkspaceJob {
@@ -295,6 +300,7 @@ impl WorkspaceJob {
             row: self.row,
             task: self.task,
             outcome,
+            teardown: None,
         }
     }
 }
@@ -400,6 +406,12 @@ pub struct Core {
     route_memory: HashMap<String, String>,
     /// The approval rules (loaded at start, changed by `rule_add` and `rule_remove`).
     rules: crate::rules::RuleSet,
+    /// The repository scripts the user approved, by repository and kind (loaded at start,
+    /// changed by `approve_scripts`).
+    script_approvals: HashMap<
+        (String, crate::workspace::scripts::ScriptKind),
+        crate::workspace::scripts::ApprovedScript,
+    >,
     /// The guard's extra command patterns, from `[guard] commands`.
     guard_extra: Vec<crate::rules::pattern::CommandPattern>,
     /// Replies showing a run whose launch is under way: sent once its outcome is in, so
@@ -447,6 +459,7 @@ impl Core {
                 },
                 reply: None,
                 row: None,
+                teardown: None,
             })));
         }
         let mut rules = crate::rules::RuleSet::default();
@@ -459,8 +472,14 @@ impl Core {
         }
         let guard_extra = config.guard.patterns();
         let restored = startup.restored;
+        let script_approvals = startup
+            .script_approvals
+            .into_iter()
+            .map(|a| ((a.repository.clone(), a.kind), a))
+            .collect();
         let mut core = Core {
             rules,
+            script_approvals,
             guard_extra,
             redactor,
             config_refused: None,

@@ -31,7 +31,9 @@
 use std::path::PathBuf;
 
 mod pulls;
+mod scripts;
 pub use pulls::PrWish;
+pub use scripts::RUNNING_SETUP;
 
 use super::run::{Batch, Run};
 use super::{Core, Effect, Fetch, ReplyTo, Then, WorkspaceDone, WorkspaceJob};
@@ -146,11 +148,13 @@ impl Core {
         row: Option<Box<RunSummary>>,
     ) {
         self.jobs_in_flight += 1;
+        let teardown = self.teardown_for(&task);
         self.out.push(Effect::Workspace(Box::new(WorkspaceJob {
             run_id: run_id.to_string(),
             task,
             reply,
             row,
+            teardown,
         })));
     }
 
@@ -307,14 +311,13 @@ impl Core {
         let now = self.now;
         let root = self.worktree_root();
         let ws_config = self.config.workspaces.clone();
-        let setup_ms = super::answers::secs_ms(ws_config.setup_timeout_secs);
         let Some(run) = self.runs.get_mut(run_id) else {
             return false;
         };
         if !run.workspace.is_worktree() || run.workspace_ready {
             return false;
         }
-        let mut bound_ms = PREPARE_WORKTREE_BOUND_MS;
+        let bound_ms = PREPARE_WORKTREE_BOUND_MS;
         let (task, detail) = if run.workspace.status == WorkspaceStatus::Preparing {
             let plan = CreatePlan {
                 run_id: run.id.clone(),
@@ -324,18 +327,8 @@ impl Core {
                 carry_changes: run.spec.carry_changes,
                 from: run.start_from.clone(),
                 link: ws_config.link,
-                setup: ws_config.setup,
-                setup_timeout: std::time::Duration::from_secs(ws_config.setup_timeout_secs),
             };
-            if plan.setup.is_empty() {
-                (Task::Create(plan), "creating the worktree")
-            } else {
-                bound_ms = bound_ms.saturating_add(setup_ms);
-                (
-                    Task::Create(plan),
-                    "creating the worktree and running its setup",
-                )
-            }
+            (Task::Create(plan), "creating the worktree")
         } else {
             (
                 Task::Check(run.workspace.clone()),
@@ -431,13 +424,18 @@ impl Core {
             row,
             task,
             outcome,
+            teardown,
         } = done;
+        if let Some(note) = teardown {
+            self.teardown_noted(&run_id, note);
+        }
         match (task, outcome) {
             (Task::Prune { .. }, Err(e)) => {
                 tracing::warn!(code = %e.code, "{}", e.message);
             }
             (Task::Prune { .. }, Ok(_)) => {}
             (Task::Create(_), outcome) => self.created(&run_id, outcome),
+            (Task::Setup { .. }, outcome) => self.setup_done(&run_id, outcome),
             (Task::Check(_), outcome) => self.checked(&run_id, outcome),
             (Task::Measure(_), outcome) => self.measured(&run_id, outcome),
             (Task::Diff { .. }, outcome) => {
@@ -576,18 +574,12 @@ impl Core {
                 if !ready.linked.is_empty() {
                     made_ready.push(format!("linked {}", ready.linked.join(", ")));
                 }
-                if let Some((command, took)) = &ready.setup {
-                    made_ready.push(format!(
-                        "ran its setup `{command}` ({})",
-                        duration_words(took.as_millis() as i64)
-                    ));
-                }
                 if !made_ready.is_empty() {
                     run.note(&mut batch, made_ready.join("; "), now);
                 }
                 run.save_workspace(&mut batch, now);
                 self.commit(batch);
-                self.launch_now(run_id);
+                self.after_made(run_id, c.ready.scripts);
             }
             Err(e) if !run.workspace_asked && e.code == ErrorCode::WorkspaceUnavailable => {
                 self.commit(batch);
@@ -889,6 +881,7 @@ impl Core {
             pending: 0,
             needs_input: false,
             escalation_offered: view.escalation.is_some(),
+            script_approval: view.script_approval.is_some(),
             workspace: view.workspace.clone().map(Box::new),
             result_status: view.last_result.as_ref().and_then(|r| r.status.clone()),
             parent_run: view.parent_run.clone(),
