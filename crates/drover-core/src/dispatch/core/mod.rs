@@ -43,7 +43,7 @@
 //! | waits | `waits.rs` |
 //! | one run in memory, its batches, its views | `run.rs` |
 //! | rails and the queue order | `rails.rs` |
-//! | workspaces: worktree or shared, waiting for a shared directory, making the worktree before the launch, the run's change, diff, merge, keep, discard, a pull request (`workspaces/pulls.rs`), removing runs (with unmerged work, or whose worktree is gone: released) | `workspaces.rs` |
+//! | workspaces: worktree or shared, waiting for a shared directory, making the worktree before the launch, the run's change, diff, merge, keep, discard, a pull request (`workspaces/pulls.rs`), the setup and the repository's scripts held for the user's approval, their teardown (`workspaces/scripts.rs`), removing runs (with unmerged work, or whose worktree is gone: released) | `workspaces.rs` |
 
 mod admission;
 mod answers;

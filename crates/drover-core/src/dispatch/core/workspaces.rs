@@ -12,7 +12,8 @@
 //! - Before a worktree run is launched its worktree is made (live `preparing`, "creating
 //!   the worktree", bounded by [`PREPARE_WORKTREE_BOUND_MS`]); a resumed run's worktree is
 //!   checked instead. The launch waits for the outcome; a failure fails the run with its
-//!   cause.
+//!   cause. A new worktree's repository scripts wait for the user's approval, then its
+//!   setup runs (`scripts.rs`).
 //! - The run's change is worked out after every turn, when a tool that may change files
 //!   finishes, and when the run ends — one at a time per run, once more if something
 //!   happened meanwhile.
