@@ -423,6 +423,9 @@ pub struct Core {
     workspace_busy: std::collections::HashSet<String>,
     /// Workspace jobs asked for whose outcome is not in yet (shutdown waits for them).
     jobs_in_flight: usize,
+    /// The run whose open pull request the timer is reading again (one at a time), and
+    /// when each run's was last asked for (a read that fails waits its turn again).
+    pr_refresh: workspaces::PrRefresh,
     out: Vec<Effect>,
     /// Every secret of every input is redacted with this before it is stored or shown
     /// ([`crate::redact`]); built from the config and the environment it names.
@@ -503,6 +506,7 @@ impl Core {
             data_dir: startup.data_dir,
             workspace_busy: Default::default(),
             jobs_in_flight,
+            pr_refresh: Default::default(),
             out,
         };
         // The runs a previous owner left active, back where they were.

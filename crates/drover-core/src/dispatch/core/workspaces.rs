@@ -33,7 +33,7 @@ use std::path::PathBuf;
 
 mod pulls;
 mod scripts;
-pub use pulls::PrWish;
+pub use pulls::{PrRefresh, PrWish};
 pub use scripts::RUNNING_SETUP;
 
 use super::run::{Batch, Run};
@@ -458,6 +458,13 @@ impl Core {
             }
             (Task::Pr { .. }, outcome) => {
                 self.workspace_busy.remove(&run_id);
+                let timed = self.pr_refresh.done(&run_id, self.now);
+                if timed && let Err(e) = &outcome {
+                    // The timer's read failed: the last state read stays; it is asked
+                    // again at its next turn.
+                    tracing::warn!(run = %run_id, code = %e.code, "reading its pull request again: {}", e.message);
+                    return;
+                }
                 self.pr_done(&run_id, reply, row, outcome);
             }
             (
