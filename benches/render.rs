@@ -210,6 +210,7 @@ fn summary(i: usize, state: RunState) -> RunSummary {
         needs_input: false,
         escalation_offered: false,
         script_approval: false,
+        conflict_offered: false,
         // Every other run works in a worktree with a change to show.
         workspace: i.is_multiple_of(2).then(|| {
             Box::new(drover_core::workspace::WorkspaceView {
@@ -295,5 +296,6 @@ fn view(run_id: &str) -> RunView {
         decisions: Vec::new(),
         needs_you: None,
         script_approval: None,
+        conflict_offer: None,
     }
 }

@@ -1751,3 +1751,42 @@ fn repository_scripts_to_approve() {
         "{effects:?}"
     );
 }
+
+/// An idle run whose branch conflicts with its base: in Needs you with the follow-up
+/// offered (its live line and detail say so); enter sends that follow-up, as offered.
+#[test]
+fn a_conflict_offered_in_needs_you() {
+    use drover_core::workspace::{UpdateHow, UpdateView};
+    let mut idle = summary(6, "Add a cache to the greeting", RunState::Idle);
+    idle.conflict_offered = true;
+    idle.workspace = Some(Box::new(worktree(6, Some((2, 14, 1)))));
+    let runs = vec![
+        idle.clone(),
+        summary(4, "Refactor the twenty storage modules", RunState::Running),
+    ];
+    let mut app = app_with(runs, 100, 30);
+    assert_eq!(app.model.counts().needs_you, 1);
+    let follow_up = "The branch main moved on and conflicts with your branch drover/x in src/main.rs. Merge main into your branch (git merge main), resolve the conflicts keeping the intent of both sides, run the tests, and commit the merge.";
+    let mut view = view_of(&idle);
+    view.conflict_offer = Some(UpdateView {
+        how: UpdateHow::Conflict,
+        base: "main".into(),
+        commit: "c0ffee1111".into(),
+        files: vec!["src/main.rs".into()],
+        follow_up: Some(follow_up.into()),
+    });
+    app.model.set_detail(view);
+    app.model.select(&id(6));
+    snap("conflict_offered_in_needs_you", &app);
+    let effects = app.handle(key(KeyCode::Enter));
+    assert!(
+        effects.iter().any(|e| matches!(
+            e,
+            drover_tui::Effect::Request {
+                request: drover_core::dispatch::Request::FollowUp { text, .. },
+                ..
+            } if text == follow_up
+        )),
+        "{effects:?}"
+    );
+}

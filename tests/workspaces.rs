@@ -1029,3 +1029,56 @@ fn a_repository_script_runs_only_once_approved_and_asks_again_when_changed() {
     assert_eq!(read(home.path(), "teardown.log"), "bye\n", "not run");
     assert!(!tree.exists());
 }
+
+/// A conflict is offered to the run in Needs you: after `update` conflicts, the idle run
+/// waits there (`needs_you.reason` `conflict`) with the follow-up that asks it to merge
+/// its base and resolve the files; sending a follow-up withdraws the offer. `merge` on a
+/// branch that conflicts is refused with MERGE_CONFLICT, changing nothing, and offers
+/// the same.
+#[test]
+fn a_conflict_is_offered_in_needs_you_as_the_follow_up_that_hands_it_to_the_run() {
+    let home = repo_home();
+    let work = home.work();
+    let _serve = home.serve();
+    let (run, _ws) = worktree_run(&home, "worktree-change", "Add a cache", 2);
+    assert!(home.show(&run)["needs_you"].is_null());
+    commit_file(
+        work,
+        "src/main.rs",
+        "fn main() { /* mine */ }\n",
+        "my own main",
+    );
+    let out = home.drover(&["update", &run]);
+    assert!(!out.status.success(), "{out:?}");
+    let view = home.wait_for(&run, "the conflict offered", |v| {
+        v["needs_you"]["reason"] == "conflict"
+    });
+    let offer = &view["conflict_offer"];
+    assert_eq!(offer["base"], "main", "{view}");
+    assert_eq!(offer["files"], serde_json::json!(["src/main.rs"]), "{view}");
+    assert!(
+        str_at(offer, "follow_up").contains("Merge main into your branch"),
+        "{view}"
+    );
+    assert_eq!(home.row(&run)["conflict_offered"], true);
+
+    // A follow-up (the offered one, as `enter` sends it) withdraws the offer.
+    home.json(&["follow-up", &run, str_at(offer, "follow_up")]);
+    let view = home.wait_for(&run, "the offer withdrawn", |v| {
+        v["conflict_offer"].is_null() && v["state"] == "idle"
+    });
+    assert!(view["needs_you"].is_null(), "{view}");
+
+    // `merge` refused on the conflict: nothing changed, and the same offer.
+    let head_before = git(work, &["rev-parse", "HEAD"]);
+    home.refused(&["merge", &run], "MERGE_CONFLICT");
+    assert_eq!(git(work, &["rev-parse", "HEAD"]), head_before);
+    let view = home.wait_for(&run, "the conflict offered again", |v| {
+        v["needs_you"]["reason"] == "conflict"
+    });
+    assert_eq!(
+        view["conflict_offer"]["files"],
+        serde_json::json!(["src/main.rs"]),
+        "{view}"
+    );
+}

@@ -103,6 +103,7 @@ mod tests {
             needs_input,
             escalation_offered: false,
             script_approval: false,
+            conflict_offered: false,
             workspace: None,
             result_status: result.map(str::to_string),
             parent_run: None,

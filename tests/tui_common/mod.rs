@@ -110,6 +110,7 @@ pub fn summary(n: u32, title: &str, state: RunState) -> RunSummary {
         needs_input: false,
         escalation_offered: false,
         script_approval: false,
+        conflict_offered: false,
         workspace: None,
         result_status: None,
         parent_run: None,
@@ -218,6 +219,7 @@ pub fn view_of(s: &RunSummary) -> RunView {
         decisions: Vec::new(),
         needs_you: None,
         script_approval: None,
+        conflict_offer: None,
     }
 }
 

@@ -649,6 +649,28 @@ impl App {
         } else if entry.summary.head.state == RunState::AwaitingRoute {
             let id = entry.summary.head.run_id.clone();
             self.open_route(&id);
+        } else if entry.summary.conflict_offered && entry.summary.head.state == RunState::Idle {
+            // The offer (docs/ARCHITECTURE.md §"Workspaces"): enter sends the follow-up
+            // that hands the conflict to the run.
+            let id = entry.summary.head.run_id.clone();
+            let text = entry
+                .detail
+                .as_ref()
+                .and_then(|d| d.conflict_offer.as_ref())
+                .and_then(|c| c.follow_up.clone());
+            match text {
+                Some(text) => {
+                    self.flash_info(format!("sending {id} the follow-up to merge and resolve…"));
+                    effects.push(Effect::Request {
+                        tag: ReplyTag::FollowUp(id.clone()),
+                        request: Request::FollowUp { run_id: id, text },
+                    });
+                }
+                None => {
+                    self.flash_info(format!("{id}: reading its conflict; press enter again"));
+                    self.fetch_show(&id, effects);
+                }
+            }
         } else if entry.summary.script_approval && entry.summary.head.state.is_active() {
             let id = entry.summary.head.run_id.clone();
             match entry

@@ -156,6 +156,7 @@ fn waits_for_you(need: Option<Need>) -> Option<&'static str> {
         Need::Input => Some("needs your input"),
         Need::Blocked => Some("blocked: say how to go on"),
         Need::Escalation => Some("blocked: escalation offered"),
+        Need::Conflict => Some("conflicts with its base: follow-up offered"),
         // These say why in their own detail (a request, a card, "interrupted by a restart").
         // (and the scripts to approve: "waiting for you to approve .drover/setup").
         Need::Permission | Need::Route | Need::Interrupted | Need::Approval => None,

@@ -435,6 +435,7 @@ impl ViewModel {
                         | Need::Escalation
                         | Need::Interrupted
                         | Need::Approval
+                        | Need::Conflict
                 )
             )
         {

@@ -717,6 +717,10 @@ pub enum Need {
     /// never approved, or changed since: the run waits to start until the user approves
     /// or refuses them (docs/ARCHITECTURE.md §"Workspaces").
     Approval,
+    /// Bringing its branch up to date (`update`, or a merge) conflicts with its base: a
+    /// follow-up asking it to merge the base and resolve the conflicts is offered (an
+    /// idle run).
+    Conflict,
 }
 
 /// Why a run is in Needs you, and since when (`show --json` → `needs_you`).
@@ -737,6 +741,7 @@ fn need_of(
     result_status: Option<&str>,
     offered: bool,
     approval: bool,
+    conflict: bool,
 ) -> Option<Need> {
     if approval && state.is_active() {
         Some(Need::Approval)
@@ -753,6 +758,8 @@ fn need_of(
         None
     } else if needs_input {
         Some(Need::Input)
+    } else if conflict {
+        Some(Need::Conflict)
     } else if offered {
         Some(Need::Escalation)
     } else if result_status == Some("blocked") {
@@ -773,6 +780,7 @@ impl Need {
             Need::Escalation => "escalation offered",
             Need::Interrupted => "interrupted by a restart",
             Need::Approval => "setup script to approve",
+            Need::Conflict => "conflicts with its base: follow-up offered",
         }
     }
 }
@@ -889,6 +897,7 @@ impl RunSummary {
             needs_input: false,
             escalation_offered: false,
             script_approval: false,
+            conflict_offered: false,
             workspace: None,
             result_status: None,
             parent_run: None,
@@ -913,6 +922,7 @@ impl RunSummary {
             self.result_status.as_deref(),
             self.escalation_offered,
             self.script_approval,
+            self.conflict_offered,
         )
     }
 }
@@ -1054,6 +1064,10 @@ pub struct RunSummary {
     /// shows in Needs you; the view's `script_approval` has them).
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub script_approval: bool,
+    /// Its branch conflicts with its base and the follow-up that hands the conflict to it
+    /// is offered (the run shows in Needs you; the view's `conflict_offer` has it).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub conflict_offered: bool,
     /// Where the run works and what it changed there (boxed: rows travel in every
     /// `run_changed` event).
     #[serde(default)]
@@ -1128,6 +1142,10 @@ pub struct RunView {
     /// The repository scripts the run waits for the user to approve before it starts.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub script_approval: Option<ScriptApprovalView>,
+    /// The conflict of its branch with its base, and the follow-up offered to hand it to
+    /// the run (`enter` on it in Needs you sends it).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub conflict_offer: Option<crate::workspace::UpdateView>,
 }
 
 /// Repository scripts waiting for the user's approval (docs/ARCHITECTURE.md
@@ -1170,6 +1188,7 @@ impl RunView {
             status,
             self.escalation.is_some(),
             self.script_approval.is_some(),
+            self.conflict_offer.is_some(),
         )?;
         let last_turn_end = self.turns.iter().rev().find_map(|t| t.ended_at);
         let live_since = self.head.live_state.as_ref().map(|l| l.since);
@@ -1180,6 +1199,7 @@ impl RunView {
             Need::Escalation => self.head.finished_at.or(last_turn_end),
             Need::Interrupted => live_since,
             Need::Approval => self.script_approval.as_ref().map(|a| a.since),
+            Need::Conflict => last_turn_end,
         }
         .or(live_since)
         .unwrap_or(self.head.created_at);

@@ -418,6 +418,7 @@ fn summary(
         needs_input: needs_input(run.state, last_result.as_ref()),
         escalation_offered: false,
         script_approval: false,
+        conflict_offered: false,
         result_status: last_result.and_then(|r| r.status),
     }))
 }
@@ -603,6 +604,7 @@ pub fn run_view_from_ledger(reader: &LedgerReader, run_id: &str) -> Result<RunVi
         decisions: decisions(reader, run_id)?,
         // Only a live run waits on its scripts' approval.
         script_approval: None,
+        conflict_offer: None,
     };
     let rev = reader.last_seq(&run.run_id)?;
     Ok(facts(&run, &spec, spent, depth, workspace.as_ref(), rev).view(details))

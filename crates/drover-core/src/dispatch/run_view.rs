@@ -73,6 +73,8 @@ pub struct RowState {
     pub escalation_offered: bool,
     /// Its repository's scripts wait for the user's approval.
     pub script_approval: bool,
+    /// A follow-up handing its branch's conflict to it is offered.
+    pub conflict_offered: bool,
     /// The status word of its last result.
     pub result_status: Option<String>,
 }
@@ -110,6 +112,8 @@ pub struct RunDetails {
     pub decisions: Vec<DecisionView>,
     /// The repository scripts it waits for the user to approve (a live run only).
     pub script_approval: Option<super::api::ScriptApprovalView>,
+    /// The conflict offered to it as a follow-up (a live run only).
+    pub conflict_offer: Option<crate::workspace::UpdateView>,
 }
 
 impl RunFacts<'_> {
@@ -141,6 +145,7 @@ impl RunFacts<'_> {
             needs_input: row.needs_input,
             escalation_offered: row.escalation_offered,
             script_approval: row.script_approval,
+            conflict_offered: row.conflict_offered,
             workspace: self.workspace.cloned().map(Box::new),
             result_status: row.result_status,
             parent_run: self.parent_run.map(str::to_string),
@@ -176,6 +181,7 @@ impl RunFacts<'_> {
             decisions: details.decisions,
             needs_you: None,
             script_approval: details.script_approval,
+            conflict_offer: details.conflict_offer,
         }
         .with_need()
     }

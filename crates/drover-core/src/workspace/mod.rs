@@ -478,6 +478,9 @@ pub enum Outcome {
     /// The run's branch was brought up to date with its base (or a conflict found and
     /// nothing changed): the workspace after it, and what it did.
     Updated(WorkspaceView, UpdateView),
+    /// The merge was refused because the run's branch conflicts with its base: the
+    /// refusal, and the conflict with the follow-up that hands it to the run.
+    MergeConflict(DroverError, UpdateView),
     /// The branch was kept: the workspace after it.
     Kept(WorkspaceView),
     /// The worktree and branch were deleted: the workspace after it.
@@ -533,10 +536,16 @@ pub async fn perform(run_id: &str, task: Task) -> Result<Outcome, DroverError> {
         } => Outcome::Diff(Box::new(
             ops::diff(run_id, &workspace, file.as_deref(), stat).await?,
         )),
-        Task::Merge { workspace, ask } => {
-            let (after, merged) = ops::merge(&workspace, &ask).await?;
-            Outcome::Merged(after, merged)
-        }
+        Task::Merge { workspace, ask } => match ops::merge(&workspace, &ask).await {
+            Ok((after, merged)) => Outcome::Merged(after, merged),
+            Err(e) if e.code == ErrorCode::MergeConflict => {
+                match ops::conflict_of(&workspace).await {
+                    Ok(conflict) => Outcome::MergeConflict(e, conflict),
+                    Err(_) => return Err(e),
+                }
+            }
+            Err(e) => return Err(e),
+        },
         Task::Update {
             workspace,
             message,

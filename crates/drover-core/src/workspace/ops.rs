@@ -984,7 +984,7 @@ pub async fn merge(
                 return Err(DroverError::new(
                     ErrorCode::MergeConflict,
                     format!(
-                        "{branch} conflicts with {base_branch} in {}; nothing was changed. Ask the run to merge {base_branch} into its branch (a follow-up), or merge by hand",
+                        "{branch} conflicts with {base_branch} in {}; nothing was changed. Hand it to the run (while it is active, the follow-up asking it to merge {base_branch} and resolve them is offered in Needs you; `drover show {run_id}` has it), or merge by hand",
                         listed(&files)
                     ),
                 ));
@@ -1146,17 +1146,7 @@ pub async fn update(
     if is_ancestor(&checkout, &base_tip, &tip).await? {
         return Ok((ws.clone(), view(UpdateHow::UpToDate, &old_tip, Vec::new())));
     }
-    let conflict = |files: Vec<String>| {
-        let files = named(files);
-        let follow_up = format!(
-            "The branch {base} moved on and conflicts with your branch {branch} in {}. Merge {base} into your branch (git merge {base}), resolve the conflicts keeping the intent of both sides, run the tests, and commit the merge.",
-            listed(&files)
-        );
-        UpdateView {
-            follow_up: Some(follow_up),
-            ..view(UpdateHow::Conflict, &old_tip, files)
-        }
-    };
+    let conflict = |files: Vec<String>| conflict_view(&base, &branch, &old_tip, files);
     let tree = match merged_tree(&checkout, &tip, &base_tip, "trying the update").await? {
         Ok(tree) => tree,
         Err(files) => return Ok((ws.clone(), conflict(files))),
@@ -1266,6 +1256,55 @@ async fn commit_tree(
         .ok(&args)
         .await
         .map_err(|e| git_error("making the merge commit", e))
+}
+
+/// A conflict between the run's branch (at `tip`) and its base: the files, and the
+/// follow-up that asks the run to merge its base and resolve them.
+fn conflict_view(base: &str, branch: &str, tip: &str, files: Vec<String>) -> UpdateView {
+    let files = named(files);
+    let follow_up = format!(
+        "The branch {base} moved on and conflicts with your branch {branch} in {}. Merge {base} into your branch (git merge {base}), resolve the conflicts keeping the intent of both sides, run the tests, and commit the merge.",
+        listed(&files)
+    );
+    UpdateView {
+        how: UpdateHow::Conflict,
+        base: base.to_string(),
+        commit: tip.to_string(),
+        files,
+        follow_up: Some(follow_up),
+    }
+}
+
+/// After a merge refused with `MERGE_CONFLICT`: which files the run's work (its branch
+/// with what is uncommitted in its worktree, as a merge takes it) and its base conflict in
+/// (tried in memory; no ref moves), with the follow-up that hands the conflict to the run.
+pub async fn conflict_of(ws: &WorkspaceView) -> Result<UpdateView, DroverError> {
+    let worktree = worktree_of(ws)?;
+    let checkout = checkout_of(ws)?;
+    let (Some(branch), Some(base)) = (ws.branch.clone(), ws.base_branch.clone()) else {
+        return Err(DroverError::new(
+            ErrorCode::NoBaseBranch,
+            "the run's worktree has no branch or base branch",
+        ));
+    };
+    let _lock = lock(&checkout).await;
+    let missing_branch = || {
+        DroverError::new(
+            ErrorCode::NoBaseBranch,
+            format!("{branch} or {base} is gone"),
+        )
+    };
+    let (_, tip) = work_commit(&worktree, "the run's work as it stands").await?;
+    let base_tip = branch_exists(&checkout, &base)
+        .await?
+        .ok_or_else(missing_branch)?;
+    match merged_tree(&checkout, &tip, &base_tip, "trying the merge").await? {
+        Err(files) => Ok(conflict_view(&base, &branch, &tip, files)),
+        Ok(_) => Err(DroverError::new(
+            ErrorCode::MergeConflict,
+            format!("{branch} and {base} no longer conflict"),
+        )),
+    }
 }
 
 /// Keeps the run's branch: what is uncommitted in the worktree is committed onto it

@@ -205,6 +205,7 @@ fn summary_lines(
             crate::model::Need::Route => " · enter opens the card",
             crate::model::Need::Escalation => " · e escalates or retries",
             crate::model::Need::Approval => " · enter shows them to approve",
+            crate::model::Need::Conflict => " · enter sends it the follow-up to merge",
             _ => " · answer with a follow-up",
         };
         lines.push(Line::from(vec![

@@ -207,6 +207,9 @@ pub struct Run {
     pub waiting_for_dir: bool,
     /// Its new worktree's repository scripts wait for the user's approval.
     pub script_approval: Option<ScriptsAwaiting>,
+    /// Its branch conflicts with its base: the follow-up that hands the conflict to it is
+    /// offered (withdrawn by its next turn, or its end).
+    pub conflict_offer: Option<crate::workspace::UpdateView>,
     /// The run an escalation or retry starts from (its branch, its uncommitted work).
     pub start_from: Option<crate::workspace::ops::ParentStart>,
     /// Working out the change is under way; `measure_again`: something changed since.
@@ -328,6 +331,7 @@ impl Run {
             preparing_until: None,
             waiting_for_dir: false,
             script_approval: None,
+            conflict_offer: None,
             start_from: None,
             measuring: false,
             measure_again: false,
@@ -727,6 +731,7 @@ impl Run {
             needs_input: self.needs_input,
             escalation_offered: self.escalation.is_some(),
             script_approval: self.script_approval.is_some(),
+            conflict_offered: self.conflict_offer.is_some() && self.state.is_active(),
             result_status: self.last_result.as_ref().and_then(|r| r.status.clone()),
         })
     }
@@ -776,6 +781,10 @@ impl Run {
             escalation: self.escalation.clone(),
             decisions: self.decisions.iter().cloned().collect(),
             script_approval: self.script_approval.as_ref().map(|a| a.view.clone()),
+            conflict_offer: self
+                .conflict_offer
+                .clone()
+                .filter(|_| self.state.is_active()),
         })
     }
 }

@@ -736,6 +736,13 @@ impl Core {
                 update = Some(updated);
                 ("update", after, None)
             }
+            Ok(Outcome::MergeConflict(e, conflict)) => {
+                self.offer_conflict(run_id, conflict);
+                if let Some(to) = reply {
+                    self.reply_now(to, Err(e));
+                }
+                return;
+            }
             Ok(Outcome::Kept(after)) => ("keep", after, None),
             Ok(Outcome::Discarded(after)) => ("discard", after, None),
             Ok(other) => {
@@ -787,6 +794,11 @@ impl Core {
         {
             run.measure_again = true;
         }
+        match &update {
+            Some(u) if u.how == UpdateHow::Conflict => self.offer_conflict(run_id, u.clone()),
+            Some(_) => self.withdraw_conflict(run_id),
+            None => {}
+        }
         if update
             .as_ref()
             .is_some_and(|u| !matches!(u.how, UpdateHow::Conflict | UpdateHow::UpToDate))
@@ -805,6 +817,43 @@ impl Core {
                     update,
                 }))),
             );
+        }
+    }
+
+    /// Offers, in Needs you, the follow-up that hands a conflict of the run's branch with
+    /// its base to the run (an active run, in memory: a finished one takes no follow-up).
+    fn offer_conflict(&mut self, run_id: &str, conflict: crate::workspace::UpdateView) {
+        let now = self.now;
+        let Some(run) = self.runs.get_mut(run_id) else {
+            return;
+        };
+        if !run.state().is_active() || run.ending.is_some() || conflict.follow_up.is_none() {
+            return;
+        }
+        let mut batch = Batch::default();
+        run.note(
+            &mut batch,
+            format!(
+                "offered: a follow-up asking it to merge {} and resolve the conflicts in {} (enter on it in Needs you, or `drover follow-up {run_id}`)",
+                conflict.base,
+                conflict.files.join(", ")
+            ),
+            now,
+        );
+        run.conflict_offer = Some(conflict);
+        run.touch(&mut batch);
+        self.commit(batch);
+    }
+
+    /// A clean update: the conflict offered before is gone.
+    fn withdraw_conflict(&mut self, run_id: &str) {
+        let Some(run) = self.runs.get_mut(run_id) else {
+            return;
+        };
+        if run.conflict_offer.take().is_some() {
+            let mut batch = Batch::default();
+            run.touch(&mut batch);
+            self.commit(batch);
         }
     }
 
@@ -890,6 +939,7 @@ impl Core {
             needs_input: false,
             escalation_offered: view.escalation.is_some(),
             script_approval: view.script_approval.is_some(),
+            conflict_offered: view.conflict_offer.is_some(),
             workspace: view.workspace.clone().map(Box::new),
             result_status: view.last_result.as_ref().and_then(|r| r.status.clone()),
             parent_run: view.parent_run.clone(),
