@@ -742,7 +742,9 @@ fn a_run_with_a_pull_request_shows_it_on_its_line_and_its_url_in_the_detail() {
 #[test]
 fn p_pushes_the_selected_worktree_runs_branch_and_a_refused_push_offers_force_with_lease() {
     let mut app = worktree_app(120, 16);
-    let effects = app.handle(char_key('P'));
+    // No pull request yet: its title box first, enter pushes.
+    assert!(app.handle(char_key('P')).is_empty());
+    let effects = app.handle(key(KeyCode::Enter));
     assert!(
         matches!(
             &effects[..],
@@ -1786,6 +1788,40 @@ fn a_conflict_offered_in_needs_you() {
                 request: drover_core::dispatch::Request::FollowUp { text, .. },
                 ..
             } if text == follow_up
+        )),
+        "{effects:?}"
+    );
+}
+
+/// `P` on a worktree run with no pull request: a box with its title to edit first; `tab`
+/// makes it a draft; `enter` pushes and opens it with that title and draft.
+#[test]
+fn p_asks_the_pull_requests_title_and_draft_first() {
+    let mut app = worktree_app(100, 30);
+    let effects = app.handle(char_key('P'));
+    assert!(
+        !effects
+            .iter()
+            .any(|e| matches!(e, drover_tui::Effect::Request { .. })),
+        "nothing is pushed before enter: {effects:?}"
+    );
+    press(&mut app, [key(KeyCode::Tab)]);
+    press(&mut app, typed(" (v2)"));
+    snap("pull_request_box", &app);
+    let effects = app.handle(key(KeyCode::Enter));
+    assert!(
+        effects.iter().any(|e| matches!(
+            e,
+            drover_tui::Effect::Request {
+                request: drover_core::dispatch::Request::Pr {
+                    draft: true,
+                    title: Some(title),
+                    refresh: false,
+                    force_with_lease: false,
+                    ..
+                },
+                ..
+            } if title == "Put a cache in front of the greeting (v2)"
         )),
         "{effects:?}"
     );

@@ -575,6 +575,21 @@ impl App {
                 None => self.flash_error("select a run first".into()),
             },
             Action::PullRequest => match selected {
+                // No pull request yet: a small box for its title and draft first.
+                Some(run)
+                    if run
+                        .workspace
+                        .as_ref()
+                        .is_some_and(|w| w.is_worktree() && w.pr.is_none()) =>
+                {
+                    self.views.push(InputBox::new(
+                        InputPurpose::PullRequest {
+                            run_id: run.head.run_id.clone(),
+                            draft: false,
+                        },
+                        run.head.title.clone(),
+                    ));
+                }
                 Some(run) if run.workspace.as_ref().is_some_and(|w| w.is_worktree()) => {
                     let run_id = run.head.run_id.clone();
                     self.flash_info(match run.workspace.as_ref().and_then(|w| w.pr.as_ref()) {
