@@ -1153,7 +1153,7 @@ fn a_ledger_from_before_the_running_totals_is_read_and_migrated_with_the_same_fi
         ledger.close();
     }
     // The file as migration 5 left it: no totals, the session indexes back (and no
-    // search index, migrations 7 and 8).
+    // search index, migrations 7 and 8, nor the scripts' approvals, migration 9).
     let conn = rusqlite::Connection::open(&path).unwrap();
     conn.execute_batch(
         "DROP TRIGGER search_run_added; DROP TRIGGER search_run_deleted;
@@ -1162,7 +1162,7 @@ fn a_ledger_from_before_the_running_totals_is_read_and_migrated_with_the_same_fi
          DROP TRIGGER search_turn_changed; DROP TRIGGER search_turn_ended;
          DROP INDEX events_turn_started; DROP TABLE search; DROP TABLE search_runs;
          DROP TABLE session_money; DROP TABLE session_run_basis; DROP TABLE session_basis_runs;
-         DROP TABLE run_counts;
+         DROP TABLE run_counts; DROP TABLE script_approvals;
          DROP TRIGGER usage_counted; DROP TRIGGER usage_uncounted; DROP TRIGGER usage_immutable;
          DROP TRIGGER runs_counted; DROP TRIGGER runs_uncounted; DROP TRIGGER runs_recounted;
          CREATE INDEX usage_by_session_spend ON usage(budget_session, cost_usd);
