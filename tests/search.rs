@@ -404,7 +404,8 @@ fn a_query_fts5_cannot_read_is_refused_with_its_code() {
     ledger.close();
 }
 
-/// The file at `path` as migration 6 left it: the rows, no index.
+/// The file at `path` as migration 6 left it: the rows, no index (nor migration 9's
+/// `script_approvals`).
 fn before_the_index(path: &Path) {
     let conn = rusqlite::Connection::open(path).unwrap();
     conn.execute_batch(
@@ -413,7 +414,8 @@ fn before_the_index(path: &Path) {
          DROP TRIGGER search_turn_text_pruned; DROP TRIGGER search_turn_added;
          DROP TRIGGER search_turn_changed; DROP TRIGGER search_turn_ended;
          DROP INDEX events_turn_started;
-         DROP TABLE search; DROP TABLE search_runs; PRAGMA user_version = 6;",
+         DROP TABLE search; DROP TABLE search_runs; DROP TABLE script_approvals;
+         PRAGMA user_version = 6;",
     )
     .unwrap();
 }
