@@ -209,6 +209,8 @@ fn summary(i: usize, state: RunState) -> RunSummary {
         pending: usize::from(i < 20),
         needs_input: false,
         escalation_offered: false,
+        script_approval: false,
+        conflict_offered: false,
         // Every other run works in a worktree with a change to show.
         workspace: i.is_multiple_of(2).then(|| {
             Box::new(drover_core::workspace::WorkspaceView {
@@ -296,5 +298,7 @@ fn view(run_id: &str) -> RunView {
         decisions: Vec::new(),
         needs_you: None,
         evidence: None,
+        script_approval: None,
+        conflict_offer: None,
     }
 }

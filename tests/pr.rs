@@ -12,7 +12,8 @@
 //!   opens the pull request with `gh`; the run keeps it (`PR #7 · open · checks 2/4`);
 //!   `--refresh` reads it again (merged); the user's checkout never changes;
 //! - without `gh`, the push alone, and the address the remote printed (or that none was);
-//! - no remote, and a push the remote refuses: the code and sentence, nothing changed.
+//! - no remote, and a push the remote refuses: the code and sentence, nothing changed;
+//! - a GitLab remote: the merge request opened and read with a stand-in `glab`.
 #![allow(clippy::unwrap_used)] // a test or bench may unwrap; the workspace denies it elsewhere
 
 mod common;
@@ -370,4 +371,110 @@ fn a_forge_cli_refusing_for_credentials_is_auth_failed_with_its_words_and_no_tok
     );
     assert_eq!(checkout_state(home.work()), before);
     assert!(home.show(&run)["workspace"]["pr"].is_null());
+}
+
+/// A stand-in `glab` in `<home>/bin`: each call's arguments go to `glab.log`; `mr create`
+/// prints what glab prints (the merge request's reference, title and address); `mr view
+/// N --output json` prints the merge request as glab does — GitLab's merge request object
+/// (`iid`, `state` `opened` / `merged` / `closed`, `web_url`, `draft`, `head_pipeline`
+/// with its `status`) — with the state in `glab.state`.
+fn stand_in_glab(home: &Home) -> PathBuf {
+    let bin = home.path().join("bin");
+    std::fs::create_dir_all(&bin).unwrap();
+    let dir = home.path().display().to_string();
+    std::fs::write(home.path().join("glab.state"), "opened").unwrap();
+    write_script(
+        &bin.join("glab"),
+        &format!(
+            r#"#!/bin/sh
+printf '%s\n' "$*" | head -c 4000 | tr '\n' ' ' >> "{dir}/glab.log"
+echo >> "{dir}/glab.log"
+if [ "$1 $2" = "mr create" ]; then
+  echo "Creating merge request for $4 into main in test/repo"
+  echo
+  echo "!12 $6 ($4)"
+  echo " https://gitlab.example.com/test/repo/-/merge_requests/12"
+  exit 0
+fi
+if [ "$1 $2" = "mr view" ]; then
+  state=$(cat "{dir}/glab.state")
+  printf '{{"id":90112,"iid":%s,"project_id":41,"title":"Add a cache","state":"%s","draft":true,"work_in_progress":true,"source_branch":"b","target_branch":"main","web_url":"https://gitlab.example.com/test/repo/-/merge_requests/%s","head_pipeline":{{"id":5501,"status":"running","ref":"b"}}}}\n' "$3" "$state" "$3"
+  exit 0
+fi
+echo "unknown command $*" >&2
+exit 1
+"#
+        ),
+    );
+    bin
+}
+
+/// A GitLab remote (a bare repository on disk whose address names GitLab, which is how
+/// drover tells the forge): `drover pr --draft` pushes and opens a merge request with
+/// `glab mr create`, reads it with `glab mr view N --output json` (`MR !12 · open`, its
+/// pipeline as its one check), and `--refresh` reads it merged.
+#[test]
+fn pr_on_a_gitlab_remote_opens_a_merge_request_with_glab_and_reads_it_again() {
+    let home = repo_home();
+    let remote = home.path().join("gitlab.example.com/test/repo.git");
+    std::fs::create_dir_all(&remote).unwrap();
+    git(
+        home.path(),
+        &[
+            "init",
+            "-q",
+            "--bare",
+            "-b",
+            "main",
+            remote.to_str().unwrap(),
+        ],
+    );
+    git(
+        home.work(),
+        &["remote", "add", "origin", remote.to_str().unwrap()],
+    );
+    git(home.work(), &["push", "-q", "origin", "main"]);
+    let bin = stand_in_glab(&home);
+    let path = path_with(Some(&bin));
+    let _serve = home.serve_with_env(&[("PATH", &path)]);
+    let (run, ws) = worktree_run(&home);
+    let branch = str_at(&ws, "branch").to_string();
+    let before = checkout_state(home.work());
+
+    let answer = home.json(&["pr", &run, "--draft", "--title", "Add a cache"]);
+    assert_eq!(answer["created"], true, "{answer}");
+    let pr = &answer["pr"];
+    assert_eq!(pr["forge"], "gitlab", "{answer}");
+    assert_eq!(pr["number"], 12, "{answer}");
+    assert_eq!(pr["state"], "open", "{answer}");
+    assert_eq!(pr["draft"], true, "{answer}");
+    assert_eq!(
+        pr["url"],
+        "https://gitlab.example.com/test/repo/-/merge_requests/12"
+    );
+    assert_eq!(pr["checks"]["total"], 1, "the pipeline: {answer}");
+    assert_eq!(pr["checks"]["passed"], 0, "still running: {answer}");
+    let pushed = git(&remote, &["rev-parse", &format!("refs/heads/{branch}")]);
+    assert_eq!(pushed, str_at(&answer["push"], "commit"));
+
+    let log = std::fs::read_to_string(home.path().join("glab.log")).unwrap();
+    assert!(
+        log.contains(&format!(
+            "mr create --source-branch {branch} --title Add a cache --description "
+        )) && log.contains("--yes --target-branch main --draft"),
+        "{log}"
+    );
+    assert!(log.contains("mr view 12 --output json"), "{log}");
+    let text = home.drover(&["pr", &run, "--refresh"]);
+    assert!(
+        common::stdout(&text).contains("MR #12 · draft · checks 0/1"),
+        "{}",
+        common::describe(&text)
+    );
+
+    std::fs::write(home.path().join("glab.state"), "merged").unwrap();
+    let read = home.json(&["pr", &run, "--refresh"]);
+    assert_eq!(read["pr"]["state"], "merged", "{read}");
+    assert!(read["push"].is_null(), "{read}");
+    assert_eq!(checkout_state(home.work()), before);
 }

@@ -413,8 +413,8 @@ fn a_query_fts5_cannot_read_is_refused_with_its_code() {
     ledger.close();
 }
 
-/// The file at `path` as migration 6 left it: the rows, no index (nor turns' evidence,
-/// migration 10).
+/// The file at `path` as migration 6 left it: the rows, no index (nor migration 10's
+/// `script_approvals`, nor turns' evidence, migration 11).
 fn before_the_index(path: &Path) {
     let conn = rusqlite::Connection::open(path).unwrap();
     conn.execute_batch(
@@ -423,7 +423,7 @@ fn before_the_index(path: &Path) {
          DROP TRIGGER search_turn_text_pruned; DROP TRIGGER search_turn_added;
          DROP TRIGGER search_turn_changed; DROP TRIGGER search_turn_reopened;
          DROP INDEX events_turn_started;
-         DROP TABLE search; DROP TABLE search_runs;
+         DROP TABLE search; DROP TABLE search_runs; DROP TABLE script_approvals;
          ALTER TABLE turns DROP COLUMN evidence_json; PRAGMA user_version = 6;",
     )
     .unwrap();

@@ -762,7 +762,9 @@ fn a_run_with_a_pull_request_shows_it_on_its_line_and_its_url_in_the_detail() {
 #[test]
 fn p_pushes_the_selected_worktree_runs_branch_and_a_refused_push_offers_force_with_lease() {
     let mut app = worktree_app(120, 16);
-    let effects = app.handle(char_key('P'));
+    // No pull request yet: its title box first, enter pushes.
+    assert!(app.handle(char_key('P')).is_empty());
+    let effects = app.handle(key(KeyCode::Enter));
     assert!(
         matches!(
             &effects[..],
@@ -1781,5 +1783,162 @@ fn the_evidence_line_under_the_result() {
         buffer[(x, row)].fg,
         Color::Yellow,
         "done with no test: amber"
+
+/// A run whose new worktree's repository scripts wait for approval: in Needs you, its
+/// live line says so; enter shows the scripts (the setup whole, the changed teardown as
+/// its diff); `y` approves them with the prompt's allow key, `d` refuses.
+#[test]
+fn repository_scripts_to_approve() {
+    use drover_core::dispatch::api::{ScriptApprovalView, ScriptAskView};
+    use drover_core::workspace::scripts::ScriptKind;
+    let mut waiting = summary(5, "Add a cache to the greeting", RunState::Starting);
+    waiting.head.live_state = Some(tui_common::live(
+        LiveStateKind::Preparing,
+        12,
+        1_788,
+        Some("waiting for you to approve .drover/setup and .drover/teardown"),
+    ));
+    waiting.script_approval = true;
+    waiting.workspace = Some(Box::new(worktree(5, None)));
+    let runs = vec![
+        waiting.clone(),
+        summary(4, "Refactor the twenty storage modules", RunState::Running),
+    ];
+    let mut app = app_with(runs, 100, 30);
+    assert_eq!(app.model.counts().needs_you, 1);
+    let mut view = view_of(&waiting);
+    view.script_approval = Some(ScriptApprovalView {
+        repository: "/home/dev/project".into(),
+        scripts: vec![
+            ScriptAskView {
+                kind: ScriptKind::Setup,
+                path: ".drover/setup".into(),
+                sha256: "9f2c4e1ab37d0c55e8a1f0b2c3d4e5f60718293a4b5c6d7e8f90a1b2c3d4e5f6".into(),
+                text: "#!/bin/sh\nnpm ci\ncp .env.example .env\n".into(),
+                diff: None,
+            },
+            ScriptAskView {
+                kind: ScriptKind::Teardown,
+                path: ".drover/teardown".into(),
+                sha256: "0a1b2c3d4e5f60718293a4b5c6d7e8f90a1b2c3d4e5f60718293a4b5c6d7e8f9".into(),
+                text: "#!/bin/sh\ndocker compose down\nrm -rf tmp\n".into(),
+                diff: Some(
+                    "--- .drover/teardown (approved)\n+++ .drover/teardown (now)\n@@ -1,2 +1,3 @@\n #!/bin/sh\n docker compose down\n+rm -rf tmp\n"
+                        .into(),
+                ),
+            },
+        ],
+        since: tui_common::NOW - 12_000,
+    });
+    app.model.set_detail(view);
+    app.model.select(&id(5));
+    snap("scripts_waiting_in_needs_you", &app);
+    press(&mut app, [key(KeyCode::Enter)]);
+    assert!(
+        app.views
+            .top_as::<drover_tui::views::scripts::ScriptsView>()
+            .is_some()
+    );
+    snap("scripts_to_approve", &app);
+    let effects = app.handle(char_key('y'));
+    assert!(
+        effects.iter().any(|e| matches!(
+            e,
+            drover_tui::Effect::Request {
+                request: drover_core::dispatch::Request::ApproveScripts { approve: true, .. },
+                ..
+            }
+        )),
+        "{effects:?}"
+    );
+    assert!(
+        app.views
+            .top_as::<drover_tui::views::scripts::ScriptsView>()
+            .is_none()
+    );
+    press(&mut app, [key(KeyCode::Enter)]);
+    let effects = app.handle(char_key('d'));
+    assert!(
+        effects.iter().any(|e| matches!(
+            e,
+            drover_tui::Effect::Request {
+                request: drover_core::dispatch::Request::ApproveScripts { approve: false, .. },
+                ..
+            }
+        )),
+        "{effects:?}"
+    );
+}
+
+/// An idle run whose branch conflicts with its base: in Needs you with the follow-up
+/// offered (its live line and detail say so); enter sends that follow-up, as offered.
+#[test]
+fn a_conflict_offered_in_needs_you() {
+    use drover_core::workspace::{UpdateHow, UpdateView};
+    let mut idle = summary(6, "Add a cache to the greeting", RunState::Idle);
+    idle.conflict_offered = true;
+    idle.workspace = Some(Box::new(worktree(6, Some((2, 14, 1)))));
+    let runs = vec![
+        idle.clone(),
+        summary(4, "Refactor the twenty storage modules", RunState::Running),
+    ];
+    let mut app = app_with(runs, 100, 30);
+    assert_eq!(app.model.counts().needs_you, 1);
+    let follow_up = "The branch main moved on and conflicts with your branch drover/x in src/main.rs. Merge main into your branch (git merge main), resolve the conflicts keeping the intent of both sides, run the tests, and commit the merge.";
+    let mut view = view_of(&idle);
+    view.conflict_offer = Some(UpdateView {
+        how: UpdateHow::Conflict,
+        base: "main".into(),
+        commit: "c0ffee1111".into(),
+        files: vec!["src/main.rs".into()],
+        follow_up: Some(follow_up.into()),
+    });
+    app.model.set_detail(view);
+    app.model.select(&id(6));
+    snap("conflict_offered_in_needs_you", &app);
+    let effects = app.handle(key(KeyCode::Enter));
+    assert!(
+        effects.iter().any(|e| matches!(
+            e,
+            drover_tui::Effect::Request {
+                request: drover_core::dispatch::Request::FollowUp { text, .. },
+                ..
+            } if text == follow_up
+        )),
+        "{effects:?}"
+    );
+}
+
+/// `P` on a worktree run with no pull request: a box with its title to edit first; `tab`
+/// makes it a draft; `enter` pushes and opens it with that title and draft.
+#[test]
+fn p_asks_the_pull_requests_title_and_draft_first() {
+    let mut app = worktree_app(100, 30);
+    let effects = app.handle(char_key('P'));
+    assert!(
+        !effects
+            .iter()
+            .any(|e| matches!(e, drover_tui::Effect::Request { .. })),
+        "nothing is pushed before enter: {effects:?}"
+    );
+    press(&mut app, [key(KeyCode::Tab)]);
+    press(&mut app, typed(" (v2)"));
+    snap("pull_request_box", &app);
+    let effects = app.handle(key(KeyCode::Enter));
+    assert!(
+        effects.iter().any(|e| matches!(
+            e,
+            drover_tui::Effect::Request {
+                request: drover_core::dispatch::Request::Pr {
+                    draft: true,
+                    title: Some(title),
+                    refresh: false,
+                    force_with_lease: false,
+                    ..
+                },
+                ..
+            } if title == "Put a cache in front of the greeting (v2)"
+        )),
+        "{effects:?}"
     );
 }

@@ -842,9 +842,26 @@ fn a_new_worktree_gets_its_included_files_linked_directories_and_setup() {
         notes
             .iter()
             .any(|n| n.contains("copied 1 file .worktreeinclude lists")
-                && n.contains("linked node_modules")
-                && n.contains("ran its setup")),
+                && n.contains("linked node_modules")),
         "{notes:?}"
+    );
+    assert!(
+        notes.iter().any(|n| n.contains("ran its setup `sh -c")),
+        "{notes:?}"
+    );
+    // The live line names the step (`preparing: running setup · 12s`; its clock starts
+    // with the step: `live_state` tests).
+    let details: Vec<String> = home
+        .events(&run)
+        .iter()
+        .filter(|e| e["kind"] == "live_state")
+        .filter_map(|e| Some(e["body"]["assignment"]["detail"].as_str()?.to_string()))
+        .collect();
+    assert!(
+        details
+            .windows(2)
+            .any(|w| w[0] == "creating the worktree" && w[1] == "running setup"),
+        "{details:?}"
     );
 }
 
@@ -864,5 +881,204 @@ fn a_failing_setup_fails_the_runs_start_with_its_exit_code_and_output() {
     assert!(
         notes.contains("exit code 3") && notes.contains("npm ERR missing lockfile"),
         "{notes}"
+    );
+}
+
+/// Writes an executable script at `path` in the checkout and commits it.
+fn commit_script(dir: &Path, path: &str, content: &str) {
+    use std::os::unix::fs::PermissionsExt;
+    let file = dir.join(path);
+    std::fs::create_dir_all(file.parent().unwrap()).unwrap();
+    std::fs::write(&file, content).unwrap();
+    std::fs::set_permissions(&file, std::fs::Permissions::from_mode(0o755)).unwrap();
+    git(dir, &["add", path]);
+    git(dir, &["commit", "-q", "-m", &format!("add {path}")]);
+}
+
+/// Waits until the run waits for its scripts' approval; returns its view.
+fn wait_approval(home: &Home, run: &str) -> Value {
+    home.wait_for(run, "its scripts' approval asked", |v| {
+        v["needs_you"]["reason"] == "approval"
+    })
+}
+
+/// The repository's own `.drover/setup` runs only once the user approved that exact
+/// script: a new one makes the run wait in Needs you (not fail) with the script shown;
+/// `approve-scripts --yes` keeps its hash and the setup runs; the next run of the same
+/// repository does not ask; a changed script asks again with the diff, and `--refuse`
+/// starts the run without it. `.drover/teardown` runs when the worktree is removed, only
+/// while its hash is the approved one — edited in the worktree, it does not run, and the
+/// worktree is removed all the same.
+#[test]
+fn a_repository_script_runs_only_once_approved_and_asks_again_when_changed() {
+    let home = repo_home();
+    let work = home.work();
+    let log = home.path().join("teardown.log");
+    commit_script(
+        work,
+        ".drover/setup",
+        "#!/bin/sh\necho one > setup-ran.txt\necho set up\n",
+    );
+    commit_script(
+        work,
+        ".drover/teardown",
+        &format!("#!/bin/sh\necho bye >> '{}'\n", log.display()),
+    );
+    let _serve = home.serve();
+
+    // First time: the run waits, nothing of the script ran.
+    let first = home.dispatch("quick-success", "Build it", &["--workspace", "worktree"]);
+    let view = wait_approval(&home, &first);
+    assert_eq!(view["state"], "starting", "{view}");
+    let live = &view["live_state"];
+    assert_eq!(live["state"], "preparing", "{view}");
+    assert!(
+        str_at(live, "detail").contains("approve .drover/setup and .drover/teardown"),
+        "{live}"
+    );
+    let tree = worktree(&view["workspace"]);
+    assert!(
+        !tree.join("setup-ran.txt").exists(),
+        "not run before approval"
+    );
+    let scripts = array(view["script_approval"]["scripts"].clone());
+    assert_eq!(scripts.len(), 2, "{view}");
+    assert!(str_at(&scripts[0], "text").contains("echo one"), "{view}");
+    assert!(scripts[0]["diff"].is_null(), "first time: no diff");
+    let shown = common::stdout(&home.drover(&["approve-scripts", &first]));
+    assert!(
+        shown.contains(".drover/setup") && shown.contains("echo one > setup-ran.txt"),
+        "{shown}"
+    );
+    assert_eq!(home.row(&first)["script_approval"], true);
+
+    home.json(&["approve-scripts", &first, "--yes"]);
+    let view = home.wait_idle(&first);
+    assert_eq!(read(&tree, "setup-ran.txt"), "one\n");
+    let notes = notes_of(&view).join("\n");
+    assert!(notes.contains("you approved .drover/setup"), "{notes}");
+    assert!(notes.contains("ran its setup `.drover/setup`"), "{notes}");
+    assert!(notes.contains("set up"), "its output's end: {notes}");
+    assert!(view["script_approval"].is_null(), "{view}");
+
+    // Approved and unchanged: the next run of the repository does not ask.
+    let second = home.dispatch("quick-success", "Again", &["--workspace", "worktree"]);
+    let view = home.wait_idle(&second);
+    let second_tree = worktree(&view["workspace"]);
+    assert_eq!(read(&second_tree, "setup-ran.txt"), "one\n");
+
+    // Changed: asked again, with the diff against the approved one; refused, the run
+    // starts without it.
+    commit_script(
+        work,
+        ".drover/setup",
+        "#!/bin/sh\necho one > setup-ran.txt\necho two >> setup-ran.txt\n",
+    );
+    let third = home.dispatch("quick-success", "Once more", &["--workspace", "worktree"]);
+    let view = wait_approval(&home, &third);
+    let scripts = array(view["script_approval"]["scripts"].clone());
+    assert_eq!(scripts.len(), 1, "only the changed one: {view}");
+    assert!(
+        str_at(&scripts[0], "diff").contains("+echo two >> setup-ran.txt"),
+        "{view}"
+    );
+    home.json(&["approve-scripts", &third, "--refuse"]);
+    let view = home.wait_idle(&third);
+    assert!(!worktree(&view["workspace"]).join("setup-ran.txt").exists());
+    assert!(
+        notes_of(&view)
+            .join("\n")
+            .contains("you refused .drover/setup")
+    );
+    home.refused(&["approve-scripts", &third, "--yes"], "NO_PENDING_REQUEST");
+
+    // Teardown: the approved one runs when the worktree goes.
+    home.json(&["complete", &second]);
+    home.wait_terminal(&second);
+    home.json(&["discard", &second]);
+    let view = home.wait_for(&second, "its teardown noted", |v| {
+        notes_of(v).iter().any(|n| n.contains(".drover/teardown"))
+    });
+    assert_eq!(read(home.path(), "teardown.log"), "bye\n");
+    assert!(
+        notes_of(&view)
+            .iter()
+            .any(|n| n.contains("ran .drover/teardown")),
+        "{view}"
+    );
+    assert!(!second_tree.exists());
+
+    // Edited in the worktree, it is not the approved script: not run, the worktree goes.
+    std::fs::write(
+        tree.join(".drover/teardown"),
+        format!("#!/bin/sh\necho edited >> '{}'\n", log.display()),
+    )
+    .unwrap();
+    home.json(&["complete", &first]);
+    home.wait_terminal(&first);
+    home.json(&["discard", &first]);
+    let view = home.wait_for(&first, "its teardown noted", |v| {
+        notes_of(v).iter().any(|n| n.contains(".drover/teardown"))
+    });
+    assert!(
+        notes_of(&view)
+            .iter()
+            .any(|n| n.contains("changed since it was approved")),
+        "{view}"
+    );
+    assert_eq!(read(home.path(), "teardown.log"), "bye\n", "not run");
+    assert!(!tree.exists());
+}
+
+/// A conflict is offered to the run in Needs you: after `update` conflicts, the idle run
+/// waits there (`needs_you.reason` `conflict`) with the follow-up that asks it to merge
+/// its base and resolve the files; sending a follow-up withdraws the offer. `merge` on a
+/// branch that conflicts is refused with MERGE_CONFLICT, changing nothing, and offers
+/// the same.
+#[test]
+fn a_conflict_is_offered_in_needs_you_as_the_follow_up_that_hands_it_to_the_run() {
+    let home = repo_home();
+    let work = home.work();
+    let _serve = home.serve();
+    let (run, _ws) = worktree_run(&home, "worktree-change", "Add a cache", 2);
+    assert!(home.show(&run)["needs_you"].is_null());
+    commit_file(
+        work,
+        "src/main.rs",
+        "fn main() { /* mine */ }\n",
+        "my own main",
+    );
+    let out = home.drover(&["update", &run]);
+    assert!(!out.status.success(), "{out:?}");
+    let view = home.wait_for(&run, "the conflict offered", |v| {
+        v["needs_you"]["reason"] == "conflict"
+    });
+    let offer = &view["conflict_offer"];
+    assert_eq!(offer["base"], "main", "{view}");
+    assert_eq!(offer["files"], serde_json::json!(["src/main.rs"]), "{view}");
+    assert!(
+        str_at(offer, "follow_up").contains("Merge main into your branch"),
+        "{view}"
+    );
+    assert_eq!(home.row(&run)["conflict_offered"], true);
+
+    // A follow-up (the offered one, as `enter` sends it) withdraws the offer.
+    home.json(&["follow-up", &run, str_at(offer, "follow_up")]);
+    let view = home.wait_for(&run, "the offer withdrawn", |v| {
+        v["conflict_offer"].is_null() && v["state"] == "idle"
+    });
+    assert!(view["needs_you"].is_null(), "{view}");
+
+    // `merge` refused on the conflict: nothing changed, and the same offer.
+    let head_before = git(work, &["rev-parse", "HEAD"]);
+    home.refused(&["merge", &run], "MERGE_CONFLICT");
+    assert_eq!(git(work, &["rev-parse", "HEAD"]), head_before);
+    let view = home.wait_for(&run, "the conflict offered again", |v| {
+        v["needs_you"]["reason"] == "conflict"
+    });
+    assert_eq!(
+        view["conflict_offer"]["files"],
+        serde_json::json!(["src/main.rs"]),
+        "{view}"
     );
 }

@@ -102,6 +102,8 @@ mod tests {
             pending,
             needs_input,
             escalation_offered: false,
+            script_approval: false,
+            conflict_offered: false,
             workspace: None,
             result_status: result.map(str::to_string),
             parent_run: None,

@@ -948,6 +948,8 @@ mod tests {
             }],
             needs_you: None,
             evidence: None,
+            script_approval: None,
+            conflict_offer: None,
         };
         let text = run_view(&view, 120_000);
         let lines: Vec<&str> = text.lines().collect();

@@ -89,6 +89,23 @@ pub enum WorkspaceCommand {
         #[command(flatten)]
         output: JsonFlag,
     },
+    /// A run whose new worktree holds repository scripts (`.drover/setup`,
+    /// `.drover/teardown`) never approved for the repository, or changed since, waits to
+    /// start: this prints them (the whole script, or its diff against the one approved);
+    /// --yes approves them (their SHA-256 is kept; the setup runs and the run starts),
+    /// --refuse starts the run without them. NO_PENDING_REQUEST when the run waits for no
+    /// approval.
+    ApproveScripts {
+        run: String,
+        /// Approve the scripts shown.
+        #[arg(long, conflicts_with = "refuse")]
+        yes: bool,
+        /// Refuse them: the run starts without them (asked again next time).
+        #[arg(long)]
+        refuse: bool,
+        #[command(flatten)]
+        output: JsonFlag,
+    },
     /// Remove a finished run's worktree and keep its branch (uncommitted work is
     /// committed onto it first).
     Keep {
@@ -148,6 +165,7 @@ impl WorkspaceCommand {
             WorkspaceCommand::Diff { .. } => "diff",
             WorkspaceCommand::Merge { .. } => "merge",
             WorkspaceCommand::Update { .. } => "update",
+            WorkspaceCommand::ApproveScripts { .. } => "approve-scripts",
             WorkspaceCommand::Keep { .. } => "keep",
             WorkspaceCommand::Discard { .. } => "discard",
             WorkspaceCommand::Pr { .. } => "pr",
@@ -227,6 +245,23 @@ pub fn run(command: WorkspaceCommand, paths: &Paths) -> Result<(), DroverError> 
             },
             output.json,
         ),
+        WorkspaceCommand::ApproveScripts {
+            run,
+            yes,
+            refuse,
+            output,
+        } => {
+            if !yes && !refuse {
+                return show_scripts(paths, &run, output.json);
+            }
+            (
+                Request::ApproveScripts {
+                    run_id: run,
+                    approve: yes,
+                },
+                output.json,
+            )
+        }
         WorkspaceCommand::Keep { run, output } => (Request::Keep { run_id: run }, output.json),
         WorkspaceCommand::Discard { run, output } => {
             (Request::Discard { run_id: run }, output.json)
@@ -257,11 +292,72 @@ pub fn run(command: WorkspaceCommand, paths: &Paths) -> Result<(), DroverError> 
             Response::Diff(view) => render::diff(view),
             Response::Workspace(view) => render::workspace_action(view),
             Response::Pr(view) => render::pr_action(view),
+            Response::Run(run) => format!(
+                "{}: {}\n",
+                run.head.run_id,
+                run.head
+                    .live_state
+                    .as_ref()
+                    .and_then(|l| l.detail.clone())
+                    .unwrap_or_else(|| run.head.state.as_str().to_string())
+            ),
             other => render::pretty_json(other),
         };
         write_stdout(&text)?;
     }
     conflict.map_or(Ok(()), Err)
+}
+
+/// `drover approve-scripts RUN` without --yes or --refuse: the scripts the run waits on,
+/// each whole (first time) or as its diff against the one approved (changed), redacted.
+fn show_scripts(paths: &Paths, run: &str, json: bool) -> Result<(), DroverError> {
+    let answer = runtime()?.block_on(ask_or_own(
+        paths,
+        Request::Show {
+            run_id: run.to_string(),
+        },
+    ))?;
+    let Response::Show(view) = answer else {
+        return Err(DroverError::new(
+            drover_core::ErrorCode::Internal,
+            "the owner answered `show` in another shape",
+        ));
+    };
+    let Some(approval) = view.script_approval else {
+        return Err(DroverError::new(
+            drover_core::ErrorCode::NoPendingRequest,
+            format!(
+                "run {run} waits for no script approval; `drover show {run}` says what it waits for"
+            ),
+        ));
+    };
+    if json {
+        return print_json(&approval);
+    }
+    let mut text = format!(
+        "run {run} waits for your approval of {}'s scripts:\n",
+        approval.repository
+    );
+    for script in &approval.scripts {
+        let short: String = script.sha256.chars().take(12).collect();
+        match &script.diff {
+            Some(diff) => text.push_str(&format!(
+                "\n{} changed since you approved it (sha256 {short}…):\n{diff}",
+                script.path
+            )),
+            None => text.push_str(&format!(
+                "\n{} (sha256 {short}…), never approved:\n{}",
+                script.path, script.text
+            )),
+        }
+        if !text.ends_with('\n') {
+            text.push('\n');
+        }
+    }
+    text.push_str(&format!(
+        "\napprove: drover approve-scripts {run} --yes · refuse (start without them): drover approve-scripts {run} --refuse\n"
+    ));
+    write_stdout(&text)
 }
 
 /// `drover open`: the run's directory printed, or `program` opened there — in a new tmux

@@ -109,6 +109,8 @@ pub fn summary(n: u32, title: &str, state: RunState) -> RunSummary {
         pending: usize::from(state == RunState::AwaitingPermission),
         needs_input: false,
         escalation_offered: false,
+        script_approval: false,
+        conflict_offered: false,
         workspace: None,
         result_status: None,
         parent_run: None,
@@ -220,6 +222,8 @@ pub fn view_of(s: &RunSummary) -> RunView {
         decisions: Vec::new(),
         needs_you: None,
         evidence: None,
+        script_approval: None,
+        conflict_offer: None,
     }
 }
 

@@ -59,8 +59,9 @@ pub enum ErrorCode {
     RunNotActive,
     /// The run is not idle, so it cannot take a follow-up now.
     RunNotIdle,
-    /// A new worktree's setup command (`[workspaces] setup`) failed or ran out of time:
-    /// the run did not start.
+    /// A new worktree's setup (`[workspaces] setup`, or the repository's approved
+    /// `.drover/setup`) failed or ran out of time, or the script cannot be read: the run
+    /// did not start.
     SetupFailed,
     /// The run is taken over in its CLI's own interface (`drover attach`): drover sends
     /// it nothing until it is handed back.

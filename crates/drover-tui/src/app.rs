@@ -41,6 +41,7 @@ use super::views::help::HelpView;
 use super::views::input::{InputBox, InputPurpose};
 use super::views::prompt::{PromptState, PromptView};
 use super::views::route::{RouteState, RouteView};
+use super::views::scripts::ScriptsView;
 use super::views::{Outcome, ViewCommand, ViewStack};
 use drover_core::DroverError;
 use drover_core::UnixMillis;
@@ -583,6 +584,21 @@ impl App {
                 None => self.flash_error("select a run first".into()),
             },
             Action::PullRequest => match selected {
+                // No pull request yet: a small box for its title and draft first.
+                Some(run)
+                    if run
+                        .workspace
+                        .as_ref()
+                        .is_some_and(|w| w.is_worktree() && w.pr.is_none()) =>
+                {
+                    self.views.push(InputBox::new(
+                        InputPurpose::PullRequest {
+                            run_id: run.head.run_id.clone(),
+                            draft: false,
+                        },
+                        run.head.title.clone(),
+                    ));
+                }
                 Some(run) if run.workspace.as_ref().is_some_and(|w| w.is_worktree()) => {
                     let run_id = run.head.run_id.clone();
                     self.flash_info(match run.workspace.as_ref().and_then(|w| w.pr.as_ref()) {
@@ -657,6 +673,41 @@ impl App {
         } else if entry.summary.head.state == RunState::AwaitingRoute {
             let id = entry.summary.head.run_id.clone();
             self.open_route(&id);
+        } else if entry.summary.conflict_offered && entry.summary.head.state == RunState::Idle {
+            // The offer (docs/ARCHITECTURE.md §"Workspaces"): enter sends the follow-up
+            // that hands the conflict to the run.
+            let id = entry.summary.head.run_id.clone();
+            let text = entry
+                .detail
+                .as_ref()
+                .and_then(|d| d.conflict_offer.as_ref())
+                .and_then(|c| c.follow_up.clone());
+            match text {
+                Some(text) => {
+                    self.flash_info(format!("sending {id} the follow-up to merge and resolve…"));
+                    effects.push(Effect::Request {
+                        tag: ReplyTag::FollowUp(id.clone()),
+                        request: Request::FollowUp { run_id: id, text },
+                    });
+                }
+                None => {
+                    self.flash_info(format!("{id}: reading its conflict; press enter again"));
+                    self.fetch_show(&id, effects);
+                }
+            }
+        } else if entry.summary.script_approval && entry.summary.head.state.is_active() {
+            let id = entry.summary.head.run_id.clone();
+            match entry
+                .detail
+                .as_ref()
+                .and_then(|d| d.script_approval.clone())
+            {
+                Some(approval) => self.views.push(ScriptsView::new(id, approval)),
+                None => {
+                    self.flash_info(format!("{id}: reading its scripts; press enter again"));
+                    self.fetch_show(&id, effects);
+                }
+            }
         } else if entry.summary.escalation_offered
             && entry.summary.head.state != RunState::Interrupted
         {
@@ -1213,6 +1264,20 @@ impl App {
                         }
                         _ => self.flash_error(format!("{}: {}", e.code, e.message)),
                     },
+                }
+            }
+            ReplyTag::ApproveScripts { run_id, approve } => {
+                match result.and_then(Response::into_run) {
+                    Ok(run) => {
+                        self.model.upsert(run);
+                        self.want_show.push(run_id.clone());
+                        self.flash_info(if approve {
+                            format!("{run_id}: scripts approved; its setup runs, then it starts")
+                        } else {
+                            format!("{run_id}: scripts refused; it starts without them")
+                        });
+                    }
+                    Err(e) => self.flash_error(format!("{}: {}", e.code, e.message)),
                 }
             }
             ReplyTag::Pr(id) => match result.and_then(Response::into_pr) {

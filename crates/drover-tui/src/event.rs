@@ -92,6 +92,11 @@ pub enum ReplyTag {
     },
     /// `pr`: the run's branch pushed, its pull request opened or read.
     Pr(String),
+    /// The run's repository scripts approved (or refused).
+    ApproveScripts {
+        run_id: String,
+        approve: bool,
+    },
     /// `merge`, `keep` or `discard` of a run's worktree.
     WorkspaceAction {
         run_id: String,

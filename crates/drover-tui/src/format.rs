@@ -156,8 +156,10 @@ fn waits_for_you(need: Option<Need>) -> Option<&'static str> {
         Need::Input => Some("needs your input"),
         Need::Blocked => Some("blocked: say how to go on"),
         Need::Escalation => Some("blocked: escalation offered"),
+        Need::Conflict => Some("conflicts with its base: follow-up offered"),
         // These say why in their own detail (a request, a card, "interrupted by a restart").
-        Need::Permission | Need::Route | Need::Interrupted => None,
+        // (and the scripts to approve: "waiting for you to approve .drover/setup").
+        Need::Permission | Need::Route | Need::Interrupted | Need::Approval => None,
     }
 }
 
@@ -199,11 +201,13 @@ fn live_pieces(
             None => why.to_string(),
         });
     }
-    // Not in a turn (or held on a route card): "working" or "admitted" is not what the
-    // user sees; the detail says what it is. An end with a detail (a restart's
+    // Not in a turn (or held on a route card, or on its scripts' approval): "working" or
+    // "admitted" is not what the user sees; the detail says what it is. An end with a detail (a restart's
     // interruption) says what happened in words too.
-    let between_turns = (live.state == LiveStateKind::Working
-        && matches!(state, RunState::Idle | RunState::AwaitingPermission))
+    // A run waiting for its scripts' approval leads with that, as a run in Needs you.
+    let between_turns = need == Some(Need::Approval)
+        || (live.state == LiveStateKind::Working
+            && matches!(state, RunState::Idle | RunState::AwaitingPermission))
         || (live.state == LiveStateKind::Admitted && state == RunState::AwaitingRoute)
         || live.state == LiveStateKind::Ended;
     let (lead, detail) = match detail {

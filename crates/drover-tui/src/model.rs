@@ -447,6 +447,8 @@ impl ViewModel {
                         | Need::Blocked
                         | Need::Escalation
                         | Need::Interrupted
+                        | Need::Approval
+                        | Need::Conflict
                 )
             )
         {

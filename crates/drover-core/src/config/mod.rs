@@ -147,10 +147,18 @@ pub struct WorkspacesConfig {
     /// How long `setup` may take.
     #[serde(default = "default_setup_timeout_secs")]
     pub setup_timeout_secs: u64,
+    /// How often the state and checks of a run's open pull request are read again from
+    /// the forge (one run at a time), in seconds; at least 30.
+    #[serde(default = "default_pr_refresh_secs")]
+    pub pr_refresh_secs: u64,
 }
 
 fn default_setup_timeout_secs() -> u64 {
     600
+}
+
+fn default_pr_refresh_secs() -> u64 {
+    300
 }
 
 /// `[workspaces] shared_conflict`.

@@ -505,6 +505,16 @@ fn workspaces(config: &Config) -> Result<(), Problem> {
             vec![key],
         ));
     }
+    if !(30..=86_400).contains(&ws.pr_refresh_secs) {
+        let key = vec!["workspaces".to_owned(), "pr_refresh_secs".to_owned()];
+        return Err(Problem::new(
+            format!(
+                "`{}` must be 30 to 86400 seconds (the forge is asked at most that often)",
+                dotted(&key)
+            ),
+            vec![key],
+        ));
+    }
     let root = config.workspaces.root.trim();
     if !root.is_empty() && !std::path::Path::new(root).is_absolute() {
         let key = vec!["workspaces".to_owned(), "root".to_owned()];

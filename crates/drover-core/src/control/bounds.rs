@@ -66,7 +66,8 @@ pub fn check(request: &Request) -> Result<Request, DroverError> {
         | Request::Route { run_id, .. }
         | Request::RouteDecline { run_id }
         | Request::Escalate { run_id, .. }
-        | Request::Retry { run_id } => id_len("run_id", run_id)?,
+        | Request::Retry { run_id }
+        | Request::ApproveScripts { run_id, .. } => id_len("run_id", run_id)?,
         Request::Remove {
             run_id: Some(run_id),
             ..

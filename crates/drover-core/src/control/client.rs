@@ -75,6 +75,7 @@ pub fn request_timeout(request: &Request) -> Option<Duration> {
         | Request::RouteDecline { .. }
         | Request::Escalate { .. }
         | Request::Retry { .. }
+        | Request::ApproveScripts { .. }
         | Request::Keep { .. }
         | Request::Discard { .. }
         | Request::RuleAdd { .. }

@@ -192,6 +192,15 @@ pub enum Request {
         #[serde(default)]
         rebase: bool,
     },
+    /// Approve (or refuse) the repository scripts a run waits on before it starts
+    /// (docs/ARCHITECTURE.md §"Workspaces"): approved, their SHA-256 is kept for the
+    /// repository and the setup runs; refused, the run starts without them.
+    ApproveScripts {
+        /// The run waiting.
+        run_id: String,
+        /// Approve them (`false`: refuse them).
+        approve: bool,
+    },
     /// Remove a finished run's worktree, keeping its branch (uncommitted work is committed
     /// onto it).
     Keep {
@@ -536,7 +545,8 @@ impl Request {
             | Request::Route { .. }
             | Request::RouteDecline { .. }
             | Request::Escalate { .. }
-            | Request::Retry { .. } => Response::Run(boxed(value)?),
+            | Request::Retry { .. }
+            | Request::ApproveScripts { .. } => Response::Run(boxed(value)?),
             Request::Runs { .. } => Response::Runs(serde_json::from_value(value)?),
             Request::Counts => Response::Counts(serde_json::from_value(value)?),
             Request::Show { .. } => Response::Show(boxed(value)?),
@@ -711,6 +721,14 @@ pub enum Need {
     /// A restart of drover cut its turn short (or found it with no session to go on
     /// in): the user resumes it, or stops it (docs/ARCHITECTURE.md §"A restart").
     Interrupted,
+    /// Its new worktree's repository scripts (`.drover/setup`, `.drover/teardown`) were
+    /// never approved, or changed since: the run waits to start until the user approves
+    /// or refuses them (docs/ARCHITECTURE.md §"Workspaces").
+    Approval,
+    /// Bringing its branch up to date (`update`, or a merge) conflicts with its base: a
+    /// follow-up asking it to merge the base and resolve the conflicts is offered (an
+    /// idle run).
+    Conflict,
 }
 
 /// Why a run is in Needs you, and since when (`show --json` → `needs_you`).
@@ -730,8 +748,12 @@ fn need_of(
     needs_input: bool,
     result_status: Option<&str>,
     offered: bool,
+    approval: bool,
+    conflict: bool,
 ) -> Option<Need> {
-    if state.is_terminal() {
+    if approval && state.is_active() {
+        Some(Need::Approval)
+    } else if state.is_terminal() {
         offered.then_some(Need::Escalation)
     } else if state == RunState::Interrupted {
         Some(Need::Interrupted)
@@ -744,6 +766,8 @@ fn need_of(
         None
     } else if needs_input {
         Some(Need::Input)
+    } else if conflict {
+        Some(Need::Conflict)
     } else if offered {
         Some(Need::Escalation)
     } else if result_status == Some("blocked") {
@@ -763,6 +787,8 @@ impl Need {
             Need::Blocked => "blocked",
             Need::Escalation => "escalation offered",
             Need::Interrupted => "interrupted by a restart",
+            Need::Approval => "setup script to approve",
+            Need::Conflict => "conflicts with its base: follow-up offered",
         }
     }
 }
@@ -878,6 +904,8 @@ impl RunSummary {
             pending: 0,
             needs_input: false,
             escalation_offered: false,
+            script_approval: false,
+            conflict_offered: false,
             workspace: None,
             result_status: None,
             parent_run: None,
@@ -902,6 +930,8 @@ impl RunSummary {
             self.needs_input,
             self.result_status.as_deref(),
             self.escalation_offered,
+            self.script_approval,
+            self.conflict_offered,
         )
     }
 }
@@ -1039,6 +1069,14 @@ pub struct RunSummary {
     /// An escalation or retry is offered (the run shows in Needs you).
     #[serde(default)]
     pub escalation_offered: bool,
+    /// Its repository's scripts wait for the user's approval before it starts (the run
+    /// shows in Needs you; the view's `script_approval` has them).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub script_approval: bool,
+    /// Its branch conflicts with its base and the follow-up that hands the conflict to it
+    /// is offered (the run shows in Needs you; the view's `conflict_offer` has it).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub conflict_offered: bool,
     /// Where the run works and what it changed there (boxed: rows travel in every
     /// `run_changed` event).
     #[serde(default)]
@@ -1121,6 +1159,40 @@ pub struct RunView {
     /// turn has ended.
     #[serde(default)]
     pub evidence: Option<crate::evidence::Evidence>,
+    /// The repository scripts the run waits for the user to approve before it starts.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub script_approval: Option<ScriptApprovalView>,
+    /// The conflict of its branch with its base, and the follow-up offered to hand it to
+    /// the run (`enter` on it in Needs you sends it).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub conflict_offer: Option<crate::workspace::UpdateView>,
+}
+
+/// Repository scripts waiting for the user's approval (docs/ARCHITECTURE.md
+/// §"Workspaces"): `drover approve-scripts RUN`, or enter on the run in Needs you.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ScriptApprovalView {
+    /// The repository (the top of the user's checkout).
+    pub repository: String,
+    /// Each script waiting: never approved, or changed since.
+    pub scripts: Vec<ScriptAskView>,
+    /// Since when the run waits (ms since the epoch).
+    pub since: UnixMillis,
+}
+
+/// One repository script to approve.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ScriptAskView {
+    /// `setup` or `teardown`.
+    pub kind: crate::workspace::scripts::ScriptKind,
+    /// Where it is in the repository (`.drover/setup`).
+    pub path: String,
+    /// The SHA-256 of its bytes (what an approval records).
+    pub sha256: String,
+    /// Its text, redacted.
+    pub text: String,
+    /// Its diff against the version approved before (redacted); `None` the first time.
+    pub diff: Option<String>,
 }
 
 impl RunView {
@@ -1135,6 +1207,8 @@ impl RunView {
             needs_input,
             status,
             self.escalation.is_some(),
+            self.script_approval.is_some(),
+            self.conflict_offer.is_some(),
         )?;
         let last_turn_end = self.turns.iter().rev().find_map(|t| t.ended_at);
         let live_since = self.head.live_state.as_ref().map(|l| l.since);
@@ -1144,6 +1218,8 @@ impl RunView {
             Need::Input | Need::Blocked => last_turn_end,
             Need::Escalation => self.head.finished_at.or(last_turn_end),
             Need::Interrupted => live_since,
+            Need::Approval => self.script_approval.as_ref().map(|a| a.since),
+            Need::Conflict => last_turn_end,
         }
         .or(live_since)
         .unwrap_or(self.head.created_at);

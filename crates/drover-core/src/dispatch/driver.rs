@@ -463,9 +463,15 @@ impl Driver {
                     // Git runs in a task of its own; its outcome comes back as an input.
                     let done = self.workspace_done.clone();
                     tokio::spawn(async move {
-                        let outcome =
-                            crate::workspace::perform(&job.run_id, job.task.clone()).await;
-                        let _ = done.send(Input::Workspace(Box::new(job.done(outcome))));
+                        let (outcome, teardown) = crate::workspace::perform_with(
+                            &job.run_id,
+                            job.task.clone(),
+                            job.teardown.clone(),
+                        )
+                        .await;
+                        let mut finished = job.done(outcome);
+                        finished.teardown = teardown;
+                        let _ = done.send(Input::Workspace(Box::new(finished)));
                     });
                 }
                 Effect::Interactive(job) => {

@@ -151,6 +151,7 @@ pub fn startup(
         session: session(reader, &name)?,
         route_memory,
         rules: reader.rules()?,
+        script_approvals: reader.script_approvals()?,
         // Untrusted like any file: a value that is not a number counts as none.
         rules_high_water: reader
             .meta(crate::dispatch::core::RULES_HIGH_WATER)?
@@ -416,6 +417,8 @@ fn summary(
         pending: 0,
         needs_input: needs_input(run.state, last_result.as_ref()),
         escalation_offered: false,
+        script_approval: false,
+        conflict_offered: false,
         result_status: last_result.and_then(|r| r.status),
     }))
 }
@@ -603,6 +606,9 @@ pub fn run_view_from_ledger(reader: &LedgerReader, run_id: &str) -> Result<RunVi
         route: last_event_body(reader, run_id, "route")?,
         escalation: last_event_body(reader, run_id, "escalation_offer")?,
         decisions: decisions(reader, run_id)?,
+        // Only a live run waits on its scripts' approval.
+        script_approval: None,
+        conflict_offer: None,
     };
     let rev = reader.last_seq(&run.run_id)?;
     Ok(facts(&run, &spec, spent, depth, workspace.as_ref(), rev).view(details))

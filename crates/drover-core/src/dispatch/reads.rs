@@ -136,6 +136,8 @@ pub struct Startup {
     pub route_memory: Vec<(String, String)>,
     /// The approval rules, oldest first.
     pub rules: Vec<crate::rules::Rule>,
+    /// The repository scripts the user approved (docs/ARCHITECTURE.md §"Workspaces").
+    pub script_approvals: Vec<crate::workspace::scripts::ApprovedScript>,
     /// The highest rule id ever given ([`RULES_HIGH_WATER`]; 0 when none is recorded).
     pub rules_high_water: u64,
     /// When the newest run in the ledger was created (new ids sort after it).

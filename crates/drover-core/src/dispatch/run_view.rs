@@ -71,6 +71,10 @@ pub struct RowState {
     pub needs_input: bool,
     /// An escalation or retry is offered.
     pub escalation_offered: bool,
+    /// Its repository's scripts wait for the user's approval.
+    pub script_approval: bool,
+    /// A follow-up handing its branch's conflict to it is offered.
+    pub conflict_offered: bool,
     /// The status word of its last result.
     pub result_status: Option<String>,
 }
@@ -106,6 +110,10 @@ pub struct RunDetails {
     pub escalation: Option<Escalation>,
     /// Its last decisions (permission answers and rules).
     pub decisions: Vec<DecisionView>,
+    /// The repository scripts it waits for the user to approve (a live run only).
+    pub script_approval: Option<super::api::ScriptApprovalView>,
+    /// The conflict offered to it as a follow-up (a live run only).
+    pub conflict_offer: Option<crate::workspace::UpdateView>,
 }
 
 impl RunFacts<'_> {
@@ -136,6 +144,8 @@ impl RunFacts<'_> {
             pending: row.pending,
             needs_input: row.needs_input,
             escalation_offered: row.escalation_offered,
+            script_approval: row.script_approval,
+            conflict_offered: row.conflict_offered,
             workspace: self.workspace.cloned().map(Box::new),
             result_status: row.result_status,
             parent_run: self.parent_run.map(str::to_string),
@@ -174,6 +184,8 @@ impl RunFacts<'_> {
             decisions: details.decisions,
             needs_you: None,
             evidence,
+            script_approval: details.script_approval,
+            conflict_offer: details.conflict_offer,
         }
         .with_need()
     }

@@ -387,6 +387,40 @@ impl LedgerReader {
             .collect()
     }
 
+    /// Every repository script approved (the latest of each repository and kind).
+    pub fn script_approvals(
+        &self,
+    ) -> Result<Vec<crate::workspace::scripts::ApprovedScript>, LedgerError> {
+        let mut st = self.conn.prepare_cached(
+            "SELECT repository, kind, sha256, script, approved_at FROM script_approvals
+             ORDER BY repository, kind",
+        )?;
+        let rows = st
+            .query_map([], |r| {
+                Ok((
+                    r.get::<_, String>(0)?,
+                    r.get::<_, String>(1)?,
+                    r.get::<_, String>(2)?,
+                    r.get::<_, String>(3)?,
+                    r.get::<_, i64>(4)?,
+                ))
+            })?
+            .collect::<Result<Vec<_>, _>>()?;
+        // A kind this build does not know is left out.
+        Ok(rows
+            .into_iter()
+            .filter_map(|(repository, kind, sha256, text, approved_at)| {
+                Some(crate::workspace::scripts::ApprovedScript {
+                    repository,
+                    kind: crate::workspace::scripts::ScriptKind::parse(&kind)?,
+                    sha256,
+                    text,
+                    approved_at,
+                })
+            })
+            .collect())
+    }
+
     /// The value kept under `key` in the `meta` table; `None` when there is none.
     pub fn meta(&self, key: &str) -> Result<Option<String>, LedgerError> {
         Ok(self

@@ -734,7 +734,21 @@ const MIGRATIONS: &[&str] = &[
     END;
     "
     ),
-    // 10: each turn's evidence (docs/ARCHITECTURE.md §"Evidence"): the commands it
+    // 10: the repository scripts the user approved (docs/ARCHITECTURE.md §"Workspaces"):
+    // per repository (the top of the user's checkout) and kind (`setup`, `teardown`), the
+    // SHA-256 of the script approved and its text (a changed script is shown as a diff
+    // against it). Only the latest approval of each is kept.
+    r#"
+    CREATE TABLE script_approvals (
+        repository  TEXT NOT NULL,
+        kind        TEXT NOT NULL,
+        sha256      TEXT NOT NULL,
+        script      TEXT NOT NULL,
+        approved_at INTEGER NOT NULL,
+        PRIMARY KEY (repository, kind)
+    );
+    "#,
+    // 11: each turn's evidence (docs/ARCHITECTURE.md §"Evidence"): the commands it
     // executed with their exit codes and the tests among them, as JSON.
     r#"
     ALTER TABLE turns ADD COLUMN evidence_json TEXT;
@@ -749,9 +763,9 @@ pub const RUNNING_TOTALS: i64 = 6;
 /// of version 7 has the index of migration 7, whose documents are laid out otherwise).
 pub const SEARCH_INDEX: i64 = 8;
 
-/// The first version whose turns keep their evidence (migration 10; an older file's turns
+/// The first version whose turns keep their evidence (migration 11; an older file's turns
 /// are read with none).
-pub const TURN_EVIDENCE: i64 = 10;
+pub const TURN_EVIDENCE: i64 = 11;
 
 /// The schema version this build writes.
 pub fn current_version() -> i64 {

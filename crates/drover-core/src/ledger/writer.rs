@@ -104,6 +104,8 @@ pub enum WriteOp {
     PutRule(Box<crate::rules::Rule>),
     /// Forget an approval rule.
     DeleteRule(u64),
+    /// Keep a repository script the user approved (replacing the one approved before).
+    PutScriptApproval(Box<crate::workspace::scripts::ApprovedScript>),
 }
 
 /// An event ready for the writer: its body already serialized.
@@ -193,6 +195,11 @@ impl WriteOp {
             | WriteOp::ForgetProcesses { .. }
             | WriteOp::PutRule(_)
             | WriteOp::DeleteRule(_) => {}
+            // The text kept is what a later diff is shown against; the hash (of the
+            // file's own bytes) is what decides.
+            WriteOp::PutScriptApproval(a) => {
+                redactor.redact_string(&mut a.text);
+            }
         }
     }
 }
@@ -856,6 +863,20 @@ fn apply_op(tx: &Transaction<'_>, op: &WriteOp, indexed: bool) -> Result<(), Led
         WriteOp::DeleteRule(id) => {
             let mut st = tx.prepare_cached("DELETE FROM rules WHERE id = ?1")?;
             st.execute(params![*id as i64])?;
+        }
+        WriteOp::PutScriptApproval(a) => {
+            let mut st = tx.prepare_cached(
+                "INSERT OR REPLACE INTO script_approvals
+                    (repository, kind, sha256, script, approved_at)
+                 VALUES (?1, ?2, ?3, ?4, ?5)",
+            )?;
+            st.execute(params![
+                a.repository,
+                a.kind.as_str(),
+                a.sha256,
+                a.text,
+                a.approved_at
+            ])?;
         }
     }
     Ok(())

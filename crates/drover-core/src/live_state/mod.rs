@@ -305,8 +305,15 @@ pub fn assign(
         }
         (Some(bound), None)
     };
+    // Time counts in the state; while preparing, each step (making the worktree, waiting
+    // for the scripts' approval, running setup) counts its own: a new detail starts it.
     let since = match current {
-        Some(c) if c.state == a.state => c.since,
+        Some(c)
+            if c.state == a.state
+                && !(a.state == LiveStateKind::Preparing && c.detail != a.detail) =>
+        {
+            c.since
+        }
         _ => now,
     };
     Ok(LiveState {

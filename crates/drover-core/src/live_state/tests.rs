@@ -73,7 +73,13 @@ fn every_pair_follows_the_design_table() {
                     assert!(expect_ok, "{from} -> {next} was accepted");
                     accepted += 1;
                     let ended = next.is_terminal();
-                    let since = if from == next { before.since } else { NOW };
+                    // ("before" → "after": a preparing step with a new detail starts
+                    // its own clock.)
+                    let since = if from == next && from != Preparing {
+                        before.since
+                    } else {
+                        NOW
+                    };
                     let expected = LiveState {
                         state: next,
                         since,
@@ -264,6 +270,37 @@ fn refusals_have_stable_codes_and_sentences() {
         .to_string(),
         "A live state cannot move from (none) to working."
     );
+}
+
+/// While preparing, each step counts its own time (`preparing: running setup · 12s`
+/// counts from the setup's start, not from the worktree's making or the wait for the
+/// scripts' approval); the same step again keeps its clock.
+#[test]
+fn a_preparing_step_starts_its_own_clock() {
+    let making = LiveState {
+        state: Preparing,
+        since: NOW - 30_000,
+        bound: Some(NOW + 600_000),
+        detail: Some("creating the worktree".into()),
+        cause: None,
+        seq: 2,
+    };
+    let setup = Assignment {
+        expected_seq: 2,
+        state: Preparing,
+        bound: Some(NOW + 600_000),
+        detail: Some("running setup".into()),
+        cause: None,
+        reopen: false,
+    };
+    let after = assign(Some(&making), &setup, NOW).expect("a new step");
+    assert_eq!(after.since, NOW);
+    let again = Assignment {
+        expected_seq: 3,
+        ..setup
+    };
+    let same = assign(Some(&after), &again, NOW + 5_000).expect("the same step");
+    assert_eq!(same.since, NOW);
 }
 
 #[test]

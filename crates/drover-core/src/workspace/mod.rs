@@ -23,6 +23,7 @@ pub mod forge;
 pub mod git;
 pub mod open;
 pub mod ops;
+pub mod scripts;
 
 use serde::{Deserialize, Serialize};
 use std::path::{Path, PathBuf};
@@ -368,6 +369,14 @@ pub struct WorkspaceActionView {
 pub enum Task {
     /// Make a new run's worktree.
     Create(ops::CreatePlan),
+    /// Run a new worktree's setup commands (`[workspaces] setup`, the repository's approved
+    /// `.drover/setup`), in order, each bounded by `timeout`.
+    Setup {
+        /// The commands.
+        steps: Vec<scripts::SetupStep>,
+        /// How long each may take.
+        timeout: std::time::Duration,
+    },
     /// Check that a resumed run's worktree is still there.
     Check(WorkspaceView),
     /// Work out the run's change.
@@ -435,6 +444,7 @@ impl Task {
     pub fn words(&self) -> &'static str {
         match self {
             Task::Create(_) => "creating the worktree",
+            Task::Setup { .. } => "running the worktree's setup",
             Task::Check(_) => "checking the worktree",
             Task::Measure(_) => "working out the change",
             Task::Diff { .. } => "reading the diff",
@@ -455,6 +465,8 @@ impl Task {
 pub enum Outcome {
     /// The worktree was made.
     Created(ops::Created),
+    /// The setup commands ran, each with how long it took and the end of its output.
+    SetupRan(Vec<scripts::StepRan>),
     /// The worktree is still there.
     Checked,
     /// The run's change, worked out.
@@ -466,6 +478,9 @@ pub enum Outcome {
     /// The run's branch was brought up to date with its base (or a conflict found and
     /// nothing changed): the workspace after it, and what it did.
     Updated(WorkspaceView, UpdateView),
+    /// The merge was refused because the run's branch conflicts with its base: the
+    /// refusal, and the conflict with the follow-up that hands it to the run.
+    MergeConflict(DroverError, UpdateView),
     /// The branch was kept: the workspace after it.
     Kept(WorkspaceView),
     /// The worktree and branch were deleted: the workspace after it.
@@ -479,10 +494,36 @@ pub enum Outcome {
     Pruned,
 }
 
+/// Carries out one task of run `run_id`'s workspace; a worktree it removes gets
+/// `teardown` run first (when given). Returns the outcome and what the teardown came to
+/// (for the run's notes; `None` when none ran or was due).
+pub async fn perform_with(
+    run_id: &str,
+    task: Task,
+    teardown: Option<scripts::Teardown>,
+) -> (Result<Outcome, DroverError>, Option<String>) {
+    if teardown.is_none() {
+        return (perform(run_id, task).await, None);
+    }
+    scripts::TEARDOWN
+        .scope(std::cell::RefCell::new((teardown, None)), async {
+            let outcome = perform(run_id, task).await;
+            let note = scripts::TEARDOWN
+                .try_with(|t| t.borrow_mut().1.take())
+                .ok()
+                .flatten();
+            (outcome, note)
+        })
+        .await
+}
+
 /// Carries out one task of run `run_id`'s workspace.
 pub async fn perform(run_id: &str, task: Task) -> Result<Outcome, DroverError> {
     Ok(match task {
         Task::Create(plan) => Outcome::Created(ops::create(&plan).await?),
+        Task::Setup { steps, timeout } => {
+            Outcome::SetupRan(scripts::run_steps(&steps, timeout).await?)
+        }
         Task::Check(ws) => {
             ops::check(&ws).await?;
             Outcome::Checked
@@ -495,10 +536,16 @@ pub async fn perform(run_id: &str, task: Task) -> Result<Outcome, DroverError> {
         } => Outcome::Diff(Box::new(
             ops::diff(run_id, &workspace, file.as_deref(), stat).await?,
         )),
-        Task::Merge { workspace, ask } => {
-            let (after, merged) = ops::merge(&workspace, &ask).await?;
-            Outcome::Merged(after, merged)
-        }
+        Task::Merge { workspace, ask } => match ops::merge(&workspace, &ask).await {
+            Ok((after, merged)) => Outcome::Merged(after, merged),
+            Err(e) if e.code == ErrorCode::MergeConflict => {
+                match ops::conflict_of(&workspace).await {
+                    Ok(conflict) => Outcome::MergeConflict(e, conflict),
+                    Err(_) => return Err(e),
+                }
+            }
+            Err(e) => return Err(e),
+        },
         Task::Update {
             workspace,
             message,

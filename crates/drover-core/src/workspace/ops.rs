@@ -58,10 +58,6 @@ pub struct CreatePlan {
     pub from: Option<ParentStart>,
     /// Directories of the checkout linked into the worktree (`[workspaces] link`).
     pub link: Vec<String>,
-    /// The command run in the new worktree (`[workspaces] setup`).
-    pub setup: Vec<String>,
-    /// How long the setup command may take.
-    pub setup_timeout: Duration,
 }
 
 /// A run whose work a new run starts from.
@@ -97,8 +93,9 @@ pub struct Readied {
     pub included: usize,
     /// `[workspaces] link` directories linked from the checkout.
     pub linked: Vec<String>,
-    /// The setup command and how long it took, when one ran.
-    pub setup: Option<(String, Duration)>,
+    /// The repository's own scripts found in the worktree (`.drover/setup`,
+    /// `.drover/teardown`): they run only once approved, which the dispatcher decides.
+    pub scripts: Vec<super::scripts::RepoScript>,
 }
 
 /// What a merge is asked to do.
@@ -462,7 +459,7 @@ pub async fn create(plan: &CreatePlan) -> Result<Created, DroverError> {
                 dir.display()
             ))
         })?;
-        let ready = make_ready(&top, &worktree, &dir, plan).await?;
+        let ready = make_ready(&top, &worktree, plan).await?;
         Ok::<_, DroverError>((carried, dir, ready))
     }
     .await;
@@ -497,13 +494,12 @@ pub async fn create(plan: &CreatePlan) -> Result<Created, DroverError> {
 /// Makes a new worktree ready to build (docs/ARCHITECTURE.md §"Workspaces"): the
 /// git-ignored files the repository's `.worktreeinclude` lists are copied from the
 /// checkout `top` (bounded like carried changes), the `[workspaces] link` directories that
-/// exist in the checkout are linked, then the setup command runs in the run's directory
-/// `dir`, bounded in time; its failure is the start's, with its exit code and the end of
-/// its output.
+/// exist in the checkout are linked, and the repository's own scripts are read (the
+/// setup commands run afterwards, once the dispatcher has them approved:
+/// [`super::scripts`]).
 async fn make_ready(
     top: &Path,
     worktree: &Path,
-    dir: &Path,
     plan: &CreatePlan,
 ) -> Result<Readied, DroverError> {
     let mut ready = Readied::default();
@@ -570,49 +566,10 @@ async fn make_ready(
             .map_err(|e| unavailable(format!("cannot link {name} into the worktree: {e}")))?;
         ready.linked.push(name.clone());
     }
-    if let Some((program, args)) = plan.setup.split_first() {
-        let shown = shell_words::join(&plan.setup);
-        let started = std::time::Instant::now();
-        let mut command = tokio::process::Command::new(program);
-        command
-            .args(args)
-            .current_dir(dir)
-            .stdin(std::process::Stdio::null())
-            .kill_on_drop(true)
-            .process_group(0);
-        let out = tokio::time::timeout(plan.setup_timeout, command.output()).await;
-        let failed = |why: String| {
-            DroverError::new(
-                ErrorCode::SetupFailed,
-                format!(
-                    "the worktree's setup `{shown}` {why}; fix it or [workspaces] setup, then dispatch again"
-                ),
-            )
-        };
-        let out = match out {
-            Err(_) => {
-                return Err(failed(format!(
-                    "took longer than {} s and was stopped",
-                    plan.setup_timeout.as_secs()
-                )));
-            }
-            Ok(Err(e)) => return Err(failed(format!("could not start: {e}"))),
-            Ok(Ok(out)) => out,
-        };
-        if !out.status.success() {
-            let mut text = String::from_utf8_lossy(&out.stdout).into_owned();
-            text.push_str(&String::from_utf8_lossy(&out.stderr));
-            let tail: Vec<&str> = text.lines().rev().take(5).collect();
-            let tail: Vec<&str> = tail.into_iter().rev().collect();
-            return Err(failed(format!(
-                "failed (exit code {}): {}",
-                out.status
-                    .code()
-                    .map_or_else(|| "none".to_string(), |c| c.to_string()),
-                crate::text::clip(&crate::text::one_line(&tail.join(" / ")), 400)
-            )));
+    for kind in super::scripts::ScriptKind::ALL {
+        if let Some(script) = super::scripts::read(worktree, kind)? {
+            ready.scripts.push(script);
         }
-        ready.setup = Some((shown, started.elapsed()));
     }
     Ok(ready)
 }
@@ -660,8 +617,10 @@ async fn carry(source: &Path, target: &Path) -> Result<usize, DroverError> {
     Ok(files)
 }
 
-/// Removes a worktree (its files and git's entry for it); best effort.
+/// Removes a worktree (its files and git's entry for it); best effort. The removal's
+/// teardown, when it has one, runs first (`super::scripts::before_removal`).
 async fn remove_worktree(checkout: &Path, worktree: &Path) {
+    super::scripts::before_removal(worktree).await;
     let path = worktree.to_string_lossy().into_owned();
     let removed = Git::at(checkout)
         .run(&["worktree", "remove", "--force", "--force", &path])
@@ -1025,7 +984,7 @@ pub async fn merge(
                 return Err(DroverError::new(
                     ErrorCode::MergeConflict,
                     format!(
-                        "{branch} conflicts with {base_branch} in {}; nothing was changed. Ask the run to merge {base_branch} into its branch (a follow-up), or merge by hand",
+                        "{branch} conflicts with {base_branch} in {}; nothing was changed. Hand it to the run (while it is active, the follow-up asking it to merge {base_branch} and resolve them is offered in Needs you; `drover show {run_id}` has it), or merge by hand",
                         listed(&files)
                     ),
                 ));
@@ -1187,17 +1146,7 @@ pub async fn update(
     if is_ancestor(&checkout, &base_tip, &tip).await? {
         return Ok((ws.clone(), view(UpdateHow::UpToDate, &old_tip, Vec::new())));
     }
-    let conflict = |files: Vec<String>| {
-        let files = named(files);
-        let follow_up = format!(
-            "The branch {base} moved on and conflicts with your branch {branch} in {}. Merge {base} into your branch (git merge {base}), resolve the conflicts keeping the intent of both sides, run the tests, and commit the merge.",
-            listed(&files)
-        );
-        UpdateView {
-            follow_up: Some(follow_up),
-            ..view(UpdateHow::Conflict, &old_tip, files)
-        }
-    };
+    let conflict = |files: Vec<String>| conflict_view(&base, &branch, &old_tip, files);
     let tree = match merged_tree(&checkout, &tip, &base_tip, "trying the update").await? {
         Ok(tree) => tree,
         Err(files) => return Ok((ws.clone(), conflict(files))),
@@ -1307,6 +1256,55 @@ async fn commit_tree(
         .ok(&args)
         .await
         .map_err(|e| git_error("making the merge commit", e))
+}
+
+/// A conflict between the run's branch (at `tip`) and its base: the files, and the
+/// follow-up that asks the run to merge its base and resolve them.
+fn conflict_view(base: &str, branch: &str, tip: &str, files: Vec<String>) -> UpdateView {
+    let files = named(files);
+    let follow_up = format!(
+        "The branch {base} moved on and conflicts with your branch {branch} in {}. Merge {base} into your branch (git merge {base}), resolve the conflicts keeping the intent of both sides, run the tests, and commit the merge.",
+        listed(&files)
+    );
+    UpdateView {
+        how: UpdateHow::Conflict,
+        base: base.to_string(),
+        commit: tip.to_string(),
+        files,
+        follow_up: Some(follow_up),
+    }
+}
+
+/// After a merge refused with `MERGE_CONFLICT`: which files the run's work (its branch
+/// with what is uncommitted in its worktree, as a merge takes it) and its base conflict in
+/// (tried in memory; no ref moves), with the follow-up that hands the conflict to the run.
+pub async fn conflict_of(ws: &WorkspaceView) -> Result<UpdateView, DroverError> {
+    let worktree = worktree_of(ws)?;
+    let checkout = checkout_of(ws)?;
+    let (Some(branch), Some(base)) = (ws.branch.clone(), ws.base_branch.clone()) else {
+        return Err(DroverError::new(
+            ErrorCode::NoBaseBranch,
+            "the run's worktree has no branch or base branch",
+        ));
+    };
+    let _lock = lock(&checkout).await;
+    let missing_branch = || {
+        DroverError::new(
+            ErrorCode::NoBaseBranch,
+            format!("{branch} or {base} is gone"),
+        )
+    };
+    let (_, tip) = work_commit(&worktree, "the run's work as it stands").await?;
+    let base_tip = branch_exists(&checkout, &base)
+        .await?
+        .ok_or_else(missing_branch)?;
+    match merged_tree(&checkout, &tip, &base_tip, "trying the merge").await? {
+        Err(files) => Ok(conflict_view(&base, &branch, &tip, files)),
+        Ok(_) => Err(DroverError::new(
+            ErrorCode::MergeConflict,
+            format!("{branch} and {base} no longer conflict"),
+        )),
+    }
 }
 
 /// Keeps the run's branch: what is uncommitted in the worktree is committed onto it

@@ -208,6 +208,8 @@ fn summary_lines(
         let how = match need {
             crate::model::Need::Route => " · enter opens the card",
             crate::model::Need::Escalation => " · e escalates or retries",
+            crate::model::Need::Approval => " · enter shows them to approve",
+            crate::model::Need::Conflict => " · enter sends it the follow-up to merge",
             _ => " · answer with a follow-up",
         };
         lines.push(Line::from(vec![

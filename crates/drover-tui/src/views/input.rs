@@ -34,6 +34,9 @@ pub enum InputPurpose {
         /// The filter before the box opened (Esc restores it).
         previous: String,
     },
+    /// `P` on a worktree run with no pull request yet: its title (the run's, to edit),
+    /// and whether it opens as a draft (`tab` toggles).
+    PullRequest { run_id: String, draft: bool },
 }
 
 /// A one-line text box with a purpose.
@@ -62,6 +65,33 @@ impl View for InputBox {
     }
 
     fn handle_key(&mut self, action: Option<Action>, key: &KeyEvent) -> Outcome {
+        if let InputPurpose::PullRequest { run_id, draft } = &mut self.purpose {
+            return match action {
+                Some(Action::Close) => Outcome::close(),
+                // As the rule chooser's scope: `tab` toggles (no text takes a tab).
+                None if key.code == crossterm::event::KeyCode::Tab => {
+                    *draft = !*draft;
+                    Outcome::stay()
+                }
+                Some(Action::Submit) => {
+                    let title = self.field.text.trim();
+                    Outcome::close_with(ViewCommand::Request(
+                        ReplyTag::Pr(run_id.clone()),
+                        Request::Pr {
+                            run_id: run_id.clone(),
+                            draft: *draft,
+                            title: (!title.is_empty()).then(|| title.to_string()),
+                            force_with_lease: false,
+                            refresh: false,
+                        },
+                    ))
+                }
+                _ => {
+                    self.field.edit(key);
+                    Outcome::stay()
+                }
+            };
+        }
         match (&self.purpose, action) {
             (InputPurpose::Filter { previous }, Some(Action::Close)) => {
                 Outcome::close_with(ViewCommand::SetFilter(previous.clone()))
@@ -91,7 +121,7 @@ impl View for InputBox {
                     },
                 ))
             }
-            (InputPurpose::FollowUp { .. }, _) => {
+            (InputPurpose::FollowUp { .. } | InputPurpose::PullRequest { .. }, _) => {
                 self.field.edit(key);
                 Outcome::stay()
             }
@@ -113,6 +143,18 @@ impl View for InputBox {
                     .as_deref()
                     .map(|q| vec![format!("The run asks: {}", one_line(q))])
                     .unwrap_or_default(),
+            ),
+            InputPurpose::PullRequest { run_id, draft } => (
+                format!("Pull request · {run_id}"),
+                vec![format!(
+                    "Its title (enter pushes the branch and opens it{}; tab: {}).",
+                    if *draft { " as a draft" } else { "" },
+                    if *draft {
+                        "open it ready for review"
+                    } else {
+                        "open it as a draft"
+                    }
+                )],
             ),
             InputPurpose::Filter { .. } => (
                 "Filter runs".to_string(),

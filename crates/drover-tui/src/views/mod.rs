@@ -19,6 +19,7 @@ pub mod help;
 pub mod input;
 pub mod prompt;
 pub mod route;
+pub mod scripts;
 pub mod text;
 pub mod transcript;
 

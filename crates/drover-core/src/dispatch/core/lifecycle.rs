@@ -402,6 +402,8 @@ impl Core {
         if run.child.is_none() {
             return;
         }
+        // A new turn withdraws the conflict's follow-up offer (this turn may be it).
+        run.conflict_offer = None;
         let mut batch = Batch::default();
         let turn = Turn {
             number: run.turns.len() as u32 + 1,

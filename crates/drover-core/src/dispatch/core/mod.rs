@@ -44,7 +44,7 @@
 //! | one run in memory, its batches, its views | `run.rs` |
 //! | rails and the queue order | `rails.rs` |
 //! | wrap up, then stop: the wrap-up turn before the time box, at the last allowed turn, near the dollar cap, or on a soft stop; its bound | `wrap_up.rs` |
-//! | workspaces: worktree or shared, waiting for a shared directory, making the worktree before the launch, the run's change, diff, merge, keep, discard, a pull request (`workspaces/pulls.rs`), removing runs (with unmerged work, or whose worktree is gone: released) | `workspaces.rs` |
+//! | workspaces: worktree or shared, waiting for a shared directory, making the worktree before the launch, the run's change, diff, merge, keep, discard, a pull request (`workspaces/pulls.rs`), the setup and the repository's scripts held for the user's approval, their teardown (`workspaces/scripts.rs`), removing runs (with unmerged work, or whose worktree is gone: released) | `workspaces.rs` |
 
 mod admission;
 mod answers;
@@ -82,7 +82,7 @@ pub use rules::RULES_HIGH_WATER;
 pub use run::{Batch, HIBERNATED_DETAIL, HIBERNATING_DETAIL, TurnOrigin, WAKING_DETAIL};
 pub use takeover::{InteractiveDone, InteractiveJob, Interactively, TakenOver};
 pub use waits::WaitAsk;
-pub use workspaces::{Action as WorkspaceAction, PREPARE_WORKTREE_BOUND_MS};
+pub use workspaces::{Action as WorkspaceAction, PREPARE_WORKTREE_BOUND_MS, RUNNING_SETUP};
 pub use wrap_up::STOPPED_SOFT;
 
 /// The budget session runs belong to until the user starts another.
@@ -276,6 +276,9 @@ pub struct WorkspaceJob {
     /// The run's row, for a run that is not in memory: published again once its
     /// workspace changed.
     pub row: Option<Box<RunSummary>>,
+    /// For a task that removes the worktree: the repository's teardown, run first when
+    /// its hash is the approved one (docs/ARCHITECTURE.md §"Workspaces").
+    pub teardown: Option<crate::workspace::scripts::Teardown>,
 }
 
 /// What an [`Effect::Workspace`] came to, with what the job carried.
@@ -291,6 +294,8 @@ pub struct WorkspaceDone {
     pub task: crate::workspace::Task,
     /// What the task came to.
     pub outcome: Result<crate::workspace::Outcome, DroverError>,
+    /// What the worktree's teardown came to, when one was due (for the run's notes).
+    pub teardown: Option<String>,
 }
 
 impl WorkspaceJob {
@@ -302,6 +307,7 @@ impl WorkspaceJob {
             row: self.row,
             task: self.task,
             outcome,
+            teardown: None,
         }
     }
 }
@@ -407,6 +413,12 @@ pub struct Core {
     route_memory: HashMap<String, String>,
     /// The approval rules (loaded at start, changed by `rule_add` and `rule_remove`).
     rules: crate::rules::RuleSet,
+    /// The repository scripts the user approved, by repository and kind (loaded at start,
+    /// changed by `approve_scripts`).
+    script_approvals: HashMap<
+        (String, crate::workspace::scripts::ScriptKind),
+        crate::workspace::scripts::ApprovedScript,
+    >,
     /// The guard's extra command patterns, from `[guard] commands`.
     guard_extra: Vec<crate::rules::pattern::CommandPattern>,
     /// Replies showing a run whose launch is under way: sent once its outcome is in, so
@@ -418,6 +430,9 @@ pub struct Core {
     workspace_busy: std::collections::HashSet<String>,
     /// Workspace jobs asked for whose outcome is not in yet (shutdown waits for them).
     jobs_in_flight: usize,
+    /// The run whose open pull request the timer is reading again (one at a time), and
+    /// when each run's was last asked for (a read that fails waits its turn again).
+    pr_refresh: workspaces::PrRefresh,
     out: Vec<Effect>,
     /// Every secret of every input is redacted with this before it is stored or shown
     /// ([`crate::redact`]); built from the config and the environment it names.
@@ -456,6 +471,7 @@ impl Core {
                 },
                 reply: None,
                 row: None,
+                teardown: None,
             })));
         }
         let mut rules = crate::rules::RuleSet::default();
@@ -468,9 +484,15 @@ impl Core {
         }
         let guard_extra = config.guard.patterns();
         let restored = startup.restored;
+        let script_approvals = startup
+            .script_approvals
+            .into_iter()
+            .map(|a| ((a.repository.clone(), a.kind), a))
+            .collect();
         let mut core = Core {
             tests: crate::evidence::Classifier::new(&config.evidence.tests),
             rules,
+            script_approvals,
             guard_extra,
             redactor,
             config_refused: None,
@@ -494,6 +516,7 @@ impl Core {
             data_dir: startup.data_dir,
             workspace_busy: Default::default(),
             jobs_in_flight,
+            pr_refresh: Default::default(),
             out,
         };
         // The runs a previous owner left active, back where they were.

@@ -138,6 +138,10 @@ impl Core {
             Request::Update { run_id, rebase } => {
                 return self.workspace_request(to, &run_id, Action::Update { rebase });
             }
+            Request::ApproveScripts { run_id, approve } => match self.target(&run_id) {
+                Target::Active => self.approve_scripts(&run_id, approve),
+                other => return self.refuse_target(to, &run_id, other),
+            },
             Request::Keep { run_id } => return self.workspace_request(to, &run_id, Action::Keep),
             Request::Discard { run_id } => {
                 return self.workspace_request(to, &run_id, Action::Discard);

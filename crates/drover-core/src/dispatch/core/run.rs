@@ -200,6 +200,15 @@ impl Turn {
     }
 }
 
+/// Repository scripts a run's new worktree holds that wait for the user's approval
+/// before the run starts (docs/ARCHITECTURE.md §"Workspaces").
+pub struct ScriptsAwaiting {
+    /// What the user is shown (redacted).
+    pub view: crate::dispatch::api::ScriptApprovalView,
+    /// Every repository script found in the worktree (approved ones too), as read.
+    pub found: Vec<crate::workspace::scripts::RepoScript>,
+}
+
 pub struct Run {
     pub id: String,
     pub spec: Spec,
@@ -276,6 +285,11 @@ pub struct Run {
     pub preparing_until: Option<UnixMillis>,
     /// A shared run waiting for another writing run to leave its directory.
     pub waiting_for_dir: bool,
+    /// Its new worktree's repository scripts wait for the user's approval.
+    pub script_approval: Option<ScriptsAwaiting>,
+    /// Its branch conflicts with its base: the follow-up that hands the conflict to it is
+    /// offered (withdrawn by its next turn, or its end).
+    pub conflict_offer: Option<crate::workspace::UpdateView>,
     /// The run an escalation or retry starts from (its branch, its uncommitted work).
     pub start_from: Option<crate::workspace::ops::ParentStart>,
     /// Working out the change is under way; `measure_again`: something changed since.
@@ -401,6 +415,8 @@ impl Run {
             workspace_asked: false,
             preparing_until: None,
             waiting_for_dir: false,
+            script_approval: None,
+            conflict_offer: None,
             start_from: None,
             measuring: false,
             measure_again: false,
@@ -820,6 +836,8 @@ impl Run {
             pending: self.broker.pending().len(),
             needs_input: self.needs_input,
             escalation_offered: self.escalation.is_some(),
+            script_approval: self.script_approval.is_some(),
+            conflict_offered: self.conflict_offer.is_some() && self.state.is_active(),
             result_status: self.last_result.as_ref().and_then(|r| r.status.clone()),
         })
     }
@@ -868,6 +886,11 @@ impl Run {
             route: self.route.clone(),
             escalation: self.escalation.clone(),
             decisions: self.decisions.iter().cloned().collect(),
+            script_approval: self.script_approval.as_ref().map(|a| a.view.clone()),
+            conflict_offer: self
+                .conflict_offer
+                .clone()
+                .filter(|_| self.state.is_active()),
         })
     }
 }

@@ -92,6 +92,7 @@ impl Core {
     pub(super) fn fire_timers(&mut self) {
         let now = self.now;
         self.expire_routes(now);
+        self.refresh_due_pr();
         for id in self.order.clone() {
             let Some(run) = self.runs.get(&id) else {
                 continue;
@@ -117,6 +118,7 @@ impl Core {
         let waits = self.waiters.iter().map(|w| w.deadline);
         runs.chain(waits)
             .chain(self.next_route_expiry())
+            .chain(self.next_pr_refresh().map(|(at, _)| at))
             .chain(self.shutdown_deadline)
             .min()
     }

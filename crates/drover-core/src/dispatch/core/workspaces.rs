@@ -12,7 +12,8 @@
 //! - Before a worktree run is launched its worktree is made (live `preparing`, "creating
 //!   the worktree", bounded by [`PREPARE_WORKTREE_BOUND_MS`]); a resumed run's worktree is
 //!   checked instead. The launch waits for the outcome; a failure fails the run with its
-//!   cause.
+//!   cause. A new worktree's repository scripts wait for the user's approval, then its
+//!   setup runs (`scripts.rs`).
 //! - The run's change is worked out after every turn, when a tool that may change files
 //!   finishes, and when the run ends — one at a time per run, once more if something
 //!   happened meanwhile.
@@ -31,7 +32,9 @@
 use std::path::PathBuf;
 
 mod pulls;
-pub use pulls::PrWish;
+mod scripts;
+pub use pulls::{PrRefresh, PrWish};
+pub use scripts::RUNNING_SETUP;
 
 use super::run::{Batch, Run};
 use super::{Core, Effect, Fetch, ReplyTo, Then, WorkspaceDone, WorkspaceJob};
@@ -146,11 +149,13 @@ impl Core {
         row: Option<Box<RunSummary>>,
     ) {
         self.jobs_in_flight += 1;
+        let teardown = self.teardown_for(&task);
         self.out.push(Effect::Workspace(Box::new(WorkspaceJob {
             run_id: run_id.to_string(),
             task,
             reply,
             row,
+            teardown,
         })));
     }
 
@@ -307,14 +312,13 @@ impl Core {
         let now = self.now;
         let root = self.worktree_root();
         let ws_config = self.config.workspaces.clone();
-        let setup_ms = super::answers::secs_ms(ws_config.setup_timeout_secs);
         let Some(run) = self.runs.get_mut(run_id) else {
             return false;
         };
         if !run.workspace.is_worktree() || run.workspace_ready {
             return false;
         }
-        let mut bound_ms = PREPARE_WORKTREE_BOUND_MS;
+        let bound_ms = PREPARE_WORKTREE_BOUND_MS;
         let (task, detail) = if run.workspace.status == WorkspaceStatus::Preparing {
             let plan = CreatePlan {
                 run_id: run.id.clone(),
@@ -324,18 +328,8 @@ impl Core {
                 carry_changes: run.spec.carry_changes,
                 from: run.start_from.clone(),
                 link: ws_config.link,
-                setup: ws_config.setup,
-                setup_timeout: std::time::Duration::from_secs(ws_config.setup_timeout_secs),
             };
-            if plan.setup.is_empty() {
-                (Task::Create(plan), "creating the worktree")
-            } else {
-                bound_ms = bound_ms.saturating_add(setup_ms);
-                (
-                    Task::Create(plan),
-                    "creating the worktree and running its setup",
-                )
-            }
+            (Task::Create(plan), "creating the worktree")
         } else {
             (
                 Task::Check(run.workspace.clone()),
@@ -431,13 +425,18 @@ impl Core {
             row,
             task,
             outcome,
+            teardown,
         } = done;
+        if let Some(note) = teardown {
+            self.teardown_noted(&run_id, note);
+        }
         match (task, outcome) {
             (Task::Prune { .. }, Err(e)) => {
                 tracing::warn!(code = %e.code, "{}", e.message);
             }
             (Task::Prune { .. }, Ok(_)) => {}
             (Task::Create(_), outcome) => self.created(&run_id, outcome),
+            (Task::Setup { .. }, outcome) => self.setup_done(&run_id, outcome),
             (Task::Check(_), outcome) => self.checked(&run_id, outcome),
             (Task::Measure(_), outcome) => self.measured(&run_id, outcome),
             (Task::Diff { .. }, outcome) => {
@@ -459,6 +458,13 @@ impl Core {
             }
             (Task::Pr { .. }, outcome) => {
                 self.workspace_busy.remove(&run_id);
+                let timed = self.pr_refresh.done(&run_id, self.now);
+                if timed && let Err(e) = &outcome {
+                    // The timer's read failed: the last state read stays; it is asked
+                    // again at its next turn.
+                    tracing::warn!(run = %run_id, code = %e.code, "reading its pull request again: {}", e.message);
+                    return;
+                }
                 self.pr_done(&run_id, reply, row, outcome);
             }
             (
@@ -576,18 +582,12 @@ impl Core {
                 if !ready.linked.is_empty() {
                     made_ready.push(format!("linked {}", ready.linked.join(", ")));
                 }
-                if let Some((command, took)) = &ready.setup {
-                    made_ready.push(format!(
-                        "ran its setup `{command}` ({})",
-                        duration_words(took.as_millis() as i64)
-                    ));
-                }
                 if !made_ready.is_empty() {
                     run.note(&mut batch, made_ready.join("; "), now);
                 }
                 run.save_workspace(&mut batch, now);
                 self.commit(batch);
-                self.launch_now(run_id);
+                self.after_made(run_id, c.ready.scripts);
             }
             Err(e) if !run.workspace_asked && e.code == ErrorCode::WorkspaceUnavailable => {
                 self.commit(batch);
@@ -736,6 +736,13 @@ impl Core {
                 update = Some(updated);
                 ("update", after, None)
             }
+            Ok(Outcome::MergeConflict(e, conflict)) => {
+                self.offer_conflict(run_id, conflict);
+                if let Some(to) = reply {
+                    self.reply_now(to, Err(e));
+                }
+                return;
+            }
             Ok(Outcome::Kept(after)) => ("keep", after, None),
             Ok(Outcome::Discarded(after)) => ("discard", after, None),
             Ok(other) => {
@@ -787,6 +794,11 @@ impl Core {
         {
             run.measure_again = true;
         }
+        match &update {
+            Some(u) if u.how == UpdateHow::Conflict => self.offer_conflict(run_id, u.clone()),
+            Some(_) => self.withdraw_conflict(run_id),
+            None => {}
+        }
         if update
             .as_ref()
             .is_some_and(|u| !matches!(u.how, UpdateHow::Conflict | UpdateHow::UpToDate))
@@ -805,6 +817,43 @@ impl Core {
                     update,
                 }))),
             );
+        }
+    }
+
+    /// Offers, in Needs you, the follow-up that hands a conflict of the run's branch with
+    /// its base to the run (an active run, in memory: a finished one takes no follow-up).
+    fn offer_conflict(&mut self, run_id: &str, conflict: crate::workspace::UpdateView) {
+        let now = self.now;
+        let Some(run) = self.runs.get_mut(run_id) else {
+            return;
+        };
+        if !run.state().is_active() || run.ending.is_some() || conflict.follow_up.is_none() {
+            return;
+        }
+        let mut batch = Batch::default();
+        run.note(
+            &mut batch,
+            format!(
+                "offered: a follow-up asking it to merge {} and resolve the conflicts in {} (enter on it in Needs you, or `drover follow-up {run_id}`)",
+                conflict.base,
+                conflict.files.join(", ")
+            ),
+            now,
+        );
+        run.conflict_offer = Some(conflict);
+        run.touch(&mut batch);
+        self.commit(batch);
+    }
+
+    /// A clean update: the conflict offered before is gone.
+    fn withdraw_conflict(&mut self, run_id: &str) {
+        let Some(run) = self.runs.get_mut(run_id) else {
+            return;
+        };
+        if run.conflict_offer.take().is_some() {
+            let mut batch = Batch::default();
+            run.touch(&mut batch);
+            self.commit(batch);
         }
     }
 
@@ -889,6 +938,8 @@ impl Core {
             pending: 0,
             needs_input: false,
             escalation_offered: view.escalation.is_some(),
+            script_approval: view.script_approval.is_some(),
+            conflict_offered: view.conflict_offer.is_some(),
             workspace: view.workspace.clone().map(Box::new),
             result_status: view.last_result.as_ref().and_then(|r| r.status.clone()),
             parent_run: view.parent_run.clone(),

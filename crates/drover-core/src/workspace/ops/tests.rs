@@ -57,8 +57,6 @@ impl Repo {
             carry_changes: false,
             from: None,
             link: Vec::new(),
-            setup: Vec::new(),
-            setup_timeout: std::time::Duration::from_secs(60),
         }
     }
 
@@ -175,8 +173,6 @@ async fn outside_a_work_tree_or_before_the_first_commit_there_is_no_worktree() {
         carry_changes: false,
         from: None,
         link: Vec::new(),
-        setup: Vec::new(),
-        setup_timeout: std::time::Duration::from_secs(60),
     };
     let e = create(&plan).await.unwrap_err();
     assert_eq!(e.code, ErrorCode::WorkspaceUnavailable, "{e:?}");

@@ -191,6 +191,7 @@ impl Harness {
             },
             route_memory: Vec::new(),
             rules: Vec::new(),
+            script_approvals: Vec::new(),
             rules_high_water: 0,
             newest_run_at: None,
             data_dir: PathBuf::from("/data"),

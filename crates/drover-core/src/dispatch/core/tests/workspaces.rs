@@ -967,3 +967,97 @@ fn a_worktree_run_put_back_after_a_restart_goes_on_in_its_worktree_once_it_is_ch
     let out = h.provider(&id, ProviderEvent::Ready { version: None });
     assert_eq!(out.prompts(&id), ["go on"]);
 }
+
+/// The Pr jobs among `out`'s workspace jobs.
+fn pr_jobs(out: &Out) -> Vec<WorkspaceJob> {
+    out.jobs
+        .iter()
+        .filter(|j| matches!(j.task, Task::Pr { .. }))
+        .cloned()
+        .collect()
+}
+
+/// `run_id`'s workspace with a pull request in `state`, read at `at`.
+fn with_pr(run_id: &str, state: crate::workspace::forge::PrState, at: UnixMillis) -> WorkspaceView {
+    use crate::workspace::forge::{Forge, PrView};
+    WorkspaceView {
+        pr: Some(PrView {
+            forge: Forge::Github,
+            number: 7,
+            url: "https://github.com/test/repo/pull/7".into(),
+            state,
+            draft: false,
+            checks: None,
+            updated_at: at,
+        }),
+        ..made(run_id)
+    }
+}
+
+/// An open pull request is read again on the timer (`[workspaces] pr_refresh_secs`),
+/// not before its period, one read at a time; a read that fails is asked again a period
+/// later (not at once, and with no note); once merged it is read no more.
+#[test]
+fn an_open_pull_request_is_read_again_on_its_timer_one_at_a_time() {
+    use crate::workspace::forge::{PrDone, PrState, PushView};
+    let mut h = Harness::new("[workspaces]\nshared_conflict = \"wait\"\npr_refresh_secs = 60\n");
+    let (id, job) = h.idle_worktree_run();
+    h.done(job, Ok(Outcome::Measured(change(1, 1, 0))));
+    let out = h.request(Request::Pr {
+        run_id: id.clone(),
+        draft: false,
+        title: None,
+        force_with_lease: false,
+        refresh: false,
+    });
+    let [job] = <[WorkspaceJob; 1]>::try_from(pr_jobs(&out)).expect("one push");
+    let opened = PrDone {
+        workspace: with_pr(&id, PrState::Open, h.now),
+        push: Some(PushView {
+            remote: "origin".into(),
+            branch: format!("drover/{id}-do-the-thing"),
+            commit: "c0ffee1111".into(),
+            forced: false,
+            compare_url: None,
+        }),
+        created: true,
+        forge_cli_missing: None,
+    };
+    h.done(job, Ok(Outcome::Pr(Box::new(opened))));
+
+    // Not before its period.
+    assert!(pr_jobs(&h.advance(59_000)).is_empty());
+    let out = h.advance(1_000);
+    let [read] = <[WorkspaceJob; 1]>::try_from(pr_jobs(&out)).expect("read again at 60 s");
+    assert!(matches!(&read.task, Task::Pr { ask, .. } if ask.refresh));
+    // One at a time: nothing more while it is under way.
+    assert!(pr_jobs(&h.advance(120_000)).is_empty());
+    let notes_before = h.core.runs[&id].notes.len();
+    let out = h.done(
+        read,
+        Err(DroverError::new(ErrorCode::ForgeFailed, "gh: HTTP 502")),
+    );
+    assert!(
+        pr_jobs(&out).is_empty(),
+        "a failed read is not asked again at once"
+    );
+    assert_eq!(
+        h.core.runs[&id].notes.len(),
+        notes_before,
+        "no note for the timer"
+    );
+    assert!(pr_jobs(&h.advance(59_000)).is_empty());
+    let out = h.advance(1_000);
+    let [read] = <[WorkspaceJob; 1]>::try_from(pr_jobs(&out)).expect("asked again a period on");
+    let merged = PrDone {
+        workspace: with_pr(&id, PrState::Merged, h.now),
+        push: None,
+        created: false,
+        forge_cli_missing: None,
+    };
+    let out = h.done(read, Ok(Outcome::Pr(Box::new(merged))));
+    let saved = saved(&out, &id).expect("the pull request's state kept");
+    assert_eq!(saved.pr.map(|p| p.state), Some(PrState::Merged));
+    // Merged: read no more.
+    assert!(pr_jobs(&h.advance(600_000)).is_empty());
+}

@@ -30,6 +30,32 @@ pub struct PrWish {
     pub refresh: bool,
 }
 
+/// The timer that reads open pull requests again (`[workspaces] pr_refresh_secs`,
+/// docs/ARCHITECTURE.md §"Workspaces"): one run at a time, each run's at most once per
+/// period, counted from its last read or the end of the timer's last try (so a read that
+/// fails is not asked again at once).
+#[derive(Debug, Default)]
+pub struct PrRefresh {
+    /// The run whose pull request is being read.
+    in_flight: Option<String>,
+    /// When each run's was last asked for by the timer.
+    asked: std::collections::HashMap<String, crate::UnixMillis>,
+}
+
+impl PrRefresh {
+    /// A pull request job of `run_id` came back at `now`: whether it was the timer's
+    /// read (its next one is a period after this).
+    pub(super) fn done(&mut self, run_id: &str, now: crate::UnixMillis) -> bool {
+        if self.in_flight.as_deref() == Some(run_id) {
+            self.in_flight = None;
+            self.asked.insert(run_id.to_string(), now);
+            true
+        } else {
+            false
+        }
+    }
+}
+
 /// The longest pull request title drover sends.
 const TITLE_MAX: usize = 200;
 
@@ -173,6 +199,73 @@ impl Core {
                     forge_cli_missing: done.forge_cli_missing,
                 }))),
             );
+        }
+    }
+
+    /// When the next open pull request is due to be read again, and whose: none while a
+    /// read is under way, while shutting down, or for a run busy with its workspace.
+    pub(in crate::dispatch::core) fn next_pr_refresh(&self) -> Option<(crate::UnixMillis, String)> {
+        if self.pr_refresh.in_flight.is_some() || self.shutting_down() {
+            return None;
+        }
+        let every = super::super::answers::secs_ms(self.config.workspaces.pr_refresh_secs);
+        self.order
+            .iter()
+            .filter(|id| !self.workspace_busy.contains(*id))
+            .filter_map(|id| self.runs.get(id))
+            .filter_map(|run| {
+                let pr = run.workspace.pr.as_ref()?;
+                if pr.state != PrState::Open {
+                    return None;
+                }
+                let asked = self.pr_refresh.asked.get(&run.id).copied().unwrap_or(0);
+                Some((
+                    pr.updated_at.max(asked).saturating_add(every),
+                    run.id.clone(),
+                ))
+            })
+            .min()
+    }
+
+    /// The timer: reads the most overdue open pull request again (its state and checks).
+    pub(in crate::dispatch::core) fn refresh_due_pr(&mut self) {
+        let now = self.now;
+        let Some((at, run_id)) = self.next_pr_refresh() else {
+            return;
+        };
+        if at > now {
+            return;
+        }
+        let Some(run) = self.runs.get(&run_id) else {
+            return;
+        };
+        let target = Target {
+            workspace: Some(run.workspace.clone()),
+            state: run.state(),
+            in_turn: in_turn(run),
+            title: run.spec.title.clone(),
+            summary: run.last_result.as_ref().and_then(|r| r.summary.clone()),
+            task: run.spec.task.clone(),
+            result: run.last_result.clone(),
+            row: None,
+        };
+        let wish = PrWish {
+            draft: false,
+            title: None,
+            force_with_lease: false,
+            refresh: true,
+        };
+        let ws = run.workspace.clone();
+        let runs = &self.runs;
+        self.pr_refresh.asked.retain(|id, _| runs.contains_key(id));
+        self.pr_refresh.asked.insert(run_id.clone(), now);
+        match self.pr_task(&run_id, &target, ws, wish) {
+            Ok(task) => {
+                self.pr_refresh.in_flight = Some(run_id.clone());
+                self.workspace_busy.insert(run_id.clone());
+                self.job(&run_id, task, None, None);
+            }
+            Err(e) => tracing::warn!(run = %run_id, code = %e.code, "{}", e.message),
         }
     }
 
