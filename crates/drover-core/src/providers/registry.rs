@@ -11,10 +11,11 @@
 //! pins (a test checks it).
 
 use std::path::{Path, PathBuf};
+use std::sync::RwLock;
 
 use super::interactive::{Interactive, InteractivePlan, Record};
 use super::{AdapterHandle, LaunchError, LaunchSpec, ProviderEventSink};
-use crate::config::SIM_PROVIDER;
+use crate::config::{ACP_PROTOCOL, Config, SIM_PROVIDER};
 
 /// Used when a dispatch names no provider.
 pub const DEFAULT_PROVIDER: &str = "claude-code";
@@ -106,6 +107,14 @@ pub const PROVIDERS: &[ProviderTraits] = &[
         // Its sessions live in a database only its own `export` reads.
         interactive: None,
     },
+    // Agents that speak the Agent Client Protocol (docs/PROVIDERS.md §"ACP agents"):
+    // one adapter, each started with its own command line (`[providers.NAME]`).
+    acp_agent("gemini", "gemini", None),
+    acp_agent("qwen", "qwen", None),
+    acp_agent("copilot", "copilot", None),
+    acp_agent("opencode-acp", "opencode", None),
+    acp_agent("claude-acp", "claude-agent-acp", None),
+    acp_agent("codex-acp", "codex-acp", None),
     ProviderTraits {
         name: SIM_PROVIDER,
         default_command: "",
@@ -122,9 +131,59 @@ pub const PROVIDERS: &[ProviderTraits] = &[
     },
 ];
 
+/// An ACP agent's entry: its name, the command it runs when the config names none, and
+/// its npm package pinned at the version the conformance tests ran (`None`: not run
+/// against them yet).
+const fn acp_agent(
+    name: &'static str,
+    default_command: &'static str,
+    pinned: Option<PinnedCli>,
+) -> ProviderTraits {
+    ProviderTraits {
+        name,
+        default_command,
+        account_variable: None,
+        // Offered by routing only when a dispatch names it: its models are its own.
+        only_when_named: true,
+        needs_cli: true,
+        pinned,
+        start: super::acp::launch,
+        interactive: None,
+    }
+}
+
+/// The ACP agents the config adds (`[providers.NAME] protocol = "acp"`), registered by
+/// [`register_configured`]; each entry lives as long as the process.
+static CONFIGURED: RwLock<Vec<&'static ProviderTraits>> = RwLock::new(Vec::new());
+
+/// Registers every `[providers.NAME]` with `protocol = "acp"` that drover has no entry
+/// for, so it is launched with the ACP adapter. Called wherever a config is taken in
+/// (the dispatcher's start, `doctor`, `models`); a name already known is left as it is.
+pub fn register_configured(config: &Config) {
+    for (name, provider) in &config.providers {
+        if provider.protocol.as_deref() != Some(ACP_PROTOCOL) || traits(name).is_some() {
+            continue;
+        }
+        let Ok(mut configured) = CONFIGURED.write() else {
+            return;
+        };
+        if configured.iter().any(|t| t.name == name) {
+            continue;
+        }
+        // One small entry per configured agent name, kept for the process's life.
+        let name: &'static str = Box::leak(name.clone().into_boxed_str());
+        configured.push(Box::leak(Box::new(acp_agent(name, "", None))));
+    }
+}
+
 /// The provider's traits, or `None` when drover has no adapter for it.
 pub fn traits(provider: &str) -> Option<&'static ProviderTraits> {
-    PROVIDERS.iter().find(|p| p.name == provider)
+    PROVIDERS.iter().find(|p| p.name == provider).or_else(|| {
+        CONFIGURED
+            .read()
+            .ok()
+            .and_then(|c| c.iter().copied().find(|t| t.name == provider))
+    })
 }
 
 /// What a person calls the provider's CLI (`claude`, `codex`): its default command, else
@@ -138,7 +197,11 @@ pub fn cli_name(provider: &str) -> &str {
 
 /// The names of every provider drover can run, for sentences.
 pub fn runnable_names() -> Vec<&'static str> {
-    PROVIDERS.iter().map(|p| p.name).collect()
+    let mut names: Vec<&'static str> = PROVIDERS.iter().map(|p| p.name).collect();
+    if let Ok(configured) = CONFIGURED.read() {
+        names.extend(configured.iter().map(|t| t.name));
+    }
+    names
 }
 
 /// What every launch shares: where adapters send their events, this executable (the
@@ -318,7 +381,8 @@ mod tests {
     fn only_known_providers_have_traits() {
         assert!(traits("claude-code").is_some_and(|t| t.needs_cli));
         assert!(traits("sim").is_some_and(|t| t.only_when_named && !t.needs_cli));
-        assert!(traits("gemini").is_none());
+        assert!(traits("gemini").is_some_and(|t| t.only_when_named && t.needs_cli));
+        assert!(traits("nonesuch").is_none());
     }
 
     #[test]
@@ -347,9 +411,9 @@ mod tests {
             );
         }
         for provider in PROVIDERS {
-            assert_eq!(
-                provider.pinned.is_some(),
-                provider.needs_cli,
+            // An ACP agent not yet run against the mocks has no pin.
+            assert!(
+                provider.pinned.is_none() || provider.needs_cli,
                 "{}",
                 provider.name
             );
@@ -364,11 +428,37 @@ mod tests {
             sink,
             data_dir: "/tmp".into(),
         };
-        let err = launch(spec("gemini", "gemini", None), &launcher).expect_err("no adapter");
-        assert_eq!(err.command, "gemini");
+        let err = launch(spec("nonesuch", "nonesuch", None), &launcher).expect_err("no adapter");
+        assert_eq!(err.command, "nonesuch");
         assert!(
-            err.reason.contains("claude-code, codex, opencode, sim"),
+            err.reason.contains("claude-code, codex, opencode, gemini"),
             "{err}"
+        );
+    }
+
+    #[test]
+    fn a_configured_acp_agent_is_registered_once_and_launched_with_the_acp_adapter() {
+        let mut config = Config::defaults();
+        let mut agent = config.providers["codex"].clone();
+        agent.command = "my-agent".into();
+        agent.protocol = Some(ACP_PROTOCOL.into());
+        config.providers.insert("my-agent".into(), agent.clone());
+        // Not ACP: not registered.
+        let mut other = agent;
+        other.protocol = None;
+        config.providers.insert("not-acp".into(), other);
+        register_configured(&config);
+        register_configured(&config);
+        let t = traits("my-agent").expect("registered");
+        assert!(t.needs_cli && t.only_when_named && t.pinned.is_none());
+        assert_eq!(t.start as usize, super::super::acp::launch as usize);
+        assert!(traits("not-acp").is_none());
+        assert_eq!(
+            runnable_names()
+                .iter()
+                .filter(|n| **n == "my-agent")
+                .count(),
+            1
         );
     }
 }
