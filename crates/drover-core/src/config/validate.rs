@@ -916,7 +916,7 @@ mod tests {
         });
         assert_eq!(
             p.message,
-            "`limits.per_provider.claud-code` names no provider; providers are: claude-code, codex, opencode, sim"
+            "`limits.per_provider.claud-code` names no provider; providers are: claude-acp, claude-code, codex, codex-acp, copilot, gemini, opencode, opencode-acp, qwen, sim"
         );
     }
 }

@@ -109,12 +109,12 @@ pub const PROVIDERS: &[ProviderTraits] = &[
     },
     // Agents that speak the Agent Client Protocol (docs/PROVIDERS.md §"ACP agents"):
     // one adapter, each started with its own command line (`[providers.NAME]`).
-    acp_agent("gemini", "gemini", None),
-    acp_agent("qwen", "qwen", None),
-    acp_agent("copilot", "copilot", None),
-    acp_agent("opencode-acp", "opencode", None),
-    acp_agent("claude-acp", "claude-agent-acp", None),
-    acp_agent("codex-acp", "codex-acp", None),
+    acp_agent(ACP_AGENTS[0].0, ACP_AGENTS[0].1, None),
+    acp_agent(ACP_AGENTS[1].0, ACP_AGENTS[1].1, None),
+    acp_agent(ACP_AGENTS[2].0, ACP_AGENTS[2].1, None),
+    acp_agent(ACP_AGENTS[3].0, ACP_AGENTS[3].1, None),
+    acp_agent(ACP_AGENTS[4].0, ACP_AGENTS[4].1, None),
+    acp_agent(ACP_AGENTS[5].0, ACP_AGENTS[5].1, None),
     ProviderTraits {
         name: SIM_PROVIDER,
         default_command: "",
@@ -130,6 +130,40 @@ pub const PROVIDERS: &[ProviderTraits] = &[
         }),
     },
 ];
+
+/// The built-in ACP agents: name, default command, and the npm package that installs it.
+pub const ACP_AGENTS: [(&str, &str, &str); 6] = [
+    ("gemini", "gemini", "@google/gemini-cli"),
+    ("qwen", "qwen", "@qwen-code/qwen-code"),
+    ("copilot", "copilot", "@github/copilot"),
+    ("opencode-acp", "opencode", "opencode-ai"),
+    (
+        "claude-acp",
+        "claude-agent-acp",
+        "@zed-industries/claude-agent-acp",
+    ),
+    ("codex-acp", "codex-acp", "@zed-industries/codex-acp"),
+];
+
+/// Whether the provider is an ACP agent (built in, or added by the config).
+pub fn is_acp(provider: &str) -> bool {
+    ACP_AGENTS.iter().any(|(name, _, _)| *name == provider)
+        || CONFIGURED
+            .read()
+            .is_ok_and(|c| c.iter().any(|t| t.name == provider))
+}
+
+/// The command that installs the provider's CLI: its pinned version, else (an ACP agent
+/// not yet run against the conformance mocks) its npm package's latest.
+pub fn install_command(provider: &str) -> Option<String> {
+    if let Some(pinned) = traits(provider).and_then(|t| t.pinned) {
+        return Some(pinned.install_command());
+    }
+    ACP_AGENTS
+        .iter()
+        .find(|(name, _, _)| *name == provider)
+        .map(|(_, _, package)| format!("npm install -g {package}"))
+}
 
 /// An ACP agent's entry: its name, the command it runs when the config names none, and
 /// its npm package pinned at the version the conformance tests ran (`None`: not run
@@ -451,8 +485,8 @@ mod tests {
         register_configured(&config);
         let t = traits("my-agent").expect("registered");
         assert!(t.needs_cli && t.only_when_named && t.pinned.is_none());
-        assert_eq!(t.start as usize, super::super::acp::launch as usize);
-        assert!(traits("not-acp").is_none());
+        assert!(is_acp("my-agent") && is_acp("gemini") && !is_acp("codex"));
+        assert!(traits("not-acp").is_none() && !is_acp("not-acp"));
         assert_eq!(
             runnable_names()
                 .iter()

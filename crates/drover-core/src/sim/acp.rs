@@ -155,6 +155,10 @@ async fn serve(
                 if let Ok(mut sessions) = on_new.sessions.lock() {
                     sessions.turns.insert(id.clone(), 0);
                 }
+                // Kept from its start, so a session cut in its first turn still loads.
+                if let Some(store) = &on_new.options.sessions {
+                    let _ = store.record(&id, &on_new.options.scenario_name, 0);
+                }
                 responder.respond(NewSessionResponse::new(id))
             },
             agent_client_protocol::on_receive_request!(),
@@ -500,7 +504,10 @@ async fn misbehave(shared: &Shared, cx: &ConnectionTo<Client>, session: &str) {
         let answer = cx.send_request(unknown).block_task().await;
         let heard = match answer {
             Ok(_) => "the client answered sim/unknown".to_string(),
-            Err(e) => format!("the client refused sim/unknown with error {}", e.code),
+            Err(e) => format!(
+                "the client refused sim/unknown with error {}",
+                e.code.value()
+            ),
         };
         say(cx, session, text_update(&format!("{heard}. ")));
     }
@@ -521,7 +528,7 @@ async fn misbehave(shared: &Shared, cx: &ConnectionTo<Client>, session: &str) {
             Ok(_) => "the client answered a permission request for another session".to_string(),
             Err(e) => format!(
                 "the client refused a permission request for another session with error {}",
-                e.code
+                e.code.value()
             ),
         };
         say(cx, session, text_update(&format!("{heard}. ")));
