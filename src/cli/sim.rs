@@ -384,8 +384,10 @@ mod tests {
                 disallowed_tools: vec!["WebFetch".into()],
                 skip_permissions: false,
                 interactive: false,
+                acp: false,
             }
         );
+        assert!(flags(&["--acp", "--scenario", "hang"]).unwrap().acp);
         assert_eq!(
             flags(&["--resume", "s1"]).unwrap().resume.as_deref(),
             Some("s1")

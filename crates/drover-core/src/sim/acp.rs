@@ -432,10 +432,8 @@ async fn play_turn(
                 Action::Garbage { line } => {
                     let _ = shared.raw.unbounded_send(line.clone());
                 }
-                Action::Sleep { ms } => {
-                    if sleep_or_cancel(*ms, &mut cancel).await {
-                        return Ok(PromptResponse::new(StopReason::Cancelled));
-                    }
+                Action::Sleep { ms } if sleep_or_cancel(*ms, &mut cancel).await => {
+                    return Ok(PromptResponse::new(StopReason::Cancelled));
                 }
                 Action::Crash { exit_code, stderr } => {
                     if let Some(stderr) = stderr {

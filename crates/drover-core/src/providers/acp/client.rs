@@ -78,19 +78,21 @@ impl Default for AcpTimings {
 /// What the SDK's handlers hand over from the agent.
 enum FromAgent {
     Update(Box<SessionNotification>),
-    Permission(
-        Box<RequestPermissionRequest>,
-        agent_client_protocol::v1::Responder<RequestPermissionResponse>,
-    ),
+    Permission(Box<(RequestPermissionRequest, PermissionResponder)>),
 }
+
+type PermissionResponder = agent_client_protocol::v1::Responder<RequestPermissionResponse>;
 
 /// The answer to a request drover sent.
 enum Reply {
-    Initialized(Result<InitializeResponse, agent_client_protocol::Error>),
-    Opened(Result<NewSessionResponse, agent_client_protocol::Error>),
-    Loaded(Result<LoadSessionResponse, agent_client_protocol::Error>),
-    ModelSet(Result<SetSessionConfigOptionResponse, agent_client_protocol::Error>),
-    Prompted(u64, Result<PromptResponse, agent_client_protocol::Error>),
+    Initialized(Box<Result<InitializeResponse, agent_client_protocol::Error>>),
+    Opened(Box<Result<NewSessionResponse, agent_client_protocol::Error>>),
+    Loaded(Box<Result<LoadSessionResponse, agent_client_protocol::Error>>),
+    ModelSet(Box<Result<SetSessionConfigOptionResponse, agent_client_protocol::Error>>),
+    Prompted(
+        u64,
+        Box<Result<PromptResponse, agent_client_protocol::Error>>,
+    ),
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -223,13 +225,12 @@ where
         )
         .on_receive_request(
             async move |request: RequestPermissionRequest, responder, _cx| match asks
-                .send(FromAgent::Permission(Box::new(request), responder))
+                .send(FromAgent::Permission(Box::new((request, responder))))
             {
                 Ok(()) => Ok(()),
-                Err(mpsc::error::SendError(FromAgent::Permission(_, responder))) => responder
-                    .respond(RequestPermissionResponse::new(
-                        RequestPermissionOutcome::Cancelled,
-                    )),
+                Err(mpsc::error::SendError(FromAgent::Permission(ask))) => ask.1.respond(
+                    RequestPermissionResponse::new(RequestPermissionOutcome::Cancelled),
+                ),
                 Err(_) => Ok(()),
             },
             agent_client_protocol::on_receive_request!(),
@@ -268,7 +269,7 @@ impl Conversation {
                     .await;
                 // What the agent said before the end still counts (a turn's last words).
                 while let Ok(message) = agent_rx.try_recv() {
-                    self.from_agent(&cx, message).await;
+                    self.on_agent(&cx, message).await;
                 }
                 stop
             }
@@ -326,7 +327,7 @@ impl Conversation {
             };
             tokio::select! {
                 biased;
-                Some(message) = agent_rx.recv() => self.from_agent(cx, message).await,
+                Some(message) = agent_rx.recv() => self.on_agent(cx, message).await,
                 Some(reply) = replies.recv() => {
                     if let Err(stop) = self.reply(cx, reply).await {
                         return stop;
@@ -406,7 +407,7 @@ impl Conversation {
             loop {
                 tokio::select! {
                     biased;
-                    Some(message) = agent_rx.recv() => self.from_agent(cx, message).await,
+                    Some(message) = agent_rx.recv() => self.on_agent(cx, message).await,
                     Some(reply) = replies.recv() => {
                         if self.reply(cx, reply).await.is_err() {
                             return;
@@ -470,7 +471,7 @@ impl Conversation {
         let request = InitializeRequest::new(ProtocolVersion::V1)
             .client_capabilities(ClientCapabilities::new())
             .client_info(Implementation::new("drover", env!("CARGO_PKG_VERSION")));
-        self.send(cx, request, Reply::Initialized);
+        self.send(cx, request, |r| Reply::Initialized(Box::new(r)));
     }
 
     /// Sends `request`; its answer comes back as `wrap(answer)`.
@@ -514,61 +515,34 @@ impl Conversation {
 
     async fn reply(&mut self, cx: &ConnectionTo<Agent>, reply: Reply) -> Result<(), Stop> {
         match reply {
-            Reply::Initialized(Ok(init)) => {
-                self.version = init.agent_info.as_ref().map(|i| i.version.clone());
-                self.can_load = init.agent_capabilities.load_session;
-                self.phase = Phase::Opening;
-                self.deadline = Some(Instant::now() + self.timings.handshake);
-                let cwd: PathBuf = self.spec.cwd.clone();
-                match self.spec.resume_session.clone() {
-                    Some(id) if self.can_load => {
-                        self.session = Some(SessionId::from(id.clone()));
-                        let request =
-                            LoadSessionRequest::new(id, cwd).mcp_servers(self.mcp_servers());
-                        self.send(cx, request, Reply::Loaded);
-                    }
-                    Some(id) => {
-                        self.emit(notice(format!(
-                            "cannot resume session {id}: this agent does not load sessions (it does not advertise loadSession); dispatch a new run instead"
-                        )))
-                        .await;
-                        return Err(Stop::NoHandshake);
-                    }
-                    None => {
-                        let request = NewSessionRequest::new(cwd).mcp_servers(self.mcp_servers());
-                        self.send(cx, request, Reply::Opened);
-                    }
-                }
-            }
-            Reply::Initialized(Err(e)) => {
-                self.emit(notice(format!(
-                    "the agent refused initialize: {}",
-                    e.message
-                )))
-                .await;
-                return Err(Stop::NoHandshake);
-            }
-            Reply::Opened(Ok(session)) => {
-                self.session = Some(session.session_id.clone());
-                self.config_options = session.config_options.unwrap_or_default();
-                self.opened(cx).await;
-            }
-            Reply::Loaded(Ok(session)) => {
-                self.config_options = session.config_options.unwrap_or_default();
-                self.opened(cx).await;
-            }
-            Reply::Opened(Err(e)) | Reply::Loaded(Err(e)) => {
-                let what = if self.spec.resume_session.is_some() {
-                    "session/load"
-                } else {
-                    "session/new"
-                };
-                self.emit(notice(format!("the agent refused {what}: {}", e.message)))
+            Reply::Initialized(init) => match *init {
+                Ok(init) => self.initialized(cx, init).await?,
+                Err(e) => {
+                    self.emit(notice(format!(
+                        "the agent refused initialize: {}",
+                        e.message
+                    )))
                     .await;
-                return Err(Stop::NoHandshake);
-            }
+                    return Err(Stop::NoHandshake);
+                }
+            },
+            Reply::Opened(opened) => match *opened {
+                Ok(session) => {
+                    self.session = Some(session.session_id.clone());
+                    self.config_options = session.config_options.unwrap_or_default();
+                    self.opened(cx).await;
+                }
+                Err(e) => return Err(self.not_opened(&e).await),
+            },
+            Reply::Loaded(loaded) => match *loaded {
+                Ok(session) => {
+                    self.config_options = session.config_options.unwrap_or_default();
+                    self.opened(cx).await;
+                }
+                Err(e) => return Err(self.not_opened(&e).await),
+            },
             Reply::ModelSet(result) => {
-                if let Err(e) = result {
+                if let Err(e) = *result {
                     self.emit(notice(format!(
                         "the agent refused the model {}: {}; it runs its default",
                         self.spec.model.as_deref().unwrap_or("?"),
@@ -578,31 +552,77 @@ impl Conversation {
                 }
                 self.ready(cx).await;
             }
-            Reply::Prompted(number, result) => {
-                let Some(turn) = self.turn.take_if(|t| t.number == number) else {
-                    return Ok(());
-                };
-                let duration_ms =
-                    u64::try_from(turn.started.elapsed().as_millis()).unwrap_or(u64::MAX);
-                let session = self.session_id();
-                let events = match result {
-                    Ok(response) => self.updates.turn_end(
-                        &response,
-                        self.spec.model.as_deref(),
-                        &session,
-                        duration_ms,
-                    ),
-                    Err(e) => self
-                        .updates
-                        .turn_failed(&e.message, Some(&session), duration_ms),
-                };
-                self.emit_all(events).await;
-                if let Some(prompt) = self.prompts.pop_front() {
-                    self.prompt(cx, prompt);
-                }
+            Reply::Prompted(number, result) => self.prompted(cx, number, *result).await,
+        }
+        Ok(())
+    }
+
+    async fn not_opened(&mut self, e: &agent_client_protocol::Error) -> Stop {
+        let what = if self.spec.resume_session.is_some() {
+            "session/load"
+        } else {
+            "session/new"
+        };
+        self.emit(notice(format!("the agent refused {what}: {}", e.message)))
+            .await;
+        Stop::NoHandshake
+    }
+
+    async fn initialized(
+        &mut self,
+        cx: &ConnectionTo<Agent>,
+        init: InitializeResponse,
+    ) -> Result<(), Stop> {
+        self.version = init.agent_info.as_ref().map(|i| i.version.clone());
+        self.can_load = init.agent_capabilities.load_session;
+        self.phase = Phase::Opening;
+        self.deadline = Some(Instant::now() + self.timings.handshake);
+        let cwd: PathBuf = self.spec.cwd.clone();
+        match self.spec.resume_session.clone() {
+            Some(id) if self.can_load => {
+                self.session = Some(SessionId::from(id.clone()));
+                let request = LoadSessionRequest::new(id, cwd).mcp_servers(self.mcp_servers());
+                self.send(cx, request, |r| Reply::Loaded(Box::new(r)));
+            }
+            Some(id) => {
+                self.emit(notice(format!(
+                            "cannot resume session {id}: this agent does not load sessions (it does not advertise loadSession); dispatch a new run instead"
+                        )))
+                        .await;
+                return Err(Stop::NoHandshake);
+            }
+            None => {
+                let request = NewSessionRequest::new(cwd).mcp_servers(self.mcp_servers());
+                self.send(cx, request, |r| Reply::Opened(Box::new(r)));
             }
         }
         Ok(())
+    }
+
+    async fn prompted(
+        &mut self,
+        cx: &ConnectionTo<Agent>,
+        number: u64,
+        result: Result<PromptResponse, agent_client_protocol::Error>,
+    ) {
+        let Some(turn) = self.turn.take_if(|t| t.number == number) else {
+            return;
+        };
+        let duration_ms = u64::try_from(turn.started.elapsed().as_millis()).unwrap_or(u64::MAX);
+        let session = self.session_id();
+        let events = match result {
+            Ok(response) => {
+                self.updates
+                    .turn_end(&response, self.spec.model.as_deref(), &session, duration_ms)
+            }
+            Err(e) => self
+                .updates
+                .turn_failed(&e.message, Some(&session), duration_ms),
+        };
+        self.emit_all(events).await;
+        if let Some(prompt) = self.prompts.pop_front() {
+            self.prompt(cx, prompt);
+        }
     }
 
     /// The session is open: the model is picked when the agent offers a choice, then
@@ -618,7 +638,7 @@ impl Conversation {
                         config_id,
                         SessionConfigValueId::from(value),
                     );
-                    self.send(cx, request, Reply::ModelSet);
+                    self.send(cx, request, |r| Reply::ModelSet(Box::new(r)));
                     return;
                 }
                 Ok(None) => {}
@@ -685,7 +705,7 @@ impl Conversation {
             self.session_id(),
             vec![ContentBlock::Text(TextContent::new(prompt))],
         );
-        self.send(cx, request, move |r| Reply::Prompted(number, r));
+        self.send(cx, request, move |r| Reply::Prompted(number, Box::new(r)));
     }
 
     /// `session/cancel` for the turn in flight; the requests it was waiting on are
@@ -736,7 +756,7 @@ impl Conversation {
             .map_err(|e| format!("could not answer the agent: {}", e.message))
     }
 
-    async fn from_agent(&mut self, _cx: &ConnectionTo<Agent>, message: FromAgent) {
+    async fn on_agent(&mut self, _cx: &ConnectionTo<Agent>, message: FromAgent) {
         match message {
             FromAgent::Update(notification) => {
                 let ours = self.session.as_ref() == Some(&notification.session_id);
@@ -748,7 +768,8 @@ impl Conversation {
                 let events = self.updates.read(notification.update);
                 self.emit_all(events).await;
             }
-            FromAgent::Permission(request, responder) => {
+            FromAgent::Permission(ask) => {
+                let (request, responder) = *ask;
                 let ours = self.session.as_ref() == Some(&request.session_id);
                 if !ours || self.phase != Phase::Running {
                     let _ = responder.respond_with_error(
@@ -774,7 +795,6 @@ impl Conversation {
                 }
                 self.next_request += 1;
                 let request_id = format!("acp-{}", self.next_request);
-                let request = *request;
                 let fields = &request.tool_call.fields;
                 let title = fields.title.clone().unwrap_or_else(|| "tool".to_string());
                 let ask = map::ask_of(
