@@ -5,8 +5,8 @@
 //! The `agent-client-protocol` SDK speaks the JSON-RPC (ids, responses, errors, unknown
 //! methods answered `-32601`); this task owns the child and everything around the SDK:
 //! each stdout line, bounded by the [`LineReader`], is looked at before the SDK reads it
-//! (a line that is not JSON, or a notification over [`MAX_NOTIFICATION_BYTES`], becomes
-//! a notice); the SDK's lines for the child go to its stdin through the process's writer
+//! (a line that is not JSON, or a notification over [`map::MAX_NOTIFICATION_BYTES`],
+//! becomes a notice); the SDK's lines for the child go to its stdin through the process's writer
 //! task; the agent's updates and permission requests come back from the SDK's handlers
 //! over a channel and are mapped by [`super::map`]. What must stay true, besides the
 //! adapter contract: a turn taken ends in exactly one `TurnCompleted` (a turn the agent
@@ -37,7 +37,7 @@ use tokio::process::ChildStdout;
 use tokio::sync::{mpsc, oneshot};
 use tokio::time::Instant;
 
-use super::map::{self, Updates};
+use super::map::{self, Gate, Updates};
 use crate::providers::process::{Line, LineReader, ProviderProcess, ShutdownTimings};
 use crate::providers::session::{end_child, line_events};
 use crate::providers::sink::EventSink;
@@ -46,9 +46,6 @@ use crate::providers::{
     ProviderEvent, ProviderEventSink, RequestKind, notice, sweep,
 };
 
-/// The largest notification kept: a bigger `session/update` is skipped whole with a
-/// notice (a line's own bound is the reader's, for responses that carry a session).
-pub const MAX_NOTIFICATION_BYTES: usize = 1024 * 1024;
 /// The most permission requests waiting at once; more are refused.
 const MAX_PENDING: usize = 256;
 
@@ -434,34 +431,15 @@ impl Conversation {
                 return;
             }
         };
-        if text.trim().is_empty() {
-            return;
-        }
-        match serde_json::from_str::<serde_json::Value>(&text) {
-            Ok(serde_json::Value::Object(message)) => {
-                let notification = message.get("id").is_none() && message.contains_key("method");
-                if notification && text.len() > MAX_NOTIFICATION_BYTES {
-                    let method = message
-                        .get("method")
-                        .and_then(serde_json::Value::as_str)
-                        .unwrap_or("?");
-                    self.emit(notice(format!(
-                        "skipped a {method} notification of {} bytes (the limit is {} KiB)",
-                        text.len(),
-                        MAX_NOTIFICATION_BYTES / 1024
-                    )))
-                    .await;
-                    return;
-                }
+        match map::gate(&text) {
+            Gate::Ignore => return,
+            Gate::Skip(why) => {
+                self.emit(notice(why)).await;
+                return;
             }
-            _ => {
-                self.emit(notice(format!(
-                    "the agent wrote a line that is not JSON-RPC: {}",
-                    crate::providers::wire::clip(&text, 120)
-                )))
-                .await;
-                // The SDK answers it as JSON-RPC says (a parse error).
-            }
+            // The SDK answers it as JSON-RPC says (a parse error).
+            Gate::PassWithNotice(why) => self.emit(notice(why)).await,
+            Gate::Pass => {}
         }
         let _ = from_child.unbounded_send(Ok(text));
     }

@@ -390,6 +390,51 @@ pub fn ask_of(
     }
 }
 
+/// The largest notification kept: a bigger one is skipped whole with a notice (a line's
+/// own bound is the reader's, for responses that carry a session).
+pub const MAX_NOTIFICATION_BYTES: usize = 1024 * 1024;
+
+/// What becomes of one stdout line before the SDK reads it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Gate {
+    /// Handed to the SDK as it is.
+    Pass,
+    /// Handed to the SDK (which answers it as JSON-RPC says), with a notice: it is not
+    /// a JSON-RPC message.
+    PassWithNotice(String),
+    /// Not handed on: a notice says why (a notification too big to keep).
+    Skip(String),
+    /// Nothing at all (a blank line).
+    Ignore,
+}
+
+/// Looks at one line from the agent: blank lines are ignored, a notification over
+/// [`MAX_NOTIFICATION_BYTES`] is skipped, a line that is not a JSON object is noted.
+pub fn gate(line: &str) -> Gate {
+    if line.trim().is_empty() {
+        return Gate::Ignore;
+    }
+    match serde_json::from_str::<Value>(line) {
+        Ok(Value::Object(message)) => {
+            let notification = message.get("id").is_none() && message.contains_key("method");
+            if notification && line.len() > MAX_NOTIFICATION_BYTES {
+                let method = message.get("method").and_then(Value::as_str).unwrap_or("?");
+                return Gate::Skip(format!(
+                    "skipped a {} notification of {} bytes (the limit is {} KiB)",
+                    clip(method, 60),
+                    line.len(),
+                    MAX_NOTIFICATION_BYTES / 1024
+                ));
+            }
+            Gate::Pass
+        }
+        _ => Gate::PassWithNotice(format!(
+            "the agent wrote a line that is not JSON-RPC: {}",
+            clip(line, 120)
+        )),
+    }
+}
+
 /// The agent's "allow always", as a sentence, when it offers one.
 pub fn always_option(options: &[PermissionOption]) -> Option<AlwaysOption> {
     options

@@ -14,7 +14,8 @@
 mod client;
 pub mod map;
 
-pub use client::{AcpTimings, MAX_NOTIFICATION_BYTES};
+pub use client::AcpTimings;
+pub use map::MAX_NOTIFICATION_BYTES;
 
 use tokio::sync::mpsc;
 
