@@ -1,7 +1,7 @@
 //! The simulated agent's ACP mode (`drover sim-agent --acp`): the same scenarios, played
 //! as an ACP agent on the `agent-client-protocol` SDK's agent side over stdio, so the
-//! ACP provider is tested headless against a real child (docs/PROVIDERS.md §"ACP
-//! agents").
+//! ACP provider is tested headless against a real child
+//! (docs/PROVIDERS.md §"ACP agents").
 //!
 //! A scenario's turn is one `session/prompt`: text and thinking become
 //! `agent_message_chunk` and `agent_thought_chunk` updates, a tool call a `tool_call`

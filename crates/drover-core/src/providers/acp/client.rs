@@ -1,6 +1,6 @@
 //! One run's conversation with an ACP agent: the child, the SDK's client connection over
-//! its stdio, and the phases handshake → running → ending (docs/PROVIDERS.md §"ACP
-//! agents").
+//! its stdio, and the phases handshake → running → ending
+//! (docs/PROVIDERS.md §"ACP agents").
 //!
 //! The `agent-client-protocol` SDK speaks the JSON-RPC (ids, responses, errors, unknown
 //! methods answered `-32601`); this task owns the child and everything around the SDK:
