@@ -251,6 +251,7 @@ fn spec() -> Spec {
         class: None,
         workspace: None,
         carry_changes: false,
+        sandbox: false,
         clamps: vec![],
     }
 }

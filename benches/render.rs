@@ -226,6 +226,7 @@ fn summary(i: usize, state: RunState) -> RunSummary {
         parent_run: None,
         depth: 0,
         workflow_id: None,
+        sandbox: false,
     }
 }
 
@@ -269,6 +270,7 @@ fn view(run_id: &str) -> RunView {
         task: "Refactor the storage module to the new error type.".into(),
         cwd: "/work/project".into(),
         policy: "ask".into(),
+        sandbox: false,
         cost_basis: "reported".into(),
         tokens: Tokens::default(),
         turns: Vec::new(),
@@ -293,5 +295,6 @@ fn view(run_id: &str) -> RunView {
         workspace: None,
         decisions: Vec::new(),
         needs_you: None,
+        evidence: None,
     }
 }

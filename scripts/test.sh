@@ -27,6 +27,14 @@ if ! command -v tmux >/dev/null 2>&1; then
     exit 1
 fi
 
+# The sandbox's tests run real bubblewrap (as root; as another user they say why and
+# return).
+if [ "$(id -u)" = 0 ] && ! command -v bwrap >/dev/null 2>&1; then
+    echo "error: bwrap is not on PATH; the sandbox's tests run real bubblewrap." >&2
+    echo "Install it (e.g. apt-get install bubblewrap), then run scripts/test.sh again." >&2
+    exit 1
+fi
+
 # `npm ci` reinstalls from the lockfile; skip it when node_modules is newer than both
 # manifests (npm writes node_modules/.package-lock.json last) and every CLI is there.
 installed="$peers/node_modules/.package-lock.json"

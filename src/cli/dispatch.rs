@@ -127,6 +127,11 @@ pub struct DispatchArgs {
     /// Bring your checkout's uncommitted changes (untracked files too) into the worktree.
     #[arg(long)]
     pub carry_changes: bool,
+    /// Run the provider CLI in a sandbox (bubblewrap): the file system read-only but the
+    /// run's directory and the CLI's own state, a private /tmp, your keys and other
+    /// worktrees hidden. Refused (SANDBOX_UNAVAILABLE) where bubblewrap cannot run.
+    #[arg(long)]
+    pub sandbox: bool,
     /// With a drover running: wait until the run needs you, is idle, or has ended, and exit
     /// by how it stands (0 idle or done · 4 failed, stopped or blocked · 5 needs you).
     #[arg(long)]
@@ -171,6 +176,7 @@ impl DispatchArgs {
             class: self.class.clone(),
             workspace: self.workspace.clone(),
             carry_changes: self.carry_changes.then_some(true),
+            sandbox: self.sandbox.then_some(true),
         })
     }
 }
@@ -543,6 +549,7 @@ mod tests {
                 class: Some("bugfix".into()),
                 workspace: None,
                 carry_changes: None,
+                sandbox: None,
             }
         );
         assert_eq!(spec(&["--cwd", "/abs", "t"]).cwd, Some("/abs".into()));

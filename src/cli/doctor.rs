@@ -68,6 +68,8 @@ pub struct Report {
     pub providers: Vec<ProviderCheck>,
     /// git, which worktree runs need.
     pub git: GitCheck,
+    /// bubblewrap, which sandboxed runs need (`--sandbox`, `[limits] sandbox_auto`).
+    pub bubblewrap: SandboxCheck,
     /// Where runs' worktrees go.
     pub worktrees: PathBuf,
 }
@@ -82,6 +84,45 @@ pub struct GitCheck {
     /// `ok`, `too-old`, `missing`, `no-version`.
     pub status: String,
     pub fix: Option<String>,
+}
+
+/// bubblewrap on this machine: sandboxed runs need it (docs/ARCHITECTURE.md
+/// §"The sandbox").
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct SandboxCheck {
+    pub path: Option<PathBuf>,
+    pub version: Option<String>,
+    /// `ok` (it runs a sandbox here), `missing` (not on PATH), `unusable` (found, but it
+    /// cannot make its namespaces here).
+    pub status: String,
+    pub fix: Option<String>,
+}
+
+/// Finds bubblewrap and probes it the way a sandboxed dispatch does.
+pub fn check_bubblewrap() -> SandboxCheck {
+    use drover_core::providers::sandbox;
+    match sandbox::probe() {
+        Ok(found) => SandboxCheck {
+            path: Some(found.path),
+            version: Some(found.version),
+            status: "ok".into(),
+            fix: None,
+        },
+        Err(e) => {
+            let path = which::which(sandbox::BWRAP).ok();
+            SandboxCheck {
+                status: if path.is_some() {
+                    "unusable"
+                } else {
+                    "missing"
+                }
+                .into(),
+                path,
+                version: None,
+                fix: Some(e.message),
+            }
+        }
+    }
 }
 
 /// Finds git and checks its version against [`drover_core::workspace::git::MIN_VERSION`].
@@ -168,6 +209,7 @@ pub fn run(args: DoctorArgs, paths: &Paths) -> Result<(), DroverError> {
             })
             .collect(),
         git: check_git(),
+        bubblewrap: check_bubblewrap(),
         worktrees: config.workspaces.root_in(&paths.data_dir),
     };
     if args.output.json {
@@ -340,6 +382,19 @@ fn render(report: &Report) -> String {
     };
     out.push_str(&format!("{:<12} {:<17} {found}\n", "git", git.status));
     if let Some(fix) = &git.fix {
+        out.push_str(&format!("{:<12} fix: {fix}\n", ""));
+    }
+    let bwrap = &report.bubblewrap;
+    let found = match (&bwrap.path, &bwrap.version) {
+        (Some(path), Some(v)) => format!("{} {v}", path.display()),
+        (Some(path), None) => path.display().to_string(),
+        (None, _) => "`bwrap` not found (sandboxed runs are refused)".to_string(),
+    };
+    out.push_str(&format!(
+        "{:<12} {:<17} {found}\n",
+        "bubblewrap", bwrap.status
+    ));
+    if let Some(fix) = &bwrap.fix {
         out.push_str(&format!("{:<12} fix: {fix}\n", ""));
     }
     for p in &report.providers {

@@ -107,6 +107,7 @@ mod tests {
             parent_run: None,
             depth: 0,
             workflow_id: None,
+            sandbox: false,
         }
     }
 

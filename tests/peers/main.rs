@@ -27,4 +27,5 @@ mod mock;
 mod mock_api;
 mod opencode;
 mod peers;
+mod sandbox;
 mod tmux;

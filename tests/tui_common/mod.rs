@@ -114,6 +114,7 @@ pub fn summary(n: u32, title: &str, state: RunState) -> RunSummary {
         parent_run: None,
         depth: 0,
         workflow_id: None,
+        sandbox: false,
     }
 }
 
@@ -182,6 +183,7 @@ pub fn view_of(s: &RunSummary) -> RunView {
         task: format!("{} — keep the public API as it is.", s.head.title),
         cwd: "/home/dev/project".into(),
         policy: "ask".into(),
+        sandbox: false,
         cost_basis: "reported".into(),
         tokens: Tokens::default(),
         turns: vec![TurnView {
@@ -194,6 +196,7 @@ pub fn view_of(s: &RunSummary) -> RunView {
             tokens: Tokens::default(),
             cost_usd: None,
             result: None,
+            commands: Vec::new(),
         }],
         pending: Vec::new(),
         last_result: None,
@@ -216,6 +219,7 @@ pub fn view_of(s: &RunSummary) -> RunView {
         workspace: s.workspace.as_deref().cloned(),
         decisions: Vec::new(),
         needs_you: None,
+        evidence: None,
     }
 }
 

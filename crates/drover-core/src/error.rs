@@ -18,6 +18,10 @@ pub enum ErrorCode {
     ProviderUnavailable,
     /// The simulated agent has no scenario of that name (and it is no path to a file).
     ScenarioUnknown,
+    /// The run is to be sandboxed (`--sandbox`, or `[limits] sandbox_auto` for an `auto`
+    /// run) and bubblewrap is missing or cannot make its namespaces here: it is refused,
+    /// never run unsandboxed (docs/ARCHITECTURE.md §"The sandbox").
+    SandboxUnavailable,
     /// The task is empty.
     TaskRequired,
     /// The task is longer than `[limits] task_max_chars`.
@@ -183,6 +187,7 @@ impl ErrorCode {
             ErrorCode::InvalidProvider => "INVALID_PROVIDER",
             ErrorCode::ProviderUnavailable => "PROVIDER_UNAVAILABLE",
             ErrorCode::ScenarioUnknown => "SCENARIO_UNKNOWN",
+            ErrorCode::SandboxUnavailable => "SANDBOX_UNAVAILABLE",
             ErrorCode::TaskRequired => "TASK_REQUIRED",
             ErrorCode::TaskTooLong => "TASK_TOO_LONG",
             ErrorCode::CwdInvalid => "CWD_INVALID",
@@ -292,6 +297,7 @@ mod tests {
             ErrorCode::InvalidProvider,
             ErrorCode::ProviderUnavailable,
             ErrorCode::ScenarioUnknown,
+            ErrorCode::SandboxUnavailable,
             ErrorCode::PermissionPolicyUnsupported,
             ErrorCode::NoPendingRequest,
             ErrorCode::OwnerUnresponsive,

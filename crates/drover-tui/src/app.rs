@@ -32,7 +32,7 @@ use std::path::PathBuf;
 
 use super::event::{AppEvent, Effect, OpenIn, ReplyTag};
 use super::keys::{Action, Context, KeyTable};
-use super::model::{FINISHED_PAGE, Flash, ViewModel};
+use super::model::{FINISHED_PAGE, Flash, Pane, ViewModel};
 use super::shown::Shown;
 use super::views::confirm::{ConfirmView, Confirmable};
 use super::views::diff::{DiffScreen, DiffState};
@@ -254,6 +254,9 @@ impl App {
                 self.model.width = width;
                 self.model.height = height;
                 self.model.keep_selection_visible();
+                if self.model.areas().detail.width == 0 {
+                    self.model.focus = Pane::List;
+                }
             }
             AppEvent::Dispatch(event) => self.on_dispatch_event(&event, &mut effects),
             AppEvent::OwnerGone => {
@@ -359,7 +362,16 @@ impl App {
 
     fn on_dashboard_action(&mut self, action: Action, effects: &mut Vec<Effect>) {
         let selected = self.model.selected_entry().map(|e| e.summary.clone());
+        let detail = self.model.focus == Pane::Detail;
         match action {
+            // The focused detail pane: the keys that move in the list move in the
+            // transcript, and `enter` reads it full screen.
+            Action::SelectNext if detail => self.scroll_transcript(1),
+            Action::SelectPrev if detail => self.scroll_transcript(-1),
+            Action::SelectFirst if detail => self.model.transcript_scroll = Some(0),
+            Action::SelectLast if detail => self.model.transcript_scroll = None,
+            Action::Open if detail => self.open_transcript(selected.as_ref()),
+            Action::FocusPane => self.focus_next_pane(),
             Action::SelectNext => self.model.move_selection(1),
             Action::SelectPrev => self.model.move_selection(-1),
             Action::SelectFirst => self.model.select_first(),
@@ -396,31 +408,28 @@ impl App {
                 )),
                 None => self.flash_error("select a run first".into()),
             },
-            Action::Stop | Action::Complete => match selected {
-                Some(run) if run.head.state.is_active() => {
-                    let (tag, request, verb) = if action == Action::Stop {
-                        (
-                            ReplyTag::Stop(run.head.run_id.clone()),
-                            Request::Stop {
-                                run_id: run.head.run_id.clone(),
-                            },
-                            "stopping",
-                        )
-                    } else {
-                        (
-                            ReplyTag::Complete(run.head.run_id.clone()),
-                            Request::Complete {
-                                run_id: run.head.run_id.clone(),
-                            },
-                            "completing",
-                        )
-                    };
-                    self.flash_info(format!("{verb} {}…", run.head.run_id));
-                    effects.push(Effect::Request { tag, request });
+            Action::Stop => match selected {
+                // A run in a turn may wrap up first: `s` offers that, or stopping now
+                // (docs/ARCHITECTURE.md §"Wrap up, then stop").
+                Some(run)
+                    if matches!(
+                        run.head.state,
+                        RunState::Running | RunState::AwaitingPermission
+                    ) =>
+                {
+                    let id = run.head.run_id.clone();
+                    self.views.push(ConfirmView {
+                        message: format!(
+                            "{id} is working. Wrap it up (y or enter): it finishes its turn, \
+                             writes its final answer, then stops. Or stop it now (s): its \
+                             turn is cut and it ends with no result."
+                        ),
+                        what: Confirmable::StopRun { run_id: id },
+                    });
                 }
-                Some(run) => self.flash_error(format!("{} has already ended", run.head.run_id)),
-                None => self.flash_error("select a run first".into()),
+                _ => self.stop_or_complete(action, selected.as_ref(), effects),
             },
+            Action::Complete => self.stop_or_complete(action, selected.as_ref(), effects),
             Action::Remove => match selected {
                 Some(run)
                     if run.head.state.is_terminal()
@@ -752,6 +761,40 @@ impl App {
 
     /// The follow-up box. On a hibernated run it also wakes the run's CLI now, so that
     /// the turn starts as on a warm run once the follow-up is written.
+    /// `s` on a run that is not in a turn, or `c`: stop (or complete) it now.
+    fn stop_or_complete(
+        &mut self,
+        action: Action,
+        selected: Option<&RunSummary>,
+        effects: &mut Vec<Effect>,
+    ) {
+        match selected {
+            Some(run) if run.head.state.is_active() => {
+                let (tag, request, verb) = if action == Action::Stop {
+                    (
+                        ReplyTag::Stop(run.head.run_id.clone()),
+                        Request::Stop {
+                            run_id: run.head.run_id.clone(),
+                        },
+                        "stopping",
+                    )
+                } else {
+                    (
+                        ReplyTag::Complete(run.head.run_id.clone()),
+                        Request::Complete {
+                            run_id: run.head.run_id.clone(),
+                        },
+                        "completing",
+                    )
+                };
+                self.flash_info(format!("{verb} {}…", run.head.run_id));
+                effects.push(Effect::Request { tag, request });
+            }
+            Some(run) => self.flash_error(format!("{} has already ended", run.head.run_id)),
+            None => self.flash_error("select a run first".into()),
+        }
+    }
+
     fn open_follow_up(&mut self, run: &RunSummary, effects: &mut Vec<Effect>) {
         if hibernated(run) {
             effects.push(Effect::Request {
@@ -864,6 +907,20 @@ impl App {
         self.views.push(RouteView::new(run_id, card));
     }
 
+    /// `tab`: the run list, or the selected run's detail pane (when the terminal is wide
+    /// enough to show one).
+    fn focus_next_pane(&mut self) {
+        self.model.focus = match self.model.focus {
+            Pane::Detail => Pane::List,
+            Pane::List if self.model.areas().detail.width == 0 => {
+                return self.flash_error(
+                    "the terminal is too narrow for the detail pane; t reads the transcript".into(),
+                );
+            }
+            Pane::List => Pane::Detail,
+        };
+    }
+
     fn scroll_transcript(&mut self, delta: isize) {
         let Some(entry) = self.model.selected_entry() else {
             return;
@@ -893,6 +950,7 @@ impl App {
         let in_detail = areas.detail.contains(at);
         match mouse.kind {
             MouseEventKind::Down(MouseButton::Left) if in_trays => {
+                self.model.focus = Pane::List;
                 let line = (mouse.row - areas.trays_inner.y) as usize;
                 if let Some(id) = self.model.run_at_line(line).map(str::to_string) {
                     self.model.select(&id);
@@ -1197,6 +1255,12 @@ impl App {
             },
             ReplyTag::Stop(id) | ReplyTag::Complete(id) => match result {
                 Ok(_) => self.flash_info(format!("{id} is ending")),
+                Err(e) => self.flash_error(format!("{}: {}", e.code, e.message)),
+            },
+            ReplyTag::WrapUp(id) => match result {
+                Ok(_) => self.flash_info(format!(
+                    "{id} is wrapping up: it writes its final answer, then stops"
+                )),
                 Err(e) => self.flash_error(format!("{}: {}", e.code, e.message)),
             },
             ReplyTag::Remove => match result.and_then(Response::into_removed) {

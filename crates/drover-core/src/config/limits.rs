@@ -76,6 +76,12 @@ pub struct Limits {
     pub held_per_session: u32,
     /// Concurrent runs per workflow.
     pub per_workflow: u32,
+    /// Every run with the `auto` policy runs in a sandbox (docs/ARCHITECTURE.md
+    /// §"The sandbox"), as if dispatched with `--sandbox`.
+    pub sandbox_auto: bool,
+    /// A sandboxed run's CLI reaches the network (it must reach its model API); `false`
+    /// gives it a network namespace with only loopback.
+    pub sandbox_network: bool,
     /// How deep sub-runs (runs dispatched from inside a run) may nest: a top-level run
     /// is at depth 0.
     pub max_depth: u32,
@@ -88,6 +94,14 @@ pub struct Limits {
     pub permission_timeout_secs: u64,
     /// An unanswered question is denied after this long, in seconds.
     pub question_timeout_secs: u64,
+    /// How long before a run's time box drover asks it to wrap up, in seconds (at most
+    /// half the time box; 0: never wraps up, the limits cut as they are reached).
+    pub wrap_up_secs: u64,
+    /// How long the wrap-up turn may take before the hard stop, in seconds.
+    pub wrap_up_bound_secs: u64,
+    /// The part of a run's dollar cap kept for its wrap-up turn: a turn that ends with no
+    /// result block while its spend is within this of the cap is followed by the wrap-up.
+    pub wrap_up_usd: f64,
     /// Concurrent runs per provider name (`claude-code`, `codex`, `opencode`, `sim`).
     pub per_provider: BTreeMap<String, u32>,
 }

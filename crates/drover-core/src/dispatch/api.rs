@@ -130,6 +130,13 @@ pub enum Request {
         /// The run to stop.
         run_id: String,
     },
+    /// Ask an active run to wrap up, a soft stop: one turn asking it to write its result
+    /// block now, then it ends (completion reason `stopped_soft`; docs/ARCHITECTURE.md
+    /// §"Wrap up, then stop").
+    WrapUp {
+        /// The run to wrap up.
+        run_id: String,
+    },
     /// End an idle run as completed.
     Complete {
         /// The idle run to end.
@@ -524,6 +531,7 @@ impl Request {
             | Request::HandBack { .. }
             | Request::Respond { .. }
             | Request::Stop { .. }
+            | Request::WrapUp { .. }
             | Request::Complete { .. }
             | Request::Route { .. }
             | Request::RouteDecline { .. }
@@ -875,6 +883,7 @@ impl RunSummary {
             parent_run: None,
             depth: 0,
             workflow_id: None,
+            sandbox: false,
         }
     }
 }
@@ -1046,6 +1055,9 @@ pub struct RunSummary {
     /// The workflow it belongs to, if any.
     #[serde(default)]
     pub workflow_id: Option<String>,
+    /// Its CLI runs in a sandbox (docs/ARCHITECTURE.md §"The sandbox").
+    #[serde(default)]
+    pub sandbox: bool,
 }
 
 /// Everything about one run (`drover show --json`).
@@ -1060,6 +1072,9 @@ pub struct RunView {
     pub cwd: String,
     /// Its permission policy (`ask`, `restricted`, `auto`).
     pub policy: String,
+    /// Its CLI runs in a sandbox (docs/ARCHITECTURE.md §"The sandbox").
+    #[serde(default)]
+    pub sandbox: bool,
     /// The weakest basis of the run's spend: `reported`, `estimated`, `free`, `unpriced`.
     pub cost_basis: String,
     /// Its tokens over every turn.
@@ -1101,6 +1116,11 @@ pub struct RunView {
     /// Why the run is in Needs you and since when; `null` when it waits for nothing.
     #[serde(default)]
     pub needs_you: Option<NeedsYou>,
+    /// What its commands show (docs/ARCHITECTURE.md §"Evidence"): how many ran, the
+    /// tests among them and how they ended, and the line that says so; `null` until a
+    /// turn has ended.
+    #[serde(default)]
+    pub evidence: Option<crate::evidence::Evidence>,
 }
 
 impl RunView {
@@ -1188,6 +1208,10 @@ pub struct TurnView {
     /// The turn's result, as JSON: its parsed `## Result` block or, with an output
     /// schema, its JSON answer.
     pub result: Option<Value>,
+    /// The commands the turn executed, with their exit codes (docs/ARCHITECTURE.md
+    /// §"Evidence").
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub commands: Vec<crate::evidence::CommandRun>,
 }
 
 /// A request waiting for the user's answer (`show --json` → `pending`).

@@ -89,6 +89,10 @@ impl Facts for SystemFacts {
         which::which(command).is_ok()
     }
 
+    fn sandbox_unavailable(&self) -> Option<crate::DroverError> {
+        crate::providers::sandbox::probe().err()
+    }
+
     fn env(&self, name: &str) -> Option<String> {
         std::env::var(name).ok()
     }
@@ -566,7 +570,8 @@ fn interactive(
         providers::registry::interactive((*job.spec).clone(), &job.session, self_exe, data_dir)?;
     match job.read_since {
         None => Ok(Interactively::Planned(Box::new(plan))),
-        Some(since) => providers::interactive::read(record, &plan.env, &job.session, since)
-            .map(Interactively::Read),
+        Some(since) => {
+            providers::interactive::read_back(record, &plan, since).map(Interactively::Read)
+        }
     }
 }

@@ -25,6 +25,7 @@ pub mod interactive;
 pub mod opencode;
 pub mod process;
 pub mod registry;
+pub mod sandbox;
 pub mod session;
 pub mod sink;
 pub mod sweep;
@@ -86,6 +87,9 @@ pub struct LaunchSpec {
     /// Where the run's processes are noted ([`sweep`]); the dispatcher gives one per
     /// launch.
     pub journal: Option<sweep::ProcessJournal>,
+    /// Run the CLI under bubblewrap ([`sandbox`]); [`launch`] adds the CLI's own state
+    /// directories to what it may write.
+    pub sandbox: Option<sandbox::Sandbox>,
 }
 
 /// A stdio MCP server a run's CLI is started with: `command args…` with `env` added.
@@ -322,6 +326,9 @@ pub enum ProviderEvent {
         tool_use_id: String,
         /// The tool failed (or was refused).
         is_error: bool,
+        /// A command's exit code, when the CLI reported one (docs/ARCHITECTURE.md
+        /// §"Evidence").
+        exit_code: Option<i32>,
         /// One line about the result.
         summary: String,
     },
@@ -398,6 +405,7 @@ impl ProviderEvent {
             ProviderEvent::ToolFinished {
                 tool_use_id: _,
                 is_error: _,
+                exit_code: _,
                 summary,
             } => {
                 redactor.redact_string(summary);

@@ -35,7 +35,7 @@ use tokio::process::{Child, ChildStdin, ChildStdout, Command};
 use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
 
-use super::{LaunchError, LaunchSpec, sweep};
+use super::{LaunchError, LaunchSpec, sandbox, sweep};
 
 /// The longest stdout line kept (a longer one is skipped whole).
 pub const MAX_LINE_BYTES: usize = 8 * 1024 * 1024;
@@ -94,6 +94,9 @@ pub struct ChildCommand<'a> {
     pub run_id: &'a str,
     /// Where its processes are noted ([`sweep`]), when the run has a journal.
     pub journal: Option<&'a sweep::ProcessJournal>,
+    /// Run it under bubblewrap ([`sandbox`]): `bwrap` is then the child (the group's
+    /// leader) and the command runs inside it.
+    pub sandbox: Option<&'a sandbox::Sandbox>,
 }
 
 /// A running provider child: the leader of its own process group.
@@ -130,6 +133,7 @@ pub fn spawn_spec(
         cwd: &spec.cwd,
         run_id: &spec.run_id,
         journal: spec.journal.as_ref(),
+        sandbox: spec.sandbox.as_ref(),
     })
 }
 
@@ -148,8 +152,22 @@ pub fn spawn(
             command.cwd.display()
         )));
     }
-    let mut cmd = Command::new(command.program);
-    cmd.args(command.args)
+    // A sandboxed child is `bwrap` running the command: one place for every provider, and
+    // a sandbox that cannot be made refuses the start (never unsandboxed).
+    let wrapped = match command.sandbox {
+        Some(sandbox) => Some(
+            sandbox
+                .wrap(command.program, command.args, command.cwd)
+                .map_err(|e| fail(format!("{}: {}", e.code, e.message)))?,
+        ),
+        None => None,
+    };
+    let (program, args) = match &wrapped {
+        Some((bwrap, argv)) => (bwrap.as_path(), argv.as_slice()),
+        None => (command.program, command.args),
+    };
+    let mut cmd = Command::new(program);
+    cmd.args(args)
         .envs(command.env)
         .current_dir(command.cwd)
         .stdin(Stdio::piped())
@@ -725,6 +743,7 @@ mod tests {
             cwd: Path::new("/"),
             run_id: "test",
             journal: None,
+            sandbox: None,
         })
         .expect("spawning /bin/sh")
     }
@@ -751,6 +770,7 @@ mod tests {
             cwd: Path::new("/"),
             run_id: "test",
             journal: None,
+            sandbox: None,
         })
         .expect_err("no such program");
         assert_eq!(err.command, "/nonexistent/provider");
@@ -761,6 +781,7 @@ mod tests {
             cwd: Path::new("/nonexistent/dir"),
             run_id: "test",
             journal: None,
+            sandbox: None,
         })
         .expect_err("no such directory");
         assert!(err.reason.contains("/nonexistent/dir"), "{err}");
@@ -783,6 +804,7 @@ mod tests {
             cwd: dir.path(),
             run_id: "test",
             journal: None,
+            sandbox: None,
         })
         .expect("spawn");
         let pid = process.pid();

@@ -75,6 +75,8 @@ pub const PROVIDERS: &[ProviderTraits] = &[
         interactive: Some(Interactive {
             args: super::claude::args::interactive_args,
             record: Record::Claude,
+            env: None,
+            export: None,
         }),
     },
     ProviderTraits {
@@ -91,6 +93,8 @@ pub const PROVIDERS: &[ProviderTraits] = &[
         interactive: Some(Interactive {
             args: super::codex::args::resume_args,
             record: Record::CodexRollout,
+            env: None,
+            export: None,
         }),
     },
     ProviderTraits {
@@ -105,7 +109,12 @@ pub const PROVIDERS: &[ProviderTraits] = &[
         }),
         start: super::opencode::launch,
         // Its sessions live in a database only its own `export` reads.
-        interactive: None,
+        interactive: Some(Interactive {
+            args: super::opencode::launch::interactive_args,
+            record: Record::OpenCodeExport,
+            env: Some(super::opencode::launch::interactive_env),
+            export: Some(super::opencode::launch::export_args),
+        }),
     },
     // Agents that speak the Agent Client Protocol (docs/PROVIDERS.md §"ACP agents"):
     // one adapter, each started with its own command line (`[providers.NAME]`).
@@ -127,6 +136,8 @@ pub const PROVIDERS: &[ProviderTraits] = &[
         interactive: Some(Interactive {
             args: sim_interactive_args,
             record: Record::Sim,
+            env: None,
+            export: None,
         }),
     },
 ];
@@ -263,7 +274,8 @@ pub fn launch(spec: LaunchSpec, launcher: &Launcher) -> Result<AdapterHandle, La
             ),
         });
     };
-    let spec = resolved(spec, &launcher.self_exe, &launcher.data_dir);
+    let mut spec = resolved(spec, &launcher.self_exe, &launcher.data_dir);
+    super::sandbox::for_cli(&mut spec);
     (provider.start)(spec, launcher.sink.clone())
 }
 
@@ -281,8 +293,18 @@ pub fn interactive(
             spec.provider
         ));
     };
-    let spec = resolved(spec, self_exe, data_dir);
-    Ok((super::interactive::plan(&spec, session, &how), how.record))
+    let mut spec = resolved(spec, self_exe, data_dir);
+    super::sandbox::for_cli(&mut spec);
+    let mut plan = super::interactive::plan(&spec, session, &how);
+    // A sandboxed run is taken over in the same sandbox.
+    if let Some(sandbox) = &spec.sandbox {
+        let (bwrap, args) = sandbox
+            .wrap(&plan.program, &plan.args, &plan.cwd)
+            .map_err(|e| format!("{}: {}", e.code, e.message))?;
+        plan.program = bwrap;
+        plan.args = args;
+    }
+    Ok((plan, how.record))
 }
 
 /// The spec with its commands resolved: the simulated agent's, or the provider's
@@ -366,6 +388,7 @@ mod tests {
             scenario: scenario.map(str::to_string),
             mcp: None,
             journal: None,
+            sandbox: None,
         }
     }
 

@@ -176,6 +176,7 @@ fn start(shell: String, protocol: Words, timings: Timings) -> Fake {
         scenario: None,
         mcp: None,
         journal: None,
+        sandbox: None,
     };
     let (tx, events) = mpsc::channel(64);
     let handle = launch(spec, protocol, tx, timings).expect("launch the fake");

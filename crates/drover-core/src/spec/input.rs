@@ -69,6 +69,10 @@ pub struct SpecInput {
     pub workspace: Option<String>,
     /// A worktree run brings the checkout's uncommitted changes along.
     pub carry_changes: Option<bool>,
+    /// Run the provider CLI in a sandbox (bubblewrap): only the run's directory and the
+    /// CLI's own state writable, secrets and other worktrees hidden. Refused with
+    /// `SANDBOX_UNAVAILABLE` where bubblewrap cannot run, never run without it.
+    pub sandbox: Option<bool>,
 }
 
 #[cfg(test)]

@@ -144,6 +144,7 @@ fn every_field_passes_through_when_valid() {
         class: Some("feature".into()),
         workspace: Some(" Worktree ".into()),
         carry_changes: Some(true),
+        sandbox: Some(true),
     };
     let spec = accepted(&input);
     assert_eq!(
@@ -182,6 +183,7 @@ fn every_field_passes_through_when_valid() {
         Some(crate::workspace::WorkspaceMode::Worktree)
     );
     assert!(spec.carry_changes);
+    assert!(spec.sandbox);
     assert!(spec.clamps.is_empty());
 
     // A validated spec survives the ledger's JSON round trip.
@@ -674,4 +676,15 @@ fn title_comes_from_the_input_or_the_task() {
     assert!(spec.title.ends_with('…'));
     let spec = accepted(&task("\n\n  Ünïcödé   first line  \nsecond"));
     assert_eq!(spec.title, "Ünïcödé first line");
+}
+
+/// A spec stored before sandboxes existed reads as not sandboxed.
+#[test]
+fn a_spec_stored_without_the_sandbox_field_is_not_sandboxed() {
+    let spec = accepted(&task("an old run"));
+    let mut stored = serde_json::to_value(&spec).unwrap();
+    stored.as_object_mut().unwrap().remove("sandbox");
+    let read: super::Spec = serde_json::from_value(stored).unwrap();
+    assert!(!read.sandbox);
+    assert_eq!(read, spec);
 }

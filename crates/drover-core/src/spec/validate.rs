@@ -105,6 +105,7 @@ pub fn validate(input: &SpecInput, ctx: &ValidationContext) -> Result<Spec, Drov
         class: present(input.class.as_deref()),
         workspace,
         carry_changes: input.carry_changes.unwrap_or(false),
+        sandbox: input.sandbox.unwrap_or(false),
         clamps,
     })
 }

@@ -62,6 +62,11 @@ pub struct Spec {
     /// A worktree run brings the checkout's uncommitted changes along.
     #[serde(default)]
     pub carry_changes: bool,
+    /// The provider CLI runs under bubblewrap (docs/ARCHITECTURE.md §"The sandbox"):
+    /// asked by the dispatch, or set at admission (`[limits] sandbox_auto` for an `auto`
+    /// run, a sandboxed parent for a sub-run). Absent in older records: not sandboxed.
+    #[serde(default)]
+    pub sandbox: bool,
     /// Every number that was changed to fit the limits, so the dispatcher can note it.
     #[serde(default)]
     pub clamps: Vec<Clamp>,

@@ -542,25 +542,7 @@ pub fn in_work_tree(dir: &Path) -> bool {
 /// for `dir` in any of its worktrees too), read from the `.git` files, without git.
 /// `None` outside a git work tree.
 pub fn git_common_dir(dir: &Path) -> Option<PathBuf> {
-    dir.ancestors().find_map(|d| {
-        let dot_git = d.join(".git");
-        if dot_git.is_dir() {
-            // A `.git` without a HEAD is no repository (as `in_work_tree` reads it).
-            return dot_git
-                .join("HEAD")
-                .is_file()
-                .then(|| std::fs::canonicalize(&dot_git).ok())
-                .flatten();
-        }
-        let text = std::fs::read_to_string(&dot_git).ok()?;
-        let gitdir = text.strip_prefix("gitdir:")?.trim();
-        let gitdir = d.join(gitdir);
-        let common = match std::fs::read_to_string(gitdir.join("commondir")) {
-            Ok(rel) => gitdir.join(rel.trim()),
-            Err(_) => gitdir,
-        };
-        std::fs::canonicalize(common).ok()
-    })
+    crate::providers::sandbox::git_dirs(dir).map(|g| g.common_dir)
 }
 
 /// `NO_WORKTREE`: why a run has no worktree to act on (shared, merged, kept, discarded,

@@ -9,7 +9,7 @@ use ratatui::text::{Line, Span};
 
 use crate::canvas::{clip_width, put_line, width_of, wrap};
 use crate::format;
-use crate::model::{RunEntry, ViewModel, needs_you};
+use crate::model::{Pane, RunEntry, ViewModel, needs_you};
 use crate::theme::{self, BudgetLevel};
 use drover_core::money::usd;
 use drover_core::providers::RequestKind;
@@ -48,7 +48,8 @@ pub fn draw(buf: &mut Buffer, area: Rect, model: &ViewModel) {
         y += 1;
     }
     let rest = Rect::new(area.x, area.y + y, area.width, area.height - y);
-    transcript(buf, rest, entry, model.transcript_scroll);
+    let focused = model.focus == Pane::Detail;
+    transcript(buf, rest, entry, model.transcript_scroll, focused);
 }
 
 fn label(text: &'static str) -> Span<'static> {
@@ -101,6 +102,9 @@ fn summary_lines(
             run.head.model.as_deref(),
         )),
     ];
+    if run.sandbox {
+        spec.push(Span::styled(" · ⊡ sandbox", theme::dim()));
+    }
     if let Some(d) = detail {
         let user_turns = d
             .turns
@@ -240,6 +244,19 @@ fn summary_lines(
             ]));
         }
     }
+    // What its commands show (docs/ARCHITECTURE.md §"Evidence"): amber for a `done` with
+    // no test run, or a test that failed.
+    if let Some(evidence) = detail.and_then(|d| d.evidence.as_ref()) {
+        let style = if evidence.warn {
+            theme::warning()
+        } else {
+            theme::text()
+        };
+        lines.push(Line::from(vec![
+            Span::raw(" ".repeat(8)),
+            Span::styled(clip_width(&evidence.line, width.saturating_sub(8)), style),
+        ]));
+    }
     if let Some(d) = detail {
         let skip = d.notes.len().saturating_sub(NOTES_SHOWN);
         for (i, note) in d.notes.iter().skip(skip).enumerate() {
@@ -373,7 +390,15 @@ fn budget_line(entry: &RunEntry, width: usize) -> Line<'static> {
     ])
 }
 
-fn transcript(buf: &mut Buffer, area: Rect, entry: &RunEntry, scroll: Option<usize>) {
+/// The transcript under its rule, heavy while the pane has the focus (`tab`), when `enter`
+/// reads it full screen.
+fn transcript(
+    buf: &mut Buffer,
+    area: Rect,
+    entry: &RunEntry,
+    scroll: Option<usize>,
+    focused: bool,
+) {
     if area.height < 2 {
         return;
     }
@@ -398,16 +423,21 @@ fn transcript(buf: &mut Buffer, area: Rect, entry: &RunEntry, scroll: Option<usi
             lines.len()
         )
     };
-    let title = format!("── transcript{where_} ");
-    let rule = "─".repeat((area.width as usize).saturating_sub(width_of(&title)));
+    let (title, mark, style) = if focused {
+        (
+            format!("━━ transcript{where_} · enter: full screen "),
+            "━",
+            theme::focus(),
+        )
+    } else {
+        (format!("── transcript{where_} "), "─", theme::pane_border())
+    };
+    let rule = mark.repeat((area.width as usize).saturating_sub(width_of(&title)));
     put_line(
         buf,
         area,
         0,
-        &Line::from(vec![
-            Span::styled(title, theme::pane_border()),
-            Span::styled(rule, theme::pane_border()),
-        ]),
+        &Line::from(vec![Span::styled(title, style), Span::styled(rule, style)]),
     );
     // The agent's text as it reads, each tool call one line (docs/ARCHITECTURE.md
     // §"Reading a transcript"); only the blocks shown are laid out.

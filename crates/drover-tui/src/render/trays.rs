@@ -6,13 +6,13 @@
 use ratatui::buffer::Buffer;
 use ratatui::layout::Rect;
 use ratatui::text::{Line, Span};
-use ratatui::widgets::{Block, Borders, Widget};
+use ratatui::widgets::{Block, BorderType, Borders, Widget};
 
 use crate::canvas::{clip_width, put_line, width_of};
 use crate::format;
 use crate::keys::{Action, Context, KeyTable};
 use crate::layout::Areas;
-use crate::model::{Row, RunEntry, Tray, ViewModel};
+use crate::model::{Pane, Row, RunEntry, Tray, ViewModel};
 use crate::theme;
 use drover_core::dispatch::api::{SearchHit, SearchSource};
 use drover_core::money::usd;
@@ -20,9 +20,15 @@ use drover_core::text::{one_line, provider_model};
 
 pub fn draw(buf: &mut Buffer, areas: &Areas, model: &ViewModel, keys: &KeyTable) {
     if areas.detail.width > 0 {
+        // The border between the panes is heavy while the detail pane has the focus.
+        let (kind, style) = match model.focus {
+            Pane::Detail => (BorderType::Thick, theme::focus()),
+            Pane::List => (BorderType::Plain, theme::pane_border()),
+        };
         Block::new()
             .borders(Borders::RIGHT)
-            .border_style(theme::pane_border())
+            .border_type(kind)
+            .border_style(style)
             .render(areas.trays, buf);
     }
     let area = areas.trays_inner;
@@ -231,6 +237,8 @@ pub fn run_lines(
 
     let mut second = vec![Span::raw(" ".repeat(3 + lead_w))];
     let stalled = if run.head.stalled { " · stalled" } else { "" };
+    // A run whose CLI is confined says so (docs/ARCHITECTURE.md §"The sandbox").
+    let sandbox = if run.sandbox { " · ⊡ sandbox" } else { "" };
     // The run's change, right-aligned: `+12 −3 · 4 files` (the counts alone when narrow).
     let state_w = width_of(&format::state_words(
         run.head.state,
@@ -281,8 +289,9 @@ pub fn run_lines(
         None => change,
     };
     let change_w: usize = change.iter().map(Span::width).sum();
-    let room =
-        width.saturating_sub(3 + stalled.len() + if change_w > 0 { change_w + 2 } else { 0 });
+    let room = width.saturating_sub(
+        3 + stalled.len() + width_of(sandbox) + if change_w > 0 { change_w + 2 } else { 0 },
+    );
     match &run.head.live_state {
         Some(live) if run.head.state.is_active() => {
             second.extend(format::run_live_line(run, live, now, room))
@@ -291,6 +300,9 @@ pub fn run_lines(
             format::state_words(run.head.state, run.head.completion_reason.as_deref()),
             theme::dim(),
         )),
+    }
+    if run.sandbox {
+        second.push(Span::styled(sandbox, theme::dim()));
     }
     if run.head.stalled {
         second.push(Span::styled(stalled, theme::warning()));

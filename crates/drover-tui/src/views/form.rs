@@ -1,5 +1,5 @@
 //! The new-dispatch form: task, provider, model (picked from the catalog), policy, budget,
-//! working directory, workspace, class, max turns, tags, workflow, context and, for the
+//! working directory, workspace, sandbox, class, max turns, tags, workflow, context and, for the
 //! simulated provider, the scenario; empty, or filled from the spec of a run to dispatch
 //! its task again ([`DispatchForm::again`]). It draws itself as a box of fields, with the
 //! model picker under the model field while it has the focus.
@@ -36,6 +36,7 @@ pub enum Field {
     Budget,
     Cwd,
     Workspace,
+    Sandbox,
     Class,
     MaxTurns,
     Tags,
@@ -54,6 +55,7 @@ impl Field {
             Field::Budget => "Budget $",
             Field::Cwd => "Directory",
             Field::Workspace => "Workspace",
+            Field::Sandbox => "Sandbox",
             Field::Class => "Class",
             Field::MaxTurns => "Max turns",
             Field::Tags => "Tags",
@@ -89,6 +91,7 @@ impl Field {
             ErrorCode::BudgetExceeded | ErrorCode::BudgetUnpriced => Field::Budget,
             ErrorCode::CwdInvalid => Field::Cwd,
             ErrorCode::WorkspaceUnavailable => Field::Workspace,
+            ErrorCode::SandboxUnavailable => Field::Sandbox,
             ErrorCode::MaxTurns => Field::MaxTurns,
             _ => return None,
         })
@@ -166,6 +169,9 @@ pub const AUTO_MODEL: &str = "auto";
 pub const DEFAULT_SCENARIO: &str = "(default)";
 /// The workspace choice meaning "the configured default".
 pub const DEFAULT_WORKSPACE: &str = "(default)";
+/// The sandbox choices: not asked (`[limits] sandbox_auto` may still put an `auto` run in
+/// one), or asked (docs/ARCHITECTURE.md §"The sandbox").
+pub const SANDBOX_CHOICES: [&str; 2] = ["off", "on"];
 
 #[derive(Debug, Clone, PartialEq)]
 pub struct DispatchForm {
@@ -177,6 +183,7 @@ pub struct DispatchForm {
     pub budget: TextField,
     pub cwd: TextField,
     pub workspace: Choice,
+    pub sandbox: Choice,
     pub class: TextField,
     pub max_turns: TextField,
     pub tags: TextField,
@@ -225,6 +232,10 @@ impl DispatchForm {
                     .map(str::to_string)
                     .collect(),
                 DEFAULT_WORKSPACE,
+            ),
+            sandbox: Choice::new(
+                SANDBOX_CHOICES.map(str::to_string).to_vec(),
+                SANDBOX_CHOICES[0],
             ),
             class: TextField::default(),
             max_turns: TextField::default(),
@@ -323,6 +334,10 @@ impl DispatchForm {
         if let Some(ws) = &run.workspace {
             form.workspace = Choice::new(form.workspace.options.clone(), ws.mode.as_str());
         }
+        form.sandbox = Choice::new(
+            form.sandbox.options.clone(),
+            SANDBOX_CHOICES[usize::from(run.sandbox)],
+        );
         form.max_turns = TextField::new(run.max_turns.to_string());
         form.again = Some((run.head.run_id.clone(), run.max_turns));
         form
@@ -338,6 +353,7 @@ impl DispatchForm {
             Field::Budget,
             Field::Cwd,
             Field::Workspace,
+            Field::Sandbox,
             Field::Class,
             Field::MaxTurns,
             Field::Tags,
@@ -353,7 +369,7 @@ impl DispatchForm {
     pub fn is_choice(field: Field) -> bool {
         matches!(
             field,
-            Field::Provider | Field::Policy | Field::Workspace | Field::Scenario
+            Field::Provider | Field::Policy | Field::Workspace | Field::Sandbox | Field::Scenario
         )
     }
 
@@ -366,6 +382,7 @@ impl DispatchForm {
             Field::Budget => self.budget.text.clone(),
             Field::Cwd => self.cwd.text.clone(),
             Field::Workspace => self.workspace.value().to_string(),
+            Field::Sandbox => self.sandbox.value().to_string(),
             Field::Class => self.class.text.clone(),
             Field::MaxTurns => self.max_turns.text.clone(),
             Field::Tags => self.tags.text.clone(),
@@ -395,6 +412,7 @@ impl DispatchForm {
             Field::Provider => Some(&mut self.provider),
             Field::Policy => Some(&mut self.policy),
             Field::Workspace => Some(&mut self.workspace),
+            Field::Sandbox => Some(&mut self.sandbox),
             Field::Scenario => Some(&mut self.scenario),
             _ => None,
         }
@@ -458,6 +476,7 @@ impl DispatchForm {
             workspace: Some(self.workspace.value())
                 .filter(|w| *w != DEFAULT_WORKSPACE)
                 .map(str::to_string),
+            sandbox: (self.sandbox.value() == SANDBOX_CHOICES[1]).then_some(true),
             max_turns,
             class: blank(&self.class.text),
             tags,

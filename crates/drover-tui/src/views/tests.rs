@@ -195,6 +195,9 @@ fn the_form_builds_a_spec_and_shows_refusals_at_their_field() {
         press(&mut view, KeyCode::Tab);
     }
     press(&mut view, KeyCode::Right);
+    // The sandbox: on.
+    press(&mut view, KeyCode::Tab);
+    press(&mut view, KeyCode::Right);
     // Class, max turns, tags, workflow, context.
     for text in [
         "review",
@@ -218,6 +221,7 @@ fn the_form_builds_a_spec_and_shows_refusals_at_their_field() {
     assert_eq!(spec.provider.as_deref(), Some("sim"));
     assert_eq!(spec.scenario.as_deref(), Some("quick-success"));
     assert_eq!(spec.workspace.as_deref(), Some("worktree"));
+    assert_eq!(spec.sandbox, Some(true));
     assert_eq!(spec.class.as_deref(), Some("review"));
     assert_eq!(spec.max_turns, Some(3));
     assert_eq!(spec.tags, ["ui", "login"]);
@@ -232,6 +236,14 @@ fn the_form_builds_a_spec_and_shows_refusals_at_their_field() {
     ));
     assert_eq!(form.focus, Field::Cwd);
     assert_eq!(form.error.as_ref().unwrap().field, Some(Field::Cwd));
+    // No bubblewrap: the refusal is shown at the sandbox field, and a form left at
+    // `off` asks for no sandbox.
+    form.refused(&DroverError::new(
+        ErrorCode::SandboxUnavailable,
+        "bubblewrap (`bwrap`) is not found on PATH",
+    ));
+    assert_eq!(form.focus, Field::Sandbox);
+    assert_eq!(form.spec().unwrap().sandbox, None);
 }
 
 #[test]

@@ -177,6 +177,10 @@ impl Core {
         let mut input = input;
         input.workflow_id = Some(lineage.workflow_id.clone());
         input.budget_usd = Some(lineage.budget_usd);
+        // A sandboxed run's sub-runs are sandboxed too: dispatching one is no way out.
+        if parent.spec.sandbox {
+            input.sandbox = Some(true);
+        }
         let id = self.admit_with(input, None)?.head.run_id;
         let now = self.now;
         if let Some(child) = self.runs.get_mut(&id) {
@@ -240,6 +244,16 @@ impl Core {
             models: &self.money.catalog,
         };
         let mut spec = spec::validate(&input, &ctx)?;
+        // docs/ARCHITECTURE.md §"The sandbox": never run unsandboxed what was to be
+        // sandboxed.
+        if spec.policy == PermissionPolicy::Auto && self.config.limits.sandbox_auto {
+            spec.sandbox = true;
+        }
+        if spec.sandbox
+            && let Some(e) = self.facts.sandbox_unavailable()
+        {
+            return Err(e);
+        }
         let asked = spec.workspace.is_some();
         let mode = self.workspace_mode(&spec, from.as_ref())?;
         spec.workspace = Some(mode);

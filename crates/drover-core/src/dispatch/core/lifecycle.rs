@@ -354,7 +354,43 @@ impl Core {
                 .expose_to_runs
                 .then(|| mcp_server(&self.data_dir, &run.id)),
             journal: None,
+            sandbox: run.spec.sandbox.then(|| self.sandbox_of(run)),
         })
+    }
+
+    /// What a sandboxed run's CLI may see and change (docs/ARCHITECTURE.md
+    /// §"The sandbox"): its worktree (whole) or a shared run's cwd, read-write; the user's
+    /// checkout (for a worktree run), the worktrees root and drover's data directory
+    /// hidden, but the owner's socket and config (drover's MCP server in the run reaches
+    /// the owner through them).
+    fn sandbox_of(&self, run: &super::run::Run) -> crate::providers::sandbox::Sandbox {
+        let worktree = run
+            .workspace
+            .is_worktree()
+            .then(|| run.workspace.worktree.clone())
+            .flatten();
+        let mut hidden = Vec::new();
+        if worktree.is_some() {
+            hidden.extend(
+                run.workspace
+                    .checkout
+                    .as_ref()
+                    .map(std::path::PathBuf::from),
+            );
+        }
+        hidden.push(self.config.workspaces.root_in(&self.data_dir));
+        hidden.push(self.data_dir.clone());
+        let paths = crate::paths::Paths::under(&self.data_dir);
+        crate::providers::sandbox::Sandbox {
+            network: self.config.limits.sandbox_network,
+            work_dir: worktree
+                .map(std::path::PathBuf::from)
+                .unwrap_or_else(|| run.work_dir()),
+            hidden,
+            writable: Vec::new(),
+            readable: vec![paths.socket_file, paths.config_file],
+            home: None,
+        }
     }
 
     /// Sends a turn to the child: `running`, live `working` "model turn".
@@ -380,6 +416,7 @@ impl Core {
             tokens: Default::default(),
             cost_usd: None,
             result: None,
+            commands: Vec::new(),
         };
         batch.ops.push(turn.record(&run.id));
         run.event(
@@ -399,7 +436,27 @@ impl Core {
         if run.state() != RunState::Running {
             run.set_state(&mut batch, RunState::Running, None, now);
         }
-        run.model_turn(&mut batch, now);
+        if origin == TurnOrigin::WrapUp {
+            // The wrap-up's own bound starts as it is sent (docs/ARCHITECTURE.md
+            // §"Wrap up, then stop").
+            let bound = now.saturating_add(super::answers::secs_ms(
+                self.config.limits.wrap_up_bound_secs,
+            ));
+            if let Some(wrap) = run.wrap_up.as_mut() {
+                wrap.sent_at = Some(now);
+                wrap.hard_at = Some(bound);
+            }
+            run.set_live(
+                &mut batch,
+                LiveStateKind::WrappingUp,
+                Some(bound),
+                Some(super::run::WRAPPING_UP_DETAIL),
+                None,
+                now,
+            );
+        } else {
+            run.model_turn(&mut batch, now);
+        }
         self.send(run_id, ProviderCommand::StartTurn { prompt });
         self.commit(batch);
     }

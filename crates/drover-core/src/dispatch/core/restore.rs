@@ -98,10 +98,11 @@ impl Core {
         }
         let mut batch = Batch::default();
         let mut interrupt = None;
-        // No turn goes on across a restart: one left open ends now.
+        // No turn goes on across a restart: one left open ends now (its agent text, not
+        // kept across the restart, read from its events).
         if let Some(turn) = run.turns.last_mut().filter(|t| t.ended_at.is_none()) {
             turn.ended_at = Some(now);
-            batch.ops.push(turn.record(&run_id));
+            batch.ops.push(turn.end_record(&run_id, None));
         }
         let back = found.after_restart(!run.turns.is_empty(), run.provider_session_id.is_some());
         match back {
@@ -335,6 +336,7 @@ impl Turn {
             "resume" => TurnOrigin::Resume,
             "resend" => TurnOrigin::Resend,
             "interactive" => TurnOrigin::Interactive,
+            "wrap_up" => TurnOrigin::WrapUp,
             _ => TurnOrigin::Dispatch,
         };
         Turn {
@@ -347,6 +349,7 @@ impl Turn {
             tokens: view.tokens,
             cost_usd: view.cost_usd,
             result: view.result.clone(),
+            commands: view.commands.clone(),
         }
     }
 }

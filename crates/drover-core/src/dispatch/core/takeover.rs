@@ -338,6 +338,7 @@ impl Core {
                 tokens: found.tokens,
                 cost_usd: None,
                 result: None,
+                commands: Vec::new(),
             };
             run.event(
                 &mut batch,
@@ -357,7 +358,8 @@ impl Core {
                     .map(|model| ModelUsage {
                         model: model.clone(),
                         tokens: found.tokens,
-                        cost_usd: None,
+                        // OpenCode records dollars; the others tokens only.
+                        cost_usd: found.cost_usd,
                     })
                     .collect(),
                 ..TurnEnd::default()

@@ -894,6 +894,7 @@ impl Core {
             parent_run: view.parent_run.clone(),
             depth: view.depth,
             workflow_id: None,
+            sandbox: view.sandbox,
         };
         let target = Target {
             workspace: view.workspace,

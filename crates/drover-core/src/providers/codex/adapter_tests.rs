@@ -129,6 +129,7 @@ fn start(mode: &str, policy: PermissionPolicy) -> FakeRun {
         scenario: None,
         mcp: None,
         journal: None,
+        sandbox: None,
     };
     let (tx, events) = mpsc::channel(64);
     let handle = launch_with(spec, tx, timings()).expect("launch the fake");

@@ -131,6 +131,7 @@ pub fn launch_with(
         cwd: &spec.cwd,
         run_id: &spec.run_id,
         journal: spec.journal.as_ref(),
+        sandbox: spec.sandbox.as_ref(),
     })?;
     let pid = child.pid();
     tracing::debug!(run_id = %spec.run_id, pid, port, "opencode server started");

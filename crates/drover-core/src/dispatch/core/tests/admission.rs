@@ -195,6 +195,7 @@ fn a_dispatch_that_cannot_start_says_what_to_do() {
         clis: ["codex".to_string(), "git".to_string()]
             .into_iter()
             .collect(),
+        bwrap: true,
     });
     let out = h.dispatch_with(|s| {
         s.provider = None;
@@ -327,4 +328,63 @@ fn runs_and_views_of_runs_not_in_memory_are_read_from_the_ledger() {
     let out = h.request(Request::Show { run_id: id });
     assert!(out.answers.is_empty());
     assert!(matches!(out.reply(), Ok(Response::Show(_))));
+}
+
+/// docs/ARCHITECTURE.md §"The sandbox": asked, or put on an `auto` run by `sandbox_auto`,
+/// or inherited by a sub-run; carried to the launch with the run's directory, the
+/// configured network and what it hides; refused, nothing made, where bubblewrap cannot
+/// run.
+#[test]
+fn a_sandbox_is_asked_put_on_auto_runs_inherited_and_refused_without_bubblewrap() {
+    let mut h = Harness::new("[limits]\nsandbox_auto = true\nsandbox_network = false\n");
+    // Not asked, not auto: no sandbox.
+    let out = h.dispatch_with(|_| {});
+    assert!(!out.run().sandbox);
+    assert!(out.launches.iter().all(|l| l.sandbox.is_none()));
+    // Asked.
+    let out = h.dispatch_with(|s| s.sandbox = Some(true));
+    let run = out.run();
+    assert!(run.sandbox);
+    assert!(
+        h.core.runs[&run.head.run_id].spec.sandbox,
+        "kept in the spec"
+    );
+    let launch = out
+        .launches
+        .iter()
+        .find(|l| l.run_id == run.head.run_id)
+        .expect("launched");
+    let sandbox = launch.sandbox.as_ref().expect("launched in a sandbox");
+    assert!(!sandbox.network, "[limits] sandbox_network = false");
+    assert_eq!(sandbox.work_dir, launch.cwd);
+    assert!(
+        sandbox.hidden.contains(&h.core.data_dir),
+        "{:?}",
+        sandbox.hidden
+    );
+    // `auto` with `sandbox_auto`: sandboxed without asking.
+    let auto = h.dispatch_with(|s| s.policy = Some("auto".into())).run();
+    assert!(auto.sandbox);
+    // A sub-run of a sandboxed run is sandboxed too.
+    let child = h
+        .dispatch_with(|s| s.parent_run = Some(run.head.run_id.clone()))
+        .run();
+    assert!(child.sandbox);
+
+    // No bubblewrap: refused with its code, and nothing is made.
+    h.core.facts = Box::new(FakeFacts {
+        clis: ["claude".to_string(), "git".to_string()]
+            .into_iter()
+            .collect(),
+        bwrap: false,
+    });
+    let before = h.core.runs.len();
+    let asked = h.dispatch_with(|s| s.sandbox = Some(true));
+    assert_eq!(asked.refusal().code, ErrorCode::SandboxUnavailable);
+    let auto = h.dispatch_with(|s| s.policy = Some("auto".into()));
+    assert_eq!(auto.refusal().code, ErrorCode::SandboxUnavailable);
+    assert!(auto.ops.is_empty() && auto.launches.is_empty());
+    assert_eq!(h.core.runs.len(), before);
+    // A run not to be sandboxed still goes.
+    assert!(h.dispatch_with(|_| {}).reply().is_ok());
 }

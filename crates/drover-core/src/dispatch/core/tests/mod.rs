@@ -5,6 +5,7 @@
 
 mod admission;
 mod answers;
+mod evidence;
 mod idle;
 mod lifecycle;
 mod money;
@@ -14,6 +15,7 @@ mod secrets;
 mod sub_runs;
 mod timers;
 mod workspaces;
+mod wrap_up;
 
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
@@ -42,6 +44,8 @@ const MIN: i64 = 60_000;
 /// A machine with one work directory, and the CLIs named installed.
 struct FakeFacts {
     clis: BTreeSet<String>,
+    /// bubblewrap can run sandboxes.
+    bwrap: bool,
 }
 
 impl Facts for FakeFacts {
@@ -53,6 +57,11 @@ impl Facts for FakeFacts {
     }
     fn cli_found(&self, command: &str) -> bool {
         self.clis.contains(command)
+    }
+    /// The fake machine has bubblewrap unless a test takes it away.
+    fn sandbox_unavailable(&self) -> Option<crate::DroverError> {
+        (!self.bwrap)
+            .then(|| crate::DroverError::new(crate::ErrorCode::SandboxUnavailable, "no bwrap here"))
     }
     /// `/work/repo` (and below) is a git work tree.
     fn in_git_work_tree(&self, dir: &Path) -> bool {
@@ -192,6 +201,7 @@ impl Harness {
             clis: ["claude".to_string(), "git".to_string()]
                 .into_iter()
                 .collect(),
+            bwrap: true,
         };
         let core = Core::new(config.clone(), startup.clone(), Box::new(facts), T0).expect("core");
         Harness {
@@ -268,6 +278,7 @@ impl Harness {
             clis: ["claude".to_string(), "git".to_string()]
                 .into_iter()
                 .collect(),
+            bwrap: true,
         };
         self.core =
             Core::new(self.config.clone(), startup, Box::new(facts), self.now).expect("core");

@@ -353,6 +353,7 @@ fn an_interrupted_run_not_in_a_turn_waits_for_the_users_words_too() {
     h.core.order.clear();
     let facts = FakeFacts {
         clis: BTreeSet::new(),
+        bwrap: true,
     };
     h.core = Core::new(h.config.clone(), h.startup.clone(), Box::new(facts), h.now).unwrap();
     h.startup.restored.clear();
