@@ -161,6 +161,8 @@ impl Updates {
         vec![ProviderEvent::ToolFinished {
             tool_use_id: id,
             is_error,
+            // ACP reports no exit code of its own.
+            exit_code: None,
             summary,
         }]
     }
@@ -254,6 +256,7 @@ impl Updates {
             .map(|tool_use_id| ProviderEvent::ToolFinished {
                 tool_use_id,
                 is_error: true,
+                exit_code: None,
                 summary: why.to_string(),
             })
             .collect()
