@@ -30,6 +30,7 @@ pub const TARGETS: &[(&str, Target)] = &[
     ("codex_exec_jsonl", codex_exec_jsonl),
     ("codex_app_server", codex_app_server),
     ("opencode_events", opencode_events),
+    ("acp_messages", acp_messages),
     ("result_block", result_block),
     ("socket_request", socket_request),
     ("config", config),
@@ -206,6 +207,64 @@ pub fn opencode_events(data: &[u8]) {
     let _ = body.get("id").and_then(serde_json::Value::as_str);
 }
 
+/// An ACP agent's lines as the ACP adapter reads them: the gate each line passes, then,
+/// for a JSON-RPC message of a method it reads (`session/update`,
+/// `session/request_permission`, a `session/prompt` answer), the SDK's typed message and
+/// drover's mapping of it: events, the typed ask, the option each answer picks.
+pub fn acp_messages(data: &[u8]) {
+    use agent_client_protocol::v1::schema::{
+        PromptResponse, RequestPermissionRequest, SessionNotification, ToolKind,
+    };
+    use drover_core::providers::acp::map::{self, Gate, Updates};
+    let mut updates = Updates::default();
+    let mut longest = 0;
+    for line in lines(data) {
+        longest = longest.max(line.len());
+        match map::gate(&line) {
+            Gate::Skip(why) | Gate::PassWithNotice(why) => {
+                assert!(why.chars().count() < 300, "{why}")
+            }
+            Gate::Pass | Gate::Ignore => {}
+        }
+        let Ok(message) = serde_json::from_str::<serde_json::Value>(&line) else {
+            continue;
+        };
+        let params = message.get("params").cloned().unwrap_or_default();
+        match message.get("method").and_then(serde_json::Value::as_str) {
+            Some("session/update") => {
+                if let Ok(n) = serde_json::from_value::<SessionNotification>(params) {
+                    check_events(&updates.read(n.update), longest);
+                }
+            }
+            Some("session/request_permission") => {
+                if let Ok(r) = serde_json::from_value::<RequestPermissionRequest>(params) {
+                    let f = &r.tool_call.fields;
+                    let ask = map::ask_of(
+                        f.kind.unwrap_or(ToolKind::Other),
+                        f.title.as_deref().unwrap_or("tool"),
+                        f.raw_input.as_ref(),
+                        f.locations.as_deref().unwrap_or_default(),
+                        f.content.as_deref().unwrap_or_default(),
+                    );
+                    let _ = ask.summary();
+                    let _ = map::always_option(&r.options);
+                    for answer in answers() {
+                        let _ = map::option_for(&r.options, &answer);
+                    }
+                }
+            }
+            _ => {
+                if let Some(result) = message.get("result")
+                    && let Ok(response) = serde_json::from_value::<PromptResponse>(result.clone())
+                {
+                    check_events(&updates.turn_end(&response, Some("m"), "s", 1), longest);
+                }
+            }
+        }
+    }
+    check_events(&updates.turn_failed("end", None, 1), longest);
+}
+
 /// The `## Result` block (markdown) and a JSON result.
 pub fn result_block(data: &[u8]) {
     let text = String::from_utf8_lossy(data);
@@ -252,10 +311,11 @@ fn check_refusal((id, error): wire::Refusal) {
     assert!(line.len() <= 64 * 1024, "an answer of {} bytes", line.len());
     let answer: serde_json::Value = serde_json::from_str(line)
         .unwrap_or_else(|e| panic!("the answer is not JSON ({e}): {line}"));
-    let keys: Vec<&String> = answer
+    let mut keys: Vec<&String> = answer
         .as_object()
         .map(|o| o.keys().collect())
         .unwrap_or_default();
+    keys.sort();
     assert_eq!(keys, ["error", "id"], "{line}");
     assert_eq!(
         answer["id"].as_u64(),

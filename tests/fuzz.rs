@@ -168,6 +168,7 @@ fn every_target_has_a_test_here() {
         "codex_exec_jsonl",
         "codex_app_server",
         "opencode_events",
+        "acp_messages",
         "result_block",
         "socket_request",
         "config",
@@ -195,6 +196,11 @@ fn codex_app_server() {
 #[test]
 fn opencode_events() {
     run("opencode_events");
+}
+
+#[test]
+fn acp_messages() {
+    run("acp_messages");
 }
 
 #[test]

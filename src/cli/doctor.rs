@@ -170,6 +170,7 @@ pub fn run(args: DoctorArgs, paths: &Paths) -> Result<(), DroverError> {
         Ok(config) => (config, None),
         Err(refused) => (Config::defaults(), Some(refused)),
     };
+    providers::registry::register_configured(&config);
     let self_exe = std::env::current_exe().ok();
     let owner_pid = runtime()?.block_on(async {
         let mut client = ControlClient::connect(paths).await.ok()??;
@@ -260,6 +261,10 @@ pub fn check_provider(
             self_exe.map(Path::to_path_buf),
             vec!["--version".to_string()],
         )
+    } else if providers::registry::is_acp(name) {
+        // An ACP agent's arguments start its protocol (`--experimental-acp`, `acp`):
+        // its version is asked of the bare command.
+        (which::which(command).ok(), vec!["--version".to_string()])
     } else {
         let mut all = args.to_vec();
         all.push("--version".to_string());
@@ -267,8 +272,8 @@ pub fn check_provider(
     };
     let Some(program) = program else {
         check.status = "missing".into();
-        let install = pinned
-            .map(|p| format!("install it with `{}`, or ", p.install_command()))
+        let install = providers::registry::install_command(name)
+            .map(|c| format!("install it with `{c}`, or "))
             .unwrap_or_default();
         check.fix = Some(format!(
             "`{command}` is not on PATH: {install}set `command` under [providers.{name}] in {}",
@@ -442,6 +447,20 @@ mod tests {
             "{fix}"
         );
         assert!(fix.contains("[providers.codex]"), "{fix}");
+        // An ACP agent not pinned yet: its package, and no tested version claimed.
+        let check = check_provider(
+            "gemini",
+            true,
+            "definitely-not-a-command-drover",
+            &["--experimental-acp".to_string()],
+            None,
+            Path::new("/home/me/.config/drover/config.toml"),
+        );
+        assert_eq!(check.status, "missing");
+        assert_eq!(check.tested_version, None);
+        let fix = check.fix.unwrap();
+        assert!(fix.contains("npm install -g @google/gemini-cli"), "{fix}");
+        assert!(fix.contains("[providers.gemini]"), "{fix}");
     }
 
     #[test]

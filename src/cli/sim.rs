@@ -47,6 +47,8 @@ pub struct SimFlags {
     pub skip_permissions: bool,
     /// `--interactive`: the interactive mode (a take-over), on the `--resume` session.
     pub interactive: bool,
+    /// `--acp`: speak the Agent Client Protocol instead of stream-json.
+    pub acp: bool,
 }
 
 /// Claude Code flags that take one value the sim does not use.
@@ -135,6 +137,7 @@ pub fn parse_flags(args: &[String]) -> Result<SimFlags, String> {
             }
             "--dangerously-skip-permissions" => flags.skip_permissions = true,
             "--interactive" => flags.interactive = true,
+            "--acp" => flags.acp = true,
             _ if IGNORED_VALUE_FLAGS.contains(&name) => {
                 value()?;
             }
@@ -286,6 +289,7 @@ fn interactive_options(
 pub fn run(args: SimAgentArgs) -> i32 {
     let parsed = parse_flags(&args.args);
     let interactive = parsed.as_ref().is_ok_and(|f| f.interactive);
+    let acp = parsed.as_ref().is_ok_and(|f| f.acp);
     let options = match parsed.and_then(|flags| options_from(flags, |var| std::env::var(var).ok()))
     {
         Ok(options) => options,
@@ -325,7 +329,11 @@ pub fn run(args: SimAgentArgs) -> i32 {
             }
         };
     }
-    let code = runtime.block_on(agent::run(options, tokio::io::stdin(), tokio::io::stdout()));
+    let code = if acp {
+        runtime.block_on(drover_core::sim::acp::run(options))
+    } else {
+        runtime.block_on(agent::run(options, tokio::io::stdin(), tokio::io::stdout()))
+    };
     // The stdin reader may be blocked in a read that never ends; do not wait for it.
     runtime.shutdown_background();
     code
@@ -376,8 +384,10 @@ mod tests {
                 disallowed_tools: vec!["WebFetch".into()],
                 skip_permissions: false,
                 interactive: false,
+                acp: false,
             }
         );
+        assert!(flags(&["--acp", "--scenario", "hang"]).unwrap().acp);
         assert_eq!(
             flags(&["--resume", "s1"]).unwrap().resume.as_deref(),
             Some("s1")

@@ -460,7 +460,8 @@ mod tests {
         assert_eq!(c.providers["claude-work"].command, "claude");
         assert!(c.providers["claude-work"].args.is_empty());
         assert!(c.providers["claude-work"].enabled);
-        assert_eq!(c.providers.len(), 5);
+        // The four CLIs, the six ACP agents, the sim, and the new one.
+        assert_eq!(c.providers.len(), 11);
     }
 
     #[test]
@@ -722,7 +723,7 @@ mod tests {
             ),
             (
                 "[[catalog.models]]\nprovider = \"codx\"\nid = \"gpt-9\"\n".to_string(),
-                "line 2: `catalog.models[0].provider` names no provider (\"codx\"); providers are: claude-code, codex, opencode, sim",
+                "line 2: `catalog.models[0].provider` names no provider (\"codx\"); providers are: claude-acp, claude-code, codex, codex-acp, copilot, gemini, opencode, opencode-acp, qwen, sim",
             ),
             (
                 "catalog.models = [{ provider = \"sim\", id = \"sim-small\" },\n  { provider = \"sim\", id = \"x\", vision = \"yes\" }]\n".to_string(),

@@ -258,7 +258,15 @@ pub struct ProviderConfig {
     /// dead API forever does not hold its slot. Absent or 0: no such timeout.
     #[serde(default)]
     pub silence_timeout_secs: Option<u64>,
+    /// The protocol the command speaks, for a provider drover has no adapter of its own
+    /// for: `acp` (the Agent Client Protocol) makes any agent that speaks it a provider
+    /// (docs/PROVIDERS.md §"ACP agents"). Absent: the provider's own.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub protocol: Option<String>,
 }
+
+/// The one value `[providers.<name>] protocol` takes.
+pub const ACP_PROTOCOL: &str = "acp";
 
 fn enabled_by_default() -> bool {
     true

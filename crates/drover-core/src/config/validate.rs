@@ -173,6 +173,21 @@ pub(super) fn check(config: &Config) -> Result<(), Problem> {
     }
 
     for (name, provider) in &config.providers {
+        if let Some(protocol) = provider.protocol.as_deref()
+            && protocol != super::ACP_PROTOCOL
+        {
+            let key = vec!["providers".to_owned(), name.clone(), "protocol".to_owned()];
+            return Err(Problem::new(
+                format!(
+                    "`{}` is `{protocol}`; the one protocol drover speaks with a configured agent is `acp` (leave it out for a provider drover knows)",
+                    dotted(&key)
+                ),
+                vec![key],
+            ));
+        }
+    }
+
+    for (name, provider) in &config.providers {
         if let Some(secs) = provider.silence_timeout_secs
             && secs != 0
             && !(10..=86_400).contains(&secs)
@@ -952,7 +967,7 @@ mod tests {
         });
         assert_eq!(
             p.message,
-            "`limits.per_provider.claud-code` names no provider; providers are: claude-code, codex, opencode, sim"
+            "`limits.per_provider.claud-code` names no provider; providers are: claude-acp, claude-code, codex, codex-acp, copilot, gemini, opencode, opencode-acp, qwen, sim"
         );
     }
 }

@@ -17,6 +17,7 @@
 //!   signal), and nor can anything it starts: every child is tracked and swept by
 //!   [`sweep`], the one sweep for every adapter.
 
+pub mod acp;
 pub mod ask;
 pub mod claude;
 pub mod codex;

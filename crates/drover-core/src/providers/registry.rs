@@ -11,10 +11,11 @@
 //! pins (a test checks it).
 
 use std::path::{Path, PathBuf};
+use std::sync::RwLock;
 
 use super::interactive::{Interactive, InteractivePlan, Record};
 use super::{AdapterHandle, LaunchError, LaunchSpec, ProviderEventSink};
-use crate::config::SIM_PROVIDER;
+use crate::config::{ACP_PROTOCOL, Config, SIM_PROVIDER};
 
 /// Used when a dispatch names no provider.
 pub const DEFAULT_PROVIDER: &str = "claude-code";
@@ -115,6 +116,14 @@ pub const PROVIDERS: &[ProviderTraits] = &[
             export: Some(super::opencode::launch::export_args),
         }),
     },
+    // Agents that speak the Agent Client Protocol (docs/PROVIDERS.md §"ACP agents"):
+    // one adapter, each started with its own command line (`[providers.NAME]`).
+    acp_agent(ACP_AGENTS[0].0, ACP_AGENTS[0].1, None),
+    acp_agent(ACP_AGENTS[1].0, ACP_AGENTS[1].1, None),
+    acp_agent(ACP_AGENTS[2].0, ACP_AGENTS[2].1, None),
+    acp_agent(ACP_AGENTS[3].0, ACP_AGENTS[3].1, None),
+    acp_agent(ACP_AGENTS[4].0, ACP_AGENTS[4].1, None),
+    acp_agent(ACP_AGENTS[5].0, ACP_AGENTS[5].1, None),
     ProviderTraits {
         name: SIM_PROVIDER,
         default_command: "",
@@ -133,9 +142,93 @@ pub const PROVIDERS: &[ProviderTraits] = &[
     },
 ];
 
+/// The built-in ACP agents: name, default command, and the npm package that installs it.
+pub const ACP_AGENTS: [(&str, &str, &str); 6] = [
+    ("gemini", "gemini", "@google/gemini-cli"),
+    ("qwen", "qwen", "@qwen-code/qwen-code"),
+    ("copilot", "copilot", "@github/copilot"),
+    ("opencode-acp", "opencode", "opencode-ai"),
+    (
+        "claude-acp",
+        "claude-agent-acp",
+        "@zed-industries/claude-agent-acp",
+    ),
+    ("codex-acp", "codex-acp", "@zed-industries/codex-acp"),
+];
+
+/// Whether the provider is an ACP agent (built in, or added by the config).
+pub fn is_acp(provider: &str) -> bool {
+    ACP_AGENTS.iter().any(|(name, _, _)| *name == provider)
+        || CONFIGURED
+            .read()
+            .is_ok_and(|c| c.iter().any(|t| t.name == provider))
+}
+
+/// The command that installs the provider's CLI: its pinned version, else (an ACP agent
+/// not yet run against the conformance mocks) its npm package's latest.
+pub fn install_command(provider: &str) -> Option<String> {
+    if let Some(pinned) = traits(provider).and_then(|t| t.pinned) {
+        return Some(pinned.install_command());
+    }
+    ACP_AGENTS
+        .iter()
+        .find(|(name, _, _)| *name == provider)
+        .map(|(_, _, package)| format!("npm install -g {package}"))
+}
+
+/// An ACP agent's entry: its name, the command it runs when the config names none, and
+/// its npm package pinned at the version the conformance tests ran (`None`: not run
+/// against them yet).
+const fn acp_agent(
+    name: &'static str,
+    default_command: &'static str,
+    pinned: Option<PinnedCli>,
+) -> ProviderTraits {
+    ProviderTraits {
+        name,
+        default_command,
+        account_variable: None,
+        // Offered by routing only when a dispatch names it: its models are its own.
+        only_when_named: true,
+        needs_cli: true,
+        pinned,
+        start: super::acp::launch,
+        interactive: None,
+    }
+}
+
+/// The ACP agents the config adds (`[providers.NAME] protocol = "acp"`), registered by
+/// [`register_configured`]; each entry lives as long as the process.
+static CONFIGURED: RwLock<Vec<&'static ProviderTraits>> = RwLock::new(Vec::new());
+
+/// Registers every `[providers.NAME]` with `protocol = "acp"` that drover has no entry
+/// for, so it is launched with the ACP adapter. Called wherever a config is taken in
+/// (the dispatcher's start, `doctor`, `models`); a name already known is left as it is.
+pub fn register_configured(config: &Config) {
+    for (name, provider) in &config.providers {
+        if provider.protocol.as_deref() != Some(ACP_PROTOCOL) || traits(name).is_some() {
+            continue;
+        }
+        let Ok(mut configured) = CONFIGURED.write() else {
+            return;
+        };
+        if configured.iter().any(|t| t.name == name) {
+            continue;
+        }
+        // One small entry per configured agent name, kept for the process's life.
+        let name: &'static str = Box::leak(name.clone().into_boxed_str());
+        configured.push(Box::leak(Box::new(acp_agent(name, "", None))));
+    }
+}
+
 /// The provider's traits, or `None` when drover has no adapter for it.
 pub fn traits(provider: &str) -> Option<&'static ProviderTraits> {
-    PROVIDERS.iter().find(|p| p.name == provider)
+    PROVIDERS.iter().find(|p| p.name == provider).or_else(|| {
+        CONFIGURED
+            .read()
+            .ok()
+            .and_then(|c| c.iter().copied().find(|t| t.name == provider))
+    })
 }
 
 /// What a person calls the provider's CLI (`claude`, `codex`): its default command, else
@@ -149,7 +242,11 @@ pub fn cli_name(provider: &str) -> &str {
 
 /// The names of every provider drover can run, for sentences.
 pub fn runnable_names() -> Vec<&'static str> {
-    PROVIDERS.iter().map(|p| p.name).collect()
+    let mut names: Vec<&'static str> = PROVIDERS.iter().map(|p| p.name).collect();
+    if let Ok(configured) = CONFIGURED.read() {
+        names.extend(configured.iter().map(|t| t.name));
+    }
+    names
 }
 
 /// What every launch shares: where adapters send their events, this executable (the
@@ -341,7 +438,8 @@ mod tests {
     fn only_known_providers_have_traits() {
         assert!(traits("claude-code").is_some_and(|t| t.needs_cli));
         assert!(traits("sim").is_some_and(|t| t.only_when_named && !t.needs_cli));
-        assert!(traits("gemini").is_none());
+        assert!(traits("gemini").is_some_and(|t| t.only_when_named && t.needs_cli));
+        assert!(traits("nonesuch").is_none());
     }
 
     #[test]
@@ -370,9 +468,9 @@ mod tests {
             );
         }
         for provider in PROVIDERS {
-            assert_eq!(
-                provider.pinned.is_some(),
-                provider.needs_cli,
+            // An ACP agent not yet run against the mocks has no pin.
+            assert!(
+                provider.pinned.is_none() || provider.needs_cli,
                 "{}",
                 provider.name
             );
@@ -387,11 +485,37 @@ mod tests {
             sink,
             data_dir: "/tmp".into(),
         };
-        let err = launch(spec("gemini", "gemini", None), &launcher).expect_err("no adapter");
-        assert_eq!(err.command, "gemini");
+        let err = launch(spec("nonesuch", "nonesuch", None), &launcher).expect_err("no adapter");
+        assert_eq!(err.command, "nonesuch");
         assert!(
-            err.reason.contains("claude-code, codex, opencode, sim"),
+            err.reason.contains("claude-code, codex, opencode, gemini"),
             "{err}"
+        );
+    }
+
+    #[test]
+    fn a_configured_acp_agent_is_registered_once_and_launched_with_the_acp_adapter() {
+        let mut config = Config::defaults();
+        let mut agent = config.providers["codex"].clone();
+        agent.command = "my-agent".into();
+        agent.protocol = Some(ACP_PROTOCOL.into());
+        config.providers.insert("my-agent".into(), agent.clone());
+        // Not ACP: not registered.
+        let mut other = agent;
+        other.protocol = None;
+        config.providers.insert("not-acp".into(), other);
+        register_configured(&config);
+        register_configured(&config);
+        let t = traits("my-agent").expect("registered");
+        assert!(t.needs_cli && t.only_when_named && t.pinned.is_none());
+        assert!(is_acp("my-agent") && is_acp("gemini") && !is_acp("codex"));
+        assert!(traits("not-acp").is_none() && !is_acp("not-acp"));
+        assert_eq!(
+            runnable_names()
+                .iter()
+                .filter(|n| **n == "my-agent")
+                .count(),
+            1
         );
     }
 }

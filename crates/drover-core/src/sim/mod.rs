@@ -20,6 +20,7 @@
 //! adapter; where the sim must choose (ids, timings, default texts), it follows what the
 //! real CLI does.
 
+pub mod acp;
 pub mod act;
 pub mod agent;
 pub mod interactive;

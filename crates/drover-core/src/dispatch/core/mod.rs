@@ -458,6 +458,7 @@ impl Core {
         now: UnixMillis,
     ) -> Result<Core, DroverError> {
         let money = money::Money::new(&config, startup.session)?;
+        crate::providers::registry::register_configured(&config);
         let redactor = crate::redact::Redactor::from_config(&config, |name| facts.env(name));
         let mut out = Vec::new();
         let mut jobs_in_flight = 0;

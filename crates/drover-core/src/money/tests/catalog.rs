@@ -10,8 +10,13 @@ use crate::spec::{
 };
 
 /// Every provider drover can run: the catalog covers each of them.
+/// The providers with catalog models: every runnable one but the ACP agents (whose
+/// models are their own).
 fn providers() -> Vec<&'static str> {
     crate::providers::registry::runnable_names()
+        .into_iter()
+        .filter(|p| !crate::providers::registry::is_acp(p))
+        .collect()
 }
 
 fn entry(provider: &str, id: &str) -> CatalogEntry {

@@ -372,7 +372,7 @@ mod tests {
                 Ask::Other {
                     tool: "Grep".into(),
                     subject: Some("TODO".into()),
-                    input: r#"{"path":"src","pattern":"TODO"}"#.into(),
+                    input: r#"{"pattern":"TODO","path":"src"}"#.into(),
                 },
             ),
             (

@@ -910,7 +910,7 @@ fn every_request_shape_becomes_its_typed_ask_and_always_sentence() {
             Ask::McpTool {
                 server: "github".into(),
                 tool: "create_issue".into(),
-                arguments: r#"{"body":"it broke","title":"Bug"}"#.into(),
+                arguments: r#"{"title":"Bug","body":"it broke"}"#.into(),
             },
             None,
         ),

@@ -318,7 +318,7 @@ fn tool_items_become_typed_asks() {
                 Ask::Other {
                     tool: "shell".into(),
                     subject: None,
-                    input: r#"{"command":5,"type":"commandExecution"}"#.into(),
+                    input: r#"{"type":"commandExecution","command":5}"#.into(),
                 },
             )),
         ),

@@ -92,7 +92,7 @@ fn refused_dispatches_create_nothing_and_say_why() {
         (
             "",
             "a provider drover does not know",
-            |s| s.provider = Some("gemini".into()),
+            |s| s.provider = Some("nonesuch".into()),
             ErrorCode::InvalidProvider,
         ),
         (
