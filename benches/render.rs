@@ -295,5 +295,6 @@ fn view(run_id: &str) -> RunView {
         workspace: None,
         decisions: Vec::new(),
         needs_you: None,
+        evidence: None,
     }
 }

@@ -424,6 +424,7 @@ fn insert_run(
                     &ProviderEvent::ToolFinished {
                         tool_use_id: format!("toolu_{r}_{pass}_{step}"),
                         is_error: false,
+                        exit_code: Some(0),
                         summary,
                     },
                 ),

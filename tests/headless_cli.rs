@@ -2170,3 +2170,112 @@ fn remove_finished_empties_a_history_longer_than_a_page() {
         "nothing is left to remove"
     );
 }
+
+/// `drover stop RUN --soft` on a run in a turn: the turn goes on, then drover's wrap-up
+/// turn asks for the result, and the run ends completed (`stopped_soft`) with it
+/// (docs/ARCHITECTURE.md §"Wrap up, then stop").
+#[test]
+fn a_soft_stop_lets_the_turn_end_then_completes_with_the_wrap_ups_result() {
+    let home = Home::new();
+    let _serve = home.serve();
+    let run = home.dispatch("wrap-up", "Migrate the tables", &[]);
+    home.wait_for(&run, "its tool call", |v| {
+        v["live_state"]["detail"]
+            .as_str()
+            .is_some_and(|d| d.starts_with("running a tool"))
+    });
+    let asked = home.json(&["stop", &run, "--soft"]);
+    assert_eq!(asked["state"], "running", "the turn goes on: {asked}");
+    home.refused(&["stop", &run, "--soft"], "RUN_NOT_ACTIVE");
+    let view = home.wait_terminal(&run);
+    assert_eq!(view["state"], "completed", "{view}");
+    assert_eq!(view["completion_reason"], "stopped_soft", "{view}");
+    assert_eq!(
+        view["last_result"]["summary"], "Migrated three of five tables; users and orders are left.",
+        "{view}"
+    );
+    let origins: Vec<&str> = view["turns"]
+        .as_array()
+        .expect("turns")
+        .iter()
+        .map(|t| t["origin"].as_str().unwrap_or_default())
+        .collect();
+    assert_eq!(origins, ["dispatch", "wrap_up"], "{view}");
+    let notes = notes_of(&view);
+    assert!(
+        notes.contains(
+            &"wrapping up once its turn ends: you asked for a soft stop (the turn goes on)"
+                .to_string()
+        ),
+        "{notes:?}"
+    );
+    let states = home.live_states(&run);
+    assert_legal_live_sequence(&states);
+    assert!(states.contains(&"wrapping_up".to_string()), "{states:?}");
+    let wrapping = home
+        .events(&run)
+        .into_iter()
+        .find(|e| e["kind"] == "live_state" && e["body"]["assignment"]["state"] == "wrapping_up")
+        .expect("a wrapping_up live state");
+    assert_eq!(
+        wrapping["body"]["assignment"]["detail"], "writing the final answer",
+        "{wrapping}"
+    );
+}
+
+/// Evidence (docs/ARCHITECTURE.md §"Evidence"): the commands a run executed and the tests
+/// among them, in `show --json`, `show` and from the ledger alone; a done whose test failed
+/// is offered a retry.
+#[test]
+fn evidence_says_which_tests_ran_and_a_done_with_a_failing_test_is_offered_a_retry() {
+    let home = Home::new();
+    let serve = home.serve();
+    let tested = home.dispatch("tested", "Fix the pager", &[]);
+    let view = home.wait_idle(&tested);
+    let evidence = &view["evidence"];
+    assert_eq!(
+        evidence["line"], "evidence: 2 commands · tests ran: cargo test (passed)",
+        "{view}"
+    );
+    assert_eq!(evidence["warn"], false, "{view}");
+    assert_eq!(evidence["tests"][0]["outcome"], "passed", "{view}");
+    let commands = &view["turns"][0]["commands"];
+    assert_eq!(commands[0]["command"], "cargo build", "{view}");
+    assert_eq!(commands[0]["exit_code"], 0, "{view}");
+    assert_eq!(commands[1]["test"], "cargo test", "{view}");
+    let shown = stdout(&home.drover(&["show", &tested]));
+    assert!(
+        shown.lines().any(|l| l.starts_with("evidence")
+            && l.ends_with("2 commands · tests ran: cargo test (passed)")),
+        "{shown}"
+    );
+    assert_eq!(view["escalation"], Value::Null, "{view}");
+
+    let failing = home.dispatch("tests-fail", "Fix the pager", &[]);
+    let view = home.wait_for(&failing, "the retry offer", |v| !v["escalation"].is_null());
+    assert_eq!(
+        view["evidence"]["line"], "evidence: 1 command · tests ran: cargo test (failed)",
+        "{view}"
+    );
+    assert_eq!(view["evidence"]["warn"], true, "{view}");
+    assert_eq!(view["turns"][0]["commands"][0]["exit_code"], 101, "{view}");
+    assert_eq!(view["escalation"]["kind"], "retry", "{view}");
+    assert_eq!(view["needs_you"]["reason"], "escalation", "{view}");
+
+    let quick = home.dispatch("quick-success", "Say hello", &[]);
+    let view = home.wait_idle(&quick);
+    assert_eq!(
+        view["evidence"]["line"], "evidence: no command ran · done, but no test ran",
+        "{view}"
+    );
+    assert_eq!(view["evidence"]["warn"], true, "{view}");
+
+    // From the ledger alone, the same.
+    let live = home.show(&tested);
+    serve.stop();
+    assert_eq!(home.show(&tested)["evidence"], live["evidence"]);
+    assert_eq!(
+        home.show(&tested)["turns"][0]["commands"],
+        live["turns"][0]["commands"]
+    );
+}

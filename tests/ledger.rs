@@ -320,6 +320,7 @@ fn history_of(run_id: &str, cost: f64) -> Vec<WriteOp> {
             usage: None,
             cost_usd: Some(cost),
             result: Some(json!({"status": "done"})),
+            evidence: None,
         })),
         WriteOp::InsertUsage(Box::new(UsageRecord {
             run_id: run_id.into(),
@@ -1154,7 +1155,7 @@ fn a_ledger_from_before_the_running_totals_is_read_and_migrated_with_the_same_fi
         ledger.close();
     }
     // The file as migration 5 left it: no totals, the session indexes back (and no
-    // search index, migrations 7 and 8).
+    // search index, migrations 7 and 8, nor turns' evidence, migration 9).
     let conn = rusqlite::Connection::open(&path).unwrap();
     conn.execute_batch(
         "DROP TRIGGER search_run_added; DROP TRIGGER search_run_deleted;
@@ -1168,6 +1169,7 @@ fn a_ledger_from_before_the_running_totals_is_read_and_migrated_with_the_same_fi
          DROP TRIGGER runs_counted; DROP TRIGGER runs_uncounted; DROP TRIGGER runs_recounted;
          CREATE INDEX usage_by_session_spend ON usage(budget_session, cost_usd);
          CREATE INDEX usage_by_session_basis ON usage(budget_session, basis, run_id);
+         ALTER TABLE turns DROP COLUMN evidence_json;
          PRAGMA user_version = 5;",
     )
     .unwrap();
@@ -1528,4 +1530,46 @@ fn the_writer_stores_what_it_is_given_and_the_core_redacts_before_it() {
     let events = ledger.reader().unwrap().events("r", 0).unwrap();
     assert_eq!(events[0].body["text"], format!("pushed with {key}"));
     assert_eq!(events[1].body["text"], "pushed with [redacted]");
+}
+
+/// A file from before turns kept their evidence (migration 9) is read without it (reading
+/// never migrates); the next owner adds the column, and a turn's evidence reads back.
+#[test]
+fn turns_from_before_evidence_are_read_and_migrated() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("l.sqlite3");
+    {
+        let ledger = open(&path);
+        let mut ops = vec![WriteOp::InsertRun(Box::new(run_record(
+            "e1",
+            RunState::Completed,
+            1,
+        )))];
+        ops.extend(history_of("e1", 0.1));
+        ledger.writer().commit_blocking(ops).unwrap();
+        ledger.close();
+    }
+    let conn = rusqlite::Connection::open(&path).unwrap();
+    conn.execute_batch("ALTER TABLE turns DROP COLUMN evidence_json; PRAGMA user_version = 8;")
+        .unwrap();
+    drop(conn);
+    let old = LedgerReader::open(&path).unwrap();
+    let turns = old.turns("e1").unwrap();
+    assert_eq!(turns.len(), 1);
+    assert_eq!(turns[0].evidence, None);
+    drop(old);
+
+    let ledger = open(&path);
+    let commands = json!([{"command": "cargo test", "exit_code": 0, "test": "cargo test"}]);
+    let mut turn = ledger.reader().unwrap().turns("e1").unwrap().remove(0);
+    turn.evidence = Some(commands.clone());
+    ledger
+        .writer()
+        .commit_blocking(vec![WriteOp::UpsertTurn(Box::new(turn))])
+        .unwrap();
+    assert_eq!(
+        ledger.reader().unwrap().turns("e1").unwrap()[0].evidence,
+        Some(commands)
+    );
+    ledger.close();
 }

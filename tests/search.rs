@@ -120,6 +120,7 @@ fn turn(run_id: &str, number: u32, origin: &str, prompt: &str, summary: Option<&
             json!({"found": true, "status": "done", "summary": s,
                    "changes": ["src/cache.rs: evict on write"], "files": [], "follow_ups": []})
         }),
+        evidence: None,
     }))
 }
 
@@ -404,7 +405,8 @@ fn a_query_fts5_cannot_read_is_refused_with_its_code() {
     ledger.close();
 }
 
-/// The file at `path` as migration 6 left it: the rows, no index.
+/// The file at `path` as migration 6 left it: the rows, no index (nor turns' evidence,
+/// migration 9).
 fn before_the_index(path: &Path) {
     let conn = rusqlite::Connection::open(path).unwrap();
     conn.execute_batch(
@@ -413,7 +415,8 @@ fn before_the_index(path: &Path) {
          DROP TRIGGER search_turn_text_pruned; DROP TRIGGER search_turn_added;
          DROP TRIGGER search_turn_changed; DROP TRIGGER search_turn_ended;
          DROP INDEX events_turn_started;
-         DROP TABLE search; DROP TABLE search_runs; PRAGMA user_version = 6;",
+         DROP TABLE search; DROP TABLE search_runs;
+         ALTER TABLE turns DROP COLUMN evidence_json; PRAGMA user_version = 6;",
     )
     .unwrap();
 }

@@ -1685,3 +1685,101 @@ fn the_provider_column_does_not_move_with_a_wider_cost() {
         tray_lines(&app)
     );
 }
+
+/// A run wrapping up says so on its live line and in its detail (docs/ARCHITECTURE.md
+/// §"Wrap up, then stop").
+#[test]
+fn a_run_wrapping_up_says_it_writes_its_final_answer() {
+    let mut run = summary(1, "refactor the parser", RunState::Running);
+    run.head.live_state = Some(live(
+        LiveStateKind::WrappingUp,
+        12,
+        48,
+        Some("writing the final answer"),
+    ));
+    let mut app = app_with(vec![run.clone()], 120, 24);
+    app.model.set_detail(view_of(&run));
+    app.model.select(&id(1));
+    snap("wrapping_up", &app);
+}
+
+/// `s` on a working run asks: wrap up, or stop now.
+#[test]
+fn s_on_a_working_run_asks_wrap_up_or_stop_now() {
+    let run = summary(1, "refactor the parser", RunState::Running);
+    let mut app = app_with(vec![run], 100, 20);
+    app.model.select(&id(1));
+    let effects = app.handle(char_key('s'));
+    assert!(effects.is_empty(), "nothing is sent before the choice");
+    snap("stop_choice", &app);
+}
+
+/// The evidence line under the result (docs/ARCHITECTURE.md §"Evidence"): plain when a
+/// test ran and passed, amber for a done with no test run.
+#[test]
+fn the_evidence_line_under_the_result() {
+    use drover_core::evidence::{CommandRun, Evidence};
+    let done = || drover_core::dispatch::api::ResultView {
+        status: Some("done".into()),
+        summary: Some("Fixed the off-by-one in the pager.".into()),
+        question: None,
+        files: vec![],
+        changes: vec![],
+        follow_ups: vec![],
+        json: None,
+    };
+    let ran = |command: &str, exit: i32, test: Option<&str>| CommandRun {
+        command: command.into(),
+        exit_code: Some(exit),
+        test: test.map(str::to_string),
+    };
+    let run = summary(1, "fix the pager", RunState::Idle);
+    let mut view = view_of(&run);
+    view.last_result = Some(done());
+    view.evidence = Some(Evidence::of(
+        &[
+            ran("rg -n page src", 0, None),
+            ran("cargo test -p pager", 101, Some("cargo test")),
+            ran("cargo test -p pager", 0, Some("cargo test")),
+        ],
+        true,
+    ));
+    let mut app = app_with(vec![run.clone()], 120, 30);
+    app.model.set_detail(view.clone());
+    app.model.select(&id(1));
+    snap("evidence_tests_passed", &app);
+    let buffer = render_buffer(&app);
+    let row = (0..buffer.area.height)
+        .find(|y| {
+            (0..buffer.area.width)
+                .map(|x| buffer[(x, *y)].symbol())
+                .collect::<String>()
+                .contains("evidence: 3 commands")
+        })
+        .expect("the evidence line");
+    let x = (0..buffer.area.width)
+        .find(|x| buffer[(*x, row)].symbol() == "e" && buffer[(*x + 1, row)].symbol() == "v")
+        .expect("its start");
+    assert_ne!(buffer[(x, row)].fg, Color::Yellow, "passed: not amber");
+
+    view.evidence = Some(Evidence::of(&[ran("git status", 0, None)], true));
+    app.model.set_detail(view);
+    snap("evidence_done_no_test", &app);
+    let buffer = render_buffer(&app);
+    let row = (0..buffer.area.height)
+        .find(|y| {
+            (0..buffer.area.width)
+                .map(|x| buffer[(x, *y)].symbol())
+                .collect::<String>()
+                .contains("done, but no test ran")
+        })
+        .expect("the evidence line");
+    let x = (0..buffer.area.width)
+        .find(|x| buffer[(*x, row)].symbol() == "e" && buffer[(*x + 1, row)].symbol() == "v")
+        .expect("its start");
+    assert_eq!(
+        buffer[(x, row)].fg,
+        Color::Yellow,
+        "done with no test: amber"
+    );
+}

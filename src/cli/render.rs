@@ -577,6 +577,9 @@ pub fn run_view(run: &RunView, now: UnixMillis) -> String {
     if let Some(result) = &run.last_result {
         lines.extend(result_lines(result));
     }
+    if let Some(evidence) = &run.evidence {
+        lines.push(("evidence".into(), evidence.words().to_string()));
+    }
     for note in &run.notes {
         lines.push(("note".into(), clip(&one_line(&note.text), TEXT_CHARS)));
     }
@@ -855,6 +858,7 @@ mod tests {
             tokens: Default::default(),
             cost_usd: Some(0.5),
             result: None,
+            commands: Vec::new(),
         };
         let view = RunView {
             head: drover_core::dispatch::api::RunHead {
@@ -943,6 +947,7 @@ mod tests {
                 decision: "allow by rule 3 (`cargo test *`, everywhere)".into(),
             }],
             needs_you: None,
+            evidence: None,
         };
         let text = run_view(&view, 120_000);
         let lines: Vec<&str> = text.lines().collect();

@@ -117,9 +117,14 @@ pub enum RunCommand {
     },
     /// Answer a run's permission request or question.
     Respond(RespondArgs),
-    /// Stop a run (pending requests are denied).
+    /// Stop a run (pending requests are denied). With --soft it is asked to wrap up
+    /// first: one turn to write its result block, then it ends (`stopped_soft`).
     Stop {
         run: String,
+        /// Wrap up, then stop: the turn in flight ends, the run writes its final answer,
+        /// and the hard stop follows only if that overruns (`[limits] wrap_up_bound_secs`).
+        #[arg(long)]
+        soft: bool,
         #[command(flatten)]
         output: JsonFlag,
     },
@@ -358,6 +363,11 @@ impl RunCommand {
                 run_id: args.run.clone(),
                 request_id: args.request_id.clone(),
                 answer: permission_answer(args)?,
+            },
+            RunCommand::Stop {
+                run, soft: true, ..
+            } => Request::WrapUp {
+                run_id: run.clone(),
             },
             RunCommand::Stop { run, .. } => Request::Stop {
                 run_id: run.clone(),
@@ -618,6 +628,9 @@ fn human(request: &Request, answer: &Response) -> String {
             format!("{how} request {request_id} of {run_id}\n")
         }
         (_, Request::Stop { run_id }) => format!("stopping {run_id}\n"),
+        (_, Request::WrapUp { run_id }) => {
+            format!("wrapping up {run_id}: it writes its final answer, then stops\n")
+        }
         (_, Request::Complete { run_id }) => format!("completing {run_id}\n"),
         (
             answer,
@@ -753,6 +766,7 @@ mod tests {
                 },
             ),
             (&["stop", "r1"], Request::Stop { run_id: r() }),
+            (&["stop", "r1", "--soft"], Request::WrapUp { run_id: r() }),
             (&["complete", "r1"], Request::Complete { run_id: r() }),
             (
                 &["remove", "r1"],

@@ -1374,3 +1374,74 @@ async fn a_run_taken_over_in_claudes_own_interface_is_handed_back_with_the_turn_
     let last = rig.mock.requests().pop().unwrap();
     assert_eq!(Rig::session_header(&last), session);
 }
+
+/// Wrap up, then stop, and evidence, with the real CLI (docs/ARCHITECTURE.md
+/// §"Wrap up, then stop", §"Evidence"): the run's `npm test` really runs (its script exits 3) and is
+/// kept with the exit code Claude Code reported; `drover stop --soft` while the model is
+/// answering lets that turn end, then drover's wrap-up turn goes to the CLI as a user
+/// message and its answer's result block completes the run (`stopped_soft`).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_soft_stop_waits_for_the_turn_then_the_wrap_up_gets_the_result_and_tests_are_evidence() {
+    let rig = Rig::start(vec![
+        Reply::tool_call(
+            "Bash",
+            json!({"command": "npm test", "description": "Run the tests"}),
+        ),
+        Reply::text("Still working on the fix.").delay(Duration::from_secs(4)),
+        Reply::text(done("stopped as asked; npm test still fails")),
+    ])
+    .await;
+    std::fs::write(
+        rig.drover.work_dir().join("package.json"),
+        r#"{"name": "pager", "private": true, "scripts": {"test": "exit 3"}}"#,
+    )
+    .unwrap();
+    let run = rig.dispatch("Fix the pager and run the tests").await;
+    let pending = rig.pending(&run).await;
+    assert_eq!(pending["input"]["command"], "npm test", "{pending:#}");
+    let request = pending["request_id"].as_str().unwrap().to_string();
+    rig.respond(&run, &request, &["allow"]).await;
+    // The model is answering (delayed): the soft stop waits for it.
+    rig.mock.wait_for_model_requests(2, TURN).await;
+    let asked = rig.drover.json(&["stop", &run, "--soft"]).await;
+    assert_eq!(asked["state"], "running", "{asked:#}");
+
+    let view = rig.drover.until_ended(&run, TURN).await;
+    assert_eq!(view["state"], "completed", "{view:#}");
+    assert_eq!(view["completion_reason"], "stopped_soft", "{view:#}");
+    assert_eq!(
+        view["last_result"]["summary"], "stopped as asked; npm test still fails",
+        "{view:#}"
+    );
+    let origins: Vec<&str> = view["turns"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["origin"].as_str().unwrap())
+        .collect();
+    assert_eq!(origins, ["dispatch", "wrap_up"], "{view:#}");
+    let requests = rig.mock.wait_for_model_requests(3, TURN).await;
+    assert!(
+        requests[2]
+            .body
+            .to_string()
+            .contains("drover is ending this run soon: you asked for a soft stop"),
+        "the wrap-up reached the model: {}",
+        requests[2].body
+    );
+    assert_eq!(rig.mock.remaining(), 0);
+
+    let command = &view["turns"][0]["commands"][0];
+    assert_eq!(command["command"], "npm test", "{view:#}");
+    assert_eq!(command["test"], "npm test", "{view:#}");
+    assert_eq!(command["exit_code"], 3, "Claude Code's exit code: {view:#}");
+    assert_eq!(
+        view["evidence"]["line"], "evidence: 1 command · tests ran: npm test (failed)",
+        "{view:#}"
+    );
+    let states: Vec<String> = live_states(&rig.drover.events(&run).await)
+        .iter()
+        .map(|s| s["state"].as_str().unwrap_or_default().to_string())
+        .collect();
+    assert!(states.contains(&"wrapping_up".to_string()), "{states:?}");
+}

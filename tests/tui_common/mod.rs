@@ -196,6 +196,7 @@ pub fn view_of(s: &RunSummary) -> RunView {
             tokens: Tokens::default(),
             cost_usd: None,
             result: None,
+            commands: Vec::new(),
         }],
         pending: Vec::new(),
         last_result: None,
@@ -218,6 +219,7 @@ pub fn view_of(s: &RunSummary) -> RunView {
         workspace: s.workspace.as_deref().cloned(),
         decisions: Vec::new(),
         needs_you: None,
+        evidence: None,
     }
 }
 

@@ -16,6 +16,7 @@ pub mod config;
 pub mod control;
 pub mod dispatch;
 pub mod error;
+pub mod evidence;
 pub mod guard;
 pub mod ledger;
 pub mod live_state;

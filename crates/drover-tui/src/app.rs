@@ -396,31 +396,28 @@ impl App {
                 )),
                 None => self.flash_error("select a run first".into()),
             },
-            Action::Stop | Action::Complete => match selected {
-                Some(run) if run.head.state.is_active() => {
-                    let (tag, request, verb) = if action == Action::Stop {
-                        (
-                            ReplyTag::Stop(run.head.run_id.clone()),
-                            Request::Stop {
-                                run_id: run.head.run_id.clone(),
-                            },
-                            "stopping",
-                        )
-                    } else {
-                        (
-                            ReplyTag::Complete(run.head.run_id.clone()),
-                            Request::Complete {
-                                run_id: run.head.run_id.clone(),
-                            },
-                            "completing",
-                        )
-                    };
-                    self.flash_info(format!("{verb} {}…", run.head.run_id));
-                    effects.push(Effect::Request { tag, request });
+            Action::Stop => match selected {
+                // A run in a turn may wrap up first: `s` offers that, or stopping now
+                // (docs/ARCHITECTURE.md §"Wrap up, then stop").
+                Some(run)
+                    if matches!(
+                        run.head.state,
+                        RunState::Running | RunState::AwaitingPermission
+                    ) =>
+                {
+                    let id = run.head.run_id.clone();
+                    self.views.push(ConfirmView {
+                        message: format!(
+                            "{id} is working. Wrap it up (y or enter): it finishes its turn, \
+                             writes its final answer, then stops. Or stop it now (s): its \
+                             turn is cut and it ends with no result."
+                        ),
+                        what: Confirmable::StopRun { run_id: id },
+                    });
                 }
-                Some(run) => self.flash_error(format!("{} has already ended", run.head.run_id)),
-                None => self.flash_error("select a run first".into()),
+                _ => self.stop_or_complete(action, selected.as_ref(), effects),
             },
+            Action::Complete => self.stop_or_complete(action, selected.as_ref(), effects),
             Action::Remove => match selected {
                 Some(run)
                     if run.head.state.is_terminal()
@@ -752,6 +749,40 @@ impl App {
 
     /// The follow-up box. On a hibernated run it also wakes the run's CLI now, so that
     /// the turn starts as on a warm run once the follow-up is written.
+    /// `s` on a run that is not in a turn, or `c`: stop (or complete) it now.
+    fn stop_or_complete(
+        &mut self,
+        action: Action,
+        selected: Option<&RunSummary>,
+        effects: &mut Vec<Effect>,
+    ) {
+        match selected {
+            Some(run) if run.head.state.is_active() => {
+                let (tag, request, verb) = if action == Action::Stop {
+                    (
+                        ReplyTag::Stop(run.head.run_id.clone()),
+                        Request::Stop {
+                            run_id: run.head.run_id.clone(),
+                        },
+                        "stopping",
+                    )
+                } else {
+                    (
+                        ReplyTag::Complete(run.head.run_id.clone()),
+                        Request::Complete {
+                            run_id: run.head.run_id.clone(),
+                        },
+                        "completing",
+                    )
+                };
+                self.flash_info(format!("{verb} {}…", run.head.run_id));
+                effects.push(Effect::Request { tag, request });
+            }
+            Some(run) => self.flash_error(format!("{} has already ended", run.head.run_id)),
+            None => self.flash_error("select a run first".into()),
+        }
+    }
+
     fn open_follow_up(&mut self, run: &RunSummary, effects: &mut Vec<Effect>) {
         if hibernated(run) {
             effects.push(Effect::Request {
@@ -1197,6 +1228,12 @@ impl App {
             },
             ReplyTag::Stop(id) | ReplyTag::Complete(id) => match result {
                 Ok(_) => self.flash_info(format!("{id} is ending")),
+                Err(e) => self.flash_error(format!("{}: {}", e.code, e.message)),
+            },
+            ReplyTag::WrapUp(id) => match result {
+                Ok(_) => self.flash_info(format!(
+                    "{id} is wrapping up: it writes its final answer, then stops"
+                )),
                 Err(e) => self.flash_error(format!("{}: {}", e.code, e.message)),
             },
             ReplyTag::Remove => match result.and_then(Response::into_removed) {

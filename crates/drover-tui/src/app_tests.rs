@@ -262,9 +262,10 @@ fn a_click_selects_the_run_under_the_pointer_and_the_wheel_scrolls() {
 #[test]
 fn stop_and_complete_name_the_selected_run_and_finished_runs_refuse() {
     let mut app = app(vec![
-        summary("a", RunState::Running),
+        summary("a", RunState::Idle),
         summary("bb", RunState::Completed),
     ]);
+    // An idle run is not in a turn: `s` stops it at once.
     assert_eq!(
         requests(&app.handle(key('s'))),
         [&Request::Stop { run_id: "a".into() }]
@@ -284,6 +285,42 @@ fn stop_and_complete_name_the_selected_run_and_finished_runs_refuse() {
             force: false,
         }]
     );
+}
+
+#[test]
+fn s_on_a_working_run_offers_wrap_up_or_stop_now() {
+    let mut app = app(vec![
+        summary("a", RunState::Running),
+        summary("b", RunState::AwaitingPermission),
+    ]);
+    app.model.select("a");
+    // `s` asks; nothing is sent yet, and any other key leaves the choice open.
+    assert!(requests(&app.handle(key('s'))).is_empty());
+    assert!(requests(&app.handle(key('x'))).is_empty());
+    // y (or enter) wraps it up.
+    assert_eq!(
+        requests(&app.handle(key('y'))),
+        [&Request::WrapUp { run_id: "a".into() }]
+    );
+    // `s` again stops it now.
+    app.handle(key('s'));
+    assert_eq!(
+        requests(&app.handle(key('s'))),
+        [&Request::Stop { run_id: "a".into() }]
+    );
+    // esc leaves without doing anything.
+    app.model.select("b");
+    app.handle(key('s'));
+    assert!(
+        requests(&app.handle(AppEvent::Key(KeyEvent::new(
+            KeyCode::Esc,
+            KeyModifiers::NONE
+        ))))
+        .is_empty()
+    );
+    // `s` on another confirmation does nothing.
+    app.handle(key('K'));
+    assert!(requests(&app.handle(key('s'))).is_empty());
 }
 
 #[test]

@@ -74,6 +74,8 @@ pub enum ReplyTag {
     },
     FollowUp(String),
     Stop(String),
+    /// A soft stop: the run wraps up, then stops.
+    WrapUp(String),
     Complete(String),
     Remove,
     KillAll,

@@ -414,6 +414,8 @@ impl Action {
             (Context::Transcript, Action::PageDown) => "a page down",
             (Context::Transcript, Action::PageUp) => "a page up",
             (Context::Transcript, Action::Close) => "leave (esc first drops a selection)",
+            (Context::Confirm, Action::Confirm) => "yes (stopping a working run: wrap up first)",
+            (Context::Confirm, Action::Stop) => "stopping a working run: stop it now",
             _ => self.describe(),
         }
     }
@@ -730,6 +732,7 @@ const INPUT: &[Binding] = &[
 const CONFIRM: &[Binding] = &[
     bind(KeyCombo::char('y'), A::Confirm),
     bind(KeyCombo::plain(K::Enter), A::Confirm),
+    bind(KeyCombo::char('s'), A::Stop),
     bind(KeyCombo::char('n'), A::Close),
     bind(KeyCombo::plain(K::Esc), A::Close),
 ];

@@ -94,6 +94,14 @@ pub struct Limits {
     pub permission_timeout_secs: u64,
     /// An unanswered question is denied after this long, in seconds.
     pub question_timeout_secs: u64,
+    /// How long before a run's time box drover asks it to wrap up, in seconds (at most
+    /// half the time box; 0: never wraps up, the limits cut as they are reached).
+    pub wrap_up_secs: u64,
+    /// How long the wrap-up turn may take before the hard stop, in seconds.
+    pub wrap_up_bound_secs: u64,
+    /// The part of a run's dollar cap kept for its wrap-up turn: once its spend comes
+    /// within this of the cap, the next turn is the wrap-up.
+    pub wrap_up_usd: f64,
     /// Concurrent runs per provider name (`claude-code`, `codex`, `opencode`, `sim`).
     pub per_provider: BTreeMap<String, u32>,
 }

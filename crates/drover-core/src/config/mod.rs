@@ -70,6 +70,23 @@ pub struct Config {
     pub mcp: McpConfig,
     /// `[guard]`: commands the guard flags beyond its own list.
     pub guard: GuardConfig,
+    /// `[evidence]`: which commands are tests.
+    pub evidence: EvidenceConfig,
+}
+
+/// `[evidence]`: which of the commands a run executed are tests (docs/ARCHITECTURE.md
+/// §"Evidence").
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct EvidenceConfig {
+    /// The test commands, as command patterns with the name each is shown by; the first
+    /// row that matches names the test.
+    pub tests: Vec<crate::evidence::TestPattern>,
+}
+
+impl EvidenceConfig {
+    /// At most this many rows.
+    pub const MAX_TESTS: usize = 100;
 }
 
 /// `[guard]`: what the guard flags beyond its own list (docs/ARCHITECTURE.md

@@ -54,6 +54,7 @@ pub(super) fn check(config: &Config) -> Result<(), Problem> {
         ("budget_usd_max", l.budget_usd_max),
         ("session_warning_usd", l.session_warning_usd),
         ("session_hard_cap_usd", l.session_hard_cap_usd),
+        ("wrap_up_usd", l.wrap_up_usd),
     ] {
         money(limit(name), value)?;
     }
@@ -98,6 +99,8 @@ pub(super) fn check(config: &Config) -> Result<(), Problem> {
         ("resend_wait_max_secs", l.resend_wait_max_secs),
         ("permission_timeout_secs", l.permission_timeout_secs),
         ("question_timeout_secs", l.question_timeout_secs),
+        ("wrap_up_secs", l.wrap_up_secs),
+        ("wrap_up_bound_secs", l.wrap_up_bound_secs),
     ] {
         seconds(limit(name), secs)?;
     }
@@ -209,6 +212,7 @@ pub(super) fn check(config: &Config) -> Result<(), Problem> {
     workspaces(config)?;
     dashboard(config)?;
     guard(config)?;
+    evidence(config)?;
     keys(config)
 }
 
@@ -424,6 +428,43 @@ fn guard(config: &Config) -> Result<(), Problem> {
             let key = vec!["guard".to_owned(), format!("commands[{i}]")];
             return Err(Problem::new(
                 format!("`{}` is {pattern:?}: {why}", dotted(&key)),
+                vec![key],
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// `[evidence] tests`: at most [`crate::config::EvidenceConfig::MAX_TESTS`] rows whose
+/// patterns parse and whose names are not blank.
+fn evidence(config: &Config) -> Result<(), Problem> {
+    let tests = &config.evidence.tests;
+    let key = vec!["evidence".to_owned(), "tests".to_owned()];
+    let max = crate::config::EvidenceConfig::MAX_TESTS;
+    if tests.len() > max {
+        return Err(Problem::new(
+            format!(
+                "`{}` has {} rows; keep at most {max}",
+                dotted(&key),
+                tests.len()
+            ),
+            vec![key],
+        ));
+    }
+    for (i, row) in tests.iter().enumerate() {
+        let key = vec!["evidence".to_owned(), format!("tests[{i}]")];
+        if let Err(why) = crate::rules::pattern::CommandPattern::parse(&row.pattern) {
+            return Err(Problem::new(
+                format!("`{}.pattern` is {:?}: {why}", dotted(&key), row.pattern),
+                vec![key],
+            ));
+        }
+        if row.shown_name().trim().is_empty() {
+            return Err(Problem::new(
+                format!(
+                    "`{}` has no name to show; give it `name = \"…\"`",
+                    dotted(&key)
+                ),
                 vec![key],
             ));
         }

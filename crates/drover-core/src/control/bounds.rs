@@ -61,6 +61,7 @@ pub fn check(request: &Request) -> Result<Request, DroverError> {
         | Request::TakeOver { run_id }
         | Request::HandBack { run_id }
         | Request::Stop { run_id }
+        | Request::WrapUp { run_id }
         | Request::Complete { run_id }
         | Request::Route { run_id, .. }
         | Request::RouteDecline { run_id }

@@ -65,6 +65,7 @@ pub fn request_timeout(request: &Request) -> Option<Duration> {
         | Request::HandBack { .. }
         | Request::Respond { .. }
         | Request::Stop { .. }
+        | Request::WrapUp { .. }
         | Request::Complete { .. }
         | Request::Remove { .. }
         | Request::KillAll { .. }

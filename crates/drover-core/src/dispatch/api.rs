@@ -130,6 +130,13 @@ pub enum Request {
         /// The run to stop.
         run_id: String,
     },
+    /// Ask an active run to wrap up, a soft stop: one turn asking it to write its result
+    /// block now, then it ends (completion reason `stopped_soft`; docs/ARCHITECTURE.md
+    /// §"Wrap up, then stop").
+    WrapUp {
+        /// The run to wrap up.
+        run_id: String,
+    },
     /// End an idle run as completed.
     Complete {
         /// The idle run to end.
@@ -524,6 +531,7 @@ impl Request {
             | Request::HandBack { .. }
             | Request::Respond { .. }
             | Request::Stop { .. }
+            | Request::WrapUp { .. }
             | Request::Complete { .. }
             | Request::Route { .. }
             | Request::RouteDecline { .. }
@@ -1108,6 +1116,11 @@ pub struct RunView {
     /// Why the run is in Needs you and since when; `null` when it waits for nothing.
     #[serde(default)]
     pub needs_you: Option<NeedsYou>,
+    /// What its commands show (docs/ARCHITECTURE.md §"Evidence"): how many ran, the
+    /// tests among them and how they ended, and the line that says so; `null` until a
+    /// turn has ended.
+    #[serde(default)]
+    pub evidence: Option<crate::evidence::Evidence>,
 }
 
 impl RunView {
@@ -1195,6 +1208,10 @@ pub struct TurnView {
     /// The turn's result, as JSON: its parsed `## Result` block or, with an output
     /// schema, its JSON answer.
     pub result: Option<Value>,
+    /// The commands the turn executed, with their exit codes (docs/ARCHITECTURE.md
+    /// §"Evidence").
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub commands: Vec<crate::evidence::CommandRun>,
 }
 
 /// A request waiting for the user's answer (`show --json` → `pending`).

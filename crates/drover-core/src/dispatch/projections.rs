@@ -563,6 +563,10 @@ pub fn run_view_from_ledger(reader: &LedgerReader, run_id: &str) -> Result<RunVi
                 tokens: turn_tokens,
                 cost_usd: turn.cost_usd,
                 result: turn.result,
+                commands: turn
+                    .evidence
+                    .and_then(|e| serde_json::from_value(e).ok())
+                    .unwrap_or_default(),
             }
         })
         .collect();
@@ -896,6 +900,7 @@ pub(crate) mod tests {
             usage: None,
             cost_usd: Some(0.1),
             result: Some(json!({"status": "done"})),
+            evidence: None,
         }))
     }
 

@@ -147,6 +147,7 @@ impl RunFacts<'_> {
 
     /// Everything about the run, with what it needs of the user worked out.
     pub fn view(&self, details: RunDetails) -> RunView {
+        let evidence = evidence_of(&details.turns, details.last_result.as_ref());
         RunView {
             head: self.head(),
             task: self.spec.task.clone(),
@@ -172,7 +173,20 @@ impl RunFacts<'_> {
             workspace: self.workspace.cloned(),
             decisions: details.decisions,
             needs_you: None,
+            evidence,
         }
         .with_need()
     }
+}
+
+/// What a run's commands show, once a turn has ended: every turn's commands, oldest
+/// first, read against its latest result (`done` or not).
+fn evidence_of(
+    turns: &[TurnView],
+    last_result: Option<&ResultView>,
+) -> Option<crate::evidence::Evidence> {
+    turns.iter().any(|t| t.ended_at.is_some()).then(|| {
+        let done = last_result.and_then(|r| r.status.as_deref()) == Some("done");
+        crate::evidence::Evidence::of(turns.iter().flat_map(|t| &t.commands), done)
+    })
 }

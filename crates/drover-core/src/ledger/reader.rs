@@ -25,6 +25,8 @@ pub struct LedgerReader {
     totals: bool,
     /// Whether the file has the search index ([`schema::SEARCH_INDEX`]).
     pub(super) search_index: bool,
+    /// Whether its turns keep their evidence ([`schema::TURN_EVIDENCE`]).
+    turn_evidence: bool,
 }
 
 const RUN_COLUMNS: &str = "run_id, created_at, updated_at, finished_at, state, completion_reason,
@@ -51,6 +53,7 @@ impl LedgerReader {
             conn,
             totals: version >= schema::RUNNING_TOTALS,
             search_index: version >= schema::SEARCH_INDEX,
+            turn_evidence: version >= schema::TURN_EVIDENCE,
         })
     }
 
@@ -207,11 +210,16 @@ impl LedgerReader {
 
     /// The run's turns, in order.
     pub fn turns(&self, run_id: &str) -> Result<Vec<TurnRecord>, LedgerError> {
-        let mut st = self.conn.prepare_cached(
+        // A file no owner has migrated yet has no evidence column (reading never migrates).
+        let mut st = self.conn.prepare_cached(if self.turn_evidence {
             "SELECT run_id, number, origin, started_at, ended_at, prompt_preview, text,
-                usage_json, cost_usd, result_json
-             FROM turns WHERE run_id = ?1 ORDER BY number",
-        )?;
+                usage_json, cost_usd, result_json, evidence_json
+             FROM turns WHERE run_id = ?1 ORDER BY number"
+        } else {
+            "SELECT run_id, number, origin, started_at, ended_at, prompt_preview, text,
+                usage_json, cost_usd, result_json, NULL
+             FROM turns WHERE run_id = ?1 ORDER BY number"
+        })?;
         type Raw = (
             String,
             u32,
@@ -222,6 +230,7 @@ impl LedgerReader {
             Option<String>,
             Option<String>,
             Option<f64>,
+            Option<String>,
             Option<String>,
         );
         let rows: Vec<Raw> = st
@@ -237,6 +246,7 @@ impl LedgerReader {
                     r.get(7)?,
                     r.get(8)?,
                     r.get(9)?,
+                    r.get(10)?,
                 ))
             })?
             .collect::<Result<_, _>>()?;
@@ -253,10 +263,12 @@ impl LedgerReader {
                     usage,
                     cost,
                     result,
+                    evidence,
                 )| {
                     Ok(TurnRecord {
                         usage: parse_opt_json(&run_id, "turns.usage_json", usage)?,
                         result: parse_opt_json(&run_id, "turns.result_json", result)?,
+                        evidence: parse_opt_json(&run_id, "turns.evidence_json", evidence)?,
                         run_id,
                         number,
                         origin,

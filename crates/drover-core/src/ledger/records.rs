@@ -143,6 +143,10 @@ pub struct TurnRecord {
     /// The turn's result, as JSON: its parsed `## Result` block (when it had one), or
     /// its JSON answer for a run with an output schema.
     pub result: Option<Value>,
+    /// The commands the turn executed (a list of [`crate::evidence::CommandRun`] as
+    /// JSON); `None` when it executed none.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub evidence: Option<Value>,
 }
 
 /// One usage row, as the `usage` table holds it: tokens of one model, and what they cost.

@@ -703,6 +703,11 @@ const MIGRATIONS: &[&str] = &[
     END;
     "
     ),
+    // 9: each turn's evidence (docs/ARCHITECTURE.md §"Evidence"): the commands it
+    // executed with their exit codes and the tests among them, as JSON.
+    r#"
+    ALTER TABLE turns ADD COLUMN evidence_json TEXT;
+    "#,
 ];
 
 /// The first version that keeps running totals (migration 6): each session's money and
@@ -712,6 +717,10 @@ pub const RUNNING_TOTALS: i64 = 6;
 /// The first version with the search index as this build reads it (migration 8; a file
 /// of version 7 has the index of migration 7, whose documents are laid out otherwise).
 pub const SEARCH_INDEX: i64 = 8;
+
+/// The first version whose turns keep their evidence (migration 9; an older file's turns
+/// are read with none).
+pub const TURN_EVIDENCE: i64 = 9;
 
 /// The schema version this build writes.
 pub fn current_version() -> i64 {

@@ -160,6 +160,7 @@ impl WriteOp {
                 redactor.redact_string(&mut t.prompt_preview);
                 redactor.redact_opt(&mut t.text);
                 value(redactor, &mut t.result);
+                value(redactor, &mut t.evidence);
             }
             WriteOp::InsertDecision(d) => {
                 redactor.redact_json(&mut d.body);
@@ -642,13 +643,14 @@ fn apply_op(tx: &Transaction<'_>, op: &WriteOp) -> Result<(), LedgerError> {
         WriteOp::UpsertTurn(t) => {
             let mut st = tx.prepare_cached(
                 "INSERT INTO turns (run_id, number, origin, started_at, ended_at, prompt_preview,
-                    text, usage_json, cost_usd, result_json)
-                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)
+                    text, usage_json, cost_usd, result_json, evidence_json)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)
                  ON CONFLICT (run_id, number) DO UPDATE SET
                     origin = excluded.origin, started_at = excluded.started_at,
                     ended_at = excluded.ended_at, prompt_preview = excluded.prompt_preview,
                     text = excluded.text, usage_json = excluded.usage_json,
-                    cost_usd = excluded.cost_usd, result_json = excluded.result_json",
+                    cost_usd = excluded.cost_usd, result_json = excluded.result_json,
+                    evidence_json = excluded.evidence_json",
             )?;
             st.execute(params![
                 t.run_id,
@@ -661,6 +663,7 @@ fn apply_op(tx: &Transaction<'_>, op: &WriteOp) -> Result<(), LedgerError> {
                 opt_json(&t.usage)?,
                 t.cost_usd,
                 opt_json(&t.result)?,
+                opt_json(&t.evidence)?,
             ])?;
         }
         WriteOp::InsertUsage(u) => {

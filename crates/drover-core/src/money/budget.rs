@@ -54,6 +54,14 @@ impl RunMoney {
     pub fn is_out_of_money(&self) -> bool {
         reached(self.spent, self.cap)
     }
+
+    /// Whether its spend has come within `reserve` (at most half its cap) of its cap: its
+    /// next turn is the wrap-up (docs/ARCHITECTURE.md §"Wrap up, then stop"). A reserve of
+    /// 0 never is.
+    pub fn is_near_cap(&self, reserve: f64) -> bool {
+        let reserve = reserve.min(self.cap / 2.0);
+        reserve > 0.0 && reached(self.spent, self.cap - reserve)
+    }
 }
 
 /// What the runs in a turn hold back: the sum of their reservations.

@@ -325,6 +325,9 @@ pub enum ProviderEvent {
         tool_use_id: String,
         /// The tool failed (or was refused).
         is_error: bool,
+        /// A command's exit code, when the CLI reported one (docs/ARCHITECTURE.md
+        /// §"Evidence").
+        exit_code: Option<i32>,
         /// One line about the result.
         summary: String,
     },
@@ -401,6 +404,7 @@ impl ProviderEvent {
             ProviderEvent::ToolFinished {
                 tool_use_id: _,
                 is_error: _,
+                exit_code: _,
                 summary,
             } => {
                 redactor.redact_string(summary);

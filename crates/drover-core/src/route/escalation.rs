@@ -1,5 +1,5 @@
 //! What a finished run is offered next: a retry on the same model after a transient
-//! failure, or an escalation up the ladder after a failure, a `blocked` result or no
+//! failure or a `done` whose tests failed, or an escalation up the ladder after a failure, a `blocked` result or no
 //! usable result.
 //!
 //! Pure. What must stay true:
@@ -98,12 +98,16 @@ pub struct RunOutcome<'a> {
     pub provider: &'a str,
     /// The catalog id the run used; `None`: the provider's default.
     pub model: Option<&'a str>,
+    /// A test it ran failed on its last run (docs/ARCHITECTURE.md §"Evidence").
+    pub tests_failed: bool,
 }
 
 /// The offer for a finished run, if any:
 /// - `stopped`, or a reason in [`NO_OFFER_REASONS`]: nothing;
 /// - `failed` with a reason in [`TRANSIENT_REASONS`], or `interrupted`: retry on the same
 ///   provider and model;
+/// - `completed` with result `done` while a test it ran failed on its last run: retry on
+///   the same provider and model;
 /// - `failed` with `launch_error`: the same tier on the next available provider;
 /// - `failed` otherwise, `completed` with result `blocked`, or without a usable result:
 ///   the next tier up on the same provider, else the next available provider (after the
@@ -146,6 +150,17 @@ pub fn escalation_offer(
             to_provider: outcome.provider.to_string(),
             to_model: model,
             reason: format!("{what}; retry on {from}"),
+        });
+    }
+
+    if outcome.state == "completed" && outcome.result_status == Some("done") && outcome.tests_failed
+    {
+        let model = run_model?;
+        return Some(Escalation {
+            kind: EscalationKind::Retry,
+            to_provider: outcome.provider.to_string(),
+            to_model: model,
+            reason: format!("the run says done, but a test it ran failed; retry on {from}"),
         });
     }
 

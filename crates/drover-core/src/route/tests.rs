@@ -971,7 +971,41 @@ fn outcome<'a>(
         has_usable_result: usable,
         provider,
         model,
+        tests_failed: false,
     }
+}
+
+#[test]
+fn a_done_whose_tests_failed_is_offered_a_retry_on_its_own_model() {
+    let catalog = Catalog::embedded();
+    let policy = RoutingPolicy::embedded();
+    let all = all_available();
+    let mut done = outcome(
+        "completed",
+        Some("complete"),
+        Some("done"),
+        true,
+        "sim",
+        Some("sim-small"),
+    );
+    assert_eq!(escalation_offer(&done, &catalog, &policy, &all), None);
+    done.tests_failed = true;
+    let offer = escalation_offer(&done, &catalog, &policy, &all).expect("a retry");
+    assert_eq!(
+        (
+            offer.kind,
+            offer.to_provider.as_str(),
+            offer.to_model.as_str()
+        ),
+        (EscalationKind::Retry, "sim", "sim-small")
+    );
+    assert_eq!(
+        offer.reason,
+        "the run says done, but a test it ran failed; retry on sim/sim-small"
+    );
+    // Stopped by the user, it is offered nothing, failing tests or not.
+    done.completion_reason = Some("user");
+    assert_eq!(escalation_offer(&done, &catalog, &policy, &all), None);
 }
 
 #[test]

@@ -125,6 +125,18 @@ pub const BUILTIN: &[(&str, &str)] = &[
         "worktree-change",
         include_str!("../../../../assets/scenarios/worktree-change.toml"),
     ),
+    (
+        "tested",
+        include_str!("../../../../assets/scenarios/tested.toml"),
+    ),
+    (
+        "tests-fail",
+        include_str!("../../../../assets/scenarios/tests-fail.toml"),
+    ),
+    (
+        "wrap-up",
+        include_str!("../../../../assets/scenarios/wrap-up.toml"),
+    ),
 ];
 
 /// The TOML text of a shipped scenario.
@@ -1172,6 +1184,9 @@ mod tests {
             "no-result-block",
             "flood",
             "worktree-change",
+            "tested",
+            "tests-fail",
+            "wrap-up",
         ] {
             assert!(builtin(name).is_some(), "{name} ships");
         }

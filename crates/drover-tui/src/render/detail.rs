@@ -243,6 +243,19 @@ fn summary_lines(
             ]));
         }
     }
+    // What its commands show (docs/ARCHITECTURE.md §"Evidence"): amber for a `done` with
+    // no test run, or a test that failed.
+    if let Some(evidence) = detail.and_then(|d| d.evidence.as_ref()) {
+        let style = if evidence.warn {
+            theme::warning()
+        } else {
+            theme::text()
+        };
+        lines.push(Line::from(vec![
+            Span::raw(" ".repeat(8)),
+            Span::styled(clip_width(&evidence.line, width.saturating_sub(8)), style),
+        ]));
+    }
     if let Some(d) = detail {
         let skip = d.notes.len().saturating_sub(NOTES_SHOWN);
         for (i, note) in d.notes.iter().skip(skip).enumerate() {

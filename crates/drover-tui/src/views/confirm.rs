@@ -1,5 +1,6 @@
 //! A confirmation on top of the stack: quitting with active runs, stopping every run,
-//! discarding a run's work, removing a run with unmerged work.
+//! discarding a run's work, removing a run with unmerged work; stopping a working run,
+//! softly (wrap up, the confirm key) or now (`s` again).
 //!
 //! What must stay true: nothing happens without the confirm key; any other key leaves
 //! it open, and close leaves without doing anything.
@@ -38,6 +39,11 @@ pub enum Confirmable {
     /// Remove every finished run left after `X`: those with unmerged work (kept on
     /// their branches).
     RemoveUnmerged,
+    /// Stop a working run: wrap up first (the confirm key, docs/ARCHITECTURE.md
+    /// §"Wrap up, then stop"), or stop it now (the stop key again).
+    StopRun {
+        run_id: String,
+    },
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -51,7 +57,23 @@ impl View for ConfirmView {
         Context::Confirm
     }
 
+    fn offers(&self, action: Action) -> bool {
+        action != Action::Stop || matches!(self.what, Confirmable::StopRun { .. })
+    }
+
     fn handle_key(&mut self, action: Option<Action>, _key: &KeyEvent) -> Outcome {
+        match (action, &self.what) {
+            (Some(Action::Stop), Confirmable::StopRun { run_id }) => {
+                return Outcome::close_with(ViewCommand::Request(
+                    ReplyTag::Stop(run_id.clone()),
+                    Request::Stop {
+                        run_id: run_id.clone(),
+                    },
+                ));
+            }
+            (Some(Action::Stop), _) => return Outcome::stay(),
+            _ => {}
+        }
         match action {
             Some(Action::Confirm) => Outcome::close_with(match &self.what {
                 Confirmable::Quit => ViewCommand::Quit,
@@ -85,6 +107,12 @@ impl View for ConfirmView {
                         force: true,
                     },
                 ),
+                Confirmable::StopRun { run_id } => ViewCommand::Request(
+                    ReplyTag::WrapUp(run_id.clone()),
+                    Request::WrapUp {
+                        run_id: run_id.clone(),
+                    },
+                ),
                 Confirmable::RemoveUnmerged => ViewCommand::Request(
                     ReplyTag::Remove,
                     Request::Remove {
@@ -103,7 +131,11 @@ impl View for ConfirmView {
         let width = body.width.saturating_sub(4).min(70);
         let lines = wrap(&self.message, width.saturating_sub(4) as usize);
         let area = centered(body, width, lines.len() as u16 + 4);
-        let inner = view_box(buf, area, "Are you sure?".to_string());
+        let title = match &self.what {
+            Confirmable::StopRun { run_id } => format!("Stop {run_id}?"),
+            _ => "Are you sure?".to_string(),
+        };
+        let inner = view_box(buf, area, title);
         for (i, l) in lines.iter().enumerate() {
             put_line(
                 buf,

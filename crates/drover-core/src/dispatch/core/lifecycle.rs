@@ -416,6 +416,7 @@ impl Core {
             tokens: Default::default(),
             cost_usd: None,
             result: None,
+            commands: Vec::new(),
         };
         batch.ops.push(turn.record(&run.id));
         run.event(
@@ -435,7 +436,27 @@ impl Core {
         if run.state() != RunState::Running {
             run.set_state(&mut batch, RunState::Running, None, now);
         }
-        run.model_turn(&mut batch, now);
+        if origin == TurnOrigin::WrapUp {
+            // The wrap-up's own bound starts as it is sent (docs/ARCHITECTURE.md
+            // §"Wrap up, then stop").
+            let bound = now.saturating_add(super::answers::secs_ms(
+                self.config.limits.wrap_up_bound_secs,
+            ));
+            if let Some(wrap) = run.wrap_up.as_mut() {
+                wrap.sent_at = Some(now);
+                wrap.hard_at = Some(bound);
+            }
+            run.set_live(
+                &mut batch,
+                LiveStateKind::WrappingUp,
+                Some(bound),
+                Some(super::run::WRAPPING_UP_DETAIL),
+                None,
+                now,
+            );
+        } else {
+            run.model_turn(&mut batch, now);
+        }
         self.send(run_id, ProviderCommand::StartTurn { prompt });
         self.commit(batch);
     }

@@ -43,6 +43,7 @@
 //! | waits | `waits.rs` |
 //! | one run in memory, its batches, its views | `run.rs` |
 //! | rails and the queue order | `rails.rs` |
+//! | wrap up, then stop: the wrap-up turn before the time box, at the last allowed turn, near the dollar cap, or on a soft stop; its bound | `wrap_up.rs` |
 //! | workspaces: worktree or shared, waiting for a shared directory, making the worktree before the launch, the run's change, diff, merge, keep, discard, a pull request (`workspaces/pulls.rs`), removing runs (with unmerged work, or whose worktree is gone: released) | `workspaces.rs` |
 
 mod admission;
@@ -67,6 +68,7 @@ mod timers;
 pub(crate) mod transcript;
 mod waits;
 mod workspaces;
+mod wrap_up;
 
 #[cfg(test)]
 mod tests;
@@ -81,6 +83,7 @@ pub use run::{Batch, HIBERNATED_DETAIL, HIBERNATING_DETAIL, TurnOrigin, WAKING_D
 pub use takeover::{InteractiveDone, InteractiveJob, Interactively, TakenOver};
 pub use waits::WaitAsk;
 pub use workspaces::{Action as WorkspaceAction, PREPARE_WORKTREE_BOUND_MS};
+pub use wrap_up::STOPPED_SOFT;
 
 /// The budget session runs belong to until the user starts another.
 pub const DEFAULT_SESSION: &str = "default";
@@ -419,6 +422,8 @@ pub struct Core {
     /// Every secret of every input is redacted with this before it is stored or shown
     /// ([`crate::redact`]); built from the config and the environment it names.
     redactor: crate::redact::Redactor,
+    /// Which commands are tests (`[evidence] tests`, docs/ARCHITECTURE.md §"Evidence").
+    tests: crate::evidence::Classifier,
     /// The last config reload that was refused, while no good one followed.
     config_refused: Option<String>,
     /// Why the ledger cannot write, while it cannot: new work is refused
@@ -464,6 +469,7 @@ impl Core {
         let guard_extra = config.guard.patterns();
         let restored = startup.restored;
         let mut core = Core {
+            tests: crate::evidence::Classifier::new(&config.evidence.tests),
             rules,
             guard_extra,
             redactor,

@@ -627,6 +627,7 @@ impl Core {
         }
         self.redactor = crate::redact::Redactor::from_config(&config, |name| self.facts.env(name));
         self.guard_extra = config.guard.patterns();
+        self.tests = crate::evidence::Classifier::new(&config.evidence.tests);
         self.config = config;
         self.money.catalog = catalog;
         let names: Vec<String> = self.money.sessions.keys().cloned().collect();

@@ -1,6 +1,6 @@
 //! The prompts drover itself writes: the first turn (task + context + the request for a
 //! `## Result` block), the one short retry turn when the block is missing, the turn that
-//! continues a turn a restart cut short, and the turn that carries answers given after a
+//! continues a turn a restart cut short, the wrap-up turn before a limit, and the turn that carries answers given after a
 //! restart to the run's session. The text lives in `assets/prompts/`.
 //!
 //! What must stay true: none of them speaks for the user. The resume turn is sent only for
@@ -12,6 +12,7 @@ use crate::spec::Spec;
 const FIRST_TURN: &str = include_str!("../../../../../assets/prompts/first-turn.md");
 const RESULT_RETRY: &str = include_str!("../../../../../assets/prompts/result-retry.md");
 const RESUME: &str = include_str!("../../../../../assets/prompts/resume.md");
+const WRAP_UP: &str = include_str!("../../../../../assets/prompts/wrap-up.md");
 const ANSWERS: &str = include_str!("../../../../../assets/prompts/answers.md");
 
 /// The first prompt of a run. Runs with an output schema are asked for JSON instead of
@@ -36,6 +37,19 @@ pub fn first_turn(spec: &Spec) -> String {
 /// The short turn that asks again for a missing `## Result` block.
 pub fn result_retry() -> String {
     RESULT_RETRY.to_string()
+}
+
+/// The one turn asking a run to stop working and write its result block now
+/// (docs/ARCHITECTURE.md §"Wrap up, then stop"); `why` says why, in drover's words. A run
+/// with an output schema is asked for its JSON answer instead.
+pub fn wrap_up(why: &str, schema: Option<&serde_json::Value>) -> String {
+    if let Some(schema) = schema {
+        return format!(
+            "drover is ending this run soon: {why}. Stop working now and answer with a \
+             single JSON value that matches this JSON schema, and nothing else:\n{schema}\n"
+        );
+    }
+    WRAP_UP.replace("{why}", why).trim_end().to_string()
 }
 
 /// The turn `drover resume` sends, when the user gave no prompt of their own, to a run

@@ -180,13 +180,41 @@ impl Core {
                     crate::providers::Ask::FileEdit { .. } | crate::providers::Ask::Command { .. }
                 ) && run.file_tools.len() < FILE_TOOLS_MAX
                 {
-                    run.file_tools.insert(tool_use_id);
+                    run.file_tools.insert(tool_use_id.clone());
+                }
+                // A command's end, with its exit code, is evidence (docs/ARCHITECTURE.md
+                // §"Evidence").
+                if let crate::providers::Ask::Command { command, .. } = &ask
+                    && run.commands_open.len() < FILE_TOOLS_MAX
+                {
+                    run.commands_open.insert(tool_use_id, command.clone());
                 }
                 run.tool_open = true;
                 let bound = (now + TOOL_BOUND_MS).min(run.deadline);
                 run.working(&mut batch, bound, &format!("running a tool: {name}"), now);
             }
-            ProviderEvent::ToolFinished { tool_use_id, .. } => {
+            ProviderEvent::ToolFinished {
+                tool_use_id,
+                is_error,
+                exit_code,
+                ..
+            } => {
+                // A command refused, or cut before it exited, reports no exit code with
+                // its error: it did not run to an end, and is not evidence.
+                if let Some(command) = run.commands_open.remove(&tool_use_id)
+                    && (exit_code.is_some() || !is_error)
+                    && let Some(turn) = run.turns.last_mut()
+                    && turn.commands.len() < crate::evidence::COMMANDS_PER_TURN_MAX
+                {
+                    turn.commands.push(crate::evidence::CommandRun {
+                        test: self.tests.test_of(&command),
+                        command: crate::text::clip(
+                            &crate::text::one_line(&command),
+                            crate::evidence::COMMAND_MAX_CHARS,
+                        ),
+                        exit_code: exit_code.or((!is_error).then_some(0)),
+                    });
+                }
                 run.tool_open = false;
                 run.model_turn(&mut batch, now);
                 if run.file_tools.remove(&tool_use_id) {
@@ -243,6 +271,7 @@ impl Core {
             ProviderEvent::TurnCompleted(end) => {
                 run.tool_open = false;
                 run.file_tools.clear();
+                run.commands_open.clear();
                 self.commit(batch);
                 self.measure(&run_id);
                 self.on_turn_completed(&run_id, end);
@@ -314,6 +343,7 @@ impl Core {
 
         // The result: JSON for schema runs, the `## Result` block otherwise.
         let mut retry = false;
+        let mut done = false;
         if run.spec.output_schema.is_some() {
             let json = end
                 .structured_output
@@ -322,6 +352,7 @@ impl Core {
             if let Some(turn) = run.turns.last_mut() {
                 turn.result = json.clone();
             }
+            done = json.is_some();
             match json {
                 Some(value) => {
                     run.last_result = Some(ResultView {
@@ -346,6 +377,7 @@ impl Core {
                 turn.result = serde_json::to_value(&block).ok().filter(|_| block.found);
             }
             if block.found {
+                done = block.status == Some(ResultStatus::Done);
                 run.needs_input = block.status == Some(ResultStatus::NeedsInput);
                 if block.status == Some(ResultStatus::Blocked) {
                     run.note(&mut batch, "the run reports it is blocked", now);
@@ -359,6 +391,9 @@ impl Core {
                         ..RunPatch::default()
                     }),
                 });
+            } else if origin == TurnOrigin::WrapUp {
+                // No retry after the wrap-up: `wrapped_up` ends the run as its limit
+                // would have, and says so.
             } else if origin != TurnOrigin::ResultRetry {
                 retry = true;
                 run.note(
@@ -383,6 +418,20 @@ impl Core {
             self.commit(batch);
             return;
         }
+        if origin == TurnOrigin::WrapUp {
+            self.commit(batch);
+            return self.wrapped_up(run_id);
+        }
+        self.commit(batch);
+        // A wrap-up due (asked, near the cap, or at the last allowed turn) goes before
+        // anything else; it asks for the result block itself.
+        if self.wrap_up_at_turn_end(run_id, done) {
+            return;
+        }
+        let Some(run) = self.runs.get_mut(run_id) else {
+            return;
+        };
+        let mut batch = Batch::default();
         if retry {
             self.commit(batch);
             return self.start_turn(run_id, prompts::result_retry(), TurnOrigin::ResultRetry);

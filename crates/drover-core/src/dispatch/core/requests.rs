@@ -117,6 +117,10 @@ impl Core {
                 }
                 other => return self.refuse_target(to, &run_id, other),
             },
+            Request::WrapUp { run_id } => match self.target(&run_id) {
+                Target::Active => return self.soft_stop(to, &run_id),
+                other => return self.refuse_target(to, &run_id, other),
+            },
             Request::Complete { run_id } => return self.complete(to, &run_id),
             Request::Remove {
                 run_id,

@@ -335,6 +335,7 @@ impl Turn {
             "resume" => TurnOrigin::Resume,
             "resend" => TurnOrigin::Resend,
             "interactive" => TurnOrigin::Interactive,
+            "wrap_up" => TurnOrigin::WrapUp,
             _ => TurnOrigin::Dispatch,
         };
         Turn {
@@ -347,6 +348,7 @@ impl Turn {
             tokens: view.tokens,
             cost_usd: view.cost_usd,
             result: view.result.clone(),
+            commands: view.commands.clone(),
         }
     }
 }

@@ -504,20 +504,24 @@ impl Core {
     }
 
     /// When a turn has ended and the run is idle, still warm: a turn that ended blocked
-    /// is offered an escalation at once (as when the run ends), so it waits in Needs you
-    /// rather than in Idle; a later turn that did not end blocked withdraws the offer.
+    /// (or `done` while a test it ran failed) is offered an escalation (a retry) at once,
+    /// as when the run ends, so it waits in Needs you rather than in Idle; a later turn
+    /// that ended otherwise withdraws the offer.
     pub(super) fn offer_on_turn_end(&mut self, run_id: &str) {
         let Some(run) = self.runs.get(run_id) else {
             return;
         };
-        let blocked = run
-            .last_result
-            .as_ref()
-            .is_some_and(|r| r.status.as_deref() == Some("blocked"));
-        if blocked {
+        let status = run.last_result.as_ref().and_then(|r| r.status.as_deref());
+        let blocked = status == Some("blocked");
+        // A `done` whose tests failed is offered a retry (docs/ARCHITECTURE.md §"Evidence").
+        let failed_tests = status == Some("done") && run.evidence().tests_failed();
+        if blocked || failed_tests {
             self.offer_escalation(run_id);
         } else if run.escalation.is_some() {
-            self.withdraw_offer(run_id, "its last turn did not end blocked");
+            self.withdraw_offer(
+                run_id,
+                "its last turn did not end blocked or with a failing test",
+            );
         }
     }
 
@@ -558,6 +562,7 @@ impl Core {
             has_usable_result: run.last_result.is_some(),
             provider: &run.spec.provider,
             model: run.model.as_deref(),
+            tests_failed: run.evidence().tests_failed(),
         };
         let mut providers = self.routing_providers(None);
         // The run's own provider is available to itself (the sim included).

@@ -57,6 +57,10 @@ pub enum TurnOrigin {
     Resend,
     /// A turn the user had in the CLI's own interface while the run was taken over.
     Interactive,
+    /// drover's one turn asking the run to stop working and write its result block now
+    /// (docs/ARCHITECTURE.md §"Wrap up, then stop"): never the user's words, not counted
+    /// against max turns.
+    WrapUp,
 }
 
 impl TurnOrigin {
@@ -69,9 +73,62 @@ impl TurnOrigin {
             TurnOrigin::Resume => "resume",
             TurnOrigin::Resend => "resend",
             TurnOrigin::Interactive => "interactive",
+            TurnOrigin::WrapUp => "wrap_up",
         }
     }
 }
+
+/// Why a run wraps up (docs/ARCHITECTURE.md §"Wrap up, then stop"), and so how it ends
+/// when the wrap-up fails or overruns: as the limit would have ended it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum WrapReason {
+    /// Its time box is near: the hard stop fails it (`timeout`).
+    TimeBox,
+    /// Its last allowed turn ended without a `done` result: the hard stop completes it
+    /// (`max_turns`).
+    MaxTurns,
+    /// Its spend came within `wrap_up_usd` of its cap: the cap stops it (`budget_cap`).
+    Budget,
+    /// The user asked for a soft stop: the hard stop stops it (`user`).
+    User,
+}
+
+impl WrapReason {
+    /// How the run ends when the wrap-up gives no result: the limit's own end.
+    pub fn hard_end(self) -> (RunState, &'static str, Cause) {
+        match self {
+            WrapReason::TimeBox => (RunState::Failed, "timeout", Cause::Failed),
+            WrapReason::MaxTurns => (RunState::Completed, "max_turns", Cause::Completed),
+            WrapReason::Budget => (RunState::Stopped, "budget_cap", Cause::Stopped),
+            WrapReason::User => (RunState::Stopped, "user", Cause::Stopped),
+        }
+    }
+
+    /// Why, in words, for the run's note.
+    pub fn words(self) -> &'static str {
+        match self {
+            WrapReason::TimeBox => "its time box is near",
+            WrapReason::MaxTurns => "its last allowed turn ended without a done result",
+            WrapReason::Budget => "its spend is near its dollar cap",
+            WrapReason::User => "you asked for a soft stop",
+        }
+    }
+}
+
+/// A wrap-up asked for: due (the turn in flight ends first) or sent.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct WrapUp {
+    /// Why.
+    pub reason: WrapReason,
+    /// When the wrap-up turn was sent (`None` while the turn in flight goes on).
+    pub sent_at: Option<UnixMillis>,
+    /// The hard stop: the wrap-up turn's own bound once sent; while it waits for the turn
+    /// in flight, the soft stop's bound (`None`: the run's other limits bound it).
+    pub hard_at: Option<UnixMillis>,
+}
+
+/// The live line's detail while the wrap-up turn runs.
+pub const WRAPPING_UP_DETAIL: &str = "writing the final answer";
 
 /// Longest turn text kept.
 pub const TURN_TEXT_MAX_CHARS: usize = 100_000;
@@ -87,6 +144,9 @@ pub struct Turn {
     pub tokens: Tokens,
     pub cost_usd: Option<f64>,
     pub result: Option<Value>,
+    /// The commands it executed (docs/ARCHITECTURE.md §"Evidence"), at most
+    /// [`crate::evidence::COMMANDS_PER_TURN_MAX`].
+    pub commands: Vec<crate::evidence::CommandRun>,
 }
 
 impl Turn {
@@ -102,6 +162,9 @@ impl Turn {
             usage: serde_json::to_value(self.tokens).ok(),
             cost_usd: self.cost_usd,
             result: self.result.clone(),
+            evidence: (!self.commands.is_empty())
+                .then(|| serde_json::to_value(&self.commands).ok())
+                .flatten(),
         }))
     }
 
@@ -116,6 +179,7 @@ impl Turn {
             tokens: self.tokens,
             cost_usd: self.cost_usd,
             result: self.result.clone(),
+            commands: self.commands.clone(),
         }
     }
 }
@@ -245,6 +309,11 @@ pub struct Run {
     pub carried: Vec<String>,
     /// Taken over in its CLI's own interface (`takeover.rs`).
     pub taken_over: Option<super::takeover::TakenOver>,
+    /// Asked to wrap up (`timers.rs`, docs/ARCHITECTURE.md §"Wrap up, then stop").
+    pub wrap_up: Option<WrapUp>,
+    /// Commands in flight, by tool-use id: their end, with its exit code, is evidence
+    /// (docs/ARCHITECTURE.md §"Evidence").
+    pub commands_open: std::collections::HashMap<String, String>,
 }
 
 /// The live line's detail of an idle run whose child is shut down (docs/ARCHITECTURE.md
@@ -332,6 +401,8 @@ impl Run {
             resends: 0,
             resend_at: None,
             turn_cut: false,
+            wrap_up: None,
+            commands_open: Default::default(),
             carried: Vec::new(),
             taken_over: None,
         }
@@ -361,13 +432,22 @@ impl Run {
 
     /// Turns drover sent for the user: result retries, re-sends and the turns the user
     /// had in the CLI's own interface (a take-over) do not count against max turns.
+    /// What its commands show so far (docs/ARCHITECTURE.md §"Evidence").
+    pub fn evidence(&self) -> crate::evidence::Evidence {
+        let done = self.last_result.as_ref().and_then(|r| r.status.as_deref()) == Some("done");
+        crate::evidence::Evidence::of(self.turns.iter().flat_map(|t| &t.commands), done)
+    }
+
     pub fn user_turns(&self) -> u32 {
         self.turns
             .iter()
             .filter(|t| {
                 !matches!(
                     t.origin,
-                    TurnOrigin::ResultRetry | TurnOrigin::Resend | TurnOrigin::Interactive
+                    TurnOrigin::ResultRetry
+                        | TurnOrigin::Resend
+                        | TurnOrigin::Interactive
+                        | TurnOrigin::WrapUp
                 )
             })
             .count() as u32
@@ -482,6 +562,16 @@ impl Run {
         cause: Option<Cause>,
         now: UnixMillis,
     ) {
+        // Wrapping up, the live line stays on the wrap-up until the run ends: the wrap-up
+        // turn's tools and prompts do not move it back to `working`.
+        if self
+            .live
+            .as_ref()
+            .is_some_and(|l| l.state == LiveStateKind::WrappingUp)
+            && state != LiveStateKind::Ended
+        {
+            return;
+        }
         let assignment = Assignment {
             expected_seq: self.live.as_ref().map_or(0, |l| l.seq),
             state,

@@ -338,6 +338,7 @@ impl Core {
                 tokens: found.tokens,
                 cost_usd: None,
                 result: None,
+                commands: Vec::new(),
             };
             run.event(
                 &mut batch,

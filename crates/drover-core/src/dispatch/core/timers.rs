@@ -1,5 +1,5 @@
 //! Every timer of the dispatcher, in one place: a pending answer's expiry, a run's time
-//! box, its idle timeout, hibernating an idle run, sending a failed turn again, the
+//! box and the wrap-up before it (and the wrap-up's own bound), its idle timeout, hibernating an idle run, sending a failed turn again, the
 //! provider's silence, the stalled watchdog, making its
 //! worktree, waiting for a shared directory, route cards' expiry, waits, and the shutdown
 //! grace period.
@@ -11,7 +11,7 @@
 //! the next.
 
 use super::Core;
-use super::run::{Batch, Run};
+use super::run::{Batch, Run, WrapReason};
 use crate::UnixMillis;
 use crate::live_state::Cause;
 use crate::run_state::RunState;
@@ -24,6 +24,11 @@ pub(super) enum RunTimer {
     AnswerExpired,
     /// The run went past its max minutes: it fails (`timeout`).
     TimeBox,
+    /// Its time box is near (`wrap_up_secs` before it): it is asked to wrap up
+    /// (`wrap_up.rs`).
+    WrapUp,
+    /// Its wrap-up overran its bound: the hard stop.
+    WrapUpOverrun,
     /// Idle for its idle timeout: it completes (`idle_timeout`).
     Idle,
     /// Idle with a warm child for `hibernate_after_secs`: the child is shut down, its
@@ -44,10 +49,12 @@ pub(super) enum RunTimer {
 
 impl Core {
     /// When each timer of `run` falls due, in firing order (none for a finished run).
-    pub(super) fn timers_of(&self, run: &Run) -> [Option<(UnixMillis, RunTimer)>; 9] {
+    pub(super) fn timers_of(&self, run: &Run) -> [Option<(UnixMillis, RunTimer)>; 11] {
         if run.state().is_terminal() {
-            return [None; 9];
+            return [None; 11];
         }
+        // Once the wrap-up turn is sent, its own bound is the run's hard stop.
+        let wrap_sent = run.wrap_up.is_some_and(|w| w.sent_at.is_some());
         let stalled_after = super::answers::secs_ms(self.limits().stalled_after_secs);
         let silence = self.config.silence_ms(&run.spec.provider);
         let idle_timeout = super::answers::secs_ms(run.spec.idle_timeout_secs);
@@ -55,8 +62,13 @@ impl Core {
             run.broker
                 .next_expiry()
                 .map(|at| (at, RunTimer::AnswerExpired)),
-            (run.ending.is_none() && (run.holds_slot() || run.hibernated))
+            (run.ending.is_none() && !wrap_sent && (run.holds_slot() || run.hibernated))
                 .then_some((run.deadline, RunTimer::TimeBox)),
+            self.wrap_up_due(run).map(|at| (at, RunTimer::WrapUp)),
+            run.wrap_up
+                .and_then(|w| w.hard_at)
+                .filter(|_| run.ending.is_none())
+                .map(|at| (at, RunTimer::WrapUpOverrun)),
             run.idle_since
                 .filter(|_| run.ending.is_none() && run.taken_over.is_none())
                 .map(|idle| (idle.saturating_add(idle_timeout), RunTimer::Idle)),
@@ -132,6 +144,8 @@ impl Core {
                 self.commit(batch);
                 self.end_run(run_id, RunState::Failed, "timeout", Cause::Failed);
             }
+            RunTimer::WrapUp => self.wrap_up(run_id, WrapReason::TimeBox, None),
+            RunTimer::WrapUpOverrun => self.wrap_up_overran(run_id),
             RunTimer::Idle => {
                 self.end_run(
                     run_id,

@@ -345,6 +345,7 @@ async fn an_answer_reaches_the_child_in_the_protocol_shape() {
             ProviderEvent::ToolFinished {
                 tool_use_id: "toolu_01".into(),
                 is_error: false,
+                exit_code: Some(0),
                 summary: "a (+1 line)".into(),
             },
             turn_end("Listed."),
@@ -397,6 +398,7 @@ async fn the_auto_policy_answers_without_asking() {
             ProviderEvent::ToolFinished {
                 tool_use_id: "toolu_01".into(),
                 is_error: false,
+                exit_code: Some(0),
                 summary: "a (+1 line)".into(),
             },
             turn_end("Listed."),

@@ -453,12 +453,14 @@ fn user(msg: &Map<String, Value>) -> Vec<ProviderEvent> {
             events.push(notice("skipped a tool result without a tool use id".into()));
             continue;
         };
+        let is_error = block
+            .get("is_error")
+            .and_then(Value::as_bool)
+            .unwrap_or(false);
         events.push(ProviderEvent::ToolFinished {
             tool_use_id: id.to_string(),
-            is_error: block
-                .get("is_error")
-                .and_then(Value::as_bool)
-                .unwrap_or(false),
+            is_error,
+            exit_code: tool_result_exit(is_error, block.get("content")),
             summary: tool_result_summary(block.get("content")),
         });
     }
@@ -760,6 +762,29 @@ fn control_response(msg: &Map<String, Value>, state: &mut ParseState) -> Vec<Pro
 }
 
 /// One line about a tool's result: its first non-empty line, clipped, and how many more.
+/// A command's exit code from its tool result: 0 for a result that is not an error;
+/// for an error, the code its `Exit code N` line gives (Claude Code's Bash tool writes
+/// one), else none (a call refused, or cut before it exited).
+fn tool_result_exit(is_error: bool, content: Option<&Value>) -> Option<i32> {
+    if !is_error {
+        return Some(0);
+    }
+    let texts: Vec<&str> = match content? {
+        Value::String(s) => vec![s.as_str()],
+        Value::Array(blocks) => blocks
+            .iter()
+            .filter_map(|b| b.as_object())
+            .filter_map(|b| str_at(b, "text"))
+            .collect(),
+        _ => Vec::new(),
+    };
+    texts.iter().flat_map(|t| t.lines()).find_map(|line| {
+        let line = line.trim();
+        let line = line.strip_prefix("Error: ").unwrap_or(line);
+        line.strip_prefix("Exit code ")?.trim().parse().ok()
+    })
+}
+
 fn tool_result_summary(content: Option<&Value>) -> String {
     let text = match content {
         None | Some(Value::Null) => None,

@@ -79,6 +79,7 @@ fn lines_to_events() {
             vec![ProviderEvent::ToolFinished {
                 tool_use_id: "toolu_01".into(),
                 is_error: false,
+                exit_code: Some(0),
                 summary: "total 2 (+2 lines)".into(),
             }],
         ),
@@ -88,6 +89,7 @@ fn lines_to_events() {
             vec![ProviderEvent::ToolFinished {
                 tool_use_id: "toolu_02".into(),
                 is_error: true,
+                exit_code: Some(1),
                 summary: "Exit code 1".into(),
             }],
         ),
@@ -98,11 +100,13 @@ fn lines_to_events() {
                 ProviderEvent::ToolFinished {
                     tool_use_id: "a".into(),
                     is_error: false,
+                    exit_code: Some(0),
                     summary: "(image)".into(),
                 },
                 ProviderEvent::ToolFinished {
                     tool_use_id: "b".into(),
                     is_error: false,
+                    exit_code: Some(0),
                     summary: "(no output)".into(),
                 },
             ],

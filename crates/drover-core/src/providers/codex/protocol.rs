@@ -385,6 +385,7 @@ pub fn item_completed(item: &Value) -> (Vec<ProviderEvent>, Option<String>) {
                 vec![ProviderEvent::ToolFinished {
                     tool_use_id: str_of(item, "id").to_string(),
                     is_error: failed,
+                    exit_code: exit.and_then(|code| i32::try_from(code).ok()),
                     summary: clip(&summary),
                 }],
                 None,

@@ -1019,11 +1019,11 @@ fn tool_items_start_and_finish_with_their_outcome() {
         }]
     );
     let table = [
-        ("completed", json!(0), false, "exit 0"),
-        ("failed", json!(2), true, "exit 2"),
-        ("declined", Value::Null, true, "declined"),
+        ("completed", json!(0), false, Some(0), "exit 0"),
+        ("failed", json!(2), true, Some(2), "exit 2"),
+        ("declined", Value::Null, true, None, "declined"),
     ];
-    for (status, exit, is_error, summary) in table {
+    for (status, exit, is_error, exit_code, summary) in table {
         let events = line(
             &mut state,
             json!({"method": "item/completed", "params": {"threadId": THREAD, "turnId": TURN,
@@ -1034,6 +1034,7 @@ fn tool_items_start_and_finish_with_their_outcome() {
             vec![ProviderEvent::ToolFinished {
                 tool_use_id: "call_1".into(),
                 is_error,
+                exit_code,
                 summary: summary.into(),
             }],
             "{status}"

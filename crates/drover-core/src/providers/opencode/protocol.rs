@@ -815,9 +815,18 @@ fn tool_part(id: &str, part: &Map<String, Value>, state: &mut ParseState) -> Vec
                         .or_else(|| str_at(tool_state, "title"))
                 };
                 let summary = first_line_summary(text.unwrap_or(""), SUMMARY_CHARS);
+                // The bash tool's metadata carries its exit code; a completed call with
+                // none exited 0 as far as OpenCode says.
+                let exit_code = tool_state
+                    .get("metadata")
+                    .and_then(|m| m.get("exit").or_else(|| m.get("exitCode")))
+                    .and_then(Value::as_i64)
+                    .and_then(|code| i32::try_from(code).ok())
+                    .or((!is_error).then_some(0));
                 events.push(ProviderEvent::ToolFinished {
                     tool_use_id: call_id.clone(),
                     is_error,
+                    exit_code,
                     summary,
                 });
             }

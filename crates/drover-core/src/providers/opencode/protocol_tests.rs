@@ -140,6 +140,7 @@ fn a_turn_with_a_tool_and_an_answer() {
             ProviderEvent::ToolFinished {
                 tool_use_id: "call_1".into(),
                 is_error: false,
+                exit_code: Some(0),
                 summary: "done (+1 line)".into(),
             },
             usage(1000, 100),

@@ -5,6 +5,7 @@
 
 mod admission;
 mod answers;
+mod evidence;
 mod idle;
 mod lifecycle;
 mod money;
@@ -14,6 +15,7 @@ mod secrets;
 mod sub_runs;
 mod timers;
 mod workspaces;
+mod wrap_up;
 
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};

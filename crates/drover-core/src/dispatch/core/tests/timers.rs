@@ -125,6 +125,7 @@ fn a_silent_provider_fails_the_turn_but_not_while_a_tool_runs_or_you_are_asked()
         ProviderEvent::ToolFinished {
             tool_use_id: "t1".into(),
             is_error: false,
+            exit_code: Some(0),
             summary: "done".into(),
         },
     );

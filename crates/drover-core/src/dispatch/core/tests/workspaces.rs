@@ -389,6 +389,7 @@ fn the_change_is_worked_out_after_a_turn_and_after_a_file_tool_one_at_a_time() {
         ProviderEvent::ToolFinished {
             tool_use_id: "t1".into(),
             is_error: false,
+            exit_code: Some(0),
             summary: "written".into(),
         },
     );
@@ -409,6 +410,7 @@ fn the_change_is_worked_out_after_a_turn_and_after_a_file_tool_one_at_a_time() {
         ProviderEvent::ToolFinished {
             tool_use_id: "t2".into(),
             is_error: false,
+            exit_code: Some(0),
             summary: "fetched".into(),
         },
     );
