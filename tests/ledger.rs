@@ -1155,13 +1155,13 @@ fn a_ledger_from_before_the_running_totals_is_read_and_migrated_with_the_same_fi
         ledger.close();
     }
     // The file as migration 5 left it: no totals, the session indexes back (and no
-    // search index, migrations 7 and 8, nor turns' evidence, migration 9).
+    // search index, migrations 7 and 8, nor turns' evidence, migration 10).
     let conn = rusqlite::Connection::open(&path).unwrap();
     conn.execute_batch(
         "DROP TRIGGER search_run_added; DROP TRIGGER search_run_deleted;
          DROP TRIGGER search_tool_added; DROP TRIGGER search_tool_pruned;
          DROP TRIGGER search_turn_text_pruned; DROP TRIGGER search_turn_added;
-         DROP TRIGGER search_turn_changed; DROP TRIGGER search_turn_ended;
+         DROP TRIGGER search_turn_changed; DROP TRIGGER search_turn_reopened;
          DROP INDEX events_turn_started; DROP TABLE search; DROP TABLE search_runs;
          DROP TABLE session_money; DROP TABLE session_run_basis; DROP TABLE session_basis_runs;
          DROP TABLE run_counts;
@@ -1532,7 +1532,7 @@ fn the_writer_stores_what_it_is_given_and_the_core_redacts_before_it() {
     assert_eq!(events[1].body["text"], "pushed with [redacted]");
 }
 
-/// A file from before turns kept their evidence (migration 9) is read without it (reading
+/// A file from before turns kept their evidence (migration 10) is read without it (reading
 /// never migrates); the next owner adds the column, and a turn's evidence reads back.
 #[test]
 fn turns_from_before_evidence_are_read_and_migrated() {
@@ -1550,7 +1550,7 @@ fn turns_from_before_evidence_are_read_and_migrated() {
         ledger.close();
     }
     let conn = rusqlite::Connection::open(&path).unwrap();
-    conn.execute_batch("ALTER TABLE turns DROP COLUMN evidence_json; PRAGMA user_version = 8;")
+    conn.execute_batch("ALTER TABLE turns DROP COLUMN evidence_json; PRAGMA user_version = 9;")
         .unwrap();
     drop(conn);
     let old = LedgerReader::open(&path).unwrap();

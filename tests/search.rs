@@ -104,9 +104,10 @@ fn turn_started(run_id: &str, seq: u64, number: u32) -> WriteOp {
     .unwrap()
 }
 
-/// A turn's row: ended (at 7,000 + its number) when it has a summary.
+/// A turn's row: ended (at 7,000 + its number) when it has a summary, its agent text then
+/// read from its events by the writer (as for a turn a restart closed).
 fn turn(run_id: &str, number: u32, origin: &str, prompt: &str, summary: Option<&str>) -> WriteOp {
-    WriteOp::UpsertTurn(Box::new(TurnRecord {
+    let row = Box::new(TurnRecord {
         run_id: run_id.into(),
         number,
         origin: origin.into(),
@@ -121,7 +122,14 @@ fn turn(run_id: &str, number: u32, origin: &str, prompt: &str, summary: Option<&
                    "changes": ["src/cache.rs: evict on write"], "files": [], "follow_ups": []})
         }),
         evidence: None,
-    }))
+    });
+    match summary {
+        Some(_) => WriteOp::EndTurn {
+            turn: row,
+            text: None,
+        },
+        None => WriteOp::UpsertTurn(row),
+    }
 }
 
 /// A finished run with a task, a transcript (agent text, a tool command, usage), a
@@ -406,14 +414,14 @@ fn a_query_fts5_cannot_read_is_refused_with_its_code() {
 }
 
 /// The file at `path` as migration 6 left it: the rows, no index (nor turns' evidence,
-/// migration 9).
+/// migration 10).
 fn before_the_index(path: &Path) {
     let conn = rusqlite::Connection::open(path).unwrap();
     conn.execute_batch(
         "DROP TRIGGER search_run_added; DROP TRIGGER search_run_deleted;
          DROP TRIGGER search_tool_added; DROP TRIGGER search_tool_pruned;
          DROP TRIGGER search_turn_text_pruned; DROP TRIGGER search_turn_added;
-         DROP TRIGGER search_turn_changed; DROP TRIGGER search_turn_ended;
+         DROP TRIGGER search_turn_changed; DROP TRIGGER search_turn_reopened;
          DROP INDEX events_turn_started;
          DROP TABLE search; DROP TABLE search_runs;
          ALTER TABLE turns DROP COLUMN evidence_json; PRAGMA user_version = 6;",
@@ -614,6 +622,89 @@ fn a_turns_agent_text_is_one_document_found_once_its_end_is_recorded() {
     };
     assert_eq!(turns("zeppelin"), [Some(1)]);
     assert_eq!(turns("hangar"), [Some(2)]);
+    ledger.close();
+}
+
+#[test]
+fn a_turns_end_indexes_the_text_it_hands_the_writer_and_reads_no_event_again() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("l.sqlite3");
+    let (ledger, writer) = open(&path, 10 * DAY);
+    writer
+        .commit_blocking(vec![
+            WriteOp::InsertRun(Box::new(run("r1", "tidy the cache", DAY, None))),
+            turn("r1", 1, "dispatch", "drover's own first prompt", None),
+            turn_started("r1", 1, 1),
+            text("r1", 2, "the zeppelin answer"),
+        ])
+        .unwrap();
+    let ended = |words: &str| WriteOp::EndTurn {
+        turn: Box::new(TurnRecord {
+            run_id: "r1".into(),
+            number: 1,
+            origin: "dispatch".into(),
+            started_at: 6_001,
+            ended_at: Some(7_001),
+            prompt_preview: "drover's own first prompt".into(),
+            text: None,
+            usage: None,
+            cost_usd: None,
+            result: None,
+            evidence: None,
+        }),
+        text: Some(words.into()),
+    };
+    // The text handed with the turn's end is what is indexed: the turn's events are not
+    // read again (a word only they hold is not in the index).
+    writer
+        .commit_blocking(vec![ended("the dirigible answer")])
+        .unwrap();
+    assert_eq!(indexed(&path, "dirigible"), 1);
+    assert_eq!(indexed(&path, "zeppelin"), 0);
+    assert_eq!(documents(&path), 2, "the task and the turn's text");
+    // Its end recorded again: the document is replaced, not added to.
+    writer
+        .commit_blocking(vec![ended("the airship answer")])
+        .unwrap();
+    assert_eq!(
+        (indexed(&path, "airship"), indexed(&path, "dirigible")),
+        (1, 0)
+    );
+    assert_eq!(documents(&path), 2);
+    // A turn that said nothing has no document.
+    writer.commit_blocking(vec![ended("")]).unwrap();
+    assert_eq!(documents(&path), 1, "the task alone");
+    ledger.close();
+}
+
+#[test]
+fn a_turn_a_crash_left_open_is_indexed_from_its_events_when_recovery_ends_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("l.sqlite3");
+    {
+        let (ledger, writer) = open(&path, 10 * DAY);
+        writer
+            .commit_blocking(vec![
+                WriteOp::InsertRun(Box::new(run("r1", "tidy the cache", DAY, None))),
+                turn("r1", 1, "dispatch", "drover's own first prompt", None),
+                turn_started("r1", 1, 1),
+                text("r1", 2, "the zeppelin answer"),
+            ])
+            .unwrap();
+        ledger.close();
+    }
+    assert_eq!(indexed(&path, "zeppelin"), 0, "in flight: not yet");
+    // The next open finds the run's row unreadable (its spec is not a spec): recovery
+    // ends its turn, and nobody holds its text but its events.
+    let (ledger, _) = open(&path, 10 * DAY);
+    assert_eq!(indexed(&path, "zeppelin"), 1);
+    let hits = ledger.reader().unwrap().search("zeppelin", 50).unwrap();
+    assert_eq!(
+        (hits.len(), hits[0].source),
+        (1, SearchSource::Text),
+        "{hits:?}"
+    );
+    assert_eq!(hits[0].line, "the zeppelin answer");
     ledger.close();
 }
 

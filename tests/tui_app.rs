@@ -512,7 +512,8 @@ async fn stop_ends_the_selected_run() {
     })
     .await;
     h.app.model.select(&run_id);
-    h.press([char_key('s')]);
+    // A run in a turn asks first: `s` again stops it now (`y` would wrap it up).
+    h.press([char_key('s'), char_key('s')]);
     let run = h.wait(&run_id, WaitUntil::Terminal).await;
     assert_eq!(run.head.state, RunState::Stopped);
     assert_eq!(run.head.completion_reason.as_deref(), Some("user"));

@@ -247,3 +247,50 @@ fn a_click_on_the_detail_pane_opens_the_transcript() {
         render_app(&app)
     );
 }
+
+#[test]
+fn tab_focuses_the_transcript_pane_and_enter_there_reads_it_full_screen() {
+    let mut app = transcript_app(110, 34);
+    let second = summary(2, "Port the CLI", RunState::Idle);
+    let _ = app.model.upsert(second);
+    app.model.select(&id(1));
+    // The list has the focus: enter answers the run (an idle one: its follow-up box).
+    let _ = app.handle(key(KeyCode::Enter));
+    assert!(
+        render_app(&app).contains("Follow-up"),
+        "{}",
+        render_app(&app)
+    );
+    let _ = app.handle(key(KeyCode::Esc));
+    assert!(app.views.top().is_none());
+    // tab: the transcript pane has the focus, its border heavy, and says what enter does.
+    let _ = app.handle(key(KeyCode::Tab));
+    snap("detail_focused", &app);
+    // j/k scroll the transcript (G follows its end again), the selection stays.
+    press(&mut app, "kk");
+    assert_eq!(app.model.selected(), Some(id(1).as_str()));
+    assert_eq!(app.model.transcript_scroll, Some(0));
+    press(&mut app, "G");
+    assert_eq!(app.model.transcript_scroll, None);
+    assert_eq!(app.model.selected(), Some(id(1).as_str()));
+    let _ = app.handle(key(KeyCode::Enter));
+    assert!(
+        render_app(&app).contains("Transcript · Fix the cache key"),
+        "{}",
+        render_app(&app)
+    );
+    // Leaving the view leaves the focus where it was; tab gives it back to the list,
+    // where j selects and enter answers again.
+    press(&mut app, "q");
+    assert!(render_app(&app).contains("━━ transcript"));
+    let _ = app.handle(key(KeyCode::Tab));
+    assert!(!render_app(&app).contains("━━ transcript"));
+    press(&mut app, "j");
+    assert_eq!(app.model.selected(), Some(id(2).as_str()));
+    let _ = app.handle(key(KeyCode::Enter));
+    assert!(
+        render_app(&app).contains("Follow-up"),
+        "{}",
+        render_app(&app)
+    );
+}

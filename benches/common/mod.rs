@@ -25,7 +25,7 @@ pub const DROP_SEARCH_INDEX: &str = "DROP TRIGGER search_run_added;
     DROP TRIGGER search_run_deleted; DROP TRIGGER search_tool_added;
     DROP TRIGGER search_tool_pruned; DROP TRIGGER search_turn_text_pruned;
     DROP TRIGGER search_turn_added; DROP TRIGGER search_turn_changed;
-    DROP TRIGGER search_turn_ended; DROP INDEX events_turn_started;
+    DROP TRIGGER search_turn_reopened; DROP INDEX events_turn_started;
     DROP TABLE search; DROP TABLE search_runs;";
 
 /// To compare FTS5's options: when `DROVER_BENCH_FTS` is set (say `prefix='2'`,

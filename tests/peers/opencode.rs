@@ -1141,3 +1141,68 @@ async fn opencode_the_session_hard_cap_reached_by_spending_stops_the_second_run(
     let rig = Rig::with_limits(script, caps::SESSION_LIMITS).await;
     caps::session_capped("opencode", &rig.drover, &rig.mock, &CAPPED, TURN).await;
 }
+
+/// Take-over (docs/ARCHITECTURE.md §"Take-over"): `drover attach` opens OpenCode's own
+/// interface (its TUI, `opencode --session=ID`) on the run's session in tmux, on the same
+/// data as the run's server; a prompt typed there is answered by the model, and once the
+/// user leaves with `/exit` the run's ledger holds that turn (`interactive`, read with
+/// `opencode export`: its tokens and the dollars OpenCode recorded), and a follow-up goes
+/// on in the same session, the turn typed in the interface in its history.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_run_taken_over_in_opencodes_own_interface_is_handed_back_with_the_turn_typed_there() {
+    if !crate::tmux::available() {
+        panic!("tmux is needed for the take-over test (install it: CI does)");
+    }
+    let rig = Rig::start(vec![
+        Reply::text(done("first part done")),
+        Reply::text("Hello from the interface 7e51"),
+        Reply::text(done("second part done")),
+    ])
+    .await;
+    let run = rig.dispatch("Do the first part").await;
+    let first = rig.drover.until_state(&run, "idle", TURN).await;
+    let session = first["provider_session_id"].as_str().unwrap().to_string();
+
+    let tmux = crate::tmux::Tmux::attach(&rig.drover, &run, &[]);
+    let typed = "say hello from the interface";
+    tmux.exchange_and_leave(
+        TURN,
+        "first part done",
+        typed,
+        "Hello from the interface 7e51",
+        "/exit",
+    )
+    .await;
+    let view = rig.drover.show(&run).await;
+    crate::tmux::assert_one_interactive_turn(
+        &view,
+        typed,
+        "Hello from the interface 7e51",
+        &tmux.screen(),
+    );
+    // The turn's cost is its tokens' at the mock model's price (OpenCode records dollars,
+    // at the same price as the catalog's).
+    let turn = &view["turns"][1];
+    let tokens = &turn["tokens"];
+    let priced = (tokens["input"].as_f64().unwrap() * PRICE_INPUT
+        + tokens["output"].as_f64().unwrap() * PRICE_OUTPUT
+        + tokens["cache_read"].as_f64().unwrap() * PRICE_CACHE_READ)
+        / 1e6;
+    assert!(
+        (turn["cost_usd"].as_f64().unwrap() - priced).abs() < 1e-9,
+        "{view}"
+    );
+
+    rig.drover.follow_up(&run, "Do the second part").await;
+    let after = rig.drover.until_idle_after(&run, 3, TURN).await;
+    assert_eq!(after["turns"][2]["origin"], "follow_up", "{after}");
+    assert_eq!(after["provider_session_id"], session, "{after}");
+    // The follow-up's model request carries the session's history, the turn typed in the
+    // interface in it: one session, not a fork.
+    let last = rig.mock.model_requests().pop().unwrap();
+    let history = last.body.to_string();
+    assert!(
+        history.contains(typed) && history.contains("Hello from the interface 7e51"),
+        "{history}"
+    );
+}

@@ -32,7 +32,7 @@ use std::path::PathBuf;
 
 use super::event::{AppEvent, Effect, OpenIn, ReplyTag};
 use super::keys::{Action, Context, KeyTable};
-use super::model::{FINISHED_PAGE, Flash, ViewModel};
+use super::model::{FINISHED_PAGE, Flash, Pane, ViewModel};
 use super::shown::Shown;
 use super::views::confirm::{ConfirmView, Confirmable};
 use super::views::diff::{DiffScreen, DiffState};
@@ -254,6 +254,9 @@ impl App {
                 self.model.width = width;
                 self.model.height = height;
                 self.model.keep_selection_visible();
+                if self.model.areas().detail.width == 0 {
+                    self.model.focus = Pane::List;
+                }
             }
             AppEvent::Dispatch(event) => self.on_dispatch_event(&event, &mut effects),
             AppEvent::OwnerGone => {
@@ -359,7 +362,16 @@ impl App {
 
     fn on_dashboard_action(&mut self, action: Action, effects: &mut Vec<Effect>) {
         let selected = self.model.selected_entry().map(|e| e.summary.clone());
+        let detail = self.model.focus == Pane::Detail;
         match action {
+            // The focused detail pane: the keys that move in the list move in the
+            // transcript, and `enter` reads it full screen.
+            Action::SelectNext if detail => self.scroll_transcript(1),
+            Action::SelectPrev if detail => self.scroll_transcript(-1),
+            Action::SelectFirst if detail => self.model.transcript_scroll = Some(0),
+            Action::SelectLast if detail => self.model.transcript_scroll = None,
+            Action::Open if detail => self.open_transcript(selected.as_ref()),
+            Action::FocusPane => self.focus_next_pane(),
             Action::SelectNext => self.model.move_selection(1),
             Action::SelectPrev => self.model.move_selection(-1),
             Action::SelectFirst => self.model.select_first(),
@@ -895,6 +907,20 @@ impl App {
         self.views.push(RouteView::new(run_id, card));
     }
 
+    /// `tab`: the run list, or the selected run's detail pane (when the terminal is wide
+    /// enough to show one).
+    fn focus_next_pane(&mut self) {
+        self.model.focus = match self.model.focus {
+            Pane::Detail => Pane::List,
+            Pane::List if self.model.areas().detail.width == 0 => {
+                return self.flash_error(
+                    "the terminal is too narrow for the detail pane; t reads the transcript".into(),
+                );
+            }
+            Pane::List => Pane::Detail,
+        };
+    }
+
     fn scroll_transcript(&mut self, delta: isize) {
         let Some(entry) = self.model.selected_entry() else {
             return;
@@ -924,6 +950,7 @@ impl App {
         let in_detail = areas.detail.contains(at);
         match mouse.kind {
             MouseEventKind::Down(MouseButton::Left) if in_trays => {
+                self.model.focus = Pane::List;
                 let line = (mouse.row - areas.trays_inner.y) as usize;
                 if let Some(id) = self.model.run_at_line(line).map(str::to_string) {
                     self.model.select(&id);

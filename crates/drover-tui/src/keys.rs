@@ -105,6 +105,8 @@ pub enum Action {
     OpenShell,
     /// Take the selected idle run over in its CLI's own interface (`drover attach`).
     TakeOver,
+    /// Move the focus between the run list and the selected run's detail pane.
+    FocusPane,
     /// Bring the selected worktree run's branch up to date with its base.
     UpdateBranch,
     /// Dispatch the selected run's task again (the form, filled from its spec).
@@ -168,7 +170,7 @@ pub enum Action {
 }
 
 impl Action {
-    pub const ALL: [Action; 65] = [
+    pub const ALL: [Action; 66] = [
         Action::SelectNext,
         Action::SelectPrev,
         Action::SelectFirst,
@@ -194,6 +196,7 @@ impl Action {
         Action::OpenEditor,
         Action::OpenShell,
         Action::TakeOver,
+        Action::FocusPane,
         Action::UpdateBranch,
         Action::Redispatch,
         Action::PullRequest,
@@ -264,6 +267,7 @@ impl Action {
             Action::OpenEditor => "open_editor",
             Action::OpenShell => "open_shell",
             Action::TakeOver => "take_over",
+            Action::FocusPane => "focus_pane",
             Action::UpdateBranch => "update_branch",
             Action::Redispatch => "redispatch",
             Action::PullRequest => "pull_request",
@@ -338,6 +342,9 @@ impl Action {
             Action::OpenShell => "open your shell ($SHELL) in the selected run's directory",
             Action::TakeOver => {
                 "take the selected idle run over in its CLI's own interface; leave it to hand back"
+            }
+            Action::FocusPane => {
+                "focus the run list or the selected run's transcript (focused: enter reads it full screen, j/k scroll it)"
             }
             Action::UpdateBranch => {
                 "merge the base branch into the selected worktree run's branch (a conflict: the follow-up)"
@@ -625,6 +632,7 @@ const DASHBOARD: &[Binding] = &[
     bind(KeyCombo::char('R'), A::Resume),
     bind(KeyCombo::char('D'), A::OpenDiff),
     bind(KeyCombo::char('t'), A::OpenTranscript),
+    bind(KeyCombo::plain(K::Tab), A::FocusPane),
     bind(KeyCombo::char('o'), A::OpenEditor),
     bind(KeyCombo::char('!'), A::OpenShell),
     bind(KeyCombo::char('T'), A::TakeOver),

@@ -175,6 +175,17 @@ fn version(s: &RunSummary) -> (u64, u64) {
     (s.head.rev, s.head.live_state.as_ref().map_or(0, |l| l.seq))
 }
 
+/// The dashboard's pane the keys act on: `tab` moves the focus between them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Pane {
+    /// The run list: `enter` answers the selected run, `j`/`k` select.
+    #[default]
+    List,
+    /// The selected run's detail and transcript: `enter` reads the transcript full
+    /// screen, `j`/`k` scroll it.
+    Detail,
+}
+
 /// The dashboard's snapshot.
 #[derive(Debug, Clone, Default)]
 pub struct ViewModel {
@@ -197,6 +208,8 @@ pub struct ViewModel {
     found: HashMap<String, SearchHit>,
     /// `None` follows the end of the transcript; `Some(n)` shows it from line `n`.
     pub transcript_scroll: Option<usize>,
+    /// The pane the keys act on (drawn with a heavy border when it is the detail).
+    pub focus: Pane,
     pub flash: Option<Flash>,
     /// A config reload the owner refused (shown on the footer until a good one).
     pub config_refused: Option<String>,

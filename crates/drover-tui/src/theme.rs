@@ -71,7 +71,8 @@ pub fn active() -> Style {
     Style::new().fg(Color::Blue)
 }
 
-/// The focused field of a form, the highlighted choice of a question.
+/// The focused field of a form, the highlighted choice of a question, the border of the
+/// dashboard's pane that has the focus (drawn heavy).
 pub fn focus() -> Style {
     Style::new().fg(Color::Cyan)
 }

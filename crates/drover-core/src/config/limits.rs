@@ -99,8 +99,8 @@ pub struct Limits {
     pub wrap_up_secs: u64,
     /// How long the wrap-up turn may take before the hard stop, in seconds.
     pub wrap_up_bound_secs: u64,
-    /// The part of a run's dollar cap kept for its wrap-up turn: once its spend comes
-    /// within this of the cap, the next turn is the wrap-up.
+    /// The part of a run's dollar cap kept for its wrap-up turn: a turn that ends with no
+    /// result block while its spend is within this of the cap is followed by the wrap-up.
     pub wrap_up_usd: f64,
     /// Concurrent runs per provider name (`claude-code`, `codex`, `opencode`, `sim`).
     pub per_provider: BTreeMap<String, u32>,

@@ -570,7 +570,8 @@ fn interactive(
         providers::registry::interactive((*job.spec).clone(), &job.session, self_exe, data_dir)?;
     match job.read_since {
         None => Ok(Interactively::Planned(Box::new(plan))),
-        Some(since) => providers::interactive::read(record, &plan.env, &job.session, since)
-            .map(Interactively::Read),
+        Some(since) => {
+            providers::interactive::read_back(record, &plan, since).map(Interactively::Read)
+        }
     }
 }

@@ -116,11 +116,20 @@ pub(super) fn recover(conn: &mut Connection, now: UnixMillis) -> Result<Recovery
             st.query_map(params![run_id], |r| r.get::<_, String>(0))?
                 .collect::<Result<Vec<_>, _>>()?
         };
-        // The turn the crash cut short ends now.
-        tx.execute(
-            "UPDATE turns SET ended_at = ?2 WHERE run_id = ?1 AND ended_at IS NULL",
-            params![run_id, now],
-        )?;
+        // The turn the crash cut short ends now, its agent text indexed from its events
+        // (docs/ARCHITECTURE.md §"Ledger").
+        let cut: Vec<u32> = tx
+            .prepare(
+                "UPDATE turns SET ended_at = ?2 WHERE run_id = ?1 AND ended_at IS NULL
+                 RETURNING number",
+            )?
+            .query_map(params![run_id, now], |r| r.get(0))?
+            .collect::<Result<_, _>>()?;
+        if !cut.is_empty() && super::search::has_index(&tx) {
+            for number in cut {
+                super::search::index_turn_text(&tx, &run_id, number, false, None)?;
+            }
+        }
         let mut seq: i64 = tx.query_row(
             "SELECT COALESCE(MAX(seq), 0) FROM events WHERE run_id = ?1",
             params![run_id],

@@ -703,7 +703,38 @@ const MIGRATIONS: &[&str] = &[
     END;
     "
     ),
-    // 9: each turn's evidence (docs/ARCHITECTURE.md §"Evidence"): the commands it
+    // 9: a turn's agent text is indexed by the writer, from the text the dispatcher
+    // gathered as the turn went and hands it with the turn's end (`WriteOp::EndTurn`), not
+    // by a trigger reading the turn's events back at its end (docs/ARCHITECTURE.md
+    // §"Ledger"): those are every event of the turn, 10,000 for a long one, read in the
+    // transaction every other write waits on. A turn written ended otherwise (a row
+    // inserted ended, an `UPDATE`) gets no text document by itself. The documents already
+    // there stay; a turn whose end is taken back leaves the index, as before.
+    concat!(
+        "
+    DROP TRIGGER search_turn_ended;
+    DROP TRIGGER search_turn_added;
+    CREATE TRIGGER search_turn_added AFTER INSERT ON turns
+    BEGIN
+        INSERT INTO search (rowid, text)
+            SELECT (n << 32) | (2147483648 + 4 * NEW.number), NEW.prompt_preview
+            FROM search_runs WHERE run_id = NEW.run_id AND NEW.origin = 'follow_up';
+        INSERT INTO search (rowid, text)
+            SELECT (n << 32) | (2147483650 + 4 * NEW.number), ",
+        search_result_text!("NEW.result_json"),
+        "
+            FROM search_runs WHERE run_id = NEW.run_id AND NEW.result_json IS NOT NULL;
+    END;
+    CREATE TRIGGER search_turn_reopened AFTER UPDATE OF ended_at ON turns
+    WHEN OLD.ended_at IS NOT NULL AND NEW.ended_at IS NULL
+    BEGIN
+        DELETE FROM search WHERE rowid = (
+            SELECT (n << 32) | (2147483649 + 4 * OLD.number) FROM search_runs
+            WHERE run_id = OLD.run_id);
+    END;
+    "
+    ),
+    // 10: each turn's evidence (docs/ARCHITECTURE.md §"Evidence"): the commands it
     // executed with their exit codes and the tests among them, as JSON.
     r#"
     ALTER TABLE turns ADD COLUMN evidence_json TEXT;
@@ -718,9 +749,9 @@ pub const RUNNING_TOTALS: i64 = 6;
 /// of version 7 has the index of migration 7, whose documents are laid out otherwise).
 pub const SEARCH_INDEX: i64 = 8;
 
-/// The first version whose turns keep their evidence (migration 9; an older file's turns
+/// The first version whose turns keep their evidence (migration 10; an older file's turns
 /// are read with none).
-pub const TURN_EVIDENCE: i64 = 9;
+pub const TURN_EVIDENCE: i64 = 10;
 
 /// The schema version this build writes.
 pub fn current_version() -> i64 {

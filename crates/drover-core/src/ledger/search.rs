@@ -1,12 +1,15 @@
 //! Searching everything the ledger holds (docs/ARCHITECTURE.md §"Ledger"): each run's
 //! task, follow-ups and results, its agent text (one document a turn, from its end) and
-//! its transcript's tool calls, through the FTS5 index migration 8 keeps by triggers in
-//! the transactions that write the rows.
+//! its transcript's tool calls, through the FTS5 index migrations 8 and 9 keep in the
+//! transactions that write the rows: by triggers, and a turn's agent text by the writer
+//! when it records the turn's end ([`index_turn_text`]).
 //!
 //! What must stay true:
 //! - the index holds no copy of the text: a hit's text is read back from its row with the
 //!   same SQL the triggers indexed it with (the `search_*` macros of `schema`), so the
-//!   line shown is the one that matched;
+//!   line shown is the one that matched; a turn's agent text is read back from its events,
+//!   whose texts, one per line, are what the dispatcher handed the writer (up to its
+//!   bound: the text read back holds what was indexed);
 //! - a query FTS5 cannot parse is the user's mistake ([`LedgerError::SearchQuery`]),
 //!   never a ledger failure; the work is bounded by the limit whatever the history size
 //!   (newest runs first, read from the end of the index).
@@ -239,6 +242,61 @@ impl LedgerReader {
             text: crate::text::one_line(&text.unwrap_or_default()),
         }))
     }
+}
+
+/// Whether the ledger has the search index (a ledger always does; a benchmark drops it
+/// to time what it costs).
+pub(super) fn has_index(conn: &Connection) -> bool {
+    conn.query_row(
+        "SELECT 1 FROM sqlite_schema WHERE type = 'table' AND name = 'search'",
+        [],
+        |_| Ok(()),
+    )
+    .optional()
+    .ok()
+    .flatten()
+    .is_some()
+}
+
+/// Indexes the agent text of turn `number` of `run_id`, whose end was just recorded, as
+/// one document (docs/ARCHITECTURE.md §"Ledger"): `text` as its writer gathered it from
+/// the turn's events (nothing when empty), or, when `None`, read from those events. The
+/// turn's earlier document goes first when `replace` (it had one: its end was recorded
+/// before).
+pub(super) fn index_turn_text(
+    conn: &Connection,
+    run_id: &str,
+    number: u32,
+    replace: bool,
+    text: Option<&str>,
+) -> Result<(), LedgerError> {
+    if replace {
+        conn.prepare_cached(
+            "DELETE FROM search WHERE rowid = (
+                SELECT (n << 32) | (2147483649 + 4 * ?2) FROM search_runs WHERE run_id = ?1)",
+        )?
+        .execute(params![run_id, number])?;
+    }
+    match text {
+        Some("") => {}
+        Some(text) => {
+            conn.prepare_cached(
+                "INSERT INTO search (rowid, text)
+                 SELECT (n << 32) | (2147483649 + 4 * ?2), ?3 FROM search_runs WHERE run_id = ?1",
+            )?
+            .execute(params![run_id, number, text])?;
+        }
+        None => {
+            conn.prepare_cached(concat!(
+                "INSERT INTO search (rowid, text) SELECT id, text FROM (
+                    SELECT (n << 32) | (2147483649 + 4 * ?2) AS id, ",
+                search_turn_text!("?1", "?2"),
+                " AS text FROM search_runs WHERE run_id = ?1) WHERE text IS NOT NULL"
+            ))?
+            .execute(params![run_id, number])?;
+        }
+    }
+    Ok(())
 }
 
 /// Each hit's line: FTS5's snippet of its text for `query`, made in an index of those few

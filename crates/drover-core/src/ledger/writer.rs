@@ -16,7 +16,7 @@
 //!   — the writer's [`Health`] says why meanwhile
 //!   (docs/ARCHITECTURE.md §"When the disk cannot write").
 
-use rusqlite::{Connection, Transaction, params};
+use rusqlite::{Connection, OptionalExtension, Transaction, params};
 use std::sync::mpsc::{self, Receiver, RecvTimeoutError, Sender, TryRecvError};
 use std::sync::{Arc, Condvar, Mutex};
 use std::time::{Duration, Instant};
@@ -41,8 +41,23 @@ pub enum WriteOp {
     },
     /// Built with [`WriteOp::event`], which serializes the body on the sender's thread.
     AppendEvent(NewEvent),
-    /// Insert a turn, or replace it (by run and number).
+    /// Insert a turn, or replace it (by run and number). The search index is left as it
+    /// is for the turn's agent text: a turn in flight, or a turn's row written again.
     UpsertTurn(Box<TurnRecord>),
+    /// Insert or replace a turn whose end this records, and index its agent text in the
+    /// same transaction, one document a turn replacing any it had (docs/ARCHITECTURE.md
+    /// §"Ledger").
+    EndTurn {
+        /// The turn's row, its end set.
+        turn: Box<TurnRecord>,
+        /// The turn's agent text as its sender gathered it from the turn's
+        /// `assistant_text` events (their texts, one per line, bounded by the sender: the
+        /// dispatcher keeps at most 100,000 characters), so the writer reads none of them
+        /// again; empty for a turn that said nothing. `None` when the sender does not hold
+        /// it (a turn closed on restart): it is read from the turn's events, as migration 8
+        /// built the index.
+        text: Option<String>,
+    },
     /// Insert a usage row.
     InsertUsage(Box<UsageRecord>),
     /// Insert a decision.
@@ -156,7 +171,9 @@ impl WriteOp {
                 value(redactor, &mut patch.result);
                 value(redactor, &mut patch.workspace);
             }
-            WriteOp::UpsertTurn(t) => {
+            // An ended turn's agent text is made of the texts of events the core redacted
+            // as they arrived: it is not scanned again.
+            WriteOp::UpsertTurn(t) | WriteOp::EndTurn { turn: t, text: _ } => {
                 redactor.redact_string(&mut t.prompt_preview);
                 redactor.redact_opt(&mut t.text);
                 value(redactor, &mut t.result);
@@ -374,6 +391,8 @@ pub(super) fn run(
     opts: WriterOptions,
     health: tokio::sync::watch::Sender<Option<String>>,
 ) {
+    // A ledger has the search index; a benchmark drops it to time what it costs.
+    let indexed = super::search::has_index(&conn);
     let mut held: Vec<Message> = Vec::new();
     let mut failures = 0u32;
     let mut stopping = false;
@@ -387,7 +406,7 @@ pub(super) fn run(
             }
         }
         stopping |= gather(&rx, &mut batch, &opts, started);
-        match attempt(&mut conn, &batch, opts.gate.as_ref()) {
+        match attempt(&mut conn, &batch, opts.gate.as_ref(), indexed) {
             Ok(outcomes) => {
                 if failures > 0 {
                     tracing::info!(tries = failures + 1, "ledger: writes succeed again");
@@ -477,6 +496,7 @@ fn attempt(
     conn: &mut Connection,
     batch: &[Message],
     gate: Option<&Gate>,
+    indexed: bool,
 ) -> Result<Vec<Result<(), LedgerError>>, String> {
     let dir = conn
         .path()
@@ -494,7 +514,7 @@ fn attempt(
     };
     let mut outcomes = Vec::with_capacity(batch.len());
     for message in batch {
-        match apply(&tx, message) {
+        match apply(&tx, message, indexed) {
             Ok(outcome) => outcomes.push(outcome),
             Err(e) => return Err(why(&e)),
         }
@@ -530,9 +550,14 @@ fn is_disk_error(e: &LedgerError) -> bool {
     }
 }
 
-/// Applies one message inside the open transaction: its outcome (the first op it had
-/// refused), or the disk's error that stops the whole batch.
-fn apply(tx: &Transaction<'_>, message: &Message) -> Result<Result<(), LedgerError>, LedgerError> {
+/// Applies one message inside the open transaction (`indexed`: the ledger has the search
+/// index): its outcome (the first op it had refused), or the disk's error that stops the
+/// whole batch.
+fn apply(
+    tx: &Transaction<'_>,
+    message: &Message,
+    indexed: bool,
+) -> Result<Result<(), LedgerError>, LedgerError> {
     let ops: &[WriteOp] = match message {
         Message::One(op) => std::slice::from_ref(op),
         Message::Ops(ops, _) => ops,
@@ -540,7 +565,7 @@ fn apply(tx: &Transaction<'_>, message: &Message) -> Result<Result<(), LedgerErr
     };
     let mut outcome = Ok(());
     for op in ops {
-        if let Err(e) = apply_op(tx, op) {
+        if let Err(e) = apply_op(tx, op, indexed) {
             if is_disk_error(&e) {
                 return Err(e);
             }
@@ -568,7 +593,72 @@ fn opt_json(v: &Option<impl serde::Serialize>) -> Result<Option<String>, LedgerE
     v.as_ref().map(json).transpose()
 }
 
-fn apply_op(tx: &Transaction<'_>, op: &WriteOp) -> Result<(), LedgerError> {
+/// Inserts a turn's row, or replaces it (by run and number).
+fn upsert_turn(tx: &Transaction<'_>, t: &TurnRecord) -> Result<(), LedgerError> {
+    let mut st = tx.prepare_cached(
+        "INSERT INTO turns (run_id, number, origin, started_at, ended_at, prompt_preview,
+                text, usage_json, cost_usd, result_json, evidence_json)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)
+             ON CONFLICT (run_id, number) DO UPDATE SET
+                origin = excluded.origin, started_at = excluded.started_at,
+                ended_at = excluded.ended_at, prompt_preview = excluded.prompt_preview,
+                text = excluded.text, usage_json = excluded.usage_json,
+                cost_usd = excluded.cost_usd, result_json = excluded.result_json,
+                evidence_json = excluded.evidence_json",
+    )?;
+    st.execute(params![
+        t.run_id,
+        t.number,
+        t.origin,
+        t.started_at,
+        t.ended_at,
+        t.prompt_preview,
+        t.text,
+        opt_json(&t.usage)?,
+        t.cost_usd,
+        opt_json(&t.result)?,
+        opt_json(&t.evidence)?,
+    ])?;
+    Ok(())
+}
+
+/// Records a turn's end: its row, then (`indexed`: the ledger has the search index) its
+/// agent text as one document, both or neither (a savepoint: an op refused alone is
+/// backed out alone, docs/ARCHITECTURE.md §"Ledger").
+fn end_turn(
+    tx: &Transaction<'_>,
+    turn: &TurnRecord,
+    text: Option<&str>,
+    indexed: bool,
+) -> Result<(), LedgerError> {
+    let write = || -> Result<(), LedgerError> {
+        // Its document is replaced only if it had one: a delete of a rowid the index does
+        // not hold still leaves FTS5 a tombstone to keep.
+        let was_ended = indexed
+            && tx
+                .prepare_cached(
+                    "SELECT ended_at IS NOT NULL FROM turns WHERE run_id = ?1 AND number = ?2",
+                )?
+                .query_row(params![turn.run_id, turn.number], |r| r.get::<_, bool>(0))
+                .optional()?
+                .unwrap_or(false);
+        upsert_turn(tx, turn)?;
+        if indexed && turn.ended_at.is_some() {
+            super::search::index_turn_text(tx, &turn.run_id, turn.number, was_ended, text)?;
+        }
+        Ok(())
+    };
+    tx.execute_batch("SAVEPOINT end_turn")?;
+    match write() {
+        Ok(()) => Ok(tx.execute_batch("RELEASE end_turn")?),
+        Err(e) => {
+            tx.execute_batch("ROLLBACK TO end_turn; RELEASE end_turn")?;
+            Err(e)
+        }
+    }
+}
+
+fn apply_op(tx: &Transaction<'_>, op: &WriteOp, indexed: bool) -> Result<(), LedgerError> {
     match op {
         WriteOp::AppendEvent(e) => {
             let mut st = tx.prepare_cached(
@@ -640,32 +730,8 @@ fn apply_op(tx: &Transaction<'_>, op: &WriteOp) -> Result<(), LedgerError> {
                 return Err(LedgerError::Rejected(format!("no run {run_id}")));
             }
         }
-        WriteOp::UpsertTurn(t) => {
-            let mut st = tx.prepare_cached(
-                "INSERT INTO turns (run_id, number, origin, started_at, ended_at, prompt_preview,
-                    text, usage_json, cost_usd, result_json, evidence_json)
-                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)
-                 ON CONFLICT (run_id, number) DO UPDATE SET
-                    origin = excluded.origin, started_at = excluded.started_at,
-                    ended_at = excluded.ended_at, prompt_preview = excluded.prompt_preview,
-                    text = excluded.text, usage_json = excluded.usage_json,
-                    cost_usd = excluded.cost_usd, result_json = excluded.result_json,
-                    evidence_json = excluded.evidence_json",
-            )?;
-            st.execute(params![
-                t.run_id,
-                t.number,
-                t.origin,
-                t.started_at,
-                t.ended_at,
-                t.prompt_preview,
-                t.text,
-                opt_json(&t.usage)?,
-                t.cost_usd,
-                opt_json(&t.result)?,
-                opt_json(&t.evidence)?,
-            ])?;
-        }
+        WriteOp::UpsertTurn(t) => upsert_turn(tx, t)?,
+        WriteOp::EndTurn { turn, text } => end_turn(tx, turn, text.as_deref(), indexed)?,
         WriteOp::InsertUsage(u) => {
             let mut st = tx.prepare_cached(
                 "INSERT INTO usage (run_id, turn, at, provider, model, part, input, output,

@@ -5,18 +5,23 @@
 //! session, in the run's directory, with the environment its supervised child gets, and
 //! the same limits: Claude Code's permission mode and disallowed tools come from the
 //! run's policy and capability, Codex's sandbox from its capability (with approvals asked
-//! in the interface: the user is there). [`read`] reads the CLI's own record of the
-//! session (Claude Code's transcript, Codex's rollout file; the simulated agent keeps a
-//! transcript of Claude's shape) for the turns the user had after the take-over began.
+//! in the interface: the user is there), OpenCode's permission rules from its capability
+//! (asked in the interface). [`read_back`] reads the CLI's own record of the session
+//! (Claude Code's transcript, Codex's rollout file, what `opencode export` prints of
+//! OpenCode's database; the simulated agent keeps a transcript of Claude's shape) for the
+//! turns the user had after the take-over began.
 //!
 //! What must stay true: the record is untrusted input — a file past
 //! [`RECORD_MAX_BYTES`], a line past [`LINE_MAX_BYTES`] or a line that is not the shape
 //! expected is skipped, never a panic; at most [`TURNS_MAX`] turns come back, each
-//! text clipped; only records stamped at or after the take-over's start are read.
+//! text clipped; only records stamped at or after the take-over's start are read. A CLI
+//! run to print its record is bounded ([`EXPORT_TIMEOUT`], [`RECORD_MAX_BYTES`]) and its
+//! process group ended once it has printed it.
 
 use std::collections::BTreeMap;
 use std::io::{BufRead, BufReader, Read};
 use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
 
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
@@ -32,6 +37,11 @@ pub const LINE_MAX_BYTES: usize = 16 * 1024 * 1024;
 pub const TURNS_MAX: usize = 1_000;
 /// The longest prompt or answer text kept of one turn.
 const TEXT_MAX_CHARS: usize = 100_000;
+/// The longest a CLI may take to print a session's record (`opencode export`).
+pub const EXPORT_TIMEOUT: Duration = Duration::from_secs(60);
+
+/// The environment a provider's interface gets, made from the run's launch spec.
+pub type EnvOf = fn(&LaunchSpec) -> BTreeMap<String, String>;
 
 /// How a provider is taken over: its interactive mode's arguments, and where its record
 /// of a session is.
@@ -42,6 +52,12 @@ pub struct Interactive {
     pub args: fn(&LaunchSpec, &str) -> Vec<String>,
     /// Where the CLI records a session.
     pub record: Record,
+    /// Variables the interface gets over the run's configured environment (OpenCode's
+    /// permission rules); `None`: the configured environment as it is.
+    pub env: Option<EnvOf>,
+    /// The arguments after the executable that print session `session`'s record, for a
+    /// CLI that keeps it where only its own command reads it ([`Record::OpenCodeExport`]).
+    pub export: Option<fn(&LaunchSpec, &str) -> Vec<String>>,
 }
 
 /// Where and in which shape a CLI records a session.
@@ -56,6 +72,11 @@ pub enum Record {
     /// The simulated agent's transcript, of Claude's shape:
     /// `<DROVER_HOME>/sim-sessions/<session>.jsonl`.
     Sim,
+    /// OpenCode's session, in its database (`XDG_DATA_HOME`, else `~/.local/share`,
+    /// `/opencode/opencode.db`), which only its own `opencode export SESSION` reads: JSON,
+    /// its `messages` each an `info` (`role`, `time.created`, an answer's `tokens`, `cost`,
+    /// `providerID`, `modelID`) and its `parts` (`text` ones the words).
+    OpenCodeExport,
 }
 
 /// The command that opens a run's CLI in its own interface.
@@ -76,6 +97,10 @@ pub struct InteractivePlan {
     pub env: BTreeMap<String, String>,
     /// Where it runs: the run's directory.
     pub cwd: PathBuf,
+    /// The arguments that print the session's record, for a CLI whose record only its own
+    /// command reads (`opencode export SESSION`); empty for the others.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub export_args: Vec<String>,
 }
 
 /// One turn the user had in the CLI's own interface.
@@ -93,6 +118,8 @@ pub struct InteractiveTurn {
     pub started_at: UnixMillis,
     /// When the last answer was recorded.
     pub ended_at: UnixMillis,
+    /// What the turn cost in US dollars, when the CLI recorded it (OpenCode does).
+    pub cost_usd: Option<f64>,
 }
 
 /// The interactive command for `spec` (resolved as [`super::launch`] resolves it) on
@@ -104,8 +131,111 @@ pub fn plan(spec: &LaunchSpec, session: &str, how: &Interactive) -> InteractiveP
         session: session.to_string(),
         program: spec.command.clone(),
         args: (how.args)(spec, session),
-        env: spec.env.clone(),
+        env: how.env.map_or_else(|| spec.env.clone(), |env| env(spec)),
         cwd: spec.cwd.clone(),
+        export_args: how.export.map(|f| f(spec, session)).unwrap_or_default(),
+    }
+}
+
+/// The turns recorded in `plan`'s session at or after `since`, read from the record
+/// `record` names: a file ([`read`]), or what the CLI prints of it ([`export`]).
+pub fn read_back(
+    record: Record,
+    plan: &InteractivePlan,
+    since: UnixMillis,
+) -> Result<Vec<InteractiveTurn>, String> {
+    match record {
+        Record::OpenCodeExport => export(plan, since),
+        _ => read(record, &plan.env, &plan.session, since),
+    }
+}
+
+/// The turns of `plan`'s session at or after `since`, from what its CLI prints of it
+/// (`opencode export SESSION`, run as the interface ran: the run's environment and
+/// directory), bounded in time and size.
+pub fn export(plan: &InteractivePlan, since: UnixMillis) -> Result<Vec<InteractiveTurn>, String> {
+    if !plain_id(&plan.session) || plan.session.starts_with('-') {
+        return Err(format!(
+            "the session id {:?} is not a plain name",
+            plan.session
+        ));
+    }
+    let shown = format!("{} {}", plan.program.display(), plan.export_args.join(" "));
+    let out = run_bounded(plan, EXPORT_TIMEOUT).map_err(|e| format!("`{shown}`: {e}"))?;
+    let value: Value = serde_json::from_slice(&out).map_err(|e| {
+        format!("`{shown}` did not print the session as JSON ({e}); nothing of it was read")
+    })?;
+    Ok(opencode_turns(&value, since))
+}
+
+/// Runs `plan.program` with `plan.export_args` in a process group of its own (stdin
+/// closed): what it printed on stdout, at most [`RECORD_MAX_BYTES`]; an error with the
+/// end of its stderr when it fails, or when it takes longer than `limit` (its group is
+/// killed). Whatever it left in its group is ended once it has exited.
+fn run_bounded(plan: &InteractivePlan, limit: Duration) -> Result<Vec<u8>, String> {
+    use std::os::unix::process::CommandExt;
+    use std::process::{Command, Stdio};
+    let mut child = Command::new(&plan.program)
+        .args(&plan.export_args)
+        .envs(&plan.env)
+        .current_dir(&plan.cwd)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .process_group(0)
+        .spawn()
+        .map_err(|e| format!("cannot start it: {e}"))?;
+    let group = child.id();
+    let kill_group = || {
+        super::process::signal_group(group, nix::sys::signal::Signal::SIGKILL);
+    };
+    let stdout = child.stdout.take();
+    let stderr = child.stderr.take();
+    let out = std::thread::spawn(move || {
+        let mut kept = Vec::new();
+        if let Some(out) = stdout {
+            let _ = out.take(RECORD_MAX_BYTES).read_to_end(&mut kept);
+        }
+        kept
+    });
+    let err = std::thread::spawn(move || {
+        let mut kept = Vec::new();
+        if let Some(err) = stderr {
+            let _ = err.take(64 * 1024).read_to_end(&mut kept);
+        }
+        kept
+    });
+    let deadline = Instant::now() + limit;
+    let status = loop {
+        match child.try_wait() {
+            Ok(Some(status)) => break Some(status),
+            Ok(None) if Instant::now() < deadline => std::thread::sleep(Duration::from_millis(20)),
+            Ok(None) | Err(_) => break None,
+        }
+    };
+    kill_group();
+    if status.is_none() {
+        let _ = child.kill();
+        let _ = child.wait();
+    }
+    let out = out.join().unwrap_or_default();
+    let err = err.join().unwrap_or_default();
+    let said = || {
+        let text = String::from_utf8_lossy(&err);
+        let lines: Vec<&str> = text
+            .lines()
+            .map(str::trim)
+            .filter(|l| !l.is_empty())
+            .collect();
+        crate::text::clip(&lines[lines.len().saturating_sub(3)..].join(" · "), 400)
+    };
+    match status {
+        None => Err(format!(
+            "it took longer than {} s and was stopped",
+            limit.as_secs()
+        )),
+        Some(status) if !status.success() => Err(format!("it failed ({status}): {}", said())),
+        Some(_) => Ok(out),
     }
 }
 
@@ -128,6 +258,7 @@ pub fn read(
     Ok(match record {
         Record::Claude | Record::Sim => claude_turns(&lines, since),
         Record::CodexRollout => codex_turns(&lines, since),
+        Record::OpenCodeExport => Vec::new(),
     })
 }
 
@@ -177,6 +308,8 @@ fn record_file(record: Record, env: &BTreeMap<String, String>, session: &str) ->
                 .join(name);
             file.is_file().then_some(file)
         }
+        // No file: its CLI prints it ([`export`]).
+        Record::OpenCodeExport => None,
     }
 }
 
@@ -439,6 +572,83 @@ fn codex_turns(lines: &[Value], since: UnixMillis) -> Vec<InteractiveTurn> {
     turns
 }
 
+/// Turns from what `opencode export` printed: a user message at or after `since` whose
+/// text parts (not ones OpenCode made itself: `synthetic`, `ignored`) hold words opens a
+/// turn; the assistant messages after it add their text parts, their tokens and their
+/// cost, and name the model as drover names OpenCode's (`providerID/modelID`).
+fn opencode_turns(export: &Value, since: UnixMillis) -> Vec<InteractiveTurn> {
+    let mut turns: Vec<InteractiveTurn> = Vec::new();
+    let Some(messages) = export.get("messages").and_then(Value::as_array) else {
+        return turns;
+    };
+    // Whether the last user message was one of the take-over's.
+    let mut open = false;
+    for message in messages {
+        let info = message.get("info").unwrap_or(&Value::Null);
+        let Some(created) = info.pointer("/time/created").and_then(Value::as_i64) else {
+            continue;
+        };
+        let mut text = String::new();
+        if let Some(parts) = message.get("parts").and_then(Value::as_array) {
+            for part in parts {
+                let flagged = |key: &str| part.get(key).and_then(Value::as_bool) == Some(true);
+                if part.get("type").and_then(Value::as_str) == Some("text")
+                    && !flagged("synthetic")
+                    && !flagged("ignored")
+                    && let Some(t) = part.get("text").and_then(Value::as_str)
+                {
+                    append(&mut text, t);
+                }
+            }
+        }
+        match info.get("role").and_then(Value::as_str) {
+            Some("user") => {
+                open = created >= since && !text.is_empty();
+                if !open {
+                    continue;
+                }
+                if turns.len() == TURNS_MAX {
+                    break;
+                }
+                turns.push(InteractiveTurn {
+                    prompt: clip(&text),
+                    started_at: created,
+                    ended_at: created,
+                    ..InteractiveTurn::default()
+                });
+            }
+            Some("assistant") if open => {
+                let Some(turn) = turns.last_mut() else {
+                    continue;
+                };
+                append(&mut turn.text, &text);
+                turn.text = clip(&turn.text);
+                let completed = info.pointer("/time/completed").and_then(Value::as_i64);
+                turn.ended_at = turn.ended_at.max(completed.unwrap_or(created));
+                if let Some(model) = info.get("modelID").and_then(Value::as_str) {
+                    turn.model = Some(match info.get("providerID").and_then(Value::as_str) {
+                        Some(provider) => format!("{provider}/{model}"),
+                        None => model.to_string(),
+                    });
+                }
+                if let Some(tokens) = info.get("tokens").and_then(Value::as_object) {
+                    turn.tokens
+                        .add(&super::opencode::protocol::message_tokens(tokens));
+                }
+                if let Some(cost) = info
+                    .get("cost")
+                    .and_then(Value::as_f64)
+                    .filter(|c| c.is_finite() && *c >= 0.0)
+                {
+                    turn.cost_usd = Some(turn.cost_usd.unwrap_or(0.0) + cost);
+                }
+            }
+            _ => {}
+        }
+    }
+    turns
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -523,6 +733,71 @@ mod tests {
         assert_eq!(turns[0].tokens.reasoning, 10);
         // Nothing after the last record's time.
         assert!(codex_turns(&record, at(T3)).is_empty());
+    }
+
+    /// A message of `opencode export`'s shape (as the pinned 1.18.33 prints it).
+    fn oc_message(role: &str, created: i64, parts: Value, extra: Value) -> Value {
+        let mut info = json!({"role": role, "time": {"created": created}, "id": "msg_x"});
+        if let (Some(info), Some(extra)) = (info.as_object_mut(), extra.as_object()) {
+            info.extend(extra.clone());
+        }
+        json!({"info": info, "parts": parts})
+    }
+
+    #[test]
+    fn an_opencode_export_gives_the_users_turns_with_their_tokens_and_cost() {
+        let answer = |created: i64, text: &str, cost: f64| {
+            oc_message(
+                "assistant",
+                created,
+                json!([{"type": "step-start"}, {"type": "text", "text": text},
+                       {"type": "step-finish", "cost": cost}]),
+                json!({"providerID": "mock", "modelID": "mock-model", "cost": cost,
+                       "time": {"created": created, "completed": created + 400},
+                       "tokens": {"total": 150, "input": 120, "output": 30, "reasoning": 0,
+                                  "cache": {"read": 7, "write": 0}}}),
+            )
+        };
+        let export = json!({"info": {"id": "ses_1"}, "messages": [
+            // Before the take-over: drover's own turn.
+            oc_message("user", 1_000, json!([{"type": "text", "text": "Do the first part"}]), json!({})),
+            answer(1_100, "first part done", 0.5),
+            // The user's, with a part OpenCode made itself and a tool call between answers.
+            oc_message("user", 5_000, json!([
+                {"type": "text", "text": "say hello"},
+                {"type": "text", "text": "<system-reminder>", "synthetic": true}]), json!({})),
+            answer(5_100, "Hello", 0.25),
+            answer(5_600, "from the interface", 0.125),
+            oc_message("user", 9_000, json!([{"type": "text", "text": "and bye"}]), json!({})),
+            answer(9_100, "Bye", 0.0),
+        ]});
+        let turns = opencode_turns(&export, 5_000);
+        assert_eq!(turns.len(), 2, "{turns:?}");
+        assert_eq!(turns[0].prompt, "say hello");
+        assert_eq!(turns[0].text, "Hello\n\nfrom the interface");
+        assert_eq!(turns[0].model.as_deref(), Some("mock/mock-model"));
+        assert_eq!((turns[0].started_at, turns[0].ended_at), (5_000, 6_000));
+        assert_eq!(
+            (
+                turns[0].tokens.input,
+                turns[0].tokens.output,
+                turns[0].tokens.cache_read
+            ),
+            (240, 60, 14)
+        );
+        assert_eq!(turns[0].cost_usd, Some(0.375));
+        assert_eq!(
+            (turns[1].prompt.as_str(), turns[1].cost_usd),
+            ("and bye", Some(0.0))
+        );
+        // Not the shape: nothing, never a panic.
+        for bad in [
+            json!(null),
+            json!({"messages": 3}),
+            json!({"messages": [1, {"info": 2}]}),
+        ] {
+            assert!(opencode_turns(&bad, 0).is_empty(), "{bad}");
+        }
     }
 
     #[test]

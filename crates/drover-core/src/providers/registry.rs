@@ -74,6 +74,8 @@ pub const PROVIDERS: &[ProviderTraits] = &[
         interactive: Some(Interactive {
             args: super::claude::args::interactive_args,
             record: Record::Claude,
+            env: None,
+            export: None,
         }),
     },
     ProviderTraits {
@@ -90,6 +92,8 @@ pub const PROVIDERS: &[ProviderTraits] = &[
         interactive: Some(Interactive {
             args: super::codex::args::resume_args,
             record: Record::CodexRollout,
+            env: None,
+            export: None,
         }),
     },
     ProviderTraits {
@@ -104,7 +108,12 @@ pub const PROVIDERS: &[ProviderTraits] = &[
         }),
         start: super::opencode::launch,
         // Its sessions live in a database only its own `export` reads.
-        interactive: None,
+        interactive: Some(Interactive {
+            args: super::opencode::launch::interactive_args,
+            record: Record::OpenCodeExport,
+            env: Some(super::opencode::launch::interactive_env),
+            export: Some(super::opencode::launch::export_args),
+        }),
     },
     ProviderTraits {
         name: SIM_PROVIDER,
@@ -118,6 +127,8 @@ pub const PROVIDERS: &[ProviderTraits] = &[
         interactive: Some(Interactive {
             args: sim_interactive_args,
             record: Record::Sim,
+            env: None,
+            export: None,
         }),
     },
 ];

@@ -9,7 +9,7 @@ use ratatui::text::{Line, Span};
 
 use crate::canvas::{clip_width, put_line, width_of, wrap};
 use crate::format;
-use crate::model::{RunEntry, ViewModel, needs_you};
+use crate::model::{Pane, RunEntry, ViewModel, needs_you};
 use crate::theme::{self, BudgetLevel};
 use drover_core::money::usd;
 use drover_core::providers::RequestKind;
@@ -48,7 +48,8 @@ pub fn draw(buf: &mut Buffer, area: Rect, model: &ViewModel) {
         y += 1;
     }
     let rest = Rect::new(area.x, area.y + y, area.width, area.height - y);
-    transcript(buf, rest, entry, model.transcript_scroll);
+    let focused = model.focus == Pane::Detail;
+    transcript(buf, rest, entry, model.transcript_scroll, focused);
 }
 
 fn label(text: &'static str) -> Span<'static> {
@@ -389,7 +390,15 @@ fn budget_line(entry: &RunEntry, width: usize) -> Line<'static> {
     ])
 }
 
-fn transcript(buf: &mut Buffer, area: Rect, entry: &RunEntry, scroll: Option<usize>) {
+/// The transcript under its rule, heavy while the pane has the focus (`tab`), when `enter`
+/// reads it full screen.
+fn transcript(
+    buf: &mut Buffer,
+    area: Rect,
+    entry: &RunEntry,
+    scroll: Option<usize>,
+    focused: bool,
+) {
     if area.height < 2 {
         return;
     }
@@ -414,16 +423,21 @@ fn transcript(buf: &mut Buffer, area: Rect, entry: &RunEntry, scroll: Option<usi
             lines.len()
         )
     };
-    let title = format!("── transcript{where_} ");
-    let rule = "─".repeat((area.width as usize).saturating_sub(width_of(&title)));
+    let (title, mark, style) = if focused {
+        (
+            format!("━━ transcript{where_} · enter: full screen "),
+            "━",
+            theme::focus(),
+        )
+    } else {
+        (format!("── transcript{where_} "), "─", theme::pane_border())
+    };
+    let rule = mark.repeat((area.width as usize).saturating_sub(width_of(&title)));
     put_line(
         buf,
         area,
         0,
-        &Line::from(vec![
-            Span::styled(title, theme::pane_border()),
-            Span::styled(rule, theme::pane_border()),
-        ]),
+        &Line::from(vec![Span::styled(title, style), Span::styled(rule, style)]),
     );
     // The agent's text as it reads, each tool call one line (docs/ARCHITECTURE.md
     // §"Reading a transcript"); only the blocks shown are laid out.

@@ -13,6 +13,7 @@ use ratatui::text::{Line, Span};
 use crate::app::App;
 use crate::canvas::{clip_width, put_line, width_of};
 use crate::keys::{Action, Context};
+use crate::model::Pane;
 use crate::theme;
 use drover_core::run_state::RunState;
 use drover_core::text::one_line;
@@ -54,6 +55,17 @@ pub fn draw(buf: &mut Buffer, area: Rect, app: &App) {
     }
     let hints = match app.views.top() {
         Some(top) => top.hints(&app.keys),
+        // With the detail pane focused, `enter` reads the transcript full screen.
+        None if app.model.focus == Pane::Detail => app
+            .keys
+            .hints(Context::Dashboard)
+            .into_iter()
+            .filter_map(|(key, action)| match action {
+                Action::Open => app.model.selected_entry().map(|_| (key, "read")),
+                _ if applies(app, action) => action.hint().map(|word| (key, word)),
+                _ => None,
+            })
+            .collect(),
         None => app
             .keys
             .hint_words(Context::Dashboard, |action| applies(app, action)),

@@ -6,13 +6,13 @@
 use ratatui::buffer::Buffer;
 use ratatui::layout::Rect;
 use ratatui::text::{Line, Span};
-use ratatui::widgets::{Block, Borders, Widget};
+use ratatui::widgets::{Block, BorderType, Borders, Widget};
 
 use crate::canvas::{clip_width, put_line, width_of};
 use crate::format;
 use crate::keys::{Action, Context, KeyTable};
 use crate::layout::Areas;
-use crate::model::{Row, RunEntry, Tray, ViewModel};
+use crate::model::{Pane, Row, RunEntry, Tray, ViewModel};
 use crate::theme;
 use drover_core::dispatch::api::{SearchHit, SearchSource};
 use drover_core::money::usd;
@@ -20,9 +20,15 @@ use drover_core::text::{one_line, provider_model};
 
 pub fn draw(buf: &mut Buffer, areas: &Areas, model: &ViewModel, keys: &KeyTable) {
     if areas.detail.width > 0 {
+        // The border between the panes is heavy while the detail pane has the focus.
+        let (kind, style) = match model.focus {
+            Pane::Detail => (BorderType::Thick, theme::focus()),
+            Pane::List => (BorderType::Plain, theme::pane_border()),
+        };
         Block::new()
             .borders(Borders::RIGHT)
-            .border_style(theme::pane_border())
+            .border_type(kind)
+            .border_style(style)
             .render(areas.trays, buf);
     }
     let area = areas.trays_inner;

@@ -302,9 +302,14 @@ impl Core {
         if end.tokens != Default::default() {
             turn.tokens = end.tokens;
         }
-        if let Some(text) = end.text.as_ref().filter(|t| !t.trim().is_empty()) {
-            turn.text = crate::text::clip(text, TURN_TEXT_MAX_CHARS);
-        }
+        // The agent's text as the turn's events brought it, for the search index; the
+        // turn's text is the provider's own answer when it gives one.
+        let agent_text = match end.text.as_ref().filter(|t| !t.trim().is_empty()) {
+            Some(text) => {
+                std::mem::replace(&mut turn.text, crate::text::clip(text, TURN_TEXT_MAX_CHARS))
+            }
+            None => turn.text.clone(),
+        };
         turn.ended_at = Some(now);
         turn.cost_usd = charge;
         let origin = turn.origin;
@@ -315,7 +320,7 @@ impl Core {
         if end.is_error {
             let why = causes::turn_error_note(&end);
             if let Some(turn) = run.turns.last() {
-                batch.ops.push(turn.record(run_id));
+                batch.ops.push(turn.end_record(run_id, Some(agent_text)));
             }
             run.note(&mut batch, why, now);
             // A failure that may pass (rate limit, overload, 5xx after the provider's own
@@ -411,7 +416,7 @@ impl Core {
         }
         run.resends = 0;
         if let Some(turn) = run.turns.last() {
-            batch.ops.push(turn.record(run_id));
+            batch.ops.push(turn.end_record(run_id, Some(agent_text)));
         }
         if run.ending.is_some() {
             // Stopped for money while the turn ended: nothing more is sent.
@@ -534,7 +539,7 @@ impl Core {
         turn.ended_at = Some(now);
         let tokens = turn.tokens;
         let number = turn.number;
-        let record = turn.record(run_id);
+        let record = turn.end_record(run_id, Some(turn.text.clone()));
         let mut batch = Batch::default();
         batch.ops.push(record);
         if tokens != Default::default() {

@@ -98,10 +98,11 @@ impl Core {
         }
         let mut batch = Batch::default();
         let mut interrupt = None;
-        // No turn goes on across a restart: one left open ends now.
+        // No turn goes on across a restart: one left open ends now (its agent text, not
+        // kept across the restart, read from its events).
         if let Some(turn) = run.turns.last_mut().filter(|t| t.ended_at.is_none()) {
             turn.ended_at = Some(now);
-            batch.ops.push(turn.record(&run_id));
+            batch.ops.push(turn.end_record(&run_id, None));
         }
         let back = found.after_restart(!run.turns.is_empty(), run.provider_session_id.is_some());
         match back {

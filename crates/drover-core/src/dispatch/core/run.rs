@@ -87,7 +87,8 @@ pub enum WrapReason {
     /// Its last allowed turn ended without a `done` result: the hard stop completes it
     /// (`max_turns`).
     MaxTurns,
-    /// Its spend came within `wrap_up_usd` of its cap: the cap stops it (`budget_cap`).
+    /// A turn ended with no result while its spend is within `wrap_up_usd` of its cap:
+    /// the cap stops it (`budget_cap`).
     Budget,
     /// The user asked for a soft stop: the hard stop stops it (`user`).
     User,
@@ -151,7 +152,11 @@ pub struct Turn {
 
 impl Turn {
     pub fn record(&self, run_id: &str) -> WriteOp {
-        WriteOp::UpsertTurn(Box::new(TurnRecord {
+        WriteOp::UpsertTurn(self.row(run_id))
+    }
+
+    fn row(&self, run_id: &str) -> Box<TurnRecord> {
+        Box::new(TurnRecord {
             run_id: run_id.to_string(),
             number: self.number,
             origin: self.origin.as_str().to_string(),
@@ -165,7 +170,18 @@ impl Turn {
             evidence: (!self.commands.is_empty())
                 .then(|| serde_json::to_value(&self.commands).ok())
                 .flatten(),
-        }))
+        })
+    }
+
+    /// The row recording the turn's end, with its agent text for the search index:
+    /// `text` as the turn's `assistant_text` events gathered it (one per line, at most
+    /// [`TURN_TEXT_MAX_CHARS`]), or `None` to have the writer read it from those events
+    /// (docs/ARCHITECTURE.md §"Ledger").
+    pub fn end_record(&self, run_id: &str, text: Option<String>) -> WriteOp {
+        WriteOp::EndTurn {
+            turn: self.row(run_id),
+            text,
+        }
     }
 
     pub fn view(&self) -> TurnView {

@@ -358,7 +358,8 @@ impl Core {
                     .map(|model| ModelUsage {
                         model: model.clone(),
                         tokens: found.tokens,
-                        cost_usd: None,
+                        // OpenCode records dollars; the others tokens only.
+                        cost_usd: found.cost_usd,
                     })
                     .collect(),
                 ..TurnEnd::default()

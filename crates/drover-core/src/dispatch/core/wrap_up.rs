@@ -114,9 +114,10 @@ impl Core {
     }
 
     /// At the end of a turn (its result read, `done` when it said `status: done`): the
-    /// wrap-up takes over when one is due — asked earlier, the spend near the cap, or the
-    /// last allowed turn ended without `done`. Returns whether it did (nothing else is
-    /// sent then).
+    /// wrap-up takes over when one is due — asked earlier, the spend near the cap and the
+    /// turn gave no result (the wrap-up asks for it instead of the result retry; a turn
+    /// that gave one goes idle, for the user to decide), or the last allowed turn ended
+    /// without `done`. Returns whether it did (nothing else is sent then).
     pub(super) fn wrap_up_at_turn_end(&mut self, run_id: &str, done: bool) -> bool {
         let reserve = self.limits().wrap_up_usd;
         let on = self.limits().wrap_up_secs > 0;
@@ -137,7 +138,8 @@ impl Core {
             cap: run.spec.budget_usd,
             spent: run.cost_usd + run.provisional_usd,
         };
-        let reason = if on && money.is_near_cap(reserve) {
+        let answered = run.turns.last().is_some_and(|t| t.result.is_some());
+        let reason = if on && !answered && money.is_near_cap(reserve) {
             WrapReason::Budget
         } else if on && !done && run.user_turns() >= run.spec.max_turns {
             WrapReason::MaxTurns

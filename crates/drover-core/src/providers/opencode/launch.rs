@@ -58,9 +58,39 @@ pub fn permission_rules(policy: PermissionPolicy, capability: Capability) -> Val
 
 /// The child's added environment: the configured one, then drover's own (which wins).
 pub fn serve_env(spec: &LaunchSpec, password: &str) -> BTreeMap<String, String> {
-    let mut env = spec.env.clone();
+    let mut env = interactive_env(spec);
     env.insert("OPENCODE_SERVER_USERNAME".into(), SERVER_USER.into());
     env.insert("OPENCODE_SERVER_PASSWORD".into(), password.into());
+    env
+}
+
+/// The arguments after the executable that open OpenCode's own interface (its TUI) on
+/// `session`, in the run's directory (its cwd) and model: the configured prefix, then
+/// `--session=ID` (one argument, so an id is never read as a flag) and `--model`
+/// (docs/ARCHITECTURE.md §"Take-over").
+pub fn interactive_args(spec: &LaunchSpec, session: &str) -> Vec<String> {
+    let mut args = spec.args.clone();
+    args.push(format!("--session={session}"));
+    if let Some(model) = &spec.model {
+        args.push(format!("--model={model}"));
+    }
+    args
+}
+
+/// The arguments after the executable that print `session` as JSON
+/// (`export SESSION`): what a take-over reads back.
+pub fn export_args(spec: &LaunchSpec, session: &str) -> Vec<String> {
+    let mut args = spec.args.clone();
+    args.extend(["export".to_string(), session.to_string()]);
+    args
+}
+
+/// The environment of OpenCode's interface as of its server (but the server's password):
+/// the configured one, then the permission rules of the run's policy and capability and
+/// drover's MCP server, so the interface works within the run's limits and on the same
+/// data (OpenCode's database is where the configured `XDG_DATA_HOME` says).
+pub fn interactive_env(spec: &LaunchSpec) -> BTreeMap<String, String> {
+    let mut env = spec.env.clone();
     env.insert(
         "OPENCODE_PERMISSION".into(),
         permission_rules(spec.policy, spec.capability).to_string(),
@@ -217,6 +247,30 @@ mod tests {
         assert_eq!(env["OPENCODE_SERVER_USERNAME"], SERVER_USER);
         let rules: Value = serde_json::from_str(&env["OPENCODE_PERMISSION"]).unwrap();
         assert_eq!(rules["bash"], "ask");
+    }
+
+    #[test]
+    fn the_interface_opens_the_runs_session_within_its_limits_and_export_reads_it() {
+        let mut s = spec(PermissionPolicy::Auto, Capability::ReadOnly);
+        s.model = Some("mock/mock-model".into());
+        assert_eq!(
+            interactive_args(&s, "ses_1"),
+            ["--print-logs", "--session=ses_1", "--model=mock/mock-model"]
+        );
+        assert_eq!(
+            export_args(&s, "ses_1"),
+            ["--print-logs", "export", "ses_1"]
+        );
+        let env = interactive_env(&s);
+        assert_eq!(
+            env["HOME"], "/h",
+            "the configured data, so the same database"
+        );
+        let rules: Value = serde_json::from_str(&env["OPENCODE_PERMISSION"]).unwrap();
+        assert_eq!(
+            rules,
+            permission_rules(PermissionPolicy::Auto, Capability::ReadOnly)
+        );
     }
 
     #[test]

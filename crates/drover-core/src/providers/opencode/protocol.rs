@@ -680,7 +680,8 @@ fn assistant_message(
     events
 }
 
-fn message_tokens(tokens: &Map<String, Value>) -> Tokens {
+/// A message's `tokens` (`input`, `output`, `reasoning`, `cache.read`, `cache.write`).
+pub(crate) fn message_tokens(tokens: &Map<String, Value>) -> Tokens {
     let cache = tokens.get("cache").and_then(Value::as_object);
     Tokens {
         input: u64_at(tokens, "input").unwrap_or(0),

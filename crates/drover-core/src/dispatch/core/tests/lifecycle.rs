@@ -612,3 +612,64 @@ fn remove_finished_goes_through_a_long_history_a_page_at_a_time() {
         other => panic!("{other:?}"),
     }
 }
+
+/// The turn's end is handed to the writer with every piece of the agent's text the turn
+/// brought, one per line, for the search index (docs/ARCHITECTURE.md §"Ledger") — not the
+/// provider's closing answer alone, which the turn's row keeps; a turn cut short too.
+#[test]
+fn a_turns_end_hands_the_writer_all_its_agent_text() {
+    let ended_text = |out: &Out| -> Vec<Option<String>> {
+        out.ops
+            .iter()
+            .filter_map(|op| match op {
+                WriteOp::EndTurn { text, .. } => Some(text.clone()),
+                _ => None,
+            })
+            .collect()
+    };
+    let mut h = Harness::new("");
+    let id = h.running();
+    for words in ["Looking at the zeppelin first.", "Then the hangar."] {
+        let out = h.provider(&id, ProviderEvent::AssistantText { text: words.into() });
+        assert!(ended_text(&out).is_empty(), "a turn in flight is not ended");
+    }
+    let out = h.provider(
+        &id,
+        turn_done("All set.\n\n## Result\nstatus: done\nsummary: tidied"),
+    );
+    assert_eq!(
+        ended_text(&out),
+        [Some(
+            "Looking at the zeppelin first.\nThen the hangar.".to_string()
+        )]
+    );
+    let row = out.ops.iter().find_map(|op| match op {
+        WriteOp::EndTurn { turn, .. } => Some(turn.text.clone()),
+        _ => None,
+    });
+    assert!(
+        row.flatten().is_some_and(|t| t.starts_with("All set.")),
+        "the row keeps the provider's answer"
+    );
+    // A turn cut short by its CLI's death: what it said so far.
+    let out = h.request(Request::FollowUp {
+        run_id: id.clone(),
+        text: "and the blimp".into(),
+    });
+    assert_eq!(out.prompts(&id).len(), 1);
+    h.provider(
+        &id,
+        ProviderEvent::AssistantText {
+            text: "The blimp".into(),
+        },
+    );
+    let out = h.provider(
+        &id,
+        ProviderEvent::Exited {
+            code: Some(1),
+            signal: None,
+            stderr_tail: String::new(),
+        },
+    );
+    assert_eq!(ended_text(&out), [Some("The blimp".to_string())]);
+}

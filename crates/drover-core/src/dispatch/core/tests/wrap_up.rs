@@ -180,7 +180,7 @@ fn a_short_time_box_wraps_up_at_its_half_and_zero_turns_it_off() {
 }
 
 #[test]
-fn spend_within_the_reserve_of_the_cap_makes_the_next_turn_the_wrap_up() {
+fn spend_within_the_reserve_of_the_cap_wraps_up_a_turn_that_gave_no_result() {
     let mut h = Harness::new("[limits]\nwrap_up_usd = 0.5\n");
     let id = h
         .dispatch_with(|s| s.budget_usd = Some(2.0))
@@ -195,8 +195,17 @@ fn spend_within_the_reserve_of_the_cap_makes_the_next_turn_the_wrap_up() {
         run_id: id.clone(),
         text: "and the docs".into(),
     });
-    // $1.60 spent: within $0.50 of the cap, and no result: the wrap-up goes next.
-    let out = h.provider(&id, ended_with("editing the docs", 1.6));
+    // $1.55 spent, within $0.50 of the cap, but the turn gave its result: idle, for the
+    // user to decide.
+    let out = h.provider(&id, ended_with(DONE, 1.55));
+    assert!(out.prompts(&id).is_empty());
+    assert_eq!(h.state(&id), RunState::Idle);
+    h.request(Request::FollowUp {
+        run_id: id.clone(),
+        text: "and the changelog".into(),
+    });
+    // $1.60 spent, and no result: the wrap-up goes instead of the result retry.
+    let out = h.provider(&id, ended_with("editing the changelog", 1.6));
     let prompts = out.prompts(&id);
     assert_eq!(prompts.len(), 1);
     assert!(
