@@ -570,9 +570,9 @@ fn dashboards_attach_to_a_background_owner_that_outlives_them() {
     a.keys(&["n"]);
     a.wait_for("what should the agent do?", &[]);
     a.keys(&["-l", "Slow work from the form"]);
-    // Task, provider, model, policy, budget, directory, workspace, class, max turns,
-    // tags, workflow, context: then the scenario.
-    for _ in 0..12 {
+    // Task, provider, model, policy, budget, directory, workspace, sandbox, class, max
+    // turns, tags, workflow, context: then the scenario.
+    for _ in 0..13 {
         a.keys(&["Tab"]);
     }
     a.wait_for("tool-permission", &["Right"]);

@@ -107,6 +107,13 @@ pub fn launch_with(
         reason,
     };
     let runtime = process::adapter_runtime(&spec)?;
+    // drover speaks to `opencode serve` over loopback: a sandbox with a network namespace
+    // of its own would put the server out of reach (docs/ARCHITECTURE.md §"The sandbox").
+    if spec.sandbox.as_ref().is_some_and(|s| !s.network) {
+        return Err(fail(
+            "OpenCode is driven over HTTP on 127.0.0.1, which a sandbox without the network cuts off; set [limits] sandbox_network = true for OpenCode runs, or dispatch without --sandbox".into(),
+        ));
+    }
     let password = launch::fresh_password()
         .ok_or_else(|| fail("cannot read /dev/urandom for the server's password".into()))?;
     let port = free_port().map_err(|e| fail(format!("no free loopback port: {e}")))?;
