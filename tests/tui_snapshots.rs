@@ -1783,6 +1783,8 @@ fn the_evidence_line_under_the_result() {
         buffer[(x, row)].fg,
         Color::Yellow,
         "done with no test: amber"
+    );
+}
 
 /// A run whose new worktree's repository scripts wait for approval: in Needs you, its
 /// live line says so; enter shows the scripts (the setup whole, the changed teardown as
