@@ -47,7 +47,7 @@ pub fn request_timeout(request: &Request) -> Option<Duration> {
         Request::Wait {
             timeout_secs: None, ..
         } => None,
-        Request::Ping | Request::Subscribe { .. } => Some(QUICK_TIMEOUT),
+        Request::Ping | Request::Subscribe { .. } | Request::Focus { .. } => Some(QUICK_TIMEOUT),
         Request::Runs { .. }
         | Request::Counts
         | Request::Show { .. }
@@ -56,6 +56,7 @@ pub fn request_timeout(request: &Request) -> Option<Duration> {
         | Request::Routes
         | Request::Rules
         | Request::Search { .. }
+        | Request::Spend { .. }
         | Request::Diff { .. } => Some(READ_TIMEOUT),
         Request::Dispatch { .. }
         | Request::FollowUp { .. }
