@@ -148,13 +148,7 @@ fn spend(home: &Home, tz: &str, args: &[&str]) -> (Vec<Row>, Value) {
 /// A row as the tests compare it: key, reported, estimated, unpriced rows, runs.
 type Row = (String, f64, f64, u64, u64);
 
-fn row(
-    key: &str,
-    reported: f64,
-    estimated: f64,
-    unpriced: u64,
-    runs: u64,
-) -> Row {
+fn row(key: &str, reported: f64, estimated: f64, unpriced: u64, runs: u64) -> Row {
     (key.into(), reported, estimated, unpriced, runs)
 }
 

@@ -77,11 +77,9 @@ pub struct AppOptions {
     pub default_budget_usd: f64,
     /// The catalog's models, for the form's model picker.
     pub models: Vec<super::views::form::ModelOption>,
-    /// Ring the bell and post an OSC 9 notification when a run starts needing the user.
+    /// Ring the bell and post an OSC 9 notification when a run starts needing the user
+    /// (the owner sends the desktop notification, the command and the webhook).
     pub notify: bool,
-    /// A desktop notification program and its arguments (the message goes last); empty
-    /// for none (`[notifications] command`).
-    pub notify_command: Vec<String>,
     pub keys: KeyTable,
     /// Who owns the runs: leaving a background owner's dashboard leaves the runs going;
     /// leaving an in-process one stops them (after asking).
@@ -117,7 +115,6 @@ impl AppOptions {
                 &drover_core::money::Catalog::embedded(),
             ),
             notify: true,
-            notify_command: Vec::new(),
             keys: KeyTable::defaults(),
             owner: DashboardOwner::Background,
             answer_guard_ms: drover_core::config::Config::defaults()

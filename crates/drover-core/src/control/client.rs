@@ -210,7 +210,8 @@ impl ControlClient {
         };
         let stream = EventStream {
             link: self.link,
-            _writer: self.writer,
+            writer: self.writer,
+            next_id: self.next_id,
             position: subscribed.position.clone(),
         };
         Ok((stream, subscribed))
@@ -343,7 +344,9 @@ pub enum StreamItem {
 pub struct EventStream {
     link: Link,
     // Closing our side would end the subscription: keep it open while we read.
-    _writer: OwnedWriteHalf,
+    writer: OwnedWriteHalf,
+    /// The id of the next line this stream sends (`focus`).
+    next_id: u64,
     /// The last position seen (the subscription's start, then each event's).
     position: Option<StreamPosition>,
 }
@@ -353,6 +356,30 @@ impl EventStream {
     /// after it to miss nothing). `None` from an owner that does not number its events.
     pub fn position(&self) -> Option<&StreamPosition> {
         self.position.as_ref()
+    }
+
+    /// Tells the owner whether the dashboard reading this stream is focused
+    /// (`Request::Focus`, kept for as long as this connection lives). Its answer is not
+    /// waited for: [`EventStream::next`] skips it.
+    pub async fn focus(&mut self, focused: bool) -> Result<(), DroverError> {
+        let id = self.next_id;
+        self.next_id += 1;
+        let request = Request::Focus { focused };
+        let mut line = serde_json::to_string(&ClientLine {
+            id,
+            request: &request,
+        })
+        .map_err(|e| {
+            DroverError::new(
+                ErrorCode::Internal,
+                format!("cannot write the request as JSON: {e}"),
+            )
+        })?;
+        line.push('\n');
+        self.writer
+            .write_all(line.as_bytes())
+            .await
+            .map_err(|e| self.link.gone(&e.to_string()))
     }
 
     /// The next event, or `None` when the owner closed the stream (it stopped). Cancel-safe.
