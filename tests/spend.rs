@@ -239,9 +239,15 @@ fn since_starts_at_a_local_day_and_a_bad_date_is_refused() {
         vec![row("gpt", 0.0, 0.5, 1, 2), row("sonnet", 0.25, 0.0, 0, 1)]
     );
     assert_eq!(total["runs"], 3);
-    // Days back from today: the history is long past.
-    let (recent, _) = spend(&home, "UTC", &["--since", "0d"]);
-    assert!(recent.is_empty(), "{recent:?}");
+    // Days back from today: the history is long past; by day, each day has its row.
+    let (recent, total) = spend(&home, "UTC", &["--since", "2d"]);
+    assert_eq!(recent.len(), 3, "{recent:?}");
+    assert!(
+        recent
+            .iter()
+            .all(|r| r.1 == 0.0 && r.2 == 0.0 && r.3 == 0 && r.4 == 0)
+    );
+    assert_eq!(total["runs"], 0);
     let line = home.refused(&["spend", "--since", "last tuesday"], "INVALID_REQUEST");
     assert!(line.contains("YYYY-MM-DD"), "{line}");
 }

@@ -41,6 +41,7 @@ use super::views::help::HelpView;
 use super::views::input::{InputBox, InputPurpose};
 use super::views::prompt::{PromptState, PromptView};
 use super::views::route::{RouteState, RouteView};
+use super::views::spend::{self, SpendScreen};
 use super::views::{Outcome, ViewCommand, ViewStack};
 use drover_core::DroverError;
 use drover_core::UnixMillis;
@@ -487,6 +488,12 @@ impl App {
                 ));
             }
             Action::Help => self.views.push(HelpView::default()),
+            Action::Spend => {
+                self.views.push(SpendScreen::default());
+                for (tag, request) in SpendScreen::requests() {
+                    effects.push(Effect::Request { tag, request });
+                }
+            }
             Action::OpenTranscript => self.open_transcript(selected.as_ref()),
             Action::OpenDiff => match selected {
                 Some(run) => self.open_diff(&run, effects),
@@ -1090,6 +1097,17 @@ impl App {
                 Ok(_) => {}
                 Err(e) => self.flash_error(format!("cannot search the runs: {}", e.message)),
             },
+            ReplyTag::Spend(by) => {
+                let read = match result.and_then(Response::into_spend) {
+                    Ok(view) => spend::Read::Got(view),
+                    Err(e) => spend::Read::Failed(format!("cannot read the spend: {}", e.message)),
+                };
+                if let Some(at) = self.views.position::<SpendScreen>(|_| true)
+                    && let Some(view) = self.views.get_mut::<SpendScreen>(at)
+                {
+                    view.answer(by, read);
+                }
+            }
             ReplyTag::FoundLines(needle) => match result.and_then(Response::into_search) {
                 Ok(view) if self.model.filter.trim() == needle => {
                     self.model.add_runs(view.runs, None);

@@ -90,6 +90,8 @@ pub enum ReplyTag {
     },
     /// `pr`: the run's branch pushed, its pull request opened or read.
     Pr(String),
+    /// `spend` by this grouping, for the spend view.
+    Spend(drover_core::dispatch::api::SpendBy),
     /// `merge`, `keep` or `discard` of a run's worktree.
     WorkspaceAction {
         run_id: String,

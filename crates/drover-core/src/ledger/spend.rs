@@ -6,7 +6,8 @@
 //! What must stay true: one SQL aggregate per call, whatever the history's size (usage
 //! rows are kept for every run, retention never prunes them); a `since` reads from the
 //! `usage_by_at` index (migration 9); days and weeks are the machine's local calendar
-//! (SQLite's `localtime`, which follows `TZ`).
+//! (SQLite's `localtime`, which follows `TZ`); by day with a `since`, every day from it
+//! to today has its row, a day with no usage at zero.
 
 use rusqlite::params;
 use serde::{Deserialize, Serialize};
@@ -191,19 +192,27 @@ impl LedgerReader {
     /// Spend by `by`, of the usage since the start of the local day `since` names: one
     /// aggregate over the usage rows (the total in the same statement, as its last row).
     pub fn spend(&self, by: SpendBy, since: Option<Since>) -> Result<SpendView, LedgerError> {
-        let since = match since {
+        // The local day's start in UTC (SQLite's `localtime` and `utc` follow `TZ`), that
+        // day and today.
+        let bounds = match since {
             None => None,
             Some(since) => {
                 let [day, a, b] = since.sql_args();
-                // The local day's start, in UTC (SQLite's `localtime` and `utc` follow `TZ`).
                 Some(self.conn.query_row(
-                    "SELECT CAST(strftime('%s', date(?1, ?2, ?3), 'utc') AS INTEGER)",
+                    "SELECT CAST(strftime('%s', date(?1, ?2, ?3), 'utc') AS INTEGER),
+                        date(?1, ?2, ?3), date('now', 'localtime')",
                     params![day, a, b],
-                    |r| r.get::<_, i64>(0),
+                    |r| {
+                        Ok((
+                            r.get::<_, i64>(0)? * 1000,
+                            r.get::<_, String>(1)?,
+                            r.get::<_, String>(2)?,
+                        ))
+                    },
                 )?)
             }
         };
-        let since = since.map(|s| s * 1000);
+        let since = bounds.as_ref().map(|(at, _, _)| *at);
         let (key, joins) = by.key_sql();
         let from = match joins {
             Joins::None => "usage u",
@@ -260,6 +269,9 @@ impl LedgerReader {
                 (false, row) => rows.push(row),
             }
         }
+        if let (SpendBy::Day, Some((_, first, today))) = (by, &bounds) {
+            every_day(&mut rows, first, today);
+        }
         if by.is_time() {
             rows.sort_by(|a, b| a.key.cmp(&b.key));
         } else {
@@ -276,5 +288,30 @@ impl LedgerReader {
             rows,
             total,
         })
+    }
+}
+
+/// Days of spend from `first` to `today` (local, `YYYY-MM-DD`) with no usage get a row of
+/// their own, at zero: a chart of the last days has every day (at most [`MAX_DAYS_AGO`]).
+fn every_day(rows: &mut Vec<SpendRow>, first: &str, today: &str) {
+    let parse = |d: &str| chrono::NaiveDate::parse_from_str(d, "%Y-%m-%d").ok();
+    let (Some(mut day), Some(today)) = (parse(first), parse(today)) else {
+        return;
+    };
+    let have: std::collections::HashSet<String> = rows.iter().map(|r| r.key.clone()).collect();
+    let mut added = 0;
+    while day <= today && added <= MAX_DAYS_AGO {
+        let key = day.format("%Y-%m-%d").to_string();
+        if !have.contains(&key) {
+            rows.push(SpendRow {
+                key,
+                ..SpendRow::default()
+            });
+        }
+        added += 1;
+        match day.succ_opt() {
+            Some(next) => day = next,
+            None => break,
+        }
     }
 }
