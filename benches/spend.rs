@@ -112,25 +112,24 @@ fn spread(path: &Path) -> i64 {
     let now = now_millis();
     let mut conn = Connection::open(path).expect("open raw");
     let tx = conn.transaction().unwrap();
+    // Usage rows are append-only (a trigger refuses an update): the filler's one row a
+    // run is replaced by three, each spread as wanted.
+    tx.execute("DELETE FROM usage", []).unwrap();
     tx.execute(
         "INSERT INTO usage (run_id, turn, at, provider, model, part, input, output,
              cost_usd, basis, fidelity, source, budget_session)
-         SELECT run_id, k.n, at, provider, model, part, input, output, cost_usd, basis,
-             fidelity, source, budget_session
-         FROM usage, (SELECT 2 AS n UNION ALL SELECT 3) k",
-        [],
-    )
-    .unwrap();
-    tx.execute(
-        "UPDATE usage SET
-             at = ?1 - (id % 90) * 86400000 - (id * 7919 % 86400000),
-             provider = CASE id % 4 WHEN 0 THEN 'claude' WHEN 1 THEN 'codex'
-                        WHEN 2 THEN 'opencode' ELSE 'sim' END,
-             model = CASE id % 4 WHEN 0 THEN 'claude-sonnet-4-5' WHEN 1 THEN 'gpt-5-codex'
-                     WHEN 2 THEN 'kimi-k2' ELSE 'sim-standard' END,
-             basis = CASE WHEN id % 97 = 0 THEN 'unpriced' WHEN id % 10 = 0 THEN 'estimated'
-                     ELSE 'reported' END,
-             cost_usd = CASE WHEN id % 97 = 0 THEN NULL ELSE 0.01 + (id % 50) / 100.0 END",
+         SELECT run_id, n, ?1 - (i % 90) * 86400000 - (i * 7919 % 86400000),
+             CASE i % 4 WHEN 0 THEN 'claude' WHEN 1 THEN 'codex'
+                 WHEN 2 THEN 'opencode' ELSE 'sim' END,
+             CASE i % 4 WHEN 0 THEN 'claude-sonnet-4-5' WHEN 1 THEN 'gpt-5-codex'
+                 WHEN 2 THEN 'kimi-k2' ELSE 'sim-standard' END,
+             'turn', 1200, 300,
+             CASE WHEN i % 97 = 0 THEN NULL ELSE 0.01 + (i % 50) / 100.0 END,
+             CASE WHEN i % 97 = 0 THEN 'unpriced' WHEN i % 10 = 0 THEN 'estimated'
+                 ELSE 'reported' END,
+             'exact', 'provider', 'default'
+         FROM (SELECT r.run_id, k.n, r.rowid * 3 + k.n AS i
+               FROM runs r, (SELECT 1 AS n UNION ALL SELECT 2 UNION ALL SELECT 3) k)",
         params![now],
     )
     .unwrap();

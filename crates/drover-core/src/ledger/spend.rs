@@ -4,8 +4,8 @@
 //! catalog, and rows that could not be priced (counted, never booked as $0).
 //!
 //! What must stay true: one SQL aggregate per call, whatever the history's size (usage
-//! rows are kept for every run, retention never prunes them); a `since` reads from the
-//! `usage_by_at` index (migration 9); days and weeks are the machine's local calendar
+//! rows are kept for every run, retention never prunes them); days and weeks are the
+//! machine's local calendar
 //! (SQLite's `localtime`, which follows `TZ`); by day with a `since`, every day from it
 //! to today has its row, a day with no usage at zero.
 
