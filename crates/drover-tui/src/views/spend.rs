@@ -1,7 +1,7 @@
 //! The spend view (`$`): a bar chart of what each of the last 30 days cost, and tables by
-//! model and by repository — `drover spend` on screen (docs/ARCHITECTURE.md §"Spend over
-//! time"). Its three reads go to the owner as it opens (`Request::Spend`), each answer
-//! drawn as it comes.
+//! model and by repository — `drover spend` on screen
+//! (docs/ARCHITECTURE.md §"Spend over time"). Its three reads go to the owner as it opens
+//! (`Request::Spend`), each answer drawn as it comes.
 //!
 //! What must stay true: dollars drawn are the known ones (reported and estimated); usage
 //! that could not be priced is counted in rows beside them, never drawn as $0.
