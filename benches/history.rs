@@ -22,12 +22,9 @@
 mod common;
 
 use common::exec::{Sample, drover_bin, summary, vmhwm_kb};
-use drover_core::clock::now_millis;
 use drover_core::control::ControlClient;
 use drover_core::dispatch::Request;
 use drover_core::paths::Paths;
-use drover_core::spec::{Capability, PermissionPolicy, Spec};
-use rusqlite::{Connection, params};
 use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
@@ -62,7 +59,7 @@ fn measure(runs: u64, events: u64) {
     // The default config: every run finished in the last day, so retention keeps every
     // event (the ledger is measured at its fullest).
     let fill_start = Instant::now();
-    fill(&paths.ledger_file, runs, events);
+    common::history::fill(&paths.ledger_file, runs, events);
     // On disk before anything is timed: the kernel writing back hundreds of MB of dirty
     // pages would otherwise slow whatever the largest size measures first.
     std::fs::File::open(&paths.ledger_file)
@@ -153,105 +150,4 @@ fn lines(home: &Path, command: &str) -> usize {
         .expect("drover");
     assert!(out.status.success(), "drover {command} failed");
     out.stdout.iter().filter(|b| **b == b'\n').count()
-}
-
-/// Fills a new ledger with `runs` finished runs (finished in the last day) and `events`
-/// events spread evenly over them, with raw SQL in one transaction per table.
-fn fill(path: &Path, runs: u64, events: u64) {
-    let now = now_millis();
-    {
-        // The schema, as drover makes it.
-        let (ledger, _) = drover_core::ledger::Ledger::open(
-            path,
-            drover_core::ledger::LedgerOptions::default(),
-            now,
-        )
-        .expect("open ledger");
-        ledger.close();
-    }
-    let per_run = (events / runs.max(1)).max(1);
-    let base = now - 86_400_000;
-    let step = 86_400_000 / runs.max(1) as i64;
-    let spec = serde_json::to_string(&spec()).expect("spec");
-    let mut conn = Connection::open(path).expect("open raw");
-    conn.pragma_update(None, "journal_mode", "WAL").unwrap();
-    conn.pragma_update(None, "synchronous", "NORMAL").unwrap();
-    let tx = conn.transaction().unwrap();
-    tx.execute(
-        "WITH RECURSIVE r(i) AS (SELECT 0 UNION ALL SELECT i + 1 FROM r WHERE i + 1 < ?1)
-         INSERT INTO runs (run_id, created_at, updated_at, finished_at, state,
-             completion_reason, provider, model, title, budget_session, spec_json)
-         SELECT printf('h%07d', i), ?2 + i * ?3, ?2 + i * ?3 + 500, ?2 + i * ?3 + 500,
-             'completed', 'done', 'sim', 'sim-standard',
-             printf('history run %d: fix the flaky test in module %d', i, i % 97),
-             'default', ?4
-         FROM r",
-        params![runs as i64, base, step, spec],
-    )
-    .unwrap();
-    tx.execute(
-        "WITH RECURSIVE r(i) AS (SELECT 0 UNION ALL SELECT i + 1 FROM r WHERE i + 1 < ?1)
-         INSERT INTO turns (run_id, number, origin, started_at, ended_at, prompt_preview,
-             text, cost_usd)
-         SELECT printf('h%07d', i), 1, 'dispatch', ?2 + i * ?3, ?2 + i * ?3 + 500,
-             'fix the flaky test', 'Fixed it.', 0.01
-         FROM r",
-        params![runs as i64, base, step],
-    )
-    .unwrap();
-    tx.execute(
-        "WITH RECURSIVE r(i) AS (SELECT 0 UNION ALL SELECT i + 1 FROM r WHERE i + 1 < ?1)
-         INSERT INTO usage (run_id, turn, at, provider, model, part, input, output,
-             cost_usd, basis, fidelity, source, budget_session)
-         SELECT printf('h%07d', i), 1, ?2 + i * ?3 + 500, 'sim', 'sim-standard', 'turn',
-             1200, 300, 0.01, 'reported', 'exact', 'provider', 'default'
-         FROM r",
-        params![runs as i64, base, step],
-    )
-    .unwrap();
-    tx.execute(
-        "WITH RECURSIVE r(i) AS (SELECT 0 UNION ALL SELECT i + 1 FROM r WHERE i + 1 < ?1),
-              s(k) AS (SELECT 1 UNION ALL SELECT k + 1 FROM s WHERE k + 1 <= ?2)
-         INSERT INTO events (run_id, seq, kind, at, body_json)
-         SELECT printf('h%07d', i), k,
-             CASE WHEN k % 2 = 0 THEN 'transcript' ELSE 'provider' END,
-             ?3 + i * ?4 + k,
-             CASE WHEN k % 2 = 0
-                  THEN json_object('line', 'text: working on step ' || k || ' of the task')
-                  ELSE json_object('type', 'assistant', 'summary', 'step ' || k) END
-         FROM r, s ORDER BY i, k",
-        params![runs as i64, per_run as i64, base, step],
-    )
-    .unwrap();
-    tx.commit().unwrap();
-}
-
-fn spec() -> Spec {
-    Spec {
-        provider: "sim".into(),
-        model: Some("sim-standard".into()),
-        effort: None,
-        cwd: "/work/project".into(),
-        task: "fix the flaky test".into(),
-        context: None,
-        title: "fix the flaky test".into(),
-        tags: vec![],
-        capability: Capability::Workspace,
-        policy: PermissionPolicy::Ask,
-        max_minutes: 45,
-        budget_usd: 5.0,
-        idle_timeout_secs: 1200,
-        max_turns: 10,
-        output_schema: None,
-        workflow_id: None,
-        parent_run: None,
-        idempotency_key: None,
-        queue_if_busy: true,
-        scenario: None,
-        class: None,
-        workspace: None,
-        carry_changes: false,
-        sandbox: false,
-        clamps: vec![],
-    }
 }

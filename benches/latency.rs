@@ -105,7 +105,7 @@ async fn measure(mode: Mode, runs: u64, lines: u64, asks: u64) -> Figures {
     let (sender, mut rx) = drover_tui::runner::channel();
     let link = Link::new(paths.clone());
     let pump = match mode {
-        Mode::Attached => link.spawn_events(sender.clone()),
+        Mode::Attached => link.spawn_events(sender.clone(), tokio::sync::watch::channel(true).1),
         Mode::InProcess => {
             let mut events = handle.subscribe();
             let sender = sender.clone();

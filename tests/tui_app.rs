@@ -83,7 +83,7 @@ impl Harness {
         let handle = host.handle().clone();
         let (sender, rx) = drover_tui::runner::channel();
         let link = Link::new(paths.clone());
-        let pump = link.spawn_events(sender.clone());
+        let pump = link.spawn_events(sender.clone(), tokio::sync::watch::channel(true).1);
         let requests = RequestRunner::new(link, sender);
         let mut opts = options();
         opts.cwd = home.path().to_path_buf();
@@ -770,7 +770,7 @@ impl Viewer {
     fn attach(paths: &Paths) -> Viewer {
         let (sender, rx) = drover_tui::runner::channel();
         let link = Link::new(paths.clone());
-        let pump = link.spawn_events(sender.clone());
+        let pump = link.spawn_events(sender.clone(), tokio::sync::watch::channel(true).1);
         let requests = RequestRunner::new(link, sender);
         let mut app = App::new(
             options(),

@@ -10,7 +10,10 @@ mod tui_common;
 use crossterm::event::KeyCode;
 use drover_core::DroverError;
 use drover_core::ErrorCode;
+use drover_core::dispatch::Request;
+use drover_core::dispatch::Response;
 use drover_core::dispatch::api::RunSummary;
+use drover_core::dispatch::api::{SpendBy, SpendRow, SpendView};
 use drover_core::live_state::LiveStateKind;
 use drover_core::run_state::RunState;
 use drover_tui::views::confirm::ConfirmView;
@@ -1943,4 +1946,119 @@ fn p_asks_the_pull_requests_title_and_draft_first() {
         )),
         "{effects:?}"
     );
+}
+
+/// The spend view (`$`) with its three answers: each of the last 30 days (`days`: the
+/// dollars of each, oldest first), by model and by repository.
+fn spend_app(days: &[f64], models: Vec<SpendRow>, repositories: Vec<SpendRow>) -> App {
+    let mut app = app_with(Vec::new(), 100, 32);
+    app.model.budget = Some(budget(0.0, 0.0));
+    let effects = app.handle(char_key('$'));
+    let asked: Vec<(SpendBy, Option<String>)> = effects
+        .iter()
+        .filter_map(|e| match e {
+            drover_tui::Effect::Request {
+                request: Request::Spend { by, since },
+                ..
+            } => Some((*by, since.clone())),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(
+        asked,
+        [SpendBy::Day, SpendBy::Model, SpendBy::Repository].map(|by| (by, Some("29d".to_string())))
+    );
+    let rows: Vec<SpendRow> = days
+        .iter()
+        .enumerate()
+        .map(|(i, usd)| SpendRow {
+            // 4 November to 3 December.
+            key: match i + 4 {
+                d @ ..=30 => format!("2026-11-{d:02}"),
+                d => format!("2026-12-{:02}", d - 30),
+            },
+            reported_usd: usd * 0.75,
+            estimated_usd: usd * 0.25,
+            unpriced_rows: u64::from(i % 7 == 3 && *usd > 0.0),
+            runs: u64::from(*usd > 0.0) * (i as u64 % 4 + 1),
+            tokens: 0,
+        })
+        .collect();
+    let total = |rows: &[SpendRow]| SpendRow {
+        key: "total".into(),
+        reported_usd: rows.iter().map(|r| r.reported_usd).sum(),
+        estimated_usd: rows.iter().map(|r| r.estimated_usd).sum(),
+        unpriced_rows: rows.iter().map(|r| r.unpriced_rows).sum(),
+        runs: rows.iter().map(|r| r.runs).sum(),
+        tokens: 0,
+    };
+    for (by, rows) in [
+        (SpendBy::Day, rows),
+        (SpendBy::Model, models),
+        (SpendBy::Repository, repositories),
+    ] {
+        let view = SpendView {
+            by,
+            since: Some(1_000),
+            total: total(&rows),
+            rows,
+        };
+        app.handle(AppEvent::Reply {
+            tag: ReplyTag::Spend(by),
+            result: Ok(Response::Spend(Box::new(view))),
+        });
+    }
+    app
+}
+
+fn spend_row(key: &str, reported: f64, estimated: f64, unpriced: u64, runs: u64) -> SpendRow {
+    SpendRow {
+        key: key.into(),
+        reported_usd: reported,
+        estimated_usd: estimated,
+        unpriced_rows: unpriced,
+        runs,
+        tokens: 0,
+    }
+}
+
+#[test]
+fn the_spend_view_with_nothing_spent() {
+    snap(
+        "spend_empty",
+        &spend_app(&[0.0; 30], Vec::new(), Vec::new()),
+    );
+}
+
+#[test]
+fn the_spend_view_charts_each_day_and_tables_models_and_repositories() {
+    let days: Vec<f64> = (0..30)
+        .map(|i| {
+            if i % 6 == 5 {
+                0.0
+            } else {
+                f64::from((i * 37) % 23) * 0.35
+            }
+        })
+        .collect();
+    let app = spend_app(
+        &days,
+        vec![
+            spend_row("claude-sonnet-4-5", 61.2, 0.0, 0, 40),
+            spend_row("gpt-5-codex", 0.0, 21.75, 0, 22),
+            spend_row("kimi-k2", 0.0, 0.0, 4, 3),
+        ],
+        vec![
+            spend_row("/home/me/src/api", 50.1, 10.0, 2, 38),
+            spend_row("/home/me/src/web", 11.1, 11.75, 2, 27),
+        ],
+    );
+    snap("spend_with_data", &app);
+    // Esc closes it.
+    let mut app = app;
+    app.handle(AppEvent::Key(crossterm::event::KeyEvent::new(
+        KeyCode::Esc,
+        crossterm::event::KeyModifiers::NONE,
+    )));
+    assert!(app.views.is_empty());
 }

@@ -1,9 +1,11 @@
 //! Shared by the benchmarks: the raw-rusqlite baseline every throughput figure is
-//! compared with, and the rows it inserts; the real binary exec'd (`exec`).
+//! compared with, and the rows it inserts; the real binary exec'd (`exec`); a long
+//! history's ledger (`history`).
 
 #![allow(dead_code)]
 
 pub mod exec;
+pub mod history;
 
 use drover_core::ledger::{Ledger, LedgerOptions, RunRecord, WriteOp};
 use drover_core::run_state::RunState;

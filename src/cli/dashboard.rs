@@ -70,7 +70,6 @@ pub(crate) async fn open(
     app_options.providers = names;
     app_options.missing_providers = missing;
     app_options.notify = options.config.notifications.enabled;
-    app_options.notify_command = options.config.notifications.command.clone();
     app_options.default_budget_usd = options.config.limits.budget_usd_default;
     if let Ok(catalog) = drover_core::money::Catalog::from_config(&options.config) {
         app_options.models = drover_tui::views::form::ModelOption::of_catalog(&catalog);

@@ -25,6 +25,7 @@ mod rules;
 pub mod runs;
 pub mod serve;
 pub mod sim;
+mod spend;
 mod workspace;
 
 use clap::{CommandFactory, Parser, Subcommand};
@@ -112,6 +113,10 @@ pub enum Command {
     Doctor(doctor::DoctorArgs),
     /// The budget session's money: spent, reserved, available, caps; `set` and `new`.
     Budget(budget::BudgetArgs),
+    /// What was spent over time, from every run's usage: `--by
+    /// day|week|model|provider|repository|workflow|tag`, `--since YYYY-MM-DD|Nd`; each
+    /// basis (reported, estimated, unpriced) apart.
+    Spend(spend::SpendArgs),
     /// The catalog: each model a provider can run, with its tier, price per million tokens
     /// and vision (`--provider P` for one provider's).
     Models(models::ModelsArgs),
@@ -156,6 +161,7 @@ impl Command {
             | Command::Completions(_)
             | Command::Man(_) => true,
             Command::Budget(args) => args.action.is_none(),
+            Command::Spend(_) => true,
             Command::Run(command) => command.read_only(),
             Command::Route(command) => command.read_only(),
             Command::Workspace(command) => command.read_only(),
@@ -178,6 +184,7 @@ impl Command {
             Command::Serve(_) => "serve",
             Command::Doctor(_) => "doctor",
             Command::Budget(_) => "budget",
+            Command::Spend(_) => "spend",
             Command::Models(_) => "models",
             Command::Mcp(_) => "mcp",
             Command::Demo(_) => "demo",
@@ -302,6 +309,7 @@ pub fn run(cli: Cli) -> Result<exit::Exit, DroverError> {
         )),
         Command::Doctor(args) => done(doctor::run(args, &paths)),
         Command::Budget(args) => done(budget::run(args, &paths)),
+        Command::Spend(args) => done(spend::run(args, &paths)),
         Command::Models(args) => done(models::run(args, &paths)),
         Command::Mcp(args) => done(mcp::run(args, &paths)),
         Command::Dispatch(args) => headless::runtime()?.block_on(dispatch::run(*args, &paths)),

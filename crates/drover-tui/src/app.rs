@@ -42,6 +42,7 @@ use super::views::input::{InputBox, InputPurpose};
 use super::views::prompt::{PromptState, PromptView};
 use super::views::route::{RouteState, RouteView};
 use super::views::scripts::ScriptsView;
+use super::views::spend::{self, SpendScreen};
 use super::views::{Outcome, ViewCommand, ViewStack};
 use drover_core::DroverError;
 use drover_core::UnixMillis;
@@ -78,11 +79,9 @@ pub struct AppOptions {
     pub default_budget_usd: f64,
     /// The catalog's models, for the form's model picker.
     pub models: Vec<super::views::form::ModelOption>,
-    /// Ring the bell and post an OSC 9 notification when a run starts needing the user.
+    /// Ring the bell and post an OSC 9 notification when a run starts needing the user
+    /// (the owner sends the desktop notification, the command and the webhook).
     pub notify: bool,
-    /// A desktop notification program and its arguments (the message goes last); empty
-    /// for none (`[notifications] command`).
-    pub notify_command: Vec<String>,
     pub keys: KeyTable,
     /// Who owns the runs: leaving a background owner's dashboard leaves the runs going;
     /// leaving an in-process one stops them (after asking).
@@ -118,7 +117,6 @@ impl AppOptions {
                 &drover_core::money::Catalog::embedded(),
             ),
             notify: true,
-            notify_command: Vec::new(),
             keys: KeyTable::defaults(),
             owner: DashboardOwner::Background,
             answer_guard_ms: drover_core::config::Config::defaults()
@@ -500,6 +498,12 @@ impl App {
                 ));
             }
             Action::Help => self.views.push(HelpView::default()),
+            Action::Spend => {
+                self.views.push(SpendScreen::default());
+                for (tag, request) in SpendScreen::requests() {
+                    effects.push(Effect::Request { tag, request });
+                }
+            }
             Action::OpenTranscript => self.open_transcript(selected.as_ref()),
             Action::OpenDiff => match selected {
                 Some(run) => self.open_diff(&run, effects),
@@ -1202,6 +1206,17 @@ impl App {
                 Ok(_) => {}
                 Err(e) => self.flash_error(format!("cannot search the runs: {}", e.message)),
             },
+            ReplyTag::Spend(by) => {
+                let read = match result.and_then(Response::into_spend) {
+                    Ok(view) => spend::Read::Got(view),
+                    Err(e) => spend::Read::Failed(format!("cannot read the spend: {}", e.message)),
+                };
+                if let Some(at) = self.views.position::<SpendScreen>(|_| true)
+                    && let Some(view) = self.views.get_mut::<SpendScreen>(at)
+                {
+                    view.answer(by, read);
+                }
+            }
             ReplyTag::FoundLines(needle) => match result.and_then(Response::into_search) {
                 Ok(view) if self.model.filter.trim() == needle => {
                     self.model.add_runs(view.runs, None);

@@ -97,6 +97,8 @@ pub enum ReplyTag {
         run_id: String,
         approve: bool,
     },
+    /// `spend` by this grouping, for the spend view.
+    Spend(drover_core::dispatch::api::SpendBy),
     /// `merge`, `keep` or `discard` of a run's worktree.
     WorkspaceAction {
         run_id: String,

@@ -113,6 +113,8 @@ pub enum Action {
     Redispatch,
     /// Push the selected worktree run's branch and open its pull request (`drover pr`).
     PullRequest,
+    /// Spend over time: per day for 30 days, by model and by repository (`drover spend`).
+    Spend,
     /// Allow the request on the attention line, once.
     AttentionAllow,
     /// Deny the request on the attention line.
@@ -170,7 +172,7 @@ pub enum Action {
 }
 
 impl Action {
-    pub const ALL: [Action; 66] = [
+    pub const ALL: [Action; 67] = [
         Action::SelectNext,
         Action::SelectPrev,
         Action::SelectFirst,
@@ -200,6 +202,7 @@ impl Action {
         Action::UpdateBranch,
         Action::Redispatch,
         Action::PullRequest,
+        Action::Spend,
         Action::AttentionAllow,
         Action::AttentionDeny,
         Action::AttentionRule,
@@ -271,6 +274,7 @@ impl Action {
             Action::UpdateBranch => "update_branch",
             Action::Redispatch => "redispatch",
             Action::PullRequest => "pull_request",
+            Action::Spend => "spend",
             Action::AttentionAllow => "attention_allow",
             Action::AttentionDeny => "attention_deny",
             Action::AttentionRule => "attention_rule",
@@ -353,6 +357,7 @@ impl Action {
             Action::PullRequest => {
                 "push the selected worktree run's branch; open or update its pull request"
             }
+            Action::Spend => "spend over time: each day of the last 30, by model, by repository",
             Action::AttentionAllow => "allow the request on the attention line once",
             Action::AttentionDeny => "deny the request on the attention line",
             Action::AttentionRule => {
@@ -639,6 +644,7 @@ const DASHBOARD: &[Binding] = &[
     bind(KeyCombo::char('u'), A::UpdateBranch),
     bind(KeyCombo::char('r'), A::Redispatch),
     bind(KeyCombo::char('P'), A::PullRequest),
+    bind(KeyCombo::char('$'), A::Spend),
     bind(KeyCombo::char('y'), A::AttentionAllow),
     bind(KeyCombo::char('d'), A::AttentionDeny),
     bind(KeyCombo::char('a'), A::AttentionRule),

@@ -48,8 +48,14 @@ impl Link {
     }
 
     /// Starts the event pump: dispatcher events, and the owner going and coming back, as
-    /// app events. It ends when the app's channel closes (or when aborted).
-    pub fn spawn_events(&self, sender: AppEventSender) -> JoinHandle<()> {
+    /// app events. It ends when the app's channel closes (or when aborted). On the same
+    /// connection it tells the owner whether the terminal is `focused` (again after each
+    /// reconnect), so the owner posts no desktop notification while it is.
+    pub fn spawn_events(
+        &self,
+        sender: AppEventSender,
+        mut focused: tokio::sync::watch::Receiver<bool>,
+    ) -> JoinHandle<()> {
         let paths = self.paths.clone();
         tokio::spawn(async move {
             let mut after: Option<StreamPosition> = None;
@@ -59,8 +65,23 @@ impl Link {
                     Ok((mut stream, resumed)) => {
                         told_gone = false;
                         sender.send(AppEvent::OwnerBack { resumed });
+                        // A stream that cannot be written ends at its next read.
+                        let now = *focused.borrow_and_update();
+                        let _ = stream.focus(now).await;
+                        let mut focus_open = true;
                         loop {
-                            let item = stream.next().await;
+                            let item = tokio::select! {
+                                item = stream.next() => item,
+                                changed = focused.changed(), if focus_open => {
+                                    // The terminal's side gone: the dashboard is leaving.
+                                    focus_open = changed.is_ok();
+                                    let now = focus_open && *focused.borrow_and_update();
+                                    if stream.focus(now).await.is_err() {
+                                        break;
+                                    }
+                                    continue;
+                                }
+                            };
                             after = stream.position().cloned().or(after);
                             match item {
                                 Ok(Some(StreamItem::Event(event))) => {

@@ -141,16 +141,19 @@ async fn event_loop<B: Backend + Write>(
 ) -> Result<(), DroverError> {
     let (tx, mut rx) = mpsc::unbounded_channel();
     let sender = AppEventSender::new(tx);
-    let pump = AbortOnDrop(link.spawn_events(sender.clone()));
+    // Whether the terminal is focused, told to the owner on the event stream's connection
+    // (no desktop notification of the owner's while it is: docs/ARCHITECTURE.md
+    // §"Notifications"). Until the terminal says otherwise, a dashboard just opened is.
+    let (focus, focused) = tokio::sync::watch::channel(true);
+    let pump = AbortOnDrop(link.spawn_events(sender.clone(), focused));
     let requests = RequestRunner::new(link, sender.clone());
     let (frames, mut draws) = FrameRequester::spawn();
     let stop_input = Arc::new(AtomicBool::new(false));
     let lent = Lent::default();
-    let input = spawn_input_thread(sender.clone(), stop_input.clone(), lent.clone());
+    let input = spawn_input_thread(sender.clone(), stop_input.clone(), lent.clone(), focus);
     spawn_signal_listener(sender.clone(), lent.clone());
 
     let size = terminal.size().map_err(terminal_error)?;
-    let desktop = DesktopNotifier::new(options.notify_command.clone());
     let mut title = String::new();
     let mut app = App::new(
         options,
@@ -172,7 +175,6 @@ async fn event_loop<B: Backend + Write>(
             match requests.execute(effect) {
                 Some(Effect::Notify(text)) => {
                     notify(terminal.backend_mut(), &text);
-                    desktop.notify(&text);
                 }
                 Some(Effect::OpenIn(open)) => {
                     let outcome = open_in(terminal, &lent, open).await;
@@ -299,60 +301,6 @@ impl Drop for AbortOnDrop {
     }
 }
 
-/// The optional desktop notification program (`[notifications] command`): run with the
-/// message as its last argument, at most one at a time (a notification while one is
-/// still running is skipped), its output discarded; a program that is missing or fails
-/// is quietly skipped.
-struct DesktopNotifier {
-    command: Vec<String>,
-    busy: Arc<AtomicBool>,
-}
-
-impl DesktopNotifier {
-    fn new(command: Vec<String>) -> Self {
-        DesktopNotifier {
-            command,
-            busy: Arc::new(AtomicBool::new(false)),
-        }
-    }
-
-    fn notify(&self, text: &str) {
-        let Some((program, args)) = self.command.split_first() else {
-            return;
-        };
-        if self.busy.swap(true, Ordering::SeqCst) {
-            return;
-        }
-        let spawned = tokio::process::Command::new(program)
-            .args(args)
-            .arg(clip(&one_line(text), 200))
-            .stdin(std::process::Stdio::null())
-            .stdout(std::process::Stdio::null())
-            .stderr(std::process::Stdio::null())
-            .kill_on_drop(true)
-            .spawn();
-        match spawned {
-            Ok(mut child) => {
-                let busy = self.busy.clone();
-                tokio::spawn(async move {
-                    // Bounded: a notifier that hangs is ended.
-                    if tokio::time::timeout(Duration::from_secs(10), child.wait())
-                        .await
-                        .is_err()
-                    {
-                        let _ = child.kill().await;
-                    }
-                    busy.store(false, Ordering::SeqCst);
-                });
-            }
-            Err(e) => {
-                tracing::debug!(error = %e, "the notification command did not start");
-                self.busy.store(false, Ordering::SeqCst);
-            }
-        }
-    }
-}
-
 /// Rings the bell and posts an OSC 9 desktop notification (terminals that do not know
 /// OSC 9 ignore it).
 fn notify(out: &mut impl Write, text: &str) {
@@ -434,6 +382,7 @@ fn spawn_input_thread(
     sender: AppEventSender,
     stop: Arc<AtomicBool>,
     lent: Lent,
+    focus: tokio::sync::watch::Sender<bool>,
 ) -> std::thread::JoinHandle<()> {
     std::thread::spawn(move || {
         while !stop.load(Ordering::SeqCst) {
@@ -455,6 +404,12 @@ fn spawn_input_thread(
                 Ok(Event::Key(key)) => sender.send(AppEvent::Key(key)),
                 Ok(Event::Mouse(mouse)) => sender.send(AppEvent::Mouse(mouse)),
                 Ok(Event::Resize(width, height)) => sender.send(AppEvent::Resize { width, height }),
+                Ok(Event::FocusGained) => {
+                    focus.send_replace(true);
+                }
+                Ok(Event::FocusLost) => {
+                    focus.send_replace(false);
+                }
                 Ok(_) => {}
                 Err(_) => {
                     sender.send(AppEvent::Terminate);
@@ -638,34 +593,5 @@ mod tests {
         assert_eq!(effects.expect("no error"), [Effect::Quit]);
         assert!(app.quitting());
         assert_eq!(screen.written(), b"", "nothing drawn");
-    }
-
-    #[tokio::test]
-    async fn the_notification_command_gets_the_message_and_a_missing_one_is_skipped() {
-        let dir = tempfile::tempdir().expect("temp dir");
-        let out = dir.path().join("said");
-        let notifier = DesktopNotifier::new(vec![
-            "sh".into(),
-            "-c".into(),
-            format!("printf %s \"$1\" > '{}'", out.display()),
-            "sh".into(),
-        ]);
-        notifier.notify("Fix the login needs you");
-        let deadline = std::time::Instant::now() + Duration::from_secs(10);
-        while notifier.busy.load(Ordering::SeqCst) {
-            assert!(
-                std::time::Instant::now() < deadline,
-                "the command never ended"
-            );
-            tokio::time::sleep(Duration::from_millis(20)).await;
-        }
-        assert_eq!(
-            std::fs::read_to_string(&out).expect("written"),
-            "Fix the login needs you"
-        );
-        let missing = DesktopNotifier::new(vec!["/no/such/notifier".into()]);
-        missing.notify("quietly");
-        assert!(!missing.busy.load(Ordering::SeqCst));
-        DesktopNotifier::new(Vec::new()).notify("nothing configured");
     }
 }

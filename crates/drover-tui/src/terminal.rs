@@ -7,7 +7,9 @@
 //! escape sequences when a [`TerminalGuard`] is live, so a panic in a headless command
 //! piped into another program does not put escape codes into its output.
 
-use crossterm::event::{DisableMouseCapture, EnableMouseCapture};
+use crossterm::event::{
+    DisableFocusChange, DisableMouseCapture, EnableFocusChange, EnableMouseCapture,
+};
 use crossterm::terminal::{EndSynchronizedUpdate, EnterAlternateScreen, LeaveAlternateScreen};
 use crossterm::{cursor, execute, queue};
 use drover_core::error::{DroverError, ErrorCode};
@@ -43,14 +45,19 @@ pub struct TerminalGuard {
 }
 
 impl TerminalGuard {
-    /// Raw mode, the alternate screen and mouse capture. If a step fails, what was done
+    /// Raw mode, the alternate screen, mouse capture and focus reports. If a step fails, what was done
     /// is undone before the error returns.
     pub fn enter() -> io::Result<TerminalGuard> {
         // Not a terminal (or raw mode refused): nothing was changed, nothing to undo.
         crossterm::terminal::enable_raw_mode()?;
         // Marked before the screen changes, so the panic hook undoes a half-entered state.
         ACTIVE.store(true, Ordering::SeqCst);
-        match execute!(io::stdout(), EnterAlternateScreen, EnableMouseCapture) {
+        match execute!(
+            io::stdout(),
+            EnterAlternateScreen,
+            EnableMouseCapture,
+            EnableFocusChange
+        ) {
             Ok(()) => {
                 // The terminal's title is saved on its stack, to be given back on leaving
                 // (the dashboard sets its own: `drover · N need you`).
@@ -109,7 +116,7 @@ pub fn restore() {
 fn write_restore_sequence(out: &mut impl Write) -> io::Result<()> {
     let frame = queue!(out, EndSynchronizedUpdate);
     let title = out.write_all(POP_TITLE.as_bytes());
-    let mouse = queue!(out, DisableMouseCapture);
+    let mouse = queue!(out, DisableMouseCapture, DisableFocusChange);
     let screen = queue!(out, LeaveAlternateScreen);
     let cursor = queue!(out, cursor::Show);
     let flushed = out.flush();
@@ -157,6 +164,10 @@ mod tests {
             assert!(text.contains(&format!("\u{1b}[?{mode}l")), "{text:?}");
         }
         assert!(text.contains("\u{1b}[?1049l"), "main screen: {text:?}");
+        assert!(
+            text.contains("\u{1b}[?1004l"),
+            "focus reports off: {text:?}"
+        );
         assert!(text.contains("\u{1b}[?25h"), "cursor shown: {text:?}");
         assert!(
             text.starts_with("\u{1b}[?2026l"),

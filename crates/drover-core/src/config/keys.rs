@@ -18,7 +18,7 @@ pub const CONTEXTS: [&str; 9] = [
 ];
 
 /// The actions a key may be bound to (and `"none"`, which unbinds it).
-pub const ACTIONS: [&str; 66] = [
+pub const ACTIONS: [&str; 67] = [
     "select_next",
     "select_prev",
     "select_first",
@@ -48,6 +48,7 @@ pub const ACTIONS: [&str; 66] = [
     "update_branch",
     "redispatch",
     "pull_request",
+    "spend",
     "attention_allow",
     "attention_deny",
     "attention_rule",

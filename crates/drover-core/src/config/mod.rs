@@ -222,18 +222,39 @@ pub struct RedactConfig {
     pub env: Vec<String>,
 }
 
-/// `[notifications]`: how the dashboard gets your attention.
+/// `[notifications]`: how drover gets your attention when a run starts needing you
+/// (docs/ARCHITECTURE.md §"Notifications").
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct NotificationsConfig {
-    /// Ring the terminal bell and post an OSC 9 notification when a run starts needing
-    /// you (a permission prompt, a question, a route card).
+    /// The dashboard rings the terminal bell and posts an OSC 9 notification when a run
+    /// starts needing you (a permission prompt, a question, a route card).
     pub enabled: bool,
-    /// A desktop notification besides: this program and its arguments, run with the
-    /// message as its last argument (e.g. `["notify-send", "drover"]`). Empty: none. A
-    /// program that is not there, or fails, is quietly skipped.
+    /// The owner posts a desktop notification (`notify-send`; quietly skipped where it is
+    /// missing), unless a dashboard attached to it is focused.
+    #[serde(default = "enabled_by_default")]
+    pub desktop: bool,
+    /// The owner runs this program and its arguments, with the message as its last
+    /// argument and `DROVER_NOTIFICATION_*` in its environment. Empty: none. A program
+    /// that is not there, or fails, is logged and skipped.
     #[serde(default)]
     pub command: Vec<String>,
+    /// The owner POSTs each notification to this `http://` or `https://` address as JSON
+    /// (ntfy-style: `title`, `message`, and each run with what it asks). Empty: none.
+    #[serde(default)]
+    pub webhook: String,
+    /// The `topic` field of the webhook's JSON (ntfy publishes JSON posted to its root
+    /// address to this topic). Empty: no such field.
+    #[serde(default)]
+    pub webhook_topic: String,
+    /// Needs that start within this many seconds of the first are sent as one
+    /// notification (0 to 3600).
+    #[serde(default = "default_batch_secs")]
+    pub batch_secs: u64,
+}
+
+fn default_batch_secs() -> u64 {
+    5
 }
 
 /// How to start one provider's CLI.

@@ -278,6 +278,39 @@ fn text(key: Vec<String>, value: &str) -> Result<(), Problem> {
     ))
 }
 
+/// `[notifications]`: a webhook that is an http(s) address, a batch of at most an hour.
+fn notifications(n: &crate::config::NotificationsConfig) -> Result<(), Problem> {
+    let key = |parts: &[&str]| parts.iter().map(|p| (*p).to_owned()).collect::<Vec<_>>();
+    text(key(&["notifications", "webhook"]), &n.webhook)?;
+    text(key(&["notifications", "webhook_topic"]), &n.webhook_topic)?;
+    if !n.webhook.is_empty() {
+        let scheme = reqwest::Url::parse(&n.webhook).map(|url| url.scheme().to_string());
+        if !matches!(scheme.as_deref(), Ok("http" | "https")) {
+            let key = key(&["notifications", "webhook"]);
+            return Err(Problem::new(
+                format!(
+                    "`{}` must be an http:// or https:// address (like \"https://ntfy.sh/\"), found {:?}; leave it empty for none",
+                    dotted(&key),
+                    crate::text::clip(&n.webhook, 60)
+                ),
+                vec![key],
+            ));
+        }
+    }
+    if n.batch_secs > 3600 {
+        let key = key(&["notifications", "batch_secs"]);
+        return Err(Problem::new(
+            format!(
+                "`{}` must be from 0 to 3600 seconds, found {}",
+                dotted(&key),
+                n.batch_secs
+            ),
+            vec![key],
+        ));
+    }
+    Ok(())
+}
+
 /// A list or table of at most [`MAX_ENTRIES`].
 fn entries(key: Vec<String>, len: usize) -> Result<(), Problem> {
     if len <= MAX_ENTRIES {
@@ -330,6 +363,7 @@ fn strings(config: &Config) -> Result<(), Problem> {
     for (i, part) in notify.iter().enumerate() {
         text(key(&["notifications", "command", &index_segment(i)]), part)?;
     }
+    notifications(&config.notifications)?;
     entries(key(&["catalog", "models"]), config.catalog.models.len())?;
     Ok(())
 }

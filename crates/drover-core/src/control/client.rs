@@ -47,7 +47,7 @@ pub fn request_timeout(request: &Request) -> Option<Duration> {
         Request::Wait {
             timeout_secs: None, ..
         } => None,
-        Request::Ping | Request::Subscribe { .. } => Some(QUICK_TIMEOUT),
+        Request::Ping | Request::Subscribe { .. } | Request::Focus { .. } => Some(QUICK_TIMEOUT),
         Request::Runs { .. }
         | Request::Counts
         | Request::Show { .. }
@@ -56,6 +56,7 @@ pub fn request_timeout(request: &Request) -> Option<Duration> {
         | Request::Routes
         | Request::Rules
         | Request::Search { .. }
+        | Request::Spend { .. }
         | Request::Diff { .. } => Some(READ_TIMEOUT),
         Request::Dispatch { .. }
         | Request::FollowUp { .. }
@@ -211,7 +212,8 @@ impl ControlClient {
         };
         let stream = EventStream {
             link: self.link,
-            _writer: self.writer,
+            writer: self.writer,
+            next_id: self.next_id,
             position: subscribed.position.clone(),
         };
         Ok((stream, subscribed))
@@ -344,7 +346,9 @@ pub enum StreamItem {
 pub struct EventStream {
     link: Link,
     // Closing our side would end the subscription: keep it open while we read.
-    _writer: OwnedWriteHalf,
+    writer: OwnedWriteHalf,
+    /// The id of the next line this stream sends (`focus`).
+    next_id: u64,
     /// The last position seen (the subscription's start, then each event's).
     position: Option<StreamPosition>,
 }
@@ -354,6 +358,30 @@ impl EventStream {
     /// after it to miss nothing). `None` from an owner that does not number its events.
     pub fn position(&self) -> Option<&StreamPosition> {
         self.position.as_ref()
+    }
+
+    /// Tells the owner whether the dashboard reading this stream is focused
+    /// (`Request::Focus`, kept for as long as this connection lives). Its answer is not
+    /// waited for: [`EventStream::next`] skips it.
+    pub async fn focus(&mut self, focused: bool) -> Result<(), DroverError> {
+        let id = self.next_id;
+        self.next_id += 1;
+        let request = Request::Focus { focused };
+        let mut line = serde_json::to_string(&ClientLine {
+            id,
+            request: &request,
+        })
+        .map_err(|e| {
+            DroverError::new(
+                ErrorCode::Internal,
+                format!("cannot write the request as JSON: {e}"),
+            )
+        })?;
+        line.push('\n');
+        self.writer
+            .write_all(line.as_bytes())
+            .await
+            .map_err(|e| self.link.gone(&e.to_string()))
     }
 
     /// The next event, or `None` when the owner closed the stream (it stopped). Cancel-safe.

@@ -53,6 +53,10 @@ pub trait Dispatcher: Clone + Send + Sync + 'static {
     fn request(&self, request: Request) -> impl Future<Output = Result<Value, DroverError>> + Send;
     /// A receiver of every event the dispatcher publishes from now on.
     fn subscribe(&self) -> broadcast::Receiver<DispatchEvent>;
+    /// Where the connections' focus is kept (`Request::Focus`); `None`: nowhere.
+    fn focus(&self) -> Option<crate::dispatch::notify::Focus> {
+        None
+    }
 }
 
 impl Dispatcher for DispatcherHandle {
@@ -63,6 +67,10 @@ impl Dispatcher for DispatcherHandle {
 
     fn subscribe(&self) -> broadcast::Receiver<DispatchEvent> {
         DispatcherHandle::subscribe(self)
+    }
+
+    fn focus(&self) -> Option<crate::dispatch::notify::Focus> {
+        Some(DispatcherHandle::focus(self).clone())
     }
 }
 

@@ -13,10 +13,11 @@ use serde_json::Value;
 
 use super::no_owner;
 use crate::dispatch::Request;
-use crate::dispatch::api::{Response, RunsFilter};
+use crate::dispatch::api::{Response, RunsFilter, SpendView};
 use crate::dispatch::projections;
 use crate::error::DroverError;
 use crate::ledger::LedgerReader;
+use crate::ledger::spend::Since;
 use crate::paths::Paths;
 
 /// `diff` with no owner: the run's workspace from the ledger, its diff from git (which
@@ -46,7 +47,7 @@ pub fn open_reader(paths: &Paths) -> Result<Option<LedgerReader>, DroverError> {
 }
 
 /// Answers `request` from the ledger, as the owner would: `runs`, `counts`, `show`,
-/// `transcript`, `budget`, `search`, and a `wait` whose condition the ledger already meets. Anything
+/// `transcript`, `budget`, `search`, `spend`, and a `wait` whose condition the ledger already meets. Anything
 /// else (and a `wait` that only a running dispatcher could satisfy) is `NO_OWNER`.
 pub fn answer(paths: &Paths, request: &Request) -> Result<Response, DroverError> {
     let reader = open_reader(paths)?;
@@ -108,6 +109,16 @@ pub fn answer(paths: &Paths, request: &Request) -> Result<Response, DroverError>
             )?))
         }
         (Request::Search { .. }, None) => Response::Search(Box::default()),
+        (Request::Spend { by, since }, reader) => {
+            let since = since.as_deref().map(Since::parse).transpose()?;
+            Response::Spend(Box::new(match reader {
+                Some(reader) => reader.spend(*by, since)?,
+                None => SpendView {
+                    by: *by,
+                    ..SpendView::default()
+                },
+            }))
+        }
         _ => return Err(no_owner(paths)),
     };
     Ok(mark_owner_gone(response, || super::last_owner_gone(paths)))

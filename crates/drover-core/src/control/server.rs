@@ -6,6 +6,7 @@
 //! [`MAX_IN_FLIGHT`] requests, [`bounds::MAX_PENDING_WAITS`] of them waits, and
 //! [`wire::MAX_REQUEST_LINE_BYTES`] of one line; every list in a request is bounded and
 //! its duplicates collapsed ([`bounds::check`]) before the dispatcher sees it; a
+//! connection's `focus` is kept here, counted while the connection lives; a
 //! subscriber that reads too slowly loses events (and is told how many), it never slows
 //! the dispatcher; stopping the server closes every connection and removes the socket
 //! file before the owner lock is released.
@@ -201,6 +202,8 @@ async fn read_requests<D: Dispatcher>(
     out: mpsc::Sender<String>,
 ) {
     let mut reader = LineReader::new(read, wire::MAX_REQUEST_LINE_BYTES);
+    // This connection's say in whether a dashboard is focused; gone with it.
+    let mut focus = dispatcher.focus().map(|f| f.hold());
     let mut requests = JoinSet::new();
     let mut events: Option<AbortOnDrop> = None;
     let waits = Arc::new(AtomicUsize::new(0));
@@ -249,6 +252,17 @@ async fn read_requests<D: Dispatcher>(
                 break;
             }
         };
+        if let Request::Focus { focused } = request {
+            // Taken on any connection, an event stream's too: it lasts as long as it.
+            if let Some(hold) = focus.as_mut() {
+                hold.set(focused);
+            }
+            let answer = dispatcher.request(Request::Ping).await;
+            if send(&out, ServerLine::answer(id, answer)).await {
+                continue;
+            }
+            break;
+        }
         if events.is_some() {
             let error = DroverError::new(
                 ErrorCode::InvalidRequest,

@@ -23,6 +23,8 @@ use crate::dispatch::api::WaitUntil;
 #[derive(Clone)]
 struct Fake {
     events: broadcast::Sender<DispatchEvent>,
+    /// The connections' focus, as the real dispatcher's handle keeps it.
+    focus: crate::dispatch::notify::Focus,
     /// `wait` answers once this is notified.
     release: Arc<Notify>,
 }
@@ -52,6 +54,10 @@ impl Dispatcher for Fake {
     fn subscribe(&self) -> broadcast::Receiver<DispatchEvent> {
         self.events.subscribe()
     }
+
+    fn focus(&self) -> Option<crate::dispatch::notify::Focus> {
+        Some(self.focus.clone())
+    }
 }
 
 struct Owner {
@@ -60,6 +66,7 @@ struct Owner {
     server: ControlServer,
     events: broadcast::Sender<DispatchEvent>,
     release: Arc<Notify>,
+    focus: crate::dispatch::notify::Focus,
 }
 
 fn start_owner(event_capacity: usize) -> Owner {
@@ -67,9 +74,11 @@ fn start_owner(event_capacity: usize) -> Owner {
     let paths = Paths::under(dir.path());
     let (events, _) = broadcast::channel(event_capacity);
     let release = Arc::new(Notify::new());
+    let focus = crate::dispatch::notify::Focus::default();
     let fake = Fake {
         events: events.clone(),
         release: release.clone(),
+        focus: focus.clone(),
     };
     let server = serve(fake, OwnerLock::acquire(&paths).unwrap(), &paths).unwrap();
     Owner {
@@ -78,6 +87,7 @@ fn start_owner(event_capacity: usize) -> Owner {
         server,
         events,
         release,
+        focus,
     }
 }
 
@@ -508,4 +518,37 @@ async fn a_client_that_reconnects_gets_what_it_missed_once_and_in_order() {
     .unwrap();
     assert!(!ack.resumed);
     assert_eq!(ack.position.unwrap().pos, 5);
+}
+
+/// Polls (bounded) until the owner's focus reads `want`.
+async fn focus_reads(owner: &Owner, want: bool) {
+    within(&format!("focus {want}"), async {
+        while owner.focus.any() != want {
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn a_dashboards_focus_is_kept_on_its_event_stream_and_lost_with_it() {
+    let owner = start_owner(16);
+    let mut stream = within("subscribe", client(&owner).await.subscribe(vec![]))
+        .await
+        .unwrap();
+    within("focus", stream.focus(true)).await.unwrap();
+    focus_reads(&owner, true).await;
+    // The stream goes on, the focus's answer skipped.
+    owner.events.send(line_event("r1", "1")).unwrap();
+    assert_eq!(
+        within("event", stream.next()).await.unwrap(),
+        Some(StreamItem::Event(line_event("r1", "1")))
+    );
+    within("unfocus", stream.focus(false)).await.unwrap();
+    focus_reads(&owner, false).await;
+    // A dashboard that goes away (closed, crashed) stops counting with its connection.
+    within("focus", stream.focus(true)).await.unwrap();
+    focus_reads(&owner, true).await;
+    drop(stream);
+    focus_reads(&owner, false).await;
 }

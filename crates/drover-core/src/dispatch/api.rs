@@ -319,6 +319,25 @@ pub enum Request {
         #[serde(default)]
         limit: Option<u32>,
     },
+    /// Spend over time (docs/ARCHITECTURE.md §"Spend over time"): every usage row, summed
+    /// by day, week, model, provider, repository, workflow or tag, each basis apart.
+    Spend {
+        /// What the rows are grouped by.
+        #[serde(default)]
+        by: SpendBy,
+        /// Only usage from the start of this local day: `YYYY-MM-DD`, or `Nd` days before
+        /// today (`0d` is today); anything else is refused with `INVALID_REQUEST`.
+        #[serde(default)]
+        since: Option<String>,
+    },
+    /// Whether a dashboard on this connection has the user's eye (its terminal is
+    /// focused): while one does, the owner sends no desktop notification of its own
+    /// (docs/ARCHITECTURE.md §"Notifications"). Taken on an event stream's connection and
+    /// forgotten with it; answered with [`Pong`].
+    Focus {
+        /// The dashboard's terminal is focused.
+        focused: bool,
+    },
     /// Keep a new approval rule. With `answer`, the pending request it names (the one on
     /// screen) is answered by it at once; every other pending request it matches is too.
     RuleAdd {
@@ -390,6 +409,8 @@ pub enum Response {
     Rule(Box<crate::rules::Rule>),
     /// `take_over`: the command that opens the run's CLI in its own interface.
     TakeOver(Box<InteractivePlan>),
+    /// `spend`.
+    Spend(Box<SpendView>),
 }
 
 /// The request a new rule answers at once (`rule_add`'s `answer`).
@@ -532,7 +553,7 @@ impl Request {
             serde_json::from_value(v).map(Box::new)
         }
         Ok(match self {
-            Request::Ping => Response::Pong(serde_json::from_value(value)?),
+            Request::Ping | Request::Focus { .. } => Response::Pong(serde_json::from_value(value)?),
             Request::Dispatch { .. }
             | Request::FollowUp { .. }
             | Request::Resume { .. }
@@ -567,6 +588,7 @@ impl Request {
             Request::Pr { .. } => Response::Pr(boxed(value)?),
             Request::Rules => Response::Rules(serde_json::from_value(value)?),
             Request::Search { .. } => Response::Search(boxed(value)?),
+            Request::Spend { .. } => Response::Spend(boxed(value)?),
             Request::TakeOver { .. } => Response::TakeOver(boxed(value)?),
             Request::RuleAdd { .. } | Request::RuleRemove { .. } => Response::Rule(boxed(value)?),
         })
@@ -605,6 +627,7 @@ response_into! {
     into_routes => Routes(v) -> Vec<OpenRoute> = v,
     into_rules => Rules(v) -> Vec<crate::rules::Rule> = v,
     into_search => Search(v) -> SearchView = *v,
+    into_spend => Spend(v) -> SpendView = *v,
     into_rule => Rule(v) -> crate::rules::Rule = *v,
     into_diff => Diff(v) -> DiffView = *v,
     into_workspace => Workspace(v) -> WorkspaceActionView = *v,
@@ -627,7 +650,7 @@ impl Response {
     }
 }
 
-pub use crate::ledger::{SearchHit, SearchSource};
+pub use crate::ledger::{SearchHit, SearchSource, SpendBy, SpendRow, SpendView};
 
 /// What `search` answers: the matching lines, newest runs first (within a run, latest
 /// first), and each run they name, once, in the order of its first line.

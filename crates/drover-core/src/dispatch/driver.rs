@@ -216,6 +216,8 @@ struct Driver {
     /// Where workspace jobs send their outcome (the same channel as ledger answers).
     workspace_done: mpsc::UnboundedSender<Input>,
     config: ConfigWatch,
+    /// The notifier's `[notifications]`, sent again with each config read.
+    notify_config: tokio::sync::watch::Sender<crate::config::NotificationsConfig>,
     shutdown: Option<oneshot::Sender<()>>,
 }
 
@@ -268,6 +270,10 @@ pub async fn start(
     let publisher = publish::spawn(publish_rx, events.clone(), reads);
     let (provider_tx, provider_rx) = mpsc::channel(1024);
     let journal = process_journal(ledger.writer(), clock);
+    let focus = super::notify::Focus::default();
+    let (notify_config, notify_rx) =
+        tokio::sync::watch::channel(options.config.notifications.clone());
+    let notifier = super::notify::spawn(notify_rx, events.subscribe(), focus.clone(), clock);
     let driver = Driver {
         journal,
         core,
@@ -293,13 +299,15 @@ pub async fn start(
             path: options.paths.config_file.clone(),
             checked_at: now,
         },
+        notify_config,
         shutdown: None,
     };
     let join = tokio::spawn(async move {
         driver.run(rx, provider_rx, loaded_rx).await;
         let _ = publisher.await;
+        notifier.abort();
     });
-    Ok((DispatcherHandle { tx, events }, join))
+    Ok((DispatcherHandle { tx, events, focus }, join))
 }
 
 impl Driver {
@@ -394,7 +402,11 @@ impl Driver {
         let now = self.clock.now();
         if let Some(read) = self.config.changed(input.freshness(), now) {
             let input = match read {
-                Ok(config) => Input::Config(Box::new(config)),
+                Ok(config) => {
+                    self.notify_config
+                        .send_replace(config.notifications.clone());
+                    Input::Config(Box::new(config))
+                }
                 Err(refusal) => Input::ConfigRefused(refusal),
             };
             let effects = self.core.handle(input, now);

@@ -14,11 +14,13 @@
 //! - [`reads`]: what the core asks of the ledger and what comes back (plain data);
 //! - [`projections`]: the ledger-to-view projections (runs not in memory, and the offline
 //!   CLI);
-//! - [`run_view`]: the one builder of a run's views, for both the core and the projections.
+//! - [`run_view`]: the one builder of a run's views, for both the core and the projections;
+//! - [`notify`]: the owner's notifications when a run starts needing you.
 
 pub mod api;
 pub mod core;
 mod driver;
+pub mod notify;
 pub mod projections;
 mod publish;
 pub mod reads;
@@ -65,6 +67,7 @@ pub(crate) enum Envelope {
 pub struct DispatcherHandle {
     tx: mpsc::Sender<Envelope>,
     events: broadcast::Sender<DispatchEvent>,
+    focus: notify::Focus,
 }
 
 impl DispatcherHandle {
@@ -81,6 +84,12 @@ impl DispatcherHandle {
     /// Events published after the ledger acknowledged them.
     pub fn subscribe(&self) -> broadcast::Receiver<DispatchEvent> {
         self.events.subscribe()
+    }
+
+    /// Whether an attached dashboard is focused: the control server keeps it per
+    /// connection, the notifier reads it.
+    pub fn focus(&self) -> &notify::Focus {
+        &self.focus
     }
 
     /// Shuts every run's CLI down (a run in a turn is recorded as interrupted, the others

@@ -219,6 +219,7 @@ pub fn answer(reader: &LedgerReader, query: Query) -> Result<Response, DroverErr
             Response::Search(Box::new(search_from_ledger(reader, &query, limit, live)?))
         }
         Query::Counts => Response::Counts(run_counts(reader)?),
+        Query::Spend { by, since } => Response::Spend(Box::new(reader.spend(by, since)?)),
         Query::Budget { mut overlay } => {
             let bases = session_bases(reader, &overlay.session)?;
             overlay.runs_by_basis = bases.runs_by_basis;

@@ -46,6 +46,13 @@ pub enum Query {
         /// The runs in memory, as they are now.
         live: Vec<RunSummary>,
     },
+    /// Spend over time from the usage rows (`spend`).
+    Spend {
+        /// What the rows are grouped by.
+        by: crate::ledger::SpendBy,
+        /// Only usage from the start of this local day.
+        since: Option<crate::ledger::spend::Since>,
+    },
     /// How many runs the ledger holds in each state (every change is committed before it
     /// is shown, so the ledger's counts are the dispatcher's).
     Counts,

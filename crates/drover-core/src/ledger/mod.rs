@@ -20,6 +20,7 @@ pub mod recovery;
 pub mod retention;
 mod schema;
 pub mod search;
+pub mod spend;
 pub mod writer;
 
 pub use reader::{LedgerReader, RunsPage, SessionTotals};
@@ -31,6 +32,7 @@ pub use recovery::Recovery;
 pub use retention::RetentionPolicy;
 pub use schema::Synchronous;
 pub use search::{SEARCH_LIMIT_DEFAULT, SEARCH_LIMIT_MAX, SearchHit, SearchSource};
+pub use spend::{SpendBy, SpendRow, SpendView};
 pub use writer::{Ack, Gate, Health, LedgerWriter, WriteOp, WriterOptions};
 
 use rusqlite::Connection;

@@ -1,6 +1,6 @@
 //! Views on a stack above the dashboard — the permission prompt (and its question and
 //! rule chooser modes), the route card, the diff view, the dispatch form, text boxes
-//! (follow-up, filter), confirmations, help and the full-screen transcript — and the [`View`] trait each implements.
+//! (follow-up, filter), confirmations, help, the spend view and the full-screen transcript — and the [`View`] trait each implements.
 //!
 //! What must stay true: the top view gets every key first and handles it itself; it
 //! says whether it is done ([`Outcome::close`]) and what it wants done as a typed
@@ -20,6 +20,7 @@ pub mod input;
 pub mod prompt;
 pub mod route;
 pub mod scripts;
+pub mod spend;
 pub mod text;
 pub mod transcript;
 

@@ -694,6 +694,8 @@ impl Core {
                 | Request::Wait { .. }
                 | Request::Rules
                 | Request::Search { .. }
+                | Request::Spend { .. }
+                | Request::Focus { .. }
                 | Request::Subscribe { .. }
                 | Request::Stop { .. }
                 | Request::KillAll { .. }

@@ -35,6 +35,18 @@ enum Target {
 }
 
 impl Core {
+    /// Who owns the data directory, as `ping` answers.
+    fn pong(&self) -> Pong {
+        Pong {
+            pong: true,
+            pid: self.pid,
+            version: self.version.clone(),
+            started_at: self.started_at,
+            config_refused: self.config_refused.clone(),
+            ledger_unavailable: self.ledger_unavailable.clone(),
+        }
+    }
+
     pub(super) fn on_request(&mut self, to: ReplyTo, request: Request) {
         if self.shutting_down() && !matches!(request, Request::Ping) {
             return self.reply_now(to, Err(shutting_down()));
@@ -43,14 +55,7 @@ impl Core {
             return self.reply_now(to, Err(refusal));
         }
         let answer = match request {
-            Request::Ping => Ok(Response::Pong(Pong {
-                pong: true,
-                pid: self.pid,
-                version: self.version.clone(),
-                started_at: self.started_at,
-                config_refused: self.config_refused.clone(),
-                ledger_unavailable: self.ledger_unavailable.clone(),
-            })),
+            Request::Ping => Ok(Response::Pong(self.pong())),
             Request::Dispatch { spec } => return self.dispatch(to, *spec),
             request @ Request::Runs { .. } => {
                 let filter = crate::dispatch::api::RunsFilter::of(&request).unwrap_or_default();
@@ -62,6 +67,19 @@ impl Core {
                 let limit = limit.unwrap_or(crate::ledger::SEARCH_LIMIT_DEFAULT);
                 return self.answer_from_ledger(to, Query::Search { query, limit, live });
             }
+            Request::Spend { by, since } => {
+                match since
+                    .as_deref()
+                    .map(crate::ledger::spend::Since::parse)
+                    .transpose()
+                {
+                    Ok(since) => return self.answer_from_ledger(to, Query::Spend { by, since }),
+                    Err(refusal) => Err(refusal),
+                }
+            }
+            // The control server keeps a connection's focus (it never reaches the core
+            // from a client); answered like a ping for any other caller.
+            Request::Focus { .. } => Ok(Response::Pong(self.pong())),
             Request::Show { run_id } => match self.runs.get(&run_id) {
                 Some(run) => Ok(Response::Show(Box::new(run.view()))),
                 None => return self.answer_from_ledger(to, Query::Show { run_id }),

@@ -1,0 +1,178 @@
+//! Spend over time at size: a ledger of `R` finished runs (default 100,000; each with
+//! three usage rows spread over the last 90 days, four models and providers, 20
+//! repositories, some workflows, two tags, a tenth estimated and about one row in a
+//! hundred unpriced), then the real `drover spend --by X` exec'd for every grouping, and
+//! `--by day --since 29d` (the dashboard's chart): with no owner (answered from the
+//! ledger) and with a `drover serve` owner. Wall and peak memory, median and worst of 5.
+//!
+//! Run: `cargo bench --bench spend`. `DROVER_BENCH_SPEND_RUNS` sets the runs;
+//! `DROVER_BENCH_BIN` times another `drover` binary. Target (issue figure): every answer
+//! within 100 ms at 100,000 runs. Prints figures, asserts only that the answers add up.
+#![allow(clippy::unwrap_used)] // a test or bench may unwrap; the workspace denies it elsewhere
+
+mod common;
+
+use common::exec::{drover_bin, summary};
+use drover_core::clock::now_millis;
+use drover_core::control::ControlClient;
+use drover_core::dispatch::Request;
+use drover_core::paths::Paths;
+use rusqlite::{Connection, params};
+use std::path::Path;
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+/// Each command, sampled this many times (the median is printed).
+const SAMPLES: usize = 5;
+
+fn main() {
+    if common::exec::runner_main() {
+        return;
+    }
+    let runs = common::env_or("DROVER_BENCH_SPEND_RUNS", 100_000);
+    let home = tempfile::tempdir().expect("temp dir");
+    let paths = Paths::under(home.path());
+    paths.ensure_dirs().expect("dirs");
+    let fill_start = Instant::now();
+    common::history::fill(&paths.ledger_file, runs, runs);
+    let usage_rows = spread(&paths.ledger_file);
+    std::fs::File::open(&paths.ledger_file)
+        .and_then(|f| f.sync_all())
+        .expect("sync the ledger");
+    println!(
+        "spend: {runs} runs, {usage_rows} usage rows (filled in {:.1} s), the real binary exec'd",
+        fill_start.elapsed().as_secs_f64()
+    );
+    check_totals(home.path());
+
+    let commands: Vec<Vec<&str>> = [
+        "day",
+        "week",
+        "model",
+        "provider",
+        "repository",
+        "workflow",
+        "tag",
+    ]
+    .into_iter()
+    .map(|by| vec!["spend", "--by", by])
+    .chain([vec!["spend", "--by", "day", "--since", "29d"]])
+    .collect();
+    println!("  no owner (read from the ledger)");
+    for args in &commands {
+        report(home.path(), args);
+    }
+
+    let mut owner = Command::new(drover_bin())
+        .arg("serve")
+        .env("DROVER_HOME", home.path())
+        .env_remove("DROVER_LOG")
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("drover serve");
+    let rt = tokio::runtime::Runtime::new().expect("runtime");
+    rt.block_on(async {
+        let deadline = Instant::now() + Duration::from_secs(120);
+        loop {
+            if let Ok(Some(mut client)) = ControlClient::connect(&paths).await
+                && client.request(Request::Ping).await.is_ok()
+            {
+                break;
+            }
+            assert!(Instant::now() < deadline, "the owner never answered");
+            tokio::time::sleep(Duration::from_millis(2)).await;
+        }
+    });
+    println!("  a `drover serve` owner answers");
+    for args in &commands {
+        report(home.path(), args);
+    }
+    let _ = nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(owner.id() as i32),
+        nix::sys::signal::Signal::SIGTERM,
+    );
+    let _ = owner.wait();
+}
+
+fn report(home: &Path, args: &[&str]) {
+    let samples = common::exec::measure(home, args, "", SAMPLES);
+    let ((wall, wall_worst), (rss, rss_worst)) = summary(&samples);
+    println!(
+        "    drover {:<36}{wall:>8.1} / {wall_worst:>6.1} ms   peak RSS {rss:>5.1} / {rss_worst:>5.1} MiB",
+        args.join(" ")
+    );
+}
+
+/// Makes the history's usage look like months of work: three rows a run, over 90 days,
+/// several models, providers, repositories, workflows and tags, each basis. Returns the
+/// usage rows.
+fn spread(path: &Path) -> i64 {
+    let now = now_millis();
+    let mut conn = Connection::open(path).expect("open raw");
+    let tx = conn.transaction().unwrap();
+    // Usage rows are append-only (a trigger refuses an update): the filler's one row a
+    // run is replaced by three, each spread as wanted.
+    tx.execute("DELETE FROM usage", []).unwrap();
+    tx.execute(
+        "INSERT INTO usage (run_id, turn, at, provider, model, part, input, output,
+             cost_usd, basis, fidelity, source, budget_session)
+         SELECT run_id, n, ?1 - (i % 90) * 86400000 - (i * 7919 % 86400000),
+             CASE i % 4 WHEN 0 THEN 'claude' WHEN 1 THEN 'codex'
+                 WHEN 2 THEN 'opencode' ELSE 'sim' END,
+             CASE i % 4 WHEN 0 THEN 'claude-sonnet-4-5' WHEN 1 THEN 'gpt-5-codex'
+                 WHEN 2 THEN 'kimi-k2' ELSE 'sim-standard' END,
+             'turn', 1200, 300,
+             CASE WHEN i % 97 = 0 THEN NULL ELSE 0.01 + (i % 50) / 100.0 END,
+             CASE WHEN i % 97 = 0 THEN 'unpriced' WHEN i % 10 = 0 THEN 'estimated'
+                 ELSE 'reported' END,
+             'exact', 'provider', 'default'
+         FROM (SELECT r.run_id, k.n, r.rowid * 3 + k.n AS i
+               FROM runs r, (SELECT 1 AS n UNION ALL SELECT 2 UNION ALL SELECT 3) k)",
+        params![now],
+    )
+    .unwrap();
+    tx.execute(
+        "UPDATE runs SET
+             workspace_json = json_object('checkout', '/home/me/src/repo-' || (rowid % 20)),
+             workflow_id = CASE WHEN rowid % 3 = 0 THEN 'wf-' || (rowid % 7) END,
+             spec_json = json_set(spec_json, '$.tags',
+                 json_array('area-' || (rowid % 5), 'team-' || (rowid % 3)))",
+        [],
+    )
+    .unwrap();
+    tx.commit().unwrap();
+    conn.query_row("SELECT count(*) FROM usage", [], |r| r.get(0))
+        .unwrap()
+}
+
+/// Every grouping's rows add up to the same total, and that total is the ledger's own.
+fn check_totals(home: &Path) {
+    let spend = |by: &str| -> serde_json::Value {
+        let out = Command::new(drover_bin())
+            .args(["spend", "--json", "--by", by])
+            .env("DROVER_HOME", home)
+            .env_remove("DROVER_LOG")
+            .output()
+            .expect("drover spend");
+        assert!(out.status.success(), "drover spend --by {by} failed");
+        serde_json::from_slice(&out.stdout).expect("JSON")
+    };
+    let day = spend("day");
+    let total = day["total"]["reported_usd"].as_f64().unwrap()
+        + day["total"]["estimated_usd"].as_f64().unwrap();
+    for by in ["day", "week", "model", "provider", "repository", "workflow"] {
+        let view = spend(by);
+        let sum: f64 = view["rows"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|r| r["reported_usd"].as_f64().unwrap() + r["estimated_usd"].as_f64().unwrap())
+            .sum();
+        assert!(
+            (sum - total).abs() < 1e-6 * total.max(1.0),
+            "--by {by}: the rows add up to {sum}, the total is {total}"
+        );
+    }
+}
