@@ -872,6 +872,68 @@ fn discarding_from_the_diff_view_asks_first() {
     );
 }
 
+/// `r` in the diff view reads the diff again and, for a run with a pull request, the pull
+/// request's state too (`gh pr view`, as the timer does); a run with none reads only the
+/// diff (docs/ARCHITECTURE.md §"Workspaces").
+#[test]
+fn r_in_the_diff_view_reads_the_pull_request_again_when_the_run_has_one() {
+    use drover_core::dispatch::Request;
+    let mut app = diff_app(100, 30);
+    let effects = app.handle(char_key('r'));
+    assert!(
+        matches!(
+            &effects[..],
+            [drover_tui::Effect::Request {
+                request: Request::Diff {
+                    file: None,
+                    stat: true,
+                    ..
+                },
+                ..
+            }]
+        ),
+        "no pull request: the diff only: {effects:?}"
+    );
+    let mut app = pr_app(120, 30);
+    app.handle(char_key('D'));
+    app.handle(AppEvent::Reply {
+        tag: ReplyTag::Diff {
+            run_id: id(1),
+            file: None,
+        },
+        result: Ok(drover_core::dispatch::Response::Diff(Box::new(diff_files(
+            1,
+        )))),
+    });
+    app.handle(AppEvent::Reply {
+        tag: ReplyTag::Diff {
+            run_id: id(1),
+            file: Some("src/cache.rs".into()),
+        },
+        result: Ok(drover_core::dispatch::Response::Diff(Box::new(diff_patch(
+            1,
+            "src/cache.rs",
+        )))),
+    });
+    let effects = app.handle(char_key('r'));
+    assert!(
+        matches!(
+            &effects[..],
+            [
+                drover_tui::Effect::Request {
+                    request: Request::Diff { file: None, stat: true, .. },
+                    ..
+                },
+                drover_tui::Effect::Request {
+                    tag: ReplyTag::Pr(tag),
+                    request: Request::Pr { run_id, refresh: true, force_with_lease: false, .. },
+                },
+            ] if run_id == &id(1) && tag == &id(1)
+        ),
+        "the diff and the pull request: {effects:?}"
+    );
+}
+
 #[test]
 fn a_refused_merge_is_shown_in_the_diff_view() {
     let mut app = diff_app(100, 30);

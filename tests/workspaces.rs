@@ -813,7 +813,7 @@ fn a_new_worktree_gets_its_included_files_linked_directories_and_setup() {
     std::fs::write(work.join("node_modules/left-pad/index.js"), "//\n").unwrap();
     std::fs::write(
         home.path().join("config.toml"),
-        "[workspaces]\nlink = [\"node_modules\", \"target\"]\nsetup = [\"sh\", \"-c\", \"ls node_modules > setup.txt\"]\n",
+        "[workspaces]\nlink = [\"node_modules\", \"target\"]\nsetup = [\"sh\", \"-c\", \"ls node_modules > setup.txt; echo installed 1 package\"]\n",
     )
     .unwrap();
     let _serve = home.serve();
@@ -849,6 +849,19 @@ fn a_new_worktree_gets_its_included_files_linked_directories_and_setup() {
         notes.iter().any(|n| n.contains("ran its setup `sh -c")),
         "{notes:?}"
     );
+    // Its output is in the run's transcript.
+    let transcript: Vec<String> = home
+        .events(&run)
+        .iter()
+        .filter(|e| e["kind"] == "transcript")
+        .filter_map(|e| Some(e["body"]["line"].as_str()?.to_string()))
+        .collect();
+    assert!(
+        transcript
+            .iter()
+            .any(|l| l.starts_with("setup `sh -c") && l.contains("installed 1 package")),
+        "{transcript:?}"
+    );
     // The live line names the step (`preparing: running setup · 12s`; its clock starts
     // with the step: `live_state` tests).
     let details: Vec<String> = home
@@ -881,6 +894,13 @@ fn a_failing_setup_fails_the_runs_start_with_its_exit_code_and_output() {
     assert!(
         notes.contains("exit code 3") && notes.contains("npm ERR missing lockfile"),
         "{notes}"
+    );
+    assert!(
+        home.events(&run).iter().any(|e| e["kind"] == "transcript"
+            && e["body"]["line"]
+                .as_str()
+                .is_some_and(|l| l.starts_with("setup failed") && l.contains("npm ERR"))),
+        "the setup's output is in the transcript"
     );
 }
 

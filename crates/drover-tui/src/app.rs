@@ -347,6 +347,32 @@ impl App {
             Some(ViewCommand::Request(tag, request)) => {
                 effects.push(Effect::Request { tag, request })
             }
+            Some(ViewCommand::Reread {
+                run_id,
+                tag,
+                request,
+            }) => {
+                effects.push(Effect::Request { tag, request });
+                let has_pr = self.model.run(&run_id).is_some_and(|entry| {
+                    entry
+                        .summary
+                        .workspace
+                        .as_ref()
+                        .is_some_and(|w| w.pr.is_some())
+                });
+                if has_pr {
+                    effects.push(Effect::Request {
+                        tag: ReplyTag::Pr(run_id.clone()),
+                        request: Request::Pr {
+                            run_id,
+                            draft: false,
+                            title: None,
+                            force_with_lease: false,
+                            refresh: true,
+                        },
+                    });
+                }
+            }
             Some(ViewCommand::Quit) => {
                 self.quitting = true;
                 effects.push(Effect::Quit);

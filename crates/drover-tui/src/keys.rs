@@ -372,7 +372,7 @@ impl Action {
             Action::MergeSquash => "merge it as one squashed commit",
             Action::Keep => "remove the worktree, keep the branch (a finished run)",
             Action::Discard => "delete the worktree and the branch (asks first)",
-            Action::Refresh => "read the diff again",
+            Action::Refresh => "read the diff (and its pull request) again",
             Action::OpenTranscript => {
                 "read the selected run's transcript full screen (select, copy, expand tool calls)"
             }

@@ -268,7 +268,11 @@ impl View for DiffScreen {
             Some(Action::PrevFile) => self.select(-1),
             Some(Action::Refresh) if !self.busy() => {
                 let (tag, request) = self.list_request();
-                Outcome::stay_with(ViewCommand::Request(tag, request))
+                Outcome::stay_with(ViewCommand::Reread {
+                    run_id: self.run_id.clone(),
+                    tag,
+                    request,
+                })
             }
             Some(Action::Merge | Action::MergeSquash) if !self.busy() => {
                 let squash = action == Some(Action::MergeSquash);

@@ -97,6 +97,16 @@ pub struct DrawContext<'a> {
 pub enum ViewCommand {
     /// Send a request; the answer comes back with the tag.
     Request(ReplyTag, Request),
+    /// Read a run's work again (the diff view's `r`): send the request, and read the run's
+    /// pull request again too when it has one (docs/ARCHITECTURE.md §"Workspaces").
+    Reread {
+        /// The run.
+        run_id: String,
+        /// The view's own read.
+        tag: ReplyTag,
+        /// Its request.
+        request: Request,
+    },
     /// Leave the dashboard.
     Quit,
     /// Show only runs matching this text.

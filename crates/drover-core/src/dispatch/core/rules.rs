@@ -10,11 +10,9 @@
 
 use std::path::PathBuf;
 
-use serde_json::json;
-
 use super::run::{Batch, Run};
 use super::{Core, ReplyTo};
-use crate::dispatch::api::{DispatchEvent, Response, RuleAnswer};
+use crate::dispatch::api::{Response, RuleAnswer};
 use crate::ledger::WriteOp;
 use crate::providers::{Ask, PermissionAnswer, PermissionRequest, RequestKind};
 use crate::rules::{Place, Rule, RuleDecision, RuleSet, RuleSpec, Scope};
@@ -99,12 +97,7 @@ impl Core {
         let now = self.now;
         if let Some(run) = self.runs.get_mut(run_id) {
             let mut batch = Batch::default();
-            run.event(&mut batch, "transcript", &json!({ "line": line }), now);
-            run.transcript.push(line.clone());
-            batch.events.push(DispatchEvent::Transcript {
-                run_id: run_id.to_string(),
-                line,
-            });
+            run.transcript_line(&mut batch, line, now);
             self.commit(batch);
         }
         let tool = request.tool.clone();

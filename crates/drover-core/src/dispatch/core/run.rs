@@ -584,6 +584,17 @@ impl Run {
         });
     }
 
+    /// Adds a line of drover's own to the run's transcript (a rule's answer, its setup's
+    /// output): recorded as a `transcript` event, kept in the ring, and published.
+    pub fn transcript_line(&mut self, batch: &mut Batch, line: String, at: UnixMillis) {
+        self.event(batch, "transcript", &json!({ "line": line }), at);
+        self.transcript.push(line.clone());
+        batch.events.push(DispatchEvent::Transcript {
+            run_id: self.id.clone(),
+            line,
+        });
+    }
+
     /// Moves the live state; a refused assignment is logged and changes nothing.
     pub fn set_live(
         &mut self,

@@ -281,11 +281,23 @@ impl Core {
         let failed = match outcome {
             Ok(Outcome::SetupRan(ran)) if !gone => {
                 for StepRan { shown, took, tail } in ran {
+                    let took = crate::text::duration_words(took.as_millis() as i64);
+                    // Its output goes to the transcript, where the run's work is read; the
+                    // note says it ran (docs/ARCHITECTURE.md §"Workspaces").
+                    let line = if tail.is_empty() {
+                        format!("setup `{shown}` ran ({took}), printing nothing")
+                    } else {
+                        format!("setup `{shown}` ran ({took}): {tail}")
+                    };
+                    run.transcript_line(
+                        &mut batch,
+                        crate::text::clip(&line, super::super::transcript::LINE_MAX_CHARS),
+                        now,
+                    );
                     run.note(
                         &mut batch,
                         format!(
-                            "ran its setup `{shown}` ({}){}",
-                            crate::text::duration_words(took.as_millis() as i64),
+                            "ran its setup `{shown}` ({took}){}",
                             if tail.is_empty() {
                                 String::new()
                             } else {
@@ -304,6 +316,14 @@ impl Core {
         if let Some(e) = &failed
             && !gone
         {
+            run.transcript_line(
+                &mut batch,
+                crate::text::clip(
+                    &format!("setup failed: {}", crate::text::one_line(&e.message)),
+                    super::super::transcript::LINE_MAX_CHARS,
+                ),
+                now,
+            );
             run.note(&mut batch, format!("its setup failed: {}", e.message), now);
         }
         if gone || failed.is_some() {
