@@ -22,12 +22,10 @@
 mod common;
 
 use common::exec::{Sample, drover_bin, summary, vmhwm_kb};
-use drover_core::control::ControlClient;
-use drover_core::dispatch::Request;
 use drover_core::paths::Paths;
 use std::path::Path;
-use std::process::{Command, Stdio};
-use std::time::{Duration, Instant};
+use std::process::Command;
+use std::time::Instant;
 
 /// How many dashboards start, one after the other (the median is printed).
 const DASHBOARDS: usize = 9;
@@ -71,28 +69,7 @@ fn measure(runs: u64, events: u64) {
         .unwrap_or(0.0);
 
     let owner_start = Instant::now();
-    let mut owner = Command::new(drover_bin())
-        .arg("serve")
-        .env("DROVER_HOME", home.path())
-        .env_remove("DROVER_LOG")
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("drover serve");
-    let rt = tokio::runtime::Runtime::new().expect("runtime");
-    rt.block_on(async {
-        let deadline = Instant::now() + Duration::from_secs(120);
-        loop {
-            if let Ok(Some(mut client)) = ControlClient::connect(&paths).await
-                && client.request(Request::Ping).await.is_ok()
-            {
-                break;
-            }
-            assert!(Instant::now() < deadline, "the owner never answered");
-            tokio::time::sleep(Duration::from_millis(2)).await;
-        }
-    });
+    let mut owner = common::exec::start_owner(home.path());
     let owner_ms = owner_start.elapsed().as_secs_f64() * 1e3;
 
     // The dashboard, nine times (a fresh process each), the median kept: one start takes

@@ -19,7 +19,7 @@ use common::env_or;
 use common::exec::drover_bin;
 use std::path::Path;
 use std::process::{Command, Output, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 fn drover(home: &Path, work: &Path, args: &[&str]) -> Output {
     Command::new(drover_bin())
@@ -117,20 +117,7 @@ fn main() {
     let work = home.path().join("work");
     std::fs::create_dir_all(work.join("src")).expect("work dir");
     let h = home.path();
-    let mut owner = Command::new(drover_bin())
-        .arg("serve")
-        .env("DROVER_HOME", h)
-        .env_remove("DROVER_LOG")
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("drover serve");
-    let deadline = Instant::now() + Duration::from_secs(60);
-    while !drover(h, &work, &["status"]).status.success() {
-        assert!(Instant::now() < deadline, "the owner never answered");
-        std::thread::sleep(Duration::from_millis(10));
-    }
+    let mut owner = common::exec::start_owner(h);
     for scenario in ["worktree-change", "quick-success"] {
         pairs_of(h, &work, scenario, pairs);
     }

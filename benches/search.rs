@@ -22,16 +22,14 @@ mod common;
 
 use common::{DROP_SEARCH_INDEX, fts_options};
 use drover_core::clock::now_millis;
-use drover_core::control::ControlClient;
-use drover_core::dispatch::Request;
 use drover_core::ledger::{Ledger, LedgerOptions, LedgerReader, migrate_file_to};
 use drover_core::paths::Paths;
 use drover_core::providers::{Ask, ProviderEvent, TurnEnd};
 use rusqlite::{Connection, params};
 use serde_json::json;
 use std::path::Path;
-use std::process::{Command, Stdio};
-use std::time::{Duration, Instant};
+use std::process::Command;
+use std::time::Instant;
 
 /// Execs of each command; the median is printed.
 const SAMPLES: usize = 9;
@@ -181,28 +179,7 @@ fn measure(runs: u64, events: u64) {
     }
     drop(reader);
 
-    let mut owner = Command::new(env!("CARGO_BIN_EXE_drover"))
-        .arg("serve")
-        .env("DROVER_HOME", home.path())
-        .env_remove("DROVER_LOG")
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("drover serve");
-    let rt = tokio::runtime::Runtime::new().expect("runtime");
-    rt.block_on(async {
-        let deadline = Instant::now() + Duration::from_secs(120);
-        loop {
-            if let Ok(Some(mut client)) = ControlClient::connect(&paths).await
-                && client.request(Request::Ping).await.is_ok()
-            {
-                break;
-            }
-            assert!(Instant::now() < deadline, "the owner never answered");
-            tokio::time::sleep(Duration::from_millis(5)).await;
-        }
-    });
+    let mut owner = common::exec::start_owner(home.path());
     for (what, query) in queries(&words) {
         let (mut owned, hits) = search_ms(home.path(), &query);
         println!(

@@ -14,13 +14,11 @@ mod common;
 
 use common::exec::{drover_bin, summary};
 use drover_core::clock::now_millis;
-use drover_core::control::ControlClient;
-use drover_core::dispatch::Request;
 use drover_core::paths::Paths;
 use rusqlite::{Connection, params};
 use std::path::Path;
-use std::process::{Command, Stdio};
-use std::time::{Duration, Instant};
+use std::process::Command;
+use std::time::Instant;
 
 /// Each command, sampled this many times (the median is printed).
 const SAMPLES: usize = 5;
@@ -63,28 +61,7 @@ fn main() {
         report(home.path(), args);
     }
 
-    let mut owner = Command::new(drover_bin())
-        .arg("serve")
-        .env("DROVER_HOME", home.path())
-        .env_remove("DROVER_LOG")
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("drover serve");
-    let rt = tokio::runtime::Runtime::new().expect("runtime");
-    rt.block_on(async {
-        let deadline = Instant::now() + Duration::from_secs(120);
-        loop {
-            if let Ok(Some(mut client)) = ControlClient::connect(&paths).await
-                && client.request(Request::Ping).await.is_ok()
-            {
-                break;
-            }
-            assert!(Instant::now() < deadline, "the owner never answered");
-            tokio::time::sleep(Duration::from_millis(2)).await;
-        }
-    });
+    let mut owner = common::exec::start_owner(home.path());
     println!("  a `drover serve` owner answers");
     for args in &commands {
         report(home.path(), args);

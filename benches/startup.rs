@@ -17,8 +17,7 @@ mod common;
 use common::env_or;
 use common::exec::{Sample, drover_bin, summary, vmhwm_kb};
 use std::path::Path;
-use std::process::{Command, Stdio};
-use std::time::{Duration, Instant};
+use std::process::Command;
 
 /// What the dashboard's first frame must show (a finished run's title).
 const TITLE: &str = "startup bench run";
@@ -41,20 +40,7 @@ fn main() {
         measure(h, &["config", "path"], samples),
     );
 
-    let mut owner = Command::new(drover_bin())
-        .arg("serve")
-        .env("DROVER_HOME", h)
-        .env_remove("DROVER_LOG")
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("drover serve");
-    let deadline = Instant::now() + Duration::from_secs(60);
-    while !drover(h, &["status"]).status.success() {
-        assert!(Instant::now() < deadline, "the owner never answered");
-        std::thread::sleep(Duration::from_millis(10));
-    }
+    let mut owner = common::exec::start_owner(h);
     for i in 0..10 {
         let out = drover(
             h,

@@ -19,6 +19,38 @@ pub fn drover_bin() -> String {
     std::env::var("DROVER_BENCH_BIN").unwrap_or_else(|_| env!("CARGO_BIN_EXE_drover").into())
 }
 
+/// Starts `drover serve` on the data directory `home` (quiet, no log to the terminal) and
+/// returns it once it answers a ping on its socket (at most two minutes).
+pub fn start_owner(home: &Path) -> std::process::Child {
+    let owner = Command::new(drover_bin())
+        .arg("serve")
+        .env("DROVER_HOME", home)
+        .env_remove("DROVER_LOG")
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("drover serve");
+    let paths = drover_core::paths::Paths::under(home);
+    let rt = tokio::runtime::Runtime::new().expect("runtime");
+    rt.block_on(async {
+        let deadline = Instant::now() + std::time::Duration::from_secs(120);
+        loop {
+            if let Ok(Some(mut client)) = drover_core::control::ControlClient::connect(&paths).await
+                && client
+                    .request(drover_core::dispatch::Request::Ping)
+                    .await
+                    .is_ok()
+            {
+                break;
+            }
+            assert!(Instant::now() < deadline, "the owner never answered");
+            tokio::time::sleep(std::time::Duration::from_millis(2)).await;
+        }
+    });
+    owner
+}
+
 /// One sample: wall time from exec (ms) and the process's peak RSS (KiB).
 #[derive(Clone, Copy, Debug)]
 pub struct Sample {

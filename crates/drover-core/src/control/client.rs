@@ -228,17 +228,7 @@ impl ControlClient {
         let id = self.next_id;
         self.next_id += 1;
         let exchange = async {
-            let mut line = serde_json::to_string(&ClientLine {
-                id,
-                request: &request,
-            })
-            .map_err(|e| {
-                DroverError::new(
-                    ErrorCode::Internal,
-                    format!("cannot write the request as JSON: {e}"),
-                )
-            })?;
-            line.push('\n');
+            let line = request_line(id, &request)?;
             self.writer
                 .write_all(line.as_bytes())
                 .await
@@ -367,17 +357,7 @@ impl EventStream {
         let id = self.next_id;
         self.next_id += 1;
         let request = Request::Focus { focused };
-        let mut line = serde_json::to_string(&ClientLine {
-            id,
-            request: &request,
-        })
-        .map_err(|e| {
-            DroverError::new(
-                ErrorCode::Internal,
-                format!("cannot write the request as JSON: {e}"),
-            )
-        })?;
-        line.push('\n');
+        let line = request_line(id, &request)?;
         self.writer
             .write_all(line.as_bytes())
             .await
@@ -400,6 +380,18 @@ impl EventStream {
             }
         }
     }
+}
+
+/// The line that carries request `id` to the owner: its JSON and a newline.
+fn request_line(id: u64, request: &Request) -> Result<String, DroverError> {
+    let mut line = serde_json::to_string(&ClientLine { id, request }).map_err(|e| {
+        DroverError::new(
+            ErrorCode::Internal,
+            format!("cannot write the request as JSON: {e}"),
+        )
+    })?;
+    line.push('\n');
+    Ok(line)
 }
 
 #[cfg(test)]

@@ -128,6 +128,22 @@ struct Target {
     row: Option<Box<RunSummary>>,
 }
 
+impl Target {
+    /// What a run in memory tells a workspace request.
+    fn of(run: &Run) -> Target {
+        Target {
+            workspace: Some(run.workspace.clone()),
+            state: run.state(),
+            in_turn: in_turn(run),
+            title: run.spec.title.clone(),
+            summary: run.last_result.as_ref().and_then(|r| r.summary.clone()),
+            task: run.spec.task.clone(),
+            result: run.last_result.clone(),
+            row: None,
+        }
+    }
+}
+
 fn run_active(run_id: &str, state: RunState, what: &str) -> DroverError {
     DroverError::new(
         ErrorCode::RunActive,
@@ -906,16 +922,7 @@ impl Core {
                 },
             );
         };
-        let target = Target {
-            workspace: Some(run.workspace.clone()),
-            state: run.state(),
-            in_turn: in_turn(run),
-            title: run.spec.title.clone(),
-            summary: run.last_result.as_ref().and_then(|r| r.summary.clone()),
-            task: run.spec.task.clone(),
-            result: run.last_result.clone(),
-            row: None,
-        };
+        let target = Target::of(run);
         if let Err(e) = self.start_action(to, run_id, target, action) {
             self.reply_now(to, Err(e));
         }

@@ -239,16 +239,7 @@ impl Core {
         let Some(run) = self.runs.get(&run_id) else {
             return;
         };
-        let target = Target {
-            workspace: Some(run.workspace.clone()),
-            state: run.state(),
-            in_turn: in_turn(run),
-            title: run.spec.title.clone(),
-            summary: run.last_result.as_ref().and_then(|r| r.summary.clone()),
-            task: run.spec.task.clone(),
-            result: run.last_result.clone(),
-            row: None,
-        };
+        let target = Target::of(run);
         let wish = PrWish {
             draft: false,
             title: None,
@@ -297,16 +288,8 @@ impl Core {
         {
             return;
         }
-        let target = Target {
-            workspace: Some(run.workspace.clone()),
-            state: run.state(),
-            in_turn: false,
-            title: run.spec.title.clone(),
-            summary: run.last_result.as_ref().and_then(|r| r.summary.clone()),
-            task: run.spec.task.clone(),
-            result: run.last_result.clone(),
-            row: None,
-        };
+        // Not in a turn: checked above.
+        let target = Target::of(run);
         let wish = PrWish {
             draft: false,
             title: None,
