@@ -587,6 +587,19 @@ impl Core {
 
     // ---- effects ----
 
+    /// Adds a note to run `run_id` in its own batch; `false` when the run is not in
+    /// memory (nothing is written).
+    fn note_run(&mut self, run_id: &str, text: String) -> bool {
+        let now = self.now;
+        let Some(run) = self.runs.get_mut(run_id) else {
+            return false;
+        };
+        let mut batch = Batch::default();
+        run.note(&mut batch, text, now);
+        self.commit(batch);
+        true
+    }
+
     /// Queues a batch for the ledger; its events are published after the commit. The
     /// writer stores what it is given, so every op's text is redacted here — but a
     /// provider event's transcript entry, made of the event redacted where it came in

@@ -512,12 +512,7 @@ impl Core {
             ),
         };
         if run.ending.is_none() {
-            let now = self.now;
-            if let Some(run) = self.runs.get_mut(run_id) {
-                let mut batch = Batch::default();
-                run.note(&mut batch, note, now);
-                self.commit(batch);
-            }
+            self.note_run(run_id, note);
         }
         self.finalize(run_id, state, &reason, cause);
     }

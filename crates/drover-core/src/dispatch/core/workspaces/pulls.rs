@@ -131,13 +131,15 @@ impl Core {
                 match reply {
                     Some(to) => self.reply_now(to, Err(e)),
                     // A push after a turn: the user reads why in the run's notes.
-                    None => self.pr_note(
-                        run_id,
-                        format!(
-                            "could not push the turn's work to its pull request: {}",
-                            e.message
-                        ),
-                    ),
+                    None => {
+                        self.note_run(
+                            run_id,
+                            format!(
+                                "could not push the turn's work to its pull request: {}",
+                                e.message
+                            ),
+                        );
+                    }
                 }
                 return;
             }
@@ -257,15 +259,6 @@ impl Core {
                 self.job(&run_id, task, None, None);
             }
             Err(e) => tracing::warn!(run = %run_id, code = %e.code, "{}", e.message),
-        }
-    }
-
-    fn pr_note(&mut self, run_id: &str, text: String) {
-        let now = self.now;
-        if let Some(run) = self.runs.get_mut(run_id) {
-            let mut batch = super::Batch::default();
-            run.note(&mut batch, text, now);
-            self.commit(batch);
         }
     }
 

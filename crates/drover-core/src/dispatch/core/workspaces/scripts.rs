@@ -56,14 +56,8 @@ impl Core {
     /// What a worktree's teardown came to: a note on the run while it is in memory; a run
     /// that already left the trays (`X`, `gc`) has it in drover's log.
     pub(super) fn teardown_noted(&mut self, run_id: &str, note: String) {
-        let now = self.now;
-        match self.runs.get_mut(run_id) {
-            Some(run) => {
-                let mut batch = Batch::default();
-                run.note(&mut batch, note, now);
-                self.commit(batch);
-            }
-            None => tracing::warn!(run = %run_id, "{note}"),
+        if !self.note_run(run_id, note.clone()) {
+            tracing::warn!(run = %run_id, "{note}");
         }
     }
 
