@@ -4,6 +4,7 @@ use clap::{CommandFactory, FromArgMatches};
 use std::process::ExitCode;
 
 fn main() -> ExitCode {
+    drover_core::set_version(drover::VERSION);
     drover_core::paths::restrict_file_creation_mask();
     if let Err(e) = drover_tui::terminal::install_panic_and_error_hooks() {
         eprintln!("error[{}]: {}", e.code, e.message);

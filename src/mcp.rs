@@ -423,7 +423,7 @@ impl DroverMcp {
 impl ServerHandler for DroverMcp {
     fn get_info(&self) -> ServerConfig {
         ServerConfig::new(ServerCapabilities::builder().enable_tools().build())
-            .with_server_info(Implementation::new("drover", drover_core::VERSION))
+            .with_server_info(Implementation::new("drover", crate::VERSION))
             .with_instructions(
                 "drover dispatches coding-agent runs and supervises them. Dispatch runs, wait \
                  for them, read their results and follow up; the person answers permission \

@@ -47,7 +47,7 @@ pub struct Cli {
 #[derive(Debug, Parser)]
 #[command(
     name = "drover",
-    version = drover_core::VERSION,
+    version = crate::VERSION,
     about,
     long_about = None,
     after_help = exit::TABLE
@@ -280,7 +280,7 @@ pub fn run(cli: Cli) -> Result<exit::Exit, DroverError> {
             Ok(log) => {
                 // The command's name only: its arguments (a task, a follow-up) are content.
                 tracing::info!(
-                    version = drover_core::VERSION,
+                    version = crate::VERSION,
                     command = cli.command.name(),
                     "drover started"
                 );

@@ -217,7 +217,7 @@ pub fn status(args: StatusArgs, paths: &Paths) -> Result<(), DroverError> {
             pid: pong.as_ref().map(|p| p.pid),
             version: pong
                 .as_ref()
-                .map_or_else(|| drover_core::VERSION.to_string(), |p| p.version.clone()),
+                .map_or_else(|| crate::VERSION.to_string(), |p| p.version.clone()),
             started_at: pong.as_ref().map(|p| p.started_at),
             uptime_secs: pong
                 .as_ref()

@@ -36,5 +36,17 @@ pub mod workspace;
 
 pub use error::{DroverError, ErrorCode, UnixMillis};
 
-/// This build's version and the commit it was built from (`0.1.0 (a1b2c3d)`).
-pub const VERSION: &str = concat!(env!("CARGO_PKG_VERSION"), " (", env!("DROVER_COMMIT"), ")");
+static VERSION: std::sync::OnceLock<&'static str> = std::sync::OnceLock::new();
+
+/// The version this process reports (the owner's `status`): the one the binary named at its
+/// start with [`set_version`] (`0.1.0 (a1b2c3d)`, with the commit it was built from), or the
+/// package version alone where nothing named one (a test). Named at run time so that a new
+/// commit rebuilds the small `drover` crate only, not this one.
+pub fn version() -> &'static str {
+    VERSION.get().copied().unwrap_or(env!("CARGO_PKG_VERSION"))
+}
+
+/// Names this build's version for [`version`]; the first call wins.
+pub fn set_version(version: &'static str) {
+    let _ = VERSION.set(version);
+}

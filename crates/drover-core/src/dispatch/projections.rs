@@ -147,7 +147,7 @@ pub fn startup(
         .collect();
     Ok(Startup {
         pid,
-        version: crate::VERSION.to_string(),
+        version: crate::version().to_string(),
         session: session(reader, &name)?,
         route_memory,
         rules: reader.rules()?,
