@@ -38,6 +38,14 @@ if [ "$1" = exec ]; then
     exec-dies)
       out '{"type":"thread.started","thread_id":"th-1"}'
       echo "fatal: out of cheese" >&2; exit 2 ;;
+    exec-lingers)
+      # As Codex does: the turn's end first, then what it writes of the thread, then exit.
+      trap 'echo term > "$dir/term"; exit 143' TERM
+      out '{"type":"thread.started","thread_id":"th-1"}'
+      out '{"type":"turn.started"}'
+      out '{"type":"turn.completed","usage":{"input_tokens":100,"cached_input_tokens":0,"output_tokens":10,"reasoning_output_tokens":0}}'
+      while [ ! -e "$dir/go" ]; do sleep 0.01; done
+      echo written > "$dir/flushed" ;;
     *)
       out '{"type":"thread.started","thread_id":"th-1"}'
       out '{"type":"turn.started"}'
@@ -464,4 +472,38 @@ async fn exec_child_that_dies_mid_turn_ends_the_turn_with_its_stderr() {
         matches!(events[..], [ProviderEvent::Exited { code: Some(2), .. }]),
         "{events:?}"
     );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn exec_shutdown_after_the_turns_end_lets_the_child_exit_by_itself() {
+    let mut run = start("exec-lingers", PermissionPolicy::Auto);
+    run.next().await;
+    run.send(ProviderCommand::StartTurn {
+        prompt: "go".into(),
+    });
+    let events = run
+        .until(|e| matches!(e, ProviderEvent::TurnCompleted(_)))
+        .await;
+    assert!(!ends(&events)[0].is_error, "{events:?}");
+    // The run ends right after its turn (`--max-turns 1`) while the child is still
+    // writing: drover waits for its exit (within the shutdown's stdin grace) instead of
+    // signalling it.
+    run.send(ProviderCommand::Shutdown);
+    std::fs::write(run.dir.path().join("logs/go"), "").expect("let the child finish");
+    let events = run.until_exited().await;
+    assert_eq!(
+        events,
+        vec![ProviderEvent::Exited {
+            code: Some(0),
+            signal: None,
+            stderr_tail: "fake codex starting (exec-lingers)".into()
+        }],
+        "no second end of the turn, and the child's own exit"
+    );
+    assert_eq!(
+        run.log("term"),
+        "",
+        "the child was signalled after its turn ended"
+    );
+    assert_eq!(run.log("flushed"), "written\n");
 }
