@@ -178,7 +178,7 @@ async fn drover_run(drover: &Drover, flags: &[&str]) -> (Duration, Split) {
         "--json",
         PROMPT,
     ]);
-    let out = drover.run(&args).await;
+    let out = drover.run_within(&args, BOUND).await;
     let wall = started.elapsed();
     assert!(out.success, "dispatch failed: {}{}", out.stdout, out.stderr);
     let answer: Value =
