@@ -3,6 +3,13 @@
 //! (`drover dispatch --max-turns 1 --wait` to a `drover serve`), alternating, with drover
 //! serve's peak resident memory (VmHWM). Prints figures; asserts nothing about speed.
 //!
+//! Each pair (a direct run, then a drover run) gives one ratio, drover / direct; the
+//! figure is the median of those ratios over `DROVER_BENCH_PAIRS` pairs (default 15,
+//! after one warm-up pair), so a change in the machine's load weighs on both sides of a
+//! pair alike. Where drover's side goes is split by the ledger's clock: from the command's
+//! start to the run's creation, the run's first turn, and from the turn's end to the
+//! command's exit.
+//!
 //! - Claude Code: the CLI driven over stream-json as drover's adapter drives it.
 //! - Codex: `codex exec --json` (drover runs the same for policy `auto`).
 //! - OpenCode: `opencode run --format json` (its own in-process server); drover runs
@@ -44,17 +51,36 @@ use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
 use drover::{Drover, proc_status_kib, provider_config};
 use mock::{MockApi, Protocol};
 
-/// Measured runs per side (after one warm-up run each).
-const RUNS: usize = 7;
+/// Measured pairs (after one warm-up pair), unless `DROVER_BENCH_PAIRS` says otherwise.
+const PAIRS: usize = 15;
+
+fn pairs() -> usize {
+    std::env::var("DROVER_BENCH_PAIRS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .filter(|n| *n > 0)
+        .unwrap_or(PAIRS)
+}
 const MODEL: &str = "claude-sonnet-4-5";
 /// The prompt of every run.
 const PROMPT: &str = "Say hello.";
 const BOUND: Duration = Duration::from_secs(120);
 
+/// What one direct Claude Code run took.
+struct DirectClaude {
+    /// Spawn to the answer to `initialize` (drover's handshake).
+    to_init: Duration,
+    /// Spawn to the `result`.
+    to_result: Duration,
+    /// Spawn to exit.
+    whole: Duration,
+    /// The CLI's VmHWM in KiB just before it was told to end.
+    peak: u64,
+}
+
 /// One direct run the way drover's adapter drives the CLI: handshake, one user turn, the
-/// `result`, stdin closed, exit. Returns (time to `result`, time to exit, the CLI's VmHWM
-/// in KiB just before it was told to end).
-async fn direct_run(claude: &Path, root: &Path, mock: &MockApi) -> (Duration, Duration, u64) {
+/// `result`, stdin closed, exit.
+async fn direct_run(claude: &Path, root: &Path, mock: &MockApi) -> DirectClaude {
     let mut env = peers::base_env(&root.join("home"));
     env.extend(peers::claude_env(root, &mock.url()));
     let started = Instant::now();
@@ -83,9 +109,16 @@ async fn direct_run(claude: &Path, root: &Path, mock: &MockApi) -> (Duration, Du
             .await
             .expect("claude reads stdin");
     }
+    let mut to_init = Duration::ZERO;
     let to_result = tokio::time::timeout(BOUND, async {
         while let Some(line) = lines.next_line().await.expect("claude's stdout") {
-            if serde_json::from_str::<Value>(&line).is_ok_and(|v| v["type"] == "result") {
+            let Ok(v) = serde_json::from_str::<Value>(&line) else {
+                continue;
+            };
+            if v["type"] == "control_response" && to_init.is_zero() {
+                to_init = started.elapsed();
+            }
+            if v["type"] == "result" {
                 return started.elapsed();
             }
         }
@@ -102,15 +135,37 @@ async fn direct_run(claude: &Path, root: &Path, mock: &MockApi) -> (Duration, Du
     .await
     .expect("claude exited in time")
     .expect("waiting for claude");
-    (to_result, started.elapsed(), peak)
+    DirectClaude {
+        to_init,
+        to_result,
+        whole: started.elapsed(),
+        peak,
+    }
+}
+
+/// Where one run through drover spent its wall time, by the ledger's clock (ms since
+/// the epoch, so each part is whole milliseconds).
+#[derive(Clone, Copy, Default)]
+struct Split {
+    /// The command's start to the run's creation (the CLI starting, the dispatch
+    /// request, its commit).
+    to_created: f64,
+    /// The run's creation to its turn's start (the child's start and handshake).
+    to_turn: f64,
+    /// The turn, as drover recorded it.
+    turn: f64,
+    /// The turn's end to the run's end (the child ended and reaped, the end committed).
+    to_end: f64,
+    /// The run's end to the command's exit (the wait's answer, the command ending).
+    to_exit: f64,
 }
 
 /// One run through drover: `dispatch --max-turns 1 --wait` (the run ends after its turn,
 /// the child is ended, the end recorded). `flags` name the provider, model and policy.
-/// Returns (the command's wall time, the time from the run's creation to its turn's end
-/// as drover recorded them).
-async fn drover_run(drover: &Drover, flags: &[&str]) -> (Duration, Duration) {
+/// Returns the command's wall time and where it went.
+async fn drover_run(drover: &Drover, flags: &[&str]) -> (Duration, Split) {
     let started = Instant::now();
+    let started_ms = ::drover_core::clock::now_millis();
     let work = drover.work_dir().display().to_string();
     let mut args = vec!["dispatch"];
     args.extend_from_slice(flags);
@@ -123,7 +178,7 @@ async fn drover_run(drover: &Drover, flags: &[&str]) -> (Duration, Duration) {
         "--json",
         PROMPT,
     ]);
-    let out = drover.run(&args).await;
+    let out = drover.run_within(&args, BOUND).await;
     let wall = started.elapsed();
     assert!(out.success, "dispatch failed: {}{}", out.stdout, out.stderr);
     let answer: Value =
@@ -136,9 +191,19 @@ async fn drover_run(drover: &Drover, flags: &[&str]) -> (Duration, Duration) {
         .to_string();
     let view = drover.show(&run).await;
     assert_eq!(view["state"], "completed", "{view:#}");
-    let turn_end =
-        view["turns"][0]["ended_at"].as_i64().unwrap() - view["created_at"].as_i64().unwrap();
-    (wall, Duration::from_millis(turn_end.max(0) as u64))
+    let at = |v: &Value| v.as_i64().unwrap() as f64;
+    let created = at(&view["created_at"]);
+    let turn_started = at(&view["turns"][0]["started_at"]);
+    let turn_ended = at(&view["turns"][0]["ended_at"]);
+    let finished = at(&view["finished_at"]);
+    let split = Split {
+        to_created: created - started_ms as f64,
+        to_turn: turn_started - created,
+        turn: turn_ended - turn_started,
+        to_end: finished - turn_ended,
+        to_exit: ms(wall) - (finished - started_ms as f64),
+    };
+    (wall, split)
 }
 
 /// One direct run of a CLI that ends by itself: spawn with `env` only, stdin closed,
@@ -173,52 +238,192 @@ async fn direct_exit(
     started.elapsed()
 }
 
-/// What one CLI measured: direct wall times, through-drover wall times and turn times,
-/// drover serve's peak before and after.
+/// One direct run of `opencode serve` driven over HTTP as drover drives it (the bare
+/// counterpart of drover's OpenCode runs, which `opencode run` is not: that is one process
+/// with its server inside): start it on a free loopback port, wait for its "listening"
+/// line, subscribe to `/event`, make a session, send the prompt (`prompt_async`), wait
+/// for the session's `session.idle`, then SIGTERM its process group and wait for its
+/// exit. Returns the wall time.
+async fn direct_serve(program: &Path, env: &[(String, String)], cwd: &Path) -> Duration {
+    const PASSWORD: &str = "bench-password";
+    let started = Instant::now();
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .unwrap()
+        .port();
+    let permission = ::drover_core::providers::opencode::launch::permission_rules(
+        ::drover_core::spec::PermissionPolicy::Auto,
+        ::drover_core::spec::Capability::Workspace,
+    );
+    let mut child = tokio::process::Command::new(program)
+        .args([
+            "serve",
+            "--hostname",
+            "127.0.0.1",
+            "--port",
+            &port.to_string(),
+        ])
+        .env_clear()
+        .envs(env.iter().map(|(k, v)| (k, v)))
+        .env("OPENCODE_SERVER_USERNAME", "opencode")
+        .env("OPENCODE_SERVER_PASSWORD", PASSWORD)
+        .env("OPENCODE_PERMISSION", permission.to_string())
+        .current_dir(cwd)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .process_group(0)
+        .kill_on_drop(true)
+        .spawn()
+        .expect("opencode serve starts");
+    let pid = child.id().expect("the server's pid") as i32;
+    let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
+    tokio::time::timeout(BOUND, async {
+        while let Some(line) = lines.next_line().await.expect("the server's stdout") {
+            if line.contains("listening on") {
+                return;
+            }
+        }
+        panic!("opencode serve ended before it listened");
+    })
+    .await
+    .expect("opencode serve listened in time");
+    // Keep reading what it says, so it never blocks on a full pipe.
+    tokio::spawn(async move { while let Ok(Some(_)) = lines.next_line().await {} });
+    let base = format!("http://127.0.0.1:{port}");
+    let client = reqwest::Client::builder().no_proxy().build().unwrap();
+    let mut events = client
+        .get(format!("{base}/event"))
+        .basic_auth("opencode", Some(PASSWORD))
+        .send()
+        .await
+        .expect("the event stream")
+        .error_for_status()
+        .expect("the event stream is served");
+    let session: Value = client
+        .post(format!("{base}/session"))
+        .basic_auth("opencode", Some(PASSWORD))
+        .json(&json!({}))
+        .send()
+        .await
+        .expect("a session")
+        .json()
+        .await
+        .expect("the session as JSON");
+    let id = session["id"].as_str().expect("a session id").to_string();
+    let (provider, model) = opencode::MODEL.split_once('/').unwrap();
+    client
+        .post(format!("{base}/session/{id}/prompt_async"))
+        .basic_auth("opencode", Some(PASSWORD))
+        .json(&json!({"parts": [{"type": "text", "text": PROMPT}],
+                      "model": {"providerID": provider, "modelID": model}}))
+        .send()
+        .await
+        .expect("the prompt")
+        .error_for_status()
+        .expect("the prompt is taken");
+    let idle = format!("\"sessionID\":\"{id}\"");
+    tokio::time::timeout(BOUND, async {
+        let mut seen = String::new();
+        while let Some(chunk) = events.chunk().await.expect("the event stream") {
+            seen.push_str(&String::from_utf8_lossy(&chunk));
+            while let Some(end) = seen.find("\n\n") {
+                let event: String = seen.drain(..end + 2).collect();
+                if event.contains("\"session.idle\"") && event.contains(&idle) {
+                    return;
+                }
+            }
+        }
+        panic!("the event stream ended before the session was idle");
+    })
+    .await
+    .expect("the turn ended in time");
+    drop(events);
+    nix::sys::signal::killpg(
+        nix::unistd::Pid::from_raw(pid),
+        nix::sys::signal::Signal::SIGTERM,
+    )
+    .expect("SIGTERM the server's group");
+    tokio::time::timeout(BOUND, child.wait())
+        .await
+        .expect("opencode serve exited in time")
+        .expect("waiting for opencode serve");
+    started.elapsed()
+}
+
+/// What one CLI measured: direct wall times, through-drover wall times and where they
+/// went, drover serve's peak before and after.
 struct Figures {
-    direct: Vec<f64>,
+    /// Per counterpart, its wall times.
+    direct: Vec<Vec<f64>>,
     walls: Vec<f64>,
-    turns: Vec<f64>,
+    splits: Vec<Split>,
     idle_peak: u64,
     serve_peak: u64,
 }
 
 impl Figures {
-    fn print(&self, title: &str, direct: &str) {
-        println!("\n{title}, {RUNS} runs each after a warm-up:");
-        line(direct, &self.direct);
+    /// `names`: the direct counterparts, in the order the direct closure runs them.
+    fn print(&self, title: &str, names: &[&str]) {
+        let n = self.walls.len();
+        println!("\n{title}, {n} pairs after a warm-up pair:");
+        for (name, direct) in names.iter().zip(&self.direct) {
+            line(name, direct);
+        }
         line("drover: dispatch --wait (the whole run)", &self.walls);
-        line("drover: run created to turn ended", &self.turns);
+        let part = |f: fn(&Split) -> f64| self.splits.iter().map(f).collect::<Vec<_>>();
+        line("  command start to run created", &part(|s| s.to_created));
+        line("  run created to turn started", &part(|s| s.to_turn));
+        line("  the turn", &part(|s| s.turn));
+        line("  turn ended to run ended", &part(|s| s.to_end));
+        line("  run ended to command exit", &part(|s| s.to_exit));
+        for (name, direct) in names.iter().zip(&self.direct) {
+            let ratios: Vec<f64> = self.walls.iter().zip(direct).map(|(w, d)| w / d).collect();
+            let shown: Vec<String> = ratios.iter().map(|r| format!("{r:.2}")).collect();
+            let name = name.split(':').nth(1).unwrap_or(name).trim();
+            println!(
+                "drover / {name}, per pair: median {:.3}× (ratio of medians {:.3}×)\n  pairs [{}]",
+                median(ratios.clone()),
+                median(self.walls.clone()) / median(direct.clone()),
+                shown.join(", ")
+            );
+        }
         println!(
             "drover serve peak RSS (VmHWM): {:.1} MiB after start, {:.1} MiB after {} runs",
             self.idle_peak as f64 / 1024.0,
             self.serve_peak as f64 / 1024.0,
-            RUNS + 1
+            n + 1
         );
     }
 }
 
-/// Alternates `direct` and a drover run (`flags`), a warm-up of each first, so a change
-/// in the machine's load weighs on both alike.
+/// Alternates `direct` (one run of each direct counterpart, in order) and a drover run
+/// (`flags`), a warm-up pair first, so a change in the machine's load weighs on both
+/// alike.
 async fn alternate<F, Fut>(drover: &Drover, flags: &[&str], mut direct: F) -> Figures
 where
     F: FnMut() -> Fut,
-    Fut: std::future::Future<Output = Duration>,
+    Fut: std::future::Future<Output = Vec<Duration>>,
 {
     let idle_peak = drover.serve_peak_rss_kib().unwrap_or(0);
     direct().await;
     drover_run(drover, flags).await;
-    let (mut directs, mut walls, mut turns) = (vec![], vec![], vec![]);
-    for _ in 0..RUNS {
-        directs.push(ms(direct().await));
-        let (wall, turn) = drover_run(drover, flags).await;
+    let (mut directs, mut walls, mut splits) = (Vec::<Vec<f64>>::new(), vec![], vec![]);
+    for _ in 0..pairs() {
+        for (i, took) in direct().await.into_iter().enumerate() {
+            if directs.len() <= i {
+                directs.push(Vec::new());
+            }
+            directs[i].push(ms(took));
+        }
+        let (wall, split) = drover_run(drover, flags).await;
         walls.push(ms(wall));
-        turns.push(ms(turn));
+        splits.push(split);
     }
     Figures {
         direct: directs,
         walls,
-        turns,
+        splits,
         idle_peak,
         serve_peak: drover.serve_peak_rss_kib().unwrap_or(0),
     }
@@ -260,6 +465,8 @@ async fn bench_claude() {
     })
     .await;
     let peaks = std::cell::RefCell::new(Vec::new());
+    let inits = std::cell::RefCell::new(Vec::new());
+    let ends = std::cell::RefCell::new(Vec::new());
     let flags = [
         "--provider",
         "claude-code",
@@ -270,11 +477,13 @@ async fn bench_claude() {
     ];
     let figures = alternate(&drover, &flags, || {
         let (claude, root, mock) = (&claude, direct_root.path(), &mock);
-        let peaks = &peaks;
+        let (peaks, inits, ends) = (&peaks, &inits, &ends);
         async move {
-            let (_, whole, peak) = direct_run(claude, root, mock).await;
-            peaks.borrow_mut().push(peak as f64 / 1024.0);
-            whole
+            let run = direct_run(claude, root, mock).await;
+            peaks.borrow_mut().push(run.peak as f64 / 1024.0);
+            inits.borrow_mut().push(ms(run.to_init));
+            ends.borrow_mut().push(ms(run.whole - run.to_result));
+            vec![run.whole]
         }
     })
     .await;
@@ -283,8 +492,12 @@ async fn bench_claude() {
             "claude {} against the mock Anthropic API",
             peers::pinned_version("@anthropic-ai/claude-code")
         ),
-        "direct: spawn to exit (stream-json, one turn)",
+        &["direct: spawn to exit (stream-json, one turn)"],
     );
+    // The direct run's parts that drover's split has too (the warm-up's dropped).
+    let measured = |v: std::cell::RefCell<Vec<f64>>| v.into_inner().split_off(1);
+    line("direct: spawn to initialize answered", &measured(inits));
+    line("direct: result to exit", &measured(ends));
     println!(
         "claude's own peak RSS (VmHWM) per direct run: median {:.0} MiB",
         median(peaks.into_inner())
@@ -327,8 +540,8 @@ async fn bench_codex() {
         "--policy",
         "auto",
     ];
-    let figures = alternate(&drover, &flags, || {
-        direct_exit(&program, &args, &env, &work)
+    let figures = alternate(&drover, &flags, || async {
+        vec![direct_exit(&program, &args, &env, &work).await]
     })
     .await;
     figures.print(
@@ -336,7 +549,7 @@ async fn bench_codex() {
             "codex {} against the mock Responses API",
             peers::pinned_version("@openai/codex")
         ),
-        "direct: codex exec --json (the whole run)",
+        &["direct: codex exec --json (the whole run)"],
     );
 }
 
@@ -373,8 +586,13 @@ async fn bench_opencode() {
         "--policy",
         "auto",
     ];
-    let figures = alternate(&drover, &flags, || {
-        direct_exit(&program, &args, &env, &work)
+    // Two direct counterparts: `opencode run`, what a user types, and `opencode serve`
+    // driven over HTTP, what drover runs.
+    let figures = alternate(&drover, &flags, || async {
+        vec![
+            direct_exit(&program, &args, &env, &work).await,
+            direct_serve(&program, &env, &work).await,
+        ]
     })
     .await;
     figures.print(
@@ -382,7 +600,10 @@ async fn bench_opencode() {
             "opencode {} against the mock chat completions API",
             peers::pinned_version("opencode-ai")
         ),
-        "direct: opencode run --format json (the whole run)",
+        &[
+            "direct: opencode run --format json",
+            "direct: opencode serve over HTTP",
+        ],
     );
 }
 

@@ -183,10 +183,16 @@ impl Drover {
 
     /// Runs `drover args…` (bounded by [`STEP`]).
     pub async fn run(&self, args: &[&str]) -> Output {
+        self.run_within(args, STEP).await
+    }
+
+    /// Runs `drover args…`, bounded by `within` (a whole run waited for on a loaded
+    /// machine can take longer than [`STEP`]).
+    pub async fn run_within(&self, args: &[&str], within: Duration) -> Output {
         let child = self.command(args).spawn().expect("drover starts");
-        let output = tokio::time::timeout(STEP, child.wait_with_output())
+        let output = tokio::time::timeout(within, child.wait_with_output())
             .await
-            .unwrap_or_else(|_| panic!("drover {args:?} ran past {STEP:?}"))
+            .unwrap_or_else(|_| panic!("drover {args:?} ran past {within:?}"))
             .expect("drover's output");
         Output {
             success: output.status.success(),

@@ -38,6 +38,15 @@ if [ "$1" = exec ]; then
     exec-dies)
       out '{"type":"thread.started","thread_id":"th-1"}'
       echo "fatal: out of cheese" >&2; exit 2 ;;
+    exec-lingers)
+      # As Codex does: the turn's end first, then what it writes of the thread, then
+      # exit. A SIGTERM is noted (and otherwise ignored, so the test sees it).
+      trap 'echo term >> "$dir/term"' TERM
+      out '{"type":"thread.started","thread_id":"th-1"}'
+      out '{"type":"turn.started"}'
+      out '{"type":"turn.completed","usage":{"input_tokens":100,"cached_input_tokens":0,"output_tokens":10,"reasoning_output_tokens":0}}'
+      while [ ! -e "$dir/go" ]; do sleep 0.01; done
+      echo written > "$dir/flushed" ;;
     *)
       out '{"type":"thread.started","thread_id":"th-1"}'
       out '{"type":"turn.started"}'
@@ -105,6 +114,10 @@ struct FakeRun {
 }
 
 fn start(mode: &str, policy: PermissionPolicy) -> FakeRun {
+    start_with(mode, policy, timings())
+}
+
+fn start_with(mode: &str, policy: PermissionPolicy, timings: AdapterTimings) -> FakeRun {
     let dir = tempfile::tempdir().expect("tempdir");
     let script = dir.path().join("fake-codex.sh");
     std::fs::write(&script, FAKE_CODEX).expect("write the fake CLI");
@@ -132,7 +145,7 @@ fn start(mode: &str, policy: PermissionPolicy) -> FakeRun {
         sandbox: None,
     };
     let (tx, events) = mpsc::channel(64);
-    let handle = launch_with(spec, tx, timings()).expect("launch the fake");
+    let handle = launch_with(spec, tx, timings).expect("launch the fake");
     FakeRun {
         dir,
         handle,
@@ -464,4 +477,46 @@ async fn exec_child_that_dies_mid_turn_ends_the_turn_with_its_stderr() {
         matches!(events[..], [ProviderEvent::Exited { code: Some(2), .. }]),
         "{events:?}"
     );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn exec_shutdown_after_the_turns_end_lets_the_child_exit_by_itself() {
+    // A grace long enough that only the child's own exit ends the wait below.
+    let mut slow = timings();
+    slow.shutdown.stdin_grace = WAIT;
+    let mut run = start_with("exec-lingers", PermissionPolicy::Auto, slow);
+    run.next().await;
+    run.send(ProviderCommand::StartTurn {
+        prompt: "go".into(),
+    });
+    let events = run
+        .until(|e| matches!(e, ProviderEvent::TurnCompleted(_)))
+        .await;
+    assert!(!ends(&events)[0].is_error, "{events:?}");
+    // The run ends right after its turn (`--max-turns 1`) while the child is still
+    // writing: drover waits for its exit instead of signalling it. A signal comes at
+    // once when it comes (the group is signalled as soon as the end begins): a bounded
+    // look for one, then the child is let go.
+    run.send(ProviderCommand::Shutdown);
+    let deadline = tokio::time::Instant::now() + Duration::from_millis(500);
+    while tokio::time::Instant::now() < deadline && run.log("term").is_empty() {
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert_eq!(
+        run.log("term"),
+        "",
+        "the child was signalled after its turn ended"
+    );
+    std::fs::write(run.dir.path().join("logs/go"), "").expect("let the child finish");
+    let events = run.until_exited().await;
+    assert_eq!(
+        events,
+        vec![ProviderEvent::Exited {
+            code: Some(0),
+            signal: None,
+            stderr_tail: "fake codex starting (exec-lingers)".into()
+        }],
+        "no second end of the turn, and the child's own exit"
+    );
+    assert_eq!(run.log("flushed"), "written\n");
 }

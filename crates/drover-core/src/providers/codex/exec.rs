@@ -18,6 +18,7 @@
 //!   [`ProviderProcess::shutdown`]; an `Interrupt` (or `Shutdown`) mid-turn ends the
 //!   child's process group (and the processes Codex started outside it,
 //!   [`crate::providers::sweep`]) and reports the turn ended (an error, not transient);
+//!   one that comes after the turn's end waits (bounded) for the child's own exit;
 //! - [`AdapterHandle::pid`] is `None`: no child is up between turns, and each turn has
 //!   a new one;
 //! - each model request's usage is reported as it happens, read from the rollout file
@@ -168,7 +169,7 @@ impl ExecSession {
                 }
                 Happened::Command(None | Some(ProviderCommand::Shutdown)) => {
                     if let Some(running) = child.take() {
-                        self.interrupt(running).await;
+                        self.end(running).await;
                     }
                     break;
                 }
@@ -178,7 +179,7 @@ impl ExecSession {
                 Happened::Command(Some(ProviderCommand::Interrupt)) => {
                     self.queued.clear();
                     if let Some(running) = child.take() {
-                        self.interrupt(running).await;
+                        self.end(running).await;
                     }
                 }
                 Happened::Command(Some(ProviderCommand::Answer { request_id, .. })) => {
@@ -241,6 +242,21 @@ impl ExecSession {
             .child_gone(report.code, report.signal, &report.stderr_tail);
         self.last_exit = Some(report);
         self.out.send_all(events).await;
+    }
+
+    /// Ends the turn's child on drover's word: interrupted while its turn is open;
+    /// once the turn has ended (`turn.completed` or `turn.failed` read), left to exit by
+    /// itself, as it does right after (bounded by the shutdown's stdin grace, then the
+    /// group is signalled as for any child). Signalling a child that is already on its
+    /// way out only slows its exit (the `codex` launcher forwards the SIGTERM and
+    /// waits on its child) and could cut short what Codex writes of the thread as it
+    /// ends (`exec resume` reads it).
+    async fn end(&mut self, running: TurnChild) {
+        if self.state.turn_open() {
+            self.interrupt(running).await;
+        } else {
+            self.finish(running).await;
+        }
     }
 
     /// End the turn's child now (its whole group) and report the turn interrupted.

@@ -79,8 +79,9 @@ impl Default for AdapterTimings {
             stream_idle: Duration::from_secs(45),
             interrupt: Duration::from_secs(3),
             shutdown: ShutdownTimings {
-                // The server does not read stdin: no point waiting on its end.
-                stdin_grace: Duration::from_millis(100),
+                // The server does not read stdin: closing it ends nothing, so the end
+                // goes straight to SIGTERM (waiting here only added to every run's end).
+                stdin_grace: Duration::ZERO,
                 // It takes over a second to stop after SIGTERM.
                 term_grace: Duration::from_secs(5),
                 drain: Duration::from_secs(2),
