@@ -469,7 +469,7 @@ impl Driver {
                     self.outbox.reads.push(ReadJob::Load { fetch, then });
                 }
                 Effect::Notice(event) => {
-                    let _ = self.events.send(event);
+                    let _ = self.events.send(*event);
                 }
                 Effect::Workspace(job) => {
                     // Git runs in a task of its own; its outcome comes back as an input.

@@ -388,6 +388,7 @@ mod tests {
             scenario: scenario.map(str::to_string),
             mcp: None,
             journal: None,
+            transport: None,
             sandbox: None,
         }
     }

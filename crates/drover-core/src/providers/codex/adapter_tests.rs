@@ -129,6 +129,7 @@ fn start(mode: &str, policy: PermissionPolicy) -> FakeRun {
         scenario: None,
         mcp: None,
         journal: None,
+        transport: None,
         sandbox: None,
     };
     let (tx, events) = mpsc::channel(64);
