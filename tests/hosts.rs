@@ -122,6 +122,88 @@ fn a_run_on_a_host_asks_works_there_follows_up_and_stop_leaves_nothing_there() {
     );
 }
 
+/// A scenario whose one turn leaves `sleep 1000` running in the background in the run's
+/// directory (its pid in `left.pid` there): what a CLI's own end leaves behind.
+fn leaves_a_command_running(home: &Home) -> String {
+    let scenario = home.path().join("background.toml");
+    std::fs::write(
+        &scenario,
+        "description = \"Leaves a command running.\"\nmodel = \"claude-sonnet-4-5\"\n\
+         [[turns]]\nstatus = \"done\"\nsummary = \"Started it.\"\n\
+         [[turns.steps]]\ntool = \"Bash\"\ninput = { command = \"sleep 1000 > /dev/null 2>&1 & echo $! > left.pid\" }\nrun = true\n\
+         [[turns.steps]]\ntext = \"Started.\"\n",
+    )
+    .unwrap();
+    scenario.display().to_string()
+}
+
+/// The pid of the command the run left running on the host, checked to be it.
+fn left_running(remote: &Path) -> u32 {
+    let left: u32 = std::fs::read_to_string(remote.join("left.pid"))
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap();
+    assert!(cmdline(left).starts_with("sleep 1000"), "{}", cmdline(left));
+    left
+}
+
+/// Stop ends the run's whole process group on the host: a command the run left running
+/// in the background there (which its CLI's end alone would leave behind) is gone too.
+#[test]
+fn stop_ends_what_a_host_run_left_running_there() {
+    let Some(sshd) = Sshd::start("stop_ends_what_a_host_run_left_running_there") else {
+        return;
+    };
+    let (home, remote) = host_home(&sshd);
+    let _serve = home.serve();
+    let answer = dispatch_there(&home, &leaves_a_command_running(&home), &remote);
+    let run = str_at(&answer, "run_id").to_string();
+    let view = home.wait_idle(&run);
+    assert_eq!(view["state"], "idle", "{view}");
+    let pgid = remote_group(&run);
+    let left = left_running(&remote);
+    home.json(&["stop", &run]);
+    home.wait_terminal(&run);
+    assert_group_gone(pgid);
+    assert!(
+        cmdline(left).is_empty(),
+        "the background command on the host is gone"
+    );
+    assert!(
+        !pid_file(&run).exists(),
+        "the pid file on the host is removed"
+    );
+}
+
+/// After a crash of the owner (SIGKILL), the next owner ends what the run left running
+/// on its host before anything starts again there.
+#[test]
+fn the_next_owner_ends_what_a_crashed_owners_host_run_left_there() {
+    let Some(sshd) = Sshd::start("the_next_owner_ends_what_a_crashed_owners_host_run_left") else {
+        return;
+    };
+    let (home, remote) = host_home(&sshd);
+    let serve = home.serve();
+    let answer = dispatch_there(&home, &leaves_a_command_running(&home), &remote);
+    let run = str_at(&answer, "run_id").to_string();
+    home.wait_idle(&run);
+    let pgid = remote_group(&run);
+    let left = left_running(&remote);
+    serve.kill9();
+    // The CLI there ends with its input; what it left in its group does not.
+    assert!(
+        group_alive(pgid),
+        "the command it left is still in its group"
+    );
+    let _serve = home.serve();
+    assert_group_gone(pgid);
+    assert!(cmdline(left).is_empty(), "{}", cmdline(left));
+    assert!(!pid_file(&run).exists());
+    // The run itself is put back (idle, hibernated), its session kept.
+    assert_eq!(home.show(&run)["state"], "idle");
+}
+
 #[test]
 fn an_owner_killed_during_a_host_run_is_followed_by_a_resume_in_the_same_session_there() {
     let Some(sshd) = Sshd::start("an_owner_killed_during_a_host_run") else {
@@ -212,9 +294,10 @@ fn a_host_that_does_not_answer_is_unreachable_for_the_doctor() {
     ));
     let line = home.refused(&["doctor", "--host", "gone"], "HOST_UNREACHABLE");
     assert!(
-        line.contains(&format!("ssh nobody@127.0.0.1:{port}")),
+        line.contains(&format!("`ssh -p {port} nobody@127.0.0.1 true`")),
         "{line}"
     );
+    assert!(line.contains("Connection refused"), "{line}");
 }
 
 #[test]

@@ -206,25 +206,32 @@ pub fn doctor(name: &str, cwd: Option<&str>, json: bool, paths: &Paths) -> Resul
         }
         Err(e) => report.error = Some(e),
     }
+    // A refusal prints nothing on stdout: the one line says why and what to try.
+    if !report.reachable {
+        let try_it = match report.kind.as_str() {
+            "ssh" => match host.port {
+                Some(port) => format!(
+                    "ssh -p {port} {} true",
+                    host.ssh.clone().unwrap_or_default()
+                ),
+                None => format!("ssh {} true", host.ssh.clone().unwrap_or_default()),
+            },
+            "kubectl" => format!("kubectl exec {} -- true", report.target),
+            engine => format!("{engine} exec {} true", report.target),
+        };
+        return Err(DroverError::new(
+            ErrorCode::HostUnreachable,
+            format!(
+                "the host {name} ({}) did not answer: {}; check that `{try_it}` works from here",
+                report.target,
+                report.error.as_deref().unwrap_or("no answer"),
+            ),
+        ));
+    }
     if json {
         print_json(&report)?;
     } else {
         write_stdout(&render(&report))?;
-    }
-    if !report.reachable {
-        return Err(DroverError::new(
-            ErrorCode::HostUnreachable,
-            format!(
-                "the host {name} ({}) did not answer: {}; check that `{}` reaches it from here",
-                report.target,
-                report.error.as_deref().unwrap_or("no answer"),
-                match report.kind.as_str() {
-                    "ssh" => format!("ssh {}", report.target),
-                    "kubectl" => format!("kubectl exec {}", report.target),
-                    engine => format!("{engine} exec {}", report.target),
-                }
-            ),
-        ));
     }
     Ok(())
 }

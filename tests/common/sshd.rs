@@ -4,6 +4,8 @@
 //! `[hosts.NAME]` table that reaches it with the user key and a known-hosts file of its
 //! own (never the user's `~/.ssh`).
 //!
+//! Standalone (it uses nothing else of the harness), so a bench can include it too.
+//!
 //! sshd needs root for its privilege separation: as another user [`Sshd::start`] says why
 //! and gives `None` (the only reason a hosts test skips); a missing `sshd` is a failure.
 
@@ -175,7 +177,10 @@ impl Drop for Sshd {
         for pid in sessions {
             let _ = kill(Pid::from_raw(pid), Signal::SIGTERM);
         }
-        let _ = super::wait_child(&mut self.child, Duration::from_secs(10));
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while matches!(self.child.try_wait(), Ok(None)) && Instant::now() < deadline {
+            thread::sleep(Duration::from_millis(20));
+        }
         let _ = self.child.kill();
         let _ = self.child.wait();
     }

@@ -256,6 +256,7 @@ pub async fn start(
     })
     .await
     .map_err(|e| DroverError::new(crate::ErrorCode::Internal, e.to_string()))??;
+    end_left_on_hosts(&startup, &options.config, &options.paths).await;
     let core = Core::new(
         options.config.clone(),
         startup,
@@ -592,4 +593,25 @@ fn interactive(
             providers::interactive::read_back(record, &plan, since).map(Interactively::Read)
         }
     }
+}
+
+/// The sweep of a crashed owner's runs on other hosts (docs/ARCHITECTURE.md §"Hosts"):
+/// for each run put back that ran on a host, what is left of its process group there
+/// is ended through the host's transport, and its pid file removed, before any run
+/// starts again (a woken run writes the file anew). A host that does not answer is
+/// logged and skipped, each bounded.
+async fn end_left_on_hosts(
+    startup: &super::reads::Startup,
+    config: &crate::config::Config,
+    paths: &crate::paths::Paths,
+) {
+    use crate::providers::transport::{Transport, pid_file};
+    let ssh_dir = paths.ssh_dir();
+    let ends = startup.restored.iter().filter_map(|run| {
+        let host = run.view.head.host.as_deref()?;
+        let transport = Transport::named(host, &config.hosts, &ssh_dir).ok()?;
+        let file = pid_file(&run.view.head.run_id);
+        Some(async move { transport.end_group(&file).await })
+    });
+    futures::future::join_all(ends).await;
 }
