@@ -9,6 +9,8 @@
 //! sshd needs root for its privilege separation: as another user [`Sshd::start`] says why
 //! and gives `None` (the only reason a hosts test skips); a missing `sshd` is a failure.
 
+#![allow(dead_code)] // each target that includes it uses its own part
+
 use std::io::Read;
 use std::net::{TcpListener, TcpStream};
 use std::path::{Path, PathBuf};

@@ -53,8 +53,9 @@ async fn claude_on_a_host_asks_runs_there_and_takes_a_follow_up_in_its_session()
     .await;
     let there = drover.root().join("there");
     std::fs::create_dir_all(&there).unwrap();
-    let run = drover
-        .dispatch(&[
+    let answer = drover
+        .json(&[
+            "dispatch",
             "--provider",
             "claude-code",
             "--model",
@@ -68,6 +69,8 @@ async fn claude_on_a_host_asks_runs_there_and_takes_a_follow_up_in_its_session()
             "Write there.txt",
         ])
         .await;
+    assert_eq!(answer["host"], "loop", "{answer:#}");
+    let run = answer["run_id"].as_str().unwrap().to_string();
 
     let pending = drover.pending(&run, TURN).await;
     assert_eq!(pending["tool"], "Bash", "{pending:#}");
