@@ -572,6 +572,23 @@ mod tests {
         assert!(flags.wait && flags.output.json);
     }
 
+    /// A host's directory is the host's: never joined with the caller's directory, and
+    /// absent when not given (admission then asks for it).
+    #[test]
+    fn a_host_runs_cwd_is_taken_as_written() {
+        let caller = std::path::Path::new("/home/me/proj");
+        let on = |a: &[&str]| args(a).spec_input(caller).unwrap();
+        let given = on(&["--host", "box", "--cwd", "/srv/repo", "t"]);
+        assert_eq!(given.host.as_deref(), Some("box"));
+        assert_eq!(given.cwd, Some("/srv/repo".into()));
+        assert_eq!(
+            on(&["--host", "box", "--cwd", "rel", "t"]).cwd,
+            Some("rel".into())
+        );
+        assert_eq!(on(&["--host", "box", "t"]).cwd, None);
+        assert_eq!(on(&["t"]).cwd, Some(caller.to_path_buf()));
+    }
+
     #[test]
     fn the_output_schema_is_read_from_its_file() {
         let dir = tempfile::tempdir().unwrap();
