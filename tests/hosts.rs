@@ -8,6 +8,8 @@
 //!   stop leaves nothing of its process group on the host;
 //! - the owner killed with SIGKILL, the next owner wakes the run in the same provider
 //!   session on the host;
+//! - `drover attach` of a host run opens the CLI's interface on the host (`ssh -t`) in
+//!   the run's directory there, and the run is handed back in the same session;
 //! - `drover hosts` lists the config's hosts; `drover doctor --host` finds git and the
 //!   directory there, and says HOST_UNREACHABLE for a host that does not answer;
 //! - a dispatch to a host the config does not name is HOST_UNKNOWN, one asking for what
@@ -244,6 +246,134 @@ fn an_owner_killed_during_a_host_run_is_followed_by_a_resume_in_the_same_session
     home.json(&["stop", &run]);
     home.wait_terminal(&run);
     assert_group_gone(woken);
+}
+
+/// The children of process `pid` (every thread's).
+fn children(pid: u32) -> Vec<u32> {
+    let Ok(tasks) = std::fs::read_dir(format!("/proc/{pid}/task")) else {
+        return Vec::new();
+    };
+    tasks
+        .flatten()
+        .filter_map(|t| std::fs::read_to_string(t.path().join("children")).ok())
+        .flat_map(|c| {
+            c.split_whitespace()
+                .filter_map(|p| p.parse().ok())
+                .collect::<Vec<u32>>()
+        })
+        .collect()
+}
+
+/// `drover attach RUN`: `first` typed, and once the interface answered it, the command
+/// line of what attach runs; then `rest` typed and its input closed. What it printed
+/// (all of stdout) and that command line.
+fn attach(home: &Home, run: &str, first: &str, rest: &str) -> (std::process::Output, String) {
+    use std::io::{BufRead, Read, Write};
+    let mut child = home
+        .command(&["attach", run])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    let stdout = child.stdout.take().unwrap();
+    let (tx, rx) = std::sync::mpsc::channel();
+    let reader = std::thread::spawn(move || {
+        let mut lines = std::io::BufReader::new(stdout);
+        let mut all = String::new();
+        let mut line = String::new();
+        while lines.read_line(&mut line).unwrap_or(0) > 0 {
+            let _ = tx.send(line.clone());
+            all.push_str(&line);
+            line.clear();
+        }
+        all
+    });
+    stdin.write_all(first.as_bytes()).unwrap();
+    let answered = std::iter::from_fn(|| rx.recv_timeout(std::time::Duration::from_secs(60)).ok())
+        .any(|line| line.contains("Heard you"));
+    assert!(answered, "the interface did not answer the first line");
+    let ran = children(child.id())
+        .into_iter()
+        .map(cmdline)
+        .collect::<Vec<_>>()
+        .join(" | ");
+    stdin.write_all(rest.as_bytes()).unwrap();
+    drop(stdin);
+    let ended = common::wait_child(&mut child, std::time::Duration::from_secs(60));
+    assert!(ended.is_some(), "drover attach did not end");
+    let printed = reader.join().unwrap();
+    let mut stderr = Vec::new();
+    child
+        .stderr
+        .take()
+        .unwrap()
+        .read_to_end(&mut stderr)
+        .unwrap();
+    let mut out = child.wait_with_output().unwrap();
+    out.stdout = printed.into_bytes();
+    out.stderr = stderr;
+    (out, ran)
+}
+
+#[test]
+fn a_host_run_taken_over_opens_its_interface_on_the_host_in_its_directory_there() {
+    let Some(sshd) = Sshd::start("a_host_run_taken_over") else {
+        return;
+    };
+    let (home, remote) = host_home(&sshd);
+    let _serve = home.serve();
+    let run = str_at(&dispatch_there(&home, "quick-success", &remote), "run_id").to_string();
+    let view = home.wait_idle(&run);
+    let session = str_at(&view, "provider_session_id").to_string();
+
+    let (out, ran) = attach(
+        &home,
+        &run,
+        "hello from the interface\n",
+        "write notes.txt typed on the host\n/exit\n",
+    );
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{out:?}");
+    // What attach runs here is ssh asking for a terminal, with the CLI's command there.
+    assert!(ran.starts_with("ssh -t "), "{ran}");
+    assert!(
+        ran.contains("sim-agent") && ran.contains("--interactive"),
+        "{ran}"
+    );
+    assert!(
+        stdout.contains("Heard you: hello from the interface"),
+        "{stdout}"
+    );
+    // The interface ran through ssh in the run's directory on the host, not here.
+    assert_eq!(
+        std::fs::read_to_string(remote.join("notes.txt")).unwrap(),
+        "typed on the host\n"
+    );
+    assert!(!home.work().join("notes.txt").exists());
+    assert!(stdout.contains("handed back to drover"), "{stdout}");
+    let view = home.show(&run);
+    assert_eq!(view["state"], "idle", "{view}");
+    let notes: Vec<String> = view["notes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|n| n["text"].as_str().unwrap_or_default().to_string())
+        .collect();
+    assert!(
+        notes.iter().any(|n| n.contains("on host loop")),
+        "the note says the turns there were not read: {notes:?}"
+    );
+
+    // Supervised again, over ssh, in the same session there.
+    home.json(&["follow-up", &run, "Say it once more"]);
+    let view = home.wait_idle(&run);
+    assert_eq!(view["provider_session_id"], session.as_str(), "{view}");
+    let pid = view["pid"].as_u64().expect("a pid while idle") as u32;
+    assert!(cmdline(pid).starts_with("ssh "), "{}", cmdline(pid));
+    home.json(&["stop", &run]);
+    home.wait_terminal(&run);
 }
 
 #[test]

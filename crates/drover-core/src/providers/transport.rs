@@ -216,6 +216,42 @@ impl Transport {
     /// The local argv (program, arguments) that runs `script` with the host's shell, its
     /// stdin, stdout and stderr those of the local process.
     pub fn command(&self, script: &str) -> (PathBuf, Vec<String>) {
+        self.command_on(script, false)
+    }
+
+    /// The local argv that opens `program args…` in a terminal on the host, in `cwd` with
+    /// `env` added (`ssh -t`, `exec -it`): a run's CLI in its own interface there
+    /// (`drover attach`). No `setsid` and no pid file: the terminal the transport makes
+    /// there is the interface's session, and it is hung up when the transport goes
+    /// (docs/ARCHITECTURE.md §"Hosts").
+    pub fn interactive(
+        &self,
+        program: &Path,
+        args: &[String],
+        cwd: &Path,
+        env: &BTreeMap<String, String>,
+    ) -> (PathBuf, Vec<String>) {
+        let mut words = vec!["exec".to_string()];
+        if !env.is_empty() {
+            words.push("env".to_string());
+            words.extend(
+                env.iter()
+                    .map(|(k, v)| shell_words::quote(&format!("{k}={v}")).into_owned()),
+            );
+        }
+        words.push(shell_words::quote(&program.to_string_lossy()).into_owned());
+        words.extend(args.iter().map(|a| shell_words::quote(a).into_owned()));
+        let script = format!(
+            "cd {} && {}",
+            shell_words::quote(&cwd.to_string_lossy()),
+            words.join(" ")
+        );
+        self.command_on(&script, true)
+    }
+
+    /// [`Transport::command`], with a terminal there when `tty`.
+    fn command_on(&self, script: &str, tty: bool) -> (PathBuf, Vec<String>) {
+        let (ssh_tty, exec_flags) = if tty { ("-t", "-it") } else { ("-T", "-i") };
         match &self.via {
             Via::Ssh {
                 destination,
@@ -225,7 +261,7 @@ impl Transport {
                 control_path,
             } => {
                 let mut args = vec![
-                    "-T".to_string(),
+                    ssh_tty.to_string(),
                     "-o".to_string(),
                     "BatchMode=yes".to_string(),
                     "-o".to_string(),
@@ -243,7 +279,7 @@ impl Transport {
                 PathBuf::from(engine.program()),
                 vec![
                     "exec".to_string(),
-                    "-i".to_string(),
+                    exec_flags.to_string(),
                     container.clone(),
                     "sh".to_string(),
                     "-c".to_string(),
@@ -264,7 +300,7 @@ impl Transport {
                 }
                 args.extend([
                     "exec".to_string(),
-                    "-i".to_string(),
+                    exec_flags.to_string(),
                     pod.clone(),
                     "--".to_string(),
                     "sh".to_string(),
@@ -505,6 +541,54 @@ mod tests {
 
     fn env() -> BTreeMap<String, String> {
         [("DROVER_RUN_ID".to_string(), "r 1".to_string())].into()
+    }
+
+    /// A take-over opens the CLI in a terminal there: `ssh -t`, `exec -it`, in the run's
+    /// directory with its environment, with no `setsid` (the terminal is its session).
+    #[test]
+    fn a_take_over_on_a_host_asks_each_transport_for_a_terminal() {
+        let dir = Path::new("/data/ssh");
+        let script = "cd '/srv/my repo' && exec env 'DROVER_RUN_ID=r 1' claude --resume 's 1'";
+        let args = ["--resume".to_string(), "s 1".to_string()];
+        let cases: Vec<(HostConfig, &str, Vec<&str>)> = vec![
+            (
+                host(|h| h.ssh = Some("me@box".into())),
+                "ssh",
+                vec![
+                    "-t",
+                    "-o",
+                    "BatchMode=yes",
+                    "-o",
+                    "ControlMaster=no",
+                    "-o",
+                    "ControlPath=/data/ssh/box",
+                    "--",
+                    "me@box",
+                    script,
+                ],
+            ),
+            (
+                host(|h| h.container = Some("dev".into())),
+                "podman",
+                vec!["exec", "-it", "dev", "sh", "-c", script],
+            ),
+            (
+                host(|h| h.kubectl = Some("agent-0".into())),
+                "kubectl",
+                vec!["exec", "-it", "agent-0", "--", "sh", "-c", script],
+            ),
+        ];
+        for (config, program, want) in cases {
+            let t = Transport::of("box", &config, dir);
+            let (got_program, got_args) = t.interactive(
+                Path::new("claude"),
+                &args,
+                Path::new("/srv/my repo"),
+                &env(),
+            );
+            assert_eq!(got_program, PathBuf::from(program));
+            assert_eq!(got_args, want, "{program}");
+        }
     }
 
     /// The local argv of each transport for one remote command (a table: what `ssh`,
