@@ -154,6 +154,7 @@ fn codex_spec(policy: PermissionPolicy) -> LaunchSpec {
         resume_tokens: None,
         scenario: None,
         journal: None,
+        transport: None,
         sandbox: None,
         mcp: None,
     }

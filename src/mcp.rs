@@ -220,10 +220,15 @@ impl DroverMcp {
     /// The spec a `dispatch` call sends: relative paths resolved, the calling run as the
     /// parent when the call names none.
     fn spec(&self, mut input: SpecInput) -> SpecInput {
-        input.cwd = Some(match input.cwd.take() {
-            Some(dir) => self.caller_dir.join(dir),
-            None => self.caller_dir.clone(),
-        });
+        // A host's directory is the host's: taken as written (docs/ARCHITECTURE.md
+        // §"Hosts").
+        let on_host = input.host.as_deref().is_some_and(|h| !h.trim().is_empty());
+        input.cwd = match input.cwd.take() {
+            Some(dir) if on_host => Some(dir),
+            None if on_host => None,
+            Some(dir) => Some(self.caller_dir.join(dir)),
+            None => Some(self.caller_dir.clone()),
+        };
         if input
             .parent_run
             .as_deref()

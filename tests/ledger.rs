@@ -490,6 +490,7 @@ fn stored_spec() -> Value {
         workspace: None,
         carry_changes: false,
         sandbox: false,
+        host: None,
         clamps: vec![],
     })
     .unwrap()

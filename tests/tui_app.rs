@@ -1026,6 +1026,7 @@ fn fill_history(home: &std::path::Path, n: usize, needle: usize) {
         workspace: None,
         carry_changes: false,
         sandbox: false,
+        host: None,
         clamps: vec![],
     })
     .expect("spec");

@@ -104,6 +104,7 @@ pub fn spec() -> Spec {
         workspace: None,
         carry_changes: false,
         sandbox: false,
+        host: None,
         clamps: vec![],
     }
 }

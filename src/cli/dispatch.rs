@@ -132,6 +132,11 @@ pub struct DispatchArgs {
     /// worktrees hidden. Refused (SANDBOX_UNAVAILABLE) where bubblewrap cannot run.
     #[arg(long)]
     pub sandbox: bool,
+    /// Run the provider CLI on this `[hosts.NAME]` of your config (over ssh, in a
+    /// container or a pod); --cwd is then an absolute directory there (`drover hosts`
+    /// lists them, `drover doctor --host NAME` checks one).
+    #[arg(long, value_name = "NAME")]
+    pub host: Option<String>,
     /// With a drover running: wait until the run needs you, is idle, or has ended, and exit
     /// by how it stands (0 idle or done · 4 failed, stopped or blocked · 5 needs you).
     #[arg(long)]
@@ -144,9 +149,12 @@ impl DispatchArgs {
     /// The spec to send. Relative paths are resolved against `caller_dir`; the output
     /// schema file is read here (`INVALID_SPEC` when it cannot be).
     pub fn spec_input(&self, caller_dir: &Path) -> Result<SpecInput, DroverError> {
-        let cwd = match &self.cwd {
-            Some(dir) => caller_dir.join(dir),
-            None => caller_dir.to_path_buf(),
+        // A host's directory is the host's: taken as written, never this machine's.
+        let cwd = match (&self.cwd, &self.host) {
+            (Some(dir), Some(_)) => Some(dir.clone()),
+            (None, Some(_)) => None,
+            (Some(dir), None) => Some(caller_dir.join(dir)),
+            (None, None) => Some(caller_dir.to_path_buf()),
         };
         let output_schema = match &self.output_schema {
             Some(file) => Some(read_schema(&caller_dir.join(file))?),
@@ -156,7 +164,7 @@ impl DispatchArgs {
             provider: self.provider.clone(),
             model: self.model.clone(),
             effort: self.effort.clone(),
-            cwd: Some(cwd),
+            cwd,
             task: self.task.join(" "),
             context: self.context.clone(),
             title: self.title.clone(),
@@ -177,6 +185,7 @@ impl DispatchArgs {
             workspace: self.workspace.clone(),
             carry_changes: self.carry_changes.then_some(true),
             sandbox: self.sandbox.then_some(true),
+            host: self.host.clone(),
         })
     }
 }
@@ -550,6 +559,7 @@ mod tests {
                 workspace: None,
                 carry_changes: None,
                 sandbox: None,
+                host: None,
             }
         );
         assert_eq!(spec(&["--cwd", "/abs", "t"]).cwd, Some("/abs".into()));
@@ -560,6 +570,23 @@ mod tests {
         );
         let flags = args(&["--wait", "--json", "t"]);
         assert!(flags.wait && flags.output.json);
+    }
+
+    /// A host's directory is the host's: never joined with the caller's directory, and
+    /// absent when not given (admission then asks for it).
+    #[test]
+    fn a_host_runs_cwd_is_taken_as_written() {
+        let caller = std::path::Path::new("/home/me/proj");
+        let on = |a: &[&str]| args(a).spec_input(caller).unwrap();
+        let given = on(&["--host", "box", "--cwd", "/srv/repo", "t"]);
+        assert_eq!(given.host.as_deref(), Some("box"));
+        assert_eq!(given.cwd, Some("/srv/repo".into()));
+        assert_eq!(
+            on(&["--host", "box", "--cwd", "rel", "t"]).cwd,
+            Some("rel".into())
+        );
+        assert_eq!(on(&["--host", "box", "t"]).cwd, None);
+        assert_eq!(on(&["t"]).cwd, Some(caller.to_path_buf()));
     }
 
     #[test]

@@ -30,6 +30,13 @@ const VERSION_TIMEOUT: Duration = Duration::from_secs(10);
 
 #[derive(Debug, Args)]
 pub struct DoctorArgs {
+    /// Look at this `[hosts.NAME]` instead: whether it answers, the provider CLIs and git
+    /// found there with their versions.
+    #[arg(long, value_name = "NAME")]
+    pub host: Option<String>,
+    /// With --host: whether this directory exists there.
+    #[arg(long, value_name = "DIR", requires = "host")]
+    pub cwd: Option<String>,
     #[command(flatten)]
     pub output: JsonFlag,
 }
@@ -166,6 +173,9 @@ pub fn check_git() -> GitCheck {
 }
 
 pub fn run(args: DoctorArgs, paths: &Paths) -> Result<(), DroverError> {
+    if let Some(host) = &args.host {
+        return super::hosts::doctor(host, args.cwd.as_deref(), args.output.json, paths);
+    }
     let (config, config_error) = match Config::load(&paths.config_file) {
         Ok(config) => (config, None),
         Err(refused) => (Config::defaults(), Some(refused)),

@@ -98,6 +98,7 @@ mod tests {
                 finished_at: None,
                 owner_gone: false,
                 rev: 0,
+                host: None,
             },
             pending,
             needs_input,

@@ -15,6 +15,7 @@ mod docs;
 mod doctor;
 pub mod exit;
 mod headless;
+mod hosts;
 mod mcp;
 mod models;
 mod output;
@@ -111,6 +112,9 @@ pub enum Command {
     /// What drover finds on this machine: each provider's CLI and version, the config and
     /// data paths, and how to fix what is missing.
     Doctor(doctor::DoctorArgs),
+    /// The hosts of your config (`[hosts.NAME]`) a run can be sent to with
+    /// `dispatch --host NAME`, and how each is reached.
+    Hosts(hosts::HostsArgs),
     /// The budget session's money: spent, reserved, available, caps; `set` and `new`.
     Budget(budget::BudgetArgs),
     /// What was spent over time, from every run's usage: `--by
@@ -154,6 +158,7 @@ impl Command {
         match self {
             Command::Config(_)
             | Command::Doctor(_)
+            | Command::Hosts(_)
             | Command::SimAgent(_)
             | Command::Warden
             | Command::Status(_)
@@ -183,6 +188,7 @@ impl Command {
             Command::Config(_) => "config",
             Command::Serve(_) => "serve",
             Command::Doctor(_) => "doctor",
+            Command::Hosts(_) => "hosts",
             Command::Budget(_) => "budget",
             Command::Spend(_) => "spend",
             Command::Models(_) => "models",
@@ -308,6 +314,7 @@ pub fn run(cli: Cli) -> Result<exit::Exit, DroverError> {
             "completions and man are printed before the data directory is touched",
         )),
         Command::Doctor(args) => done(doctor::run(args, &paths)),
+        Command::Hosts(args) => done(hosts::run(args, &paths)),
         Command::Budget(args) => done(budget::run(args, &paths)),
         Command::Spend(args) => done(spend::run(args, &paths)),
         Command::Models(args) => done(models::run(args, &paths)),

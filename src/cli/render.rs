@@ -457,7 +457,10 @@ pub fn run_view(run: &RunView, now: UnixMillis) -> String {
         provider_model(&run.head.provider, run.head.model.as_deref()),
     );
     push("task", clip(&one_line(&run.task), TEXT_CHARS));
-    push("cwd", run.cwd.clone());
+    match &run.head.host {
+        Some(host) => push("cwd", format!("{} @{host}", run.cwd)),
+        None => push("cwd", run.cwd.clone()),
+    }
     if let Some(ws) = &run.workspace {
         push("workspace", workspace_words(ws));
     }
@@ -876,6 +879,7 @@ mod tests {
                 finished_at: None,
                 owner_gone: false,
                 rev: 0,
+                host: None,
             },
             task: "do\nit".into(),
             cwd: "/w".into(),

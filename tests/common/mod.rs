@@ -922,3 +922,4 @@ pub fn repo_home() -> Home {
     git(work, &["commit", "-q", "-m", "the greeting"]);
     home
 }
+pub mod sshd;

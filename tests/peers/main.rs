@@ -21,6 +21,7 @@ mod caps;
 mod claude;
 mod codex;
 mod drover;
+mod hosts;
 mod inspector;
 mod loopback;
 mod mock;
@@ -28,4 +29,6 @@ mod mock_api;
 mod opencode;
 mod peers;
 mod sandbox;
+#[path = "../common/sshd.rs"]
+mod sshd;
 mod tmux;

@@ -22,6 +22,14 @@ pub enum ErrorCode {
     /// run) and bubblewrap is missing or cannot make its namespaces here: it is refused,
     /// never run unsandboxed (docs/ARCHITECTURE.md §"The sandbox").
     SandboxUnavailable,
+    /// The dispatch names a host that no `[hosts.<name>]` table of the config describes
+    /// (docs/ARCHITECTURE.md §"Hosts").
+    HostUnknown,
+    /// A run on a host asked for what runs only on this machine (a sandbox, a worktree):
+    /// docs/ARCHITECTURE.md §"Hosts".
+    HostUnsupported,
+    /// The host did not answer through its transport (`drover doctor --host`).
+    HostUnreachable,
     /// The task is empty.
     TaskRequired,
     /// The task is longer than `[limits] task_max_chars`.
@@ -189,6 +197,9 @@ impl ErrorCode {
             ErrorCode::ProviderUnavailable => "PROVIDER_UNAVAILABLE",
             ErrorCode::ScenarioUnknown => "SCENARIO_UNKNOWN",
             ErrorCode::SandboxUnavailable => "SANDBOX_UNAVAILABLE",
+            ErrorCode::HostUnknown => "HOST_UNKNOWN",
+            ErrorCode::HostUnsupported => "HOST_UNSUPPORTED",
+            ErrorCode::HostUnreachable => "HOST_UNREACHABLE",
             ErrorCode::TaskRequired => "TASK_REQUIRED",
             ErrorCode::TaskTooLong => "TASK_TOO_LONG",
             ErrorCode::CwdInvalid => "CWD_INVALID",
@@ -299,6 +310,9 @@ mod tests {
             ErrorCode::ProviderUnavailable,
             ErrorCode::ScenarioUnknown,
             ErrorCode::SandboxUnavailable,
+            ErrorCode::HostUnknown,
+            ErrorCode::HostUnsupported,
+            ErrorCode::HostUnreachable,
             ErrorCode::PermissionPolicyUnsupported,
             ErrorCode::NoPendingRequest,
             ErrorCode::OwnerUnresponsive,

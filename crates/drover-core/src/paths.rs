@@ -87,6 +87,12 @@ impl Paths {
         }
     }
 
+    /// Where the ssh control masters of `[hosts.<name>]` listen (`ssh/` in the data
+    /// directory, mode 0700): docs/ARCHITECTURE.md §"Hosts".
+    pub fn ssh_dir(&self) -> PathBuf {
+        self.data_dir.join("ssh")
+    }
+
     /// Creates the data and log directories, private to the user (mode 0700). A directory
     /// that already exists is left as it is.
     pub fn ensure_dirs(&self) -> Result<(), DroverError> {

@@ -17,6 +17,7 @@
 //! cannot express.
 
 pub mod catalog;
+pub mod hosts;
 pub mod keys;
 pub mod limits;
 mod load;
@@ -25,6 +26,7 @@ pub mod routing;
 mod validate;
 
 pub use catalog::{CatalogConfig, CatalogEntry, PricingConfig};
+pub use hosts::HostConfig;
 pub use limits::Limits;
 pub use routing::{ClassRouting, RoutingConfig, RoutingMode};
 
@@ -72,6 +74,10 @@ pub struct Config {
     pub guard: GuardConfig,
     /// `[evidence]`: which commands are tests.
     pub evidence: EvidenceConfig,
+    /// `[hosts.<name>]`: machines, containers and pods a run's CLI can be sent to
+    /// (docs/ARCHITECTURE.md §"Hosts"); none by default.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub hosts: BTreeMap<String, HostConfig>,
 }
 
 /// `[evidence]`: which of the commands a run executed are tests (docs/ARCHITECTURE.md

@@ -228,7 +228,22 @@ pub(super) fn check(config: &Config) -> Result<(), Problem> {
     dashboard(config)?;
     guard(config)?;
     evidence(config)?;
+    hosts(config)?;
     keys(config)
+}
+
+/// `[hosts.<name>]`: each reached one way, with words no tool reads as options
+/// ([`super::hosts::check`]).
+fn hosts(config: &Config) -> Result<(), Problem> {
+    entries(vec!["hosts".to_owned()], config.hosts.len())?;
+    for (name, host) in &config.hosts {
+        if let Err((key, message)) = super::hosts::check(name, host) {
+            let mut blamed = vec!["hosts".to_owned(), name.clone()];
+            blamed.extend(key.map(str::to_owned));
+            return Err(Problem::new(message, vec![blamed]));
+        }
+    }
+    Ok(())
 }
 
 /// The most US dollars any amount in the config may be: a million.

@@ -923,6 +923,7 @@ impl RunSummary {
                 finished_at: None,
                 owner_gone: false,
                 rev: 0,
+                host: None,
             },
             pending: 0,
             needs_input: false,
@@ -1077,6 +1078,10 @@ pub struct RunHead {
     /// from (an event, a reply, a read of the ledger), and must not replace the newer.
     #[serde(default)]
     pub rev: u64,
+    /// The host its CLI runs on (docs/ARCHITECTURE.md §"Hosts"), shown as `@name`; `None`
+    /// on this machine.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub host: Option<String>,
 }
 
 /// One row in a list of runs.

@@ -256,6 +256,7 @@ pub async fn start(
     })
     .await
     .map_err(|e| DroverError::new(crate::ErrorCode::Internal, e.to_string()))??;
+    end_left_on_hosts(&startup, &options.config, &options.paths).await;
     let core = Core::new(
         options.config.clone(),
         startup,
@@ -469,7 +470,7 @@ impl Driver {
                     self.outbox.reads.push(ReadJob::Load { fetch, then });
                 }
                 Effect::Notice(event) => {
-                    let _ = self.events.send(event);
+                    let _ = self.events.send(*event);
                 }
                 Effect::Workspace(job) => {
                     // Git runs in a task of its own; its outcome comes back as an input.
@@ -588,8 +589,35 @@ fn interactive(
         providers::registry::interactive((*job.spec).clone(), &job.session, self_exe, data_dir)?;
     match job.read_since {
         None => Ok(Interactively::Planned(Box::new(plan))),
+        // The session's record is on the host; it is not read from there yet
+        // (docs/ARCHITECTURE.md §"Hosts"): the run is handed back, saying so.
+        Some(_) if job.spec.transport.is_some() => Err(format!(
+            "the turns taken in the interface are in the session's record on host {}, which drover does not read from a host yet; the run goes on in that session",
+            job.spec.transport.as_ref().map_or("", |t| t.name.as_str())
+        )),
         Some(since) => {
             providers::interactive::read_back(record, &plan, since).map(Interactively::Read)
         }
     }
+}
+
+/// The sweep of a crashed owner's runs on other hosts (docs/ARCHITECTURE.md §"Hosts"):
+/// for each run put back that ran on a host, what is left of its process group there
+/// is ended through the host's transport, and its pid file removed, before any run
+/// starts again (a woken run writes the file anew). A host that does not answer is
+/// logged and skipped, each bounded.
+async fn end_left_on_hosts(
+    startup: &super::reads::Startup,
+    config: &crate::config::Config,
+    paths: &crate::paths::Paths,
+) {
+    use crate::providers::transport::{Transport, pid_file};
+    let ssh_dir = paths.ssh_dir();
+    let ends = startup.restored.iter().filter_map(|run| {
+        let host = run.view.head.host.as_deref()?;
+        let transport = Transport::named(host, &config.hosts, &ssh_dir).ok()?;
+        let file = pid_file(&run.view.head.run_id);
+        Some(async move { transport.end_group(&file).await })
+    });
+    futures::future::join_all(ends).await;
 }

@@ -845,6 +845,7 @@ pub(crate) mod tests {
             workspace: None,
             carry_changes: false,
             sandbox: false,
+            host: None,
             clamps: vec![],
         })
         .unwrap()

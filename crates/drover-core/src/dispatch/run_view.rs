@@ -134,6 +134,7 @@ impl RunFacts<'_> {
             finished_at: self.finished_at,
             owner_gone: false,
             rev: self.rev,
+            host: self.spec.host.clone(),
         }
     }
 

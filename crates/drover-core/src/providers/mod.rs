@@ -29,6 +29,7 @@ pub mod sandbox;
 pub mod session;
 pub mod sink;
 pub mod sweep;
+pub mod transport;
 pub mod wire;
 
 pub use ask::{AlwaysOption, Ask, EditedFile, FileChange, Question, QuestionOption};
@@ -90,6 +91,9 @@ pub struct LaunchSpec {
     /// Run the CLI under bubblewrap ([`sandbox`]); [`launch`] adds the CLI's own state
     /// directories to what it may write.
     pub sandbox: Option<sandbox::Sandbox>,
+    /// Run the CLI on another host ([`transport`]): `cwd` and `env` are the host's, and
+    /// the transport's local command is the child (docs/ARCHITECTURE.md §"Hosts").
+    pub transport: Option<Box<transport::Transport>>,
 }
 
 /// A stdio MCP server a run's CLI is started with: `command args…` with `env` added.

@@ -35,7 +35,7 @@ use tokio::process::{Child, ChildStdin, ChildStdout, Command};
 use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
 
-use super::{LaunchError, LaunchSpec, sandbox, sweep};
+use super::{LaunchError, LaunchSpec, sandbox, sweep, transport};
 
 /// The longest stdout line kept (a longer one is skipped whole).
 pub const MAX_LINE_BYTES: usize = 8 * 1024 * 1024;
@@ -97,6 +97,9 @@ pub struct ChildCommand<'a> {
     /// Run it under bubblewrap ([`sandbox`]): `bwrap` is then the child (the group's
     /// leader) and the command runs inside it.
     pub sandbox: Option<&'a sandbox::Sandbox>,
+    /// Run it on another host ([`transport`]): the transport's local command (`ssh …`)
+    /// is then the child, and `cwd` and `env` are the host's.
+    pub transport: Option<&'a transport::Transport>,
 }
 
 /// A running provider child: the leader of its own process group.
@@ -110,6 +113,9 @@ pub struct ProviderProcess {
     /// Set once the leader is reaped: from then on its pid may be reused, so the group
     /// is never signalled again.
     reaped: bool,
+    /// On another host: its transport and the pid file there holding the remote group's
+    /// id, so ending the child ends that group there too.
+    remote: Option<(transport::Transport, String)>,
 }
 
 /// The runtime an adapter's task runs on; a launch outside one is refused.
@@ -133,6 +139,7 @@ pub fn spawn_spec(
         cwd: &spec.cwd,
         run_id: &spec.run_id,
         journal: spec.journal.as_ref(),
+        transport: spec.transport.as_deref(),
         sandbox: spec.sandbox.as_ref(),
     })
 }
@@ -146,7 +153,8 @@ pub fn spawn(
         command: command.program.display().to_string(),
         reason,
     };
-    if !command.cwd.is_dir() {
+    // docs/ARCHITECTURE.md §"Hosts": the directory is the host's, checked there.
+    if command.transport.is_none() && !command.cwd.is_dir() {
         return Err(fail(format!(
             "the working directory {} does not exist or is not a directory",
             command.cwd.display()
@@ -166,10 +174,30 @@ pub fn spawn(
         Some((bwrap, argv)) => (bwrap.as_path(), argv.as_slice()),
         None => (command.program, command.args),
     };
+    // A run on another host is its transport's command running the CLI there, in a
+    // session of its own whose id goes to a pid file there (docs/ARCHITECTURE.md
+    // §"Hosts"); the sandbox applies on this machine only, so the two never meet.
+    let remote = command
+        .transport
+        .map(|t| (t.clone(), transport::pid_file(command.run_id)));
+    let hosted = remote
+        .as_ref()
+        .map(|(t, file)| t.wrap(program, args, command.cwd, command.env, Some(file)));
+    let no_env = BTreeMap::new();
+    let (program, args, local_env, local_cwd) = match &hosted {
+        Some((local, argv)) => (local.as_path(), argv.as_slice(), &no_env, Path::new("/")),
+        None => (program, args, command.env, command.cwd),
+    };
+    if let Some((t, _)) = &remote
+        && let Ok(runtime) = tokio::runtime::Handle::try_current()
+    {
+        let t = t.clone();
+        runtime.spawn(async move { t.ensure_master().await });
+    }
     let mut cmd = Command::new(program);
     cmd.args(args)
-        .envs(command.env)
-        .current_dir(command.cwd)
+        .envs(local_env)
+        .current_dir(local_cwd)
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
@@ -209,6 +237,7 @@ pub fn spawn(
         exit_watch: Some(exit_watch),
         stderr: StderrTail::collect(stderr),
         reaped: false,
+        remote,
     };
     Ok((process, LineReader::new(stdout, MAX_LINE_BYTES)))
 }
@@ -355,12 +384,18 @@ impl ProviderProcess {
             // What it started since the first note (a tool in a session of its own) is
             // still its descendant now, and not once it is gone.
             sweep::note_now(self.pid);
+            if let Some((host, file)) = &self.remote {
+                host.signal_group(file, "TERM").await;
+            }
             signal_group(self.pid, Signal::SIGTERM);
             if tokio::time::timeout(timings.term_grace, self.exited())
                 .await
                 .is_err()
             {
                 tracing::debug!(pid = self.pid, "child still running after SIGTERM: SIGKILL");
+                if let Some((host, file)) = &self.remote {
+                    host.signal_group(file, "KILL").await;
+                }
                 // Frozen first, so it starts nothing between the last note and its end.
                 signal_group(self.pid, Signal::SIGSTOP);
                 sweep::note_now(self.pid);
@@ -371,6 +406,10 @@ impl ProviderProcess {
         // The leader is a zombie at most, so the group id is still ours: sweep what it
         // left behind (background jobs of a tool call, say).
         signal_group(self.pid, Signal::SIGKILL);
+        // And on its host, what is left of its group there.
+        if let Some((host, file)) = self.remote.take() {
+            host.end_group(&file).await;
+        }
         let status = self.child.wait().await;
         self.reaped = status.is_ok();
         if self.reaped {
@@ -409,6 +448,11 @@ impl Drop for ProviderProcess {
     fn drop(&mut self) {
         if !self.reaped {
             signal_group(self.pid, Signal::SIGKILL);
+        }
+        if let Some((host, file)) = self.remote.take()
+            && let Ok(runtime) = tokio::runtime::Handle::try_current()
+        {
+            runtime.spawn(async move { host.end_group(&file).await });
         }
         // Already swept after a shutdown (then this finds nothing registered).
         sweep::finish(self.pid);
@@ -743,6 +787,7 @@ mod tests {
             cwd: Path::new("/"),
             run_id: "test",
             journal: None,
+            transport: None,
             sandbox: None,
         })
         .expect("spawning /bin/sh")
@@ -770,6 +815,7 @@ mod tests {
             cwd: Path::new("/"),
             run_id: "test",
             journal: None,
+            transport: None,
             sandbox: None,
         })
         .expect_err("no such program");
@@ -781,6 +827,7 @@ mod tests {
             cwd: Path::new("/nonexistent/dir"),
             run_id: "test",
             journal: None,
+            transport: None,
             sandbox: None,
         })
         .expect_err("no such directory");
@@ -804,6 +851,7 @@ mod tests {
             cwd: dir.path(),
             run_id: "test",
             journal: None,
+            transport: None,
             sandbox: None,
         })
         .expect("spawn");

@@ -10,6 +10,7 @@
 //! not by the dispatcher; a pinned CLI version is the one `tests/peers/package.json`
 //! pins (a test checks it).
 
+use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::sync::RwLock;
 
@@ -304,6 +305,17 @@ pub fn interactive(
         plan.program = bwrap;
         plan.args = args;
     }
+    // A run on a host is taken over there: its interface opens in a terminal on the host
+    // in the run's directory there with the run's environment (docs/ARCHITECTURE.md
+    // §"Hosts"); here the transport's client runs, in the data directory.
+    if let Some(transport) = &spec.transport {
+        let (program, args) =
+            transport.interactive(&plan.program, &plan.args, &plan.cwd, &plan.env);
+        plan.program = program;
+        plan.args = args;
+        plan.env = BTreeMap::new();
+        plan.cwd = data_dir.to_path_buf();
+    }
     Ok((plan, how.record))
 }
 
@@ -388,6 +400,7 @@ mod tests {
             scenario: scenario.map(str::to_string),
             mcp: None,
             journal: None,
+            transport: None,
             sandbox: None,
         }
     }

@@ -176,6 +176,7 @@ fn start(shell: String, protocol: Words, timings: Timings) -> Fake {
         scenario: None,
         mcp: None,
         journal: None,
+        transport: None,
         sandbox: None,
     };
     let (tx, events) = mpsc::channel(64);

@@ -73,6 +73,10 @@ pub struct SpecInput {
     /// CLI's own state writable, secrets and other worktrees hidden. Refused with
     /// `SANDBOX_UNAVAILABLE` where bubblewrap cannot run, never run without it.
     pub sandbox: Option<bool>,
+    /// Run the provider CLI on this `[hosts.<name>]` (docs/ARCHITECTURE.md §"Hosts");
+    /// `cwd` is then an absolute directory there.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub host: Option<String>,
 }
 
 #[cfg(test)]

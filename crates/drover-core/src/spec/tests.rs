@@ -145,6 +145,7 @@ fn every_field_passes_through_when_valid() {
         workspace: Some(" Worktree ".into()),
         carry_changes: Some(true),
         sandbox: Some(true),
+        host: None,
     };
     let spec = accepted(&input);
     assert_eq!(

@@ -27,7 +27,11 @@ pub const TAG_MAX_CHARS: usize = 64;
 pub fn validate(input: &SpecInput, ctx: &ValidationContext) -> Result<Spec, DroverError> {
     let provider = provider(input.provider.as_deref(), ctx)?;
     check_task(&input.task, ctx)?;
-    let cwd = cwd(input.cwd.as_deref(), ctx)?;
+    let host = present(input.host.as_deref());
+    let cwd = match &host {
+        Some(host) => host_cwd(input.cwd.as_deref(), host)?,
+        None => cwd(input.cwd.as_deref(), ctx)?,
+    };
     let model = model(input.model.as_deref(), &provider.name, ctx)?;
     let policy = policy(input.policy.as_deref(), provider)?;
     let capability = capability(input.capability.as_deref())?;
@@ -106,6 +110,7 @@ pub fn validate(input: &SpecInput, ctx: &ValidationContext) -> Result<Spec, Drov
         workspace,
         carry_changes: input.carry_changes.unwrap_or(false),
         sandbox: input.sandbox.unwrap_or(false),
+        host,
         clamps,
     })
 }
@@ -201,6 +206,22 @@ fn check_task(task: &str, ctx: &ValidationContext) -> Result<(), DroverError> {
         ));
     }
     Ok(())
+}
+
+/// A run on a host works in a directory there (docs/ARCHITECTURE.md §"Hosts"): it must
+/// be given, absolute, and is not looked for on this machine (`drover doctor --host`
+/// checks it there).
+fn host_cwd(requested: Option<&Path>, host: &str) -> Result<PathBuf, DroverError> {
+    match requested {
+        Some(path) if path.is_absolute() => Ok(path.components().collect()),
+        _ => Err(DroverError::new(
+            ErrorCode::CwdInvalid,
+            format!(
+                "A run on the host {} needs the absolute directory it works in there; pass it as cwd (`--cwd /path/on/{host}`).",
+                quoted(host)
+            ),
+        )),
+    }
 }
 
 fn cwd(requested: Option<&Path>, ctx: &ValidationContext) -> Result<PathBuf, DroverError> {

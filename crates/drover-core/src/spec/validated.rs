@@ -67,6 +67,10 @@ pub struct Spec {
     /// run, a sandboxed parent for a sub-run). Absent in older records: not sandboxed.
     #[serde(default)]
     pub sandbox: bool,
+    /// The `[hosts.<name>]` its CLI runs on (docs/ARCHITECTURE.md §"Hosts"); `None` on
+    /// this machine. Absent in older records: this machine.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub host: Option<String>,
     /// Every number that was changed to fit the limits, so the dispatcher can note it.
     #[serde(default)]
     pub clamps: Vec<Clamp>,

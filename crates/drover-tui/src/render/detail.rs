@@ -105,6 +105,9 @@ fn summary_lines(
     if run.sandbox {
         spec.push(Span::styled(" · ⊡ sandbox", theme::dim()));
     }
+    if let Some(host) = &run.head.host {
+        spec.push(Span::styled(format!(" · @{host}"), theme::dim()));
+    }
     if let Some(d) = detail {
         let user_turns = d
             .turns

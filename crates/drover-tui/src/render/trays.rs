@@ -239,6 +239,13 @@ pub fn run_lines(
     let stalled = if run.head.stalled { " · stalled" } else { "" };
     // A run whose CLI is confined says so (docs/ARCHITECTURE.md §"The sandbox").
     let sandbox = if run.sandbox { " · ⊡ sandbox" } else { "" };
+    // And a run on another host names it (docs/ARCHITECTURE.md §"Hosts").
+    let host = run
+        .head
+        .host
+        .as_deref()
+        .map(|h| format!(" · @{h}"))
+        .unwrap_or_default();
     // The run's change, right-aligned: `+12 −3 · 4 files` (the counts alone when narrow).
     let state_w = width_of(&format::state_words(
         run.head.state,
@@ -290,7 +297,10 @@ pub fn run_lines(
     };
     let change_w: usize = change.iter().map(Span::width).sum();
     let room = width.saturating_sub(
-        3 + stalled.len() + width_of(sandbox) + if change_w > 0 { change_w + 2 } else { 0 },
+        3 + stalled.len()
+            + width_of(sandbox)
+            + width_of(&host)
+            + if change_w > 0 { change_w + 2 } else { 0 },
     );
     match &run.head.live_state {
         Some(live) if run.head.state.is_active() => {
@@ -303,6 +313,9 @@ pub fn run_lines(
     }
     if run.sandbox {
         second.push(Span::styled(sandbox, theme::dim()));
+    }
+    if !host.is_empty() {
+        second.push(Span::styled(host, theme::dim()));
     }
     if run.head.stalled {
         second.push(Span::styled(stalled, theme::warning()));

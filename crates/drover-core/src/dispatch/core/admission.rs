@@ -115,6 +115,36 @@ impl Core {
             .collect()
     }
 
+    /// A run on a host (docs/ARCHITECTURE.md §"Hosts"): the host is configured
+    /// (`HOST_UNKNOWN`), and it asks for nothing that runs only on this machine
+    /// (`HOST_UNSUPPORTED`: a sandbox, a worktree); it works in its directory there.
+    fn host_admits(&self, host: &str, spec: &mut crate::spec::Spec) -> Result<(), DroverError> {
+        if !self.config.hosts.contains_key(host) {
+            return Err(crate::providers::transport::unknown_host(
+                host,
+                &self.config.hosts,
+            ));
+        }
+        if spec.sandbox {
+            return Err(DroverError::new(
+                ErrorCode::HostUnsupported,
+                format!(
+                    "a run on the host {host} cannot be sandboxed: bubblewrap wraps runs on this machine only; dispatch it without --sandbox (with `[limits] sandbox_auto` on, give it another policy than auto)"
+                ),
+            ));
+        }
+        if spec.workspace == Some(crate::workspace::WorkspaceMode::Worktree) {
+            return Err(DroverError::new(
+                ErrorCode::HostUnsupported,
+                format!(
+                    "a run on the host {host} works in its directory there: worktrees on a host are not made yet; dispatch it with --workspace shared"
+                ),
+            ));
+        }
+        spec.workspace = Some(crate::workspace::WorkspaceMode::Shared);
+        Ok(())
+    }
+
     /// `PROVIDER_UNAVAILABLE` when `provider` runs a CLI that is not found: the run could
     /// not start, so nothing is made for it (a run held on a route card is offered only
     /// providers that can run).
@@ -254,6 +284,9 @@ impl Core {
         {
             return Err(e);
         }
+        if let Some(host) = spec.host.clone() {
+            self.host_admits(&host, &mut spec)?;
+        }
         let asked = spec.workspace.is_some();
         let mode = self.workspace_mode(&spec, from.as_ref())?;
         spec.workspace = Some(mode);
@@ -286,7 +319,9 @@ impl Core {
                 }
             }
         }
+        // On a host, the CLI is looked for there (`drover doctor --host`), not here.
         if hold.is_none()
+            && spec.host.is_none()
             && let Some(e) = self.provider_unavailable(&spec.provider)
         {
             return Err(e);

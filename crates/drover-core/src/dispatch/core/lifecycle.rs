@@ -348,14 +348,30 @@ impl Core {
             resume_session: continues.then(|| run.provider_session_id.clone()).flatten(),
             resume_tokens: continues.then_some(run.tokens),
             scenario: run.spec.scenario.clone(),
-            mcp: self
-                .config
-                .mcp
-                .expose_to_runs
+            // drover's MCP server reaches the owner through its socket here: not from
+            // another host (docs/ARCHITECTURE.md §"Hosts").
+            mcp: (self.config.mcp.expose_to_runs && run.spec.host.is_none())
                 .then(|| mcp_server(&self.data_dir, &run.id)),
             journal: None,
+            transport: self.transport_of(run),
             sandbox: run.spec.sandbox.then(|| self.sandbox_of(run)),
         })
+    }
+
+    /// The transport to a run's host (docs/ARCHITECTURE.md §"Hosts"), `None` for a run on
+    /// this machine (or one whose host left the config: its launch then runs here no
+    /// more than it ran there — it fails, naming the host).
+    pub(super) fn transport_of(
+        &self,
+        run: &super::run::Run,
+    ) -> Option<Box<crate::providers::transport::Transport>> {
+        let host = run.spec.host.as_deref()?;
+        let config = self.config.hosts.get(host).cloned().unwrap_or_default();
+        Some(Box::new(crate::providers::transport::Transport::of(
+            host,
+            &config,
+            &crate::paths::Paths::under(&self.data_dir).ssh_dir(),
+        )))
     }
 
     /// What a sandboxed run's CLI may see and change (docs/ARCHITECTURE.md

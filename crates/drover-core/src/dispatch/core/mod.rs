@@ -255,7 +255,7 @@ pub enum Effect {
     Read(Read),
     /// Publish at once, before anything waiting for a commit: news of the owner itself
     /// ([`DispatchEvent::Health`]), which changes nothing in the ledger.
-    Notice(super::api::DispatchEvent),
+    Notice(Box<super::api::DispatchEvent>),
     /// Run git work for a run's workspace off the dispatcher's task; report the outcome
     /// as [`Input::Workspace`].
     Workspace(Box<WorkspaceJob>),
@@ -670,7 +670,7 @@ impl Core {
     /// Publishes the owner's health at once (it waits for no commit).
     fn notice_health(&mut self) {
         let health = self.health();
-        self.out.push(Effect::Notice(health));
+        self.out.push(Effect::Notice(Box::new(health)));
     }
 
     /// The ledger can no longer write (why), or can again: new work is refused meanwhile

@@ -26,6 +26,7 @@ fn spec(script: &str) -> LaunchSpec {
         scenario: None,
         mcp: None,
         journal: None,
+        transport: None,
         sandbox: None,
     }
 }

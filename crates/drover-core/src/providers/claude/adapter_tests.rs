@@ -114,6 +114,7 @@ fn fake_spec(dir: &TempDir, mode: &str, policy: PermissionPolicy) -> LaunchSpec 
         scenario: None,
         mcp: None,
         journal: None,
+        transport: None,
         sandbox: None,
     }
 }

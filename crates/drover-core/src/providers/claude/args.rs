@@ -111,6 +111,7 @@ mod tests {
             scenario: None,
             mcp: None,
             journal: None,
+            transport: None,
             sandbox: None,
         }
     }

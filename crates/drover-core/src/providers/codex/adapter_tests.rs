@@ -142,6 +142,7 @@ fn start_with(mode: &str, policy: PermissionPolicy, timings: AdapterTimings) -> 
         scenario: None,
         mcp: None,
         journal: None,
+        transport: None,
         sandbox: None,
     };
     let (tx, events) = mpsc::channel(64);

@@ -151,6 +151,7 @@ mod tests {
             scenario: None,
             mcp: None,
             journal: None,
+            transport: None,
             sandbox: None,
         }
     }

@@ -379,6 +379,7 @@ fn spec(resume: Option<&str>) -> LaunchSpec {
         scenario: None,
         mcp: None,
         journal: None,
+        transport: None,
         sandbox: None,
     }
 }

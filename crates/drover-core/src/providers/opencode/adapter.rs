@@ -139,6 +139,7 @@ pub fn launch_with(
         cwd: &spec.cwd,
         run_id: &spec.run_id,
         journal: spec.journal.as_ref(),
+        transport: spec.transport.as_deref(),
         sandbox: spec.sandbox.as_ref(),
     })?;
     let pid = child.pid();

@@ -47,6 +47,7 @@ fn spec(script: &str) -> LaunchSpec {
         scenario: None,
         mcp: None,
         journal: None,
+        transport: None,
         sandbox: None,
     }
 }

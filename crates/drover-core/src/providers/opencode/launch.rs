@@ -161,6 +161,7 @@ mod tests {
             scenario: None,
             mcp: None,
             journal: None,
+            transport: None,
             sandbox: None,
         }
     }

@@ -308,7 +308,7 @@ impl Harness {
                     out.ops.extend(ops);
                     out.events.extend(events);
                 }
-                Effect::Notice(event) => out.events.push(event),
+                Effect::Notice(event) => out.events.push(*event),
                 Effect::Reply {
                     to,
                     answer,

@@ -1,0 +1,473 @@
+//! Runs on another host end to end (docs/ARCHITECTURE.md §"Hosts"): the real `drover`
+//! binary, a real OpenSSH server on 127.0.0.1 on a free port (`common::sshd`, throwaway
+//! keys), OpenSSH's own client, the simulated agent running on the "host" (this machine,
+//! in another directory) over `ssh -T`.
+//!
+//! - a run on a host asks for permissions, does its work in its directory there (not in
+//!   the caller's), takes a follow-up in the same session and the same connection, and
+//!   stop leaves nothing of its process group on the host;
+//! - the owner killed with SIGKILL, the next owner wakes the run in the same provider
+//!   session on the host;
+//! - `drover attach` of a host run opens the CLI's interface on the host (`ssh -t`) in
+//!   the run's directory there, and the run is handed back in the same session;
+//! - `drover hosts` lists the config's hosts; `drover doctor --host` finds git and the
+//!   directory there, and says HOST_UNREACHABLE for a host that does not answer;
+//! - a dispatch to a host the config does not name is HOST_UNKNOWN, one asking for what
+//!   runs only here (a sandbox, a worktree) HOST_UNSUPPORTED, one without an absolute
+//!   directory CWD_INVALID; a bad `[hosts.NAME]` table is refused naming its line.
+//!
+//! sshd needs root: as another user the tests that start one say why and return.
+#![allow(clippy::unwrap_used)] // a test or bench may unwrap; the workspace denies it elsewhere
+
+mod common;
+
+use common::sshd::Sshd;
+use common::{GREETING, Home, assert_group_gone, group_alive, str_at};
+use serde_json::Value;
+use std::path::{Path, PathBuf};
+
+/// A home whose config names the server as `[hosts.loop]`, and the directory on the
+/// "host" a run works in (with the greeting the scenarios edit).
+fn host_home(sshd: &Sshd) -> (Home, PathBuf) {
+    let home = Home::with_config(&sshd.host_table("loop"));
+    let remote = home.path().join("remote");
+    std::fs::create_dir_all(remote.join("src")).unwrap();
+    std::fs::write(remote.join("src/main.rs"), GREETING).unwrap();
+    (home, remote)
+}
+
+/// Dispatches a sim run of `scenario` to the host, working in `remote` there.
+fn dispatch_there(home: &Home, scenario: &str, remote: &Path) -> Value {
+    home.dispatch_json(
+        scenario,
+        "Fix the greeting",
+        &["--host", "loop", "--cwd", remote.to_str().unwrap()],
+    )
+}
+
+/// The id of the run's process group on the host, as its remote shell wrote it.
+fn remote_group(run: &str) -> u32 {
+    let file = pid_file(run);
+    let text = std::fs::read_to_string(&file)
+        .unwrap_or_else(|e| panic!("the run's pid file {}: {e}", file.display()));
+    text.trim().parse().unwrap()
+}
+
+fn pid_file(run: &str) -> PathBuf {
+    PathBuf::from(format!("/tmp/drover-run-{run}.pgid"))
+}
+
+fn cmdline(pid: u32) -> String {
+    std::fs::read(format!("/proc/{pid}/cmdline"))
+        .map(|b| String::from_utf8_lossy(&b).replace('\0', " "))
+        .unwrap_or_default()
+}
+
+fn allow(home: &Home, run: &str, tool: &str) {
+    let pending = home.wait_for_pending(run, tool);
+    home.json(&["respond", run, str_at(&pending, "request_id"), "allow"]);
+}
+
+#[test]
+fn a_run_on_a_host_asks_works_there_follows_up_and_stop_leaves_nothing_there() {
+    let Some(sshd) = Sshd::start("a_run_on_a_host_asks_works_there") else {
+        return;
+    };
+    let (home, remote) = host_home(&sshd);
+    let _serve = home.serve();
+    let answer = dispatch_there(&home, "tool-permission", &remote);
+    assert_eq!(answer["host"], "loop", "{answer}");
+    let run = str_at(&answer, "run_id").to_string();
+
+    allow(&home, &run, "Bash");
+    allow(&home, &run, "Edit");
+    let view = home.wait_idle(&run);
+    assert_eq!(view["state"], "idle", "{view}");
+    assert_eq!(view["host"], "loop", "{view}");
+    assert_eq!(view["cwd"], remote.to_str().unwrap(), "{view}");
+    assert!(
+        std::fs::read_to_string(remote.join("src/main.rs"))
+            .unwrap()
+            .contains("hello, drover"),
+        "the allowed edit landed in the run's directory on the host"
+    );
+    assert_eq!(
+        std::fs::read_to_string(home.work().join("src/main.rs")).unwrap(),
+        GREETING,
+        "the caller's directory is untouched"
+    );
+    // The local child is ssh; the CLI runs on the host in a session of its own.
+    let pid = view["pid"].as_u64().expect("a pid while idle") as u32;
+    assert!(cmdline(pid).starts_with("ssh "), "{}", cmdline(pid));
+    let pgid = remote_group(&run);
+    assert_ne!(pgid, pid);
+    assert!(group_alive(pgid));
+    assert!(cmdline(pgid).contains("sim-agent"), "{}", cmdline(pgid));
+    let session = str_at(&view, "provider_session_id").to_string();
+
+    // A follow-up goes to the same CLI over the same connection, in the same session.
+    home.json(&["follow-up", &run, "and once more"]);
+    allow(&home, &run, "Bash");
+    allow(&home, &run, "Edit");
+    let view = home.wait_idle(&run);
+    assert_eq!(view["provider_session_id"], session.as_str(), "{view}");
+    assert_eq!(view["pid"], pid, "the same ssh child: {view}");
+    assert_eq!(remote_group(&run), pgid);
+
+    home.json(&["stop", &run]);
+    let view = home.wait_terminal(&run);
+    assert_eq!(view["state"], "stopped", "{view}");
+    assert_group_gone(pgid);
+    assert!(
+        !pid_file(&run).exists(),
+        "the pid file on the host is removed"
+    );
+}
+
+/// A scenario whose one turn leaves `sleep 1000` running in the background in the run's
+/// directory (its pid in `left.pid` there): what a CLI's own end leaves behind.
+fn leaves_a_command_running(home: &Home) -> String {
+    let scenario = home.path().join("background.toml");
+    std::fs::write(
+        &scenario,
+        "description = \"Leaves a command running.\"\nmodel = \"claude-sonnet-4-5\"\n\
+         [[turns]]\nstatus = \"done\"\nsummary = \"Started it.\"\n\
+         [[turns.steps]]\ntool = \"Bash\"\ninput = { command = \"sleep 1000 > /dev/null 2>&1 & echo $! > left.pid\" }\nrun = true\n\
+         [[turns.steps]]\ntext = \"Started.\"\n",
+    )
+    .unwrap();
+    scenario.display().to_string()
+}
+
+/// The pid of the command the run left running on the host, checked to be it.
+fn left_running(remote: &Path) -> u32 {
+    let left: u32 = std::fs::read_to_string(remote.join("left.pid"))
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap();
+    assert!(cmdline(left).starts_with("sleep 1000"), "{}", cmdline(left));
+    left
+}
+
+/// Stop ends the run's whole process group on the host: a command the run left running
+/// in the background there (which its CLI's end alone would leave behind) is gone too.
+#[test]
+fn stop_ends_what_a_host_run_left_running_there() {
+    let Some(sshd) = Sshd::start("stop_ends_what_a_host_run_left_running_there") else {
+        return;
+    };
+    let (home, remote) = host_home(&sshd);
+    let _serve = home.serve();
+    let answer = dispatch_there(&home, &leaves_a_command_running(&home), &remote);
+    let run = str_at(&answer, "run_id").to_string();
+    let view = home.wait_idle(&run);
+    assert_eq!(view["state"], "idle", "{view}");
+    let pgid = remote_group(&run);
+    let left = left_running(&remote);
+    home.json(&["stop", &run]);
+    home.wait_terminal(&run);
+    assert_group_gone(pgid);
+    assert!(
+        cmdline(left).is_empty(),
+        "the background command on the host is gone"
+    );
+    assert!(
+        !pid_file(&run).exists(),
+        "the pid file on the host is removed"
+    );
+}
+
+/// After a crash of the owner (SIGKILL), the next owner ends what the run left running
+/// on its host before anything starts again there.
+#[test]
+fn the_next_owner_ends_what_a_crashed_owners_host_run_left_there() {
+    let Some(sshd) = Sshd::start("the_next_owner_ends_what_a_crashed_owners_host_run_left") else {
+        return;
+    };
+    let (home, remote) = host_home(&sshd);
+    let serve = home.serve();
+    let answer = dispatch_there(&home, &leaves_a_command_running(&home), &remote);
+    let run = str_at(&answer, "run_id").to_string();
+    home.wait_idle(&run);
+    let pgid = remote_group(&run);
+    let left = left_running(&remote);
+    serve.kill9();
+    // The CLI there ends with its input; what it left in its group does not.
+    assert!(
+        group_alive(pgid),
+        "the command it left is still in its group"
+    );
+    let _serve = home.serve();
+    assert_group_gone(pgid);
+    assert!(cmdline(left).is_empty(), "{}", cmdline(left));
+    assert!(!pid_file(&run).exists());
+    // The run itself is put back (idle, hibernated), its session kept.
+    assert_eq!(home.show(&run)["state"], "idle");
+}
+
+#[test]
+fn an_owner_killed_during_a_host_run_is_followed_by_a_resume_in_the_same_session_there() {
+    let Some(sshd) = Sshd::start("an_owner_killed_during_a_host_run") else {
+        return;
+    };
+    let (home, remote) = host_home(&sshd);
+    let serve = home.serve();
+    let run = str_at(&dispatch_there(&home, "multi-turn", &remote), "run_id").to_string();
+    let view = home.wait_idle(&run);
+    assert_eq!(view["state"], "idle", "{view}");
+    let session = str_at(&view, "provider_session_id").to_string();
+    let pgid = remote_group(&run);
+    assert!(
+        remote.join("src/parser.rs").is_file(),
+        "the first turn wrote there"
+    );
+
+    serve.kill9();
+    // The connection went with the owner: the CLI on the host read the end of its input.
+    assert_group_gone(pgid);
+
+    let _serve = home.serve();
+    let view = home.show(&run);
+    assert_eq!(view["state"], "idle", "put back hibernated: {view}");
+    home.json(&["follow-up", &run, "tighten the parser"]);
+    let view = home.wait_idle(&run);
+    assert_eq!(view["state"], "idle", "{view}");
+    assert_eq!(
+        view["provider_session_id"],
+        session.as_str(),
+        "woken in the same session on the host: {view}"
+    );
+    let woken = remote_group(&run);
+    assert_ne!(woken, pgid, "a new CLI on the host");
+    assert!(group_alive(woken));
+    let tail = home.tail(&run).join("\n");
+    assert!(tail.contains("tighten the parser"), "{tail}");
+    home.json(&["stop", &run]);
+    home.wait_terminal(&run);
+    assert_group_gone(woken);
+}
+
+/// The children of process `pid` (every thread's).
+fn children(pid: u32) -> Vec<u32> {
+    let Ok(tasks) = std::fs::read_dir(format!("/proc/{pid}/task")) else {
+        return Vec::new();
+    };
+    tasks
+        .flatten()
+        .filter_map(|t| std::fs::read_to_string(t.path().join("children")).ok())
+        .flat_map(|c| {
+            c.split_whitespace()
+                .filter_map(|p| p.parse().ok())
+                .collect::<Vec<u32>>()
+        })
+        .collect()
+}
+
+/// `drover attach RUN`: `first` typed, and once the interface answered it, the command
+/// line of what attach runs; then `rest` typed and its input closed. What it printed
+/// (all of stdout) and that command line.
+fn attach(home: &Home, run: &str, first: &str, rest: &str) -> (std::process::Output, String) {
+    use std::io::{BufRead, Read, Write};
+    let mut child = home
+        .command(&["attach", run])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    let stdout = child.stdout.take().unwrap();
+    let (tx, rx) = std::sync::mpsc::channel();
+    let reader = std::thread::spawn(move || {
+        let mut lines = std::io::BufReader::new(stdout);
+        let mut all = String::new();
+        let mut line = String::new();
+        while lines.read_line(&mut line).unwrap_or(0) > 0 {
+            let _ = tx.send(line.clone());
+            all.push_str(&line);
+            line.clear();
+        }
+        all
+    });
+    stdin.write_all(first.as_bytes()).unwrap();
+    let answered = std::iter::from_fn(|| rx.recv_timeout(std::time::Duration::from_secs(60)).ok())
+        .any(|line| line.contains("Heard you"));
+    assert!(answered, "the interface did not answer the first line");
+    let ran = children(child.id())
+        .into_iter()
+        .map(cmdline)
+        .collect::<Vec<_>>()
+        .join(" | ");
+    stdin.write_all(rest.as_bytes()).unwrap();
+    drop(stdin);
+    let ended = common::wait_child(&mut child, std::time::Duration::from_secs(60));
+    assert!(ended.is_some(), "drover attach did not end");
+    let printed = reader.join().unwrap();
+    let mut stderr = Vec::new();
+    child
+        .stderr
+        .take()
+        .unwrap()
+        .read_to_end(&mut stderr)
+        .unwrap();
+    let mut out = child.wait_with_output().unwrap();
+    out.stdout = printed.into_bytes();
+    out.stderr = stderr;
+    (out, ran)
+}
+
+#[test]
+fn a_host_run_taken_over_opens_its_interface_on_the_host_in_its_directory_there() {
+    let Some(sshd) = Sshd::start("a_host_run_taken_over") else {
+        return;
+    };
+    let (home, remote) = host_home(&sshd);
+    let _serve = home.serve();
+    let run = str_at(&dispatch_there(&home, "quick-success", &remote), "run_id").to_string();
+    let view = home.wait_idle(&run);
+    let session = str_at(&view, "provider_session_id").to_string();
+
+    let (out, ran) = attach(
+        &home,
+        &run,
+        "hello from the interface\n",
+        "write notes.txt typed on the host\n/exit\n",
+    );
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{out:?}");
+    // What attach runs here is ssh asking for a terminal, with the CLI's command there.
+    assert!(ran.starts_with("ssh -t "), "{ran}");
+    assert!(
+        ran.contains("sim-agent") && ran.contains("--interactive"),
+        "{ran}"
+    );
+    assert!(
+        stdout.contains("Heard you: hello from the interface"),
+        "{stdout}"
+    );
+    // The interface ran through ssh in the run's directory on the host, not here.
+    assert_eq!(
+        std::fs::read_to_string(remote.join("notes.txt")).unwrap(),
+        "typed on the host\n"
+    );
+    assert!(!home.work().join("notes.txt").exists());
+    assert!(stdout.contains("handed back to drover"), "{stdout}");
+    let view = home.show(&run);
+    assert_eq!(view["state"], "idle", "{view}");
+    let notes: Vec<String> = view["notes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|n| n["text"].as_str().unwrap_or_default().to_string())
+        .collect();
+    assert!(
+        notes.iter().any(|n| n.contains("on host loop")),
+        "the note says the turns there were not read: {notes:?}"
+    );
+
+    // Supervised again, over ssh, in the same session there.
+    home.json(&["follow-up", &run, "Say it once more"]);
+    let view = home.wait_idle(&run);
+    assert_eq!(view["provider_session_id"], session.as_str(), "{view}");
+    let pid = view["pid"].as_u64().expect("a pid while idle") as u32;
+    assert!(cmdline(pid).starts_with("ssh "), "{}", cmdline(pid));
+    home.json(&["stop", &run]);
+    home.wait_terminal(&run);
+}
+
+#[test]
+fn hosts_are_listed_and_the_doctor_looks_at_one() {
+    let Some(sshd) = Sshd::start("hosts_are_listed_and_the_doctor_looks_at_one") else {
+        return;
+    };
+    let (home, remote) = host_home(&sshd);
+    let listed = home.json(&["hosts"]);
+    assert_eq!(
+        listed,
+        serde_json::json!([{
+            "name": "loop",
+            "kind": "ssh",
+            "target": format!("{}@127.0.0.1:{}", sshd.user, sshd.port),
+        }])
+    );
+    let report = home.json(&[
+        "doctor",
+        "--host",
+        "loop",
+        "--cwd",
+        remote.to_str().unwrap(),
+    ]);
+    assert_eq!(report["reachable"], true, "{report}");
+    assert_eq!(report["cwd_exists"], true, "{report}");
+    assert_eq!(report["git"]["status"], "ok", "{report}");
+    assert!(
+        str_at(&report["git"], "version").starts_with("git version"),
+        "{report}"
+    );
+    let missing = home.json(&["doctor", "--host", "loop", "--cwd", "/no/such/dir"]);
+    assert_eq!(missing["cwd_exists"], false, "{missing}");
+    // The doctor only looks: no control master, nothing in the data directory.
+    assert!(!home.path().join("ssh").exists());
+}
+
+#[test]
+fn a_host_that_does_not_answer_is_unreachable_for_the_doctor() {
+    // A port nothing listens on: ssh cannot connect.
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let home = Home::with_config(&format!(
+        "[hosts.gone]\nssh = \"nobody@127.0.0.1\"\nport = {port}\nssh_options = [\"ConnectTimeout=5\", \"StrictHostKeyChecking=no\", \"UserKnownHostsFile=/dev/null\"]\n"
+    ));
+    let line = home.refused(&["doctor", "--host", "gone"], "HOST_UNREACHABLE");
+    assert!(
+        line.contains(&format!("`ssh -p {port} nobody@127.0.0.1 true`")),
+        "{line}"
+    );
+    assert!(line.contains("Connection refused"), "{line}");
+}
+
+#[test]
+fn dispatches_a_host_cannot_take_are_refused_with_nothing_made() {
+    let home = Home::with_config("[hosts.box]\nssh = \"me@box.invalid\"\n");
+    let _serve = home.serve();
+    let dispatch = |extra: &[&str], code: &str| {
+        let mut args = vec![
+            "dispatch",
+            "--provider",
+            "sim",
+            "--scenario",
+            "quick-success",
+        ];
+        args.extend_from_slice(extra);
+        args.push("task");
+        home.refused(&args, code)
+    };
+    let unknown = dispatch(&["--host", "bx", "--cwd", "/srv"], "HOST_UNKNOWN");
+    assert!(unknown.contains("the hosts are box"), "{unknown}");
+    let relative = dispatch(&["--host", "box", "--cwd", "srv"], "CWD_INVALID");
+    assert!(relative.contains("absolute directory"), "{relative}");
+    dispatch(&["--host", "box"], "CWD_INVALID");
+    let sandbox = dispatch(
+        &["--host", "box", "--cwd", "/srv", "--sandbox"],
+        "HOST_UNSUPPORTED",
+    );
+    assert!(sandbox.contains("without --sandbox"), "{sandbox}");
+    let worktree = dispatch(
+        &["--host", "box", "--cwd", "/srv", "--workspace", "worktree"],
+        "HOST_UNSUPPORTED",
+    );
+    assert!(worktree.contains("--workspace shared"), "{worktree}");
+    assert_eq!(home.runs().len(), 0, "nothing was made");
+}
+
+#[test]
+fn a_bad_host_table_is_refused_naming_its_line() {
+    let home = Home::with_config("[hosts.box]\nssh = \"-oProxyCommand=sh\"\n");
+    let line = home.refused(&["hosts"], "CONFIG_INVALID");
+    assert!(line.contains("line 2"), "{line}");
+    assert!(line.contains("hosts.box.ssh"), "{line}");
+}
