@@ -9,7 +9,8 @@
 //! - the owner killed with SIGKILL, the next owner wakes the run in the same provider
 //!   session on the host;
 //! - `drover attach` of a host run opens the CLI's interface on the host (`ssh -t`) in
-//!   the run's directory there, and the run is handed back in the same session;
+//!   the run's directory there, the turns typed there are read back from the session's
+//!   record there, and the run is handed back in the same session;
 //! - `drover hosts` lists the config's hosts; `drover doctor --host` finds git and the
 //!   directory there, and says HOST_UNREACHABLE for a host that does not answer;
 //! - a dispatch to a host the config does not name is HOST_UNKNOWN, one asking for what
@@ -352,18 +353,27 @@ fn a_host_run_taken_over_opens_its_interface_on_the_host_in_its_directory_there(
         "typed on the host\n"
     );
     assert!(!home.work().join("notes.txt").exists());
-    assert!(stdout.contains("handed back to drover"), "{stdout}");
+    // The turns typed there are read from the session's record on the host.
+    assert!(
+        stdout.contains("handed back to drover") && stdout.contains("2 interactive turns"),
+        "{stdout}"
+    );
     let view = home.show(&run);
     assert_eq!(view["state"], "idle", "{view}");
-    let notes: Vec<String> = view["notes"]
+    let origins: Vec<&str> = view["turns"]
         .as_array()
         .unwrap()
         .iter()
-        .map(|n| n["text"].as_str().unwrap_or_default().to_string())
+        .map(|t| t["origin"].as_str().unwrap_or_default())
         .collect();
-    assert!(
-        notes.iter().any(|n| n.contains("on host loop")),
-        "the note says the turns there were not read: {notes:?}"
+    assert_eq!(
+        origins,
+        ["dispatch", "interactive", "interactive"],
+        "{view}"
+    );
+    assert_eq!(
+        view["turns"][1]["text"],
+        "Heard you: hello from the interface"
     );
 
     // Supervised again, over ssh, in the same session there.

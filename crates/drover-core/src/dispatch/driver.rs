@@ -589,12 +589,6 @@ fn interactive(
         providers::registry::interactive((*job.spec).clone(), &job.session, self_exe, data_dir)?;
     match job.read_since {
         None => Ok(Interactively::Planned(Box::new(plan))),
-        // The session's record is on the host; it is not read from there yet
-        // (docs/ARCHITECTURE.md §"Hosts"): the run is handed back, saying so.
-        Some(_) if job.spec.transport.is_some() => Err(format!(
-            "the turns taken in the interface are in the session's record on host {}, which drover does not read from a host yet; the run goes on in that session",
-            job.spec.transport.as_ref().map_or("", |t| t.name.as_str())
-        )),
         Some(since) => {
             providers::interactive::read_back(record, &plan, since).map(Interactively::Read)
         }

@@ -101,6 +101,11 @@ pub struct InteractivePlan {
     /// command reads (`opencode export SESSION`); empty for the others.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub export_args: Vec<String>,
+    /// The host the run is on (docs/ARCHITECTURE.md §"Hosts"): `program` is then the
+    /// transport's client, and `export_args` its arguments that print the session's
+    /// record there ([`host_record_script`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub host: Option<String>,
 }
 
 /// One turn the user had in the CLI's own interface.
@@ -134,6 +139,7 @@ pub fn plan(spec: &LaunchSpec, session: &str, how: &Interactive) -> InteractiveP
         env: how.env.map_or_else(|| spec.env.clone(), |env| env(spec)),
         cwd: spec.cwd.clone(),
         export_args: how.export.map(|f| f(spec, session)).unwrap_or_default(),
+        host: None,
     }
 }
 
@@ -146,8 +152,61 @@ pub fn read_back(
 ) -> Result<Vec<InteractiveTurn>, String> {
     match record {
         Record::OpenCodeExport => export(plan, since),
+        _ if plan.host.is_some() => read_there(record, plan, since),
         _ => read(record, &plan.env, &plan.session, since),
     }
+}
+
+/// The turns of a host run's session at or after `since`, from its record on the host,
+/// printed there by [`host_record_script`] through the transport (`plan.program` with
+/// `plan.export_args`), bounded as [`export`] is.
+fn read_there(
+    record: Record,
+    plan: &InteractivePlan,
+    since: UnixMillis,
+) -> Result<Vec<InteractiveTurn>, String> {
+    if !plain_id(&plan.session) {
+        return Err(format!(
+            "the session id {:?} is not a plain name",
+            plan.session
+        ));
+    }
+    let host = plan.host.as_deref().unwrap_or_default();
+    let out = run_bounded(plan, EXPORT_TIMEOUT)
+        .map_err(|e| format!("reading the session record on host {host}: {e}"))?;
+    let lines = lines_of(&out[..], &format!("the session record on host {host}"))?;
+    Ok(turns_of(record, &lines, since))
+}
+
+/// The host shell script that prints session `session`'s record of shape `record`, found
+/// there as [`read`] finds it here (the run's environment `env` set first), or nothing
+/// when it is not there; `None` for a record only its CLI prints.
+pub fn host_record_script(
+    record: Record,
+    env: &BTreeMap<String, String>,
+    session: &str,
+) -> Option<String> {
+    let name = shell_words::quote(&format!("{session}.jsonl")).into_owned();
+    let find = match record {
+        Record::Claude => format!(
+            "f=$(find \"${{CLAUDE_CONFIG_DIR:-$HOME/.claude}}/projects\" -maxdepth 2 -type f -name {name} 2>/dev/null | sort -r | head -n 1)"
+        ),
+        Record::CodexRollout => format!(
+            "f=$(find \"${{CODEX_HOME:-$HOME/.codex}}/sessions\" -maxdepth 4 -type f -name {} 2>/dev/null | sort -r | head -n 1)",
+            shell_words::quote(&format!("rollout-*-{session}.jsonl"))
+        ),
+        Record::Sim => format!("f=\"${}\"/sim-sessions/{name}", crate::paths::HOME_ENV),
+        Record::OpenCodeExport => return None,
+    };
+    let mut script = String::new();
+    for (key, value) in env {
+        script.push_str(&format!(
+            "export {};",
+            shell_words::quote(&format!("{key}={value}"))
+        ));
+    }
+    script.push_str(&format!("{find}; [ ! -f \"$f\" ] || exec cat \"$f\""));
+    Some(script)
 }
 
 /// The turns of `plan`'s session at or after `since`, from what its CLI prints of it
@@ -255,11 +314,16 @@ pub fn read(
         return Ok(Vec::new());
     };
     let lines = record_lines(&path)?;
-    Ok(match record {
-        Record::Claude | Record::Sim => claude_turns(&lines, since),
-        Record::CodexRollout => codex_turns(&lines, since),
+    Ok(turns_of(record, &lines, since))
+}
+
+/// The turns at or after `since` in a record's lines.
+fn turns_of(record: Record, lines: &[Value], since: UnixMillis) -> Vec<InteractiveTurn> {
+    match record {
+        Record::Claude | Record::Sim => claude_turns(lines, since),
+        Record::CodexRollout => codex_turns(lines, since),
         Record::OpenCodeExport => Vec::new(),
-    })
+    }
 }
 
 /// A variable of the run's environment, else drover's own.
@@ -338,7 +402,12 @@ pub fn find_file(dir: &Path, depth: usize, fits: &dyn Fn(&str) -> bool) -> Optio
 fn record_lines(path: &Path) -> Result<Vec<Value>, String> {
     let file = std::fs::File::open(path)
         .map_err(|e| format!("cannot read the session record {}: {e}", path.display()))?;
-    let mut reader = BufReader::new(file.take(RECORD_MAX_BYTES));
+    lines_of(file, &format!("the session record {}", path.display()))
+}
+
+/// [`record_lines`] of what `source` (`shown` in errors) holds.
+fn lines_of(source: impl Read, shown: &str) -> Result<Vec<Value>, String> {
+    let mut reader = BufReader::new(source.take(RECORD_MAX_BYTES));
     let mut lines = Vec::new();
     let mut buf = Vec::new();
     loop {
@@ -346,7 +415,7 @@ fn record_lines(path: &Path) -> Result<Vec<Value>, String> {
         let n = (&mut reader)
             .take(LINE_MAX_BYTES as u64 + 1)
             .read_until(b'\n', &mut buf)
-            .map_err(|e| format!("cannot read the session record {}: {e}", path.display()))?;
+            .map_err(|e| format!("cannot read {shown}: {e}"))?;
         if n == 0 {
             break;
         }
@@ -357,7 +426,7 @@ fn record_lines(path: &Path) -> Result<Vec<Value>, String> {
                 let more = (&mut reader)
                     .take(LINE_MAX_BYTES as u64)
                     .read_until(b'\n', &mut buf)
-                    .map_err(|e| format!("cannot read {}: {e}", path.display()))?;
+                    .map_err(|e| format!("cannot read {shown}: {e}"))?;
                 if more == 0 {
                     break;
                 }
@@ -653,6 +722,50 @@ fn opencode_turns(export: &Value, since: UnixMillis) -> Vec<InteractiveTurn> {
 mod tests {
     use super::*;
     use serde_json::json;
+
+    /// The script that prints a host run's record, run by a real `sh` here: it finds
+    /// Claude's transcript and Codex's rollout under the directory the run's environment
+    /// names (else `$HOME`'s), the sim's under `DROVER_HOME`, and prints nothing for a
+    /// session that has none.
+    #[test]
+    fn the_host_record_script_prints_the_sessions_record_found_as_here() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let root = dir.path();
+        let files = [
+            (Record::Claude, "home/.claude/projects/-srv-x/s1.jsonl"),
+            (
+                Record::CodexRollout,
+                "codex/sessions/2026/12/03/rollout-2026-s1.jsonl",
+            ),
+            (Record::Sim, "drover/sim-sessions/s1.jsonl"),
+        ];
+        for (_, file) in files {
+            let path = root.join(file);
+            std::fs::create_dir_all(path.parent().expect("a parent")).expect("mkdir");
+            std::fs::write(&path, format!("{{\"at\":\"{file}\"}}\n")).expect("write");
+        }
+        let env: BTreeMap<String, String> =
+            [("CODEX_HOME", "codex"), (crate::paths::HOME_ENV, "drover")]
+                .into_iter()
+                .map(|(k, v)| (k.to_string(), root.join(v).display().to_string()))
+                .collect();
+        let printed = |record: Record, session: &str| {
+            let script = host_record_script(record, &env, session).expect("a script");
+            let out = std::process::Command::new("sh")
+                .args(["-c", &script])
+                .env("HOME", root.join("home"))
+                .env_remove("CLAUDE_CONFIG_DIR")
+                .output()
+                .expect("sh");
+            assert!(out.status.success(), "{out:?}");
+            String::from_utf8_lossy(&out.stdout).into_owned()
+        };
+        for (record, file) in files {
+            assert_eq!(printed(record, "s1"), format!("{{\"at\":\"{file}\"}}\n"));
+            assert_eq!(printed(record, "s2"), "", "{record:?}");
+        }
+        assert_eq!(host_record_script(Record::OpenCodeExport, &env, "s1"), None);
+    }
 
     fn lines(values: &[Value]) -> Vec<Value> {
         values.to_vec()

@@ -308,13 +308,29 @@ pub fn interactive(
     // A run on a host is taken over there: its interface opens in a terminal on the host
     // in the run's directory there with the run's environment (docs/ARCHITECTURE.md
     // §"Hosts"); here the transport's client runs, in the data directory.
+    // The session's record is read there too: `export_args` become the transport's
+    // arguments that print it there (the CLI's export, or the record file).
     if let Some(transport) = &spec.transport {
+        let record_script = if plan.export_args.is_empty() {
+            super::interactive::host_record_script(how.record, &plan.env, session)
+        } else {
+            Some(super::transport::remote_command(
+                &plan.program,
+                &plan.export_args,
+                &plan.cwd,
+                &plan.env,
+            ))
+        };
         let (program, args) =
             transport.interactive(&plan.program, &plan.args, &plan.cwd, &plan.env);
+        plan.export_args = record_script
+            .map(|script| transport.command(&script).1)
+            .unwrap_or_default();
         plan.program = program;
         plan.args = args;
         plan.env = BTreeMap::new();
         plan.cwd = data_dir.to_path_buf();
+        plan.host = Some(transport.name.clone());
     }
     Ok((plan, how.record))
 }

@@ -166,6 +166,32 @@ pub fn remote_script(
     )
 }
 
+/// `cd DIR && exec env K=V… PROGRAM ARGS…`, quoted for the host's shell: a command run
+/// there in its directory with the run's environment, in the session the transport
+/// gives it (no `setsid`, no pid file).
+pub fn remote_command(
+    program: &Path,
+    args: &[String],
+    cwd: &Path,
+    env: &BTreeMap<String, String>,
+) -> String {
+    let mut words = vec!["exec".to_string()];
+    if !env.is_empty() {
+        words.push("env".to_string());
+        words.extend(
+            env.iter()
+                .map(|(k, v)| shell_words::quote(&format!("{k}={v}")).into_owned()),
+        );
+    }
+    words.push(shell_words::quote(&program.to_string_lossy()).into_owned());
+    words.extend(args.iter().map(|a| shell_words::quote(a).into_owned()));
+    format!(
+        "cd {} && {}",
+        shell_words::quote(&cwd.to_string_lossy()),
+        words.join(" ")
+    )
+}
+
 impl Transport {
     /// The transport of `[hosts.<name>]` (checked at load); ssh's control master listens
     /// under `control_dir` (the data directory's `ssh/`).
@@ -231,22 +257,7 @@ impl Transport {
         cwd: &Path,
         env: &BTreeMap<String, String>,
     ) -> (PathBuf, Vec<String>) {
-        let mut words = vec!["exec".to_string()];
-        if !env.is_empty() {
-            words.push("env".to_string());
-            words.extend(
-                env.iter()
-                    .map(|(k, v)| shell_words::quote(&format!("{k}={v}")).into_owned()),
-            );
-        }
-        words.push(shell_words::quote(&program.to_string_lossy()).into_owned());
-        words.extend(args.iter().map(|a| shell_words::quote(a).into_owned()));
-        let script = format!(
-            "cd {} && {}",
-            shell_words::quote(&cwd.to_string_lossy()),
-            words.join(" ")
-        );
-        self.command_on(&script, true)
+        self.command_on(&remote_command(program, args, cwd, env), true)
     }
 
     /// [`Transport::command`], with a terminal there when `tty`.
