@@ -753,6 +753,15 @@ const MIGRATIONS: &[&str] = &[
     r#"
     ALTER TABLE turns ADD COLUMN evidence_json TEXT;
     "#,
+    // 12: a tool call is indexed by the writer as it appends the call's event
+    // (docs/ARCHITECTURE.md §"Ledger"): the dispatcher knows which events are tool calls
+    // and says so (`NewEvent::tool_call`), so no trigger looks into the body of every
+    // event appended (a search of it and a JSON read, on the path of every event). The
+    // documents already there stay, as do the triggers that take a tool call's document
+    // out with its event, whose condition finds the calls of every version.
+    r#"
+    DROP TRIGGER IF EXISTS search_tool_added;
+    "#,
 ];
 
 /// The first version that keeps running totals (migration 6): each session's money and

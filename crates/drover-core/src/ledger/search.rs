@@ -258,6 +258,23 @@ pub(super) fn has_index(conn: &Connection) -> bool {
     .is_some()
 }
 
+/// Indexes the line of the tool call appended as event `seq` of `run_id` (its body
+/// `body_json`), as migration 8's trigger did and the reader reads it back: the body's
+/// `line` (docs/ARCHITECTURE.md §"Ledger", migration 12).
+pub(super) fn index_tool_call(
+    conn: &Connection,
+    run_id: &str,
+    seq: u64,
+    body_json: &str,
+) -> Result<(), LedgerError> {
+    conn.prepare_cached(
+        "INSERT INTO search (rowid, text)
+         SELECT (n << 32) | ?2, ?3 ->> '$.line' FROM search_runs WHERE run_id = ?1",
+    )?
+    .execute(params![run_id, seq as i64, body_json])?;
+    Ok(())
+}
+
 /// Indexes the agent text of turn `number` of `run_id`, whose end was just recorded, as
 /// one document (docs/ARCHITECTURE.md §"Ledger"): `text` as its writer gathered it from
 /// the turn's events (nothing when empty), or, when `None`, read from those events. The
