@@ -64,7 +64,9 @@ macro_rules! search_result_text {
     };
 }
 /// Whether an event is a tool call the index holds (migration 8): a transcript event of
-/// type `tool_started`. The body is compact JSON (serde's, as the writer stores it), so
+/// type `tool_started`. Since migration 12 the writer indexes a new call as it appends it
+/// (the dispatcher says which events are calls); this condition still finds a call's
+/// document to take out with its event, and built the index from the rows. The body is compact JSON (serde's, as the writer stores it), so
 /// a plain search for the key and its value rules out nearly every other event before
 /// its JSON is read (inside a JSON string a `"` is always escaped: the text of an agent
 /// cannot fake it).

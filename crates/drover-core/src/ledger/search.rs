@@ -1,8 +1,9 @@
 //! Searching everything the ledger holds (docs/ARCHITECTURE.md §"Ledger"): each run's
 //! task, follow-ups and results, its agent text (one document a turn, from its end) and
-//! its transcript's tool calls, through the FTS5 index migrations 8 and 9 keep in the
-//! transactions that write the rows: by triggers, and a turn's agent text by the writer
-//! when it records the turn's end ([`index_turn_text`]).
+//! its transcript's tool calls, through the FTS5 index migrations 8, 9 and 12 keep in the
+//! transactions that write the rows: by triggers, a tool call by the writer as it appends
+//! the call's event ([`index_tool_call`]), and a turn's agent text by the writer when it
+//! records the turn's end ([`index_turn_text`]).
 //!
 //! What must stay true:
 //! - the index holds no copy of the text: a hit's text is read back from its row with the
