@@ -4,7 +4,10 @@
 //! (the ledger benchmark's baseline), in the same run.
 //!
 //! Run: `cargo bench --bench ingest`. Targets: at least 85 % of the raw rate; the index
-//! costs at most 5 % of the rate without it. Sizes:
+//! costs at most 5 % of the rate without it. Each phase's CPU time is printed too (the
+//! owner's, which is this process, and its children's, the simulated agents'): on a
+//! machine shared with other work the rates move with its load, the CPU a phase used much
+//! less. Sizes:
 //! `DROVER_BENCH_RUNS` (default 100) runs × `DROVER_BENCH_EVENTS` (default 10,000) events.
 #![allow(clippy::unwrap_used)] // a test or bench may unwrap; the workspace denies it elsewhere
 
@@ -18,16 +21,40 @@ use drover_core::paths::Paths;
 use drover_core::spec::SpecInput;
 use std::time::Instant;
 
+/// CPU time (user + system) so far, in seconds: this process's, and its waited-for
+/// children's.
+fn cpu() -> (f64, f64) {
+    use nix::sys::resource::{UsageWho, getrusage};
+    let secs = |who| {
+        getrusage(who).map_or(0.0, |u| {
+            let t = |tv: nix::sys::time::TimeVal| tv.tv_sec() as f64 + tv.tv_usec() as f64 / 1e6;
+            t(u.user_time()) + t(u.system_time())
+        })
+    };
+    (secs(UsageWho::RUSAGE_SELF), secs(UsageWho::RUSAGE_CHILDREN))
+}
+
+/// CPU seconds used by this process and its children while `f` ran, with its answer.
+fn cpu_of<T>(f: impl FnOnce() -> T) -> (T, f64, f64) {
+    let (own, children) = cpu();
+    let answer = f();
+    let (own_after, children_after) = cpu();
+    (answer, own_after - own, children_after - children)
+}
+
 fn main() {
     let runs = env_or("DROVER_BENCH_RUNS", 100);
     let events = env_or("DROVER_BENCH_EVENTS", 10_000);
     let home = tempfile::tempdir().expect("temp dir");
     // The ledger without the search index first, then with it (as drover runs), then
     // raw rusqlite: all three in one run, on one machine's load.
-    let (bare_secs, bare_committed) = ingest(&home.path().join("bare"), runs, events, false);
-    let (elapsed, committed) = ingest(&home.path().join("indexed"), runs, events, true);
+    let ((bare_secs, bare_committed), bare_cpu, bare_sims) =
+        cpu_of(|| ingest(&home.path().join("bare"), runs, events, false));
+    let ((elapsed, committed), owner_cpu, sims_cpu) =
+        cpu_of(|| ingest(&home.path().join("indexed"), runs, events, true));
     let per_run = committed / runs.max(1);
-    let raw_secs = raw_inserts(&home.path().join("raw.sqlite3"), runs, per_run);
+    let (raw_secs, raw_cpu, _) =
+        cpu_of(|| raw_inserts(&home.path().join("raw.sqlite3"), runs, per_run));
     let ingest_rate = committed as f64 / elapsed;
     let bare_rate = bare_committed as f64 / bare_secs;
     let raw_rate = (runs * per_run) as f64 / raw_secs;
@@ -41,6 +68,17 @@ fn main() {
     println!(
         "  ratio ingest/raw: {:.1} % (target >= 85 %)",
         100.0 * ingest_rate / raw_rate
+    );
+    let us = |secs: f64, n: u64| 1e6 * secs / n.max(1) as f64;
+    println!(
+        "  CPU per event: owner {:.1} us (no index {:.1} us: the index costs {:.1} %), \
+         simulated agents {:.1} us (no index {:.1} us), raw rusqlite {:.1} us",
+        us(owner_cpu, committed),
+        us(bare_cpu, bare_committed),
+        100.0 * (us(owner_cpu, committed) / us(bare_cpu, bare_committed) - 1.0),
+        us(sims_cpu, committed),
+        us(bare_sims, bare_committed),
+        us(raw_cpu, runs * per_run),
     );
 }
 

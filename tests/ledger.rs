@@ -1161,7 +1161,7 @@ fn a_ledger_from_before_the_running_totals_is_read_and_migrated_with_the_same_fi
     let conn = rusqlite::Connection::open(&path).unwrap();
     conn.execute_batch(
         "DROP TRIGGER search_run_added; DROP TRIGGER search_run_deleted;
-         DROP TRIGGER search_tool_added; DROP TRIGGER search_tool_pruned;
+         DROP TRIGGER search_tool_pruned;
          DROP TRIGGER search_turn_text_pruned; DROP TRIGGER search_turn_added;
          DROP TRIGGER search_turn_changed; DROP TRIGGER search_turn_reopened;
          DROP INDEX events_turn_started; DROP TABLE search; DROP TABLE search_runs;

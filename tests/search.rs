@@ -294,6 +294,66 @@ fn a_word_from_a_task_a_follow_up_the_agent_a_tool_command_and_a_result_is_found
     ledger.close();
 }
 
+/// A tool call is indexed by the writer as it appends the call's event, in the same
+/// transaction and both or neither, from what its sender said the event is: no trigger
+/// reads the body of each event appended (migration 12).
+#[test]
+fn a_tool_call_is_indexed_with_its_event_and_no_trigger_reads_an_appended_events_body() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("l.sqlite3");
+    let (ledger, writer) = open(&path, 10 * DAY);
+    writer
+        .commit_blocking(vec![WriteOp::InsertRun(Box::new(run(
+            "r1",
+            "tidy the cache",
+            DAY,
+            None,
+        )))])
+        .unwrap();
+    let reader = ledger.reader().unwrap();
+    // Refused (its seq leaves a gap): neither the event nor its document is written.
+    writer
+        .commit_blocking(vec![command("r1", 5, "cargo run --bin dirigible")])
+        .unwrap_err();
+    assert_eq!(indexed(&path, "dirigible"), 0);
+    assert_eq!(documents(&path), 1, "the task");
+    // Appended: found at once, as the tool call at its seq.
+    writer
+        .commit_blocking(vec![
+            text("r1", 1, "the airship"),
+            command("r1", 2, "cargo run --bin dirigible"),
+        ])
+        .unwrap();
+    let hits = reader.search("dirigible", 50).unwrap();
+    assert_eq!(hits.len(), 1, "{hits:?}");
+    assert_eq!((hits[0].source, hits[0].seq), (SearchSource::Tool, Some(2)));
+    assert_eq!(
+        hits[0].marked("[", "]"),
+        "tool Bash: cargo run --bin [dirigible]"
+    );
+    // Agent text that spells a tool call's body is not one.
+    writer
+        .commit_blocking(vec![text("r1", 3, r#"{"type":"tool_started"} zeppelin"#)])
+        .unwrap();
+    assert_eq!(indexed(&path, "zeppelin"), 0);
+    assert_eq!(documents(&path), 2, "the task and the tool call");
+    // No trigger of an insert into `events` looks into its body.
+    let conn = rusqlite::Connection::open(&path).unwrap();
+    let reading: Vec<String> = conn
+        .prepare(
+            "SELECT name FROM sqlite_schema WHERE type = 'trigger' AND tbl_name = 'events'
+             AND sql LIKE '%INSERT ON events%' AND sql LIKE '%body_json%'",
+        )
+        .unwrap()
+        .query_map([], |r| r.get(0))
+        .unwrap()
+        .collect::<Result<_, _>>()
+        .unwrap();
+    assert!(reading.is_empty(), "{reading:?}");
+    drop(reader);
+    ledger.close();
+}
+
 #[test]
 fn newest_runs_come_first_and_the_limit_bounds_the_answer() {
     let dir = tempfile::tempdir().unwrap();
@@ -419,7 +479,7 @@ fn before_the_index(path: &Path) {
     let conn = rusqlite::Connection::open(path).unwrap();
     conn.execute_batch(
         "DROP TRIGGER search_run_added; DROP TRIGGER search_run_deleted;
-         DROP TRIGGER search_tool_added; DROP TRIGGER search_tool_pruned;
+         DROP TRIGGER search_tool_pruned;
          DROP TRIGGER search_turn_text_pruned; DROP TRIGGER search_turn_added;
          DROP TRIGGER search_turn_changed; DROP TRIGGER search_turn_reopened;
          DROP INDEX events_turn_started;

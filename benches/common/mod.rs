@@ -22,10 +22,10 @@ pub fn printed(text: &str, name: &str) -> Option<f64> {
 }
 
 /// The search index's tables, index and triggers, dropped: a ledger's rows as they were
-/// before migration 7 (its version left as it is).
+/// before migration 7 (its version left as it is; the writer indexes nothing in a ledger
+/// without the index).
 pub const DROP_SEARCH_INDEX: &str = "DROP TRIGGER search_run_added;
-    DROP TRIGGER search_run_deleted; DROP TRIGGER search_tool_added;
-    DROP TRIGGER search_tool_pruned; DROP TRIGGER search_turn_text_pruned;
+    DROP TRIGGER search_run_deleted; DROP TRIGGER search_tool_pruned; DROP TRIGGER search_turn_text_pruned;
     DROP TRIGGER search_turn_added; DROP TRIGGER search_turn_changed;
     DROP TRIGGER search_turn_reopened; DROP INDEX events_turn_started;
     DROP TABLE search; DROP TABLE search_runs;";

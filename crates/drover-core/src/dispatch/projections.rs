@@ -35,7 +35,7 @@ use crate::workspace::WorkspaceView;
 /// The event kind whose `body.line` is one transcript line (the transcript ring's lines,
 /// as the dispatcher records them); the agent's text has its line made again from
 /// `body.event.text` when read (see [`transcript_line`]).
-pub const TRANSCRIPT_EVENT: &str = "transcript";
+pub const TRANSCRIPT_EVENT: &str = crate::ledger::kind::TRANSCRIPT;
 
 /// The follow-ups a run queued behind a turn and did not send: each `follow_up_sent`
 /// event took the oldest one queued before it.

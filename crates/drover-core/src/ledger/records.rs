@@ -24,6 +24,8 @@ pub mod kind {
     pub const FOLLOW_UP_QUEUED: &str = "follow_up_queued";
     /// A queued follow-up sent as a turn (the oldest one not yet sent).
     pub const FOLLOW_UP_SENT: &str = "follow_up_sent";
+    /// A provider event (body: its transcript `line`, or `null`, and the `event` itself).
+    pub const TRANSCRIPT: &str = "transcript";
 }
 
 /// One run as the `runs` table holds it.

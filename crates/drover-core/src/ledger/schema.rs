@@ -64,7 +64,9 @@ macro_rules! search_result_text {
     };
 }
 /// Whether an event is a tool call the index holds (migration 8): a transcript event of
-/// type `tool_started`. The body is compact JSON (serde's, as the writer stores it), so
+/// type `tool_started`. Since migration 12 the writer indexes a new call as it appends it
+/// (the dispatcher says which events are calls); this condition still finds a call's
+/// document to take out with its event, and built the index from the rows. The body is compact JSON (serde's, as the writer stores it), so
 /// a plain search for the key and its value rules out nearly every other event before
 /// its JSON is read (inside a JSON string a `"` is always escaped: the text of an agent
 /// cannot fake it).
@@ -752,6 +754,15 @@ const MIGRATIONS: &[&str] = &[
     // executed with their exit codes and the tests among them, as JSON.
     r#"
     ALTER TABLE turns ADD COLUMN evidence_json TEXT;
+    "#,
+    // 12: a tool call is indexed by the writer as it appends the call's event
+    // (docs/ARCHITECTURE.md §"Ledger"): the dispatcher knows which events are tool calls
+    // and says so (`NewEvent::tool_call`), so no trigger looks into the body of every
+    // event appended (a search of it and a JSON read, on the path of every event). The
+    // documents already there stay, as do the triggers that take a tool call's document
+    // out with its event, whose condition finds the calls of every version.
+    r#"
+    DROP TRIGGER IF EXISTS search_tool_added;
     "#,
 ];
 

@@ -1,8 +1,9 @@
 //! Searching everything the ledger holds (docs/ARCHITECTURE.md §"Ledger"): each run's
 //! task, follow-ups and results, its agent text (one document a turn, from its end) and
-//! its transcript's tool calls, through the FTS5 index migrations 8 and 9 keep in the
-//! transactions that write the rows: by triggers, and a turn's agent text by the writer
-//! when it records the turn's end ([`index_turn_text`]).
+//! its transcript's tool calls, through the FTS5 index migrations 8, 9 and 12 keep in the
+//! transactions that write the rows: by triggers, a tool call by the writer as it appends
+//! the call's event ([`index_tool_call`]), and a turn's agent text by the writer when it
+//! records the turn's end ([`index_turn_text`]).
 //!
 //! What must stay true:
 //! - the index holds no copy of the text: a hit's text is read back from its row with the
@@ -256,6 +257,23 @@ pub(super) fn has_index(conn: &Connection) -> bool {
     .ok()
     .flatten()
     .is_some()
+}
+
+/// Indexes the line of the tool call appended as event `seq` of `run_id` (its body
+/// `body_json`), as migration 8's trigger did and the reader reads it back: the body's
+/// `line` (docs/ARCHITECTURE.md §"Ledger", migration 12).
+pub(super) fn index_tool_call(
+    conn: &Connection,
+    run_id: &str,
+    seq: u64,
+    body_json: &str,
+) -> Result<(), LedgerError> {
+    conn.prepare_cached(
+        "INSERT INTO search (rowid, text)
+         SELECT (n << 32) | ?2, ?3 ->> '$.line' FROM search_runs WHERE run_id = ?1",
+    )?
+    .execute(params![run_id, seq as i64, body_json])?;
+    Ok(())
 }
 
 /// Indexes the agent text of turn `number` of `run_id`, whose end was just recorded, as

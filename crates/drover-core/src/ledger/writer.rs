@@ -121,13 +121,31 @@ pub struct NewEvent {
     pub at: crate::UnixMillis,
     /// The body, already serialized as JSON.
     pub body_json: String,
+    /// It is a tool call the search index holds (a `transcript` event of a
+    /// `tool_started` provider event, its line in `body.line`): the writer indexes that
+    /// line in the transaction that appends the event, both or neither
+    /// (docs/ARCHITECTURE.md §"Ledger"). Its sender knows what it sent, so no event's body
+    /// is looked into for it.
+    pub tool_call: bool,
+}
+
+/// Whether an event of `kind` with `body` is a tool call the search index holds (see
+/// [`NewEvent::tool_call`]).
+pub fn is_tool_call(kind: &str, body: &serde_json::Value) -> bool {
+    kind == super::kind::TRANSCRIPT
+        && body
+            .pointer("/event/type")
+            .and_then(serde_json::Value::as_str)
+            == Some("tool_started")
 }
 
 impl WriteOp {
-    /// Appends an event; the body is serialized here so the writer thread only inserts.
+    /// Appends an event; the body is serialized here so the writer thread only inserts
+    /// (and indexes it when it is a tool call, [`is_tool_call`]).
     pub fn event(e: EventRecord) -> Result<WriteOp, LedgerError> {
         Ok(WriteOp::AppendEvent(NewEvent {
             body_json: serde_json::to_string(&e.body)?,
+            tool_call: is_tool_call(&e.kind, &e.body),
             run_id: e.run_id,
             seq: e.seq,
             kind: e.kind,
@@ -629,16 +647,55 @@ fn upsert_turn(tx: &Transaction<'_>, t: &TurnRecord) -> Result<(), LedgerError> 
     Ok(())
 }
 
+/// Runs `write` in a savepoint: what it wrote stays whole or not at all, so an op
+/// refused alone is backed out alone (docs/ARCHITECTURE.md §"Ledger").
+fn whole(
+    tx: &Transaction<'_>,
+    write: impl FnOnce() -> Result<(), LedgerError>,
+) -> Result<(), LedgerError> {
+    tx.prepare_cached("SAVEPOINT op")?.execute([])?;
+    match write() {
+        Ok(()) => {
+            tx.prepare_cached("RELEASE op")?.execute([])?;
+            Ok(())
+        }
+        Err(e) => {
+            tx.prepare_cached("ROLLBACK TO op")?.execute([])?;
+            tx.prepare_cached("RELEASE op")?.execute([])?;
+            Err(e)
+        }
+    }
+}
+
+/// Appends an event; a tool call's line goes into the search index with it (`indexed`:
+/// the ledger has the index), both or neither.
+fn append_event(tx: &Transaction<'_>, e: &NewEvent, indexed: bool) -> Result<(), LedgerError> {
+    let insert = || -> Result<(), LedgerError> {
+        tx.prepare_cached(
+            "INSERT INTO events (run_id, seq, kind, at, body_json) VALUES (?1, ?2, ?3, ?4, ?5)",
+        )?
+        .execute(params![e.run_id, e.seq as i64, e.kind, e.at, e.body_json])?;
+        Ok(())
+    };
+    if indexed && e.tool_call {
+        whole(tx, || {
+            insert()?;
+            super::search::index_tool_call(tx, &e.run_id, e.seq, &e.body_json)
+        })
+    } else {
+        insert()
+    }
+}
+
 /// Records a turn's end: its row, then (`indexed`: the ledger has the search index) its
-/// agent text as one document, both or neither (a savepoint: an op refused alone is
-/// backed out alone, docs/ARCHITECTURE.md §"Ledger").
+/// agent text as one document, both or neither.
 fn end_turn(
     tx: &Transaction<'_>,
     turn: &TurnRecord,
     text: Option<&str>,
     indexed: bool,
 ) -> Result<(), LedgerError> {
-    let write = || -> Result<(), LedgerError> {
+    whole(tx, || {
         // Its document is replaced only if it had one: a delete of a rowid the index does
         // not hold still leaves FTS5 a tombstone to keep.
         let was_ended = indexed
@@ -654,25 +711,12 @@ fn end_turn(
             super::search::index_turn_text(tx, &turn.run_id, turn.number, was_ended, text)?;
         }
         Ok(())
-    };
-    tx.execute_batch("SAVEPOINT end_turn")?;
-    match write() {
-        Ok(()) => Ok(tx.execute_batch("RELEASE end_turn")?),
-        Err(e) => {
-            tx.execute_batch("ROLLBACK TO end_turn; RELEASE end_turn")?;
-            Err(e)
-        }
-    }
+    })
 }
 
 fn apply_op(tx: &Transaction<'_>, op: &WriteOp, indexed: bool) -> Result<(), LedgerError> {
     match op {
-        WriteOp::AppendEvent(e) => {
-            let mut st = tx.prepare_cached(
-                "INSERT INTO events (run_id, seq, kind, at, body_json) VALUES (?1, ?2, ?3, ?4, ?5)",
-            )?;
-            st.execute(params![e.run_id, e.seq as i64, e.kind, e.at, e.body_json])?;
-        }
+        WriteOp::AppendEvent(e) => append_event(tx, e, indexed)?,
         WriteOp::InsertRun(r) => {
             let mut st = tx.prepare_cached(
                 "INSERT INTO runs (run_id, created_at, updated_at, finished_at, state,

@@ -50,7 +50,8 @@ impl Core {
         };
         let mut batch = Batch::default();
         let line = summarize(&event);
-        run.event(
+        // A tool call's line is indexed for search by the writer, with its event.
+        run.append(
             &mut batch,
             crate::dispatch::projections::TRANSCRIPT_EVENT,
             &TranscriptBody {
@@ -60,6 +61,7 @@ impl Core {
                 event: &event,
             },
             now,
+            matches!(event, ProviderEvent::ToolStarted { .. }),
         );
         if let Some(line) = line {
             run.transcript.push(line.clone());

@@ -556,6 +556,19 @@ impl Run {
         body: &impl serde::Serialize,
         at: UnixMillis,
     ) {
+        self.append(batch, kind, body, at, false);
+    }
+
+    /// Appends one event, saying whether it is a tool call the search index holds
+    /// ([`NewEvent::tool_call`]: the writer indexes its line with it).
+    pub fn append(
+        &mut self,
+        batch: &mut Batch,
+        kind: &str,
+        body: &impl serde::Serialize,
+        at: UnixMillis,
+        tool_call: bool,
+    ) {
         match serde_json::to_string(body) {
             Ok(body_json) => {
                 batch.ops.push(WriteOp::AppendEvent(NewEvent {
@@ -564,6 +577,7 @@ impl Run {
                     kind: kind.to_string(),
                     at,
                     body_json,
+                    tool_call,
                 }));
                 self.next_seq += 1;
             }
