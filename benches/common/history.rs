@@ -10,17 +10,28 @@ use std::path::Path;
 /// Fills a new ledger with `runs` finished runs (finished in the last day) and `events`
 /// events spread evenly over them, with raw SQL in one transaction per table.
 pub fn fill(path: &Path, runs: u64, events: u64) {
-    let now = now_millis();
     {
         // The schema, as drover makes it.
         let (ledger, _) = drover_core::ledger::Ledger::open(
             path,
             drover_core::ledger::LedgerOptions::default(),
-            now,
+            now_millis(),
         )
         .expect("open ledger");
         ledger.close();
     }
+    fill_rows(path, runs, events);
+}
+
+/// [`fill`] into a ledger of schema `version` (as a drover of that version left it):
+/// what a bench of a later migration starts from.
+pub fn fill_at(path: &Path, version: i64, runs: u64, events: u64) {
+    drover_core::ledger::migrate_file_to(path, version).expect("old schema");
+    fill_rows(path, runs, events);
+}
+
+fn fill_rows(path: &Path, runs: u64, events: u64) {
+    let now = now_millis();
     let per_run = (events / runs.max(1)).max(1);
     let base = now - 86_400_000;
     let step = 86_400_000 / runs.max(1) as i64;
