@@ -139,14 +139,27 @@ macro_rules! spend_week {
         concat!("date(", $day, ", 'weekday 0', '-6 days')")
     };
 }
+/// A JSON column as it is when it reads as JSON, else NULL: a damaged row never makes
+/// a write fail (its spend counts as `unknown` or `none`).
+macro_rules! spend_json {
+    ($column:literal) => {
+        concat!(
+            "(CASE WHEN json_valid(",
+            $column,
+            ") THEN ",
+            $column,
+            " END)"
+        )
+    };
+}
 /// A run's repository: the checkout its worktree came from, else its cwd.
 macro_rules! spend_repository {
     ($workspace:literal, $spec:literal) => {
         concat!(
             "COALESCE(",
-            $workspace,
+            spend_json!($workspace),
             " ->> '$.checkout', ",
-            $spec,
+            spend_json!($spec),
             " ->> '$.cwd', 'unknown')"
         )
     };
@@ -157,7 +170,7 @@ macro_rules! spend_tags {
         concat!(
             "(SELECT DISTINCT COALESCE(t.value, 'none') AS k FROM (SELECT 1) \
              LEFT JOIN json_each(",
-            $spec,
+            spend_json!($spec),
             ", '$.tags') t)"
         )
     };
@@ -256,7 +269,7 @@ macro_rules! spend_groups_of_new {
                      FROM runs r WHERE r.run_id = NEW.run_id
                  UNION ALL
                  SELECT DISTINCT 'tag', COALESCE(t.value, 'none')
-                     FROM runs r LEFT JOIN json_each(r.spec_json, '$.tags') t
+                     FROM runs r LEFT JOIN json_each(", spend_json!("r.spec_json"), ", '$.tags') t
                      WHERE r.run_id = NEW.run_id))"
         )
     };
@@ -1016,7 +1029,9 @@ const MIGRATIONS: &[&str] = &[
         UNION ALL
         SELECT r.run_id, 'tag', COALESCE(t.value, 'none')
             FROM runs r JOIN spend_run_last USING (run_id)
-            LEFT JOIN json_each(r.spec_json, '$.tags') t;
+            LEFT JOIN json_each(",
+        spend_json!("r.spec_json"),
+        ", '$.tags') t;
 
     ",
         spend_note_days!("SELECT DISTINCT day AS d FROM spend_rows"),
@@ -1170,7 +1185,13 @@ const MIGRATIONS: &[&str] = &[
         "
     END;
     CREATE TRIGGER spend_tags_moved AFTER UPDATE OF spec_json ON runs
-    WHEN OLD.spec_json -> '$.tags' IS NOT NEW.spec_json -> '$.tags'
+    WHEN OLD.spec_json IS NOT NEW.spec_json
+        AND ",
+        spend_json!("OLD.spec_json"),
+        " -> '$.tags'
+            IS NOT ",
+        spend_json!("NEW.spec_json"),
+        " -> '$.tags'
     BEGIN
         ",
         spend_move_run!(
