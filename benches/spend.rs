@@ -4,9 +4,13 @@
 //! hundred unpriced), then the real `drover spend --by X` exec'd for every grouping, and
 //! `--by day --since 29d` (the dashboard's chart): with no owner (answered from the
 //! ledger) and with a `drover serve` owner. Wall and peak memory, median and worst of 5.
+//! The ledger is filled as a drover from before spend's running totals left it, then
+//! migrated (timed): the totals are the migration's. Also timed: what the totals' trigger
+//! adds to writing usage rows.
 //!
 //! Run: `cargo bench --bench spend`. `DROVER_BENCH_SPEND_RUNS` sets the runs;
-//! `DROVER_BENCH_BIN` times another `drover` binary. Target (issue figure): every answer
+//! `DROVER_BENCH_BIN` times another `drover` binary (with `DROVER_BENCH_SPEND_MIGRATE=0`
+//! the ledger is left as filled, at schema 11: a drover from before the totals reads it). Target (issue figure): every answer
 //! within 100 ms at 100,000 runs. Prints figures, asserts only that the answers add up.
 #![allow(clippy::unwrap_used)] // a test or bench may unwrap; the workspace denies it elsewhere
 
@@ -23,6 +27,36 @@ use std::time::Instant;
 /// Each command, sampled this many times (the median is printed).
 const SAMPLES: usize = 5;
 
+/// A schema version from before spend's running totals (migration 13; 12 is another
+/// branch's): what a drover without them reads, so the same ledger times both.
+const BEFORE_TOTALS: i64 = 11;
+
+/// Usage rows inserted to time what the totals' trigger costs a write.
+const WRITTEN: usize = 10_000;
+
+/// Ms to insert [`WRITTEN`] usage rows (of runs already there, over the last 90 days) in
+/// one transaction, rolled back.
+fn write_usage(path: &Path) -> f64 {
+    let mut conn = Connection::open(path).expect("open raw");
+    let tx = conn.transaction().unwrap();
+    let start = Instant::now();
+    tx.execute(
+        "WITH RECURSIVE k(i) AS (SELECT 0 UNION ALL SELECT i + 1 FROM k WHERE i + 1 < ?2)
+         INSERT INTO usage (run_id, turn, at, provider, model, part, input, output,
+             cost_usd, basis, fidelity, source, budget_session)
+         SELECT printf('h%07d', i * 7 % (SELECT COUNT(*) FROM runs)), 4,
+             ?1 - (i % 90) * 86400000, 'claude',
+             'claude-sonnet-4-5', 'turn', 1200, 300, 0.02, 'reported', 'exact', 'provider',
+             'default'
+         FROM k",
+        params![now_millis(), WRITTEN as i64],
+    )
+    .unwrap();
+    let ms = start.elapsed().as_secs_f64() * 1000.0;
+    tx.rollback().unwrap();
+    ms
+}
+
 fn main() {
     if common::exec::runner_main() {
         return;
@@ -32,15 +66,22 @@ fn main() {
     let paths = Paths::under(home.path());
     paths.ensure_dirs().expect("dirs");
     let fill_start = Instant::now();
-    common::history::fill(&paths.ledger_file, runs, runs);
+    // Filled as a drover from before the running totals left it; the totals are then
+    // made by the migration, timed here.
+    common::history::fill_at(&paths.ledger_file, BEFORE_TOTALS, runs, runs);
     let usage_rows = spread(&paths.ledger_file);
-    std::fs::File::open(&paths.ledger_file)
-        .and_then(|f| f.sync_all())
-        .expect("sync the ledger");
     println!(
         "spend: {runs} runs, {usage_rows} usage rows (filled in {:.1} s), the real binary exec'd",
         fill_start.elapsed().as_secs_f64()
     );
+    // `DROVER_BENCH_SPEND_MIGRATE=0` leaves the ledger as it was filled: what a drover
+    // from before the totals (`DROVER_BENCH_BIN`) can read.
+    if common::env_or("DROVER_BENCH_SPEND_MIGRATE", 1) == 1 {
+        migrate(&paths.ledger_file, usage_rows);
+    }
+    std::fs::File::open(&paths.ledger_file)
+        .and_then(|f| f.sync_all())
+        .expect("sync the ledger");
     check_totals(home.path());
 
     let commands: Vec<Vec<&str>> = [
@@ -73,6 +114,24 @@ fn main() {
     let _ = owner.wait();
 }
 
+/// Brings the ledger to the totals (timed), and times what their trigger adds to writing
+/// usage rows.
+fn migrate(path: &Path, usage_rows: i64) {
+    let before = write_usage(path);
+    let migrated = Instant::now();
+    drover_core::ledger::migrate_file_to(path, i64::MAX).expect("migrate");
+    println!(
+        "  the totals' migration over {usage_rows} usage rows: {:.2} s",
+        migrated.elapsed().as_secs_f64()
+    );
+    let after = write_usage(path);
+    println!(
+        "  {WRITTEN} usage rows inserted in one transaction: {before:.1} ms without the \
+         totals' trigger, {after:.1} ms with it ({:.1} µs a row more)",
+        (after - before) * 1000.0 / WRITTEN as f64
+    );
+}
+
 fn report(home: &Path, args: &[&str]) {
     let samples = common::exec::measure(home, args, "", SAMPLES);
     let ((wall, wall_worst), (rss, rss_worst)) = summary(&samples);
@@ -89,9 +148,7 @@ fn spread(path: &Path) -> i64 {
     let now = now_millis();
     let mut conn = Connection::open(path).expect("open raw");
     let tx = conn.transaction().unwrap();
-    // Usage rows are append-only (a trigger refuses an update): the filler's one row a
-    // run is replaced by three, each spread as wanted.
-    tx.execute("DELETE FROM usage", []).unwrap();
+    // The filler wrote no usage rows: three a run, each spread as wanted.
     tx.execute(
         "INSERT INTO usage (run_id, turn, at, provider, model, part, input, output,
              cost_usd, basis, fidelity, source, budget_session)

@@ -1157,7 +1157,7 @@ fn a_ledger_from_before_the_running_totals_is_read_and_migrated_with_the_same_fi
     }
     // The file as migration 5 left it: no totals, the session indexes back (and no
     // search index, migrations 7 and 8, nor the scripts' approvals, migration 10, nor turns'
-    // evidence, migration 11).
+    // evidence, migration 11, nor spend's totals, migration 13).
     let conn = rusqlite::Connection::open(&path).unwrap();
     conn.execute_batch(
         "DROP TRIGGER search_run_added; DROP TRIGGER search_run_deleted;
@@ -1172,6 +1172,10 @@ fn a_ledger_from_before_the_running_totals_is_read_and_migrated_with_the_same_fi
          CREATE INDEX usage_by_session_spend ON usage(budget_session, cost_usd);
          CREATE INDEX usage_by_session_basis ON usage(budget_session, basis, run_id);
          ALTER TABLE turns DROP COLUMN evidence_json;
+         DROP TRIGGER spend_counted; DROP TRIGGER spend_run_forgotten;
+         DROP TRIGGER spend_repository_moved; DROP TRIGGER spend_workflow_moved;
+         DROP TRIGGER spend_tags_moved;
+         DROP TABLE spend_totals; DROP TABLE spend_run_days; DROP TABLE spend_days;
          PRAGMA user_version = 5;",
     )
     .unwrap();
@@ -1552,8 +1556,15 @@ fn turns_from_before_evidence_are_read_and_migrated() {
         ledger.close();
     }
     let conn = rusqlite::Connection::open(&path).unwrap();
-    conn.execute_batch("ALTER TABLE turns DROP COLUMN evidence_json; PRAGMA user_version = 10;")
-        .unwrap();
+    conn.execute_batch(
+        "ALTER TABLE turns DROP COLUMN evidence_json;
+         DROP TRIGGER spend_counted; DROP TRIGGER spend_run_forgotten;
+         DROP TRIGGER spend_repository_moved; DROP TRIGGER spend_workflow_moved;
+         DROP TRIGGER spend_tags_moved;
+         DROP TABLE spend_totals; DROP TABLE spend_run_days; DROP TABLE spend_days;
+         PRAGMA user_version = 10;",
+    )
+    .unwrap();
     drop(conn);
     let old = LedgerReader::open(&path).unwrap();
     let turns = old.turns("e1").unwrap();

@@ -474,7 +474,7 @@ fn a_query_fts5_cannot_read_is_refused_with_its_code() {
 }
 
 /// The file at `path` as migration 6 left it: the rows, no index (nor migration 10's
-/// `script_approvals`, nor turns' evidence, migration 11).
+/// `script_approvals`, nor turns' evidence, migration 11, nor spend's totals, 13).
 fn before_the_index(path: &Path) {
     let conn = rusqlite::Connection::open(path).unwrap();
     conn.execute_batch(
@@ -484,7 +484,12 @@ fn before_the_index(path: &Path) {
          DROP TRIGGER search_turn_changed; DROP TRIGGER search_turn_reopened;
          DROP INDEX events_turn_started;
          DROP TABLE search; DROP TABLE search_runs; DROP TABLE script_approvals;
-         ALTER TABLE turns DROP COLUMN evidence_json; PRAGMA user_version = 6;",
+         ALTER TABLE turns DROP COLUMN evidence_json;
+         DROP TRIGGER spend_counted; DROP TRIGGER spend_run_forgotten;
+         DROP TRIGGER spend_repository_moved; DROP TRIGGER spend_workflow_moved;
+         DROP TRIGGER spend_tags_moved;
+         DROP TABLE spend_totals; DROP TABLE spend_run_days; DROP TABLE spend_days;
+         PRAGMA user_version = 6;",
     )
     .unwrap();
 }

@@ -10,17 +10,29 @@ use std::path::Path;
 /// Fills a new ledger with `runs` finished runs (finished in the last day) and `events`
 /// events spread evenly over them, with raw SQL in one transaction per table.
 pub fn fill(path: &Path, runs: u64, events: u64) {
-    let now = now_millis();
     {
         // The schema, as drover makes it.
         let (ledger, _) = drover_core::ledger::Ledger::open(
             path,
             drover_core::ledger::LedgerOptions::default(),
-            now,
+            now_millis(),
         )
         .expect("open ledger");
         ledger.close();
     }
+    fill_rows(path, runs, events, true);
+}
+
+/// [`fill`] into a ledger of schema `version` (as a drover of that version left it),
+/// without the usage rows (the caller writes its own): what a bench of a later migration
+/// starts from.
+pub fn fill_at(path: &Path, version: i64, runs: u64, events: u64) {
+    drover_core::ledger::migrate_file_to(path, version).expect("old schema");
+    fill_rows(path, runs, events, false);
+}
+
+fn fill_rows(path: &Path, runs: u64, events: u64, usage: bool) {
+    let now = now_millis();
     let per_run = (events / runs.max(1)).max(1);
     let base = now - 86_400_000;
     let step = 86_400_000 / runs.max(1) as i64;
@@ -51,16 +63,18 @@ pub fn fill(path: &Path, runs: u64, events: u64) {
         params![runs as i64, base, step],
     )
     .unwrap();
-    tx.execute(
-        "WITH RECURSIVE r(i) AS (SELECT 0 UNION ALL SELECT i + 1 FROM r WHERE i + 1 < ?1)
-         INSERT INTO usage (run_id, turn, at, provider, model, part, input, output,
-             cost_usd, basis, fidelity, source, budget_session)
-         SELECT printf('h%07d', i), 1, ?2 + i * ?3 + 500, 'sim', 'sim-standard', 'turn',
-             1200, 300, 0.01, 'reported', 'exact', 'provider', 'default'
-         FROM r",
-        params![runs as i64, base, step],
-    )
-    .unwrap();
+    if usage {
+        tx.execute(
+            "WITH RECURSIVE r(i) AS (SELECT 0 UNION ALL SELECT i + 1 FROM r WHERE i + 1 < ?1)
+             INSERT INTO usage (run_id, turn, at, provider, model, part, input, output,
+                 cost_usd, basis, fidelity, source, budget_session)
+             SELECT printf('h%07d', i), 1, ?2 + i * ?3 + 500, 'sim', 'sim-standard', 'turn',
+                 1200, 300, 0.01, 'reported', 'exact', 'provider', 'default'
+             FROM r",
+            params![runs as i64, base, step],
+        )
+        .unwrap();
+    }
     tx.execute(
         "WITH RECURSIVE r(i) AS (SELECT 0 UNION ALL SELECT i + 1 FROM r WHERE i + 1 < ?1),
               s(k) AS (SELECT 1 UNION ALL SELECT k + 1 FROM s WHERE k + 1 <= ?2)

@@ -27,6 +27,8 @@ pub struct LedgerReader {
     pub(super) search_index: bool,
     /// Whether its turns keep their evidence ([`schema::TURN_EVIDENCE`]).
     turn_evidence: bool,
+    /// Whether it keeps spend's running totals ([`schema::SPEND_TOTALS`]).
+    pub(super) spend_totals: bool,
 }
 
 const RUN_COLUMNS: &str = "run_id, created_at, updated_at, finished_at, state, completion_reason,
@@ -54,6 +56,7 @@ impl LedgerReader {
             totals: version >= schema::RUNNING_TOTALS,
             search_index: version >= schema::SEARCH_INDEX,
             turn_evidence: version >= schema::TURN_EVIDENCE,
+            spend_totals: version >= schema::SPEND_TOTALS,
         })
     }
 

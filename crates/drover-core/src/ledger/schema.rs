@@ -124,6 +124,211 @@ macro_rules! search_turn_text {
 }
 pub(super) use {search_result_text, search_turn_bounds, search_turn_text};
 
+// What the spend totals keep of each usage row (migration 13, docs/ARCHITECTURE.md
+// §"Spend over time"), written once for the triggers and the backfill, as
+// `ledger::spend` sums the rows themselves. Each takes the SQL names it reads.
+
+/// A usage row's local calendar day (`YYYY-MM-DD`, SQLite's `localtime`).
+macro_rules! spend_day {
+    ($at:literal) => {
+        concat!("date(", $at, " / 1000, 'unixepoch', 'localtime')")
+    };
+}
+/// The week of a local day: its Monday (`weekday 0` moves on to the Sunday, six days
+/// back is its Monday).
+macro_rules! spend_week {
+    ($day:expr) => {
+        concat!("date(", $day, ", 'weekday 0', '-6 days')")
+    };
+}
+/// A JSON column as it is when it reads as JSON, else NULL: a damaged row never makes
+/// a write fail (its spend counts as `unknown` or `none`).
+macro_rules! spend_json {
+    ($column:literal) => {
+        concat!(
+            "(CASE WHEN json_valid(",
+            $column,
+            ") THEN ",
+            $column,
+            " END)"
+        )
+    };
+}
+/// A run's repository: the checkout its worktree came from, else its cwd.
+macro_rules! spend_repository {
+    ($workspace:literal, $spec:literal) => {
+        concat!(
+            "COALESCE(",
+            spend_json!($workspace),
+            " ->> '$.checkout', ",
+            spend_json!($spec),
+            " ->> '$.cwd', 'unknown')"
+        )
+    };
+}
+/// A run's tags, each once, `none` for a run with none: a subquery of one column `k`.
+macro_rules! spend_tags {
+    ($spec:literal) => {
+        concat!(
+            "(SELECT DISTINCT COALESCE(t.value, 'none') AS k FROM (SELECT 1) \
+             LEFT JOIN json_each(",
+            spend_json!($spec),
+            ", '$.tags') t)"
+        )
+    };
+}
+/// A usage row's money and tokens as the columns of `spend_totals`: reported dollars
+/// (`rep`), estimated dollars (`est`), unpriced rows (`unp`), tokens (`tok`).
+macro_rules! spend_amounts {
+    ($u:literal) => {
+        concat!(
+            "COALESCE(CASE WHEN ",
+            $u,
+            ".basis = 'reported' THEN ",
+            $u,
+            ".cost_usd END, 0.0) AS rep, ",
+            "COALESCE(CASE WHEN ",
+            $u,
+            ".basis = 'estimated' THEN ",
+            $u,
+            ".cost_usd END, 0.0) AS est, ",
+            "(",
+            $u,
+            ".basis = 'unpriced') AS unp, ",
+            $u,
+            ".input + ",
+            $u,
+            ".output + ",
+            $u,
+            ".reasoning + ",
+            $u,
+            ".cache_read + ",
+            $u,
+            ".cache_write AS tok"
+        )
+    };
+}
+/// A local day's start and end in ms since the Unix epoch, as this process's calendar
+/// has them (SQLite's `utc` reads the day as local time).
+macro_rules! spend_day_bounds {
+    ($day:literal) => {
+        concat!(
+            "CAST(strftime('%s', ",
+            $day,
+            ", 'utc') AS INTEGER) * 1000, ",
+            "CAST(strftime('%s', ",
+            $day,
+            ", '+1 day', 'utc') AS INTEGER) * 1000"
+        )
+    };
+}
+/// Notes a local day in `spend_days` with its bounds; a day already there with other
+/// bounds (written in another calendar) is marked `mixed`. `$days` is a SELECT of one
+/// column `d`.
+macro_rules! spend_note_days {
+    ($days:expr) => {
+        concat!(
+            "INSERT INTO spend_days (day, start_ms, end_ms, mixed) SELECT d, ",
+            spend_day_bounds!("d"),
+            ", 0 FROM (",
+            $days,
+            ") WHERE true ON CONFLICT (day) DO UPDATE SET mixed = 1 \
+             WHERE start_ms IS NOT excluded.start_ms OR end_ms IS NOT excluded.end_ms;"
+        )
+    };
+}
+/// Every group the new usage row `NEW` counts in, with the day the run's last usage in
+/// that group was on before it (`prev`; NULL for the run's first row there): its day,
+/// its week, its model and provider, and — from its run — the total, its repository,
+/// its workflow and each of its tags. Read from `spend_run_days` before the row's own
+/// day is noted there.
+macro_rules! spend_groups_of_new {
+    () => {
+        concat!(
+            "(SELECT 'day' AS g, d AS k, (SELECT key FROM spend_run_days \
+                 WHERE run_id = NEW.run_id AND kind = 'day' AND key = d) AS prev \
+             FROM (SELECT ", spend_day!("NEW.at"), " AS d)
+             UNION ALL
+             SELECT 'week', w, (SELECT MAX(key) FROM spend_run_days
+                 WHERE run_id = NEW.run_id AND kind = 'day' AND key BETWEEN w AND date(w, '+6 days'))
+             FROM (SELECT ", spend_week!(spend_day!("NEW.at")), " AS w)
+             UNION ALL
+             SELECT 'model', m, (SELECT last_day FROM spend_run_days
+                 WHERE run_id = NEW.run_id AND kind = 'model' AND key = m)
+             FROM (SELECT COALESCE(NEW.model, 'unknown') AS m)
+             UNION ALL
+             SELECT 'provider', NEW.provider, (SELECT last_day FROM spend_run_days
+                 WHERE run_id = NEW.run_id AND kind = 'provider' AND key = NEW.provider)
+             UNION ALL
+             SELECT g, k, (SELECT MAX(key) FROM spend_run_days
+                 WHERE run_id = NEW.run_id AND kind = 'day')
+             FROM (SELECT 'total' AS g, 'total' AS k
+                 UNION ALL
+                 SELECT 'repository', ", spend_repository!("r.workspace_json", "r.spec_json"), "
+                     FROM runs r WHERE r.run_id = NEW.run_id
+                 UNION ALL
+                 SELECT 'workflow', COALESCE(r.workflow_id, 'none')
+                     FROM runs r WHERE r.run_id = NEW.run_id
+                 UNION ALL
+                 SELECT DISTINCT 'tag', COALESCE(t.value, 'none')
+                     FROM runs r LEFT JOIN json_each(", spend_json!("r.spec_json"), ", '$.tags') t
+                     WHERE r.run_id = NEW.run_id))"
+        )
+    };
+}
+/// Moves a run's money in the run-level grouping `$g` from the groups `$old` to the
+/// groups `$new` (subqueries of one column `k`; a group in both stays): its usage rows'
+/// sums day by day, and the run itself, counted on its last day. The days are noted
+/// again: read in another calendar than they were written in, they mark it `mixed`.
+macro_rules! spend_move_run {
+    ($g:literal, $old:expr, $new:expr) => {
+        concat!(
+            spend_note_days!(concat!(
+                "SELECT DISTINCT ",
+                spend_day!("at"),
+                " AS d FROM usage WHERE run_id = NEW.run_id"
+            )),
+            "
+        INSERT INTO spend_totals (grp, key, day, reported_usd, estimated_usd,
+                unpriced_rows, tokens, usage_rows, runs)
+            SELECT '",
+            $g,
+            "', m.k, s.d, m.sign * s.rep, m.sign * s.est, m.sign * s.unp,
+                m.sign * s.tok, m.sign * s.n,
+                m.sign * (s.d = (SELECT MAX(key) FROM spend_run_days
+                                 WHERE run_id = NEW.run_id AND kind = 'day'))
+            FROM (SELECT k, -1 AS sign FROM ",
+            $old,
+            " WHERE k NOT IN ",
+            $new,
+            "
+                  UNION ALL
+                  SELECT k, 1 FROM ",
+            $new,
+            " WHERE k NOT IN ",
+            $old,
+            ") m,
+                 (SELECT d, SUM(rep) AS rep, SUM(est) AS est, SUM(unp) AS unp,
+                      SUM(tok) AS tok, COUNT(*) AS n
+                  FROM (SELECT ",
+            spend_day!("u.at"),
+            " AS d, ",
+            spend_amounts!("u"),
+            "
+                        FROM usage u WHERE u.run_id = NEW.run_id)
+                  GROUP BY d) s
+            WHERE true
+            ON CONFLICT (grp, key, day) DO UPDATE SET
+                reported_usd = reported_usd + excluded.reported_usd,
+                estimated_usd = estimated_usd + excluded.estimated_usd,
+                unpriced_rows = unpriced_rows + excluded.unpriced_rows,
+                tokens = tokens + excluded.tokens,
+                usage_rows = usage_rows + excluded.usage_rows,
+                runs = runs + excluded.runs;"
+        )
+    };
+}
+
 /// Each entry moves the schema from version `i` to `i + 1`.
 const MIGRATIONS: &[&str] = &[
     // 1: runs, their ordered events, turns, usage rows, decisions, budget sessions.
@@ -764,6 +969,248 @@ const MIGRATIONS: &[&str] = &[
     r#"
     DROP TRIGGER IF EXISTS search_tool_added;
     "#,
+    // 13: spend's running totals (docs/ARCHITECTURE.md §"Spend over time"), kept by
+    // triggers in the transaction that writes each usage row, so `drover spend` reads a
+    // few rows a day at any history size; backfilled from the rows already there.
+    concat!(
+        "
+    -- Per grouping (`day`, `week`, `model`, `provider`, `repository`, `workflow`, `tag`,
+    -- and `total`), group and local day: the money of the usage rows of that day, and
+    -- `runs`, how many runs had their last usage row of the group on that day (a run is
+    -- counted once per group: the runs with usage since a day are those whose last day
+    -- is on or after it). Usage rows deleted with their run stay counted: money spent
+    -- stays spent.
+    CREATE TABLE spend_totals (
+        grp           TEXT NOT NULL,
+        key           TEXT NOT NULL,
+        day           TEXT NOT NULL,
+        reported_usd  REAL NOT NULL,
+        estimated_usd REAL NOT NULL,
+        unpriced_rows INTEGER NOT NULL,
+        tokens        INTEGER NOT NULL,
+        usage_rows    INTEGER NOT NULL,
+        runs          INTEGER NOT NULL,
+        PRIMARY KEY (grp, key, day)
+    ) WITHOUT ROWID;
+    -- Each run's days with usage (`kind` `day`), and its last day with usage of each
+    -- model and provider: what says whether a new row moves the run's last day of a group.
+    -- A run deleted whole leaves (its money stays in the totals).
+    CREATE TABLE spend_run_days (
+        run_id   TEXT NOT NULL,
+        kind     TEXT NOT NULL,
+        key      TEXT NOT NULL,
+        last_day TEXT NOT NULL,
+        PRIMARY KEY (run_id, kind, key)
+    ) WITHOUT ROWID;
+    -- Each local day the totals hold, with its bounds in the calendar it was written in;
+    -- `mixed` once it was written in two. A reader whose calendar gives other bounds sums
+    -- the rows themselves instead.
+    CREATE TABLE spend_days (
+        day      TEXT PRIMARY KEY,
+        start_ms INTEGER NOT NULL,
+        end_ms   INTEGER NOT NULL,
+        mixed    INTEGER NOT NULL
+    ) WITHOUT ROWID;
+
+    CREATE TEMP TABLE spend_rows AS
+        SELECT u.run_id AS run_id, ",
+        spend_day!("u.at"),
+        " AS day,
+            COALESCE(u.model, 'unknown') AS model, u.provider AS provider, ",
+        spend_amounts!("u"),
+        "
+        FROM usage u;
+    CREATE TEMP TABLE spend_run_last (run_id TEXT PRIMARY KEY, last TEXT NOT NULL)
+        WITHOUT ROWID;
+    INSERT INTO spend_run_last SELECT run_id, MAX(day) FROM spend_rows GROUP BY run_id;
+    CREATE TEMP TABLE spend_run_groups (
+        run_id TEXT NOT NULL, g TEXT NOT NULL, k TEXT NOT NULL, PRIMARY KEY (run_id, g, k)
+    ) WITHOUT ROWID;
+    INSERT OR IGNORE INTO spend_run_groups
+        SELECT r.run_id, 'repository', ",
+        spend_repository!("r.workspace_json", "r.spec_json"),
+        "
+            FROM runs r JOIN spend_run_last USING (run_id)
+        UNION ALL
+        SELECT r.run_id, 'workflow', COALESCE(r.workflow_id, 'none')
+            FROM runs r JOIN spend_run_last USING (run_id)
+        UNION ALL
+        SELECT r.run_id, 'tag', COALESCE(t.value, 'none')
+            FROM runs r JOIN spend_run_last USING (run_id)
+            LEFT JOIN json_each(",
+        spend_json!("r.spec_json"),
+        ", '$.tags') t;
+
+    ",
+        spend_note_days!("SELECT DISTINCT day AS d FROM spend_rows"),
+        "
+    INSERT INTO spend_run_days SELECT DISTINCT run_id, 'day', day, day FROM spend_rows;
+    INSERT INTO spend_run_days
+        SELECT run_id, 'model', model, MAX(day) FROM spend_rows GROUP BY run_id, model;
+    INSERT INTO spend_run_days
+        SELECT run_id, 'provider', provider, MAX(day) FROM spend_rows GROUP BY run_id, provider;
+
+    INSERT INTO spend_totals
+        SELECT 'day', day, day, SUM(rep), SUM(est), SUM(unp), SUM(tok), COUNT(*),
+            COUNT(DISTINCT run_id)
+        FROM spend_rows GROUP BY day;
+    INSERT INTO spend_totals
+        SELECT 'week', ",
+        spend_week!("day"),
+        ", day, SUM(rep), SUM(est), SUM(unp), SUM(tok),
+            COUNT(*), 0
+        FROM spend_rows GROUP BY day;
+    INSERT INTO spend_totals
+        SELECT 'model', model, day, SUM(rep), SUM(est), SUM(unp), SUM(tok), COUNT(*), 0
+        FROM spend_rows GROUP BY model, day;
+    INSERT INTO spend_totals
+        SELECT 'provider', provider, day, SUM(rep), SUM(est), SUM(unp), SUM(tok), COUNT(*), 0
+        FROM spend_rows GROUP BY provider, day;
+    INSERT INTO spend_totals
+        SELECT 'total', 'total', day, SUM(rep), SUM(est), SUM(unp), SUM(tok), COUNT(*), 0
+        FROM spend_rows GROUP BY day;
+    INSERT INTO spend_totals
+        SELECT g.g, g.k, s.day, SUM(s.rep), SUM(s.est), SUM(s.unp), SUM(s.tok), COUNT(*), 0
+        FROM spend_rows s JOIN spend_run_groups g USING (run_id) GROUP BY g.g, g.k, s.day;
+
+    -- Each run, once per group, on its last day there.
+    INSERT INTO spend_totals (grp, key, day, reported_usd, estimated_usd, unpriced_rows,
+            tokens, usage_rows, runs)
+        SELECT g, k, last, 0.0, 0.0, 0, 0, 0, n FROM (
+            SELECT 'week' AS g, w AS k, last, COUNT(*) AS n FROM (
+                SELECT ",
+        spend_week!("day"),
+        " AS w, MAX(day) AS last
+                FROM spend_rows GROUP BY run_id, w)
+            GROUP BY w, last
+            UNION ALL
+            SELECT 'model', model, last, COUNT(*) FROM (
+                SELECT model, MAX(day) AS last FROM spend_rows GROUP BY run_id, model)
+            GROUP BY model, last
+            UNION ALL
+            SELECT 'provider', provider, last, COUNT(*) FROM (
+                SELECT provider, MAX(day) AS last FROM spend_rows GROUP BY run_id, provider)
+            GROUP BY provider, last
+            UNION ALL
+            SELECT 'total', 'total', last, COUNT(*) FROM spend_run_last GROUP BY last
+            UNION ALL
+            SELECT g.g, g.k, l.last, COUNT(*) FROM spend_run_groups g
+                JOIN spend_run_last l USING (run_id)
+            GROUP BY g.g, g.k, l.last)
+        WHERE true
+        ON CONFLICT (grp, key, day) DO UPDATE SET runs = runs + excluded.runs;
+
+    DROP TABLE spend_rows;
+    DROP TABLE spend_run_last;
+    DROP TABLE spend_run_groups;
+
+    CREATE TRIGGER spend_counted AFTER INSERT ON usage
+    BEGIN
+        ",
+        spend_note_days!(concat!("SELECT ", spend_day!("NEW.at"), " AS d")),
+        "
+        -- A run's last day in a group moves on: it leaves the count of the day it had.
+        UPDATE spend_totals SET runs = runs - 1
+            WHERE (grp, key, day) IN (SELECT g, k, prev FROM ",
+        spend_groups_of_new!(),
+        "
+                                      WHERE prev < ",
+        spend_day!("NEW.at"),
+        ");
+        INSERT INTO spend_totals (grp, key, day, reported_usd, estimated_usd, unpriced_rows,
+                tokens, usage_rows, runs)
+            SELECT g, k, d, a.rep, a.est, a.unp, a.tok, 1, (prev IS NULL OR prev < d)
+            FROM ",
+        spend_groups_of_new!(),
+        ",
+                (SELECT ",
+        spend_day!("NEW.at"),
+        " AS d, ",
+        spend_amounts!("NEW"),
+        ") a
+            WHERE true
+            ON CONFLICT (grp, key, day) DO UPDATE SET
+                reported_usd = reported_usd + excluded.reported_usd,
+                estimated_usd = estimated_usd + excluded.estimated_usd,
+                unpriced_rows = unpriced_rows + excluded.unpriced_rows,
+                tokens = tokens + excluded.tokens,
+                usage_rows = usage_rows + 1,
+                runs = runs + excluded.runs;
+        INSERT INTO spend_run_days (run_id, kind, key, last_day)
+            SELECT NEW.run_id, kind, key, d FROM (SELECT ",
+        spend_day!("NEW.at"),
+        " AS d),
+                (SELECT 'day' AS kind, ",
+        spend_day!("NEW.at"),
+        " AS key
+                 UNION ALL SELECT 'model', COALESCE(NEW.model, 'unknown')
+                 UNION ALL SELECT 'provider', NEW.provider)
+            WHERE true
+            ON CONFLICT (run_id, kind, key) DO UPDATE SET
+                last_day = MAX(last_day, excluded.last_day);
+    END;
+
+    CREATE TRIGGER spend_run_forgotten AFTER DELETE ON runs
+    BEGIN
+        DELETE FROM spend_run_days WHERE run_id = OLD.run_id;
+    END;
+
+    -- A run's repository, workflow or tags changed: its money moves with it.
+    CREATE TRIGGER spend_repository_moved AFTER UPDATE OF workspace_json, spec_json ON runs
+    WHEN (OLD.workspace_json IS NOT NEW.workspace_json OR OLD.spec_json IS NOT NEW.spec_json)
+        AND ",
+        spend_repository!("OLD.workspace_json", "OLD.spec_json"),
+        "
+            IS NOT ",
+        spend_repository!("NEW.workspace_json", "NEW.spec_json"),
+        "
+    BEGIN
+        ",
+        spend_move_run!(
+            "repository",
+            concat!(
+                "(SELECT ",
+                spend_repository!("OLD.workspace_json", "OLD.spec_json"),
+                " AS k)"
+            ),
+            concat!(
+                "(SELECT ",
+                spend_repository!("NEW.workspace_json", "NEW.spec_json"),
+                " AS k)"
+            )
+        ),
+        "
+    END;
+    CREATE TRIGGER spend_workflow_moved AFTER UPDATE OF workflow_id ON runs
+    WHEN OLD.workflow_id IS NOT NEW.workflow_id
+    BEGIN
+        ",
+        spend_move_run!(
+            "workflow",
+            "(SELECT COALESCE(OLD.workflow_id, 'none') AS k)",
+            "(SELECT COALESCE(NEW.workflow_id, 'none') AS k)"
+        ),
+        "
+    END;
+    CREATE TRIGGER spend_tags_moved AFTER UPDATE OF spec_json ON runs
+    WHEN OLD.spec_json IS NOT NEW.spec_json
+        AND ",
+        spend_json!("OLD.spec_json"),
+        " -> '$.tags'
+            IS NOT ",
+        spend_json!("NEW.spec_json"),
+        " -> '$.tags'
+    BEGIN
+        ",
+        spend_move_run!(
+            "tag",
+            spend_tags!("OLD.spec_json"),
+            spend_tags!("NEW.spec_json")
+        ),
+        "
+    END;
+    "
+    ),
 ];
 
 /// The first version that keeps running totals (migration 6): each session's money and
@@ -777,6 +1224,10 @@ pub const SEARCH_INDEX: i64 = 8;
 /// The first version whose turns keep their evidence (migration 11; an older file's turns
 /// are read with none).
 pub const TURN_EVIDENCE: i64 = 11;
+
+/// The first version that keeps spend's running totals (migration 13): a file of an
+/// older version is summed from its usage rows.
+pub const SPEND_TOTALS: i64 = 13;
 
 /// The schema version this build writes.
 pub fn current_version() -> i64 {

@@ -3,10 +3,14 @@
 //! each basis kept apart — dollars the provider reported, dollars drover estimated from the
 //! catalog, and rows that could not be priced (counted, never booked as $0).
 //!
-//! What must stay true: one SQL aggregate per call, whatever the history's size (usage
-//! rows are kept for every run, retention never prunes them); days and weeks are the
-//! machine's local calendar
-//! (SQLite's `localtime`, which follows `TZ`); by day with a `since`, every day from it
+//! What must stay true: a call reads the running totals the ledger keeps (migration 13:
+//! per grouping, group and local day, kept by a trigger in the transaction that writes
+//! each usage row), a few rows a day whatever the history's size, and answers what one
+//! aggregate over the usage rows answers ([`LedgerReader::spend_from_rows`]) — but for
+//! runs deleted whole, whose money stays in the totals; a run counts once per group (on
+//! its last day there); days and weeks are the machine's local calendar (SQLite's
+//! `localtime`, which follows `TZ`), and a reader in another calendar than the one the
+//! totals' days were written in sums the rows; by day with a `since`, every day from it
 //! to today has its row, a day with no usage at zero.
 
 use rusqlite::params;
@@ -188,69 +192,134 @@ pub struct SpendView {
     pub total: SpendRow,
 }
 
+/// Where a call's answer is summed from.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Source {
+    /// The running totals the ledger keeps (migration 13): a few rows a day.
+    Totals,
+    /// The usage rows themselves: one aggregate over every row.
+    Rows,
+}
+
+/// Where spend starts, as the reader's calendar has it: the start of the local day in ms,
+/// that day and today (`YYYY-MM-DD`).
+type Bounds = (UnixMillis, String, String);
+
 impl LedgerReader {
-    /// Spend by `by`, of the usage since the start of the local day `since` names: one
-    /// aggregate over the usage rows (the total in the same statement, as its last row).
+    /// Spend by `by`, of the usage since the start of the local day `since` names: from
+    /// the running totals when they can answer ([`LedgerReader::spend_from_totals`]),
+    /// else summed from the rows ([`LedgerReader::spend_from_rows`]).
     pub fn spend(&self, by: SpendBy, since: Option<Since>) -> Result<SpendView, LedgerError> {
-        // The local day's start in UTC (SQLite's `localtime` and `utc` follow `TZ`), that
-        // day and today.
-        let bounds = match since {
-            None => None,
-            Some(since) => {
-                let [day, a, b] = since.sql_args();
-                Some(self.conn.query_row(
-                    "SELECT CAST(strftime('%s', date(?1, ?2, ?3), 'utc') AS INTEGER),
-                        date(?1, ?2, ?3), date('now', 'localtime')",
-                    params![day, a, b],
-                    |r| {
-                        Ok((
-                            r.get::<_, i64>(0)? * 1000,
-                            r.get::<_, String>(1)?,
-                            r.get::<_, String>(2)?,
-                        ))
-                    },
-                )?)
-            }
+        match self.spend_from_totals(by, since)? {
+            Some(view) => Ok(view),
+            None => self.spend_from_rows(by, since),
+        }
+    }
+
+    /// Spend read from the running totals the ledger keeps in the transaction that writes
+    /// each usage row (docs/ARCHITECTURE.md §"Spend over time"), a few rows a day whatever
+    /// the history's size. `None` when they cannot answer: a file no owner has brought to
+    /// them yet, or — when days matter (by day or week, or a `since`) — one whose days
+    /// were written in another calendar than this process's (`TZ`).
+    pub fn spend_from_totals(
+        &self,
+        by: SpendBy,
+        since: Option<Since>,
+    ) -> Result<Option<SpendView>, LedgerError> {
+        if !self.spend_totals {
+            return Ok(None);
+        }
+        let bounds = self.spend_bounds(since)?;
+        if (by.is_time() || bounds.is_some()) && !self.same_calendar()? {
+            return Ok(None);
+        }
+        self.spend_answer(by, bounds, Source::Totals).map(Some)
+    }
+
+    /// The same answer as [`LedgerReader::spend`], summed from the usage rows themselves:
+    /// one aggregate over every row (the total in the same statement). Runs deleted whole
+    /// (retention's cap on runs) are not in it, while the totals keep their money.
+    pub fn spend_from_rows(
+        &self,
+        by: SpendBy,
+        since: Option<Since>,
+    ) -> Result<SpendView, LedgerError> {
+        let bounds = self.spend_bounds(since)?;
+        self.spend_answer(by, bounds, Source::Rows)
+    }
+
+    /// The local day's start in UTC (SQLite's `localtime` and `utc` follow `TZ`), that
+    /// day and today.
+    fn spend_bounds(&self, since: Option<Since>) -> Result<Option<Bounds>, LedgerError> {
+        let Some(since) = since else {
+            return Ok(None);
         };
+        let [day, a, b] = since.sql_args();
+        Ok(Some(self.conn.query_row(
+            "SELECT CAST(strftime('%s', date(?1, ?2, ?3), 'utc') AS INTEGER),
+                date(?1, ?2, ?3), date('now', 'localtime')",
+            params![day, a, b],
+            |r| {
+                Ok((
+                    r.get::<_, i64>(0)? * 1000,
+                    r.get::<_, String>(1)?,
+                    r.get::<_, String>(2)?,
+                ))
+            },
+        )?))
+    }
+
+    /// Whether every day the totals hold was written in this process's calendar: each
+    /// has the bounds here that it had where it was written, and none was written in two.
+    /// Then each usage row's day there is its day here.
+    fn same_calendar(&self) -> Result<bool, LedgerError> {
+        let differs: bool = self.conn.query_row(
+            "SELECT EXISTS (SELECT 1 FROM spend_days WHERE mixed != 0
+                OR start_ms IS NOT CAST(strftime('%s', day, 'utc') AS INTEGER) * 1000
+                OR end_ms IS NOT CAST(strftime('%s', day, '+1 day', 'utc') AS INTEGER) * 1000)",
+            [],
+            |r| r.get(0),
+        )?;
+        Ok(!differs)
+    }
+
+    fn spend_answer(
+        &self,
+        by: SpendBy,
+        bounds: Option<Bounds>,
+        source: Source,
+    ) -> Result<SpendView, LedgerError> {
         let since = bounds.as_ref().map(|(at, _, _)| *at);
-        let (key, joins) = by.key_sql();
-        let from = match joins {
-            Joins::None => "usage u",
-            Joins::Run => "usage u JOIN runs r ON r.run_id = u.run_id",
-            Joins::Tags => {
-                "usage u JOIN runs r ON r.run_id = u.run_id \
-                 LEFT JOIN json_each(r.spec_json, '$.tags') t"
-            }
+        let (sql, from) = match source {
+            Source::Totals => (
+                // A run is counted on its last day in each group: the runs with usage
+                // since a day are those counted on or after it.
+                "SELECT 0 AS total, key,
+                     SUM(reported_usd), SUM(estimated_usd), SUM(unpriced_rows), SUM(runs),
+                     SUM(tokens)
+                 FROM spend_totals WHERE grp = ?1 AND day >= ?2
+                 GROUP BY key HAVING SUM(usage_rows) > 0
+                 UNION ALL
+                 SELECT 1, 'total',
+                     COALESCE(SUM(reported_usd), 0.0), COALESCE(SUM(estimated_usd), 0.0),
+                     COALESCE(SUM(unpriced_rows), 0), COALESCE(SUM(runs), 0),
+                     COALESCE(SUM(tokens), 0)
+                 FROM spend_totals WHERE grp = 'total' AND day >= ?2"
+                    .to_string(),
+                bounds
+                    .as_ref()
+                    .map(|(_, day, _)| day.clone())
+                    .unwrap_or_default(),
+            ),
+            Source::Rows => (rows_sql(by), String::new()),
         };
-        // The total is over each usage row once: with tags a row may be in several groups.
-        let sql = format!(
-            "WITH rows AS (
-                SELECT {key} AS k, u.id AS id, u.run_id AS run_id, u.basis AS basis,
-                    u.cost_usd AS cost,
-                    u.input + u.output + u.reasoning + u.cache_read + u.cache_write AS tokens
-                FROM {from}
-                WHERE u.at >= ?1
-             )
-             SELECT 0 AS total, k,
-                 COALESCE(SUM(CASE WHEN basis = 'reported' THEN cost END), 0.0),
-                 COALESCE(SUM(CASE WHEN basis = 'estimated' THEN cost END), 0.0),
-                 SUM(basis = 'unpriced'), COUNT(DISTINCT run_id), COALESCE(SUM(tokens), 0)
-             FROM rows GROUP BY k
-             UNION ALL
-             SELECT 1, 'total',
-                 COALESCE(SUM(CASE WHEN basis = 'reported' THEN cost END), 0.0),
-                 COALESCE(SUM(CASE WHEN basis = 'estimated' THEN cost END), 0.0),
-                 COALESCE(SUM(basis = 'unpriced'), 0), COUNT(DISTINCT run_id),
-                 COALESCE(SUM(tokens), 0)
-             FROM (SELECT DISTINCT id, run_id, basis, cost, tokens FROM rows)"
-        );
         let mut st = self.conn.prepare_cached(&sql)?;
         let mut rows = Vec::new();
         let mut total = SpendRow {
             key: "total".into(),
             ..SpendRow::default()
         };
-        let read = st.query_map(params![since.unwrap_or(i64::MIN)], |r| {
+        let read = |r: &rusqlite::Row<'_>| {
             Ok((
                 r.get::<_, i64>(0)? == 1,
                 SpendRow {
@@ -262,9 +331,17 @@ impl LedgerReader {
                     tokens: r.get::<_, i64>(6)?.max(0) as u64,
                 },
             ))
-        })?;
+        };
+        let read: Vec<_> = match source {
+            Source::Totals => st
+                .query_map(params![by.as_str(), from], read)?
+                .collect::<Result<_, _>>()?,
+            Source::Rows => st
+                .query_map(params![since.unwrap_or(i64::MIN)], read)?
+                .collect::<Result<_, _>>()?,
+        };
         for row in read {
-            match row? {
+            match row {
                 (true, row) => total = row,
                 (false, row) => rows.push(row),
             }
@@ -289,6 +366,41 @@ impl LedgerReader {
             total,
         })
     }
+}
+
+/// The aggregate over the usage rows since `?1` (ms) for `by`; the total, over each
+/// usage row once (with tags a row may be in several groups), as its last row.
+fn rows_sql(by: SpendBy) -> String {
+    let (key, joins) = by.key_sql();
+    let from = match joins {
+        Joins::None => "usage u",
+        Joins::Run => "usage u JOIN runs r ON r.run_id = u.run_id",
+        Joins::Tags => {
+            "usage u JOIN runs r ON r.run_id = u.run_id \
+             LEFT JOIN json_each(r.spec_json, '$.tags') t"
+        }
+    };
+    format!(
+        "WITH rows AS (
+            SELECT {key} AS k, u.id AS id, u.run_id AS run_id, u.basis AS basis,
+                u.cost_usd AS cost,
+                u.input + u.output + u.reasoning + u.cache_read + u.cache_write AS tokens
+            FROM {from}
+            WHERE u.at >= ?1
+         )
+         SELECT 0 AS total, k,
+             COALESCE(SUM(CASE WHEN basis = 'reported' THEN cost END), 0.0),
+             COALESCE(SUM(CASE WHEN basis = 'estimated' THEN cost END), 0.0),
+             SUM(basis = 'unpriced'), COUNT(DISTINCT run_id), COALESCE(SUM(tokens), 0)
+         FROM rows GROUP BY k
+         UNION ALL
+         SELECT 1, 'total',
+             COALESCE(SUM(CASE WHEN basis = 'reported' THEN cost END), 0.0),
+             COALESCE(SUM(CASE WHEN basis = 'estimated' THEN cost END), 0.0),
+             COALESCE(SUM(basis = 'unpriced'), 0), COUNT(DISTINCT run_id),
+             COALESCE(SUM(tokens), 0)
+         FROM (SELECT DISTINCT id, run_id, basis, cost, tokens FROM rows)"
+    )
 }
 
 /// Days of spend from `first` to `today` (local, `YYYY-MM-DD`) with no usage get a row of
