@@ -17,6 +17,7 @@
 //! tests in a network namespace of their own), so nothing a CLI starts can reach past it.
 #![allow(clippy::unwrap_used)] // a test or bench may unwrap; the workspace denies it elsewhere
 
+mod acp;
 mod caps;
 mod claude;
 mod codex;
