@@ -33,7 +33,7 @@ fn done(summary: &str) -> String {
 
 /// The agents under test.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Agent {
+pub enum Agent {
     OpenCode,
     Claude,
     Codex,
@@ -41,7 +41,7 @@ enum Agent {
 
 impl Agent {
     /// drover's built-in provider for it.
-    fn provider(self) -> &'static str {
+    pub fn provider(self) -> &'static str {
         match self {
             Agent::OpenCode => "opencode-acp",
             Agent::Claude => "claude-acp",
@@ -83,7 +83,7 @@ impl Agent {
 
     /// The drover config: the agent's provider entry (command, arguments, environment)
     /// pointing it at `mock`, everything it keeps under `root`.
-    fn config(self, root: &Path, mock: &MockApi) -> String {
+    pub fn config(self, root: &Path, mock: &MockApi) -> String {
         let (command, args, env) = match self {
             Agent::OpenCode => {
                 let config_file = root.join("opencode.json");
@@ -483,6 +483,7 @@ async fn restart_and_resume_through_session_load(agent: Agent) {
 macro_rules! agent_tests {
     ($module:ident, $agent:expr) => {
         mod $module {
+            #[allow(unused_imports)] // the bench that includes this file has no tests
             use super::*;
 
             #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
