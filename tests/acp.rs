@@ -215,3 +215,49 @@ fn a_misbehaving_agent_is_answered_and_bounded_and_the_run_goes_on() {
         "the huge notification never reached the transcript"
     );
 }
+
+#[test]
+fn an_agent_that_cannot_load_a_session_is_never_hibernated() {
+    let bin = common::drover_bin();
+    let agent = |name: &str, misbehave: &str| {
+        format!(
+            r#"[providers.{name}]
+protocol = "acp"
+command = "{bin}"
+args = ["sim-agent", "--acp", "--scenario", "quick-success"]
+
+[providers.{name}.env]
+DROVER_SIM_ACP = "{misbehave}"
+"#
+        )
+    };
+    let home = Home::with_config(&format!(
+        "[limits]\nhibernate_after_secs = 1\n\n{}\n{}",
+        agent(AGENT, ""),
+        agent("simacp-noload", "no-load")
+    ));
+    let _serve = home.serve();
+    let loads = dispatch(&home, "say hello");
+    let answer = home.json(&["dispatch", "--provider", "simacp-noload", "say hello"]);
+    let cannot = str_at(&answer, "run_id").to_string();
+    home.wait_idle(&cannot);
+    // The agent that loads sessions hibernates once idle a second...
+    home.wait_for(&loads, "hibernated", |v| {
+        v["live_state"]["detail"] == "idle · hibernated" && v["pid"].is_null()
+    });
+    // ...the one that cannot stays up, idle, and its run says why.
+    let view = home.show(&cannot);
+    let pid = view["pid"].as_i64().expect("its agent is kept running");
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(2);
+    while std::time::Instant::now() < deadline {
+        let view = home.show(&cannot);
+        assert_eq!(view["state"], "idle", "{view}");
+        assert_ne!(view["live_state"]["detail"], "idle · hibernated", "{view}");
+        assert_eq!(view["pid"], pid, "{view}");
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+    assert!(alive(pid));
+    let notes = home.notes(&cannot).join("\n");
+    assert!(notes.contains("does not load sessions"), "{notes}");
+    assert!(notes.contains("never hibernated"), "{notes}");
+}

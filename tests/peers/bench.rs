@@ -14,11 +14,17 @@
 //! - Codex: `codex exec --json` (drover runs the same for policy `auto`).
 //! - OpenCode: `opencode run --format json` (its own in-process server); drover runs
 //!   `opencode serve` and drives it over HTTP.
+//! - `opencode acp`: the agent driven directly over ACP (JSON-RPC lines: `initialize`,
+//!   `session/new`, one `session/prompt`, stdin closed, exit) vs drover's `opencode-acp`
+//!   provider (docs/PROVIDERS.md §"ACP agents").
 //!
 //! Needs the pinned CLIs (`npm ci` in tests/peers, or scripts/test.sh). An argument
-//! (`claude`, `codex`, `opencode`) runs only that CLI.
+//! (`claude`, `codex`, `opencode`, `opencode-acp`) runs only that CLI.
 #![allow(clippy::unwrap_used)] // a test or bench may unwrap; the workspace denies it elsewhere
 
+#[allow(dead_code)]
+#[path = "acp.rs"]
+mod acp;
 #[allow(dead_code)]
 #[path = "caps.rs"]
 mod caps;
@@ -607,6 +613,115 @@ async fn bench_opencode() {
     );
 }
 
+/// The result of the JSON-RPC answer with `id` among the agent's lines (the
+/// notifications and requests before it are skipped).
+async fn acp_answer(
+    id: i64,
+    lines: &mut tokio::io::Lines<BufReader<tokio::process::ChildStdout>>,
+) -> Value {
+    while let Some(line) = lines.next_line().await.expect("opencode acp's stdout") {
+        let Ok(value) = serde_json::from_str::<Value>(&line) else {
+            continue;
+        };
+        if value["id"] == id && value.get("method").is_none() {
+            assert!(value.get("error").is_none(), "{value}");
+            return value["result"].clone();
+        }
+    }
+    panic!("opencode acp ended before it answered {id}");
+}
+
+/// One direct run of `opencode acp` over ACP, as drover's adapter drives it:
+/// `initialize`, `session/new`, one `session/prompt` answered, stdin closed, the exit
+/// (SIGKILL after 3 s, as drover's shutdown ends what does not exit by itself). Returns
+/// the wall time.
+async fn direct_acp_run(program: &Path, env: &[(String, String)], cwd: &Path) -> Duration {
+    let started = Instant::now();
+    let mut child = tokio::process::Command::new(program)
+        .arg("acp")
+        .env_clear()
+        .envs(env.iter().map(|(k, v)| (k, v)))
+        .current_dir(cwd)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .kill_on_drop(true)
+        .spawn()
+        .expect("opencode acp starts");
+    let mut stdin = child.stdin.take().unwrap();
+    let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
+    let mut send = async |value: Value| {
+        stdin
+            .write_all((value.to_string() + "\n").as_bytes())
+            .await
+            .expect("opencode acp reads stdin");
+    };
+    send(
+        json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+        "protocolVersion": 1, "clientCapabilities": {},
+        "clientInfo": {"name": "bench", "version": "0"}}}),
+    )
+    .await;
+    let cwd_text = cwd.display().to_string();
+    send(json!({"jsonrpc": "2.0", "id": 2, "method": "session/new",
+                "params": {"cwd": cwd_text, "mcpServers": []}}))
+    .await;
+    let session = tokio::time::timeout(BOUND, acp_answer(2, &mut lines))
+        .await
+        .expect("session/new answered in time");
+    let session_id = session["sessionId"]
+        .as_str()
+        .expect("a session id")
+        .to_string();
+    send(
+        json!({"jsonrpc": "2.0", "id": 3, "method": "session/prompt", "params": {
+        "sessionId": session_id, "prompt": [{"type": "text", "text": PROMPT}]}}),
+    )
+    .await;
+    tokio::time::timeout(BOUND, acp_answer(3, &mut lines))
+        .await
+        .expect("session/prompt answered in time");
+    drop(stdin);
+    let exited = tokio::time::timeout(Duration::from_secs(3), async {
+        while let Ok(Some(_)) = lines.next_line().await {}
+        child.wait().await
+    })
+    .await;
+    if exited.is_err() {
+        child.kill().await.expect("opencode acp is killed");
+    }
+    started.elapsed()
+}
+
+async fn bench_opencode_acp() {
+    let program = peers::cli("opencode");
+    let mock = MockApi::start(Protocol::OpenAiChat, []).await;
+    let direct_root = tempfile::tempdir().unwrap();
+    for dir in ["home", "work"] {
+        std::fs::create_dir_all(direct_root.path().join(dir)).unwrap();
+    }
+    let config_file = direct_root.path().join("opencode.json");
+    std::fs::write(
+        &config_file,
+        opencode::opencode_config(&mock.url()).to_string(),
+    )
+    .unwrap();
+    let mut env = peers::base_env(&direct_root.path().join("home"));
+    env.extend(opencode::opencode_env(direct_root.path(), &config_file));
+    let agent = acp::Agent::OpenCode;
+    let drover = Drover::start_with(|root| agent.config(root, &mock)).await;
+    let work = direct_root.path().join("work");
+    let flags = ["--provider", agent.provider()];
+    let figures = alternate(&drover, &flags, || direct_acp_run(&program, &env, &work)).await;
+    figures.print(
+        &format!(
+            "opencode acp {} against the mock chat completions API",
+            peers::pinned_version("opencode-ai")
+        ),
+        "direct: opencode acp over ACP (the whole run)",
+    );
+}
+
 fn main() {
     let only = std::env::args().skip(1).find(|a| !a.starts_with('-'));
     let wanted = |name: &str| only.as_deref().is_none_or(|o| o == name);
@@ -624,6 +739,9 @@ fn main() {
         }
         if wanted("opencode") {
             bench_opencode().await;
+        }
+        if wanted("opencode-acp") {
+            bench_opencode_acp().await;
         }
     });
 }

@@ -7,6 +7,8 @@
 //!   `codex app-server`; `restricted`/`auto`: `codex exec` per turn), plus one direct
 //!   `codex exec` run that pins the CLI facts the exec mode relies on.
 //! - `opencode`: OpenCode driven through drover's headless interface, like `claude`.
+//! - `acp`: the ACP agents (`opencode acp`, `claude-agent-acp`, `codex-acp`) as drover's
+//!   ACP providers, through the same interface.
 //! - `mock_api`: the mocks' own wire format, checked with a plain HTTP client.
 //! - `inspector`: `drover mcp` under the official MCP Inspector's CLI, every tool called.
 //!
@@ -17,6 +19,7 @@
 //! tests in a network namespace of their own), so nothing a CLI starts can reach past it.
 #![allow(clippy::unwrap_used)] // a test or bench may unwrap; the workspace denies it elsewhere
 
+mod acp;
 mod caps;
 mod claude;
 mod codex;

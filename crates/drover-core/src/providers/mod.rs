@@ -305,6 +305,13 @@ pub enum ProviderEvent {
         /// The model the session runs, when the provider says.
         model: Option<String>,
     },
+    /// The provider cannot go on in this session from a new process (an ACP agent that
+    /// does not advertise `loadSession`): the run is never hibernated, and its session
+    /// is only good while this child lives (docs/PROVIDERS.md §"ACP agents").
+    SessionNotResumable {
+        /// Why, as a sentence for the run's notes.
+        reason: String,
+    },
     /// A piece of the assistant's answer.
     AssistantText {
         /// The text, as the provider wrote it.
@@ -398,7 +405,9 @@ impl ProviderEvent {
                 tokens: _,
             }
             | ProviderEvent::RateLimitCleared => {}
-            ProviderEvent::AssistantText { text } | ProviderEvent::Notice { text } => {
+            ProviderEvent::AssistantText { text }
+            | ProviderEvent::Notice { text }
+            | ProviderEvent::SessionNotResumable { reason: text } => {
                 redactor.redact_string(text);
             }
             ProviderEvent::ToolStarted {

@@ -119,12 +119,12 @@ pub const PROVIDERS: &[ProviderTraits] = &[
     },
     // Agents that speak the Agent Client Protocol (docs/PROVIDERS.md §"ACP agents"):
     // one adapter, each started with its own command line (`[providers.NAME]`).
-    acp_agent(ACP_AGENTS[0].0, ACP_AGENTS[0].1, None),
-    acp_agent(ACP_AGENTS[1].0, ACP_AGENTS[1].1, None),
-    acp_agent(ACP_AGENTS[2].0, ACP_AGENTS[2].1, None),
-    acp_agent(ACP_AGENTS[3].0, ACP_AGENTS[3].1, None),
-    acp_agent(ACP_AGENTS[4].0, ACP_AGENTS[4].1, None),
-    acp_agent(ACP_AGENTS[5].0, ACP_AGENTS[5].1, None),
+    acp_agent(ACP_AGENTS[0]),
+    acp_agent(ACP_AGENTS[1]),
+    acp_agent(ACP_AGENTS[2]),
+    acp_agent(ACP_AGENTS[3]),
+    acp_agent(ACP_AGENTS[4]),
+    acp_agent(ACP_AGENTS[5]),
     ProviderTraits {
         name: SIM_PROVIDER,
         default_command: "",
@@ -143,23 +143,39 @@ pub const PROVIDERS: &[ProviderTraits] = &[
     },
 ];
 
-/// The built-in ACP agents: name, default command, and the npm package that installs it.
-pub const ACP_AGENTS: [(&str, &str, &str); 6] = [
-    ("gemini", "gemini", "@google/gemini-cli"),
-    ("qwen", "qwen", "@qwen-code/qwen-code"),
-    ("copilot", "copilot", "@github/copilot"),
-    ("opencode-acp", "opencode", "opencode-ai"),
+/// A built-in ACP agent: name, default command, npm package, tested version.
+pub type AcpAgentRow = (
+    &'static str,
+    &'static str,
+    &'static str,
+    Option<&'static str>,
+);
+
+/// The built-in ACP agents: name, default command, the npm package that installs it,
+/// and the version of that package `tests/peers/acp.rs` ran against the conformance
+/// mocks (`None`: not run against them; docs/PROVIDERS.md §"ACP agents").
+pub const ACP_AGENTS: [AcpAgentRow; 6] = [
+    ("gemini", "gemini", "@google/gemini-cli", None),
+    ("qwen", "qwen", "@qwen-code/qwen-code", None),
+    ("copilot", "copilot", "@github/copilot", None),
+    ("opencode-acp", "opencode", "opencode-ai", Some("1.18.33")),
     (
         "claude-acp",
         "claude-agent-acp",
         "@zed-industries/claude-agent-acp",
+        Some("0.23.1"),
     ),
-    ("codex-acp", "codex-acp", "@zed-industries/codex-acp"),
+    (
+        "codex-acp",
+        "codex-acp",
+        "@zed-industries/codex-acp",
+        Some("0.16.0"),
+    ),
 ];
 
 /// Whether the provider is an ACP agent (built in, or added by the config).
 pub fn is_acp(provider: &str) -> bool {
-    ACP_AGENTS.iter().any(|(name, _, _)| *name == provider)
+    ACP_AGENTS.iter().any(|(name, ..)| *name == provider)
         || CONFIGURED
             .read()
             .is_ok_and(|c| c.iter().any(|t| t.name == provider))
@@ -173,14 +189,25 @@ pub fn install_command(provider: &str) -> Option<String> {
     }
     ACP_AGENTS
         .iter()
-        .find(|(name, _, _)| *name == provider)
-        .map(|(_, _, package)| format!("npm install -g {package}"))
+        .find(|(name, ..)| *name == provider)
+        .map(|(_, _, package, _)| format!("npm install -g {package}"))
+}
+
+/// A built-in ACP agent's entry (an [`ACP_AGENTS`] row), pinned at the version the
+/// conformance tests ran when there is one.
+const fn acp_agent(row: AcpAgentRow) -> ProviderTraits {
+    let (name, default_command, package, tested) = row;
+    let pinned = match tested {
+        Some(version) => Some(PinnedCli { package, version }),
+        None => None,
+    };
+    acp_entry(name, default_command, pinned)
 }
 
 /// An ACP agent's entry: its name, the command it runs when the config names none, and
 /// its npm package pinned at the version the conformance tests ran (`None`: not run
 /// against them yet).
-const fn acp_agent(
+const fn acp_entry(
     name: &'static str,
     default_command: &'static str,
     pinned: Option<PinnedCli>,
@@ -218,7 +245,7 @@ pub fn register_configured(config: &Config) {
         }
         // One small entry per configured agent name, kept for the process's life.
         let name: &'static str = Box::leak(name.clone().into_boxed_str());
-        configured.push(Box::leak(Box::new(acp_agent(name, "", None))));
+        configured.push(Box::leak(Box::new(acp_entry(name, "", None))));
     }
 }
 
@@ -483,10 +510,12 @@ mod tests {
         // Besides the provider CLIs: the MCP Inspector that `drover mcp` is tested under.
         let tools = ["@modelcontextprotocol/inspector"];
         assert!(tools.iter().all(|t| pins.contains_key(*t)));
+        // A package may serve two providers (`opencode-ai`: `opencode`, `opencode-acp`).
+        let packages: std::collections::BTreeSet<&str> = pinned.iter().map(|p| p.package).collect();
         assert_eq!(
-            pinned.len() + tools.len(),
+            packages.len() + tools.len(),
             pins.len(),
-            "one provider per pinned CLI"
+            "a provider for every pinned CLI"
         );
         for cli in pinned {
             assert_eq!(

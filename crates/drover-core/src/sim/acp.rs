@@ -246,6 +246,20 @@ fn title_of(tool: &str, input: &Value) -> String {
     }
 }
 
+/// `input` with `{now_us}` in its strings filled with the wall clock now.
+fn stamped(input: &Value) -> Value {
+    match input {
+        Value::String(s) if s.contains("{now_us}") => {
+            Value::String(s.replace("{now_us}", &crate::clock::now_micros().to_string()))
+        }
+        Value::Object(map) => {
+            Value::Object(map.iter().map(|(k, v)| (k.clone(), stamped(v))).collect())
+        }
+        Value::Array(items) => Value::Array(items.iter().map(stamped).collect()),
+        other => other.clone(),
+    }
+}
+
 /// Plays the session's next turn; the answer to `session/prompt`.
 async fn play_turn(
     shared: &Shared,
@@ -336,14 +350,17 @@ async fn play_turn(
                         ),
                     );
                     let allowed = if call.needs_permission {
+                        // `{now_us}` in the input is the moment the request is sent (the
+                        // latency bench times it from here).
+                        let input = stamped(&call.input);
                         let ask = RequestPermissionRequest::new(
                             session.clone(),
                             ToolCallUpdate::new(
                                 id.clone(),
                                 ToolCallUpdateFields::new()
-                                    .title(title.clone())
+                                    .title(title_of(&call.name, &input))
                                     .kind(kind)
-                                    .raw_input(call.input.clone()),
+                                    .raw_input(input),
                             ),
                             vec![
                                 PermissionOption::new(

@@ -155,6 +155,11 @@ impl Core {
                 });
                 run.touch(&mut batch);
             }
+            ProviderEvent::SessionNotResumable { reason } => {
+                // Kept warm: a hibernated run could not be woken in its session.
+                run.not_resumable = true;
+                run.note(&mut batch, reason, now);
+            }
             ProviderEvent::AssistantText { text } => {
                 // Bytes bound chars from above: once the text holds the cap in bytes, it
                 // is cut to the cap in chars (once) and nothing more is appended. No

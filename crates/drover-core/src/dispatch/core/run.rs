@@ -224,6 +224,9 @@ pub struct Run {
     pub next_seq: u64,
     pub model: Option<String>,
     pub provider_session_id: Option<String>,
+    /// The provider said its session cannot be gone on in from a new process
+    /// ([`crate::providers::ProviderEvent::SessionNotResumable`]): never hibernated.
+    pub not_resumable: bool,
     /// The run's adapter and child, once launched (until the child has exited).
     pub child: Option<Launched>,
     /// An [`super::Effect::Launch`] was asked for and its outcome is not in yet: the run
@@ -380,6 +383,7 @@ impl Run {
             live: None,
             next_seq: 1,
             provider_session_id: None,
+            not_resumable: false,
             child: None,
             launching: false,
             ready: false,
@@ -546,6 +550,7 @@ impl Run {
             && self.wake.is_none()
             && self.broker.is_empty()
             && self.provider_session_id.is_some()
+            && !self.not_resumable
     }
 
     /// Appends one event to the run's ordered stream. The body is serialized here, once.

@@ -124,6 +124,9 @@ pub fn summarize(event: &ProviderEvent) -> Option<String> {
                 .unwrap_or_default()
         ),
         ProviderEvent::Notice { text } => format!("note: {}", one_line(text)),
+        ProviderEvent::SessionNotResumable { reason } => {
+            format!("not resumable: {}", one_line(reason))
+        }
         ProviderEvent::Exited {
             code,
             signal,

@@ -638,6 +638,17 @@ impl Conversation {
                 model: self.spec.model.clone(),
             })
             .await;
+        if !self.can_load {
+            // Its session lives only as long as this child: no hibernation.
+            self.out
+                .send(ProviderEvent::SessionNotResumable {
+                    reason: "this agent does not load sessions (it does not advertise \
+                             loadSession): the run is kept running while idle, never \
+                             hibernated, and cannot be resumed once its agent has exited"
+                        .to_string(),
+                })
+                .await;
+        }
         let held = std::mem::take(&mut self.held);
         self.out.send_all(held).await;
         while let Some(command) = self.queued.pop_front() {

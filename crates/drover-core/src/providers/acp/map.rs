@@ -28,6 +28,8 @@ const TURN_TEXT_MAX: usize = 64 * 1024;
 const TITLE_MAX: usize = 120;
 /// The most characters of a plan's line.
 const PLAN_MAX: usize = 600;
+/// Marks the usage row of a turn whose agent reported neither tokens nor money.
+pub const UNREPORTED: &str = "(usage not reported)";
 /// The most tool calls remembered at once (a flood of starts cannot grow memory).
 const TOOLS_MAX: usize = 4096;
 
@@ -203,6 +205,14 @@ impl Updates {
             (Some(tokens), Some(model)) => vec![ModelUsage {
                 model: model.to_string(),
                 tokens,
+                cost_usd: None,
+            }],
+            // Neither tokens nor money came (codex-acp 0.16.0 reports neither): one row
+            // under a name no catalog prices, so the turn is booked `unpriced`, never
+            // $0 (docs/ARCHITECTURE.md §"Money").
+            (None, _) if self.cost_usd.is_none() => vec![ModelUsage {
+                model: format!("{} {UNREPORTED}", model.unwrap_or("the agent's model")),
+                tokens: Tokens::default(),
                 cost_usd: None,
             }],
             _ => Vec::new(),

@@ -199,3 +199,31 @@ fn updates_become_events_and_a_turn_ends_once_with_its_tools() {
     ));
     assert_eq!(u.cost_usd(), None);
 }
+
+#[test]
+fn a_turn_with_neither_tokens_nor_money_is_booked_under_an_unpriceable_row() {
+    let mut u = Updates::default();
+    let end = u.turn_end(
+        &PromptResponse::new(StopReason::EndTurn),
+        Some("m1"),
+        "s1",
+        5,
+    );
+    let [ProviderEvent::TurnCompleted(t)] = &end[..] else {
+        panic!("{end:?}");
+    };
+    assert_eq!(t.total_cost_usd, None);
+    assert_eq!(t.model_usage.len(), 1, "{t:?}");
+    assert_eq!(t.model_usage[0].model, format!("m1 {UNREPORTED}"));
+    assert_eq!(t.model_usage[0].tokens, Tokens::default());
+    // With a cost reported, the cost is the turn's money and no such row is added.
+    let mut u = Updates::default();
+    u.read(SessionUpdate::UsageUpdate(
+        UsageUpdate::new(1, 2).cost(Cost::new(0.25, "USD")),
+    ));
+    let end = u.turn_end(&PromptResponse::new(StopReason::EndTurn), None, "s1", 5);
+    let [ProviderEvent::TurnCompleted(t)] = &end[..] else {
+        panic!("{end:?}");
+    };
+    assert!(t.model_usage.is_empty(), "{t:?}");
+}
