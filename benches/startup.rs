@@ -126,9 +126,6 @@ fn active_owner(n: u64) {
                 "sim",
                 "--scenario",
                 "hang",
-                // Not a git repository: no worktree is made (and none left behind).
-                "--cwd",
-                &h.to_string_lossy(),
                 "--title",
                 &format!("active bench run {i}"),
                 "stay in the turn",
@@ -172,8 +169,10 @@ fn active_owner(n: u64) {
 }
 
 fn drover(home: &Path, args: &[&str]) -> std::process::Output {
+    // In the data directory, not a git repository: a run makes no worktree or branch.
     Command::new(drover_bin())
         .args(args)
+        .current_dir(home)
         .env("DROVER_HOME", home)
         .env_remove("DROVER_LOG")
         .output()

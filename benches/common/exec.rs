@@ -1,7 +1,9 @@
 //! The real `drover` binary exec'd as a user runs it: wall time and peak memory of one
 //! command, or of the dashboard in a pty until its first frame shows a run. Each sample
 //! runs in a runner process of its own (this bench's executable again), so the runner's
-//! `RUSAGE_CHILDREN` peak is that one `drover` process's own.
+//! `RUSAGE_CHILDREN` peak is that one `drover` process's own. Every command runs in the
+//! data directory it is given (no git repository), so a run it dispatches makes no
+//! worktree or branch in the repository the bench was started from.
 
 use std::io::{Read, Write};
 use std::os::fd::OwnedFd;
@@ -75,6 +77,7 @@ pub fn runner_main() -> bool {
         let start = Instant::now();
         let status = Command::new(bin)
             .args(&args)
+            .current_dir(home)
             .env("DROVER_HOME", home)
             .env_remove("DROVER_LOG")
             .stdin(Stdio::null())
@@ -148,6 +151,7 @@ fn dashboard_in_pty(bin: &str, home: &Path, shows: &str) -> f64 {
     let slave = |fd: &OwnedFd| Stdio::from(fd.try_clone().expect("dup the pty"));
     let start = Instant::now();
     let mut child = Command::new(bin)
+        .current_dir(home)
         .env("DROVER_HOME", home)
         .env_remove("DROVER_LOG")
         .env("TERM", "xterm-256color")
