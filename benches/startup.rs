@@ -47,7 +47,10 @@ fn main() {
     let mut owner = common::exec::start_owner(h);
     // What it holds once its start's work (recovery, the first retention pass) is done.
     std::thread::sleep(std::time::Duration::from_millis(500));
-    println!("  owner idle (just started)       {}", memory_line(owner.id()));
+    println!(
+        "  owner idle (just started)       {}",
+        memory_line(owner.id())
+    );
     for i in 0..10 {
         let out = drover(
             h,
@@ -87,7 +90,10 @@ fn main() {
         "dashboard first frame (pty)",
         measure(h, &["dashboard"], samples),
     );
-    println!("  owner after all of it           {}", memory_line(owner.id()));
+    println!(
+        "  owner after all of it           {}",
+        memory_line(owner.id())
+    );
     let _ = nix::sys::signal::kill(
         nix::unistd::Pid::from_raw(owner.id() as i32),
         nix::sys::signal::Signal::SIGTERM,
@@ -160,7 +166,10 @@ fn active_owner(n: u64) {
         }
     });
     std::thread::sleep(std::time::Duration::from_millis(500));
-    println!("  owner with {n} active runs        {}", memory_line(owner.id()));
+    println!(
+        "  owner with {n} active runs        {}",
+        memory_line(owner.id())
+    );
     let _ = nix::sys::signal::kill(
         nix::unistd::Pid::from_raw(owner.id() as i32),
         nix::sys::signal::Signal::SIGTERM,
