@@ -10,7 +10,7 @@
 //! - `drover runs` (its default page, human output) and `drover status`: wall and peak
 //!   memory, median of 5 each;
 //! - the owner's peak memory (VmHWM from /proc/<pid>/status) after the dashboards and
-//!   `runs` (before `status`).
+//!   `runs` (before `status`), and its sum with the dashboard's median peak.
 //!
 //! Run: `cargo bench --bench history`. Sizes: `DROVER_BENCH_HISTORY` (default
 //! `10:200,500:10000,100000:2000000`, pairs of runs:events). `DROVER_BENCH_BIN` times
@@ -96,6 +96,12 @@ fn measure(runs: u64, events: u64) {
         &format!("dashboard first frame (of {DASHBOARDS})"),
         &dashboards,
         "",
+    );
+    let dashboard_mib = summary(&dashboards).1.0;
+    println!(
+        "    dashboard + owner             {dashboard_mib:>6.1} + {:.1} = {:.1} MiB (median dashboard peak + owner VmHWM; target ≤ 30 with 10 runs)",
+        owner_hwm / 1024.0,
+        dashboard_mib + owner_hwm / 1024.0
     );
     report(
         "drover runs (of 5)",

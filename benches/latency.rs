@@ -144,7 +144,9 @@ async fn measure(mode: Mode, runs: u64, lines: u64, asks: u64) -> Figures {
             tokio::spawn(async move {
                 loop {
                     match events.recv().await {
-                        Ok(event) => sender.send(AppEvent::Dispatch(event)),
+                        Ok(event) => {
+                            sender.send(AppEvent::Dispatch(std::sync::Arc::unwrap_or_clone(event)))
+                        }
                         Err(RecvError::Lagged(_)) => sender.send(AppEvent::Lagged),
                         Err(RecvError::Closed) => break,
                     }

@@ -272,7 +272,7 @@ impl Heard {
     /// request is answered (the answer, which waits for its own commit, not awaited).
     fn drain(
         &mut self,
-        events: &mut tokio::sync::broadcast::Receiver<DispatchEvent>,
+        events: &mut tokio::sync::broadcast::Receiver<drover_core::dispatch::Published>,
         reader: &LedgerReader,
         handle: &DispatcherHandle,
     ) {
@@ -286,7 +286,7 @@ impl Heard {
             if let Err(e) = in_ledger(reader, &event) {
                 panic!("published before its batch was committed: {e}");
             }
-            match &event {
+            match &*event {
                 DispatchEvent::RunChanged { run } => {
                     if self.states.last() != Some(&run.head.state) {
                         self.states.push(run.head.state);
@@ -399,6 +399,7 @@ async fn a_failing_ledger_publishes_nothing_refuses_new_work_and_resumes_without
         let event = tokio::time::timeout(Duration::from_secs(30), events.recv())
             .await
             .unwrap()
+            .map(std::sync::Arc::unwrap_or_clone)
             .unwrap();
         if let DispatchEvent::PermissionRequested { pending, .. } = event {
             break pending;
@@ -431,6 +432,7 @@ async fn a_failing_ledger_publishes_nothing_refuses_new_work_and_resumes_without
         let event = tokio::time::timeout(Duration::from_secs(30), events.recv())
             .await
             .unwrap()
+            .map(std::sync::Arc::unwrap_or_clone)
             .unwrap();
         match event {
             DispatchEvent::Health {
@@ -476,7 +478,7 @@ async fn a_failing_ledger_publishes_nothing_refuses_new_work_and_resumes_without
     );
     while let Ok(event) = events.try_recv() {
         assert!(
-            matches!(event, DispatchEvent::Health { .. }),
+            matches!(*event, DispatchEvent::Health { .. }),
             "published while the ledger could not write: {event:?}"
         );
     }
@@ -490,6 +492,7 @@ async fn a_failing_ledger_publishes_nothing_refuses_new_work_and_resumes_without
         let event = tokio::time::timeout(Duration::from_secs(30), events.recv())
             .await
             .unwrap()
+            .map(std::sync::Arc::unwrap_or_clone)
             .unwrap();
         if let DispatchEvent::Health {
             ledger_unavailable: None,
@@ -504,6 +507,7 @@ async fn a_failing_ledger_publishes_nothing_refuses_new_work_and_resumes_without
         let event = tokio::time::timeout(Duration::from_secs(30), events.recv())
             .await
             .unwrap()
+            .map(std::sync::Arc::unwrap_or_clone)
             .unwrap();
         if let DispatchEvent::PermissionRequested { pending: p, .. } = event
             && p.request_id != pending.request_id

@@ -1356,6 +1356,28 @@ fn a_second_owner_is_refused_with_owner_running() {
     assert_eq!(serve.stop().code(), Some(0));
 }
 
+/// The owner's runtime keeps at most two worker threads, whatever the machine's cores or
+/// `TOKIO_WORKER_THREADS` say: each worker costs a stack and a malloc arena
+/// (docs/ARCHITECTURE.md §"Memory"). With no cap, tokio takes the variable's 16.
+#[test]
+fn the_owner_keeps_two_worker_threads_whatever_the_machine() {
+    let home = Home::new();
+    let serve = home.serve_with_env(&[("TOKIO_WORKER_THREADS", "16")]);
+    let names: Vec<String> = std::fs::read_dir(format!("/proc/{}/task", serve.pid()))
+        .expect("the owner's threads")
+        .filter_map(|t| std::fs::read_to_string(t.ok()?.path().join("comm")).ok())
+        .map(|name| name.trim().to_string())
+        .collect();
+    // Workers and blocking threads share tokio's name (`tokio-rt-worker`); at rest the
+    // owner has two workers and at most a few blocking threads.
+    let tokio = names.iter().filter(|n| n.starts_with("tokio-r")).count();
+    assert!(
+        (1..=6).contains(&tokio),
+        "{tokio} tokio threads in the owner: {names:?}"
+    );
+    assert_eq!(serve.stop().code(), Some(0));
+}
+
 #[test]
 fn wait_that_times_out_prints_the_runs_and_exits_3() {
     let home = Home::new();

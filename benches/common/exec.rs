@@ -1,7 +1,9 @@
 //! The real `drover` binary exec'd as a user runs it: wall time and peak memory of one
 //! command, or of the dashboard in a pty until its first frame shows a run. Each sample
 //! runs in a runner process of its own (this bench's executable again), so the runner's
-//! `RUSAGE_CHILDREN` peak is that one `drover` process's own.
+//! `RUSAGE_CHILDREN` peak is that one `drover` process's own. Every command runs in the
+//! data directory it is given (no git repository), so a run it dispatches makes no
+//! worktree or branch in the repository the bench was started from.
 
 use std::io::{Read, Write};
 use std::os::fd::OwnedFd;
@@ -75,6 +77,7 @@ pub fn runner_main() -> bool {
         let start = Instant::now();
         let status = Command::new(bin)
             .args(&args)
+            .current_dir(home)
             .env("DROVER_HOME", home)
             .env_remove("DROVER_LOG")
             .stdin(Stdio::null())
@@ -148,6 +151,7 @@ fn dashboard_in_pty(bin: &str, home: &Path, shows: &str) -> f64 {
     let slave = |fd: &OwnedFd| Stdio::from(fd.try_clone().expect("dup the pty"));
     let start = Instant::now();
     let mut child = Command::new(bin)
+        .current_dir(home)
         .env("DROVER_HOME", home)
         .env_remove("DROVER_LOG")
         .env("TERM", "xterm-256color")
@@ -198,15 +202,30 @@ fn dashboard_in_pty(bin: &str, home: &Path, shows: &str) -> f64 {
 
 /// The peak resident memory (KiB) of a running process, from /proc.
 pub fn vmhwm_kb(pid: u32) -> f64 {
-    std::fs::read_to_string(format!("/proc/{pid}/status"))
+    proc_status_kb(pid, "VmHWM").unwrap_or(0.0)
+}
+
+/// One `KiB` field of /proc/<pid>/status (`VmHWM`, `RssAnon`, `RssFile`…).
+pub fn proc_status_kb(pid: u32, field: &str) -> Option<f64> {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix(field)?.strip_prefix(':'))?
+        .split_whitespace()
+        .next()?
+        .parse()
         .ok()
-        .and_then(|s| {
-            s.lines()
-                .find_map(|l| l.strip_prefix("VmHWM:"))?
-                .split_whitespace()
-                .next()?
-                .parse()
-                .ok()
-        })
-        .unwrap_or(0.0)
+}
+
+/// A running process's memory as one line: its peak (VmHWM) and what it holds now, split
+/// into its own memory (RssAnon: heap, stacks) and the files it maps (RssFile: mostly the
+/// `drover` binary's pages), in MiB.
+pub fn memory_line(pid: u32) -> String {
+    let mib = |field| proc_status_kb(pid, field).unwrap_or(0.0) / 1024.0;
+    format!(
+        "VmHWM {:>5.1} MiB   now: anon {:>5.1} MiB + file {:>5.1} MiB",
+        mib("VmHWM"),
+        mib("RssAnon"),
+        mib("RssFile")
+    )
 }

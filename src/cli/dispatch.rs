@@ -380,11 +380,12 @@ async fn follow(
             e = host.dispatcher_ended() => return Err(e),
             received = events.recv() => match received {
                 Ok(event) if event.run_id() == run_id => {
+                    let event = &*event;
                     if json {
-                        print_json(&event)?;
+                        print_json(event)?;
                     } else {
-                        write_stdout(&(render::event_line(&event) + "\n"))?;
-                        if let DispatchEvent::RunChanged { run } = &event
+                        write_stdout(&(render::event_line(event) + "\n"))?;
+                        if let DispatchEvent::RunChanged { run } = event
                             && run.head.state == RunState::Idle
                         {
                             note(&format!(
@@ -395,7 +396,7 @@ async fn follow(
                             ));
                         }
                     }
-                    if let DispatchEvent::RunChanged { run } = &event
+                    if let DispatchEvent::RunChanged { run } = event
                         && run.head.state.is_terminal()
                     {
                         return Ok(Exit::of_run(run));

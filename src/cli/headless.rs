@@ -10,9 +10,16 @@ use drover_core::dispatch::{DispatcherOptions, Request, Response};
 use drover_core::error::{DroverError, ErrorCode};
 use drover_core::paths::Paths;
 
-/// The runtime a headless command runs on.
+/// The most worker threads a runtime gets, however many cores the machine has: drover's
+/// tasks wait on pipes, sockets and the ledger's threads, and each worker costs a stack and
+/// a malloc arena (docs/ARCHITECTURE.md §"Memory").
+const WORKERS_MAX: usize = 2;
+
+/// The runtime a headless command (and the dashboard, and the owner) runs on.
 pub(crate) fn runtime() -> Result<tokio::runtime::Runtime, DroverError> {
+    let workers = std::thread::available_parallelism().map_or(1, |n| n.get().min(WORKERS_MAX));
     tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(workers)
         .enable_all()
         .build()
         .map_err(|e| {

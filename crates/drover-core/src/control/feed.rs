@@ -13,7 +13,7 @@ use std::sync::{Arc, Mutex};
 use tokio::sync::broadcast;
 use tokio::sync::broadcast::error::RecvError;
 
-use crate::dispatch::DispatchEvent;
+use crate::dispatch::Published;
 use crate::dispatch::api::StreamPosition;
 
 /// How many recent events a reconnecting client can be brought up to date with.
@@ -21,14 +21,14 @@ pub const REPLAY: usize = 4096;
 /// How many numbered events wait for a slow connection before it is told it lagged.
 const LIVE: usize = 4096;
 
-/// One numbered event.
-pub type Numbered = (u64, DispatchEvent);
+/// One numbered event (the copy the dispatcher published, shared).
+pub type Numbered = (u64, Published);
 
 /// What live subscribers hear.
 #[derive(Debug, Clone)]
 pub enum Live {
     /// Shared: every live subscriber gets the same copy.
-    Event(u64, Arc<DispatchEvent>),
+    Event(u64, Published),
     /// The feed itself fell behind the dispatcher: this many events were lost.
     Lost(u64),
 }
@@ -60,7 +60,7 @@ pub struct Subscription {
 impl Feed {
     /// Numbers `events` (the dispatcher's broadcast) until it closes. `epoch` names this
     /// owner.
-    pub fn start(epoch: String, mut events: broadcast::Receiver<DispatchEvent>) -> Feed {
+    pub fn start(epoch: String, mut events: broadcast::Receiver<Published>) -> Feed {
         let (tx, _) = broadcast::channel(LIVE);
         let feed = Feed {
             epoch,
@@ -136,15 +136,16 @@ impl Feed {
 }
 
 impl Inner {
-    fn push(&mut self, event: DispatchEvent) {
+    fn push(&mut self, event: Published) {
         let pos = self.next;
         self.next += 1;
         if self.ring.len() == REPLAY {
             self.ring.pop_front();
         }
+        // The ring and the live subscribers share the dispatcher's one copy.
         self.ring.push_back((pos, event.clone()));
         // No live subscriber is not an error.
-        let _ = self.tx.send(Live::Event(pos, Arc::new(event)));
+        let _ = self.tx.send(Live::Event(pos, event));
     }
 }
 
@@ -158,6 +159,7 @@ fn lock(inner: &Mutex<Inner>) -> std::sync::MutexGuard<'_, Inner> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::dispatch::DispatchEvent;
 
     fn note(n: u64) -> DispatchEvent {
         DispatchEvent::RunRemoved {
@@ -165,11 +167,11 @@ mod tests {
         }
     }
 
-    async fn fed(count: u64) -> (broadcast::Sender<DispatchEvent>, Feed) {
+    async fn fed(count: u64) -> (broadcast::Sender<Published>, Feed) {
         let (tx, rx) = broadcast::channel(16);
         let feed = Feed::start("e1".into(), rx);
         for n in 1..=count {
-            tx.send(note(n)).unwrap();
+            tx.send(Arc::new(note(n))).unwrap();
         }
         // Let the feed task number them.
         for _ in 0..100 {
@@ -211,7 +213,7 @@ mod tests {
     async fn live_events_follow_the_replay_without_a_gap_or_an_overlap() {
         let (tx, feed) = fed(3).await;
         let mut sub = feed.subscribe(Some(&at("e1", 1)));
-        tx.send(note(4)).unwrap();
+        tx.send(Arc::new(note(4))).unwrap();
         let mut seen: Vec<u64> = sub.replay.iter().map(|(p, _)| *p).collect();
         match sub.live.recv().await.unwrap() {
             Live::Event(pos, _) => seen.push(pos),
@@ -224,7 +226,7 @@ mod tests {
     async fn only_the_last_events_are_kept() {
         let (tx, feed) = fed(0).await;
         for n in 1..=(REPLAY as u64 + 10) {
-            tx.send(note(n)).unwrap();
+            tx.send(Arc::new(note(n))).unwrap();
             if n % 8 == 0 {
                 tokio::task::yield_now().await;
             }

@@ -40,7 +40,7 @@ use serde_json::Value;
 use std::future::Future;
 use tokio::sync::broadcast;
 
-use crate::dispatch::{DispatchEvent, DispatcherHandle, Request};
+use crate::dispatch::{DispatcherHandle, Published, Request};
 use crate::error::{DroverError, ErrorCode};
 use crate::paths::Paths;
 
@@ -52,7 +52,7 @@ pub trait Dispatcher: Clone + Send + Sync + 'static {
     /// Carries out `request` and answers with its result as the JSON the socket sends.
     fn request(&self, request: Request) -> impl Future<Output = Result<Value, DroverError>> + Send;
     /// A receiver of every event the dispatcher publishes from now on.
-    fn subscribe(&self) -> broadcast::Receiver<DispatchEvent>;
+    fn subscribe(&self) -> broadcast::Receiver<Published>;
     /// Where the connections' focus is kept (`Request::Focus`); `None`: nowhere.
     fn focus(&self) -> Option<crate::dispatch::notify::Focus> {
         None
@@ -65,7 +65,7 @@ impl Dispatcher for DispatcherHandle {
         async move { handle.request(request).await.map(|r| r.to_json()) }
     }
 
-    fn subscribe(&self) -> broadcast::Receiver<DispatchEvent> {
+    fn subscribe(&self) -> broadcast::Receiver<Published> {
         DispatcherHandle::subscribe(self)
     }
 

@@ -390,7 +390,7 @@ async fn forward_events(
             && !send(
                 &out,
                 ServerLine::Event {
-                    event,
+                    event: Arc::unwrap_or_clone(event),
                     pos: Some(pos),
                 },
             )

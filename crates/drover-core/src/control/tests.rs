@@ -16,13 +16,14 @@ use tokio::sync::{Notify, broadcast};
 
 use super::wire::{Line, LineReader, MAX_REQUEST_LINE_BYTES};
 use super::*;
+use crate::dispatch::DispatchEvent;
 use crate::dispatch::api::WaitUntil;
 
 /// A stand-in for the dispatcher: answers from a fixed script and publishes whatever
 /// the test sends on `events`.
 #[derive(Clone)]
 struct Fake {
-    events: broadcast::Sender<DispatchEvent>,
+    events: broadcast::Sender<Published>,
     /// The connections' focus, as the real dispatcher's handle keeps it.
     focus: crate::dispatch::notify::Focus,
     /// `wait` answers once this is notified.
@@ -51,7 +52,7 @@ impl Dispatcher for Fake {
         }
     }
 
-    fn subscribe(&self) -> broadcast::Receiver<DispatchEvent> {
+    fn subscribe(&self) -> broadcast::Receiver<Published> {
         self.events.subscribe()
     }
 
@@ -64,7 +65,7 @@ struct Owner {
     _dir: tempfile::TempDir,
     paths: Paths,
     server: ControlServer,
-    events: broadcast::Sender<DispatchEvent>,
+    events: broadcast::Sender<Published>,
     release: Arc<Notify>,
     focus: crate::dispatch::notify::Focus,
 }
@@ -261,7 +262,10 @@ async fn a_subscription_gets_only_the_runs_it_asked_for() {
         .await
         .unwrap();
     for (run, line) in [("b", "b1"), ("a", "a1"), ("b", "b2"), ("a", "a2")] {
-        owner.events.send(line_event(run, line)).unwrap();
+        owner
+            .events
+            .send(Published::new(line_event(run, line)))
+            .unwrap();
     }
     // Filtered: a1 then a2 with nothing in between, so both b events were held back.
     for expected in ["a1", "a2"] {
@@ -283,7 +287,10 @@ async fn a_lagging_subscriber_is_told_how_much_it_missed_and_goes_on() {
         .await
         .unwrap();
     for n in 1..=10 {
-        owner.events.send(line_event("r1", &n.to_string())).unwrap();
+        owner
+            .events
+            .send(Published::new(line_event("r1", &n.to_string())))
+            .unwrap();
     }
     assert_eq!(
         within("lag report", stream.next()).await.unwrap(),
@@ -314,7 +321,10 @@ async fn an_event_stream_connection_refuses_further_requests() {
     assert_eq!(line["id"], 2);
     assert_eq!(line["error"]["code"], "INVALID_REQUEST");
     // The stream itself still flows.
-    owner.events.send(line_event("r1", "still here")).unwrap();
+    owner
+        .events
+        .send(Published::new(line_event("r1", "still here")))
+        .unwrap();
     assert_eq!(
         raw.next().await,
         json!({"event": {"event": "transcript", "run_id": "r1", "line": "still here"}, "pos": 1})
@@ -469,7 +479,10 @@ async fn a_client_that_reconnects_gets_what_it_missed_once_and_in_order() {
         .await
         .unwrap();
     for n in 1..=2 {
-        owner.events.send(line_event("r1", &n.to_string())).unwrap();
+        owner
+            .events
+            .send(Published::new(line_event("r1", &n.to_string())))
+            .unwrap();
     }
     for n in 1..=2 {
         assert_eq!(
@@ -482,7 +495,10 @@ async fn a_client_that_reconnects_gets_what_it_missed_once_and_in_order() {
     // The connection drops; the owner goes on publishing.
     drop(stream);
     for n in 3..=4 {
-        owner.events.send(line_event("r1", &n.to_string())).unwrap();
+        owner
+            .events
+            .send(Published::new(line_event("r1", &n.to_string())))
+            .unwrap();
     }
     let (mut back, ack) = within(
         "subscribe again",
@@ -500,7 +516,10 @@ async fn a_client_that_reconnects_gets_what_it_missed_once_and_in_order() {
         );
     }
     // Nothing is repeated: the next thing is the next new event.
-    owner.events.send(line_event("r1", "5")).unwrap();
+    owner
+        .events
+        .send(Published::new(line_event("r1", "5")))
+        .unwrap();
     assert_eq!(
         within("new event", back.next()).await.unwrap(),
         Some(StreamItem::Event(line_event("r1", "5")))
@@ -539,7 +558,10 @@ async fn a_dashboards_focus_is_kept_on_its_event_stream_and_lost_with_it() {
     within("focus", stream.focus(true)).await.unwrap();
     focus_reads(&owner, true).await;
     // The stream goes on, the focus's answer skipped.
-    owner.events.send(line_event("r1", "1")).unwrap();
+    owner
+        .events
+        .send(Published::new(line_event("r1", "1")))
+        .unwrap();
     assert_eq!(
         within("event", stream.next()).await.unwrap(),
         Some(StreamItem::Event(line_event("r1", "1")))

@@ -206,7 +206,7 @@ struct Driver {
     /// [`DOWN_BUFFER_OPS`], the runs' output is not read.
     waiting_ops: usize,
     /// Where notices ([`Effect::Notice`]) go at once.
-    events: broadcast::Sender<DispatchEvent>,
+    events: broadcast::Sender<super::Published>,
     publish: mpsc::UnboundedSender<Publication>,
     launcher: Launcher,
     adapters: HashMap<String, AdapterHandle>,
@@ -470,7 +470,7 @@ impl Driver {
                     self.outbox.reads.push(ReadJob::Load { fetch, then });
                 }
                 Effect::Notice(event) => {
-                    let _ = self.events.send(*event);
+                    let _ = self.events.send(std::sync::Arc::new(*event));
                 }
                 Effect::Workspace(job) => {
                     // Git runs in a task of its own; its outcome comes back as an input.

@@ -27,6 +27,11 @@ pub mod reads;
 pub mod run_view;
 
 pub use api::{DispatchEvent, Request, Response};
+
+/// A published event as its subscribers hear it: one copy shared by all of them, so each
+/// slot of the broadcast holds a pointer rather than an event (docs/ARCHITECTURE.md
+/// §"Memory").
+pub type Published = std::sync::Arc<DispatchEvent>;
 pub use driver::Clock;
 
 use std::path::PathBuf;
@@ -66,7 +71,7 @@ pub(crate) enum Envelope {
 #[derive(Clone)]
 pub struct DispatcherHandle {
     tx: mpsc::Sender<Envelope>,
-    events: broadcast::Sender<DispatchEvent>,
+    events: broadcast::Sender<Published>,
     focus: notify::Focus,
 }
 
@@ -82,7 +87,7 @@ impl DispatcherHandle {
     }
 
     /// Events published after the ledger acknowledged them.
-    pub fn subscribe(&self) -> broadcast::Receiver<DispatchEvent> {
+    pub fn subscribe(&self) -> broadcast::Receiver<Published> {
         self.events.subscribe()
     }
 

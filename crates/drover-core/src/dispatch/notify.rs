@@ -333,7 +333,7 @@ impl Outbox {
 /// when the returned handle is aborted (the owner stopping) or the events end.
 pub fn spawn(
     config: watch::Receiver<NotificationsConfig>,
-    events: broadcast::Receiver<DispatchEvent>,
+    events: broadcast::Receiver<super::Published>,
     focus: Focus,
     clock: Clock,
 ) -> tokio::task::JoinHandle<()> {
@@ -347,7 +347,7 @@ pub fn spawn(
 
 async fn watch_loop(
     mut config: watch::Receiver<NotificationsConfig>,
-    mut events: broadcast::Receiver<DispatchEvent>,
+    mut events: broadcast::Receiver<super::Published>,
     outbox: Arc<Outbox>,
     clock: Clock,
 ) {

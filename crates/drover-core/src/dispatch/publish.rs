@@ -41,7 +41,7 @@ pub enum ReadJob {
 
 pub fn spawn(
     mut queue: mpsc::UnboundedReceiver<Publication>,
-    events: broadcast::Sender<DispatchEvent>,
+    events: broadcast::Sender<super::Published>,
     reads: std::sync::mpsc::Sender<ReadJob>,
 ) -> tokio::task::JoinHandle<()> {
     let (ordered_tx, ordered) = mpsc::unbounded_channel();
@@ -76,7 +76,7 @@ pub fn spawn(
 /// Publishes each publication once its commit is acknowledged, one after another.
 fn spawn_in_order(
     mut queue: mpsc::UnboundedReceiver<Publication>,
-    events: broadcast::Sender<DispatchEvent>,
+    events: broadcast::Sender<super::Published>,
     reads: std::sync::mpsc::Sender<ReadJob>,
 ) -> tokio::task::JoinHandle<()> {
     tokio::spawn(async move {
@@ -88,7 +88,7 @@ fn spawn_in_order(
             match committed {
                 Ok(Ok(())) => {
                     for e in p.events {
-                        let _ = events.send(e);
+                        let _ = events.send(std::sync::Arc::new(e));
                     }
                     for (reply, value) in p.replies {
                         let _ = reply.send(value);
