@@ -34,4 +34,3 @@ fn main() {
     }
     println!("cargo:rerun-if-changed=build.rs");
 }
-

@@ -25,7 +25,9 @@ mod sshd;
 use common::env_or;
 use drover_core::config::Config;
 use drover_core::control::Host;
-use drover_core::dispatch::{DispatchEvent, DispatcherHandle, DispatcherOptions, Request};
+use drover_core::dispatch::{
+    DispatchEvent, DispatcherHandle, DispatcherOptions, Published, Request,
+};
 use drover_core::paths::Paths;
 use drover_core::providers::PermissionAnswer;
 use drover_core::spec::SpecInput;
@@ -52,7 +54,7 @@ fn stamp(line: &str, prefix: &str) -> Option<i64> {
 
 /// Waits for the run's next event that `pick` takes, bounded.
 async fn next<T>(
-    events: &mut broadcast::Receiver<DispatchEvent>,
+    events: &mut broadcast::Receiver<Published>,
     run: &str,
     what: &str,
     mut pick: impl FnMut(&DispatchEvent) -> Option<T>,
@@ -65,7 +67,7 @@ async fn next<T>(
         };
         match event {
             Ok(event) if event.run_id() == run => {
-                if let DispatchEvent::Note { note, .. } = &event {
+                if let DispatchEvent::Note { note, .. } = &*event {
                     panic!("{run} did not go as planned: {}", note.text);
                 }
                 if let Some(found) = pick(&event) {
@@ -89,7 +91,7 @@ fn transcript_stamp(event: &DispatchEvent, prefix: &str) -> Option<i64> {
 /// answered; the three figures (`None` for the first turn, which starts the CLI).
 async fn turn(
     handle: &DispatcherHandle,
-    events: &mut broadcast::Receiver<DispatchEvent>,
+    events: &mut broadcast::Receiver<Published>,
     run: &str,
     sent_at: i64,
     figures: Option<&mut Figures>,

@@ -712,13 +712,16 @@ async fn bench_opencode_acp() {
     let drover = Drover::start_with(|root| agent.config(root, &mock)).await;
     let work = direct_root.path().join("work");
     let flags = ["--provider", agent.provider()];
-    let figures = alternate(&drover, &flags, || direct_acp_run(&program, &env, &work)).await;
+    let figures = alternate(&drover, &flags, || async {
+        vec![direct_acp_run(&program, &env, &work).await]
+    })
+    .await;
     figures.print(
         &format!(
             "opencode acp {} against the mock chat completions API",
             peers::pinned_version("opencode-ai")
         ),
-        "direct: opencode acp over ACP (the whole run)",
+        &["direct: opencode acp over ACP (the whole run)"],
     );
 }
 
