@@ -1586,3 +1586,31 @@ fn turns_from_before_evidence_are_read_and_migrated() {
     );
     ledger.close();
 }
+
+/// Taking a deleted usage row out of its session's totals (migration 6's `usage_uncounted`,
+/// run for each usage row the run cap deletes with its run) reads the run's rows in that
+/// session through an index on both, not by scanning the session's rows (migration 14).
+#[test]
+fn a_usage_row_deleted_with_its_run_is_uncounted_without_scanning_its_session() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("ledger.db");
+    open(&path).close();
+    let conn = rusqlite::Connection::open(&path).unwrap();
+    let plan: Vec<String> = conn
+        .prepare(
+            "EXPLAIN QUERY PLAN
+             SELECT MIN(CASE basis WHEN 'estimated' THEN 1 WHEN 'reported' THEN 2
+                        WHEN 'free' THEN 3 ELSE 0 END), COUNT(*)
+             FROM usage WHERE run_id = 'r1' AND budget_session = 'default'",
+        )
+        .unwrap()
+        .query_map([], |row| row.get::<_, String>(3))
+        .unwrap()
+        .collect::<Result<_, _>>()
+        .unwrap();
+    assert_eq!(
+        plan,
+        ["SEARCH usage USING COVERING INDEX usage_by_run_session (run_id=? AND budget_session=?)"],
+        "the trigger's count of a run's rows in its session"
+    );
+}

@@ -520,7 +520,7 @@ mod tests {
         assert_eq!(
             e.message,
             "/p/config.toml line 2: unknown key `limitz` (did you mean `limits`?); \
-             known keys at the top level: limits, providers, pricing, catalog, routing, keys, notifications, workspaces, dashboard, redact, mcp, guard, evidence"
+             known keys at the top level: limits, providers, pricing, catalog, routing, keys, notifications, workspaces, dashboard, redact, mcp, guard, evidence, hosts"
         );
         let e = refusal("[providers.my-agent]\ncommand = \"x\"\ncomand = \"y\"\n");
         assert!(

@@ -1211,6 +1211,14 @@ const MIGRATIONS: &[&str] = &[
     END;
     "
     ),
+    // 14: a usage row deleted with its run (the run cap) is taken out of its session's
+    // running totals by migration 6's `usage_uncounted`, which counts the run's rows left
+    // in that session. Without this index SQLite reads that count through the session's
+    // own index: a scan of the whole session's rows for each row deleted. `IF NOT EXISTS`
+    // keeps it safe on a file that already has it.
+    r#"
+    CREATE INDEX IF NOT EXISTS usage_by_run_session ON usage(run_id, budget_session, basis);
+    "#,
 ];
 
 /// The first version that keeps running totals (migration 6): each session's money and
