@@ -289,6 +289,11 @@ fn a_configured_session_mode_is_set_with_session_set_mode() {
         "the mode was set: {lines}"
     );
     assert!(!lines.contains("offers no session mode"), "{lines}");
+    // drover's note on the run says the modes offered and the one it now runs in.
+    assert!(
+        lines.contains("the agent offers the session modes default, plan; it runs in mode plan"),
+        "{lines}"
+    );
 }
 
 #[test]

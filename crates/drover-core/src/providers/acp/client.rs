@@ -685,6 +685,15 @@ impl Conversation {
                 model: self.spec.model.clone(),
             })
             .await;
+        if let Some(modes) = self
+            .modes
+            .as_ref()
+            .filter(|m| !m.available_modes.is_empty())
+        {
+            // The session's modes, and the one it runs in, where the user sees the run.
+            let text = modes_note(modes);
+            self.out.send(notice(text)).await;
+        }
         if !self.can_load {
             // Its session lives only as long as this child: no hibernation.
             self.out
@@ -969,10 +978,60 @@ fn mode_choice(modes: Option<&SessionModeState>, mode: &str) -> Result<bool, Str
     ))
 }
 
+/// The note that says which session modes the agent offers and which one it runs in.
+fn modes_note(modes: &SessionModeState) -> String {
+    let offered = modes
+        .available_modes
+        .iter()
+        .map(|m| &*m.id.0)
+        .collect::<Vec<_>>()
+        .join(", ");
+    format!(
+        "the agent offers the session modes {}; it runs in mode {}",
+        crate::providers::wire::clip(&offered, 300),
+        modes.current_mode_id.0
+    )
+}
+
 /// Resolves at `deadline`; never without one.
 async fn sleep_until(deadline: Option<Instant>) {
     match deadline {
         Some(at) => tokio::time::sleep_until(at).await,
         None => std::future::pending().await,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use agent_client_protocol::v1::schema::SessionMode;
+
+    fn offered(current: &str) -> SessionModeState {
+        SessionModeState::new(
+            current.to_string(),
+            vec![
+                SessionMode::new("default", "Default"),
+                SessionMode::new("plan", "Plan"),
+            ],
+        )
+    }
+
+    #[test]
+    fn a_mode_is_set_only_when_offered_and_not_already_current() {
+        assert_eq!(mode_choice(Some(&offered("default")), "plan"), Ok(true));
+        assert_eq!(mode_choice(Some(&offered("plan")), "plan"), Ok(false));
+        assert_eq!(
+            mode_choice(Some(&offered("default")), "yolo"),
+            Err(
+                "the agent offers no session mode yolo (it offers: default, plan); it runs in mode default"
+                    .to_string()
+            )
+        );
+        let none = mode_choice(None, "plan").unwrap_err();
+        assert!(none.contains("offers no session modes"), "{none}");
+        assert_eq!(
+            modes_note(&offered("plan")),
+            "the agent offers the session modes default, plan; it runs in mode plan"
+        );
     }
 }
