@@ -54,7 +54,8 @@ const MAX_PENDING: usize = 256;
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct AcpTimings {
     /// For each answer before `Ready` (`initialize`, `session/new` or `session/load`,
-    /// picking the model): an agent that never answers fails the run with the cause.
+    /// picking the model, setting the mode): an agent that never answers fails the run
+    /// with the cause.
     pub handshake: Duration,
     /// For a turn in flight to end after `session/cancel` at the end, before the child
     /// is ended.
