@@ -148,6 +148,7 @@ fn codex_spec(policy: PermissionPolicy) -> LaunchSpec {
         cwd: PathBuf::from("/w"),
         model: Some("gpt-5.5".into()),
         effort: None,
+        mode: None,
         policy,
         capability: Capability::Workspace,
         resume_session: None,

@@ -261,3 +261,61 @@ DROVER_SIM_ACP = "{misbehave}"
     assert!(notes.contains("does not load sessions"), "{notes}");
     assert!(notes.contains("never hibernated"), "{notes}");
 }
+
+/// A home whose `simacp` plays `quick-success` with `[providers.simacp] mode = "{mode}"`.
+fn moded_home(mode: &str) -> Home {
+    let bin = common::drover_bin();
+    Home::with_config(&format!(
+        r#"[providers.{AGENT}]
+protocol = "acp"
+command = "{bin}"
+args = ["sim-agent", "--acp", "--scenario", "quick-success"]
+mode = "{mode}"
+"#
+    ))
+}
+
+#[test]
+fn a_configured_session_mode_is_set_with_session_set_mode() {
+    let home = moded_home("plan");
+    let _serve = home.serve();
+    let run = dispatch(&home, "say hello");
+    let view = home.wait_idle(&run);
+    assert_eq!(view["state"], "idle", "{view}");
+    let lines = tail(&home, &run);
+    // The agent says which mode the client set, at the start of the turn.
+    assert!(
+        lines.contains("the client set session mode plan"),
+        "the mode was set: {lines}"
+    );
+    assert!(!lines.contains("offers no session mode"), "{lines}");
+    // drover's note on the run says the modes offered and the one it now runs in.
+    assert!(
+        lines.contains("the agent offers the session modes default, plan; it runs in mode plan"),
+        "{lines}"
+    );
+}
+
+#[test]
+fn a_session_mode_the_agent_does_not_offer_is_a_note_and_the_run_goes_on() {
+    let home = moded_home("yolo");
+    let _serve = home.serve();
+    let run = dispatch(&home, "say hello");
+    let view = home.wait_idle(&run);
+    assert_eq!(view["state"], "idle", "the run went on: {view}");
+    let lines = tail(&home, &run);
+    assert!(
+        lines.contains(
+            "the agent offers no session mode yolo (it offers: default, plan); it runs in mode default"
+        ),
+        "{lines}"
+    );
+    assert!(
+        !lines.contains("the client set session mode"),
+        "no session/set_mode was sent: {lines}"
+    );
+    assert!(
+        lines.contains("everything is already in place"),
+        "the turn was played: {lines}"
+    );
+}

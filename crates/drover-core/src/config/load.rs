@@ -533,6 +533,24 @@ mod tests {
     }
 
     #[test]
+    fn a_session_mode_is_taken_by_an_acp_agent_only() {
+        let c = parse(
+            "[providers.my-agent]\nprotocol = \"acp\"\ncommand = \"x\"\nmode = \"plan\"\n\n\
+             [providers.gemini]\ncommand = \"gemini\"\nmode = \"yolo\"\n",
+        )
+        .expect("an ACP agent takes a mode");
+        assert_eq!(c.providers["my-agent"].mode.as_deref(), Some("plan"));
+        assert_eq!(c.providers["gemini"].mode.as_deref(), Some("yolo"));
+        let e = refusal("[providers.codex]\nmode = \"plan\"\n");
+        assert!(
+            e.message
+                .contains("`providers.codex.mode` is set, but only an ACP agent"),
+            "{}",
+            e.message
+        );
+    }
+
+    #[test]
     fn wrong_type_names_line_key_expected_and_found() {
         let e = refusal("\n\n[limits]\nmax_turns_default = \"six\"\n");
         assert_eq!(

@@ -290,6 +290,11 @@ pub struct ProviderConfig {
     /// (docs/PROVIDERS.md §"ACP agents"). Absent: the provider's own.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub protocol: Option<String>,
+    /// For an ACP agent: the session mode (one of the ids its `session/new` answer
+    /// offers, e.g. `plan`) drover sets with `session/set_mode` once the session is
+    /// open (docs/PROVIDERS.md §"ACP agents"). Absent: the agent's current mode.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mode: Option<String>,
 }
 
 /// The one value `[providers.<name>] protocol` takes.

@@ -185,6 +185,19 @@ pub(super) fn check(config: &Config) -> Result<(), Problem> {
                 vec![key],
             ));
         }
+        if provider.mode.is_some()
+            && provider.protocol.is_none()
+            && !crate::providers::registry::is_acp(name)
+        {
+            let key = vec!["providers".to_owned(), name.clone(), "mode".to_owned()];
+            return Err(Problem::new(
+                format!(
+                    "`{}` is set, but only an ACP agent (`protocol = \"acp\"`, or one drover knows such as gemini) takes a session mode; remove it",
+                    dotted(&key)
+                ),
+                vec![key],
+            ));
+        }
     }
 
     for (name, provider) in &config.providers {

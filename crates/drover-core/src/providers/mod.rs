@@ -70,6 +70,10 @@ pub struct LaunchSpec {
     pub model: Option<String>,
     /// The reasoning effort, as the provider names it; `None` leaves the CLI's default.
     pub effort: Option<String>,
+    /// The session mode an ACP agent is put in (`[providers.NAME] mode`, sent with
+    /// `session/set_mode`); `None` leaves the agent's current mode. Other providers
+    /// ignore it.
+    pub mode: Option<String>,
     /// Who answers the child's permission requests: the user, the policy's denials, or
     /// the policy's allowances (each adapter maps it onto its CLI).
     pub policy: PermissionPolicy,

@@ -436,6 +436,7 @@ mod tests {
             cwd: "/tmp".into(),
             model: None,
             effort: None,
+            mode: None,
             policy: PermissionPolicy::Ask,
             capability: Capability::Workspace,
             resume_session: None,

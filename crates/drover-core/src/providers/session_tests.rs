@@ -169,6 +169,7 @@ fn start(shell: String, protocol: Words, timings: Timings) -> Fake {
         cwd: dir.path().to_path_buf(),
         model: None,
         effort: None,
+        mode: None,
         policy: PermissionPolicy::Ask,
         capability: Capability::Workspace,
         resume_session: None,

@@ -10,6 +10,9 @@
 //! only on `session/cancel`, `crash` an exit; its usage comes back in the prompt's answer
 //! and its session cost in a `usage_update`. Sessions are kept like the stream-json
 //! sim's ([`super::session`]), so `session/load` goes on where the session was.
+//! Every session offers the modes `default` (its current one) and `plan`; a
+//! `session/set_mode` to one of them is recorded and said (`the client set session mode
+//! plan`) at the start of the session's next turn, one to any other mode refused.
 //! `DROVER_SIM_ACP` (a comma-separated list) makes it misbehave for tests:
 //! `no-initialize` (never answers it), `no-load` (does not advertise `loadSession`),
 //! `unknown-request` (asks the client for a method it does not have and says what it
@@ -26,8 +29,9 @@ use agent_client_protocol::v1::schema::{
     AgentCapabilities, CancelNotification, Content, ContentBlock, ContentChunk, Cost,
     Implementation, InitializeRequest, InitializeResponse, LoadSessionRequest, LoadSessionResponse,
     NewSessionRequest, NewSessionResponse, PermissionOption, PermissionOptionKind, PromptRequest,
-    PromptResponse, RequestPermissionOutcome, RequestPermissionRequest, SessionNotification,
-    SessionUpdate, StopReason, TextContent, ToolCall as AcpToolCall, ToolCallContent,
+    PromptResponse, RequestPermissionOutcome, RequestPermissionRequest, SessionMode,
+    SessionModeState, SessionNotification, SessionUpdate, SetSessionModeRequest,
+    SetSessionModeResponse, StopReason, TextContent, ToolCall as AcpToolCall, ToolCallContent,
     ToolCallStatus, ToolCallUpdate, ToolCallUpdateFields, ToolKind, Usage, UsageUpdate,
 };
 use agent_client_protocol::{Agent, Client, Lines};
@@ -47,6 +51,21 @@ struct Sessions {
     /// Per session: turns done, and the cancel signal of its turn in flight.
     turns: HashMap<String, usize>,
     cancel: HashMap<String, watch::Sender<bool>>,
+    /// Per session: the mode the client set with `session/set_mode`, not yet said.
+    mode_set: HashMap<String, String>,
+}
+
+/// The session modes the sim offers; the first is every session's current one.
+const MODES: [&str; 2] = ["default", "plan"];
+
+fn modes() -> SessionModeState {
+    SessionModeState::new(
+        MODES[0],
+        MODES
+            .iter()
+            .map(|id| SessionMode::new(*id, id.to_string()))
+            .collect(),
+    )
 }
 
 struct Shared {
@@ -121,6 +140,7 @@ async fn serve(
     let on_new = shared.clone();
     let on_load = shared.clone();
     let on_prompt = shared.clone();
+    let on_mode = shared.clone();
     let on_cancel = shared;
     Agent
         .v1()
@@ -159,7 +179,7 @@ async fn serve(
                 if let Some(store) = &on_new.options.sessions {
                     let _ = store.record(&id, &on_new.options.scenario_name, 0);
                 }
-                responder.respond(NewSessionResponse::new(id))
+                responder.respond(NewSessionResponse::new(id).modes(modes()))
             },
             agent_client_protocol::on_receive_request!(),
         )
@@ -180,7 +200,25 @@ async fn serve(
                 if let Ok(mut sessions) = on_load.sessions.lock() {
                     sessions.turns.insert(id, done);
                 }
-                responder.respond(LoadSessionResponse::new())
+                responder.respond(LoadSessionResponse::new().modes(modes()))
+            },
+            agent_client_protocol::on_receive_request!(),
+        )
+        .on_receive_request(
+            async move |request: SetSessionModeRequest, responder, _cx| {
+                let mode = request.mode_id.0.to_string();
+                if !MODES.contains(&mode.as_str()) {
+                    return responder.respond_with_error(
+                        agent_client_protocol::Error::invalid_params()
+                            .data(format!("no mode {mode}")),
+                    );
+                }
+                if let Ok(mut sessions) = on_mode.sessions.lock() {
+                    sessions
+                        .mode_set
+                        .insert(request.session_id.0.to_string(), mode);
+                }
+                responder.respond(SetSessionModeResponse::new())
             },
             agent_client_protocol::on_receive_request!(),
         )
@@ -268,7 +306,7 @@ async fn play_turn(
 ) -> Result<PromptResponse, agent_client_protocol::Error> {
     let session = request.session_id.0.to_string();
     let (cancel_tx, mut cancel) = watch::channel(false);
-    let index = {
+    let (index, mode_set) = {
         let Ok(mut sessions) = shared.sessions.lock() else {
             return Err(agent_client_protocol::Error::internal_error());
         };
@@ -277,8 +315,15 @@ async fn play_turn(
                 .data(format!("no session {session}")));
         };
         sessions.cancel.insert(session.clone(), cancel_tx);
-        done
+        (done, sessions.mode_set.remove(&session))
     };
+    if let Some(mode) = mode_set {
+        say(
+            cx,
+            &session,
+            text_update(&format!("the client set session mode {mode}\n")),
+        );
+    }
     let prompt = request
         .prompt
         .iter()

@@ -341,6 +341,7 @@ impl Core {
             cwd: run.work_dir(),
             model: run.model.clone(),
             effort: run.spec.effort.map(|e| e.as_str().to_string()),
+            mode: provider.and_then(|p| p.mode.clone()),
             policy: run.spec.policy,
             capability: run.spec.capability,
             // Only a woken (or woken ahead, or resumed) run continues its provider

@@ -19,6 +19,7 @@ fn spec(script: &str) -> LaunchSpec {
         cwd: std::env::temp_dir(),
         model: None,
         effort: None,
+        mode: None,
         policy: PermissionPolicy::Ask,
         capability: Capability::Workspace,
         resume_session: None,

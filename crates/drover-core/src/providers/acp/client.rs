@@ -28,8 +28,9 @@ use agent_client_protocol::v1::schema::{
     McpServerStdio, NewSessionRequest, NewSessionResponse, PermissionOption, PromptRequest,
     PromptResponse, RequestPermissionOutcome, RequestPermissionRequest, RequestPermissionResponse,
     SelectedPermissionOutcome, SessionConfigKind, SessionConfigOption, SessionConfigOptionCategory,
-    SessionConfigSelectOptions, SessionConfigValueId, SessionId, SessionNotification,
-    SetSessionConfigOptionRequest, SetSessionConfigOptionResponse, TextContent, ToolKind,
+    SessionConfigSelectOptions, SessionConfigValueId, SessionId, SessionModeState,
+    SessionNotification, SetSessionConfigOptionRequest, SetSessionConfigOptionResponse,
+    SetSessionModeRequest, SetSessionModeResponse, TextContent, ToolKind,
 };
 use agent_client_protocol::{Agent, Client, JsonRpcRequest, Lines};
 use futures::{SinkExt, StreamExt};
@@ -53,7 +54,8 @@ const MAX_PENDING: usize = 256;
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct AcpTimings {
     /// For each answer before `Ready` (`initialize`, `session/new` or `session/load`,
-    /// picking the model): an agent that never answers fails the run with the cause.
+    /// picking the model, setting the mode): an agent that never answers fails the run
+    /// with the cause.
     pub handshake: Duration,
     /// For a turn in flight to end after `session/cancel` at the end, before the child
     /// is ended.
@@ -86,6 +88,7 @@ enum Reply {
     Opened(Box<Result<NewSessionResponse, agent_client_protocol::Error>>),
     Loaded(Box<Result<LoadSessionResponse, agent_client_protocol::Error>>),
     ModelSet(Box<Result<SetSessionConfigOptionResponse, agent_client_protocol::Error>>),
+    ModeSet(Box<Result<SetSessionModeResponse, agent_client_protocol::Error>>),
     Prompted(
         u64,
         Box<Result<PromptResponse, agent_client_protocol::Error>>,
@@ -97,6 +100,7 @@ enum Phase {
     Initializing,
     Opening,
     PickingModel,
+    PickingMode,
     Running,
 }
 
@@ -136,6 +140,8 @@ pub(super) struct Conversation {
     can_load: bool,
     session: Option<SessionId>,
     config_options: Vec<SessionConfigOption>,
+    /// The session modes the agent offered when the session opened, if any.
+    modes: Option<SessionModeState>,
     updates: Updates,
     turn: Option<Turn>,
     turns: u64,
@@ -171,6 +177,7 @@ impl Conversation {
             can_load: false,
             session: None,
             config_options: Vec::new(),
+            modes: None,
             updates: Updates::default(),
             turn: None,
             turns: 0,
@@ -371,6 +378,7 @@ impl Conversation {
                         Phase::Opening if self.spec.resume_session.is_some() => "session/load",
                         Phase::Opening => "session/new",
                         Phase::PickingModel => "session/set_config_option",
+                        Phase::PickingMode => "session/set_mode",
                         Phase::Running => "a request",
                     };
                     self.emit(notice(format!(
@@ -508,6 +516,7 @@ impl Conversation {
                 Ok(session) => {
                     self.session = Some(session.session_id.clone());
                     self.config_options = session.config_options.unwrap_or_default();
+                    self.modes = session.modes;
                     self.opened(cx).await;
                 }
                 Err(e) => return Err(self.not_opened(&e).await),
@@ -515,6 +524,7 @@ impl Conversation {
             Reply::Loaded(loaded) => match *loaded {
                 Ok(session) => {
                     self.config_options = session.config_options.unwrap_or_default();
+                    self.modes = session.modes;
                     self.opened(cx).await;
                 }
                 Err(e) => return Err(self.not_opened(&e).await),
@@ -527,6 +537,24 @@ impl Conversation {
                         e.message
                     )))
                     .await;
+                }
+                self.pick_mode(cx).await;
+            }
+            Reply::ModeSet(result) => {
+                match *result {
+                    Ok(_) => {
+                        if let (Some(modes), Some(mode)) = (self.modes.as_mut(), &self.spec.mode) {
+                            modes.current_mode_id = mode.clone().into();
+                        }
+                    }
+                    Err(e) => {
+                        self.emit(notice(format!(
+                            "the agent refused the session mode {}: {}; it runs in its current mode",
+                            self.spec.mode.as_deref().unwrap_or("?"),
+                            e.message
+                        )))
+                        .await;
+                    }
                 }
                 self.ready(cx).await;
             }
@@ -623,6 +651,26 @@ impl Conversation {
                 Err(why) => self.emit(notice(why)).await,
             }
         }
+        self.pick_mode(cx).await;
+    }
+
+    /// The model is picked: the configured session mode is set (`session/set_mode`)
+    /// when the agent offers it, then `Ready`; a mode it does not offer is a notice and
+    /// the run goes on in the agent's current mode.
+    async fn pick_mode(&mut self, cx: &ConnectionTo<Agent>) {
+        if let Some(mode) = self.spec.mode.clone() {
+            match mode_choice(self.modes.as_ref(), &mode) {
+                Ok(true) => {
+                    self.phase = Phase::PickingMode;
+                    self.deadline = Some(Instant::now() + self.timings.handshake);
+                    let request = SetSessionModeRequest::new(self.session_id(), mode);
+                    self.send(cx, request, |r| Reply::ModeSet(Box::new(r)));
+                    return;
+                }
+                Ok(false) => {}
+                Err(why) => self.emit(notice(why)).await,
+            }
+        }
         self.ready(cx).await;
     }
 
@@ -638,6 +686,15 @@ impl Conversation {
                 model: self.spec.model.clone(),
             })
             .await;
+        if let Some(modes) = self
+            .modes
+            .as_ref()
+            .filter(|m| !m.available_modes.is_empty())
+        {
+            // The session's modes, and the one it runs in, where the user sees the run.
+            let text = modes_note(modes);
+            self.out.send(notice(text)).await;
+        }
         if !self.can_load {
             // Its session lives only as long as this child: no hibernation.
             self.out
@@ -892,10 +949,90 @@ fn model_choice(
     }
 }
 
+/// Whether `mode` must be set with `session/set_mode`: `Ok(true)` when the agent offers
+/// it and runs another, `Ok(false)` when it already runs it, `Err` a notice when it
+/// offers no such mode (or no modes at all).
+fn mode_choice(modes: Option<&SessionModeState>, mode: &str) -> Result<bool, String> {
+    let Some(modes) = modes else {
+        return Err(format!(
+            "the agent offers no session mode {mode} (it offers no session modes); it runs in its own"
+        ));
+    };
+    if &*modes.current_mode_id.0 == mode {
+        return Ok(false);
+    }
+    if modes.available_modes.iter().any(|m| &*m.id.0 == mode) {
+        return Ok(true);
+    }
+    Err(format!(
+        "the agent offers no session mode {mode} (it offers: {}); it runs in mode {}",
+        crate::providers::wire::clip(
+            &modes
+                .available_modes
+                .iter()
+                .map(|m| &*m.id.0)
+                .collect::<Vec<_>>()
+                .join(", "),
+            300
+        ),
+        modes.current_mode_id.0
+    ))
+}
+
+/// The note that says which session modes the agent offers and which one it runs in.
+fn modes_note(modes: &SessionModeState) -> String {
+    let offered = modes
+        .available_modes
+        .iter()
+        .map(|m| &*m.id.0)
+        .collect::<Vec<_>>()
+        .join(", ");
+    format!(
+        "the agent offers the session modes {}; it runs in mode {}",
+        crate::providers::wire::clip(&offered, 300),
+        modes.current_mode_id.0
+    )
+}
+
 /// Resolves at `deadline`; never without one.
 async fn sleep_until(deadline: Option<Instant>) {
     match deadline {
         Some(at) => tokio::time::sleep_until(at).await,
         None => std::future::pending().await,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use agent_client_protocol::v1::schema::SessionMode;
+
+    fn offered(current: &str) -> SessionModeState {
+        SessionModeState::new(
+            current.to_string(),
+            vec![
+                SessionMode::new("default", "Default"),
+                SessionMode::new("plan", "Plan"),
+            ],
+        )
+    }
+
+    #[test]
+    fn a_mode_is_set_only_when_offered_and_not_already_current() {
+        assert_eq!(mode_choice(Some(&offered("default")), "plan"), Ok(true));
+        assert_eq!(mode_choice(Some(&offered("plan")), "plan"), Ok(false));
+        assert_eq!(
+            mode_choice(Some(&offered("default")), "yolo"),
+            Err(
+                "the agent offers no session mode yolo (it offers: default, plan); it runs in mode default"
+                    .to_string()
+            )
+        );
+        let none = mode_choice(None, "plan").unwrap_err();
+        assert!(none.contains("offers no session modes"), "{none}");
+        assert_eq!(
+            modes_note(&offered("plan")),
+            "the agent offers the session modes default, plan; it runs in mode plan"
+        );
     }
 }

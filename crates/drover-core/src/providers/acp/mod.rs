@@ -4,7 +4,7 @@
 //! One child per run, started with its configured command and arguments in the run's
 //! directory; the `agent-client-protocol` SDK carries the JSON-RPC, [`client`] owns the
 //! child and the phases (`initialize`, `session/new` or `session/load`, the model's
-//! pick, `Ready`; `session/prompt` per turn; `session/cancel` for an interrupt) and
+//! pick, the configured session mode (`session/set_mode`), `Ready`; `session/prompt` per turn; `session/cancel` for an interrupt) and
 //! [`map`] reads what the agent says. The adapter contract holds as for every provider
 //! (`providers/mod.rs`). drover advertises no file-system or terminal client methods:
 //! the agent works in its own process, confined by its own sandbox and by the

@@ -107,6 +107,7 @@ fn fake_spec(dir: &TempDir, mode: &str, policy: PermissionPolicy) -> LaunchSpec 
         cwd: dir.path().to_path_buf(),
         model: Some("claude-sonnet-4-5".into()),
         effort: None,
+        mode: None,
         policy,
         capability: Capability::Workspace,
         resume_session: None,

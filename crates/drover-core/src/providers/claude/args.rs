@@ -104,6 +104,7 @@ mod tests {
             cwd: PathBuf::from("/w"),
             model: None,
             effort: None,
+            mode: None,
             policy,
             capability,
             resume_session: None,

@@ -135,6 +135,7 @@ fn start_with(mode: &str, policy: PermissionPolicy, timings: AdapterTimings) -> 
         cwd: dir.path().to_path_buf(),
         model: Some("gpt-5.5".into()),
         effort: None,
+        mode: None,
         policy,
         capability: Capability::Workspace,
         resume_session: None,

@@ -144,6 +144,7 @@ mod tests {
             cwd: PathBuf::from("/w"),
             model: None,
             effort: None,
+            mode: None,
             policy: PermissionPolicy::Restricted,
             capability,
             resume_session: None,

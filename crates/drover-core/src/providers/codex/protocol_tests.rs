@@ -372,6 +372,7 @@ fn spec(resume: Option<&str>) -> LaunchSpec {
         cwd: PathBuf::from("/w"),
         model: Some("gpt-5.5".into()),
         effort: None,
+        mode: None,
         policy: PermissionPolicy::Ask,
         capability: Capability::Workspace,
         resume_session: resume.map(str::to_string),

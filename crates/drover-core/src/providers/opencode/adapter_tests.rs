@@ -40,6 +40,7 @@ fn spec(script: &str) -> LaunchSpec {
         cwd: PathBuf::from("/"),
         model: Some("mock/mock-model".into()),
         effort: None,
+        mode: None,
         policy: PermissionPolicy::Ask,
         capability: Capability::Workspace,
         resume_session: None,

@@ -154,6 +154,7 @@ mod tests {
             cwd: PathBuf::from("/w"),
             model: None,
             effort: None,
+            mode: None,
             policy,
             capability,
             resume_session: None,
