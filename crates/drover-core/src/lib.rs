@@ -22,6 +22,7 @@ pub mod ledger;
 pub mod live_state;
 pub mod logging;
 pub mod money;
+pub mod one_shot;
 pub mod paths;
 pub mod providers;
 pub mod redact;

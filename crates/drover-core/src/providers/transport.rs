@@ -22,8 +22,6 @@ use std::path::{Path, PathBuf};
 use std::process::Stdio;
 use std::time::Duration;
 
-use tokio::io::AsyncReadExt;
-
 use crate::config::HostConfig;
 use crate::error::{DroverError, ErrorCode};
 
@@ -96,24 +94,9 @@ pub struct Transport {
     pub via: Via,
 }
 
-/// What a one-shot command on a host printed and how it ended.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct RemoteOutput {
-    /// Its exit code (`None`: ended by a signal). OpenSSH exits 255 when it could not
-    /// connect.
-    pub code: Option<i32>,
-    /// Its stdout (at most 256 KiB).
-    pub stdout: String,
-    /// Its stderr (at most 256 KiB).
-    pub stderr: String,
-}
-
-impl RemoteOutput {
-    /// Exited 0.
-    pub fn success(&self) -> bool {
-        self.code == Some(0)
-    }
-}
+/// What a one-shot command on a host printed and how it ended (OpenSSH exits 255 when it
+/// could not connect).
+pub use crate::one_shot::Output as RemoteOutput;
 
 /// The file on the host where a run's remote shell writes its process group's id: in
 /// the host's temporary directory, named by the run (a shell expression, expanded there).
@@ -135,35 +118,15 @@ pub fn remote_script(
     env: &BTreeMap<String, String>,
     pid_file: Option<&str>,
 ) -> String {
-    let mut inner = String::new();
-    if let Some(file) = pid_file {
-        inner.push_str(&format!("echo $$ > {file}; "));
-    }
-    inner.push_str("exec");
-    if !env.is_empty() {
-        inner.push_str(" env");
-        for (key, value) in env {
-            inner.push(' ');
-            inner.push_str(&shell_words::quote(&format!("{key}={value}")));
-        }
-    }
+    let mut inner = pid_file.map_or_else(String::new, |file| format!("echo $$ > {file}; "));
+    inner.push_str(&exec_words(env).join(" "));
     inner.push_str(" \"$@\"");
-    let mut words = vec![
-        "exec".to_string(),
-        "setsid".to_string(),
-        "-w".to_string(),
-        "sh".to_string(),
-        "-c".to_string(),
-        shell_words::quote(&inner).into_owned(),
-        "sh".to_string(),
-        shell_words::quote(&program.to_string_lossy()).into_owned(),
-    ];
-    words.extend(args.iter().map(|a| shell_words::quote(a).into_owned()));
-    format!(
-        "cd {} && {}",
-        shell_words::quote(&cwd.to_string_lossy()),
-        words.join(" ")
-    )
+    let mut words: Vec<String> = ["exec", "setsid", "-w", "sh", "-c"]
+        .map(String::from)
+        .to_vec();
+    words.push(shell_words::quote(&inner).into_owned());
+    words.push("sh".to_string());
+    in_dir(cwd, words, program, args)
 }
 
 /// `cd DIR && exec env K=V… PROGRAM ARGS…`, quoted for the host's shell: a command run
@@ -175,6 +138,11 @@ pub fn remote_command(
     cwd: &Path,
     env: &BTreeMap<String, String>,
 ) -> String {
+    in_dir(cwd, exec_words(env), program, args)
+}
+
+/// `exec` or `exec env K=V…`, each pair quoted for the host's shell.
+fn exec_words(env: &BTreeMap<String, String>) -> Vec<String> {
     let mut words = vec!["exec".to_string()];
     if !env.is_empty() {
         words.push("env".to_string());
@@ -183,6 +151,11 @@ pub fn remote_command(
                 .map(|(k, v)| shell_words::quote(&format!("{k}={v}")).into_owned()),
         );
     }
+    words
+}
+
+/// `cd DIR && WORDS… PROGRAM ARGS…`, the directory, program and arguments quoted.
+fn in_dir(cwd: &Path, mut words: Vec<String>, program: &Path, args: &[String]) -> String {
     words.push(shell_words::quote(&program.to_string_lossy()).into_owned());
     words.extend(args.iter().map(|a| shell_words::quote(a).into_owned()));
     format!(
@@ -499,45 +472,18 @@ async fn run_bounded(
     timeout: Duration,
 ) -> Result<RemoteOutput, String> {
     let mut command = tokio::process::Command::new(program);
-    command
-        .args(args)
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .kill_on_drop(true)
-        .process_group(0);
-    let mut child = command
-        .spawn()
-        .map_err(|e| format!("cannot run {}: {e}", program.display()))?;
-    let (Some(stdout), Some(stderr)) = (child.stdout.take(), child.stderr.take()) else {
-        return Err(format!(
-            "{}: its output pipes are missing",
-            program.display()
-        ));
-    };
-    let read = |pipe: Box<dyn tokio::io::AsyncRead + Unpin + Send>| async move {
-        let mut kept = Vec::new();
-        let _ = pipe.take(OUTPUT_LIMIT as u64).read_to_end(&mut kept).await;
-        String::from_utf8_lossy(&kept).into_owned()
-    };
-    let work = async {
-        let (out, err) = tokio::join!(read(Box::new(stdout)), read(Box::new(stderr)));
-        let status = child.wait().await;
-        (out, err, status)
-    };
-    match tokio::time::timeout(timeout, work).await {
-        Ok((stdout, stderr, Ok(status))) => Ok(RemoteOutput {
-            code: status.code(),
-            stdout,
-            stderr,
-        }),
-        Ok((_, _, Err(e))) => Err(format!("{}: {e}", program.display())),
-        Err(_) => Err(format!(
-            "{} took longer than {} s and was stopped",
-            program.display(),
-            timeout.as_secs()
-        )),
-    }
+    command.args(args).process_group(0);
+    crate::one_shot::run(&mut command, None, OUTPUT_LIMIT, OUTPUT_LIMIT, timeout)
+        .await
+        .map_err(|failed| match failed {
+            crate::one_shot::Failed::Start(e) => format!("cannot run {}: {e}", program.display()),
+            crate::one_shot::Failed::Wait(e) => format!("{}: {e}", program.display()),
+            crate::one_shot::Failed::TimedOut => format!(
+                "{} took longer than {} s and was stopped",
+                program.display(),
+                timeout.as_secs()
+            ),
+        })
 }
 
 #[cfg(test)]

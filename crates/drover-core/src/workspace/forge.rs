@@ -15,15 +15,14 @@
 //!   the remote printed (if any) is the answer.
 
 use std::path::{Path, PathBuf};
-use std::process::Stdio;
 use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 use super::git::{Git, GitError};
 use super::{WorkspaceView, ops};
+use crate::one_shot::{self, Failed, Output};
 use crate::{DroverError, ErrorCode, UnixMillis};
 
 /// How long a push may take.
@@ -402,20 +401,13 @@ async fn push(
     })
 }
 
-/// What a forge CLI printed and how it ended.
-struct CliOutput {
-    code: Option<i32>,
-    stdout: String,
-    stderr: String,
-}
-
 /// Runs the forge CLI `program` in `dir`, bounded, with no prompt and `input` on stdin.
 async fn run_cli(
     program: &Path,
     args: &[&str],
     dir: &Path,
     input: Option<&str>,
-) -> Result<CliOutput, DroverError> {
+) -> Result<Output, DroverError> {
     let name = program
         .file_name()
         .map(|n| n.to_string_lossy().into_owned())
@@ -430,73 +422,32 @@ async fn run_cli(
         .env("GLAB_NO_PROMPT", "1")
         .env("NO_COLOR", "1")
         .env("GIT_TERMINAL_PROMPT", "0")
-        .env("LC_ALL", "C")
-        .stdin(if input.is_some() {
-            Stdio::piped()
-        } else {
-            Stdio::null()
-        })
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .kill_on_drop(true);
-    let failed =
-        |e: std::io::Error| err(ErrorCode::ForgeFailed, format!("cannot run `{shown}`: {e}"));
-    let mut child = command.spawn().map_err(failed)?;
-    let stdin = child.stdin.take();
-    let bytes = input.map(|s| s.as_bytes().to_vec());
-    let feed = async move {
-        if let (Some(mut stdin), Some(bytes)) = (stdin, bytes) {
-            let _ = stdin.write_all(&bytes).await;
-            let _ = stdin.shutdown().await;
+        .env("LC_ALL", "C");
+    let input = input.map(str::as_bytes);
+    one_shot::run(
+        &mut command,
+        input,
+        FORGE_OUTPUT_LIMIT,
+        64 * 1024,
+        FORGE_TIMEOUT,
+    )
+    .await
+    .map_err(|failed| match failed {
+        Failed::Start(e) | Failed::Wait(e) => {
+            err(ErrorCode::ForgeFailed, format!("cannot run `{shown}`: {e}"))
         }
-    };
-    let mut out = child.stdout.take();
-    let mut errs = child.stderr.take();
-    let read_out = async move {
-        let mut kept = Vec::new();
-        if let Some(out) = out.as_mut() {
-            let _ = out
-                .take(FORGE_OUTPUT_LIMIT as u64)
-                .read_to_end(&mut kept)
-                .await;
-        }
-        kept
-    };
-    let read_err = async move {
-        let mut kept = Vec::new();
-        if let Some(e) = errs.as_mut() {
-            let _ = e.take(64 * 1024).read_to_end(&mut kept).await;
-        }
-        kept
-    };
-    let work = async {
-        let ((), stdout, stderr) = tokio::join!(feed, read_out, read_err);
-        let status = child.wait().await?;
-        Ok::<_, std::io::Error>(CliOutput {
-            code: status.code(),
-            stdout: String::from_utf8_lossy(&stdout).into_owned(),
-            stderr: String::from_utf8_lossy(&stderr).into_owned(),
-        })
-    };
-    match tokio::time::timeout(FORGE_TIMEOUT, work).await {
-        Ok(result) => result.map_err(failed),
-        Err(_) => Err(err(
+        Failed::TimedOut => err(
             ErrorCode::ForgeFailed,
             format!(
                 "`{shown}` took longer than {} s and was stopped",
                 FORGE_TIMEOUT.as_secs()
             ),
-        )),
-    }
+        ),
+    })
 }
 
 /// A forge CLI's failure as a refusal with its own words (redacted).
-fn forge_refused(
-    forge: Forge,
-    what: &str,
-    out: &CliOutput,
-    pushed: Option<&PushView>,
-) -> DroverError {
+fn forge_refused(forge: Forge, what: &str, out: &Output, pushed: Option<&PushView>) -> DroverError {
     let said = {
         let text = if out.stderr.trim().is_empty() {
             &out.stdout
