@@ -23,11 +23,7 @@ mod common;
 mod sshd;
 
 use common::env_or;
-use drover_core::config::Config;
-use drover_core::control::Host;
-use drover_core::dispatch::{
-    DispatchEvent, DispatcherHandle, DispatcherOptions, Published, Request,
-};
+use drover_core::dispatch::{DispatchEvent, DispatcherHandle, Published, Request};
 use drover_core::paths::Paths;
 use drover_core::providers::PermissionAnswer;
 use drover_core::spec::SpecInput;
@@ -221,16 +217,7 @@ async fn main() {
     .expect("scenario");
     let work = home.path().join("work");
     std::fs::create_dir_all(&work).expect("work dir");
-    let config = Config::load(&paths.config_file).expect("config loads");
-    let host = Host::start(DispatcherOptions {
-        paths: paths.clone(),
-        config,
-        self_exe: env!("CARGO_BIN_EXE_drover").into(),
-        warden: true,
-        ledger_gate: None,
-    })
-    .await
-    .expect("the owner starts");
+    let host = common::start_owner_in_process(&paths).await;
     let handle = host.handle().clone();
     let mut events = handle.subscribe();
 

@@ -23,9 +23,7 @@ mod common;
 
 use common::env_or;
 use crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
-use drover_core::config::Config;
-use drover_core::control::Host;
-use drover_core::dispatch::{DispatchEvent, DispatcherHandle, DispatcherOptions, Request};
+use drover_core::dispatch::{DispatchEvent, DispatcherHandle, Request};
 use drover_core::paths::Paths;
 use drover_core::spec::SpecInput;
 use drover_tui::views::prompt::{PromptState, PromptView};
@@ -121,16 +119,7 @@ async fn measure(mode: Mode, runs: u64, lines: u64, asks: u64) -> Figures {
         ),
     )
     .expect("scenario");
-    let config = Config::load(&paths.config_file).expect("config loads");
-    let host = Host::start(DispatcherOptions {
-        paths: paths.clone(),
-        config,
-        self_exe: env!("CARGO_BIN_EXE_drover").into(),
-        warden: true,
-        ledger_gate: None,
-    })
-    .await
-    .expect("the owner starts");
+    let host = common::start_owner_in_process(&paths).await;
     let handle = host.handle().clone();
     let (sender, mut rx) = drover_tui::runner::channel();
     let link = Link::new(paths.clone());

@@ -7,12 +7,31 @@
 pub mod exec;
 pub mod history;
 
+use drover_core::config::Config;
+use drover_core::control::Host;
+use drover_core::dispatch::DispatcherOptions;
 use drover_core::ledger::{Ledger, LedgerOptions, RunRecord, WriteOp};
+use drover_core::paths::Paths;
 use drover_core::run_state::RunState;
 use rusqlite::{Connection, params};
 use serde_json::{Value, json};
 use std::path::Path;
 use std::time::Instant;
+
+/// An owner in this process over `paths`, as `drover serve` starts one: its config read
+/// from there, the real binary for its sims, a warden.
+pub async fn start_owner_in_process(paths: &Paths) -> Host {
+    let config = Config::load(&paths.config_file).expect("config loads");
+    Host::start(DispatcherOptions {
+        paths: paths.clone(),
+        config,
+        self_exe: env!("CARGO_BIN_EXE_drover").into(),
+        warden: true,
+        ledger_gate: None,
+    })
+    .await
+    .expect("the owner starts")
+}
 
 /// The number a bench's child process printed as the word `name<value>` (e.g.
 /// `wall_ms=3.2`) in `text`.
