@@ -246,7 +246,7 @@ async fn measure(mode: Mode, runs: u64, lines: u64, asks: u64) -> Figures {
             panic!("run {run_id} did not go as planned: {}", note.text);
         }
         let probe = match &event {
-            AppEvent::Dispatch(DispatchEvent::Transcript { run_id, line }) => {
+            AppEvent::Dispatch(DispatchEvent::Transcript { run_id, line, .. }) => {
                 Some((run_id.clone(), line.clone()))
             }
             _ => None,

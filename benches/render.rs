@@ -158,6 +158,7 @@ fn big_app() -> App {
                 )
             })
             .collect(),
+        None,
     );
     model.select(&selected);
     let mut app = App::new(AppOptions::new("/work".into()), model);

@@ -1002,7 +1002,7 @@ fn a_run_whose_events_retention_pruned_says_so_in_its_detail() {
     });
     app.model.set_detail(view);
     app.model
-        .set_transcript(&run.head.run_id, vec![format!("[{note}]")]);
+        .set_transcript(&run.head.run_id, vec![format!("[{note}]")], None);
     snap("pruned_run_detail", &app);
 }
 

@@ -80,7 +80,7 @@ fn transcript_app(width: u16, height: u16) -> App {
         json: None,
     });
     app.model.set_detail(view);
-    app.model.set_transcript(&id(1), entries());
+    app.model.set_transcript(&id(1), entries(), None);
     app.model.select(&id(1));
     app
 }
@@ -189,7 +189,7 @@ fn the_result_key_writes_the_block_out_when_the_text_is_gone() {
     // Only the last lines are in the ring: the result comes from the run's view.
     let mut app = transcript_app(90, 40);
     app.model
-        .set_transcript(&id(1), vec!["turn done (session $0.0412)".into()]);
+        .set_transcript(&id(1), vec!["turn done (session $0.0412)".into()], None);
     let effects = press(&mut app, "tY");
     assert_eq!(
         effects,

@@ -809,6 +809,7 @@ mod tests {
                 DispatchEvent::Transcript {
                     run_id: "r1".into(),
                     line: "tool\nRead\r".into(),
+                    seq: 4,
                 },
                 "|         tool Read",
             ),

@@ -336,6 +336,7 @@ pub fn busy_app(width: u16, height: u16) -> App {
             "tool Bash: cargo test --workspace".into(),
             "asks permission for Bash: cargo test --workspace".into(),
         ],
+        None,
     );
     app.model.select(&id(1));
     app

@@ -1280,7 +1280,7 @@ impl App {
             }
             ReplyTag::Transcript(id) => {
                 if let Ok(view) = result.and_then(Response::into_transcript) {
-                    self.model.set_transcript(&id, view.lines);
+                    self.model.set_transcript(&id, view.lines, view.last_seq);
                 }
             }
             ReplyTag::Dispatch => self.on_dispatched(result),

@@ -246,6 +246,7 @@ fn a_click_selects_the_run_under_the_pointer_and_the_wheel_scrolls() {
             events: Vec::new(),
             result: None,
             events_pruned_at: None,
+            last_seq: None,
         }))),
     });
     assert_eq!(app.model.transcript_scroll, None, "following the end");

@@ -121,9 +121,14 @@ pub struct RunEntry {
     pub transcript: VecDeque<String>,
     /// Whether the transcript was fetched (otherwise it holds only lines heard since).
     pub transcript_loaded: bool,
-    /// Lines heard since the transcript was asked for, while the answer is on its way
-    /// (they may or may not be in it; [`ViewModel::set_transcript`] merges them).
-    heard_since_fetch: Option<Vec<String>>,
+    /// Lines heard since the transcript was asked for, with their seqs, while the answer
+    /// is on its way (they may or may not be in it; [`ViewModel::set_transcript`] merges
+    /// them).
+    heard_since_fetch: Option<Vec<(u64, String)>>,
+    /// The newest seq the fetched transcript holds, until a newer line is heard: a line
+    /// published before the answer was read may reach the dashboard after the answer did
+    /// (the answer and the events travel apart), and is then already shown.
+    transcript_seq: Option<u64>,
 }
 
 impl RunEntry {
@@ -136,6 +141,7 @@ impl RunEntry {
             transcript: VecDeque::new(),
             transcript_loaded: false,
             heard_since_fetch: None,
+            transcript_seq: None,
         }
     }
 }
@@ -497,11 +503,20 @@ impl ViewModel {
                 }
                 Applied::default()
             }
-            DispatchEvent::Transcript { run_id, line } => {
+            DispatchEvent::Transcript { run_id, line, seq } => {
                 if let Some(entry) = self.runs.get_mut(run_id) {
+                    if let Some(held) = entry.transcript_seq {
+                        if *seq != 0 && *seq <= held {
+                            return Applied {
+                                stale: true,
+                                ..Applied::default()
+                            };
+                        }
+                        entry.transcript_seq = None;
+                    }
                     push_line(&mut entry.transcript, line.clone());
                     if let Some(heard) = &mut entry.heard_since_fetch {
-                        heard.push(line.clone());
+                        heard.push((*seq, line.clone()));
                     }
                 }
                 Applied::default()
@@ -628,17 +643,34 @@ impl ViewModel {
     }
 
     /// Stores a run's transcript tail (the answer to `Request::Transcript`), followed by
-    /// the lines heard since it was asked for that the answer does not already end with.
-    pub fn set_transcript(&mut self, run_id: &str, lines: Vec<String>) {
+    /// the lines heard since it was asked for that the answer does not hold: those newer
+    /// than its `last_seq` when the owner told it (a line of it heard later is dropped
+    /// then), else those it does not already end with.
+    pub fn set_transcript(&mut self, run_id: &str, lines: Vec<String>, last_seq: Option<u64>) {
         if let Some(entry) = self.runs.get_mut(run_id) {
             let heard = entry.heard_since_fetch.take().unwrap_or_default();
-            // The longest prefix of what was heard that the answer already ends with.
-            let overlap = (0..=heard.len().min(lines.len()))
-                .rev()
-                .find(|&k| lines[lines.len() - k..] == heard[..k])
-                .unwrap_or(0);
+            let newer: Vec<String> = match last_seq {
+                Some(held) => heard
+                    .into_iter()
+                    .filter(|(seq, _)| *seq == 0 || *seq > held)
+                    .map(|(_, line)| line)
+                    .collect(),
+                None => {
+                    // The longest prefix of what was heard that the answer ends with.
+                    let overlap = (0..=heard.len().min(lines.len()))
+                        .rev()
+                        .find(|&k| {
+                            lines[lines.len() - k..]
+                                .iter()
+                                .eq(heard[..k].iter().map(|(_, line)| line))
+                        })
+                        .unwrap_or(0);
+                    heard.into_iter().skip(overlap).map(|(_, l)| l).collect()
+                }
+            };
+            entry.transcript_seq = last_seq;
             let mut all: VecDeque<String> = lines.into_iter().collect();
-            all.extend(heard.into_iter().skip(overlap));
+            all.extend(newer);
             while all.len() > TRANSCRIPT_MAX_LINES {
                 all.pop_front();
             }
@@ -1335,6 +1367,7 @@ mod tests {
             m.apply(&DispatchEvent::Transcript {
                 run_id: "a".into(),
                 line: format!("line {i}"),
+                seq: 0,
             });
         }
         let t = &m.run("a").unwrap().transcript;
@@ -1356,19 +1389,50 @@ mod tests {
         let line = |run: &str, text: &str| DispatchEvent::Transcript {
             run_id: run.into(),
             line: text.into(),
+            seq: 0,
         };
         // The answer was taken before "c" was published: "c" is added after it.
         let mut m = ViewModel::new(0, 120, 40);
         m.replace_runs(vec![summary("a", RunState::Running)]);
         m.transcript_requested("a");
         m.apply(&line("a", "c"));
-        m.set_transcript("a", vec!["a".into(), "b".into()]);
+        m.set_transcript("a", vec!["a".into(), "b".into()], None);
         assert_eq!(m.run("a").unwrap().transcript, ["a", "b", "c"]);
         // The answer already holds "c": it is not repeated.
         m.transcript_requested("a");
         m.apply(&line("a", "c"));
-        m.set_transcript("a", vec!["a".into(), "b".into(), "c".into()]);
+        m.set_transcript("a", vec!["a".into(), "b".into(), "c".into()], None);
         assert_eq!(m.run("a").unwrap().transcript, ["a", "b", "c"]);
+    }
+
+    #[test]
+    fn a_line_the_fetched_transcript_holds_is_not_repeated_when_it_is_heard_after_it() {
+        let line = |text: &str, seq: u64| DispatchEvent::Transcript {
+            run_id: "a".into(),
+            line: text.into(),
+            seq,
+        };
+        let mut m = ViewModel::new(0, 120, 40);
+        m.replace_runs(vec![summary("a", RunState::Running)]);
+        m.transcript_requested("a");
+        // "b" (seq 4) was heard before the answer; the answer holds up to "d" (seq 6),
+        // whose events reach the dashboard only after it (they wait for their commit).
+        m.apply(&line("b", 4));
+        m.set_transcript(
+            "a",
+            vec!["a".into(), "b".into(), "c".into(), "d".into()],
+            Some(6),
+        );
+        assert_eq!(m.run("a").unwrap().transcript, ["a", "b", "c", "d"]);
+        assert!(m.apply(&line("c", 5)).stale);
+        assert!(m.apply(&line("d", 6)).stale);
+        m.apply(&line("e", 7));
+        // Past the answer, nothing is held back (a restarted owner's lines included).
+        m.apply(&line("f", 2));
+        assert_eq!(
+            m.run("a").unwrap().transcript,
+            ["a", "b", "c", "d", "e", "f"]
+        );
     }
 
     #[test]

@@ -110,6 +110,7 @@ fn line_event(run_id: &str, line: &str) -> DispatchEvent {
     DispatchEvent::Transcript {
         run_id: run_id.into(),
         line: line.into(),
+        seq: 0,
     }
 }
 

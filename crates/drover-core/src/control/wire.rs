@@ -489,6 +489,7 @@ mod tests {
         let event = DispatchEvent::Transcript {
             run_id: "r1".into(),
             line: "hello".into(),
+            seq: 7,
         };
         let cases = [
             (

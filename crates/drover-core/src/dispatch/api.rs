@@ -543,6 +543,11 @@ pub struct TranscriptView {
     /// are gone; turns, result, usage and decisions stay); absent when it never did.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub events_pruned_at: Option<crate::UnixMillis>,
+    /// For a `tail` read from the owner's memory of an active run: the seq of the
+    /// ledger event holding its newest line. A live [`DispatchEvent::Transcript`] at most
+    /// this is in `lines` (or older than them), however late it arrives.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_seq: Option<u64>,
 }
 
 impl Request {
@@ -1428,6 +1433,11 @@ pub enum DispatchEvent {
         run_id: String,
         /// The line: one provider event, summarised.
         line: String,
+        /// The seq of the run's ledger event that holds the line (0: not told). A
+        /// transcript tail read from the owner's memory names the newest it holds
+        /// ([`TranscriptView::last_seq`]): a line at most that is already in it.
+        #[serde(default, skip_serializing_if = "is_zero")]
+        seq: u64,
     },
     /// A run asks for permission or a question's answer.
     PermissionRequested {
@@ -1492,4 +1502,9 @@ impl DispatchEvent {
             DispatchEvent::Budget { .. } | DispatchEvent::Health { .. } => "",
         }
     }
+}
+
+/// Whether a number is 0 (a field left out of the JSON when it is).
+fn is_zero(n: &u64) -> bool {
+    *n == 0
 }

@@ -665,6 +665,7 @@ pub fn transcript_from_ledger(
         events: Vec::new(),
         result: None,
         events_pruned_at: reader.events_pruned_at(run_id)?,
+        last_seq: None,
     };
     match format {
         TranscriptFormat::Tail => {

@@ -64,10 +64,12 @@ impl Core {
             matches!(event, ProviderEvent::ToolStarted { .. }),
         );
         if let Some(line) = line {
-            run.transcript.push(line.clone());
+            let seq = run.next_seq - 1;
+            run.transcript.push(line.clone(), seq);
             batch.events.push(DispatchEvent::Transcript {
                 run_id: run_id.clone(),
                 line,
+                seq,
             });
         }
         run.last_event_at = now;

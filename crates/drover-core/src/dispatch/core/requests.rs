@@ -96,6 +96,7 @@ impl Core {
                             events: Vec::new(),
                             result: None,
                             events_pruned_at: None,
+                            last_seq: Some(run.transcript.last_seq()),
                         })))
                     }
                     _ => {

@@ -60,8 +60,9 @@ impl Core {
             self.limits().transcript_max_lines,
             self.limits().transcript_max_chars,
         );
+        // Every line read back is held by an event at most the run's last.
         for line in tail {
-            ring.push(line);
+            ring.push(line, last_seq);
         }
         self.adopt_session(session);
         let found = record.state;

@@ -607,10 +607,12 @@ impl Run {
     /// output): recorded as a `transcript` event, kept in the ring, and published.
     pub fn transcript_line(&mut self, batch: &mut Batch, line: String, at: UnixMillis) {
         self.event(batch, "transcript", &json!({ "line": line }), at);
-        self.transcript.push(line.clone());
+        let seq = self.next_seq - 1;
+        self.transcript.push(line.clone(), seq);
         batch.events.push(DispatchEvent::Transcript {
             run_id: self.id.clone(),
             line,
+            seq,
         });
     }
 

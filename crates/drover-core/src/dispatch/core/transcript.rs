@@ -25,6 +25,9 @@ pub struct TranscriptRing {
     chars: usize,
     max_lines: usize,
     max_chars: usize,
+    /// The seq of the ledger event holding the newest line pushed: every line whose
+    /// event's seq is at most this was pushed (and is held, unless evicted as older).
+    last_seq: u64,
 }
 
 impl TranscriptRing {
@@ -34,11 +37,14 @@ impl TranscriptRing {
             chars: 0,
             max_lines: max_lines.max(1),
             max_chars: max_chars.max(1),
+            last_seq: 0,
         }
     }
 
-    /// Adds a line, evicting the oldest while either bound is exceeded.
-    pub fn push(&mut self, line: String) {
+    /// Adds a line, held by the ledger event `seq`, evicting the oldest while either
+    /// bound is exceeded.
+    pub fn push(&mut self, line: String, seq: u64) {
+        self.last_seq = self.last_seq.max(seq);
         self.chars += line.chars().count();
         self.lines.push_back(line);
         while self.lines.len() > self.max_lines
@@ -48,6 +54,12 @@ impl TranscriptRing {
                 self.chars -= old.chars().count();
             }
         }
+    }
+
+    /// See [`TranscriptRing::push`]: a live line whose seq is at most this one is among
+    /// the lines held now, or older than them.
+    pub fn last_seq(&self) -> u64 {
+        self.last_seq
     }
 
     pub fn lines(&self) -> impl Iterator<Item = &String> {
@@ -197,20 +209,21 @@ mod tests {
     fn the_ring_keeps_at_most_its_lines_and_chars() {
         let mut r = TranscriptRing::new(3, 1_000);
         for i in 0..10 {
-            r.push(format!("line {i}"));
+            r.push(format!("line {i}"), i + 1);
         }
         assert_eq!(
             r.lines().cloned().collect::<Vec<_>>(),
             ["line 7", "line 8", "line 9"]
         );
+        assert_eq!(r.last_seq(), 10);
         let mut r = TranscriptRing::new(100, 10);
-        r.push("12345".into());
-        r.push("67890".into());
-        r.push("abc".into());
+        r.push("12345".into(), 1);
+        r.push("67890".into(), 2);
+        r.push("abc".into(), 3);
         assert_eq!(r.lines().cloned().collect::<Vec<_>>(), ["67890", "abc"]);
         assert_eq!(r.chars(), 8);
         // A single line longer than the char bound is still kept (it is the newest).
-        r.push("x".repeat(50));
+        r.push("x".repeat(50), 4);
         assert_eq!(r.len(), 1);
     }
 
