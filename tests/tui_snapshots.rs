@@ -386,6 +386,50 @@ fn the_dispatch_form_marks_a_provider_whose_cli_is_not_installed() {
     snap("dispatch_form_provider_not_installed", &app);
 }
 
+#[test]
+fn the_dispatch_form_offers_the_configured_hosts_and_sends_the_one_chosen() {
+    let mut options = options();
+    options.hosts = vec!["buildbox".into(), "gpu".into()];
+    let mut app = App::new(options, busy_app(100, 32).model);
+    press(&mut app, [char_key('n')]);
+    press(&mut app, typed("Run the benchmarks"));
+    // Task, provider, model, policy, budget, directory, then the host: → picks the first.
+    press(&mut app, (0..6).map(|_| key(KeyCode::Tab)));
+    press(&mut app, [key(KeyCode::Right)]);
+    let effects = app.handle(key(KeyCode::Enter));
+    let sent: Vec<_> = effects
+        .iter()
+        .filter_map(|e| match e {
+            drover_tui::Effect::Request {
+                request: Request::Dispatch { spec },
+                ..
+            } => Some(spec.host.clone()),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(sent, [Some("buildbox".to_string())], "{effects:?}");
+    // The host's refusal is shown at the host field, the form left as it was.
+    let _ = app.handle(AppEvent::Reply {
+        tag: ReplyTag::Dispatch,
+        result: Err(DroverError::new(
+            ErrorCode::HostUnreachable,
+            "Host buildbox does not answer over ssh; check it with drover doctor --host buildbox.",
+        )),
+    });
+    snap("dispatch_form_host", &app);
+    // Without hosts configured the field is not shown (the other form snapshots).
+    let mut bare = busy_app(100, 30);
+    press(&mut bare, [char_key('n')]);
+    let Some(form) = bare.views.top_as::<DispatchForm>() else {
+        panic!("the form is open")
+    };
+    assert!(
+        !form
+            .fields()
+            .contains(&drover_tui::views::form::Field::Host)
+    );
+}
+
 fn header_app(spent: f64, reserved: f64) -> App {
     let mut app = app_with(vec![summary(1, "a run", RunState::Running)], 120, 4);
     app.model.budget = Some(budget(spent, reserved));

@@ -69,6 +69,7 @@ pub(crate) async fn open(
         .unwrap_or_else(|| first_found(&names, &missing));
     app_options.providers = names;
     app_options.missing_providers = missing;
+    app_options.hosts = options.config.hosts.keys().cloned().collect();
     app_options.notify = options.config.notifications.enabled;
     app_options.default_budget_usd = options.config.limits.budget_usd_default;
     if let Ok(catalog) = drover_core::money::Catalog::from_config(&options.config) {

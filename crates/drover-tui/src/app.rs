@@ -74,6 +74,8 @@ pub struct AppOptions {
     pub cwd: PathBuf,
     /// Scenario names offered for the simulated provider.
     pub scenarios: Vec<String>,
+    /// The configured hosts (`[hosts]`), offered by the form besides this machine.
+    pub hosts: Vec<String>,
     /// The budget a dispatch without one gets (`[limits] budget_usd_default`), shown by
     /// the form.
     pub default_budget_usd: f64,
@@ -105,6 +107,7 @@ impl AppOptions {
             providers: vec!["claude-code".into(), "sim".into()],
             default_provider: "claude-code".into(),
             missing_providers: Vec::new(),
+            hosts: Vec::new(),
             cwd,
             scenarios: drover_core::sim::scenario::builtin_names()
                 .into_iter()
@@ -423,7 +426,8 @@ impl App {
                 )
                 .with_budget_default(self.options.default_budget_usd)
                 .with_models(self.options.models.clone())
-                .with_missing(self.options.missing_providers.clone()),
+                .with_missing(self.options.missing_providers.clone())
+                .with_hosts(&self.options.hosts),
             ),
             Action::FollowUp => match selected {
                 Some(run) if run.head.state.is_active() => self.open_follow_up(&run, effects),

@@ -20,10 +20,15 @@ impl App {
             self.want_show.push(id.clone());
             return self.flash_info(format!("loading {id}'s spec; press again in a moment"));
         };
-        let form = DispatchForm::again(&self.options.providers, &self.options.scenarios, view)
-            .with_budget_default(self.options.default_budget_usd)
-            .with_models(self.options.models.clone())
-            .with_missing(self.options.missing_providers.clone());
+        let form = DispatchForm::again(
+            &self.options.providers,
+            &self.options.scenarios,
+            &self.options.hosts,
+            view,
+        )
+        .with_budget_default(self.options.default_budget_usd)
+        .with_models(self.options.models.clone())
+        .with_missing(self.options.missing_providers.clone());
         self.flash_info(format!("{id}'s task, filled in: enter dispatches it again"));
         self.views.push(form);
     }

@@ -1,6 +1,6 @@
 //! The new-dispatch form: task, provider, model (picked from the catalog), policy, budget,
-//! working directory, workspace, sandbox, class, max turns, tags, workflow, context and, for the
-//! simulated provider, the scenario; empty, or filled from the spec of a run to dispatch
+//! working directory, host (when hosts are configured), workspace, sandbox, class, max turns,
+//! tags, workflow, context and, for the simulated provider, the scenario; empty, or filled from the spec of a run to dispatch
 //! its task again ([`DispatchForm::again`]). It draws itself as a box of fields, with the
 //! model picker under the model field while it has the focus.
 //!
@@ -35,6 +35,7 @@ pub enum Field {
     Policy,
     Budget,
     Cwd,
+    Host,
     Workspace,
     Sandbox,
     Class,
@@ -54,6 +55,7 @@ impl Field {
             Field::Policy => "Policy",
             Field::Budget => "Budget $",
             Field::Cwd => "Directory",
+            Field::Host => "Host",
             Field::Workspace => "Workspace",
             Field::Sandbox => "Sandbox",
             Field::Class => "Class",
@@ -90,6 +92,9 @@ impl Field {
             ErrorCode::PermissionPolicyUnsupported => Field::Policy,
             ErrorCode::BudgetExceeded | ErrorCode::BudgetUnpriced => Field::Budget,
             ErrorCode::CwdInvalid => Field::Cwd,
+            ErrorCode::HostUnknown | ErrorCode::HostUnsupported | ErrorCode::HostUnreachable => {
+                Field::Host
+            }
             ErrorCode::WorkspaceUnavailable => Field::Workspace,
             ErrorCode::SandboxUnavailable => Field::Sandbox,
             ErrorCode::MaxTurns => Field::MaxTurns,
@@ -169,6 +174,8 @@ pub const AUTO_MODEL: &str = "auto";
 pub const DEFAULT_SCENARIO: &str = "(default)";
 /// The workspace choice meaning "the configured default".
 pub const DEFAULT_WORKSPACE: &str = "(default)";
+/// The host choice meaning "this machine" (docs/ARCHITECTURE.md §"Hosts").
+pub const THIS_MACHINE: &str = "(this machine)";
 /// The sandbox choices: not asked (`[limits] sandbox_auto` may still put an `auto` run in
 /// one), or asked (docs/ARCHITECTURE.md §"The sandbox").
 pub const SANDBOX_CHOICES: [&str; 2] = ["off", "on"];
@@ -182,6 +189,8 @@ pub struct DispatchForm {
     pub policy: Choice,
     pub budget: TextField,
     pub cwd: TextField,
+    /// This machine, then the configured hosts (shown only when there is one).
+    pub host: Choice,
     pub workspace: Choice,
     pub sandbox: Choice,
     pub class: TextField,
@@ -226,6 +235,7 @@ impl DispatchForm {
             ),
             budget: TextField::default(),
             cwd: TextField::new(cwd.display().to_string()),
+            host: Choice::new(vec![THIS_MACHINE.to_string()], THIS_MACHINE),
             workspace: Choice::new(
                 std::iter::once(DEFAULT_WORKSPACE)
                     .chain(drover_core::workspace::WorkspaceMode::ALL.map(|m| m.as_str()))
@@ -257,6 +267,16 @@ impl DispatchForm {
     /// The same form, marking these providers as not installed.
     pub fn with_missing(mut self, missing: Vec<String>) -> Self {
         self.missing = missing;
+        self
+    }
+
+    /// The same form, offering these hosts (`[hosts]`) besides this machine.
+    pub fn with_hosts(mut self, hosts: &[String]) -> Self {
+        let chosen = self.host.value().to_string();
+        let options = std::iter::once(THIS_MACHINE.to_string())
+            .chain(hosts.iter().cloned())
+            .collect();
+        self.host = Choice::new(options, &chosen);
         self
     }
 
@@ -314,6 +334,7 @@ impl DispatchForm {
     pub fn again(
         providers: &[String],
         scenarios: &[String],
+        hosts: &[String],
         run: &drover_core::dispatch::api::RunView,
     ) -> Self {
         let mut providers = providers.to_vec();
@@ -326,6 +347,16 @@ impl DispatchForm {
             std::path::Path::new(&run.cwd),
             scenarios,
         );
+        let mut hosts = hosts.to_vec();
+        if let Some(host) = &run.head.host
+            && !hosts.contains(host)
+        {
+            hosts.push(host.clone());
+        }
+        form = form.with_hosts(&hosts);
+        if let Some(host) = &run.head.host {
+            form.host = Choice::new(form.host.options.clone(), host);
+        }
         form.task = TextField::new(run.task.clone());
         form.model = TextField::new(run.head.model.clone().unwrap_or_default());
         form.policy = Choice::new(form.policy.options.clone(), &run.policy);
@@ -352,6 +383,7 @@ impl DispatchForm {
             Field::Policy,
             Field::Budget,
             Field::Cwd,
+            Field::Host,
             Field::Workspace,
             Field::Sandbox,
             Field::Class,
@@ -360,6 +392,9 @@ impl DispatchForm {
             Field::Workflow,
             Field::Context,
         ];
+        if self.host.options.len() < 2 {
+            fields.retain(|f| *f != Field::Host);
+        }
         if self.provider.value() == drover_core::config::SIM_PROVIDER {
             fields.push(Field::Scenario);
         }
@@ -369,7 +404,12 @@ impl DispatchForm {
     pub fn is_choice(field: Field) -> bool {
         matches!(
             field,
-            Field::Provider | Field::Policy | Field::Workspace | Field::Sandbox | Field::Scenario
+            Field::Provider
+                | Field::Policy
+                | Field::Host
+                | Field::Workspace
+                | Field::Sandbox
+                | Field::Scenario
         )
     }
 
@@ -381,6 +421,7 @@ impl DispatchForm {
             Field::Policy => self.policy.value().to_string(),
             Field::Budget => self.budget.text.clone(),
             Field::Cwd => self.cwd.text.clone(),
+            Field::Host => self.host.value().to_string(),
             Field::Workspace => self.workspace.value().to_string(),
             Field::Sandbox => self.sandbox.value().to_string(),
             Field::Class => self.class.text.clone(),
@@ -411,6 +452,7 @@ impl DispatchForm {
         match field {
             Field::Provider => Some(&mut self.provider),
             Field::Policy => Some(&mut self.policy),
+            Field::Host => Some(&mut self.host),
             Field::Workspace => Some(&mut self.workspace),
             Field::Sandbox => Some(&mut self.sandbox),
             Field::Scenario => Some(&mut self.scenario),
@@ -477,6 +519,9 @@ impl DispatchForm {
                 .filter(|w| *w != DEFAULT_WORKSPACE)
                 .map(str::to_string),
             sandbox: (self.sandbox.value() == SANDBOX_CHOICES[1]).then_some(true),
+            host: Some(self.host.value())
+                .filter(|h| *h != THIS_MACHINE)
+                .map(str::to_string),
             max_turns,
             class: blank(&self.class.text),
             tags,
