@@ -202,8 +202,15 @@ fn only_a_host_runs_lost_connection_waits_for_its_host() {
     let id = idle_there(&mut h);
     ssh_exits(&mut h, &id, Some(1), None);
     assert_eq!(h.state(&id), RunState::Failed);
-    // A run on this machine whose CLI exits 255 fails too.
+    // A run on this machine whose CLI exits 255 fails too, its session known or not.
     let id = h.idle();
+    h.provider(
+        &id,
+        ProviderEvent::Session {
+            session_id: "sess-local".into(),
+            model: None,
+        },
+    );
     ssh_exits(&mut h, &id, Some(255), None);
     assert_eq!(h.state(&id), RunState::Failed);
     // A host run stopped while it waits ends, and no try follows.
