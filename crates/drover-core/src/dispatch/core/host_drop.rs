@@ -16,7 +16,10 @@
 //! What must stay true: only a run on a host that had reported its provider session
 //! waits for its host (anything else fails as before); one reconnect at a time per run;
 //! nothing is sent to the host's CLI before the old group there is ended; a run stopped,
-//! or past its time box, while it waits ends as any run without a child does.
+//! or past its time box, while it waits ends as any run without a child does, and what
+//! is left of its group there is ended all the same; a CLI that drops again before it
+//! is ready goes on counting the tries, so the give-up bounds a host that answers but
+//! never keeps the run.
 
 use super::run::{Batch, HIBERNATED_DETAIL};
 use super::{Core, Effect};
@@ -118,14 +121,16 @@ impl Core {
         if run.state() == RunState::AwaitingPermission {
             run.set_state(&mut batch, RunState::Running, None, now);
         }
+        // A CLI that got ready since the last reconnect starts the count again.
+        let tries = if run.ready { 0 } else { run.host_tries };
         run.child = None;
         run.ready = false;
         run.launching = false;
         run.hibernated = true;
         run.tool_open = false;
         run.host_wait = Some(HostWait {
-            tries: 0,
-            at: Some(now.saturating_add(host_wait(0))),
+            tries,
+            at: Some(now.saturating_add(host_wait(tries))),
             turn_cut: turn_cut || run.host_wait.is_some_and(|w| w.turn_cut),
         });
         run.note(
@@ -140,6 +145,18 @@ impl Core {
         self.show_host_wait(run_id);
         self.start_queued();
         true
+    }
+
+    /// A run that ends while it waits for its host (stopped, past its time box): what is
+    /// left of its group there is ended all the same, once the host answers (one try,
+    /// its outcome ignored: the run is over).
+    pub(super) fn end_left_while_waiting(&mut self, run_id: &str) {
+        let Some(run) = self.runs.get_mut(run_id) else {
+            return;
+        };
+        if run.host_wait.take().is_some() {
+            self.reconnect(run_id);
+        }
     }
 
     /// The live line of a run waiting for its host: `waiting for host: NAME`, bounded by
@@ -178,7 +195,12 @@ impl Core {
         };
         wait.at = None;
         wait.tries += 1;
-        let Some(transport) = self.transport_of(&self.runs[run_id]) else {
+        self.reconnect(run_id);
+    }
+
+    /// Asks the driver to reach the run's host and end what is left of its group there.
+    fn reconnect(&mut self, run_id: &str) {
+        let Some(transport) = self.runs.get(run_id).and_then(|r| self.transport_of(r)) else {
             return;
         };
         self.out.push(Effect::Reconnect(Box::new(ReconnectJob {
@@ -207,6 +229,7 @@ impl Core {
         match outcome {
             Err(why) if wait.tries >= HOST_TRIES_MAX => {
                 run.host_wait = None;
+                run.host_tries = 0;
                 run.note(
                     &mut batch,
                     format!(
@@ -246,6 +269,7 @@ impl Core {
             }
             Ok(()) => {
                 run.host_wait = None;
+                run.host_tries = wait.tries;
                 run.note(
                     &mut batch,
                     format!("reconnected to host {host}; what was left of the run there was ended"),

@@ -560,7 +560,12 @@ impl Core {
         run.preparing_until = None;
         run.waiting_for_dir = false;
         run.file_tools.clear();
-        run.host_wait = None;
+        if run.host_wait.is_some() {
+            self.end_left_while_waiting(run_id);
+        }
+        let Some(run) = self.runs.get_mut(run_id) else {
+            return;
+        };
         if run.live.is_none() {
             run.set_live(
                 &mut batch,

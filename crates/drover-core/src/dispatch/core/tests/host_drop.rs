@@ -213,10 +213,68 @@ fn only_a_host_runs_lost_connection_waits_for_its_host() {
     );
     ssh_exits(&mut h, &id, Some(255), None);
     assert_eq!(h.state(&id), RunState::Failed);
-    // A host run stopped while it waits ends, and no try follows.
+}
+
+#[test]
+fn a_run_stopped_while_it_waits_ends_and_its_group_there_is_ended_once() {
+    let mut h = Harness::new(HOSTS);
     let id = idle_there(&mut h);
     ssh_exits(&mut h, &id, Some(255), None);
-    h.request(Request::Stop { run_id: id.clone() });
+    let out = h.request(Request::Stop { run_id: id.clone() });
     assert_eq!(h.state(&id), RunState::Stopped);
-    assert!(h.advance(5_000).reconnects.is_empty());
+    // What the old CLI left there is ended all the same (one job, its outcome ignored).
+    assert_eq!(out.reconnects.len(), 1);
+    assert_eq!(out.reconnects[0].run_id, id);
+    assert!(
+        h.advance(5_000).reconnects.is_empty(),
+        "no try after the end"
+    );
+    h.feed(Input::Reconnected {
+        run_id: id.clone(),
+        outcome: Ok(()),
+    });
+    assert_eq!(h.state(&id), RunState::Stopped);
+}
+
+/// A host that answers the reconnect but drops every CLI before it is ready: the tries
+/// go on counting across the drops, and the run is given up on.
+#[test]
+fn a_run_that_drops_again_before_it_is_ready_goes_on_counting_its_tries() {
+    let mut h = Harness::new(HOSTS);
+    let id = idle_there(&mut h);
+    ssh_exits(&mut h, &id, Some(255), None);
+    for _ in 0..3 {
+        let wait = bound_in(&h, &id);
+        next_try(&mut h, &id, wait);
+        h.feed(Input::Reconnected {
+            run_id: id.clone(),
+            outcome: Err("exited 255".into()),
+        });
+    }
+    let wait = bound_in(&h, &id);
+    assert_eq!(wait, 8_000);
+    next_try(&mut h, &id, wait);
+    h.feed(Input::Reconnected {
+        run_id: id.clone(),
+        outcome: Ok(()),
+    });
+    // A follow-up wakes it; its CLI drops before it is ready.
+    let out = h.request(Request::FollowUp {
+        run_id: id.clone(),
+        text: "go on".into(),
+    });
+    assert_eq!(out.launches.len(), 1);
+    ssh_exits(&mut h, &id, Some(255), None);
+    assert_eq!(h.live(&id).0, LiveStateKind::WaitingHost);
+    assert_eq!(bound_in(&h, &id), 16_000, "the fifth try, not the first");
+    // Once a CLI got ready, a later drop counts from the start.
+    let wait = bound_in(&h, &id);
+    next_try(&mut h, &id, wait);
+    h.feed(Input::Reconnected {
+        run_id: id.clone(),
+        outcome: Ok(()),
+    });
+    h.provider(&id, ProviderEvent::Ready { version: None });
+    ssh_exits(&mut h, &id, Some(255), None);
+    assert_eq!(bound_in(&h, &id), 1_000);
 }
