@@ -605,3 +605,64 @@ fn a_dropped_host_connection_waits_for_the_host_and_goes_on_in_the_same_session(
     let view = home.wait_terminal(&run);
     assert_eq!(view["state"], "stopped", "{view}");
 }
+
+/// A host run whose connection drops in the middle of a turn (its CLI there in a long
+/// command): the run waits for its host, the owner reconnects and ends the old CLI's group
+/// there (the command with it), and the turn is handled as a restart handles one — the
+/// run is `interrupted`, and `drover resume` goes on with it in the same session there.
+#[test]
+fn a_connection_dropped_mid_turn_interrupts_the_run_and_resume_goes_on_in_its_session() {
+    let Some(sshd) = Sshd::start("a_connection_dropped_mid_turn") else {
+        return;
+    };
+    let (home, remote) = host_home(&sshd);
+    let scenario = home.path().join("long-command.toml");
+    std::fs::write(
+        &scenario,
+        "description = \"A long command, then a second turn.\"\nmodel = \"claude-sonnet-4-5\"\n\
+         [[turns]]\nstatus = \"done\"\nsummary = \"Waited.\"\n\
+         [[turns.steps]]\ntool = \"Bash\"\ninput = { command = \"echo $$ > long.pid; exec sleep 1000\" }\nrun = true\n\
+         [[turns]]\nstatus = \"done\"\nsummary = \"Went on.\"\n\
+         [[turns.steps]]\ntext = \"Went on.\"\n",
+    )
+    .unwrap();
+    let _serve = home.serve();
+    let answer = dispatch_there(&home, &scenario.display().to_string(), &remote);
+    let run = str_at(&answer, "run_id").to_string();
+    let view = home.wait_for(&run, "the long command", |v| {
+        v["live_state"]["detail"]
+            .as_str()
+            .is_some_and(|d| d.starts_with("running a tool"))
+            && remote.join("long.pid").is_file()
+    });
+    let session = str_at(&view, "provider_session_id").to_string();
+    let pgid = remote_group(&run);
+    let ssh = view["pid"].as_u64().expect("a pid in a turn") as u32;
+    assert!(cmdline(ssh).starts_with("ssh "), "{}", cmdline(ssh));
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(ssh as i32),
+        nix::sys::signal::Signal::SIGKILL,
+    )
+    .unwrap();
+    let view = home.wait_for(&run, "interrupted", |v| v["state"] == "interrupted");
+    assert_eq!(
+        view["live_state"]["detail"], "interrupted: the connection to its host dropped · R resumes",
+        "{view}"
+    );
+    let states = home.live_states(&run);
+    assert!(states.iter().any(|s| s == "waiting_host"), "{states:?}");
+    // The old CLI's group there, its long command with it, is gone.
+    assert_group_gone(pgid);
+
+    home.json(&["resume", &run]);
+    let view = home.wait_for(&run, "the resumed turn", |v| {
+        v["state"] == "idle" && v["turns"].as_array().is_some_and(|t| t.len() >= 2)
+    });
+    assert_eq!(
+        view["provider_session_id"],
+        session.as_str(),
+        "resumed in the same session on the host: {view}"
+    );
+    home.json(&["stop", &run]);
+    home.wait_terminal(&run);
+}
