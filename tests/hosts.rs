@@ -8,6 +8,9 @@
 //!   stop leaves nothing of its process group on the host;
 //! - the owner killed with SIGKILL, the next owner wakes the run in the same provider
 //!   session on the host;
+//! - a dropped connection (the run's ssh client killed, the host's control master gone)
+//!   holds the run in `waiting_host` until the owner reconnects, ends what the old CLI
+//!   left there, and the run goes on in the same session;
 //! - `drover attach` of a host run opens the CLI's interface on the host (`ssh -t`) in
 //!   the run's directory there, the turns typed there are read back from the session's
 //!   record there, and the run is handed back in the same session;
@@ -23,7 +26,7 @@
 mod common;
 
 use common::sshd::Sshd;
-use common::{GREETING, Home, assert_group_gone, group_alive, str_at};
+use common::{GREETING, Home, assert_group_gone, group_alive, notes_of, str_at};
 use serde_json::Value;
 use std::path::{Path, PathBuf};
 
@@ -480,4 +483,186 @@ fn a_bad_host_table_is_refused_naming_its_line() {
     let line = home.refused(&["hosts"], "CONFIG_INVALID");
     assert!(line.contains("line 2"), "{line}");
     assert!(line.contains("hosts.box.ssh"), "{line}");
+}
+
+/// A scenario of three turns, each leaving `sleep 1000` running in the background in the
+/// run's directory (its pid in `left.pid` there): what the CLI's end alone leaves behind.
+fn three_turns_each_leaving_a_command(home: &Home) -> String {
+    let scenario = home.path().join("three-background.toml");
+    let turn = "[[turns]]\nstatus = \"done\"\nsummary = \"Started it.\"\n\
+         [[turns.steps]]\ntool = \"Bash\"\ninput = { command = \"sleep 1000 > /dev/null 2>&1 & echo $! > left.pid\" }\nrun = true\n\
+         [[turns.steps]]\ntext = \"Started.\"\n";
+    std::fs::write(
+        &scenario,
+        format!(
+            "description = \"Leaves a command running, three times.\"\nmodel = \"claude-sonnet-4-5\"\n{}",
+            turn.repeat(3)
+        ),
+    )
+    .unwrap();
+    scenario.display().to_string()
+}
+
+/// Waits until the run has said it reconnected `times` times; returns its view.
+fn wait_reconnected(home: &Home, run: &str, times: usize) -> Value {
+    home.wait_for(run, &format!("reconnect {times}"), |v| {
+        common::notes_of(v)
+            .iter()
+            .filter(|n| n.starts_with("reconnected to host loop"))
+            .count()
+            >= times
+    })
+}
+
+/// The connection of an idle host run drops, first by its local `ssh` client killed,
+/// then by the host's control master told to exit: each time the run waits in
+/// `waiting_host` (not failed), the owner reconnects, ends what the old CLI left in its
+/// group there, and a follow-up then completes in the same provider session there.
+#[test]
+fn a_dropped_host_connection_waits_for_the_host_and_goes_on_in_the_same_session() {
+    let Some(sshd) = Sshd::start("a_dropped_host_connection_waits_for_the_host") else {
+        return;
+    };
+    let (home, remote) = host_home(&sshd);
+    let _serve = home.serve();
+    let answer = dispatch_there(&home, &three_turns_each_leaving_a_command(&home), &remote);
+    let run = str_at(&answer, "run_id").to_string();
+    let view = home.wait_idle(&run);
+    let session = str_at(&view, "provider_session_id").to_string();
+    let pgid = remote_group(&run);
+    let left = left_running(&remote);
+
+    // 1. The run's local ssh client, the owner's child, killed.
+    let ssh = view["pid"].as_u64().expect("a pid while idle") as u32;
+    assert!(cmdline(ssh).starts_with("ssh "), "{}", cmdline(ssh));
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(ssh as i32),
+        nix::sys::signal::Signal::SIGKILL,
+    )
+    .unwrap();
+    let view = wait_reconnected(&home, &run, 1);
+    assert_eq!(view["state"], "idle", "not failed: {view}");
+    let states = home.live_states(&run);
+    let waited = states.iter().rposition(|s| s == "waiting_host");
+    assert!(
+        waited.is_some_and(|i| states[i + 1..].iter().any(|s| s == "working")),
+        "waiting_host, then back: {states:?}"
+    );
+    assert!(
+        notes_of(&view)
+            .iter()
+            .any(|n| n.contains("connection to host loop dropped")),
+        "{view}"
+    );
+    // What the old CLI left in its group there is gone, its pid file with it.
+    assert_group_gone(pgid);
+    assert!(cmdline(left).is_empty(), "{}", cmdline(left));
+    assert!(!pid_file(&run).exists());
+
+    home.json(&["follow-up", &run, "and once more"]);
+    let view = home.wait_for(&run, "the follow-up's turn", |v| {
+        v["state"] == "idle" && v["turns"].as_array().is_some_and(|t| t.len() >= 2)
+    });
+    assert_eq!(
+        view["provider_session_id"],
+        session.as_str(),
+        "the same session on the host: {view}"
+    );
+    let woken = remote_group(&run);
+    assert_ne!(woken, pgid, "a new CLI on the host");
+    let left = left_running(&remote);
+
+    // 2. The host's control master told to exit: every connection through it drops.
+    let master = home.path().join("ssh/loop");
+    let exit = std::process::Command::new("ssh")
+        .arg("-o")
+        .arg(format!("ControlPath={}", master.display()))
+        .args(["-O", "exit", "--", "127.0.0.1"])
+        .output()
+        .unwrap();
+    assert!(exit.status.success(), "ssh -O exit: {exit:?}");
+    let view = wait_reconnected(&home, &run, 2);
+    assert_eq!(view["state"], "idle", "not failed: {view}");
+    assert_group_gone(woken);
+    assert!(cmdline(left).is_empty(), "{}", cmdline(left));
+
+    home.json(&["follow-up", &run, "and the last one"]);
+    let view = home.wait_for(&run, "the third turn", |v| {
+        v["state"] == "idle" && v["turns"].as_array().is_some_and(|t| t.len() >= 3)
+    });
+    assert_eq!(view["provider_session_id"], session.as_str(), "{view}");
+    let prompts: Vec<&str> = view["turns"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|t| t["prompt_preview"].as_str())
+        .collect();
+    assert!(
+        prompts.iter().any(|p| p.contains("and the last one")),
+        "{prompts:?}"
+    );
+    home.json(&["stop", &run]);
+    let view = home.wait_terminal(&run);
+    assert_eq!(view["state"], "stopped", "{view}");
+}
+
+/// A host run whose connection drops in the middle of a turn (its CLI there in a long
+/// command): the run waits for its host, the owner reconnects and ends the old CLI's group
+/// there (the command with it), and the turn is handled as a restart handles one — the
+/// run is `interrupted`, and `drover resume` goes on with it in the same session there.
+#[test]
+fn a_connection_dropped_mid_turn_interrupts_the_run_and_resume_goes_on_in_its_session() {
+    let Some(sshd) = Sshd::start("a_connection_dropped_mid_turn") else {
+        return;
+    };
+    let (home, remote) = host_home(&sshd);
+    let scenario = home.path().join("long-command.toml");
+    std::fs::write(
+        &scenario,
+        "description = \"A long command, then a second turn.\"\nmodel = \"claude-sonnet-4-5\"\n\
+         [[turns]]\nstatus = \"done\"\nsummary = \"Waited.\"\n\
+         [[turns.steps]]\ntool = \"Bash\"\ninput = { command = \"echo $$ > long.pid; exec sleep 1000\" }\nrun = true\n\
+         [[turns]]\nstatus = \"done\"\nsummary = \"Went on.\"\n\
+         [[turns.steps]]\ntext = \"Went on.\"\n",
+    )
+    .unwrap();
+    let _serve = home.serve();
+    let answer = dispatch_there(&home, &scenario.display().to_string(), &remote);
+    let run = str_at(&answer, "run_id").to_string();
+    let view = home.wait_for(&run, "the long command", |v| {
+        v["live_state"]["detail"]
+            .as_str()
+            .is_some_and(|d| d.starts_with("running a tool"))
+            && remote.join("long.pid").is_file()
+    });
+    let session = str_at(&view, "provider_session_id").to_string();
+    let pgid = remote_group(&run);
+    let ssh = view["pid"].as_u64().expect("a pid in a turn") as u32;
+    assert!(cmdline(ssh).starts_with("ssh "), "{}", cmdline(ssh));
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(ssh as i32),
+        nix::sys::signal::Signal::SIGKILL,
+    )
+    .unwrap();
+    let view = home.wait_for(&run, "interrupted", |v| v["state"] == "interrupted");
+    assert_eq!(
+        view["live_state"]["detail"], "interrupted: the connection to its host dropped · R resumes",
+        "{view}"
+    );
+    let states = home.live_states(&run);
+    assert!(states.iter().any(|s| s == "waiting_host"), "{states:?}");
+    // The old CLI's group there, its long command with it, is gone.
+    assert_group_gone(pgid);
+
+    home.json(&["resume", &run]);
+    let view = home.wait_for(&run, "the resumed turn", |v| {
+        v["state"] == "idle" && v["turns"].as_array().is_some_and(|t| t.len() >= 2)
+    });
+    assert_eq!(
+        view["provider_session_id"],
+        session.as_str(),
+        "resumed in the same session on the host: {view}"
+    );
+    home.json(&["stop", &run]);
+    home.wait_terminal(&run);
 }

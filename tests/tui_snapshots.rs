@@ -285,6 +285,24 @@ fn a_sandboxed_run_says_so_on_its_line() {
     snap("sandboxed_run", &app);
 }
 
+/// A run on a host whose connection dropped shows `waiting_host` with its glyph, the
+/// host's name and the countdown to the next reconnect, in a turn or between turns
+/// (docs/ARCHITECTURE.md §"Hosts"); a run on the same host still connected does not.
+#[test]
+fn a_run_waiting_for_its_host_says_so_with_the_next_try() {
+    let mut in_turn = summary(1, "port the parser on the build box", RunState::Running);
+    in_turn.head.live_state = Some(live(LiveStateKind::WaitingHost, 3, 4, Some("buildbox")));
+    in_turn.head.host = Some("buildbox".into());
+    let mut between = summary(2, "review the migration there", RunState::Idle);
+    between.head.live_state = Some(live(LiveStateKind::WaitingHost, 40, 32, Some("buildbox")));
+    between.head.host = Some("buildbox".into());
+    let mut connected = summary(3, "still connected", RunState::Running);
+    connected.head.live_state = Some(live(LiveStateKind::Working, 30, 600, None));
+    connected.head.host = Some("buildbox".into());
+    let app = app_with(vec![in_turn, between, connected], 100, 16);
+    snap("waiting_host_run", &app);
+}
+
 #[test]
 fn a_permission_prompt_with_a_short_input() {
     let mut app = busy_app(100, 30);

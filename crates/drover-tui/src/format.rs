@@ -70,6 +70,8 @@ impl Deadline {
     /// The deadline a live state's bound is, for a run in `state`.
     pub fn of(state: RunState, live: &LiveState) -> Deadline {
         match (state, live.state) {
+            // The next reconnect, whether the run was in a turn or between turns.
+            (_, LiveStateKind::WaitingHost) => Deadline::Retry,
             (RunState::AwaitingRoute, _) => Deadline::RouteCard,
             (RunState::AwaitingPermission, _) => Deadline::Answer,
             (RunState::Idle, _) => Deadline::IdleTimeout,
@@ -172,6 +174,7 @@ fn live_pieces(
     let style = match live.state {
         LiveStateKind::Working | LiveStateKind::WrappingUp => theme::active(),
         LiveStateKind::WaitingProvider
+        | LiveStateKind::WaitingHost
         | LiveStateKind::WaitingDeploy
         | LiveStateKind::WaitingRepository
         | LiveStateKind::FallingBack => theme::warning(),
@@ -355,6 +358,16 @@ pub fn glyph(run: &RunSummary) -> (&'static str, Style) {
     if run.head.state.is_active() && (run.pending > 0 || run.needs_input) {
         return ("!", theme::attention());
     }
+    // Its host's connection dropped and drover reconnects (docs/ARCHITECTURE.md §"Hosts").
+    if run.head.state.is_active()
+        && run
+            .head
+            .live_state
+            .as_ref()
+            .is_some_and(|l| l.state == drover_core::live_state::LiveStateKind::WaitingHost)
+    {
+        return ("↻", theme::warning());
+    }
     match run.head.state {
         RunState::Queued => ("…", theme::dim()),
         RunState::AwaitingRoute => ("?", theme::attention()),
@@ -532,6 +545,11 @@ mod tests {
             ),
             (
                 at(RunState::Running, K::WaitingProvider, None),
+                "retry in 1m00s",
+                "retry due 12s ago",
+            ),
+            (
+                at(RunState::Idle, K::WaitingHost, Some("buildbox")),
                 "retry in 1m00s",
                 "retry due 12s ago",
             ),

@@ -487,6 +487,20 @@ impl Driver {
                         let _ = done.send(Input::Workspace(Box::new(finished)));
                     });
                 }
+                Effect::Reconnect(job) => {
+                    // The host is tried in a task of its own; its outcome comes back as
+                    // an input (docs/ARCHITECTURE.md §"Hosts").
+                    let done = self.workspace_done.clone();
+                    tokio::spawn(async move {
+                        let timeout =
+                            std::time::Duration::from_millis(job.timeout_ms.max(0) as u64);
+                        let outcome = job.transport.try_end_group(&job.pid_file, timeout).await;
+                        let _ = done.send(Input::Reconnected {
+                            run_id: job.run_id,
+                            outcome,
+                        });
+                    });
+                }
                 Effect::Interactive(job) => {
                     // Reading a session's record is file work: a blocking thread does it.
                     let done = self.workspace_done.clone();

@@ -45,6 +45,9 @@ pub enum LiveStateKind {
     /// Waiting on the model provider: rate-limited, or a failed turn held to be sent
     /// again.
     WaitingProvider,
+    /// The connection to the run's host dropped: the owner reconnects, waiting longer
+    /// each time (docs/ARCHITECTURE.md §"Hosts").
+    WaitingHost,
     /// The run is over; ending the provider session.
     WrappingUp,
     /// The run has ended (terminal, with a cause, without a bound).
@@ -53,7 +56,7 @@ pub enum LiveStateKind {
 
 impl LiveStateKind {
     /// Every state, in the order of the live-state table.
-    pub const ALL: [LiveStateKind; 9] = [
+    pub const ALL: [LiveStateKind; 10] = [
         LiveStateKind::Admitted,
         LiveStateKind::WaitingDeploy,
         LiveStateKind::WaitingRepository,
@@ -61,6 +64,7 @@ impl LiveStateKind {
         LiveStateKind::Preparing,
         LiveStateKind::Working,
         LiveStateKind::WaitingProvider,
+        LiveStateKind::WaitingHost,
         LiveStateKind::WrappingUp,
         LiveStateKind::Ended,
     ];
@@ -75,6 +79,7 @@ impl LiveStateKind {
             LiveStateKind::Preparing => "preparing",
             LiveStateKind::Working => "working",
             LiveStateKind::WaitingProvider => "waiting_provider",
+            LiveStateKind::WaitingHost => "waiting_host",
             LiveStateKind::WrappingUp => "wrapping_up",
             LiveStateKind::Ended => "ended",
         }
@@ -90,6 +95,7 @@ impl LiveStateKind {
             LiveStateKind::Preparing => "preparing the workspace",
             LiveStateKind::Working => "working",
             LiveStateKind::WaitingProvider => "waiting for the model provider",
+            LiveStateKind::WaitingHost => "waiting for host",
             LiveStateKind::WrappingUp => "wrapping up",
             LiveStateKind::Ended => "ended",
         }
@@ -165,9 +171,10 @@ fn successors(from: LiveStateKind) -> &'static [LiveStateKind] {
         WaitingDeploy => &[WaitingRepository, FallingBack, Preparing, Working, WrappingUp, Ended],
         WaitingRepository => &[WaitingDeploy, FallingBack, Preparing, Working, WrappingUp, Ended],
         FallingBack => &[Preparing, Working, WrappingUp, Ended],
-        Preparing => &[WaitingDeploy, WaitingRepository, FallingBack, Working, WrappingUp, Ended],
-        Working => &[WaitingDeploy, WaitingRepository, FallingBack, Preparing, WaitingProvider, WrappingUp, Ended],
-        WaitingProvider => &[Working, WrappingUp, Ended],
+        Preparing => &[WaitingDeploy, WaitingRepository, FallingBack, Working, WaitingHost, WrappingUp, Ended],
+        Working => &[WaitingDeploy, WaitingRepository, FallingBack, Preparing, WaitingProvider, WaitingHost, WrappingUp, Ended],
+        WaitingProvider => &[Working, WaitingHost, WrappingUp, Ended],
+        WaitingHost => &[Preparing, Working, WrappingUp, Ended],
         WrappingUp => &[Ended],
         Ended => &[],
     }

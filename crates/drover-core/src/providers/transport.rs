@@ -328,13 +328,30 @@ impl Transport {
     /// Ends what is left of the run's group on the host and removes its pid file: the
     /// remote half of a shutdown's last sweep.
     pub async fn end_group(&self, pid_file: &str) {
+        if let Err(e) = self.try_end_group(pid_file, DEFAULT_TIMEOUT).await {
+            tracing::warn!(host = %self.name, error = %e, "could not end a run's group on its host");
+        }
+    }
+
+    /// [`Transport::end_group`], saying whether the host answered: the reconnect of a run
+    /// whose connection dropped (docs/ARCHITECTURE.md §"Hosts"). The control master is
+    /// opened again first if it died ([`Transport::ensure_master`]); `Err` says why the
+    /// host did not answer (OpenSSH exits 255 when it could not connect).
+    pub async fn try_end_group(&self, pid_file: &str, timeout: Duration) -> Result<(), String> {
         let script = format!(
             "{}; rm -f {pid_file}",
             Self::signal_script(pid_file, "KILL")
         );
-        if let Err(e) = self.run(&script, DEFAULT_TIMEOUT).await {
-            tracing::warn!(host = %self.name, error = %e, "could not end a run's group on its host");
+        let out = self.run(&script, timeout).await?;
+        if out.success() {
+            return Ok(());
         }
+        let said = crate::text::one_line(out.stderr.trim());
+        Err(match out.code {
+            Some(code) if said.is_empty() => format!("exited {code}"),
+            Some(code) => format!("exited {code}: {}", crate::text::clip(&said, 200)),
+            None => "ended by a signal".to_string(),
+        })
     }
 
     /// Makes sure the host's ssh control master is up (docs/ARCHITECTURE.md §"Hosts"):

@@ -153,6 +153,7 @@ impl Core {
             return;
         }
         if !run.hibernated
+            || run.host_wait.is_some()
             || run.state() != RunState::Idle
             || run.wake.is_some()
             || run.launching

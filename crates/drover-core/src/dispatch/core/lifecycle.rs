@@ -560,6 +560,12 @@ impl Core {
         run.preparing_until = None;
         run.waiting_for_dir = false;
         run.file_tools.clear();
+        if run.host_wait.is_some() {
+            self.end_left_while_waiting(run_id);
+        }
+        let Some(run) = self.runs.get_mut(run_id) else {
+            return;
+        };
         if run.live.is_none() {
             run.set_live(
                 &mut batch,
@@ -571,11 +577,15 @@ impl Core {
             );
         }
         // An interrupted run's live line says what happened, in words.
-        let detail = (state == RunState::Interrupted).then_some(if run.turn_cut {
-            super::restore::INTERRUPTED_DETAIL
-        } else {
-            super::restore::INTERRUPTED_NO_SESSION_DETAIL
-        });
+        let detail = (state == RunState::Interrupted).then_some(
+            if reason == super::host_drop::HOST_DROPPED_REASON {
+                super::host_drop::HOST_DROPPED_DETAIL
+            } else if run.turn_cut {
+                super::restore::INTERRUPTED_DETAIL
+            } else {
+                super::restore::INTERRUPTED_NO_SESSION_DETAIL
+            },
+        );
         // (An interrupted run stopped or completed has ended already.)
         if run
             .live

@@ -40,6 +40,7 @@
 //! | take-over: a run handed to the user in its CLI's own interface, and taken back with what happened there | `takeover.rs` |
 //! | idle runs: hibernating (by time, or for the slot of a queued or `--no-queue` run: one planner, run where slots or the queue change), waking in the provider session | `hibernation.rs` |
 //! | a turn the model API failed, held in `waiting_provider` and sent again | `resend.rs` |
+//! | a run on a host whose connection dropped: `waiting_host`, reconnecting with a growing wait, then going on in its session there or failing | `host_drop.rs` |
 //! | waits | `waits.rs` |
 //! | one run in memory, its batches, its views | `run.rs` |
 //! | rails and the queue order | `rails.rs` |
@@ -51,6 +52,7 @@ mod answers;
 pub(crate) mod broker;
 mod causes;
 mod hibernation;
+pub mod host_drop;
 mod lifecycle;
 mod money;
 pub(crate) mod prompts;
@@ -165,6 +167,14 @@ pub enum Input {
     Workspace(Box<WorkspaceDone>),
     /// The outcome of an [`Effect::Interactive`].
     Interactive(Box<InteractiveDone>),
+    /// The outcome of an [`Effect::Reconnect`]: the host answered and the run's old group
+    /// there is ended, or why not.
+    Reconnected {
+        /// The run whose host it is.
+        run_id: String,
+        /// `Err`: why the host did not answer.
+        outcome: Result<(), String>,
+    },
     /// The config file changed and was read again.
     Config(Box<Config>),
     /// The config file changed and could not be read (the refusal says why).
@@ -262,6 +272,9 @@ pub enum Effect {
     /// Make a take-over's command, or read the CLI's record of the session, off the
     /// dispatcher's task; report the outcome as [`Input::Interactive`].
     Interactive(Box<InteractiveJob>),
+    /// Reconnect to a run's host whose connection dropped, off the dispatcher's task;
+    /// report the outcome as [`Input::Reconnected`].
+    Reconnect(Box<host_drop::ReconnectJob>),
 }
 
 /// Git work for one run's workspace.
@@ -538,6 +551,7 @@ impl Core {
             Input::Launched { run_id, outcome } => self.on_launched(&run_id, outcome),
             Input::Workspace(done) => self.on_workspace_done(*done),
             Input::Interactive(done) => self.on_interactive_done(*done),
+            Input::Reconnected { run_id, outcome } => self.on_reconnected(&run_id, outcome),
             Input::Loaded { then, answer } => self.on_loaded(then, answer),
             Input::Config(config) => self.on_config(*config),
             Input::ConfigRefused(refusal) => self.on_config_refused(refusal),

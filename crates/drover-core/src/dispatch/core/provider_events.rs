@@ -4,8 +4,9 @@
 //! What must stay true: every provider event is written to the ledger in the order it
 //! arrived (kind `transcript`, with its one-line summary); an event for a run that is
 //! ending, or that a stopping drover leaves for the next owner, only matters if it is the
-//! child's exit; the exit of a hibernating child, or of
-//! one whose failed turn is held, does not end the run; a queued follow-up sent as a turn
+//! child's exit; the exit of a hibernating child, of
+//! one whose failed turn is held, or of a host run's dropped connection
+//! (`host_drop.rs`), does not end the run; a queued follow-up sent as a turn
 //! is marked sent in the ledger (`follow_up_sent`), so a restart never sends it twice.
 
 use serde_json::json;
@@ -97,8 +98,9 @@ impl Core {
                 *signal,
                 stderr_tail,
             );
+            let (code, signal) = (*code, *signal);
             self.commit(batch);
-            return self.on_exited(&run_id, note);
+            return self.on_exited(&run_id, note, code, signal);
         }
         // Ending, or left as it is for the next owner by a stopping drover (what its CLI
         // says as it goes — a withdrawn request, a turn cut short — changes nothing).
@@ -492,7 +494,15 @@ impl Core {
     }
 
     /// The child is gone; `note` says how, for a run that was not ending anyway.
-    fn on_exited(&mut self, run_id: &str, note: String) {
+    fn on_exited(&mut self, run_id: &str, note: String, code: Option<i32>, signal: Option<i32>) {
+        // Cut short in a turn (or in what a turn asked): as a restart decides it.
+        let turn_cut = self.runs.get(run_id).is_some_and(|r| {
+            r.turn_in_flight
+                || matches!(
+                    r.state(),
+                    RunState::Starting | RunState::Running | RunState::AwaitingPermission
+                )
+        });
         self.book_unfinished_turn(run_id);
         let Some(run) = self.runs.get(run_id) else {
             return;
@@ -510,6 +520,13 @@ impl Core {
         if run.resend_at.is_some() && run.ending.is_none() {
             return self.on_exited_while_held(run_id, note);
         }
+        // A run on a host whose connection dropped waits for its host (`host_drop.rs`).
+        if run.ending.is_none() && self.host_dropped(run_id, code, signal, turn_cut, &note) {
+            return;
+        }
+        let Some(run) = self.runs.get(run_id) else {
+            return;
+        };
         let (state, reason, cause) = match &run.ending {
             Some(e) => (e.state, e.reason.clone(), e.cause),
             // It never got through its handshake: the launch failed.

@@ -362,7 +362,8 @@ impl Core {
         let idle = run.state() == RunState::Idle
             && !run.turn_in_flight
             && run.wake.is_none()
-            && run.money_wait.is_none();
+            && run.money_wait.is_none()
+            && run.host_wait.is_none();
         let asleep = run.asleep();
         if idle {
             // Money is reserved for a turn: what the run's cap has left is fitted into its
@@ -402,7 +403,9 @@ impl Core {
             now,
         );
         run.follow_ups.push_back(text);
-        let why = if run.state() == RunState::Idle {
+        let why = if run.host_wait.is_some() {
+            "follow-up queued until drover has reconnected to the run's host"
+        } else if run.state() == RunState::Idle {
             "follow-up queued until its budget session has the money for the turn"
         } else {
             "follow-up queued until the current turn ends"

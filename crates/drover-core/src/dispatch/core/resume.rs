@@ -61,8 +61,11 @@ impl Core {
         let state = run.state();
         let turn_cut = run.turn_cut;
         let carried = !run.carried.is_empty();
-        let asleep =
-            state == RunState::Idle && run.asleep() && run.wake.is_none() && run.ending.is_none();
+        let asleep = state == RunState::Idle
+            && run.asleep()
+            && run.wake.is_none()
+            && run.ending.is_none()
+            && run.host_wait.is_none();
         let result = match (state, words) {
             (RunState::Interrupted, Some(words)) => self.resume_interrupted(run_id, words),
             (RunState::Interrupted, None) if turn_cut => {

@@ -334,6 +334,12 @@ pub struct Run {
     pub resends: u32,
     /// The failed turn is held and sent again at this time.
     pub resend_at: Option<UnixMillis>,
+    /// The connection to the run's host dropped: the owner reconnects
+    /// (`host_drop.rs`).
+    pub host_wait: Option<super::host_drop::HostWait>,
+    /// Tries the last reconnect took: a CLI that drops again before it is ready goes on
+    /// counting from there, so a host that answers but never keeps a run is given up on.
+    pub host_tries: u32,
     /// `interrupted` with a turn in flight (only then does `resume` with no words send
     /// drover's own resume turn); set before the move to `interrupted`, recorded with it.
     pub turn_cut: bool,
@@ -436,6 +442,8 @@ impl Run {
             last_prompt: None,
             resends: 0,
             resend_at: None,
+            host_wait: None,
+            host_tries: 0,
             turn_cut: false,
             wrap_up: None,
             commands_open: Default::default(),

@@ -1,5 +1,5 @@
 //! Every timer of the dispatcher, in one place: a pending answer's expiry, a run's time
-//! box and the wrap-up before it (and the wrap-up's own bound), its idle timeout, hibernating an idle run, sending a failed turn again, the
+//! box and the wrap-up before it (and the wrap-up's own bound), its idle timeout, hibernating an idle run, sending a failed turn again, reconnecting to a host, the
 //! provider's silence, the stalled watchdog, making its
 //! worktree, waiting for a shared directory, route cards' expiry, waits, and the shutdown
 //! grace period.
@@ -36,6 +36,9 @@ pub(super) enum RunTimer {
     Hibernate,
     /// A turn the model API failed is held until then: it is sent again.
     Resend,
+    /// The connection to the run's host dropped: the next reconnect is due
+    /// (`host_drop.rs`).
+    HostRetry,
     /// The model owes an answer and the CLI said nothing for the provider's silence
     /// timeout: it fails (`timeout`).
     Silence,
@@ -49,9 +52,9 @@ pub(super) enum RunTimer {
 
 impl Core {
     /// When each timer of `run` falls due, in firing order (none for a finished run).
-    pub(super) fn timers_of(&self, run: &Run) -> [Option<(UnixMillis, RunTimer)>; 11] {
+    pub(super) fn timers_of(&self, run: &Run) -> [Option<(UnixMillis, RunTimer)>; 12] {
         if run.state().is_terminal() {
-            return [None; 11];
+            return [None; 12];
         }
         // Once the wrap-up turn is sent, its own bound is the run's hard stop.
         let wrap_sent = run.wrap_up.is_some_and(|w| w.sent_at.is_some());
@@ -76,6 +79,10 @@ impl Core {
             run.resend_at
                 .filter(|_| run.ending.is_none())
                 .map(|at| (at, RunTimer::Resend)),
+            run.host_wait
+                .and_then(|w| w.at)
+                .filter(|_| run.ending.is_none())
+                .map(|at| (at, RunTimer::HostRetry)),
             run.silence_deadline(silence)
                 .map(|at| (at, RunTimer::Silence)),
             (run.turn_in_flight && !run.stalled && run.broker.is_empty()).then_some((
@@ -158,6 +165,7 @@ impl Core {
             }
             RunTimer::Hibernate => self.hibernate(run_id, "idle with no follow-up"),
             RunTimer::Resend => self.resend_now(run_id),
+            RunTimer::HostRetry => self.try_host(run_id),
             RunTimer::Silence => {
                 let Some(run) = self.runs.get_mut(run_id) else {
                     return;

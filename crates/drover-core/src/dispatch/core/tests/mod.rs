@@ -6,6 +6,7 @@
 mod admission;
 mod answers;
 mod evidence;
+mod host_drop;
 mod idle;
 mod lifecycle;
 mod money;
@@ -90,6 +91,8 @@ struct Out {
     jobs: Vec<WorkspaceJob>,
     /// Take-over commands asked for and session records to read.
     pub interactive: Vec<super::InteractiveJob>,
+    /// Reconnects to a host asked for.
+    reconnects: Vec<super::host_drop::ReconnectJob>,
 }
 
 impl Out {
@@ -334,6 +337,7 @@ impl Harness {
                 Effect::Read(Read::Load { fetch, then }) => out.loads.push((fetch, then)),
                 Effect::Workspace(job) => out.jobs.push(*job),
                 Effect::Interactive(job) => out.interactive.push(*job),
+                Effect::Reconnect(job) => out.reconnects.push(*job),
             }
         }
         // Every run's events reach the ledger in seq order, with no gap.
