@@ -649,3 +649,73 @@ fn a_worktree_run_on_a_host_is_made_measured_diffed_merged_and_discarded_there()
     );
     assert_eq!(checkout_state(home.work()), local_before);
 }
+
+/// OpenCode on a host runs in its ACP mode (`opencode-acp`), which speaks over the
+/// transport's stdio like every other CLI; here an ACP agent (this drover's `sim-agent
+/// --acp`) on the host asks, is answered and edits in its directory there. `opencode`
+/// itself (its HTTP server) is refused for a host, naming `opencode-acp`.
+#[test]
+fn an_acp_agent_on_a_host_asks_and_works_there_and_opencodes_server_is_refused() {
+    let Some(sshd) = Sshd::start("an_acp_agent_on_a_host") else {
+        return;
+    };
+    let bin = common::drover_bin();
+    let home = Home::with_config(&format!(
+        "{}\n[providers.simacp]\nprotocol = \"acp\"\ncommand = \"{bin}\"\n\
+         args = [\"sim-agent\", \"--acp\", \"--scenario\", \"tool-permission\"]\n",
+        sshd.host_table("loop")
+    ));
+    let remote = home.path().join("remote");
+    std::fs::create_dir_all(remote.join("src")).unwrap();
+    std::fs::write(remote.join("src/main.rs"), GREETING).unwrap();
+    let _serve = home.serve();
+    let cwd = remote.to_str().unwrap();
+    let answer = home.json(&[
+        "dispatch",
+        "--provider",
+        "simacp",
+        "--host",
+        "loop",
+        "--cwd",
+        cwd,
+        "update the greeting",
+    ]);
+    assert_eq!(answer["host"], "loop", "{answer}");
+    let run = str_at(&answer, "run_id").to_string();
+    allow(&home, &run, "Bash ls -la");
+    allow(&home, &run, "Edit src/main.rs");
+    let view = home.wait_idle(&run);
+    assert_eq!(view["state"], "idle", "{view}");
+    let pid = view["pid"].as_u64().expect("a pid while idle") as u32;
+    assert!(cmdline(pid).starts_with("ssh "), "{}", cmdline(pid));
+    let pgid = remote_group(&run);
+    assert!(cmdline(pgid).contains("--acp"), "{}", cmdline(pgid));
+    assert_ne!(
+        std::fs::read_to_string(remote.join("src/main.rs")).unwrap(),
+        GREETING,
+        "the allowed edit landed in its directory on the host"
+    );
+    assert_eq!(
+        std::fs::read_to_string(home.work().join("src/main.rs")).unwrap(),
+        GREETING,
+        "the caller's directory is untouched"
+    );
+    home.json(&["stop", &run]);
+    home.wait_terminal(&run);
+    assert_group_gone(pgid);
+
+    let refused = home.refused(
+        &[
+            "dispatch",
+            "--provider",
+            "opencode",
+            "--host",
+            "loop",
+            "--cwd",
+            cwd,
+            "task",
+        ],
+        "HOST_UNSUPPORTED",
+    );
+    assert!(refused.contains("--provider opencode-acp"), "{refused}");
+}

@@ -134,6 +134,12 @@ impl Core {
                 ),
             ));
         }
+        if spec.provider == "opencode" {
+            return Err(DroverError::new(
+                ErrorCode::HostUnsupported,
+                crate::providers::opencode::adapter::opencode_on_host(host),
+            ));
+        }
         // A worktree there only when asked for: whether the directory there is in a git
         // work tree is learnt when the worktree is made (a failure fails the run, with
         // git's words), not at admission (docs/ARCHITECTURE.md §"Hosts").
