@@ -22,8 +22,8 @@
 pub mod forge;
 pub mod git;
 pub mod open;
-pub mod place;
 pub mod ops;
+pub mod place;
 pub mod scripts;
 
 use serde::{Deserialize, Serialize};

@@ -435,9 +435,9 @@ pub async fn create(plan: &CreatePlan) -> Result<Created, DroverError> {
         dirty_paths(&top).await.map(|(p, _)| p.len()).unwrap_or(0)
     };
 
-    let root = place::root(&plan.root).await.map_err(|e| {
-        unavailable(format!("cannot place the worktree: {e}"))
-    })?;
+    let root = place::root(&plan.root)
+        .await
+        .map_err(|e| unavailable(format!("cannot place the worktree: {e}")))?;
     let worktree = super::worktree_dir(&root, &top, &plan.run_id);
     if place::exists(&worktree).await {
         return Err(unavailable(format!(

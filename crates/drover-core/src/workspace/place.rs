@@ -26,10 +26,7 @@ async fn on_host(t: &Transport, script: &str) -> std::io::Result<String> {
         Err(std::io::Error::other(format!(
             "on the host {}: {}",
             t.name,
-            crate::text::clip(
-                &crate::text::one_line(out.stderr.trim()),
-                300
-            )
+            crate::text::clip(&crate::text::one_line(out.stderr.trim()), 300)
         )))
     }
 }
@@ -58,12 +55,9 @@ pub async fn is_file(path: &Path) -> bool {
 pub async fn exists(path: &Path) -> bool {
     match current() {
         Where::Here => path.exists(),
-        Where::Host(t) => on_host(
-            &t,
-            &format!("test -e {p} || test -L {p}", p = quoted(path)),
-        )
-        .await
-        .is_ok(),
+        Where::Host(t) => on_host(&t, &format!("test -e {p} || test -L {p}", p = quoted(path)))
+            .await
+            .is_ok(),
     }
 }
 
