@@ -312,6 +312,15 @@ mod tests {
                 "does not start with `-`",
             ),
             ("box", ssh("me@box two"), Some("ssh"), "one word"),
+            (
+                "box",
+                HostConfig {
+                    worktrees: Some("srv/worktrees".into()),
+                    ..ssh("me@box")
+                },
+                Some("worktrees"),
+                "absolute directory on the host",
+            ),
             ("bad name", ssh("me@box"), None, "letters, digits"),
             (
                 "box",
