@@ -14,10 +14,14 @@
 //! - `drover attach` of a host run opens the CLI's interface on the host (`ssh -t`) in
 //!   the run's directory there, the turns typed there are read back from the session's
 //!   record there, and the run is handed back in the same session;
+//! - a run with `--workspace worktree` on a host gets its worktree made there (under the
+//!   host's `worktrees`), its change measured there, its diff read there, `drover merge`
+//!   lands it in the host's repository and `drover discard` removes it there — all with
+//!   no `git` on the owner's PATH, and the checkout on this side untouched;
 //! - `drover hosts` lists the config's hosts; `drover doctor --host` finds git and the
 //!   directory there, and says HOST_UNREACHABLE for a host that does not answer;
 //! - a dispatch to a host the config does not name is HOST_UNKNOWN, one asking for what
-//!   runs only here (a sandbox, a worktree) HOST_UNSUPPORTED, one without an absolute
+//!   runs only here (a sandbox) HOST_UNSUPPORTED, one without an absolute
 //!   directory CWD_INVALID; a bad `[hosts.NAME]` table is refused naming its line.
 //!
 //! sshd needs root: as another user the tests that start one say why and return.
@@ -26,7 +30,7 @@
 mod common;
 
 use common::sshd::Sshd;
-use common::{GREETING, Home, assert_group_gone, group_alive, notes_of, str_at};
+use common::{GREETING, Home, array, assert_group_gone, git, group_alive, notes_of, str_at};
 use serde_json::Value;
 use std::path::{Path, PathBuf};
 
@@ -469,11 +473,6 @@ fn dispatches_a_host_cannot_take_are_refused_with_nothing_made() {
         "HOST_UNSUPPORTED",
     );
     assert!(sandbox.contains("without --sandbox"), "{sandbox}");
-    let worktree = dispatch(
-        &["--host", "box", "--cwd", "/srv", "--workspace", "worktree"],
-        "HOST_UNSUPPORTED",
-    );
-    assert!(worktree.contains("--workspace shared"), "{worktree}");
     assert_eq!(home.runs().len(), 0, "nothing was made");
 }
 
@@ -665,4 +664,243 @@ fn a_connection_dropped_mid_turn_interrupts_the_run_and_resume_goes_on_in_its_se
     );
     home.json(&["stop", &run]);
     home.wait_terminal(&run);
+}
+
+/// A git repository on `main` with the greeting committed, and its own identity for the
+/// commits drover makes in it.
+fn git_repo(dir: &Path) {
+    std::fs::create_dir_all(dir.join("src")).unwrap();
+    std::fs::write(dir.join("src/main.rs"), GREETING).unwrap();
+    git(dir, &["init", "-q", "-b", "main"]);
+    git(dir, &["config", "user.name", "Host User"]);
+    git(dir, &["config", "user.email", "host@example.invalid"]);
+    git(dir, &["config", "commit.gpgsign", "false"]);
+    git(dir, &["add", "-A"]);
+    git(dir, &["commit", "-q", "-m", "the greeting"]);
+}
+
+/// `git status --porcelain` and HEAD of a checkout.
+fn checkout_state(dir: &Path) -> (String, String) {
+    (
+        git(dir, &["status", "--porcelain"]),
+        git(dir, &["rev-parse", "HEAD"]),
+    )
+}
+
+/// A directory holding only `ssh` (a link to the client): as the owner's PATH, nothing of
+/// a workspace's git work can run on this machine; only through the transport.
+fn path_with_only_ssh(home: &Home) -> PathBuf {
+    let bin = home.path().join("only-ssh");
+    std::fs::create_dir_all(&bin).unwrap();
+    let ssh = std::env::var_os("PATH")
+        .and_then(|p| {
+            std::env::split_paths(&p)
+                .map(|d| d.join("ssh"))
+                .find(|f| f.is_file())
+        })
+        .expect("ssh on PATH");
+    std::os::unix::fs::symlink(ssh, bin.join("ssh")).unwrap();
+    bin
+}
+
+fn wait_change(home: &Home, run: &str, files: u64) -> Value {
+    let view = home.wait_for(run, &format!("a change of {files} files"), |v| {
+        v["workspace"]["change"]["files"].as_u64() == Some(files)
+    });
+    view["workspace"].clone()
+}
+
+#[test]
+fn a_worktree_run_on_a_host_is_made_measured_diffed_merged_and_discarded_there() {
+    let Some(sshd) = Sshd::start("a_worktree_run_on_a_host") else {
+        return;
+    };
+    let scratch = tempfile::tempdir().unwrap();
+    let root = scratch.path().join("host-worktrees");
+    let home = Home::with_config(&format!(
+        "{}worktrees = \"{}\"\n",
+        sshd.host_table("loop"),
+        root.display()
+    ));
+    // This machine's checkout (the caller's cwd) and the host's repository, apart.
+    git_repo(home.work());
+    let local_before = checkout_state(home.work());
+    let repo = scratch.path().join("host-repo");
+    git_repo(&repo);
+    let base = git(&repo, &["rev-parse", "HEAD"]);
+    let bin = path_with_only_ssh(&home);
+    let _serve = home.serve_with_env(&[("PATH", bin.to_str().unwrap())]);
+
+    let dispatched = |title: &str| {
+        let answer = home.dispatch_json(
+            "worktree-change",
+            title,
+            &[
+                "--host",
+                "loop",
+                "--cwd",
+                repo.to_str().unwrap(),
+                "--workspace",
+                "worktree",
+            ],
+        );
+        assert_eq!(answer["host"], "loop", "{answer}");
+        let run = str_at(&answer, "run_id").to_string();
+        let view = home.wait_idle(&run);
+        assert_eq!(view["state"], "idle", "{view}");
+        let ws = wait_change(&home, &run, 2);
+        (run, view, ws)
+    };
+    let (run, view, ws) = dispatched("Add a cache");
+    // A second run from the same base, to be discarded once the first is merged.
+    let (second, _, second_ws) = dispatched("Another cache");
+    assert_eq!(ws["host"], "loop", "{ws}");
+    assert_eq!(ws["checkout"], repo.to_str().unwrap(), "{ws}");
+    assert_eq!(ws["base_commit"], base.as_str(), "{ws}");
+    let worktree = PathBuf::from(str_at(&ws, "worktree"));
+    assert!(worktree.starts_with(&root), "{ws}");
+    assert_eq!(view["cwd"], repo.to_str().unwrap(), "{view}");
+    let pid = view["pid"].as_u64().expect("a pid while idle") as u32;
+    assert!(cmdline(pid).starts_with("ssh "), "{}", cmdline(pid));
+    // The run worked in its worktree there: not in the repository, not here.
+    assert!(
+        std::fs::read_to_string(worktree.join("src/main.rs"))
+            .unwrap()
+            .contains("hello, cache")
+    );
+    assert!(!repo.join("src/cache.rs").exists());
+    let branch = str_at(&ws, "branch").to_string();
+    assert_eq!(
+        git(&worktree, &["rev-parse", "--abbrev-ref", "HEAD"]),
+        branch
+    );
+    // The change measured there: a new file and an edit.
+    assert_eq!(ws["change"]["removed"], 1, "{ws}");
+    let stat = home.json(&["diff", &run, "--stat"]);
+    let files: Vec<(String, String)> = array(stat["files"].clone())
+        .iter()
+        .map(|f| (str_at(f, "path").into(), str_at(f, "status").into()))
+        .collect();
+    assert_eq!(
+        files,
+        [
+            ("src/cache.rs".to_string(), "added".to_string()),
+            ("src/main.rs".to_string(), "modified".to_string())
+        ],
+        "{stat}"
+    );
+    let out = home.drover(&["diff", &run, "--file", "src/main.rs"]);
+    assert_eq!(out.status.code(), Some(0), "{}", common::describe(&out));
+    let patch = common::stdout(&out);
+    assert!(patch.contains("-    println!(\"hello\");"), "{patch}");
+
+    // Merged into the host's repository's main, which is checked out there.
+    let answer = home.json(&["merge", &run, "--message", "Add the cache"]);
+    let merge = &answer["merge"];
+    assert_eq!(merge["how"], "fast_forward", "{answer}");
+    assert_eq!(merge["into"], "main", "{answer}");
+    assert_eq!(merge["checkout_updated"], true, "{answer}");
+    assert_eq!(git(&repo, &["rev-parse", "HEAD"]), str_at(merge, "commit"));
+    assert_eq!(git(&repo, &["log", "-1", "--format=%s"]), "Add the cache");
+    assert!(repo.join("src/cache.rs").is_file());
+    assert_eq!(git(&repo, &["status", "--porcelain"]), "");
+    // This machine's checkout saw none of it.
+    assert_eq!(checkout_state(home.work()), local_before);
+    assert!(!home.work().join("src/cache.rs").exists());
+    assert_eq!(
+        std::fs::read_to_string(home.work().join("src/main.rs")).unwrap(),
+        GREETING
+    );
+    home.json(&["stop", &run]);
+    home.wait_terminal(&run);
+
+    // The second run, stopped and discarded: its worktree and branch go, there.
+    let worktree = PathBuf::from(str_at(&second_ws, "worktree"));
+    let branch = str_at(&second_ws, "branch").to_string();
+    assert!(worktree.is_dir());
+    home.json(&["stop", &second]);
+    home.wait_terminal(&second);
+    let answer = home.json(&["discard", &second]);
+    assert_eq!(answer["workspace"]["status"], "discarded", "{answer}");
+    assert!(!worktree.exists(), "the worktree on the host is removed");
+    assert_eq!(git(&repo, &["branch", "--list", &branch]), "");
+    assert_eq!(
+        git(&repo, &["worktree", "list", "--porcelain"])
+            .lines()
+            .filter(|l| l.starts_with("worktree "))
+            .count(),
+        2,
+        "the repository and the first run's worktree (its run is stopped, not removed)"
+    );
+    assert_eq!(checkout_state(home.work()), local_before);
+}
+
+/// OpenCode on a host runs in its ACP mode (`opencode-acp`), which speaks over the
+/// transport's stdio like every other CLI; here an ACP agent (this drover's `sim-agent
+/// --acp`) on the host asks, is answered and edits in its directory there. `opencode`
+/// itself (its HTTP server) is refused for a host, naming `opencode-acp`.
+#[test]
+fn an_acp_agent_on_a_host_asks_and_works_there_and_opencodes_server_is_refused() {
+    let Some(sshd) = Sshd::start("an_acp_agent_on_a_host") else {
+        return;
+    };
+    let bin = common::drover_bin();
+    let home = Home::with_config(&format!(
+        "{}\n[providers.simacp]\nprotocol = \"acp\"\ncommand = \"{bin}\"\n\
+         args = [\"sim-agent\", \"--acp\", \"--scenario\", \"tool-permission\"]\n",
+        sshd.host_table("loop")
+    ));
+    let remote = home.path().join("remote");
+    std::fs::create_dir_all(remote.join("src")).unwrap();
+    std::fs::write(remote.join("src/main.rs"), GREETING).unwrap();
+    let _serve = home.serve();
+    let cwd = remote.to_str().unwrap();
+    let answer = home.json(&[
+        "dispatch",
+        "--provider",
+        "simacp",
+        "--host",
+        "loop",
+        "--cwd",
+        cwd,
+        "update the greeting",
+    ]);
+    assert_eq!(answer["host"], "loop", "{answer}");
+    let run = str_at(&answer, "run_id").to_string();
+    allow(&home, &run, "Bash ls -la");
+    allow(&home, &run, "Edit src/main.rs");
+    let view = home.wait_idle(&run);
+    assert_eq!(view["state"], "idle", "{view}");
+    let pid = view["pid"].as_u64().expect("a pid while idle") as u32;
+    assert!(cmdline(pid).starts_with("ssh "), "{}", cmdline(pid));
+    let pgid = remote_group(&run);
+    assert!(cmdline(pgid).contains("--acp"), "{}", cmdline(pgid));
+    assert_ne!(
+        std::fs::read_to_string(remote.join("src/main.rs")).unwrap(),
+        GREETING,
+        "the allowed edit landed in its directory on the host"
+    );
+    assert_eq!(
+        std::fs::read_to_string(home.work().join("src/main.rs")).unwrap(),
+        GREETING,
+        "the caller's directory is untouched"
+    );
+    home.json(&["stop", &run]);
+    home.wait_terminal(&run);
+    assert_group_gone(pgid);
+
+    let refused = home.refused(
+        &[
+            "dispatch",
+            "--provider",
+            "opencode",
+            "--host",
+            "loop",
+            "--cwd",
+            cwd,
+            "task",
+        ],
+        "HOST_UNSUPPORTED",
+    );
+    assert!(refused.contains("--provider opencode-acp"), "{refused}");
 }

@@ -507,6 +507,7 @@ pub fn worktree(n: u32, change: Option<(u32, u64, u64)>) -> drover_core::workspa
             },
         ),
         pr: None,
+        host: None,
     }
 }
 

@@ -40,6 +40,23 @@ pub struct HostConfig {
     /// With `kubectl`: the kubeconfig context.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub context: Option<String>,
+    /// Where a run's worktree is made on the host (an absolute directory there);
+    /// default [`DEFAULT_WORKTREES`] under the home there.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub worktrees: Option<String>,
+}
+
+/// Where worktrees go on a host without `worktrees`: relative, so under the home of the
+/// user the transport logs in as (docs/ARCHITECTURE.md §"Hosts").
+pub const DEFAULT_WORKTREES: &str = ".local/share/drover/worktrees";
+
+/// The worktree root on a host (its `worktrees`, else [`DEFAULT_WORKTREES`], relative to
+/// the home there).
+pub fn worktrees_root(host: Option<&HostConfig>) -> std::path::PathBuf {
+    std::path::PathBuf::from(
+        host.and_then(|h| h.worktrees.as_deref())
+            .unwrap_or(DEFAULT_WORKTREES),
+    )
 }
 
 /// How a host is reached, in one word (`ssh`, `podman`, `docker`, `kubectl`).
@@ -196,6 +213,17 @@ pub(super) fn check(name: &str, host: &HostConfig) -> Result<(), (Option<&'stati
             ),
         ));
     }
+    if let Some(dir) = &host.worktrees
+        && (!dir.starts_with('/') || dir.chars().any(char::is_control) || dir.len() > 1024)
+    {
+        return Err((
+            Some("worktrees"),
+            format!(
+                "`hosts.{name}.worktrees` must be an absolute directory on the host, found {:?}",
+                crate::text::clip(dir, 60)
+            ),
+        ));
+    }
     if host.port == Some(0) {
         return Err((
             Some("port"),
@@ -284,6 +312,15 @@ mod tests {
                 "does not start with `-`",
             ),
             ("box", ssh("me@box two"), Some("ssh"), "one word"),
+            (
+                "box",
+                HostConfig {
+                    worktrees: Some("srv/worktrees".into()),
+                    ..ssh("me@box")
+                },
+                Some("worktrees"),
+                "absolute directory on the host",
+            ),
             ("bad name", ssh("me@box"), None, "letters, digits"),
             (
                 "box",

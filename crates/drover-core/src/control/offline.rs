@@ -33,9 +33,27 @@ pub async fn diff(
         projections::run_view_from_ledger(&reader, run_id)?.workspace
     };
     let workspace = crate::workspace::diffable(run_id, workspace.as_ref())?;
-    Ok(Response::Diff(Box::new(
-        crate::workspace::ops::diff(run_id, &workspace, file, stat).await?,
-    )))
+    // A worktree on a host is read there, through the host's transport
+    // (docs/ARCHITECTURE.md §"Hosts").
+    let at = match workspace.host.as_deref() {
+        Some(host) => {
+            let config = crate::config::Config::load(&paths.config_file)?;
+            crate::workspace::git::Where::Host(Box::new(
+                crate::providers::transport::Transport::named(
+                    host,
+                    &config.hosts,
+                    &paths.ssh_dir(),
+                )?,
+            ))
+        }
+        None => crate::workspace::git::Where::Here,
+    };
+    let view = crate::workspace::git::within(
+        at,
+        crate::workspace::ops::diff(run_id, &workspace, file, stat),
+    )
+    .await?;
+    Ok(Response::Diff(Box::new(view)))
 }
 
 /// The ledger of `paths`, read-only; `None` when there is no ledger file yet.

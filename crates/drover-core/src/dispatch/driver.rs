@@ -480,6 +480,7 @@ impl Driver {
                             &job.run_id,
                             job.task.clone(),
                             job.teardown.clone(),
+                            job.at.clone(),
                         )
                         .await;
                         let mut finished = job.done(outcome);

@@ -673,14 +673,17 @@ impl LedgerReader {
             .flatten())
     }
 
-    /// The repositories of every worktree run (each once).
+    /// The repositories of every worktree run on this machine (each once): a worktree on
+    /// a host has its repository there, not pruned from here (docs/ARCHITECTURE.md
+    /// §"Hosts").
     pub fn worktree_checkouts(&self) -> Result<Vec<String>, LedgerError> {
         let mut st = self.conn.prepare_cached(
             "SELECT DISTINCT json_extract(workspace_json, '$.checkout') FROM runs
              INDEXED BY runs_by_checkout
              WHERE workspace_json IS NOT NULL
                AND json_extract(workspace_json, '$.checkout') IS NOT NULL
-               AND json_extract(workspace_json, '$.mode') = 'worktree'",
+               AND json_extract(workspace_json, '$.mode') = 'worktree'
+               AND json_extract(workspace_json, '$.host') IS NULL",
         )?;
         let rows = st
             .query_map([], |r| r.get(0))?

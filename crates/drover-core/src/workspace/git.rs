@@ -8,13 +8,61 @@
 //!   from a git hook must not act on the hook's repository);
 //! - a command that runs past its time is killed (`kill_on_drop`), and at most `limit`
 //!   bytes of its stdout are kept: what git prints is untrusted and may be huge;
-//! - a failure is a [`GitError`] carrying git's own first line of complaint, never a panic.
+//! - a failure is a [`GitError`] carrying git's own first line of complaint, never a panic;
+//! - a command runs where its run's workspace is ([`Where`]): here, or on the run's host
+//!   through its transport (docs/ARCHITECTURE.md §"Hosts"), built, bounded and read the
+//!   same way — only the process started here differs (`git …`, or the transport's
+//!   client running `cd / && exec env … git …` there).
 
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
 use std::time::Duration;
 
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+use crate::providers::transport::Transport;
+
+/// Where a workspace's git commands (and the few file operations beside them) run: on
+/// this machine, or on a run's host through its transport (docs/ARCHITECTURE.md
+/// §"Hosts").
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub enum Where {
+    /// This machine.
+    #[default]
+    Here,
+    /// The run's host.
+    Host(Box<Transport>),
+}
+
+impl Where {
+    /// The host's transport, `None` here.
+    pub fn host(&self) -> Option<&Transport> {
+        match self {
+            Where::Here => None,
+            Where::Host(t) => Some(t),
+        }
+    }
+}
+
+tokio::task_local! {
+    /// Where the workspace task under way runs ([`within`]); here outside one.
+    static WHERE: Where;
+}
+
+/// Runs `work` with every [`Git`] made in it (and every file operation of
+/// `super::place`) acting `at` that place: one code path for a workspace here and one on
+/// a host. An ssh host's control master is made sure of first.
+pub async fn within<F: std::future::Future>(at: Where, work: F) -> F::Output {
+    if let Where::Host(t) = &at {
+        t.ensure_master().await;
+    }
+    WHERE.scope(at, work).await
+}
+
+/// Where the task under way runs ([`within`]), here outside one.
+pub fn current() -> Where {
+    WHERE.try_with(Clone::clone).unwrap_or_default()
+}
 
 /// How long one git command may take unless the caller says otherwise.
 pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(60);
@@ -100,6 +148,7 @@ impl GitOutput {
 /// One git command, built up and then run with [`Git::run`] or [`Git::ok`].
 #[derive(Debug, Clone)]
 pub struct Git {
+    at: Where,
     dir: PathBuf,
     index_file: Option<PathBuf>,
     input: Option<Vec<u8>>,
@@ -108,9 +157,11 @@ pub struct Git {
 }
 
 impl Git {
-    /// A command run as if in `dir` (`git -C dir …`).
+    /// A command run as if in `dir` (`git -C dir …`), where the task under way runs
+    /// ([`current`]).
     pub fn at(dir: &Path) -> Git {
         Git {
+            at: current(),
             dir: dir.to_path_buf(),
             index_file: None,
             input: None,
@@ -146,25 +197,72 @@ impl Git {
     /// Runs `git args…` and returns how it ended, success or not.
     pub async fn run(&self, args: &[&str]) -> Result<GitOutput, GitError> {
         let shown = shown(args);
-        let mut command = tokio::process::Command::new("git");
-        command
-            .arg("-C")
-            .arg(&self.dir)
-            .args([
+        let mut git_args: Vec<std::ffi::OsString> = vec!["-C".into(), self.dir.clone().into()];
+        git_args.extend(
+            [
                 "-c",
                 "color.ui=false",
                 "-c",
                 "core.quotepath=false",
                 "-c",
                 "advice.detachedHead=false",
-            ])
-            .args(args)
-            .env("LC_ALL", "C")
-            .env("GIT_TERMINAL_PROMPT", "0")
-            .env("GIT_PAGER", "cat")
-            .env("PAGER", "cat")
-            .env("GIT_EDITOR", "true")
-            .env("GIT_OPTIONAL_LOCKS", "0")
+            ]
+            .map(Into::into),
+        );
+        git_args.extend(args.iter().map(Into::into));
+        let mut env: Vec<(&str, std::ffi::OsString)> = vec![
+            ("LC_ALL", "C".into()),
+            ("GIT_TERMINAL_PROMPT", "0".into()),
+            ("GIT_PAGER", "cat".into()),
+            ("PAGER", "cat".into()),
+            ("GIT_EDITOR", "true".into()),
+            ("GIT_OPTIONAL_LOCKS", "0".into()),
+        ];
+        if let Some(index) = &self.index_file {
+            env.push(("GIT_INDEX_FILE", index.clone().into()));
+        }
+        let mut command = match &self.at {
+            Where::Here => {
+                let mut command = tokio::process::Command::new("git");
+                command.args(&git_args);
+                for var in FOREIGN_VARS {
+                    command.env_remove(var);
+                }
+                command.envs(env);
+                command
+            }
+            Where::Host(transport) => {
+                let words: Vec<String> = git_args
+                    .iter()
+                    .map(|a| a.to_string_lossy().into_owned())
+                    .collect();
+                let env: std::collections::BTreeMap<String, String> = env
+                    .iter()
+                    .map(|(k, v)| (k.to_string(), v.to_string_lossy().into_owned()))
+                    .collect();
+                // The host's login environment may carry the same foreign variables.
+                let unset = FOREIGN_VARS
+                    .iter()
+                    .filter(|v| !env.contains_key(**v))
+                    .copied()
+                    .collect::<Vec<_>>()
+                    .join(" ");
+                let script = format!(
+                    "unset {unset}; {}",
+                    crate::providers::transport::remote_command(
+                        Path::new("git"),
+                        &words,
+                        Path::new("/"),
+                        &env
+                    )
+                );
+                let (program, args) = transport.command(&script);
+                let mut command = tokio::process::Command::new(program);
+                command.args(args).process_group(0);
+                command
+            }
+        };
+        command
             .stdin(if self.input.is_some() {
                 Stdio::piped()
             } else {
@@ -173,14 +271,9 @@ impl Git {
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
             .kill_on_drop(true);
-        for var in FOREIGN_VARS {
-            command.env_remove(var);
-        }
-        if let Some(index) = &self.index_file {
-            command.env("GIT_INDEX_FILE", index);
-        }
+        let here = self.at == Where::Here;
         let mut child = command.spawn().map_err(|e| {
-            if e.kind() == std::io::ErrorKind::NotFound {
+            if here && e.kind() == std::io::ErrorKind::NotFound {
                 GitError::NotInstalled
             } else {
                 GitError::Io {

@@ -23,6 +23,7 @@ pub mod forge;
 pub mod git;
 pub mod open;
 pub mod ops;
+pub mod place;
 pub mod scripts;
 
 use serde::{Deserialize, Serialize};
@@ -164,6 +165,10 @@ pub struct WorkspaceView {
     /// The pull request opened from the run's branch (`drover pr`), as last read.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub pr: Option<forge::PrView>,
+    /// The host the worktree (and its checkout) is on (docs/ARCHITECTURE.md §"Hosts"):
+    /// every path above is the host's, and its git work runs there. `None`: this machine.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub host: Option<String>,
 }
 
 impl WorkspaceView {
@@ -180,6 +185,7 @@ impl WorkspaceView {
             base_commit: None,
             change: None,
             pr: None,
+            host: None,
         }
     }
 
@@ -440,6 +446,22 @@ pub enum Task {
 }
 
 impl Task {
+    /// The host whose workspace it acts on (docs/ARCHITECTURE.md §"Hosts"); `None` for
+    /// this machine.
+    pub fn host(&self) -> Option<&str> {
+        match self {
+            Task::Create(plan) => plan.host.as_deref(),
+            Task::Check(ws) | Task::Measure(ws) | Task::Release(ws) => ws.host.as_deref(),
+            Task::Diff { workspace, .. }
+            | Task::Merge { workspace, .. }
+            | Task::Update { workspace, .. }
+            | Task::Keep { workspace, .. }
+            | Task::Discard { workspace, .. }
+            | Task::Pr { workspace, .. } => workspace.host.as_deref(),
+            Task::Setup { .. } | Task::Prune { .. } => None,
+        }
+    }
+
     /// What it does, in a few words (for logs and notes).
     pub fn words(&self) -> &'static str {
         match self {
@@ -494,10 +516,20 @@ pub enum Outcome {
     Pruned,
 }
 
-/// Carries out one task of run `run_id`'s workspace; a worktree it removes gets
-/// `teardown` run first (when given). Returns the outcome and what the teardown came to
-/// (for the run's notes; `None` when none ran or was due).
+/// Carries out one task of run `run_id`'s workspace `at` its place (here, or the run's
+/// host: every git command and file operation of it runs there, [`git::within`]); a
+/// worktree it removes gets `teardown` run first (when given). Returns the outcome and
+/// what the teardown came to (for the run's notes; `None` when none ran or was due).
 pub async fn perform_with(
+    run_id: &str,
+    task: Task,
+    teardown: Option<scripts::Teardown>,
+    at: git::Where,
+) -> (Result<Outcome, DroverError>, Option<String>) {
+    git::within(at, perform_here(run_id, task, teardown)).await
+}
+
+async fn perform_here(
     run_id: &str,
     task: Task,
     teardown: Option<scripts::Teardown>,

@@ -22,6 +22,7 @@ use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
 use super::git::{self, Git, GitError};
+use super::place;
 use super::{
     ChangeStat, DiffView, FileStat, MergeHow, MergeView, UpdateHow, UpdateView, WorkspaceMode,
     WorkspaceStatus, WorkspaceView, subject,
@@ -58,6 +59,9 @@ pub struct CreatePlan {
     pub from: Option<ParentStart>,
     /// Directories of the checkout linked into the worktree (`[workspaces] link`).
     pub link: Vec<String>,
+    /// The run's host: `cwd` and `root` are its paths, and the worktree is made there
+    /// (docs/ARCHITECTURE.md §"Hosts"); a relative `root` is under the home there.
+    pub host: Option<String>,
 }
 
 /// A run whose work a new run starts from.
@@ -154,9 +158,9 @@ fn missing(ws: &WorkspaceView) -> DroverError {
 }
 
 /// The run's worktree, which must be on disk.
-fn worktree_of(ws: &WorkspaceView) -> Result<PathBuf, DroverError> {
+async fn worktree_of(ws: &WorkspaceView) -> Result<PathBuf, DroverError> {
     match ws.worktree_path() {
-        Some(path) if path.is_dir() => Ok(path),
+        Some(path) if place::is_dir(&path).await => Ok(path),
         Some(_) => Err(missing(ws)),
         None => Err(DroverError::new(
             ErrorCode::NoWorktree,
@@ -165,9 +169,9 @@ fn worktree_of(ws: &WorkspaceView) -> Result<PathBuf, DroverError> {
     }
 }
 
-fn checkout_of(ws: &WorkspaceView) -> Result<PathBuf, DroverError> {
+async fn checkout_of(ws: &WorkspaceView) -> Result<PathBuf, DroverError> {
     match ws.checkout_path() {
-        Some(path) if path.is_dir() => Ok(path),
+        Some(path) if place::is_dir(&path).await => Ok(path),
         _ => Err(unavailable(format!(
             "the repository {} the run was made from is gone",
             ws.checkout.as_deref().unwrap_or("?")
@@ -175,10 +179,11 @@ fn checkout_of(ws: &WorkspaceView) -> Result<PathBuf, DroverError> {
     }
 }
 
-/// One lock per repository (by its checkout), held for a whole operation.
+/// One lock per repository (by its host and checkout), held for a whole operation.
 async fn lock(checkout: &Path) -> tokio::sync::OwnedMutexGuard<()> {
-    static LOCKS: OnceLock<std::sync::Mutex<HashMap<PathBuf, Arc<tokio::sync::Mutex<()>>>>> =
-        OnceLock::new();
+    type Locks = HashMap<(Option<String>, PathBuf), Arc<tokio::sync::Mutex<()>>>;
+    static LOCKS: OnceLock<std::sync::Mutex<Locks>> = OnceLock::new();
+    let host = git::current().host().map(|t| t.name.clone());
     let mutex = {
         let mut locks = LOCKS
             .get_or_init(Default::default)
@@ -187,7 +192,10 @@ async fn lock(checkout: &Path) -> tokio::sync::OwnedMutexGuard<()> {
         // Locks nobody holds or waits for are dropped, so the map stays as small as the
         // set of repositories in use.
         locks.retain(|_, m| Arc::strong_count(m) > 1);
-        locks.entry(checkout.to_path_buf()).or_default().clone()
+        locks
+            .entry((host, checkout.to_path_buf()))
+            .or_default()
+            .clone()
     };
     mutex.lock_owned().await
 }
@@ -231,13 +239,25 @@ async fn branch_exists(dir: &Path, branch: &str) -> Result<Option<String>, Drove
 /// A snapshot of a worktree: an index file of drover's own holding everything in it
 /// (untracked files included, ignored ones not). Removed when dropped.
 struct Snapshot {
+    at: git::Where,
     dir: PathBuf,
     index: PathBuf,
 }
 
 impl Drop for Snapshot {
     fn drop(&mut self) {
-        let _ = std::fs::remove_file(&self.index);
+        match &self.at {
+            git::Where::Here => {
+                let _ = std::fs::remove_file(&self.index);
+            }
+            // On a host the file goes with one more command there, off this drop.
+            at @ git::Where::Host(_) => {
+                if let Ok(runtime) = tokio::runtime::Handle::try_current() {
+                    let (at, index) = (at.clone(), self.index.clone());
+                    runtime.spawn(async move { place::remove_file_at(&at, &index).await });
+                }
+            }
+        }
     }
 }
 
@@ -256,12 +276,13 @@ impl Snapshot {
             NEXT.fetch_add(1, Ordering::Relaxed)
         ));
         let snapshot = Snapshot {
+            at: git::current(),
             dir: dir.to_path_buf(),
             index,
         };
         let own = git_dir.join("index");
-        if own.is_file() {
-            std::fs::copy(&own, &snapshot.index).map_err(|e| {
+        if place::is_file(&own).await {
+            place::copy(&own, &snapshot.index).await.map_err(|e| {
                 DroverError::new(
                     ErrorCode::GitFailed,
                     format!("cannot copy the worktree's index {}: {e}", own.display()),
@@ -378,7 +399,11 @@ pub async fn create(plan: &CreatePlan) -> Result<Created, DroverError> {
             let carry = p
                 .workspace
                 .worktree_path()
-                .filter(|w| p.workspace.has_worktree() && w.is_dir());
+                .filter(|_| p.workspace.has_worktree());
+            let carry = match carry {
+                Some(w) if place::is_dir(&w).await => Some(w),
+                _ => None,
+            };
             let base_commit = p.workspace.base_commit.clone().unwrap_or(tip.clone());
             (
                 tip,
@@ -410,15 +435,18 @@ pub async fn create(plan: &CreatePlan) -> Result<Created, DroverError> {
         dirty_paths(&top).await.map(|(p, _)| p.len()).unwrap_or(0)
     };
 
-    let worktree = super::worktree_dir(&plan.root, &top, &plan.run_id);
-    if worktree.exists() {
+    let root = place::root(&plan.root)
+        .await
+        .map_err(|e| unavailable(format!("cannot place the worktree: {e}")))?;
+    let worktree = super::worktree_dir(&root, &top, &plan.run_id);
+    if place::exists(&worktree).await {
         return Err(unavailable(format!(
             "{} already exists; remove it, or set [workspaces] root elsewhere",
             worktree.display()
         )));
     }
     if let Some(parent_dir) = worktree.parent() {
-        std::fs::create_dir_all(parent_dir).map_err(|e| {
+        place::create_dir_all(parent_dir).await.map_err(|e| {
             unavailable(format!(
                 "cannot create {}: {e}; set [workspaces] root to a writable directory",
                 parent_dir.display()
@@ -453,7 +481,7 @@ pub async fn create(plan: &CreatePlan) -> Result<Created, DroverError> {
         } else {
             worktree.join(rel)
         };
-        std::fs::create_dir_all(&dir).map_err(|e| {
+        place::create_dir_all(&dir).await.map_err(|e| {
             unavailable(format!(
                 "cannot create {} in the worktree: {e}",
                 dir.display()
@@ -476,6 +504,7 @@ pub async fn create(plan: &CreatePlan) -> Result<Created, DroverError> {
                 base_commit: Some(base_commit),
                 change: None,
                 pr: None,
+                host: plan.host.clone(),
             },
             left_behind,
             carried,
@@ -496,13 +525,17 @@ pub async fn create(plan: &CreatePlan) -> Result<Created, DroverError> {
 /// checkout `top` (bounded like carried changes), the `[workspaces] link` directories that
 /// exist in the checkout are linked, and the repository's own scripts are read (the
 /// setup commands run afterwards, once the dispatcher has them approved:
-/// [`super::scripts`]).
+/// [`super::scripts`]). A worktree on a host gets none of these: they read and run
+/// files on this machine (docs/ARCHITECTURE.md §"Hosts").
 async fn make_ready(
     top: &Path,
     worktree: &Path,
     plan: &CreatePlan,
 ) -> Result<Readied, DroverError> {
     let mut ready = Readied::default();
+    if git::current().host().is_some() {
+        return Ok(ready);
+    }
     let include = top.join(".worktreeinclude");
     if include.is_file() {
         // Files matching its patterns that git ignores (both asked of git itself).
@@ -620,25 +653,28 @@ async fn carry(source: &Path, target: &Path) -> Result<usize, DroverError> {
 /// Removes a worktree (its files and git's entry for it); best effort. The removal's
 /// teardown, when it has one, runs first (`super::scripts::before_removal`).
 async fn remove_worktree(checkout: &Path, worktree: &Path) {
-    super::scripts::before_removal(worktree).await;
+    // The repository's teardown runs on this machine only (docs/ARCHITECTURE.md §"Hosts").
+    if git::current().host().is_none() {
+        super::scripts::before_removal(worktree).await;
+    }
     let path = worktree.to_string_lossy().into_owned();
     let removed = Git::at(checkout)
         .run(&["worktree", "remove", "--force", "--force", &path])
         .await;
-    if !removed.is_ok_and(|o| o.success()) && worktree.exists() {
-        let _ = std::fs::remove_dir_all(worktree);
+    if !removed.is_ok_and(|o| o.success()) && place::exists(worktree).await {
+        place::remove_dir_all(worktree).await;
     }
     let _ = Git::at(checkout).run(&["worktree", "prune"]).await;
 }
 
 /// Whether a resumed run's worktree is still there, on its branch.
 pub async fn check(ws: &WorkspaceView) -> Result<(), DroverError> {
-    let worktree = worktree_of(ws)?;
+    let worktree = worktree_of(ws).await?;
     let top = Git::at(&worktree)
         .ok(&["rev-parse", "--show-toplevel"])
         .await
         .map_err(|_| missing(ws))?;
-    let same = std::fs::canonicalize(&top).ok() == std::fs::canonicalize(&worktree).ok();
+    let same = place::canonicalize(Path::new(&top)).await == place::canonicalize(&worktree).await;
     if !same {
         return Err(missing(ws));
     }
@@ -671,7 +707,7 @@ fn base_of(ws: &WorkspaceView) -> Result<String, DroverError> {
 /// The snapshot and every changed file (status and line counts), at most [`MAX_FILES`]
 /// (the flag says when there were more).
 async fn changed_files(ws: &WorkspaceView) -> Result<(Snapshot, Vec<FileStat>), DroverError> {
-    let worktree = worktree_of(ws)?;
+    let worktree = worktree_of(ws).await?;
     let base = base_of(ws)?;
     let snapshot = Snapshot::take(&worktree).await?;
     let names = snapshot
@@ -942,8 +978,8 @@ pub async fn merge(
     ws: &WorkspaceView,
     ask: &MergeAsk,
 ) -> Result<(WorkspaceView, MergeView), DroverError> {
-    let worktree = worktree_of(ws)?;
-    let checkout = checkout_of(ws)?;
+    let worktree = worktree_of(ws).await?;
+    let checkout = checkout_of(ws).await?;
     let run_id = &ask.run_id;
     let branch = ws.branch.clone().ok_or_else(|| {
         DroverError::new(ErrorCode::NoWorktree, "the run's worktree has no branch")
@@ -1115,8 +1151,8 @@ pub async fn update(
     message: &str,
     rebase: bool,
 ) -> Result<(WorkspaceView, UpdateView), DroverError> {
-    let worktree = worktree_of(ws)?;
-    let checkout = checkout_of(ws)?;
+    let worktree = worktree_of(ws).await?;
+    let checkout = checkout_of(ws).await?;
     let branch = ws.branch.clone().ok_or_else(|| {
         DroverError::new(ErrorCode::NoWorktree, "the run's worktree has no branch")
     })?;
@@ -1279,8 +1315,8 @@ fn conflict_view(base: &str, branch: &str, tip: &str, files: Vec<String>) -> Upd
 /// with what is uncommitted in its worktree, as a merge takes it) and its base conflict in
 /// (tried in memory; no ref moves), with the follow-up that hands the conflict to the run.
 pub async fn conflict_of(ws: &WorkspaceView) -> Result<UpdateView, DroverError> {
-    let worktree = worktree_of(ws)?;
-    let checkout = checkout_of(ws)?;
+    let worktree = worktree_of(ws).await?;
+    let checkout = checkout_of(ws).await?;
     let (Some(branch), Some(base)) = (ws.branch.clone(), ws.base_branch.clone()) else {
         return Err(DroverError::new(
             ErrorCode::NoBaseBranch,
@@ -1310,13 +1346,17 @@ pub async fn conflict_of(ws: &WorkspaceView) -> Result<UpdateView, DroverError> 
 /// Keeps the run's branch: what is uncommitted in the worktree is committed onto it
 /// (`message`), then the worktree is removed.
 pub async fn keep(ws: &WorkspaceView, message: &str) -> Result<WorkspaceView, DroverError> {
-    let checkout = checkout_of(ws)?;
+    let checkout = checkout_of(ws).await?;
     let branch = ws.branch.clone().ok_or_else(|| {
         DroverError::new(ErrorCode::NoWorktree, "the run's worktree has no branch")
     })?;
     let _lock = lock(&checkout).await;
     let mut after = ws.clone();
-    match ws.worktree_path().filter(|w| w.is_dir()) {
+    let worktree = match ws.worktree_path() {
+        Some(w) if place::is_dir(&w).await => Some(w),
+        _ => None,
+    };
+    match worktree {
         Some(worktree) => {
             let (old, new) = work_commit(&worktree, message).await?;
             advance_branch(&worktree, &branch, &old, &new).await?;
@@ -1339,16 +1379,20 @@ pub async fn discard(ws: &WorkspaceView, root: &Path) -> Result<WorkspaceView, D
     let mut after = ws.clone();
     after.status = WorkspaceStatus::Discarded;
     let worktree = ws.worktree_path();
-    let Some(checkout) = ws.checkout_path().filter(|c| c.is_dir()) else {
+    let Some(checkout) = there(ws.checkout_path()).await else {
         // The repository is gone: only drover's own directory is left to remove.
-        if let Some(w) = worktree.filter(|w| w.starts_with(root) && w.is_dir()) {
-            let _ = std::fs::remove_dir_all(w);
+        if let Some(w) = there(worktree.filter(|w| w.starts_with(root))).await {
+            place::remove_dir_all(&w).await;
         }
         return Ok(after);
     };
     let _lock = lock(&checkout).await;
+    let worktree = match worktree {
+        Some(w) if place::exists(&w).await => Some(w),
+        _ => None,
+    };
     match worktree {
-        Some(w) if w.exists() => remove_worktree(&checkout, &w).await,
+        Some(w) => remove_worktree(&checkout, &w).await,
         _ => {
             let _ = Git::at(&checkout).run(&["worktree", "prune"]).await;
         }
@@ -1370,11 +1414,15 @@ pub async fn discard(ws: &WorkspaceView, root: &Path) -> Result<WorkspaceView, D
 /// workspace's status stays as it was). A repository that is gone leaves nothing to do.
 pub async fn release(ws: &WorkspaceView) -> Result<WorkspaceView, DroverError> {
     let mut after = ws.clone();
-    let Some(checkout) = ws.checkout_path().filter(|c| c.is_dir()) else {
+    let Some(checkout) = there(ws.checkout_path()).await else {
         return Ok(after);
     };
     let _lock = lock(&checkout).await;
-    if let Some(w) = ws.worktree_path().filter(|w| w.exists()) {
+    let worktree = match ws.worktree_path() {
+        Some(w) if place::exists(&w).await => Some(w),
+        _ => None,
+    };
+    if let Some(w) = worktree {
         remove_worktree(&checkout, &w).await;
     } else {
         let _ = Git::at(&checkout).run(&["worktree", "prune"]).await;
@@ -1407,8 +1455,8 @@ pub async fn release(ws: &WorkspaceView) -> Result<WorkspaceView, DroverError> {
 /// Commits what is uncommitted in the run's worktree onto its branch (`message`), as a
 /// merge does first, and returns the worktree (for a push of the branch from it).
 pub(super) async fn commit_work(ws: &WorkspaceView, message: &str) -> Result<PathBuf, DroverError> {
-    let worktree = worktree_of(ws)?;
-    let checkout = checkout_of(ws)?;
+    let worktree = worktree_of(ws).await?;
+    let checkout = checkout_of(ws).await?;
     let branch = ws.branch.clone().ok_or_else(|| {
         DroverError::new(ErrorCode::NoWorktree, "the run's worktree has no branch")
     })?;
@@ -1418,9 +1466,20 @@ pub(super) async fn commit_work(ws: &WorkspaceView, message: &str) -> Result<Pat
     Ok(worktree)
 }
 
+/// The directory, when it is one where the task under way runs.
+async fn there(dir: Option<PathBuf>) -> Option<PathBuf> {
+    match dir {
+        Some(d) if place::is_dir(&d).await => Some(d),
+        _ => None,
+    }
+}
+
 /// `git worktree prune` in each repository: entries of worktrees deleted outside git go.
 pub async fn prune(checkouts: &[PathBuf]) {
-    for checkout in checkouts.iter().filter(|c| c.is_dir()) {
+    for checkout in checkouts {
+        if !place::is_dir(checkout).await {
+            continue;
+        }
         let _lock = lock(checkout).await;
         if let Err(e) = Git::at(checkout).ok(&["worktree", "prune"]).await {
             tracing::warn!(checkout = %checkout.display(), error = %e, "worktree prune failed");

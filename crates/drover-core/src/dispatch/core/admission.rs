@@ -117,7 +117,8 @@ impl Core {
 
     /// A run on a host (docs/ARCHITECTURE.md §"Hosts"): the host is configured
     /// (`HOST_UNKNOWN`), and it asks for nothing that runs only on this machine
-    /// (`HOST_UNSUPPORTED`: a sandbox, a worktree); it works in its directory there.
+    /// (`HOST_UNSUPPORTED`: a sandbox); it works in its directory there, or in a
+    /// worktree made there when `--workspace worktree` asks for one.
     fn host_admits(&self, host: &str, spec: &mut crate::spec::Spec) -> Result<(), DroverError> {
         if !self.config.hosts.contains_key(host) {
             return Err(crate::providers::transport::unknown_host(
@@ -133,15 +134,18 @@ impl Core {
                 ),
             ));
         }
-        if spec.workspace == Some(crate::workspace::WorkspaceMode::Worktree) {
+        if spec.provider == "opencode" {
             return Err(DroverError::new(
                 ErrorCode::HostUnsupported,
-                format!(
-                    "a run on the host {host} works in its directory there: worktrees on a host are not made yet; dispatch it with --workspace shared"
-                ),
+                crate::providers::opencode::adapter::opencode_on_host(host),
             ));
         }
-        spec.workspace = Some(crate::workspace::WorkspaceMode::Shared);
+        // A worktree there only when asked for: whether the directory there is in a git
+        // work tree is learnt when the worktree is made (a failure fails the run, with
+        // git's words), not at admission (docs/ARCHITECTURE.md §"Hosts").
+        if spec.workspace != Some(crate::workspace::WorkspaceMode::Worktree) {
+            spec.workspace = Some(crate::workspace::WorkspaceMode::Shared);
+        }
         Ok(())
     }
 

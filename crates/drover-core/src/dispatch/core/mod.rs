@@ -284,6 +284,8 @@ pub struct WorkspaceJob {
     pub run_id: String,
     /// The git work.
     pub task: crate::workspace::Task,
+    /// Where it runs: here, or on the run's host (docs/ARCHITECTURE.md §"Hosts").
+    pub at: crate::workspace::git::Where,
     /// Who waits for the outcome (`diff`, `merge`, `keep`, `discard`).
     pub reply: Option<ReplyTo>,
     /// The run's row, for a run that is not in memory: published again once its
@@ -483,6 +485,7 @@ impl Core {
                 task: crate::workspace::Task::Prune {
                     checkouts: startup.checkouts,
                 },
+                at: crate::workspace::git::Where::Here,
                 reply: None,
                 row: None,
                 teardown: None,

@@ -51,6 +51,18 @@ impl Core {
 
     fn place_parts(&self, run: &Run) -> (Option<String>, PathBuf) {
         let workspace = run.work_dir();
+        // A run on a host works in the host's paths: its repository is the host's (a
+        // worktree's checkout there), never looked for on this machine's disk, and named
+        // with the host, so a rule for this machine's repository at the same path does
+        // not hold there (docs/ARCHITECTURE.md §"Hosts").
+        if let Some(host) = &run.spec.host {
+            let repository = run
+                .workspace
+                .checkout
+                .as_ref()
+                .map(|c| format!("@{host}:{}", std::path::Path::new(c).join(".git").display()));
+            return (repository, workspace);
+        }
         let repository = self
             .facts
             .repository_of(&workspace)

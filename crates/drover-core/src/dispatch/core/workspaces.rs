@@ -166,8 +166,21 @@ impl Core {
     ) {
         self.jobs_in_flight += 1;
         let teardown = self.teardown_for(&task);
+        // A run on a host has its workspace there: its git work runs through the host's
+        // transport (docs/ARCHITECTURE.md §"Hosts").
+        let at = match task.host() {
+            Some(host) => crate::workspace::git::Where::Host(Box::new(
+                crate::providers::transport::Transport::of(
+                    host,
+                    &self.config.hosts.get(host).cloned().unwrap_or_default(),
+                    &crate::paths::Paths::under(&self.data_dir).ssh_dir(),
+                ),
+            )),
+            None => crate::workspace::git::Where::Here,
+        };
         self.out.push(Effect::Workspace(Box::new(WorkspaceJob {
             run_id: run_id.to_string(),
+            at,
             task,
             reply,
             row,
@@ -187,6 +200,9 @@ impl Core {
         let dir = spec.cwd.display();
         match spec.workspace {
             Some(WorkspaceMode::Shared) => Ok(WorkspaceMode::Shared),
+            // git and the repository are the host's, looked at when the worktree is made
+            // there (docs/ARCHITECTURE.md §"Hosts").
+            Some(WorkspaceMode::Worktree) if spec.host.is_some() => Ok(WorkspaceMode::Worktree),
             Some(WorkspaceMode::Worktree) if !git => Err(DroverError::new(
                 ErrorCode::WorkspaceUnavailable,
                 "git is not installed, so the run cannot have a worktree; install git, or dispatch with --workspace shared",
@@ -336,9 +352,16 @@ impl Core {
         }
         let bound_ms = PREPARE_WORKTREE_BOUND_MS;
         let (task, detail) = if run.workspace.status == WorkspaceStatus::Preparing {
+            // On a host the worktree goes under its `worktrees` there (docs/ARCHITECTURE.md
+            // §"Hosts").
+            let root = match run.spec.host.as_deref() {
+                Some(host) => crate::config::hosts::worktrees_root(self.config.hosts.get(host)),
+                None => root,
+            };
             let plan = CreatePlan {
                 run_id: run.id.clone(),
                 cwd: run.spec.cwd.clone(),
+                host: run.spec.host.clone(),
                 root,
                 branch: branch_name(&run.id, &run.spec.title),
                 carry_changes: run.spec.carry_changes,

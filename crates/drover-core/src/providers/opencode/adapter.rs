@@ -115,6 +115,12 @@ pub fn launch_with(
             "OpenCode is driven over HTTP on 127.0.0.1, which a sandbox without the network cuts off; set [limits] sandbox_network = true for OpenCode runs, or dispatch without --sandbox".into(),
         ));
     }
+    // Its server would listen on the host's loopback, out of reach from here: a run on a
+    // host speaks OpenCode's ACP mode over the transport's stdio instead
+    // (docs/ARCHITECTURE.md §"Hosts"). Admission refuses it first when it is named.
+    if let Some(host) = spec.transport.as_deref() {
+        return Err(fail(opencode_on_host(&host.name)));
+    }
     let password = launch::fresh_password()
         .ok_or_else(|| fail("cannot read /dev/urandom for the server's password".into()))?;
     let port = free_port().map_err(|e| fail(format!("no free loopback port: {e}")))?;
@@ -168,6 +174,13 @@ pub fn launch_with(
         commands,
         pid: Some(pid),
     })
+}
+
+/// Why `opencode serve` is not run on a host, and what to dispatch instead.
+pub fn opencode_on_host(host: &str) -> String {
+    format!(
+        "OpenCode's server would listen on 127.0.0.1 on the host {host}, out of drover's reach; dispatch it with --provider opencode-acp (OpenCode's ACP mode, spoken over the host's transport like every other CLI)"
+    )
 }
 
 /// A port that was free a moment ago: bound on 127.0.0.1 and released. (`--port 0`

@@ -57,6 +57,7 @@ impl Repo {
             carry_changes: false,
             from: None,
             link: Vec::new(),
+            host: None,
         }
     }
 
@@ -173,6 +174,7 @@ async fn outside_a_work_tree_or_before_the_first_commit_there_is_no_worktree() {
         carry_changes: false,
         from: None,
         link: Vec::new(),
+        host: None,
     };
     let e = create(&plan).await.unwrap_err();
     assert_eq!(e.code, ErrorCode::WorkspaceUnavailable, "{e:?}");

@@ -345,3 +345,32 @@ fn a_removed_runs_rules_go_with_it_and_other_rules_stay() {
     let left: Vec<u64> = rules.iter().map(|r| r.id).collect();
     assert_eq!(left, [2], "the rule for everywhere stays");
 }
+
+/// A run on a host works in the host's paths: a rule for this machine's repository does
+/// not answer its request in a directory of the same path there.
+#[test]
+fn a_rule_for_this_machines_repository_does_not_hold_on_a_host() {
+    let mut h = Harness::new("[hosts.box]\nssh = \"me@box\"\n");
+    let here = repo_run(&mut h);
+    h.provider(&here, permission("p1", "cargo test"));
+    let mut rule = spec(
+        Scope::Repository,
+        RuleKind::Command,
+        "cargo test *",
+        RuleDecision::Allow,
+    );
+    rule.repository = None;
+    add(&mut h, rule, Some((&here, "p1")));
+    let there = h
+        .dispatch_with(|s| {
+            in_repo_shared(s);
+            s.host = Some("box".into());
+        })
+        .run()
+        .head
+        .run_id;
+    h.provider(&there, ProviderEvent::Ready { version: None });
+    let out = h.provider(&there, permission("p2", "cargo test"));
+    assert!(answered(&out, &there).is_empty(), "{:?}", out.decisions());
+    assert_eq!(h.view(&there).pending.len(), 1);
+}

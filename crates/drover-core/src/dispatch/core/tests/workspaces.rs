@@ -30,6 +30,7 @@ fn made(run_id: &str) -> WorkspaceView {
         base_commit: Some("c0ffee0000".into()),
         change: None,
         pr: None,
+        host: None,
     }
 }
 

@@ -68,6 +68,17 @@ impl Core {
         ws: WorkspaceView,
         wish: PrWish,
     ) -> Result<Task, DroverError> {
+        // The push and the forge's CLI would run here, on a branch that is on the host
+        // (docs/ARCHITECTURE.md §"Hosts").
+        if let Some(host) = &ws.host {
+            return Err(DroverError::new(
+                ErrorCode::HostUnsupported,
+                format!(
+                    "run {run_id}'s branch is on the host {host}: pull requests are opened from this machine's repositories only; push {} from there (git push) and open it with your forge's CLI there",
+                    ws.branch.as_deref().unwrap_or("its branch")
+                ),
+            ));
+        }
         let title = wish
             .title
             .filter(|t| crate::text::has_visible_text(t))
