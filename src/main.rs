@@ -11,11 +11,17 @@ fn main() -> ExitCode {
         eprintln!("error[{}]: {}", e.code, e.message);
         return ExitCode::FAILURE;
     }
-    let matches = drover::cli::Cli::command().get_matches();
-    let json = drover::cli::json_requested(&matches);
-    let cli = match drover::cli::Cli::from_arg_matches(&matches) {
-        Ok(cli) => cli,
-        Err(e) => e.exit(),
+    let args: Vec<std::ffi::OsString> = std::env::args_os().collect();
+    let (cli, json) = match drover::cli::Cli::without_clap(&args) {
+        Some(cli) => (cli, false),
+        None => {
+            let matches = drover::cli::Cli::command().get_matches_from(args);
+            let json = drover::cli::json_requested(&matches);
+            match drover::cli::Cli::from_arg_matches(&matches) {
+                Ok(cli) => (cli, json),
+                Err(e) => e.exit(),
+            }
+        }
     };
     match drover::cli::run(cli) {
         Ok(exit) => ExitCode::from(exit.code()),

@@ -84,6 +84,32 @@ impl clap::FromArgMatches for Cli {
 
 impl Parser for Cli {}
 
+impl Cli {
+    /// The command lines a process that stays up is started with, told apart without
+    /// clap: `drover` alone (the dashboard), `drover serve` (how a dashboard or a dispatch
+    /// starts the background owner) and `drover warden` (the owner's warden). Building
+    /// clap's tree of every subcommand and parsing runs code whose pages then stay resident
+    /// for the life of the process (docs/ARCHITECTURE.md §"Memory"). `None` for any other
+    /// command line: clap parses it, with its help and its errors.
+    pub fn without_clap(args: &[std::ffi::OsString]) -> Option<Cli> {
+        let words = args
+            .iter()
+            .skip(1)
+            .map(|word| word.to_str())
+            .collect::<Option<Vec<&str>>>()?;
+        let command = match words.as_slice() {
+            [] => Command::Dashboard,
+            ["serve"] => Command::Serve(serve::ServeArgs {
+                json: false,
+                detach: false,
+            }),
+            ["warden"] => Command::Warden,
+            _ => return None,
+        };
+        Some(Cli { command })
+    }
+}
+
 /// Every subcommand group. A new group (serve, dispatch, runs, show, …) is a new file in
 /// `src/cli/` with its own clap type and `run`, plus one variant here.
 #[derive(Debug, Subcommand)]
@@ -358,6 +384,41 @@ mod tests {
             Command::Config(config::ConfigCommand::Path { json: false })
         ));
         assert!(Cli::try_parse_from(["drover", "config", "nope"]).is_err());
+    }
+
+    #[test]
+    fn what_is_told_apart_without_clap_is_what_clap_parses() {
+        let argv = |words: &[&str]| -> Vec<std::ffi::OsString> {
+            std::iter::once("drover")
+                .chain(words.iter().copied())
+                .map(Into::into)
+                .collect()
+        };
+        for words in [&[][..], &["serve"], &["warden"]] {
+            let args = argv(words);
+            let fast = Cli::without_clap(&args);
+            let parsed = Cli::try_parse_from(&args).unwrap();
+            assert_eq!(
+                format!("{fast:?}"),
+                format!("{:?}", Some(parsed)),
+                "drover {words:?}"
+            );
+        }
+        // Anything else is clap's: options, help, other commands, a mistyped word.
+        for words in [
+            &["serve", "--json"][..],
+            &["serve", "--detach"],
+            &["--help"],
+            &["--version"],
+            &["runs"],
+            &["serv"],
+            &["warden", "extra"],
+        ] {
+            assert!(
+                Cli::without_clap(&argv(words)).is_none(),
+                "drover {words:?}"
+            );
+        }
     }
 
     #[test]

@@ -386,17 +386,11 @@ async fn send_loop(
     config: watch::Receiver<NotificationsConfig>,
     focus: Focus,
 ) {
-    let client = reqwest::Client::builder()
-        .timeout(SEND_TIMEOUT)
-        .redirect(reqwest::redirect::Policy::none())
-        .build();
-    let client = match client {
-        Ok(client) => Some(client),
-        Err(e) => {
-            tracing::warn!(error = %e, "notify: no HTTP client; the webhook is not sent to");
-            None
-        }
-    };
+    // Made at the first message with a webhook to send to, not at the owner's start:
+    // most owners never send one, and making it runs code (the system's proxy settings,
+    // a header map) whose pages would stay resident in the owner for nothing
+    // (docs/ARCHITECTURE.md §"Memory").
+    let mut client: Option<Option<reqwest::Client>> = None;
     loop {
         let mut message = outbox.pop().await;
         let config = config.borrow().clone();
@@ -411,13 +405,29 @@ async fn send_loop(
             },
             run_command(&config.command, &message),
             async {
-                if let Some(client) = &client
-                    && !config.webhook.is_empty()
+                if !config.webhook.is_empty()
+                    && let Some(client) = client.get_or_insert_with(webhook_client)
                 {
                     post(client, &config.webhook, &message).await;
                 }
             },
         );
+    }
+}
+
+/// The webhook's HTTP client: bounded by [`SEND_TIMEOUT`], following no redirect. `None`
+/// (said once in the log) when none can be made.
+fn webhook_client() -> Option<reqwest::Client> {
+    let client = reqwest::Client::builder()
+        .timeout(SEND_TIMEOUT)
+        .redirect(reqwest::redirect::Policy::none())
+        .build();
+    match client {
+        Ok(client) => Some(client),
+        Err(e) => {
+            tracing::warn!(error = %e, "notify: no HTTP client; the webhook is not sent to");
+            None
+        }
     }
 }
 
