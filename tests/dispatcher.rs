@@ -420,13 +420,13 @@ async fn events_are_heard_at_their_commit_and_replies_wait_for_its_sync() {
             break run.head.run_id.clone();
         }
     };
-    until("a sync waits at the gate", || gate.sync_waiting()).await;
     assert!(
         tokio::time::timeout(Duration::from_millis(200), &mut dispatched)
             .await
             .is_err(),
         "the reply came before its commit was synced"
     );
+    until("the sync waits at the gate", || gate.sync_waiting()).await;
     gate.release_syncs();
     let reply = tokio::time::timeout(Duration::from_secs(30), dispatched)
         .await

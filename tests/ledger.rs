@@ -1457,13 +1457,13 @@ fn a_staged_write_is_committed_before_its_sync_and_acknowledged_after() {
         "a reader sees the commit"
     );
     let mut plain = writer.send_acked(vec![event("r1", 1)]);
-    until("the sync waits at the gate", || gate.sync_waiting());
     let mut durable = staged.durable;
     until("the plain write is committed", || {
         reader.events("r1", 0).unwrap().len() == 1
     });
     assert!(durable.try_recv().is_err(), "acknowledged before the sync");
     assert!(plain.try_recv().is_err(), "acknowledged before the sync");
+    until("the sync waits at the gate", || gate.sync_waiting());
     gate.release_syncs();
     durable.blocking_recv().unwrap().unwrap();
     plain.blocking_recv().unwrap().unwrap();
