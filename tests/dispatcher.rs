@@ -255,6 +255,7 @@ impl Drop for OpenOnDrop {
     fn drop(&mut self) {
         self.0.heal();
         self.0.release();
+        self.0.release_syncs();
     }
 }
 
@@ -379,6 +380,61 @@ async fn subscribers_only_hear_what_the_ledger_already_holds() {
     let run = dispatched.await.unwrap().unwrap().to_json();
     let view = h.show(run["run_id"].as_str().unwrap()).await;
     assert_eq!(view.head.state, RunState::Idle);
+    h.stop().await;
+}
+
+/// Shown at the commit, acknowledged at the sync: with every sync of the WAL held at the
+/// ledger's gate, a subscriber hears the dispatched run — each event in the ledger already —
+/// while the dispatch's reply does not come; once the syncs go on, it does
+/// (docs/ARCHITECTURE.md §"Commit, then publish").
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn events_are_heard_at_their_commit_and_replies_wait_for_its_sync() {
+    let gate = Gate::default();
+    let _open = OpenOnDrop(gate.clone());
+    let h = Harness::start_gated("", Some(gate.clone())).await;
+    let mut events = h.handle.subscribe();
+    let reader = h.reader();
+    gate.hold_syncs();
+    let spec = SpecInput {
+        provider: Some("sim".into()),
+        scenario: Some("quick-success".into()),
+        task: "run the quick-success scenario".into(),
+        cwd: Some(h.home.path().to_path_buf()),
+        ..SpecInput::default()
+    };
+    let handle = h.handle.clone();
+    let mut dispatched = tokio::spawn(async move {
+        handle
+            .request(Request::Dispatch {
+                spec: Box::new(spec),
+            })
+            .await
+    });
+    let run_id = loop {
+        let event = tokio::time::timeout(Duration::from_secs(30), events.recv())
+            .await
+            .expect("the run is heard while its commit's sync is held")
+            .unwrap();
+        in_ledger(&reader, &event).unwrap_or_else(|e| panic!("heard before its commit: {e}"));
+        if let DispatchEvent::RunChanged { run } = &*event {
+            break run.head.run_id.clone();
+        }
+    };
+    assert!(
+        tokio::time::timeout(Duration::from_millis(200), &mut dispatched)
+            .await
+            .is_err(),
+        "the reply came before its commit was synced"
+    );
+    until("the sync waits at the gate", || gate.sync_waiting()).await;
+    gate.release_syncs();
+    let reply = tokio::time::timeout(Duration::from_secs(30), dispatched)
+        .await
+        .expect("the reply comes once the sync goes on")
+        .unwrap()
+        .expect("the dispatch is accepted")
+        .to_json();
+    assert_eq!(reply["run_id"].as_str(), Some(run_id.as_str()));
     h.stop().await;
 }
 

@@ -1427,6 +1427,49 @@ fn a_batch_the_full_disk_refuses_is_kept_and_committed_in_order_once_there_is_ro
     ledger.close();
 }
 
+/// A staged write is told of its commit before the WAL is synced, and acknowledged only
+/// after: with the sync thread held at the gate, its commit resolves and a reader sees the
+/// row, while its durable ack — and a plain ack sent after it — wait; the sync released,
+/// both resolve (docs/ARCHITECTURE.md §"Ledger").
+#[test]
+fn a_staged_write_is_committed_before_its_sync_and_acknowledged_after() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("ledger.sqlite3");
+    let gate = drover_core::ledger::Gate::default();
+    let mut options = LedgerOptions::default();
+    options.writer.gate = Some(gate.clone());
+    let (ledger, _) = Ledger::open(&path, options, 0).unwrap();
+    let writer = ledger.writer();
+    gate.hold_syncs();
+    let staged = writer.send_staged(vec![WriteOp::InsertRun(Box::new(run_record(
+        "r1",
+        RunState::Running,
+        1,
+    )))]);
+    staged
+        .committed
+        .blocking_recv()
+        .expect("told of the commit while its sync is held")
+        .unwrap();
+    let reader = LedgerReader::open(&path).unwrap();
+    assert!(
+        reader.run("r1").unwrap().is_some(),
+        "a reader sees the commit"
+    );
+    let mut plain = writer.send_acked(vec![event("r1", 1)]);
+    let mut durable = staged.durable;
+    until("the plain write is committed", || {
+        reader.events("r1", 0).unwrap().len() == 1
+    });
+    assert!(durable.try_recv().is_err(), "acknowledged before the sync");
+    assert!(plain.try_recv().is_err(), "acknowledged before the sync");
+    until("the sync waits at the gate", || gate.sync_waiting());
+    gate.release_syncs();
+    durable.blocking_recv().unwrap().unwrap();
+    plain.blocking_recv().unwrap().unwrap();
+    ledger.close();
+}
+
 /// A commit that fails (held at a test gate that fails it, as a failing disk would) is
 /// tried again with what came after it: nothing is acknowledged or stored until it
 /// commits, then everything is, in order.

@@ -539,7 +539,7 @@ impl Driver {
             if self.ledger_unavailable() {
                 self.waiting_ops += outbox.ops.len();
             }
-            Some(self.writer.send_acked(outbox.ops))
+            Some(self.writer.send_staged(outbox.ops))
         };
         let _ = self.publish.send(Publication {
             ack,

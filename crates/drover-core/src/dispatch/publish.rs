@@ -1,11 +1,15 @@
-//! Commit-then-publish: events, replies and ledger reads wait for the ledger's ack of the
-//! writes queued before them, in the order they were produced; the reads then run on a
-//! thread of their own.
+//! Commit-then-publish: events wait for the commit of the writes queued before them;
+//! replies and ledger reads wait for those writes to be synced to disk as well; each in
+//! the order they were produced; the reads then run on a thread of their own.
 //!
-//! What must stay true: a subscriber never sees a change that is not on disk, and sees
-//! changes in the order the dispatcher made them (acks complete in commit order, and this
-//! task awaits them one after another); a read sees every write the dispatcher made
-//! before asking for it — but while the ledger cannot write, a turn that wrote nothing
+//! What must stay true: a subscriber never sees a change that is not committed (every
+//! reader of the ledger sees it, a crash of drover keeps it), and sees changes in the
+//! order the dispatcher made them (commits complete in order, and one task awaits them
+//! one after another); nothing is acknowledged — a reply, a read's answer — before the
+//! writes before it are synced (a crash of the machine keeps them; a second task awaits
+//! the syncs in the same order, so a sync never holds back the next turn's events:
+//! docs/ARCHITECTURE.md §"Commit, then publish"); a read sees every write the dispatcher
+//! made before asking for it — but while the ledger cannot write, a turn that wrote nothing
 //! (no ack) has its replies and answers sent at once, from memory or from what is on disk,
 //! not behind writes that wait for the disk
 //! (docs/ARCHITECTURE.md §"When the disk cannot write"); no SQLite call runs on a runtime
@@ -18,14 +22,14 @@ use super::Reply;
 use super::api::{DispatchEvent, Response};
 use super::core::{Fetch, Input, Query, Then};
 use super::projections;
-use crate::ledger::{Ack, LedgerReader};
+use crate::ledger::{Ack, LedgerReader, Staged};
 use crate::{DroverError, ErrorCode};
 
 /// What one turn of the dispatcher's loop sends after its commit.
 pub struct Publication {
-    /// The commit to wait for; `None`: the turn wrote nothing while the ledger cannot
-    /// write, and its replies and answers go at once.
-    pub ack: Option<Ack>,
+    /// The commit (and sync) to wait for; `None`: the turn wrote nothing while the ledger
+    /// cannot write, and its replies and answers go at once.
+    pub ack: Option<Staged>,
     pub events: Vec<DispatchEvent>,
     pub replies: Vec<(Reply, Result<Response, DroverError>)>,
     pub reads: Vec<ReadJob>,
@@ -73,23 +77,71 @@ pub fn spawn(
     })
 }
 
-/// Publishes each publication once its commit is acknowledged, one after another.
+/// What waits for the sync once the events are out.
+struct Acknowledgement {
+    durable: Option<Ack>,
+    replies: Vec<(Reply, Result<Response, DroverError>)>,
+    reads: Vec<ReadJob>,
+}
+
+/// Publishes each publication's events once its commit is done, one after another, and
+/// hands its replies and reads to the task that sends them once the commit is synced.
 fn spawn_in_order(
     mut queue: mpsc::UnboundedReceiver<Publication>,
     events: broadcast::Sender<super::Published>,
     reads: std::sync::mpsc::Sender<ReadJob>,
 ) -> tokio::task::JoinHandle<()> {
+    let (synced_tx, synced) = mpsc::unbounded_channel();
+    let acknowledge = spawn_acknowledge(synced, reads);
     tokio::spawn(async move {
         while let Some(p) = queue.recv().await {
-            let committed = match p.ack {
+            let durable = match p.ack {
+                Some(Staged { committed, durable }) => {
+                    // Not committed (closed unanswered): the durable ack says why.
+                    if let Ok(Ok(())) = committed.await {
+                        publish(&events, p.events);
+                    }
+                    Some(durable)
+                }
+                None => {
+                    publish(&events, p.events);
+                    None
+                }
+            };
+            let next = Acknowledgement {
+                durable,
+                replies: p.replies,
+                reads: p.reads,
+            };
+            if synced_tx.send(next).is_err() {
+                break;
+            }
+        }
+        drop(synced_tx);
+        let _ = acknowledge.await;
+    })
+}
+
+fn publish(to: &broadcast::Sender<super::Published>, events: Vec<DispatchEvent>) {
+    for e in events {
+        let _ = to.send(std::sync::Arc::new(e));
+    }
+}
+
+/// Sends each turn's replies once its writes are synced (or the failure that stopped
+/// them), one turn after another, then hands its reads to the reader thread.
+fn spawn_acknowledge(
+    mut queue: mpsc::UnboundedReceiver<Acknowledgement>,
+    reads: std::sync::mpsc::Sender<ReadJob>,
+) -> tokio::task::JoinHandle<()> {
+    tokio::spawn(async move {
+        while let Some(p) = queue.recv().await {
+            let durable = match p.durable {
                 Some(ack) => ack.await,
                 None => Ok(Ok(())),
             };
-            match committed {
+            match durable {
                 Ok(Ok(())) => {
-                    for e in p.events {
-                        let _ = events.send(std::sync::Arc::new(e));
-                    }
                     for (reply, value) in p.replies {
                         let _ = reply.send(value);
                     }

@@ -33,7 +33,7 @@ pub use retention::RetentionPolicy;
 pub use schema::Synchronous;
 pub use search::{SEARCH_LIMIT_DEFAULT, SEARCH_LIMIT_MAX, SearchHit, SearchSource};
 pub use spend::{SpendBy, SpendRow, SpendView};
-pub use writer::{Ack, Gate, Health, LedgerWriter, WriteOp, WriterOptions};
+pub use writer::{Ack, Gate, Health, LedgerWriter, Staged, WriteOp, WriterOptions};
 
 use rusqlite::Connection;
 use std::path::{Path, PathBuf};
@@ -131,7 +131,8 @@ pub struct LedgerOptions {
     pub retention: RetentionPolicy,
     /// How often the retention pass looks for events to prune.
     pub retention_interval: Duration,
-    /// How a commit reaches the disk ([`Synchronous::Full`] unless a bench compares).
+    /// How a commit reaches the disk ([`Synchronous::Deferred`] unless a bench or a test
+    /// compares).
     pub synchronous: Synchronous,
 }
 
@@ -141,7 +142,7 @@ impl Default for LedgerOptions {
             writer: WriterOptions::default(),
             retention: RetentionPolicy::KEEP_ALL,
             retention_interval: Duration::from_secs(300),
-            synchronous: Synchronous::Full,
+            synchronous: Synchronous::default(),
         }
     }
 }
@@ -152,6 +153,8 @@ pub struct Ledger {
     writer: LedgerWriter,
     health: Health,
     writer_thread: Option<JoinHandle<()>>,
+    /// [`Synchronous::Deferred`]'s sync thread; it ends after the writer.
+    sync_thread: Option<JoinHandle<()>>,
     retention: Option<retention::Retention>,
 }
 
@@ -170,9 +173,31 @@ impl Ledger {
         let (tx, rx) = mpsc::channel();
         let writer_options = options.writer;
         let (health_tx, health) = tokio::sync::watch::channel(None);
+        let (syncer, sync_thread) = match options.synchronous {
+            Synchronous::Deferred => {
+                let mut wal = path.as_os_str().to_owned();
+                wal.push("-wal");
+                let wal = PathBuf::from(wal);
+                // The sync thread checkpoints; the writer's own checkpoint is a backstop.
+                conn.pragma_update(
+                    None,
+                    "wal_autocheckpoint",
+                    writer::BACKSTOP_CHECKPOINT_PAGES,
+                )?;
+                let checkpoints = Connection::open(path)?;
+                schema::configure(&checkpoints, Synchronous::Deferred)?;
+                let (tx, acks) = mpsc::channel();
+                let gate = writer_options.gate.clone();
+                let thread = std::thread::Builder::new()
+                    .name("ledger-sync".into())
+                    .spawn(move || writer::sync_loop(&wal, checkpoints, acks, gate))?;
+                (Some(tx), Some(thread))
+            }
+            Synchronous::Full | Synchronous::Normal => (None, None),
+        };
         let writer_thread = std::thread::Builder::new()
             .name("ledger-writer".into())
-            .spawn(move || writer::run(conn, rx, writer_options, health_tx))?;
+            .spawn(move || writer::run(conn, rx, writer_options, health_tx, syncer))?;
         let writer = LedgerWriter::new(tx);
         let retention = retention::Retention::start(
             path.to_path_buf(),
@@ -186,6 +211,7 @@ impl Ledger {
                 writer,
                 health,
                 writer_thread: Some(writer_thread),
+                sync_thread,
                 retention: Some(retention),
             },
             recovery,
@@ -228,6 +254,12 @@ impl Ledger {
             && handle.join().is_err()
         {
             tracing::error!("ledger: the writer thread panicked");
+        }
+        // The writer gone, the sync thread answers what it was given and ends.
+        if let Some(handle) = self.sync_thread.take()
+            && handle.join().is_err()
+        {
+            tracing::error!("ledger: the sync thread panicked");
         }
     }
 }

@@ -1275,12 +1275,17 @@ pub fn migrate_to(conn: &mut Connection, version: i64) -> Result<(), LedgerError
 /// How a commit reaches the disk.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum Synchronous {
-    /// `synchronous=FULL`: the WAL is synced at every commit, so a commit that returned
-    /// survives a crash of the machine, not only of drover. What the owner uses: drover
-    /// shows and acknowledges only what was committed (docs/ARCHITECTURE.md §"Ledger"),
-    /// and the writer's group commits keep the syncs few (many events per sync).
-    #[default]
+    /// `synchronous=FULL`: the WAL is synced inside every commit, so a commit that
+    /// returned survives a crash of the machine, not only of drover; the next commit waits
+    /// for that sync.
     Full,
+    /// What the owner uses: SQLite commits without a sync (`synchronous=NORMAL`: a commit
+    /// survives a crash of drover at once) and the writer's sync thread syncs the WAL after
+    /// each commit, beside the next one; an acknowledgement waits for that sync, so what
+    /// drover acknowledges survives a crash of the machine, as with `Full`, while what it
+    /// shows needs only the commit (docs/ARCHITECTURE.md §"Commit, then publish").
+    #[default]
+    Deferred,
     /// `synchronous=NORMAL`: the WAL is synced only at checkpoints; the last commits
     /// before a machine crash (or power loss) can be lost. Kept to measure what `Full`
     /// costs (`benches/ledger.rs` runs both).
@@ -1292,7 +1297,7 @@ pub fn configure(conn: &Connection, synchronous: Synchronous) -> Result<(), Ledg
     conn.pragma_update(None, "journal_mode", "WAL")?;
     let mode = match synchronous {
         Synchronous::Full => "FULL",
-        Synchronous::Normal => "NORMAL",
+        Synchronous::Normal | Synchronous::Deferred => "NORMAL",
     };
     conn.pragma_update(None, "synchronous", mode)?;
     conn.pragma_update(None, "foreign_keys", "ON")?;

@@ -4,7 +4,10 @@
 //! What must stay true:
 //! - every write goes through this thread, in the order it was sent;
 //! - a write that asked for an ack is acknowledged only after the transaction holding it
-//!   committed (or with the error that stopped it);
+//!   committed and is on disk — with [`Synchronous::Deferred`](super::Synchronous), once
+//!   the sync thread synced the WAL after that commit — or with the error that stopped it;
+//!   a staged write ([`LedgerWriter::send_staged`]) is told of its commit first, before
+//!   that sync, and only then of the sync (docs/ARCHITECTURE.md §"Commit, then publish");
 //! - one refused op (say, an event with a gap in its seq) is backed out alone — SQLite's
 //!   ABORT keeps the rest of the transaction — and reported on that op's ack;
 //! - it stores what it is given: the dispatcher core redacts every op it sends
@@ -222,15 +225,35 @@ impl WriteOp {
     }
 }
 
-type AckSender = oneshot::Sender<Result<(), LedgerError>>;
+pub(super) type AckSender = oneshot::Sender<Result<(), LedgerError>>;
 
-/// Completes once the transaction holding the write committed.
+/// Completes once the transaction holding the write committed and is on disk (see
+/// [`Staged`] for the two apart).
 pub type Ack = oneshot::Receiver<Result<(), LedgerError>>;
+
+/// What [`LedgerWriter::send_staged`] hands back: the commit, then the sync.
+pub struct Staged {
+    /// Resolves `Ok` once the transaction holding the writes committed: every reader
+    /// sees them, and a crash of drover keeps them. Closed without a value when they were
+    /// not committed (`durable` says why).
+    pub committed: Ack,
+    /// Resolves once they are also synced to disk, so a crash of the machine keeps them:
+    /// what [`LedgerWriter::send_acked`]'s ack means.
+    pub durable: Ack,
+}
+
+/// Who hears of a message's commit.
+pub(super) struct AckTo {
+    /// Told once the writes are committed and synced.
+    durable: AckSender,
+    /// Told as soon as the transaction committed, before its sync.
+    committed: Option<AckSender>,
+}
 
 pub(super) enum Message {
     /// The common case, kept free of a Vec allocation.
     One(WriteOp),
-    Ops(Vec<WriteOp>, Option<AckSender>),
+    Ops(Vec<WriteOp>, Option<AckTo>),
     Shutdown,
 }
 
@@ -270,7 +293,10 @@ impl Default for WriterOptions {
 /// A point each batch passes just before its commit, for tests that prove what waits for
 /// a commit (docs/ARCHITECTURE.md §"Commit, then publish"): [`Gate::hold`] keeps every
 /// batch there until [`Gate::release`]; [`Gate::fail`] makes every commit fail, as a full
-/// disk would, until [`Gate::heal`]. Cheap to clone; clones share one gate.
+/// disk would, until [`Gate::heal`]. The sync thread of
+/// [`Synchronous::Deferred`](super::Synchronous) passes it too, before each sync of the
+/// WAL: [`Gate::hold_syncs`] keeps it there until [`Gate::release_syncs`] (commits go on
+/// meanwhile). Cheap to clone; clones share one gate.
 #[derive(Debug, Clone, Default)]
 pub struct Gate {
     inner: Arc<(Mutex<GateState>, Condvar)>,
@@ -282,6 +308,8 @@ struct GateState {
     fail: Option<String>,
     waiting: bool,
     passed: u64,
+    hold_syncs: bool,
+    sync_waiting: bool,
 }
 
 impl Gate {
@@ -325,6 +353,32 @@ impl Gate {
         self.state().passed
     }
 
+    /// From now on, each sync of the WAL waits until [`Gate::release_syncs`].
+    pub fn hold_syncs(&self) {
+        self.change(|s| s.hold_syncs = true);
+    }
+
+    /// Lets the waiting sync (and every later one) through.
+    pub fn release_syncs(&self) {
+        self.change(|s| s.hold_syncs = false);
+    }
+
+    /// Whether a sync is waiting at the gate now.
+    pub fn sync_waiting(&self) -> bool {
+        self.state().sync_waiting
+    }
+
+    /// The sync thread's side: waits while syncs are held.
+    fn pass_sync(&self) {
+        let (lock, turn) = &*self.inner;
+        let mut s = lock.lock().unwrap_or_else(|p| p.into_inner());
+        s.sync_waiting = true;
+        while s.hold_syncs {
+            s = turn.wait(s).unwrap_or_else(|p| p.into_inner());
+        }
+        s.sync_waiting = false;
+    }
+
     /// The writer's side: waits while held, then says whether the commit may go on.
     fn pass(&self) -> Result<(), String> {
         let (lock, turn) = &*self.inner;
@@ -360,15 +414,45 @@ impl LedgerWriter {
             .map_err(|_| LedgerError::Closed)
     }
 
-    /// Sends writes that commit in the same transaction; the ack resolves after the commit.
+    /// Sends writes that commit in the same transaction; the ack resolves after the commit,
+    /// once it is on disk.
     pub fn send_acked(&self, ops: Vec<WriteOp>) -> Ack {
-        let (ack_tx, ack_rx) = oneshot::channel();
-        if let Err(mpsc::SendError(Message::Ops(_, Some(ack_tx)))) =
-            self.tx.send(Message::Ops(ops, Some(ack_tx)))
-        {
-            let _ = ack_tx.send(Err(LedgerError::Closed));
+        let (durable, ack) = oneshot::channel();
+        self.send_to(
+            ops,
+            AckTo {
+                durable,
+                committed: None,
+            },
+        );
+        ack
+    }
+
+    /// Sends writes that commit in the same transaction, and hears of their commit and of
+    /// their sync apart: what the dispatcher's publisher shows once committed and
+    /// acknowledges once synced (docs/ARCHITECTURE.md §"Commit, then publish").
+    pub fn send_staged(&self, ops: Vec<WriteOp>) -> Staged {
+        let (durable, durable_rx) = oneshot::channel();
+        let (committed, committed_rx) = oneshot::channel();
+        self.send_to(
+            ops,
+            AckTo {
+                durable,
+                committed: Some(committed),
+            },
+        );
+        Staged {
+            committed: committed_rx,
+            durable: durable_rx,
         }
-        ack_rx
+    }
+
+    fn send_to(&self, ops: Vec<WriteOp>, to: AckTo) {
+        if let Err(mpsc::SendError(Message::Ops(_, Some(to)))) =
+            self.tx.send(Message::Ops(ops, Some(to)))
+        {
+            let _ = to.durable.send(Err(LedgerError::Closed));
+        }
     }
 
     /// Sends writes and waits (async) until they are committed.
@@ -415,6 +499,7 @@ pub(super) fn run(
     rx: Receiver<Message>,
     opts: WriterOptions,
     health: tokio::sync::watch::Sender<Option<String>>,
+    syncer: Option<Sender<Vec<AckSender>>>,
 ) {
     // A ledger has the search index; a benchmark drops it to time what it costs.
     let indexed = super::search::has_index(&conn);
@@ -438,9 +523,11 @@ pub(super) fn run(
                 }
                 failures = 0;
                 health.send_if_modified(|h| h.take().is_some());
+                let mut durable = Vec::new();
                 for (message, outcome) in batch.into_iter().zip(outcomes) {
-                    answer(message, outcome);
+                    answer(message, outcome, &mut durable);
                 }
+                to_disk(durable, syncer.as_ref());
                 if stopping {
                     break;
                 }
@@ -460,7 +547,11 @@ pub(super) fn run(
                 if stopping && failures >= TRIES_AFTER_STOP {
                     tracing::error!(%why, "ledger: stopping with writes that never committed (none was acknowledged)");
                     for message in batch {
-                        answer(message, Err(LedgerError::Commit(why.clone())));
+                        answer(
+                            message,
+                            Err(LedgerError::Commit(why.clone())),
+                            &mut Vec::new(),
+                        );
                     }
                     break;
                 }
@@ -603,9 +694,111 @@ fn apply(
     Ok(outcome)
 }
 
-fn answer(message: Message, result: Result<(), LedgerError>) {
-    if let Message::Ops(_, Some(ack)) = message {
-        let _ = ack.send(result);
+/// Tells a committed message's sender of its outcome: at once when it was refused; else
+/// its commit at once, and the sender of its durable ack goes on `durable`, answered once
+/// the commit is on disk ([`to_disk`]).
+fn answer(message: Message, result: Result<(), LedgerError>, durable: &mut Vec<AckSender>) {
+    let Message::Ops(_, Some(to)) = message else {
+        return;
+    };
+    match result {
+        Ok(()) => {
+            if let Some(committed) = to.committed {
+                let _ = committed.send(Ok(()));
+            }
+            durable.push(to.durable);
+        }
+        // The committed sender is dropped unanswered: not committed.
+        Err(e) => {
+            let _ = to.durable.send(Err(e));
+        }
+    }
+}
+
+/// Answers the durable acks of a commit: at once when the commit itself reached the disk
+/// (`synchronous=FULL`), else once the sync thread synced the WAL ([`sync_loop`]).
+fn to_disk(durable: Vec<AckSender>, syncer: Option<&Sender<Vec<AckSender>>>) {
+    if durable.is_empty() {
+        return;
+    }
+    match syncer {
+        None => {
+            for ack in durable {
+                let _ = ack.send(Ok(()));
+            }
+        }
+        Some(syncer) => {
+            if let Err(mpsc::SendError(acks)) = syncer.send(durable) {
+                for ack in acks {
+                    let _ = ack.send(Err(LedgerError::Closed));
+                }
+            }
+        }
+    }
+}
+
+/// How often, at most, [`sync_loop`] checkpoints the WAL into the database file.
+const CHECKPOINT_EVERY: Duration = Duration::from_millis(500);
+/// With [`Synchronous::Deferred`](super::Synchronous), the writer's own automatic
+/// checkpoint (SQLite's default is 1,000 pages) is only a backstop for a WAL the sync
+/// thread's checkpoints could not reset (a reader held it): checkpointing inside a commit
+/// holds every write behind it, and the events waiting for it.
+pub(super) const BACKSTOP_CHECKPOINT_PAGES: i64 = 20_000;
+
+/// The sync thread of [`Synchronous::Deferred`](super::Synchronous): syncs the WAL file
+/// `wal` after commits, then answers their durable acks — every commit handed over while
+/// a sync ran is covered by the next one (one sync for all). It runs beside the writer, so
+/// the writer commits the next batch (and the publisher shows it) while the disk syncs the
+/// last. At most every [`CHECKPOINT_EVERY`], once the acks are answered, it checkpoints the
+/// WAL on its own connection `conn` (passive: the writer goes on meanwhile; the checkpoint
+/// syncs what it copied). Ends when the writer does, once it answered every ack it was
+/// given.
+pub(super) fn sync_loop(
+    wal: &std::path::Path,
+    conn: Connection,
+    acks: Receiver<Vec<AckSender>>,
+    gate: Option<Gate>,
+) {
+    let mut checkpointed = Instant::now();
+    while let Ok(mut waiting) = acks.recv() {
+        if let Some(gate) = &gate {
+            gate.pass_sync();
+        }
+        while let Ok(more) = acks.try_recv() {
+            waiting.extend(more);
+        }
+        match sync_file(wal) {
+            Ok(()) => {
+                for ack in waiting {
+                    let _ = ack.send(Ok(()));
+                }
+            }
+            Err(e) => {
+                tracing::error!(error = %e, wal = %wal.display(), "ledger: the write-ahead log cannot be synced");
+                for ack in waiting {
+                    let _ = ack.send(Err(LedgerError::Commit(format!(
+                        "{} cannot be synced to disk: {e}",
+                        wal.display()
+                    ))));
+                }
+            }
+        }
+        if checkpointed.elapsed() >= CHECKPOINT_EVERY {
+            checkpointed = Instant::now();
+            if let Err(e) = conn.query_row("PRAGMA wal_checkpoint(PASSIVE)", [], |_| Ok(())) {
+                tracing::warn!(error = %e, "ledger: checkpoint failed; the next one tries again");
+            }
+        }
+    }
+}
+
+/// Syncs the file's data to disk. The file gone is nothing to sync: SQLite removes its
+/// WAL only once it checkpointed every frame into the database file and synced that.
+fn sync_file(path: &std::path::Path) -> std::io::Result<()> {
+    match std::fs::File::open(path) {
+        Ok(file) => file.sync_data(),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
+        Err(e) => Err(e),
     }
 }
 
