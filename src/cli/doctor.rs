@@ -272,7 +272,7 @@ pub fn check_provider(
             vec!["--version".to_string()],
         )
     } else if providers::registry::is_acp(name) {
-        // An ACP agent's arguments start its protocol (`--experimental-acp`, `acp`):
+        // An ACP agent's arguments start its protocol (`--acp`, `acp`):
         // its version is asked of the bare command.
         (which::which(command).ok(), vec!["--version".to_string()])
     } else {
@@ -459,7 +459,7 @@ mod tests {
         assert!(fix.contains("[providers.codex]"), "{fix}");
         // An ACP agent not pinned yet: its package, and no tested version claimed.
         let check = check_provider(
-            "gemini",
+            "qwen",
             true,
             "definitely-not-a-command-drover",
             &["--experimental-acp".to_string()],
@@ -469,8 +469,23 @@ mod tests {
         assert_eq!(check.status, "missing");
         assert_eq!(check.tested_version, None);
         let fix = check.fix.unwrap();
-        assert!(fix.contains("npm install -g @google/gemini-cli"), "{fix}");
-        assert!(fix.contains("[providers.gemini]"), "{fix}");
+        assert!(fix.contains("npm install -g @qwen-code/qwen-code"), "{fix}");
+        assert!(fix.contains("[providers.qwen]"), "{fix}");
+        // A pinned ACP agent: the tested version is installed.
+        let check = check_provider(
+            "gemini",
+            true,
+            "definitely-not-a-command-drover",
+            &["--acp".to_string()],
+            None,
+            Path::new("/home/me/.config/drover/config.toml"),
+        );
+        assert_eq!(check.tested_version.as_deref(), Some("0.61.0"));
+        let fix = check.fix.unwrap();
+        assert!(
+            fix.contains("npm install -g @google/gemini-cli@0.61.0"),
+            "{fix}"
+        );
     }
 
     #[test]

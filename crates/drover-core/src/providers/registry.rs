@@ -155,7 +155,7 @@ pub type AcpAgentRow = (
 /// and the version of that package `tests/peers/acp.rs` ran against the conformance
 /// mocks (`None`: not run against them; docs/PROVIDERS.md §"ACP agents").
 pub const ACP_AGENTS: [AcpAgentRow; 6] = [
-    ("gemini", "gemini", "@google/gemini-cli", None),
+    ("gemini", "gemini", "@google/gemini-cli", Some("0.61.0")),
     ("qwen", "qwen", "@qwen-code/qwen-code", None),
     ("copilot", "copilot", "@github/copilot", None),
     ("opencode-acp", "opencode", "opencode-ai", Some("1.18.33")),
