@@ -195,7 +195,9 @@ async fn measure(mode: Mode, runs: u64, lines: u64, asks: u64) -> Figures {
     let (frames, mut draws) = drover_tui::frame::FrameRequester::spawn();
     // The child's stamps of the events handled since the last frame.
     let mut undrawn: Vec<i64> = Vec::new();
-    let mut asked: std::collections::HashSet<String> = Default::default();
+    // Requests seen, by run and request id: an ACP run numbers its requests from 1
+    // (`acp-1`, `acp-2`, …), so the id alone repeats across runs.
+    let mut asked: std::collections::HashSet<(String, String)> = Default::default();
     let mut pressed: HashMap<String, i64> = HashMap::new();
     // A minute with no answer seen is a hang: it is reported with what was waited for.
     let mut deadline = tokio::time::Instant::now() + STALL;
@@ -259,7 +261,7 @@ async fn measure(mode: Mode, runs: u64, lines: u64, asks: u64) -> Figures {
             let now = drover_core::clock::now_micros();
             for run in app.model.runs() {
                 for pending in &run.pending {
-                    if asked.insert(pending.request_id.clone())
+                    if asked.insert((run.summary.head.run_id.clone(), pending.request_id.clone()))
                         && let Some(at) = pending
                             .tool
                             .rsplit(' ')

@@ -42,7 +42,8 @@ if [ -f "$installed" ] && [ "$installed" -nt "$peers/package.json" ] &&
     [ "$installed" -nt "$peers/package-lock.json" ] &&
     [ -x "$peers/node_modules/.bin/claude" ] && [ -x "$peers/node_modules/.bin/codex" ] &&
     [ -x "$peers/node_modules/.bin/opencode" ] && [ -x "$peers/node_modules/.bin/mcp-inspector" ] &&
-    [ -x "$peers/node_modules/.bin/claude-agent-acp" ] && [ -x "$peers/node_modules/.bin/codex-acp" ]; then
+    [ -x "$peers/node_modules/.bin/claude-agent-acp" ] && [ -x "$peers/node_modules/.bin/codex-acp" ] &&
+    [ -x "$peers/node_modules/.bin/gemini" ]; then
     echo "tests/peers: the pinned provider CLIs are installed (npm ci skipped)"
 else
     echo "tests/peers: installing the pinned provider CLIs (npm ci)"

@@ -31,7 +31,14 @@ fn fake_cli(dir: &Path, name: &str, version_line: &str) -> String {
 /// fails, saying how to install them, when they are not there.
 fn installed_clis() -> PathBuf {
     let bin = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/peers/node_modules/.bin");
-    for cli in ["claude", "codex", "opencode"] {
+    for cli in [
+        "claude",
+        "codex",
+        "opencode",
+        "claude-agent-acp",
+        "codex-acp",
+        "gemini",
+    ] {
         assert!(
             bin.join(cli).exists(),
             "the pinned `{cli}` CLI is not installed in {}: run `npm ci` in tests/peers (needs \
@@ -113,7 +120,9 @@ fn doctor_reports_each_cli_its_version_and_the_fix_for_what_is_wrong() {
         format!(
             "[providers.claude-code]\ncommand = \"{claude}\"\n\
              [providers.codex]\ncommand = \"{codex}\"\n\
-             [providers.opencode]\ncommand = \"drover-test-no-such-opencode\"\n"
+             [providers.opencode]\ncommand = \"drover-test-no-such-opencode\"\n\
+             [providers.gemini]\ncommand = \"drover-test-no-such-gemini\"\n\
+             [providers.qwen]\ncommand = \"drover-test-no-such-qwen\"\n"
         ),
     )
     .unwrap();
@@ -149,6 +158,27 @@ fn doctor_reports_each_cli_its_version_and_the_fix_for_what_is_wrong() {
     let fix = o["fix"].as_str().unwrap();
     assert!(fix.contains("npm install -g opencode-ai@"), "{fix}");
     assert!(fix.contains("[providers.opencode]"), "{fix}");
+
+    // A missing ACP agent: its npm package, at the tested version when there is one.
+    let g = provider("gemini");
+    assert_eq!(g["status"], "missing", "{g}");
+    assert!(
+        g["fix"]
+            .as_str()
+            .unwrap()
+            .contains("npm install -g @google/gemini-cli@0.61.0"),
+        "{g}"
+    );
+    let q = provider("qwen");
+    assert_eq!(q["status"], "missing", "{q}");
+    assert_eq!(q["tested_version"], Value::Null, "{q}");
+    assert!(
+        q["fix"]
+            .as_str()
+            .unwrap()
+            .contains("npm install -g @qwen-code/qwen-code"),
+        "{q}"
+    );
 
     let s = provider("sim");
     assert_eq!(s["status"], "ok", "{s}");
@@ -281,10 +311,16 @@ fn doctor_finds_the_pinned_clis_the_tests_installed_and_each_answers_its_version
     assert_eq!(code, 0, "{out}");
     let report: Value = serde_json::from_str(out.trim()).unwrap();
     let installed = installed_clis();
+    // The ACP agents too: `gemini` and `opencode` answer `--version`; claude-agent-acp
+    // and codex-acp answer none, and their npm package's version is shown.
     for (provider, cli) in [
         ("claude-code", "claude"),
         ("codex", "codex"),
         ("opencode", "opencode"),
+        ("opencode-acp", "opencode"),
+        ("claude-acp", "claude-agent-acp"),
+        ("codex-acp", "codex-acp"),
+        ("gemini", "gemini"),
     ] {
         let check = report["providers"]
             .as_array()

@@ -4,8 +4,9 @@
 //! paths, whether a drover owns the data directory — and, for anything missing, the
 //! command that fixes it.
 //!
-//! What must stay true: doctor only looks (a `--version` call per CLI, bounded in time);
-//! it never changes the machine or the data directory. A config file drover refuses does
+//! What must stay true: doctor only looks (a `--version` call per CLI, bounded in time,
+//! and for a CLI that answers none the `package.json` of the npm package that installed
+//! it); it never changes the machine or the data directory. A config file drover refuses does
 //! not stop it: the refusal is reported (with its code and what to change) and the
 //! providers are checked as the defaults name them.
 
@@ -272,7 +273,7 @@ pub fn check_provider(
             vec!["--version".to_string()],
         )
     } else if providers::registry::is_acp(name) {
-        // An ACP agent's arguments start its protocol (`--experimental-acp`, `acp`):
+        // An ACP agent's arguments start its protocol (`--acp`, `acp`):
         // its version is asked of the bare command.
         (which::which(command).ok(), vec!["--version".to_string()])
     } else {
@@ -292,7 +293,11 @@ pub fn check_provider(
         return check;
     };
     check.path = Some(program.clone());
-    check.version = version_of(&program, &version_args);
+    check.version = version_of(&program, &version_args).or_else(|| {
+        // Some CLIs answer no `--version` (claude-agent-acp, codex-acp): the version of
+        // the npm package that installed them, read from its package.json.
+        providers::registry::npm_package(name).and_then(|package| npm_version(&program, package))
+    });
     check.status = match (&check.version, &tested) {
         (None, _) => {
             check.fix = Some(format!(
@@ -313,6 +318,21 @@ pub fn check_provider(
         _ => "ok".into(),
     };
     check
+}
+
+/// The version in the `package.json` of the npm package `package` that `program` (an
+/// npm bin link, or the file it points to) belongs to: the nearest directory above the
+/// resolved file whose `package.json` names that package. Reads files only.
+pub fn npm_version(program: &Path, package: &str) -> Option<String> {
+    let file = std::fs::canonicalize(program).ok()?;
+    file.ancestors().skip(1).take(8).find_map(|dir| {
+        let text = std::fs::read_to_string(dir.join("package.json")).ok()?;
+        let manifest: serde_json::Value = serde_json::from_str(&text).ok()?;
+        if manifest.get("name")?.as_str()? != package {
+            return None;
+        }
+        parse_version(manifest.get("version")?.as_str()?)
+    })
 }
 
 static SEMVER: LazyLock<Regex> =
@@ -459,7 +479,7 @@ mod tests {
         assert!(fix.contains("[providers.codex]"), "{fix}");
         // An ACP agent not pinned yet: its package, and no tested version claimed.
         let check = check_provider(
-            "gemini",
+            "qwen",
             true,
             "definitely-not-a-command-drover",
             &["--experimental-acp".to_string()],
@@ -469,8 +489,50 @@ mod tests {
         assert_eq!(check.status, "missing");
         assert_eq!(check.tested_version, None);
         let fix = check.fix.unwrap();
-        assert!(fix.contains("npm install -g @google/gemini-cli"), "{fix}");
-        assert!(fix.contains("[providers.gemini]"), "{fix}");
+        assert!(fix.contains("npm install -g @qwen-code/qwen-code"), "{fix}");
+        assert!(fix.contains("[providers.qwen]"), "{fix}");
+        // A pinned ACP agent: the tested version is installed.
+        let check = check_provider(
+            "gemini",
+            true,
+            "definitely-not-a-command-drover",
+            &["--acp".to_string()],
+            None,
+            Path::new("/home/me/.config/drover/config.toml"),
+        );
+        assert_eq!(check.tested_version.as_deref(), Some("0.61.0"));
+        let fix = check.fix.unwrap();
+        assert!(
+            fix.contains("npm install -g @google/gemini-cli@0.61.0"),
+            "{fix}"
+        );
+    }
+
+    #[test]
+    fn a_clis_npm_package_gives_its_version_when_it_answers_none() {
+        let root = tempfile::tempdir().unwrap();
+        let package = root.path().join("node_modules/@scope/agent");
+        std::fs::create_dir_all(package.join("dist")).unwrap();
+        std::fs::write(
+            package.join("package.json"),
+            r#"{"name": "@scope/agent", "version": "0.23.1"}"#,
+        )
+        .unwrap();
+        std::fs::write(package.join("dist/index.js"), "").unwrap();
+        // A nested package.json of another name is passed over.
+        std::fs::write(package.join("dist/package.json"), r#"{"name": "dist"}"#).unwrap();
+        let bin = root.path().join("node_modules/.bin");
+        std::fs::create_dir_all(&bin).unwrap();
+        std::os::unix::fs::symlink("../@scope/agent/dist/index.js", bin.join("agent")).unwrap();
+        assert_eq!(
+            npm_version(&bin.join("agent"), "@scope/agent").as_deref(),
+            Some("0.23.1")
+        );
+        assert_eq!(npm_version(&bin.join("agent"), "@other/agent"), None);
+        assert_eq!(
+            npm_version(&root.path().join("missing"), "@scope/agent"),
+            None
+        );
     }
 
     #[test]

@@ -6,7 +6,9 @@
 //! - `claude-acp`: `claude-agent-acp` (@zed-industries/claude-agent-acp, which runs the
 //!   Claude Code the Claude Agent SDK ships) against the Anthropic Messages mock;
 //! - `codex-acp`: `codex-acp` (@zed-industries/codex-acp, a native binary) against the
-//!   OpenAI Responses mock, through a `CODEX_HOME/config.toml` model provider.
+//!   OpenAI Responses mock, through a `CODEX_HOME/config.toml` model provider;
+//! - `gemini`: `gemini --acp` (@google/gemini-cli) against the Gemini API mock, through
+//!   `GOOGLE_GEMINI_BASE_URL` and a fake `GEMINI_API_KEY`.
 //!
 //! For each: a tool permission allowed and one denied (the agent hears it), a rule
 //! answering a request, a follow-up in the same session, the transcript and the usage
@@ -37,6 +39,7 @@ pub enum Agent {
     OpenCode,
     Claude,
     Codex,
+    Gemini,
 }
 
 impl Agent {
@@ -46,6 +49,7 @@ impl Agent {
             Agent::OpenCode => "opencode-acp",
             Agent::Claude => "claude-acp",
             Agent::Codex => "codex-acp",
+            Agent::Gemini => "gemini",
         }
     }
 
@@ -55,6 +59,7 @@ impl Agent {
             Agent::OpenCode => "opencode-ai",
             Agent::Claude => "@zed-industries/claude-agent-acp",
             Agent::Codex => "@zed-industries/codex-acp",
+            Agent::Gemini => "@google/gemini-cli",
         }
     }
 
@@ -63,6 +68,7 @@ impl Agent {
             Agent::OpenCode => Protocol::OpenAiChat,
             Agent::Claude => Protocol::AnthropicMessages,
             Agent::Codex => Protocol::OpenAiResponses,
+            Agent::Gemini => Protocol::Gemini,
         }
     }
 
@@ -78,6 +84,10 @@ impl Agent {
                 json!({"command": command, "description": "Run a command"}),
             ),
             Agent::Codex => Reply::tool_call("exec_command", json!({"cmd": command})),
+            Agent::Gemini => Reply::tool_call(
+                "run_shell_command",
+                json!({"command": command, "description": "Run a command"}),
+            ),
         }
     }
 
@@ -119,6 +129,11 @@ impl Agent {
                 .expect("config.toml");
                 (peers::cli("codex-acp"), Vec::new(), env)
             }
+            Agent::Gemini => (
+                peers::cli("gemini"),
+                vec!["--acp".to_string()],
+                gemini_env(root, &mock.url()),
+            ),
         };
         let mut env: toml::Table = env
             .into_iter()
@@ -144,6 +159,29 @@ impl Agent {
         config.insert("providers".into(), toml::Value::Table(providers));
         toml::to_string(&config).expect("a config file")
     }
+}
+
+/// Gemini CLI's environment: the mock as its Gemini API (`GOOGLE_GEMINI_BASE_URL`), a
+/// fake key, and a throwaway `HOME` whose `.gemini/settings.json` picks the API-key
+/// login (no browser, no Google account), fixes the model (no routing request first) and
+/// turns off its update check, usage statistics and telemetry.
+pub fn gemini_env(root: &Path, api_url: &str) -> Vec<(String, String)> {
+    let home = root.join("gemini-home");
+    let settings = json!({
+        "security": {"auth": {"selectedType": "gemini-api-key"}},
+        "model": {"name": "gemini-2.5-pro"},
+        "general": {"disableAutoUpdate": true, "disableUpdateNag": true},
+        "privacy": {"usageStatisticsEnabled": false},
+        "telemetry": {"enabled": false}
+    });
+    std::fs::create_dir_all(home.join(".gemini")).expect("gemini home");
+    std::fs::write(home.join(".gemini/settings.json"), settings.to_string())
+        .expect("settings.json");
+    vec![
+        ("GOOGLE_GEMINI_BASE_URL".into(), api_url.to_string()),
+        ("GEMINI_API_KEY".into(), "mock-gemini-key".into()),
+        ("HOME".into(), home.display().to_string()),
+    ]
 }
 
 impl Agent {
@@ -179,6 +217,21 @@ impl Agent {
                 assert!(
                     view["cost_usd"].as_f64().is_some_and(|c| c > 0.0),
                     "{view:#}"
+                );
+            }
+            // Gemini CLI reports each turn's tokens (every model request's, summed) in
+            // its answer's `_meta.quota`, and no money; no catalog prices its model:
+            // unpriced, never $0.
+            Agent::Gemini => {
+                assert_eq!(input, requests * usage.input, "{view:#}");
+                assert_eq!(output, requests * usage.output, "{view:#}");
+                assert_eq!(view["cost_basis"], "unpriced", "{view:#}");
+                assert!(
+                    view["usage"].as_array().is_some_and(|rows| !rows.is_empty()
+                        && rows
+                            .iter()
+                            .all(|r| r["model"] == "gemini-2.5-pro" && r["cost_usd"].is_null())),
+                    "the rows name the model Gemini used, none with a cost: {view:#}"
                 );
             }
             // codex-acp reports no tokens and no cost: unpriced, never $0.
@@ -323,9 +376,11 @@ async fn allowed_denied_rule_and_follow_up(agent: Agent) {
     assert_eq!(denial.len(), 1, "{}", crate::mock::describe(&requests));
     let heard = denial[0].content.to_lowercase();
     assert!(
-        ["reject", "denied", "declined", "abort", "refused"]
-            .iter()
-            .any(|w| heard.contains(w)),
+        [
+            "reject", "denied", "declined", "abort", "refused", "canceled"
+        ]
+        .iter()
+        .any(|w| heard.contains(w)),
         "the model hears the denial: {denial:?}"
     );
 
@@ -447,6 +502,9 @@ async fn restart_and_resume_through_session_load(agent: Agent) {
         .as_str()
         .unwrap_or_else(|| panic!("no provider session: {first:#}"))
         .to_string();
+    if agent == Agent::Gemini {
+        next_wall_clock_minute().await;
+    }
     let mut rig = rig;
     rig.drover
         .stop_serve(nix::sys::signal::Signal::SIGTERM)
@@ -480,6 +538,22 @@ async fn restart_and_resume_through_session_load(agent: Agent) {
         .await;
 }
 
+/// Waits until the wall clock's minute has turned (at most 61 s).
+///
+/// Gemini CLI 0.61.0 names a session's file by the minute it opens it and the session's
+/// id (`chats/session-YYYY-MM-DDTHH-MM-ID8.jsonl`); `session/load` opens its recording
+/// before it reads the session, so a load in the minute the session was created appends
+/// a fresh, empty history to the same file and then, racing that write, may find no
+/// resumable session ("No previous sessions found for this project."). A drover restarted
+/// a minute later loads it every time (tests/peers/README.md, Gemini CLI).
+async fn next_wall_clock_minute() {
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap_or_default();
+    let into = now.as_secs() % 60;
+    tokio::time::sleep(Duration::from_secs(61 - into)).await;
+}
+
 macro_rules! agent_tests {
     ($module:ident, $agent:expr) => {
         mod $module {
@@ -508,3 +582,4 @@ macro_rules! agent_tests {
 agent_tests!(opencode_acp, Agent::OpenCode);
 agent_tests!(claude_acp, Agent::Claude);
 agent_tests!(codex_acp, Agent::Codex);
+agent_tests!(gemini, Agent::Gemini);

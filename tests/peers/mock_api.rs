@@ -342,6 +342,86 @@ async fn chat_completions_stream_tool_call_deltas_a_usage_chunk_and_done() {
 }
 
 #[tokio::test]
+async fn gemini_streams_text_and_a_whole_function_call_with_usage_last() {
+    let mock = MockApi::start(
+        Protocol::Gemini,
+        [
+            Reply::text("Hello there"),
+            Reply::tool_call(
+                "run_shell_command",
+                json!({"command": "ls", "description": "list"}),
+            ),
+            Reply::error(429),
+        ],
+    )
+    .await;
+    let path = "/v1beta/models/gemini-2.5-pro:streamGenerateContent?alt=sse";
+    let turn = json!({"contents": [{"role": "user", "parts": [{"text": "go"}]}],
+        "tools": [{"functionDeclarations": [{"name": "run_shell_command"}]}]});
+    let events = |body: &str| -> Vec<Value> {
+        sse(body)
+            .iter()
+            .map(|(_, d)| serde_json::from_str(d).unwrap())
+            .collect()
+    };
+    let (status, _, body) = post(&mock, path, turn.clone()).await;
+    assert_eq!(status, 200);
+    let text = events(&body);
+    let joined: String = text
+        .iter()
+        .filter_map(|e| e["candidates"][0]["content"]["parts"][0]["text"].as_str())
+        .collect();
+    assert_eq!(joined, "Hello there");
+    // Only the last event ends the answer and carries its usage.
+    let last = text.last().unwrap();
+    assert_eq!(last["candidates"][0]["finishReason"], "STOP");
+    assert_eq!(last["usageMetadata"]["promptTokenCount"], 1000);
+    assert_eq!(last["usageMetadata"]["candidatesTokenCount"], 100);
+    assert!(
+        text[..text.len() - 1]
+            .iter()
+            .all(|e| e.get("usageMetadata").is_none())
+    );
+
+    let (_, _, body) = post(&mock, path, turn.clone()).await;
+    let call = events(&body);
+    assert_eq!(call.len(), 1);
+    assert_eq!(
+        call[0]["candidates"][0]["content"]["parts"][0]["functionCall"],
+        json!({"name": "run_shell_command", "args": {"command": "ls", "description": "list"}})
+    );
+
+    let (status, _, body) = post(&mock, path, turn).await;
+    assert_eq!(status, 429);
+    let error: Value = serde_json::from_str(&body).unwrap();
+    assert_eq!(error["error"]["status"], "RESOURCE_EXHAUSTED");
+
+    // Helpers' unary calls are answered and leave the script alone.
+    let (status, _, body) = post(
+        &mock,
+        "/v1beta/models/gemini-2.5-flash:generateContent",
+        json!({"contents": []}),
+    )
+    .await;
+    assert_eq!(status, 200);
+    assert!(body.contains("next_speaker"), "{body}");
+    let (status, _, _) = post(&mock, "/v1beta/models/x:countTokens", json!({})).await;
+    assert_eq!(status, 200);
+
+    let follow_up = json!({"contents": [
+        {"role": "user", "parts": [{"text": "go"}]},
+        {"role": "model", "parts": [{"functionCall": {"id": "c1", "name": "run_shell_command", "args": {}}}]},
+        {"role": "user", "parts": [{"functionResponse": {"id": "c1", "name": "run_shell_command",
+            "response": {"error": "Tool was canceled by the user."}}}]}
+    ]});
+    let results = crate::mock::gemini::tool_results(&follow_up);
+    assert_eq!(results.len(), 1);
+    assert_eq!(results[0].call_id, "c1");
+    assert_eq!(results[0].content, "Tool was canceled by the user.");
+    assert!(results[0].is_error);
+}
+
+#[tokio::test]
 async fn a_delayed_reply_waits_and_ends_when_the_mock_is_dropped() {
     let mock = MockApi::start(
         Protocol::AnthropicMessages,

@@ -1,6 +1,7 @@
 //! Mock model APIs on 127.0.0.1 for the real provider CLIs: the Anthropic Messages API
-//! (Claude Code), the OpenAI Responses API (Codex) and the OpenAI chat completions API
-//! (OpenCode), each streaming server-sent events the way the real service does.
+//! (Claude Code), the OpenAI Responses API (Codex), the OpenAI chat completions API
+//! (OpenCode) and the Gemini API (Gemini CLI), each streaming server-sent events the way
+//! the real service does.
 //!
 //! A [`MockApi`] binds a random loopback port, answers each model request with the next
 //! scripted [`Reply`] (text, a tool call, an HTTP error with its retry hint, each with an
@@ -16,6 +17,7 @@
 
 pub mod anthropic;
 pub mod chat;
+pub mod gemini;
 pub mod responses;
 
 use std::collections::VecDeque;
@@ -47,6 +49,8 @@ pub enum Protocol {
     OpenAiResponses,
     /// `POST /v1/chat/completions`.
     OpenAiChat,
+    /// `POST /v1beta/models/MODEL:streamGenerateContent?alt=sse`.
+    Gemini,
 }
 
 /// Token counts a reply reports.
@@ -332,6 +336,7 @@ impl MockApi {
             Protocol::AnthropicMessages => anthropic::tool_results(&request.body),
             Protocol::OpenAiResponses => responses::tool_results(&request.body),
             Protocol::OpenAiChat => chat::tool_results(&request.body),
+            Protocol::Gemini => gemini::tool_results(&request.body),
         }
     }
 }
@@ -406,6 +411,7 @@ async fn handle(
         Protocol::AnthropicMessages => anthropic::route(&method, uri.path(), &body),
         Protocol::OpenAiResponses => responses::route(&method, uri.path(), &body),
         Protocol::OpenAiChat => chat::route(&method, uri.path(), &body),
+        Protocol::Gemini => gemini::route(&method, uri.path(), &body),
     };
     let (served, reply) = match &route {
         Route::Model { side: false } => {
@@ -479,6 +485,7 @@ async fn handle(
                         Protocol::OpenAiResponses | Protocol::OpenAiChat => {
                             openai_error_body(*status, message)
                         }
+                        Protocol::Gemini => gemini::error_body(*status, message),
                     };
                     let status =
                         StatusCode::from_u16(*status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
@@ -489,6 +496,7 @@ async fn handle(
                         Protocol::AnthropicMessages => anthropic::stream(&reply, &context),
                         Protocol::OpenAiResponses => responses::stream(&reply, &context),
                         Protocol::OpenAiChat => chat::stream(&reply, &context),
+                        Protocol::Gemini => gemini::stream(&reply, &context),
                     };
                     sse_response(events)
                 }

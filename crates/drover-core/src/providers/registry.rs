@@ -155,7 +155,7 @@ pub type AcpAgentRow = (
 /// and the version of that package `tests/peers/acp.rs` ran against the conformance
 /// mocks (`None`: not run against them; docs/PROVIDERS.md §"ACP agents").
 pub const ACP_AGENTS: [AcpAgentRow; 6] = [
-    ("gemini", "gemini", "@google/gemini-cli", None),
+    ("gemini", "gemini", "@google/gemini-cli", Some("0.61.0")),
     ("qwen", "qwen", "@qwen-code/qwen-code", None),
     ("copilot", "copilot", "@github/copilot", None),
     ("opencode-acp", "opencode", "opencode-ai", Some("1.18.33")),
@@ -187,10 +187,20 @@ pub fn install_command(provider: &str) -> Option<String> {
     if let Some(pinned) = traits(provider).and_then(|t| t.pinned) {
         return Some(pinned.install_command());
     }
-    ACP_AGENTS
-        .iter()
-        .find(|(name, ..)| *name == provider)
-        .map(|(_, _, package, _)| format!("npm install -g {package}"))
+    npm_package(provider).map(|package| format!("npm install -g {package}"))
+}
+
+/// The npm package that installs the provider's CLI (pinned or not), if drover knows one.
+pub fn npm_package(provider: &str) -> Option<&'static str> {
+    traits(provider)
+        .and_then(|t| t.pinned)
+        .map(|p| p.package)
+        .or_else(|| {
+            ACP_AGENTS
+                .iter()
+                .find(|(name, ..)| *name == provider)
+                .map(|(_, _, package, _)| *package)
+        })
 }
 
 /// A built-in ACP agent's entry (an [`ACP_AGENTS`] row), pinned at the version the

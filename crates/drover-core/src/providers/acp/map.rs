@@ -7,7 +7,7 @@
 //! every text kept from the agent is clipped; a tool call's end is reported once, and
 //! only for a call whose start was (docs/PROVIDERS.md §"ACP agents").
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 use agent_client_protocol::v1::schema::{
     ContentBlock, PermissionOption, PermissionOptionId, PermissionOptionKind, PlanEntryStatus,
@@ -38,6 +38,8 @@ const TOOLS_MAX: usize = 4096;
 pub struct Updates {
     /// The calls started and not yet ended: id → title.
     open_tools: BTreeMap<String, String>,
+    /// The calls of this turn that ended (so an update cannot start one again).
+    ended_tools: BTreeSet<String>,
     /// The agent's text in the turn in flight.
     text: String,
     /// The session's running cost in dollars, when the agent reports one in USD.
@@ -48,6 +50,7 @@ impl Updates {
     /// Forgets the turn's text (a new turn starts).
     pub fn start_turn(&mut self) {
         self.text.clear();
+        self.ended_tools.clear();
     }
 
     /// The session's running cost in dollars, as the agent last reported it.
@@ -77,6 +80,16 @@ impl Updates {
             SessionUpdate::ToolCall(call) => self.tool_call(call),
             SessionUpdate::ToolCallUpdate(update) => {
                 let id = update.tool_call_id.0.to_string();
+                // A call the agent never announced with `tool_call`, whose update carries
+                // a title, starts here (Gemini CLI 0.61.0 sends a call it asked about
+                // only as updates: the permission request's, then `completed`).
+                if update.fields.title.is_some()
+                    && !self.open_tools.contains_key(&id)
+                    && !self.ended_tools.contains(&id)
+                    && let Ok(call) = ToolCall::try_from(update.clone())
+                {
+                    return self.tool_call(call);
+                }
                 let fields = update.fields;
                 match fields.status {
                     Some(ToolCallStatus::Completed | ToolCallStatus::Failed) => {
@@ -160,6 +173,9 @@ impl Updates {
         if self.open_tools.remove(&id).is_none() {
             return Vec::new();
         }
+        if self.ended_tools.len() < TOOLS_MAX {
+            self.ended_tools.insert(id.clone());
+        }
         vec![ProviderEvent::ToolFinished {
             tool_use_id: id,
             is_error,
@@ -189,18 +205,25 @@ impl Updates {
             StopReason::Cancelled => (false, "cancelled"),
             _ => (true, "error_during_execution"),
         };
-        let tokens = response.usage.as_ref().map(|u| {
-            let reasoning = u.thought_tokens.unwrap_or(0);
-            let cache_read = u.cached_read_tokens.unwrap_or(0);
-            let cache_write = u.cached_write_tokens.unwrap_or(0);
-            Tokens {
-                input: u.input_tokens.saturating_sub(cache_read + cache_write),
-                output: u.output_tokens.saturating_sub(reasoning),
-                reasoning,
-                cache_read,
-                cache_write,
-            }
-        });
+        let quota = quota_of(response.meta.as_ref());
+        let tokens = response
+            .usage
+            .as_ref()
+            .map(|u| {
+                let reasoning = u.thought_tokens.unwrap_or(0);
+                let cache_read = u.cached_read_tokens.unwrap_or(0);
+                let cache_write = u.cached_write_tokens.unwrap_or(0);
+                Tokens {
+                    input: u.input_tokens.saturating_sub(cache_read + cache_write),
+                    output: u.output_tokens.saturating_sub(reasoning),
+                    reasoning,
+                    cache_read,
+                    cache_write,
+                }
+            })
+            .or(quota.as_ref().map(|q| q.tokens));
+        // The run's model, else the one model the agent says it used.
+        let model = model.or(quota.as_ref().and_then(|q| q.model.as_deref()));
         let model_usage = match (tokens, model) {
             (Some(tokens), Some(model)) => vec![ModelUsage {
                 model: model.to_string(),
@@ -271,6 +294,46 @@ impl Updates {
             })
             .collect()
     }
+}
+
+/// The tokens a turn's answer reports in its `_meta` rather than in `usage`, as Gemini
+/// CLI 0.61.0 does: `_meta.quota.token_count {input_tokens, output_tokens}` for the
+/// turn, and `model_usage[].model` naming the models it used.
+#[derive(Debug, Clone, PartialEq)]
+struct Quota {
+    tokens: Tokens,
+    /// The model, when the agent names exactly one.
+    model: Option<String>,
+}
+
+fn quota_of(meta: Option<&serde_json::Map<String, Value>>) -> Option<Quota> {
+    let quota = meta?.get("quota")?;
+    let count = quota.get("token_count")?;
+    let input = count.get("input_tokens")?.as_u64()?;
+    let output = count
+        .get("output_tokens")
+        .and_then(Value::as_u64)
+        .unwrap_or(0);
+    let models: Vec<&str> = quota
+        .get("model_usage")
+        .and_then(Value::as_array)
+        .map(|rows| {
+            rows.iter()
+                .filter_map(|r| r.get("model").and_then(Value::as_str))
+                .collect()
+        })
+        .unwrap_or_default();
+    Some(Quota {
+        tokens: Tokens {
+            input,
+            output,
+            ..Tokens::default()
+        },
+        model: match models[..] {
+            [one] => Some(clip(one, TITLE_MAX)),
+            _ => None,
+        },
+    })
 }
 
 fn stop_word(reason: &StopReason) -> &'static str {

@@ -227,3 +227,59 @@ fn a_turn_with_neither_tokens_nor_money_is_booked_under_an_unpriceable_row() {
     };
     assert!(t.model_usage.is_empty(), "{t:?}");
 }
+
+#[test]
+fn a_call_announced_only_by_updates_starts_and_ends_once() {
+    // Gemini CLI 0.61.0: the permission request's call, then one `completed` update
+    // with its title, and no `tool_call`.
+    let mut u = Updates::default();
+    u.start_turn();
+    let completed = SessionUpdate::ToolCallUpdate(ToolCallUpdate::new(
+        "g1",
+        ToolCallUpdateFields::new()
+            .status(ToolCallStatus::Completed)
+            .title("touch a.txt".to_string())
+            .kind(ToolKind::Execute),
+    ));
+    let events = u.read(completed.clone());
+    assert!(
+        matches!(&events[..], [
+            ProviderEvent::ToolStarted { tool_use_id, name, .. },
+            ProviderEvent::ToolFinished { tool_use_id: ended, is_error: false, .. },
+        ] if tool_use_id == "g1" && name == "touch a.txt" && ended == "g1"),
+        "{events:?}"
+    );
+    // The same update again neither starts nor ends it a second time.
+    assert!(u.read(completed).is_empty());
+    // An update without a title for a call never started is still nothing.
+    assert!(
+        u.read(SessionUpdate::ToolCallUpdate(ToolCallUpdate::new(
+            "g2",
+            ToolCallUpdateFields::new().status(ToolCallStatus::Completed),
+        )))
+        .is_empty()
+    );
+}
+
+#[test]
+fn tokens_reported_in_the_answers_meta_are_the_turns() {
+    // Gemini CLI 0.61.0 reports a turn's tokens in `_meta.quota`, not in `usage`.
+    let mut u = Updates::default();
+    let meta = json!({"quota": {"token_count": {"input_tokens": 2400, "output_tokens": 160},
+        "model_usage": [{"model": "gemini-2.5-pro",
+                         "token_count": {"input_tokens": 2400, "output_tokens": 160}}]}});
+    let response = PromptResponse::new(StopReason::EndTurn).meta(meta.as_object().cloned());
+    let end = u.turn_end(&response, None, "s1", 5);
+    let [ProviderEvent::TurnCompleted(t)] = &end[..] else {
+        panic!("{end:?}")
+    };
+    assert_eq!((t.tokens.input, t.tokens.output), (2400, 160));
+    assert_eq!(t.model_usage.len(), 1, "{t:?}");
+    assert_eq!(t.model_usage[0].model, "gemini-2.5-pro");
+    // The run's own model wins over the agent's word.
+    let end = u.turn_end(&response, Some("m1"), "s1", 5);
+    let [ProviderEvent::TurnCompleted(t)] = &end[..] else {
+        panic!("{end:?}")
+    };
+    assert_eq!(t.model_usage[0].model, "m1");
+}
