@@ -494,6 +494,35 @@ impl TurnEnd {
     }
 }
 
+/// A tag unique to one start of a provider's CLI, for the ids of the requests it asks
+/// (`<tag>-<its own id>`) where the CLI numbers them afresh in every process (Codex's
+/// JSON-RPC ids, an ACP adapter's count). A run keeps its broker across a wake and its
+/// ledger across restarts, so a request id must never come back in the same run: a
+/// repeated one would be dropped as already answered, or take a late answer meant for
+/// the earlier request (docs/ARCHITECTURE.md §"Permission prompts").
+pub fn launch_tag() -> String {
+    static STARTS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    let start = STARTS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let ms = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as u64);
+    format!("{}{}", base36(ms), base36(start % 1296))
+}
+
+fn base36(mut n: u64) -> String {
+    const DIGITS: &[u8; 36] = b"0123456789abcdefghijklmnopqrstuvwxyz";
+    let mut out = Vec::new();
+    loop {
+        out.push(DIGITS[(n % 36) as usize]);
+        n /= 36;
+        if n == 0 {
+            break;
+        }
+    }
+    out.reverse();
+    String::from_utf8(out).unwrap_or_default()
+}
+
 /// A line for the transcript from an adapter (something skipped, a warning).
 pub fn notice(text: String) -> ProviderEvent {
     ProviderEvent::Notice { text }

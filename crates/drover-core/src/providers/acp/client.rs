@@ -147,6 +147,8 @@ pub(super) struct Conversation {
     turns: u64,
     pending: BTreeMap<String, Pending>,
     next_request: u64,
+    /// This start's tag, before each request's number ([`crate::providers::launch_tag`]).
+    request_tag: String,
     replies: mpsc::UnboundedSender<Reply>,
 }
 
@@ -183,6 +185,7 @@ impl Conversation {
             turns: 0,
             pending: BTreeMap::new(),
             next_request: 0,
+            request_tag: crate::providers::launch_tag(),
             replies,
         }
     }
@@ -840,7 +843,7 @@ impl Conversation {
                     return;
                 }
                 self.next_request += 1;
-                let request_id = format!("acp-{}", self.next_request);
+                let request_id = format!("acp-{}-{}", self.request_tag, self.next_request);
                 let fields = &request.tool_call.fields;
                 let title = fields.title.clone().unwrap_or_else(|| "tool".to_string());
                 let ask = map::ask_of(

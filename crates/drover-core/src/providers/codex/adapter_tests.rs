@@ -257,9 +257,9 @@ async fn app_server_handshake_thread_turn_approval_and_shutdown() {
     let Some(ProviderEvent::PermissionRequested(request)) = events.last() else {
         panic!("{events:?}");
     };
-    assert_eq!(request.request_id, "0");
+    assert!(request.request_id.ends_with("-0"), "{request:?}");
     run.send(ProviderCommand::Answer {
-        request_id: "0".into(),
+        request_id: request.request_id.clone(),
         answer: PermissionAnswer::Allow { always: false },
     });
     let events = run
@@ -312,15 +312,18 @@ async fn app_server_shutdown_mid_turn_cancels_the_approval_and_interrupts_first(
     run.send(ProviderCommand::StartTurn {
         prompt: "Touch x".into(),
     });
-    run.until(|e| matches!(e, ProviderEvent::PermissionRequested(_)))
+    let asked = run
+        .until(|e| matches!(e, ProviderEvent::PermissionRequested(_)))
         .await;
+    let Some(ProviderEvent::PermissionRequested(request)) = asked.last() else {
+        panic!("{asked:?}");
+    };
+    let request_id = request.request_id.clone();
     run.send(ProviderCommand::Shutdown);
     let events = run.until_exited().await;
     let end = &ends(&events)[0];
     assert_eq!(end.subtype, "interrupted", "{events:?}");
-    assert!(events.contains(&ProviderEvent::PermissionWithdrawn {
-        request_id: "0".into()
-    }));
+    assert!(events.contains(&ProviderEvent::PermissionWithdrawn { request_id }));
     let lines = run.stdin_lines();
     assert!(
         lines

@@ -148,6 +148,9 @@ pub struct AppState {
     queued: VecDeque<String>,
     turn: Option<Turn>,
     approvals: BTreeMap<String, Approval>,
+    /// This process's tag, before Codex's own id in each request id
+    /// ([`crate::providers::launch_tag`]).
+    pub request_tag: String,
     /// File changes by item id (from `item/started`), shown with their approval request.
     file_changes: BTreeMap<String, Vec<EditedFile>>,
     rate_limited: bool,
@@ -339,6 +342,7 @@ impl AppState {
             queued: VecDeque::new(),
             turn: None,
             approvals: BTreeMap::new(),
+            request_tag: crate::providers::launch_tag(),
             file_changes: BTreeMap::new(),
             rate_limited: false,
             streamed_chars: 0,
@@ -531,12 +535,17 @@ impl AppState {
         }
     }
 
+    /// drover's id of the request Codex numbered `id` in this process.
+    fn request_id(&self, id: &Value) -> String {
+        match id {
+            Value::String(s) => format!("{}-{s}", self.request_tag),
+            other => format!("{}-{other}", self.request_tag),
+        }
+    }
+
     fn server_request(&mut self, method: &str, id: Value, message: &Value) -> Vec<ProviderEvent> {
         let params = message.get("params").unwrap_or(&Value::Null);
-        let request_id = match &id {
-            Value::String(s) => s.clone(),
-            other => other.to_string(),
-        };
+        let request_id = self.request_id(&id);
         let reason = Some(str_of(params, "reason"))
             .filter(|r| !r.is_empty())
             .map(str::to_string);
@@ -737,11 +746,7 @@ impl AppState {
                 events.extend(self.next_turn(now));
             }
             "serverRequest/resolved" => {
-                let request_id = match params.get("requestId") {
-                    Some(Value::String(s)) => s.clone(),
-                    Some(other) => other.to_string(),
-                    None => String::new(),
-                };
+                let request_id = self.request_id(params.get("requestId").unwrap_or(&Value::Null));
                 if self.approvals.remove(&request_id).is_some() {
                     events.push(ProviderEvent::PermissionWithdrawn { request_id });
                 }

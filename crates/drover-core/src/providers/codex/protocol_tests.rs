@@ -561,7 +561,7 @@ fn an_approval_is_asked_and_answered_with_the_servers_id() {
         let [ProviderEvent::PermissionRequested(request)] = &events[..] else {
             panic!("{events:?}");
         };
-        assert_eq!(request.request_id, "0");
+        assert_eq!(request.request_id, format!("{}-0", state.request_tag));
         assert_eq!(request.kind, RequestKind::Permission);
         assert_eq!(request.tool, "shell");
         assert_eq!(
@@ -580,7 +580,9 @@ fn an_approval_is_asked_and_answered_with_the_servers_id() {
             ))
         );
         assert_eq!(request.tool_use_id.as_deref(), Some("call_1"));
-        state.answer("0", &answer).unwrap();
+        state
+            .answer(&format!("{}-0", state.request_tag), &answer)
+            .unwrap();
         assert_eq!(
             sent(&mut state),
             vec![json!({"jsonrpc": "2.0", "id": 0, "result": {"decision": decision}})]
@@ -592,7 +594,11 @@ fn an_approval_is_asked_and_answered_with_the_servers_id() {
         );
         assert!(events.is_empty(), "{events:?}");
         // A second answer finds nothing pending.
-        assert!(state.answer("0", &answer).is_err());
+        assert!(
+            state
+                .answer(&format!("{}-0", state.request_tag), &answer)
+                .is_err()
+        );
     }
 }
 
@@ -617,7 +623,7 @@ fn a_file_change_approval_shows_the_changes_of_its_item() {
     let [ProviderEvent::PermissionRequested(request)] = &events[..] else {
         panic!("{events:?}");
     };
-    assert_eq!(request.request_id, "req-7");
+    assert_eq!(request.request_id, format!("{}-req-7", state.request_tag));
     assert_eq!(request.tool, "apply_patch");
     assert_eq!(
         request.ask,
@@ -636,7 +642,10 @@ fn a_file_change_approval_shows_the_changes_of_its_item() {
         ))
     );
     state
-        .answer("req-7", &PermissionAnswer::Allow { always: false })
+        .answer(
+            &format!("{}-req-7", state.request_tag),
+            &PermissionAnswer::Allow { always: false },
+        )
         .unwrap();
     assert_eq!(sent(&mut state)[0]["id"], "req-7");
 }
@@ -659,7 +668,10 @@ fn allow_always_is_only_sent_when_codex_offers_it() {
     );
     assert_eq!(request.always, None);
     state
-        .answer("3", &PermissionAnswer::Allow { always: true })
+        .answer(
+            &format!("{}-3", state.request_tag),
+            &PermissionAnswer::Allow { always: true },
+        )
         .unwrap();
     assert_eq!(
         sent(&mut state),
@@ -682,7 +694,7 @@ fn a_request_the_server_resolves_by_itself_is_withdrawn() {
     assert_eq!(
         events,
         vec![ProviderEvent::PermissionWithdrawn {
-            request_id: "4".into()
+            request_id: format!("{}-4", state.request_tag)
         }]
     );
 }
@@ -699,7 +711,7 @@ fn an_interrupt_cancels_pending_approvals_and_interrupts_the_turn() {
     assert_eq!(
         events,
         vec![ProviderEvent::PermissionWithdrawn {
-            request_id: "0".into()
+            request_id: format!("{}-0", state.request_tag)
         }]
     );
     let out = sent(&mut state);
@@ -1266,4 +1278,24 @@ fn exec_hostile_lines_are_notices() {
     let end = turn_end(&state.parse_line(r#"{"type": "turn.completed", "usage": "x"}"#));
     assert_eq!(end.tokens, Tokens::default());
     assert!(end.model_usage.is_empty());
+}
+
+#[test]
+fn a_request_of_a_later_codex_process_never_has_an_earlier_ones_id() {
+    // Codex numbers its requests afresh in every process; the run (its broker, its
+    // ledger) outlives the process across a wake or a restart.
+    let ask = json!({"method": "item/commandExecution/requestApproval", "id": 0,
+        "params": {"threadId": THREAD, "turnId": TURN, "itemId": "c", "command": "x"}});
+    let ids: Vec<String> = (0..50)
+        .map(|_| {
+            let mut state = turn_running();
+            let events = line(&mut state, ask.clone());
+            let [ProviderEvent::PermissionRequested(request)] = &events[..] else {
+                panic!("{events:?}");
+            };
+            request.request_id.clone()
+        })
+        .collect();
+    let distinct: std::collections::BTreeSet<&String> = ids.iter().collect();
+    assert_eq!(distinct.len(), ids.len(), "{ids:?}");
 }
