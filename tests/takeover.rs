@@ -109,7 +109,12 @@ fn a_run_taken_over_is_handed_back_with_its_turns_their_cost_and_its_change() {
         .unwrap()
         .iter()
         .filter(|h| h["source"] == "text")
-        .map(|h| (h["turn"].as_u64().unwrap(), h["line"].as_str().unwrap().to_string()))
+        .map(|h| {
+            (
+                h["turn"].as_u64().unwrap(),
+                h["line"].as_str().unwrap().to_string(),
+            )
+        })
         .collect();
     assert_eq!(
         texts,

@@ -387,7 +387,9 @@ impl Core {
                 && let Some(turn) = run.turns.last_mut()
             {
                 turn.cost_usd = charge;
-                batch.ops.push(turn.end_record(run_id, Some(turn.text.clone())));
+                batch
+                    .ops
+                    .push(turn.end_record(run_id, Some(turn.text.clone())));
             }
             self.commit(batch);
         }
