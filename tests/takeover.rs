@@ -101,6 +101,26 @@ fn a_run_taken_over_is_handed_back_with_its_turns_their_cost_and_its_change() {
         "{view}"
     );
     assert!(view["cost_usd"].as_f64().unwrap() > spent, "{view}");
+    // What the agent said in its own interface is searchable as any turn's text is,
+    // read back from the ledger with the match.
+    let found = home.json(&["search", "heard"]);
+    let texts: Vec<(u64, String)> = found["hits"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|h| h["source"] == "text")
+        .map(|h| {
+            (
+                h["turn"].as_u64().unwrap(),
+                h["line"].as_str().unwrap().to_string(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        texts,
+        [(2, "Heard you: hello from the interface".to_string())],
+        "{found}"
+    );
     assert_eq!(view["state"], "idle");
     assert_eq!(detail(&view), "idle · hibernated");
     let notes = strings(&view, "notes", "text");

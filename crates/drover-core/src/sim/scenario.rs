@@ -578,13 +578,23 @@ pub fn fill(template: &str, vars: &Vars) -> String {
     if !template.contains('{') {
         return template.to_string();
     }
-    let answer = vars.answer.as_deref().unwrap_or("(no answer)");
-    let prompt = clip(&one_line(&vars.prompt), PROMPT_TEMPLATE_MAX_CHARS);
-    template
-        .replace("{i}", &vars.i.to_string())
-        .replace("{answer}", answer)
-        .replace("{prompt}", &prompt)
-        .replace("{now_us}", &vars.now_us.to_string())
+    // Each value is made only when the template names it: a flood's `chunk {i}` does not
+    // flatten the turn's whole prompt on every line.
+    let mut out = template.to_string();
+    if out.contains("{i}") {
+        out = out.replace("{i}", &vars.i.to_string());
+    }
+    if out.contains("{answer}") {
+        out = out.replace("{answer}", vars.answer.as_deref().unwrap_or("(no answer)"));
+    }
+    if out.contains("{prompt}") {
+        let prompt = clip(&one_line(&vars.prompt), PROMPT_TEMPLATE_MAX_CHARS);
+        out = out.replace("{prompt}", &prompt);
+    }
+    if out.contains("{now_us}") {
+        out = out.replace("{now_us}", &vars.now_us.to_string());
+    }
+    out
 }
 
 /// Reads and validates a scenario. `origin` names it in errors.

@@ -27,9 +27,9 @@ use crate::run_state::RunState;
 /// text's line breaks, is made from the event's text when the transcript is read
 /// (`projections::transcript_from_ledger`), so the text is not stored twice.
 #[derive(serde::Serialize)]
-struct TranscriptBody<'a> {
-    line: Option<&'a str>,
-    event: &'a ProviderEvent,
+pub(super) struct TranscriptBody<'a> {
+    pub(super) line: Option<&'a str>,
+    pub(super) event: &'a ProviderEvent,
 }
 
 /// How long a rate-limited turn is expected to wait when the provider gives no hint.

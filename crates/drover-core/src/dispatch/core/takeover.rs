@@ -346,6 +346,23 @@ impl Core {
                 &serde_json::json!({"number": turn.number, "origin": turn.origin.as_str(), "prompt": turn.prompt_preview}),
                 found.started_at.min(now),
             );
+            // Its text is a transcript event of the turn, as a supervised turn's is, and its
+            // end is recorded with it: the search index holds it and reads it back the same
+            // way (docs/ARCHITECTURE.md §"Ledger").
+            if !turn.text.is_empty() {
+                run.append(
+                    &mut batch,
+                    crate::dispatch::projections::TRANSCRIPT_EVENT,
+                    &super::provider_events::TranscriptBody {
+                        line: None,
+                        event: &crate::providers::ProviderEvent::AssistantText {
+                            text: turn.text.clone(),
+                        },
+                    },
+                    turn.ended_at.unwrap_or(found.started_at).min(now),
+                    false,
+                );
+            }
             run.tokens.add(&turn.tokens);
             run.turns.push(turn);
             let end = TurnEnd {
@@ -370,7 +387,9 @@ impl Core {
                 && let Some(turn) = run.turns.last_mut()
             {
                 turn.cost_usd = charge;
-                batch.ops.push(turn.record(run_id));
+                batch
+                    .ops
+                    .push(turn.end_record(run_id, Some(turn.text.clone())));
             }
             self.commit(batch);
         }

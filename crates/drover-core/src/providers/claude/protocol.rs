@@ -237,6 +237,29 @@ pub fn parse_line(line: &str, state: &mut ParseState, now: UnixMillis) -> Vec<Pr
     if trimmed.is_empty() {
         return Vec::new();
     }
+    // Most lines are the model's messages: read into borrowed, typed parts, with no
+    // `Value` tree built (docs/ARCHITECTURE.md §"Ledger"); a line of another shape goes
+    // the general way below, to the same events.
+    if let Some(events) = typed_assistant(trimmed, state) {
+        return events;
+    }
+    parse_value_line(trimmed, state, now)
+}
+
+/// The events of an assistant line read the typed way, or `None` for a line that is not
+/// one or that only the general way reads (see [`typed`]).
+fn typed_assistant(trimmed: &str, state: &mut ParseState) -> Option<Vec<ProviderEvent>> {
+    if !trimmed.contains("\"assistant\"") {
+        return None;
+    }
+    let typed::Obj(line) =
+        serde_json::from_str::<typed::Obj<typed::AssistantLine<'_>>>(trimmed).ok()?;
+    (line.kind.0 == "assistant").then(|| line.events(state))
+}
+
+/// [`parse_line`] for a trimmed, non-empty line, through a `Value` tree: any line, any
+/// shape.
+fn parse_value_line(trimmed: &str, state: &mut ParseState, now: UnixMillis) -> Vec<ProviderEvent> {
     let value: Value = match serde_json::from_str(trimmed) {
         Ok(value) => value,
         Err(_) => {
@@ -365,32 +388,78 @@ fn api_retry(
 }
 
 fn assistant(msg: &Map<String, Value>, state: &mut ParseState) -> Vec<ProviderEvent> {
+    let message = msg
+        .get("message")
+        .and_then(Value::as_object)
+        .map(|message| Message {
+            id: str_at(message, "id"),
+            model: str_at(message, "model"),
+            blocks: message
+                .get("content")
+                .and_then(Value::as_array)
+                .into_iter()
+                .flatten()
+                .filter_map(Value::as_object)
+                .map(|block| Block {
+                    kind: str_at(block, "type").unwrap_or(""),
+                    text: str_at(block, "text"),
+                    thinking: str_at(block, "thinking"),
+                    id: str_at(block, "id"),
+                    name: str_at(block, "name"),
+                    input: block.get("input"),
+                })
+                .collect(),
+            usage: message
+                .get("usage")
+                .and_then(Value::as_object)
+                .map(usage_tokens),
+        });
+    assistant_events(str_at(msg, "error"), message, state)
+}
+
+/// What drover reads of an assistant line's message, however the line was read.
+struct Message<'a> {
+    id: Option<&'a str>,
+    model: Option<&'a str>,
+    /// Its content blocks that are objects.
+    blocks: Vec<Block<'a>>,
+    usage: Option<Tokens>,
+}
+
+/// What drover reads of a content block (`kind` is `""` when it has no type).
+struct Block<'a> {
+    kind: &'a str,
+    text: Option<&'a str>,
+    thinking: Option<&'a str>,
+    id: Option<&'a str>,
+    name: Option<&'a str>,
+    input: Option<&'a Value>,
+}
+
+/// An assistant line's events: its `error`, its message's blocks and usage.
+fn assistant_events(
+    error: Option<&str>,
+    message: Option<Message<'_>>,
+    state: &mut ParseState,
+) -> Vec<ProviderEvent> {
     let mut events = Vec::new();
     if std::mem::take(&mut state.rate_limited) {
         events.push(ProviderEvent::RateLimitCleared);
     }
-    if let Some(error) = str_at(msg, "error") {
+    if let Some(error) = error {
         events.push(notice(format!(
             "the CLI reports an error: {}",
             clip(error, 60)
         )));
     }
-    let Some(message) = msg.get("message").and_then(Value::as_object) else {
+    let Some(message) = message else {
         events.push(notice("skipped an assistant line without a message".into()));
         return events;
     };
-    for block in message
-        .get("content")
-        .and_then(Value::as_array)
-        .into_iter()
-        .flatten()
-    {
-        let Some(block) = block.as_object() else {
-            continue;
-        };
-        match str_at(block, "type").unwrap_or("") {
+    for block in &message.blocks {
+        match block.kind {
             "text" => {
-                if let Some(text) = str_at(block, "text")
+                if let Some(text) = block.text
                     && !text.is_empty()
                 {
                     events.push(ProviderEvent::AssistantText {
@@ -399,23 +468,22 @@ fn assistant(msg: &Map<String, Value>, state: &mut ParseState) -> Vec<ProviderEv
                 }
             }
             "thinking" => events.push(ProviderEvent::Thinking {
-                chars: str_at(block, "thinking").map_or(0, |t| t.chars().count()),
+                chars: block.thinking.map_or(0, |t| t.chars().count()),
             }),
             "redacted_thinking" => events.push(ProviderEvent::Thinking { chars: 0 }),
-            "tool_use" => match (str_at(block, "id"), str_at(block, "name")) {
+            "tool_use" => match (block.id, block.name) {
                 (Some(id), Some(name)) => events.push(ProviderEvent::ToolStarted {
                     tool_use_id: id.to_string(),
                     name: name.to_string(),
-                    ask: ask_of(name, block.get("input").unwrap_or(&Value::Null)),
+                    ask: ask_of(name, block.input.unwrap_or(&Value::Null)),
                 }),
                 _ => events.push(notice("skipped a tool use without an id or a name".into())),
             },
             _ => {}
         }
     }
-    if let Some(usage) = message.get("usage").and_then(Value::as_object) {
-        let tokens = usage_tokens(usage);
-        let delta = match (str_at(message, "id"), &mut state.streamed_usage) {
+    if let Some(tokens) = message.usage {
+        let delta = match (message.id, &mut state.streamed_usage) {
             (Some(id), Some((last_id, reported))) if last_id == id => {
                 let delta = tokens.saturating_sub(reported);
                 *reported = reported.field_max(&tokens);
@@ -428,12 +496,159 @@ fn assistant(msg: &Map<String, Value>, state: &mut ParseState) -> Vec<ProviderEv
         };
         if delta != Tokens::default() {
             events.push(ProviderEvent::Usage {
-                model: str_at(message, "model").map(str::to_string),
+                model: message.model.map(str::to_string),
                 tokens: delta,
             });
         }
     }
     events
+}
+
+/// An assistant line read straight into typed parts that borrow its text (a string with
+/// escapes is unescaped into its own buffer). Such a read fails on anything the general
+/// way reads differently — a field of another type (a float token count, a block that is
+/// no object, content that is no array), a key given twice — and the line then goes the
+/// general way: both ways give the same events for every line (`protocol_tests.rs`).
+mod typed {
+    use std::borrow::Cow;
+
+    use serde::Deserialize;
+    use serde_json::Value;
+
+    use super::{Block, Message, ParseState, ProviderEvent, Tokens, assistant_events};
+
+    /// A JSON string, borrowed from the line when it has no escapes.
+    pub(super) struct Str<'a>(pub(super) Cow<'a, str>);
+
+    impl<'de: 'a, 'a> Deserialize<'de> for Str<'a> {
+        fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+            struct Visit<'a>(std::marker::PhantomData<&'a ()>);
+            impl<'de: 'a, 'a> serde::de::Visitor<'de> for Visit<'a> {
+                type Value = Str<'a>;
+                fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                    f.write_str("a string")
+                }
+                fn visit_borrowed_str<E>(self, s: &'de str) -> Result<Str<'a>, E> {
+                    Ok(Str(Cow::Borrowed(s)))
+                }
+                fn visit_str<E>(self, s: &str) -> Result<Str<'a>, E> {
+                    Ok(Str(Cow::Owned(s.to_string())))
+                }
+                fn visit_string<E>(self, s: String) -> Result<Str<'a>, E> {
+                    Ok(Str(Cow::Owned(s)))
+                }
+            }
+            d.deserialize_str(Visit(std::marker::PhantomData))
+        }
+    }
+
+    /// A JSON object read as `T`: never an array, which a derived struct would also take
+    /// (field by field, in order) where the general way sees no object.
+    pub(super) struct Obj<T>(pub(super) T);
+
+    impl<'de, T: Deserialize<'de>> Deserialize<'de> for Obj<T> {
+        fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+            struct Visit<T>(std::marker::PhantomData<T>);
+            impl<'de, T: Deserialize<'de>> serde::de::Visitor<'de> for Visit<T> {
+                type Value = Obj<T>;
+                fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                    f.write_str("an object")
+                }
+                fn visit_map<A: serde::de::MapAccess<'de>>(
+                    self,
+                    map: A,
+                ) -> Result<Obj<T>, A::Error> {
+                    T::deserialize(serde::de::value::MapAccessDeserializer::new(map)).map(Obj)
+                }
+            }
+            d.deserialize_map(Visit(std::marker::PhantomData))
+        }
+    }
+
+    fn text<'a>(s: &'a Option<Str<'_>>) -> Option<&'a str> {
+        s.as_ref().map(|s| s.0.as_ref())
+    }
+
+    #[derive(Deserialize)]
+    pub(super) struct AssistantLine<'a> {
+        #[serde(rename = "type", borrow)]
+        pub(super) kind: Str<'a>,
+        #[serde(default, borrow)]
+        error: Option<Str<'a>>,
+        #[serde(default, borrow)]
+        message: Option<Obj<TypedMessage<'a>>>,
+    }
+
+    #[derive(Deserialize)]
+    struct TypedMessage<'a> {
+        #[serde(default, borrow)]
+        id: Option<Str<'a>>,
+        #[serde(default, borrow)]
+        model: Option<Str<'a>>,
+        #[serde(default, borrow)]
+        content: Option<Vec<Obj<TypedBlock<'a>>>>,
+        #[serde(default)]
+        usage: Option<Obj<Usage>>,
+    }
+
+    #[derive(Deserialize)]
+    struct TypedBlock<'a> {
+        #[serde(rename = "type", default, borrow)]
+        kind: Option<Str<'a>>,
+        #[serde(default, borrow)]
+        text: Option<Str<'a>>,
+        #[serde(default, borrow)]
+        thinking: Option<Str<'a>>,
+        #[serde(default, borrow)]
+        id: Option<Str<'a>>,
+        #[serde(default, borrow)]
+        name: Option<Str<'a>>,
+        #[serde(default)]
+        input: Option<Value>,
+    }
+
+    #[derive(Deserialize)]
+    struct Usage {
+        #[serde(default)]
+        input_tokens: Option<u64>,
+        #[serde(default)]
+        output_tokens: Option<u64>,
+        #[serde(default)]
+        cache_read_input_tokens: Option<u64>,
+        #[serde(default)]
+        cache_creation_input_tokens: Option<u64>,
+    }
+
+    impl AssistantLine<'_> {
+        /// The line's events (see [`super::parse_line`]).
+        pub(super) fn events(&self, state: &mut ParseState) -> Vec<ProviderEvent> {
+            let message = self.message.as_ref().map(|Obj(m)| Message {
+                id: text(&m.id),
+                model: text(&m.model),
+                blocks: m
+                    .content
+                    .iter()
+                    .flatten()
+                    .map(|Obj(b)| Block {
+                        kind: text(&b.kind).unwrap_or(""),
+                        text: text(&b.text),
+                        thinking: text(&b.thinking),
+                        id: text(&b.id),
+                        name: text(&b.name),
+                        input: b.input.as_ref(),
+                    })
+                    .collect(),
+                usage: m.usage.as_ref().map(|Obj(u)| Tokens {
+                    input: u.input_tokens.unwrap_or(0),
+                    output: u.output_tokens.unwrap_or(0),
+                    reasoning: 0,
+                    cache_read: u.cache_read_input_tokens.unwrap_or(0),
+                    cache_write: u.cache_creation_input_tokens.unwrap_or(0),
+                }),
+            });
+            assistant_events(text(&self.error), message, state)
+        }
+    }
 }
 
 fn user(msg: &Map<String, Value>) -> Vec<ProviderEvent> {

@@ -977,3 +977,105 @@ fn every_request_shape_becomes_its_typed_ask_and_always_sentence() {
         );
     }
 }
+
+/// Assistant lines the typed reading takes, and lines it must leave to the general way
+/// (where a typed read would differ): each gives the same events and leaves the same
+/// state both ways, and the typed way is taken exactly where it can be.
+#[test]
+fn an_assistant_line_reads_the_same_typed_as_through_a_value() {
+    // (line, read the typed way)
+    let lines: Vec<(&str, bool)> = vec![
+        (
+            r#"{"type":"assistant","message":{"id":"msg_1","type":"message","role":"assistant","model":"claude-sonnet-4-5","content":[{"type":"text","text":"Planning next steps."}],"stop_reason":null,"usage":{"input_tokens":120,"output_tokens":45,"cache_creation_input_tokens":7924,"cache_read_input_tokens":13368,"service_tier":"standard","server_tool_use":{"web_search_requests":0}}},"parent_tool_use_id":null,"session_id":"5f1e-aa"}"#,
+            true,
+        ),
+        // The same message again, grown: only the growth is reported.
+        (
+            r#"{"type":"assistant","message":{"id":"msg_1","model":"claude-sonnet-4-5","content":[{"type":"text","text":"line one\nline \"two\" \u00e9 \ud83d\ude00"}],"usage":{"input_tokens":120,"output_tokens":60}}}"#,
+            true,
+        ),
+        (
+            r#"{"message":{"content":[{"type":"thinking","thinking":"héllo","signature":"sig"},{"type":"tool_use","id":"toolu_01","name":"Bash","input":{"command":"ls -la","description":"list"}},{"type":"redacted_thinking"},{"type":"server_tool_use","id":"s","name":"web_search","input":{}}],"model":"m","id":"msg_2"},"type":"assistant"}"#,
+            true,
+        ),
+        (
+            r#"{"type":"assistant","error":"rate_limit","message":{"id":"msg_3","content":[{"type":"tool_use","name":"Bash","input":null},{"text":"no type"},{"type":"text","text":""}],"usage":null}}"#,
+            true,
+        ),
+        (r#"{"type":"assistant"}"#, true),
+        (r#"{"type":"assistant","message":null}"#, true),
+        (
+            r#"{"type":"assistant","message":{"id":null,"content":null,"usage":{"input_tokens":null,"output_tokens":2}}}"#,
+            true,
+        ),
+        // Left to the general way: a float count, a block or message that is no object
+        // (an array a derived struct would read field by field), a non-string field,
+        // a key given twice, a line that is no object, not JSON, or of another type.
+        (
+            r#"{"type":"assistant","message":{"id":"msg_4","content":[],"usage":{"input_tokens":3.0,"output_tokens":1}}}"#,
+            false,
+        ),
+        (
+            r#"{"type":"assistant","message":{"id":"msg_5","content":[["text","smuggled"],{"type":"text","text":"kept"}]}}"#,
+            false,
+        ),
+        (r#"{"type":"assistant","message":["msg_6","m",[]]}"#, false),
+        (
+            r#"{"type":"assistant","message":{"id":"msg_7","content":[],"usage":[1,2,3,4]}}"#,
+            false,
+        ),
+        (
+            r#"{"type":"assistant","message":{"id":7,"content":[{"type":"text","text":"id is a number"}]}}"#,
+            false,
+        ),
+        (
+            r#"{"type":"assistant","error":{"code":1},"message":{"content":[{"type":5,"text":"x"}]}}"#,
+            false,
+        ),
+        (
+            r#"{"type":"assistant","message":{"id":"msg_8","content":{"type":"text","text":"not an array"}}}"#,
+            false,
+        ),
+        (
+            r#"{"type":"assistant","message":{"id":"a","id":"b","content":[{"type":"text","text":"twice"}],"usage":{"output_tokens":1}}}"#,
+            false,
+        ),
+        (r#"["assistant",{"content":[]}]"#, false),
+        (
+            r#"{"type":"assistant","message":{"content":[{"type":"text","text":"cut"#,
+            false,
+        ),
+        (
+            r#"{"type":"user","message":{"role":"assistant","content":[{"type":"tool_result","tool_use_id":"t","content":"ok"}]}}"#,
+            false,
+        ),
+        (
+            r#"{"type":"assistant","message":{"id":"msg_9","content":[{"type":"text","text":"bad \ud800 surrogate"}]}}"#,
+            false,
+        ),
+    ];
+    let mut typed_state = ask();
+    let mut value_state = ask();
+    for (i, (line, typed)) in lines.iter().enumerate() {
+        // A rate limit before every other line: both ways clear it the same.
+        typed_state.rate_limited = i % 2 == 0;
+        value_state.rate_limited = i % 2 == 0;
+        let mut probe = typed_state.clone();
+        assert_eq!(
+            typed_assistant(line, &mut probe).is_some(),
+            *typed,
+            "line {i} read the typed way: {line}"
+        );
+        let by_type = parse(&mut typed_state, line);
+        let by_value = parse_value_line(line, &mut value_state, NOW);
+        assert_eq!(by_type, by_value, "line {i}: {line}");
+        assert_eq!(
+            typed_state.streamed_usage, value_state.streamed_usage,
+            "line {i}"
+        );
+        assert_eq!(
+            typed_state.rate_limited, value_state.rate_limited,
+            "line {i}"
+        );
+    }
+}
