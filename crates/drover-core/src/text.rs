@@ -16,6 +16,21 @@ pub fn duration_words(ms: i64) -> String {
     }
 }
 
+/// `n` in base 36 (digits, then lower-case letters): short ids made of a time and a count.
+pub fn base36(mut n: u64) -> String {
+    const DIGITS: &[u8; 36] = b"0123456789abcdefghijklmnopqrstuvwxyz";
+    let mut out = Vec::new();
+    loop {
+        out.push(DIGITS[(n % 36) as usize]);
+        n /= 36;
+        if n == 0 {
+            break;
+        }
+    }
+    out.reverse();
+    String::from_utf8(out).unwrap_or_default()
+}
+
 /// `text` cut to at most `max_chars` characters. When something is cut, the result ends
 /// in "…" (counted within `max_chars`) with the whitespace before it dropped.
 pub fn clip(text: &str, max_chars: usize) -> String {

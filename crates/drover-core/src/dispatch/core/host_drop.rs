@@ -107,17 +107,7 @@ impl Core {
         let mut batch = Batch::default();
         // No CLI hears what it asked: denied, with the reason (as after a restart with no
         // session to answer in).
-        for pending in run.broker.drain() {
-            let message = "the connection to the run's host dropped";
-            run.record_resolution(
-                &mut batch,
-                pending.request.request_id,
-                "system",
-                &format!("deny: {message}"),
-                serde_json::json!({"behavior": "deny", "message": message}),
-                now,
-            );
-        }
+        run.deny_all_pending(&mut batch, "the connection to the run's host dropped", now);
         if run.state() == RunState::AwaitingPermission {
             run.set_state(&mut batch, RunState::Running, None, now);
         }

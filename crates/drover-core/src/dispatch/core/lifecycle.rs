@@ -505,17 +505,7 @@ impl Core {
             return;
         };
         let mut batch = Batch::default();
-        for pending in run.broker.drain() {
-            let message = format!("the run ended ({reason})");
-            run.record_resolution(
-                &mut batch,
-                pending.request.request_id,
-                "system",
-                &format!("deny: {message}"),
-                json!({"behavior": "deny", "message": message}),
-                now,
-            );
-        }
+        run.deny_all_pending(&mut batch, &format!("the run ended ({reason})"), now);
         if run.child.is_some() {
             run.ending = Some(Ending {
                 state,

@@ -766,7 +766,11 @@ impl Core {
         loop {
             self.next_id += 1;
             let stamp = self.now.max(self.id_floor).max(0) as u64;
-            let id = format!("r{}{:0>2}", base36(stamp), base36(self.next_id % 1296));
+            let id = format!(
+                "r{}{:0>2}",
+                crate::text::base36(stamp),
+                crate::text::base36(self.next_id % 1296)
+            );
             if !self.runs.contains_key(&id) {
                 return id;
             }
@@ -879,20 +883,6 @@ pub(crate) fn not_held(run_id: &str, state: RunState, removed: bool) -> DroverEr
             "run {run_id} is {state} and {why}, so it takes no follow-up and cannot be retried or escalated; `drover show {run_id}` shows its task and result, and `drover dispatch` starts the task again as a new run"
         ),
     )
-}
-
-fn base36(mut n: u64) -> String {
-    const DIGITS: &[u8] = b"0123456789abcdefghijklmnopqrstuvwxyz";
-    let mut out = Vec::new();
-    loop {
-        out.push(DIGITS[(n % 36) as usize]);
-        n /= 36;
-        if n == 0 {
-            break;
-        }
-    }
-    out.reverse();
-    String::from_utf8(out).unwrap_or_default()
 }
 
 /// Ledger ops and events of one change, for tests and the driver.

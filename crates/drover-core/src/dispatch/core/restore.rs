@@ -250,17 +250,11 @@ impl Core {
             let mut batch = Batch::default();
             // A run with no session to go on in cannot hear answers: what it asked is
             // denied, with the reason.
-            for pending in run.broker.drain() {
-                let message = "drover was restarted and the run has no session to go on in";
-                run.record_resolution(
-                    &mut batch,
-                    pending.request.request_id,
-                    "system",
-                    &format!("deny: {message}"),
-                    serde_json::json!({"behavior": "deny", "message": message}),
-                    now,
-                );
-            }
+            run.deny_all_pending(
+                &mut batch,
+                "drover was restarted and the run has no session to go on in",
+                now,
+            );
             let note = if run.turn_cut {
                 format!(
                     "drover was restarted during this run's turn: `drover resume {run_id}` \

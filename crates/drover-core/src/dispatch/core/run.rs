@@ -788,6 +788,21 @@ impl Run {
         });
     }
 
+    /// Denies every pending request for `message` (no CLI is left to hear them), each
+    /// recorded as drover's decision.
+    pub fn deny_all_pending(&mut self, batch: &mut Batch, message: &str, now: UnixMillis) {
+        for pending in self.broker.drain() {
+            self.record_resolution(
+                batch,
+                pending.request.request_id,
+                "system",
+                &format!("deny: {message}"),
+                json!({"behavior": "deny", "message": message}),
+                now,
+            );
+        }
+    }
+
     /// Records how a pending request left the list: the decision row, an event in the
     /// run's stream, and the published resolution.
     pub fn record_resolution(
