@@ -299,15 +299,7 @@ impl Core {
                 let bound = Self::idle_bound(run, now);
                 run.working(&mut batch, bound, HIBERNATED_DETAIL, now);
                 run.touch(&mut batch);
-                let next = run.follow_ups.pop_front();
-                if next.is_some() {
-                    run.event(
-                        &mut batch,
-                        super::requests::FOLLOW_UP_SENT,
-                        &serde_json::Value::Null,
-                        now,
-                    );
-                }
+                let next = run.take_follow_up(&mut batch, now);
                 self.commit(batch);
                 if let Some(text) = next {
                     self.wake(run_id, text, super::run::TurnOrigin::FollowUp);

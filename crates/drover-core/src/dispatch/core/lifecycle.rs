@@ -146,17 +146,11 @@ impl Core {
         };
         let waited = run.money_wait.take().is_some();
         if waited && run.state() == RunState::Idle && run.wake.is_none() {
-            let Some(text) = run.follow_ups.pop_front() else {
-                return;
-            };
             let asleep = run.asleep();
             let mut batch = Batch::default();
-            run.event(
-                &mut batch,
-                super::requests::FOLLOW_UP_SENT,
-                &serde_json::Value::Null,
-                now,
-            );
+            let Some(text) = run.take_follow_up(&mut batch, now) else {
+                return;
+            };
             self.commit(batch);
             if asleep {
                 return self.wake(run_id, text, TurnOrigin::FollowUp);

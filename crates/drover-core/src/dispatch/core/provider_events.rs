@@ -452,13 +452,7 @@ impl Core {
             self.commit(batch);
             return self.start_turn(run_id, prompts::result_retry(), TurnOrigin::ResultRetry);
         }
-        if let Some(next) = run.follow_ups.pop_front() {
-            run.event(
-                &mut batch,
-                super::requests::FOLLOW_UP_SENT,
-                &serde_json::Value::Null,
-                now,
-            );
+        if let Some(next) = run.take_follow_up(&mut batch, now) {
             self.commit(batch);
             return self.start_turn(run_id, next, TurnOrigin::FollowUp);
         }

@@ -788,6 +788,13 @@ impl Run {
         });
     }
 
+    /// The next queued follow-up, taken off the queue and recorded as sent.
+    pub fn take_follow_up(&mut self, batch: &mut Batch, now: UnixMillis) -> Option<String> {
+        let next = self.follow_ups.pop_front()?;
+        self.event(batch, kind::FOLLOW_UP_SENT, &Value::Null, now);
+        Some(next)
+    }
+
     /// Denies every pending request for `message` (no CLI is left to hear them), each
     /// recorded as drover's decision.
     pub fn deny_all_pending(&mut self, batch: &mut Batch, message: &str, now: UnixMillis) {
