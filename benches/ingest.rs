@@ -4,7 +4,9 @@
 //! (the ledger benchmark's baseline), in the same run.
 //!
 //! Run: `cargo bench --bench ingest`. Targets: at least 85 % of the raw rate; the index
-//! costs at most 5 % of the rate without it. Each phase's CPU time is printed too (the
+//! costs at most 5 % of the rate without it. The indexed and bare ledgers are timed in
+//! `DROVER_BENCH_PAIRS` (default 3) pairs, alternating which goes first; each figure is
+//! the median over the pairs. Each phase's CPU time is printed too (the
 //! owner's, which is this process, and its children's, the simulated agents'): on a
 //! machine shared with other work the rates move with its load, the CPU a phase used much
 //! less. Sizes:
@@ -42,43 +44,108 @@ fn cpu_of<T>(f: impl FnOnce() -> T) -> (T, f64, f64) {
     (answer, own_after - own, children_after - children)
 }
 
+/// One phase's figures: events committed, its wall seconds, the owner's CPU seconds
+/// (this process) and the simulated agents' (its children).
+struct Phase {
+    committed: u64,
+    secs: f64,
+    owner_cpu: f64,
+    sims_cpu: f64,
+}
+
+impl Phase {
+    fn run(dir: &std::path::Path, runs: u64, events: u64, indexed: bool) -> Phase {
+        let ((secs, committed), owner_cpu, sims_cpu) =
+            cpu_of(|| ingest(dir, runs, events, indexed));
+        Phase {
+            committed,
+            secs,
+            owner_cpu,
+            sims_cpu,
+        }
+    }
+
+    fn rate(&self) -> f64 {
+        self.committed as f64 / self.secs
+    }
+
+    /// Microseconds of the owner's CPU per event committed.
+    fn owner_us(&self) -> f64 {
+        1e6 * self.owner_cpu / self.committed.max(1) as f64
+    }
+
+    fn sims_us(&self) -> f64 {
+        1e6 * self.sims_cpu / self.committed.max(1) as f64
+    }
+}
+
+fn median(mut values: Vec<f64>) -> f64 {
+    values.sort_by(f64::total_cmp);
+    values[values.len() / 2]
+}
+
 fn main() {
     let runs = env_or("DROVER_BENCH_RUNS", 100);
     let events = env_or("DROVER_BENCH_EVENTS", 10_000);
+    let pairs = env_or("DROVER_BENCH_PAIRS", 3).max(1);
     let home = tempfile::tempdir().expect("temp dir");
-    // The ledger without the search index first, then with it (as drover runs), then
-    // raw rusqlite: all three in one run, on one machine's load.
-    let ((bare_secs, bare_committed), bare_cpu, bare_sims) =
-        cpu_of(|| ingest(&home.path().join("bare"), runs, events, false));
-    let ((elapsed, committed), owner_cpu, sims_cpu) =
-        cpu_of(|| ingest(&home.path().join("indexed"), runs, events, true));
+    // Pairs of the ledger without the search index and with it (as drover runs), each
+    // pair's order the other way round from the one before, so a change in the machine's
+    // load or a warmer cache weighs on both sides alike; then raw rusqlite. Each figure
+    // is the median over the pairs of the pair's own ratio.
+    let mut phases = Vec::new();
+    for pair in 0..pairs {
+        let dir = |name: &str| home.path().join(format!("{name}-{pair}"));
+        let (bare, indexed) = if pair % 2 == 0 {
+            let bare = Phase::run(&dir("bare"), runs, events, false);
+            (bare, Phase::run(&dir("indexed"), runs, events, true))
+        } else {
+            let indexed = Phase::run(&dir("indexed"), runs, events, true);
+            (Phase::run(&dir("bare"), runs, events, false), indexed)
+        };
+        println!(
+            "  pair {}: {:>9.0} events/s with the index, {:>9.0} without; owner CPU {:.1} us / {:.1} us an event",
+            pair + 1,
+            indexed.rate(),
+            bare.rate(),
+            indexed.owner_us(),
+            bare.owner_us(),
+        );
+        phases.push((bare, indexed));
+    }
+    let committed = phases[0].1.committed;
     let per_run = committed / runs.max(1);
     let (raw_secs, raw_cpu, _) =
         cpu_of(|| raw_inserts(&home.path().join("raw.sqlite3"), runs, per_run));
-    let ingest_rate = committed as f64 / elapsed;
-    let bare_rate = bare_committed as f64 / bare_secs;
     let raw_rate = (runs * per_run) as f64 / raw_secs;
-    println!("ingest benchmark: {runs} simulated runs, {committed} events committed");
-    println!("  sim stdout -> ledger:     {ingest_rate:>12.0} events/s ({elapsed:.2} s)");
+    let of_pairs = |f: &dyn Fn(&Phase, &Phase) -> f64| {
+        median(phases.iter().map(|(bare, indexed)| f(bare, indexed)).collect())
+    };
+    let ingest_rate = of_pairs(&|_, i| i.rate());
+    let bare_rate = of_pairs(&|b, _| b.rate());
+    let rate_cost = of_pairs(&|b, i| 100.0 * (1.0 - i.rate() / b.rate()));
+    let cpu_cost = of_pairs(&|b, i| 100.0 * (i.owner_us() / b.owner_us() - 1.0));
     println!(
-        "  the same, no search index: {bare_rate:>11.0} events/s ({bare_secs:.2} s): the index costs {:.1} % (target <= 5 %)",
-        100.0 * (1.0 - ingest_rate / bare_rate)
+        "ingest benchmark: {runs} simulated runs, {committed} events committed, \
+         {pairs} pairs (medians)"
     );
-    println!("  raw rusqlite, 10k-row tx: {raw_rate:>12.0} events/s ({raw_secs:.2} s)");
+    println!("  sim stdout -> ledger:       {ingest_rate:>12.0} events/s");
+    println!(
+        "  the same, no search index:  {bare_rate:>12.0} events/s: the index costs {rate_cost:.1} % (target <= 5 %)"
+    );
+    println!("  raw rusqlite, 10k-row tx:   {raw_rate:>12.0} events/s ({raw_secs:.2} s)");
     println!(
         "  ratio ingest/raw: {:.1} % (target >= 85 %)",
         100.0 * ingest_rate / raw_rate
     );
-    let us = |secs: f64, n: u64| 1e6 * secs / n.max(1) as f64;
     println!(
-        "  CPU per event: owner {:.1} us (no index {:.1} us: the index costs {:.1} %), \
+        "  CPU per event: owner {:.1} us (no index {:.1} us: the index costs {cpu_cost:.1} %), \
          simulated agents {:.1} us (no index {:.1} us), raw rusqlite {:.1} us",
-        us(owner_cpu, committed),
-        us(bare_cpu, bare_committed),
-        100.0 * (us(owner_cpu, committed) / us(bare_cpu, bare_committed) - 1.0),
-        us(sims_cpu, committed),
-        us(bare_sims, bare_committed),
-        us(raw_cpu, runs * per_run),
+        of_pairs(&|_, i| i.owner_us()),
+        of_pairs(&|b, _| b.owner_us()),
+        of_pairs(&|_, i| i.sims_us()),
+        of_pairs(&|b, _| b.sims_us()),
+        1e6 * raw_cpu / (runs * per_run).max(1) as f64,
     );
 }
 

@@ -52,9 +52,23 @@ pub const DROP_SEARCH_INDEX: &str = "DROP TRIGGER search_run_added;
 /// To compare FTS5's options: when `DROVER_BENCH_FTS` is set (say `prefix='2'`,
 /// `detail=column`, or empty for none), the ledger at `path` gets its (empty) search
 /// table made again with those options instead of its own (`prefix='2 3'`); its
-/// triggers stay. Returns what was used.
+/// triggers stay. `DROVER_BENCH_FTS_AUTOMERGE` sets FTS5's `automerge` instead of the
+/// ledger's. Returns what was used.
 pub fn fts_options(path: &Path) -> Option<String> {
-    let extra = std::env::var("DROVER_BENCH_FTS").ok()?;
+    let merge = std::env::var("DROVER_BENCH_FTS_AUTOMERGE").ok();
+    let extra = match std::env::var("DROVER_BENCH_FTS") {
+        Ok(extra) => extra,
+        Err(_) => {
+            let merge = merge?.parse::<i64>().expect("DROVER_BENCH_FTS_AUTOMERGE is a number");
+            let conn = Connection::open(path).expect("open");
+            conn.execute(
+                "INSERT INTO search (search, rank) VALUES ('automerge', ?1)",
+                [merge],
+            )
+            .expect("automerge");
+            return Some(format!("automerge={merge}"));
+        }
+    };
     let conn = Connection::open(path).expect("open");
     let options = if extra.trim().is_empty() {
         String::new()
@@ -66,6 +80,15 @@ pub fn fts_options(path: &Path) -> Option<String> {
             contentless_delete = 1, tokenize = 'unicode61 remove_diacritics 2'{options});"
     ))
     .expect("the search table with DROVER_BENCH_FTS's options");
+    if let Some(merge) = merge {
+        let merge = merge.parse::<i64>().expect("DROVER_BENCH_FTS_AUTOMERGE is a number");
+        conn.execute(
+            "INSERT INTO search (search, rank) VALUES ('automerge', ?1)",
+            [merge],
+        )
+        .expect("automerge");
+        return Some(format!("{extra}, automerge={merge}"));
+    }
     Some(extra)
 }
 

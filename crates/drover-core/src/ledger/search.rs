@@ -280,8 +280,8 @@ pub(super) fn index_tool_call(
 /// one document (docs/ARCHITECTURE.md §"Ledger"): `text` as its writer gathered it from
 /// the turn's events (nothing when empty), or, when `None`, read from those events. The
 /// turn's earlier document goes first when `replace` (it had one: its end was recorded
-/// before).
-pub(super) fn index_turn_text(
+/// before). Public for what fills a ledger by hand as the writer would (the search bench).
+pub fn index_turn_text(
     conn: &Connection,
     run_id: &str,
     number: u32,
