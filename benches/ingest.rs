@@ -119,7 +119,12 @@ fn main() {
         cpu_of(|| raw_inserts(&home.path().join("raw.sqlite3"), runs, per_run));
     let raw_rate = (runs * per_run) as f64 / raw_secs;
     let of_pairs = |f: &dyn Fn(&Phase, &Phase) -> f64| {
-        median(phases.iter().map(|(bare, indexed)| f(bare, indexed)).collect())
+        median(
+            phases
+                .iter()
+                .map(|(bare, indexed)| f(bare, indexed))
+                .collect(),
+        )
     };
     let ingest_rate = of_pairs(&|_, i| i.rate());
     let bare_rate = of_pairs(&|b, _| b.rate());

@@ -10,3 +10,4 @@ pub mod cli;
 #[doc(hidden)]
 pub mod fuzz;
 pub mod mcp;
+pub mod resident;

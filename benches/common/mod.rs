@@ -59,7 +59,9 @@ pub fn fts_options(path: &Path) -> Option<String> {
     let extra = match std::env::var("DROVER_BENCH_FTS") {
         Ok(extra) => extra,
         Err(_) => {
-            let merge = merge?.parse::<i64>().expect("DROVER_BENCH_FTS_AUTOMERGE is a number");
+            let merge = merge?
+                .parse::<i64>()
+                .expect("DROVER_BENCH_FTS_AUTOMERGE is a number");
             let conn = Connection::open(path).expect("open");
             conn.execute(
                 "INSERT INTO search (search, rank) VALUES ('automerge', ?1)",
@@ -81,7 +83,9 @@ pub fn fts_options(path: &Path) -> Option<String> {
     ))
     .expect("the search table with DROVER_BENCH_FTS's options");
     if let Some(merge) = merge {
-        let merge = merge.parse::<i64>().expect("DROVER_BENCH_FTS_AUTOMERGE is a number");
+        let merge = merge
+            .parse::<i64>()
+            .expect("DROVER_BENCH_FTS_AUTOMERGE is a number");
         conn.execute(
             "INSERT INTO search (search, rank) VALUES ('automerge', ?1)",
             [merge],

@@ -48,6 +48,15 @@ async fn serve(args: ServeArgs, paths: &Paths) -> Result<(), DroverError> {
             host.socket_path().display()
         ));
     }
+    // Up: the code that opened the ledger and started the owner is not run again; nor,
+    // after a while, what a burst of runs ran.
+    let let_go = tokio::spawn(async {
+        let mut every = tokio::time::interval(crate::resident::EVERY);
+        loop {
+            every.tick().await;
+            crate::resident::let_go_of_code();
+        }
+    });
     let socket = host.socket_path().to_path_buf();
     let outcome = tokio::select! {
         signal = signals.recv() => {
@@ -60,6 +69,7 @@ async fn serve(args: ServeArgs, paths: &Paths) -> Result<(), DroverError> {
             Ok(())
         }
     };
+    let_go.abort();
     host.shutdown().await;
     outcome
 }

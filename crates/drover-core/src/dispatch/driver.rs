@@ -87,15 +87,17 @@ impl Clock {
 
     /// The time now, in ms since the Unix epoch.
     pub fn now(&self) -> UnixMillis {
-        crate::clock::after(self.base_unix.saturating_add(self.away()), self.base.elapsed())
+        crate::clock::after(
+            self.base_unix.saturating_add(self.away()),
+            self.base.elapsed(),
+        )
     }
 
     /// The instant of `at`; one too far away to name is a year from now (the loop wakes,
     /// finds nothing due, and sleeps again).
     pub fn instant_at(&self, at: UnixMillis) -> Instant {
         let base_unix = self.base_unix.saturating_add(self.away());
-        let ahead =
-            Duration::from_millis(u64::try_from(at.saturating_sub(base_unix)).unwrap_or(0));
+        let ahead = Duration::from_millis(u64::try_from(at.saturating_sub(base_unix)).unwrap_or(0));
         self.base
             .checked_add(ahead)
             .filter(|i| i.saturating_duration_since(Instant::now()) < FAR)
@@ -684,7 +686,11 @@ mod tests {
             ((0, i64::MAX), 0),
         ];
         for ((wall, monotonic), jump) in table {
-            assert_eq!(clock_jump(wall, monotonic), jump, "wall {wall}, monotonic {monotonic}");
+            assert_eq!(
+                clock_jump(wall, monotonic),
+                jump,
+                "wall {wall}, monotonic {monotonic}"
+            );
         }
     }
 }
