@@ -39,65 +39,33 @@ use crate::ledger::{Ledger, LedgerOptions, LedgerWriter, WriteOp};
 use crate::providers::{self, AdapterHandle, Launcher, ProviderEvent, RunProviderEvent};
 use crate::{DroverError, UnixMillis};
 
-/// Maps tokio's clock (virtual under paused time) to Unix milliseconds, following the
-/// wall clock where it moves on without the monotonic one: a machine that slept (a closed
-/// laptop) or a clock stepped forward. Tokio's clock, like the monotonic clock under it,
-/// stands still while the machine sleeps; without this an owner that lived through a
-/// night's sleep would stamp its runs, turns and spend hours in the past.
+/// Maps tokio's clock (virtual under paused time) to Unix milliseconds.
 #[derive(Debug, Clone, Copy)]
 pub struct Clock {
     base_unix: UnixMillis,
     base: Instant,
-    /// The real monotonic clock at `base_unix` (never virtual): what the wall clock has
-    /// moved on past it is the time the machine was away.
-    real_base: std::time::Instant,
-}
-
-/// Below this, a difference between the wall clock and the monotonic one is the wall
-/// clock's slewing or a reading's jitter, not a sleep or a step.
-const CLOCK_JUMP_MIN: UnixMillis = 1_000;
-
-/// How far the wall clock has moved on past the monotonic one since they were read
-/// together: `wall_elapsed` - `monotonic_elapsed` when that is at least
-/// [`CLOCK_JUMP_MIN`], else 0 (a clock set back is not followed: time read by the
-/// dispatcher never runs backwards from where it would be without the jump).
-fn clock_jump(wall_elapsed: UnixMillis, monotonic_elapsed: UnixMillis) -> UnixMillis {
-    let jump = wall_elapsed.saturating_sub(monotonic_elapsed);
-    if jump >= CLOCK_JUMP_MIN { jump } else { 0 }
 }
 
 impl Clock {
     /// A clock that reads the wall clock once, now, and counts on from there with
-    /// tokio's (plus any time the machine was away since).
+    /// tokio's.
     pub fn start() -> Clock {
         Clock {
             base_unix: crate::clock::now_millis(),
             base: Instant::now(),
-            real_base: std::time::Instant::now(),
         }
-    }
-
-    /// The time the machine was away (asleep, or its clock stepped on) since the start.
-    fn away(&self) -> UnixMillis {
-        clock_jump(
-            crate::clock::now_millis().saturating_sub(self.base_unix),
-            crate::clock::millis(self.real_base.elapsed()),
-        )
     }
 
     /// The time now, in ms since the Unix epoch.
     pub fn now(&self) -> UnixMillis {
-        crate::clock::after(
-            self.base_unix.saturating_add(self.away()),
-            self.base.elapsed(),
-        )
+        crate::clock::after(self.base_unix, self.base.elapsed())
     }
 
     /// The instant of `at`; one too far away to name is a year from now (the loop wakes,
     /// finds nothing due, and sleeps again).
     pub fn instant_at(&self, at: UnixMillis) -> Instant {
-        let base_unix = self.base_unix.saturating_add(self.away());
-        let ahead = Duration::from_millis(u64::try_from(at.saturating_sub(base_unix)).unwrap_or(0));
+        let ahead =
+            Duration::from_millis(u64::try_from(at.saturating_sub(self.base_unix)).unwrap_or(0));
         self.base
             .checked_add(ahead)
             .filter(|i| i.saturating_duration_since(Instant::now()) < FAR)
@@ -661,36 +629,4 @@ async fn end_left_on_hosts(
         Some(async move { transport.end_group(&file).await })
     });
     futures::future::join_all(ends).await;
-}
-
-#[cfg(test)]
-mod tests {
-    use super::clock_jump;
-
-    #[test]
-    fn the_clock_follows_a_sleep_or_a_step_forward_and_nothing_else() {
-        // (wall clock's elapsed, monotonic clock's elapsed) → the jump followed, in ms.
-        let table = [
-            ((0, 0), 0),
-            ((60_000, 60_000), 0),
-            // Slewing and jitter.
-            ((60_400, 60_000), 0),
-            ((60_999, 60_000), 0),
-            // A night asleep: eight hours the monotonic clock did not count.
-            ((8 * 3_600_000 + 5_000, 5_000), 8 * 3_600_000),
-            ((61_000, 60_000), 1_000),
-            // A clock set back is not followed.
-            ((50_000, 60_000), 0),
-            ((-5_000, 60_000), 0),
-            ((i64::MAX, 0), i64::MAX),
-            ((0, i64::MAX), 0),
-        ];
-        for ((wall, monotonic), jump) in table {
-            assert_eq!(
-                clock_jump(wall, monotonic),
-                jump,
-                "wall {wall}, monotonic {monotonic}"
-            );
-        }
-    }
 }
