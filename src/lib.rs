@@ -10,4 +10,3 @@ pub mod cli;
 #[doc(hidden)]
 pub mod fuzz;
 pub mod mcp;
-pub mod resident;

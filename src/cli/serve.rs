@@ -51,10 +51,10 @@ async fn serve(args: ServeArgs, paths: &Paths) -> Result<(), DroverError> {
     // Up: the code that opened the ledger and started the owner is not run again; nor,
     // after a while, what a burst of runs ran.
     let let_go = tokio::spawn(async {
-        let mut every = tokio::time::interval(crate::resident::EVERY);
+        let mut every = tokio::time::interval(drover_core::resident::EVERY);
         loop {
             every.tick().await;
-            crate::resident::let_go_of_code();
+            drover_core::resident::let_go_of_code();
         }
     });
     let socket = host.socket_path().to_path_buf();

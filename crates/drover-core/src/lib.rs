@@ -26,6 +26,7 @@ pub mod one_shot;
 pub mod paths;
 pub mod providers;
 pub mod redact;
+pub mod resident;
 pub mod result_contract;
 pub mod route;
 pub mod rules;

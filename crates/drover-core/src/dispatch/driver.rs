@@ -256,6 +256,9 @@ pub async fn start(
     })
     .await
     .map_err(|e| DroverError::new(crate::ErrorCode::Internal, e.to_string()))??;
+    // The ledger's opening (its migrations, recovery and the startup read) is not run
+    // again: its code need not stay mapped (docs/ARCHITECTURE.md §"Memory").
+    crate::resident::let_go_of_code();
     end_left_on_hosts(&startup, &options.config, &options.paths).await;
     let core = Core::new(
         options.config.clone(),
