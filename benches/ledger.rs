@@ -86,7 +86,9 @@ fn main() {
     let raw_rate = total / raw_secs;
     println!("ledger benchmark: {runs} runs x {events} events = {total} events");
     println!("  writer, synchronous=FULL:     {full_rate:>12.0} events/s ({full_secs:.2} s)");
-    println!("  writer, as the owner (Deferred): {deferred_rate:>9.0} events/s ({deferred_secs:.2} s)");
+    println!(
+        "  writer, as the owner (Deferred): {deferred_rate:>9.0} events/s ({deferred_secs:.2} s)"
+    );
     println!("  writer, synchronous=NORMAL:   {normal_rate:>12.0} events/s ({normal_secs:.2} s)");
     println!("  raw rusqlite, 10k-row tx:     {raw_rate:>12.0} events/s ({raw_secs:.2} s)");
     println!(

@@ -316,8 +316,11 @@ async fn wait_group_gone(pgid: u32, limit: Duration) {
     let Ok(raw) = i32::try_from(pgid) else { return };
     let probe = || nix::sys::signal::kill(Pid::from_raw(-raw), None) == Err(Errno::ESRCH);
     let poll = async {
-        while !probe() {
-            tokio::time::sleep(Duration::from_millis(10)).await;
+        for gap in sweep::kill_probe_gaps() {
+            if probe() {
+                break;
+            }
+            tokio::time::sleep(gap).await;
         }
     };
     if tokio::time::timeout(limit, poll).await.is_err() {

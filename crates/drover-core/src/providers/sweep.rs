@@ -346,8 +346,9 @@ pub fn finish(pid: u32) {
         }
     }
     kill_left(&targets);
-    // Give the kills a moment to land, then reap what the owner adopted.
-    for _ in 0..50 {
+    // Give the kills a moment to land (about half a second at most), then reap what the
+    // owner adopted.
+    for gap in kill_probe_gaps().take(53) {
         let alive = targets.iter().any(|n| {
             stat_of(n.pid).is_some_and(|s| s.start == n.start && s.state != 'Z' && s.state != 'X')
         });
@@ -355,7 +356,7 @@ pub fn finish(pid: u32) {
         if !alive {
             break;
         }
-        std::thread::sleep(Duration::from_millis(10));
+        std::thread::sleep(gap);
     }
     reap_noted(&targets);
     if let Some(journal) = &tracked.journal {
@@ -363,6 +364,15 @@ pub fn finish(pid: u32) {
             run_id: tracked.run_id,
         });
     }
+}
+
+/// The gaps between looks at processes just sent SIGKILL: one dies within a millisecond
+/// or two, so the first looks come soon (a run's end waits for them), then every 10 ms.
+pub fn kill_probe_gaps() -> impl Iterator<Item = Duration> {
+    [1, 2, 4, 8]
+        .into_iter()
+        .chain(std::iter::repeat(10))
+        .map(Duration::from_millis)
 }
 
 /// SIGKILL what is left of `noted`, each only if it is still the same process. A noted

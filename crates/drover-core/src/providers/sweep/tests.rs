@@ -207,3 +207,14 @@ async fn the_next_owner_ends_the_unnoted_child_of_a_leader_that_died() {
     }
     let _ = wrapper.wait().await;
 }
+
+#[test]
+fn a_killed_process_is_looked_at_soon_then_every_10_ms_for_about_half_a_second() {
+    let gaps: Vec<u64> = kill_probe_gaps()
+        .take(7)
+        .map(|d| d.as_millis() as u64)
+        .collect();
+    assert_eq!(gaps, [1, 2, 4, 8, 10, 10, 10]);
+    let total: Duration = kill_probe_gaps().take(53).sum();
+    assert_eq!(total, Duration::from_millis(505));
+}
