@@ -45,7 +45,12 @@ pub fn let_go_of_code() {}
 /// of `/proc/self/maps`): `start-end perms offset dev inode path`.
 fn code_mappings(maps: &str, exe: &str) -> Vec<(usize, usize)> {
     maps.lines()
-        .filter(|line| line.ends_with(exe))
+        // The path is the last field, after spaces: the whole of it, not a tail of
+        // another file's path.
+        .filter(|line| {
+            line.strip_suffix(exe)
+                .is_some_and(|rest| rest.ends_with(' '))
+        })
         .filter_map(|line| {
             let mut fields = line.split_ascii_whitespace();
             let range = fields.next()?;
@@ -73,6 +78,7 @@ mod tests {
 55d0a0a00000-55d0a0a10000 rw-p 00a00000 fd:01 42 /usr/bin/drover
 7f0000000000-7f0000100000 r-xp 00000000 fd:01 77 /usr/lib/libc.so.6
 7f0000200000-7f0000300000 r-xp 00000000 fd:01 78 /usr/bin/drover-old
+7f0000300000-7f0000380000 r-xp 00000000 fd:01 79 /home/me/usr/bin/drover
 7f0000400000-7f0000300000 r-xp 00000000 fd:01 42 /usr/bin/drover
 7ffd00000000-7ffd00021000 rw-p 00000000 00:00 0 [stack]
 garbage line /usr/bin/drover
