@@ -15,7 +15,7 @@
 
 mod common;
 
-use common::{DROP_SEARCH_INDEX, env_or, fts_options, raw_inserts};
+use common::{DROP_SEARCH_INDEX, env_or, fts_options, median, raw_inserts};
 use drover_core::config::Config;
 use drover_core::dispatch::{self, DispatcherOptions, Request};
 use drover_core::ledger::{Ledger, LedgerOptions};
@@ -79,11 +79,6 @@ impl Phase {
     }
 }
 
-fn median(mut values: Vec<f64>) -> f64 {
-    values.sort_by(f64::total_cmp);
-    values[values.len() / 2]
-}
-
 fn main() {
     let runs = env_or("DROVER_BENCH_RUNS", 100);
     let events = env_or("DROVER_BENCH_EVENTS", 10_000);
@@ -120,10 +115,10 @@ fn main() {
     let raw_rate = (runs * per_run) as f64 / raw_secs;
     let of_pairs = |f: &dyn Fn(&Phase, &Phase) -> f64| {
         median(
-            phases
+            &mut phases
                 .iter()
                 .map(|(bare, indexed)| f(bare, indexed))
-                .collect(),
+                .collect::<Vec<_>>(),
         )
     };
     let ingest_rate = of_pairs(&|_, i| i.rate());

@@ -15,8 +15,8 @@
 
 mod common;
 
-use common::env_or;
 use common::exec::drover_bin;
+use common::{env_or, median};
 use std::path::Path;
 use std::process::{Command, Output, Stdio};
 use std::time::Instant;
@@ -99,16 +99,6 @@ fn pairs_of(h: &Path, work: &Path, scenario: &str, pairs: usize) {
         b / p,
         median(&mut ratios)
     );
-}
-
-fn median(values: &mut [f64]) -> f64 {
-    values.sort_by(f64::total_cmp);
-    let n = values.len();
-    if n % 2 == 1 {
-        values[n / 2]
-    } else {
-        (values[n / 2 - 1] + values[n / 2]) / 2.0
-    }
 }
 
 fn main() {

@@ -19,7 +19,7 @@
 
 mod common;
 
-use common::{DROP_SEARCH_INDEX, fts_options};
+use common::{DROP_SEARCH_INDEX, fts_options, median};
 use drover_core::clock::now_millis;
 use drover_core::ledger::{Ledger, LedgerOptions, LedgerReader, migrate_file_to};
 use drover_core::paths::Paths;
@@ -215,11 +215,6 @@ fn search_ms(home: &Path, query: &str) -> (Vec<f64>, usize) {
         hits = answer["hits"].as_array().map_or(0, Vec::len);
     }
     (times, hits)
-}
-
-fn median(values: &mut [f64]) -> f64 {
-    values.sort_by(|a, b| a.total_cmp(b));
-    values[values.len() / 2]
 }
 
 /// The file's size once its WAL is checkpointed into it.

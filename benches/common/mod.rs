@@ -55,45 +55,49 @@ pub const DROP_SEARCH_INDEX: &str = "DROP TRIGGER search_run_added;
 /// triggers stay. `DROVER_BENCH_FTS_AUTOMERGE` sets FTS5's `automerge` instead of the
 /// ledger's. Returns what was used.
 pub fn fts_options(path: &Path) -> Option<String> {
-    let merge = std::env::var("DROVER_BENCH_FTS_AUTOMERGE").ok();
-    let extra = match std::env::var("DROVER_BENCH_FTS") {
-        Ok(extra) => extra,
-        Err(_) => {
-            let merge = merge?
-                .parse::<i64>()
-                .expect("DROVER_BENCH_FTS_AUTOMERGE is a number");
-            let conn = Connection::open(path).expect("open");
-            conn.execute(
-                "INSERT INTO search (search, rank) VALUES ('automerge', ?1)",
-                [merge],
-            )
-            .expect("automerge");
-            return Some(format!("automerge={merge}"));
-        }
-    };
+    let table = std::env::var("DROVER_BENCH_FTS").ok();
+    let merge = std::env::var("DROVER_BENCH_FTS_AUTOMERGE").ok().map(|m| {
+        m.parse::<i64>()
+            .expect("DROVER_BENCH_FTS_AUTOMERGE is a number")
+    });
+    if table.is_none() && merge.is_none() {
+        return None;
+    }
     let conn = Connection::open(path).expect("open");
-    let options = if extra.trim().is_empty() {
-        String::new()
-    } else {
-        format!(", {extra}")
-    };
-    conn.execute_batch(&format!(
-        "DROP TABLE search; CREATE VIRTUAL TABLE search USING fts5(text, content = '',
-            contentless_delete = 1, tokenize = 'unicode61 remove_diacritics 2'{options});"
-    ))
-    .expect("the search table with DROVER_BENCH_FTS's options");
+    let mut used = Vec::new();
+    if let Some(extra) = table {
+        let options = if extra.trim().is_empty() {
+            String::new()
+        } else {
+            format!(", {extra}")
+        };
+        conn.execute_batch(&format!(
+            "DROP TABLE search; CREATE VIRTUAL TABLE search USING fts5(text, content = '',
+                contentless_delete = 1, tokenize = 'unicode61 remove_diacritics 2'{options});"
+        ))
+        .expect("the search table with DROVER_BENCH_FTS's options");
+        used.push(extra);
+    }
     if let Some(merge) = merge {
-        let merge = merge
-            .parse::<i64>()
-            .expect("DROVER_BENCH_FTS_AUTOMERGE is a number");
         conn.execute(
             "INSERT INTO search (search, rank) VALUES ('automerge', ?1)",
             [merge],
         )
         .expect("automerge");
-        return Some(format!("{extra}, automerge={merge}"));
+        used.push(format!("automerge={merge}"));
     }
-    Some(extra)
+    Some(used.join(", "))
+}
+
+/// The median of `values` (the mean of the middle two when their number is even).
+pub fn median(values: &mut [f64]) -> f64 {
+    values.sort_by(f64::total_cmp);
+    let n = values.len();
+    if n % 2 == 1 {
+        values[n / 2]
+    } else {
+        (values[n / 2 - 1] + values[n / 2]) / 2.0
+    }
 }
 
 pub fn env_or(name: &str, default: u64) -> u64 {
