@@ -80,6 +80,8 @@ impl Phase {
 }
 
 fn main() {
+    // The heap as the `drover` binary sets it up (this process is the owner).
+    drover_core::resident::limit_heap_arenas();
     let runs = env_or("DROVER_BENCH_RUNS", 100);
     let events = env_or("DROVER_BENCH_EVENTS", 10_000);
     let pairs = env_or("DROVER_BENCH_PAIRS", 3).max(1);

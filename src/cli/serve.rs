@@ -54,7 +54,7 @@ async fn serve(args: ServeArgs, paths: &Paths) -> Result<(), DroverError> {
         let mut every = tokio::time::interval(drover_core::resident::EVERY);
         loop {
             every.tick().await;
-            drover_core::resident::let_go_of_code();
+            drover_core::resident::let_go();
         }
     });
     let socket = host.socket_path().to_path_buf();

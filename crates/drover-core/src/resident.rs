@@ -1,14 +1,19 @@
-//! What a long-lived drover process keeps resident of its own code.
+//! What a drover process keeps resident of its own code and heap, and how its heap is
+//! used.
 //!
 //! A page of the binary's code, once run, stays mapped in the process for its life (and
 //! the kernel maps the pages around it too): an owner that opened its ledger, ran its
 //! migrations, read its config and the model catalog, and started its socket would hold
 //! all of that code for days while it waits on pipes (docs/ARCHITECTURE.md §"Memory").
-//! [`let_go_of_code`] gives up the mapping of the code: the owner calls it once it is up
-//! and again every [`EVERY`] (what a burst of runs ran need not stay mapped through the
-//! quiet hours after it); what runs afterwards maps back in as it runs, from the page
-//! cache (nothing is read from disk again, and nothing else is touched: the binary's
-//! data and the heap stay).
+//! [`let_go`] gives up the mapping of the code and the heap's free pages: the owner calls
+//! it once it is up and again every [`EVERY`] (what a burst of runs ran need not stay
+//! mapped through the quiet hours after it); what runs afterwards maps back in as it
+//! runs, from the page cache (nothing is read from disk again, and nothing else is
+//! touched: the binary's data and the heap's live memory stay).
+//!
+//! The heap (glibc's allocator): [`limit_heap_arenas`] before any thread starts, in every
+//! process; [`keep_freed_heap`] in the owner, whose busy turns allocate and free hundreds
+//! of events' buffers at a time.
 //!
 //! What must stay true: only the executable's own read-and-execute mapping is given up
 //! (never a writable one, whose pages hold the relocations and statics), and a failure
@@ -17,9 +22,61 @@
 /// How often a long-lived process gives its code's mapping up again.
 pub const EVERY: std::time::Duration = std::time::Duration::from_secs(600);
 
+/// glibc gives every thread that allocates an arena of its own (up to eight per core),
+/// each holding freed memory apart from the others: the tokio workers, the blocking
+/// threads, the ledger writer and the log thread. drover's threads mostly wait on I/O, so
+/// two arenas serve them; the owner with 48 active runs holds about 1 MiB less
+/// (docs/ARCHITECTURE.md §"Memory"). Called first, before any thread starts.
+#[cfg(all(target_os = "linux", target_env = "gnu"))]
+pub fn limit_heap_arenas() {
+    // SAFETY: mallopt only sets an allocator parameter; it is called before any other
+    // thread exists, so no allocation runs concurrently.
+    unsafe {
+        libc::mallopt(libc::M_ARENA_MAX, 2);
+    }
+}
+
+#[cfg(not(all(target_os = "linux", target_env = "gnu")))]
+pub fn limit_heap_arenas() {}
+
+/// Freed memory the owner's heap keeps for reuse instead of returning it at once
+/// (glibc's trim threshold), and the size from which a block is mapped on its own
+/// instead (its mmap threshold). Left to glibc, both start at 128 KiB: a busy turn's
+/// outbox of hundreds of events, grown past it, was mapped, faulted in page by page,
+/// unmapped when the writer was done with it, and mapped again the next turn. What is
+/// kept is given back by [`let_go`].
+pub const KEPT_FREE_HEAP: usize = 32 << 20;
+
+/// Sets the owner's heap to keep [`KEPT_FREE_HEAP`] of freed memory for reuse.
+#[cfg(all(target_os = "linux", target_env = "gnu"))]
+pub fn keep_freed_heap() {
+    let bytes = i32::try_from(KEPT_FREE_HEAP).unwrap_or(i32::MAX);
+    // SAFETY: mallopt only sets allocator parameters; glibc takes them under its own
+    // lock while other threads allocate.
+    unsafe {
+        libc::mallopt(libc::M_MMAP_THRESHOLD, bytes);
+        libc::mallopt(libc::M_TRIM_THRESHOLD, bytes);
+    }
+}
+
+#[cfg(not(all(target_os = "linux", target_env = "gnu")))]
+pub fn keep_freed_heap() {}
+
+/// Gives up the mapping of the executable's code pages (the ones run later fault back
+/// in) and the heap's free pages.
+pub fn let_go() {
+    let_go_of_code();
+    #[cfg(all(target_os = "linux", target_env = "gnu"))]
+    // SAFETY: malloc_trim only returns whole free pages of the heap to the kernel, under
+    // the allocator's own locks.
+    unsafe {
+        libc::malloc_trim(0);
+    }
+}
+
 /// Gives up the mapping of the executable's code pages; the ones run later fault back in.
 #[cfg(target_os = "linux")]
-pub fn let_go_of_code() {
+fn let_go_of_code() {
     let Ok(exe) = std::fs::read_link("/proc/self/exe") else {
         return;
     };
@@ -39,7 +96,7 @@ pub fn let_go_of_code() {
 }
 
 #[cfg(not(target_os = "linux"))]
-pub fn let_go_of_code() {}
+fn let_go_of_code() {}
 
 /// The address ranges of `exe`'s read-and-execute private mappings in `maps` (the text
 /// of `/proc/self/maps`): `start-end perms offset dev inode path`.

@@ -34,20 +34,42 @@ pub fn base36(mut n: u64) -> String {
 /// `text` cut to at most `max_chars` characters. When something is cut, the result ends
 /// in "…" (counted within `max_chars`) with the whitespace before it dropped.
 pub fn clip(text: &str, max_chars: usize) -> String {
+    match kept_when_clipped(text, max_chars) {
+        None => text.to_string(),
+        Some(kept) => {
+            let mut out = String::with_capacity(kept + '…'.len_utf8());
+            out.push_str(&text[..kept]);
+            if max_chars > 0 {
+                out.push('…');
+            }
+            out
+        }
+    }
+}
+
+/// [`clip`] of a string of one's own, in place: nothing is copied or allocated when it
+/// fits.
+pub fn clip_in_place(text: &mut String, max_chars: usize) {
+    if let Some(kept) = kept_when_clipped(text, max_chars) {
+        text.truncate(kept);
+        if max_chars > 0 {
+            text.push('…');
+        }
+    }
+}
+
+/// How many bytes of `text` [`clip`] keeps before its "…", or `None` when it fits.
+fn kept_when_clipped(text: &str, max_chars: usize) -> Option<usize> {
     if max_chars == 0 {
-        return String::new();
+        return Some(0);
     }
     // Only walk as far as needed: a huge input costs `max_chars` steps, not its length.
-    if text.char_indices().nth(max_chars).is_none() {
-        return text.to_string();
-    }
+    text.char_indices().nth(max_chars)?;
     let cut = text
         .char_indices()
         .nth(max_chars - 1)
         .map_or(text.len(), |(at, _)| at);
-    let mut out = text[..cut].trim_end().to_string();
-    out.push('…');
-    out
+    Some(text[..cut].trim_end().len())
 }
 
 /// `text` on one line: runs of whitespace and control characters become one space, and
@@ -132,6 +154,9 @@ mod tests {
             let got = clip(text, max);
             assert_eq!(got, want, "clip({text:?}, {max})");
             assert!(got.chars().count() <= max);
+            let mut own = text.to_string();
+            clip_in_place(&mut own, max);
+            assert_eq!(own, want, "clip_in_place({text:?}, {max})");
         }
     }
 

@@ -257,8 +257,10 @@ pub async fn start(
     .await
     .map_err(|e| DroverError::new(crate::ErrorCode::Internal, e.to_string()))??;
     // The ledger's opening (its migrations, recovery and the startup read) is not run
-    // again: its code need not stay mapped (docs/ARCHITECTURE.md §"Memory").
-    crate::resident::let_go_of_code();
+    // again: its code need not stay mapped, nor what it freed (docs/ARCHITECTURE.md
+    // §"Memory"). From here the heap keeps what a busy turn frees for the next.
+    crate::resident::let_go();
+    crate::resident::keep_freed_heap();
     end_left_on_hosts(&startup, &options.config, &options.paths).await;
     let core = Core::new(
         options.config.clone(),
@@ -395,7 +397,7 @@ impl Driver {
             // The adapter has sent its last event. Forgotten before the core hears of it:
             // the exit may start the run's next CLI at once (a wake that waited for it),
             // whose adapter must not be the one dropped.
-            self.adapters.remove(&event.run_id);
+            self.adapters.remove(&*event.run_id);
         }
         self.input(Input::Provider(event));
     }
@@ -525,7 +527,10 @@ impl Driver {
 
     /// Sends what the loop turn queued to the ledger and the publisher.
     fn flush(&mut self) {
-        let outbox = std::mem::take(&mut self.outbox);
+        // The next turn's outbox starts as large as this one's was: a busy turn's
+        // hundreds of events are not gathered by growing from empty again.
+        let next = Outbox::sized_like(&self.outbox);
+        let outbox = std::mem::replace(&mut self.outbox, next);
         if outbox.ops.is_empty()
             && outbox.events.is_empty()
             && outbox.replies.is_empty()
@@ -594,6 +599,17 @@ struct Outbox {
     events: Vec<DispatchEvent>,
     replies: Vec<(Reply, Result<Response, DroverError>)>,
     reads: Vec<ReadJob>,
+}
+
+impl Outbox {
+    /// An empty outbox with room for as many ops and events as `last` holds.
+    fn sized_like(last: &Outbox) -> Outbox {
+        Outbox {
+            ops: Vec::with_capacity(last.ops.len()),
+            events: Vec::with_capacity(last.events.len()),
+            ..Outbox::default()
+        }
+    }
 }
 
 /// Carries out an [`InteractiveJob`]: the take-over's command, or the turns the session

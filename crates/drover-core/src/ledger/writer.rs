@@ -118,8 +118,9 @@ pub struct NewEvent {
     pub run_id: String,
     /// Its place in the run's events: the run's last seq plus one.
     pub seq: u64,
-    /// What the event is (see [`super::kind`]).
-    pub kind: String,
+    /// What the event is (see [`super::kind`]): one of drover's own kinds as it is, or a
+    /// kind read from elsewhere.
+    pub kind: std::borrow::Cow<'static, str>,
     /// When it happened, in ms since the Unix epoch.
     pub at: crate::UnixMillis,
     /// The body, already serialized as JSON.
@@ -151,7 +152,7 @@ impl WriteOp {
             tool_call: is_tool_call(&e.kind, &e.body),
             run_id: e.run_id,
             seq: e.seq,
-            kind: e.kind,
+            kind: e.kind.into(),
             at: e.at,
         }))
     }

@@ -525,8 +525,8 @@ pub fn is_transient_status(status: u16) -> bool {
 /// An event tagged with its run.
 #[derive(Debug, Clone)]
 pub struct RunProviderEvent {
-    /// The run whose adapter sent it.
-    pub run_id: String,
+    /// The run whose adapter sent it (shared by all of its events).
+    pub run_id: std::sync::Arc<str>,
     /// What happened.
     pub event: ProviderEvent,
 }

@@ -202,7 +202,7 @@ impl Fake {
             .await
             .expect("an event in time")
             .expect("the loop is still sending");
-        assert_eq!(event.run_id, "run-fake");
+        assert_eq!(&*event.run_id, "run-fake");
         event.event
     }
 

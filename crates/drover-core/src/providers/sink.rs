@@ -7,7 +7,7 @@ use crate::providers::{ProviderEvent, ProviderEventSink, RunProviderEvent};
 
 /// A run's event sender.
 pub struct EventSink {
-    run_id: String,
+    run_id: std::sync::Arc<str>,
     sink: ProviderEventSink,
     open: bool,
 }
@@ -16,7 +16,7 @@ impl EventSink {
     /// A sender of run `run_id`'s events into `sink`.
     pub fn new(run_id: String, sink: ProviderEventSink) -> EventSink {
         EventSink {
-            run_id,
+            run_id: run_id.into(),
             sink,
             open: true,
         }

@@ -166,6 +166,15 @@ async fn read_lines<R: AsyncRead + Unpin>(input: R, sender: UnboundedSender<Inbo
     }
 }
 
+/// `line` as JSON in `text` (emptied first); a line that cannot be made ends the sim.
+fn json_line(text: &mut Vec<u8>, line: &impl serde::Serialize) -> Result<(), Stop> {
+    text.clear();
+    serde_json::to_writer(text, line).map_err(|e| {
+        note(&format!("cannot write a line: {e}"));
+        Stop::Exit(1)
+    })
+}
+
 /// A line on stderr for whoever reads it; a closed stderr is not an error.
 fn note(text: &str) {
     use std::io::Write;
@@ -342,8 +351,13 @@ enum Verdict {
     Withdrawn,
 }
 
+/// How many lines of a burst are written between two looks at stdin.
+const BURST_POLL_EVERY: u32 = 64;
+
 struct Agent<W: AsyncWrite + Unpin> {
     out: BufWriter<W>,
+    /// The buffer each JSON line is made in before it is written.
+    line: Vec<u8>,
     /// Inside a burst of repeated lines: write without flushing (the burst's last line
     /// flushes).
     batching: bool,
@@ -406,6 +420,7 @@ impl<W: AsyncWrite + Unpin> Agent<W> {
             kept.unwrap_or_else(|| usize::from(resumed && options.scenario.turns.len() > 1));
         Agent {
             out: BufWriter::with_capacity(64 * 1024, output),
+            line: Vec::new(),
             batching: false,
             inbox,
             stdin_closed: false,
@@ -580,15 +595,33 @@ impl<W: AsyncWrite + Unpin> Agent<W> {
         }
     }
 
-    async fn write(&mut self, line: &Value) -> Result<(), Stop> {
-        self.write_raw(&line.to_string()).await
+    /// Writes `line` as one JSON line.
+    async fn write(&mut self, line: &impl serde::Serialize) -> Result<(), Stop> {
+        let mut text = std::mem::take(&mut self.line);
+        let made = json_line(&mut text, line);
+        self.write_made(text, made).await
+    }
+
+    /// Writes the line [`json_line`] `made` in `text` (the buffer every line reuses, taken
+    /// from `self.line`), and keeps the buffer for the next.
+    async fn write_made(&mut self, text: Vec<u8>, made: Result<(), Stop>) -> Result<(), Stop> {
+        let written = match made {
+            Ok(()) => self.write_bytes(&text).await,
+            Err(stop) => Err(stop),
+        };
+        self.line = text;
+        written
     }
 
     async fn write_raw(&mut self, text: &str) -> Result<(), Stop> {
+        self.write_bytes(text.as_bytes()).await
+    }
+
+    async fn write_bytes(&mut self, text: &[u8]) -> Result<(), Stop> {
         let batching = self.batching;
         let out = &mut self.out;
         let written = async {
-            out.write_all(text.as_bytes()).await?;
+            out.write_all(text).await?;
             out.write_all(b"\n").await?;
             if batching { Ok(()) } else { out.flush().await }
         }
@@ -671,7 +704,10 @@ impl<W: AsyncWrite + Unpin> Agent<W> {
         for (index, step) in turn.steps.iter().enumerate() {
             let times = step.repeat.times;
             for i in 1..=times {
-                self.pause(step.delay_ms).await?;
+                // A repetition with no pause looks at stdin after the one before it, below.
+                if step.delay_ms > 0 || i == 1 {
+                    self.pause(step.delay_ms).await?;
+                }
                 let vars = self.vars(state, i);
                 let block = match (&turn.result_block, placement) {
                     (Some(block), BlockPlacement::AppendTo(at)) if at == index && i == times => {
@@ -754,7 +790,11 @@ impl<W: AsyncWrite + Unpin> Agent<W> {
                 if let Flow::ResultWritten = flow {
                     return Ok(flow);
                 }
-                self.poll().await?;
+                // In a burst, what came in on stdin (an interrupt, a control request) is
+                // looked at every [`BURST_POLL_EVERY`] lines, not after each.
+                if !self.batching || i % BURST_POLL_EVERY == 0 {
+                    self.poll().await?;
+                }
                 if self.stdin_closed {
                     return Err(Stop::Exit(0));
                 }
@@ -766,18 +806,20 @@ impl<W: AsyncWrite + Unpin> Agent<W> {
     /// One assistant message: booked on the session and the turn, then written.
     async fn say(
         &mut self,
-        content: Value,
+        content: wire::Block<'_>,
         text: &str,
         meta: &MessageMeta,
         state: &mut TurnState,
     ) -> Result<(), Stop> {
         let usage = meta.usage.unwrap_or_else(|| Usage::estimated_for(text));
-        let model = meta.model.clone().unwrap_or_else(|| self.model.clone());
-        self.spend.charge(&model, &usage, meta.cost_usd);
+        let model = meta.model.as_deref().unwrap_or(&self.model);
+        self.spend.charge(model, &usage, meta.cost_usd);
         state.usage.add(&usage);
         let (message_id, uuid) = (self.ids.message_id(), self.ids.uuid());
-        let line = wire::assistant(self.envelope(), message_id, uuid, &model, content, &usage);
-        self.write(&line).await
+        let mut text = std::mem::take(&mut self.line);
+        let line = wire::assistant(self.envelope(), message_id, uuid, model, content, &usage);
+        let made = json_line(&mut text, &line);
+        self.write_made(text, made).await
     }
 
     async fn say_text(

@@ -87,7 +87,12 @@ impl SessionSpend {
     /// Books one message (or a turn's flat charge) on `model`.
     pub fn charge(&mut self, model: &str, usage: &Usage, cost_usd: f64) {
         self.total_usd += cost_usd;
-        let spend = self.per_model.entry(model.to_string()).or_default();
+        // The model's entry is looked up before one is made: a flood's thousands of
+        // messages on one model make its name once.
+        let spend = match self.per_model.get_mut(model) {
+            Some(spend) => spend,
+            None => self.per_model.entry(model.to_string()).or_default(),
+        };
         spend.usage.add(usage);
         spend.cost_usd += cost_usd;
     }
@@ -204,51 +209,106 @@ pub struct Envelope<'a> {
     pub session_id: &'a str,
 }
 
+/// An assistant message with one content block: written as it is (typed, no `Value`
+/// tree built for each of a flood's thousands of lines).
+#[derive(Debug, serde::Serialize)]
+pub struct Assistant<'a> {
+    #[serde(rename = "type")]
+    kind: &'static str,
+    message: AssistantMessage<'a>,
+    parent_tool_use_id: Option<()>,
+    session_id: &'a str,
+    uuid: String,
+}
+
+#[derive(Debug, serde::Serialize)]
+struct AssistantMessage<'a> {
+    id: String,
+    #[serde(rename = "type")]
+    kind: &'static str,
+    role: &'static str,
+    model: &'a str,
+    content: [Block<'a>; 1],
+    stop_reason: &'static str,
+    stop_sequence: Option<()>,
+    usage: &'a Usage,
+}
+
+/// A content block of an assistant message.
+#[derive(Debug, Clone, Copy, serde::Serialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+pub enum Block<'a> {
+    /// The agent's text.
+    Text {
+        /// The text.
+        text: &'a str,
+    },
+    /// The model's thinking.
+    Thinking {
+        /// What it thought.
+        thinking: &'a str,
+        /// Its signature (the sim's is `sim`).
+        signature: &'static str,
+    },
+    /// A tool call.
+    ToolUse {
+        /// The call's id (`toolu_…`).
+        id: &'a str,
+        /// The tool.
+        name: &'a str,
+        /// Its input.
+        input: &'a Value,
+    },
+}
+
 /// An assistant message with one content block.
-pub fn assistant(
-    env: Envelope<'_>,
+pub fn assistant<'a>(
+    env: Envelope<'a>,
     message_id: String,
     uuid: String,
-    model: &str,
-    block: Value,
-    usage: &Usage,
-) -> Value {
-    let stop_reason = if block["type"] == "tool_use" {
+    model: &'a str,
+    block: Block<'a>,
+    usage: &'a Usage,
+) -> Assistant<'a> {
+    let stop_reason = if matches!(block, Block::ToolUse { .. }) {
         "tool_use"
     } else {
         "end_turn"
     };
-    json!({
-        "type": "assistant",
-        "message": {
-            "id": message_id,
-            "type": "message",
-            "role": "assistant",
-            "model": model,
-            "content": [block],
-            "stop_reason": stop_reason,
-            "stop_sequence": null,
-            "usage": usage_json(usage),
+    Assistant {
+        kind: "assistant",
+        message: AssistantMessage {
+            id: message_id,
+            kind: "message",
+            role: "assistant",
+            model,
+            content: [block],
+            stop_reason,
+            stop_sequence: None,
+            usage,
         },
-        "parent_tool_use_id": null,
-        "session_id": env.session_id,
-        "uuid": uuid,
-    })
+        parent_tool_use_id: None,
+        session_id: env.session_id,
+        uuid,
+    }
 }
 
 /// A `text` content block.
-pub fn text_block(text: &str) -> Value {
-    json!({"type": "text", "text": text})
+pub fn text_block(text: &str) -> Block<'_> {
+    Block::Text { text }
 }
 
 /// A `thinking` content block.
-pub fn thinking_block(text: &str) -> Value {
-    json!({"type": "thinking", "thinking": text, "signature": "sim"})
+pub fn thinking_block(text: &str) -> Block<'_> {
+    Block::Thinking {
+        thinking: text,
+        signature: "sim",
+    }
 }
 
 /// A `tool_use` content block.
-pub fn tool_use_block(id: &str, name: &str, input: &Value) -> Value {
-    json!({"type": "tool_use", "id": id, "name": name, "input": input})
+pub fn tool_use_block<'a>(id: &'a str, name: &'a str, input: &'a Value) -> Block<'a> {
+    Block::ToolUse { id, name, input }
 }
 
 /// The `user` line carrying a tool's result back to the model.
@@ -747,18 +807,44 @@ mod tests {
             input_tokens: 3,
             ..Usage::default()
         };
+        let input = json!({"command": "ls"});
         let line = assistant(
             env,
             "msg_1".into(),
             "u".into(),
             "m",
-            tool_use_block("toolu_1", "Bash", &json!({"command": "ls"})),
+            tool_use_block("toolu_1", "Bash", &input),
             &usage,
         );
+        // Written field by field in the real CLI's order.
+        assert_eq!(
+            serde_json::to_string(&line).unwrap(),
+            r#"{"type":"assistant","message":{"id":"msg_1","type":"message","role":"assistant","model":"m","content":[{"type":"tool_use","id":"toolu_1","name":"Bash","input":{"command":"ls"}}],"stop_reason":"tool_use","stop_sequence":null,"usage":{"input_tokens":3,"output_tokens":0,"cache_read_input_tokens":0,"cache_creation_input_tokens":0}},"parent_tool_use_id":null,"session_id":"s1","uuid":"u"}"#
+        );
+        let line = serde_json::to_value(&line).unwrap();
         assert_eq!(line["message"]["content"][0]["name"], "Bash");
         assert_eq!(line["message"]["stop_reason"], "tool_use");
         assert_eq!(line["message"]["usage"]["input_tokens"], 3);
         assert_eq!(line["session_id"], "s1");
+        let text = assistant(
+            env,
+            "msg_2".into(),
+            "v".into(),
+            "m",
+            text_block("hi"),
+            &usage,
+        );
+        let text = serde_json::to_value(&text).unwrap();
+        assert_eq!(
+            text["message"]["content"][0],
+            json!({"type": "text", "text": "hi"})
+        );
+        assert_eq!(text["message"]["stop_reason"], "end_turn");
+        let thinking = serde_json::to_value(thinking_block("hm")).unwrap();
+        assert_eq!(
+            thinking,
+            json!({"type": "thinking", "thinking": "hm", "signature": "sim"})
+        );
 
         let ask = can_use_tool(
             "r1",

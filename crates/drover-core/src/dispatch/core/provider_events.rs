@@ -40,13 +40,14 @@ const FILE_TOOLS_MAX: usize = 256;
 impl Core {
     pub(super) fn on_provider_event(&mut self, tagged: RunProviderEvent) {
         let RunProviderEvent { run_id, mut event } = tagged;
+        let run_id: &str = &run_id;
         // Nothing a provider said is stored or shown before its secrets are redacted
         // (what answering needs stays with the adapter): here, once, its text fields
         // only; its transcript entry below is made of them and goes to the ledger as it is
         // (docs/ARCHITECTURE.md §"Secrets").
         event.redact(&self.redactor);
         let now = self.now;
-        let Some(run) = self.runs.get_mut(&run_id) else {
+        let Some(run) = self.runs.get_mut(run_id) else {
             return;
         };
         let mut batch = Batch::default();
@@ -68,7 +69,7 @@ impl Core {
             let seq = run.next_seq - 1;
             run.transcript.push(line.clone(), seq);
             batch.events.push(DispatchEvent::Transcript {
-                run_id: run_id.clone(),
+                run_id: run_id.to_string(),
                 line,
                 seq,
             });
@@ -100,7 +101,7 @@ impl Core {
             );
             let (code, signal) = (*code, *signal);
             self.commit(batch);
-            return self.on_exited(&run_id, note, code, signal);
+            return self.on_exited(run_id, note, code, signal);
         }
         // Ending, or left as it is for the next owner by a stopping drover (what its CLI
         // says as it goes — a withdrawn request, a turn cut short — changes nothing).
@@ -124,23 +125,23 @@ impl Core {
                 if let Some((prompt, origin)) = run.wake.take() {
                     run.warming = false;
                     self.commit(batch);
-                    return self.start_turn(&run_id, prompt, origin);
+                    return self.start_turn(run_id, prompt, origin);
                 }
                 if run.warming {
                     self.commit(batch);
-                    return self.on_warm(&run_id);
+                    return self.on_warm(run_id);
                 }
                 self.commit(batch);
                 let prompt = self
                     .runs
-                    .get_mut(&run_id)
+                    .get_mut(run_id)
                     .map(|r| {
                         r.first_prompt
                             .take()
                             .unwrap_or_else(|| prompts::first_turn(&r.spec))
                     })
                     .unwrap_or_default();
-                return self.start_turn(&run_id, prompt, TurnOrigin::Dispatch);
+                return self.start_turn(run_id, prompt, TurnOrigin::Dispatch);
             }
             ProviderEvent::Session { session_id, model } => {
                 run.provider_session_id = Some(session_id.clone());
@@ -149,7 +150,7 @@ impl Core {
                     run.price = None;
                 }
                 batch.ops.push(WriteOp::UpdateRun {
-                    run_id: run_id.clone(),
+                    run_id: run_id.to_string(),
                     patch: Box::new(RunPatch {
                         updated_at: now,
                         provider_session_id: Some(session_id),
@@ -230,12 +231,12 @@ impl Core {
                 run.model_turn(&mut batch, now);
                 if run.file_tools.remove(&tool_use_id) {
                     self.commit(batch);
-                    return self.measure(&run_id);
+                    return self.measure(run_id);
                 }
             }
             ProviderEvent::PermissionRequested(request) => {
                 self.commit(batch);
-                return self.on_permission_request(&run_id, request);
+                return self.on_permission_request(run_id, request);
             }
             ProviderEvent::PermissionWithdrawn { request_id } => {
                 if run.broker.withdraw(&request_id).is_some() {
@@ -260,7 +261,7 @@ impl Core {
                     turn.tokens.add(&tokens);
                 }
                 self.commit(batch);
-                return self.on_streamed_usage(&run_id, model.as_deref(), &tokens);
+                return self.on_streamed_usage(run_id, model.as_deref(), &tokens);
             }
             ProviderEvent::RateLimited { until, detail } => {
                 run.rate_limited = true;
@@ -284,10 +285,10 @@ impl Core {
                 run.file_tools.clear();
                 run.commands_open.clear();
                 self.commit(batch);
-                self.measure(&run_id);
-                self.on_turn_completed(&run_id, end);
+                self.measure(run_id);
+                self.on_turn_completed(run_id, end);
                 // A run with an open pull request, idle now: the turn's work goes to it.
-                return self.push_to_open_pr(&run_id);
+                return self.push_to_open_pr(run_id);
             }
             ProviderEvent::Exited { .. } => {}
         }

@@ -565,7 +565,7 @@ impl Run {
     pub fn event(
         &mut self,
         batch: &mut Batch,
-        kind: &str,
+        kind: &'static str,
         body: &impl serde::Serialize,
         at: UnixMillis,
     ) {
@@ -577,7 +577,7 @@ impl Run {
     pub fn append(
         &mut self,
         batch: &mut Batch,
-        kind: &str,
+        kind: &'static str,
         body: &impl serde::Serialize,
         at: UnixMillis,
         tool_call: bool,
@@ -587,7 +587,7 @@ impl Run {
                 batch.ops.push(WriteOp::AppendEvent(NewEvent {
                     run_id: self.id.clone(),
                     seq: self.next_seq,
-                    kind: kind.to_string(),
+                    kind: kind.into(),
                     at,
                     body_json,
                     tool_call,

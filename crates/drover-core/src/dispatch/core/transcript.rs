@@ -10,7 +10,7 @@
 use std::collections::VecDeque;
 
 use crate::providers::ProviderEvent;
-use crate::text::{clip, one_line};
+use crate::text::{clip_in_place, one_line};
 
 /// Longest single line kept in the ring.
 pub(crate) const LINE_MAX_CHARS: usize = 300;
@@ -79,7 +79,7 @@ impl TranscriptRing {
 
 /// One line about a provider event, or `None` for events not worth a line.
 pub fn summarize(event: &ProviderEvent) -> Option<String> {
-    let line = match event {
+    let mut line = match event {
         ProviderEvent::Ready { version } => format!(
             "ready{}",
             version
@@ -151,25 +151,34 @@ pub fn summarize(event: &ProviderEvent) -> Option<String> {
             }
         }
     };
-    Some(clip(&line, LINE_MAX_CHARS))
+    clip_in_place(&mut line, LINE_MAX_CHARS);
+    Some(line)
 }
 
 /// The transcript entry of the agent's text (`text: ` and its lines, kept as
-/// [`kept_lines`] keeps them), bounded by [`TEXT_MAX_CHARS`]. The ledger keeps no copy of
-/// it: a transcript read from the ledger makes it again from the event's text.
+/// [`push_kept_lines`] keeps them), bounded by [`TEXT_MAX_CHARS`]. The ledger keeps no
+/// copy of it: a transcript read from the ledger makes it again from the event's text.
+/// Made in one buffer (it is made for every message the agent writes).
 pub(crate) fn text_entry(text: &str) -> String {
-    clip(&format!("text: {}", kept_lines(text)), TEXT_MAX_CHARS)
+    const PREFIX: &str = "text: ";
+    let mut out = String::with_capacity(PREFIX.len() + text.len().min(TEXT_MAX_CHARS * 4));
+    out.push_str(PREFIX);
+    push_kept_lines(&mut out, text);
+    crate::text::clip_in_place(&mut out, TEXT_MAX_CHARS);
+    out
 }
 
-/// The agent's text with its line breaks: each line without control characters (a tab
-/// becomes four spaces) and trailing blanks, runs of blank lines as one, at most
-/// [`TEXT_MAX_LINES`] lines ("…" where it was cut; the caller clips the characters).
-fn kept_lines(text: &str) -> String {
-    let mut out = String::new();
+/// Appends the agent's text to `out` with its line breaks: each line without control
+/// characters (a tab becomes four spaces) and trailing blanks, runs of blank lines as
+/// one, at most [`TEXT_MAX_LINES`] lines ("…" where it was cut; the caller clips the
+/// characters).
+fn push_kept_lines(out: &mut String, text: &str) {
+    let start = out.len();
+    let mut line = String::new();
     let mut lines = 0;
     let mut blank_before = false;
     for raw in text.lines() {
-        let mut line = String::with_capacity(raw.len().min(LINE_MAX_CHARS));
+        line.clear();
         for c in raw.chars() {
             match c {
                 '\t' => line.push_str("    "),
@@ -178,15 +187,18 @@ fn kept_lines(text: &str) -> String {
             }
         }
         let line = line.trim_end();
+        let written = out.len() > start;
         if line.is_empty() {
-            blank_before = !out.is_empty();
+            blank_before = written;
             continue;
         }
-        if lines + usize::from(blank_before) >= TEXT_MAX_LINES || out.len() > TEXT_MAX_CHARS * 4 {
+        if lines + usize::from(blank_before) >= TEXT_MAX_LINES
+            || out.len() - start > TEXT_MAX_CHARS * 4
+        {
             out.push_str("\n…");
             break;
         }
-        if !out.is_empty() {
+        if written {
             out.push('\n');
             if blank_before {
                 out.push('\n');
@@ -197,7 +209,6 @@ fn kept_lines(text: &str) -> String {
         out.push_str(line);
         lines += 1;
     }
-    out
 }
 
 #[cfg(test)]

@@ -150,7 +150,7 @@ impl FakeRun {
             .await
             .expect("an event in time")
             .expect("the adapter is still sending");
-        assert_eq!(event.run_id, self.spec.run_id);
+        assert_eq!(*event.run_id, *self.spec.run_id);
         event.event
     }
 

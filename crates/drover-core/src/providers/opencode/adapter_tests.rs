@@ -61,7 +61,7 @@ async fn until_exited(rx: &mut mpsc::Receiver<RunProviderEvent>) -> Vec<Provider
             .await
             .unwrap_or_else(|_| panic!("no Exited within {WAIT:?}: {events:?}"))
             .unwrap_or_else(|| panic!("the adapter ended without Exited: {events:?}"));
-        assert_eq!(event.run_id, "r1");
+        assert_eq!(&*event.run_id, "r1");
         let last = matches!(event.event, ProviderEvent::Exited { .. });
         events.push(event.event);
         if last {
