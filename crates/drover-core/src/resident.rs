@@ -24,20 +24,30 @@ pub const EVERY: std::time::Duration = std::time::Duration::from_secs(600);
 
 /// glibc gives every thread that allocates an arena of its own (up to eight per core),
 /// each holding freed memory apart from the others: the tokio workers, the blocking
-/// threads, the ledger writer and the log thread. drover's threads mostly wait on I/O, so
-/// two arenas serve them; the owner with 48 active runs holds about 1 MiB less
-/// (docs/ARCHITECTURE.md §"Memory"). Called first, before any thread starts.
+/// threads, the ledger writer, its sync thread and the log thread. [`HEAP_ARENAS`] serve
+/// them. Called first, before any thread starts.
 #[cfg(all(target_os = "linux", target_env = "gnu"))]
 pub fn limit_heap_arenas() {
     // SAFETY: mallopt only sets an allocator parameter; it is called before any other
     // thread exists, so no allocation runs concurrently.
     unsafe {
-        libc::mallopt(libc::M_ARENA_MAX, 2);
+        libc::mallopt(libc::M_ARENA_MAX, HEAP_ARENAS);
     }
 }
 
 #[cfg(not(all(target_os = "linux", target_env = "gnu")))]
 pub fn limit_heap_arenas() {}
+
+/// How many heap arenas a drover process has. Two (what it had) held the owner with 48
+/// active runs about 1 MiB lower than glibc's sixteen, but a busy owner's two tokio
+/// workers and its ledger writer then took turns at the two arenas' locks: the writer
+/// spent a third of its time waiting on them, and ingest ran at 60 % of raw SQLite. With
+/// four, the writer, started after the workers and a blocking thread had theirs, still
+/// shared one, and ingest was fast or slow by which. Six: every busy thread has its own
+/// (ingest 80-88 % of raw in one-pair runs, sixteen 85-89 %), and the owner's peak with
+/// 10 runs is 15.4-15.6 MiB (two: 15.4, sixteen: 16.1) (`cargo bench --bench ingest`,
+/// `cargo bench --bench history`; docs/ARCHITECTURE.md §"Memory").
+pub const HEAP_ARENAS: i32 = 6;
 
 /// Freed memory the owner's heap keeps for reuse instead of returning it at once
 /// (glibc's trim threshold), and the size from which a block is mapped on its own

@@ -195,9 +195,10 @@ impl Ledger {
             }
             Synchronous::Full | Synchronous::Normal => (None, None),
         };
+        let spent = writer::spent_ops();
         let writer_thread = std::thread::Builder::new()
             .name("ledger-writer".into())
-            .spawn(move || writer::run(conn, rx, writer_options, health_tx, syncer))?;
+            .spawn(move || writer::run(conn, rx, writer_options, health_tx, syncer, spent))?;
         let writer = LedgerWriter::new(tx);
         let retention = retention::Retention::start(
             path.to_path_buf(),

@@ -501,6 +501,7 @@ pub(super) fn run(
     opts: WriterOptions,
     health: tokio::sync::watch::Sender<Option<String>>,
     syncer: Option<Sender<Vec<AckSender>>>,
+    spent: Option<SpentOps>,
 ) {
     // A ledger has the search index; a benchmark drops it to time what it costs.
     let indexed = super::search::has_index(&conn);
@@ -525,10 +526,13 @@ pub(super) fn run(
                 failures = 0;
                 health.send_if_modified(|h| h.take().is_some());
                 let mut durable = Vec::new();
-                for (message, outcome) in batch.into_iter().zip(outcomes) {
-                    answer(message, outcome, &mut durable);
-                }
+                let committed: Vec<Message> = batch
+                    .into_iter()
+                    .zip(outcomes)
+                    .map(|(message, outcome)| answer(message, outcome, &mut durable))
+                    .collect();
                 to_disk(durable, syncer.as_ref());
+                hand_back(committed, spent.as_ref());
                 if stopping {
                     break;
                 }
@@ -698,9 +702,14 @@ fn apply(
 /// Tells a committed message's sender of its outcome: at once when it was refused; else
 /// its commit at once, and the sender of its durable ack goes on `durable`, answered once
 /// the commit is on disk ([`to_disk`]).
-fn answer(message: Message, result: Result<(), LedgerError>, durable: &mut Vec<AckSender>) {
-    let Message::Ops(_, Some(to)) = message else {
-        return;
+/// Answers `message`'s acks with `result`; gives back what is left of it (its ops).
+fn answer(
+    message: Message,
+    result: Result<(), LedgerError>,
+    durable: &mut Vec<AckSender>,
+) -> Message {
+    let Message::Ops(ops, Some(to)) = message else {
+        return message;
     };
     match result {
         Ok(()) => {
@@ -713,6 +722,35 @@ fn answer(message: Message, result: Result<(), LedgerError>, durable: &mut Vec<A
         Err(e) => {
             let _ = to.durable.send(Err(e));
         }
+    }
+    Message::Ops(ops, None)
+}
+
+/// Where the writer hands the ops it committed, to be freed on a tokio worker, the kind
+/// of thread that made them: glibc frees a block into the arena it came from, under that
+/// arena's lock, so a writer freeing every event's strings waited on the workers that
+/// were making the next ones (docs/ARCHITECTURE.md §"Memory"). Bounded: when the task
+/// that frees them falls behind, the writer frees them itself.
+pub(super) type SpentOps = tokio::sync::mpsc::Sender<Vec<Message>>;
+
+/// How many committed batches wait at most for [`spent_ops`]'s task.
+const SPENT_BATCHES_MAX: usize = 64;
+
+/// A [`SpentOps`] and the task on the current tokio runtime that frees what it is given,
+/// or `None` outside a runtime (the writer then frees its ops itself). The task ends
+/// with the writer.
+pub(super) fn spent_ops() -> Option<SpentOps> {
+    let runtime = tokio::runtime::Handle::try_current().ok()?;
+    let (tx, mut rx) = tokio::sync::mpsc::channel::<Vec<Message>>(SPENT_BATCHES_MAX);
+    runtime.spawn(async move { while rx.recv().await.is_some() {} });
+    Some(tx)
+}
+
+/// Hands `committed` to the task that frees it, or frees it here.
+fn hand_back(committed: Vec<Message>, spent: Option<&SpentOps>) {
+    if let Some(spent) = spent {
+        // Full or gone: dropped here instead.
+        let _ = spent.try_send(committed);
     }
 }
 
@@ -1118,4 +1156,56 @@ fn apply_op(tx: &Transaction<'_>, op: &WriteOp, indexed: bool) -> Result<(), Led
         }
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn meta(key: &str) -> WriteOp {
+        WriteOp::PutMeta {
+            key: key.into(),
+            value: "v".into(),
+        }
+    }
+
+    #[test]
+    fn a_committed_message_is_answered_and_its_ops_are_given_back_to_be_freed() {
+        let (durable, _durable_rx) = oneshot::channel();
+        let (committed, mut committed_rx) = oneshot::channel();
+        let message = Message::Ops(
+            vec![meta("a"), meta("b")],
+            Some(AckTo {
+                durable,
+                committed: Some(committed),
+            }),
+        );
+        let mut waiting = Vec::new();
+        let back = answer(message, Ok(()), &mut waiting);
+        assert!(matches!(committed_rx.try_recv(), Ok(Ok(()))));
+        assert_eq!(waiting.len(), 1, "the durable ack waits for the sync");
+        assert!(matches!(back, Message::Ops(ops, None) if ops.len() == 2));
+        // A message without acks comes back as it went.
+        let back = answer(Message::One(meta("c")), Ok(()), &mut waiting);
+        assert!(matches!(back, Message::One(WriteOp::PutMeta { key, .. }) if key == "c"));
+    }
+
+    #[test]
+    fn committed_ops_are_freed_by_a_task_of_the_runtime_or_else_by_the_writer() {
+        assert!(spent_ops().is_none(), "no runtime: the writer frees them");
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .build()
+            .unwrap();
+        let spent = runtime.block_on(async { spent_ops() }).unwrap();
+        for _ in 0..SPENT_BATCHES_MAX * 2 {
+            // The task has not run yet: past the bound, the batches are dropped here.
+            hand_back(vec![Message::One(meta("k"))], Some(&spent));
+        }
+        assert_eq!(spent.capacity(), 0, "the channel holds at most its bound");
+        runtime.block_on(async {
+            while spent.capacity() < SPENT_BATCHES_MAX {
+                tokio::task::yield_now().await;
+            }
+        });
+    }
 }
