@@ -6,10 +6,11 @@
 //! Run: `cargo bench --bench ingest`. Targets: at least 85 % of the raw rate; the index
 //! costs at most 5 % of the rate without it. The indexed and bare ledgers are timed in
 //! `DROVER_BENCH_PAIRS` (default 3) pairs, alternating which goes first; each figure is
-//! the median over the pairs. Each phase's CPU time is printed too (the
-//! owner's, which is this process, and its children's, the simulated agents'): on a
-//! machine shared with other work the rates move with its load, the CPU a phase used much
-//! less. Sizes:
+//! the median over the pairs. Each phase runs in a process of its own (this benchmark
+//! again), the owner, as `drover serve` runs one dispatcher for its life; raw rusqlite
+//! runs in this one. Each phase's CPU time is printed too (the owner's, the phase's
+//! process, and its children's, the simulated agents'): on a machine shared with other
+//! work the rates move with its load, the CPU a phase used much less. Sizes:
 //! `DROVER_BENCH_RUNS` (default 100) runs × `DROVER_BENCH_EVENTS` (default 10,000) events.
 #![allow(clippy::unwrap_used)] // a test or bench may unwrap; the workspace denies it elsewhere
 
@@ -53,16 +54,49 @@ struct Phase {
     sims_cpu: f64,
 }
 
+/// Set in the process a phase runs in: which ledger (`indexed` or `bare`), and its home.
+const PHASE_ENV: &str = "DROVER_BENCH_INGEST_PHASE";
+const HOME_ENV: &str = "DROVER_BENCH_INGEST_HOME";
+
 impl Phase {
-    fn run(dir: &std::path::Path, runs: u64, events: u64, indexed: bool) -> Phase {
-        let ((secs, committed), owner_cpu, sims_cpu) =
-            cpu_of(|| ingest(dir, runs, events, indexed));
-        Phase {
-            committed,
-            secs,
-            owner_cpu,
-            sims_cpu,
+    /// Runs the phase in a process of its own (this benchmark again, told so by
+    /// [`PHASE_ENV`]): one dispatcher for the life of the process, as the owner runs, and
+    /// no phase left with the heap and the threads of the ones before it.
+    fn run(dir: &std::path::Path, indexed: bool) -> Phase {
+        let out = std::process::Command::new(std::env::current_exe().expect("the bench"))
+            .arg("--bench")
+            .env(PHASE_ENV, if indexed { "indexed" } else { "bare" })
+            .env(HOME_ENV, dir)
+            .stderr(std::process::Stdio::inherit())
+            .output()
+            .expect("the phase runs");
+        assert!(out.status.success(), "the phase failed: {}", out.status);
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        let mut figures = None;
+        for line in stdout.lines() {
+            match line.strip_prefix("phase ") {
+                Some(rest) => figures = Some(rest.to_string()),
+                None => println!("{line}"),
+            }
         }
+        let figures = figures.expect("the phase says its figures");
+        let v: Vec<f64> = figures
+            .split_whitespace()
+            .map(|f| f.parse().expect("a figure"))
+            .collect();
+        Phase {
+            committed: v[0] as u64,
+            secs: v[1],
+            owner_cpu: v[2],
+            sims_cpu: v[3],
+        }
+    }
+
+    /// The phase itself, in the process [`Phase::run`] started: its figures on one line.
+    fn in_this_process(phase: &str, home: &std::path::Path, runs: u64, events: u64) {
+        let ((secs, committed), owner_cpu, sims_cpu) =
+            cpu_of(|| ingest(home, runs, events, phase == "indexed"));
+        println!("phase {committed} {secs} {owner_cpu} {sims_cpu}");
     }
 
     fn rate(&self) -> f64 {
@@ -85,6 +119,9 @@ fn main() {
     let runs = env_or("DROVER_BENCH_RUNS", 100);
     let events = env_or("DROVER_BENCH_EVENTS", 10_000);
     let pairs = env_or("DROVER_BENCH_PAIRS", 3).max(1);
+    if let (Ok(phase), Some(home)) = (std::env::var(PHASE_ENV), std::env::var_os(HOME_ENV)) {
+        return Phase::in_this_process(&phase, std::path::Path::new(&home), runs, events);
+    }
     let home = tempfile::tempdir().expect("temp dir");
     // Pairs of the ledger without the search index and with it (as drover runs), each
     // pair's order the other way round from the one before, so a change in the machine's
@@ -94,11 +131,11 @@ fn main() {
     for pair in 0..pairs {
         let dir = |name: &str| home.path().join(format!("{name}-{pair}"));
         let (bare, indexed) = if pair % 2 == 0 {
-            let bare = Phase::run(&dir("bare"), runs, events, false);
-            (bare, Phase::run(&dir("indexed"), runs, events, true))
+            let bare = Phase::run(&dir("bare"), false);
+            (bare, Phase::run(&dir("indexed"), true))
         } else {
-            let indexed = Phase::run(&dir("indexed"), runs, events, true);
-            (Phase::run(&dir("bare"), runs, events, false), indexed)
+            let indexed = Phase::run(&dir("indexed"), true);
+            (Phase::run(&dir("bare"), false), indexed)
         };
         println!(
             "  pair {}: {:>9.0} events/s with the index, {:>9.0} without; owner CPU {:.1} us / {:.1} us an event",
