@@ -100,7 +100,22 @@ impl Core {
         let now = self.now;
         self.expire_routes(now);
         self.refresh_due_pr();
-        for id in self.order.clone() {
+        // Looked at on every turn of the driver's loop, so the run ids are copied only
+        // when some timer is due (what firing one changes, the others after it see).
+        let any_due = self.order.iter().any(|id| {
+            self.runs.get(id).is_some_and(|run| {
+                self.timers_of(run)
+                    .into_iter()
+                    .flatten()
+                    .any(|(at, _)| at <= now)
+            })
+        });
+        let due_order = if any_due {
+            self.order.clone()
+        } else {
+            Vec::new()
+        };
+        for id in due_order {
             let Some(run) = self.runs.get(&id) else {
                 continue;
             };
