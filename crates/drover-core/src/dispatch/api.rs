@@ -709,14 +709,25 @@ impl WaitUntil {
     /// Whether `run` meets the condition. For [`WaitUntil::Event`] only the run's end
     /// does here; the dispatcher also counts each new event.
     pub fn met_by(self, run: &RunSummary) -> bool {
-        let ended = run.head.state.is_terminal();
-        let idle = run.head.state == RunState::Idle && run.pending == 0;
-        let needs_you = run.needs_you().is_some();
+        self.met_when(run.head.state, run.pending, || run.needs_you().is_some())
+    }
+
+    /// [`WaitUntil::met_by`] from a run's state and its pending requests, asking whether
+    /// it needs the user only when that decides (the dispatcher checks its waits on
+    /// every turn of its loop, and a run's row costs more to make than to ask).
+    pub fn met_when(
+        self,
+        state: RunState,
+        pending: usize,
+        needs_you: impl FnOnce() -> bool,
+    ) -> bool {
+        let ended = state.is_terminal();
+        let idle = state == RunState::Idle && pending == 0;
         match self {
             WaitUntil::Terminal | WaitUntil::Event => ended,
             WaitUntil::Idle => ended || idle,
-            WaitUntil::NeedsYou => ended || needs_you,
-            WaitUntil::Settled => ended || idle || needs_you,
+            WaitUntil::NeedsYou => ended || needs_you(),
+            WaitUntil::Settled => ended || idle || needs_you(),
         }
     }
 
@@ -1507,4 +1518,43 @@ impl DispatchEvent {
 /// Whether a number is 0 (a field left out of the JSON when it is).
 fn is_zero(n: &u64) -> bool {
     *n == 0
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_wait_is_met_by_the_state_pending_requests_and_need_its_condition_names() {
+        use RunState::{Completed, Idle, Running};
+        use WaitUntil::{Event, Idle as IdleWait, NeedsYou, Settled, Terminal};
+        // (until, state, pending, needs you, met)
+        let cases = [
+            (Terminal, Running, 0, true, false),
+            (Terminal, Completed, 0, false, true),
+            (Event, Idle, 0, false, false),
+            (IdleWait, Idle, 0, false, true),
+            (IdleWait, Idle, 1, false, false),
+            (IdleWait, Completed, 1, false, true),
+            (NeedsYou, Running, 1, true, true),
+            (NeedsYou, Idle, 0, false, false),
+            (Settled, Running, 0, false, false),
+            (Settled, Running, 1, true, true),
+            (Settled, Idle, 0, false, true),
+        ];
+        for (until, state, pending, needs_you, met) in cases {
+            assert_eq!(
+                until.met_when(state, pending, || needs_you),
+                met,
+                "{until:?} with {state:?}, {pending} pending, needs you: {needs_you}"
+            );
+        }
+        // Whether the run needs the user is only asked when it decides.
+        let asked = std::cell::Cell::new(false);
+        assert!(IdleWait.met_when(Idle, 0, || {
+            asked.set(true);
+            true
+        }));
+        assert!(!asked.get());
+    }
 }

@@ -132,8 +132,15 @@ impl Core {
             return;
         };
         run.provisional_usd += delta;
-        let session = run.session.clone();
-        let s = self.session_mut(&session);
+        // The session is read already but for a slip (see `session_mut`): its name is
+        // copied only then (this runs for every usage event a turn streams).
+        let s = match self.money.sessions.get_mut(run.session.as_str()) {
+            Some(s) => s,
+            None => {
+                let session = run.session.clone();
+                self.session_mut(&session)
+            }
+        };
         s.provisional = (s.provisional + delta).max(0.0);
     }
 

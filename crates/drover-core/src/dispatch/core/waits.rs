@@ -174,7 +174,9 @@ impl Core {
             }
             match w.until {
                 WaitUntil::Event => run.next_seq > *base || run.state().is_terminal(),
-                until => until.met_by(&run.summary()),
+                until => until.met_when(run.state(), run.broker.pending().len(), || {
+                    run.summary().needs_you().is_some()
+                }),
             }
         });
         if w.any {

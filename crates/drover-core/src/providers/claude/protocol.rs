@@ -489,6 +489,13 @@ fn assistant_events(
                 *reported = reported.field_max(&tokens);
                 delta
             }
+            // A new message: its id is kept in the last one's buffer (a line each).
+            (Some(id), Some((last_id, reported))) => {
+                last_id.clear();
+                last_id.push_str(id);
+                *reported = tokens;
+                tokens
+            }
             (id, streamed) => {
                 *streamed = id.map(|id| (id.to_string(), tokens));
                 tokens
