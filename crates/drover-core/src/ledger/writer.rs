@@ -701,8 +701,8 @@ fn apply(
 
 /// Tells a committed message's sender of its outcome: at once when it was refused; else
 /// its commit at once, and the sender of its durable ack goes on `durable`, answered once
-/// the commit is on disk ([`to_disk`]).
-/// Answers `message`'s acks with `result`; gives back what is left of it (its ops).
+/// the commit is on disk ([`to_disk`]). Gives back what is left of the message (its ops)
+/// to be freed.
 fn answer(
     message: Message,
     result: Result<(), LedgerError>,

@@ -126,16 +126,6 @@ impl SessionSpend {
     }
 }
 
-/// `usage` of an assistant message or a result.
-pub fn usage_json(usage: &Usage) -> Value {
-    json!({
-        "input_tokens": usage.input_tokens,
-        "output_tokens": usage.output_tokens,
-        "cache_read_input_tokens": usage.cache_read_input_tokens,
-        "cache_creation_input_tokens": usage.cache_creation_input_tokens,
-    })
-}
-
 /// The `system` `init` line that opens a turn.
 #[derive(Debug, Clone)]
 pub struct InitFacts<'a> {
@@ -471,7 +461,7 @@ pub fn result(env: Envelope<'_>, uuid: String, r: &TurnResult<'_>, spend: &Sessi
         "result": r.text,
         "session_id": env.session_id,
         "total_cost_usd": spend.total_usd(),
-        "usage": usage_json(r.usage),
+        "usage": r.usage,
         "modelUsage": spend.model_usage(),
         "permission_denials": r.permission_denials,
         "terminal_reason": r.terminal_reason,

@@ -102,30 +102,19 @@ impl Core {
         self.refresh_due_pr();
         // Looked at on every turn of the driver's loop, so the run ids are copied only
         // when some timer is due (what firing one changes, the others after it see).
-        let any_due = self.order.iter().any(|id| {
-            self.runs.get(id).is_some_and(|run| {
-                self.timers_of(run)
-                    .into_iter()
-                    .flatten()
-                    .any(|(at, _)| at <= now)
-            })
-        });
-        let due_order = if any_due {
-            self.order.clone()
-        } else {
-            Vec::new()
-        };
-        for id in due_order {
-            let Some(run) = self.runs.get(&id) else {
-                continue;
-            };
-            let due = self
-                .timers_of(run)
+        let due_of = |core: &Core, id: &str| {
+            let run = core.runs.get(id)?;
+            core.timers_of(run)
                 .into_iter()
                 .flatten()
-                .find(|(at, _)| *at <= now);
-            if let Some((_, timer)) = due {
-                self.fire(&id, timer);
+                .find(|(at, _)| *at <= now)
+                .map(|(_, timer)| timer)
+        };
+        if self.order.iter().any(|id| due_of(self, id).is_some()) {
+            for id in self.order.clone() {
+                if let Some(timer) = due_of(self, &id) {
+                    self.fire(&id, timer);
+                }
             }
         }
         self.check_waiters();
