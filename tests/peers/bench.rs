@@ -11,7 +11,9 @@
 //! command's exit.
 //!
 //! - Claude Code: the CLI driven over stream-json as drover's adapter drives it.
-//! - Codex: `codex exec --json` (drover runs the same for policy `auto`).
+//! - Codex: `codex exec --json` (drover runs the same for policy `auto`), as npm's `codex`
+//!   launcher runs it (Node, then the native binary) and as the native binary alone,
+//!   which is what drover starts.
 //! - OpenCode: `opencode run --format json` (its own in-process server); drover runs
 //!   `opencode serve` and drives it over HTTP.
 //! - `opencode acp`: the agent driven directly over ACP (JSON-RPC lines: `initialize`,
@@ -546,8 +548,17 @@ async fn bench_codex() {
         "--policy",
         "auto",
     ];
+    // drover runs the native binary behind npm's `codex` launcher (no Node per child):
+    // both are timed, the command a user types and the binary drover starts.
+    let native = ::drover_core::providers::codex::native::behind_launcher(&program, None)
+        .expect("the pinned codex is npm's launcher over a native binary");
+    let mut native_env = env.clone();
+    native_env.extend(native.env.clone());
     let figures = alternate(&drover, &flags, || async {
-        vec![direct_exit(&program, &args, &env, &work).await]
+        vec![
+            direct_exit(&program, &args, &env, &work).await,
+            direct_exit(&native.binary, &args, &native_env, &work).await,
+        ]
     })
     .await;
     figures.print(
@@ -555,7 +566,10 @@ async fn bench_codex() {
             "codex {} against the mock Responses API",
             peers::pinned_version("@openai/codex")
         ),
-        &["direct: codex exec --json (the whole run)"],
+        &[
+            "direct: codex exec --json (the whole run)",
+            "direct: its native binary, no launcher",
+        ],
     );
 }
 

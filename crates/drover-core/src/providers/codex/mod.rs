@@ -8,6 +8,9 @@
 //! - `restricted` and `auto` run one `codex exec --json` child per turn, follow-ups with
 //!   `exec … resume THREAD`; exec never asks ([`exec`], over the pure [`exec_protocol`]).
 //!
+//! A command that is Codex's npm launcher runs as the native binary behind it
+//! ([`native`]): no Node process per child.
+//!
 //! [`args`] builds the command lines (the sandbox always comes from the capability),
 //! [`encode`] the JSON-RPC lines, [`protocol`] what both modes read alike. What must stay
 //! true is the adapter contract of [`crate::providers`]: exactly one `Exited` last, a
@@ -20,6 +23,7 @@ pub mod args;
 pub mod encode;
 pub mod exec;
 pub mod exec_protocol;
+pub mod native;
 pub mod protocol;
 
 use std::time::Duration;
@@ -63,6 +67,7 @@ pub fn launch_with(
     sink: ProviderEventSink,
     timings: AdapterTimings,
 ) -> Result<AdapterHandle, LaunchError> {
+    let spec = native::unwrapped(spec);
     match spec.policy {
         PermissionPolicy::Ask => app_server::launch(spec, sink, timings),
         PermissionPolicy::Restricted | PermissionPolicy::Auto => exec::launch(spec, sink, timings),
