@@ -7,7 +7,10 @@
 //!   drover: when its parent dies it is re-parented to the owner, not to init;
 //! - every child [`crate::providers::process`] spawns is registered here with its run
 //!   ([`register`]); one scanner thread reads /proc about once a second and notes each
-//!   run's descendants by pid and start time (a reused pid has another start time), and
+//!   run's descendants by pid and start time (a reused pid has another start time),
+//!   reading down each child's tree by the kernel's children lists
+//!   (`/proc/PID/task/TID/children`), so a look costs what the tree holds, not every
+//!   process on the machine (the whole of /proc where the kernel keeps no lists), and
 //!   an adapter notes them again right before it acts on a turn ([`note_now`]: an
 //!   interrupt may orphan a command without ending it). What is noted goes to the run's
 //!   [`ProcessJournal`] (the ledger's `processes` table), so a later owner can end it
@@ -102,7 +105,6 @@ const SCAN_EVERY: Duration = Duration::from_millis(1000);
 
 struct Tracked {
     run_id: String,
-    leader: Noted,
     noted: BTreeMap<i32, Noted>,
     journal: Option<ProcessJournal>,
 }
@@ -217,12 +219,90 @@ fn descendants_in(table: &HashMap<i32, Stat>, root: i32) -> Vec<Noted> {
     found
 }
 
+/// The children of `pid`, from every one of its threads' `/proc/PID/task/TID/children`
+/// (a child is listed under the thread that started it); `None` when the kernel keeps
+/// no such lists (built without `CONFIG_PROC_CHILDREN`). A process that is gone has none.
+fn children_of(pid: i32) -> Option<Vec<i32>> {
+    let Ok(tasks) = std::fs::read_dir(format!("/proc/{pid}/task")) else {
+        return Some(Vec::new());
+    };
+    let mut children = Vec::new();
+    for task in tasks.flatten() {
+        match std::fs::read_to_string(task.path().join("children")) {
+            Ok(list) => children.extend(list.split_whitespace().filter_map(|c| c.parse::<i32>().ok())),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound && !children_listed() => {
+                return None;
+            }
+            // The thread ended while it was read.
+            Err(_) => {}
+        }
+    }
+    Some(children)
+}
+
+/// Whether this kernel lists each process's children (`CONFIG_PROC_CHILDREN`, on in the
+/// common distributions' kernels); asked once.
+fn children_listed() -> bool {
+    static LISTED: LazyLock<bool> = LazyLock::new(|| {
+        let me = std::process::id();
+        std::path::Path::new(&format!("/proc/{me}/task/{me}/children")).exists()
+    });
+    *LISTED
+}
+
+/// The descendants of `root` (not `root` itself): read down from `root` by the
+/// children lists, so it costs what the tree holds, not what the machine runs; the
+/// whole of /proc where the kernel keeps no lists.
+pub fn descendants(root: i32) -> Vec<Noted> {
+    if !children_listed() {
+        return descendants_in(&all_processes(), root);
+    }
+    let mut found = Vec::new();
+    let mut queue = vec![root];
+    while let Some(parent) = queue.pop() {
+        let Some(children) = children_of(parent) else {
+            return descendants_in(&all_processes(), root);
+        };
+        for pid in children {
+            // Gone since it was listed: nothing to note.
+            let Some(stat) = stat_of(pid) else { continue };
+            found.push(Noted {
+                pid,
+                pgid: stat.pgid,
+                start: stat.start,
+            });
+            if found.len() >= MAX_NOTED {
+                return found;
+            }
+            queue.push(pid);
+        }
+    }
+    found
+}
+
+/// This process's children, with their stat: the owner's own children and the orphans
+/// it adopted as a subreaper.
+fn own_children() -> Vec<(i32, Stat)> {
+    let me = std::process::id() as i32;
+    match children_of(me) {
+        Some(children) => children
+            .into_iter()
+            .filter_map(|pid| stat_of(pid).map(|s| (pid, s)))
+            .filter(|(_, s)| s.ppid == me)
+            .collect(),
+        None => all_processes()
+            .into_iter()
+            .filter(|(_, s)| s.ppid == me)
+            .collect(),
+    }
+}
+
 /// The descendants of `root` that are not in its process group (`root` leads its group).
 pub fn escaped_descendants(root: u32) -> Vec<Noted> {
     let Ok(root) = i32::try_from(root) else {
         return Vec::new();
     };
-    descendants_in(&all_processes(), root)
+    descendants(root)
         .into_iter()
         .filter(|n| n.pgid != root)
         .collect()
@@ -248,7 +328,6 @@ pub fn register(run_id: &str, pid: u32, journal: Option<ProcessJournal>) {
         pid,
         Tracked {
             run_id: run_id.to_string(),
-            leader,
             noted: BTreeMap::new(),
             journal,
         },
@@ -267,28 +346,25 @@ pub fn register(run_id: &str, pid: u32, journal: Option<ProcessJournal>) {
 
 /// Notes the descendants of every registered child, and reaps adopted zombies.
 fn scan() {
-    let table = all_processes();
-    let mut registry = registry();
-    if registry.runs.is_empty() {
-        drop(registry);
-        reap_adopted(&table, &[]);
-        return;
+    let leaders: Vec<i32> = registry().runs.keys().copied().collect();
+    for leader in &leaders {
+        // Read outside the lock: an adapter noting its own child never waits on a walk.
+        let found = descendants(*leader);
+        if let Some(tracked) = registry().runs.get_mut(leader) {
+            note_into(tracked, found);
+        }
     }
-    let leaders: Vec<i32> = registry.runs.keys().copied().collect();
-    for tracked in registry.runs.values_mut() {
-        note_into(tracked, &table);
-    }
-    drop(registry);
-    reap_adopted(&table, &leaders);
+    reap_adopted(&own_children(), &leaders);
 }
 
-/// Adds what `table` shows of `tracked`'s descendants; forgets the ones that are gone.
-fn note_into(tracked: &mut Tracked, table: &HashMap<i32, Stat>) {
+/// Adds `found` (`tracked`'s descendants now) to what is noted; forgets the noted ones
+/// that are gone.
+fn note_into(tracked: &mut Tracked, found: Vec<Noted>) {
     tracked
         .noted
-        .retain(|pid, n| table.get(pid).is_some_and(|s| s.start == n.start));
+        .retain(|pid, n| stat_of(*pid).is_some_and(|s| s.start == n.start));
     let mut new = Vec::new();
-    for n in descendants_in(table, tracked.leader.pid) {
+    for n in found {
         if tracked.noted.len() >= MAX_NOTED {
             break;
         }
@@ -311,9 +387,12 @@ fn note_into(tracked: &mut Tracked, table: &HashMap<i32, Stat>) {
 /// command without ending it).
 pub fn note_now(pid: u32) {
     let Ok(pid) = i32::try_from(pid) else { return };
-    let table = all_processes();
+    if !registry().runs.contains_key(&pid) {
+        return;
+    }
+    let found = descendants(pid);
     if let Some(tracked) = registry().runs.get_mut(&pid) {
-        note_into(tracked, &table);
+        note_into(tracked, found);
     }
 }
 
@@ -325,13 +404,10 @@ pub fn finish(pid: u32) {
     let Some(tracked) = registry().runs.remove(&pid) else {
         return;
     };
-    let table = all_processes();
-    let me = std::process::id() as i32;
     let mut targets: Vec<Noted> = tracked.noted.values().copied().collect();
     // Orphans of the child's group (or of a noted group) now parented by the owner.
-    for (p, stat) in &table {
-        if stat.ppid == me
-            && *p != pid
+    for (p, stat) in &own_children() {
+        if *p != pid
             && (stat.pgid == pid
                 || tracked
                     .noted
@@ -402,13 +478,13 @@ fn reap_noted(noted: &[Noted]) {
     }
 }
 
-/// Reaps zombies the owner adopted: children of this process in another session (drover
-/// never starts a child in a session of its own), or in the group of a registered child
-/// without being that child.
-fn reap_adopted(table: &HashMap<i32, Stat>, leaders: &[i32]) {
+/// Reaps zombies the owner adopted: of `children` (this process's), those in another
+/// session (drover never starts a child in a session of its own), or in the group of a
+/// registered child without being that child.
+fn reap_adopted(children: &[(i32, Stat)], leaders: &[i32]) {
     let me = std::process::id() as i32;
-    let Some(mine) = table.get(&me) else { return };
-    for (pid, stat) in table {
+    let Some(mine) = stat_of(me) else { return };
+    for (pid, stat) in children {
         let adopted = stat.session != mine.session
             || (leaders.contains(&stat.pgid) && !leaders.contains(pid));
         if stat.ppid == me && stat.state == 'Z' && adopted {

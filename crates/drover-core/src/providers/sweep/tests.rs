@@ -19,6 +19,40 @@ fn stat_lines_are_read_past_odd_command_names() {
 }
 
 #[tokio::test]
+async fn the_children_lists_find_the_tree_the_whole_of_proc_shows() {
+    // bash → sh → sleep, and bash → sleep: two levels below the root.
+    let mut child = tokio::process::Command::new("/bin/bash")
+        .args(["-c", "sh -c 'sleep 97 & wait' & sleep 96 & wait"])
+        .process_group(0)
+        .kill_on_drop(true)
+        .spawn()
+        .expect("bash starts");
+    let root = child.id().expect("a pid") as i32;
+    let pids = |noted: Vec<Noted>| {
+        let mut pids: Vec<i32> = noted.into_iter().map(|n| n.pid).collect();
+        pids.sort_unstable();
+        pids
+    };
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    let walked = loop {
+        let walked = pids(descendants(root));
+        if walked.len() >= 3 {
+            break walked;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the tree never showed three descendants: {walked:?}"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    };
+    assert!(children_listed(), "this kernel lists children");
+    assert_eq!(walked, pids(descendants_in(&all_processes(), root)));
+    assert_eq!(walked.len(), 3, "{walked:?}");
+    let _ = nix::sys::signal::killpg(Pid::from_raw(root), Signal::SIGKILL);
+    let _ = child.wait().await;
+}
+
+#[tokio::test]
 async fn a_descendant_in_a_session_of_its_own_is_found_and_killed() {
     // A shell (own group) that starts `setsid sleep` (a new session) and waits.
     let mut child = tokio::process::Command::new("/bin/bash")
