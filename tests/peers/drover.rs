@@ -40,6 +40,9 @@ pub struct Drover {
     dir: TempDir,
     serve: Option<Child>,
     serve_pid: u32,
+    /// Every drover process logs at `debug` (what a failing test needs); `false` leaves
+    /// the level at drover's default, as a user runs it (the benchmarks).
+    debug_log: bool,
 }
 
 impl Drover {
@@ -47,6 +50,17 @@ impl Drover {
     /// paths in it) as `config.toml` and starts `drover serve`, where only loopback
     /// exists (`crate::loopback::require`).
     pub async fn start_with(make: impl FnOnce(&Path) -> String) -> Drover {
+        Drover::start_logging(make, true).await
+    }
+
+    /// [`Drover::start_with`], every drover process logging at drover's default level
+    /// as a user runs it (`DROVER_LOG` unset), not at `debug`.
+    #[allow(dead_code)] // not every target that includes this file uses it
+    pub async fn start_as_a_user_runs(make: impl FnOnce(&Path) -> String) -> Drover {
+        Drover::start_logging(make, false).await
+    }
+
+    async fn start_logging(make: impl FnOnce(&Path) -> String, debug_log: bool) -> Drover {
         crate::loopback::require();
         let dir = tempfile::Builder::new()
             .prefix("drover-peers-")
@@ -61,6 +75,7 @@ impl Drover {
             dir,
             serve: None,
             serve_pid: 0,
+            debug_log,
         };
         drover.serve().await;
         drover
@@ -97,7 +112,9 @@ impl Drover {
             "DROVER_HOME".into(),
             self.drover_home().display().to_string(),
         ));
-        env.push(("DROVER_LOG".into(), "debug".into()));
+        if self.debug_log {
+            env.push(("DROVER_LOG".into(), "debug".into()));
+        }
         // Belt and braces: should the config's env not reach a Claude child, it still
         // talks to nothing but a closed loopback port.
         env.push(("ANTHROPIC_BASE_URL".into(), "http://127.0.0.1:9".into()));

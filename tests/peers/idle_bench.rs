@@ -127,7 +127,9 @@ async fn memory() {
         (0..IDLE_RUNS).map(|i| Reply::text(done(&format!("run {i} done")))),
     )
     .await;
-    let drover = Drover::start_with(|root| claude_config(root, &mock, &limits(0, IDLE_RUNS))).await;
+    let drover =
+        Drover::start_as_a_user_runs(|root| claude_config(root, &mock, &limits(0, IDLE_RUNS)))
+            .await;
     let flags = [
         "--provider",
         "claude-code",
@@ -224,7 +226,7 @@ async fn latency_of(name: &str, protocol: Protocol, flags: &[&str]) {
         ("woken ahead", AHEAD_HIBERNATE_SECS, true),
     ] {
         let mock = MockApi::start(protocol, [Reply::text(done("first"))]).await;
-        let drover = Drover::start_with(|root| {
+        let drover = Drover::start_as_a_user_runs(|root| {
             let extra = limits(after, 4);
             match protocol {
                 Protocol::AnthropicMessages => claude_config(root, &mock, &extra),

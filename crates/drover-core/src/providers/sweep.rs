@@ -229,7 +229,10 @@ fn children_of(pid: i32) -> Option<Vec<i32>> {
     let mut children = Vec::new();
     for task in tasks.flatten() {
         match std::fs::read_to_string(task.path().join("children")) {
-            Ok(list) => children.extend(list.split_whitespace().filter_map(|c| c.parse::<i32>().ok())),
+            Ok(list) => children.extend(
+                list.split_whitespace()
+                    .filter_map(|c| c.parse::<i32>().ok()),
+            ),
             Err(e) if e.kind() == std::io::ErrorKind::NotFound && !children_listed() => {
                 return None;
             }
