@@ -225,6 +225,17 @@ async fn direct_exit(
     env: &[(String, String)],
     cwd: &Path,
 ) -> Duration {
+    direct_exit_tail(program, args, env, cwd).await.0
+}
+
+/// [`direct_exit`], with the time from the CLI's last line to its exit (what drover's
+/// "turn ended to run ended" holds of the CLI's own).
+async fn direct_exit_tail(
+    program: &Path,
+    args: &[&str],
+    env: &[(String, String)],
+    cwd: &Path,
+) -> (Duration, Duration) {
     let started = Instant::now();
     let mut child = tokio::process::Command::new(program)
         .args(args)
@@ -238,15 +249,19 @@ async fn direct_exit(
         .spawn()
         .unwrap_or_else(|e| panic!("{} starts: {e}", program.display()));
     let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
+    let mut last_line = Duration::ZERO;
     let status = tokio::time::timeout(BOUND, async {
-        while let Ok(Some(_)) = lines.next_line().await {}
+        while let Ok(Some(_)) = lines.next_line().await {
+            last_line = started.elapsed();
+        }
         child.wait().await
     })
     .await
     .unwrap_or_else(|_| panic!("{} ended in time", program.display()))
     .expect("waiting for the CLI");
     assert!(status.success(), "{} failed: {status}", program.display());
-    started.elapsed()
+    let whole = started.elapsed();
+    (whole, whole.saturating_sub(last_line))
 }
 
 /// One direct run of `opencode serve` driven over HTTP as drover drives it (the bare
@@ -557,11 +572,12 @@ async fn bench_codex() {
         .expect("the pinned codex is npm's launcher over a native binary");
     let mut native_env = env.clone();
     native_env.extend(native.env.clone());
+    let tails = std::cell::RefCell::new(Vec::new());
     let figures = alternate(&drover, &flags, || async {
-        vec![
-            direct_exit(&program, &args, &env, &work).await,
-            direct_exit(&native.binary, &args, &native_env, &work).await,
-        ]
+        let launcher = direct_exit(&program, &args, &env, &work).await;
+        let (alone, tail) = direct_exit_tail(&native.binary, &args, &native_env, &work).await;
+        tails.borrow_mut().push(ms(tail));
+        vec![launcher, alone]
     })
     .await;
     figures.print(
@@ -573,6 +589,10 @@ async fn bench_codex() {
             "direct: codex exec --json (the whole run)",
             "direct: its native binary, no launcher",
         ],
+    );
+    line(
+        "direct: native, last line to exit",
+        &tails.into_inner().split_off(1),
     );
 }
 
