@@ -100,6 +100,39 @@ pub struct LaunchSpec {
     pub transport: Option<Box<transport::Transport>>,
 }
 
+#[cfg(test)]
+impl LaunchSpec {
+    /// A local run `r1` of `provider` started as `command` in `/w`, under `policy` and
+    /// `capability`, with nothing else set: what the tests of a command line start from.
+    pub(crate) fn for_tests(
+        provider: &str,
+        command: &str,
+        policy: crate::spec::PermissionPolicy,
+        capability: crate::spec::Capability,
+    ) -> LaunchSpec {
+        LaunchSpec {
+            run_id: "r1".into(),
+            provider: provider.into(),
+            command: command.into(),
+            args: vec![],
+            env: std::collections::BTreeMap::new(),
+            cwd: "/w".into(),
+            model: None,
+            effort: None,
+            mode: None,
+            policy,
+            capability,
+            resume_session: None,
+            resume_tokens: None,
+            scenario: None,
+            mcp: None,
+            journal: None,
+            transport: None,
+            sandbox: None,
+        }
+    }
+}
+
 /// A stdio MCP server a run's CLI is started with: `command args…` with `env` added.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct McpServer {

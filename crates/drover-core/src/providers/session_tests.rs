@@ -8,7 +8,6 @@ use crate::spec::{Capability, PermissionPolicy};
 use nix::errno::Errno;
 use nix::sys::signal::kill;
 use nix::unistd::Pid;
-use std::path::PathBuf;
 use tempfile::TempDir;
 
 /// Generous: a loaded machine is slow, and a hang still fails.
@@ -162,23 +161,15 @@ fn start(shell: String, protocol: Words, timings: Timings) -> Fake {
     );
     let spec = LaunchSpec {
         run_id: "run-fake".into(),
-        provider: "fake".into(),
-        command: PathBuf::from("/bin/sh"),
         args: vec!["-c".into(), shell],
         env,
         cwd: dir.path().to_path_buf(),
-        model: None,
-        effort: None,
-        mode: None,
-        policy: PermissionPolicy::Ask,
-        capability: Capability::Workspace,
-        resume_session: None,
-        resume_tokens: None,
-        scenario: None,
-        mcp: None,
-        journal: None,
-        transport: None,
-        sandbox: None,
+        ..LaunchSpec::for_tests(
+            "fake",
+            "/bin/sh",
+            PermissionPolicy::Ask,
+            Capability::Workspace,
+        )
     };
     let (tx, events) = mpsc::channel(64);
     let handle = launch(spec, protocol, tx, timings).expect("launch the fake");

@@ -199,24 +199,40 @@ fn descendants_in(table: &HashMap<i32, Stat>, root: i32) -> Vec<Noted> {
     for (pid, stat) in table {
         children.entry(stat.ppid).or_default().push(*pid);
     }
+    walk_down(root, |parent| {
+        let listed = children.get(&parent).map_or(&[][..], Vec::as_slice);
+        Some(
+            listed
+                .iter()
+                .filter_map(|pid| table.get(pid).map(|stat| (*pid, *stat)))
+                .collect(),
+        )
+    })
+    .unwrap_or_default()
+}
+
+/// The descendants of `root` (not `root` itself), given each process's children with
+/// their stat (`None`: they cannot be told), at most [`MAX_NOTED`].
+fn walk_down(
+    root: i32,
+    mut children: impl FnMut(i32) -> Option<Vec<(i32, Stat)>>,
+) -> Option<Vec<Noted>> {
     let mut found = Vec::new();
     let mut queue = vec![root];
     while let Some(parent) = queue.pop() {
-        for &pid in children.get(&parent).map_or(&[][..], Vec::as_slice) {
-            if let Some(stat) = table.get(&pid) {
-                found.push(Noted {
-                    pid,
-                    pgid: stat.pgid,
-                    start: stat.start,
-                });
-            }
+        for (pid, stat) in children(parent)? {
+            found.push(Noted {
+                pid,
+                pgid: stat.pgid,
+                start: stat.start,
+            });
             if found.len() >= MAX_NOTED {
-                return found;
+                return Some(found);
             }
             queue.push(pid);
         }
     }
-    found
+    Some(found)
 }
 
 /// The children of `pid`, from every one of its threads' `/proc/PID/task/TID/children`
@@ -257,30 +273,21 @@ fn children_listed() -> bool {
 /// children lists, so it costs what the tree holds, not what the machine runs; the
 /// whole of /proc where the kernel keeps no lists.
 pub fn descendants(root: i32) -> Vec<Noted> {
-    if !children_listed() {
-        return descendants_in(&all_processes(), root);
-    }
-    let mut found = Vec::new();
-    let mut queue = vec![root];
-    while let Some(parent) = queue.pop() {
-        let Some(children) = children_of(parent) else {
-            return descendants_in(&all_processes(), root);
-        };
-        for pid in children {
-            // Gone since it was listed: nothing to note.
-            let Some(stat) = stat_of(pid) else { continue };
-            found.push(Noted {
-                pid,
-                pgid: stat.pgid,
-                start: stat.start,
-            });
-            if found.len() >= MAX_NOTED {
-                return found;
-            }
-            queue.push(pid);
-        }
-    }
-    found
+    let listed = children_listed()
+        .then(|| {
+            walk_down(root, |parent| {
+                // One gone since it was listed has nothing to note.
+                let children = children_of(parent)?;
+                Some(
+                    children
+                        .into_iter()
+                        .filter_map(|pid| stat_of(pid).map(|stat| (pid, stat)))
+                        .collect(),
+                )
+            })
+        })
+        .flatten();
+    listed.unwrap_or_else(|| descendants_in(&all_processes(), root))
 }
 
 /// This process's children, with their stat: the owner's own children and the orphans

@@ -11,24 +11,14 @@ const WAIT: Duration = Duration::from_secs(20);
 
 fn spec(script: &str) -> LaunchSpec {
     LaunchSpec {
-        run_id: "r1".into(),
-        provider: "some-acp-agent".into(),
-        command: "/bin/sh".into(),
         args: vec!["-c".into(), script.into()],
-        env: Default::default(),
         cwd: std::env::temp_dir(),
-        model: None,
-        effort: None,
-        mode: None,
-        policy: PermissionPolicy::Ask,
-        capability: Capability::Workspace,
-        resume_session: None,
-        resume_tokens: None,
-        scenario: None,
-        mcp: None,
-        journal: None,
-        transport: None,
-        sandbox: None,
+        ..LaunchSpec::for_tests(
+            "some-acp-agent",
+            "/bin/sh",
+            PermissionPolicy::Ask,
+            Capability::Workspace,
+        )
     }
 }
 

@@ -13,7 +13,6 @@ use nix::sys::signal::kill;
 use nix::unistd::Pid;
 use serde_json::{Value, json};
 use std::collections::BTreeMap;
-use std::path::PathBuf;
 use tempfile::TempDir;
 use tokio::sync::mpsc;
 
@@ -100,23 +99,11 @@ fn fake_spec(dir: &TempDir, mode: &str, policy: PermissionPolicy) -> LaunchSpec 
     env.insert("FAKE_MODE".to_string(), mode.to_string());
     LaunchSpec {
         run_id: format!("run-{mode}"),
-        provider: "claude-code".into(),
-        command: PathBuf::from("/bin/bash"),
         args: vec![script.display().to_string()],
         env,
         cwd: dir.path().to_path_buf(),
         model: Some("claude-sonnet-4-5".into()),
-        effort: None,
-        mode: None,
-        policy,
-        capability: Capability::Workspace,
-        resume_session: None,
-        resume_tokens: None,
-        scenario: None,
-        mcp: None,
-        journal: None,
-        transport: None,
-        sandbox: None,
+        ..LaunchSpec::for_tests("claude-code", "/bin/bash", policy, Capability::Workspace)
     }
 }
 

@@ -95,26 +95,7 @@ mod tests {
     use std::path::PathBuf;
 
     fn spec(policy: PermissionPolicy, capability: Capability) -> LaunchSpec {
-        LaunchSpec {
-            run_id: "r1".into(),
-            provider: "claude-code".into(),
-            command: PathBuf::from("claude"),
-            args: vec![],
-            env: BTreeMap::new(),
-            cwd: PathBuf::from("/w"),
-            model: None,
-            effort: None,
-            mode: None,
-            policy,
-            capability,
-            resume_session: None,
-            resume_tokens: None,
-            scenario: None,
-            mcp: None,
-            journal: None,
-            transport: None,
-            sandbox: None,
-        }
+        LaunchSpec::for_tests("claude-code", "claude", policy, capability)
     }
 
     fn with_protocol(rest: &[&str]) -> Vec<String> {

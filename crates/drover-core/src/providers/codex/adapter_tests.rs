@@ -4,7 +4,6 @@
 //! hopes.
 
 use std::collections::BTreeMap;
-use std::path::PathBuf;
 use std::time::Duration;
 
 use nix::errno::Errno;
@@ -128,23 +127,11 @@ fn start_with(mode: &str, policy: PermissionPolicy, timings: AdapterTimings) -> 
     env.insert("FAKE_MODE".to_string(), mode.to_string());
     let spec = LaunchSpec {
         run_id: format!("run-{mode}"),
-        provider: "codex".into(),
-        command: PathBuf::from("/bin/bash"),
         args: vec![script.display().to_string()],
         env,
         cwd: dir.path().to_path_buf(),
         model: Some("gpt-5.5".into()),
-        effort: None,
-        mode: None,
-        policy,
-        capability: Capability::Workspace,
-        resume_session: None,
-        resume_tokens: None,
-        scenario: None,
-        mcp: None,
-        journal: None,
-        transport: None,
-        sandbox: None,
+        ..LaunchSpec::for_tests("codex", "/bin/bash", policy, Capability::Workspace)
     };
     let (tx, events) = mpsc::channel(64);
     let handle = launch_with(spec, tx, timings).expect("launch the fake");

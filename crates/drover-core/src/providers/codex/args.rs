@@ -135,26 +135,7 @@ mod tests {
     use std::path::PathBuf;
 
     fn spec(capability: Capability) -> LaunchSpec {
-        LaunchSpec {
-            run_id: "r1".into(),
-            provider: "codex".into(),
-            command: PathBuf::from("codex"),
-            args: vec![],
-            env: BTreeMap::new(),
-            cwd: PathBuf::from("/w"),
-            model: None,
-            effort: None,
-            mode: None,
-            policy: PermissionPolicy::Restricted,
-            capability,
-            resume_session: None,
-            resume_tokens: None,
-            scenario: None,
-            mcp: None,
-            journal: None,
-            transport: None,
-            sandbox: None,
-        }
+        LaunchSpec::for_tests("codex", "codex", PermissionPolicy::Restricted, capability)
     }
 
     #[test]

@@ -189,27 +189,13 @@ mod tests {
         std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o755)).unwrap();
     }
 
-    fn spec(command: PathBuf) -> LaunchSpec {
-        LaunchSpec {
-            run_id: "r1".into(),
-            provider: "codex".into(),
-            command,
-            args: vec![],
-            env: BTreeMap::new(),
-            cwd: PathBuf::from("/"),
-            model: None,
-            effort: None,
-            mode: None,
-            policy: crate::spec::PermissionPolicy::Auto,
-            capability: crate::spec::Capability::Workspace,
-            resume_session: None,
-            resume_tokens: None,
-            scenario: None,
-            mcp: None,
-            journal: None,
-            transport: None,
-            sandbox: None,
-        }
+    fn spec(command: &Path) -> LaunchSpec {
+        LaunchSpec::for_tests(
+            "codex",
+            &command.display().to_string(),
+            crate::spec::PermissionPolicy::Auto,
+            crate::spec::Capability::Workspace,
+        )
     }
 
     #[test]
@@ -291,7 +277,7 @@ mod tests {
     fn a_run_keeps_its_own_variables_and_a_remote_run_its_command() {
         let dir = tempfile::tempdir().unwrap();
         let link = install(dir.path(), true);
-        let mut own = spec(link.clone());
+        let mut own = spec(&link);
         own.env
             .insert("CODEX_MANAGED_BY_NPM".into(), "from the config".into());
         let run = unwrapped(own);
@@ -299,7 +285,7 @@ mod tests {
         assert_eq!(run.env["CODEX_MANAGED_BY_NPM"], "from the config");
         assert!(run.env.contains_key("CODEX_MANAGED_PACKAGE_ROOT"));
 
-        let mut remote = spec(link.clone());
+        let mut remote = spec(&link);
         let host = crate::config::HostConfig {
             ssh: Some("devbox".into()),
             ..Default::default()

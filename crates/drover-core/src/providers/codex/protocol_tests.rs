@@ -2,9 +2,6 @@
 //! app-server state machine and the exec event reader, including hostile input. The
 //! Codex lines here are shaped like what the pinned 0.171.0 wrote against the mock.
 
-use std::collections::BTreeMap;
-use std::path::PathBuf;
-
 use serde_json::{Value, json};
 
 use super::app_protocol::{AppState, Bounds};
@@ -364,24 +361,14 @@ const TURN: &str = "01a2-turn";
 
 fn spec(resume: Option<&str>) -> LaunchSpec {
     LaunchSpec {
-        run_id: "r1".into(),
-        provider: "codex".into(),
-        command: PathBuf::from("codex"),
-        args: vec![],
-        env: BTreeMap::new(),
-        cwd: PathBuf::from("/w"),
         model: Some("gpt-5.5".into()),
-        effort: None,
-        mode: None,
-        policy: PermissionPolicy::Ask,
-        capability: Capability::Workspace,
         resume_session: resume.map(str::to_string),
-        resume_tokens: None,
-        scenario: None,
-        mcp: None,
-        journal: None,
-        transport: None,
-        sandbox: None,
+        ..LaunchSpec::for_tests(
+            "codex",
+            "codex",
+            PermissionPolicy::Ask,
+            Capability::Workspace,
+        )
     }
 }
 

@@ -8,7 +8,6 @@ use crate::spec::{Capability, PermissionPolicy};
 use nix::errno::Errno;
 use nix::sys::signal::kill;
 use nix::unistd::Pid;
-use std::collections::BTreeMap;
 use std::path::PathBuf;
 
 /// Generous: a loaded CI machine is slow, and a hang still fails.
@@ -32,24 +31,15 @@ fn timings() -> AdapterTimings {
 /// --port N` lands in `$0 … $4`, so `$4` is the port.
 fn spec(script: &str) -> LaunchSpec {
     LaunchSpec {
-        run_id: "r1".into(),
-        provider: "opencode".into(),
-        command: PathBuf::from("/bin/sh"),
         args: vec!["-c".into(), script.into()],
-        env: BTreeMap::new(),
         cwd: PathBuf::from("/"),
         model: Some("mock/mock-model".into()),
-        effort: None,
-        mode: None,
-        policy: PermissionPolicy::Ask,
-        capability: Capability::Workspace,
-        resume_session: None,
-        resume_tokens: None,
-        scenario: None,
-        mcp: None,
-        journal: None,
-        transport: None,
-        sandbox: None,
+        ..LaunchSpec::for_tests(
+            "opencode",
+            "/bin/sh",
+            PermissionPolicy::Ask,
+            Capability::Workspace,
+        )
     }
 }
 

@@ -143,27 +143,12 @@ mod tests {
 
     fn spec(policy: PermissionPolicy, capability: Capability) -> LaunchSpec {
         LaunchSpec {
-            run_id: "r1".into(),
-            provider: "opencode".into(),
-            command: PathBuf::from("opencode"),
             args: vec!["--print-logs".into()],
             env: BTreeMap::from([
                 ("HOME".to_string(), "/h".to_string()),
                 ("OPENCODE_SERVER_PASSWORD".to_string(), "theirs".to_string()),
             ]),
-            cwd: PathBuf::from("/w"),
-            model: None,
-            effort: None,
-            mode: None,
-            policy,
-            capability,
-            resume_session: None,
-            resume_tokens: None,
-            scenario: None,
-            mcp: None,
-            journal: None,
-            transport: None,
-            sandbox: None,
+            ..LaunchSpec::for_tests("opencode", "opencode", policy, capability)
         }
     }
 
