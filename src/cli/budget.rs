@@ -3,7 +3,7 @@
 
 use clap::{Args, Subcommand};
 
-use super::headless::{ask, runtime};
+use super::headless::{ask, client_runtime};
 use super::output::{JsonFlag, print_json, write_stdout};
 use drover_core::dispatch::api::BudgetView;
 use drover_core::dispatch::{Request, Response};
@@ -58,7 +58,7 @@ pub fn run(args: BudgetArgs, paths: &Paths) -> Result<(), DroverError> {
             (Request::BudgetNew { name }, output.json || args.output.json)
         }
     };
-    let answer = runtime()?.block_on(ask(paths, request))?;
+    let answer = client_runtime()?.block_on(ask(paths, request))?;
     if json {
         return print_json(&answer);
     }

@@ -13,7 +13,6 @@
 use clap::Args;
 use serde_json::{Value, json};
 use std::path::{Path, PathBuf};
-use std::time::Duration;
 use tokio::sync::broadcast::error::RecvError;
 
 use super::exit::Exit;
@@ -211,8 +210,10 @@ fn read_schema(file: &Path) -> Result<Value, DroverError> {
     })
 }
 
-/// `drover dispatch`.
-pub async fn run(args: DispatchArgs, paths: &Paths) -> Result<Exit, DroverError> {
+/// `drover dispatch`: as a client of the owner on a one-thread runtime
+/// ([`super::headless::client_runtime`]), or, when no owner runs, as the owner itself on
+/// the owner's runtime.
+pub fn run(args: DispatchArgs, paths: &Paths) -> Result<Exit, DroverError> {
     let caller_dir = std::env::current_dir().map_err(|e| {
         DroverError::new(
             ErrorCode::CwdInvalid,
@@ -223,15 +224,23 @@ pub async fn run(args: DispatchArgs, paths: &Paths) -> Result<Exit, DroverError>
     })?;
     let spec = args.spec_input(&caller_dir)?;
     let json = args.output.json;
-    if let Some(client) = ControlClient::connect(paths).await? {
-        return via_owner(client, spec, args.wait, json).await;
+    let client = super::headless::client_runtime()?;
+    if let Some(owner) = client.block_on(ControlClient::connect(paths))? {
+        return client.block_on(via_owner(owner, spec, args.wait, json));
     }
+    drop(client);
+    super::headless::runtime()?.block_on(own(spec, args.wait, json, paths))
+}
+
+/// `drover dispatch` with no owner running: this process owns the data directory for
+/// the run (or hands it to an owner that took it meanwhile).
+async fn own(spec: SpecInput, wait: bool, json: bool, paths: &Paths) -> Result<Exit, DroverError> {
     let host = match Host::start(dispatcher_options(paths)?).await {
         Ok(host) => host,
         Err(e) if e.code == ErrorCode::OwnerRunning => {
             // Another drover took the directory between our look and our lock: use it.
-            let client = owner_coming_up(paths).await?.ok_or(e)?;
-            return via_owner(client, spec, args.wait, json).await;
+            let client = super::headless::owner_coming_up(paths).await?.ok_or(e)?;
+            return via_owner(client, spec, wait, json).await;
         }
         Err(e) => return Err(e),
     };
@@ -239,17 +248,6 @@ pub async fn run(args: DispatchArgs, paths: &Paths) -> Result<Exit, DroverError>
     let outcome = follow(&mut host, spec, json, paths).await;
     host.shutdown().await;
     outcome
-}
-
-/// A client of an owner that holds the lock but may not listen yet (it is starting).
-pub(super) async fn owner_coming_up(paths: &Paths) -> Result<Option<ControlClient>, DroverError> {
-    for _ in 0..50 {
-        if let Some(client) = ControlClient::connect(paths).await? {
-            return Ok(Some(client));
-        }
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
-    Ok(None)
 }
 
 /// Dispatches through the owner: prints the run id (or the answer), then with `wait` the

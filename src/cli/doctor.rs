@@ -18,7 +18,7 @@ use std::process::{Command, Stdio};
 use std::sync::LazyLock;
 use std::time::{Duration, Instant};
 
-use super::headless::runtime;
+use super::headless::client_runtime;
 use super::output::{JsonFlag, print_json, write_stdout};
 use drover_core::config::{Config, SIM_PROVIDER};
 use drover_core::control::ControlClient;
@@ -183,7 +183,7 @@ pub fn run(args: DoctorArgs, paths: &Paths) -> Result<(), DroverError> {
     };
     providers::registry::register_configured(&config);
     let self_exe = std::env::current_exe().ok();
-    let owner_pid = runtime()?.block_on(async {
+    let owner_pid = client_runtime()?.block_on(async {
         let mut client = ControlClient::connect(paths).await.ok()??;
         let pong = client
             .request(drover_core::dispatch::Request::Ping)

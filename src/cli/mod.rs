@@ -345,7 +345,7 @@ pub fn run(cli: Cli) -> Result<exit::Exit, DroverError> {
         Command::Spend(args) => done(spend::run(args, &paths)),
         Command::Models(args) => done(models::run(args, &paths)),
         Command::Mcp(args) => done(mcp::run(args, &paths)),
-        Command::Dispatch(args) => headless::runtime()?.block_on(dispatch::run(*args, &paths)),
+        Command::Dispatch(args) => dispatch::run(*args, &paths),
         Command::Run(command) => runs::run(command, &paths),
         Command::Route(command) => done(route::run(command, &paths)),
         Command::Workspace(command) => done(workspace::run(command, &paths)),

@@ -16,7 +16,7 @@ use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::time::Duration;
 
-use super::headless::runtime;
+use super::headless::client_runtime;
 use super::output::{JsonFlag, note, print_json, write_stdout};
 use drover_core::UnixMillis;
 use drover_core::control::background::{ping, start_background};
@@ -34,7 +34,7 @@ const POLL: Duration = Duration::from_millis(50);
 
 /// `drover serve --detach`.
 pub fn detach(json: bool, paths: &Paths) -> Result<(), DroverError> {
-    let rt = runtime()?;
+    let rt = client_runtime()?;
     // With no owner yet, the config the new one would read is read here first: one it
     // refuses is reported as itself (`CONFIG_INVALID`), not as an owner that never answered.
     if rt.block_on(ping(paths))?.is_none() {
@@ -80,7 +80,7 @@ pub struct Shutdown {
 
 /// `drover shutdown [--wait]`: ends the owner as SIGTERM does.
 pub fn shutdown(args: ShutdownArgs, paths: &Paths) -> Result<(), DroverError> {
-    let outcome = runtime()?.block_on(async {
+    let outcome = client_runtime()?.block_on(async {
         let Some(pong) = ping(paths).await? else {
             return Ok(Shutdown {
                 pid: None,
@@ -186,7 +186,7 @@ pub struct Status {
 /// budget session's money. Every figure comes from the ledger's running totals and the
 /// active runs alone, so it answers as fast with a long history as with a short one.
 pub fn status(args: StatusArgs, paths: &Paths) -> Result<(), DroverError> {
-    let status = runtime()?.block_on(async {
+    let status = client_runtime()?.block_on(async {
         let pong = ping(paths).await?;
         let owner = pong.is_some();
         let read = move |request: Request| async move {

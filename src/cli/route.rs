@@ -4,7 +4,7 @@
 
 use clap::{Args, Subcommand};
 
-use super::headless::{ask, runtime};
+use super::headless::{ask, client_runtime};
 use super::output::{JsonFlag, print_json, write_stdout};
 use drover_core::clock::now_millis;
 use drover_core::dispatch::api::OpenRoute;
@@ -107,7 +107,7 @@ pub fn run(command: RouteCommand, paths: &Paths) -> Result<(), DroverError> {
         ),
         RouteCommand::Retry { run, output } => (Request::Retry { run_id: run }, output.json),
     };
-    let answer = runtime()?.block_on(ask(paths, request.clone()))?;
+    let answer = client_runtime()?.block_on(ask(paths, request.clone()))?;
     if json {
         return print_json(&answer);
     }

@@ -9,7 +9,7 @@
 
 use clap::{Args, Subcommand};
 
-use super::headless::{ask, runtime};
+use super::headless::{ask, client_runtime};
 use super::output::{JsonFlag, print_json, write_stdout};
 use drover_core::dispatch::{Request, Response};
 use drover_core::error::DroverError;
@@ -101,7 +101,7 @@ pub fn run(args: RulesArgs, paths: &Paths) -> Result<(), DroverError> {
         }
         Some(RulesAction::Rm { id, output }) => (Request::RuleRemove { id }, output.json),
     };
-    let answer = runtime()?.block_on(ask(paths, request.clone()))?;
+    let answer = client_runtime()?.block_on(ask(paths, request.clone()))?;
     if json {
         return print_json(&answer);
     }

@@ -15,7 +15,7 @@ use clap::{ArgGroup, Args, Subcommand, ValueEnum};
 use std::collections::BTreeMap;
 
 use super::exit::Exit;
-use super::headless::{ask, runtime};
+use super::headless::{ask, client_runtime};
 use super::output::{JsonFlag, print_json, write_stdout};
 use super::render;
 use drover_core::clock::now_millis;
@@ -462,7 +462,7 @@ pub fn run(command: RunCommand, paths: &Paths) -> Result<Exit, DroverError> {
         }
     };
     let json = command.json();
-    let runtime = runtime()?;
+    let runtime = client_runtime()?;
     let request = match (&command, request) {
         (
             RunCommand::Respond(_),

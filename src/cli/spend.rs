@@ -5,7 +5,7 @@
 
 use clap::Args;
 
-use super::headless::{ask, runtime};
+use super::headless::{ask, client_runtime};
 use super::output::{JsonFlag, print_json, write_stdout};
 use drover_core::dispatch::Request;
 use drover_core::dispatch::api::{SpendBy, SpendRow, SpendView};
@@ -42,7 +42,7 @@ pub fn run(args: SpendArgs, paths: &Paths) -> Result<(), DroverError> {
         by: args.by,
         since: args.since,
     };
-    let answer = runtime()?.block_on(ask(paths, request))?;
+    let answer = client_runtime()?.block_on(ask(paths, request))?;
     if args.output.json {
         return print_json(&answer);
     }
