@@ -235,26 +235,28 @@ fn walk_down(
     Some(found)
 }
 
-/// The children of `pid`, from every one of its threads' `/proc/PID/task/TID/children`
-/// (a child is listed under the thread that started it); `None` when the kernel keeps
-/// no such lists (built without `CONFIG_PROC_CHILDREN`). A process that is gone has none.
-fn children_of(pid: i32) -> Option<Vec<i32>> {
+/// The children of `pid` with their stat, from every one of its threads'
+/// `/proc/PID/task/TID/children` (a child is listed under the thread that started it);
+/// `None` when the kernel keeps no such lists (built without `CONFIG_PROC_CHILDREN`). A
+/// process that is gone has none, and a child gone since it was listed is left out.
+fn children_of(pid: i32) -> Option<Vec<(i32, Stat)>> {
+    if !children_listed() {
+        return None;
+    }
     let Ok(tasks) = std::fs::read_dir(format!("/proc/{pid}/task")) else {
         return Some(Vec::new());
     };
     let mut children = Vec::new();
     for task in tasks.flatten() {
-        match std::fs::read_to_string(task.path().join("children")) {
-            Ok(list) => children.extend(
-                list.split_whitespace()
-                    .filter_map(|c| c.parse::<i32>().ok()),
-            ),
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound && !children_listed() => {
-                return None;
-            }
-            // The thread ended while it was read.
-            Err(_) => {}
-        }
+        // Unreadable: the thread ended while it was read.
+        let Ok(list) = std::fs::read_to_string(task.path().join("children")) else {
+            continue;
+        };
+        children.extend(
+            list.split_whitespace()
+                .filter_map(|c| c.parse::<i32>().ok())
+                .filter_map(|child| stat_of(child).map(|stat| (child, stat))),
+        );
     }
     Some(children)
 }
@@ -273,38 +275,18 @@ fn children_listed() -> bool {
 /// children lists, so it costs what the tree holds, not what the machine runs; the
 /// whole of /proc where the kernel keeps no lists.
 pub fn descendants(root: i32) -> Vec<Noted> {
-    let listed = children_listed()
-        .then(|| {
-            walk_down(root, |parent| {
-                // One gone since it was listed has nothing to note.
-                let children = children_of(parent)?;
-                Some(
-                    children
-                        .into_iter()
-                        .filter_map(|pid| stat_of(pid).map(|stat| (pid, stat)))
-                        .collect(),
-                )
-            })
-        })
-        .flatten();
-    listed.unwrap_or_else(|| descendants_in(&all_processes(), root))
+    walk_down(root, children_of).unwrap_or_else(|| descendants_in(&all_processes(), root))
 }
 
 /// This process's children, with their stat: the owner's own children and the orphans
 /// it adopted as a subreaper.
 fn own_children() -> Vec<(i32, Stat)> {
     let me = std::process::id() as i32;
-    match children_of(me) {
-        Some(children) => children
-            .into_iter()
-            .filter_map(|pid| stat_of(pid).map(|s| (pid, s)))
-            .filter(|(_, s)| s.ppid == me)
-            .collect(),
-        None => all_processes()
-            .into_iter()
-            .filter(|(_, s)| s.ppid == me)
-            .collect(),
-    }
+    children_of(me)
+        .unwrap_or_else(|| all_processes().into_iter().collect())
+        .into_iter()
+        .filter(|(_, s)| s.ppid == me)
+        .collect()
 }
 
 /// The descendants of `root` that are not in its process group (`root` leads its group).
