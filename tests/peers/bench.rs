@@ -4,12 +4,12 @@
 //! default level as a user runs it), alternating, with drover serve's peak resident
 //! memory (VmHWM). Prints figures; asserts nothing about speed.
 //!
-//! Each pair (a direct run, then a drover run) gives one ratio, drover / direct; the
-//! figure is the median of those ratios over `DROVER_BENCH_PAIRS` pairs (default 31,
-//! after one warm-up pair), so a change in the machine's load weighs on both sides of a
-//! pair alike. Where drover's side goes is split by the ledger's clock: from the command's
-//! start to the run's creation, the run's first turn, and from the turn's end to the
-//! command's exit.
+//! Each pair (a direct run and a drover run, which goes first swapping from pair to pair)
+//! gives one ratio, drover / direct; the figure is the median of those ratios over
+//! `DROVER_BENCH_PAIRS` pairs (default 31, after one warm-up pair), so a change in the
+//! machine's load weighs on both sides of a pair alike. Where drover's side goes is split
+//! by the ledger's clock: from the command's start to the run's creation, the run's first
+//! turn, and from the turn's end to the command's exit.
 //!
 //! - Claude Code: the CLI driven over stream-json as drover's adapter drives it.
 //! - Codex: `codex exec --json` (drover runs the same for policy `auto`), as npm's `codex`
@@ -425,7 +425,9 @@ impl Figures {
 
 /// Alternates `direct` (one run of each direct counterpart, in order) and a drover run
 /// (`flags`), a warm-up pair first, so a change in the machine's load weighs on both
-/// alike.
+/// alike. Which side goes first swaps from pair to pair (direct first in the even pairs,
+/// drover in the odd), so whatever one run leaves behind for the next (a warm cache, a
+/// process still ending) falls on both sides alike.
 async fn alternate<F, Fut>(drover: &Drover, flags: &[&str], mut direct: F) -> Figures
 where
     F: FnMut() -> Fut,
@@ -435,14 +437,20 @@ where
     direct().await;
     drover_run(drover, flags).await;
     let (mut directs, mut walls, mut splits) = (Vec::<Vec<f64>>::new(), vec![], vec![]);
-    for _ in 0..pairs() {
-        for (i, took) in direct().await.into_iter().enumerate() {
+    for pair in 0..pairs() {
+        let (took, (wall, split)) = if pair % 2 == 0 {
+            let took = direct().await;
+            (took, drover_run(drover, flags).await)
+        } else {
+            let through = drover_run(drover, flags).await;
+            (direct().await, through)
+        };
+        for (i, took) in took.into_iter().enumerate() {
             if directs.len() <= i {
                 directs.push(Vec::new());
             }
             directs[i].push(ms(took));
         }
-        let (wall, split) = drover_run(drover, flags).await;
         walls.push(ms(wall));
         splits.push(split);
     }
@@ -632,11 +640,11 @@ async fn bench_opencode() {
     ];
     // Two direct counterparts: `opencode run`, what a user types, and `opencode serve`
     // driven over HTTP, what drover runs.
+    let tails = std::cell::RefCell::new(Vec::new());
     let figures = alternate(&drover, &flags, || async {
-        vec![
-            direct_exit(&program, &args, &env, &work).await,
-            direct_serve(&program, &env, &work).await,
-        ]
+        let (run, tail) = direct_exit_tail(&program, &args, &env, &work).await;
+        tails.borrow_mut().push(ms(tail));
+        vec![run, direct_serve(&program, &env, &work).await]
     })
     .await;
     figures.print(
@@ -648,6 +656,10 @@ async fn bench_opencode() {
             "direct: opencode run --format json",
             "direct: opencode serve over HTTP",
         ],
+    );
+    line(
+        "direct: opencode run, last line to exit",
+        &tails.into_inner().split_off(1),
     );
 }
 
