@@ -1427,6 +1427,38 @@ fn a_batch_the_full_disk_refuses_is_kept_and_committed_in_order_once_there_is_ro
     ledger.close();
 }
 
+/// An idle ledger's WAL is copied into the database file without waiting for another
+/// commit: an acknowledged run, and nothing after it, is soon in the file itself (a copy of
+/// the file alone, without its WAL, has it), not only in the WAL (docs/ARCHITECTURE.md
+/// §"Ledger").
+#[test]
+fn an_idle_ledgers_wal_is_checkpointed_into_the_database_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("ledger.sqlite3");
+    let ledger = open(&path);
+    ledger
+        .writer()
+        .commit_blocking(vec![WriteOp::InsertRun(Box::new(run_record(
+            "r1",
+            RunState::Running,
+            1,
+        )))])
+        .unwrap();
+    let alone = dir.path().join("alone.sqlite3");
+    until("the run is in the database file itself", || {
+        std::fs::copy(&path, &alone).unwrap();
+        let _ = std::fs::remove_file(dir.path().join("alone.sqlite3-wal"));
+        rusqlite::Connection::open(&alone)
+            .and_then(|c| {
+                c.query_row("SELECT COUNT(*) FROM runs WHERE run_id = 'r1'", [], |r| {
+                    r.get::<_, i64>(0)
+                })
+            })
+            .is_ok_and(|n| n == 1)
+    });
+    ledger.close();
+}
+
 /// A staged write is told of its commit before the WAL is synced, and acknowledged only
 /// after: with the sync thread held at the gate, its commit resolves and a reader sees the
 /// row, while its durable ack — and a plain ack sent after it — wait; the sync released,

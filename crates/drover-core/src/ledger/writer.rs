@@ -776,7 +776,15 @@ fn to_disk(durable: Vec<AckSender>, syncer: Option<&Sender<Vec<AckSender>>>) {
     }
 }
 
-/// How often, at most, [`sync_loop`] checkpoints the WAL into the database file.
+/// A WAL that has held frames no checkpoint copied for this long is checkpointed at the
+/// next quiet moment ([`CHECKPOINT_QUIET`] with nothing to sync) by [`sync_loop`].
+const CHECKPOINT_AFTER: Duration = Duration::from_millis(250);
+/// How long nothing to sync makes a quiet moment: a checkpoint then copies pages while
+/// nothing waits for an answer (the reply a sync just released, the command ending that
+/// waited for it), not beside them on a machine with few cores.
+const CHECKPOINT_QUIET: Duration = Duration::from_millis(10);
+/// Under a steady stream of commits with no quiet moment, the WAL is checkpointed right
+/// after a sync once it has held uncopied frames this long.
 const CHECKPOINT_EVERY: Duration = Duration::from_millis(500);
 /// With [`Synchronous::Deferred`](super::Synchronous), the writer's own automatic
 /// checkpoint (SQLite's default is 1,000 pages) is only a backstop for a WAL the sync
@@ -784,22 +792,45 @@ const CHECKPOINT_EVERY: Duration = Duration::from_millis(500);
 /// holds every write behind it, and the events waiting for it.
 pub(super) const BACKSTOP_CHECKPOINT_PAGES: i64 = 20_000;
 
+/// How long [`sync_loop`] waits for the next commit to sync before it checkpoints, the
+/// WAL having held uncopied frames for `dirty` (`None`: it holds none, so it waits as long
+/// as it takes).
+fn checkpoint_wait(dirty: Option<Duration>) -> Option<Duration> {
+    dirty.map(|d| CHECKPOINT_AFTER.saturating_sub(d).max(CHECKPOINT_QUIET))
+}
+
 /// The sync thread of [`Synchronous::Deferred`](super::Synchronous): syncs the WAL file
 /// `wal` after commits, then answers their durable acks — every commit handed over while
 /// a sync ran is covered by the next one (one sync for all). It runs beside the writer, so
 /// the writer commits the next batch (and the publisher shows it) while the disk syncs the
-/// last. At most every [`CHECKPOINT_EVERY`], once the acks are answered, it checkpoints the
-/// WAL on its own connection `conn` (passive: the writer goes on meanwhile; the checkpoint
-/// syncs what it copied). Ends when the writer does, once it answered every ack it was
-/// given.
+/// last. It checkpoints the WAL on its own connection `conn` (passive: the writer goes on
+/// meanwhile; the checkpoint syncs what it copied) at a quiet moment once the WAL has
+/// held uncopied frames for [`CHECKPOINT_AFTER`] ([`checkpoint_wait`]), or right after a
+/// sync once it has for [`CHECKPOINT_EVERY`]; an idle ledger's WAL is copied without
+/// waiting for another commit. Ends when the writer does, once it answered every ack it
+/// was given.
 pub(super) fn sync_loop(
     wal: &std::path::Path,
     conn: Connection,
     acks: Receiver<Vec<AckSender>>,
     gate: Option<Gate>,
 ) {
-    let mut checkpointed = Instant::now();
-    while let Ok(mut waiting) = acks.recv() {
+    // Since when the WAL has held frames no checkpoint copied (the first sync after one).
+    let mut dirty: Option<Instant> = None;
+    loop {
+        let next = match checkpoint_wait(dirty.map(|since| since.elapsed())) {
+            None => acks.recv().map_err(|_| RecvTimeoutError::Disconnected),
+            Some(wait) => acks.recv_timeout(wait),
+        };
+        let mut waiting = match next {
+            Ok(waiting) => waiting,
+            Err(RecvTimeoutError::Timeout) => {
+                checkpoint(&conn);
+                dirty = None;
+                continue;
+            }
+            Err(RecvTimeoutError::Disconnected) => break,
+        };
         if let Some(gate) = &gate {
             gate.pass_sync();
         }
@@ -822,12 +853,18 @@ pub(super) fn sync_loop(
                 }
             }
         }
-        if checkpointed.elapsed() >= CHECKPOINT_EVERY {
-            checkpointed = Instant::now();
-            if let Err(e) = conn.query_row("PRAGMA wal_checkpoint(PASSIVE)", [], |_| Ok(())) {
-                tracing::warn!(error = %e, "ledger: checkpoint failed; the next one tries again");
-            }
+        if dirty.get_or_insert_with(Instant::now).elapsed() >= CHECKPOINT_EVERY {
+            checkpoint(&conn);
+            dirty = None;
         }
+    }
+}
+
+/// Copies the WAL into the database file (passive: never waits for the writer or a
+/// reader); a failure is logged, and the next checkpoint tries again.
+fn checkpoint(conn: &Connection) {
+    if let Err(e) = conn.query_row("PRAGMA wal_checkpoint(PASSIVE)", [], |_| Ok(())) {
+        tracing::warn!(error = %e, "ledger: checkpoint failed; the next one tries again");
     }
 }
 
@@ -1161,6 +1198,24 @@ fn apply_op(tx: &Transaction<'_>, op: &WriteOp, indexed: bool) -> Result<(), Led
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_sync_thread_checkpoints_at_a_quiet_moment_once_the_wal_held_frames_long_enough() {
+        let ms = Duration::from_millis;
+        for (dirty, wait) in [
+            // Nothing to copy: wait for the next commit as long as it takes.
+            (None, None),
+            // Just synced: a checkpoint is due after CHECKPOINT_AFTER, if it is quiet then.
+            (Some(ms(0)), Some(ms(250))),
+            (Some(ms(100)), Some(ms(150))),
+            // Due, or nearly: only a quiet moment's wait.
+            (Some(ms(245)), Some(ms(10))),
+            (Some(ms(250)), Some(ms(10))),
+            (Some(ms(5_000)), Some(ms(10))),
+        ] {
+            assert_eq!(checkpoint_wait(dirty), wait, "{dirty:?}");
+        }
+    }
 
     fn meta(key: &str) -> WriteOp {
         WriteOp::PutMeta {
