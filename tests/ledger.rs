@@ -7,8 +7,9 @@
 mod common;
 
 use drover_core::ledger::{
-    DecisionRecord, EventRecord, Ledger, LedgerOptions, LedgerReader, RetentionPolicy, RunPatch,
-    RunRecord, RunsPage, TurnRecord, UsageRecord, WriteOp, kind, retention,
+    DecisionRecord, EventRecord, Ledger, LedgerOptions, LedgerReader, LedgerWriter,
+    RetentionPolicy, RunPatch, RunRecord, RunsPage, TurnRecord, UsageRecord, WriteOp, kind,
+    retention,
 };
 use drover_core::live_state::{self, Cause, LiveStateEvent, LiveStateKind};
 use drover_core::run_state::RunState;
@@ -58,6 +59,15 @@ fn open(path: &Path) -> Ledger {
         .0
 }
 
+/// Commits a run's row (created at `created_at`), acknowledged.
+fn insert_run(writer: &LedgerWriter, run_id: &str, state: RunState, created_at: i64) {
+    writer
+        .commit_blocking(vec![WriteOp::InsertRun(Box::new(run_record(
+            run_id, state, created_at,
+        )))])
+        .unwrap();
+}
+
 fn assert_contiguous(reader: &LedgerReader, run_id: &str) -> u64 {
     let events = reader.events(run_id, 0).unwrap();
     for (i, e) in events.iter().enumerate() {
@@ -75,13 +85,7 @@ fn child_writer_that_aborts() {
         .expect("run by acknowledged_events_survive_an_abrupt_end, which names the ledger");
     let (ledger, _) = Ledger::open(Path::new(&path), LedgerOptions::default(), 1).unwrap();
     let writer = ledger.writer();
-    writer
-        .commit_blocking(vec![WriteOp::InsertRun(Box::new(run_record(
-            "r1",
-            RunState::Running,
-            1,
-        )))])
-        .unwrap();
+    insert_run(&writer, "r1", RunState::Running, 1);
     let mut acked = 0;
     for chunk in 0..20u64 {
         // Unacked writes in between: they may or may not survive, acked ones must.
@@ -240,12 +244,7 @@ fn a_gap_in_seq_is_refused_and_the_rest_of_the_batch_kept() {
     let dir = tempfile::tempdir().unwrap();
     let ledger = open(&dir.path().join("l.sqlite3"));
     let w = ledger.writer();
-    w.commit_blocking(vec![WriteOp::InsertRun(Box::new(run_record(
-        "r",
-        RunState::Running,
-        1,
-    )))])
-    .unwrap();
+    insert_run(&w, "r", RunState::Running, 1);
     w.send(event("r", 1)).unwrap();
     let gap = w.send_acked(vec![event("r", 3)]);
     let repeat = w.send_acked(vec![event("r", 1)]);
@@ -857,14 +856,7 @@ fn a_damaged_row_is_an_error_not_a_panic() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("l.sqlite3");
     let ledger = open(&path);
-    ledger
-        .writer()
-        .commit_blocking(vec![WriteOp::InsertRun(Box::new(run_record(
-            "r",
-            RunState::Completed,
-            1,
-        )))])
-        .unwrap();
+    insert_run(&ledger.writer(), "r", RunState::Completed, 1);
     let conn = rusqlite::Connection::open(&path).unwrap();
     conn.execute(
         "UPDATE runs SET spec_json = '{not json', state = 'bogus'",
@@ -1211,13 +1203,7 @@ fn child_usage_writer_that_aborts() {
     let bases = ["reported", "estimated", "unpriced", "free"];
     for i in 0..40 {
         let id = format!("c{i:02}");
-        writer
-            .commit_blocking(vec![WriteOp::InsertRun(Box::new(run_record(
-                &id,
-                RunState::Running,
-                i,
-            )))])
-            .unwrap();
+        insert_run(&writer, &id, RunState::Running, i);
         for k in 0..20 {
             let basis = bases[(i as usize + k) % bases.len()];
             writer
@@ -1379,13 +1365,7 @@ fn a_batch_the_full_disk_refuses_is_kept_and_committed_in_order_once_there_is_ro
     let (ledger, _) = Ledger::open(&path, LedgerOptions::default(), 0).unwrap();
     let writer = ledger.writer();
     let health = ledger.health();
-    writer
-        .commit_blocking(vec![WriteOp::InsertRun(Box::new(run_record(
-            "r1",
-            RunState::Running,
-            1,
-        )))])
-        .unwrap();
+    insert_run(&writer, "r1", RunState::Running, 1);
     let filler = disk.dir.path().join("filler");
     common::fill_disk(&filler, 8 << 20);
     let mut acks: Vec<_> = (1..=16u64)
@@ -1436,14 +1416,7 @@ fn an_idle_ledgers_wal_is_checkpointed_into_the_database_file() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("ledger.sqlite3");
     let ledger = open(&path);
-    ledger
-        .writer()
-        .commit_blocking(vec![WriteOp::InsertRun(Box::new(run_record(
-            "r1",
-            RunState::Running,
-            1,
-        )))])
-        .unwrap();
+    insert_run(&ledger.writer(), "r1", RunState::Running, 1);
     let alone = dir.path().join("alone.sqlite3");
     until("the run is in the database file itself", || {
         std::fs::copy(&path, &alone).unwrap();
@@ -1515,13 +1488,7 @@ fn a_failed_commit_is_tried_again_and_nothing_is_acknowledged_before_it_commits(
     let (ledger, _) = Ledger::open(&path, options, 0).unwrap();
     let writer = ledger.writer();
     let health = ledger.health();
-    writer
-        .commit_blocking(vec![WriteOp::InsertRun(Box::new(run_record(
-            "r1",
-            RunState::Running,
-            1,
-        )))])
-        .unwrap();
+    insert_run(&writer, "r1", RunState::Running, 1);
     gate.fail("disk I/O error");
     let mut acks: Vec<_> = (1..=3u64)
         .map(|seq| writer.send_acked(vec![event("r1", seq)]))
