@@ -216,6 +216,40 @@ fn a_misbehaving_agent_is_answered_and_bounded_and_the_run_goes_on() {
     );
 }
 
+/// A step's `delay_ms` comes before each of its repetitions, as in the stream-json sim
+/// (`sim::scenario`): the latency bench's ACP runs write their lines
+/// apart, not in one burst. Each line carries the agent's clock as it wrote it.
+#[test]
+fn an_acp_agent_pauses_before_every_repetition_of_a_step() {
+    let dir = tempfile::tempdir().expect("a temporary directory");
+    let scenario = dir.path().join("paced.toml");
+    std::fs::write(
+        &scenario,
+        "description = \"paced lines\"\nmodel = \"claude-sonnet-4-5\"\n[[turns]]\nstatus = \"done\"\nsummary = \"paced\"\n\
+         [[turns.steps]]\ntext = \"line {i} at {now_us}\"\ndelay_ms = 60\nrepeat = 3\n",
+    )
+    .expect("the scenario");
+    let home = acp_home(&scenario.display().to_string(), "");
+    let _serve = home.serve();
+    let run = dispatch(&home, "go");
+    home.wait_idle(&run);
+    let stamps: Vec<i64> = home
+        .tail(&run)
+        .iter()
+        .filter_map(|l| {
+            l.split_once(" at ")
+                .and_then(|(_, us)| us.trim().parse().ok())
+        })
+        .collect();
+    assert_eq!(stamps.len(), 3, "three lines: {:?}", home.tail(&run));
+    for pair in stamps.windows(2) {
+        assert!(
+            pair[1] - pair[0] >= 60_000,
+            "each repetition waits its 60 ms: {stamps:?}"
+        );
+    }
+}
+
 #[test]
 fn an_agent_that_cannot_load_a_session_is_never_hibernated() {
     let bin = common::drover_bin();
