@@ -1343,14 +1343,19 @@ fn big_event(run_id: &str, seq: u64, bytes: usize) -> WriteOp {
 }
 
 /// Polls `ready` every 5 ms until it holds; panics naming `what` after 30 s.
-fn until(what: &str, mut ready: impl FnMut() -> bool) {
+fn until(what: &str, ready: impl FnMut() -> bool) {
+    assert!(within_30s(ready), "{what}: not within 30 s");
+}
+
+/// Polls `ready` every 5 ms until it holds (true) or 30 s have passed (false).
+fn within_30s(mut ready: impl FnMut() -> bool) -> bool {
     for _ in 0..6_000 {
         if ready() {
-            return;
+            return true;
         }
         std::thread::sleep(Duration::from_millis(5));
     }
-    panic!("{what}: not within 30 s");
+    false
 }
 
 /// A commit the disk refuses changes nothing and loses nothing: on a full disk the writes
@@ -1472,6 +1477,44 @@ fn a_staged_write_is_committed_before_its_sync_and_acknowledged_after() {
     gate.release_syncs();
     durable.blocking_recv().unwrap().unwrap();
     plain.blocking_recv().unwrap().unwrap();
+    ledger.close();
+}
+
+/// An ack with no write under it (what a request that only reads waits for) is answered
+/// without a sync of its own once what came before it is synced, and waits while it is
+/// not: with every sync held, it still comes after a synced write, and not after a write
+/// whose sync is held.
+#[test]
+fn an_ack_with_nothing_written_waits_only_for_the_writes_before_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("ledger.sqlite3");
+    let gate = drover_core::ledger::Gate::default();
+    let mut options = LedgerOptions::default();
+    options.writer.gate = Some(gate.clone());
+    let (ledger, _) = Ledger::open(&path, options, 0).unwrap();
+    let writer = ledger.writer();
+    insert_run(&writer, "r1", RunState::Running, 1);
+    gate.hold_syncs();
+    let mut nothing = writer.send_acked(Vec::new());
+    let answered = within_30s(|| matches!(nothing.try_recv(), Ok(Ok(()))));
+    // Released before asserting, so that a failure does not leave the sync held forever.
+    gate.release_syncs();
+    assert!(
+        answered,
+        "not answered while syncs are held, with nothing new to sync"
+    );
+    gate.hold_syncs();
+    let mut written = writer.send_acked(vec![event("r1", 1)]);
+    let mut read = writer.send_acked(Vec::new());
+    until("the sync waits at the gate", || gate.sync_waiting());
+    assert!(written.try_recv().is_err(), "acknowledged before the sync");
+    assert!(
+        read.try_recv().is_err(),
+        "an ack behind an unsynced write came before its sync"
+    );
+    gate.release_syncs();
+    written.blocking_recv().unwrap().unwrap();
+    read.blocking_recv().unwrap().unwrap();
     ledger.close();
 }
 

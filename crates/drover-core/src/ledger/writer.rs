@@ -228,6 +228,15 @@ impl WriteOp {
 
 pub(super) type AckSender = oneshot::Sender<Result<(), LedgerError>>;
 
+/// What the writer hands the sync thread ([`sync_loop`]): the durable acks of what it
+/// committed, and whether anything was written since its last handover. Acks with
+/// nothing new under them (a request that only reads, waiting for what came before it)
+/// are answered without a sync of their own once every earlier handover's sync is done.
+pub(super) struct ToSync {
+    acks: Vec<AckSender>,
+    wrote: bool,
+}
+
 /// Completes once the transaction holding the write committed and is on disk (see
 /// [`Staged`] for the two apart).
 pub type Ack = oneshot::Receiver<Result<(), LedgerError>>;
@@ -500,7 +509,7 @@ pub(super) fn run(
     rx: Receiver<Message>,
     opts: WriterOptions,
     health: tokio::sync::watch::Sender<Option<String>>,
-    syncer: Option<Sender<Vec<AckSender>>>,
+    syncer: Option<Sender<ToSync>>,
     spent: Option<SpentOps>,
 ) {
     // A ledger has the search index; a benchmark drops it to time what it costs.
@@ -508,6 +517,8 @@ pub(super) fn run(
     let mut held: Vec<Message> = Vec::new();
     let mut failures = 0u32;
     let mut stopping = false;
+    // Whether a commit since the last handover to the sync thread wrote anything.
+    let mut unsynced = false;
     loop {
         let started = Instant::now();
         let mut batch = std::mem::take(&mut held);
@@ -518,6 +529,7 @@ pub(super) fn run(
             }
         }
         stopping |= gather(&rx, &mut batch, &opts, started);
+        let wrote = batch.iter().any(|m| m.ops() > 0);
         match attempt(&mut conn, &batch, opts.gate.as_ref(), indexed) {
             Ok(outcomes) => {
                 if failures > 0 {
@@ -525,13 +537,14 @@ pub(super) fn run(
                 }
                 failures = 0;
                 health.send_if_modified(|h| h.take().is_some());
+                unsynced |= wrote;
                 let mut durable = Vec::new();
                 let committed: Vec<Message> = batch
                     .into_iter()
                     .zip(outcomes)
                     .map(|(message, outcome)| answer(message, outcome, &mut durable))
                     .collect();
-                to_disk(durable, syncer.as_ref());
+                to_disk(durable, syncer.as_ref(), &mut unsynced);
                 hand_back(committed, spent.as_ref());
                 if stopping {
                     break;
@@ -755,8 +768,10 @@ fn hand_back(committed: Vec<Message>, spent: Option<&SpentOps>) {
 }
 
 /// Answers the durable acks of a commit: at once when the commit itself reached the disk
-/// (`synchronous=FULL`), else once the sync thread synced the WAL ([`sync_loop`]).
-fn to_disk(durable: Vec<AckSender>, syncer: Option<&Sender<Vec<AckSender>>>) {
+/// (`synchronous=FULL`), else once the sync thread synced the WAL ([`sync_loop`]), told
+/// whether anything was written (`unsynced`, cleared once handed over) since the last
+/// acks it was given.
+fn to_disk(durable: Vec<AckSender>, syncer: Option<&Sender<ToSync>>, unsynced: &mut bool) {
     if durable.is_empty() {
         return;
     }
@@ -767,7 +782,11 @@ fn to_disk(durable: Vec<AckSender>, syncer: Option<&Sender<Vec<AckSender>>>) {
             }
         }
         Some(syncer) => {
-            if let Err(mpsc::SendError(acks)) = syncer.send(durable) {
+            let wrote = std::mem::take(unsynced);
+            if let Err(mpsc::SendError(ToSync { acks, .. })) = syncer.send(ToSync {
+                acks: durable,
+                wrote,
+            }) {
                 for ack in acks {
                     let _ = ack.send(Err(LedgerError::Closed));
                 }
@@ -801,7 +820,9 @@ fn checkpoint_wait(dirty: Option<Duration>) -> Option<Duration> {
 
 /// The sync thread of [`Synchronous::Deferred`](super::Synchronous): syncs the WAL file
 /// `wal` after commits, then answers their durable acks — every commit handed over while
-/// a sync ran is covered by the next one (one sync for all). It runs beside the writer, so
+/// a sync ran is covered by the next one (one sync for all); acks with nothing written
+/// since the last handover (a request that only reads) are answered without one, as the
+/// last sync covered everything, unless that sync failed. It runs beside the writer, so
 /// the writer commits the next batch (and the publisher shows it) while the disk syncs the
 /// last. It checkpoints the WAL on its own connection `conn` (passive: the writer goes on
 /// meanwhile; the checkpoint syncs what it copied) at a quiet moment once the WAL has
@@ -812,18 +833,23 @@ fn checkpoint_wait(dirty: Option<Duration>) -> Option<Duration> {
 pub(super) fn sync_loop(
     wal: &std::path::Path,
     conn: Connection,
-    acks: Receiver<Vec<AckSender>>,
+    acks: Receiver<ToSync>,
     gate: Option<Gate>,
 ) {
     // Since when the WAL has held frames no checkpoint copied (the first sync after one).
     let mut dirty: Option<Instant> = None;
+    // A sync failed: every round syncs until one succeeds, written or not.
+    let mut failed = false;
     loop {
         let next = match checkpoint_wait(dirty.map(|since| since.elapsed())) {
             None => acks.recv().map_err(|_| RecvTimeoutError::Disconnected),
             Some(wait) => acks.recv_timeout(wait),
         };
-        let mut waiting = match next {
-            Ok(waiting) => waiting,
+        let ToSync {
+            acks: mut waiting,
+            mut wrote,
+        } = match next {
+            Ok(handover) => handover,
             Err(RecvTimeoutError::Timeout) => {
                 checkpoint(&conn);
                 dirty = None;
@@ -831,13 +857,23 @@ pub(super) fn sync_loop(
             }
             Err(RecvTimeoutError::Disconnected) => break,
         };
+        while let Ok(more) = acks.try_recv() {
+            waiting.extend(more.acks);
+            wrote |= more.wrote;
+        }
+        // Nothing written since the last handover, whose sync is done: already on disk.
+        if !wrote && !failed {
+            for ack in waiting {
+                let _ = ack.send(Ok(()));
+            }
+            continue;
+        }
         if let Some(gate) = &gate {
             gate.pass_sync();
         }
-        while let Ok(more) = acks.try_recv() {
-            waiting.extend(more);
-        }
-        match sync_file(wal) {
+        let synced = sync_file(wal);
+        failed = synced.is_err();
+        match synced {
             Ok(()) => {
                 for ack in waiting {
                     let _ = ack.send(Ok(()));
