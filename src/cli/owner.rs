@@ -195,22 +195,28 @@ pub fn status(args: StatusArgs, paths: &Paths) -> Result<(), DroverError> {
                 false => offline::answer(paths, &request),
             }
         };
-        let counts = read(Request::Counts).await?.into_counts()?;
+        // The three reads go out together: the owner answers them side by side.
+        let counts = async { read(Request::Counts).await?.into_counts() };
         // Every active run and no finished one.
-        let active = read(Request::Runs {
-            state: None,
-            include_removed: false,
-            workflow: None,
-            limit: Some(0),
-            before: None,
-            search: None,
-        })
-        .await?
-        .into_runs()?;
-        let budget = match owner || paths.ledger_file.exists() {
-            true => Some(read(Request::Budget).await?.into_budget()?),
-            false => None,
+        let active = async {
+            read(Request::Runs {
+                state: None,
+                include_removed: false,
+                workflow: None,
+                limit: Some(0),
+                before: None,
+                search: None,
+            })
+            .await?
+            .into_runs()
         };
+        let budget = async {
+            match owner || paths.ledger_file.exists() {
+                true => Ok(Some(read(Request::Budget).await?.into_budget()?)),
+                false => Ok(None),
+            }
+        };
+        let (counts, active, budget) = tokio::try_join!(counts, active, budget)?;
         let now = drover_core::clock::now_millis();
         Ok::<_, DroverError>(Status {
             running: owner,
