@@ -68,6 +68,16 @@ fn insert_run(writer: &LedgerWriter, run_id: &str, state: RunState, created_at: 
         .unwrap();
 }
 
+/// A ledger at `dir`/ledger.sqlite3 whose commits and syncs pass a test gate; its path.
+fn gated_ledger(dir: &Path) -> (Ledger, drover_core::ledger::Gate, std::path::PathBuf) {
+    let path = dir.join("ledger.sqlite3");
+    let gate = drover_core::ledger::Gate::default();
+    let mut options = LedgerOptions::default();
+    options.writer.gate = Some(gate.clone());
+    let (ledger, _) = Ledger::open(&path, options, 0).unwrap();
+    (ledger, gate, path)
+}
+
 fn assert_contiguous(reader: &LedgerReader, run_id: &str) -> u64 {
     let events = reader.events(run_id, 0).unwrap();
     for (i, e) in events.iter().enumerate() {
@@ -1444,11 +1454,7 @@ fn an_idle_ledgers_wal_is_checkpointed_into_the_database_file() {
 #[test]
 fn a_staged_write_is_committed_before_its_sync_and_acknowledged_after() {
     let dir = tempfile::tempdir().unwrap();
-    let path = dir.path().join("ledger.sqlite3");
-    let gate = drover_core::ledger::Gate::default();
-    let mut options = LedgerOptions::default();
-    options.writer.gate = Some(gate.clone());
-    let (ledger, _) = Ledger::open(&path, options, 0).unwrap();
+    let (ledger, gate, path) = gated_ledger(dir.path());
     let writer = ledger.writer();
     gate.hold_syncs();
     let staged = writer.send_staged(vec![WriteOp::InsertRun(Box::new(run_record(
@@ -1487,11 +1493,7 @@ fn a_staged_write_is_committed_before_its_sync_and_acknowledged_after() {
 #[test]
 fn an_ack_with_nothing_written_waits_only_for_the_writes_before_it() {
     let dir = tempfile::tempdir().unwrap();
-    let path = dir.path().join("ledger.sqlite3");
-    let gate = drover_core::ledger::Gate::default();
-    let mut options = LedgerOptions::default();
-    options.writer.gate = Some(gate.clone());
-    let (ledger, _) = Ledger::open(&path, options, 0).unwrap();
+    let (ledger, gate, _) = gated_ledger(dir.path());
     let writer = ledger.writer();
     insert_run(&writer, "r1", RunState::Running, 1);
     gate.hold_syncs();
@@ -1524,11 +1526,7 @@ fn an_ack_with_nothing_written_waits_only_for_the_writes_before_it() {
 #[test]
 fn a_failed_commit_is_tried_again_and_nothing_is_acknowledged_before_it_commits() {
     let dir = tempfile::tempdir().unwrap();
-    let path = dir.path().join("ledger.sqlite3");
-    let gate = drover_core::ledger::Gate::default();
-    let mut options = LedgerOptions::default();
-    options.writer.gate = Some(gate.clone());
-    let (ledger, _) = Ledger::open(&path, options, 0).unwrap();
+    let (ledger, gate, path) = gated_ledger(dir.path());
     let writer = ledger.writer();
     let health = ledger.health();
     insert_run(&writer, "r1", RunState::Running, 1);
@@ -1562,10 +1560,7 @@ fn a_failed_commit_is_tried_again_and_nothing_is_acknowledged_before_it_commits(
 #[test]
 fn a_ledger_closed_while_it_cannot_write_stops_and_says_what_was_not_recorded() {
     let dir = tempfile::tempdir().unwrap();
-    let gate = drover_core::ledger::Gate::default();
-    let mut options = LedgerOptions::default();
-    options.writer.gate = Some(gate.clone());
-    let (ledger, _) = Ledger::open(&dir.path().join("ledger.sqlite3"), options, 0).unwrap();
+    let (ledger, gate, _) = gated_ledger(dir.path());
     gate.fail("disk I/O error");
     let ack = ledger
         .writer()

@@ -151,18 +151,7 @@ async fn dispatch_all(link: &Link, specs: Vec<SpecInput>) {
 }
 
 async fn count_active(link: &Link) -> usize {
-    match link
-        .request(Request::Runs {
-            state: None,
-            include_removed: false,
-            workflow: None,
-            // Every active run, no finished one.
-            limit: Some(0),
-            before: None,
-            search: None,
-        })
-        .await
-    {
+    match link.request(Request::active_runs()).await {
         Ok(drover_core::dispatch::Response::Runs(runs)) => {
             runs.iter().filter(|r| r.head.state.is_active()).count()
         }

@@ -197,19 +197,7 @@ pub fn status(args: StatusArgs, paths: &Paths) -> Result<(), DroverError> {
         };
         // The three reads go out together: the owner answers them side by side.
         let counts = async { read(Request::Counts).await?.into_counts() };
-        // Every active run and no finished one.
-        let active = async {
-            read(Request::Runs {
-                state: None,
-                include_removed: false,
-                workflow: None,
-                limit: Some(0),
-                before: None,
-                search: None,
-            })
-            .await?
-            .into_runs()
-        };
+        let active = async { read(Request::active_runs()).await?.into_runs() };
         let budget = async {
             match owner || paths.ledger_file.exists() {
                 true => Ok(Some(read(Request::Budget).await?.into_budget()?)),

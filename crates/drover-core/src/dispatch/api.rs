@@ -551,6 +551,19 @@ pub struct TranscriptView {
 }
 
 impl Request {
+    /// The runs list with every active run and no finished one (not removed, any
+    /// workflow).
+    pub fn active_runs() -> Request {
+        Request::Runs {
+            state: None,
+            include_removed: false,
+            workflow: None,
+            limit: Some(0),
+            before: None,
+            search: None,
+        }
+    }
+
     /// Reads the JSON answer to this request (from the control socket) as its typed
     /// [`Response`].
     pub fn decode(&self, value: Value) -> Result<Response, serde_json::Error> {
