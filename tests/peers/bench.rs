@@ -463,6 +463,11 @@ where
     }
 }
 
+/// What a direct run noted on the side, one value per run, without the warm-up pair's.
+fn after_warm_up(v: std::cell::RefCell<Vec<f64>>) -> Vec<f64> {
+    v.into_inner().split_off(1)
+}
+
 fn ms(d: Duration) -> f64 {
     d.as_secs_f64() * 1000.0
 }
@@ -528,10 +533,12 @@ async fn bench_claude() {
         ),
         &["direct: spawn to exit (stream-json, one turn)"],
     );
-    // The direct run's parts that drover's split has too (the warm-up's dropped).
-    let measured = |v: std::cell::RefCell<Vec<f64>>| v.into_inner().split_off(1);
-    line("direct: spawn to initialize answered", &measured(inits));
-    line("direct: result to exit", &measured(ends));
+    // The direct run's parts that drover's split has too.
+    line(
+        "direct: spawn to initialize answered",
+        &after_warm_up(inits),
+    );
+    line("direct: result to exit", &after_warm_up(ends));
     println!(
         "claude's own peak RSS (VmHWM) per direct run: median {:.0} MiB",
         median(peaks.into_inner())
@@ -598,10 +605,7 @@ async fn bench_codex() {
             "direct: its native binary, no launcher",
         ],
     );
-    line(
-        "direct: native, last line to exit",
-        &tails.into_inner().split_off(1),
-    );
+    line("direct: native, last line to exit", &after_warm_up(tails));
 }
 
 async fn bench_opencode() {
@@ -659,7 +663,7 @@ async fn bench_opencode() {
     );
     line(
         "direct: opencode run, last line to exit",
-        &tails.into_inner().split_off(1),
+        &after_warm_up(tails),
     );
 }
 

@@ -342,14 +342,12 @@ async fn play_turn(
         misbehave(shared, cx, &session).await;
     }
 
-    let cancelled = |c: &watch::Receiver<bool>| *c.borrow();
     for step in &turn.steps {
         for i in 1..=step.repeat.times {
             // Every repetition takes the step's pause, as in the stream-json sim.
-            if step.delay_ms > 0 && sleep_or_cancel(step.delay_ms, &mut cancel).await {
-                return Ok(PromptResponse::new(StopReason::Cancelled));
-            }
-            if cancelled(&cancel) {
+            if (step.delay_ms > 0 && sleep_or_cancel(step.delay_ms, &mut cancel).await)
+                || *cancel.borrow()
+            {
                 return Ok(PromptResponse::new(StopReason::Cancelled));
             }
             let vars = Vars {
